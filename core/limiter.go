@@ -1,0 +1,408 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync/atomic"
+	"time"
+)
+
+// Defaults for Config.
+const (
+	DefaultTimeout         = 100 * time.Millisecond
+	DefaultBreakerFailures = 5
+	DefaultBreakerCooldown = 2 * time.Second
+)
+
+// Config builds a Limiter. Only Name and Store are required.
+type Config struct {
+	// Name identifies the limiter (^[a-z0-9_]{1,64}$); it is the first part
+	// of every counter key, so two limiters never share a counter.
+	Name string
+	// Store keeps the counters: NewMemoryStore() or redisstore.New(client).
+	Store Store
+	// Rules is the ordered rule list. It can be replaced later with SetRules
+	// (the rule store does so when tiers change).
+	Rules []Rule
+	// KeyPrefix starts every counter key (default DefaultKeyPrefix).
+	KeyPrefix string
+	// Timeout bounds each store call of a check (default DefaultTimeout). A
+	// check that hits it fails open.
+	Timeout time.Duration
+	// Breaker bounds a store outage: after Failures consecutive store errors
+	// checks fail open at once, without touching the store, for Cooldown; then
+	// one probe goes through and, if it succeeds, the breaker closes.
+	Breaker BreakerConfig
+	// Logger receives WARN records on fail-open (default slog.Default()).
+	Logger *slog.Logger
+	// Now is the clock used for ResetAt (default time.Now).
+	Now func() time.Time
+	// Observer is told about every check, peek and clear (metrics, tracing).
+	// A panicking observer never changes a verdict.
+	Observer Observer
+}
+
+// BreakerConfig configures the circuit breaker of a Limiter.
+type BreakerConfig struct {
+	Failures int           // consecutive failures that open it (default 5; -1 disables the breaker)
+	Cooldown time.Duration // how long it stays open before a probe (default 2s)
+}
+
+// Limiter evaluates one rate-limit checkpoint's rules. Build it once at start-up
+// and share it: it is safe for concurrent use.
+type Limiter struct {
+	name     string
+	store    Store
+	prefix   string
+	timeout  time.Duration
+	logger   *slog.Logger
+	now      func() time.Time
+	observer Observer
+	local    bool
+	breaker  breaker
+	rules    atomic.Pointer[ruleSet]
+}
+
+type ruleSet struct {
+	rules    []*compiledRule
+	original []Rule
+}
+
+// ErrCircuitOpen is the error of results answered by an open circuit breaker.
+var ErrCircuitOpen = errors.New("ratelimit: store circuit breaker open")
+
+// New validates cfg and returns a Limiter. Invalid rules are rejected with an
+// error naming each bad rule.
+func New(cfg Config) (*Limiter, error) {
+	if !ValidName(cfg.Name) {
+		return nil, fmt.Errorf("ratelimit: limiter name %q must match ^[a-z0-9_]{1,64}$", cfg.Name)
+	}
+	if cfg.Store == nil {
+		return nil, fmt.Errorf("ratelimit: limiter %s: Store is nil (use NewMemoryStore or redisstore.New)", cfg.Name)
+	}
+	l := &Limiter{
+		name:     cfg.Name,
+		store:    cfg.Store,
+		prefix:   cfg.KeyPrefix,
+		timeout:  cfg.Timeout,
+		logger:   cfg.Logger,
+		now:      cfg.Now,
+		observer: cfg.Observer,
+	}
+	if l.prefix == "" {
+		l.prefix = DefaultKeyPrefix
+	}
+	if l.timeout <= 0 {
+		l.timeout = DefaultTimeout
+	}
+	if l.logger == nil {
+		l.logger = slog.Default()
+	}
+	if l.now == nil {
+		l.now = time.Now
+	}
+	_, l.local = cfg.Store.(interface{ inProcess() })
+	l.breaker.threshold = cfg.Breaker.Failures
+	if l.breaker.threshold == 0 {
+		l.breaker.threshold = DefaultBreakerFailures
+	}
+	l.breaker.cooldown = cfg.Breaker.Cooldown
+	if l.breaker.cooldown <= 0 {
+		l.breaker.cooldown = DefaultBreakerCooldown
+	}
+	if err := l.SetRules(cfg.Rules); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// Name returns the limiter's name.
+func (l *Limiter) Name() string { return l.name }
+
+// KeyPrefix returns the prefix of the limiter's counter keys.
+func (l *Limiter) KeyPrefix() string { return l.prefix }
+
+// Rules returns a copy of the rules in evaluation order.
+func (l *Limiter) Rules() []Rule {
+	return append([]Rule(nil), l.rules.Load().original...)
+}
+
+// SetRules validates rules and, only if all are valid, replaces the rule list
+// atomically; checks in flight finish with the old list. On error the limiter
+// keeps its previous rules.
+func (l *Limiter) SetRules(rules []Rule) error {
+	compiled, err := compileRules(rules)
+	if err != nil {
+		return fmt.Errorf("ratelimit: limiter %s: %w", l.name, err)
+	}
+	orig := make([]Rule, len(compiled))
+	for i, c := range compiled {
+		orig[i] = *c.rule
+		c.rule = &orig[i]
+	}
+	l.rules.Store(&ruleSet{rules: compiled, original: orig})
+	return nil
+}
+
+// CheckOption adjusts one Check or Peek.
+type CheckOption func(*checkOpts)
+
+type checkOpts struct {
+	cost float64
+}
+
+// Cost sets the amount a check adds to each counting rule (default 1). Use the
+// measured resource, for example the request's database seconds. Cost 0 reads
+// without counting. A negative or non-finite cost fails the check open.
+func Cost(c float64) CheckOption { return func(o *checkOpts) { o.cost = c } }
+
+// Check counts the request against every applicable rule and returns the verdict.
+// It never returns an error: a store failure gives ActionAllow with Result.Err set
+// (fail-open), logged at WARN.
+func (l *Limiter) Check(ctx context.Context, id Identifier, opts ...CheckOption) Result {
+	return l.run(ctx, ModeCheck, id, opts)
+}
+
+// Peek returns the verdict that Check with the same options would give, without
+// counting, banning or extending anything.
+func (l *Limiter) Peek(ctx context.Context, id Identifier, opts ...CheckOption) Result {
+	return l.run(ctx, ModePeek, id, opts)
+}
+
+type pending struct {
+	c   *compiledRule
+	op  Op
+	lim int64
+	per time.Duration
+}
+
+func (l *Limiter) run(ctx context.Context, mode Mode, id Identifier, opts []CheckOption) (res Result) {
+	start := l.now()
+	o := checkOpts{cost: 1}
+	for _, f := range opts {
+		f(&o)
+	}
+	res = Result{Limiter: l.name, Action: ActionAllow}
+	defer func() {
+		if l.observer != nil {
+			l.observe(ctx, Event{Kind: eventKind(mode), Limiter: l.name, Identifier: id, Result: &res, Duration: l.now().Sub(start)})
+		}
+	}()
+	if math.IsNaN(o.cost) || math.IsInf(o.cost, 0) || o.cost < 0 {
+		res.Err = fmt.Errorf("ratelimit: invalid cost %v", o.cost)
+		l.warn(ctx, res.Err, nil, id)
+		return res
+	}
+	rs := l.rules.Load()
+	var work []pending
+	var skip *compiledRule
+	for _, c := range rs.rules {
+		if !c.matches(id) {
+			continue
+		}
+		res.Matched = true
+		r := c.rule
+		if r.Action == ActionSkip {
+			skip = c
+			break
+		}
+		op := Op{Kind: OpCount, Cost: o.cost, Terminal: r.Action == ActionLimit}
+		if r.CountDistinct != "" {
+			m, ok := id.Get(r.CountDistinct)
+			if !ok {
+				res.Degraded = true
+				l.logger.LogAttrs(ctx, slog.LevelWarn, "rate_limit_missing_count_distinct",
+					slog.String("limiter", l.name), slog.String("rule", r.Name), slog.String("property", r.CountDistinct))
+				continue
+			}
+			op.Kind, op.Member = OpDistinct, m
+		}
+		lim, per := c.limit, c.period
+		if !c.static {
+			var err error
+			if lim, err = r.Limit.Resolve(ctx); err == nil {
+				per, err = r.Period.Resolve(ctx)
+			}
+			if err != nil {
+				res = Result{Limiter: l.name, Action: ActionAllow, Err: fmt.Errorf("ratelimit: rule %s: resolve: %w", r.Name, err)}
+				l.warn(ctx, res.Err, r, id)
+				return res
+			}
+		}
+		op.Limit, op.Period = lim, per
+		op.Key = counterKey(l.prefix, l.name, r, id)
+		if r.BanFor > 0 {
+			op.BanKey = op.Key + banSuffix
+			op.BanFor = r.BanFor
+		}
+		work = append(work, pending{c: c, op: op, lim: lim, per: per})
+	}
+	if len(work) > 0 {
+		ops := make([]Op, len(work))
+		for i := range work {
+			ops[i] = work[i].op
+		}
+		outs, err := l.eval(ctx, mode, ops)
+		if err != nil {
+			res = Result{Limiter: l.name, Action: ActionAllow, Err: err}
+			if !errors.Is(err, ErrCircuitOpen) {
+				l.warn(ctx, err, nil, id)
+			}
+			return res
+		}
+		now := l.now()
+		res.Evaluations = make([]Evaluation, 0, len(outs))
+		for i, out := range outs {
+			if !out.Evaluated {
+				break
+			}
+			w := &work[i]
+			ev := Evaluation{Rule: w.c.rule, Exceeded: out.Exceeded}
+			ev.Blocked = out.Exceeded && w.op.Terminal
+			ev.Info = Info{
+				Limit:     w.lim,
+				Period:    w.per,
+				Count:     out.Count,
+				Remaining: math.Max(float64(w.lim)-out.Count, 0),
+				ResetAt:   now.Add(out.TTL),
+				Banned:    out.Banned,
+			}
+			res.Evaluations = append(res.Evaluations, ev)
+			if ev.Exceeded {
+				res.Exceeded = true
+			}
+			if ev.Blocked {
+				res.Action = ActionBlock
+				skip = nil // the block ends evaluation before any later skip
+				break
+			}
+		}
+	}
+	if skip != nil {
+		res.Skipped = true
+		res.Rule = skip.rule
+		return res
+	}
+	if best := mostConstraining(res.Evaluations, false); best != nil {
+		res.Rule = best.Rule
+		info := best.Info
+		res.Info = &info
+	}
+	return res
+}
+
+func (c *compiledRule) matches(id Identifier) bool {
+	for i := range c.match {
+		if !c.match[i].matches(id) {
+			return false
+		}
+	}
+	return true
+}
+
+// eval calls the store under the timeout and the circuit breaker.
+func (l *Limiter) eval(ctx context.Context, mode Mode, ops []Op) ([]Outcome, error) {
+	if !l.breaker.allow(l.now()) {
+		return nil, ErrCircuitOpen
+	}
+	outs, err := l.callStore(ctx, func(ctx context.Context) ([]Outcome, error) { return l.store.Eval(ctx, mode, ops) })
+	if err == nil && len(outs) != len(ops) {
+		err = fmt.Errorf("store returned %d outcomes for %d ops", len(outs), len(ops))
+	}
+	l.record(ctx, err)
+	if err != nil {
+		return nil, fmt.Errorf("ratelimit: store %s: %w", mode, err)
+	}
+	return outs, nil
+}
+
+func (l *Limiter) record(ctx context.Context, err error) {
+	if err != nil && ctx.Err() != nil {
+		l.breaker.release() // the caller gave up; that says nothing about the store
+		return
+	}
+	switch l.breaker.record(l.now(), err == nil) {
+	case breakerOpened:
+		l.logger.LogAttrs(ctx, slog.LevelWarn, "rate_limit_breaker_open",
+			slog.String("limiter", l.name), slog.Duration("cooldown", l.breaker.cooldown), slog.Any("error", err))
+	case breakerClosed:
+		l.logger.LogAttrs(ctx, slog.LevelInfo, "rate_limit_breaker_closed", slog.String("limiter", l.name))
+	}
+}
+
+// callStore runs f under the per-check timeout. A store outside this process
+// runs in its own goroutine, so that a client that ignores deadlines (a socket
+// that accepts but never answers) still cannot hold the caller past the timeout.
+func callStore[T any](l *Limiter, ctx context.Context, f func(context.Context) (T, error)) (T, error) {
+	ctx, cancel := context.WithTimeout(ctx, l.timeout)
+	defer cancel()
+	if l.local {
+		return f(ctx)
+	}
+	type reply struct {
+		v   T
+		err error
+	}
+	ch := make(chan reply, 1)
+	go func() {
+		v, err := f(ctx)
+		ch <- reply{v, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-ctx.Done():
+		var zero T
+		return zero, ctx.Err()
+	}
+}
+
+func (l *Limiter) callStore(ctx context.Context, f func(context.Context) ([]Outcome, error)) ([]Outcome, error) {
+	return callStore(l, ctx, f)
+}
+
+// Clear removes the counters and bans (shadow bans included) of every counting
+// rule of the limiter for id, whether or not the rule matches id, and returns
+// how many keys existed (source design §1.5: call it after a successful login).
+func (l *Limiter) Clear(ctx context.Context, id Identifier) (int, error) {
+	start := l.now()
+	keys := l.Keys(id)
+	n, err := 0, error(nil)
+	if len(keys) > 0 {
+		n, err = callStore(l, ctx, func(ctx context.Context) (int, error) { return l.store.Delete(ctx, keys) })
+	}
+	if err != nil {
+		err = fmt.Errorf("ratelimit: limiter %s: clear: %w", l.name, err)
+		l.warn(ctx, err, nil, id)
+	}
+	if l.observer != nil {
+		l.observe(ctx, Event{Kind: EventClear, Limiter: l.name, Identifier: id, Cleared: n, Err: err, Duration: l.now().Sub(start)})
+	}
+	return n, err
+}
+
+// Keys returns every counter and ban key the limiter's counting rules use for
+// id (what Clear deletes).
+func (l *Limiter) Keys(id Identifier) []string {
+	rs := l.rules.Load()
+	var keys []string
+	for _, c := range rs.rules {
+		if !c.rule.Action.counts() {
+			continue
+		}
+		k := counterKey(l.prefix, l.name, c.rule, id)
+		keys = append(keys, k, k+banSuffix)
+	}
+	return keys
+}
+
+func (l *Limiter) warn(ctx context.Context, err error, r *Rule, id Identifier) {
+	attrs := []slog.Attr{slog.String("limiter", l.name), slog.String("error", err.Error())}
+	if r != nil {
+		attrs = append(attrs, slog.String("rule", r.Name))
+	}
+	l.logger.LogAttrs(ctx, slog.LevelWarn, "rate_limit_error", attrs...)
+}

@@ -1,0 +1,234 @@
+package ratelimit
+
+import (
+	"context"
+	"hash/maphash"
+	"sync"
+	"time"
+)
+
+// MemoryStore is the embedded Store: counters in this process only. It suits a
+// single process, tests and the quickstart; use redisstore for a fleet.
+//
+// Keys are spread over independently locked shards by their hash tag, so a
+// counter and its ban live in one shard and unrelated keys never contend for one
+// lock. Expired entries are dropped when read and swept from a shard at most once
+// per sweep interval while it is being written, so memory stays bounded by the
+// keys live within their windows, without a background goroutine.
+type MemoryStore struct {
+	now    func() time.Time
+	seed   maphash.Seed
+	shards []memShard
+	sweep  time.Duration
+}
+
+var _ Store = (*MemoryStore)(nil)
+
+type memShard struct {
+	mu        sync.Mutex
+	m         map[string]*memEntry
+	nextSweep time.Time
+	_         [40]byte // keep shards on separate cache lines
+}
+
+type memEntry struct {
+	count  float64
+	set    map[string]struct{}
+	expire time.Time
+}
+
+// MemoryOption configures NewMemoryStore.
+type MemoryOption func(*MemoryStore)
+
+// WithMemoryClock sets the store's clock (for tests). The default is time.Now.
+func WithMemoryClock(now func() time.Time) MemoryOption {
+	return func(s *MemoryStore) { s.now = now }
+}
+
+// WithShards sets the number of lock shards (default 64).
+func WithShards(n int) MemoryOption {
+	return func(s *MemoryStore) {
+		if n > 0 {
+			s.shards = make([]memShard, n)
+		}
+	}
+}
+
+// WithSweepInterval sets how often a written shard drops its expired entries
+// (default one second).
+func WithSweepInterval(d time.Duration) MemoryOption {
+	return func(s *MemoryStore) {
+		if d > 0 {
+			s.sweep = d
+		}
+	}
+}
+
+// NewMemoryStore returns an empty in-process store.
+func NewMemoryStore(opts ...MemoryOption) *MemoryStore {
+	s := &MemoryStore{now: time.Now, seed: maphash.MakeSeed(), sweep: time.Second}
+	for _, o := range opts {
+		o(s)
+	}
+	if s.shards == nil {
+		s.shards = make([]memShard, 64)
+	}
+	for i := range s.shards {
+		s.shards[i].m = make(map[string]*memEntry)
+	}
+	return s
+}
+
+func (s *MemoryStore) inProcess() {}
+
+func (s *MemoryStore) shard(key string) *memShard {
+	h := maphash.String(s.seed, HashTag(key))
+	return &s.shards[h%uint64(len(s.shards))]
+}
+
+// Len returns the number of live and not yet swept entries (for tests and metrics).
+func (s *MemoryStore) Len() int {
+	n := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		n += len(sh.m)
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+func (sh *memShard) get(key string, now time.Time) *memEntry {
+	e := sh.m[key]
+	if e != nil && !now.Before(e.expire) {
+		delete(sh.m, key)
+		return nil
+	}
+	return e
+}
+
+func (sh *memShard) maybeSweep(now time.Time, every time.Duration) {
+	if now.Before(sh.nextSweep) {
+		return
+	}
+	sh.nextSweep = now.Add(every)
+	for k, e := range sh.m {
+		if !now.Before(e.expire) {
+			delete(sh.m, k)
+		}
+	}
+}
+
+// Eval implements Store.
+func (s *MemoryStore) Eval(ctx context.Context, mode Mode, ops []Op) ([]Outcome, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	out := make([]Outcome, len(ops))
+	for i := range ops {
+		op := &ops[i]
+		sh := s.shard(op.Key)
+		sh.mu.Lock()
+		now := s.now()
+		out[i] = sh.apply(now, mode, op)
+		if mode == ModeCheck {
+			sh.maybeSweep(now, s.sweep)
+		}
+		sh.mu.Unlock()
+		if out[i].Exceeded && op.Terminal {
+			break
+		}
+	}
+	return out, nil
+}
+
+func (sh *memShard) apply(now time.Time, mode Mode, op *Op) Outcome {
+	o := Outcome{Evaluated: true}
+	e := sh.get(op.Key, now)
+	ttl := func() time.Duration {
+		if e == nil {
+			return op.Period
+		}
+		return e.expire.Sub(now)
+	}
+	if op.BanKey != "" {
+		if b := sh.get(op.BanKey, now); b != nil {
+			o.Banned, o.Exceeded, o.TTL = true, true, b.expire.Sub(now)
+			if e != nil {
+				o.Count = e.count
+				if op.Kind == OpDistinct {
+					o.Count = float64(len(e.set))
+				}
+			}
+			return o
+		}
+	}
+	charge := mode == ModeCheck && op.Cost > 0
+	would := 0.0
+	switch op.Kind {
+	case OpCount:
+		if e != nil {
+			o.Count = e.count
+		}
+		if charge {
+			if e == nil {
+				e = &memEntry{expire: now.Add(op.Period)}
+				sh.m[op.Key] = e
+			}
+			e.count += op.Cost
+			o.Count = e.count
+			would = o.Count
+		} else {
+			would = o.Count
+			if mode == ModePeek {
+				would += op.Cost
+			}
+		}
+	case OpDistinct:
+		has := false
+		if e != nil {
+			o.Count = float64(len(e.set))
+			_, has = e.set[op.Member]
+		}
+		if charge {
+			if e == nil {
+				e = &memEntry{expire: now.Add(op.Period), set: map[string]struct{}{}}
+				sh.m[op.Key] = e
+			}
+			e.set[op.Member] = struct{}{}
+			o.Count = float64(len(e.set))
+			would = o.Count
+		} else {
+			would = o.Count
+			if mode == ModePeek && op.Cost > 0 && !has {
+				would++
+			}
+		}
+	}
+	o.Exceeded = would > float64(op.Limit)
+	o.TTL = ttl()
+	if charge && o.Exceeded && op.BanFor > 0 && op.BanKey != "" {
+		sh.m[op.BanKey] = &memEntry{expire: now.Add(op.BanFor)}
+		o.Banned, o.TTL = true, op.BanFor
+	}
+	return o
+}
+
+// Delete implements Store.
+func (s *MemoryStore) Delete(ctx context.Context, keys []string) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	n := 0
+	now := s.now()
+	for _, k := range keys {
+		sh := s.shard(k)
+		sh.mu.Lock()
+		if sh.get(k, now) != nil {
+			delete(sh.m, k)
+			n++
+		}
+		sh.mu.Unlock()
+	}
+	return n, nil
+}

@@ -1,0 +1,111 @@
+package ratelimit
+
+import (
+	"math"
+	"time"
+)
+
+// Result is the verdict of a Check or Peek (source design §1.6).
+type Result struct {
+	// Limiter is the name of the limiter that produced the result.
+	Limiter string
+	// Action is ActionAllow or ActionBlock: what the caller should do.
+	Action Action
+	// Exceeded reports whether any evaluated rule exceeded its limit (including
+	// shadow log rules, which never block).
+	Exceeded bool
+	// Matched reports whether any rule applied.
+	Matched bool
+	// Skipped reports that a skip rule ended the evaluation.
+	Skipped bool
+	// Rule is the most constraining evaluated rule: the blocking rule, else an
+	// exceeded one, else the one with the least remaining, ties to rule order.
+	// For a skip it is the skip rule. Nil when nothing matched or on error.
+	Rule *Rule
+	// Info holds the resolved values of Rule's evaluation; nil for skip, no
+	// match and error results.
+	Info *Info
+	// Err is set when the check failed open: the store was unavailable, timed
+	// out, or a limit or period resolver failed. Action is then ActionAllow.
+	Err error
+	// Degraded reports that a count_distinct rule was left out because the
+	// identifier lacks its property.
+	Degraded bool
+	// Evaluations lists every counting rule evaluated, in rule order.
+	Evaluations []Evaluation
+}
+
+// Info holds the resolved values of one rule evaluation.
+type Info struct {
+	Limit     int64         // resolved limit
+	Period    time.Duration // resolved window length
+	Count     float64       // count (or distinct values) in the window, after this check
+	Remaining float64       // max(Limit - Count, 0)
+	ResetAt   time.Time     // when the window ends, or the ban when Banned
+	Banned    bool          // a ban is active
+}
+
+// RetryAfter returns the time from now until ResetAt, rounded up to whole
+// seconds so that a caller told to wait never comes back early.
+func (i *Info) RetryAfter(now time.Time) time.Duration {
+	if i == nil {
+		return 0
+	}
+	d := i.ResetAt.Sub(now)
+	if d <= 0 {
+		return 0
+	}
+	return time.Duration(math.Ceil(d.Seconds())) * time.Second
+}
+
+// Evaluation is one counting rule's part of a Result.
+type Evaluation struct {
+	Rule     *Rule
+	Exceeded bool
+	Blocked  bool // an exceeded limit rule: the verdict is block
+	Info     Info
+}
+
+// Shadow reports whether the evaluated rule is a log (shadow) rule.
+func (e *Evaluation) Shadow() bool { return e.Rule.Action == ActionLog }
+
+// Blocked reports whether the verdict is block.
+func (r *Result) Blocked() bool { return r.Action == ActionBlock }
+
+// Failed reports whether the result failed open (Err != nil).
+func (r *Result) Failed() bool { return r.Err != nil }
+
+// Enforcing returns the most constraining evaluation of a limit (enforcing)
+// rule, or nil. Response headers are built from it, so shadow rules never
+// change what a client sees.
+func (r *Result) Enforcing() *Evaluation {
+	return mostConstraining(r.Evaluations, true)
+}
+
+// less reports whether a is more constraining than b (ranking of §1.6).
+func moreConstraining(a, b *Evaluation) bool {
+	if a.Blocked != b.Blocked {
+		return a.Blocked
+	}
+	if a.Exceeded != b.Exceeded {
+		return a.Exceeded
+	}
+	if a.Info.Remaining != b.Info.Remaining {
+		return a.Info.Remaining < b.Info.Remaining
+	}
+	return false // stable: earlier rule wins
+}
+
+func mostConstraining(evs []Evaluation, enforcingOnly bool) *Evaluation {
+	var best *Evaluation
+	for i := range evs {
+		e := &evs[i]
+		if enforcingOnly && e.Rule.Action != ActionLimit {
+			continue
+		}
+		if best == nil || moreConstraining(e, best) {
+			best = e
+		}
+	}
+	return best
+}

@@ -1,0 +1,82 @@
+package ratelimit
+
+import (
+	"context"
+	"time"
+)
+
+// Store keeps counters, distinct-value sets and bans. The Limiter decides which
+// rules apply and builds their keys; a Store only applies a check's operations,
+// in order, with the semantics below. Implementations: NewMemoryStore (in this
+// package) and redisstore.New. Every Store must pass core/storetest.
+type Store interface {
+	// Eval applies ops in order and returns one Outcome per op.
+	//
+	// In ModeCheck each op is charged: a counter op adds Cost to its counter
+	// (starting a window of Period at the first write; the window is never
+	// extended), a distinct op adds Member to its set; Cost 0 writes nothing.
+	// An op whose BanKey holds an active ban is exceeded and not charged. An
+	// op that becomes exceeded (count > Limit) and has BanFor > 0 starts a ban.
+	// After an exceeded op with Terminal set, no later op is evaluated.
+	//
+	// In ModePeek nothing is written; an op is exceeded when it is banned or when
+	// the count a check would reach (count + Cost, or the set size with Member
+	// added) exceeds Limit.
+	Eval(ctx context.Context, mode Mode, ops []Op) ([]Outcome, error)
+
+	// Delete removes the given keys and returns how many existed.
+	Delete(ctx context.Context, keys []string) (int, error)
+}
+
+// Mode selects between counting (ModeCheck) and reading (ModePeek).
+type Mode uint8
+
+const (
+	ModeCheck Mode = iota
+	ModePeek
+)
+
+func (m Mode) String() string {
+	if m == ModePeek {
+		return "peek"
+	}
+	return "check"
+}
+
+// OpKind selects what an Op counts.
+type OpKind uint8
+
+const (
+	// OpCount adds a (float) cost to a counter.
+	OpCount OpKind = iota
+	// OpDistinct adds a member to a set and counts its size.
+	OpDistinct
+)
+
+// Op is one counting rule's work within a check.
+type Op struct {
+	Kind     OpKind
+	Key      string        // counter or set key
+	BanKey   string        // ban key, or "" when the rule has no ban
+	Member   string        // OpDistinct: the value to add
+	Cost     float64       // OpCount: amount to add; 0 reads only
+	Limit    int64         // exceeded when count > Limit
+	Period   time.Duration // window length, set on the first write
+	BanFor   time.Duration // ban length once exceeded; 0 for none
+	Terminal bool          // an exceeded Terminal op stops the evaluation (ActionLimit)
+}
+
+// Outcome is what a Store reports for one Op.
+type Outcome struct {
+	// Evaluated is false for ops after a terminal exceeded op.
+	Evaluated bool
+	// Count is the counter value (or set size) after the op.
+	Count float64
+	// TTL is the time until the window ends or, when Banned, until the ban ends.
+	// For a key that does not exist it is the op's Period.
+	TTL time.Duration
+	// Banned reports an active ban (found, or started by this op).
+	Banned bool
+	// Exceeded reports count > Limit, or an active ban.
+	Exceeded bool
+}

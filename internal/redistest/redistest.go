@@ -1,0 +1,208 @@
+// Package redistest gives tests the real Redis servers that the test command
+// starts (scripts/test.sh), and starts private ones for tests that must stop
+// Redis mid-test.
+//
+// RATEKIT_TEST_REDIS_URL is redis://host:port of a standalone server;
+// RATEKIT_TEST_REDIS_CLUSTER is a comma-separated host:port list of a 3-master
+// cluster. When a variable is unset the tests that need it skip, saying how to
+// run them; when it is set, they never skip.
+package redistest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+const (
+	EnvURL     = "RATEKIT_TEST_REDIS_URL"
+	EnvCluster = "RATEKIT_TEST_REDIS_CLUSTER"
+	howTo      = "run ./scripts/test.sh (or make test), which starts redis-server and a local cluster and sets %s"
+)
+
+// URL returns the standalone test server's URL, or skips the test.
+func URL(t testing.TB) string {
+	t.Helper()
+	u := os.Getenv(EnvURL)
+	if u == "" {
+		t.Skipf("%s not set: "+howTo, EnvURL, EnvURL)
+	}
+	return u
+}
+
+// ClusterAddrs returns the test cluster's node addresses, or skips the test.
+func ClusterAddrs(t testing.TB) []string {
+	t.Helper()
+	v := os.Getenv(EnvCluster)
+	if v == "" {
+		t.Skipf("%s not set: "+howTo, EnvCluster, EnvCluster)
+	}
+	return strings.Split(v, ",")
+}
+
+// Client returns a client of the standalone test server, closed at cleanup.
+func Client(t testing.TB) *redis.Client {
+	t.Helper()
+	opt, err := redis.ParseURL(URL(t))
+	if err != nil {
+		t.Fatalf("parse %s: %v", EnvURL, err)
+	}
+	c := redis.NewClient(opt)
+	t.Cleanup(func() { _ = c.Close() })
+	ping(t, c)
+	return c
+}
+
+// ClusterClient returns a client of the test cluster, closed at cleanup.
+func ClusterClient(t testing.TB) *redis.ClusterClient {
+	t.Helper()
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: ClusterAddrs(t)})
+	t.Cleanup(func() { _ = c.Close() })
+	ping(t, c)
+	return c
+}
+
+func ping(t testing.TB, c redis.UniversalClient) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.Ping(ctx).Err(); err != nil {
+		t.Fatalf("redis ping: %v", err)
+	}
+}
+
+// Prefix returns a key prefix unique to this test, so tests sharing a server
+// never see each other's keys.
+func Prefix(t testing.TB) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	name := strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
+	if len(name) > 40 {
+		name = name[:40]
+	}
+	return fmt.Sprintf("test:%s:%s:", name, hex.EncodeToString(b[:]))
+}
+
+// Server is a private redis-server process.
+type Server struct {
+	Addr string
+	cmd  *exec.Cmd
+	dir  string
+	port int
+}
+
+// StartServer starts a private redis-server on a free loopback port and stops
+// it at cleanup. It needs redis-server on PATH, which the test command ensures;
+// without it (and without EnvURL) the test skips.
+func StartServer(t testing.TB) *Server {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		if os.Getenv(EnvURL) != "" {
+			t.Fatalf("redis-server not on PATH although %s is set", EnvURL)
+		}
+		t.Skipf("redis-server not on PATH: "+howTo, EnvURL)
+	}
+	s := &Server{dir: t.TempDir(), port: freePort(t)}
+	s.Addr = fmt.Sprintf("127.0.0.1:%d", s.port)
+	s.start(t, bin)
+	t.Cleanup(func() { s.Stop() })
+	return s
+}
+
+func (s *Server) start(t testing.TB, bin string) {
+	t.Helper()
+	s.cmd = exec.Command(bin, "--port", fmt.Sprint(s.port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", s.dir, "--daemonize", "no")
+	s.cmd.Stdout, s.cmd.Stderr = nil, nil
+	if err := s.cmd.Start(); err != nil {
+		t.Fatalf("start redis-server: %v", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		c, err := net.DialTimeout("tcp", s.Addr, 100*time.Millisecond)
+		if err == nil {
+			_ = c.Close()
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("redis-server on %s did not start", s.Addr)
+}
+
+// URL returns redis://addr.
+func (s *Server) URL() string { return "redis://" + s.Addr }
+
+// Stop kills the server (as an outage would) and waits for it to exit.
+func (s *Server) Stop() {
+	if s.cmd != nil && s.cmd.Process != nil {
+		_ = s.cmd.Process.Kill()
+		_ = s.cmd.Wait()
+		s.cmd = nil
+	}
+}
+
+// Restart starts the server again on the same port after Stop.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.start(t, bin)
+}
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// Blackhole listens on a loopback port, accepts connections and never answers:
+// a server that hangs. It is closed at cleanup.
+func Blackhole(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c)
+		}
+	}()
+	t.Cleanup(func() {
+		_ = l.Close()
+		<-done
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+	return l.Addr().String()
+}
+
+// UnusedAddr returns a loopback address where nothing listens.
+func UnusedAddr(t testing.TB) string {
+	return fmt.Sprintf("127.0.0.1:%d", freePort(t))
+}
+

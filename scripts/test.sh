@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Runs every test of every module, as CI does. On a fresh Debian machine it
+# installs what the tests need (redis-server from Debian's packages, copier from
+# PyPI), starts a standalone Redis and a 3-master Redis Cluster on free loopback
+# ports, exports RATEKIT_TEST_REDIS_URL / RATEKIT_TEST_REDIS_CLUSTER, runs
+# gofmt, go vet and go test -race in each module, and stops the servers.
+#
+# Usage: scripts/test.sh [extra go test flags]   e.g. scripts/test.sh -run TestConformance
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+
+log() { printf '== %s\n' "$*" >&2; }
+
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+ensure_redis() {
+  if command -v redis-server >/dev/null && command -v redis-cli >/dev/null; then return; fi
+  log "installing redis-server (Debian package)"
+  as_root apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq redis-server >/dev/null
+}
+
+ensure_copier() {
+  [ -d copier-template ] || return 0
+  if command -v copier >/dev/null; then return; fi
+  log "installing copier (PyPI)"
+  python3 -m pip install --quiet --disable-pip-version-check 'copier>=9,<10'
+}
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
+
+RUNDIR=$(mktemp -d "${TMPDIR:-/tmp}/ratekit-test.XXXXXX")
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
+  for p in "${PIDS[@]:-}"; do [ -n "$p" ] && wait "$p" 2>/dev/null || true; done
+  rm -rf "$RUNDIR"
+}
+trap cleanup EXIT
+
+start_redis() { # port [extra args...]
+  local port=$1; shift
+  mkdir -p "$RUNDIR/$port"
+  redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
+    --dir "$RUNDIR/$port" --logfile "$RUNDIR/$port/redis.log" --daemonize no "$@" &
+  PIDS+=($!)
+  for _ in $(seq 1 100); do
+    redis-cli -p "$port" ping >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  log "redis-server on port $port did not start"; cat "$RUNDIR/$port/redis.log" >&2; return 1
+}
+
+ensure_redis
+ensure_copier
+
+if [ -z "${RATEKIT_TEST_REDIS_URL:-}" ]; then
+  port=$(free_port)
+  start_redis "$port"
+  export RATEKIT_TEST_REDIS_URL="redis://127.0.0.1:$port"
+fi
+if [ -z "${RATEKIT_TEST_REDIS_CLUSTER:-}" ]; then
+  nodes=()
+  for _ in 1 2 3; do
+    port=$(free_port)
+    start_redis "$port" --cluster-enabled yes --cluster-config-file "nodes-$port.conf" --cluster-node-timeout 2000
+    nodes+=("127.0.0.1:$port")
+  done
+  redis-cli --cluster create "${nodes[@]}" --cluster-replicas 0 --cluster-yes >"$RUNDIR/cluster-create.log" 2>&1 ||
+    { cat "$RUNDIR/cluster-create.log" >&2; exit 1; }
+  for n in "${nodes[@]}"; do
+    for _ in $(seq 1 100); do
+      redis-cli -h "${n%:*}" -p "${n#*:}" cluster info 2>/dev/null | grep -q 'cluster_state:ok' && break
+      sleep 0.1
+    done
+  done
+  RATEKIT_TEST_REDIS_CLUSTER=$(IFS=,; echo "${nodes[*]}")
+  export RATEKIT_TEST_REDIS_CLUSTER
+fi
+log "redis: $RATEKIT_TEST_REDIS_URL  cluster: $RATEKIT_TEST_REDIS_CLUSTER"
+
+log "gofmt"
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.git/*'))
+if [ -n "$unformatted" ]; then echo "gofmt needed:" >&2; echo "$unformatted" >&2; exit 1; fi
+
+if [ -x scripts/check-generated.sh ]; then
+  log "generated code up to date"
+  scripts/check-generated.sh
+fi
+
+mods=$(find . -name go.mod -not -path './.git/*' -not -path '*/testdata/*' -not -path './copier-template/*' -printf '%h\n' | sort)
+status=0
+for m in $mods; do
+  log "module $m: go vet"
+  (cd "$m" && go vet ./...) || status=1
+  log "module $m: go test -race"
+  (cd "$m" && go test -race -count=1 -timeout 30m "$@" ./...) || status=1
+done
+exit $status
