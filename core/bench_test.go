@@ -1,0 +1,61 @@
+package ratelimit_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	ratelimit "github.com/ratekit/ratekit/core"
+)
+
+// BenchRules returns n counting rules, each applicable to every identifier with
+// "user" and "ip", with limits high enough that nothing blocks.
+func benchRules(n int) []ratelimit.Rule {
+	rules := make([]ratelimit.Rule, n)
+	for i := range rules {
+		rules[i] = ratelimit.Rule{
+			Name:            fmt.Sprintf("rule_%d", i),
+			Characteristics: []string{"user", "ip"}[:1+i%2],
+			Limit:           ratelimit.Static(1 << 40),
+			Period:          ratelimit.StaticPeriod(time.Hour),
+		}
+	}
+	return rules
+}
+
+func BenchmarkCheckMemory(b *testing.B) {
+	ids := make([]ratelimit.Identifier, 1000)
+	for i := range ids {
+		ids[i] = ratelimit.Identifier{"user": "user:" + strconv.Itoa(i), "ip": "203.0.113." + strconv.Itoa(i%250)}
+	}
+	for _, n := range []int{1, 5} {
+		l, err := ratelimit.New(ratelimit.Config{Name: "bench", Store: ratelimit.NewMemoryStore(), Rules: benchRules(n)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx := context.Background()
+		b.Run(fmt.Sprintf("rules=%d/serial", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				if r := l.Check(ctx, ids[i%len(ids)]); r.Err != nil {
+					b.Fatal(r.Err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("rules=%d/parallel", n), func(b *testing.B) {
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				i := 0
+				for pb.Next() {
+					if r := l.Check(ctx, ids[i%len(ids)]); r.Err != nil {
+						b.Error(r.Err)
+						return
+					}
+					i++
+				}
+			})
+		})
+	}
+}

@@ -1,0 +1,125 @@
+// Package ratelimit is the core of ratekit: one rate-limit model for every Go
+// service and framework.
+//
+// Build a Limiter once per checkpoint (at start-up, not per request), give it an
+// ordered list of rules and a Store, then Check an Identifier per request:
+//
+//	limiter, err := ratelimit.New(ratelimit.Config{
+//		Name:  "http_request",
+//		Store: ratelimit.NewMemoryStore(), // or redisstore.New(redisClient)
+//		Rules: []ratelimit.Rule{{
+//			Name:            "authenticated_api",
+//			Characteristics: []string{"user"},
+//			Limit:           ratelimit.Static(200),
+//			Period:          ratelimit.StaticPeriod(time.Minute),
+//			Action:          ratelimit.ActionLimit,
+//		}},
+//	})
+//	result := limiter.Check(ctx, ratelimit.Identifier{"user": "user:123", "request_type": "api"})
+//	if result.Action == ratelimit.ActionBlock { /* 429, ResourceExhausted, retry the job later */ }
+//
+// Adapters for net/http, gRPC, Echo, Gin and asynq (middleware/...) build the
+// identifier and render the verdict; this package knows nothing of frameworks.
+//
+// # Evaluation
+//
+// Rules are evaluated in order. A rule applies when every Match entry is
+// present in the identifier and matches: Equal (canonical string equality),
+// Regex (RE2, bounded by MaxRegexLen and MaxRegexInsts) or OneOf.
+//
+//   - skip is terminal: evaluation stops and the result is allow, with the skip
+//     rule as Result.Rule and no Info. Counting rules before it have already
+//     been charged (they appear in Evaluations).
+//   - limit and log rules count: every applicable counting rule is charged the
+//     check's cost. An exceeded limit rule blocks and is terminal: later rules
+//     are neither counted nor reached (not even a later skip). An exceeded log
+//     rule reports Exceeded and evaluation continues (shadow mode).
+//   - Exceeded means count > limit: a limit of 5 admits 5 and blocks the 6th.
+//
+// Windows are fixed and start at the first hit of a key: the window's expiry is
+// set when the counter is created and never extended. ResetAt is now plus the
+// remaining window (or ban).
+//
+// BanFor keeps an exceeded rule exceeded for that long, in a separate state
+// that outlives the window. While a ban is active the rule blocks (limit) or
+// reports exceeded (log) without counting, so retries cannot extend it, and
+// ResetAt is the ban's end. A log rule writes its own shadow ban and never blocks.
+//
+// CountDistinct counts distinct values of a property (an exact set) instead of
+// volume; the cost is ignored except that cost 0 adds nothing. A rule whose
+// property is missing from the identifier is left out, and the result is
+// Degraded (logged at WARN as rate_limit_missing_count_distinct).
+//
+// Cost (the Cost option, default 1) may be fractional, for example measured
+// database seconds. Cost 0 reads without writing: it creates no key, and the
+// verdict is whether the count already exceeds the limit.
+//
+// Peek returns the verdict Check would return with the same cost, without
+// counting, banning or extending anything: it blocks when the count plus the
+// cost (or the set with the new member) would exceed the limit, or when a ban is
+// active. Peek with Cost(0) asks "already over?", which is what the
+// peek-then-check pattern for costs known only afterwards needs.
+//
+// Clear removes the counters and bans (shadow bans too) of every counting rule
+// of the limiter for one identifier, whether the rule matches it or not: the
+// caller clearing state after a successful login knows who succeeded, not which
+// rules matched.
+//
+// The Result carries the verdict (Action), Exceeded, the most constraining
+// evaluated rule (blocking first, then exceeded, then least remaining, then
+// rule order) with its Info (resolved limit and period, count, remaining,
+// ResetAt), every Evaluation, and Err when the check failed open. Enforcing
+// returns the most constraining evaluation of a limit rule, so responses never
+// change because of shadow rules.
+//
+// # Identifiers and keys
+//
+// An Identifier maps property names to values; values are compared and keyed
+// by their canonical string (Canonical: integers in decimal, so 42 and "42" are
+// one caller). A nil value is the same as an absent property; the empty string
+// is a value of its own.
+//
+// Each (limiter, rule, characteristic values) has its own counter key, for
+// example
+//
+//	ratekit:rl:{http_request:authenticated_api:user=user%3A123}
+//	ratekit:rl:{user_sign_in:ban_ip:ip=2001%3Adb8%3A%3A1}:ban
+//
+// The braces are a Redis Cluster hash tag, so a counter and its ban share a
+// slot. Names and values are percent-escaped (':', '=', '{', '}', '%', '!',
+// '#', spaces, controls and non-ASCII bytes), a missing property is "!" and a
+// value longer than MaxKeyValueLen escaped bytes is "#" plus its SHA-256, so no
+// two different identifiers can ever share a counter. The limiter name leads
+// every key, so two limiters never share counters.
+//
+// # Failing open, within bounds
+//
+// Check and Peek never return an error: a store failure, a timeout or a
+// failing limit resolver gives ActionAllow with Result.Err set, logged at WARN
+// as rate_limit_error and reported to the Observer (metrics). Each store call
+// is bounded by Config.Timeout (default 100ms); a store outside the process runs
+// in its own goroutine so that even a server that accepts connections and
+// never answers cannot hold a request longer. After Breaker.Failures
+// consecutive failures (default 5) a circuit breaker opens: checks then fail
+// open at once, without touching the network, for Breaker.Cooldown (default
+// 2s); then one probe goes through, and its success closes the breaker. An
+// outage therefore costs each request at most the timeout, and most requests
+// nothing. A caller's own cancellation never counts against the store.
+//
+// # Stores
+//
+// A Store applies the counting operations the limiter builds (see Store, Op
+// and Outcome). NewMemoryStore is the embedded default for one process;
+// redisstore.New counts in Redis, evaluating every rule of a check in one Lua
+// script call, and on Redis Cluster in one pipelined round trip. Every store
+// passes the conformance suite in core/storetest.
+//
+// # Rule tiers
+//
+// SetRules replaces the rule list atomically, all or nothing: an invalid list
+// is rejected whole and the limiter keeps its last good rules. MergeTiers builds
+// the evaluated list from the tiers of the source design (remote ++ file ++
+// published ++ default), where a rule name in a higher tier replaces the lower
+// tier's rule of that name and, because the name is in the key, inherits its
+// counter.
+package ratelimit

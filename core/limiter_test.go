@@ -1,0 +1,303 @@
+package ratelimit_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	ratelimit "github.com/ratekit/ratekit/core"
+)
+
+func basic(name string) ratelimit.Rule {
+	return ratelimit.Rule{Name: name, Characteristics: []string{"user"}, Limit: ratelimit.Static(5), Period: ratelimit.StaticPeriod(time.Minute)}
+}
+
+func TestNewRejectsInvalidRules(t *testing.T) {
+	tests := []struct {
+		name string
+		rule ratelimit.Rule
+		want string
+	}{
+		{"bad name", ratelimit.Rule{Name: "Bad-Name", Limit: ratelimit.Static(1), Period: ratelimit.StaticPeriod(time.Second)}, `rule Bad-Name: name "Bad-Name" must match`},
+		{"missing limit", ratelimit.Rule{Name: "r", Period: ratelimit.StaticPeriod(time.Second)}, "rule r: limit and log rules require limit and period"},
+		{"missing period", ratelimit.Rule{Name: "r", Action: ratelimit.ActionLog, Limit: ratelimit.Static(1)}, "rule r: limit and log rules require limit and period"},
+		{"zero static limit", ratelimit.Rule{Name: "r", Limit: ratelimit.Static(-1), Period: ratelimit.StaticPeriod(time.Second)}, "rule r: limit -1 must be at least 1"},
+		{"tiny period", ratelimit.Rule{Name: "r", Limit: ratelimit.Static(1), Period: ratelimit.StaticPeriod(time.Microsecond)}, "rule r: period 1µs must be at least 1ms"},
+		{"unknown action", ratelimit.Rule{Name: "r", Action: "block"}, `rule r: action "block" is not limit, log or skip`},
+		{"ban on skip", ratelimit.Rule{Name: "r", Action: ratelimit.ActionSkip, BanFor: time.Minute}, "rule r: ban_for is not valid on skip rules"},
+		{"ban with distinct", ratelimit.Rule{Name: "r", Limit: ratelimit.Static(1), Period: ratelimit.StaticPeriod(time.Second), BanFor: time.Minute, CountDistinct: "u"}, "rule r: ban_for cannot be combined with count_distinct"},
+		{"bad regex", ratelimit.Rule{Name: "r", Action: ratelimit.ActionSkip, Match: map[string]ratelimit.Matcher{"path": ratelimit.Regex(`(?<=x)`)}}, `rule r: match "path": invalid RE2 regex`},
+		{"huge regex", ratelimit.Rule{Name: "r", Action: ratelimit.ActionSkip, Match: map[string]ratelimit.Matcher{"path": ratelimit.Regex(strings.Repeat("a", 1025))}}, "regex is 1025 bytes, the limit is 1024"},
+		{"regex program too big", ratelimit.Rule{Name: "r", Action: ratelimit.ActionSkip, Match: map[string]ratelimit.Matcher{"path": ratelimit.Regex(`(\w+\s*\d+\w+\s*\d+){1000}`)}}, "instructions, the limit is 10000"},
+		{"zero matcher", ratelimit.Rule{Name: "r", Action: ratelimit.ActionSkip, Match: map[string]ratelimit.Matcher{"path": {}}}, `rule r: match "path": empty matcher`},
+		{"duplicate characteristic", ratelimit.Rule{Name: "r", Characteristics: []string{"ip", "ip"}, Limit: ratelimit.Static(1), Period: ratelimit.StaticPeriod(time.Second)}, `characteristic "ip" is listed twice`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ratelimit.New(ratelimit.Config{Name: "lim", Store: ratelimit.NewMemoryStore(), Rules: []ratelimit.Rule{basic("ok"), tt.rule}})
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error = %v, want it to contain %q", err, tt.want)
+			}
+			var re *ratelimit.RuleError
+			if !errors.As(err, &re) || re.Index != 1 {
+				t.Fatalf("error %v does not name rule #1", err)
+			}
+		})
+	}
+	if _, err := ratelimit.New(ratelimit.Config{Name: "lim", Store: ratelimit.NewMemoryStore(), Rules: []ratelimit.Rule{basic("a"), basic("a")}}); err == nil || !strings.Contains(err.Error(), "rule a: duplicate rule name (also rule #0)") {
+		t.Fatalf("duplicate names: %v", err)
+	}
+	if _, err := ratelimit.New(ratelimit.Config{Name: "Lim", Store: ratelimit.NewMemoryStore()}); err == nil {
+		t.Fatal("bad limiter name accepted")
+	}
+	if _, err := ratelimit.New(ratelimit.Config{Name: "lim"}); err == nil || !strings.Contains(err.Error(), "Store is nil") {
+		t.Fatalf("nil store: %v", err)
+	}
+}
+
+func TestSetRulesIsAllOrNothing(t *testing.T) {
+	l, err := ratelimit.New(ratelimit.Config{Name: "lim", Store: ratelimit.NewMemoryStore(), Rules: []ratelimit.Rule{basic("a")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = l.SetRules([]ratelimit.Rule{basic("b"), {Name: "broken"}})
+	if err == nil || !strings.Contains(err.Error(), "limiter lim: rule broken") {
+		t.Fatalf("SetRules error = %v", err)
+	}
+	if got := l.Rules(); len(got) != 1 || got[0].Name != "a" {
+		t.Fatalf("rules after a rejected SetRules = %v, want the old list", got)
+	}
+	if err := l.SetRules([]ratelimit.Rule{basic("b"), basic("c")}); err != nil {
+		t.Fatal(err)
+	}
+	if got := l.Rules(); len(got) != 2 || got[0].Name != "b" || got[0].Action != ratelimit.ActionLimit {
+		t.Fatalf("rules = %v", got)
+	}
+}
+
+func TestRulesAreCopied(t *testing.T) {
+	rules := []ratelimit.Rule{basic("a")}
+	rules[0].Match = map[string]ratelimit.Matcher{"plan": ratelimit.Equal("free")}
+	l, err := ratelimit.New(ratelimit.Config{Name: "lim", Store: ratelimit.NewMemoryStore(), Rules: rules})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules[0].Match["plan"] = ratelimit.Equal("premium")
+	rules[0].Characteristics[0] = "ip"
+	r := l.Check(context.Background(), ratelimit.Identifier{"plan": "free", "user": "u"})
+	if r.Rule == nil || r.Rule.Characteristics[0] != "user" {
+		t.Fatalf("limiter saw the caller's later edits: %+v", r)
+	}
+}
+
+func TestMergeTiers(t *testing.T) {
+	r := func(name string, limit int64) ratelimit.Rule {
+		x := basic(name)
+		x.Limit = ratelimit.Static(limit)
+		return x
+	}
+	file := []ratelimit.Rule{r("plan_free", 100), r("shared", 1)}
+	published := []ratelimit.Rule{r("shared", 2), r("published_only", 3)}
+	defaults := []ratelimit.Rule{r("shared", 3), r("default_only", 4), r("published_only", 5)}
+	got := ratelimit.MergeTiers(file, published, defaults)
+	var names []string
+	for _, x := range got {
+		n, _ := x.Limit.IsStatic()
+		names = append(names, fmt.Sprintf("%s=%d", x.Name, n))
+	}
+	want := "[plan_free=100 shared=1 published_only=3 default_only=4]"
+	if fmt.Sprint(names) != want {
+		t.Fatalf("MergeTiers = %v, want %s", names, want)
+	}
+}
+
+// flakyStore fails, hangs (ignoring ctx, like a socket that never answers) or
+// delegates, and counts its calls.
+type flakyStore struct {
+	inner ratelimit.Store
+	mode  atomic.Int32 // 0 ok, 1 error, 2 hang
+	calls atomic.Int32
+	hang  chan struct{}
+}
+
+func (s *flakyStore) Eval(ctx context.Context, m ratelimit.Mode, ops []ratelimit.Op) ([]ratelimit.Outcome, error) {
+	s.calls.Add(1)
+	switch s.mode.Load() {
+	case 1:
+		return nil, errors.New("connection refused")
+	case 2:
+		<-s.hang
+		return nil, errors.New("hung")
+	}
+	return s.inner.Eval(ctx, m, ops)
+}
+
+func (s *flakyStore) Delete(ctx context.Context, keys []string) (int, error) {
+	s.calls.Add(1)
+	if s.mode.Load() != 0 {
+		return 0, errors.New("connection refused")
+	}
+	return s.inner.Delete(ctx, keys)
+}
+
+type manualClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *manualClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *manualClock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+func TestFailOpenTimeoutAndBreaker(t *testing.T) {
+	clk := &manualClock{now: time.Unix(1_800_000_000, 0)}
+	store := &flakyStore{inner: ratelimit.NewMemoryStore(ratelimit.WithMemoryClock(clk.Now)), hang: make(chan struct{})}
+	defer close(store.hang)
+	var logs bytes.Buffer
+	l, err := ratelimit.New(ratelimit.Config{
+		Name:    "lim",
+		Store:   store,
+		Rules:   []ratelimit.Rule{basic("per_user")},
+		Timeout: 50 * time.Millisecond,
+		Breaker: ratelimit.BreakerConfig{Failures: 3, Cooldown: 10 * time.Second},
+		Logger:  slog.New(slog.NewJSONHandler(&logs, nil)),
+		Now:     clk.Now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	id := ratelimit.Identifier{"user": "u"}
+
+	if r := l.Check(ctx, id); r.Err != nil || r.Action != ratelimit.ActionAllow {
+		t.Fatalf("healthy check: %+v", r)
+	}
+	store.mode.Store(2) // hang: each check must give up at the timeout
+	for i := 0; i < 2; i++ {
+		start := time.Now()
+		r := l.Check(ctx, id)
+		if took := time.Since(start); took > 2*time.Second {
+			t.Fatalf("check against a hung store took %v; the timeout is 50ms", took)
+		}
+		if r.Err == nil || !errors.Is(r.Err, context.DeadlineExceeded) || r.Action != ratelimit.ActionAllow || r.Info != nil {
+			t.Fatalf("hung store result: %+v", r)
+		}
+	}
+	store.mode.Store(1)
+	if r := l.Check(ctx, id); r.Err == nil || !strings.Contains(r.Err.Error(), "connection refused") {
+		t.Fatalf("error result: %+v", r)
+	}
+	if s := l.BreakerState(); s != "open" {
+		t.Fatalf("breaker after 3 failures: %s", s)
+	}
+	calls := store.calls.Load()
+	for i := 0; i < 100; i++ {
+		if r := l.Check(ctx, id); !errors.Is(r.Err, ratelimit.ErrCircuitOpen) || r.Action != ratelimit.ActionAllow {
+			t.Fatalf("open breaker result: %+v", r)
+		}
+	}
+	if store.calls.Load() != calls {
+		t.Fatalf("open breaker reached the store %d times", store.calls.Load()-calls)
+	}
+	clk.Add(10 * time.Second) // cooldown over: one probe, which fails
+	if r := l.Check(ctx, id); r.Err == nil || errors.Is(r.Err, ratelimit.ErrCircuitOpen) {
+		t.Fatalf("probe result: %+v", r)
+	}
+	if store.calls.Load() != calls+1 || l.BreakerState() != "open" {
+		t.Fatalf("failed probe: calls %d, state %s", store.calls.Load()-calls, l.BreakerState())
+	}
+	store.mode.Store(0)
+	if r := l.Check(ctx, id); !errors.Is(r.Err, ratelimit.ErrCircuitOpen) {
+		t.Fatalf("reopened breaker must answer at once: %+v", r)
+	}
+	clk.Add(10 * time.Second)
+	if r := l.Check(ctx, id); r.Err != nil || r.Info == nil || r.Info.Count != 2 {
+		t.Fatalf("successful probe: %+v", r)
+	}
+	if s := l.BreakerState(); s != "closed" {
+		t.Fatalf("breaker after a good probe: %s", s)
+	}
+	out := logs.String()
+	for _, want := range []string{`"msg":"rate_limit_error"`, `"msg":"rate_limit_breaker_open"`, `"msg":"rate_limit_breaker_closed"`, `"limiter":"lim"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("logs lack %s:\n%s", want, out)
+		}
+	}
+	if n := strings.Count(out, "rate_limit_error"); n != 4 {
+		t.Errorf("%d rate_limit_error lines, want 4 (one per real store failure, none while open)", n)
+	}
+}
+
+func TestCallerCancellationDoesNotTripBreaker(t *testing.T) {
+	store := &flakyStore{inner: ratelimit.NewMemoryStore(), hang: make(chan struct{})}
+	defer close(store.hang)
+	l, _ := ratelimit.New(ratelimit.Config{Name: "lim", Store: store, Rules: []ratelimit.Rule{basic("r")},
+		Breaker: ratelimit.BreakerConfig{Failures: 1}, Logger: slog.New(slog.DiscardHandler)})
+	store.mode.Store(2)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if r := l.Check(ctx, ratelimit.Identifier{"user": "u"}); r.Err == nil {
+		t.Fatal("cancelled check must report its error")
+	}
+	if s := l.BreakerState(); s != "closed" {
+		t.Fatalf("a caller's cancellation opened the breaker: %s", s)
+	}
+}
+
+func TestObserverPanicNeverChangesVerdict(t *testing.T) {
+	var events []ratelimit.Event
+	l, _ := ratelimit.New(ratelimit.Config{Name: "lim", Store: ratelimit.NewMemoryStore(), Rules: []ratelimit.Rule{basic("r")},
+		Observer: ratelimit.Observers(
+			ratelimit.ObserverFunc(func(_ context.Context, e ratelimit.Event) { events = append(events, e) }),
+			ratelimit.ObserverFunc(func(context.Context, ratelimit.Event) { panic("metrics bug") }),
+		)})
+	ctx := context.Background()
+	id := ratelimit.Identifier{"user": "u"}
+	for i := 0; i < 6; i++ {
+		l.Check(ctx, id)
+	}
+	if r := l.Check(ctx, id); r.Action != ratelimit.ActionBlock {
+		t.Fatalf("verdict changed: %+v", r)
+	}
+	l.Peek(ctx, id)
+	if n, err := l.Clear(ctx, id); n != 1 || err != nil {
+		t.Fatalf("clear = %d, %v", n, err)
+	}
+	if len(events) != 9 || events[6].Result.Action != ratelimit.ActionBlock || events[7].Kind != ratelimit.EventPeek ||
+		events[8].Kind != ratelimit.EventClear || events[8].Cleared != 1 {
+		t.Fatalf("events = %+v", events)
+	}
+}
+
+func TestMemoryStoreReclaimsExpiredKeys(t *testing.T) {
+	clk := &manualClock{now: time.Unix(1_800_000_000, 0)}
+	store := ratelimit.NewMemoryStore(ratelimit.WithMemoryClock(clk.Now), ratelimit.WithSweepInterval(time.Second))
+	l, _ := ratelimit.New(ratelimit.Config{Name: "lim", Store: store, Now: clk.Now,
+		Rules: []ratelimit.Rule{{Name: "r", Characteristics: []string{"user"}, Limit: ratelimit.Static(1), Period: ratelimit.StaticPeriod(time.Second)}}})
+	ctx := context.Background()
+	peak := 0
+	for i := 0; i < 50_000; i++ {
+		l.Check(ctx, ratelimit.Identifier{"user": i})
+		if i%100 == 99 {
+			clk.Add(100 * time.Millisecond) // 1000 distinct keys per second of a 1s window
+		}
+		if n := store.Len(); n > peak {
+			peak = n
+		}
+	}
+	// live keys are at most ~1000 (one window); a sweep per shard per second
+	// keeps at most about two windows' worth.
+	if peak > 2500 {
+		t.Fatalf("memory store held %d keys for ~1000 live ones", peak)
+	}
+}
