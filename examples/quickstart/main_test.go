@@ -1,0 +1,47 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/ratekit/ratekit/internal/redistest"
+)
+
+func checkOutput(t *testing.T, out string) {
+	t.Helper()
+	for _, want := range []string{
+		"failed sign-in 3       allow rule=failed_sign_ins_by_ip count=3 remaining=0",
+		"failed sign-in 4       block rule=failed_sign_ins_by_ip count=4 remaining=0 reset_in=15m0s banned",
+		"failed sign-in 5       block rule=failed_sign_ins_by_ip count=4 remaining=0",
+		"peek (no counting)     block",
+		"successful sign-in     cleared 2 keys",
+		"next attempt           allow rule=failed_sign_ins_by_ip count=1 remaining=2",
+		"alice call 5           allow rule=per_user count=5 remaining=0",
+		"alice call 6           block rule=per_user count=6 remaining=0 reset_in=1m0s",
+		"ops-bot call (skip)    allow rule=trusted_bypass (skipped: not counted)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestQuickstartMemory(t *testing.T) {
+	var b strings.Builder
+	if err := run(context.Background(), &b, ""); err != nil {
+		t.Fatal(err)
+	}
+	checkOutput(t, b.String())
+}
+
+func TestQuickstartRedis(t *testing.T) {
+	url := redistest.URL(t)
+	for i := 0; i < 2; i++ { // a second run against the same Redis gives the same story
+		var b strings.Builder
+		if err := run(context.Background(), &b, url); err != nil {
+			t.Fatal(err)
+		}
+		checkOutput(t, b.String())
+	}
+}
