@@ -1,0 +1,103 @@
+package redisstore
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekit/ratekit/internal/redistest"
+)
+
+var ctx = context.Background()
+
+// target is one Redis deployment under test.
+type target struct {
+	name   string
+	client func(t testing.TB) redis.UniversalClient
+}
+
+var targets = []target{
+	{"standalone", func(t testing.TB) redis.UniversalClient { return redistest.Client(t) }},
+	{"cluster", func(t testing.TB) redis.UniversalClient { return redistest.ClusterClient(t) }},
+}
+
+// forEachTarget runs f as one subtest per deployment; a subtest skips when
+// its deployment's environment variable is unset.
+func forEachTarget(t *testing.T, f func(t *testing.T, c redis.UniversalClient)) {
+	for _, tg := range targets {
+		t.Run(tg.name, func(t *testing.T) { f(t, tg.client(t)) })
+	}
+}
+
+// masters calls f with every master (the client itself when standalone).
+func masters(c redis.UniversalClient, f func(c *redis.Client) error) error {
+	switch c := c.(type) {
+	case *redis.ClusterClient:
+		var mu sync.Mutex // serialise f: callers collect into shared state
+		return c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+			mu.Lock()
+			defer mu.Unlock()
+			return f(m)
+		})
+	case *redis.Client:
+		return f(c)
+	}
+	panic("unexpected client type")
+}
+
+// keysUnder lists the keys starting with prefix on every master.
+func keysUnder(t testing.TB, c redis.UniversalClient, prefix string) []string {
+	t.Helper()
+	var keys []string
+	err := masters(c, func(m *redis.Client) error {
+		it := m.Scan(ctx, 0, globEscape(prefix)+"*", 1000).Iterator()
+		for it.Next(ctx) {
+			keys = append(keys, it.Val())
+		}
+		return it.Err()
+	})
+	if err != nil {
+		t.Fatalf("scan %s*: %v", prefix, err)
+	}
+	return keys
+}
+
+// globEscape escapes the glob metacharacters of SCAN MATCH.
+func globEscape(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '*', '?', '[', ']', '\\', '^', '-':
+			b.WriteByte('\\')
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// advance shortens the TTL of every key under prefix by d, deleting the keys
+// whose TTL runs out: time passing, as far as the counters can tell.
+func advance(t testing.TB, c redis.UniversalClient, prefix string, d time.Duration) {
+	t.Helper()
+	for _, k := range keysUnder(t, c, prefix) {
+		ttl, err := c.PTTL(ctx, k).Result()
+		if err != nil {
+			t.Fatalf("pttl %s: %v", k, err)
+		}
+		if ttl < 0 { // gone meanwhile, or no TTL (not ours to change)
+			continue
+		}
+		if left := ttl - d; left < time.Millisecond {
+			err = c.Del(ctx, k).Err()
+		} else {
+			err = c.PExpire(ctx, k, left).Err()
+		}
+		if err != nil {
+			t.Fatalf("advance %s: %v", k, err)
+		}
+	}
+}

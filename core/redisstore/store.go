@@ -1,0 +1,327 @@
+package redisstore
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	ratelimit "github.com/ratekit/ratekit/core"
+)
+
+//go:embed evaluate.lua
+var evaluateLua string
+
+//go:embed undo.lua
+var undoLua string
+
+var (
+	evaluateScript = redis.NewScript(evaluateLua)
+	undoScript     = redis.NewScript(undoLua)
+)
+
+// Client is what the store needs from a go-redis client: scripts, pipelines
+// and DEL. *redis.Client (also from NewFailoverClient), *redis.ClusterClient,
+// *redis.Ring and every redis.UniversalClient satisfy it.
+type Client interface {
+	redis.Scripter
+	Pipeline() redis.Pipeliner
+	Del(ctx context.Context, keys ...string) *redis.IntCmd
+}
+
+// sharding says how keys map to servers, and so which ops may share a script.
+type sharding uint8
+
+const (
+	single  sharding = iota // one server: every op in one script
+	bySlot                  // Redis Cluster: one script per hash slot
+	byTag                   // Ring: one script per hash tag (Ring hashes tags, not slots)
+)
+
+// Store is a ratelimit.Store on Redis. It is safe for concurrent use.
+type Store struct {
+	client   Client
+	sharding sharding
+	evaluate *redis.Script // evaluateScript; a field so tests can send one unknown to the server
+	undo     *redis.Script // undoScript
+}
+
+var _ ratelimit.Store = (*Store)(nil)
+
+// Option configures New.
+type Option func(*Store)
+
+// WithClusterMode forces (true) or rules out (false) the Redis Cluster
+// evaluation path, for clients whose type does not tell, such as a wrapper
+// around *redis.ClusterClient. By default New detects *redis.ClusterClient and
+// *redis.Ring. Forced cluster mode groups keys by hash slot; a *redis.Ring is
+// always grouped by hash tag unless cluster mode is forced off.
+func WithClusterMode(on bool) Option {
+	return func(s *Store) {
+		switch {
+		case !on:
+			s.sharding = single
+		case s.sharding != byTag:
+			s.sharding = bySlot
+		}
+	}
+}
+
+// New returns a Store that keeps its counters in the Redis behind client.
+// The store does not own client: closing it is the caller's business.
+func New(client Client, opts ...Option) *Store {
+	s := &Store{client: client, evaluate: evaluateScript, undo: undoScript}
+	switch client.(type) {
+	case *redis.ClusterClient:
+		s.sharding = bySlot
+	case *redis.Ring:
+		s.sharding = byTag
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// Result bits of evaluate.lua, per op.
+const (
+	bitBanned   = 1
+	bitExceeded = 2
+	bitCharged  = 4
+	bitCreated  = 8
+	bitBanSet   = 16
+	bitsUndo    = bitCharged | bitBanSet
+)
+
+// Eval implements ratelimit.Store: one script call applies all ops in order,
+// in one round trip. On Redis Cluster ops are grouped by slot (see doc.go).
+func (s *Store) Eval(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.Op) ([]ratelimit.Outcome, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	for i := range ops {
+		if c := ops[i].Cost; math.IsNaN(c) || math.IsInf(c, 0) {
+			return nil, fmt.Errorf("redisstore: op %d (%s): invalid cost %v", i, ops[i].Key, c)
+		}
+	}
+	out := make([]ratelimit.Outcome, len(ops))
+	if len(ops) == 0 {
+		return out, nil
+	}
+	if s.sharding == single {
+		return s.evalOne(ctx, mode, ops, out)
+	}
+	return s.evalSharded(ctx, mode, ops, out)
+}
+
+// evalOne applies all ops in one script call: EVALSHA, or EVAL after NOSCRIPT.
+func (s *Store) evalOne(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.Op, out []ratelimit.Outcome) ([]ratelimit.Outcome, error) {
+	keys, args := evalArgs(mode, ops, nil)
+	res, err := s.evaluate.Run(ctx, s.client, keys, args...).Slice()
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: eval: %w", err)
+	}
+	if err := decode(res, out, nil, nil); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// evalArgs builds the KEYS and ARGV of evaluate.lua for ops[idx] (all ops when
+// idx is nil).
+func evalArgs(mode ratelimit.Mode, ops []ratelimit.Op, idx []int) ([]string, []any) {
+	n := len(ops)
+	if idx != nil {
+		n = len(idx)
+	}
+	keys := make([]string, 0, 2*n)
+	args := make([]any, 1, 1+2*n)
+	args[0] = "0"
+	if mode == ratelimit.ModePeek {
+		args[0] = "1"
+	}
+	// All specs share one string so that each arg costs no copy of its own.
+	buf := make([]byte, 0, 40*n)
+	ends := make([]int, n)
+	for j := range n {
+		op := opAt(ops, idx, j)
+		kind, flags := byte('0'), byte('0')
+		if op.Kind == ratelimit.OpDistinct {
+			kind = '1'
+		}
+		if op.Terminal {
+			flags++
+		}
+		if op.BanKey != "" {
+			flags += 2
+		}
+		buf = append(buf, kind, ' ', flags, ' ')
+		buf = strconv.AppendInt(buf, op.Limit, 10)
+		buf = append(buf, ' ')
+		buf = strconv.AppendInt(buf, millis(op.Period), 10)
+		buf = append(buf, ' ')
+		buf = strconv.AppendInt(buf, millis(op.BanFor), 10)
+		buf = append(buf, ' ')
+		buf = strconv.AppendFloat(buf, op.Cost, 'g', -1, 64)
+		ends[j] = len(buf)
+	}
+	specs := string(buf)
+	start := 0
+	for j := range n {
+		op := opAt(ops, idx, j)
+		ban := op.BanKey
+		if ban == "" {
+			ban = op.Key
+		}
+		keys = append(keys, op.Key, ban)
+		args = append(args, specs[start:ends[j]], op.Member)
+		start = ends[j]
+	}
+	return keys, args
+}
+
+func opAt(ops []ratelimit.Op, idx []int, j int) *ratelimit.Op {
+	if idx == nil {
+		return &ops[j]
+	}
+	return &ops[idx[j]]
+}
+
+// millis rounds a positive duration up to whole milliseconds, the precision of
+// PEXPIRE and SET PX.
+func millis(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
+
+// decode fills out[idx[j]] (out[j] when idx is nil) from evaluate.lua's reply,
+// and bits[idx[j]] when bits is not nil.
+func decode(res []any, out []ratelimit.Outcome, idx []int, bits []uint8) error {
+	n := len(out)
+	if idx != nil {
+		n = len(idx)
+	}
+	if len(res)%3 != 0 || len(res)/3 > n {
+		return fmt.Errorf("redisstore: eval: %d reply values for %d ops", len(res), n)
+	}
+	for j := 0; j < len(res)/3; j++ {
+		count, err := toFloat(res[3*j])
+		if err != nil {
+			return fmt.Errorf("redisstore: eval: op %d count: %w", j, err)
+		}
+		ttl, ok1 := res[3*j+1].(int64)
+		b, ok2 := res[3*j+2].(int64)
+		if !ok1 || !ok2 {
+			return fmt.Errorf("redisstore: eval: op %d: unexpected reply %v", j, res[3*j:3*j+3])
+		}
+		i := j
+		if idx != nil {
+			i = idx[j]
+		}
+		out[i] = ratelimit.Outcome{
+			Evaluated: true,
+			Count:     count,
+			TTL:       time.Duration(ttl) * time.Millisecond,
+			Banned:    b&bitBanned != 0,
+			Exceeded:  b&bitExceeded != 0,
+		}
+		if bits != nil {
+			bits[i] = uint8(b)
+		}
+	}
+	return nil
+}
+
+func toFloat(v any) (float64, error) {
+	switch v := v.(type) {
+	case string:
+		return strconv.ParseFloat(v, 64)
+	case int64:
+		return float64(v), nil
+	}
+	return 0, fmt.Errorf("unexpected %T %v", v, v)
+}
+
+// Delete implements ratelimit.Store: one DEL, or on a cluster one DEL per slot,
+// pipelined.
+func (s *Store) Delete(ctx context.Context, keys []string) (int, error) {
+	if len(keys) == 0 {
+		return 0, nil
+	}
+	if s.sharding == single {
+		n, err := s.client.Del(ctx, keys...).Result()
+		if err != nil {
+			return 0, fmt.Errorf("redisstore: delete: %w", err)
+		}
+		return int(n), nil
+	}
+	var groups [][]string
+	var shards []shard
+	for _, k := range keys {
+		sh := s.shardOf(k)
+		g := indexOf(shards, sh)
+		if g < 0 {
+			shards = append(shards, sh)
+			groups = append(groups, nil)
+			g = len(groups) - 1
+		}
+		groups[g] = append(groups[g], k)
+	}
+	pipe := s.client.Pipeline()
+	cmds := make([]*redis.IntCmd, len(groups))
+	for i, g := range groups {
+		cmds[i] = pipe.Del(ctx, g...)
+	}
+	_, err := pipe.Exec(ctx)
+	n := 0
+	for _, c := range cmds {
+		v, cerr := c.Result()
+		if cerr != nil {
+			err = firstErr(err, cerr)
+			continue
+		}
+		n += int(v)
+	}
+	if err != nil {
+		return n, fmt.Errorf("redisstore: delete: %w", err)
+	}
+	return n, nil
+}
+
+// firstErr returns the first non-nil error.
+func firstErr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// shard identifies where a key lives: its slot on a cluster, its hash tag on
+// a ring. Keys of one shard may share one script or multi-key command.
+type shard struct {
+	slot int
+	tag  string
+}
+
+func (s *Store) shardOf(key string) shard {
+	if s.sharding == byTag {
+		return shard{tag: ratelimit.HashTag(key)}
+	}
+	return shard{slot: slot(key)}
+}
+
+func indexOf(shards []shard, sh shard) int {
+	for i := range shards {
+		if shards[i] == sh {
+			return i
+		}
+	}
+	return -1
+}
+
