@@ -37,9 +37,9 @@ type Client interface {
 type sharding uint8
 
 const (
-	single  sharding = iota // one server: every op in one script
-	bySlot                  // Redis Cluster: one script per hash slot
-	byTag                   // Ring: one script per hash tag (Ring hashes tags, not slots)
+	single sharding = iota // one server: every op in one script
+	bySlot                 // Redis Cluster: one script per hash slot
+	byTag                  // Ring: one script per hash tag (Ring hashes tags, not slots)
 )
 
 // Store is a ratelimit.Store on Redis. It is safe for concurrent use.
@@ -324,4 +324,3 @@ func indexOf(shards []shard, sh shard) int {
 	}
 	return -1
 }
-
