@@ -9,4 +9,4 @@ quickstart:
 
 # Benchmarks of the core package on memory, Redis and Redis Cluster.
 bench:
-	RUN_BENCH=1 ./scripts/test.sh -run '^$$' -bench . -benchmem
+	./scripts/test.sh -run '^$$' -bench . -benchmem

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test of every module, as CI does. On a fresh Debian machine it
 # installs what the tests need (redis-server from Debian's packages, copier from
-# PyPI), starts a standalone Redis and a 3-master Redis Cluster on free loopback
+# PyPI, chromium from Debian's packages), starts a standalone Redis and a 3-master Redis Cluster on free loopback
 # ports, exports RATEKIT_TEST_REDIS_URL / RATEKIT_TEST_REDIS_CLUSTER, runs
 # gofmt, go vet and go test -race in each module, and stops the servers.
 #
@@ -19,6 +19,19 @@ ensure_redis() {
   log "installing redis-server (Debian package)"
   as_root apt-get update -qq
   DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq redis-server >/dev/null
+}
+
+ensure_chromium() {
+  # the debug page is also tested in a real headless browser
+  if [ -z "${RATEKIT_TEST_CHROMIUM:-}" ]; then
+    if ! command -v chromium >/dev/null; then
+      log "installing chromium (Debian package)"
+      as_root apt-get update -qq
+      DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq chromium >/dev/null
+    fi
+    RATEKIT_TEST_CHROMIUM=$(command -v chromium)
+  fi
+  export RATEKIT_TEST_CHROMIUM
 }
 
 ensure_copier() {
@@ -54,6 +67,7 @@ start_redis() { # port [extra args...]
 
 ensure_redis
 ensure_copier
+ensure_chromium
 
 if [ -z "${RATEKIT_TEST_REDIS_URL:-}" ]; then
   port=$(free_port)
