@@ -1,0 +1,78 @@
+package identifiers
+
+import (
+	"net/http"
+	"net/netip"
+
+	ratelimit "github.com/ratekit/ratekit/core"
+)
+
+// HTTPOptions configures FromHTTP.
+type HTTPOptions struct {
+	// TrustedProxies whose forwarding headers are believed. The zero value
+	// trusts nobody: the client IP is the socket peer.
+	TrustedProxies TrustedProxies
+	// Mux, when set, resolves the endpoint of a request that has not been
+	// routed yet (r.Pattern is empty) with Mux.Handler(r). Set it when the
+	// middleware wraps the whole ServeMux.
+	Mux *http.ServeMux
+	// Properties, when set, is called last to add or replace properties, for
+	// example the authenticated user found by an earlier auth middleware:
+	//
+	//	func(r *http.Request, id ratelimit.Identifier) {
+	//		if u, ok := auth.UserFrom(r.Context()); ok {
+	//			id[identifiers.User] = "user:" + u.ID
+	//		}
+	//	}
+	Properties func(r *http.Request, id ratelimit.Identifier)
+}
+
+// FromHTTP builds the identifier of a net/http request: ip (see
+// TrustedProxies), method, path, endpoint (the ServeMux pattern, e.g.
+// "GET /users/{id}", or Unmatched) and user (Anonymous unless Properties sets
+// it).
+func FromHTTP(r *http.Request, o HTTPOptions) ratelimit.Identifier {
+	pattern := r.Pattern
+	if pattern == "" && o.Mux != nil {
+		_, pattern = o.Mux.Handler(r)
+	}
+	id := NewHTTP(r, HTTPClientIP(r, o.TrustedProxies), pattern)
+	if o.Properties != nil {
+		o.Properties(r, id)
+	}
+	return id
+}
+
+// HTTPClientIP returns the client IP of r: its socket peer (r.RemoteAddr), or
+// what a trusted proxy's forwarding headers say.
+func HTTPClientIP(r *http.Request, tp TrustedProxies) netip.Addr {
+	return tp.ClientIP(PeerAddr(r.RemoteAddr), r.Header.Values)
+}
+
+// NewHTTP builds the identifier of an HTTP request from parts a framework has
+// resolved: the client IP (omitted when invalid) and the endpoint template
+// (Unmatched when empty). It sets ip, method, path, endpoint, and user =
+// Anonymous. Framework adapters call it; services use FromHTTP or the adapters.
+func NewHTTP(r *http.Request, clientIP netip.Addr, endpoint string) ratelimit.Identifier {
+	id := ratelimit.Identifier{
+		Method:   r.Method,
+		Path:     r.URL.Path,
+		Endpoint: EndpointOrUnmatched(endpoint),
+		User:     Anonymous,
+	}
+	if clientIP.IsValid() {
+		id[IP] = clientIP.String()
+	}
+	return id
+}
+
+// RouteEndpoint returns "METHOD template" for routers that register routes per
+// method and report the template alone (Echo's c.Path(), Gin's c.FullPath()),
+// so that endpoints read like ServeMux patterns ("GET /users/:id"). An empty
+// template gives Unmatched.
+func RouteEndpoint(method, template string) string {
+	if template == "" {
+		return Unmatched
+	}
+	return method + " " + template
+}

@@ -1,0 +1,136 @@
+package identifiers
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"testing"
+
+	ratelimit "github.com/ratekit/ratekit/core"
+)
+
+func TestFromHTTP(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /users/{id}", func(http.ResponseWriter, *http.Request) {})
+	mux.HandleFunc("/static/", func(http.ResponseWriter, *http.Request) {})
+	lb := MustParseTrustedProxies("10.0.0.0/8")
+
+	tests := []struct {
+		name    string
+		method  string
+		target  string
+		remote  string
+		headers map[string]string
+		opts    HTTPOptions
+		pattern string // r.Pattern as set by a router that already ran
+		want    ratelimit.Identifier
+	}{
+		{
+			name: "unrouted request without mux is unmatched", method: "GET", target: "/users/42", remote: "203.0.113.7:5555",
+			want: ratelimit.Identifier{IP: "203.0.113.7", Method: "GET", Path: "/users/42", Endpoint: Unmatched, User: Anonymous},
+		},
+		{
+			name: "pattern already set by ServeMux", method: "GET", target: "/users/42", remote: "203.0.113.7:5555", pattern: "GET /users/{id}",
+			want: ratelimit.Identifier{IP: "203.0.113.7", Method: "GET", Path: "/users/42", Endpoint: "GET /users/{id}", User: Anonymous},
+		},
+		{
+			name: "mux resolves the pattern up front", method: "GET", target: "/users/42", remote: "203.0.113.7:5555", opts: HTTPOptions{Mux: mux},
+			want: ratelimit.Identifier{IP: "203.0.113.7", Method: "GET", Path: "/users/42", Endpoint: "GET /users/{id}", User: Anonymous},
+		},
+		{
+			name: "mux: prefix pattern", method: "POST", target: "/static/a/b.css", remote: "203.0.113.7:5555", opts: HTTPOptions{Mux: mux},
+			want: ratelimit.Identifier{IP: "203.0.113.7", Method: "POST", Path: "/static/a/b.css", Endpoint: "/static/", User: Anonymous},
+		},
+		{
+			name: "mux: no route is unmatched", method: "GET", target: "/nope", remote: "203.0.113.7:5555", opts: HTTPOptions{Mux: mux},
+			want: ratelimit.Identifier{IP: "203.0.113.7", Method: "GET", Path: "/nope", Endpoint: Unmatched, User: Anonymous},
+		},
+		{
+			name: "mux: wrong method is unmatched", method: "DELETE", target: "/users/42", remote: "203.0.113.7:5555", opts: HTTPOptions{Mux: mux},
+			want: ratelimit.Identifier{IP: "203.0.113.7", Method: "DELETE", Path: "/users/42", Endpoint: Unmatched, User: Anonymous},
+		},
+		{
+			name: "spoofed XFF from an untrusted peer is ignored", method: "GET", target: "/", remote: "203.0.113.7:5555",
+			headers: map[string]string{"X-Forwarded-For": "1.1.1.1"}, opts: HTTPOptions{TrustedProxies: lb},
+			want: ratelimit.Identifier{IP: "203.0.113.7", Method: "GET", Path: "/", Endpoint: Unmatched, User: Anonymous},
+		},
+		{
+			name: "XFF from a trusted proxy", method: "GET", target: "/", remote: "10.0.0.2:5555",
+			headers: map[string]string{"X-Forwarded-For": "1.1.1.1, 198.51.100.9"}, opts: HTTPOptions{TrustedProxies: lb},
+			want: ratelimit.Identifier{IP: "198.51.100.9", Method: "GET", Path: "/", Endpoint: Unmatched, User: Anonymous},
+		},
+		{
+			name: "IPv6 peer", method: "GET", target: "/", remote: "[2001:db8::7]:5555",
+			want: ratelimit.Identifier{IP: "2001:db8::7", Method: "GET", Path: "/", Endpoint: Unmatched, User: Anonymous},
+		},
+		{
+			name: "unix socket peer has no ip", method: "GET", target: "/", remote: "@",
+			want: ratelimit.Identifier{Method: "GET", Path: "/", Endpoint: Unmatched, User: Anonymous},
+		},
+		{
+			name: "Properties hook sets the user and more", method: "GET", target: "/", remote: "203.0.113.7:5555",
+			headers: map[string]string{"X-User": "42"},
+			opts: HTTPOptions{Properties: func(r *http.Request, id ratelimit.Identifier) {
+				if u := r.Header.Get("X-User"); u != "" {
+					id[User] = "user:" + u
+				}
+				id[RequestType] = "api"
+			}},
+			want: ratelimit.Identifier{IP: "203.0.113.7", Method: "GET", Path: "/", Endpoint: Unmatched, User: "user:42", RequestType: "api"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest(tc.method, tc.target, nil)
+			r.RemoteAddr = tc.remote
+			r.Pattern = tc.pattern
+			for k, v := range tc.headers {
+				r.Header.Set(k, v)
+			}
+			if got := FromHTTP(r, tc.opts); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("FromHTTP = %v\nwant       %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestFromHTTPOnRealServer checks the identifier a real server's request gives:
+// the loopback socket peer, and r.Pattern when the middleware wraps the route.
+func TestFromHTTPOnRealServer(t *testing.T) {
+	got := make(chan ratelimit.Identifier, 2)
+	h := func(w http.ResponseWriter, r *http.Request) { got <- FromHTTP(r, HTTPOptions{}) }
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /items/{id}", h)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	req, _ := http.NewRequest("GET", srv.URL+"/items/7", nil)
+	req.Header.Set("X-Forwarded-For", "1.1.1.1") // spoofed; nobody is trusted
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	id := <-got
+	want := ratelimit.Identifier{IP: "127.0.0.1", Method: "GET", Path: "/items/7", Endpoint: "GET /items/{id}", User: Anonymous}
+	if !reflect.DeepEqual(id, want) {
+		t.Errorf("identifier = %v, want %v", id, want)
+	}
+}
+
+func TestRouteEndpoint(t *testing.T) {
+	if got := RouteEndpoint("GET", "/users/:id"); got != "GET /users/:id" {
+		t.Errorf("got %q", got)
+	}
+	if got := RouteEndpoint("GET", ""); got != Unmatched {
+		t.Errorf("got %q", got)
+	}
+	if EndpointOrUnmatched("") != Unmatched || EndpointOrUnmatched("/x") != "/x" {
+		t.Error("EndpointOrUnmatched")
+	}
+	if Anonymous != ratelimit.Anonymous {
+		t.Error("Anonymous differs from ratelimit.Anonymous")
+	}
+}
