@@ -70,7 +70,10 @@ func (s *Store) evalSharded(ctx context.Context, mode ratelimit.Mode, ops []rate
 	var undo []scriptCall
 	for _, idx := range groups {
 		var c scriptCall
-		for _, i := range idx {
+		// Undo in reverse: when one key is charged twice, the charge that
+		// created it is undone last and can then delete it.
+		for j := len(idx) - 1; j >= 0; j-- {
+			i := idx[j]
 			if i <= block || !out[i].Evaluated {
 				continue
 			}

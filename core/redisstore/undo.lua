@@ -1,7 +1,8 @@
 -- undo.lua: revert what evaluate.lua wrote for ops that a block in another
 -- cluster slot voided (Redis Cluster only; see doc.go).
 --
--- KEYS[2i-1], KEYS[2i]: counter (or set) key and ban key of op i.
+-- KEYS[2i-1], KEYS[2i]: counter (or set) key and ban key of op i, latest op
+--   first, so that the op that created a key is undone last.
 -- ARGV[2i-1]: "<kind> <bits> <cost>" with kind and bits as evaluate.lua
 --   returned them (4 charged, 8 created the key, 16 set the ban).
 -- ARGV[2i]: the member of a distinct op.
