@@ -1,0 +1,270 @@
+package observe
+
+import (
+	"context"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	ratelimit "github.com/ratekit/ratekit/core"
+)
+
+// DefaultNamespace prefixes every metric family unless MetricsOptions.Namespace
+// is set. LabkitNamespace gives labkit's names (gitlab_labkit_rate_limiter_checks_total, ...).
+const (
+	DefaultNamespace = "ratelimit"
+	LabkitNamespace  = "gitlab_labkit_rate_limiter"
+)
+
+// DefaultDurationBuckets are the check_duration_seconds buckets: a check is a
+// map lookup in memory and one round trip to Redis, so they start at 100µs and
+// end at the scale of the default 100ms timeout and beyond.
+var DefaultDurationBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1}
+
+// Values of the result label of rule_evaluations_total (labkit's vocabulary).
+const (
+	ResultAllow  = "allow"
+	ResultBlock  = "block"
+	ResultLog    = "log"
+	ResultSkip   = "skip"
+	ResultBanned = "banned"
+)
+
+// MetricsOptions configures NewMetrics. The zero value is ready to use.
+type MetricsOptions struct {
+	// Namespace is the prefix of every family (default DefaultNamespace). Set it
+	// to LabkitNamespace for labkit-compatible names, so that existing
+	// dashboards and SLO alerts keep working.
+	Namespace string
+	// DurationBuckets are the buckets of check_duration_seconds, in seconds
+	// (default DefaultDurationBuckets).
+	DurationBuckets []float64
+	// Now is the clock of rule_store_replica_age_seconds (default time.Now).
+	Now func() time.Time
+}
+
+// Metrics is a Prometheus collector and a ratelimit.Observer. Register it once
+// and give it to every limiter:
+//
+//	m := observe.NewMetrics(observe.MetricsOptions{})
+//	prometheus.MustRegister(m)
+//	limiter, _ := ratelimit.New(ratelimit.Config{..., Observer: m})
+//
+// Families (with the default namespace):
+//
+//	ratelimit_checks_total{rate_limiter, action, matched, error}          one per Check, fail-open included
+//	ratelimit_rule_evaluations_total{rate_limiter, rule, action, result}  one per rule a Check evaluated
+//	ratelimit_peeks_total{rate_limiter, error}                            one per Peek
+//	ratelimit_limit{rate_limiter, rule}                                   last resolved limit
+//	ratelimit_period_seconds{rate_limiter, rule}                          last resolved period
+//	ratelimit_check_duration_seconds{rate_limiter}                        histogram of Check latency
+//	ratelimit_rule_store_refreshes_total{rate_limiter, error}             rule store refreshes (RuleStoreRefresh)
+//	ratelimit_rule_store_replica_age_seconds{rate_limiter}                time since the last good refresh
+//	ratelimit_config_rejections_total{file}                               config files rejected whole (ConfigRejected)
+//
+// error is "true" when the check failed open or a count_distinct rule was left
+// out (Result.Err != nil || Result.Degraded), as in labkit, so
+// checks_total{error="true"} / checks_total is the error SLI. Labels only ever
+// hold limiter and rule names, actions and booleans: never an identifier value.
+// Clear is reported by logs only (as in labkit).
+type Metrics struct {
+	checks   *prometheus.CounterVec
+	evals    *prometheus.CounterVec
+	peeks    *prometheus.CounterVec
+	limit    *prometheus.GaugeVec
+	period   *prometheus.GaugeVec
+	duration *prometheus.HistogramVec
+	refresh  *prometheus.CounterVec
+	rejected *prometheus.CounterVec
+	ageDesc  *prometheus.Desc
+	now      func() time.Time
+
+	mu       sync.Mutex
+	lastGood map[string]time.Time // limiter -> last successful refresh; zero: never
+}
+
+var (
+	_ ratelimit.Observer   = (*Metrics)(nil)
+	_ prometheus.Collector = (*Metrics)(nil)
+	_ RuleStoreMetrics     = (*Metrics)(nil)
+)
+
+// RuleStoreMetrics is what a rule store reports about its health. *Metrics
+// implements it; the rule store takes it as an optional dependency.
+type RuleStoreMetrics interface {
+	// RuleStoreRefresh records one refresh of a limiter's rule document from
+	// Redis: err nil on success (a missing document is a success). A success
+	// resets the limiter's replica age to zero.
+	RuleStoreRefresh(limiter string, err error)
+	// ConfigRejected records a config file (available_limiters.yaml,
+	// rate_limits.yaml) rejected whole; pass its path or base name.
+	ConfigRejected(file string)
+}
+
+// NewMetrics returns the collector. An invalid namespace is reported when the
+// collector is registered.
+func NewMetrics(opts MetricsOptions) *Metrics {
+	ns := opts.Namespace
+	if ns == "" {
+		ns = DefaultNamespace
+	}
+	buckets := opts.DurationBuckets
+	if len(buckets) == 0 {
+		buckets = DefaultDurationBuckets
+	}
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: name, Help: help}, labels)
+	}
+	gauge := func(name, help string) *prometheus.GaugeVec {
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: name, Help: help}, []string{"rate_limiter", "rule"})
+	}
+	return &Metrics{
+		checks: counter("checks_total", "Rate-limit checks, fail-open included. error is true when the check failed open or was degraded.",
+			"rate_limiter", "action", "matched", "error"),
+		evals: counter("rule_evaluations_total", "Rules evaluated by rate-limit checks; action is the rule's configured action, result allow|block|log|skip|banned.",
+			"rate_limiter", "rule", "action", "result"),
+		peeks:  counter("peeks_total", "Rate-limit peeks (read-only checks), fail-open included.", "rate_limiter", "error"),
+		limit:  gauge("limit", "The last resolved limit of a rule."),
+		period: gauge("period_seconds", "The last resolved period of a rule, in seconds."),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "check_duration_seconds",
+			Help: "Time spent in rate-limit checks, store round trip included.", Buckets: buckets}, []string{"rate_limiter"}),
+		refresh: counter("rule_store_refreshes_total", "Refreshes of a limiter's published rules from the rule store; error is true when the refresh failed and the last good rules stayed in use.",
+			"rate_limiter", "error"),
+		rejected: counter("config_rejections_total", "Rate-limit config files rejected whole (the previous rules stay in use).", "file"),
+		ageDesc: prometheus.NewDesc(prometheus.BuildFQName(ns, "", "rule_store_replica_age_seconds"),
+			"Seconds since the limiter's rules were last refreshed from the rule store; +Inf when every refresh so far failed.",
+			[]string{"rate_limiter"}, nil),
+		now:      now,
+		lastGood: map[string]time.Time{},
+	}
+}
+
+func (m *Metrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.checks, m.evals, m.peeks, m.limit, m.period, m.duration, m.refresh, m.rejected}
+}
+
+// Describe implements prometheus.Collector.
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range m.collectors() {
+		c.Describe(ch)
+	}
+	ch <- m.ageDesc
+}
+
+// Collect implements prometheus.Collector.
+func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range m.collectors() {
+		c.Collect(ch)
+	}
+	now := m.now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for lim, t := range m.lastGood {
+		age := math.Inf(1)
+		if !t.IsZero() {
+			age = math.Max(now.Sub(t).Seconds(), 0)
+		}
+		ch <- prometheus.MustNewConstMetric(m.ageDesc, prometheus.GaugeValue, age, lim)
+	}
+}
+
+// Observe implements ratelimit.Observer.
+func (m *Metrics) Observe(_ context.Context, e ratelimit.Event) {
+	r := e.Result
+	if r == nil { // clear: logs only
+		return
+	}
+	lim := e.Limiter
+	failed := strconv.FormatBool(r.Err != nil || r.Degraded)
+	switch e.Kind {
+	case ratelimit.EventCheck:
+		m.checks.WithLabelValues(lim, string(r.Action), strconv.FormatBool(r.Matched), failed).Inc()
+		m.duration.WithLabelValues(lim).Observe(e.Duration.Seconds())
+		for i := range r.Evaluations {
+			ev := &r.Evaluations[i]
+			m.evals.WithLabelValues(lim, ev.Rule.Name, string(ev.Rule.Action), EvaluationResult(ev)).Inc()
+		}
+		if r.Skipped && r.Rule != nil {
+			m.evals.WithLabelValues(lim, r.Rule.Name, string(ratelimit.ActionSkip), ResultSkip).Inc()
+		}
+	case ratelimit.EventPeek:
+		m.peeks.WithLabelValues(lim, failed).Inc()
+	default:
+		return
+	}
+	for i := range r.Evaluations {
+		ev := &r.Evaluations[i]
+		m.limit.WithLabelValues(lim, ev.Rule.Name).Set(float64(ev.Info.Limit))
+		m.period.WithLabelValues(lim, ev.Rule.Name).Set(ev.Info.Period.Seconds())
+	}
+}
+
+// EvaluationResult names the outcome of one counting rule in labkit's
+// vocabulary: "banned" while a ban is active (including the check that starts
+// it), "block" for an exceeded limit rule, "log" for an exceeded log (shadow)
+// rule, else "allow". A matched skip rule is "skip" (it has no Evaluation).
+func EvaluationResult(ev *ratelimit.Evaluation) string {
+	switch {
+	case ev.Info.Banned:
+		return ResultBanned
+	case ev.Blocked:
+		return ResultBlock
+	case ev.Exceeded:
+		return ResultLog
+	}
+	return ResultAllow
+}
+
+// Init pre-exports the series of a limiter with value 0, so that rates and
+// error ratios exist before the first check (Prometheus "avoid missing
+// metrics"), and sets the limit and period gauges of its static rules.
+func (m *Metrics) Init(l *ratelimit.Limiter) {
+	lim := l.Name()
+	for _, s := range [][2]string{{"allow", "false"}, {"allow", "true"}, {"block", "true"}} {
+		for _, failed := range []string{"false", "true"} {
+			m.checks.WithLabelValues(lim, s[0], s[1], failed)
+		}
+	}
+	m.peeks.WithLabelValues(lim, "false")
+	m.peeks.WithLabelValues(lim, "true")
+	m.duration.WithLabelValues(lim)
+	for _, r := range l.Rules() {
+		n, okN := r.Limit.IsStatic()
+		d, okD := r.Period.IsStatic()
+		if r.Action == ratelimit.ActionSkip || !okN || !okD {
+			continue
+		}
+		m.limit.WithLabelValues(lim, r.Name).Set(float64(n))
+		m.period.WithLabelValues(lim, r.Name).Set(d.Seconds())
+	}
+}
+
+// RuleStoreRefresh implements RuleStoreMetrics.
+func (m *Metrics) RuleStoreRefresh(limiter string, err error) {
+	limiter = labelValue(limiter)
+	m.refresh.WithLabelValues(limiter, strconv.FormatBool(err != nil)).Inc()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err == nil {
+		m.lastGood[limiter] = m.now()
+	} else if _, ok := m.lastGood[limiter]; !ok {
+		m.lastGood[limiter] = time.Time{} // never loaded: age +Inf
+	}
+}
+
+// ConfigRejected implements RuleStoreMetrics.
+func (m *Metrics) ConfigRejected(file string) {
+	m.rejected.WithLabelValues(labelValue(file)).Inc()
+}
+
+// labelValue makes a caller-supplied string a valid label value: client_golang
+// panics on invalid UTF-8, and a metrics call must never take a service down.
+func labelValue(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
