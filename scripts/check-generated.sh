@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Fails when the committed generated Go under proto/ differs from what
+# scripts/gen-proto.sh produces now (a .proto edited without regenerating, or a
+# generated file edited by hand). Offline and a few seconds: it regenerates into
+# a temporary directory and compares. The protoc version line of the header is
+# ignored, so a different Debian protoc patch release does not count as stale.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/ratekit-check-generated.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+
+scripts/gen-proto.sh "$TMP/out" >/dev/null
+
+strip() { sed '/^\/\/ \tprotoc  *v/d' "$1"; }
+
+stale=()
+while IFS= read -r f; do
+  rel=${f#"$TMP/out/"}
+  if [ ! -f "proto/$rel" ] || ! diff -q <(strip "$f") <(strip "proto/$rel") >/dev/null; then
+    stale+=("proto/$rel")
+  fi
+done < <(find "$TMP/out" -name '*.pb.go' | sort)
+while IFS= read -r f; do
+  rel=${f#proto/}
+  [ -f "$TMP/out/$rel" ] || stale+=("$f (no .proto generates it any more)")
+done < <(find proto -name '*.pb.go' -not -path 'proto/internal/*' | sort)
+
+if [ ${#stale[@]} -gt 0 ]; then
+  echo "check-generated: generated code is stale; run scripts/gen-proto.sh and commit the result:" >&2
+  printf '  %s\n' "${stale[@]}" >&2
+  exit 1
+fi
+echo "check-generated: proto/ generated code is up to date" >&2
