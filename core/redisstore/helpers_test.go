@@ -23,6 +23,20 @@ type target struct {
 var targets = []target{
 	{"standalone", func(t testing.TB) redis.UniversalClient { return redistest.Client(t) }},
 	{"cluster", func(t testing.TB) redis.UniversalClient { return redistest.ClusterClient(t) }},
+	{"ring", newRing},
+}
+
+// newRing returns a Ring over two private servers: keys are spread by hash
+// tag, not by cluster slot.
+func newRing(t testing.TB) redis.UniversalClient {
+	redistest.URL(t) // same skip rule as the standalone tests
+	a, b := redistest.StartServer(t), redistest.StartServer(t)
+	r := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": a.Addr, "b": b.Addr}})
+	t.Cleanup(func() { _ = r.Close() })
+	if err := r.ForEachShard(ctx, func(ctx context.Context, c *redis.Client) error { return c.Ping(ctx).Err() }); err != nil {
+		t.Fatalf("ring ping: %v", err)
+	}
+	return r
 }
 
 // forEachTarget runs f as one subtest per deployment; a subtest skips when
@@ -39,6 +53,13 @@ func masters(c redis.UniversalClient, f func(c *redis.Client) error) error {
 	case *redis.ClusterClient:
 		var mu sync.Mutex // serialise f: callers collect into shared state
 		return c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+			mu.Lock()
+			defer mu.Unlock()
+			return f(m)
+		})
+	case *redis.Ring:
+		var mu sync.Mutex
+		return c.ForEachShard(ctx, func(ctx context.Context, m *redis.Client) error {
 			mu.Lock()
 			defer mu.Unlock()
 			return f(m)

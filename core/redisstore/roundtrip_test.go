@@ -1,0 +1,463 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/redistest"
+)
+
+// tripHook records what a client sends: one entry per command or pipeline it
+// processes, which is one network round trip (per node, for node clients).
+type tripHook struct {
+	mu    sync.Mutex
+	trips []string
+}
+
+func (h *tripHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *tripHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.add(cmd.Name())
+		return next(ctx, cmd)
+	}
+}
+
+func (h *tripHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		names := make([]string, len(cmds))
+		for i, c := range cmds {
+			names[i] = c.Name()
+		}
+		h.add("pipeline[" + strings.Join(names, ",") + "]")
+		return next(ctx, cmds)
+	}
+}
+
+func (h *tripHook) add(s string) {
+	h.mu.Lock()
+	h.trips = append(h.trips, s)
+	h.mu.Unlock()
+}
+
+// take returns the trips recorded since the last take.
+func (h *tripHook) take() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t := h.trips
+	h.trips = nil
+	return t
+}
+
+// hookedCluster is a cluster client that records round trips as the caller
+// sees them (one pipeline to several nodes in parallel is one) and per node.
+type hookedCluster struct {
+	*redis.ClusterClient
+	all   *tripHook
+	mu    sync.Mutex
+	nodes map[string]*tripHook
+}
+
+func newHookedCluster(t testing.TB, addrs []string) *hookedCluster {
+	t.Helper()
+	h := &hookedCluster{
+		ClusterClient: redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs}),
+		all:           &tripHook{},
+		nodes:         map[string]*tripHook{},
+	}
+	t.Cleanup(func() { _ = h.Close() })
+	h.AddHook(h.all)
+	h.OnNewNode(func(c *redis.Client) {
+		nh := &tripHook{}
+		h.mu.Lock()
+		h.nodes[c.Options().Addr] = nh
+		h.mu.Unlock()
+		c.AddHook(nh)
+	})
+	if err := h.ForEachShard(ctx, func(ctx context.Context, c *redis.Client) error { return c.Ping(ctx).Err() }); err != nil {
+		t.Fatal(err)
+	}
+	h.takeAll()
+	return h
+}
+
+// takeAll returns the caller-side trips and, per node address, the node trips.
+func (h *hookedCluster) takeAll() ([]string, map[string][]string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	per := map[string][]string{}
+	for addr, nh := range h.nodes {
+		if tr := nh.take(); len(tr) > 0 {
+			per[addr] = tr
+		}
+	}
+	return h.all.take(), per
+}
+
+// spread returns count ops on n different hash tags (a limit rule, a log rule
+// with a ban, a distinct rule, in turn), all allowed.
+func spread(k keyer, n int) []ratelimit.Op {
+	ops := make([]ratelimit.Op, n)
+	for i := range ops {
+		name := fmt.Sprint("rule", i)
+		switch i % 3 {
+		case 0:
+			ops[i] = terminal(k.count(name, 1e9, 1))
+		case 1:
+			ops[i] = banned(k.count(name, 1e9, 1), time.Hour)
+		default:
+			ops[i] = k.distinct(name, "m", 1e9)
+		}
+	}
+	return ops
+}
+
+var cmdstatRe = regexp.MustCompile(`(?m)^cmdstat_(evalsha|eval):calls=(\d+)`)
+
+// scriptCalls reads how many EVALSHA and EVAL a server has executed.
+func scriptCalls(t testing.TB, c *redis.Client) (evalsha, eval int) {
+	t.Helper()
+	info, err := c.Info(ctx, "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range cmdstatRe.FindAllStringSubmatch(info, -1) {
+		n, _ := strconv.Atoi(m[2])
+		if m[1] == "evalsha" {
+			evalsha = n
+		} else {
+			eval = n
+		}
+	}
+	return evalsha, eval
+}
+
+// TestOneRoundTripStandalone: any number of ops is one EVALSHA, counted by a
+// client hook and by the server's own command statistics (a private server,
+// so that no other test's commands are counted).
+func TestOneRoundTripStandalone(t *testing.T) {
+	redistest.URL(t)
+	srv := redistest.StartServer(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { _ = c.Close() })
+	h := &tripHook{}
+	c.AddHook(h)
+	s, k := New(c), newKeyer(t)
+	eval(t, s, check, spread(k, 1)...) // loads the script (EVALSHA, NOSCRIPT, EVAL)
+	for _, n := range []int{1, 3, 10} {
+		for _, mode := range []ratelimit.Mode{check, peek} {
+			sha0, eval0 := scriptCalls(t, c)
+			h.take()
+			out := eval(t, s, mode, spread(k, n)...)
+			trips := h.take()
+			sha1, eval1 := scriptCalls(t, c)
+			if fmt.Sprint(trips) != "[evalsha]" {
+				t.Errorf("%d ops, %s: round trips %v, want one EVALSHA", n, mode, trips)
+			}
+			if sha1-sha0 != 1 || eval1 != eval0 {
+				t.Errorf("%d ops, %s: server ran %d EVALSHA and %d EVAL, want 1 and 0", n, mode, sha1-sha0, eval1-eval0)
+			}
+			for i, o := range out {
+				if !o.Evaluated || o.Exceeded {
+					t.Fatalf("op %d: %+v", i, o)
+				}
+			}
+		}
+	}
+}
+
+// TestOneRoundTripCluster: ops in several slots are one pipeline, each node
+// receiving at most one batch; ops sharing a slot are one EVALSHA.
+func TestOneRoundTripCluster(t *testing.T) {
+	c := newHookedCluster(t, redistest.ClusterAddrs(t))
+	s, k := New(c.ClusterClient), newKeyer(t)
+	eval(t, s, check, spread(k, 10)...) // warm up: slot map, command info, script cache
+	eval(t, s, check, spread(k, 1)...)
+	c.takeAll()
+	for _, n := range []int{1, 3, 10} {
+		ops := spread(k, n)
+		nodes := map[string]bool{}
+		for _, op := range ops {
+			m, err := c.MasterForKey(ctx, op.Key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			nodes[m.Options().Addr] = true
+		}
+		c.takeAll()
+		eval(t, s, check, ops...)
+		all, per := c.takeAll()
+		want := "[pipeline[" + strings.TrimSuffix(strings.Repeat("evalsha,", groupsOf(s, ops)), ",") + "]]"
+		if n == 1 {
+			want = "[evalsha]"
+		}
+		if fmt.Sprint(all) != want {
+			t.Errorf("%d ops: caller round trips %v, want %s", n, all, want)
+		}
+		if len(per) != len(nodes) {
+			t.Errorf("%d ops on %d nodes: node round trips %v", n, len(nodes), per)
+		}
+		for addr, tr := range per {
+			if len(tr) != 1 {
+				t.Errorf("%d ops: node %s had %d round trips: %v", n, addr, len(tr), tr)
+			}
+		}
+		if n == 10 && len(nodes) < 2 {
+			t.Errorf("10 hash tags all on one node: %v", nodes)
+		}
+	}
+	// One hash tag, several keys: one script, one EVALSHA.
+	key := k.key("shared")
+	ops := []ratelimit.Op{terminal(k.count("shared", 9, 1)), {Key: key + ":a", Limit: 9, Cost: 1, Period: time.Minute}, {Kind: ratelimit.OpDistinct, Key: key + ":b", Member: "m", Limit: 9, Cost: 1, Period: time.Minute}}
+	eval(t, s, check, ops...)
+	if all, _ := c.takeAll(); fmt.Sprint(all) != "[evalsha]" {
+		t.Errorf("one slot: round trips %v, want one EVALSHA", all)
+	}
+}
+
+func groupsOf(s *Store, ops []ratelimit.Op) int {
+	var shards []shard
+	for _, op := range ops {
+		if sh := s.shardOf(op.Key); indexOf(shards, sh) < 0 {
+			shards = append(shards, sh)
+		}
+	}
+	return len(shards)
+}
+
+// nameInOtherSlot returns a name whose key is in none of the given keys' slots.
+func nameInOtherSlot(k keyer, base string, avoid ...string) string {
+	for i := 0; ; i++ {
+		name := fmt.Sprint(base, i)
+		if !slices.ContainsFunc(avoid, func(a string) bool { return slot(a) == slot(k.key(name)) }) {
+			return name
+		}
+	}
+}
+
+// snapshot returns every key under the keyer's prefix with its DUMP.
+func snapshot(t testing.TB, c redis.UniversalClient, k keyer) map[string]string {
+	t.Helper()
+	m := map[string]string{}
+	for _, key := range keysUnder(t, c, string(k)) {
+		m[key] = c.Dump(ctx, key).Val()
+	}
+	return m
+}
+
+// blockingCheck builds a check whose first op blocks and whose later ops, in
+// other slots, would all write: the compensation case.
+func blockingCheck(t testing.TB, s *Store, k keyer) []ratelimit.Op {
+	t.Helper()
+	block := terminal(k.count("block", 0, 1))
+	var used []string
+	name := func(base string) string {
+		n := nameInOtherSlot(k, base, append(used, block.Key)...)
+		used = append(used, k.key(n))
+		return n
+	}
+	ops := []ratelimit.Op{
+		block,
+		k.count(name("pre"), 100, 0.5),                   // existing counter: back to its value
+		k.count(name("fresh"), 100, 2),                   // created: deleted again
+		k.distinct(name("set"), "y", 100),                // member added: removed
+		k.distinct(name("set_known"), "x", 100),          // member known: kept
+		banned(k.count(name("shadow"), 0, 1), time.Hour), // counter created and ban set: both removed
+		banned(k.count(name("banned"), 0, 1), time.Hour), // active ban: nothing written
+	}
+	// The same counter twice after the block: undone in reverse order.
+	again := ops[2]
+	again.Cost = 0.25
+	ops = append(ops, again)
+	// Pre-existing state, written through the store so it is what it writes.
+	eval(t, s, check, k.count(nameOf(k, ops[1].Key), 100, 3))
+	eval(t, s, check, k.distinct(nameOf(k, ops[3].Key), "x", 100))
+	eval(t, s, check, k.distinct(nameOf(k, ops[4].Key), "x", 100))
+	eval(t, s, check, ops[6], ops[6])
+	return ops
+}
+
+func nameOf(k keyer, key string) string {
+	return strings.TrimSuffix(strings.TrimPrefix(key, string(k)+"{"+string(k)), "}")
+}
+
+// TestClusterBlockCompensation: an early op blocks while other slots charged
+// later ops; a second round trip undoes exactly those charges.
+func TestClusterBlockCompensation(t *testing.T) {
+	c := newHookedCluster(t, redistest.ClusterAddrs(t))
+	s, k := New(c.ClusterClient), newKeyer(t)
+	ops := blockingCheck(t, s, k)
+	before := snapshot(t, c.ClusterClient, k)
+	ttlPre := pttl(t, c, ops[1].Key)
+	c.takeAll()
+	out := eval(t, s, check, ops...)
+	all, _ := c.takeAll()
+	expectOutcomes(t, "blocked", out, over(1, time.Minute), skipped, skipped, skipped, skipped, skipped, skipped, skipped)
+	if len(all) != 2 || !strings.HasPrefix(all[0], "pipeline[") || !strings.HasPrefix(all[1], "pipeline[") {
+		t.Errorf("round trips %v, want two pipelines (evaluate, undo)", all)
+	}
+	after := snapshot(t, c.ClusterClient, k)
+	delete(after, ops[0].Key) // the blocking counter is rightly charged
+	if fmt.Sprint(before) != fmt.Sprint(after) {
+		t.Fatalf("state not restored:\nbefore %q\nafter  %q", before, after)
+	}
+	if v := c.Get(ctx, ops[1].Key).Val(); v != "3" {
+		t.Errorf("pre-existing counter = %q, want 3", v)
+	}
+	if d := pttl(t, c, ops[1].Key); d > ttlPre || d < ttlPre-time.Second {
+		t.Errorf("pre-existing counter PTTL %v, was %v", d, ttlPre)
+	}
+
+	// A block with nothing to undo after it costs one round trip.
+	for i := 1; i < len(ops); i++ {
+		ops[i].Cost = 0
+	}
+	c.takeAll()
+	expectOutcomes(t, "blocked, reads only", eval(t, s, check, ops...), over(2, time.Minute), skipped)
+	if all, _ := c.takeAll(); len(all) != 1 {
+		t.Errorf("round trips %v, want one", all)
+	}
+}
+
+// TestNoScriptFallback: after SCRIPT FLUSH (as after a restart or failover)
+// checks still work, single calls and pipelines alike, and so does the undo
+// script. Private servers, so that flushing disturbs no other test.
+func TestNoScriptFallback(t *testing.T) {
+	t.Run("standalone", func(t *testing.T) {
+		redistest.URL(t)
+		srv := redistest.StartServer(t)
+		c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+		t.Cleanup(func() { _ = c.Close() })
+		h := &tripHook{}
+		c.AddHook(h)
+		s, k := New(c), newKeyer(t)
+		for i := 1; i <= 3; i++ {
+			if err := c.ScriptFlush(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+			h.take()
+			expectOutcomes(t, "after flush", eval(t, s, check, spread(k, 3)...), ok(float64(2*i-1), time.Minute))
+			if tr := h.take(); fmt.Sprint(tr) != "[evalsha eval]" {
+				t.Errorf("round trips %v, want EVALSHA then EVAL", tr)
+			}
+			eval(t, s, check, spread(k, 3)...)
+			if tr := h.take(); fmt.Sprint(tr) != "[evalsha]" {
+				t.Errorf("round trips %v, want EVALSHA once cached", tr)
+			}
+		}
+	})
+	t.Run("cluster", func(t *testing.T) {
+		c := newHookedCluster(t, startCluster(t))
+		s, k := New(c.ClusterClient), newKeyer(t)
+		flush := func() {
+			t.Helper()
+			if err := c.ScriptFlush(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+			c.takeAll()
+		}
+		flush()
+		ops := spread(k, 6)
+		expectOutcomes(t, "after flush", eval(t, s, check, ops...), ok(1, time.Minute), ok(1, time.Minute), ok(1, time.Minute))
+		if all, _ := c.takeAll(); len(all) != 2 || !strings.Contains(all[0], "evalsha") || !strings.Contains(all[1], "pipeline[eval") {
+			t.Errorf("round trips %v, want a pipeline of EVALSHA then one of EVAL", all)
+		}
+		ops = blockingCheck(t, s, k)
+		before := snapshot(t, c.ClusterClient, k)
+		flush()
+		expectOutcomes(t, "blocked after flush", eval(t, s, check, ops...), over(1, time.Minute), skipped, skipped)
+		all, _ := c.takeAll()
+		after := snapshot(t, c.ClusterClient, k)
+		delete(after, ops[0].Key)
+		if fmt.Sprint(before) != fmt.Sprint(after) {
+			t.Fatalf("state not restored:\nbefore %q\nafter  %q", before, after)
+		}
+		if len(all) != 4 {
+			t.Errorf("round trips %v, want evaluate and undo, each EVALSHA then EVAL", all)
+		}
+	})
+}
+
+// startCluster starts a private 3-master Redis Cluster (for tests that flush
+// or break it) and returns its addresses. It runs where the shared test
+// cluster is configured, and needs redis-server on PATH.
+func startCluster(t *testing.T) []string {
+	t.Helper()
+	redistest.ClusterAddrs(t)
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Fatalf("redis-server: %v", err)
+	}
+	var addrs []string
+	var nodes []*redis.Client
+	for i := range 3 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		_ = l.Close()
+		dir := filepath.Join(t.TempDir(), fmt.Sprint(i))
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(bin, "--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+			"--dir", dir, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000")
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("start redis-server: %v", err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		addr := fmt.Sprintf("127.0.0.1:%d", port)
+		c := redis.NewClient(&redis.Options{Addr: addr})
+		t.Cleanup(func() { _ = c.Close() })
+		waitFor(t, "redis-server "+addr, func() bool { return c.Ping(ctx).Err() == nil })
+		addrs, nodes = append(addrs, addr), append(nodes, c)
+	}
+	for i, c := range nodes {
+		lo, hi := i*numSlots/3, (i+1)*numSlots/3-1
+		if err := c.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", lo, hi).Err(); err != nil {
+			t.Fatalf("addslotsrange: %v", err)
+		}
+		if i > 0 {
+			host, port, _ := net.SplitHostPort(addrs[i])
+			if err := nodes[0].ClusterMeet(ctx, host, port).Err(); err != nil {
+				t.Fatalf("cluster meet: %v", err)
+			}
+		}
+	}
+	waitFor(t, "cluster state ok", func() bool {
+		for _, c := range nodes {
+			info, err := c.ClusterInfo(ctx).Result()
+			slots, err2 := c.ClusterSlots(ctx).Result()
+			if err != nil || err2 != nil || !strings.Contains(info, "cluster_state:ok") || len(slots) != 3 {
+				return false
+			}
+		}
+		return true
+	})
+	return addrs
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
