@@ -1,0 +1,128 @@
+// Command ratekit is the command-line tool for ratekit's configuration and
+// rules. Each subcommand lives in its own file and registers itself in
+// commands from an init function, so adding one touches no other file:
+//
+//	func init() {
+//		commands["explain"] = command{
+//			summary: "show which rule decides for an identifier",
+//			usage:   "usage: ratekit explain [flags] ...",
+//			run:     runExplain,
+//		}
+//	}
+//
+// Exit codes shared by every subcommand: 0 success, 1 the input is invalid
+// (or the operation failed), 2 usage error or unreadable input.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+)
+
+// Exit codes.
+const (
+	exitOK      = 0
+	exitInvalid = 1
+	exitUsage   = 2
+)
+
+// command is one subcommand.
+type command struct {
+	summary string // one line for `ratekit help`
+	usage   string // full help: synopsis, flags, exit codes
+	// run gets the arguments after the subcommand's name and returns the exit code.
+	run func(ctx context.Context, out output, args []string) int
+}
+
+// output is where a command writes: results to stdout, diagnostics to stderr.
+type output struct {
+	stdout, stderr io.Writer
+}
+
+// commands is the registry, filled by init functions of the subcommand files.
+var commands = map[string]command{}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	code := run(ctx, os.Args[1:], output{os.Stdout, os.Stderr})
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, out output) int {
+	if len(args) == 0 {
+		fmt.Fprint(out.stderr, overview())
+		return exitUsage
+	}
+	name := args[0]
+	switch name {
+	case "help", "-h", "-help", "--help":
+		return help(args[1:], out)
+	}
+	c, ok := commands[name]
+	if !ok {
+		fmt.Fprintf(out.stderr, "ratekit: unknown command %q\n\n%s", name, overview())
+		return exitUsage
+	}
+	return c.run(ctx, out, args[1:])
+}
+
+func help(args []string, out output) int {
+	if len(args) == 0 {
+		fmt.Fprint(out.stdout, overview())
+		return exitOK
+	}
+	c, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(out.stderr, "ratekit help: unknown command %q\n\n%s", args[0], overview())
+		return exitUsage
+	}
+	fmt.Fprintln(out.stdout, strings.TrimRight(c.usage, "\n"))
+	return exitOK
+}
+
+func overview() string {
+	names := make([]string, 0, len(commands))
+	width := 0
+	for n := range commands {
+		names = append(names, n)
+		width = max(width, len(n))
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	b.WriteString("ratekit: rate-limit configuration and rules.\n\nusage: ratekit COMMAND [flags]\n\ncommands:\n")
+	for _, n := range names {
+		fmt.Fprintf(&b, "  %-*s  %s\n", width, n, commands[n].summary)
+	}
+	fmt.Fprintf(&b, "  %-*s  %s\n", width, "help", "show this list, or `ratekit help COMMAND` for a command's flags")
+	b.WriteString("\nexit codes: 0 success, 1 invalid input or failed operation, 2 usage error or unreadable input\n")
+	return b.String()
+}
+
+// parseFlags parses a subcommand's flags. It returns false with the exit code
+// when the command should stop: 0 after -h, 2 after a usage error (reported
+// with the command's usage on stderr).
+func parseFlags(fs *flag.FlagSet, usage string, args []string, out output) (bool, int) {
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	switch {
+	case err == flag.ErrHelp:
+		fmt.Fprintln(out.stdout, strings.TrimRight(usage, "\n"))
+		return false, exitOK
+	case err != nil:
+		return false, usageError(out, usage, "%v", err)
+	}
+	return true, exitOK
+}
+
+// usageError reports a usage problem and returns exitUsage.
+func usageError(out output, usage, format string, args ...any) int {
+	fmt.Fprintf(out.stderr, "ratekit: "+format+"\n\n%s\n", append(args, strings.TrimRight(usage, "\n"))...)
+	return exitUsage
+}

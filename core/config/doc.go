@@ -1,0 +1,99 @@
+// Package config reads and checks ratekit's two configuration files (source
+// design §2.1–2.3, §2.8) and the rule store's stored documents (§2.5–2.6).
+//
+// available_limiters.yaml ships with the application. It is the contract of
+// which limiters exist, which identifier properties each one may match and
+// count by, and its default rules:
+//
+//	available_limiters:
+//	  user_sign_in:
+//	    description: "Enforced before a session is created for a specific user"
+//	    available_properties: [ip, username]
+//	    default_rules:
+//	      - name: limit_user_sign_ins_by_username
+//	        characteristics: [username]
+//	        limit: 5
+//	        period_s: 600
+//	        action: limit
+//	        ban_for_s: 900
+//	  rack_request:
+//	    description: "Every web, API and Git request"
+//	    available_properties: [ip, path, request_type]
+//	    allowed_skip_rules: [skip_health_checks] # guardrail: only this skip rule
+//	    default_rules:
+//	      - name: limit_rack_requests_by_ip
+//	        characteristics: [ip]
+//	        limit: 1000
+//	        period_s: 60
+//
+// rate_limits.yaml is deployed by operators and is optional. Its rules come
+// before the defaults; a rule that reuses a default's name replaces it:
+//
+//	rate_limits:
+//	  user_sign_in:
+//	    - name: limit_user_sign_ins_by_username   # replaces the default
+//	      characteristics: [username]
+//	      limit: 10
+//	      period_s: 600
+//	      action: limit
+//	    - name: user_sign_in_distinct_users_per_ip
+//	      description: "distinct users attempting to sign in from a single IP"
+//	      limit: 10
+//	      period_s: 3600
+//	      characteristics: [ip]
+//	      count_distinct: username
+//	  rack_request:
+//	    - name: skip_health_checks
+//	      action: skip
+//	      match:
+//	        path: {one_of: [/-/health, /-/readiness]}
+//	    - name: api_by_ip
+//	      action: log                       # shadow mode: counts, never blocks
+//	      limit: 300
+//	      period_s: 60
+//	      characteristics: [ip]
+//	      match:
+//	        request_type: api               # equality
+//	        path: {regex: "^/api/v\\d+/"}   # RE2, unanchored
+//
+// Actions are lower-case (limit, log, skip); a rule that leaves action out
+// limits. Times are whole seconds. A match value is a scalar (equality),
+// {regex: ...} or {one_of: [...]}.
+//
+// # Validation
+//
+// Each file goes YAML → protojson → protovalidate → hand-written checks. The
+// YAML is walked against the schema of package
+// github.com/ratekit/ratekit/proto/ratelimit/config/v1 (unknown fields,
+// duplicate keys and wrong types are errors, with their position); protojson
+// builds the message; protovalidate enforces the schema's rules (name
+// patterns, limit, period_s and ban_for_s at least 1, the CEL rules
+// limit_requires_threshold, ban_excludes_count_distinct,
+// ban_requires_threshold); then the cross-document checks run: limiters must
+// be declared in available_limiters.yaml, properties must be in their
+// limiter's available_properties, rule names unique within a limiter, regexes
+// valid RE2 within ratelimit.MaxRegexLen and ratelimit.MaxRegexInsts, and
+// skip rules within a limiter's allowed_skip_rules when it has that list.
+//
+// Every problem of a file is reported, as a *ValidationError whose lines read
+//
+//	rate_limits.yaml:12:14: rack_request/api_by_ip: limit must be a whole number, got the value "ten"
+//
+// A document with any problem is rejected whole.
+//
+// # At run time
+//
+// LoadAvailableLimiters (the file must exist) and LoadRateLimits (a missing
+// file means no rules) give the documents; Tiers and Rules give a limiter's
+// rules as []ratelimit.Rule. When a new rate_limits.yaml is invalid, log the
+// error and keep what the limiter has: (*ratelimit.Limiter).SetRules is only
+// called with a list that passed every check, and it too rejects a bad list
+// whole.
+//
+// # Stored documents
+//
+// MarshalLimiterRules and UnmarshalLimiterRules read and write the rule
+// store's per-limiter JSON, byte-compatible with the source design's example;
+// RuleToProto and RuleFromProto convert between core rules and the schema.
+// ValidatePublishRulesRequest checks a publish payload before it is applied.
+package config

@@ -1,0 +1,164 @@
+package config
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Error is one problem in a configuration document. Its text is
+// `FILE:LINE:COL: limiter/rule: message`; parts that are unknown are left out
+// (a stored JSON document has no file name, a top-level problem no limiter).
+type Error struct {
+	File    string
+	Line    int    // 1-based; 0 when the problem has no place in the file (an empty document)
+	Column  int    // 1-based; 0 when the parser does not say
+	Limiter string // limiter name, when the problem is inside one
+	Rule    string // rule name, or "#N" (1-based position) when the rule has no usable name
+	Path    string // field path in the schema, e.g. rate_limits["x"].rules[0].limit
+	Message string // plain words
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	if e.File != "" {
+		b.WriteString(e.File)
+		b.WriteByte(':')
+	}
+	if e.Line > 0 {
+		b.WriteString(strconv.Itoa(e.Line))
+		b.WriteByte(':')
+		if e.Column > 0 {
+			b.WriteString(strconv.Itoa(e.Column))
+			b.WriteByte(':')
+		}
+	}
+	if b.Len() > 0 {
+		b.WriteByte(' ')
+	}
+	switch {
+	case e.Limiter != "" && e.Rule != "":
+		b.WriteString(e.Limiter + "/" + e.Rule + ": ")
+	case e.Limiter != "":
+		b.WriteString(e.Limiter + ": ")
+	case e.Rule != "":
+		b.WriteString(e.Rule + ": ")
+	}
+	b.WriteString(e.Message)
+	return b.String()
+}
+
+// ValidationError is an invalid document: every problem found, in file order.
+// A document with any problem is rejected whole.
+type ValidationError struct {
+	Errors []*Error
+}
+
+// Error returns one problem per line.
+func (e *ValidationError) Error() string {
+	lines := make([]string, len(e.Errors))
+	for i, x := range e.Errors {
+		lines[i] = x.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Unwrap lets errors.As find each *Error.
+func (e *ValidationError) Unwrap() []error {
+	out := make([]error, len(e.Errors))
+	for i, x := range e.Errors {
+		out[i] = x
+	}
+	return out
+}
+
+func sortErrors(errs []*Error) {
+	sort.SliceStable(errs, func(i, j int) bool {
+		a, b := errs[i], errs[j]
+		if a.Line != b.Line {
+			return a.Line < b.Line
+		}
+		return a.Column < b.Column
+	})
+}
+
+// elem is one step of a field path: a field, optionally subscripted by a map
+// key or a list index.
+type elem struct {
+	field string
+	key   *string
+	index int // -1 when not a list element
+}
+
+type path []elem
+
+func (p path) field(name string) path {
+	return append(p[:len(p):len(p)], elem{field: name, index: -1})
+}
+
+// at subscripts the last element.
+func (p path) at(i int) path {
+	q := append(path(nil), p...)
+	q[len(q)-1].index = i
+	return q
+}
+
+func (p path) key(k string) path {
+	q := append(path(nil), p...)
+	q[len(q)-1].key = &k
+	return q
+}
+
+// String renders the path as protovalidate.FieldPathString does, so paths of
+// violations and of YAML nodes compare equal.
+func (p path) String() string {
+	var b strings.Builder
+	for i, e := range p {
+		if i > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(e.field)
+		switch {
+		case e.key != nil:
+			b.WriteString("[" + strconv.Quote(*e.key) + "]")
+		case e.index >= 0:
+			b.WriteString("[" + strconv.Itoa(e.index) + "]")
+		}
+	}
+	return b.String()
+}
+
+// within reports whether p is q or lies inside q.
+func (p path) within(q path) bool {
+	if len(q) > len(p) {
+		return false
+	}
+	for i, e := range q {
+		f := p[i]
+		if f.field != e.field {
+			return false
+		}
+		last := i == len(q)-1
+		if e.key != nil || e.index >= 0 || !last {
+			if (e.key == nil) != (f.key == nil) || (e.key != nil && *e.key != *f.key) || e.index != f.index {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func quoteList(vs []string) string {
+	if len(vs) == 0 {
+		return "none"
+	}
+	return strings.Join(vs, ", ")
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, one)
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}

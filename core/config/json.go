@@ -1,0 +1,316 @@
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"unicode/utf8"
+
+	"go.yaml.in/yaml/v3"
+
+	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
+)
+
+// The rule store keeps one LimiterRules document per limiter as JSON (source
+// design §2.6), in the spelling of the config files rather than plain
+// protojson: lower-case actions, match values as in YAML, and a fixed field
+// order, so the bytes equal the design's example and every SDK can write them:
+//
+//	{"default_rules":{"rules":[{"name":"limit_user_autocompletes_by_user","limit":300,"period_s":60,"action":"limit","characteristics":["user"],"match":{}}]}}
+//
+// Tiers appear in alphabetical order and only when set. A rule is written as
+// name, description, limit, period_s, action, characteristics,
+// count_distinct, ban_for_s, match; unset optional fields and empty strings
+// are left out, characteristics and match are always written. Match keys are
+// sorted; a value is a JSON string (equality), {"regex":"..."} or
+// {"one_of":[...]}.
+
+// MarshalLimiterRules validates doc (as UnmarshalLimiterRules does) and
+// encodes it. An invalid document is a *ValidationError: the store never
+// holds what it could not read back.
+func MarshalLimiterRules(doc *configv1.LimiterRules) ([]byte, error) {
+	if err := ValidateLimiterRules(doc); err != nil {
+		return nil, err
+	}
+	w := &jsonWriter{}
+	w.WriteByte('{')
+	tiers := []struct {
+		name string
+		list *configv1.RuleList
+	}{
+		{"default_rules", doc.GetDefaultRules()},
+		{"file_rules", doc.GetFileRules()},
+		{"published_rules", doc.GetPublishedRules()},
+	}
+	n := 0
+	for _, t := range tiers {
+		if t.list == nil {
+			continue
+		}
+		if n > 0 {
+			w.WriteByte(',')
+		}
+		n++
+		w.str(t.name)
+		w.WriteString(`:{"rules":[`)
+		for i, r := range t.list.GetRules() {
+			if i > 0 {
+				w.WriteByte(',')
+			}
+			w.rule(r)
+		}
+		w.WriteString("]}")
+	}
+	w.WriteByte('}')
+	return w.Bytes(), nil
+}
+
+// UnmarshalLimiterRules decodes a stored document strictly (unknown fields,
+// duplicate keys and wrong types are errors) and validates it: protovalidate,
+// unique rule names within each tier, regexes valid RE2. Errors are a
+// *ValidationError whose positions are line:column in data.
+func UnmarshalLimiterRules(data []byte) (*configv1.LimiterRules, error) {
+	d := newDoc("")
+	d.defaultAction = false
+	msg := &configv1.LimiterRules{}
+	if d.decode(data, msg, parseJSON) {
+		d.validateLimiterRules(msg)
+	}
+	if err := d.result(msg); err != nil {
+		return nil, err
+	}
+	return msg, nil
+}
+
+// ValidateLimiterRules checks a document built in code as
+// UnmarshalLimiterRules checks a stored one.
+func ValidateLimiterRules(doc *configv1.LimiterRules) error {
+	d := newDoc("")
+	d.validateLimiterRules(doc)
+	return d.result(doc)
+}
+
+func (d *doc) validateLimiterRules(msg *configv1.LimiterRules) {
+	d.validate(msg)
+	d.checkRules(nil, rulesAt(path{}.field("file_rules").field("rules"), msg.GetFileRules().GetRules()))
+	d.checkRules(nil, rulesAt(path{}.field("published_rules").field("rules"), msg.GetPublishedRules().GetRules()))
+	d.checkRules(nil, rulesAt(path{}.field("default_rules").field("rules"), msg.GetDefaultRules().GetRules()))
+}
+
+type jsonWriter struct{ bytes.Buffer }
+
+// str writes s as a JSON string without HTML escaping, so "<anonymous>" stays
+// readable and equal to what other languages write.
+func (w *jsonWriter) str(s string) {
+	enc := json.NewEncoder(&w.Buffer)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s)       // a string always encodes
+	w.Truncate(w.Len() - 1) // Encode appends a newline
+}
+
+func (w *jsonWriter) field(name string) {
+	w.WriteByte(',')
+	w.str(name)
+	w.WriteByte(':')
+}
+
+func (w *jsonWriter) rule(r *configv1.Rule) {
+	w.WriteString(`{"name":`)
+	w.str(r.GetName())
+	if r.GetDescription() != "" {
+		w.field("description")
+		w.str(r.GetDescription())
+	}
+	if r.Limit != nil {
+		w.field("limit")
+		w.WriteString(strconv.FormatUint(uint64(r.GetLimit()), 10))
+	}
+	if r.PeriodS != nil {
+		w.field("period_s")
+		w.WriteString(strconv.FormatUint(uint64(r.GetPeriodS()), 10))
+	}
+	w.field("action")
+	w.str(enumWords(r.GetAction().Descriptor())[r.GetAction()-1]) // validated: never UNSPECIFIED
+	w.field("characteristics")
+	w.strings(r.GetCharacteristics())
+	if r.GetCountDistinct() != "" {
+		w.field("count_distinct")
+		w.str(r.GetCountDistinct())
+	}
+	if r.BanForS != nil {
+		w.field("ban_for_s")
+		w.WriteString(strconv.FormatUint(uint64(r.GetBanForS()), 10))
+	}
+	w.field("match")
+	w.WriteByte('{')
+	keys := make([]string, 0, len(r.GetMatch()))
+	for k := range r.GetMatch() {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for i, k := range keys {
+		if i > 0 {
+			w.WriteByte(',')
+		}
+		w.str(k)
+		w.WriteByte(':')
+		switch x := r.GetMatch()[k].GetKind().(type) {
+		case *configv1.MatchValue_Equality:
+			w.str(x.Equality)
+		case *configv1.MatchValue_Regex:
+			w.WriteString(`{"regex":`)
+			w.str(x.Regex)
+			w.WriteByte('}')
+		case *configv1.MatchValue_OneOf:
+			w.WriteString(`{"one_of":`)
+			w.strings(x.OneOf.GetValues())
+			w.WriteByte('}')
+		}
+	}
+	w.WriteString("}}")
+}
+
+func (w *jsonWriter) strings(ss []string) {
+	w.WriteByte('[')
+	for i, s := range ss {
+		if i > 0 {
+			w.WriteByte(',')
+		}
+		w.str(s)
+	}
+	w.WriteByte(']')
+}
+
+// jsonSyntaxError is malformed JSON at a line and column.
+type jsonSyntaxError struct {
+	line, col int
+	msg       string
+}
+
+func (e *jsonSyntaxError) Error() string { return fmt.Sprintf("%d:%d: %s", e.line, e.col, e.msg) }
+
+// parseJSON reads strict JSON into YAML nodes with positions, so stored
+// documents go through the same schema walk as the files.
+func parseJSON(data []byte) (*yaml.Node, error) {
+	p := &jsonParser{data: data, dec: json.NewDecoder(bytes.NewReader(data)), lines: []int{0}}
+	p.dec.UseNumber()
+	for i, c := range data {
+		if c == '\n' {
+			p.lines = append(p.lines, i+1)
+		}
+	}
+	n, err := p.value()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := p.dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, p.errorAt(p.dec.InputOffset(), "unexpected data after the document")
+	}
+	return n, nil
+}
+
+type jsonParser struct {
+	data  []byte
+	dec   *json.Decoder
+	lines []int // offset of the start of each line
+}
+
+// start returns the offset of the next token.
+func (p *jsonParser) start() int64 {
+	off := p.dec.InputOffset()
+	for off < int64(len(p.data)) {
+		switch p.data[off] {
+		case ' ', '\t', '\r', '\n', ',', ':':
+			off++
+			continue
+		}
+		break
+	}
+	return off
+}
+
+func (p *jsonParser) lineCol(off int64) (int, int) {
+	if off > int64(len(p.data)) {
+		off = int64(len(p.data))
+	}
+	i := sort.Search(len(p.lines), func(i int) bool { return int64(p.lines[i]) > off }) // first line starting after off
+	return i, utf8.RuneCount(p.data[p.lines[i-1]:off]) + 1
+}
+
+func (p *jsonParser) errorAt(off int64, msg string) error {
+	line, col := p.lineCol(off)
+	return &jsonSyntaxError{line: line, col: col, msg: msg}
+}
+
+func (p *jsonParser) token() (json.Token, *yaml.Node, error) {
+	off := p.start()
+	tok, err := p.dec.Token()
+	if err != nil {
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			return nil, nil, p.errorAt(se.Offset, se.Error())
+		}
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, nil, p.errorAt(int64(len(p.data)), "unexpected end of the document")
+		}
+		return nil, nil, p.errorAt(off, err.Error())
+	}
+	line, col := p.lineCol(off)
+	return tok, &yaml.Node{Line: line, Column: col}, nil
+}
+
+func (p *jsonParser) value() (*yaml.Node, error) {
+	tok, n, err := p.token()
+	if err != nil {
+		return nil, err
+	}
+	switch t := tok.(type) {
+	case json.Delim:
+		switch t {
+		case '{':
+			n.Kind, n.Tag = yaml.MappingNode, "!!map"
+			for p.dec.More() {
+				k, err := p.value()
+				if err != nil {
+					return nil, err
+				}
+				v, err := p.value()
+				if err != nil {
+					return nil, err
+				}
+				n.Content = append(n.Content, k, v)
+			}
+		case '[':
+			n.Kind, n.Tag = yaml.SequenceNode, "!!seq"
+			for p.dec.More() {
+				v, err := p.value()
+				if err != nil {
+					return nil, err
+				}
+				n.Content = append(n.Content, v)
+			}
+		default:
+			return nil, p.errorAt(p.dec.InputOffset()-1, fmt.Sprintf("unexpected %q", t))
+		}
+		if _, _, err := p.token(); err != nil { // the closing delimiter
+			return nil, err
+		}
+		return n, nil
+	case string:
+		n.Kind, n.Tag, n.Value = yaml.ScalarNode, "!!str", t
+	case json.Number:
+		n.Kind, n.Tag, n.Value = yaml.ScalarNode, "!!int", t.String()
+		if bytes.ContainsAny([]byte(t), ".eE") {
+			n.Tag = "!!float"
+		}
+	case bool:
+		n.Kind, n.Tag, n.Value = yaml.ScalarNode, "!!bool", strconv.FormatBool(t)
+	case nil:
+		n.Kind, n.Tag, n.Value = yaml.ScalarNode, "!!null", "null"
+	}
+	return n, nil
+}

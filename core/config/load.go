@@ -1,0 +1,271 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"sort"
+
+	ratelimit "github.com/ratekit/ratekit/core"
+	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
+)
+
+// MaxFileSize bounds the configuration files read by the Load functions.
+const MaxFileSize = 8 << 20
+
+// AvailableLimiters is a valid available_limiters.yaml: the contract of which
+// limiters exist, their properties and default rules (source design §2.2).
+type AvailableLimiters struct {
+	File  string // as given to Load or Parse
+	Proto *configv1.AvailableLimiters
+	doc   *doc
+}
+
+// RateLimits is a valid rate_limits.yaml (§2.3), checked against an
+// AvailableLimiters.
+type RateLimits struct {
+	File  string
+	Proto *configv1.RateLimits
+	doc   *doc
+}
+
+// ParseAvailableLimiters reads available_limiters.yaml from data. file names
+// the source in errors. An invalid document gives a *ValidationError with
+// every problem; a valid one is returned whole.
+func ParseAvailableLimiters(file string, data []byte) (*AvailableLimiters, error) {
+	d := newDoc(file)
+	msg := &configv1.AvailableLimiters{}
+	if d.decode(data, msg, parseYAML) {
+		d.validate(msg)
+		for _, name := range sortedKeys(msg.GetAvailableLimiters()) {
+			spec := msg.GetAvailableLimiters()[name]
+			at := path{}.field("available_limiters").key(name).field("default_rules")
+			rules := make([]*configv1.Rule, len(spec.GetDefaultRules()))
+			for i, r := range spec.GetDefaultRules() {
+				rules[i] = DefaultRuleToRule(r)
+			}
+			d.checkRules(spec, rulesAt(at, rules))
+		}
+	}
+	if err := d.result(msg); err != nil {
+		return nil, err
+	}
+	return &AvailableLimiters{File: file, Proto: msg, doc: d}, nil
+}
+
+// LoadAvailableLimiters reads and validates the file at path. The file is
+// required: a missing file is an error (unlike rate_limits.yaml).
+func LoadAvailableLimiters(path string) (*AvailableLimiters, error) {
+	data, err := readFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("load available limiters: %w", err)
+	}
+	return ParseAvailableLimiters(path, data)
+}
+
+// ParseRateLimits reads rate_limits.yaml from data and checks it against
+// available (required): limiters must be declared there, and rules may only
+// use their limiter's available_properties and allowed skip rules.
+func ParseRateLimits(file string, data []byte, available *AvailableLimiters) (*RateLimits, error) {
+	if available == nil {
+		return nil, errors.New("config: ParseRateLimits needs the available limiters to check against")
+	}
+	d := newDoc(file)
+	msg := &configv1.RateLimits{}
+	if d.decode(data, msg, parseYAML) {
+		d.validate(msg)
+		d.checkRuleMap("rate_limits", msg.GetRateLimits(), available)
+	}
+	if err := d.result(msg); err != nil {
+		return nil, err
+	}
+	return &RateLimits{File: file, Proto: msg, doc: d}, nil
+}
+
+// LoadRateLimits reads and checks the file at path. The file is optional
+// (source design §2.7): when it does not exist the result is empty and the
+// error nil. An invalid file is an error and nothing of it is applied: the
+// caller keeps its defaults or its last good rules, and logs the error.
+func LoadRateLimits(path string, available *AvailableLimiters) (*RateLimits, error) {
+	data, err := readFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return &RateLimits{File: path, Proto: &configv1.RateLimits{}, doc: newDoc(path)}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load rate limits: %w", err)
+	}
+	return ParseRateLimits(path, data, available)
+}
+
+func readFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if len(data) > MaxFileSize {
+		return nil, fmt.Errorf("%s is larger than %d bytes", path, MaxFileSize)
+	}
+	return data, nil
+}
+
+func (a *AvailableLimiters) source() string {
+	if a.File == "" {
+		return "available_limiters.yaml"
+	}
+	return a.File
+}
+
+// Names returns the declared limiter names, sorted.
+func (a *AvailableLimiters) Names() []string { return sortedKeys(a.Proto.GetAvailableLimiters()) }
+
+// Spec returns the declaration of a limiter, or nil when it is not declared.
+func (a *AvailableLimiters) Spec(limiter string) *configv1.LimiterSpec {
+	return a.Proto.GetAvailableLimiters()[limiter]
+}
+
+// DefaultRules returns the default rules a limiter declares, as core rules.
+// It is an error to ask for a limiter that is not declared.
+func (a *AvailableLimiters) DefaultRules(limiter string) ([]ratelimit.Rule, error) {
+	spec := a.Spec(limiter)
+	if spec == nil {
+		return nil, fmt.Errorf("config: no limiter %q in %s", limiter, a.source())
+	}
+	l := &configv1.RuleList{}
+	for _, r := range spec.GetDefaultRules() {
+		l.Rules = append(l.Rules, DefaultRuleToRule(r))
+	}
+	rules, err := RulesFromProto(l)
+	if err != nil {
+		return nil, fmt.Errorf("config: limiter %s default rules: %w", limiter, err)
+	}
+	return rules, nil
+}
+
+// Limiters returns the limiters that have rules in the file, sorted.
+func (r *RateLimits) Limiters() []string { return sortedKeys(r.Proto.GetRateLimits()) }
+
+// Rules returns a limiter's rules from the file as core rules, in file order
+// (nil when the file has none for it).
+func (r *RateLimits) Rules(limiter string) ([]ratelimit.Rule, error) {
+	rules, err := RulesFromProto(r.Proto.GetRateLimits()[limiter])
+	if err != nil {
+		return nil, fmt.Errorf("config: limiter %s rules: %w", limiter, err)
+	}
+	return rules, nil
+}
+
+// Tiers returns a limiter's file tier (from rate_limits.yaml; rateLimits may
+// be nil) and default tier (from available_limiters.yaml), as core rules. The
+// limiter must be declared. Feed them to ratelimit.MergeTiers (file first),
+// or to the rule store, which keeps them as separate tiers.
+func Tiers(available *AvailableLimiters, rateLimits *RateLimits, limiter string) (file, defaults []ratelimit.Rule, err error) {
+	if defaults, err = available.DefaultRules(limiter); err != nil {
+		return nil, nil, err
+	}
+	if rateLimits != nil {
+		if file, err = rateLimits.Rules(limiter); err != nil {
+			return nil, nil, err
+		}
+	}
+	return file, defaults, nil
+}
+
+// Rules returns the list a limiter evaluates from the two files: its file
+// rules, then its default rules, a file rule replacing the default of the
+// same name (source design §2.5).
+func Rules(available *AvailableLimiters, rateLimits *RateLimits, limiter string) ([]ratelimit.Rule, error) {
+	file, defaults, err := Tiers(available, rateLimits, limiter)
+	if err != nil {
+		return nil, err
+	}
+	return ratelimit.MergeTiers(file, defaults), nil
+}
+
+// SkipRule is a skip rule and where it is declared. Skip rules bypass their
+// limiter for every request they match, so `ratekit validate` lists each one.
+type SkipRule struct {
+	File         string
+	Line, Column int
+	Limiter      string
+	Rule         *configv1.Rule
+	Default      bool // from available_limiters.yaml default_rules
+}
+
+// SkipRules returns the skip rules among the default rules, in file order.
+func (a *AvailableLimiters) SkipRules() []SkipRule {
+	var out []SkipRule
+	for _, name := range a.Names() {
+		at := path{}.field("available_limiters").key(name).field("default_rules")
+		for i, dr := range a.Spec(name).GetDefaultRules() {
+			if dr.GetAction() == configv1.Action_ACTION_SKIP {
+				out = append(out, a.doc.skipRule(name, at.at(i), DefaultRuleToRule(dr), true))
+			}
+		}
+	}
+	sortSkipRules(out)
+	return out
+}
+
+// SkipRules returns the skip rules of the file, in file order.
+func (r *RateLimits) SkipRules() []SkipRule {
+	var out []SkipRule
+	for _, name := range r.Limiters() {
+		at := path{}.field("rate_limits").key(name).field("rules")
+		for i, rule := range r.Proto.GetRateLimits()[name].GetRules() {
+			if rule.GetAction() == configv1.Action_ACTION_SKIP {
+				out = append(out, r.doc.skipRule(name, at.at(i), rule, false))
+			}
+		}
+	}
+	sortSkipRules(out)
+	return out
+}
+
+func (d *doc) skipRule(limiter string, at path, r *configv1.Rule, def bool) SkipRule {
+	pos := d.lookup(at, false)
+	return SkipRule{File: d.file, Line: pos.line, Column: pos.col, Limiter: limiter, Rule: r, Default: def}
+}
+
+// ParsePublishRulesRequest reads a publish payload (§2.6) written like
+// rate_limits.yaml (`rate_limits:` limiter → rule list, YAML or JSON) and
+// checks it as ValidatePublishRulesRequest does.
+func ParsePublishRulesRequest(file string, data []byte, available *AvailableLimiters) (*configv1.PublishRulesRequest, error) {
+	d := newDoc(file)
+	msg := &configv1.PublishRulesRequest{}
+	if d.decode(data, msg, parseYAML) {
+		d.validate(msg)
+		d.checkRuleMap("rate_limits", msg.GetRateLimits(), available)
+	}
+	if err := d.result(msg); err != nil {
+		return nil, err
+	}
+	return msg, nil
+}
+
+// ValidatePublishRulesRequest checks a publish payload built in code before
+// the rule store applies it: protovalidate, then the checks of rate_limits.yaml
+// against available (which may be nil to skip the cross-document part). The
+// error is a *ValidationError naming limiter and rule (there are no lines).
+func ValidatePublishRulesRequest(req *configv1.PublishRulesRequest, available *AvailableLimiters) error {
+	d := newDoc("")
+	d.validate(req)
+	d.checkRuleMap("rate_limits", req.GetRateLimits(), available)
+	return d.result(req)
+}
+
+// sortSkipRules orders skip rules by file position.
+func sortSkipRules(s []SkipRule) {
+	sort.SliceStable(s, func(i, j int) bool {
+		if s[i].File != s[j].File {
+			return s[i].File < s[j].File
+		}
+		return s[i].Line < s[j].Line
+	})
+}
