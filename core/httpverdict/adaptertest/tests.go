@@ -1,0 +1,348 @@
+package adaptertest
+
+import (
+	"context"
+	"net/http"
+	"reflect"
+	"time"
+
+	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/httpverdict"
+	"github.com/ratekit/ratekit/core/redisstore"
+	"github.com/ratekit/ratekit/identifiers"
+	"github.com/ratekit/ratekit/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+func testAllowAndBlock(s *suite) {
+	srv := s.serve(Setup{Limiters: []*ratelimit.Limiter{s.limiter("http", perIP("per_ip", 5, time.Minute))}})
+	for i := int64(1); i <= 5; i++ {
+		r := s.do(srv, "GET", "/hello")
+		s.allowed(r, "hello")
+		s.ietf(r, "per_ip", 5, 60, 5-i)
+	}
+	r := s.do(srv, "GET", "/hello")
+	ra := s.blocked(r, 60, "per_ip")
+	if t := s.ietf(r, "per_ip", 5, 60, 0); t != ra {
+		s.t.Errorf("RateLimit t=%d differs from Retry-After %d for the same rule", t, ra)
+	}
+	if n := s.calls["/hello"].Load(); n != 5 {
+		s.t.Errorf("handler ran %d times, want 5: a blocked request reached it", n)
+	}
+}
+
+func testProfileLegacy(s *suite) {
+	srv := s.serve(Setup{Profile: httpverdict.Legacy, Limiters: []*ratelimit.Limiter{s.limiter("http", perIP("per_ip", 2, time.Minute))}})
+	r := s.do(srv, "GET", "/hello")
+	s.allowed(r, "hello")
+	s.header(r, "RateLimit-Limit", "2")
+	s.header(r, "RateLimit-Remaining", "1")
+	s.intHeader(r, "RateLimit-Reset", 59, 60) // delta seconds, not an epoch
+	s.noHeader(r, "RateLimit", "RateLimit-Policy", "RateLimit-Name", "RateLimit-Observed")
+	s.do(srv, "GET", "/hello")
+	r = s.do(srv, "GET", "/hello")
+	ra := s.blocked(r, 60, "per_ip")
+	s.header(r, "RateLimit-Limit", "2")
+	s.header(r, "RateLimit-Remaining", "0")
+	if reset := s.intHeader(r, "RateLimit-Reset", 1, 60); reset != ra {
+		s.t.Errorf("RateLimit-Reset %d differs from Retry-After %d", reset, ra)
+	}
+}
+
+func testProfileGitLab(s *suite) {
+	srv := s.serve(Setup{Profile: httpverdict.GitLab, Limiters: []*ratelimit.Limiter{
+		s.limiter("http", perIP("throttle_unauthenticated", 4, 2*time.Minute)),
+	}})
+	r := s.do(srv, "GET", "/hello")
+	s.allowed(r, "hello")
+	s.header(r, "RateLimit-Name", "throttle_unauthenticated")
+	s.header(r, "RateLimit-Limit", "2") // normalised to 60 s: ceil(4*60/120)
+	s.header(r, "RateLimit-Observed", "1")
+	s.header(r, "RateLimit-Remaining", "3")
+	s.epochNear(r, "RateLimit-Reset", 119*time.Second, 120*time.Second) // epoch seconds
+	s.noHeader(r, "RateLimit", "RateLimit-Policy", "RateLimit-ResetTime")
+	for i := 0; i < 3; i++ {
+		s.status(s.do(srv, "GET", "/hello"), http.StatusOK)
+	}
+	r = s.do(srv, "GET", "/hello")
+	ra := s.blocked(r, 120, "throttle_unauthenticated")
+	s.header(r, "RateLimit-Observed", "5")
+	s.header(r, "RateLimit-Remaining", "0")
+	reset := s.epochNear(r, "RateLimit-Reset", time.Duration(ra-1)*time.Second, time.Duration(ra)*time.Second)
+	rt, err := http.ParseTime(r.header.Get("RateLimit-ResetTime"))
+	if err != nil {
+		s.t.Fatalf("RateLimit-ResetTime %q is not an HTTP-date: %v", r.header.Get("RateLimit-ResetTime"), err)
+	}
+	if rt.Unix() != reset {
+		s.t.Errorf("RateLimit-ResetTime %v is not RateLimit-Reset %d", rt, reset)
+	}
+}
+
+func testProfileNone(s *suite) {
+	srv := s.serve(Setup{Profile: httpverdict.None, Limiters: []*ratelimit.Limiter{s.limiter("http", perIP("per_ip", 1, time.Minute))}})
+	r := s.do(srv, "GET", "/hello")
+	s.allowed(r, "hello")
+	s.noHeader(r, rateLimitHeaders...)
+	r = s.do(srv, "GET", "/hello")
+	s.blocked(r, 60, "per_ip")
+	s.noHeader(r, rateLimitHeaders...)
+}
+
+func testShadow(s *suite) {
+	shadow := perIP("shadow_tight", 1, time.Minute)
+	shadow.Action = ratelimit.ActionLog
+	mixed := s.limiter("mixed", shadow, perIP("enforced", 100, time.Hour))
+	shadowOnly := s.limiter("shadow_only", shadow)
+	srv := s.serve(Setup{Limiters: []*ratelimit.Limiter{mixed, shadowOnly}})
+	for i := int64(1); i <= 3; i++ {
+		r := s.do(srv, "GET", "/hello")
+		s.allowed(r, "hello") // the exceeded shadow rules never block
+		s.ietf(r, "enforced", 100, 3600, 100-i)
+	}
+	// A limiter with shadow rules only never sends headers.
+	srv = s.serve(Setup{Limiters: []*ratelimit.Limiter{s.limiter("shadow_alone", shadow)}})
+	for i := 0; i < 3; i++ {
+		r := s.do(srv, "GET", "/hello")
+		s.allowed(r, "hello")
+		s.noHeader(r, rateLimitHeaders...)
+	}
+	// The shadow rules did count and exceed: the limiter reports it.
+	res := shadowOnly.Peek(context.Background(), ratelimit.Identifier{identifiers.IP: "127.0.0.1"}, ratelimit.Cost(0))
+	if !res.Exceeded || res.Blocked() {
+		s.t.Errorf("shadow rule: exceeded=%v blocked=%v, want exceeded and not blocked", res.Exceeded, res.Blocked())
+	}
+}
+
+func testMultipleLimiters(s *suite) {
+	general := s.limiter("rack_request", perIP("general", 10, time.Minute))
+	protected := perIP("protected_paths", 2, time.Minute)
+	protected.Match = map[string]ratelimit.Matcher{identifiers.Path: ratelimit.Regex(`^/login$`)}
+	srv := s.serve(Setup{Limiters: []*ratelimit.Limiter{general, s.limiter("rack_request_protected_paths", protected)}})
+
+	r := s.do(srv, "POST", "/login", "X-Password", "right")
+	s.allowed(r, "welcome")
+	s.ietf(r, "protected_paths", 2, 60, 1) // the most constraining of both limiters
+	s.status(s.do(srv, "POST", "/login", "X-Password", "right"), http.StatusOK)
+	r = s.do(srv, "POST", "/login", "X-Password", "right")
+	s.blocked(r, 60, "protected_paths")
+	s.ietf(r, "protected_paths", 2, 60, 0)
+	// Other paths only meet the general limiter, which counted every login.
+	r = s.do(srv, "GET", "/hello")
+	s.allowed(r, "hello")
+	s.ietf(r, "general", 10, 60, 6)
+}
+
+func testFirstBlockEndsChecks(s *suite) {
+	tight := s.limiter("tight", perIP("one", 1, time.Minute))
+	other := s.limiter("other", perIP("five", 5, time.Minute))
+	srv := s.serve(Setup{Limiters: []*ratelimit.Limiter{tight, other}})
+	s.status(s.do(srv, "GET", "/hello"), http.StatusOK)
+	s.blocked(s.do(srv, "GET", "/hello"), 60, "one")
+	res := other.Peek(context.Background(), ratelimit.Identifier{identifiers.IP: "127.0.0.1"}, ratelimit.Cost(0))
+	if res.Info == nil || res.Info.Count != 1 {
+		s.t.Errorf("second limiter count = %+v, want 1: it counted a request the first limiter rejected", res.Info)
+	}
+}
+
+func testSkip(s *suite) {
+	srv := s.serve(Setup{
+		Limiters: []*ratelimit.Limiter{s.limiter("http", perIP("per_ip", 1, time.Minute))},
+		Skip:     func(r *http.Request) bool { return r.URL.Path == "/health" },
+	})
+	for i := 0; i < 3; i++ {
+		r := s.do(srv, "GET", "/health")
+		s.allowed(r, "ok")
+		s.noHeader(r, rateLimitHeaders...)
+	}
+	s.status(s.do(srv, "GET", "/hello"), http.StatusOK)
+	s.blocked(s.do(srv, "GET", "/hello"), 60, "per_ip")
+	s.allowed(s.do(srv, "GET", "/health"), "ok")
+}
+
+func testCustomIdentifier(s *suite) {
+	rule := ratelimit.Rule{Name: "per_tenant", Characteristics: []string{"tenant"},
+		Limit: ratelimit.Static(1), Period: ratelimit.StaticPeriod(time.Minute)}
+	srv := s.serve(Setup{
+		Limiters: []*ratelimit.Limiter{s.limiter("http", rule)},
+		Identifier: func(r *http.Request) ratelimit.Identifier {
+			return ratelimit.Identifier{"tenant": r.Header.Get("X-Tenant")}
+		},
+	})
+	s.status(s.do(srv, "GET", "/hello", "X-Tenant", "a"), http.StatusOK)
+	s.blocked(s.do(srv, "GET", "/hello", "X-Tenant", "a"), 60, "per_tenant")
+	s.status(s.do(srv, "GET", "/hello", "X-Tenant", "b"), http.StatusOK)
+	if id := s.lastIdentifier(); !reflect.DeepEqual(id, ratelimit.Identifier{"tenant": "b"}) {
+		s.t.Errorf("identifier = %v, want only the custom one", id)
+	}
+}
+
+func testProperties(s *suite) {
+	anon := perIP("unauthenticated", 1, time.Minute)
+	anon.Match = map[string]ratelimit.Matcher{identifiers.User: ratelimit.Equal(identifiers.Anonymous)}
+	authed := ratelimit.Rule{Name: "authenticated", Characteristics: []string{identifiers.User},
+		Limit: ratelimit.Static(2), Period: ratelimit.StaticPeriod(time.Minute)}
+	srv := s.serve(Setup{
+		Limiters: []*ratelimit.Limiter{s.limiter("http", anon, authed)},
+		Properties: func(r *http.Request, id ratelimit.Identifier) {
+			if u := r.Header.Get("X-User"); u != "" {
+				id[identifiers.User] = "user:" + u
+			}
+		},
+	})
+	s.status(s.do(srv, "GET", "/hello"), http.StatusOK)
+	s.blocked(s.do(srv, "GET", "/hello"), 60, "unauthenticated")
+	for i := 0; i < 2; i++ {
+		s.status(s.do(srv, "GET", "/hello", "X-User", "1"), http.StatusOK)
+	}
+	s.blocked(s.do(srv, "GET", "/hello", "X-User", "1"), 60, "authenticated")
+	s.status(s.do(srv, "GET", "/hello", "X-User", "2"), http.StatusOK)
+	if id := s.lastIdentifier(); id[identifiers.User] != "user:2" || id[identifiers.IP] != "127.0.0.1" {
+		s.t.Errorf("identifier = %v, want user:2 from the hook beside the default properties", id)
+	}
+}
+
+func testTrustedProxies(s *suite) {
+	// Nobody trusted: a spoofed X-Forwarded-For does not give a new bucket.
+	srv := s.serve(Setup{Limiters: []*ratelimit.Limiter{s.limiter("untrusted", perIP("per_ip", 1, time.Minute))}})
+	s.status(s.do(srv, "GET", "/hello", "X-Forwarded-For", "198.51.100.1"), http.StatusOK)
+	s.blocked(s.do(srv, "GET", "/hello", "X-Forwarded-For", "198.51.100.2"), 60, "per_ip")
+	if ip := s.lastIdentifier()[identifiers.IP]; ip != "127.0.0.1" {
+		s.t.Errorf("ip = %v, want the socket peer 127.0.0.1", ip)
+	}
+	// The loopback proxy trusted: its header names the client.
+	srv = s.serve(Setup{
+		Limiters:       []*ratelimit.Limiter{s.limiter("trusted", perIP("per_ip", 1, time.Minute))},
+		TrustedProxies: identifiers.MustParseTrustedProxies("127.0.0.0/8", "::1"),
+	})
+	s.status(s.do(srv, "GET", "/hello", "X-Forwarded-For", "6.6.6.6, 198.51.100.1"), http.StatusOK)
+	if ip := s.lastIdentifier()[identifiers.IP]; ip != "198.51.100.1" {
+		s.t.Errorf("ip = %v, want 198.51.100.1 from the trusted proxy's header", ip)
+	}
+	s.status(s.do(srv, "GET", "/hello", "X-Forwarded-For", "198.51.100.2"), http.StatusOK)
+	s.blocked(s.do(srv, "GET", "/hello", "X-Forwarded-For", "198.51.100.1"), 60, "per_ip")
+}
+
+func testEndpoint(s *suite) {
+	srv := s.serve(Setup{Limiters: []*ratelimit.Limiter{s.limiter("http", perIP("per_ip", 100, time.Minute))}})
+	s.allowed(s.do(srv, "GET", "/items/42"), "item")
+	want := ratelimit.Identifier{
+		identifiers.IP: "127.0.0.1", identifiers.Method: "GET", identifiers.Path: "/items/42",
+		identifiers.Endpoint: s.a.Endpoint("GET", "/items/{id}"), identifiers.User: identifiers.Anonymous,
+	}
+	if id := s.lastIdentifier(); !reflect.DeepEqual(id, want) {
+		s.t.Errorf("identifier = %v\nwant         %v", id, want)
+	}
+	r := s.do(srv, "GET", "/no/such/route")
+	s.status(r, http.StatusNotFound)
+	if got := s.lastIdentifier()[identifiers.Endpoint]; got != identifiers.Unmatched {
+		s.t.Errorf("unmatched route: endpoint = %v, want %s", got, identifiers.Unmatched)
+	}
+}
+
+func testCostHook(s *suite) {
+	db := ratelimit.Rule{Name: "db_seconds_per_ip", Characteristics: []string{identifiers.IP},
+		Limit: ratelimit.Static(1), Period: ratelimit.StaticPeriod(time.Minute)}
+	dbLimiter := s.limiter("db_utilization", db)
+	srv := s.serve(Setup{
+		Limiters: []*ratelimit.Limiter{s.limiter("http", perIP("per_ip", 100, time.Minute))},
+		Deferred: []httpverdict.Deferred{httpverdict.Metered(dbLimiter, "db_duration_s")},
+	})
+	id := ratelimit.Identifier{identifiers.IP: "127.0.0.1"}
+	count := func() float64 {
+		res := dbLimiter.Peek(context.Background(), id, ratelimit.Cost(0))
+		if res.Info == nil {
+			return 0
+		}
+		return res.Info.Count
+	}
+	r := s.do(srv, "GET", "/work?cost=0.7")
+	s.allowed(r, "worked")
+	s.ietf(r, "per_ip", 100, 60, 99) // a resource budget in seconds does not replace the request headers
+	if c := count(); c < 0.69 || c > 0.71 {
+		s.t.Fatalf("db seconds counted after the handler = %v, want 0.7", c)
+	}
+	s.allowed(s.do(srv, "GET", "/work?cost=0.7"), "worked") // 0.7 is not over 1: allowed, then charged
+	if c := count(); c < 1.39 || c > 1.41 {
+		s.t.Fatalf("db seconds = %v, want 1.4", c)
+	}
+	r = s.do(srv, "GET", "/work?cost=0.7")
+	s.blocked(r, 60, "db_seconds_per_ip")
+	if n := s.calls["/work"].Load(); n != 2 {
+		s.t.Errorf("handler ran %d times, want 2: an over-budget caller must be blocked before it runs", n)
+	}
+	if c := count(); c < 1.39 || c > 1.41 {
+		s.t.Errorf("db seconds = %v after a blocked request, want 1.4", c)
+	}
+	s.blocked(s.do(srv, "GET", "/work?cost=0"), 60, "db_seconds_per_ip") // still over budget, whatever it would cost
+	if n := s.calls["/work"].Load(); n != 2 {
+		s.t.Errorf("handler ran %d times, want 2", n)
+	}
+}
+
+func testOutcomeHook(s *suite) {
+	fails := ratelimit.Rule{Name: "failed_logins", Characteristics: []string{identifiers.IP},
+		Limit: ratelimit.Static(2), Period: ratelimit.StaticPeriod(time.Minute)}
+	failLimiter := s.limiter("failed_auth", fails)
+	srv := s.serve(Setup{Deferred: []httpverdict.Deferred{httpverdict.CountStatus(failLimiter, http.StatusUnauthorized)}})
+	for i := 0; i < 3; i++ { // successes are not counted
+		s.allowed(s.do(srv, "POST", "/login", "X-Password", "right"), "welcome")
+	}
+	s.status(s.do(srv, "POST", "/login", "X-Password", "wrong"), http.StatusUnauthorized)
+	s.status(s.do(srv, "POST", "/login", "X-Password", "wrong"), http.StatusUnauthorized)
+	r := s.do(srv, "POST", "/login", "X-Password", "right")
+	s.blocked(r, 60, "failed_logins") // two failures used the budget: blocked before the handler
+	if n := s.calls["/login"].Load(); n != 5 {
+		s.t.Errorf("login handler ran %d times, want 5", n)
+	}
+	res := failLimiter.Peek(context.Background(), ratelimit.Identifier{identifiers.IP: "127.0.0.1"}, ratelimit.Cost(0))
+	if res.Info == nil || res.Info.Count != 2 {
+		s.t.Errorf("failed logins counted = %+v, want 2", res.Info)
+	}
+}
+
+func testDenyHandler(s *suite) {
+	srv := s.serve(Setup{
+		Limiters: []*ratelimit.Limiter{s.limiter("http", perIP("per_ip", 1, time.Minute))},
+		Deny: func(w http.ResponseWriter, d *httpverdict.Decision) {
+			w.Header().Set("Content-Type", "text/plain")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte("slow down: " + d.ViolatedPolicies()[0]))
+		},
+	})
+	s.status(s.do(srv, "GET", "/hello"), http.StatusOK)
+	r := s.do(srv, "GET", "/hello")
+	s.status(r, http.StatusServiceUnavailable)
+	if r.body != "slow down: per_ip" {
+		s.t.Errorf("body = %q", r.body)
+	}
+	s.intHeader(r, "Retry-After", 1, 60) // set before the deny handler runs
+	s.header(r, "Cache-Control", "no-store")
+	s.ietf(r, "per_ip", 1, 60, 0)
+}
+
+// testFailOpen stops a private Redis: requests pass, without rate-limit
+// headers, and quickly.
+func testFailOpen(s *suite) {
+	rs := redistest.StartServer(s.t)
+	client := redis.NewClient(&redis.Options{Addr: rs.Addr, MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
+	s.t.Cleanup(func() { _ = client.Close() })
+	down := s.limiterOn(redisstore.New(client), redistest.Prefix(s.t), "on_redis", perIP("redis_rule", 5, time.Minute))
+	srv := s.serve(Setup{Limiters: []*ratelimit.Limiter{down}})
+	s.ietf(s.do(srv, "GET", "/hello"), "redis_rule", 5, 60, 4) // Redis is up
+	rs.Stop()
+	for i := 0; i < 8; i++ { // past the breaker threshold too
+		start := time.Now()
+		r := s.do(srv, "GET", "/hello")
+		s.allowed(r, "hello")
+		s.noHeader(r, rateLimitHeaders...)
+		if el := time.Since(start); el > 2*time.Second {
+			s.t.Errorf("request %d took %v with Redis down", i, el)
+		}
+	}
+	// Beside a healthy limiter, only the healthy one's headers appear.
+	healthy := s.limiterOn(ratelimit.NewMemoryStore(), "", "healthy", perIP("memory_rule", 50, time.Minute))
+	srv = s.serve(Setup{Limiters: []*ratelimit.Limiter{down, healthy}})
+	r := s.do(srv, "GET", "/hello")
+	s.allowed(r, "hello")
+	s.ietf(r, "memory_rule", 50, 60, 49)
+}

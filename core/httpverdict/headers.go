@@ -1,0 +1,127 @@
+package httpverdict
+
+import (
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	ratelimit "github.com/ratekit/ratekit/core"
+)
+
+// Profile selects which rate-limit headers a response carries. The profiles
+// disagree on what RateLimit-Reset means (delta seconds for Legacy, epoch
+// seconds for GitLab), so pick the one your clients read.
+type Profile uint8
+
+const (
+	// IETF sends RateLimit-Policy and RateLimit (draft-ietf-httpapi-ratelimit-headers -08+).
+	IETF Profile = iota
+	// Legacy sends RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset (delta seconds).
+	Legacy
+	// GitLab sends GitLab's RateLimit-Name/-Limit/-Observed/-Remaining/-Reset (epoch) and, on 429, RateLimit-ResetTime.
+	GitLab
+	// None sends no rate-limit headers.
+	None
+)
+
+var profileNames = [...]string{IETF: "ietf", Legacy: "legacy", GitLab: "gitlab", None: "none"}
+
+func (p Profile) String() string {
+	if int(p) < len(profileNames) {
+		return profileNames[p]
+	}
+	return fmt.Sprintf("Profile(%d)", uint8(p))
+}
+
+// ParseProfile parses "ietf", "legacy", "gitlab" or "none" (case-insensitive),
+// for services that take the profile from configuration.
+func ParseProfile(s string) (Profile, error) {
+	for p, name := range profileNames {
+		if strings.EqualFold(s, name) {
+			return Profile(p), nil
+		}
+	}
+	return 0, fmt.Errorf("httpverdict: unknown header profile %q (want ietf, legacy, gitlab or none)", s)
+}
+
+// Header names.
+const (
+	HeaderRateLimitPolicy    = "RateLimit-Policy"
+	HeaderRateLimit          = "RateLimit"
+	HeaderRateLimitLimit     = "RateLimit-Limit"
+	HeaderRateLimitRemaining = "RateLimit-Remaining"
+	HeaderRateLimitReset     = "RateLimit-Reset"
+	HeaderRateLimitName      = "RateLimit-Name"
+	HeaderRateLimitObserved  = "RateLimit-Observed"
+	HeaderRateLimitResetTime = "RateLimit-ResetTime"
+	HeaderRetryAfter         = "Retry-After"
+)
+
+// SetHeaders writes d's rate-limit headers in profile p into h. When d blocks
+// it also sets Retry-After and Cache-Control: no-store, whatever the profile.
+// Call it before the response is written, on allowed and blocked requests alike.
+func (p Profile) SetHeaders(h http.Header, d *Decision, now time.Time) {
+	if e := d.Enforcing(); e != nil {
+		p.setRateLimit(h, e, d.Blocked(), now)
+	}
+	if d.Blocked() {
+		h.Set(HeaderRetryAfter, strconv.FormatInt(seconds(d.RetryAfter(now)), 10))
+		h.Set("Cache-Control", "no-store")
+	}
+}
+
+func (p Profile) setRateLimit(h http.Header, e *ratelimit.Evaluation, blocked bool, now time.Time) {
+	info := &e.Info
+	remaining := int64(math.Floor(info.Remaining)) // never promise more than is left
+	reset := seconds(info.RetryAfter(now))
+	switch p {
+	case IETF:
+		name := sfString(e.Rule.Name)
+		h.Set(HeaderRateLimitPolicy, fmt.Sprintf("%s;q=%d;w=%d", name, info.Limit, max(seconds(info.Period), 1)))
+		h.Set(HeaderRateLimit, fmt.Sprintf("%s;r=%d;t=%d", name, remaining, reset))
+	case Legacy:
+		h.Set(HeaderRateLimitLimit, strconv.FormatInt(info.Limit, 10))
+		h.Set(HeaderRateLimitRemaining, strconv.FormatInt(remaining, 10))
+		h.Set(HeaderRateLimitReset, strconv.FormatInt(reset, 10))
+	case GitLab:
+		resetAt := now.Add(time.Duration(reset) * time.Second)
+		perMinute := int64(math.Ceil(float64(info.Limit) * float64(time.Minute) / float64(info.Period)))
+		h.Set(HeaderRateLimitName, e.Rule.Name)
+		h.Set(HeaderRateLimitLimit, strconv.FormatInt(perMinute, 10))
+		h.Set(HeaderRateLimitObserved, strconv.FormatInt(int64(math.Ceil(info.Count)), 10))
+		h.Set(HeaderRateLimitRemaining, strconv.FormatInt(remaining, 10))
+		h.Set(HeaderRateLimitReset, strconv.FormatInt(resetAt.Unix(), 10))
+		if blocked {
+			h.Set(HeaderRateLimitResetTime, resetAt.UTC().Format(http.TimeFormat))
+		}
+	}
+}
+
+// seconds returns d in whole seconds, rounded up.
+func seconds(d time.Duration) int64 {
+	return int64(math.Ceil(d.Seconds()))
+}
+
+// sfString serialises s as an RFC 9651 sf-string. Rule names are
+// [a-z0-9_], so escaping never happens in practice; characters outside
+// printable ASCII, which an sf-string cannot hold, are replaced by '?'.
+func sfString(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c < 0x20 || c > 0x7e:
+			b.WriteByte('?')
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}

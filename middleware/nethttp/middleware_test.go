@@ -1,0 +1,116 @@
+package ratelimithttp_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/httpverdict"
+	"github.com/ratekit/ratekit/core/httpverdict/adaptertest"
+	ratelimithttp "github.com/ratekit/ratekit/middleware/nethttp"
+)
+
+// TestAdapter runs the shared HTTP adapter suite with the middleware wrapping
+// the whole ServeMux (WithMux resolves the pattern up front).
+func TestAdapter(t *testing.T) {
+	adaptertest.Run(t, adaptertest.Adapter{
+		New:      newHandler,
+		Endpoint: func(method, pattern string) string { return method + " " + pattern },
+	})
+}
+
+func newHandler(t *testing.T, s adaptertest.Setup) http.Handler {
+	mux := http.NewServeMux()
+	for _, r := range s.Routes {
+		mux.HandleFunc(r.Method+" "+r.Pattern, r.Handler)
+	}
+	opts := []ratelimithttp.Option{
+		ratelimithttp.WithMux(mux),
+		ratelimithttp.WithLimiters(s.Limiters...),
+		ratelimithttp.WithDeferred(s.Deferred...),
+		ratelimithttp.WithProfile(s.Profile),
+		ratelimithttp.WithTrustedProxies(s.TrustedProxies),
+	}
+	if s.Skip != nil {
+		opts = append(opts, ratelimithttp.WithSkip(s.Skip))
+	}
+	if s.Identifier != nil {
+		opts = append(opts, ratelimithttp.WithIdentifier(s.Identifier))
+	}
+	if s.Properties != nil {
+		opts = append(opts, ratelimithttp.WithProperties(s.Properties))
+	}
+	if s.Deny != nil {
+		opts = append(opts, ratelimithttp.WithDenyHandler(func(w http.ResponseWriter, _ *http.Request, d *httpverdict.Decision) {
+			s.Deny(w, d)
+		}))
+	}
+	return ratelimithttp.Middleware(nil, opts...)(mux)
+}
+
+// TestStatusCapture checks the writer wrapper used by the outcome hooks: the
+// final status after a 1xx, Flush, and Hijack through http.ResponseController.
+func TestStatusCapture(t *testing.T) {
+	counted, err := ratelimit.New(ratelimit.Config{
+		Name: "counted", Store: ratelimit.NewMemoryStore(),
+		Rules: []ratelimit.Rule{{Name: "r", Limit: ratelimit.Static(100), Period: ratelimit.StaticPeriod(time.Minute)}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/early-hints", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Link", "</style.css>; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+		w.WriteHeader(http.StatusUnauthorized)
+	})
+	mux.HandleFunc("/flush", func(w http.ResponseWriter, r *http.Request) {
+		w.(http.Flusher).Flush() // implicit 200
+		_, _ = w.Write([]byte("streamed"))
+	})
+	mux.HandleFunc("/hijack", func(w http.ResponseWriter, r *http.Request) {
+		conn, buf, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Errorf("hijack through the wrapper: %v", err)
+			return
+		}
+		defer conn.Close()
+		_, _ = buf.WriteString("HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+		_ = buf.Flush()
+	})
+	srv := httptest.NewServer(ratelimithttp.Middleware(nil,
+		ratelimithttp.WithDeferred(httpverdict.CountStatus(counted, http.StatusUnauthorized)))(mux))
+	defer srv.Close()
+
+	count := func() float64 {
+		res := counted.Peek(context.Background(), ratelimit.Identifier{}, ratelimit.Cost(0))
+		if res.Info == nil {
+			return 0
+		}
+		return res.Info.Count
+	}
+	for _, tc := range []struct {
+		path   string
+		status int
+		count  float64
+	}{
+		{"/early-hints", 401, 1}, // the final status counts, not the 103
+		{"/flush", 200, 1},       // the status is fixed by the first flush
+		{"/hijack", 401, 1},      // a hijacked connection has no status the server saw
+	} {
+		resp, err := srv.Client().Get(srv.URL + tc.path)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.path, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.status {
+			t.Errorf("%s: status %d, want %d", tc.path, resp.StatusCode, tc.status)
+		}
+		if c := count(); c != tc.count {
+			t.Errorf("after %s: counted %v, want %v", tc.path, c, tc.count)
+		}
+	}
+}
