@@ -144,9 +144,14 @@ func evalArgs(mode ratelimit.Mode, ops []ratelimit.Op, idx []int) ([]string, []a
 	if mode == ratelimit.ModePeek {
 		args[0] = "1"
 	}
-	// All specs share one string so that each arg costs no copy of its own.
-	buf := make([]byte, 0, 40*n)
-	ends := make([]int, n)
+	// All specs share one string so that each arg costs no copy of its own;
+	// the scratch space stays on the stack for usual checks.
+	var bufArr [320]byte
+	var endsArr [8]int
+	buf, ends := bufArr[:0], endsArr[:0]
+	if n > len(endsArr) {
+		ends = make([]int, 0, n)
+	}
 	for j := range n {
 		op := opAt(ops, idx, j)
 		kind, flags := byte('0'), byte('0')
@@ -167,7 +172,7 @@ func evalArgs(mode ratelimit.Mode, ops []ratelimit.Op, idx []int) ([]string, []a
 		buf = strconv.AppendInt(buf, millis(op.BanFor), 10)
 		buf = append(buf, ' ')
 		buf = strconv.AppendFloat(buf, op.Cost, 'g', -1, 64)
-		ends[j] = len(buf)
+		ends = append(ends, len(buf))
 	}
 	specs := string(buf)
 	start := 0

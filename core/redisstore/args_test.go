@@ -1,0 +1,62 @@
+package redisstore
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	ratelimit "github.com/ratekit/ratekit/core"
+)
+
+func TestEvalArgs(t *testing.T) {
+	ops := []ratelimit.Op{
+		{Kind: ratelimit.OpCount, Key: "{a}", BanKey: "{a}:ban", Cost: 0.25, Limit: 5, Period: 1500 * time.Microsecond, BanFor: time.Hour, Terminal: true},
+		{Kind: ratelimit.OpDistinct, Key: "{b}", Member: "m:1", Cost: 1, Limit: -1, Period: time.Minute},
+		{Kind: ratelimit.OpCount, Key: "{c}", Cost: 1e21, Limit: 1 << 62, Period: time.Nanosecond},
+	}
+	keys, args := evalArgs(ratelimit.ModePeek, ops, nil)
+	if got := fmt.Sprint(keys); got != "[{a} {a}:ban {b} {b} {c} {c}]" {
+		t.Errorf("keys = %s", got)
+	}
+	want := `[1 0 3 5 2 3600000 0.25  1 0 -1 60000 0 1 m:1 0 0 4611686018427387904 1 0 1e+21 ]`
+	if got := fmt.Sprint(args); got != want {
+		t.Errorf("args = %s\nwant   %s", got, want)
+	}
+	keys, args = evalArgs(ratelimit.ModeCheck, ops, []int{2, 0})
+	if fmt.Sprint(keys) != "[{c} {c} {a} {a}:ban]" || args[0] != "0" || len(args) != 5 {
+		t.Errorf("subset: keys %v args %v", keys, args)
+	}
+	many := make([]ratelimit.Op, 20) // more than the stack scratch space
+	for i := range many {
+		many[i] = ratelimit.Op{Key: fmt.Sprint(i), Cost: 1.5, Limit: 1 << 40, Period: time.Hour, BanFor: time.Hour}
+	}
+	_, args = evalArgs(ratelimit.ModeCheck, many, nil)
+	if args[39] != "0 0 1099511627776 3600000 3600000 1.5" {
+		t.Errorf("op 19 spec = %q", args[39])
+	}
+}
+
+func TestDecodeRejectsMalformedReplies(t *testing.T) {
+	for _, res := range [][]any{
+		{"1", int64(5)}, // not a multiple of three
+		{"1", int64(5), int64(0), "1", int64(5), int64(0), "1", int64(5), int64(0)}, // more ops than sent
+		{"x", int64(5), int64(0)},     // count not a number
+		{[]any{}, int64(5), int64(0)}, // count of the wrong type
+		{"1", "5", int64(0)},          // ttl not an integer
+		{"1", int64(5), "0"},          // bits not an integer
+	} {
+		if err := decode(res, make([]ratelimit.Outcome, 2), nil, nil); err == nil {
+			t.Errorf("decode(%v) accepted", res)
+		}
+	}
+	out := make([]ratelimit.Outcome, 3)
+	bits := make([]uint8, 3)
+	if err := decode([]any{"0.5", int64(1500), int64(bitExceeded | bitCharged), int64(2), int64(10), int64(bitBanned | bitExceeded)}, out, []int{2, 0}, bits); err != nil {
+		t.Fatal(err)
+	}
+	if out[2] != (ratelimit.Outcome{Evaluated: true, Count: 0.5, TTL: 1500 * time.Millisecond, Exceeded: true}) ||
+		out[0] != (ratelimit.Outcome{Evaluated: true, Count: 2, TTL: 10 * time.Millisecond, Banned: true, Exceeded: true}) ||
+		out[1].Evaluated || bits[2] != bitExceeded|bitCharged {
+		t.Errorf("decoded %+v, bits %v", out, bits)
+	}
+}

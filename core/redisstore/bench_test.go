@@ -1,0 +1,102 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/redistest"
+)
+
+// countHook counts caller-side round trips (commands and pipelines).
+type countHook struct{ n atomic.Int64 }
+
+func (h *countHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *countHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { h.n.Add(1); return next(ctx, cmd) }
+}
+func (h *countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error { h.n.Add(1); return next(ctx, cmds) }
+}
+
+// BenchmarkLimiterCheck measures a Limiter Check through the Redis store with
+// 1 and 5 limit rules (5 hash tags: up to 5 slots, on every cluster node),
+// serial and parallel, and reports round trips per check.
+func BenchmarkLimiterCheck(b *testing.B) {
+	for _, tg := range targets[:2] { // standalone, cluster
+		b.Run(tg.name, func(b *testing.B) {
+			c := tg.client(b)
+			hook := &countHook{}
+			c.AddHook(hook)
+			prefix := redistest.Prefix(b)
+			for _, n := range []int{1, 5} {
+				rules := make([]ratelimit.Rule, n)
+				for i := range rules {
+					rules[i] = ratelimit.Rule{
+						Name: fmt.Sprint("rule", i), Action: ratelimit.ActionLimit, Characteristics: []string{"user"},
+						Limit: ratelimit.Static(1 << 50), Period: ratelimit.StaticPeriod(time.Hour),
+					}
+				}
+				l, err := ratelimit.New(ratelimit.Config{Name: "bench", Store: New(c), Rules: rules, KeyPrefix: prefix, Timeout: 5 * time.Second})
+				if err != nil {
+					b.Fatal(err)
+				}
+				id := ratelimit.Identifier{"user": "user:123"}
+				check := func(b *testing.B) {
+					if r := l.Check(ctx, id); r.Err != nil || r.Blocked() || len(r.Evaluations) != n {
+						b.Fatalf("check: %+v", r)
+					}
+				}
+				report := func(b *testing.B, before int64) {
+					b.ReportMetric(float64(hook.n.Load()-before)/float64(b.N), "roundtrips/op")
+				}
+				b.Run(fmt.Sprintf("rules=%d/serial", n), func(b *testing.B) {
+					b.ReportAllocs()
+					before := hook.n.Load()
+					for b.Loop() {
+						check(b)
+					}
+					report(b, before)
+				})
+				b.Run(fmt.Sprintf("rules=%d/parallel", n), func(b *testing.B) {
+					b.ReportAllocs()
+					before := hook.n.Load()
+					b.RunParallel(func(pb *testing.PB) {
+						for pb.Next() {
+							check(b)
+						}
+					})
+					report(b, before)
+				})
+			}
+		})
+	}
+}
+
+// BenchmarkEval measures the store alone: one Eval of 1 and 5 counter ops.
+func BenchmarkEval(b *testing.B) {
+	for _, tg := range targets[:2] {
+		b.Run(tg.name, func(b *testing.B) {
+			s, k := New(tg.client(b)), newKeyer(b)
+			for _, n := range []int{1, 5} {
+				ops := make([]ratelimit.Op, n)
+				for i := range ops {
+					ops[i] = terminal(k.count(fmt.Sprint("op", i), 1<<50, 1))
+				}
+				b.Run(fmt.Sprintf("ops=%d", n), func(b *testing.B) {
+					b.ReportAllocs()
+					for b.Loop() {
+						if _, err := s.Eval(ctx, ratelimit.ModeCheck, ops); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			}
+		})
+	}
+}

@@ -1,0 +1,164 @@
+package redisstore
+
+import (
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/redistest"
+)
+
+func TestCRC16(t *testing.T) {
+	// The check value of CRC-16/XMODEM, and the examples of the cluster spec.
+	if got := crc16("123456789"); got != 0x31C3 {
+		t.Fatalf("crc16(123456789) = %#x, want 0x31c3", got)
+	}
+	for key, want := range map[string]int{
+		"":                      0,
+		"foo":                   12182,
+		"{user1000}.following":  slot("user1000"),
+		"{user1000}.followers":  slot("user1000"),
+		"foo{}{bar}":            slot("foo{}{bar}"),
+		"foo{{bar}}zap":         slot("{bar"),
+		"foo{bar}{zap}":         slot("bar"),
+		"ratekit:rl:{a:b:c=d}x": slot("a:b:c=d"),
+	} {
+		if got := slot(key); got != want {
+			t.Errorf("slot(%q) = %d, want %d", key, got, want)
+		}
+	}
+}
+
+// TestSlotMatchesRedis compares slot with CLUSTER KEYSLOT on the real cluster.
+func TestSlotMatchesRedis(t *testing.T) {
+	c := redistest.ClusterClient(t)
+	rng := rand.New(rand.NewPCG(1, 2))
+	keys := []string{"", "a", "{", "}", "{}", "{}x", "x{}", "{a}{b}", "a{b", "a}b{c}d", "{日本}", "ratekit:rl:{l:r:ip=2001%3Adb8%3A%3A1}:ban"}
+	for range 200 {
+		b := make([]byte, rng.IntN(24))
+		for i := range b {
+			b[i] = "ab{}:%\x00\xff"[rng.IntN(8)]
+		}
+		keys = append(keys, string(b))
+	}
+	for _, key := range keys {
+		want, err := c.ClusterKeySlot(ctx, key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := slot(key); int64(got) != want {
+			t.Errorf("slot(%q) = %d, CLUSTER KEYSLOT = %d", key, got, want)
+		}
+	}
+}
+
+// TestClusterKeyCompatibility runs a limiter whose identifiers hold braces,
+// colons and IPv6 addresses on the cluster: no CROSSSLOT, and each counter
+// shares its slot with its ban.
+func TestClusterKeyCompatibility(t *testing.T) {
+	c := redistest.ClusterClient(t)
+	prefix := redistest.Prefix(t)
+	rules := []ratelimit.Rule{
+		{Name: "by_ip", Action: ratelimit.ActionLimit, Characteristics: []string{"ip"}, Limit: ratelimit.Static(2), Period: ratelimit.StaticPeriod(time.Minute), BanFor: time.Hour},
+		{Name: "by_ip_path", Characteristics: []string{"ip", "path"}, Limit: ratelimit.Static(100), Period: ratelimit.StaticPeriod(time.Minute), Action: ratelimit.ActionLog, BanFor: time.Hour},
+		{Name: "users_per_ip", Action: ratelimit.ActionLimit, Characteristics: []string{"ip"}, CountDistinct: "user", Limit: ratelimit.Static(100), Period: ratelimit.StaticPeriod(time.Minute)},
+	}
+	l, err := ratelimit.New(ratelimit.Config{Name: "compat", Store: New(c), Rules: rules, KeyPrefix: prefix, Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := []ratelimit.Identifier{
+		{"ip": "2001:db8::1", "path": "/a:b", "user": "{u}"},
+		{"ip": "[2001:db8::1]:443", "path": "/{x}/y", "user": "u:1"},
+		{"ip": "::ffff:192.0.2.1", "path": "}{", "user": "}"},
+		{"ip": "{evil}", "path": "{", "user": "{"},
+		{"ip": "a}b{c", "path": "}", "user": "a}b{c"},
+		{"ip": "fe80::1%eth0", "path": strings.Repeat("{:}", 100), "user": ""},
+	}
+	for i, id := range ids {
+		for n := 1; n <= 3; n++ {
+			r := l.Check(ctx, id)
+			if r.Err != nil {
+				t.Fatalf("id %d check %d: %v", i, n, r.Err)
+			}
+			if want := n > 2; r.Blocked() != want || len(r.Evaluations) != 3-2*btoi(want) {
+				t.Fatalf("id %d check %d: blocked=%v evaluations=%d", i, n, r.Blocked(), len(r.Evaluations))
+			}
+			if r.Evaluations[0].Info.Banned != (n == 3) {
+				t.Fatalf("id %d check %d: banned=%v", i, n, r.Evaluations[0].Info.Banned)
+			}
+		}
+		for j := range rules {
+			key := ratelimit.CounterKey(prefix, "compat", &rules[j], id)
+			ks, err1 := c.ClusterKeySlot(ctx, key).Result()
+			bs, err2 := c.ClusterKeySlot(ctx, ratelimit.BanKey(key)).Result()
+			if err1 != nil || err2 != nil || ks != bs || ks != int64(slot(key)) {
+				t.Errorf("id %d rule %s: key %q slot %d, ban slot %d, ours %d (%v %v)", i, rules[j].Name, key, ks, bs, slot(key), err1, err2)
+			}
+			if !exists(t, c, key) {
+				t.Errorf("id %d rule %s: counter %q missing", i, rules[j].Name, key)
+			}
+		}
+		// by_ip counter and ban, by_ip_path and users_per_ip counters.
+		if n, err := l.Clear(ctx, id); err != nil || n != 4 {
+			t.Errorf("id %d: clear = %d, %v; want 4", i, n, err)
+		}
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func TestClusterBanKeyOutsideSlot(t *testing.T) {
+	s := New(redistest.ClusterClient(t))
+	op := ratelimit.Op{Key: "no-tag", BanKey: "no-tag:ban", Cost: 1, Limit: 1, Period: time.Minute, BanFor: time.Minute}
+	if slot(op.Key) == slot(op.BanKey) {
+		t.Fatal("test keys share a slot")
+	}
+	if _, err := s.Eval(ctx, check, []ratelimit.Op{op}); err == nil || !strings.Contains(err.Error(), "hash tag") {
+		t.Fatalf("err = %v, want a hash tag error", err)
+	}
+}
+
+func TestClusterModeOption(t *testing.T) {
+	c := redistest.Client(t)
+	for _, tt := range []struct {
+		opts []Option
+		want sharding
+	}{
+		{nil, single},
+		{[]Option{WithClusterMode(true)}, bySlot},
+		{[]Option{WithClusterMode(true), WithClusterMode(false)}, single},
+	} {
+		if got := New(c, tt.opts...).sharding; got != tt.want {
+			t.Errorf("%d options: sharding %d, want %d", len(tt.opts), got, tt.want)
+		}
+	}
+	cc := redistest.ClusterClient(t)
+	if got := New(cc).sharding; got != bySlot {
+		t.Errorf("cluster client: sharding %d", got)
+	}
+	if got := New(cc, WithClusterMode(false)).sharding; got != single {
+		t.Errorf("cluster client, forced off: sharding %d", got)
+	}
+	// Forced cluster mode on a standalone server still evaluates correctly:
+	// slot groups pipelined to the one server.
+	k := newKeyer(t)
+	s := New(c, WithClusterMode(true))
+	ops := spread(k, 5)
+	out := eval(t, s, check, ops...)
+	for i, o := range out {
+		if !o.Evaluated || o.Count != 1 {
+			t.Errorf("op %d: %+v", i, o)
+		}
+	}
+	if got := New(newRing(t)).sharding; got != byTag {
+		t.Errorf("ring: sharding %d", got)
+	}
+}
