@@ -15,23 +15,13 @@ import (
 // terminal op blocked and another shard charged ops after it, a second round
 // trip that undoes those charges (see doc.go).
 func (s *Store) evalSharded(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.Op, out []ratelimit.Outcome) ([]ratelimit.Outcome, error) {
-	var shards []shard
-	var groups [][]int
 	for i := range ops {
-		op := &ops[i]
-		sh := s.shardOf(op.Key)
-		if op.BanKey != "" && s.shardOf(op.BanKey) != sh {
+		if op := &ops[i]; op.BanKey != "" && s.shardOf(op.BanKey) != s.shardOf(op.Key) {
 			return nil, fmt.Errorf("redisstore: op %d: counter key %q and ban key %q are on different cluster shards; give them a common {hash tag}",
 				i, op.Key, op.BanKey)
 		}
-		g := indexOf(shards, sh)
-		if g < 0 {
-			shards = append(shards, sh)
-			groups = append(groups, nil)
-			g = len(groups) - 1
-		}
-		groups[g] = append(groups[g], i)
 	}
+	groups := s.group(len(ops), func(i int) string { return ops[i].Key })
 	if len(groups) == 1 {
 		// One shard: the ops run in order in one script, exactly as on one node.
 		return s.evalOne(ctx, mode, ops, out)

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,29 +22,38 @@ import (
 	"github.com/ratekit/ratekit/internal/redistest"
 )
 
-// tripHook records what a client sends: one entry per command or pipeline it
+// tripHook counts what a client sends: one per command or pipeline it
 // processes, which is one network round trip (per node, for node clients).
+// With record set it also keeps their names.
 type tripHook struct {
-	mu    sync.Mutex
-	trips []string
+	n      atomic.Int64
+	record bool
+	mu     sync.Mutex
+	trips  []string
 }
 
 func (h *tripHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (h *tripHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.add(cmd.Name())
+		h.n.Add(1)
+		if h.record {
+			h.add(cmd.Name())
+		}
 		return next(ctx, cmd)
 	}
 }
 
 func (h *tripHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		names := make([]string, len(cmds))
-		for i, c := range cmds {
-			names[i] = c.Name()
+		h.n.Add(1)
+		if h.record {
+			names := make([]string, len(cmds))
+			for i, c := range cmds {
+				names[i] = c.Name()
+			}
+			h.add("pipeline[" + strings.Join(names, ",") + "]")
 		}
-		h.add("pipeline[" + strings.Join(names, ",") + "]")
 		return next(ctx, cmds)
 	}
 }
@@ -76,13 +86,13 @@ func newHookedCluster(t testing.TB, addrs []string) *hookedCluster {
 	t.Helper()
 	h := &hookedCluster{
 		ClusterClient: redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs}),
-		all:           &tripHook{},
+		all:           &tripHook{record: true},
 		nodes:         map[string]*tripHook{},
 	}
 	t.Cleanup(func() { _ = h.Close() })
 	h.AddHook(h.all)
 	h.OnNewNode(func(c *redis.Client) {
-		nh := &tripHook{}
+		nh := &tripHook{record: true}
 		h.mu.Lock()
 		h.nodes[c.Options().Addr] = nh
 		h.mu.Unlock()
@@ -126,6 +136,19 @@ func spread(k keyer, n int) []ratelimit.Op {
 	return ops
 }
 
+// privateClient returns a client of a private server (for tests that read
+// server statistics or flush scripts) that records its round trips.
+func privateClient(t *testing.T) (*redis.Client, *tripHook) {
+	t.Helper()
+	redistest.URL(t) // same skip rule as the shared server
+	srv := redistest.StartServer(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { _ = c.Close() })
+	h := &tripHook{record: true}
+	c.AddHook(h)
+	return c, h
+}
+
 var cmdstatRe = regexp.MustCompile(`(?m)^cmdstat_(evalsha|eval):calls=(\d+)`)
 
 // scriptCalls reads how many EVALSHA and EVAL a server has executed.
@@ -150,12 +173,7 @@ func scriptCalls(t testing.TB, c *redis.Client) (evalsha, eval int) {
 // client hook and by the server's own command statistics (a private server,
 // so that no other test's commands are counted).
 func TestOneRoundTripStandalone(t *testing.T) {
-	redistest.URL(t)
-	srv := redistest.StartServer(t)
-	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
-	t.Cleanup(func() { _ = c.Close() })
-	h := &tripHook{}
-	c.AddHook(h)
+	c, h := privateClient(t)
 	s, k := New(c), newKeyer(t)
 	eval(t, s, check, spread(k, 1)...) // loads the script (EVALSHA, NOSCRIPT, EVAL)
 	for _, n := range []int{1, 3, 10} {
@@ -338,12 +356,7 @@ func TestClusterBlockCompensation(t *testing.T) {
 // script. Private servers, so that flushing disturbs no other test.
 func TestNoScriptFallback(t *testing.T) {
 	t.Run("standalone", func(t *testing.T) {
-		redistest.URL(t)
-		srv := redistest.StartServer(t)
-		c := redis.NewClient(&redis.Options{Addr: srv.Addr})
-		t.Cleanup(func() { _ = c.Close() })
-		h := &tripHook{}
-		c.AddHook(h)
+		c, h := privateClient(t)
 		s, k := New(c), newKeyer(t)
 		for i := 1; i <= 3; i++ {
 			if err := c.ScriptFlush(ctx).Err(); err != nil {

@@ -266,22 +266,15 @@ func (s *Store) Delete(ctx context.Context, keys []string) (int, error) {
 		}
 		return int(n), nil
 	}
-	var groups [][]string
-	var shards []shard
-	for _, k := range keys {
-		sh := s.shardOf(k)
-		g := indexOf(shards, sh)
-		if g < 0 {
-			shards = append(shards, sh)
-			groups = append(groups, nil)
-			g = len(groups) - 1
-		}
-		groups[g] = append(groups[g], k)
-	}
+	groups := s.group(len(keys), func(i int) string { return keys[i] })
 	pipe := s.client.Pipeline()
 	cmds := make([]*redis.IntCmd, len(groups))
 	for i, g := range groups {
-		cmds[i] = pipe.Del(ctx, g...)
+		gk := make([]string, len(g))
+		for j, k := range g {
+			gk[j] = keys[k]
+		}
+		cmds[i] = pipe.Del(ctx, gk...)
 	}
 	_, err := pipe.Exec(ctx)
 	n := 0
@@ -319,6 +312,24 @@ func (s *Store) shardOf(key string) shard {
 		return shard{tag: ratelimit.HashTag(key)}
 	}
 	return shard{slot: slot(key)}
+}
+
+// group partitions 0..n-1 by the shard of key(i), in order: the ops or keys
+// that can share one script or command.
+func (s *Store) group(n int, key func(i int) string) [][]int {
+	var shards []shard
+	var groups [][]int
+	for i := range n {
+		sh := s.shardOf(key(i))
+		g := indexOf(shards, sh)
+		if g < 0 {
+			shards = append(shards, sh)
+			groups = append(groups, nil)
+			g = len(groups) - 1
+		}
+		groups[g] = append(groups[g], i)
+	}
+	return groups
 }
 
 func indexOf(shards []shard, sh shard) int {
