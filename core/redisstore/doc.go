@@ -68,7 +68,9 @@
 //   - the final state is exact: counters, sets and bans after the check are
 //     those of sequential evaluation, except that a counter the compensated
 //     op created and another check then charged keeps the window the
-//     compensated op started;
+//     compensated op started, and that a window ending in the instant
+//     between the two round trips may lose the undone cost from its
+//     successor instead;
 //   - between the two round trips (a fraction of a millisecond) other checks
 //     can observe the uncompensated values, as if a request that is about to
 //     be blocked had been counted a moment longer;

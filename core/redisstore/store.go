@@ -92,7 +92,7 @@ const (
 	bitBanned   = 1
 	bitExceeded = 2
 	bitCharged  = 4
-	bitCreated  = 8
+	_           = 8 // created the key: read by undo.lua only
 	bitBanSet   = 16
 	bitsUndo    = bitCharged | bitBanSet
 )
