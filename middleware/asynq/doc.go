@@ -1,0 +1,46 @@
+// Package ratelimitasynq rate-limits asynq (github.com/hibiken/asynq) task
+// handlers with ratekit limiters.
+//
+// Middleware checks every task before its handler runs, with the identifier
+// {task_type, queue} by default (extend it with WithProperties, replace it with
+// WithIdentifier). A blocked task is not run: the middleware returns a
+// *RateLimitError carrying RetryIn, the time until the blocking rule's window
+// resets. With the server configured as
+//
+//	asynq.Config{
+//		IsFailure:      ratelimitasynq.IsFailure,  // a rate limit is not a failure
+//		RetryDelayFunc: ratelimitasynq.RetryDelay, // retry when the window resets
+//	}
+//
+// the task goes back to the retry set and runs again after the reset, its
+// Retried count unchanged and nothing recorded as failed. With a Redis store
+// (redisstore.New) the limit is global across every worker process, unlike the
+// per-process token bucket of asynq's "Rate Limiting" wiki page.
+//
+// # Caveats
+//
+//   - asynq archives a task whose retries are exhausted before it consults
+//     IsFailure: a task enqueued with asynq.MaxRetry(0) is archived the first
+//     time it is blocked. Give rate-limited task types a retry budget.
+//   - asynq keeps retry times in whole Unix seconds and moves due tasks back to
+//     their queue every Config.DelayedTaskCheckInterval (5 s by default). A
+//     blocked task therefore runs up to about that much after the reset. RetryIn
+//     is counted on whole-second boundaries so that it is never early. Lower the
+//     interval (tests use 100 ms) for tighter retries, at the cost of more
+//     Redis polling.
+//   - Config.ErrorHandler is called for rate-limit errors too; use
+//     AsRateLimitError to tell them apart, for example to keep them out of error
+//     reports.
+//   - A check that fails open (the store is down) runs the task: a rate limiter
+//     must not stop the work when its own store is unavailable.
+//   - Never sleep in a handler to wait for a limit: that holds a worker and its
+//     lease. Return the error and let asynq schedule the retry.
+//   - Tasks blocked in one window all come back when it resets; WithJitter
+//     spreads them.
+//
+// Cost hooks (source design §1.11): WithMeteredLimiter charges a resource
+// limiter with what the task measured through ratelimit.AddCost (database
+// seconds, API calls), and WithOutcomeLimiter counts only some outcomes. Both
+// are peeked before the handler, so a task whose scope is already over budget
+// is retried after the reset instead of running.
+package ratelimitasynq

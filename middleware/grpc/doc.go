@@ -1,0 +1,53 @@
+// Package ratelimitgrpc rate-limits gRPC servers with ratekit limiters: a
+// unary and a stream server interceptor.
+//
+//	grpc.NewServer(
+//		grpc.ChainUnaryInterceptor(recovery, logging, auth, ratelimitgrpc.UnaryServerInterceptor(limiter)),
+//		grpc.ChainStreamInterceptor(ratelimitgrpc.StreamServerInterceptor(limiter)),
+//	)
+//
+// Put the rate-limit interceptor after authentication when rules count by
+// user. A stream is checked once, when it opens.
+//
+// # Identifier
+//
+// DefaultIdentifier gives ip, grpc_service, grpc_method, endpoint (the full
+// method: gRPC routes are already templates) and user = "<anonymous>".
+// WithProperties adds the caller's principal and anything else the rules need;
+// WithIdentifier replaces the identifier. The ip is the socket peer's: the
+// x-forwarded-for, forwarded and x-real-ip metadata are believed only from
+// peers listed with WithTrustedProxies, so a client cannot pick its own IP.
+//
+// # Verdict
+//
+// A blocked call fails with codes.ResourceExhausted and three error details,
+// so clients can tell a rate limit from gRPC's own RESOURCE_EXHAUSTED (message
+// size, flow control):
+//
+//   - RetryInfo: the time until the blocking rule resets, in whole seconds,
+//     rounded up;
+//   - QuotaFailure: one violation naming the limiter (quota_metric) and the
+//     rule (quota_id), with the limit (quota_value);
+//   - ErrorInfo: reason RATE_LIMITED, a domain (WithDomain; by default the gRPC
+//     service) and metadata limiter, rule, limit, period_s, retry_after_s,
+//     banned.
+//
+// No detail carries identifier values. The grpc-retry-pushback-ms trailer
+// repeats the delay for clients whose retry policy lists RESOURCE_EXHAUSTED.
+// Allowed and blocked calls carry the header metadata ratelimit-limit,
+// ratelimit-remaining and ratelimit-reset (seconds) of the most constraining
+// enforcing rule. Shadow (log) rules never change a response, and when a check
+// fails open (the store is down) the call goes through with no rate-limit
+// metadata, since there is nothing true to say.
+//
+// # Several limiters, skipping, costs
+//
+// WithLimiter adds limiters checked in order (a general one and one for
+// protected methods, say); the first to block rejects the call. WithSkip (with
+// SkipMethods) exempts calls such as health checks. WithCost weighs methods.
+// WithMeteredLimiter charges a resource limiter after the handler with what
+// the call measured through ratelimit.AddCost (database seconds, source design
+// §1.11), and WithOutcomeLimiter counts only some outcomes, failed logins for
+// example (CountCodes). Both are peeked before the handler, so a caller already
+// over budget is rejected without running it.
+package ratelimitgrpc

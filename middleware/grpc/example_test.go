@@ -1,0 +1,145 @@
+package ratelimitgrpc_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"net"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/identifiers"
+	ratelimitgrpc "github.com/ratekit/ratekit/middleware/grpc"
+)
+
+// A health service limited to 2 calls per minute per client IP, served on
+// loopback and called three times.
+func ExampleUnaryServerInterceptor() {
+	limiter, err := ratelimit.New(ratelimit.Config{
+		Name:  "grpc_request",
+		Store: ratelimit.NewMemoryStore(), // redisstore.New(client) for a fleet
+		Rules: []ratelimit.Rule{{
+			Name:            "per_peer",
+			Characteristics: []string{identifiers.IP},
+			Limit:           ratelimit.Static(2),
+			Period:          ratelimit.StaticPeriod(time.Minute),
+		}},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(ratelimitgrpc.UnaryServerInterceptor(limiter)))
+	healthpb.RegisterHealthServer(srv, health.NewServer())
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	go func() { _ = srv.Serve(lis) }()
+	defer srv.Stop()
+
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer conn.Close()
+	client := healthpb.NewHealthClient(conn)
+	for range 3 {
+		var md metadata.MD
+		_, err := client.Check(context.Background(), &healthpb.HealthCheckRequest{}, grpc.Header(&md))
+		st := status.Convert(err)
+		fmt.Println(st.Code(), "remaining:", md.Get("ratelimit-remaining"))
+		for _, d := range st.Details() {
+			if ei, ok := d.(*errdetails.ErrorInfo); ok {
+				fmt.Println(ei.GetReason(), ei.GetMetadata()["limiter"], ei.GetMetadata()["rule"])
+			}
+		}
+	}
+	// Output:
+	// OK remaining: [1]
+	// OK remaining: [0]
+	// ResourceExhausted remaining: [0]
+	// RATE_LIMITED grpc_request per_peer
+}
+
+// Two limiters, health checks exempt, the user from an auth interceptor, and
+// a database-time budget charged after each call.
+func ExampleWithLimiter() {
+	newLimiter := func(name string, rules ...ratelimit.Rule) *ratelimit.Limiter {
+		l, err := ratelimit.New(ratelimit.Config{Name: name, Store: ratelimit.NewMemoryStore(), Rules: rules})
+		if err != nil {
+			log.Fatal(err)
+		}
+		return l
+	}
+	general := newLimiter("grpc_request", ratelimit.Rule{Name: "per_user", Characteristics: []string{identifiers.User},
+		Limit: ratelimit.Static(600), Period: ratelimit.StaticPeriod(time.Minute)})
+	protected := newLimiter("grpc_protected", ratelimit.Rule{Name: "signup_per_ip",
+		Match:           map[string]ratelimit.Matcher{identifiers.GRPCMethod: ratelimit.Equal("/acme.Accounts/SignUp")},
+		Characteristics: []string{identifiers.IP}, Limit: ratelimit.Static(10), Period: ratelimit.StaticPeriod(time.Hour)})
+	db := newLimiter("db_utilization", ratelimit.Rule{Name: "db_seconds_per_user", Characteristics: []string{identifiers.User},
+		Limit: ratelimit.Static(300), Period: ratelimit.StaticPeriod(time.Minute)})
+
+	interceptor := ratelimitgrpc.UnaryServerInterceptor(general,
+		ratelimitgrpc.WithLimiter(protected),
+		ratelimitgrpc.WithSkip(ratelimitgrpc.SkipMethods("/grpc.health.v1.Health/Check")),
+		ratelimitgrpc.WithTrustedProxies(identifiers.MustParseTrustedProxies("10.0.0.0/8")),
+		ratelimitgrpc.WithProperties(func(ctx context.Context, _ *ratelimitgrpc.Call, id ratelimit.Identifier) {
+			if user, ok := ctx.Value(userKey{}).(string); ok { // set by the auth interceptor
+				id[identifiers.User] = "user:" + user
+			}
+		}),
+		// The handlers' database layer calls ratelimit.AddCost(ctx, "db_s", seconds).
+		ratelimitgrpc.WithMeteredLimiter(db, "db_s"),
+		ratelimitgrpc.WithDomain("api.example.com"),
+	)
+	_ = grpc.NewServer(grpc.ChainUnaryInterceptor(authInterceptor, interceptor))
+	fmt.Println("configured")
+	// Output: configured
+}
+
+type userKey struct{}
+
+func authInterceptor(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if md, _ := metadata.FromIncomingContext(ctx); len(md.Get("x-user")) == 1 {
+		ctx = context.WithValue(ctx, userKey{}, md.Get("x-user")[0])
+	}
+	return handler(ctx, req)
+}
+
+// Failed logins only: the third attempt after two Unauthenticated replies is
+// rejected before the handler runs.
+func ExampleWithOutcomeLimiter() {
+	failures, err := ratelimit.New(ratelimit.Config{Name: "login_failures", Store: ratelimit.NewMemoryStore(),
+		Rules: []ratelimit.Rule{{Name: "per_ip", Characteristics: []string{identifiers.IP},
+			Limit: ratelimit.Static(2), Period: ratelimit.StaticPeriod(time.Minute)}}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	general, err := ratelimit.New(ratelimit.Config{Name: "grpc_request", Store: ratelimit.NewMemoryStore()})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ic := ratelimitgrpc.UnaryServerInterceptor(general,
+		ratelimitgrpc.WithOutcomeLimiter(failures, ratelimitgrpc.CountCodes(codes.Unauthenticated)))
+	login := func(context.Context, any) (any, error) {
+		return nil, status.Error(codes.Unauthenticated, "bad password")
+	}
+	info := &grpc.UnaryServerInfo{FullMethod: "/acme.Auth/Login"}
+	for range 3 {
+		_, err := ic(context.Background(), nil, info, login)
+		fmt.Println(status.Code(err))
+	}
+	// Output:
+	// Unauthenticated
+	// Unauthenticated
+	// ResourceExhausted
+}

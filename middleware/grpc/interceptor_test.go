@@ -1,0 +1,463 @@
+package ratelimitgrpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/prototext"
+
+	"github.com/redis/go-redis/v9"
+
+	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/redisstore"
+	"github.com/ratekit/ratekit/identifiers"
+	"github.com/ratekit/ratekit/internal/redistest"
+)
+
+func TestUnaryAllowThenBlock(t *testing.T) {
+	l := redisLimiter(t, "grpc_request", []ratelimit.Rule{rule("per_ip", 2, time.Minute, ratelimit.ActionLimit, identifiers.IP)})
+	env := start(t, unary(l))
+
+	for i, remaining := range []int{1, 0} {
+		r := env.check(t)
+		wantCode(t, r, codes.OK)
+		wantRateMD(t, r.header, 2, remaining, time.Minute)
+		if v := r.trailer.Get(TrailerPushback); len(v) != 0 {
+			t.Fatalf("call %d: allowed call has pushback trailer %q", i+1, v)
+		}
+	}
+
+	r := env.check(t)
+	wantCode(t, r, codes.ResourceExhausted)
+	wantRateMD(t, r.header, 2, 0, time.Minute)
+	ri, qf, ei := details(t, r.err)
+
+	delay := ri.GetRetryDelay().AsDuration()
+	if delay%time.Second != 0 || delay < 58*time.Second || delay > time.Minute {
+		t.Fatalf("RetryInfo delay = %v, want whole seconds, about 60s", delay)
+	}
+	if got := r.trailer.Get(TrailerPushback); len(got) != 1 || got[0] != strconv.FormatInt(delay.Milliseconds(), 10) {
+		t.Fatalf("%s = %q, want %d", TrailerPushback, got, delay.Milliseconds())
+	}
+	if len(qf.GetViolations()) != 1 {
+		t.Fatalf("QuotaFailure has %d violations, want 1", len(qf.GetViolations()))
+	}
+	v := qf.GetViolations()[0]
+	if v.GetSubject() != "ratelimit:grpc_request/per_ip" || v.GetQuotaMetric() != "grpc_request" || v.GetQuotaId() != "per_ip" ||
+		v.GetQuotaValue() != 2 || v.GetApiService() != "grpc.health.v1.Health" {
+		t.Fatalf("violation = %v", v)
+	}
+	if want := "rate limit of 2 per 1m0s exceeded (limiter grpc_request, rule per_ip)"; v.GetDescription() != want {
+		t.Fatalf("description = %q, want %q", v.GetDescription(), want)
+	}
+	wantMeta := map[string]string{"limiter": "grpc_request", "rule": "per_ip", "limit": "2", "period_s": "60",
+		"retry_after_s": strconv.Itoa(int(delay / time.Second)), "banned": "false"}
+	if ei.GetReason() != Reason || ei.GetDomain() != "grpc.health.v1.Health" || fmt.Sprint(ei.GetMetadata()) != fmt.Sprint(wantMeta) {
+		t.Fatalf("ErrorInfo = %v, want reason %s, domain grpc.health.v1.Health, metadata %v", ei, Reason, wantMeta)
+	}
+	// The details name limiter and rule, never identifier values.
+	st, _ := status.FromError(r.err)
+	if text := st.Message() + prototext.Format(st.Proto()); strings.Contains(text, "127.0.0.1") {
+		t.Fatalf("status leaks the client IP: %s", text)
+	}
+}
+
+func TestDomainAndDenyHandler(t *testing.T) {
+	rules := []ratelimit.Rule{rule("one", 1, time.Minute, ratelimit.ActionLimit)}
+	t.Run("domain", func(t *testing.T) {
+		env := start(t, unary(memLimiter(t, "api", rules), WithDomain("api.example.com")))
+		env.check(t)
+		r := env.check(t)
+		if _, _, ei := details(t, r.err); ei.GetDomain() != "api.example.com" {
+			t.Fatalf("domain = %q, want api.example.com", ei.GetDomain())
+		}
+	})
+	t.Run("custom error", func(t *testing.T) {
+		deny := func(_ context.Context, call *Call, res ratelimit.Result) error {
+			return status.Errorf(codes.Unavailable, "slow down (%s, %s)", call.Method, res.Rule.Name)
+		}
+		env := start(t, unary(memLimiter(t, "api", rules), WithDenyHandler(deny)))
+		env.check(t)
+		r := env.check(t)
+		wantCode(t, r, codes.Unavailable)
+		if msg := status.Convert(r.err).Message(); msg != "slow down (Check, one)" {
+			t.Fatalf("message = %q", msg)
+		}
+	})
+	t.Run("nil from deny handler means the default", func(t *testing.T) {
+		called := false
+		deny := func(context.Context, *Call, ratelimit.Result) error { called = true; return nil }
+		env := start(t, unary(memLimiter(t, "api", rules), WithDenyHandler(deny)))
+		env.check(t)
+		r := env.check(t)
+		wantCode(t, r, codes.ResourceExhausted)
+		details(t, r.err)
+		if !called {
+			t.Fatal("deny handler not called")
+		}
+	})
+	t.Run("no metadata, no pushback", func(t *testing.T) {
+		env := start(t, unary(memLimiter(t, "api", rules), WithoutMetadata(), WithoutPushback()))
+		r := env.check(t)
+		wantRateMD(t, r.header, -1, 0, 0)
+		r = env.check(t)
+		wantCode(t, r, codes.ResourceExhausted)
+		wantRateMD(t, r.header, -1, 0, 0)
+		if v := r.trailer.Get(TrailerPushback); len(v) != 0 {
+			t.Fatalf("pushback trailer %q despite WithoutPushback", v)
+		}
+	})
+}
+
+func TestShadowRules(t *testing.T) {
+	t.Run("log rule alone", func(t *testing.T) {
+		env := start(t, unary(redisLimiter(t, "api", []ratelimit.Rule{rule("shadow", 1, time.Minute, ratelimit.ActionLog)})))
+		for range 3 {
+			r := env.check(t)
+			wantCode(t, r, codes.OK)
+			wantRateMD(t, r.header, -1, 0, 0) // a shadow rule changes nothing a client sees
+		}
+	})
+	t.Run("metadata comes from the enforcing rule", func(t *testing.T) {
+		env := start(t, unary(redisLimiter(t, "api", []ratelimit.Rule{
+			rule("shadow", 1, time.Minute, ratelimit.ActionLog),
+			rule("enforced", 10, time.Hour, ratelimit.ActionLimit),
+		})))
+		for i := range 3 {
+			r := env.check(t)
+			wantCode(t, r, codes.OK)
+			wantRateMD(t, r.header, 10, 9-i, time.Hour)
+		}
+	})
+}
+
+func TestFailOpen(t *testing.T) {
+	srv := redistest.StartServer(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { _ = client.Close() })
+	down := newLimiter(t, ratelimit.Config{Name: "api", Store: redisstore.New(client),
+		Rules: []ratelimit.Rule{rule("one", 1, time.Minute, ratelimit.ActionLimit)}})
+	// A healthy limiter beside the failed one: its metadata would claim a
+	// remaining budget the failed check cannot vouch for, so none is sent.
+	healthy := memLimiter(t, "healthy", []ratelimit.Rule{rule("many", 100, time.Minute, ratelimit.ActionLimit)})
+	env := start(t, unary(healthy, WithLimiter(down)))
+
+	r := env.check(t) // Redis up: counted, so a second call would be blocked
+	wantCode(t, r, codes.OK)
+	wantRateMD(t, r.header, 1, 0, time.Minute)
+	srv.Stop()
+	for i := range 5 {
+		begin := time.Now()
+		r := env.check(t)
+		wantCode(t, r, codes.OK)
+		wantRateMD(t, r.header, -1, 0, 0)
+		if d := time.Since(begin); d > 2*time.Second {
+			t.Fatalf("call %d took %v with Redis down; fail-open must be bounded", i+1, d)
+		}
+	}
+}
+
+func TestMultipleLimiters(t *testing.T) {
+	general := redisLimiter(t, "grpc_request", []ratelimit.Rule{rule("per_ip", 100, time.Minute, ratelimit.ActionLimit, identifiers.IP)})
+	protected := redisLimiter(t, "grpc_protected", []ratelimit.Rule{{
+		Name: "check_per_ip", Match: map[string]ratelimit.Matcher{identifiers.GRPCMethod: ratelimit.Equal(healthCheck)},
+		Characteristics: []string{identifiers.IP}, Limit: ratelimit.Static(1), Period: ratelimit.StaticPeriod(time.Minute),
+	}})
+	env := start(t, unary(general, WithLimiter(protected)))
+
+	r := env.check(t)
+	wantCode(t, r, codes.OK)
+	wantRateMD(t, r.header, 1, 0, time.Minute) // the least remaining across limiters
+	r = env.check(t)
+	wantCode(t, r, codes.ResourceExhausted)
+	if _, _, ei := details(t, r.err); ei.GetMetadata()["limiter"] != "grpc_protected" || ei.GetMetadata()["rule"] != "check_per_ip" {
+		t.Fatalf("blocked by %v, want grpc_protected/check_per_ip", ei.GetMetadata())
+	}
+	r = env.list(t) // not a protected method: only the general limiter applies
+	wantCode(t, r, codes.OK)
+	wantRateMD(t, r.header, 100, 97, time.Minute)
+}
+
+func TestSkip(t *testing.T) {
+	l := memLimiter(t, "api", []ratelimit.Rule{rule("one", 1, time.Minute, ratelimit.ActionLimit)})
+	env := start(t, unary(l, WithSkip(SkipMethods(healthCheck))))
+	for range 3 {
+		r := env.check(t)
+		wantCode(t, r, codes.OK)
+		wantRateMD(t, r.header, -1, 0, 0)
+	}
+	wantCode(t, env.list(t), codes.OK)
+	wantCode(t, env.list(t), codes.ResourceExhausted)
+}
+
+func TestIdentifierHooks(t *testing.T) {
+	perUser := []ratelimit.Rule{rule("per_user", 1, time.Minute, ratelimit.ActionLimit, identifiers.User)}
+	t.Run("default", func(t *testing.T) {
+		rec := &recorder{}
+		env := start(t, unary(memLimiter(t, "api", perUser, observed(rec))))
+		wantCode(t, env.check(t), codes.OK)
+		want := ratelimit.Identifier{identifiers.IP: "127.0.0.1", identifiers.GRPCService: "grpc.health.v1.Health",
+			identifiers.GRPCMethod: healthCheck, identifiers.Endpoint: healthCheck, identifiers.User: identifiers.Anonymous}
+		if got := rec.last(t); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("identifier = %v, want %v", got, want)
+		}
+	})
+	t.Run("properties from auth", func(t *testing.T) {
+		props := func(ctx context.Context, call *Call, id ratelimit.Identifier) {
+			if u := call.Metadata.Get("x-user"); len(u) == 1 {
+				id[identifiers.User] = "user:" + u[0]
+			}
+		}
+		env := start(t, unary(memLimiter(t, "api", perUser), WithProperties(props)))
+		wantCode(t, env.check(t, "x-user", "alice"), codes.OK)
+		wantCode(t, env.check(t, "x-user", "alice"), codes.ResourceExhausted)
+		wantCode(t, env.check(t, "x-user", "bob"), codes.OK)
+		wantCode(t, env.check(t), codes.OK) // anonymous
+		wantCode(t, env.check(t), codes.ResourceExhausted)
+	})
+	t.Run("replaced", func(t *testing.T) {
+		rec := &recorder{}
+		ident := func(ctx context.Context, call *Call) ratelimit.Identifier {
+			return ratelimit.Identifier{"tenant": call.Metadata.Get("x-tenant")[0], identifiers.GRPCMethod: call.FullMethod}
+		}
+		l := memLimiter(t, "api", []ratelimit.Rule{rule("per_tenant", 1, time.Minute, ratelimit.ActionLimit, "tenant")}, observed(rec))
+		env := start(t, unary(l, WithIdentifier(ident)))
+		wantCode(t, env.check(t, "x-tenant", "acme"), codes.OK)
+		if got := fmt.Sprint(rec.last(t)); got != fmt.Sprint(ratelimit.Identifier{"tenant": "acme", identifiers.GRPCMethod: healthCheck}) {
+			t.Fatalf("identifier = %s", got)
+		}
+		wantCode(t, env.check(t, "x-tenant", "acme"), codes.ResourceExhausted)
+		wantCode(t, env.check(t, "x-tenant", "globex"), codes.OK)
+	})
+}
+
+func TestTrustedProxies(t *testing.T) {
+	tests := []struct {
+		name    string
+		trusted []string
+		md      []string
+		want    string
+	}{
+		{"untrusted peer: spoofed x-forwarded-for ignored", nil, []string{"x-forwarded-for", "203.0.113.9"}, "127.0.0.1"},
+		{"untrusted peer: spoofed x-real-ip ignored", nil, []string{"x-real-ip", "203.0.113.9"}, "127.0.0.1"},
+		{"other proxies trusted, not this peer", []string{"10.0.0.0/8"}, []string{"x-forwarded-for", "203.0.113.9"}, "127.0.0.1"},
+		{"trusted peer: rightmost untrusted hop", []string{"127.0.0.1/32"}, []string{"x-forwarded-for", "198.51.100.1, 203.0.113.9"}, "203.0.113.9"},
+		{"trusted peer and trusted hop skipped", []string{"127.0.0.1", "10.0.0.0/8"}, []string{"x-forwarded-for", "198.51.100.1, 10.1.2.3"}, "198.51.100.1"},
+		{"trusted peer: x-real-ip", []string{"127.0.0.0/8"}, []string{"x-real-ip", "2001:db8::7"}, "2001:db8::7"},
+		{"trusted peer without metadata", []string{"127.0.0.1"}, nil, "127.0.0.1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := &recorder{}
+			l := memLimiter(t, "api", []ratelimit.Rule{rule("per_ip", 10, time.Minute, ratelimit.ActionLimit, identifiers.IP)}, observed(rec))
+			env := start(t, unary(l, WithTrustedProxies(identifiers.MustParseTrustedProxies(tt.trusted...))))
+			wantCode(t, env.check(t, tt.md...), codes.OK)
+			if got := rec.last(t)[identifiers.IP]; got != tt.want {
+				t.Fatalf("ip = %v, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestWithCost(t *testing.T) {
+	l := memLimiter(t, "api", []ratelimit.Rule{rule("budget", 3, time.Minute, ratelimit.ActionLimit)})
+	cost := func(_ context.Context, call *Call) float64 {
+		if call.Method == "Check" {
+			return 2
+		}
+		return 1
+	}
+	env := start(t, unary(l, WithCost(cost)))
+	wantCode(t, env.check(t), codes.OK) // 2
+	wantCode(t, env.list(t), codes.OK)  // 3
+	wantCode(t, env.check(t), codes.ResourceExhausted)
+}
+
+func TestMeteredLimiter(t *testing.T) {
+	general := memLimiter(t, "api", []ratelimit.Rule{rule("many", 100, time.Minute, ratelimit.ActionLimit)})
+	db := redisLimiter(t, "db_utilization", []ratelimit.Rule{rule("db_seconds_per_user", 5, time.Minute, ratelimit.ActionLimit, identifiers.User)})
+	env := start(t, unary(general, WithMeteredLimiter(db, "db_s")))
+
+	r := env.do(t, "cost=3") // peek 0 <= 5, then 3 counted
+	wantCode(t, r, codes.OK)
+	// The metered limiter's unit is not requests: the metadata of allowed calls
+	// describes the request limiters only.
+	wantRateMD(t, r.header, 100, 99, time.Minute)
+	wantCode(t, env.do(t, "cost=3.5"), codes.OK) // peek 3 <= 5, then 6.5: over budget now
+	r = env.do(t, "cost=1")
+	wantCode(t, r, codes.ResourceExhausted)
+	if _, qf, _ := details(t, r.err); qf.GetViolations()[0].GetQuotaMetric() != "db_utilization" {
+		t.Fatalf("blocked by %v, want db_utilization", qf.GetViolations()[0])
+	}
+	if n := env.work.calls.Load(); n != 2 {
+		t.Fatalf("handler ran %d times, want 2 (the third call was rejected before it)", n)
+	}
+	res := db.Peek(context.Background(), ratelimit.Identifier{identifiers.User: identifiers.Anonymous}, ratelimit.Cost(0))
+	if res.Info == nil || res.Info.Count != 6.5 {
+		t.Fatalf("db counter = %+v, want 6.5 (the metered costs)", res.Info)
+	}
+}
+
+func TestOutcomeLimiter(t *testing.T) {
+	general := memLimiter(t, "api", []ratelimit.Rule{rule("many", 100, time.Minute, ratelimit.ActionLimit)})
+	failures := redisLimiter(t, "login_failures", []ratelimit.Rule{rule("failed_logins", 2, time.Minute, ratelimit.ActionLimit, identifiers.IP)})
+	env := start(t, unary(general, WithOutcomeLimiter(failures, CountCodes(codes.Unauthenticated)), WithoutMetadata()))
+
+	for range 3 {
+		wantCode(t, env.do(t, "login"), codes.OK) // successes are not counted
+	}
+	wantCode(t, env.do(t, "fail"), codes.Unauthenticated)
+	wantCode(t, env.do(t, "fail"), codes.Unauthenticated)
+	r := env.do(t, "login") // 2 failures: the next attempt is refused, whatever it would do
+	wantCode(t, r, codes.ResourceExhausted)
+	if _, _, ei := details(t, r.err); ei.GetMetadata()["rule"] != "failed_logins" {
+		t.Fatalf("blocked by %v", ei.GetMetadata())
+	}
+	if n := env.work.calls.Load(); n != 5 {
+		t.Fatalf("handler ran %d times, want 5", n)
+	}
+}
+
+func TestStream(t *testing.T) {
+	l := redisLimiter(t, "grpc_request", []ratelimit.Rule{rule("per_ip", 1, time.Minute, ratelimit.ActionLimit, identifiers.IP)})
+	rec := &recorder{}
+	counted := memLimiter(t, "seen", []ratelimit.Rule{rule("all", 100, time.Minute, ratelimit.ActionLimit)}, observed(rec))
+	env := start(t, grpc.ChainStreamInterceptor(StreamServerInterceptor(l, WithLimiter(counted))))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s1, err := env.health.Watch(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s1.Recv(); err != nil {
+		t.Fatalf("first stream: %v", err)
+	}
+	h, err := s1.Header()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantRateMD(t, h, 1, 0, time.Minute)
+	if id := rec.last(t); id[identifiers.GRPCMethod] != "/grpc.health.v1.Health/Watch" {
+		t.Fatalf("stream identifier %v", id)
+	}
+
+	s2, err := env.health.Watch(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s2.Recv()
+	wantCode(t, reply{err: err}, codes.ResourceExhausted)
+	ri, _, _ := details(t, err)
+	if got := s2.Trailer().Get(TrailerPushback); len(got) != 1 || got[0] != strconv.FormatInt(ri.GetRetryDelay().AsDuration().Milliseconds(), 10) {
+		t.Fatalf("pushback trailer %q", got)
+	}
+	// Messages on an open stream are not checked again: the first stream lives on.
+	cancel()
+	if _, err := s1.Recv(); status.Code(err) != codes.Canceled && !errors.Is(err, io.EOF) {
+		t.Fatalf("first stream after cancel: %v", err)
+	}
+}
+
+func TestStreamMeter(t *testing.T) {
+	general := memLimiter(t, "api", []ratelimit.Rule{rule("many", 100, time.Minute, ratelimit.ActionLimit)})
+	db := memLimiter(t, "db", []ratelimit.Rule{rule("db_s", 1, time.Minute, ratelimit.ActionLimit)})
+	var sawMeter bool
+	spy := func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		sawMeter = ratelimit.MeterFrom(ss.Context()) != nil
+		ratelimit.AddCost(ss.Context(), "db_s", 2)
+		return handler(srv, ss)
+	}
+	env := start(t, grpc.ChainStreamInterceptor(StreamServerInterceptor(general, WithMeteredLimiter(db, "db_s")), spy))
+	ctx, cancel := context.WithCancel(context.Background())
+	s, err := env.health.Watch(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	cancel() // ends the stream; the cost is charged after the handler returns
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		res := db.Peek(context.Background(), nil, ratelimit.Cost(0))
+		if res.Info != nil && res.Info.Count == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("db counter %+v, want 2 after the stream ended", res.Info)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !sawMeter {
+		t.Fatal("the stream handler's context carried no meter")
+	}
+	s2, err := env.health.Watch(context.Background(), &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s2.Recv()
+	wantCode(t, reply{err: err}, codes.ResourceExhausted)
+}
+
+func TestSplitMethod(t *testing.T) {
+	tests := []struct{ full, service, method string }{
+		{healthCheck, "grpc.health.v1.Health", "Check"},
+		{"/Svc/M", "Svc", "M"},
+		{"noslash", "", "noslash"},
+		{"", "", ""},
+	}
+	for _, tt := range tests {
+		s, m := splitMethod(tt.full)
+		if s != tt.service || m != tt.method {
+			t.Errorf("splitMethod(%q) = %q, %q; want %q, %q", tt.full, s, m, tt.service, tt.method)
+		}
+	}
+}
+
+func TestCountCodes(t *testing.T) {
+	count := CountCodes(codes.Unauthenticated, codes.PermissionDenied)
+	tests := []struct {
+		err  error
+		want bool
+	}{
+		{nil, false},
+		{status.Error(codes.Unauthenticated, "x"), true},
+		{status.Error(codes.PermissionDenied, "x"), true},
+		{status.Error(codes.Internal, "x"), false},
+		{errors.New("plain"), false},
+	}
+	for _, tt := range tests {
+		if got := count(context.Background(), &Call{}, tt.err); got != tt.want {
+			t.Errorf("count(%v) = %v, want %v", tt.err, got, tt.want)
+		}
+	}
+}
+
+func TestNilLimiterPanics(t *testing.T) {
+	for name, f := range map[string]func(){
+		"unary":        func() { UnaryServerInterceptor(nil) },
+		"stream":       func() { StreamServerInterceptor(nil) },
+		"with limiter": func() { UnaryServerInterceptor(memLimiter(t, "a", nil), WithLimiter(nil)) },
+		"cost limiter": func() { UnaryServerInterceptor(memLimiter(t, "a", nil), WithMeteredLimiter(nil, "x")) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			defer func() {
+				if recover() == nil {
+					t.Fatal("no panic")
+				}
+			}()
+			f()
+		})
+	}
+}

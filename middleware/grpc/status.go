@@ -1,0 +1,103 @@
+package ratelimitgrpc
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	ratelimit "github.com/ratekit/ratekit/core"
+)
+
+// Reason is the ErrorInfo reason of rate-limit errors. It tells a rate limit
+// apart from the other causes of codes.ResourceExhausted (message size,
+// flow control).
+const Reason = "RATE_LIMITED"
+
+// Response metadata keys. The header keys follow the RateLimit-Limit /
+// -Remaining / -Reset fields of the IETF ratelimit-headers drafts (reset in
+// seconds from now); they describe the most constraining enforcing rule and
+// are sent on allowed and blocked calls, never for shadow (log) rules or when a
+// check failed open. The pushback trailer is read by gRPC clients whose retry
+// policy lists RESOURCE_EXHAUSTED (gRFC A6).
+const (
+	MetadataLimit     = "ratelimit-limit"
+	MetadataRemaining = "ratelimit-remaining"
+	MetadataReset     = "ratelimit-reset"
+	TrailerPushback   = "grpc-retry-pushback-ms"
+)
+
+// DenyStatus builds the status of a call blocked by res: ResourceExhausted with
+// RetryInfo (the time until the blocking rule resets, rounded up to whole
+// seconds), QuotaFailure and ErrorInfo (Reason, domain, and metadata naming
+// the limiter and rule). It names limiters and rules, never identifier
+// values. An empty domain means call.Service.
+func DenyStatus(call *Call, res ratelimit.Result, domain string) *status.Status {
+	return denyStatus(call, res, domain, time.Now())
+}
+
+func denyStatus(call *Call, res ratelimit.Result, domain string, now time.Time) *status.Status {
+	if domain == "" {
+		domain = call.Service
+	}
+	rule := ""
+	if res.Rule != nil {
+		rule = res.Rule.Name
+	}
+	retry := res.Info.RetryAfter(now) // nil-safe
+	var info ratelimit.Info
+	if res.Info != nil {
+		info = *res.Info
+	}
+	what := "exceeded"
+	if info.Banned {
+		what = "exceeded, banned"
+	}
+	desc := fmt.Sprintf("rate limit of %d per %s %s (limiter %s, rule %s)", info.Limit, info.Period, what, res.Limiter, rule)
+	st := status.New(codes.ResourceExhausted, fmt.Sprintf("rate limit exceeded: limiter %s, rule %s; retry in %s", res.Limiter, rule, retry))
+	ds, err := st.WithDetails(
+		&errdetails.RetryInfo{RetryDelay: durationpb.New(retry)},
+		&errdetails.QuotaFailure{Violations: []*errdetails.QuotaFailure_Violation{{
+			Subject:     "ratelimit:" + res.Limiter + "/" + rule,
+			Description: desc,
+			ApiService:  call.Service,
+			QuotaMetric: res.Limiter,
+			QuotaId:     rule,
+			QuotaValue:  info.Limit,
+		}}},
+		&errdetails.ErrorInfo{Reason: Reason, Domain: domain, Metadata: map[string]string{
+			"limiter":       res.Limiter,
+			"rule":          rule,
+			"limit":         strconv.FormatInt(info.Limit, 10),
+			"period_s":      strconv.FormatFloat(info.Period.Seconds(), 'f', -1, 64),
+			"retry_after_s": strconv.FormatInt(int64(retry/time.Second), 10),
+			"banned":        strconv.FormatBool(info.Banned),
+		}},
+	)
+	if err != nil { // cannot happen with these well-formed messages
+		return st
+	}
+	return ds
+}
+
+// rateMetadata renders an enforcing evaluation as response header metadata.
+func rateMetadata(e *ratelimit.Evaluation, now time.Time) metadata.MD {
+	if e == nil {
+		return nil
+	}
+	return metadata.Pairs(
+		MetadataLimit, strconv.FormatInt(e.Info.Limit, 10),
+		MetadataRemaining, strconv.FormatInt(int64(math.Floor(e.Info.Remaining)), 10),
+		MetadataReset, strconv.FormatInt(int64(e.Info.RetryAfter(now)/time.Second), 10),
+	)
+}
+
+func pushback(res ratelimit.Result, now time.Time) metadata.MD {
+	return metadata.Pairs(TrailerPushback, strconv.FormatInt(res.Info.RetryAfter(now).Milliseconds(), 10))
+}
