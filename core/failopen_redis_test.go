@@ -1,0 +1,143 @@
+package ratelimit_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/redisstore"
+	"github.com/ratekit/ratekit/internal/redistest"
+)
+
+// Fail-open against real servers: a Redis stopped mid-test, an address where
+// nothing listens, and a server that accepts connections but never answers.
+// Every check must allow with the error flag, within the per-check timeout,
+// and the breaker must open after the configured failures and close again on
+// recovery. The elapsed-time bounds are generous (the race detector is slow);
+// they only prove that no check waits for go-redis's own multi-second timeouts.
+
+const (
+	checkTimeout = 100 * time.Millisecond
+	slowBound    = 1500 * time.Millisecond // far below go-redis's 3s read/5s dial timeouts
+)
+
+func failOpenLimiter(t *testing.T, client redis.UniversalClient, failures int, cooldown time.Duration) *ratelimit.Limiter {
+	t.Helper()
+	l, err := ratelimit.New(ratelimit.Config{
+		Name:      "failopen",
+		Store:     redisstore.New(client),
+		KeyPrefix: redistest.Prefix(t),
+		Rules:     []ratelimit.Rule{basic("per_user")},
+		Timeout:   checkTimeout,
+		Breaker:   ratelimit.BreakerConfig{Failures: failures, Cooldown: cooldown},
+		Logger:    slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// timedCheck runs one check and returns it with its duration.
+func timedCheck(l *ratelimit.Limiter) (ratelimit.Result, time.Duration) {
+	start := time.Now()
+	r := l.Check(context.Background(), ratelimit.Identifier{"user": "u"})
+	return r, time.Since(start)
+}
+
+func expectFailOpen(t *testing.T, step string, r ratelimit.Result, took, bound time.Duration) {
+	t.Helper()
+	if r.Err == nil || r.Action != ratelimit.ActionAllow || r.Info != nil || r.Rule != nil {
+		t.Fatalf("%s: want allow with error flag, got %+v", step, r)
+	}
+	if took > bound {
+		t.Fatalf("%s: check took %v, bound %v", step, took, bound)
+	}
+}
+
+func TestFailOpenRedisStoppedMidTest(t *testing.T) {
+	srv := redistest.StartServer(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+	defer client.Close()
+	l := failOpenLimiter(t, client, 3, 300*time.Millisecond)
+
+	if r, _ := timedCheck(l); r.Err != nil || r.Info == nil || r.Info.Count != 1 {
+		t.Fatalf("before the outage: %+v", r)
+	}
+	srv.Stop()
+	for i := 0; i < 3; i++ {
+		r, took := timedCheck(l)
+		expectFailOpen(t, "redis stopped", r, took, slowBound)
+	}
+	if s := l.BreakerState(); s != "open" {
+		t.Fatalf("breaker after 3 failures = %s", s)
+	}
+	for i := 0; i < 50; i++ {
+		r, took := timedCheck(l)
+		expectFailOpen(t, "breaker open", r, took, 50*time.Millisecond)
+		if !errors.Is(r.Err, ratelimit.ErrCircuitOpen) {
+			t.Fatalf("open breaker must answer without the network: %v", r.Err)
+		}
+	}
+	srv.Restart(t)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r, _ := timedCheck(l)
+		if r.Err == nil {
+			if r.Info == nil || r.Info.Count != 1 { // the restarted server is empty
+				t.Fatalf("after recovery: %+v", r)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("breaker never closed after Redis came back: %v (state %s)", r.Err, l.BreakerState())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if s := l.BreakerState(); s != "closed" {
+		t.Fatalf("breaker after recovery = %s", s)
+	}
+}
+
+func TestFailOpenUnreachableAddress(t *testing.T) {
+	redistest.URL(t) // real-Redis test family: same skip rule
+	client := redis.NewClient(&redis.Options{Addr: redistest.UnusedAddr(t), MaxRetries: -1})
+	defer client.Close()
+	l := failOpenLimiter(t, client, 2, time.Hour)
+	for i := 0; i < 2; i++ {
+		r, took := timedCheck(l)
+		expectFailOpen(t, "connection refused", r, took, slowBound)
+	}
+	r, took := timedCheck(l)
+	expectFailOpen(t, "breaker open", r, took, 50*time.Millisecond)
+	if !errors.Is(r.Err, ratelimit.ErrCircuitOpen) {
+		t.Fatalf("want ErrCircuitOpen, got %v", r.Err)
+	}
+}
+
+func TestFailOpenServerNeverAnswers(t *testing.T) {
+	redistest.URL(t)
+	client := redis.NewClient(&redis.Options{Addr: redistest.Blackhole(t), MaxRetries: -1})
+	defer client.Close()
+	l := failOpenLimiter(t, client, 3, time.Hour)
+	for i := 0; i < 3; i++ {
+		r, took := timedCheck(l)
+		expectFailOpen(t, "hung server", r, took, slowBound)
+		if !errors.Is(r.Err, context.DeadlineExceeded) {
+			t.Fatalf("hung server: want the check timeout, got %v", r.Err)
+		}
+		if took < checkTimeout {
+			t.Fatalf("check returned after %v, before its timeout, against a server that never answers", took)
+		}
+	}
+	if s := l.BreakerState(); s != "open" {
+		t.Fatalf("breaker = %s", s)
+	}
+	r, took := timedCheck(l)
+	expectFailOpen(t, "breaker open", r, took, 50*time.Millisecond)
+}
