@@ -18,18 +18,6 @@ import (
 	"github.com/ratekit/ratekit/internal/redistest"
 )
 
-// roundTrips counts client-to-server round trips: one per command or pipeline.
-type roundTrips struct{ n atomic.Int64 }
-
-func (h *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error { h.n.Add(1); return next(ctx, cmd) }
-}
-func (h *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error { h.n.Add(1); return next(ctx, cmds) }
-}
-
-
 // checker is one library's single check of key i; it reports whether it allowed.
 type checker func(ctx context.Context, i int) (bool, error)
 
@@ -92,14 +80,14 @@ var contenders = []contender{
 	}},
 }
 
-func client(t testing.TB) (*redis.Client, *roundTrips) {
+func client(t testing.TB) (*redis.Client, *redistest.RoundTrips) {
 	opt, err := redis.ParseURL(redistest.URL(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := redis.NewClient(opt)
 	t.Cleanup(func() { _ = c.Close() })
-	h := &roundTrips{}
+	h := &redistest.RoundTrips{}
 	c.AddHook(h)
 	return c, h
 }
@@ -114,7 +102,7 @@ func TestContendersAgree(t *testing.T) {
 			ctx := context.Background()
 			allowed := 0
 			check(ctx, 0) // warm the script cache (EVALSHA after the first EVAL)
-			start := rt.n.Load()
+			start := rt.N.Load()
 			for i := 0; i < 9; i++ {
 				ok, err := check(ctx, 0)
 				if err != nil {
@@ -127,7 +115,7 @@ func TestContendersAgree(t *testing.T) {
 			if allowed != 4 {
 				t.Fatalf("%s allowed %d of 9 after one earlier check, want 4 (limit 5)", ct.name, allowed)
 			}
-			if n := rt.n.Load() - start; n != 9 {
+			if n := rt.N.Load() - start; n != 9 {
 				t.Fatalf("%s made %d round trips for 9 checks", ct.name, n)
 			}
 		})
@@ -142,7 +130,7 @@ func BenchmarkCheckRedis(b *testing.B) {
 				check := ct.build(b, c, redistest.Prefix(b), 1<<30)
 				ctx := context.Background()
 				check(ctx, 0)
-				start := rt.n.Load()
+				start := rt.N.Load()
 				b.ReportAllocs()
 				b.ResetTimer()
 				if mode == "serial" {
@@ -163,7 +151,7 @@ func BenchmarkCheckRedis(b *testing.B) {
 					})
 				}
 				b.StopTimer()
-				b.ReportMetric(float64(rt.n.Load()-start)/float64(b.N), "rt/op")
+				b.ReportMetric(float64(rt.N.Load()-start)/float64(b.N), "rt/op")
 			})
 		}
 	}

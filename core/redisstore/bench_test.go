@@ -38,11 +38,11 @@ func BenchmarkLimiterCheck(b *testing.B) {
 					}
 				}
 				report := func(b *testing.B, before int64) {
-					b.ReportMetric(float64(hook.n.Load()-before)/float64(b.N), "roundtrips/op")
+					b.ReportMetric(float64(hook.N.Load()-before)/float64(b.N), "roundtrips/op")
 				}
 				b.Run(fmt.Sprintf("rules=%d/serial", n), func(b *testing.B) {
 					b.ReportAllocs()
-					before := hook.n.Load()
+					before := hook.N.Load()
 					for b.Loop() {
 						check(b)
 					}
@@ -50,7 +50,7 @@ func BenchmarkLimiterCheck(b *testing.B) {
 				})
 				b.Run(fmt.Sprintf("rules=%d/parallel", n), func(b *testing.B) {
 					b.ReportAllocs()
-					before := hook.n.Load()
+					before := hook.N.Load()
 					b.RunParallel(func(pb *testing.PB) {
 						for pb.Next() {
 							check(b)

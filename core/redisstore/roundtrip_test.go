@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,56 +21,7 @@ import (
 	"github.com/ratekit/ratekit/internal/redistest"
 )
 
-// tripHook counts what a client sends: one per command or pipeline it
-// processes, which is one network round trip (per node, for node clients).
-// With record set it also keeps their names.
-type tripHook struct {
-	n      atomic.Int64
-	record bool
-	mu     sync.Mutex
-	trips  []string
-}
-
-func (h *tripHook) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h *tripHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.n.Add(1)
-		if h.record {
-			h.add(cmd.Name())
-		}
-		return next(ctx, cmd)
-	}
-}
-
-func (h *tripHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		h.n.Add(1)
-		if h.record {
-			names := make([]string, len(cmds))
-			for i, c := range cmds {
-				names[i] = c.Name()
-			}
-			h.add("pipeline[" + strings.Join(names, ",") + "]")
-		}
-		return next(ctx, cmds)
-	}
-}
-
-func (h *tripHook) add(s string) {
-	h.mu.Lock()
-	h.trips = append(h.trips, s)
-	h.mu.Unlock()
-}
-
-// take returns the trips recorded since the last take.
-func (h *tripHook) take() []string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	t := h.trips
-	h.trips = nil
-	return t
-}
+type tripHook = redistest.RoundTrips
 
 // hookedCluster is a cluster client that records round trips as the caller
 // sees them (one pipeline to several nodes in parallel is one) and per node.
@@ -86,13 +36,13 @@ func newHookedCluster(t testing.TB, addrs []string) *hookedCluster {
 	t.Helper()
 	h := &hookedCluster{
 		ClusterClient: redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs}),
-		all:           &tripHook{record: true},
+		all:           &tripHook{Record: true},
 		nodes:         map[string]*tripHook{},
 	}
 	t.Cleanup(func() { _ = h.Close() })
 	h.AddHook(h.all)
 	h.OnNewNode(func(c *redis.Client) {
-		nh := &tripHook{record: true}
+		nh := &tripHook{Record: true}
 		h.mu.Lock()
 		h.nodes[c.Options().Addr] = nh
 		h.mu.Unlock()
@@ -111,11 +61,11 @@ func (h *hookedCluster) takeAll() ([]string, map[string][]string) {
 	defer h.mu.Unlock()
 	per := map[string][]string{}
 	for addr, nh := range h.nodes {
-		if tr := nh.take(); len(tr) > 0 {
+		if tr := nh.Take(); len(tr) > 0 {
 			per[addr] = tr
 		}
 	}
-	return h.all.take(), per
+	return h.all.Take(), per
 }
 
 // spread returns count ops on n different hash tags (a limit rule, a log rule
@@ -144,7 +94,7 @@ func privateClient(t *testing.T) (*redis.Client, *tripHook) {
 	srv := redistest.StartServer(t)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	t.Cleanup(func() { _ = c.Close() })
-	h := &tripHook{record: true}
+	h := &tripHook{Record: true}
 	c.AddHook(h)
 	return c, h
 }
@@ -179,9 +129,9 @@ func TestOneRoundTripStandalone(t *testing.T) {
 	for _, n := range []int{1, 3, 10} {
 		for _, mode := range []ratelimit.Mode{check, peek} {
 			sha0, eval0 := scriptCalls(t, c)
-			h.take()
+			h.Take()
 			out := eval(t, s, mode, spread(k, n)...)
-			trips := h.take()
+			trips := h.Take()
 			sha1, eval1 := scriptCalls(t, c)
 			if fmt.Sprint(trips) != "[evalsha]" {
 				t.Errorf("%d ops, %s: round trips %v, want one EVALSHA", n, mode, trips)
@@ -362,13 +312,13 @@ func TestNoScriptFallback(t *testing.T) {
 			if err := c.ScriptFlush(ctx).Err(); err != nil {
 				t.Fatal(err)
 			}
-			h.take()
+			h.Take()
 			expectOutcomes(t, "after flush", eval(t, s, check, spread(k, 3)...), ok(float64(2*i-1), time.Minute))
-			if tr := h.take(); fmt.Sprint(tr) != "[evalsha eval]" {
+			if tr := h.Take(); fmt.Sprint(tr) != "[evalsha eval]" {
 				t.Errorf("round trips %v, want EVALSHA then EVAL", tr)
 			}
 			eval(t, s, check, spread(k, 3)...)
-			if tr := h.take(); fmt.Sprint(tr) != "[evalsha]" {
+			if tr := h.Take(); fmt.Sprint(tr) != "[evalsha]" {
 				t.Errorf("round trips %v, want EVALSHA once cached", tr)
 			}
 		}

@@ -205,4 +205,3 @@ func Blackhole(t testing.TB) string {
 func UnusedAddr(t testing.TB) string {
 	return fmt.Sprintf("127.0.0.1:%d", freePort(t))
 }
-
