@@ -3,14 +3,33 @@ module github.com/ratekit/ratekit/examples
 go 1.26.0
 
 require (
+	github.com/hibiken/asynq v0.26.0
 	github.com/ratekit/ratekit v0.0.0
 	github.com/redis/go-redis/v9 v9.23.0
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20261110000943-09e21b237f2c
+	google.golang.org/grpc v1.85.0
+)
+
+require (
+	github.com/google/uuid v1.6.0 // indirect
+	github.com/robfig/cron/v3 v3.0.1 // indirect
+	github.com/spf13/cast v1.10.0 // indirect
+	golang.org/x/net v0.60.0 // indirect
+	golang.org/x/text v0.43.0 // indirect
+	golang.org/x/time v0.14.0 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
 )
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/ratekit/ratekit/middleware/asynq v0.0.0
+	github.com/ratekit/ratekit/middleware/grpc v0.0.0
 	go.uber.org/atomic v1.12.0 // indirect
-	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
 )
 
 replace github.com/ratekit/ratekit => ../
+
+replace github.com/ratekit/ratekit/middleware/grpc => ../middleware/grpc
+
+replace github.com/ratekit/ratekit/middleware/asynq => ../middleware/asynq
