@@ -1,0 +1,37 @@
+// Package ratelimitecho is the Echo v4 rate-limit middleware.
+//
+//	e := echo.New()
+//	e.IPExtractor = echo.ExtractIPDirect() // see "Client IP" below
+//	e.Use(ratelimitecho.Middleware(limiter))
+//
+// For each request it builds an identifier (ip, method, path, endpoint, user),
+// checks it against each limiter, and either calls the next handler or answers
+// 429 with rate-limit headers, Retry-After and an application/problem+json
+// body (rendered by httpverdict; see its documentation for header profiles).
+//
+// Register it with e.Use, not e.Pre: the endpoint property is the route
+// template, "GET " + c.Path() (e.g. "GET /users/:id"), which the router fills
+// only after routing; e.Pre middleware sees an empty path. Requests that match
+// no route get identifiers.Unmatched.
+//
+// # Client IP
+//
+// The ip property is the socket peer, resolved through WithTrustedProxies:
+// forwarding headers are believed only from proxies listed there. The
+// middleware does not call c.RealIP() by default, because without an
+// e.IPExtractor Echo's RealIP trusts X-Forwarded-For and X-Real-IP from
+// anyone, which lets every client pick its own rate-limit bucket. If your
+// service already configures e.IPExtractor (echo.ExtractIPFromXFFHeader with
+// trust options, or echo.ExtractIPDirect), WithEchoIPExtractor makes the
+// middleware use c.RealIP() instead; every Echo service should set
+// e.IPExtractor anyway, since other middleware and handlers call c.RealIP().
+//
+// # Cost and outcome hooks
+//
+// WithDeferred adds limiters charged after the handler (httpverdict.Metered,
+// httpverdict.CountStatus) and peeked before it. The middleware puts a
+// ratelimit.Meter in the request context for ratelimit.AddCost. The status an
+// outcome hook sees is the committed response status or, when the handler
+// returned an error without writing a response, the *echo.HTTPError code (500
+// for other errors), which is what Echo's error handler will send.
+package ratelimitecho

@@ -1,0 +1,49 @@
+package ratelimitecho_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/identifiers"
+	ratelimitecho "github.com/ratekit/ratekit/middleware/echo"
+)
+
+func ExampleMiddleware() {
+	limiter, err := ratelimit.New(ratelimit.Config{
+		Name:  "http_request",
+		Store: ratelimit.NewMemoryStore(), // or redisstore.New(client)
+		Rules: []ratelimit.Rule{{
+			Name:            "per_user",
+			Characteristics: []string{identifiers.User},
+			Limit:           ratelimit.Static(1),
+			Period:          ratelimit.StaticPeriod(time.Minute),
+		}},
+	})
+	if err != nil {
+		panic(err)
+	}
+	e := echo.New()
+	e.IPExtractor = echo.ExtractIPDirect() // never let c.RealIP() trust headers blindly
+	e.Use(ratelimitecho.Middleware(limiter,
+		ratelimitecho.WithProperties(func(c echo.Context, id ratelimit.Identifier) {
+			if u, ok := c.Get("user").(string); ok { // set by an auth middleware
+				id[identifiers.User] = "user:" + u
+			}
+		}),
+		ratelimitecho.WithSkipper(func(c echo.Context) bool { return c.Path() == "/healthz" }),
+	))
+	e.GET("/projects/:id", func(c echo.Context) error { return c.String(http.StatusOK, "project") })
+
+	for i := 0; i < 2; i++ {
+		rec := httptest.NewRecorder()
+		e.ServeHTTP(rec, httptest.NewRequest("GET", "/projects/42", nil))
+		fmt.Println(rec.Code, rec.Header().Get("RateLimit"), rec.Header().Get("Content-Type"))
+	}
+	// Output:
+	// 200 "per_user";r=0;t=60 text/plain; charset=UTF-8
+	// 429 "per_user";r=0;t=60 application/problem+json
+}

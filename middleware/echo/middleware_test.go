@@ -1,0 +1,166 @@
+package ratelimitecho_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/httpverdict"
+	"github.com/ratekit/ratekit/core/httpverdict/adaptertest"
+	"github.com/ratekit/ratekit/identifiers"
+	ratelimitecho "github.com/ratekit/ratekit/middleware/echo"
+)
+
+// TestAdapter runs the shared HTTP adapter suite on a real Echo server.
+func TestAdapter(t *testing.T) {
+	adaptertest.Run(t, adaptertest.Adapter{
+		New: newEcho,
+		Endpoint: func(method, pattern string) string {
+			return method + " " + strings.ReplaceAll(strings.ReplaceAll(pattern, "{", ":"), "}", "")
+		},
+	})
+}
+
+func newEcho(t *testing.T, s adaptertest.Setup) http.Handler {
+	e := echo.New()
+	opts := []ratelimitecho.Option{
+		ratelimitecho.WithLimiters(s.Limiters...),
+		ratelimitecho.WithDeferred(s.Deferred...),
+		ratelimitecho.WithProfile(s.Profile),
+		ratelimitecho.WithTrustedProxies(s.TrustedProxies),
+	}
+	if s.Skip != nil {
+		opts = append(opts, ratelimitecho.WithSkipper(func(c echo.Context) bool { return s.Skip(c.Request()) }))
+	}
+	if s.Identifier != nil {
+		opts = append(opts, ratelimitecho.WithIdentifier(func(c echo.Context) ratelimit.Identifier { return s.Identifier(c.Request()) }))
+	}
+	if s.Properties != nil {
+		opts = append(opts, ratelimitecho.WithProperties(func(c echo.Context, id ratelimit.Identifier) { s.Properties(c.Request(), id) }))
+	}
+	if s.Deny != nil {
+		opts = append(opts, ratelimitecho.WithDenyHandler(func(c echo.Context, d *httpverdict.Decision) error {
+			s.Deny(c.Response(), d)
+			return nil
+		}))
+	}
+	e.Use(ratelimitecho.Middleware(nil, opts...))
+	for _, r := range s.Routes {
+		path := strings.ReplaceAll(strings.ReplaceAll(r.Pattern, "{", ":"), "}", "")
+		e.Add(r.Method, path, echo.WrapHandler(r.Handler))
+	}
+	return e
+}
+
+func newLimiter(t *testing.T, name string, limit int64, observe func(ratelimit.Identifier)) *ratelimit.Limiter {
+	t.Helper()
+	l, err := ratelimit.New(ratelimit.Config{
+		Name: name, Store: ratelimit.NewMemoryStore(),
+		Rules: []ratelimit.Rule{{Name: "r", Characteristics: []string{identifiers.IP},
+			Limit: ratelimit.Static(limit), Period: ratelimit.StaticPeriod(time.Minute)}},
+		Observer: ratelimit.ObserverFunc(func(_ context.Context, e ratelimit.Event) {
+			if observe != nil {
+				observe(e.Identifier)
+			}
+		}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func get(t *testing.T, srv *httptest.Server, method, path string, header ...string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest(method, srv.URL+path, nil)
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp
+}
+
+// TestOutcomeFromReturnedError: a handler that returns an *echo.HTTPError
+// instead of writing is counted with the status Echo's error handler sends.
+func TestOutcomeFromReturnedError(t *testing.T) {
+	failed := newLimiter(t, "failed", 1, nil)
+	e := echo.New()
+	e.Use(ratelimitecho.Middleware(nil, ratelimitecho.WithDeferred(httpverdict.CountStatus(failed, http.StatusUnauthorized))))
+	e.POST("/login", func(c echo.Context) error { return echo.NewHTTPError(http.StatusUnauthorized, "bad password") })
+	srv := httptest.NewServer(e)
+	defer srv.Close()
+	for i, want := range []int{401, 429} {
+		if got := get(t, srv, "POST", "/login").StatusCode; got != want {
+			t.Errorf("attempt %d: status %d, want %d", i+1, got, want)
+		}
+	}
+}
+
+// TestUnmatchedRoutes: 404 and 405 get the Unmatched endpoint, although Echo
+// reports the path of the node it stopped at.
+func TestUnmatchedRoutes(t *testing.T) {
+	var last ratelimit.Identifier
+	l := newLimiter(t, "http", 100, func(id ratelimit.Identifier) { last = id })
+	e := echo.New()
+	e.Use(ratelimitecho.Middleware(l))
+	e.GET("/users/:id", func(c echo.Context) error { return c.String(200, "user") })
+	srv := httptest.NewServer(e)
+	defer srv.Close()
+	for _, tc := range []struct {
+		method, path string
+		status       int
+		endpoint     string
+	}{
+		{"GET", "/users/7", 200, "GET /users/:id"},
+		{"DELETE", "/users/7", 405, identifiers.Unmatched},
+		{"OPTIONS", "/users/7", 204, identifiers.Unmatched},
+		{"GET", "/nothing/here", 404, identifiers.Unmatched},
+		{"GET", "/users", 404, identifiers.Unmatched},
+	} {
+		resp := get(t, srv, tc.method, tc.path)
+		if resp.StatusCode != tc.status || last[identifiers.Endpoint] != tc.endpoint {
+			t.Errorf("%s %s: status %d endpoint %v, want %d %s", tc.method, tc.path, resp.StatusCode, last[identifiers.Endpoint], tc.status, tc.endpoint)
+		}
+	}
+}
+
+// TestEchoIPExtractor: RealIP is used only when asked for, and then follows
+// e.IPExtractor.
+func TestEchoIPExtractor(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		opts     []ratelimitecho.Option
+		extract  echo.IPExtractor
+		wantIP   string
+		wantNote string
+	}{
+		{"default ignores RealIP's blind XFF trust", nil, nil, "127.0.0.1", "spoofed XFF believed"},
+		{"WithEchoIPExtractor and a trusting extractor", []ratelimitecho.Option{ratelimitecho.WithEchoIPExtractor()},
+			echo.ExtractIPFromXFFHeader(echo.TrustLoopback(true)), "198.51.100.1", "e.IPExtractor not used"},
+		{"WithEchoIPExtractor and ExtractIPDirect", []ratelimitecho.Option{ratelimitecho.WithEchoIPExtractor()},
+			echo.ExtractIPDirect(), "127.0.0.1", "e.IPExtractor not used"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var last ratelimit.Identifier
+			e := echo.New()
+			e.IPExtractor = tc.extract
+			e.Use(ratelimitecho.Middleware(newLimiter(t, "http", 100, func(id ratelimit.Identifier) { last = id }), tc.opts...))
+			e.GET("/", func(c echo.Context) error { return c.NoContent(204) })
+			srv := httptest.NewServer(e)
+			defer srv.Close()
+			get(t, srv, "GET", "/", "X-Forwarded-For", "198.51.100.1", "X-Real-IP", "198.51.100.1")
+			if last[identifiers.IP] != tc.wantIP {
+				t.Errorf("ip = %v, want %s (%s)", last[identifiers.IP], tc.wantIP, tc.wantNote)
+			}
+		})
+	}
+}

@@ -1,0 +1,35 @@
+// Package ratelimitgin is the Gin rate-limit middleware.
+//
+//	r := gin.New()
+//	r.Use(ratelimitgin.Middleware(limiter)) // before registering routes
+//	r.GET("/users/:id", handler)
+//
+// For each request it builds an identifier (ip, method, path, endpoint, user),
+// checks it against each limiter, and either calls c.Next or aborts with 429,
+// rate-limit headers, Retry-After and an application/problem+json body
+// (rendered by httpverdict; see its documentation for header profiles).
+// Headers are set before the abort, and the middleware returns right after
+// it, so no later handler runs.
+//
+// Call r.Use before registering routes: Gin copies the middleware into each
+// route's chain when the route is registered. The endpoint property is
+// "METHOD " + c.FullPath() (e.g. "GET /users/:id"); requests that match no
+// route get identifiers.Unmatched.
+//
+// # Client IP
+//
+// The ip property is the socket peer, resolved through WithTrustedProxies:
+// forwarding headers are believed only from proxies listed there. The
+// middleware does not call c.ClientIP() by default, because Gin's default
+// engine trusts every proxy, so any client could pick its own rate-limit
+// bucket with an X-Forwarded-For header. If your service has configured
+// engine.SetTrustedProxies (or TrustedPlatform), WithGinClientIP makes the
+// middleware use c.ClientIP() instead.
+//
+// # Cost and outcome hooks
+//
+// WithDeferred adds limiters charged after the handler (httpverdict.Metered,
+// httpverdict.CountStatus) and peeked before it. The middleware puts a
+// ratelimit.Meter in the request context (c.Request.Context()) for
+// ratelimit.AddCost; the outcome hooks see c.Writer.Status() after c.Next.
+package ratelimitgin

@@ -1,0 +1,139 @@
+package ratelimitgin_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/httpverdict"
+	"github.com/ratekit/ratekit/core/httpverdict/adaptertest"
+	"github.com/ratekit/ratekit/identifiers"
+	ratelimitgin "github.com/ratekit/ratekit/middleware/gin"
+)
+
+func init() { gin.SetMode(gin.TestMode) }
+
+func ginPath(pattern string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(pattern, "{", ":"), "}", "")
+}
+
+// TestAdapter runs the shared HTTP adapter suite on a real Gin server.
+func TestAdapter(t *testing.T) {
+	adaptertest.Run(t, adaptertest.Adapter{
+		New:      newGin,
+		Endpoint: func(method, pattern string) string { return method + " " + ginPath(pattern) },
+	})
+}
+
+func newGin(t *testing.T, s adaptertest.Setup) http.Handler {
+	r := gin.New()
+	opts := []ratelimitgin.Option{
+		ratelimitgin.WithLimiters(s.Limiters...),
+		ratelimitgin.WithDeferred(s.Deferred...),
+		ratelimitgin.WithProfile(s.Profile),
+		ratelimitgin.WithTrustedProxies(s.TrustedProxies),
+	}
+	if s.Skip != nil {
+		opts = append(opts, ratelimitgin.WithSkip(func(c *gin.Context) bool { return s.Skip(c.Request) }))
+	}
+	if s.Identifier != nil {
+		opts = append(opts, ratelimitgin.WithIdentifier(func(c *gin.Context) ratelimit.Identifier { return s.Identifier(c.Request) }))
+	}
+	if s.Properties != nil {
+		opts = append(opts, ratelimitgin.WithProperties(func(c *gin.Context, id ratelimit.Identifier) { s.Properties(c.Request, id) }))
+	}
+	if s.Deny != nil {
+		opts = append(opts, ratelimitgin.WithDenyHandler(func(c *gin.Context, d *httpverdict.Decision) {
+			s.Deny(c.Writer, d)
+			c.Abort()
+		}))
+	}
+	r.Use(ratelimitgin.Middleware(nil, opts...))
+	for _, rt := range s.Routes {
+		r.Handle(rt.Method, ginPath(rt.Pattern), gin.WrapF(rt.Handler))
+	}
+	return r
+}
+
+func newLimiter(t *testing.T, limit int64, observe func(ratelimit.Identifier)) *ratelimit.Limiter {
+	t.Helper()
+	l, err := ratelimit.New(ratelimit.Config{
+		Name: "http", Store: ratelimit.NewMemoryStore(),
+		Rules: []ratelimit.Rule{{Name: "r", Characteristics: []string{identifiers.IP},
+			Limit: ratelimit.Static(limit), Period: ratelimit.StaticPeriod(time.Minute)}},
+		Observer: ratelimit.ObserverFunc(func(_ context.Context, e ratelimit.Event) { observe(e.Identifier) }),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// TestLaterHandlersDoNotRun: a blocked request stops the chain, including
+// middleware registered after the limiter.
+func TestLaterHandlersDoNotRun(t *testing.T) {
+	ran := 0
+	r := gin.New()
+	r.Use(ratelimitgin.Middleware(newLimiter(t, 1, func(ratelimit.Identifier) {})))
+	r.Use(func(c *gin.Context) { ran++; c.Next() })
+	r.GET("/", func(c *gin.Context) { c.String(200, "ok") })
+	srv := httptest.NewServer(r)
+	defer srv.Close()
+	for _, want := range []int{200, 429, 429} {
+		resp, err := srv.Client().Get(srv.URL + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("status %d, want %d", resp.StatusCode, want)
+		}
+	}
+	if ran != 1 {
+		t.Errorf("later middleware ran %d times, want 1", ran)
+	}
+}
+
+// TestGinClientIP: c.ClientIP() is used only when asked for, and then follows
+// the engine's trusted proxies.
+func TestGinClientIP(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		opts    []ratelimitgin.Option
+		trusted []string
+		wantIP  string
+	}{
+		{"default ignores ClientIP's trust-all default", nil, nil, "127.0.0.1"},
+		{"WithGinClientIP, loopback trusted by the engine", []ratelimitgin.Option{ratelimitgin.WithGinClientIP()}, []string{"127.0.0.1"}, "198.51.100.1"},
+		{"WithGinClientIP, nobody trusted by the engine", []ratelimitgin.Option{ratelimitgin.WithGinClientIP()}, []string{}, "127.0.0.1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var last ratelimit.Identifier
+			r := gin.New()
+			if tc.trusted != nil {
+				if err := r.SetTrustedProxies(tc.trusted); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r.Use(ratelimitgin.Middleware(newLimiter(t, 100, func(id ratelimit.Identifier) { last = id }), tc.opts...))
+			r.GET("/", func(c *gin.Context) { c.Status(204) })
+			srv := httptest.NewServer(r)
+			defer srv.Close()
+			req, _ := http.NewRequest("GET", srv.URL+"/", nil)
+			req.Header.Set("X-Forwarded-For", "198.51.100.1")
+			resp, err := srv.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if last[identifiers.IP] != tc.wantIP {
+				t.Errorf("ip = %v, want %s", last[identifiers.IP], tc.wantIP)
+			}
+		})
+	}
+}
