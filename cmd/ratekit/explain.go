@@ -1,0 +1,474 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/config"
+	"github.com/ratekit/ratekit/core/observe"
+	"github.com/ratekit/ratekit/core/redisstore"
+)
+
+const explainUsage = `usage: ratekit explain --redis URL --limiter NAME --available-limiters FILE [flags] PROPERTY=VALUE...
+
+Shows how a limiter decides for one identifier, without counting: every rule
+in evaluation order with its tier (file from rate_limits.yaml, default from
+available_limiters.yaml), whether it matches the identifier and, when it does
+not, which match entry fails; for the rules that count, the current count in
+Redis, the remaining budget, the window reset and any active ban with its
+expiry; the rules a higher tier overrides; and the verdict a check would give
+now. It only reads (a peek): nothing is counted, banned or extended.
+
+example:
+  ratekit explain --redis redis://10.0.0.5:6379 --limiter user_sign_in \
+      --available-limiters config/available_limiters.yaml \
+      --rate-limits config/rate_limits.yaml ip=203.0.113.7 username=alice
+
+flags:
+  --redis URL                 the counters' Redis: redis://[user:pass@]host:port[/db] (required)
+  --cluster                   URL is a Redis Cluster URL (redis://host:port?addr=host2:port2...)
+  --limiter NAME              the limiter to explain (required)
+  --available-limiters FILE   the application's available_limiters.yaml (required)
+  --rate-limits FILE          an operator's rate_limits.yaml (optional)
+  --key-prefix PREFIX         the counters' key prefix, as in the service's
+                              ratelimit.Config.KeyPrefix (default "` + ratelimit.DefaultKeyPrefix + `")
+  --cost N                    the cost of the request to explain (default 1)
+  --timeout D                 bound on the Redis read (default 5s)
+  --json                      print the explanation as JSON
+
+PROPERTY=VALUE pairs are the identifier, as the service builds it (for
+example ip=203.0.113.7 user=alice request_type=api).
+
+exit codes: 0 explained (whatever the verdict); 1 invalid config, unknown
+limiter or Redis failure; 2 usage error or unreadable file`
+
+func init() {
+	commands["explain"] = command{
+		summary: "show how a limiter decides for one identifier, without counting",
+		usage:   explainUsage,
+		run:     runExplain,
+	}
+}
+
+// explanation is the JSON form of `ratekit explain --json`.
+type explanation struct {
+	Limiter    string             `json:"limiter"`
+	KeyPrefix  string             `json:"key_prefix"`
+	Identifier map[string]string  `json:"identifier"`
+	Cost       float64            `json:"cost"`
+	Tiers      []tierSummary      `json:"tiers"`
+	Rules      []ruleExplanation  `json:"rules"`      // effective rules, in evaluation order
+	Overridden []overriddenRule   `json:"overridden"` // replaced by a same-named rule of a higher tier
+	Verdict    verdictExplanation `json:"verdict"`
+}
+
+// tierSummary names where a tier's rules come from.
+type tierSummary struct {
+	Tier   string `json:"tier"`
+	Source string `json:"source"`
+	Rules  int    `json:"rules"`
+}
+
+// Rule states in an explanation.
+const (
+	stateNoMatch      = "no_match"      // a match entry fails
+	stateSkip         = "skip"          // a matching skip rule: allow, evaluation ends
+	stateAllow        = "allow"         // counted, under its limit
+	stateExceeded     = "exceeded"      // a log rule a check would exceed (shadow: never blocks)
+	stateBlock        = "block"         // a limit rule a check would exceed: the verdict
+	stateBanned       = "banned"        // an active ban: exceeded without counting
+	stateDegraded     = "degraded"      // count_distinct property missing: left out
+	stateNotEvaluated = "not_evaluated" // an earlier skip, block or a store error ended evaluation
+)
+
+// ruleExplanation is one effective rule's part in the decision.
+type ruleExplanation struct {
+	Position   int        `json:"position"`
+	Tier       string     `json:"tier"`
+	Name       string     `json:"name"`
+	Action     string     `json:"action"`
+	Matched    bool       `json:"matched"`
+	Mismatches []string   `json:"mismatches,omitempty"` // why the rule does not match
+	State      string     `json:"state"`
+	Reason     string     `json:"reason,omitempty"` // for not_evaluated and degraded
+	Count      *float64   `json:"count,omitempty"`  // current count (distinct values for count_distinct)
+	Limit      *int64     `json:"limit,omitempty"`
+	Remaining  *float64   `json:"remaining,omitempty"`
+	ResetAt    *time.Time `json:"reset_at,omitempty"` // window end, or ban expiry when banned
+	Banned     bool       `json:"banned,omitempty"`
+}
+
+// overriddenRule is a lower-tier rule replaced by a higher tier's rule of the same name.
+type overriddenRule struct {
+	Tier         string `json:"tier"`
+	Name         string `json:"name"`
+	OverriddenBy string `json:"overridden_by"`
+}
+
+// verdictExplanation is what a check would decide now.
+type verdictExplanation struct {
+	Action     string     `json:"action"`
+	Rule       string     `json:"rule,omitempty"`
+	Exceeded   bool       `json:"exceeded"`
+	Degraded   bool       `json:"degraded,omitempty"`
+	Error      string     `json:"error,omitempty"` // the store failed: a check would fail open
+	RetryAfter float64    `json:"retry_after_s,omitempty"`
+	ResetAt    *time.Time `json:"reset_at,omitempty"`
+}
+
+type explainFlags struct {
+	redisURL, limiter, available, rateLimits, keyPrefix string
+	cluster, asJSON                                     bool
+	cost                                                float64
+	timeout                                             time.Duration
+}
+
+func runExplain(ctx context.Context, out output, args []string) int {
+	fs := flag.NewFlagSet("explain", flag.ContinueOnError)
+	var f explainFlags
+	fs.StringVar(&f.redisURL, "redis", "", "")
+	fs.BoolVar(&f.cluster, "cluster", false, "")
+	fs.StringVar(&f.limiter, "limiter", "", "")
+	fs.StringVar(&f.available, "available-limiters", "", "")
+	fs.StringVar(&f.rateLimits, "rate-limits", "", "")
+	fs.StringVar(&f.keyPrefix, "key-prefix", ratelimit.DefaultKeyPrefix, "")
+	fs.Float64Var(&f.cost, "cost", 1, "")
+	fs.DurationVar(&f.timeout, "timeout", 5*time.Second, "")
+	fs.BoolVar(&f.asJSON, "json", false, "")
+	if ok, code := parseFlags(fs, explainUsage, args, out); !ok {
+		return code
+	}
+	switch {
+	case f.redisURL == "":
+		return usageError(out, explainUsage, "explain needs --redis URL")
+	case f.limiter == "":
+		return usageError(out, explainUsage, "explain needs --limiter NAME")
+	case f.available == "":
+		return usageError(out, explainUsage, "explain needs --available-limiters FILE (it declares the limiter and its default rules)")
+	case math.IsNaN(f.cost) || math.IsInf(f.cost, 0) || f.cost < 0:
+		return usageError(out, explainUsage, "--cost must be a finite number >= 0, got %v", f.cost)
+	case f.timeout <= 0:
+		return usageError(out, explainUsage, "--timeout must be positive, got %v", f.timeout)
+	}
+	id, err := parseIdentifier(fs.Args())
+	if err != nil {
+		return usageError(out, explainUsage, "%v", err)
+	}
+
+	tiers, sources, code := loadExplainTiers(out, f)
+	if code != exitOK {
+		return code
+	}
+	client, err := explainRedisClient(f.redisURL, f.cluster)
+	if err != nil {
+		return usageError(out, explainUsage, "--redis: %v", err)
+	}
+	defer client.Close()
+
+	limiter, err := ratelimit.New(ratelimit.Config{
+		Name:      f.limiter,
+		Store:     redisstore.New(client),
+		Rules:     ratelimit.MergeTiers(tiers.File, tiers.Defaults),
+		KeyPrefix: f.keyPrefix,
+		Timeout:   f.timeout,
+		Breaker:   ratelimit.BreakerConfig{Failures: -1},
+		Logger:    slog.New(slog.DiscardHandler), // degraded rules are part of the explanation
+	})
+	if err != nil {
+		fmt.Fprintf(out.stderr, "ratekit explain: %v\n", err)
+		return exitInvalid
+	}
+	res := limiter.Peek(ctx, id, ratelimit.Cost(f.cost))
+	ex := explain(limiter, tiers, sources, id, f.cost, res, time.Now())
+	if f.asJSON {
+		enc := json.NewEncoder(out.stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(ex)
+	} else {
+		printExplanation(out.stdout, ex, time.Now())
+	}
+	if res.Err != nil {
+		fmt.Fprintf(out.stderr, "ratekit explain: %v\n", res.Err)
+		return exitInvalid
+	}
+	return exitOK
+}
+
+// loadExplainTiers reads the limiter's file and default tiers.
+func loadExplainTiers(out output, f explainFlags) (observe.Tiers, []tierSummary, int) {
+	available, err := config.LoadAvailableLimiters(f.available)
+	if err != nil {
+		return observe.Tiers{}, nil, report(out.stderr, err)
+	}
+	if available.Spec(f.limiter) == nil {
+		fmt.Fprintf(out.stderr, "ratekit explain: limiter %q is not declared in %s (declared: %s)\n",
+			f.limiter, f.available, strings.Join(available.Names(), ", "))
+		return observe.Tiers{}, nil, exitInvalid
+	}
+	var rateLimits *config.RateLimits
+	if f.rateLimits != "" {
+		if _, err := os.Stat(f.rateLimits); err != nil {
+			fmt.Fprintf(out.stderr, "ratekit explain: %v\n", err)
+			return observe.Tiers{}, nil, exitUsage
+		}
+		if rateLimits, err = config.LoadRateLimits(f.rateLimits, available); err != nil {
+			return observe.Tiers{}, nil, report(out.stderr, err)
+		}
+	}
+	file, defaults, err := config.Tiers(available, rateLimits, f.limiter)
+	if err != nil {
+		fmt.Fprintf(out.stderr, "ratekit explain: %v\n", err)
+		return observe.Tiers{}, nil, exitInvalid
+	}
+	var sources []tierSummary
+	if rateLimits != nil {
+		sources = append(sources, tierSummary{Tier: observe.TierFile, Source: f.rateLimits, Rules: len(file)})
+	}
+	sources = append(sources, tierSummary{Tier: observe.TierDefault, Source: f.available, Rules: len(defaults)})
+	return observe.Tiers{File: file, Defaults: defaults}, sources, exitOK
+}
+
+// explainRedisClient connects to the counters' Redis. An operator waiting on
+// a terminal wants a prompt answer: a refused connection is not redialled five
+// times, and go-redis's own log lines are silenced (the error is reported).
+func explainRedisClient(url string, cluster bool) (redis.UniversalClient, error) {
+	redis.SetLogger(quietRedisLogger{})
+	if cluster {
+		opt, err := redis.ParseClusterURL(url)
+		if err != nil {
+			return nil, err
+		}
+		opt.DialerRetries = cmp.Or(opt.DialerRetries, 1)
+		return redis.NewClusterClient(opt), nil
+	}
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, err
+	}
+	opt.DialerRetries = cmp.Or(opt.DialerRetries, 1)
+	return redis.NewClient(opt), nil
+}
+
+type quietRedisLogger struct{}
+
+func (quietRedisLogger) Printf(context.Context, string, ...any) {}
+
+// parseIdentifier reads PROPERTY=VALUE arguments.
+func parseIdentifier(args []string) (ratelimit.Identifier, error) {
+	id := ratelimit.Identifier{}
+	for _, a := range args {
+		k, v, ok := strings.Cut(a, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("identifier argument %q is not PROPERTY=VALUE", a)
+		}
+		if _, dup := id[k]; dup {
+			return nil, fmt.Errorf("identifier property %q is given twice", k)
+		}
+		id[k] = v
+	}
+	return id, nil
+}
+
+// explain walks the effective rules as the limiter does and sets each one's
+// part from the peek's result.
+func explain(l *ratelimit.Limiter, tiers observe.Tiers, sources []tierSummary, id ratelimit.Identifier, cost float64, res ratelimit.Result, now time.Time) explanation {
+	ex := explanation{Limiter: l.Name(), KeyPrefix: l.KeyPrefix(), Identifier: map[string]string{}, Cost: cost,
+		Tiers: sources, Rules: []ruleExplanation{}, Overridden: []overriddenRule{}}
+	for k := range id {
+		ex.Identifier[k], _ = id.Get(k)
+	}
+	tierOf := map[string]string{}
+	for _, tr := range tiers.Rules() {
+		if tr.OverriddenBy != "" {
+			ex.Overridden = append(ex.Overridden, overriddenRule{Tier: tr.Tier, Name: tr.Rule.Name, OverriddenBy: tr.OverriddenBy})
+		} else if _, ok := tierOf[tr.Rule.Name]; !ok {
+			tierOf[tr.Rule.Name] = tr.Tier
+		}
+	}
+	evals := map[string]*ratelimit.Evaluation{}
+	for i := range res.Evaluations {
+		evals[res.Evaluations[i].Rule.Name] = &res.Evaluations[i]
+	}
+	stoppedBy := "" // why later rules are not evaluated
+	if res.Err != nil {
+		stoppedBy = "the store failed: " + res.Err.Error()
+	}
+	for i, r := range l.Rules() {
+		re := ruleExplanation{Position: i + 1, Tier: tierOf[r.Name], Name: r.Name, Action: string(r.Action)}
+		re.Mismatches = matchFailures(r, id)
+		re.Matched = len(re.Mismatches) == 0
+		ev := evals[r.Name]
+		_, hasDistinct := id.Get(r.CountDistinct)
+		switch {
+		case !re.Matched:
+			re.State = stateNoMatch
+		case stoppedBy != "":
+			re.State, re.Reason = stateNotEvaluated, stoppedBy
+		case r.Action == ratelimit.ActionSkip:
+			re.State = stateSkip
+			stoppedBy = "after skip rule " + r.Name
+		case r.CountDistinct != "" && !hasDistinct:
+			re.State = stateDegraded
+			re.Reason = fmt.Sprintf("count_distinct property %q is not in the identifier: the rule is left out", r.CountDistinct)
+		case ev == nil:
+			re.State, re.Reason = stateNotEvaluated, "the store did not evaluate it"
+		default:
+			info := ev.Info
+			re.Count, re.Limit, re.Remaining, re.ResetAt, re.Banned = &info.Count, &info.Limit, &info.Remaining, &info.ResetAt, info.Banned
+			switch observe.EvaluationResult(ev) {
+			case observe.ResultBanned:
+				re.State = stateBanned
+			case observe.ResultBlock:
+				re.State = stateBlock
+			case observe.ResultLog:
+				re.State = stateExceeded
+			default:
+				re.State = stateAllow
+			}
+			if ev.Blocked {
+				stoppedBy = "after the blocking rule " + r.Name
+			}
+		}
+		ex.Rules = append(ex.Rules, re)
+	}
+	v := verdictExplanation{Action: string(res.Action), Exceeded: res.Exceeded, Degraded: res.Degraded}
+	if res.Rule != nil {
+		v.Rule = res.Rule.Name
+	}
+	if res.Err != nil {
+		v.Error = res.Err.Error()
+	}
+	if res.Info != nil {
+		at := res.Info.ResetAt
+		v.ResetAt = &at
+		if res.Blocked() {
+			v.RetryAfter = res.Info.RetryAfter(now).Seconds()
+		}
+	}
+	ex.Verdict = v
+	return ex
+}
+
+// matchFailures lists the match entries of r that id fails, sorted by property;
+// empty when r applies to id. It follows the limiter's matching: every entry's
+// property must be present, and equal (canonical string), match the RE2
+// regex, or be one of the set.
+func matchFailures(r ratelimit.Rule, id ratelimit.Identifier) []string {
+	keys := make([]string, 0, len(r.Match))
+	for k := range r.Match {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var out []string
+	for _, k := range keys {
+		m := r.Match[k]
+		v, ok := id.Get(k)
+		if !ok {
+			out = append(out, fmt.Sprintf("%s: not in the identifier (want %s)", k, m))
+			continue
+		}
+		switch m.Kind() {
+		case ratelimit.MatchEqual:
+			if v != m.Value() {
+				out = append(out, fmt.Sprintf("%s: %q is not %s", k, v, m))
+			}
+		case ratelimit.MatchRegex:
+			re, err := ratelimit.CompileRegex(m.Value())
+			if err != nil || !re.MatchString(v) {
+				out = append(out, fmt.Sprintf("%s: %q does not match %s", k, v, m))
+			}
+		case ratelimit.MatchOneOf:
+			if !slices.Contains(m.Values(), v) {
+				out = append(out, fmt.Sprintf("%s: %q is not in %s", k, v, m))
+			}
+		}
+	}
+	return out
+}
+
+func printExplanation(w io.Writer, ex explanation, now time.Time) {
+	props := make([]string, 0, len(ex.Identifier))
+	for k, v := range ex.Identifier {
+		props = append(props, k+"="+v)
+	}
+	sort.Strings(props)
+	fmt.Fprintf(w, "limiter %s, counters under %q, cost %g\n", ex.Limiter, ex.KeyPrefix, ex.Cost)
+	fmt.Fprintf(w, "identifier: %s\n", cmp.Or(strings.Join(props, " "), "(empty)"))
+	var ts []string
+	for _, t := range ex.Tiers {
+		ts = append(ts, fmt.Sprintf("%s %s (%s)", t.Tier, count(t.Rules, "rule"), t.Source))
+	}
+	fmt.Fprintf(w, "tiers, highest first: %s\n\n", strings.Join(ts, ", "))
+
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "#\tTIER\tRULE\tACTION\tRESULT")
+	for _, r := range ex.Rules {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", r.Position, r.Tier, r.Name, r.Action, explainRuleLine(r, now))
+	}
+	for _, o := range ex.Overridden {
+		fmt.Fprintf(tw, "-\t%s\t%s\t\toverridden by the %s tier's rule of the same name\n", o.Tier, o.Name, o.OverriddenBy)
+	}
+	tw.Flush()
+
+	v := ex.Verdict
+	fmt.Fprintln(w)
+	switch {
+	case v.Error != "":
+		fmt.Fprintf(w, "verdict: unknown: the store failed (a check would fail open and allow): %s\n", v.Error)
+	case v.Action == string(ratelimit.ActionBlock):
+		fmt.Fprintf(w, "verdict: block by %s, retry after %s\n", v.Rule, time.Duration(v.RetryAfter*float64(time.Second)))
+	case v.Rule == "":
+		fmt.Fprintln(w, "verdict: allow: no rule matches")
+	case v.Exceeded:
+		fmt.Fprintf(w, "verdict: allow (shadow rule %s exceeded: logged, not enforced)\n", v.Rule)
+	default:
+		fmt.Fprintf(w, "verdict: allow (most constraining rule: %s)\n", v.Rule)
+	}
+	if v.Degraded {
+		fmt.Fprintln(w, "degraded: a count_distinct rule was left out (its property is missing)")
+	}
+}
+
+func explainRuleLine(r ruleExplanation, now time.Time) string {
+	switch r.State {
+	case stateNoMatch:
+		return "no match: " + strings.Join(r.Mismatches, "; ")
+	case stateSkip:
+		return "skip: allowed without counting; evaluation ends here"
+	case stateNotEvaluated, stateDegraded:
+		return strings.ReplaceAll(r.State, "_", " ") + ": " + r.Reason
+	}
+	counts := fmt.Sprintf("count %g of %d, remaining %g", *r.Count, *r.Limit, *r.Remaining)
+	switch r.State {
+	case stateBanned:
+		return fmt.Sprintf("BANNED until %s (in %s): exceeded without counting; %s", r.ResetAt.UTC().Format(time.RFC3339), explainUntil(now, *r.ResetAt), counts)
+	case stateBlock:
+		return fmt.Sprintf("BLOCK: a check now exceeds the limit; %s, window resets in %s", counts, explainUntil(now, *r.ResetAt))
+	case stateExceeded:
+		return fmt.Sprintf("exceeded (log rule: reported, never blocks); %s, window resets in %s", counts, explainUntil(now, *r.ResetAt))
+	}
+	return fmt.Sprintf("allow: %s, window resets in %s", counts, explainUntil(now, *r.ResetAt))
+}
+
+func explainUntil(now, t time.Time) string {
+	d := t.Sub(now)
+	if d < 0 {
+		d = 0
+	}
+	return d.Round(time.Second).String()
+}

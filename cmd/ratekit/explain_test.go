@@ -1,0 +1,435 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/config"
+	"github.com/ratekit/ratekit/core/redisstore"
+	"github.com/ratekit/ratekit/internal/redistest"
+)
+
+const explainAvailable = `available_limiters:
+  api_request:
+    description: "every API request"
+    available_properties: [ip, user, path, request_type]
+    allowed_skip_rules: [skip_health]
+    default_rules:
+      - name: per_user
+        characteristics: [user]
+        limit: 200
+        period_s: 60
+        action: limit
+      - name: login_by_ip
+        characteristics: [ip]
+        limit: 2
+        period_s: 60
+        ban_for_s: 900
+        action: limit
+        match:
+          path: /login
+      - name: per_ip
+        characteristics: [ip]
+        limit: 1000
+        period_s: 60
+`
+
+const explainRateLimits = `rate_limits:
+  api_request:
+    - name: skip_health
+      action: skip
+      match:
+        path: {one_of: [/-/health, /-/readiness]}
+    - name: per_user          # replaces the default of 200
+      characteristics: [user]
+      limit: 3
+      period_s: 60
+      match:
+        request_type: api
+    - name: distinct_paths
+      action: log
+      characteristics: [user]
+      count_distinct: path
+      limit: 2
+      period_s: 3600
+      match:
+        request_type: api
+        user: {regex: "^[a-z]+$"}
+`
+
+// explainEnv is a built ratekit binary, the two config files, a real Redis
+// and an in-process limiter over the same files and counters, which makes the
+// traffic that explain then reads.
+type explainEnv struct {
+	bin, available, rateLimits, prefix string
+	redisURL                           string
+	cluster                            bool
+	limiter                            *ratelimit.Limiter
+}
+
+func newExplainEnv(t *testing.T, client redisstore.Client, redisURL string, cluster bool) *explainEnv {
+	t.Helper()
+	dir := t.TempDir()
+	e := &explainEnv{bin: filepath.Join(dir, "ratekit"), available: filepath.Join(dir, "available_limiters.yaml"),
+		rateLimits: filepath.Join(dir, "rate_limits.yaml"), prefix: redistest.Prefix(t), redisURL: redisURL, cluster: cluster}
+	build := exec.Command("go", "build", "-o", e.bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	for path, body := range map[string]string{e.available: explainAvailable, e.rateLimits: explainRateLimits} {
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	available, err := config.LoadAvailableLimiters(e.available)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rateLimits, err := config.LoadRateLimits(e.rateLimits, available)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules, err := config.Rules(available, rateLimits, "api_request")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.limiter, err = ratelimit.New(ratelimit.Config{Name: "api_request", Store: redisstore.New(client), KeyPrefix: e.prefix,
+		Rules: rules, Logger: slog.New(slog.DiscardHandler), Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// run executes the binary and returns stdout, stderr and the exit code.
+func (e *explainEnv) run(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, e.bin, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return stdout.String(), stderr.String(), code
+}
+
+func (e *explainEnv) flags(extra ...string) []string {
+	args := []string{"explain", "--redis", e.redisURL, "--limiter", "api_request", "--key-prefix", e.prefix,
+		"--available-limiters", e.available, "--rate-limits", e.rateLimits}
+	if e.cluster {
+		args = append(args, "--cluster")
+	}
+	return append(args, extra...)
+}
+
+// explainJSON runs explain --json for the identifier and decodes the result.
+func (e *explainEnv) explainJSON(t *testing.T, id ...string) explanation {
+	t.Helper()
+	stdout, stderr, code := e.run(t, e.flags(append([]string{"--json"}, id...)...)...)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
+	}
+	var ex explanation
+	if err := json.Unmarshal([]byte(stdout), &ex); err != nil {
+		t.Fatalf("%v\n%s", err, stdout)
+	}
+	return ex
+}
+
+func (e *explainEnv) check(t *testing.T, n int, id ratelimit.Identifier) {
+	t.Helper()
+	for range n {
+		if r := e.limiter.Check(context.Background(), id); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+}
+
+// ruleLine is the compact form the tests compare: name, state and, for
+// counted rules, count/limit.
+func ruleLines(ex explanation) []string {
+	var out []string
+	for _, r := range ex.Rules {
+		s := fmt.Sprintf("%d %s %s %s", r.Position, r.Tier, r.Name, r.State)
+		if r.Count != nil {
+			s += fmt.Sprintf(" %g/%d", *r.Count, *r.Limit)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func TestExplain(t *testing.T) {
+	client := redistest.Client(t)
+	e := newExplainEnv(t, client, redistest.URL(t), false)
+	ctx := context.Background()
+	alice := ratelimit.Identifier{"user": "alice", "ip": "10.0.0.1", "request_type": "api"}
+	for _, p := range []string{"/api/a", "/api/b", "/api/c"} {
+		id := ratelimit.Identifier{"path": p}
+		for k, v := range alice {
+			id[k] = v
+		}
+		e.check(t, 1, id)
+	}
+	bob := ratelimit.Identifier{"user": "bob", "ip": "10.0.0.2", "request_type": "web", "path": "/login"}
+	e.check(t, 3, bob) // login_by_ip: the third exceeds and bans for 900s
+
+	t.Run("block", func(t *testing.T) {
+		ex := e.explainJSON(t, "user=alice", "ip=10.0.0.1", "request_type=api", "path=/api/d")
+		want := []string{
+			"1 file skip_health no_match",
+			"2 file per_user block 3/3", // a fourth request exceeds
+			"3 file distinct_paths not_evaluated",
+			"4 default login_by_ip no_match",
+			"5 default per_ip not_evaluated",
+		}
+		if got := ruleLines(ex); !slices.Equal(got, want) {
+			t.Fatalf("rules\n got %q\nwant %q", got, want)
+		}
+		if got := ex.Rules[0].Mismatches; !slices.Equal(got, []string{`path: "/api/d" is not in {one_of: ["/-/health" "/-/readiness"]}`}) {
+			t.Fatalf("skip_health mismatches %q", got)
+		}
+		if got := ex.Rules[3].Mismatches; !slices.Equal(got, []string{`path: "/api/d" is not "/login"`}) {
+			t.Fatalf("login_by_ip mismatches %q", got)
+		}
+		if ex.Rules[2].Reason != "after the blocking rule per_user" {
+			t.Fatalf("distinct_paths reason %q", ex.Rules[2].Reason)
+		}
+		if ex.Verdict.Action != "block" || ex.Verdict.Rule != "per_user" || ex.Verdict.RetryAfter < 1 || ex.Verdict.RetryAfter > 60 {
+			t.Fatalf("verdict %+v", ex.Verdict)
+		}
+		if !slices.Equal(ex.Overridden, []overriddenRule{{Tier: "default", Name: "per_user", OverriddenBy: "file"}}) {
+			t.Fatalf("overridden %+v", ex.Overridden)
+		}
+		if !slices.Equal(ex.Tiers, []tierSummary{{"file", e.rateLimits, 3}, {"default", e.available, 3}}) {
+			t.Fatalf("tiers %+v", ex.Tiers)
+		}
+	})
+
+	t.Run("shadow and counts", func(t *testing.T) {
+		// carol has no counts yet; alice's distinct paths are over the log rule's limit.
+		ex := e.explainJSON(t, "user=carol", "ip=10.0.0.3", "request_type=api", "path=/api/x")
+		want := []string{
+			"1 file skip_health no_match",
+			"2 file per_user allow 0/3",
+			"3 file distinct_paths allow 0/2",
+			"4 default login_by_ip no_match",
+			"5 default per_ip allow 0/1000",
+		}
+		if got := ruleLines(ex); !slices.Equal(got, want) {
+			t.Fatalf("rules\n got %q\nwant %q", got, want)
+		}
+		if ex.Verdict.Action != "allow" || ex.Verdict.Exceeded {
+			t.Fatalf("verdict %+v", ex.Verdict)
+		}
+		// With cost 0 nothing would be added: alice's per_user (3/3) is not
+		// exceeded, and her 3 distinct paths exceed the log rule's 2.
+		ex = e.explainJSON(t, "--cost", "0", "user=alice", "ip=10.0.0.1", "request_type=api", "path=/api/a")
+		want = []string{
+			"1 file skip_health no_match",
+			"2 file per_user allow 3/3",
+			"3 file distinct_paths exceeded 3/2",
+			"4 default login_by_ip no_match",
+			"5 default per_ip allow 3/1000",
+		}
+		if got := ruleLines(ex); !slices.Equal(got, want) {
+			t.Fatalf("cost 0 rules\n got %q\nwant %q", got, want)
+		}
+		if ex.Verdict.Action != "allow" || !ex.Verdict.Exceeded || ex.Verdict.Rule != "distinct_paths" {
+			t.Fatalf("verdict %+v", ex.Verdict)
+		}
+	})
+
+	t.Run("ban", func(t *testing.T) {
+		ex := e.explainJSON(t, "user=bob", "ip=10.0.0.2", "request_type=web", "path=/login")
+		want := []string{
+			"1 file skip_health no_match",
+			"2 file per_user no_match",
+			"3 file distinct_paths no_match",
+			"4 default login_by_ip banned 3/2",
+			"5 default per_ip not_evaluated",
+		}
+		if got := ruleLines(ex); !slices.Equal(got, want) {
+			t.Fatalf("rules\n got %q\nwant %q", got, want)
+		}
+		if got := ex.Rules[2].Mismatches; !slices.Equal(got, []string{`request_type: "web" is not "api"`}) {
+			t.Fatalf("distinct_paths mismatches %q", got)
+		}
+		ban := ex.Rules[3]
+		if left := time.Until(*ban.ResetAt); !ban.Banned || left < 800*time.Second || left > 900*time.Second {
+			t.Fatalf("ban until %v (in %v)", ban.ResetAt, left)
+		}
+		if ex.Verdict.Action != "block" || ex.Verdict.Rule != "login_by_ip" || ex.Verdict.RetryAfter < 800 {
+			t.Fatalf("verdict %+v", ex.Verdict)
+		}
+	})
+
+	t.Run("skip", func(t *testing.T) {
+		ex := e.explainJSON(t, "ip=10.0.0.1", "path=/-/health")
+		want := []string{
+			"1 file skip_health skip",
+			"2 file per_user no_match",
+			"3 file distinct_paths no_match",
+			"4 default login_by_ip no_match",
+			"5 default per_ip not_evaluated",
+		}
+		if got := ruleLines(ex); !slices.Equal(got, want) {
+			t.Fatalf("rules\n got %q\nwant %q", got, want)
+		}
+		if got := ex.Rules[1].Mismatches; !slices.Equal(got, []string{`request_type: not in the identifier (want "api")`}) {
+			t.Fatalf("per_user mismatches %q", got)
+		}
+		if ex.Verdict.Action != "allow" || ex.Verdict.Rule != "skip_health" {
+			t.Fatalf("verdict %+v", ex.Verdict)
+		}
+	})
+
+	t.Run("degraded", func(t *testing.T) {
+		ex := e.explainJSON(t, "user=dave", "ip=10.0.0.4", "request_type=api")
+		if got := ruleLines(ex)[2]; got != "3 file distinct_paths degraded" {
+			t.Fatalf("distinct_paths: %s", got)
+		}
+		if !ex.Verdict.Degraded || ex.Verdict.Action != "allow" {
+			t.Fatalf("verdict %+v", ex.Verdict)
+		}
+	})
+
+	t.Run("text", func(t *testing.T) {
+		stdout, stderr, code := e.run(t, e.flags("user=bob", "ip=10.0.0.2", "request_type=web", "path=/login")...)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		for _, re := range []string{
+			`(?m)^limiter api_request, counters under "` + regexp.QuoteMeta(e.prefix) + `", cost 1$`,
+			`(?m)^identifier: ip=10\.0\.0\.2 path=/login request_type=web user=bob$`,
+			`(?m)^tiers, highest first: file 3 rules \(.*rate_limits\.yaml\), default 3 rules \(.*available_limiters\.yaml\)$`,
+			`(?m)^2 +file +per_user +limit +no match: request_type: "web" is not "api"$`,
+			`(?m)^4 +default +login_by_ip +limit +BANNED until \S+Z \(in 1[45]m\d+s\): exceeded without counting; count 3 of 2, remaining 0$`,
+			`(?m)^5 +default +per_ip +limit +not evaluated: after the blocking rule login_by_ip$`,
+			`(?m)^- +default +per_user +overridden by the file tier's rule of the same name$`,
+			`(?m)^verdict: block by login_by_ip, retry after 1[45]m\d+s$`,
+		} {
+			if !regexp.MustCompile(re).MatchString(stdout) {
+				t.Errorf("output does not match %s\n%s", re, stdout)
+			}
+		}
+	})
+
+	t.Run("never counts", func(t *testing.T) {
+		id := ratelimit.Identifier{"user": "erin", "ip": "10.0.0.5", "request_type": "api", "path": "/api/a"}
+		e.check(t, 1, id)
+		before := dumpKeys(t, ctx, client, e.limiter.Keys(id))
+		for range 3 {
+			e.explainJSON(t, "user=erin", "ip=10.0.0.5", "request_type=api", "path=/api/b")
+		}
+		after := dumpKeys(t, ctx, client, e.limiter.Keys(id))
+		if len(after) != len(before) {
+			t.Fatalf("explain changed the keys:\nbefore %v\nafter  %v", before, after)
+		}
+		for k, b := range before {
+			a := after[k]
+			// Same value, and the window was not extended (the TTL only ran down).
+			if a.value != b.value || a.ttl > b.ttl || a.ttl < b.ttl-30*time.Second {
+				t.Errorf("%s: before %+v, after %+v", k, b, a)
+			}
+		}
+	})
+
+	t.Run("errors", func(t *testing.T) {
+		for _, tc := range []struct {
+			args []string
+			code int
+			msg  string
+		}{
+			{[]string{"explain", "--limiter", "api_request", "--available-limiters", e.available}, 2, "explain needs --redis URL"},
+			{e.flags("user"), 2, `identifier argument "user" is not PROPERTY=VALUE`},
+			{e.flags("user=a", "user=b"), 2, `identifier property "user" is given twice`},
+			{e.flags("--cost", "-1"), 2, "--cost must be a finite number >= 0"},
+			{[]string{"explain", "--redis", e.redisURL, "--limiter", "nope", "--available-limiters", e.available}, 1, `limiter "nope" is not declared in`},
+			{[]string{"explain", "--redis", "redis://" + redistest.UnusedAddr(t), "--limiter", "api_request", "--available-limiters", e.available, "--timeout", "2s", "user=a"},
+				1, "connection refused"},
+		} {
+			stdout, stderr, code := e.run(t, tc.args...)
+			if code != tc.code || !strings.Contains(stderr, tc.msg) {
+				t.Errorf("%q: exit %d, stderr %q; want exit %d with %q\n%s", tc.args, code, stderr, tc.code, tc.msg, stdout)
+			}
+		}
+	})
+}
+
+type keyState struct {
+	value string
+	ttl   time.Duration
+}
+
+// dumpKeys reads the value and TTL of each key that exists.
+func dumpKeys(t *testing.T, ctx context.Context, c redis.Cmdable, keys []string) map[string]keyState {
+	t.Helper()
+	out := map[string]keyState{}
+	for _, k := range keys {
+		typ, err := c.Type(ctx, k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v string
+		switch typ {
+		case "none":
+			continue
+		case "string":
+			v = c.Get(ctx, k).Val()
+		case "set":
+			m := c.SMembers(ctx, k).Val()
+			slices.Sort(m)
+			v = strings.Join(m, ",")
+		}
+		out[k] = keyState{v, c.PTTL(ctx, k).Val()}
+	}
+	if len(out) == 0 {
+		t.Fatal("no counter keys: the check did not count")
+	}
+	return out
+}
+
+// The same explanation on a Redis Cluster, where the rules' counters live in
+// different slots.
+func TestExplainCluster(t *testing.T) {
+	addrs := redistest.ClusterAddrs(t)
+	url := "redis://" + addrs[0] + "?addr=" + strings.Join(addrs[1:], "&addr=")
+	e := newExplainEnv(t, redistest.ClusterClient(t), url, true)
+	e.check(t, 4, ratelimit.Identifier{"user": "bob", "ip": "10.0.0.2", "request_type": "web", "path": "/login"})
+	ex := e.explainJSON(t, "user=bob", "ip=10.0.0.2", "request_type=web", "path=/login")
+	if got := ruleLines(ex)[3]; got != "4 default login_by_ip banned 3/2" {
+		t.Fatalf("login_by_ip: %s", got)
+	}
+	ex = e.explainJSON(t, "user=alice", "ip=10.0.0.2", "request_type=api", "path=/api/a")
+	want := []string{
+		"1 file skip_health no_match",
+		"2 file per_user allow 0/3",
+		"3 file distinct_paths allow 0/2",
+		"4 default login_by_ip no_match",
+		"5 default per_ip allow 2/1000", // bob's two checks before the ban; banned checks never count
+	}
+	if got := ruleLines(ex); !slices.Equal(got, want) {
+		t.Fatalf("rules\n got %q\nwant %q", got, want)
+	}
+}
