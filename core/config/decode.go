@@ -165,12 +165,24 @@ func (d *doc) visit(n *yaml.Node, p path) *yaml.Node {
 	d.budget--
 	if d.budget < 0 {
 		if !d.overBudget {
+			// At no path: it stops every later check, which would only see
+			// part of the document.
 			d.overBudget = true
-			d.fail(p, false, "the document is too large: over %d YAML nodes once aliases are expanded", maxNodes)
+			d.structural = append(d.structural, problem{line: n.Line, col: n.Column,
+				msg: fmt.Sprintf("the document is too large: over %d YAML nodes once aliases are expanded", maxNodes)})
 		}
 		return nil
 	}
 	return n
+}
+
+func hasKey(n *yaml.Node, key string) bool {
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return true
+		}
+	}
+	return false
 }
 
 func isNull(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" }
@@ -201,6 +213,7 @@ var (
 	defaultRuleName = (&configv1.DefaultRule{}).ProtoReflect().Descriptor().FullName()
 	limiterSpecName = (&configv1.LimiterSpec{}).ProtoReflect().Descriptor().FullName()
 	ruleListName    = (&configv1.RuleList{}).ProtoReflect().Descriptor().FullName()
+	stringSetName   = (&configv1.StringSet{}).ProtoReflect().Descriptor().FullName()
 )
 
 func describe(md protoreflect.MessageDescriptor, p path) string {
@@ -212,11 +225,17 @@ func describe(md protoreflect.MessageDescriptor, p path) string {
 	case matchValueName:
 		return "a match value"
 	}
-	if _, ok := listShorthand[md.FullName()]; ok {
-		return p[len(p)-1].field
-	}
 	if len(p) == 0 {
 		return "the document"
+	}
+	switch md.FullName() {
+	case ruleListName:
+		if last := p[len(p)-1]; last.key != nil {
+			return fmt.Sprintf("the rules of limiter %s", *last.key)
+		}
+		return "the rules"
+	case stringSetName:
+		return "one_of"
 	}
 	return p[len(p)-1].field
 }
@@ -227,12 +246,19 @@ func (d *doc) message(n *yaml.Node, md protoreflect.MessageDescriptor, p path) m
 	if n = d.visit(n, p); n == nil || isNull(n) {
 		return out
 	}
-	if f, ok := listShorthand[md.FullName()]; ok && n.Kind == yaml.SequenceNode {
-		fd := md.Fields().ByName(f)
-		fp := p.field(string(f))
-		d.record(fp, nil, n)
-		out[string(f)] = d.list(n, fd, fp)
-		return out
+	if f, ok := listShorthand[md.FullName()]; ok {
+		switch {
+		case n.Kind == yaml.SequenceNode:
+			fd := md.Fields().ByName(f)
+			fp := p.field(string(f))
+			d.record(fp, nil, n)
+			out[string(f)] = d.list(n, fd, fp)
+			return out
+		case n.Kind != yaml.MappingNode || !hasKey(n, string(f)):
+			// Only the stored JSON writes the {"rules": [...]} envelope.
+			d.fail(p, false, "%s must be a list, got %s", describe(md, p), kindName(n))
+			return out
+		}
 	}
 	if md.FullName() == matchValueName && n.Kind == yaml.ScalarNode {
 		if s, ok := d.str(n, p, "match value"); ok {
@@ -265,7 +291,7 @@ func (d *doc) message(n *yaml.Node, md protoreflect.MessageDescriptor, p path) m
 		seen[name] = k
 		fd := md.Fields().ByName(protoreflect.Name(name))
 		if fd == nil {
-			d.fail(fp, true, "%s", unknownField(name, md))
+			d.fail(fp, true, "%s", unknownField(name, md, p))
 			continue
 		}
 		if val, ok := d.value(v, fd, fp); ok {
@@ -447,7 +473,7 @@ func camelToSnake(s string) string {
 	return b.String()
 }
 
-func unknownField(name string, md protoreflect.MessageDescriptor) string {
+func unknownField(name string, md protoreflect.MessageDescriptor, p path) string {
 	fields := md.Fields()
 	known := make([]string, 0, fields.Len())
 	best, bestDist := "", 3
@@ -462,19 +488,7 @@ func unknownField(name string, md protoreflect.MessageDescriptor) string {
 		return fmt.Sprintf("unknown field %q (did you mean %q?)", name, best)
 	}
 	sort.Strings(known)
-	return fmt.Sprintf("unknown field %q; %s takes %s", name, fieldsOwner(md), strings.Join(known, ", "))
-}
-
-func fieldsOwner(md protoreflect.MessageDescriptor) string {
-	switch md.FullName() {
-	case ruleName, defaultRuleName:
-		return "a rule"
-	case limiterSpecName:
-		return "a limiter"
-	case matchValueName:
-		return "a match value"
-	}
-	return "this section"
+	return fmt.Sprintf("unknown field %q; %s takes %s", name, describe(md, p), strings.Join(known, ", "))
 }
 
 // editDistance is the Levenshtein distance, for "did you mean" hints.
@@ -524,7 +538,11 @@ func (d *doc) validate(msg proto.Message) {
 			}
 			p = append(p, x)
 		}
-		d.checks = append(d.checks, problem{at: p, forKey: v.Proto.GetForKey(), msg: violationMessage(v, p)})
+		msg := violationMessage(v, p)
+		if n := len(p); n > 0 && p[n-1].field == "kind" {
+			p = p[:n-1] // the oneof of MatchValue: the problem is the value itself
+		}
+		d.checks = append(d.checks, problem{at: p, forKey: v.Proto.GetForKey(), msg: msg})
 	}
 }
 

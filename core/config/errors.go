@@ -79,7 +79,13 @@ func sortErrors(errs []*Error) {
 		if a.Line != b.Line {
 			return a.Line < b.Line
 		}
-		return a.Column < b.Column
+		if a.Column != b.Column {
+			return a.Column < b.Column
+		}
+		if a.Path != b.Path { // protovalidate walks maps in random order
+			return a.Path < b.Path
+		}
+		return a.Message < b.Message
 	})
 }
 

@@ -207,8 +207,9 @@ func parseJSON(data []byte) (*yaml.Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := p.dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, p.errorAt(p.dec.InputOffset(), "unexpected data after the document")
+	rest := p.data[p.dec.InputOffset():]
+	if trimmed := bytes.TrimLeft(rest, " \t\r\n"); len(trimmed) > 0 {
+		return nil, p.errorAt(int64(len(p.data)-len(trimmed)), "unexpected data after the document")
 	}
 	return n, nil
 }
@@ -252,7 +253,7 @@ func (p *jsonParser) token() (json.Token, *yaml.Node, error) {
 	if err != nil {
 		var se *json.SyntaxError
 		if errors.As(err, &se) {
-			return nil, nil, p.errorAt(se.Offset, se.Error())
+			return nil, nil, p.errorAt(off, se.Error()) // at the start of the bad token
 		}
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			return nil, nil, p.errorAt(int64(len(p.data)), "unexpected end of the document")

@@ -22,6 +22,21 @@ func noun(p path, forKey bool) string {
 		return "the document"
 	}
 	last := p[len(p)-1]
+	// Inside a match value: name the match entry.
+	if n := len(p); !forKey && n >= 2 {
+		for i := n - 2; i >= 0 && i >= n-3; i-- {
+			if p[i].field == "match" && p[i].key != nil {
+				entry := fmt.Sprintf("match %q", *p[i].key)
+				switch last.field {
+				case "equality", "kind":
+					return entry
+				case "values":
+					return entry + ": one_of"
+				}
+				return entry + ": " + last.field
+			}
+		}
+	}
 	if forKey {
 		switch last.field {
 		case "available_limiters", "rate_limits":
@@ -46,8 +61,6 @@ func noun(p path, forKey bool) string {
 		}
 	case "count_distinct":
 		return "count_distinct property"
-	case "values":
-		return "one_of"
 	case "match":
 		if last.key != nil {
 			return fmt.Sprintf("match %q", *last.key)
@@ -85,7 +98,7 @@ func violationMessage(v *protovalidate.Violation, p path) string {
 			return "action is missing: it must be limit, log or skip"
 		}
 		if len(p) > 1 && p[len(p)-1].field == "kind" { // the oneof of MatchValue
-			return noun(p[:len(p)-1], false) + " has no value: give text, {regex: ...} or {one_of: [...]}"
+			return what + " has no value: give text, {regex: ...} or {one_of: [...]}"
 		}
 		return what + " is missing"
 	case "enum.defined_only":

@@ -1,0 +1,210 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+	buildDir  string
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if buildDir != "" {
+		os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
+}
+
+// binary builds the real ratekit binary once per test run.
+func binary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		buildDir, buildErr = os.MkdirTemp("", "ratekit-cli-test")
+		if buildErr != nil {
+			return
+		}
+		binPath = filepath.Join(buildDir, "ratekit")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = errors.New("go build: " + err.Error() + "\n" + string(out))
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// ratekit runs the binary in dir and returns its exit code, stdout and stderr.
+func ratekit(t *testing.T, dir string, args ...string) (int, string, string) {
+	t.Helper()
+	cmd := exec.Command(binary(t), args...)
+	cmd.Dir = dir
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return code, stdout.String(), stderr.String()
+}
+
+func writeFiles(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func readFixture(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "core", "config", "testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestValidateValid(t *testing.T) {
+	dir := writeFiles(t, map[string]string{
+		"available_limiters.yaml": readFixture(t, "available_limiters.yaml") + "  guarded:\n    description: g\n    available_properties: [ip]\n    allowed_skip_rules: [skip_office]\n",
+		"rate_limits.yaml":        readFixture(t, "rate_limits.yaml") + "  guarded:\n    - name: skip_office\n      action: skip\n      match: {ip: {one_of: [192.0.2.1]}}\n",
+	})
+	code, stdout, stderr := ratekit(t, dir, "validate", "--available-limiters", "available_limiters.yaml", "--rate-limits", "rate_limits.yaml")
+	if code != 0 || stderr != "" {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
+	}
+	want := `available_limiters.yaml: 4 limiters
+  guarded           1 property    0 default rules  skip rules allowed: skip_office
+  pipelines_create  5 properties  1 default rule
+  rack_request      3 properties  2 default rules
+  user_sign_in      2 properties  1 default rule
+rate_limits.yaml: 7 rules for 3 limiters
+  guarded           1 rule   (1 skip)
+  pipelines_create  4 rules  (3 limit, 1 skip)
+  user_sign_in      2 rules  (2 limit)
+skip rules: 2 (each bypasses its limiter for every request it matches)
+  rate_limits.yaml:27:7: pipelines_create/pipelines_create_skip_app_defaults: match {} (every request)
+  rate_limits.yaml:48:7: guarded/skip_office: match {ip: {one_of: ["192.0.2.1"]}}
+OK
+`
+	if stdout != want {
+		t.Fatalf("stdout:\n%s\nwant:\n%s", stdout, want)
+	}
+
+	// Without --rate-limits only available_limiters.yaml is checked.
+	code, stdout, _ = ratekit(t, dir, "validate", "--available-limiters=available_limiters.yaml")
+	if code != 0 || !strings.HasSuffix(stdout, "skip rules: none\nOK\n") {
+		t.Fatalf("exit %d, stdout:\n%s", code, stdout)
+	}
+}
+
+func TestValidateInvalid(t *testing.T) {
+	dir := writeFiles(t, map[string]string{
+		"available_limiters.yaml": readFixture(t, "available_limiters.yaml"),
+		"rate_limits.yaml": `rate_limits:
+  user_sign_in:
+    - name: per_ip
+      limit: ten
+      period_s: 60
+      characteristics: [ip]
+    - name: per_ip
+      action: skip
+      ban_for_s: 60
+  sign_up: []
+`,
+		"bad_available.yaml": "available_limiters:\n  a:\n    description: \"\"\n    default_rules:\n      - name: x\n        action: log\n",
+	})
+	code, stdout, stderr := ratekit(t, dir, "validate", "--available-limiters", "available_limiters.yaml", "--rate-limits", "rate_limits.yaml")
+	want := `rate_limits.yaml:4:14: user_sign_in/per_ip: limit must be a whole number, got the value "ten"
+rate_limits.yaml:7:7: user_sign_in/per_ip: ban_for_s is not valid on skip rules
+rate_limits.yaml:7:13: user_sign_in/per_ip: rule name "per_ip" is used twice in this limiter (first at line 3)
+rate_limits.yaml:10:3: sign_up: no limiter "sign_up" in available_limiters.yaml (it declares pipelines_create, rack_request, user_sign_in)
+`
+	if code != 1 || stdout != "" || stderr != want {
+		t.Fatalf("exit %d, stdout %q, stderr:\n%s\nwant exit 1 and:\n%s", code, stdout, stderr, want)
+	}
+
+	code, _, stderr = ratekit(t, dir, "validate", "--available-limiters", "bad_available.yaml", "--rate-limits", "rate_limits.yaml")
+	want = `bad_available.yaml:3:18: a: description is missing
+bad_available.yaml:5:9: a/x: limit and log rules require limit and period_s
+rate_limits.yaml: not checked: bad_available.yaml is invalid
+`
+	if code != 1 || stderr != want {
+		t.Fatalf("exit %d, stderr:\n%s\nwant exit 1 and:\n%s", code, stderr, want)
+	}
+}
+
+func TestUsageAndUnreadable(t *testing.T) {
+	dir := writeFiles(t, map[string]string{"available_limiters.yaml": readFixture(t, "available_limiters.yaml")})
+	if err := os.Mkdir(filepath.Join(dir, "a_directory"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name       string
+		args       []string
+		wantStderr string // a line the diagnostics must contain
+	}{
+		{"no command", nil, "usage: ratekit COMMAND"},
+		{"unknown command", []string{"frobnicate"}, `ratekit: unknown command "frobnicate"`},
+		{"help for an unknown command", []string{"help", "frobnicate"}, `ratekit help: unknown command "frobnicate"`},
+		{"missing flag", []string{"validate"}, "ratekit: validate needs --available-limiters FILE"},
+		{"unknown flag", []string{"validate", "--available", "x"}, "ratekit: flag provided but not defined: -available"},
+		{"positional argument", []string{"validate", "--available-limiters", "available_limiters.yaml", "rate_limits.yaml"}, `validate takes no arguments, got ["rate_limits.yaml"]`},
+		{"missing available limiters", []string{"validate", "--available-limiters", "nope.yaml"}, "open nope.yaml: no such file or directory"},
+		{"missing rate limits", []string{"validate", "--available-limiters", "available_limiters.yaml", "--rate-limits", "nope.yaml"}, "stat nope.yaml: no such file or directory"},
+		{"a directory", []string{"validate", "--available-limiters", "a_directory"}, "a_directory: is a directory"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, stdout, stderr := ratekit(t, dir, tt.args...)
+			if code != 2 || stdout != "" || !strings.Contains(stderr, tt.wantStderr) {
+				t.Fatalf("exit %d, stdout %q, stderr:\n%s\nwant exit 2 and stderr containing %q", code, stdout, stderr, tt.wantStderr)
+			}
+		})
+	}
+}
+
+func TestHelp(t *testing.T) {
+	code, stdout, _ := ratekit(t, t.TempDir(), "help")
+	if code != 0 || !strings.Contains(stdout, "\n  validate  check available_limiters.yaml and rate_limits.yaml (for CI)\n") {
+		t.Fatalf("exit %d, stdout:\n%s", code, stdout)
+	}
+	for _, args := range [][]string{{"help", "validate"}, {"validate", "-h"}} {
+		code, stdout, _ = ratekit(t, t.TempDir(), args...)
+		if code != 0 || !strings.HasPrefix(stdout, "usage: ratekit validate --available-limiters FILE [--rate-limits FILE]\n") {
+			t.Fatalf("%v: exit %d, stdout:\n%s", args, code, stdout)
+		}
+	}
+}
+
+// Every registered command has a summary, a usage text and a run function.
+func TestRegistry(t *testing.T) {
+	if len(commands) == 0 {
+		t.Fatal("no commands registered")
+	}
+	for name, c := range commands {
+		if c.summary == "" || !strings.HasPrefix(c.usage, "usage: ratekit "+name) || c.run == nil {
+			t.Errorf("command %q is incomplete: %+v", name, c)
+		}
+	}
+}

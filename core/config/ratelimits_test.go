@@ -1,0 +1,346 @@
+package config
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	ratelimit "github.com/ratekit/ratekit/core"
+	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
+)
+
+// guardedAvailable declares three limiters with the three kinds of skip
+// guardrail: none, an allow list, and no skip rules at all.
+const guardedAvailable = `available_limiters:
+  open:
+    description: no skip restriction
+    available_properties: [ip, user, path]
+  guarded:
+    description: skip rules restricted
+    available_properties: [ip, path]
+    allowed_skip_rules: [skip_health]
+  locked:
+    description: no skip rules at all
+    available_properties: [ip]
+    allowed_skip_rules: []
+`
+
+func mustAvailable(t testing.TB, yaml string) *AvailableLimiters {
+	t.Helper()
+	a, err := ParseAvailableLimiters("available_limiters.yaml", []byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func TestParseRateLimitsErrors(t *testing.T) {
+	available := mustAvailable(t, guardedAvailable)
+	tests := []struct {
+		name, yaml string
+		want       []string
+	}{
+		{"top-level typo", "rate_limit: {}\n", []string{`r.yaml:1:1: unknown field "rate_limit" (did you mean "rate_limits"?)`}},
+		{"undeclared limiter", "rate_limits:\n  nope:\n    - name: a\n      action: skip\n",
+			[]string{`r.yaml:2:3: nope: no limiter "nope" in available_limiters.yaml (it declares guarded, locked, open)`}},
+		{"invalid limiter name", "rate_limits:\n  No-Pe: []\n",
+			[]string{`r.yaml:2:3: No-Pe: limiter name "No-Pe" must be 1 to 64 characters, each a-z, 0-9 or _`}},
+		{"rules not a list", "rate_limits:\n  open:\n    name: a\n",
+			[]string{`r.yaml:3:5: open: the rules of limiter open must be a list, got a mapping`}},
+		{"rule not a mapping", "rate_limits:\n  open:\n    - just_a_name\n",
+			[]string{`r.yaml:3:7: open/#1: a rule must be a mapping (name: value lines), got the value "just_a_name"`}},
+		{"skip outside the allow list", "rate_limits:\n  guarded:\n    - name: skip_everything\n      action: skip\n",
+			[]string{`r.yaml:4:15: guarded/skip_everything: skip rule "skip_everything" is not in the limiter's allowed_skip_rules (skip_health); a skip bypasses the limiter for every request it matches`}},
+		{"skip on a limiter that forbids them", "rate_limits:\n  locked:\n    - name: skip_health\n      action: skip\n",
+			[]string{`r.yaml:4:15: locked/skip_health: skip rules are not allowed on this limiter: its allowed_skip_rules list is empty (a skip bypasses the limiter for every request it matches)`}},
+		{"properties of another limiter", "rate_limits:\n  guarded:\n    - name: a\n      limit: 1\n      period_s: 1\n      characteristics: [user]\n      match: {user: x}\n", []string{
+			`r.yaml:6:25: guarded/a: characteristic "user" is not one of the limiter's available_properties (ip, path)`,
+			`r.yaml:7:15: guarded/a: match property "user" is not one of the limiter's available_properties (ip, path)`,
+		}},
+		{"duplicate names", "rate_limits:\n  open:\n    - name: a\n      action: skip\n    - name: a\n      action: skip\n",
+			[]string{`r.yaml:5:13: open/a: rule name "a" is used twice in this limiter (first at line 3)`}},
+		{"a rule without action limits, so it needs thresholds", "rate_limits:\n  open:\n    - name: a\n      characteristics: [ip]\n",
+			[]string{`r.yaml:3:7: open/a: limit and log rules require limit and period_s`}},
+		{"every error of the file, in file order", "rate_limits:\n  open:\n    - name: a\n      limit: 0\n      period_s: 60\n      colour: red\n  nope: []\n  guarded:\n    - name: b\n      action: skip\n      ban_for_s: 10\n", []string{
+			`r.yaml:4:14: open/a: limit must be at least 1, got 0`,
+			`r.yaml:6:7: open/a: unknown field "colour"; a rule takes action, ban_for_s, characteristics, count_distinct, description, limit, match, name, period_s`,
+			`r.yaml:7:3: nope: no limiter "nope" in available_limiters.yaml (it declares guarded, locked, open)`,
+			`r.yaml:9:7: guarded/b: ban_for_s is not valid on skip rules`,
+			`r.yaml:10:15: guarded/b: skip rule "b" is not in the limiter's allowed_skip_rules (skip_health); a skip bypasses the limiter for every request it matches`,
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := ParseRateLimits("r.yaml", []byte(tt.yaml), available)
+			if r != nil {
+				t.Errorf("got a result with the error: %v", r.Proto)
+			}
+			assertErrors(t, err, tt.want)
+		})
+	}
+}
+
+func TestDesignExamplesAreValid(t *testing.T) {
+	available, err := LoadAvailableLimiters("testdata/available_limiters.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := available.Names(), []string{"pipelines_create", "rack_request", "user_sign_in"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("limiters = %v, want %v", got, want)
+	}
+	rateLimits, err := LoadRateLimits("testdata/rate_limits.yaml", available)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := rateLimits.Limiters(), []string{"pipelines_create", "user_sign_in"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("rate_limits limiters = %v, want %v", got, want)
+	}
+
+	file, defaults, err := Tiers(available, rateLimits, "user_sign_in")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantDefaults := []ratelimit.Rule{{
+		Name:            "limit_user_sign_ins_by_username",
+		Characteristics: []string{"username"},
+		Limit:           ratelimit.Static(5),
+		Period:          ratelimit.StaticPeriod(10 * time.Minute),
+		Action:          ratelimit.ActionLimit,
+		BanFor:          15 * time.Minute,
+	}}
+	if !reflect.DeepEqual(defaults, wantDefaults) {
+		t.Errorf("defaults = %+v\nwant %+v", defaults, wantDefaults)
+	}
+	wantFile := []ratelimit.Rule{{
+		Name:            "user_sign_in_distinct_users_per_ip",
+		Description:     "distinct users attempting to sign in from a single IP",
+		Characteristics: []string{"ip"},
+		Limit:           ratelimit.Static(10),
+		Period:          ratelimit.StaticPeriod(time.Hour),
+		Action:          ratelimit.ActionLimit, // the design's example leaves action out
+		CountDistinct:   "username",
+	}, {
+		Name:            "user_sign_in_ban_ip_after_failures",
+		Description:     "ban an IP for 15 minutes after 10 failed sign-ins in a minute",
+		Characteristics: []string{"ip"},
+		Limit:           ratelimit.Static(10),
+		Period:          ratelimit.StaticPeriod(time.Minute),
+		Action:          ratelimit.ActionLimit,
+		BanFor:          15 * time.Minute,
+	}}
+	if !reflect.DeepEqual(file, wantFile) {
+		t.Errorf("file rules = %+v\nwant %+v", file, wantFile)
+	}
+
+	rack, err := Rules(available, rateLimits, "rack_request")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rack) != 2 || rack[0].Match["path"].String() != `"/users/sign_in"` || len(rack[1].Match) != 0 {
+		t.Errorf("rack_request rules = %+v", rack)
+	}
+
+	// Every limiter's merged list is one the core accepts.
+	for _, name := range available.Names() {
+		rules, err := Rules(available, rateLimits, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ratelimit.ValidateRules(rules); err != nil {
+			t.Errorf("%s: the core rejects the loaded rules: %v", name, err)
+		}
+	}
+
+	skips := rateLimits.SkipRules()
+	if len(skips) != 1 || skips[0].Limiter != "pipelines_create" || skips[0].Rule.GetName() != "pipelines_create_skip_app_defaults" ||
+		skips[0].Line != 27 || skips[0].Column != 7 || skips[0].File != "testdata/rate_limits.yaml" {
+		t.Errorf("skip rules = %+v", skips)
+	}
+	if s := available.SkipRules(); len(s) != 0 {
+		t.Errorf("default skip rules = %+v, want none", s)
+	}
+}
+
+func TestValidDocuments(t *testing.T) {
+	available := mustAvailable(t, guardedAvailable)
+	tests := []struct {
+		name, yaml string
+		limiter    string
+		want       []ratelimit.Rule
+	}{
+		{"empty file", "", "open", nil},
+		{"comments only", "# nothing yet\n", "open", nil},
+		{"null rate_limits", "rate_limits:\n", "open", nil},
+		{"allowed skip", "rate_limits:\n  guarded:\n    - name: skip_health\n      action: skip\n      match: {path: {one_of: [/-/health, /-/ready]}}\n", "guarded",
+			[]ratelimit.Rule{{Name: "skip_health", Action: ratelimit.ActionSkip, Match: map[string]ratelimit.Matcher{"path": ratelimit.OneOf("/-/health", "/-/ready")}}}},
+		{"scalars are canonical text", "rate_limits:\n  open:\n    - name: a\n      action: skip\n      match: {user: 42, ip: true, path: 1.50}\n", "open",
+			[]ratelimit.Rule{{Name: "a", Action: ratelimit.ActionSkip, Match: map[string]ratelimit.Matcher{
+				"user": ratelimit.Equal("42"), "ip": ratelimit.Equal("true"), "path": ratelimit.Equal("1.5")}}}},
+		{"aliases", "rate_limits:\n  open:\n    - name: a\n      action: log\n      limit: &n 5\n      period_s: *n\n      match: &m {path: {regex: '^/api/'}}\n    - name: b\n      action: skip\n      match: *m\n", "open",
+			[]ratelimit.Rule{
+				{Name: "a", Action: ratelimit.ActionLog, Limit: ratelimit.Static(5), Period: ratelimit.StaticPeriod(5 * time.Second), Match: map[string]ratelimit.Matcher{"path": ratelimit.Regex("^/api/")}},
+				{Name: "b", Action: ratelimit.ActionSkip, Match: map[string]ratelimit.Matcher{"path": ratelimit.Regex("^/api/")}},
+			}},
+		{"the stored envelope is accepted too", "rate_limits:\n  open: {rules: [{name: a, action: skip}]}\n", "open",
+			[]ratelimit.Rule{{Name: "a", Action: ratelimit.ActionSkip}}},
+		{"JSON is YAML", `{"rate_limits":{"open":[{"name":"a","action":"skip","match":{"user":{"regex":"^bot"}}}]}}`, "open",
+			[]ratelimit.Rule{{Name: "a", Action: ratelimit.ActionSkip, Match: map[string]ratelimit.Matcher{"user": ratelimit.Regex("^bot")}}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := ParseRateLimits("r.yaml", []byte(tt.yaml), available)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := r.Rules(tt.limiter)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("rules = %+v\nwant %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestLoadFiles(t *testing.T) {
+	dir := t.TempDir()
+	_, err := LoadAvailableLimiters(filepath.Join(dir, "available_limiters.yaml"))
+	if !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("missing available_limiters.yaml: err = %v, want fs.ErrNotExist", err)
+	}
+	var ve *ValidationError
+	if errors.As(err, &ve) {
+		t.Fatalf("a missing file is not a validation error: %v", err)
+	}
+
+	available := mustAvailable(t, guardedAvailable)
+	r, err := LoadRateLimits(filepath.Join(dir, "rate_limits.yaml"), available)
+	if err != nil {
+		t.Fatalf("missing rate_limits.yaml is normal, got %v", err)
+	}
+	if len(r.Limiters()) != 0 {
+		t.Fatalf("missing rate_limits.yaml gave limiters %v", r.Limiters())
+	}
+
+	big := filepath.Join(dir, "big.yaml")
+	if err := os.WriteFile(big, make([]byte, MaxFileSize+1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadRateLimits(big, available); err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Fatalf("oversized file: err = %v", err)
+	}
+	if _, err := ParseRateLimits("r.yaml", nil, nil); err == nil {
+		t.Fatal("ParseRateLimits without available limiters succeeded")
+	}
+	if _, err := available.DefaultRules("nope"); err == nil {
+		t.Fatal("DefaultRules of an undeclared limiter succeeded")
+	}
+}
+
+// An invalid rate_limits.yaml never half-applies: the load fails whole, and the
+// limiter keeps the last good rules it was given.
+func TestInvalidRateLimitsKeepLastGoodRules(t *testing.T) {
+	available := mustAvailable(t, guardedAvailable)
+	path := filepath.Join(t.TempDir(), "rate_limits.yaml")
+	write := func(s string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// apply is what a service does on start-up and on every reload.
+	apply := func(l *ratelimit.Limiter) error {
+		rl, err := LoadRateLimits(path, available)
+		if err != nil {
+			return err // logged by the caller; the limiter is untouched
+		}
+		rules, err := Rules(available, rl, l.Name())
+		if err != nil {
+			return err
+		}
+		return l.SetRules(rules)
+	}
+
+	write("rate_limits:\n  open:\n    - name: per_ip\n      limit: 2\n      period_s: 60\n      characteristics: [ip]\n")
+	l, err := ratelimit.New(ratelimit.Config{Name: "open", Store: ratelimit.NewMemoryStore()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := apply(l); err != nil {
+		t.Fatal(err)
+	}
+	good := l.Rules()
+	ctx := t.Context()
+	id := ratelimit.Identifier{"ip": "192.0.2.1"}
+	for i, want := range []ratelimit.Action{ratelimit.ActionAllow, ratelimit.ActionAllow, ratelimit.ActionBlock} {
+		if got := l.Check(ctx, id).Action; got != want {
+			t.Fatalf("check %d = %v, want %v", i+1, got, want)
+		}
+	}
+
+	// One good rule (a higher limit) and one bad one: nothing of it applies.
+	write("rate_limits:\n  open:\n    - name: per_ip\n      limit: 100\n      period_s: 60\n      characteristics: [ip]\n    - name: broken\n      limit: ten\n")
+	err = apply(l)
+	var ve *ValidationError
+	if !errors.As(err, &ve) || len(ve.Errors) != 1 || ve.Errors[0].Rule != "broken" || ve.Errors[0].Line != 8 {
+		t.Fatalf("invalid file: err = %v, want a *ValidationError for rule broken at line 8", err)
+	}
+	if !reflect.DeepEqual(l.Rules(), good) {
+		t.Fatalf("rules changed after an invalid file: %+v", l.Rules())
+	}
+	if got := l.Check(ctx, id).Action; got != ratelimit.ActionBlock {
+		t.Fatalf("after the invalid file the old limit of 2 should still block, got %v", got)
+	}
+
+	// SetRules itself rejects an invalid list whole, too.
+	if err := l.SetRules([]ratelimit.Rule{{Name: "ok", Action: ratelimit.ActionSkip}, {Name: "Bad Name"}}); err == nil {
+		t.Fatal("SetRules accepted an invalid list")
+	}
+	if !reflect.DeepEqual(l.Rules(), good) {
+		t.Fatal("SetRules half-applied an invalid list")
+	}
+
+	// A fixed file applies.
+	write("rate_limits:\n  open:\n    - name: per_ip\n      limit: 100\n      period_s: 60\n      characteristics: [ip]\n")
+	if err := apply(l); err != nil {
+		t.Fatal(err)
+	}
+	if got := l.Check(ctx, id).Action; got != ratelimit.ActionAllow {
+		t.Fatalf("after the fixed file (limit 100, same counter) = %v, want allow", got)
+	}
+}
+
+func TestPublishRulesRequest(t *testing.T) {
+	available := mustAvailable(t, guardedAvailable)
+	req, err := ParsePublishRulesRequest("publish.yaml", []byte("rate_limits:\n  open:\n    - name: a\n      limit: 25\n      period_s: 60\n      characteristics: [user]\n"), available)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ValidatePublishRulesRequest(req, available); err != nil {
+		t.Fatal(err)
+	}
+	bad := &configv1.PublishRulesRequest{RateLimits: map[string]*configv1.RuleList{
+		"locked": {Rules: []*configv1.Rule{{Name: "skip_all", Action: configv1.Action_ACTION_SKIP}, {Name: "x", Action: configv1.Action_ACTION_LIMIT, Characteristics: []string{"user"}}}},
+		"gone":   {},
+		"Bad":    {},
+	}}
+	err = ValidatePublishRulesRequest(bad, available)
+	assertErrors(t, err, []string{
+		`Bad: limiter name "Bad" must be 1 to 64 characters, each a-z, 0-9 or _`,
+		`gone: no limiter "gone" in available_limiters.yaml (it declares guarded, locked, open)`,
+		`locked/skip_all: skip rules are not allowed on this limiter: its allowed_skip_rules list is empty (a skip bypasses the limiter for every request it matches)`,
+		`locked/x: limit and log rules require limit and period_s`,
+		`locked/x: characteristic "user" is not one of the limiter's available_properties (ip)`,
+	})
+	if err := ValidatePublishRulesRequest(bad, nil); err == nil {
+		t.Fatal("without available limiters the schema checks still apply")
+	}
+	_, err = ParsePublishRulesRequest("publish.yaml", []byte("rate_limits:\n  nope: []\n"), available)
+	assertErrors(t, err, []string{`publish.yaml:2:3: nope: no limiter "nope" in available_limiters.yaml (it declares guarded, locked, open)`})
+}
