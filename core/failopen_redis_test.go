@@ -3,6 +3,8 @@ package ratelimit_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"log/slog"
 	"testing"
 	"time"
@@ -122,13 +124,28 @@ func TestFailOpenUnreachableAddress(t *testing.T) {
 
 func TestFailOpenServerNeverAnswers(t *testing.T) {
 	redistest.URL(t)
-	client := redis.NewClient(&redis.Options{Addr: redistest.Blackhole(t), MaxRetries: -1})
-	defer client.Close()
+	// Both ways of bounding a check: the limiter's guard goroutine (a default
+	// client, which would wait 3s for its ReadTimeout) and a client that honours
+	// context deadlines itself (redisstore then reports ContextBounded).
+	for _, bounded := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ContextTimeoutEnabled=%v", bounded), func(t *testing.T) {
+			client := redis.NewClient(&redis.Options{Addr: redistest.Blackhole(t), MaxRetries: -1, ContextTimeoutEnabled: bounded})
+			defer client.Close()
+			if got := redisstore.New(client).ContextBounded(); got != bounded {
+				t.Fatalf("ContextBounded() = %v", got)
+			}
+			neverAnswers(t, client)
+		})
+	}
+}
+
+func neverAnswers(t *testing.T, client *redis.Client) {
 	l := failOpenLimiter(t, client, 3, time.Hour)
 	for i := 0; i < 3; i++ {
 		r, took := timedCheck(l)
 		expectFailOpen(t, "hung server", r, took, slowBound)
-		if !errors.Is(r.Err, context.DeadlineExceeded) {
+		var ne net.Error
+		if !errors.Is(r.Err, context.DeadlineExceeded) && !(errors.As(r.Err, &ne) && ne.Timeout()) {
 			t.Fatalf("hung server: want the check timeout, got %v", r.Err)
 		}
 		if took < checkTimeout {

@@ -61,7 +61,8 @@ type Limiter struct {
 	logger   *slog.Logger
 	now      func() time.Time
 	observer Observer
-	local    bool
+	local    bool // in-process store: no network, no timeout needed
+	bounded  bool // the store returns by the context's deadline on its own
 	breaker  breaker
 	rules    atomic.Pointer[ruleSet]
 }
@@ -105,6 +106,9 @@ func New(cfg Config) (*Limiter, error) {
 		l.now = time.Now
 	}
 	_, l.local = cfg.Store.(interface{ inProcess() })
+	if cb, ok := cfg.Store.(ContextBounded); ok {
+		l.bounded = cb.ContextBounded()
+	}
 	l.breaker.threshold = cfg.Breaker.Failures
 	if l.breaker.threshold == 0 {
 		l.breaker.threshold = DefaultBreakerFailures
@@ -172,13 +176,6 @@ func (l *Limiter) Peek(ctx context.Context, id Identifier, opts ...CheckOption) 
 	return l.run(ctx, ModePeek, id, opts)
 }
 
-type pending struct {
-	c   *compiledRule
-	op  Op
-	lim int64
-	per time.Duration
-}
-
 func (l *Limiter) run(ctx context.Context, mode Mode, id Identifier, opts []CheckOption) (res Result) {
 	start := l.now()
 	o := checkOpts{cost: 1}
@@ -197,7 +194,9 @@ func (l *Limiter) run(ctx context.Context, mode Mode, id Identifier, opts []Chec
 		return res
 	}
 	rs := l.rules.Load()
-	var work []pending
+	var ops []Op
+	var crsBuf [16]*compiledRule // rule of each op; on the stack for common rule counts
+	crs := crsBuf[:0]
 	var skip *compiledRule
 	for _, c := range rs.rules {
 		if !c.matches(id) {
@@ -238,13 +237,13 @@ func (l *Limiter) run(ctx context.Context, mode Mode, id Identifier, opts []Chec
 			op.BanKey = op.Key + banSuffix
 			op.BanFor = r.BanFor
 		}
-		work = append(work, pending{c: c, op: op, lim: lim, per: per})
-	}
-	if len(work) > 0 {
-		ops := make([]Op, len(work))
-		for i := range work {
-			ops[i] = work[i].op
+		if ops == nil {
+			ops = make([]Op, 0, len(rs.rules))
 		}
+		ops = append(ops, op)
+		crs = append(crs, c)
+	}
+	if len(ops) > 0 {
 		outs, err := l.eval(ctx, mode, ops)
 		if err != nil {
 			res = Result{Limiter: l.name, Action: ActionAllow, Err: err}
@@ -259,14 +258,14 @@ func (l *Limiter) run(ctx context.Context, mode Mode, id Identifier, opts []Chec
 			if !out.Evaluated {
 				break
 			}
-			w := &work[i]
-			ev := Evaluation{Rule: w.c.rule, Exceeded: out.Exceeded}
-			ev.Blocked = out.Exceeded && w.op.Terminal
+			op := &ops[i]
+			ev := Evaluation{Rule: crs[i].rule, Exceeded: out.Exceeded}
+			ev.Blocked = out.Exceeded && op.Terminal
 			ev.Info = Info{
-				Limit:     w.lim,
-				Period:    w.per,
+				Limit:     op.Limit,
+				Period:    op.Period,
 				Count:     out.Count,
-				Remaining: math.Max(float64(w.lim)-out.Count, 0),
+				Remaining: math.Max(float64(op.Limit)-out.Count, 0),
 				ResetAt:   now.Add(out.TTL),
 				Banned:    out.Banned,
 			}
@@ -288,8 +287,7 @@ func (l *Limiter) run(ctx context.Context, mode Mode, id Identifier, opts []Chec
 	}
 	if best := mostConstraining(res.Evaluations, false); best != nil {
 		res.Rule = best.Rule
-		info := best.Info
-		res.Info = &info
+		res.Info = &best.Info // shared with the evaluation: one allocation less per check
 	}
 	return res
 }
@@ -334,12 +332,16 @@ func (l *Limiter) record(ctx context.Context, err error) {
 }
 
 // callStore runs f under the per-check timeout. A store outside this process
-// runs in its own goroutine, so that a client that ignores deadlines (a socket
-// that accepts but never answers) still cannot hold the caller past the timeout.
+// runs in its own goroutine unless it is ContextBounded, so that a client that
+// ignores deadlines (a socket that accepts but never answers) still cannot hold
+// the caller past the timeout.
 func callStore[T any](l *Limiter, ctx context.Context, f func(context.Context) (T, error)) (T, error) {
+	if l.local {
+		return f(ctx) // in-process: nothing to wait for
+	}
 	ctx, cancel := context.WithTimeout(ctx, l.timeout)
 	defer cancel()
-	if l.local {
+	if l.bounded {
 		return f(ctx)
 	}
 	type reply struct {

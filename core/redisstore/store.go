@@ -48,9 +48,20 @@ type Store struct {
 	sharding sharding
 	evaluate *redis.Script // evaluateScript; a field so tests can send one unknown to the server
 	undo     *redis.Script // undoScript
+	bounded  bool          // the client honours context deadlines
 }
 
-var _ ratelimit.Store = (*Store)(nil)
+var (
+	_ ratelimit.Store          = (*Store)(nil)
+	_ ratelimit.ContextBounded = (*Store)(nil)
+)
+
+// ContextBounded reports whether the client was built with
+// ContextTimeoutEnabled, so that every call returns by its context's
+// deadline; the Limiter then skips its guard goroutine per check. Without it
+// go-redis waits for its own ReadTimeout (3s by default) and the Limiter guards
+// each call instead: either way a check never waits past Config.Timeout.
+func (s *Store) ContextBounded() bool { return s.bounded }
 
 // Option configures New.
 type Option func(*Store)
@@ -75,11 +86,15 @@ func WithClusterMode(on bool) Option {
 // The store does not own client: closing it is the caller's business.
 func New(client Client, opts ...Option) *Store {
 	s := &Store{client: client, evaluate: evaluateScript, undo: undoScript}
-	switch client.(type) {
+	switch c := client.(type) {
+	case *redis.Client:
+		s.bounded = c.Options().ContextTimeoutEnabled
 	case *redis.ClusterClient:
 		s.sharding = bySlot
+		s.bounded = c.Options().ContextTimeoutEnabled
 	case *redis.Ring:
 		s.sharding = byTag
+		s.bounded = c.Options().ContextTimeoutEnabled
 	}
 	for _, o := range opts {
 		o(s)
