@@ -165,7 +165,18 @@ func (e *explainEnv) check(t *testing.T, n int, id ratelimit.Identifier) {
 	}
 }
 
-// ruleLine is the compact form the tests compare: name, state and, for
+// expectRules runs explain --json for the identifier and fails unless the
+// rules' compact lines (see ruleLines) are want.
+func (e *explainEnv) expectRules(t *testing.T, want []string, id ...string) explanation {
+	t.Helper()
+	ex := e.explainJSON(t, id...)
+	if got := ruleLines(ex); !slices.Equal(got, want) {
+		t.Fatalf("explain %q: rules\n got %q\nwant %q", id, got, want)
+	}
+	return ex
+}
+
+// ruleLines is the compact form the tests compare: name, state and, for
 // counted rules, count/limit.
 func ruleLines(ex explanation) []string {
 	var out []string
@@ -195,17 +206,13 @@ func TestExplain(t *testing.T) {
 	e.check(t, 3, bob) // login_by_ip: the third exceeds and bans for 900s
 
 	t.Run("block", func(t *testing.T) {
-		ex := e.explainJSON(t, "user=alice", "ip=10.0.0.1", "request_type=api", "path=/api/d")
-		want := []string{
+		ex := e.expectRules(t, []string{
 			"1 file skip_health no_match",
 			"2 file per_user block 3/3", // a fourth request exceeds
 			"3 file distinct_paths not_evaluated",
 			"4 default login_by_ip no_match",
 			"5 default per_ip not_evaluated",
-		}
-		if got := ruleLines(ex); !slices.Equal(got, want) {
-			t.Fatalf("rules\n got %q\nwant %q", got, want)
-		}
+		}, "user=alice", "ip=10.0.0.1", "request_type=api", "path=/api/d")
 		if got := ex.Rules[0].Mismatches; !slices.Equal(got, []string{`path: "/api/d" is not in {one_of: ["/-/health" "/-/readiness"]}`}) {
 			t.Fatalf("skip_health mismatches %q", got)
 		}
@@ -228,50 +235,38 @@ func TestExplain(t *testing.T) {
 
 	t.Run("shadow and counts", func(t *testing.T) {
 		// carol has no counts yet; alice's distinct paths are over the log rule's limit.
-		ex := e.explainJSON(t, "user=carol", "ip=10.0.0.3", "request_type=api", "path=/api/x")
-		want := []string{
+		ex := e.expectRules(t, []string{
 			"1 file skip_health no_match",
 			"2 file per_user allow 0/3",
 			"3 file distinct_paths allow 0/2",
 			"4 default login_by_ip no_match",
 			"5 default per_ip allow 0/1000",
-		}
-		if got := ruleLines(ex); !slices.Equal(got, want) {
-			t.Fatalf("rules\n got %q\nwant %q", got, want)
-		}
+		}, "user=carol", "ip=10.0.0.3", "request_type=api", "path=/api/x")
 		if ex.Verdict.Action != "allow" || ex.Verdict.Exceeded {
 			t.Fatalf("verdict %+v", ex.Verdict)
 		}
 		// With cost 0 nothing would be added: alice's per_user (3/3) is not
 		// exceeded, and her 3 distinct paths exceed the log rule's 2.
-		ex = e.explainJSON(t, "--cost", "0", "user=alice", "ip=10.0.0.1", "request_type=api", "path=/api/a")
-		want = []string{
+		ex = e.expectRules(t, []string{
 			"1 file skip_health no_match",
 			"2 file per_user allow 3/3",
 			"3 file distinct_paths exceeded 3/2",
 			"4 default login_by_ip no_match",
 			"5 default per_ip allow 3/1000",
-		}
-		if got := ruleLines(ex); !slices.Equal(got, want) {
-			t.Fatalf("cost 0 rules\n got %q\nwant %q", got, want)
-		}
+		}, "--cost", "0", "user=alice", "ip=10.0.0.1", "request_type=api", "path=/api/a")
 		if ex.Verdict.Action != "allow" || !ex.Verdict.Exceeded || ex.Verdict.Rule != "distinct_paths" {
 			t.Fatalf("verdict %+v", ex.Verdict)
 		}
 	})
 
 	t.Run("ban", func(t *testing.T) {
-		ex := e.explainJSON(t, "user=bob", "ip=10.0.0.2", "request_type=web", "path=/login")
-		want := []string{
+		ex := e.expectRules(t, []string{
 			"1 file skip_health no_match",
 			"2 file per_user no_match",
 			"3 file distinct_paths no_match",
 			"4 default login_by_ip banned 3/2",
 			"5 default per_ip not_evaluated",
-		}
-		if got := ruleLines(ex); !slices.Equal(got, want) {
-			t.Fatalf("rules\n got %q\nwant %q", got, want)
-		}
+		}, "user=bob", "ip=10.0.0.2", "request_type=web", "path=/login")
 		if got := ex.Rules[2].Mismatches; !slices.Equal(got, []string{`request_type: "web" is not "api"`}) {
 			t.Fatalf("distinct_paths mismatches %q", got)
 		}
@@ -285,17 +280,13 @@ func TestExplain(t *testing.T) {
 	})
 
 	t.Run("skip", func(t *testing.T) {
-		ex := e.explainJSON(t, "ip=10.0.0.1", "path=/-/health")
-		want := []string{
+		ex := e.expectRules(t, []string{
 			"1 file skip_health skip",
 			"2 file per_user no_match",
 			"3 file distinct_paths no_match",
 			"4 default login_by_ip no_match",
 			"5 default per_ip not_evaluated",
-		}
-		if got := ruleLines(ex); !slices.Equal(got, want) {
-			t.Fatalf("rules\n got %q\nwant %q", got, want)
-		}
+		}, "ip=10.0.0.1", "path=/-/health")
 		if got := ex.Rules[1].Mismatches; !slices.Equal(got, []string{`request_type: not in the identifier (want "api")`}) {
 			t.Fatalf("per_user mismatches %q", got)
 		}
@@ -421,15 +412,11 @@ func TestExplainCluster(t *testing.T) {
 	if got := ruleLines(ex)[3]; got != "4 default login_by_ip banned 3/2" {
 		t.Fatalf("login_by_ip: %s", got)
 	}
-	ex = e.explainJSON(t, "user=alice", "ip=10.0.0.2", "request_type=api", "path=/api/a")
-	want := []string{
+	ex = e.expectRules(t, []string{
 		"1 file skip_health no_match",
 		"2 file per_user allow 0/3",
 		"3 file distinct_paths allow 0/2",
 		"4 default login_by_ip no_match",
 		"5 default per_ip allow 2/1000", // bob's two checks before the ban; banned checks never count
-	}
-	if got := ruleLines(ex); !slices.Equal(got, want) {
-		t.Fatalf("rules\n got %q\nwant %q", got, want)
-	}
+	}, "user=alice", "ip=10.0.0.2", "request_type=api", "path=/api/a")
 }

@@ -168,25 +168,16 @@ func (s *BlockSummary) Flush(ctx context.Context) {
 // random delay between Interval/2 and Interval, so that replicas started
 // together do not all log in the same second.
 func (s *BlockSummary) Run(ctx context.Context) {
-	first := s.interval/2 + rand.N(s.interval/2+1)
-	timer := time.NewTimer(first)
+	timer := time.NewTimer(s.interval/2 + rand.N(s.interval/2+1))
 	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		s.Flush(context.WithoutCancel(ctx))
-		return
-	case <-timer.C:
-		s.Flush(ctx)
-	}
-	tick := time.NewTicker(s.interval)
-	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			s.Flush(context.WithoutCancel(ctx))
 			return
-		case <-tick.C:
+		case <-timer.C:
 			s.Flush(ctx)
+			timer.Reset(s.interval)
 		}
 	}
 }

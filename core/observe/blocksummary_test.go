@@ -94,10 +94,8 @@ func TestBlockSummaryRunPeriodic(t *testing.T) {
 	rec := &logRecorder{}
 	bs := observe.NewBlockSummary(observe.BlockSummaryOptions{Logger: slog.New(rec), Interval: time.Millisecond})
 	l := newLimiter(t, "api", ratelimit.NewMemoryStore(), "", bs)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { bs.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	ctx, stop := startRun(bs)
+	defer stop()
 
 	login := ratelimit.Identifier{"ip": "10.0.0.3", "kind": "login"}
 	l.Check(ctx, login)
@@ -125,17 +123,22 @@ func TestBlockSummaryRunFinalFlush(t *testing.T) {
 	rec := &logRecorder{}
 	bs := observe.NewBlockSummary(observe.BlockSummaryOptions{Logger: slog.New(rec), Interval: time.Hour})
 	l := newLimiter(t, "api", ratelimit.NewMemoryStore(), "", bs)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { bs.Run(ctx); close(done) }()
+	_, stop := startRun(bs)
 	login := ratelimit.Identifier{"ip": "10.0.0.3", "kind": "login"}
 	for range 4 {
 		l.Check(context.Background(), login)
 	}
-	cancel()
-	<-done
+	stop()
 	want := []string{"INFO rate_limit_block_summary limiter=api rule=login_ban block_count=3"}
 	if got := rec.lines(); !slices.Equal(got, want) {
 		t.Fatalf("final flush %q, want %q", got, want)
 	}
+}
+
+// startRun runs bs.Run in a goroutine; stop cancels it and waits for it to return.
+func startRun(bs *observe.BlockSummary) (ctx context.Context, stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { bs.Run(ctx); close(done) }()
+	return ctx, func() { cancel(); <-done }
 }

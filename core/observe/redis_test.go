@@ -18,26 +18,23 @@ func unreachableRedis(t *testing.T) ratelimit.Store {
 	return redisstore.New(c)
 }
 
-var (
-	redisKind = storeKind{
-		name: "redis",
-		store: func(t *testing.T) (ratelimit.Store, string) {
-			return redisstore.New(redistest.Client(t)), redistest.Prefix(t)
-		},
+// redisKind runs the tests on a real Redis reached by client.
+func redisKind(name string, client func(testing.TB) redisstore.Client) storeKind {
+	return storeKind{
+		name:    name,
+		store:   func(t *testing.T) (ratelimit.Store, string) { return redisstore.New(client(t)), redistest.Prefix(t) },
 		broken:  unreachableRedis,
 		errType: "*net.OpError",
 	}
-	clusterKind = storeKind{
-		name: "cluster",
-		store: func(t *testing.T) (ratelimit.Store, string) {
-			return redisstore.New(redistest.ClusterClient(t)), redistest.Prefix(t)
-		},
-		broken:  unreachableRedis,
-		errType: "*net.OpError",
-	}
-)
+}
 
 // storeKinds are the backends of the table tests: the memory store, and the
 // real Redis and Redis Cluster (skipped, saying how to run them, when the test
 // servers are not configured).
-func storeKinds() []storeKind { return []storeKind{memoryKind, redisKind, clusterKind} }
+func storeKinds() []storeKind {
+	return []storeKind{
+		memoryKind,
+		redisKind("redis", func(t testing.TB) redisstore.Client { return redistest.Client(t) }),
+		redisKind("cluster", func(t testing.TB) redisstore.Client { return redistest.ClusterClient(t) }),
+	}
+}
