@@ -38,9 +38,10 @@
 //   - Tasks blocked in one window all come back when it resets; WithJitter
 //     spreads them.
 //
-// Cost hooks (source design §1.11): WithMeteredLimiter charges a resource
-// limiter with what the task measured through ratelimit.AddCost (database
-// seconds, API calls), and WithOutcomeLimiter counts only some outcomes. Both
-// are peeked before the handler, so a task whose scope is already over budget
-// is retried after the reset instead of running.
+// Cost hooks (source design §1.11): WithDeferred adds limiters charged after
+// the handler. Metered charges what the task measured through
+// ratelimit.AddCost (database seconds, API calls), and CountFailures counts
+// failed tasks only. Both are peeked before the handler, so a task whose scope
+// is already over budget is retried after the reset instead of running.
+// WithCost weighs tasks up front instead.
 package ratelimitasynq

@@ -17,22 +17,12 @@ import (
 // task instead.
 type DenyFunc func(ctx context.Context, t *asynq.Task, res ratelimit.Result, err *RateLimitError) error
 
-// CostFunc returns what a task cost once its handler has returned (err is the
-// handler's error, m the task's meter). 0 charges nothing.
-type CostFunc func(ctx context.Context, t *asynq.Task, m *ratelimit.Meter, err error) float64
-
 // Option configures Middleware.
 type Option func(*config)
 
-type deferred struct {
-	l        *ratelimit.Limiter
-	peekCost float64
-	cost     CostFunc
-}
-
 type config struct {
 	limiters   []*ratelimit.Limiter
-	deferred   []deferred
+	deferred   []Deferred
 	identify   func(ctx context.Context, t *asynq.Task) ratelimit.Identifier
 	properties func(ctx context.Context, t *asynq.Task, id ratelimit.Identifier)
 	skip       func(ctx context.Context, t *asynq.Task) bool
@@ -42,9 +32,9 @@ type config struct {
 	now        func() time.Time
 }
 
-// WithLimiter adds limiters, checked in order after the first one. The first
+// WithLimiters adds limiters, checked in order after the first one. The first
 // limiter that blocks ends the check: later limiters are not counted.
-func WithLimiter(limiters ...*ratelimit.Limiter) Option {
+func WithLimiters(limiters ...*ratelimit.Limiter) Option {
 	return func(c *config) { c.limiters = append(c.limiters, limiters...) }
 }
 
@@ -81,39 +71,54 @@ func WithDenyHandler(f DenyFunc) Option { return func(c *config) { c.deny = f } 
 // instant when it resets.
 func WithJitter(max time.Duration) Option { return func(c *config) { c.jitter = max } }
 
-// WithMeteredLimiter adds a resource limiter charged with what the task
-// measured (source design §1.11): the handler runs with a ratelimit.Meter in
-// its context, code adds to it with ratelimit.AddCost(ctx, name, v), and after
-// the handler the limiter is checked with the meter's value of name. Before
-// the handler it is peeked: a task whose scope (say, its tenant) is already
-// over budget is not run but retried after the reset, like any blocked task.
-func WithMeteredLimiter(l *ratelimit.Limiter, name string) Option {
-	return WithCostLimiter(l, 0, func(_ context.Context, _ *asynq.Task, m *ratelimit.Meter, _ error) float64 {
-		return m.Value(name)
-	})
+// Deferred is a limiter charged after the handler, with a cost known only
+// then (source design §1.11). Before the handler it is peeked, and a task it
+// would block is not run but retried after the reset, like any blocked task.
+// The charge is made even if the task's context was cancelled (a deadline, a
+// shutdown), because the work was done.
+type Deferred struct {
+	Limiter *ratelimit.Limiter
+	// Charge returns the cost to count once the handler has returned, and
+	// whether to count at all.
+	Charge func(ctx context.Context, o Outcome) (cost float64, ok bool)
+	// PeekCost is the cost the peek before the handler assumes. 0 blocks only
+	// when the scope is already over the limit (right when the cost is unknown
+	// until the work is done); 1 blocks when one more counted outcome would put
+	// it over, so that a limit of 5 admits exactly 5 counted outcomes.
+	PeekCost float64
 }
 
-// WithOutcomeLimiter adds a limiter that counts only the tasks for which count
-// returns true once the handler has returned (for example tasks that failed
-// against a flaky partner API). Before the handler it is peeked as if the task
-// would count, so a limit of 5 lets 5 counted tasks run per window.
-func WithOutcomeLimiter(l *ratelimit.Limiter, count func(ctx context.Context, t *asynq.Task, err error) bool) Option {
-	if count == nil {
-		panic("ratelimitasynq: WithOutcomeLimiter: nil count function")
-	}
-	return WithCostLimiter(l, 1, func(ctx context.Context, t *asynq.Task, _ *ratelimit.Meter, err error) float64 {
-		if count(ctx, t, err) {
-			return 1
-		}
-		return 0
-	})
+// Outcome is what is known once the handler has returned.
+type Outcome struct {
+	Task  *asynq.Task
+	Err   error            // the handler's error
+	Meter *ratelimit.Meter // the task's cost meter
 }
 
-// WithCostLimiter is the general form of WithMeteredLimiter and
-// WithOutcomeLimiter: l is peeked with peekCost before the handler (a blocked
-// peek blocks the task) and checked with cost(...) after it.
-func WithCostLimiter(l *ratelimit.Limiter, peekCost float64, cost CostFunc) Option {
-	return func(c *config) { c.deferred = append(c.deferred, deferred{l: l, peekCost: peekCost, cost: cost}) }
+// WithDeferred adds limiters charged after the handler (see Metered and
+// CountFailures).
+func WithDeferred(d ...Deferred) Option {
+	return func(c *config) { c.deferred = append(c.deferred, d...) }
+}
+
+// Metered charges l with the named cost that the handler reported through
+// ratelimit.AddCost(ctx, name, v) (database seconds, partner API calls). The
+// middleware gives the handler a context with a ratelimit.Meter.
+func Metered(l *ratelimit.Limiter, name string) Deferred {
+	return Deferred{Limiter: l, Charge: func(_ context.Context, o Outcome) (float64, bool) {
+		v := o.Meter.Value(name)
+		return v, v > 0
+	}}
+}
+
+// CountFailures charges l with 1 for each task whose handler failed (IsFailure),
+// so that a task type failing against, say, a partner API that is down runs at
+// most the limit's number of failing attempts per window. Before the handler,
+// a task is blocked when one more failure would exceed the limit.
+func CountFailures(l *ratelimit.Limiter) Deferred {
+	return Deferred{Limiter: l, PeekCost: 1, Charge: func(_ context.Context, o Outcome) (float64, bool) {
+		return 1, IsFailure(o.Err)
+	}}
 }
 
 // withClock sets the clock RetryIn is computed with (tests).
@@ -130,7 +135,7 @@ func DefaultIdentifier(ctx context.Context, t *asynq.Task) ratelimit.Identifier 
 }
 
 // Middleware returns an asynq middleware that checks limiter (and those added
-// with WithLimiter) before each task. A blocked task is not run: the middleware
+// with WithLimiters) before each task. A blocked task is not run: the middleware
 // returns a *RateLimitError whose RetryIn is the time until the blocking rule's
 // window resets. Configure the server with IsFailure and RetryDelay so that the
 // task is retried then, without counting as failed or using up its retries:
@@ -156,8 +161,8 @@ func Middleware(limiter *ratelimit.Limiter, opts ...Option) asynq.MiddlewareFunc
 		}
 	}
 	for _, d := range c.deferred {
-		if d.l == nil || d.cost == nil {
-			panic("ratelimitasynq: WithCostLimiter: nil limiter or cost function")
+		if d.Limiter == nil || d.Charge == nil {
+			panic("ratelimitasynq: WithDeferred: nil Limiter or Charge")
 		}
 	}
 	return func(next asynq.Handler) asynq.Handler {
@@ -169,7 +174,7 @@ func Middleware(limiter *ratelimit.Limiter, opts ...Option) asynq.MiddlewareFunc
 			// Peeks first: they count nothing, so a task they block is not
 			// charged to the counting limiters.
 			for _, d := range c.deferred {
-				if res := d.l.Peek(ctx, id, ratelimit.Cost(d.peekCost)); res.Blocked() {
+				if res := d.Limiter.Peek(ctx, id, ratelimit.Cost(d.PeekCost)); res.Blocked() {
 					return c.blocked(ctx, t, res)
 				}
 			}
@@ -209,13 +214,14 @@ func (c *config) identifier(ctx context.Context, t *asynq.Task) ratelimit.Identi
 	return id
 }
 
-// after charges the cost limiters. The work is done, so it is charged even if
-// the task's context has been cancelled (a deadline, a shutdown).
+// after charges the deferred limiters. The work is done, so it is charged
+// even if the task's context has been cancelled.
 func (c *config) after(ctx context.Context, t *asynq.Task, id ratelimit.Identifier, m *ratelimit.Meter, err error) {
 	ctx = context.WithoutCancel(ctx)
+	o := Outcome{Task: t, Err: err, Meter: m}
 	for _, d := range c.deferred {
-		if cost := d.cost(ctx, t, m, err); cost > 0 {
-			d.l.Check(ctx, id, ratelimit.Cost(cost))
+		if cost, ok := d.Charge(ctx, o); ok && cost > 0 {
+			d.Limiter.Check(ctx, id, ratelimit.Cost(cost))
 		}
 	}
 }

@@ -280,7 +280,7 @@ func TestMiddleware(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ls := tt.limiters(t)
-			opts := append([]Option{WithLimiter(ls[1:]...)}, tt.opts...)
+			opts := append([]Option{WithLimiters(ls[1:]...)}, tt.opts...)
 			errs, ran := run(t, Middleware(ls[0], opts...), context.Background(), tt.task, tt.n)
 			if ran != tt.wantRan {
 				t.Fatalf("handler ran %d times, want %d", ran, tt.wantRan)
@@ -360,7 +360,7 @@ func TestCostLimiters(t *testing.T) {
 	t.Run("metered", func(t *testing.T) {
 		db := newLimiter(t, "db", nil, rule("db_seconds", 5, time.Minute, ratelimit.ActionLimit, "task_type"))
 		ran := 0
-		h := Middleware(general, WithMeteredLimiter(db, "db_s"))(asynq.HandlerFunc(func(ctx context.Context, _ *asynq.Task) error {
+		h := Middleware(general, WithDeferred(Metered(db, "db_s")))(asynq.HandlerFunc(func(ctx context.Context, _ *asynq.Task) error {
 			ran++
 			ratelimit.AddCost(ctx, "db_s", 3)
 			return nil
@@ -384,9 +384,7 @@ func TestCostLimiters(t *testing.T) {
 		failures := newLimiter(t, "partner_failures", nil, rule("failures", 2, time.Minute, ratelimit.ActionLimit))
 		boom := errors.New("partner down")
 		ran := 0
-		h := Middleware(general, WithOutcomeLimiter(failures, func(_ context.Context, _ *asynq.Task, err error) bool {
-			return err != nil
-		}))(asynq.HandlerFunc(func(_ context.Context, t *asynq.Task) error {
+		h := Middleware(general, WithDeferred(CountFailures(failures)))(asynq.HandlerFunc(func(_ context.Context, t *asynq.Task) error {
 			ran++
 			if string(t.Payload()) == "fail" {
 				return boom

@@ -42,12 +42,12 @@
 //
 // # Several limiters, skipping, costs
 //
-// WithLimiter adds limiters checked in order (a general one and one for
+// WithLimiters adds limiters checked in order (a general one and one for
 // protected methods, say); the first to block rejects the call. WithSkip (with
 // SkipMethods) exempts calls such as health checks. WithCost weighs methods.
-// WithMeteredLimiter charges a resource limiter after the handler with what
+// WithDeferred adds limiters charged after the handler: Metered charges what
 // the call measured through ratelimit.AddCost (database seconds, source design
-// §1.11), and WithOutcomeLimiter counts only some outcomes, failed logins for
-// example (CountCodes). Both are peeked before the handler, so a caller already
-// over budget is rejected without running it.
+// §1.11), and CountCodes counts only some outcomes, failed logins for example.
+// Both are peeked before the handler, so a caller already over budget is
+// rejected without running it.
 package ratelimitgrpc

@@ -72,7 +72,7 @@ func ExampleUnaryServerInterceptor() {
 
 // Two limiters, health checks exempt, the user from an auth interceptor, and
 // a database-time budget charged after each call.
-func ExampleWithLimiter() {
+func ExampleWithLimiters() {
 	newLimiter := func(name string, rules ...ratelimit.Rule) *ratelimit.Limiter {
 		l, err := ratelimit.New(ratelimit.Config{Name: name, Store: ratelimit.NewMemoryStore(), Rules: rules})
 		if err != nil {
@@ -89,7 +89,7 @@ func ExampleWithLimiter() {
 		Limit: ratelimit.Static(300), Period: ratelimit.StaticPeriod(time.Minute)})
 
 	interceptor := ratelimitgrpc.UnaryServerInterceptor(general,
-		ratelimitgrpc.WithLimiter(protected),
+		ratelimitgrpc.WithLimiters(protected),
 		ratelimitgrpc.WithSkip(ratelimitgrpc.SkipMethods("/grpc.health.v1.Health/Check")),
 		ratelimitgrpc.WithTrustedProxies(identifiers.MustParseTrustedProxies("10.0.0.0/8")),
 		ratelimitgrpc.WithProperties(func(ctx context.Context, _ *ratelimitgrpc.Call, id ratelimit.Identifier) {
@@ -98,7 +98,7 @@ func ExampleWithLimiter() {
 			}
 		}),
 		// The handlers' database layer calls ratelimit.AddCost(ctx, "db_s", seconds).
-		ratelimitgrpc.WithMeteredLimiter(db, "db_s"),
+		ratelimitgrpc.WithDeferred(ratelimitgrpc.Metered(db, "db_s")),
 		ratelimitgrpc.WithDomain("api.example.com"),
 	)
 	_ = grpc.NewServer(grpc.ChainUnaryInterceptor(authInterceptor, interceptor))
@@ -117,7 +117,7 @@ func authInterceptor(ctx context.Context, req any, _ *grpc.UnaryServerInfo, hand
 
 // Failed logins only: the third attempt after two Unauthenticated replies is
 // rejected before the handler runs.
-func ExampleWithOutcomeLimiter() {
+func ExampleCountCodes() {
 	failures, err := ratelimit.New(ratelimit.Config{Name: "login_failures", Store: ratelimit.NewMemoryStore(),
 		Rules: []ratelimit.Rule{{Name: "per_ip", Characteristics: []string{identifiers.IP},
 			Limit: ratelimit.Static(2), Period: ratelimit.StaticPeriod(time.Minute)}}})
@@ -129,7 +129,7 @@ func ExampleWithOutcomeLimiter() {
 		log.Fatal(err)
 	}
 	ic := ratelimitgrpc.UnaryServerInterceptor(general,
-		ratelimitgrpc.WithOutcomeLimiter(failures, ratelimitgrpc.CountCodes(codes.Unauthenticated)))
+		ratelimitgrpc.WithDeferred(ratelimitgrpc.CountCodes(failures, codes.Unauthenticated)))
 	login := func(context.Context, any) (any, error) {
 		return nil, status.Error(codes.Unauthenticated, "bad password")
 	}

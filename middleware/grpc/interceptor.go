@@ -11,7 +11,7 @@ import (
 )
 
 // UnaryServerInterceptor returns an interceptor that checks limiter (and those
-// added with WithLimiter) before each unary call. A blocked call gets
+// added with WithLimiters) before each unary call. A blocked call gets
 // DenyStatus (codes.ResourceExhausted with RetryInfo, QuotaFailure and
 // ErrorInfo) without reaching the handler. Chain it with grpc.ChainUnaryInterceptor,
 // after recovery, logging and auth interceptors:
@@ -116,7 +116,7 @@ func (c *config) before(ctx context.Context, call *Call) verdict {
 	// Peeks first: they count nothing, so a call they reject is not charged
 	// to the counting limiters.
 	for _, d := range c.deferred {
-		if res := d.l.Peek(ctx, id, ratelimit.Cost(d.peekCost)); res.Blocked() {
+		if res := d.Limiter.Peek(ctx, id, ratelimit.Cost(d.PeekCost)); res.Blocked() {
 			return c.block(v, res)
 		}
 	}
@@ -156,13 +156,15 @@ func (c *config) denyErr(ctx context.Context, call *Call, res ratelimit.Result, 
 	return denyStatus(call, res, c.domain, now).Err()
 }
 
-// after charges the cost limiters with what the call cost. The call is over
-// (or the client gone), but the resources were spent: count them regardless.
+// after charges the deferred limiters with what the call cost. The call is
+// over (or the client gone), but the resources were spent: count them
+// regardless.
 func (c *config) after(ctx context.Context, call *Call, id ratelimit.Identifier, m *ratelimit.Meter, err error) {
 	ctx = context.WithoutCancel(ctx)
+	o := Outcome{Call: call, Err: err, Meter: m}
 	for _, d := range c.deferred {
-		if cost := d.cost(ctx, call, m, err); cost > 0 {
-			d.l.Check(ctx, id, ratelimit.Cost(cost))
+		if cost, ok := d.Charge(ctx, o); ok && cost > 0 {
+			d.Limiter.Check(ctx, id, ratelimit.Cost(cost))
 		}
 	}
 }

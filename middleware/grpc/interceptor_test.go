@@ -150,7 +150,7 @@ func TestFailOpen(t *testing.T) {
 	// A healthy limiter beside the failed one: its metadata would claim a
 	// remaining budget the failed check cannot vouch for, so none is sent.
 	healthy := memLimiter(t, "healthy", []ratelimit.Rule{rule("many", 100, time.Minute, ratelimit.ActionLimit)})
-	env := start(t, unary(healthy, WithLimiter(down)))
+	env := start(t, unary(healthy, WithLimiters(down)))
 
 	r := env.check(t) // Redis up: counted, so a second call would be blocked
 	wantCode(t, r, codes.OK)
@@ -173,7 +173,7 @@ func TestMultipleLimiters(t *testing.T) {
 		Name: "check_per_ip", Match: map[string]ratelimit.Matcher{identifiers.GRPCMethod: ratelimit.Equal(healthCheck)},
 		Characteristics: []string{identifiers.IP}, Limit: ratelimit.Static(1), Period: ratelimit.StaticPeriod(time.Minute),
 	}})
-	env := start(t, unary(general, WithLimiter(protected)))
+	env := start(t, unary(general, WithLimiters(protected)))
 
 	r := env.check(t)
 	wantCode(t, r, codes.OK)
@@ -286,7 +286,7 @@ func TestWithCost(t *testing.T) {
 func TestMeteredLimiter(t *testing.T) {
 	general := memLimiter(t, "api", []ratelimit.Rule{rule("many", 100, time.Minute, ratelimit.ActionLimit)})
 	db := redisLimiter(t, "db_utilization", []ratelimit.Rule{rule("db_seconds_per_user", 5, time.Minute, ratelimit.ActionLimit, identifiers.User)})
-	env := start(t, unary(general, WithMeteredLimiter(db, "db_s")))
+	env := start(t, unary(general, WithDeferred(Metered(db, "db_s"))))
 
 	r := env.do(t, "cost=3") // peek 0 <= 5, then 3 counted
 	wantCode(t, r, codes.OK)
@@ -311,7 +311,7 @@ func TestMeteredLimiter(t *testing.T) {
 func TestOutcomeLimiter(t *testing.T) {
 	general := memLimiter(t, "api", []ratelimit.Rule{rule("many", 100, time.Minute, ratelimit.ActionLimit)})
 	failures := redisLimiter(t, "login_failures", []ratelimit.Rule{rule("failed_logins", 2, time.Minute, ratelimit.ActionLimit, identifiers.IP)})
-	env := start(t, unary(general, WithOutcomeLimiter(failures, CountCodes(codes.Unauthenticated)), WithoutMetadata()))
+	env := start(t, unary(general, WithDeferred(CountCodes(failures, codes.Unauthenticated)), WithoutMetadata()))
 
 	for range 3 {
 		wantCode(t, env.do(t, "login"), codes.OK) // successes are not counted
@@ -332,7 +332,7 @@ func TestStream(t *testing.T) {
 	l := redisLimiter(t, "grpc_request", []ratelimit.Rule{rule("per_ip", 1, time.Minute, ratelimit.ActionLimit, identifiers.IP)})
 	rec := &recorder{}
 	counted := memLimiter(t, "seen", []ratelimit.Rule{rule("all", 100, time.Minute, ratelimit.ActionLimit)}, observed(rec))
-	env := start(t, grpc.ChainStreamInterceptor(StreamServerInterceptor(l, WithLimiter(counted))))
+	env := start(t, grpc.ChainStreamInterceptor(StreamServerInterceptor(l, WithLimiters(counted))))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -378,7 +378,7 @@ func TestStreamMeter(t *testing.T) {
 		ratelimit.AddCost(ss.Context(), "db_s", 2)
 		return handler(srv, ss)
 	}
-	env := start(t, grpc.ChainStreamInterceptor(StreamServerInterceptor(general, WithMeteredLimiter(db, "db_s")), spy))
+	env := start(t, grpc.ChainStreamInterceptor(StreamServerInterceptor(general, WithDeferred(Metered(db, "db_s"))), spy))
 	ctx, cancel := context.WithCancel(context.Background())
 	s, err := env.health.Watch(ctx, &healthpb.HealthCheckRequest{})
 	if err != nil {
@@ -426,7 +426,11 @@ func TestSplitMethod(t *testing.T) {
 }
 
 func TestCountCodes(t *testing.T) {
-	count := CountCodes(codes.Unauthenticated, codes.PermissionDenied)
+	l := memLimiter(t, "a", nil)
+	d := CountCodes(l, codes.Unauthenticated, codes.PermissionDenied)
+	if d.Limiter != l || d.PeekCost != 1 {
+		t.Fatalf("CountCodes = %+v, want the limiter and PeekCost 1", d)
+	}
 	tests := []struct {
 		err  error
 		want bool
@@ -438,8 +442,9 @@ func TestCountCodes(t *testing.T) {
 		{errors.New("plain"), false},
 	}
 	for _, tt := range tests {
-		if got := count(context.Background(), &Call{}, tt.err); got != tt.want {
-			t.Errorf("count(%v) = %v, want %v", tt.err, got, tt.want)
+		cost, ok := d.Charge(context.Background(), Outcome{Call: &Call{}, Err: tt.err})
+		if ok != tt.want || cost != 1 {
+			t.Errorf("Charge(%v) = %v, %v; want 1, %v", tt.err, cost, ok, tt.want)
 		}
 	}
 }
@@ -448,8 +453,8 @@ func TestNilLimiterPanics(t *testing.T) {
 	for name, f := range map[string]func(){
 		"unary":        func() { UnaryServerInterceptor(nil) },
 		"stream":       func() { StreamServerInterceptor(nil) },
-		"with limiter": func() { UnaryServerInterceptor(memLimiter(t, "a", nil), WithLimiter(nil)) },
-		"cost limiter": func() { UnaryServerInterceptor(memLimiter(t, "a", nil), WithMeteredLimiter(nil, "x")) },
+		"with limiter": func() { UnaryServerInterceptor(memLimiter(t, "a", nil), WithLimiters(nil)) },
+		"deferred":     func() { UnaryServerInterceptor(memLimiter(t, "a", nil), WithDeferred(Metered(nil, "x"))) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			defer func() {

@@ -18,19 +18,9 @@ type Option func(*config)
 // result. Returning nil means the default error (DenyStatus(...).Err()).
 type DenyFunc func(ctx context.Context, call *Call, res ratelimit.Result) error
 
-// CostFunc returns what a call cost once its handler has returned (err is the
-// handler's error, m the call's meter). 0 charges nothing.
-type CostFunc func(ctx context.Context, call *Call, m *ratelimit.Meter, err error) float64
-
-type deferred struct {
-	l        *ratelimit.Limiter
-	peekCost float64
-	cost     CostFunc
-}
-
 type config struct {
 	limiters   []*ratelimit.Limiter
-	deferred   []deferred
+	deferred   []Deferred
 	proxies    identifiers.TrustedProxies
 	identify   func(ctx context.Context, call *Call) ratelimit.Identifier
 	properties func(ctx context.Context, call *Call, id ratelimit.Identifier)
@@ -42,10 +32,10 @@ type config struct {
 	noPushback bool
 }
 
-// WithLimiter adds limiters, checked in order after the first one before the
+// WithLimiters adds limiters, checked in order after the first one before the
 // handler runs. The first limiter that blocks rejects the call; the limiters
 // after it are not counted.
-func WithLimiter(limiters ...*ratelimit.Limiter) Option {
+func WithLimiters(limiters ...*ratelimit.Limiter) Option {
 	return func(c *config) { c.limiters = append(c.limiters, limiters...) }
 }
 
@@ -104,54 +94,58 @@ func WithoutMetadata() Option { return func(c *config) { c.noMetadata = true } }
 // WithoutPushback stops the grpc-retry-pushback-ms trailer on blocked calls.
 func WithoutPushback() Option { return func(c *config) { c.noPushback = true } }
 
-// WithMeteredLimiter adds a resource limiter charged with what the call
-// measured (source design §1.11): the handler runs with a ratelimit.Meter in
-// its context, application code adds to it with ratelimit.AddCost(ctx, name,
-// v), and after the handler the limiter is checked with the meter's value of
-// name. Before the handler the limiter is peeked, and a caller already over
-// budget is rejected. A single call may overshoot the budget (its cost is
-// known only afterwards); the next call is then rejected.
-func WithMeteredLimiter(l *ratelimit.Limiter, name string) Option {
-	return WithCostLimiter(l, 0, func(_ context.Context, _ *Call, m *ratelimit.Meter, _ error) float64 {
-		return m.Value(name)
-	})
+// Deferred is a limiter charged after the handler, with a cost known only
+// then (source design §1.11). Before the handler it is peeked, and a caller it
+// would block is rejected without running the handler. The charge after the
+// handler never changes the call's response; it is made even when the client
+// has gone away, because the resources were spent.
+type Deferred struct {
+	Limiter *ratelimit.Limiter
+	// Charge returns the cost to count once the handler has returned, and
+	// whether to count at all.
+	Charge func(ctx context.Context, o Outcome) (cost float64, ok bool)
+	// PeekCost is the cost the peek before the handler assumes. 0 blocks only
+	// callers already over the limit (right when the cost is unknown until the
+	// work is done); 1 blocks callers whom one more counted outcome would put
+	// over it, so that a limit of 5 admits exactly 5 counted outcomes.
+	PeekCost float64
 }
 
-// WithOutcomeLimiter adds a limiter that counts only the calls for which count
-// returns true once the handler has returned, for example failed logins:
-//
-//	ratelimitgrpc.WithOutcomeLimiter(loginFailures, ratelimitgrpc.CountCodes(codes.Unauthenticated))
-//
-// Before the handler the limiter is peeked as if the call would count, so a
-// limit of 5 lets 5 counted calls through and rejects the next attempt.
-func WithOutcomeLimiter(l *ratelimit.Limiter, count func(ctx context.Context, call *Call, err error) bool) Option {
-	if count == nil {
-		panic("ratelimitgrpc: WithOutcomeLimiter: nil count function")
-	}
-	return WithCostLimiter(l, 1, func(ctx context.Context, call *Call, _ *ratelimit.Meter, err error) float64 {
-		if count(ctx, call, err) {
-			return 1
-		}
-		return 0
-	})
+// Outcome is what is known once the handler has returned.
+type Outcome struct {
+	Call  *Call
+	Err   error            // the handler's error; status.Code(Err) is the call's code
+	Meter *ratelimit.Meter // the call's cost meter
 }
 
-// WithCostLimiter is the general form of WithMeteredLimiter and
-// WithOutcomeLimiter: l is peeked with peekCost before the handler (a blocked
-// peek rejects the call) and checked with cost(...) after it. The check after
-// the handler never changes the call's response; it runs even when the
-// client has gone away, because the resources were spent.
-func WithCostLimiter(l *ratelimit.Limiter, peekCost float64, cost CostFunc) Option {
-	return func(c *config) { c.deferred = append(c.deferred, deferred{l: l, peekCost: peekCost, cost: cost}) }
+// WithDeferred adds limiters charged after the handler (see Metered and
+// CountCodes).
+func WithDeferred(d ...Deferred) Option {
+	return func(c *config) { c.deferred = append(c.deferred, d...) }
 }
 
-// CountCodes returns a count function (for WithOutcomeLimiter) that counts calls
-// whose handler returned one of the given status codes.
-func CountCodes(cs ...codes.Code) func(ctx context.Context, call *Call, err error) bool {
+// Metered charges l with the named cost that the handler reported through
+// ratelimit.AddCost(ctx, name, v), for example the database seconds a
+// database wrapper measured. The interceptor gives the handler a context with
+// a ratelimit.Meter. Callers already over budget are rejected before the
+// handler; a single call may overshoot (its cost is known only afterwards),
+// and the next one is then rejected.
+func Metered(l *ratelimit.Limiter, name string) Deferred {
+	return Deferred{Limiter: l, Charge: func(_ context.Context, o Outcome) (float64, bool) {
+		v := o.Meter.Value(name)
+		return v, v > 0
+	}}
+}
+
+// CountCodes charges l with 1 only for calls whose handler returned one of the
+// status codes, for example codes.Unauthenticated to count failed logins.
+// Before the handler, callers whom one more such outcome would put over the
+// limit are rejected: with a limit of 5, the attempt after five failures is.
+func CountCodes(l *ratelimit.Limiter, cs ...codes.Code) Deferred {
 	cs = slices.Clone(cs)
-	return func(_ context.Context, _ *Call, err error) bool {
-		return slices.Contains(cs, status.Code(err))
-	}
+	return Deferred{Limiter: l, PeekCost: 1, Charge: func(_ context.Context, o Outcome) (float64, bool) {
+		return 1, slices.Contains(cs, status.Code(o.Err))
+	}}
 }
 
 func newConfig(limiter *ratelimit.Limiter, opts []Option) *config {
@@ -165,8 +159,8 @@ func newConfig(limiter *ratelimit.Limiter, opts []Option) *config {
 		}
 	}
 	for _, d := range c.deferred {
-		if d.l == nil || d.cost == nil {
-			panic("ratelimitgrpc: WithCostLimiter: nil limiter or cost function")
+		if d.Limiter == nil || d.Charge == nil {
+			panic("ratelimitgrpc: WithDeferred: nil Limiter or Charge")
 		}
 	}
 	return c
