@@ -49,12 +49,7 @@ func (d *doc) checkRules(spec *configv1.LimiterSpec, rules []ruleAt) {
 				first[name] = at.field("name")
 			}
 		}
-		keys := make([]string, 0, len(r.GetMatch()))
-		for k := range r.GetMatch() {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
+		for _, k := range sortedKeys(r.GetMatch()) {
 			mp := at.field("match").key(k)
 			if !declared(k) {
 				d.check(mp, true, "match property %q is not one of the limiter's available_properties (%s)", k, available)

@@ -39,7 +39,7 @@ func TestParseAvailableLimitersErrors(t *testing.T) {
 		{"duplicate field", availableBase + "    description: again\n",
 			[]string{`a.yaml:5:5: lim: field "description" is given twice (first at line 3)`}},
 		{"duplicate limiter", availableBase + "  lim:\n    description: again\n",
-			[]string{`a.yaml:5:3: lim: "lim" is given twice in available_limiters (first at line 2)`}},
+			[]string{`a.yaml:5:3: lim: limiter name "lim" is given twice (first at line 2)`}},
 		{"rule without name", availableBase + "    default_rules:\n      - limit: 1\n        period_s: 1\n",
 			[]string{`a.yaml:6:9: lim/#1: rule name is missing`}},
 		{"rule name", availableBase + "    default_rules:\n      - name: Limit-All\n        limit: 1\n        period_s: 1\n",
@@ -95,6 +95,8 @@ func TestParseAvailableLimitersErrors(t *testing.T) {
 			[]string{`a.yaml:9:17: lim/r: match "path" has no value: give text, {regex: ...} or {one_of: [...]}`}},
 		{"equality too long", availableBase + "    default_rules:\n      - name: r\n        action: skip\n        match:\n          path: " + strings.Repeat("p", 4097) + "\n",
 			[]string{`a.yaml:9:17: lim/r: match "path" is 4097 characters long; at most 4096 are allowed`}},
+		{"duplicate match property", availableBase + "    default_rules:\n      - name: r\n        action: skip\n        match:\n          path: a\n          path: b\n",
+			[]string{`a.yaml:10:11: lim/r: match property "path" is given twice (first at line 9)`}},
 		{"duplicate rule names", availableBase + "    default_rules:\n      - name: r\n        action: skip\n      - name: r\n        action: skip\n",
 			[]string{`a.yaml:8:15: lim/r: rule name "r" is used twice in this limiter (first at line 6)`}},
 		{"wrong types", availableBase + "    default_rules:\n      - name: r\n        limit: ten\n        period_s: 1.5\n        ban_for_s: -1\n        characteristics: ip\n      - just_a_name\n      - name: big\n        limit: 5000000000\n        period_s: 1\n", []string{

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sort"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -169,12 +168,7 @@ func RuleToProto(r ratelimit.Rule) (*configv1.Rule, error) {
 	}
 	if len(r.Match) > 0 {
 		out.Match = make(map[string]*configv1.MatchValue, len(r.Match))
-		keys := make([]string, 0, len(r.Match))
-		for k := range r.Match {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
+		for _, k := range sortedKeys(r.Match) {
 			m := r.Match[k]
 			switch m.Kind() {
 			case ratelimit.MatchEqual:

@@ -138,11 +138,6 @@ func (d *doc) fail(p path, forKey bool, format string, args ...any) {
 	d.structural = append(d.structural, problem{at: p, forKey: forKey, msg: fmt.Sprintf(format, args...)})
 }
 
-func (d *doc) badKey(p path, k *yaml.Node) {
-	d.structural = append(d.structural, problem{at: p, line: k.Line, col: k.Column,
-		msg: "YAML merge keys (<<) and keys that are not plain names are not supported"})
-}
-
 func (d *doc) record(p path, key, val *yaml.Node) {
 	s := p.String()
 	if key != nil {
@@ -274,30 +269,17 @@ func (d *doc) message(n *yaml.Node, md protoreflect.MessageDescriptor, p path) m
 		}
 		return out
 	}
-	seen := map[string]*yaml.Node{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		if k.Kind != yaml.ScalarNode || k.ShortTag() == "!!merge" {
-			d.badKey(p, k)
-			continue
-		}
-		name := k.Value
-		fp := p.field(name)
-		d.record(fp, k, v)
-		if first, dup := seen[name]; dup {
-			d.fail(fp, true, "field %q is given twice (first at line %d)", name, first.Line)
-			continue
-		}
-		seen[name] = k
-		fd := md.Fields().ByName(protoreflect.Name(name))
-		if fd == nil {
-			d.fail(fp, true, "%s", unknownField(name, md, p))
-			continue
-		}
-		if val, ok := d.value(v, fd, fp); ok {
-			out[name] = val
-		}
-	}
+	seen := d.entries(n, p, p.field, func(name string) string { return fmt.Sprintf("field %q", name) },
+		func(name string, v *yaml.Node, fp path) {
+			fd := md.Fields().ByName(protoreflect.Name(name))
+			if fd == nil {
+				d.fail(fp, true, "%s", unknownField(name, md, p))
+				return
+			}
+			if val, ok := d.value(v, fd, fp); ok {
+				out[name] = val
+			}
+		})
 	if n := md.FullName(); d.defaultAction && (n == ruleName || n == defaultRuleName) && out["action"] == nil && seen["action"] == nil {
 		out["action"] = configv1.Action_ACTION_LIMIT.String()
 	}
@@ -324,27 +306,39 @@ func (d *doc) mapping(n *yaml.Node, fd protoreflect.FieldDescriptor, p path) (an
 		return nil, false
 	}
 	out := map[string]any{}
+	d.entries(n, p, p.key, func(k string) string { return fmt.Sprintf("%s %q", noun(p.key(k), true), k) },
+		func(k string, v *yaml.Node, kp path) {
+			if val, ok := d.single(v, fd.MapValue(), kp); ok {
+				out[k] = val
+			} else if fd.MapValue().Kind() == protoreflect.MessageKind {
+				out[k] = map[string]any{} // keep the entry, so later checks still see the key
+			}
+		})
+	return out, true
+}
+
+// entries calls f once for each key of mapping node n, with the key's path
+// (made by at) recorded. Keys that are not plain names, and repeated keys
+// (named by what), are reported instead. It returns the keys seen.
+func (d *doc) entries(n *yaml.Node, p path, at func(string) path, what func(string) string, f func(key string, v *yaml.Node, kp path)) map[string]*yaml.Node {
 	seen := map[string]*yaml.Node{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		if k.Kind != yaml.ScalarNode || k.ShortTag() == "!!merge" {
-			d.badKey(p, k)
+			d.structural = append(d.structural, problem{at: p, line: k.Line, col: k.Column,
+				msg: "YAML merge keys (<<) and keys that are not plain names are not supported"})
 			continue
 		}
-		kp := p.key(k.Value)
+		kp := at(k.Value)
 		d.record(kp, k, v)
 		if first, dup := seen[k.Value]; dup {
-			d.fail(kp, true, "%q is given twice in %s (first at line %d)", k.Value, fd.Name(), first.Line)
+			d.fail(kp, true, "%s is given twice (first at line %d)", what(k.Value), first.Line)
 			continue
 		}
 		seen[k.Value] = k
-		if val, ok := d.single(v, fd.MapValue(), kp); ok {
-			out[k.Value] = val
-		} else if fd.MapValue().Kind() == protoreflect.MessageKind {
-			out[k.Value] = map[string]any{} // keep the entry, so later checks still see the key
-		}
+		f(k.Value, v, kp)
 	}
-	return out, true
+	return seen
 }
 
 func (d *doc) list(n *yaml.Node, fd protoreflect.FieldDescriptor, p path) []any {

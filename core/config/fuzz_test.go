@@ -49,11 +49,7 @@ func FuzzLoadRateLimits(f *testing.F) {
 			t.Fatalf("result %v with error %v: want exactly one", r, err)
 		}
 		if err != nil {
-			var ve *ValidationError
-			if !errors.As(err, &ve) || len(ve.Errors) == 0 {
-				t.Fatalf("error %v (%T) is not a *ValidationError with problems", err, err)
-			}
-			for _, e := range ve.Errors {
+			for _, e := range validationErrors(t, err) {
 				if !strings.HasPrefix(e.Error(), "f.yaml") || e.Message == "" {
 					t.Fatalf("error %q does not name the file or says nothing", e.Error())
 				}
@@ -104,10 +100,7 @@ func FuzzUnmarshalLimiterRules(f *testing.F) {
 			t.Fatalf("document %v with error %v: want exactly one", doc, err)
 		}
 		if err != nil {
-			var ve *ValidationError
-			if !errors.As(err, &ve) || len(ve.Errors) == 0 {
-				t.Fatalf("error %v (%T) is not a *ValidationError with problems", err, err)
-			}
+			validationErrors(t, err)
 			return
 		}
 		b, err := MarshalLimiterRules(doc)
@@ -123,4 +116,13 @@ func FuzzUnmarshalLimiterRules(f *testing.F) {
 			t.Fatalf("marshal is not stable:\n%s\n%s", b, b2)
 		}
 	})
+}
+
+func validationErrors(t *testing.T, err error) []*Error {
+	t.Helper()
+	var ve *ValidationError
+	if !errors.As(err, &ve) || len(ve.Errors) == 0 {
+		t.Fatalf("error %v (%T) is not a *ValidationError with problems", err, err)
+	}
+	return ve.Errors
 }

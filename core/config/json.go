@@ -125,14 +125,8 @@ func (w *jsonWriter) rule(r *configv1.Rule) {
 		w.field("description")
 		w.str(r.GetDescription())
 	}
-	if r.Limit != nil {
-		w.field("limit")
-		w.WriteString(strconv.FormatUint(uint64(r.GetLimit()), 10))
-	}
-	if r.PeriodS != nil {
-		w.field("period_s")
-		w.WriteString(strconv.FormatUint(uint64(r.GetPeriodS()), 10))
-	}
+	w.optUint("limit", r.Limit)
+	w.optUint("period_s", r.PeriodS)
 	w.field("action")
 	w.str(enumWords(r.GetAction().Descriptor())[r.GetAction()-1]) // validated: never UNSPECIFIED
 	w.field("characteristics")
@@ -141,18 +135,10 @@ func (w *jsonWriter) rule(r *configv1.Rule) {
 		w.field("count_distinct")
 		w.str(r.GetCountDistinct())
 	}
-	if r.BanForS != nil {
-		w.field("ban_for_s")
-		w.WriteString(strconv.FormatUint(uint64(r.GetBanForS()), 10))
-	}
+	w.optUint("ban_for_s", r.BanForS)
 	w.field("match")
 	w.WriteByte('{')
-	keys := make([]string, 0, len(r.GetMatch()))
-	for k := range r.GetMatch() {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for i, k := range keys {
+	for i, k := range sortedKeys(r.GetMatch()) {
 		if i > 0 {
 			w.WriteByte(',')
 		}
@@ -172,6 +158,13 @@ func (w *jsonWriter) rule(r *configv1.Rule) {
 		}
 	}
 	w.WriteString("}}")
+}
+
+func (w *jsonWriter) optUint(name string, v *uint32) {
+	if v != nil {
+		w.field(name)
+		w.WriteString(strconv.FormatUint(uint64(*v), 10))
+	}
 }
 
 func (w *jsonWriter) strings(ss []string) {

@@ -8,6 +8,8 @@ import (
 	"os"
 	"sort"
 
+	"google.golang.org/protobuf/proto"
+
 	ratelimit "github.com/ratekit/ratekit/core"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
@@ -72,13 +74,9 @@ func ParseRateLimits(file string, data []byte, available *AvailableLimiters) (*R
 	if available == nil {
 		return nil, errors.New("config: ParseRateLimits needs the available limiters to check against")
 	}
-	d := newDoc(file)
 	msg := &configv1.RateLimits{}
-	if d.decode(data, msg, parseYAML) {
-		d.validate(msg)
-		d.checkRuleMap("rate_limits", msg.GetRateLimits(), available)
-	}
-	if err := d.result(msg); err != nil {
+	d, err := parseRuleMap(file, data, msg, msg.GetRateLimits, available)
+	if err != nil {
 		return nil, err
 	}
 	return &RateLimits{File: file, Proto: msg, doc: d}, nil
@@ -237,16 +235,22 @@ func (d *doc) skipRule(limiter string, at path, r *configv1.Rule, def bool) Skip
 // rate_limits.yaml (`rate_limits:` limiter → rule list, YAML or JSON) and
 // checks it as ValidatePublishRulesRequest does.
 func ParsePublishRulesRequest(file string, data []byte, available *AvailableLimiters) (*configv1.PublishRulesRequest, error) {
-	d := newDoc(file)
 	msg := &configv1.PublishRulesRequest{}
-	if d.decode(data, msg, parseYAML) {
-		d.validate(msg)
-		d.checkRuleMap("rate_limits", msg.GetRateLimits(), available)
-	}
-	if err := d.result(msg); err != nil {
+	if _, err := parseRuleMap(file, data, msg, msg.GetRateLimits, available); err != nil {
 		return nil, err
 	}
 	return msg, nil
+}
+
+// parseRuleMap reads a document whose one field, rate_limits, maps limiters
+// to rule lists (rate_limits.yaml, a publish payload) into msg.
+func parseRuleMap(file string, data []byte, msg proto.Message, rules func() map[string]*configv1.RuleList, available *AvailableLimiters) (*doc, error) {
+	d := newDoc(file)
+	if d.decode(data, msg, parseYAML) {
+		d.validate(msg)
+		d.checkRuleMap("rate_limits", rules(), available)
+	}
+	return d, d.result(msg)
 }
 
 // ValidatePublishRulesRequest checks a publish payload built in code before
