@@ -85,6 +85,7 @@ func client(t testing.TB) (*redis.Client, *redistest.RoundTrips) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	opt.ContextTimeoutEnabled = true // as recommended for ratekit: the limiter then needs no guard goroutine
 	c := redis.NewClient(opt)
 	t.Cleanup(func() { _ = c.Close() })
 	h := &redistest.RoundTrips{}
