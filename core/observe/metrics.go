@@ -38,7 +38,8 @@ const (
 type MetricsOptions struct {
 	// Namespace is the prefix of every family (default DefaultNamespace). Set it
 	// to LabkitNamespace for labkit-compatible names, so that existing
-	// dashboards and SLO alerts keep working.
+	// dashboards and SLO alerts keep working. Use a classic metric name prefix
+	// ([a-zA-Z_][a-zA-Z0-9_]*), which every Prometheus and exporter accepts.
 	Namespace string
 	// DurationBuckets are the buckets of check_duration_seconds, in seconds
 	// (default DefaultDurationBuckets).
@@ -105,8 +106,7 @@ type RuleStoreMetrics interface {
 	ConfigRejected(file string)
 }
 
-// NewMetrics returns the collector. An invalid namespace is reported when the
-// collector is registered.
+// NewMetrics returns the collector; register it with a prometheus.Registerer.
 func NewMetrics(opts MetricsOptions) *Metrics {
 	ns := opts.Namespace
 	if ns == "" {
