@@ -1,0 +1,65 @@
+package httpexample
+
+import (
+	"context"
+	"net"
+	"net/http/httptest"
+	"testing"
+
+	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/redisstore"
+	"github.com/ratekit/ratekit/identifiers"
+	"github.com/ratekit/ratekit/internal/redistest"
+)
+
+// Test is each HTTP example's test: its handler on httptest.NewServer with
+// the embedded store and with the test Redis, then the whole program (Run)
+// on a loopback port; every time the sixth GET /hello must get 429.
+func Test(t *testing.T, name string, newHandler NewHandler) {
+	stores := []struct {
+		name  string
+		store func(t *testing.T) ratelimit.Store
+	}{
+		{"memory", func(*testing.T) ratelimit.Store { return ratelimit.NewMemoryStore() }},
+		{"redis", func(t *testing.T) ratelimit.Store { return redisstore.New(redistest.Client(t)) }},
+	}
+	for _, s := range stores {
+		t.Run("handler_"+s.name, func(t *testing.T) {
+			h, err := newHandler(s.store(t), redistest.Prefix(t), identifiers.TrustedProxies{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := httptest.NewServer(h)
+			defer srv.Close()
+			FiveThenBlocked(t, srv.URL)
+		})
+	}
+	for _, mode := range []string{"memory", "redis"} {
+		t.Run("run_"+mode, func(t *testing.T) {
+			o := Options{Addr: "127.0.0.1:0", KeyPrefix: redistest.Prefix(t)}
+			if mode == "redis" {
+				o.RedisURL = redistest.URL(t)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			addrc, done := make(chan net.Addr, 1), make(chan error, 1)
+			o.Ready = func(a net.Addr) { addrc <- a }
+			go func() { done <- Run(ctx, name, o, newHandler) }()
+			select {
+			case a := <-addrc:
+				FiveThenBlocked(t, "http://"+a.String())
+			case err := <-done:
+				t.Fatalf("run: %v", err)
+			}
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("run: %v", err)
+			}
+		})
+	}
+	t.Run("bad_trusted_proxies", func(t *testing.T) {
+		o := Options{Addr: "127.0.0.1:0", TrustedProxies: []string{"not-a-cidr"}}
+		if err := Run(context.Background(), name, o, newHandler); err == nil {
+			t.Error("Run accepted an invalid trusted proxy")
+		}
+	})
+}

@@ -1,0 +1,9 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/ratekit/ratekit/examples/internal/httpexample"
+)
+
+func TestHello(t *testing.T) { httpexample.Test(t, "net/http", newHandler) }
