@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -75,21 +73,17 @@ const explainRateLimits = `rate_limits:
 // and an in-process limiter over the same files and counters, which makes the
 // traffic that explain then reads.
 type explainEnv struct {
-	bin, available, rateLimits, prefix string
-	redisURL                           string
-	cluster                            bool
-	limiter                            *ratelimit.Limiter
+	available, rateLimits, prefix string
+	redisURL                      string
+	cluster                       bool
+	limiter                       *ratelimit.Limiter
 }
 
 func newExplainEnv(t *testing.T, client redisstore.Client, redisURL string, cluster bool) *explainEnv {
 	t.Helper()
 	dir := t.TempDir()
-	e := &explainEnv{bin: filepath.Join(dir, "ratekit"), available: filepath.Join(dir, "available_limiters.yaml"),
+	e := &explainEnv{available: filepath.Join(dir, "available_limiters.yaml"),
 		rateLimits: filepath.Join(dir, "rate_limits.yaml"), prefix: redistest.Prefix(t), redisURL: redisURL, cluster: cluster}
-	build := exec.Command("go", "build", "-o", e.bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
 	for path, body := range map[string]string{e.available: explainAvailable, e.rateLimits: explainRateLimits} {
 		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
 			t.Fatal(err)
@@ -115,22 +109,12 @@ func newExplainEnv(t *testing.T, client redisstore.Client, redisURL string, clus
 	return e
 }
 
-// run executes the binary and returns stdout, stderr and the exit code.
+// run executes the built binary (see binary in main_test.go) and returns
+// stdout, stderr and the exit code.
 func (e *explainEnv) run(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, e.bin, args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return stdout.String(), stderr.String(), code
+	code, stdout, stderr := ratekit(t, "", args...)
+	return stdout, stderr, code
 }
 
 func (e *explainEnv) flags(extra ...string) []string {
