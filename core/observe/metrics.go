@@ -190,6 +190,9 @@ func (m *Metrics) Observe(_ context.Context, e ratelimit.Event) {
 		m.duration.WithLabelValues(lim).Observe(e.Duration.Seconds())
 		for i := range r.Evaluations {
 			ev := &r.Evaluations[i]
+			if ev.Rule == nil {
+				continue
+			}
 			m.evals.WithLabelValues(lim, ev.Rule.Name, string(ev.Rule.Action), EvaluationResult(ev)).Inc()
 		}
 		if r.Skipped && r.Rule != nil {
@@ -202,6 +205,9 @@ func (m *Metrics) Observe(_ context.Context, e ratelimit.Event) {
 	}
 	for i := range r.Evaluations {
 		ev := &r.Evaluations[i]
+		if ev.Rule == nil {
+			continue
+		}
 		m.limit.WithLabelValues(lim, ev.Rule.Name).Set(float64(ev.Info.Limit))
 		m.period.WithLabelValues(lim, ev.Rule.Name).Set(ev.Info.Period.Seconds())
 	}

@@ -221,14 +221,26 @@ ratelimit_config_rejections_total{file="config/rate_limits.yaml"} 2
 	}
 }
 
-// Events the metrics ignore or cannot describe never panic: clear events and
-// hand-made events without a result.
-func TestMetricsOddEvents(t *testing.T) {
+// Events the observers ignore or cannot fully describe never panic: clear
+// events, and hand-made events without a result or with a rule-less evaluation.
+func TestOddEvents(t *testing.T) {
 	m := observe.NewMetrics(observe.MetricsOptions{})
-	m.Observe(context.Background(), ratelimit.Event{Kind: ratelimit.EventClear, Limiter: "api", Cleared: 3})
-	m.Observe(context.Background(), ratelimit.Event{Kind: ratelimit.EventCheck, Limiter: "api"})
+	ctx := context.Background()
+	m.Observe(ctx, ratelimit.Event{Kind: ratelimit.EventClear, Limiter: "api", Cleared: 3})
+	m.Observe(ctx, ratelimit.Event{Kind: ratelimit.EventCheck, Limiter: "api"})
 	if n := testutil.CollectAndCount(m); n != 0 {
 		t.Fatalf("%d series after events without results, want 0", n)
+	}
+	odd := ratelimit.Event{Kind: ratelimit.EventCheck, Limiter: "api", Result: &ratelimit.Result{Action: ratelimit.ActionBlock,
+		Exceeded: true, Evaluations: []ratelimit.Evaluation{{Exceeded: true, Blocked: true}}}}
+	for _, o := range []ratelimit.Observer{m, observe.NewTracing(), observe.NewBlockSummary(observe.BlockSummaryOptions{})} {
+		o.Observe(ctx, odd)
+	}
+	if got := observe.DecisionAttributes(odd); len(got) != 5 {
+		t.Fatalf("attributes of a rule-less block: %v", got)
+	}
+	if n := testutil.CollectAndCount(m, "ratelimit_checks_total"); n != 1 {
+		t.Fatalf("checks_total series = %d, want 1", n)
 	}
 }
 

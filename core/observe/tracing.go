@@ -132,7 +132,7 @@ func DecisionAttributes(e ratelimit.Event) []attribute.KeyValue {
 	}
 	var shadow []string
 	for i := range r.Evaluations {
-		if ev := &r.Evaluations[i]; ev.Exceeded && ev.Shadow() {
+		if ev := &r.Evaluations[i]; ev.Exceeded && ev.Rule != nil && ev.Shadow() {
 			shadow = append(shadow, ev.Rule.Name)
 		}
 	}
