@@ -400,7 +400,7 @@ func (d *doc) str(n *yaml.Node, p path, name string) (string, bool) {
 		return "", false
 	}
 	switch n.ShortTag() {
-	case "!!str":
+	case "!!str", "!!timestamp": // a date stays as written
 		return n.Value, true
 	case "!!int", "!!float", "!!bool":
 		var v any

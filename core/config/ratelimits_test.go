@@ -178,9 +178,10 @@ func TestValidDocuments(t *testing.T) {
 		{"null rate_limits", "rate_limits:\n", "open", nil},
 		{"allowed skip", "rate_limits:\n  guarded:\n    - name: skip_health\n      action: skip\n      match: {path: {one_of: [/-/health, /-/ready]}}\n", "guarded",
 			[]ratelimit.Rule{{Name: "skip_health", Action: ratelimit.ActionSkip, Match: map[string]ratelimit.Matcher{"path": ratelimit.OneOf("/-/health", "/-/ready")}}}},
-		{"scalars are canonical text", "rate_limits:\n  open:\n    - name: a\n      action: skip\n      match: {user: 42, ip: true, path: 1.50}\n", "open",
+		{"scalars are canonical text", "rate_limits:\n  open:\n    - name: a\n      action: skip\n      match: {user: 42, ip: 2024-01-31, path: true}\n    - name: b\n      action: skip\n      match: {user: 1.50}\n", "open",
 			[]ratelimit.Rule{{Name: "a", Action: ratelimit.ActionSkip, Match: map[string]ratelimit.Matcher{
-				"user": ratelimit.Equal("42"), "ip": ratelimit.Equal("true"), "path": ratelimit.Equal("1.5")}}}},
+				"user": ratelimit.Equal("42"), "ip": ratelimit.Equal("2024-01-31"), "path": ratelimit.Equal("true")}},
+				{Name: "b", Action: ratelimit.ActionSkip, Match: map[string]ratelimit.Matcher{"user": ratelimit.Equal("1.5")}}}},
 		{"aliases", "rate_limits:\n  open:\n    - name: a\n      action: log\n      limit: &n 5\n      period_s: *n\n      match: &m {path: {regex: '^/api/'}}\n    - name: b\n      action: skip\n      match: *m\n", "open",
 			[]ratelimit.Rule{
 				{Name: "a", Action: ratelimit.ActionLog, Limit: ratelimit.Static(5), Period: ratelimit.StaticPeriod(5 * time.Second), Match: map[string]ratelimit.Matcher{"path": ratelimit.Regex("^/api/")}},
