@@ -129,6 +129,30 @@ func (g *Guard) Settle(ctx context.Context, id ratelimit.Identifier, o Outcome) 
 	return out
 }
 
+// Handle runs one request through the guard, the same way in every adapter:
+// Check, then SetHeaders on header; when the decision blocks, deny(d) answers
+// and the handler does not run. Otherwise next runs the handler with ctx and
+// returns the response status. When Metering, ctx carries a ratelimit.Meter
+// for ratelimit.AddCost, and Settle charges the Deferred limiters with the
+// status and the meter once next returns; otherwise ctx is the caller's and
+// the status is unused.
+func (g *Guard) Handle(ctx context.Context, id ratelimit.Identifier, header http.Header,
+	deny func(d *Decision), next func(ctx context.Context) (status int)) {
+	d := g.Check(ctx, id)
+	g.SetHeaders(header, d)
+	if d.Blocked() {
+		deny(d)
+		return
+	}
+	if !g.Metering() {
+		next(ctx)
+		return
+	}
+	ctx, meter := ratelimit.WithMeter(ctx)
+	status := next(ctx)
+	g.Settle(ctx, id, Outcome{Status: status, Meter: meter})
+}
+
 // SetHeaders writes d's headers in the guard's profile (see Profile.SetHeaders).
 func (g *Guard) SetHeaders(h http.Header, d *Decision) {
 	g.Profile.SetHeaders(h, d, g.Clock())

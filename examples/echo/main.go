@@ -8,9 +8,7 @@
 package main
 
 import (
-	"fmt"
 	"net/http"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -23,24 +21,9 @@ import (
 func main() { httpexample.Main("echo", newHandler) }
 
 // newHandler returns the Echo instance serving GET /hello behind the
-// rate-limit middleware.
-func newHandler(store ratelimit.Store, keyPrefix string, tp identifiers.TrustedProxies) (http.Handler, error) {
-	limiter, err := ratelimit.New(ratelimit.Config{
-		Name:      "http_request",
-		Store:     store,
-		KeyPrefix: keyPrefix,
-		Rules: []ratelimit.Rule{{
-			Name:            "hello_per_ip",
-			Description:     "5 requests per minute per client IP",
-			Match:           map[string]ratelimit.Matcher{identifiers.Endpoint: ratelimit.Equal("GET /hello")},
-			Characteristics: []string{identifiers.IP},
-			Limit:           ratelimit.Static(5),
-			Period:          ratelimit.StaticPeriod(time.Minute),
-		}},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("limiter: %w", err)
-	}
+// rate-limit middleware (the limiter: httpexample.NewLimiter, 5 per minute
+// per client IP).
+func newHandler(limiter *ratelimit.Limiter, tp identifiers.TrustedProxies) (http.Handler, error) {
 	e := echo.New()
 	e.HideBanner = true
 	// Without an IPExtractor, c.RealIP() believes X-Forwarded-For from anyone.

@@ -8,9 +8,7 @@
 package main
 
 import (
-	"fmt"
 	"net/http"
-	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -26,24 +24,9 @@ func main() {
 }
 
 // newHandler returns the Gin engine serving GET /hello behind the rate-limit
-// middleware.
-func newHandler(store ratelimit.Store, keyPrefix string, tp identifiers.TrustedProxies) (http.Handler, error) {
-	limiter, err := ratelimit.New(ratelimit.Config{
-		Name:      "http_request",
-		Store:     store,
-		KeyPrefix: keyPrefix,
-		Rules: []ratelimit.Rule{{
-			Name:            "hello_per_ip",
-			Description:     "5 requests per minute per client IP",
-			Match:           map[string]ratelimit.Matcher{identifiers.Endpoint: ratelimit.Equal("GET /hello")},
-			Characteristics: []string{identifiers.IP},
-			Limit:           ratelimit.Static(5),
-			Period:          ratelimit.StaticPeriod(time.Minute),
-		}},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("limiter: %w", err)
-	}
+// middleware (the limiter: httpexample.NewLimiter, 5 per minute per client
+// IP).
+func newHandler(limiter *ratelimit.Limiter, tp identifiers.TrustedProxies) (http.Handler, error) {
 	r := gin.New()
 	// Gin trusts every proxy by default; c.ClientIP() would believe any
 	// X-Forwarded-For. The rate-limit middleware never uses it by default.

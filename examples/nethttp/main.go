@@ -13,7 +13,6 @@ package main
 import (
 	"fmt"
 	"net/http"
-	"time"
 
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/examples/internal/httpexample"
@@ -23,24 +22,9 @@ import (
 
 func main() { httpexample.Main("net/http", newHandler) }
 
-// newHandler returns the mux serving GET /hello behind the rate-limit middleware.
-func newHandler(store ratelimit.Store, keyPrefix string, tp identifiers.TrustedProxies) (http.Handler, error) {
-	limiter, err := ratelimit.New(ratelimit.Config{
-		Name:      "http_request",
-		Store:     store,
-		KeyPrefix: keyPrefix,
-		Rules: []ratelimit.Rule{{
-			Name:            "hello_per_ip",
-			Description:     "5 requests per minute per client IP",
-			Match:           map[string]ratelimit.Matcher{identifiers.Endpoint: ratelimit.Equal("GET /hello")},
-			Characteristics: []string{identifiers.IP},
-			Limit:           ratelimit.Static(5),
-			Period:          ratelimit.StaticPeriod(time.Minute),
-		}},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("limiter: %w", err)
-	}
+// newHandler returns the mux serving GET /hello behind the rate-limit
+// middleware (the limiter: httpexample.NewLimiter, 5 per minute per client IP).
+func newHandler(limiter *ratelimit.Limiter, tp identifiers.TrustedProxies) (http.Handler, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /hello", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "hello")

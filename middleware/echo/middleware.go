@@ -1,6 +1,7 @@
 package ratelimitecho
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"reflect"
@@ -106,19 +107,16 @@ func Middleware(limiter *ratelimit.Limiter, opts ...Option) echo.MiddlewareFunc 
 			if c.skipper(ec) {
 				return next(ec)
 			}
-			id := c.identify(ec)
-			d := c.guard.Check(ec.Request().Context(), id)
-			c.guard.SetHeaders(ec.Response().Header(), d)
-			if d.Blocked() {
-				return c.deny(ec, d)
-			}
-			if !c.guard.Metering() {
-				return next(ec)
-			}
-			ctx, meter := ratelimit.WithMeter(ec.Request().Context())
-			ec.SetRequest(ec.Request().WithContext(ctx))
-			err := next(ec)
-			c.guard.Settle(ctx, id, httpverdict.Outcome{Status: status(ec, err), Meter: meter})
+			var err error
+			c.guard.Handle(ec.Request().Context(), c.identify(ec), ec.Response().Header(),
+				func(d *httpverdict.Decision) { err = c.deny(ec, d) },
+				func(ctx context.Context) int {
+					if ctx != ec.Request().Context() { // a cost meter was added
+						ec.SetRequest(ec.Request().WithContext(ctx))
+					}
+					err = next(ec)
+					return status(ec, err)
+				})
 			return err
 		}
 	}

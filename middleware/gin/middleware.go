@@ -1,6 +1,8 @@
 package ratelimitgin
 
 import (
+	"context"
+
 	"github.com/gin-gonic/gin"
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/httpverdict"
@@ -101,22 +103,18 @@ func Middleware(limiter *ratelimit.Limiter, opts ...Option) gin.HandlerFunc {
 			gc.Next()
 			return
 		}
-		id := c.identify(gc)
-		d := c.guard.Check(gc.Request.Context(), id)
-		c.guard.SetHeaders(gc.Writer.Header(), d)
-		if d.Blocked() {
-			c.deny(gc, d)
-			gc.Abort() // in case a custom deny handler wrote without aborting
-			return
-		}
-		if !c.guard.Metering() {
-			gc.Next()
-			return
-		}
-		ctx, meter := ratelimit.WithMeter(gc.Request.Context())
-		gc.Request = gc.Request.WithContext(ctx)
-		gc.Next()
-		c.guard.Settle(ctx, id, httpverdict.Outcome{Status: gc.Writer.Status(), Meter: meter})
+		c.guard.Handle(gc.Request.Context(), c.identify(gc), gc.Writer.Header(),
+			func(d *httpverdict.Decision) {
+				c.deny(gc, d)
+				gc.Abort() // in case a custom deny handler wrote without aborting
+			},
+			func(ctx context.Context) int {
+				if ctx != gc.Request.Context() { // a cost meter was added
+					gc.Request = gc.Request.WithContext(ctx)
+				}
+				gc.Next()
+				return gc.Writer.Status()
+			})
 	}
 }
 

@@ -1,6 +1,7 @@
 package ratelimithttp
 
 import (
+	"context"
 	"net/http"
 
 	ratelimit "github.com/ratekit/ratekit/core"
@@ -99,21 +100,17 @@ func Middleware(limiter *ratelimit.Limiter, opts ...Option) func(http.Handler) h
 				next.ServeHTTP(w, r)
 				return
 			}
-			id := c.identify(r)
-			d := c.guard.Check(r.Context(), id)
-			c.guard.SetHeaders(w.Header(), d)
-			if d.Blocked() {
-				c.deny(w, r, d)
-				return
-			}
-			if !c.guard.Metering() {
-				next.ServeHTTP(w, r)
-				return
-			}
-			ctx, meter := ratelimit.WithMeter(r.Context())
-			sw := &statusWriter{ResponseWriter: w}
-			next.ServeHTTP(sw, r.WithContext(ctx))
-			c.guard.Settle(ctx, id, httpverdict.Outcome{Status: sw.Status(), Meter: meter})
+			c.guard.Handle(r.Context(), c.identify(r), w.Header(),
+				func(d *httpverdict.Decision) { c.deny(w, r, d) },
+				func(ctx context.Context) int {
+					if !c.guard.Metering() {
+						next.ServeHTTP(w, r)
+						return 0
+					}
+					sw := &statusWriter{ResponseWriter: w}
+					next.ServeHTTP(sw, r.WithContext(ctx))
+					return sw.Status()
+				})
 		})
 	}
 }

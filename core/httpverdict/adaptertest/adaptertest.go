@@ -153,6 +153,16 @@ func (s *suite) limiterOn(store ratelimit.Store, prefix, name string, rules ...r
 	return l
 }
 
+// count returns what l has counted for the loopback client in its most
+// constraining rule (0 when nothing was counted).
+func (s *suite) count(l *ratelimit.Limiter) float64 {
+	res := l.Peek(context.Background(), ratelimit.Identifier{identifiers.IP: "127.0.0.1"}, ratelimit.Cost(0))
+	if res.Info == nil {
+		return 0
+	}
+	return res.Info.Count
+}
+
 func (s *suite) lastIdentifier() ratelimit.Identifier {
 	s.mu.Lock()
 	defer s.mu.Unlock()

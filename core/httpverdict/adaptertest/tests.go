@@ -138,9 +138,8 @@ func testFirstBlockEndsChecks(s *suite) {
 	srv := s.serve(Setup{Limiters: []*ratelimit.Limiter{tight, other}})
 	s.status(s.do(srv, "GET", "/hello"), http.StatusOK)
 	s.blocked(s.do(srv, "GET", "/hello"), 60, "one")
-	res := other.Peek(context.Background(), ratelimit.Identifier{identifiers.IP: "127.0.0.1"}, ratelimit.Cost(0))
-	if res.Info == nil || res.Info.Count != 1 {
-		s.t.Errorf("second limiter count = %+v, want 1: it counted a request the first limiter rejected", res.Info)
+	if c := s.count(other); c != 1 {
+		s.t.Errorf("second limiter count = %v, want 1: it counted a request the first limiter rejected", c)
 	}
 }
 
@@ -247,14 +246,7 @@ func testCostHook(s *suite) {
 		Limiters: []*ratelimit.Limiter{s.limiter("http", perIP("per_ip", 100, time.Minute))},
 		Deferred: []httpverdict.Deferred{httpverdict.Metered(dbLimiter, "db_duration_s")},
 	})
-	id := ratelimit.Identifier{identifiers.IP: "127.0.0.1"}
-	count := func() float64 {
-		res := dbLimiter.Peek(context.Background(), id, ratelimit.Cost(0))
-		if res.Info == nil {
-			return 0
-		}
-		return res.Info.Count
-	}
+	count := func() float64 { return s.count(dbLimiter) }
 	r := s.do(srv, "GET", "/work?cost=0.7")
 	s.allowed(r, "worked")
 	s.ietf(r, "per_ip", 100, 60, 99) // a resource budget in seconds does not replace the request headers
@@ -294,9 +286,8 @@ func testOutcomeHook(s *suite) {
 	if n := s.calls["/login"].Load(); n != 5 {
 		s.t.Errorf("login handler ran %d times, want 5", n)
 	}
-	res := failLimiter.Peek(context.Background(), ratelimit.Identifier{identifiers.IP: "127.0.0.1"}, ratelimit.Cost(0))
-	if res.Info == nil || res.Info.Count != 2 {
-		s.t.Errorf("failed logins counted = %+v, want 2", res.Info)
+	if c := s.count(failLimiter); c != 2 {
+		s.t.Errorf("failed logins counted = %v, want 2", c)
 	}
 }
 

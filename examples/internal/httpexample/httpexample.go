@@ -28,9 +28,33 @@ import (
 	"github.com/ratekit/ratekit/identifiers"
 )
 
-// NewHandler builds an example's handler on a store. keyPrefix isolates test
-// runs on a shared Redis ("" for the default); tp are the trusted proxies.
-type NewHandler func(store ratelimit.Store, keyPrefix string, tp identifiers.TrustedProxies) (http.Handler, error)
+// NewHandler builds an example's handler: GET /hello behind the framework's
+// rate-limit middleware checking limiter, believing forwarding headers only
+// from tp.
+type NewHandler func(limiter *ratelimit.Limiter, tp identifiers.TrustedProxies) (http.Handler, error)
+
+// NewLimiter returns the examples' limiter: GET /hello, 5 requests per minute
+// per client IP. keyPrefix isolates test runs on a shared Redis ("" for the
+// default).
+func NewLimiter(store ratelimit.Store, keyPrefix string) (*ratelimit.Limiter, error) {
+	l, err := ratelimit.New(ratelimit.Config{
+		Name:      "http_request",
+		Store:     store,
+		KeyPrefix: keyPrefix,
+		Rules: []ratelimit.Rule{{
+			Name:            "hello_per_ip",
+			Description:     "5 requests per minute per client IP",
+			Match:           map[string]ratelimit.Matcher{identifiers.Endpoint: ratelimit.Equal("GET /hello")},
+			Characteristics: []string{identifiers.IP},
+			Limit:           ratelimit.Static(5),
+			Period:          ratelimit.StaticPeriod(time.Minute),
+		}},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("limiter: %w", err)
+	}
+	return l, nil
+}
 
 // Options configure Run.
 type Options struct {
@@ -69,7 +93,11 @@ func Run(ctx context.Context, name string, o Options, newHandler NewHandler) err
 		return err
 	}
 	defer closeStore()
-	handler, err := newHandler(store, o.KeyPrefix, tp)
+	limiter, err := NewLimiter(store, o.KeyPrefix)
+	if err != nil {
+		return err
+	}
+	handler, err := newHandler(limiter, tp)
 	if err != nil {
 		return err
 	}

@@ -25,7 +25,11 @@ func Test(t *testing.T, name string, newHandler NewHandler) {
 	}
 	for _, s := range stores {
 		t.Run("handler_"+s.name, func(t *testing.T) {
-			h, err := newHandler(s.store(t), redistest.Prefix(t), identifiers.TrustedProxies{})
+			l, err := NewLimiter(s.store(t), redistest.Prefix(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, err := newHandler(l, identifiers.TrustedProxies{})
 			if err != nil {
 				t.Fatal(err)
 			}
