@@ -217,3 +217,15 @@ func mentions(s string, a netip.Addr) bool {
 	}
 	return false
 }
+
+func BenchmarkClientIP(b *testing.B) {
+	tp := MustParseTrustedProxies("10.0.0.0/8", "192.168.0.0/16", "2001:db8::/32")
+	h := hdr("X-Forwarded-For", "6.6.6.6, 198.51.100.9, 10.0.0.3, 10.0.0.4")
+	peer := netip.MustParseAddr("10.0.0.2")
+	b.ReportAllocs()
+	for b.Loop() {
+		if tp.ClientIP(peer, h) != netip.MustParseAddr("198.51.100.9") {
+			b.Fatal("wrong ip")
+		}
+	}
+}
