@@ -22,13 +22,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	ratelimit "github.com/ratekit/ratekit/core"
-	"github.com/ratekit/ratekit/core/redisstore"
+	"github.com/ratekit/ratekit/examples/internal/httpexample"
 	"github.com/ratekit/ratekit/identifiers"
 	ratelimitgrpc "github.com/ratekit/ratekit/middleware/grpc"
 )
@@ -52,7 +51,9 @@ type options struct {
 
 // run serves until ctx ends.
 func run(ctx context.Context, o options) error {
-	store, what, closeStore, err := newStore(ctx, o.redisURL)
+	// The embedded store, or redisstore.New(client) when REDIS_URL is set (the
+	// helper the HTTP examples share).
+	store, what, closeStore, err := httpexample.NewStore(ctx, o.redisURL)
 	if err != nil {
 		return err
 	}
@@ -103,21 +104,4 @@ func newServer(store ratelimit.Store, keyPrefix string) (*grpc.Server, error) {
 	)
 	healthpb.RegisterHealthServer(srv, health.NewServer())
 	return srv, nil
-}
-
-// newStore returns the embedded store, or Redis when redisURL is set.
-func newStore(ctx context.Context, redisURL string) (ratelimit.Store, string, func(), error) {
-	if redisURL == "" {
-		return ratelimit.NewMemoryStore(), "embedded in-memory (set REDIS_URL for Redis)", func() {}, nil
-	}
-	opt, err := redis.ParseURL(redisURL)
-	if err != nil {
-		return nil, "", nil, fmt.Errorf("REDIS_URL: %w", err)
-	}
-	client := redis.NewClient(opt)
-	if err := client.Ping(ctx).Err(); err != nil {
-		_ = client.Close()
-		return nil, "", nil, fmt.Errorf("redis %s: %w", opt.Addr, err)
-	}
-	return redisstore.New(client), "redis " + opt.Addr, func() { _ = client.Close() }, nil
 }
