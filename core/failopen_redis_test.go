@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"log/slog"
+	"net"
 	"testing"
 	"time"
 
