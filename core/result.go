@@ -82,8 +82,11 @@ func (r *Result) Enforcing() *Evaluation {
 	return mostConstraining(r.Evaluations, true)
 }
 
-// less reports whether a is more constraining than b (ranking of §1.6).
-func moreConstraining(a, b *Evaluation) bool {
+// MoreConstraining reports whether evaluation a ranks before b: blocking
+// first, then exceeded, then least remaining (source design §1.6). Equal
+// evaluations rank by rule order, which the caller keeps by preferring the
+// earlier one. Adapters use it to pick one evaluation across several limiters.
+func MoreConstraining(a, b *Evaluation) bool {
 	if a.Blocked != b.Blocked {
 		return a.Blocked
 	}
@@ -103,7 +106,7 @@ func mostConstraining(evs []Evaluation, enforcingOnly bool) *Evaluation {
 		if enforcingOnly && e.Rule.Action != ActionLimit {
 			continue
 		}
-		if best == nil || moreConstraining(e, best) {
+		if best == nil || MoreConstraining(e, best) {
 			best = e
 		}
 	}

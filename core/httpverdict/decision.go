@@ -41,21 +41,11 @@ func (d *Decision) Enforcing() *ratelimit.Evaluation {
 	var best *ratelimit.Evaluation
 	for i := range d.Results {
 		e := d.Results[i].Enforcing()
-		if e != nil && (best == nil || moreConstraining(e, best)) {
+		if e != nil && (best == nil || ratelimit.MoreConstraining(e, best)) {
 			best = e
 		}
 	}
 	return best
-}
-
-func moreConstraining(a, b *ratelimit.Evaluation) bool {
-	if a.Blocked != b.Blocked {
-		return a.Blocked
-	}
-	if a.Exceeded != b.Exceeded {
-		return a.Exceeded
-	}
-	return a.Info.Remaining < b.Info.Remaining
 }
 
 // blocking returns the evaluations that block the request.
