@@ -185,7 +185,7 @@ func checkRuns(t *testing.T, c renderCase, dst string) {
 		t.Errorf("/metrics has no series of db_utilization:\n%s", metrics)
 	}
 	for _, addr := range httpAddrs {
-		resp := httpGet(t, "http://"+addr+"/hello")
+		resp, _ := httpGet(t, "http://"+addr+"/hello")
 		if resp.StatusCode != http.StatusOK || resp.Header.Get("RateLimit-Policy") == "" {
 			t.Errorf("GET %s/hello: %d, RateLimit-Policy %q; want 200 with rate-limit headers", addr, resp.StatusCode, resp.Header.Get("RateLimit-Policy"))
 		}
@@ -293,18 +293,8 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-func httpGet(t *testing.T, url string) *http.Response {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return resp
-}
-
-func httpBody(t *testing.T, url string) string {
+// httpGet returns the response to GET url and its body.
+func httpGet(t *testing.T, url string) (*http.Response, string) {
 	t.Helper()
 	resp, err := http.Get(url)
 	if err != nil {
@@ -312,8 +302,18 @@ func httpBody(t *testing.T, url string) string {
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %d %v", url, resp.StatusCode, err)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
 	}
-	return string(b)
+	return resp, string(b)
+}
+
+// httpBody returns the body of GET url, which must answer 200.
+func httpBody(t *testing.T, url string) string {
+	t.Helper()
+	resp, body := httpGet(t, url)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: status %d\n%s", url, resp.StatusCode, body)
+	}
+	return body
 }

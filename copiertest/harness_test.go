@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -120,19 +121,10 @@ func copierCopy(t *testing.T, src, dst string, answers map[string]string, extra 
 
 func dataArgs(answers map[string]string) []string {
 	var args []string
-	for _, k := range sortedKeys(answers) {
+	for _, k := range slices.Sorted(maps.Keys(answers)) {
 		args = append(args, "--data", k+"="+answers[k])
 	}
 	return args
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 func read(t *testing.T, path string) string {
