@@ -1,0 +1,63 @@
+-- Garbage-collects the documents of limiters that available_limiters.yaml no
+-- longer declares, after a grace period, atomically.
+--
+-- KEYS[1]   index: set of limiters with a document
+-- KEYS[2]   orphan marks: hash limiter -> first seen orphaned (Unix ms)
+-- KEYS[3]   revision counter
+-- KEYS[4..] documents of the index members the client read
+-- ARGV[1]   grace period in ms
+-- ARGV[2]   now in Unix ms, "" for the Redis server's clock (TIME), so that
+--           every process of the fleet measures the grace on one clock
+-- ARGV[3]   n, the number of available limiters, then ARGV[4..3+n] their
+--           names, then one limiter name per KEYS[4..] document
+--
+-- Returns {now, marked, pending (name, mark pairs), deleted, cleared}.
+local now
+if ARGV[2] == '' then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+else
+  now = tonumber(ARGV[2])
+end
+local grace = tonumber(ARGV[1])
+local n = tonumber(ARGV[3])
+local available = {}
+for i = 4, 3 + n do
+  available[ARGV[i]] = true
+end
+local marked, pending, deleted, cleared = {}, {}, {}, {}
+for i = 4, #KEYS do
+  local name = ARGV[n + i]
+  -- a member the client read may have gone since; one added since waits for
+  -- the next run
+  if redis.call('SISMEMBER', KEYS[1], name) == 1 then
+    local mark = redis.call('HGET', KEYS[2], name)
+    if available[name] then
+      if mark then
+        redis.call('HDEL', KEYS[2], name)
+        cleared[#cleared + 1] = name
+      end
+    elseif not mark then
+      redis.call('HSET', KEYS[2], name, string.format('%d', now))
+      marked[#marked + 1] = name
+    elseif now - tonumber(mark) >= grace then
+      redis.call('DEL', KEYS[i])
+      redis.call('SREM', KEYS[1], name)
+      redis.call('HDEL', KEYS[2], name)
+      deleted[#deleted + 1] = name
+    else
+      pending[#pending + 1] = name
+      pending[#pending + 1] = mark
+    end
+  end
+end
+-- marks of limiters that left the index some other way
+for _, name in ipairs(redis.call('HKEYS', KEYS[2])) do
+  if redis.call('SISMEMBER', KEYS[1], name) == 0 then
+    redis.call('HDEL', KEYS[2], name)
+  end
+end
+if #deleted > 0 then
+  redis.call('INCR', KEYS[3])
+end
+return {string.format('%d', now), marked, pending, deleted, cleared}

@@ -1,0 +1,205 @@
+package rulestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/config"
+	"github.com/ratekit/ratekit/core/observe"
+)
+
+// binding is a limiter whose rules follow its document. Its state is guarded
+// by Store.mu; the limiter itself swaps rule lists atomically, so checks never
+// wait on a refresh.
+type binding struct {
+	lim   *ratelimit.Limiter
+	local Tiers
+
+	present     bool      // a document is applied (else the local tiers are)
+	raw         string    // the applied document
+	tiers       TierRules // what the limiter enforces now
+	refreshedAt time.Time // last successful refresh
+	err         error     // last refresh's error
+	rejected    string    // last rejected document, logged once
+}
+
+// Bind makes a limiter follow its document: at every refresh its rules
+// become the document's file ++ published ++ default tiers (a higher tier's
+// rule replacing a lower one of the same name; SetRules applies the list
+// whole, or not at all). local are the tiers the service itself knows
+// (Defaults compiled into the application, File from its rate_limits.yaml):
+// the limiter runs on them until a document is loaded, whenever its document
+// is missing (a flushed store), and for a tier the document does not hold.
+// Bind sets them as the limiter's rules at once.
+func (s *Store) Bind(l *ratelimit.Limiter, local Tiers) error {
+	if l == nil {
+		return errors.New("rulestore: bind: limiter is nil")
+	}
+	t, err := effective(nil, local)
+	if err != nil {
+		return fmt.Errorf("rulestore: bind %s: %w", l.Name(), err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, dup := s.bound[l.Name()]; dup {
+		return fmt.Errorf("rulestore: bind: limiter %s is already bound", l.Name())
+	}
+	if err := l.SetRules(t.Effective); err != nil {
+		return fmt.Errorf("rulestore: bind: %w", err)
+	}
+	s.bound[l.Name()] = &binding{lim: l, local: local, tiers: t}
+	return nil
+}
+
+// Tiers implements observe.TierSource: the tiers a bound limiter enforces
+// now, and when its replica was last refreshed.
+func (s *Store) Tiers(limiter string) (observe.Tiers, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	b, ok := s.bound[limiter]
+	if !ok {
+		return observe.Tiers{}, false
+	}
+	return observe.Tiers{
+		File:        b.tiers.File,
+		Published:   b.tiers.Published,
+		Defaults:    b.tiers.Defaults,
+		RefreshedAt: b.refreshedAt,
+		RefreshErr:  b.err,
+	}, true
+}
+
+// Refresh reads the documents of all bound limiters in one MGET and applies
+// the changed ones. When Redis fails every limiter keeps the rules it has (the
+// last good copy, or its local tiers when it never loaded one); a document
+// that is invalid, or whose merged list SetRules rejects, is logged and
+// skipped, its limiter keeping its rules. The error joins what went wrong.
+func (s *Store) Refresh(ctx context.Context) error {
+	s.refreshMu.Lock()
+	defer s.refreshMu.Unlock()
+	s.mu.RLock()
+	names := sortedKeys(s.bound)
+	bs := make([]*binding, len(names))
+	keys := make([]string, len(names))
+	for i, n := range names {
+		bs[i], keys[i] = s.bound[n], s.Key(n)
+	}
+	s.mu.RUnlock()
+	if len(keys) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	vals, err := s.client.MGet(ctx, keys...).Result()
+	if err != nil {
+		err = fmt.Errorf("rulestore: refresh: %w", err)
+		s.mu.Lock()
+		for _, b := range bs {
+			b.err = err
+		}
+		s.mu.Unlock()
+		for _, n := range names {
+			s.report(n, err)
+		}
+		return err
+	}
+	var errs []error
+	for i, b := range bs {
+		raw, present := vals[i].(string)
+		if err := s.apply(b, keys[i], raw, present); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// apply makes one limiter follow its document raw (present false: none).
+func (s *Store) apply(b *binding, key, raw string, present bool) error {
+	name := b.lim.Name()
+	s.mu.RLock()
+	same := present == b.present && raw == b.raw // already enforced
+	s.mu.RUnlock()
+	var t TierRules
+	err := func() error {
+		if same {
+			return nil
+		}
+		if !present {
+			t, _ = effective(nil, b.local) // checked by Bind
+		} else {
+			doc, err := config.UnmarshalLimiterRules([]byte(raw))
+			if err == nil {
+				t, err = effective(doc, b.local)
+			}
+			if err != nil {
+				return fmt.Errorf("rulestore: document %s rejected, limiter %s keeps its rules: %w", key, name, err)
+			}
+		}
+		if err := b.lim.SetRules(t.Effective); err != nil {
+			return fmt.Errorf("rulestore: document %s rejected, limiter %s keeps its rules: %w", key, name, err)
+		}
+		return nil
+	}()
+	s.mu.Lock()
+	logRejection := err != nil && raw != b.rejected
+	if err != nil {
+		b.rejected = raw
+	} else {
+		b.rejected = ""
+		if !same {
+			b.present, b.raw, b.tiers = present, raw, t
+		}
+		b.refreshedAt = s.now()
+	}
+	b.err = err
+	s.mu.Unlock()
+	if logRejection {
+		s.logger.Warn("rate_limit_rule_document_rejected", slog.String("limiter", name), slog.String("key", key), slog.Any("error", err))
+		if s.metrics != nil {
+			s.metrics.ConfigRejected(key)
+		}
+	}
+	s.report(name, err)
+	return err
+}
+
+func (s *Store) report(limiter string, err error) {
+	if s.metrics != nil {
+		s.metrics.RuleStoreRefresh(limiter, err)
+	}
+}
+
+// Run refreshes the bound limiters at once and then every Interval (plus up
+// to 10% at random) until ctx is done. It logs a failed refresh when the
+// failures start and when they end, and returns when ctx is done.
+func (s *Store) Run(ctx context.Context) {
+	var failingSince time.Time
+	every(ctx, s.interval, 10, func() {
+		err := s.Refresh(ctx)
+		switch {
+		case ctx.Err() != nil:
+		case err != nil && failingSince.IsZero():
+			failingSince = s.now()
+			s.logger.Warn("rate_limit_rule_store_refresh_failed", slog.Any("error", err),
+				slog.String("note", "limiters keep their last good rules"))
+		case err == nil && !failingSince.IsZero():
+			s.logger.Info("rate_limit_rule_store_refresh_recovered", slog.Duration("after", s.now().Sub(failingSince)))
+			failingSince = time.Time{}
+		}
+	})
+}
+
+// Start runs Run in a new goroutine and returns a channel closed when it has
+// returned (after ctx is done).
+func (s *Store) Start(ctx context.Context) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.Run(ctx)
+	}()
+	return done
+}

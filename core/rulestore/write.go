@@ -1,0 +1,370 @@
+package rulestore
+
+import (
+	"bytes"
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+
+	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/config"
+	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
+)
+
+//go:embed write.lua
+var writeLua string
+
+var writeScript = redis.NewScript(writeLua)
+
+// WriteResult tells what a write did.
+type WriteResult struct {
+	// Changed lists the limiters whose document the write changed, sorted.
+	// It is empty when every document already was as asked: repeating a
+	// write writes nothing.
+	Changed []string
+	// Revision is the store's write counter after the write (see Revision).
+	Revision int64
+}
+
+// Tiers are the tiers a service owns for one limiter: File from
+// rate_limits.yaml (config.Tiers gives both) and Defaults from the
+// application. Seed writes them into the limiter's document; Bind makes them
+// the limiter's rules until a document is loaded.
+type Tiers struct {
+	File     []ratelimit.Rule
+	Defaults []ratelimit.Rule
+}
+
+// ConfigTiers returns the Tiers of every limiter declared in available, the
+// file tier from rateLimits (which may be nil).
+func ConfigTiers(available *config.AvailableLimiters, rateLimits *config.RateLimits) (map[string]Tiers, error) {
+	if available == nil {
+		return nil, errors.New("rulestore: ConfigTiers needs the available limiters")
+	}
+	out := map[string]Tiers{}
+	for _, name := range available.Names() {
+		file, defaults, err := config.Tiers(available, rateLimits, name)
+		if err != nil {
+			return nil, fmt.Errorf("rulestore: %w", err)
+		}
+		out[name] = Tiers{File: file, Defaults: defaults}
+	}
+	return out, nil
+}
+
+// Revision returns the store's write counter: it moves on every write that
+// changes a document (Seed, Publish, Delete, GC) and never otherwise. A
+// flushed store starts again from 0.
+func (s *Store) Revision(ctx context.Context) (int64, error) {
+	vals, err := s.client.MGet(ctx, s.revKey()).Result()
+	if err != nil {
+		return 0, fmt.Errorf("rulestore: read %s: %w", s.revKey(), err)
+	}
+	return parseRev(vals[0])
+}
+
+func parseRev(v any) (int64, error) {
+	if v == nil {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(fmt.Sprint(v), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("rulestore: revision counter holds %q: %w", v, err)
+	}
+	return n, nil
+}
+
+// Seed writes the file and default tiers of each limiter, leaving their
+// published tiers as they are (source design §2.5: a service re-seeds at
+// start without touching what was published). Both tiers are written even
+// when empty, so a rule removed from rate_limits.yaml leaves the document; a
+// limiter with neither tier and no document gets none. All limiters are
+// written in one atomic operation; any invalid rule fails the whole call
+// before anything is written.
+func (s *Store) Seed(ctx context.Context, tiers map[string]Tiers) (WriteResult, error) {
+	edits := make([]edit, 0, len(tiers))
+	var errs []error
+	for _, name := range sortedKeys(tiers) {
+		if !ratelimit.ValidName(name) {
+			errs = append(errs, fmt.Errorf("limiter name %q must match ^[a-z0-9_]{1,64}$", name))
+			continue
+		}
+		e := edit{Limiter: name, Op: "seed"}
+		for _, tier := range []struct {
+			rules []ratelimit.Rule
+			dst   *[]string
+		}{{tiers[name].File, &e.File}, {tiers[name].Defaults, &e.Defaults}} {
+			l, err := config.RulesToProto(tier.rules)
+			if err == nil {
+				req := &configv1.PublishRulesRequest{RateLimits: map[string]*configv1.RuleList{name: l}}
+				if err = config.ValidatePublishRulesRequest(req, s.avail); err == nil {
+					*tier.dst, err = ruleBytes(l)
+				}
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("limiter %s: %w", name, err))
+			}
+		}
+		edits = append(edits, e)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return WriteResult{}, fmt.Errorf("rulestore: seed: %w", err)
+	}
+	return s.update(ctx, "seed", edits)
+}
+
+// SeedBound seeds the Tiers given to Bind, for every bound limiter.
+func (s *Store) SeedBound(ctx context.Context) (WriteResult, error) {
+	s.mu.RLock()
+	tiers := make(map[string]Tiers, len(s.bound))
+	for name, b := range s.bound {
+		tiers[name] = b.local
+	}
+	s.mu.RUnlock()
+	return s.Seed(ctx, tiers)
+}
+
+// Publish upserts the rules of req into the published tier of each limiter
+// in it, by rule name: a rule replaces the published rule of the same name, a
+// new name is appended. Limiters outside req, and published rules req does
+// not name, are left as they are: removing a rule is Delete's job. The
+// request is validated first (the schema's rules and, with
+// Options.Available, the limiters and properties it may use); an invalid
+// request writes nothing, and the whole batch is applied in one atomic
+// operation. Concurrent publishers lose nothing: the upsert runs inside
+// Redis, one batch after the other.
+func (s *Store) Publish(ctx context.Context, req *configv1.PublishRulesRequest) (WriteResult, error) {
+	if req == nil {
+		return WriteResult{}, errors.New("rulestore: publish: request is nil")
+	}
+	if err := config.ValidatePublishRulesRequest(req, s.avail); err != nil {
+		return WriteResult{}, fmt.Errorf("rulestore: publish: %w", err)
+	}
+	batch := req.GetRateLimits()
+	edits := make([]edit, 0, len(batch))
+	for _, name := range sortedKeys(batch) {
+		e := edit{Limiter: name, Op: "publish"}
+		raws, err := ruleBytes(batch[name])
+		if err != nil {
+			return WriteResult{}, fmt.Errorf("rulestore: publish: limiter %s: %w", name, err)
+		}
+		for i, r := range batch[name].GetRules() {
+			e.Rules = append(e.Rules, [2]string{r.GetName(), raws[i]})
+		}
+		edits = append(edits, e)
+	}
+	return s.update(ctx, "publish", edits)
+}
+
+// ErrRuleNotFound is returned (wrapped) by Delete for a rule name that the
+// limiter's published tier does not hold.
+var ErrRuleNotFound = errors.New("rulestore: rule not found")
+
+// Delete removes the named rules from a limiter's published tier. It is
+// all-or-nothing: when one name is not published, nothing is deleted and the
+// error (wrapping ErrRuleNotFound) names it. A document left with no tier at
+// all is removed with its index entry.
+func (s *Store) Delete(ctx context.Context, limiter string, rules ...string) (WriteResult, error) {
+	switch {
+	case !ratelimit.ValidName(limiter):
+		return WriteResult{}, fmt.Errorf("rulestore: delete: limiter name %q must match ^[a-z0-9_]{1,64}$", limiter)
+	case len(rules) == 0:
+		return WriteResult{}, fmt.Errorf("rulestore: delete: no rule names given for limiter %s", limiter)
+	}
+	for _, r := range rules {
+		if !ratelimit.ValidName(r) {
+			return WriteResult{}, fmt.Errorf("rulestore: delete: rule name %q must match ^[a-z0-9_]{1,64}$", r)
+		}
+	}
+	rules = slices.Compact(slices.Sorted(slices.Values(rules)))
+	return s.update(ctx, "delete", []edit{{Limiter: limiter, Op: "delete", Names: rules}})
+}
+
+// notPublished explains why rule is not deletable.
+func notPublished(doc *configv1.LimiterRules, rule string) string {
+	has := func(l *configv1.RuleList) bool {
+		return slices.ContainsFunc(l.GetRules(), func(p *configv1.Rule) bool { return p.GetName() == rule })
+	}
+	switch {
+	case doc == nil:
+		return fmt.Sprintf("rule %s is not published (the limiter has no document)", rule)
+	case has(doc.GetFileRules()):
+		return fmt.Sprintf("rule %s is not published: it is in file_rules (edit rate_limits.yaml)", rule)
+	case has(doc.GetDefaultRules()):
+		return fmt.Sprintf("rule %s is not published: it is in default_rules (the application's own)", rule)
+	}
+	return fmt.Sprintf("rule %s is not published", rule)
+}
+
+// edit is one limiter's part of a write.lua plan.
+type edit struct {
+	Limiter  string      `json:"limiter"`
+	Op       string      `json:"op"`              // publish, seed or delete
+	Rules    [][2]string `json:"rules,omitempty"` // publish: name, rule bytes
+	File     []string    `json:"file,omitempty"`  // seed: rule bytes
+	Defaults []string    `json:"defaults,omitempty"`
+	Names    []string    `json:"names,omitempty"` // delete
+}
+
+// update applies edits (one per limiter, sorted) in one write.lua call: the
+// read-modify-write runs on the server, atomically, so concurrent writers
+// never conflict. The documents are read first, to refuse (with the
+// validation error) to edit one that a process could not load.
+func (s *Store) update(ctx context.Context, op string, edits []edit) (WriteResult, error) {
+	if len(edits) == 0 {
+		rev, err := s.Revision(ctx)
+		return WriteResult{Revision: rev}, err
+	}
+	keys := make([]string, 0, len(edits)+2)
+	keys = append(keys, s.indexKey(), s.revKey())
+	for _, e := range edits {
+		keys = append(keys, s.Key(e.Limiter))
+	}
+	docs, err := s.readDocs(ctx, edits)
+	if err != nil {
+		return WriteResult{}, fmt.Errorf("rulestore: %s: %w", op, err)
+	}
+	plan, err := json.Marshal(edits)
+	if err != nil {
+		return WriteResult{}, fmt.Errorf("rulestore: %s: %w", op, err)
+	}
+	res, err := writeScript.Run(ctx, s.client, keys, plan).Slice()
+	if err != nil {
+		return WriteResult{}, fmt.Errorf("rulestore: %s: write: %w", op, err)
+	}
+	switch code, _ := res[0].(int64); code {
+	case 1:
+		out := WriteResult{Revision: res[1].(int64)}
+		for _, v := range res[2:] {
+			out.Changed = append(out.Changed, v.(string))
+		}
+		sort.Strings(out.Changed)
+		return out, nil
+	case -1:
+		return WriteResult{}, fmt.Errorf("rulestore: %s: stored document %s cannot be read; fix or remove it: %v", op, s.Key(res[1].(string)), res[2])
+	case -2:
+		lim := res[1].(string)
+		var why []string
+		for _, v := range res[2:] {
+			why = append(why, notPublished(docs[lim], v.(string)))
+		}
+		return WriteResult{}, fmt.Errorf("%w: limiter %s: %s", ErrRuleNotFound, lim, strings.Join(why, "; "))
+	}
+	return WriteResult{}, fmt.Errorf("rulestore: %s: unexpected reply %v", op, res)
+}
+
+// readDocs reads and validates the documents of edits' limiters.
+func (s *Store) readDocs(ctx context.Context, edits []edit) (map[string]*configv1.LimiterRules, error) {
+	keys := make([]string, len(edits))
+	for i, e := range edits {
+		keys[i] = s.Key(e.Limiter)
+	}
+	vals, err := s.client.MGet(ctx, keys...).Result()
+	if err != nil {
+		return nil, fmt.Errorf("read documents: %w", err)
+	}
+	docs := map[string]*configv1.LimiterRules{}
+	var errs []error
+	for i, e := range edits {
+		raw, ok := vals[i].(string)
+		if !ok {
+			continue
+		}
+		doc, err := config.UnmarshalLimiterRules([]byte(raw))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("stored document %s is invalid; fix or remove it before writing: %w", keys[i], err))
+			continue
+		}
+		docs[e.Limiter] = doc
+	}
+	return docs, errors.Join(errs...)
+}
+
+// ruleBytes encodes each rule of l exactly as config.MarshalLimiterRules
+// writes it inside a document (validating it on the way), so that write.lua
+// only moves whole rules and never encodes one itself.
+func ruleBytes(l *configv1.RuleList) ([]string, error) {
+	const head, tail = `{"default_rules":{"rules":[`, `]}}`
+	out := make([]string, 0, len(l.GetRules()))
+	var errs []error
+	for _, r := range l.GetRules() {
+		b, err := config.MarshalLimiterRules(&configv1.LimiterRules{DefaultRules: &configv1.RuleList{Rules: []*configv1.Rule{r}}})
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if !bytes.HasPrefix(b, []byte(head)) || !bytes.HasSuffix(b, []byte(tail)) {
+			return nil, fmt.Errorf("rule %s: unexpected document encoding %s", r.GetName(), b)
+		}
+		out = append(out, string(b[len(head):len(b)-len(tail)]))
+	}
+	return out, errors.Join(errs...)
+}
+
+// effective converts a document into core rule tiers and the list a limiter
+// evaluates: file ++ published ++ default, a higher tier's rule replacing a
+// lower one of the same name. A tier the document does not hold comes from
+// local (the process's own tiers).
+func effective(doc *configv1.LimiterRules, local Tiers) (TierRules, error) {
+	t := TierRules{File: local.File, Defaults: local.Defaults}
+	var errs []error
+	conv := func(l *configv1.RuleList, dst *[]ratelimit.Rule) {
+		if l == nil {
+			return
+		}
+		rules, err := config.RulesFromProto(l)
+		if err != nil {
+			errs = append(errs, err)
+			return
+		}
+		*dst = rules
+	}
+	conv(doc.GetFileRules(), &t.File)
+	conv(doc.GetPublishedRules(), &t.Published)
+	conv(doc.GetDefaultRules(), &t.Defaults)
+	if err := errors.Join(errs...); err != nil {
+		return TierRules{}, err
+	}
+	t.Effective = ratelimit.MergeTiers(t.File, t.Published, t.Defaults)
+	if err := ratelimit.ValidateRules(t.Effective); err != nil {
+		return TierRules{}, fmt.Errorf("merged rules: %w", err)
+	}
+	return t, nil
+}
+
+// TierRules are a document's tiers as core rules, and the list they give.
+type TierRules struct {
+	File, Published, Defaults []ratelimit.Rule
+	// Effective is MergeTiers(File, Published, Defaults): what the limiter
+	// evaluates.
+	Effective []ratelimit.Rule
+}
+
+// Effective returns a stored document's tiers as core rules and the list a
+// limiter evaluates from them (file ++ published ++ default, a higher tier's
+// rule replacing a lower one of the same name). A tier the document lacks is
+// empty.
+func Effective(doc *configv1.LimiterRules) (TierRules, error) {
+	t, err := effective(doc, Tiers{})
+	if err != nil {
+		return TierRules{}, fmt.Errorf("rulestore: %w", err)
+	}
+	return t, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,238 @@
+-- Applies a batch of tier edits to the per-limiter documents atomically: the
+-- read-modify-write happens here, on the server, so concurrent writers never
+-- conflict and never lose each other's rules.
+--
+-- Rules travel as the exact bytes the client's encoder made
+-- (config.MarshalLimiterRules); this script never re-encodes a rule. It only
+-- finds the rules of a stored document (a structural scan, strings and
+-- nesting aware), replaces, appends or drops whole rule byte strings, and
+-- reassembles the envelope in the one canonical form:
+--   {"default_rules":{"rules":[...]},"file_rules":{...},"published_rules":{...}}
+-- (tiers in this order, each only when present). Rules it does not touch keep
+-- their bytes, so a document written by another SDK in the same shape is
+-- left byte for byte as it was.
+--
+-- KEYS[1]   index: set of limiters with a document
+-- KEYS[2]   revision counter
+-- KEYS[3..] documents, one per edit of the plan, in order
+-- ARGV[1]   the plan, JSON: one edit per document
+--   {"limiter":"x","op":"publish","rules":[["name","{rule json}"],...]}
+--   {"limiter":"x","op":"seed","file":["{rule}",...],"defaults":[...]}
+--   {"limiter":"x","op":"delete","names":["name",...]}
+--
+-- Returns {1, revision, limiter...} with the limiters whose document changed
+-- (an edit that changes nothing writes nothing, and the revision only moves
+-- when something was written); {-1, limiter, reason} when a stored document
+-- cannot be read; {-2, limiter, name...} when delete names rules that are not
+-- published. On an error nothing is written.
+
+local function skip_ws(s, i)
+  return s:find('[^ \t\r\n]', i) or #s + 1
+end
+
+local function skip_string(s, i) -- s:sub(i, i) == '"'
+  local j = i + 1
+  while true do
+    local k = s:find('["\\]', j)
+    if not k then error('unterminated string') end
+    if s:sub(k, k) == '"' then return k + 1 end
+    j = k + 2
+  end
+end
+
+local function skip_value(s, i)
+  local c = s:sub(i, i)
+  if c == '"' then return skip_string(s, i) end
+  if c == '{' or c == '[' then
+    local depth, j = 0, i
+    while true do
+      local k = s:find('[%[%]{}"]', j)
+      if not k then error('unterminated ' .. c) end
+      local ch = s:sub(k, k)
+      if ch == '"' then
+        j = skip_string(s, k)
+      else
+        if ch == '{' or ch == '[' then depth = depth + 1 else depth = depth - 1 end
+        j = k + 1
+        if depth == 0 then return j end
+      end
+    end
+  end
+  local k = s:find('[,}%] \t\r\n]', i)
+  if k == i then error('value expected at ' .. i) end
+  return k or #s + 1
+end
+
+-- items returns the {start, stop} ranges of the members (object: key, value
+-- start, value stop) or elements (array) of the container at s[i].
+local function items(s, i, object)
+  local out, close = {}, object and '}' or ']'
+  i = skip_ws(s, i + 1)
+  if s:sub(i, i) == close then return out, i + 1 end
+  while true do
+    local key
+    if object then
+      if s:sub(i, i) ~= '"' then error('member name expected at ' .. i) end
+      local e = skip_string(s, i)
+      key = cjson.decode(s:sub(i, e - 1))
+      i = skip_ws(s, e)
+      if s:sub(i, i) ~= ':' then error('":" expected at ' .. i) end
+      i = skip_ws(s, i + 1)
+    end
+    local e = skip_value(s, i)
+    out[#out + 1] = {key, i, e}
+    i = skip_ws(s, e)
+    local c = s:sub(i, i)
+    if c == close then return out, i + 1 end
+    if c ~= ',' then error('"," or "' .. close .. '" expected at ' .. i) end
+    i = skip_ws(s, i + 1)
+  end
+end
+
+local tier_names = {'default_rules', 'file_rules', 'published_rules'}
+local known = {default_rules = true, file_rules = true, published_rules = true}
+
+-- parse returns the tiers of a document: name -> {rules = {bytes...},
+-- names = {rule name...}}; an absent tier is nil.
+local function parse(doc)
+  local i = skip_ws(doc, 1)
+  if doc:sub(i, i) ~= '{' then error('not a JSON object') end
+  local members, e = items(doc, i, true)
+  if skip_ws(doc, e) <= #doc then error('data after the document') end
+  local tiers = {}
+  for _, m in ipairs(members) do
+    local name, v = m[1], doc:sub(m[2], m[3] - 1)
+    if not known[name] then error('unknown field ' .. name) end
+    if tiers[name] then error('duplicate field ' .. name) end
+    if v ~= 'null' then
+      if v:sub(1, 1) ~= '{' then error(name .. ' is not an object') end
+      local tier = {rules = {}, names = {}}
+      for _, tm in ipairs((items(v, 1, true))) do
+        if tm[1] ~= 'rules' then error('unknown field ' .. name .. '.' .. tm[1]) end
+        local arr = v:sub(tm[2], tm[3] - 1)
+        if arr ~= 'null' then
+          if arr:sub(1, 1) ~= '[' then error(name .. '.rules is not an array') end
+          for _, el in ipairs((items(arr, 1, false))) do
+            local raw = arr:sub(el[2], el[3] - 1)
+            local r = cjson.decode(raw)
+            if type(r) ~= 'table' or type(r.name) ~= 'string' then error('a rule of ' .. name .. ' has no name') end
+            tier.rules[#tier.rules + 1] = raw
+            tier.names[#tier.names + 1] = r.name
+          end
+        end
+      end
+      tiers[name] = tier
+    end
+  end
+  return tiers
+end
+
+local function encode(tiers)
+  local parts = {}
+  for _, name in ipairs(tier_names) do
+    local t = tiers[name]
+    if t then
+      parts[#parts + 1] = '"' .. name .. '":{"rules":[' .. table.concat(t.rules, ',') .. ']}'
+    end
+  end
+  if #parts == 0 then return nil end
+  return '{' .. table.concat(parts, ',') .. '}'
+end
+
+local function index_of(list, v)
+  for i, x in ipairs(list) do
+    if x == v then return i end
+  end
+  return nil
+end
+
+local function tier_of(rules) -- a seeded tier: only publish needs names
+  local t = {rules = {}, names = {}}
+  for i, raw in ipairs(rules) do
+    t.rules[i] = raw
+  end
+  return t
+end
+
+-- list reads an optional array of the plan (null or missing: empty).
+local function list(v)
+  if type(v) ~= 'table' then return {} end
+  return v
+end
+
+local plan = cjson.decode(ARGV[1])
+local writes = {}
+for i, edit in ipairs(plan) do
+  local cur = redis.call('GET', KEYS[i + 2])
+  local tiers = {}
+  if cur then
+    local ok, res = pcall(parse, cur)
+    if not ok then return {-1, edit.limiter, tostring(res)} end
+    tiers = res
+  end
+  if edit.op == 'publish' then
+    local rules = list(edit.rules)
+    if #rules > 0 then
+      local t = tiers.published_rules or {rules = {}, names = {}}
+      for _, r in ipairs(rules) do
+        local at = index_of(t.names, r[1])
+        if at then
+          t.rules[at] = r[2]
+        else
+          t.rules[#t.rules + 1] = r[2]
+          t.names[#t.names + 1] = r[1]
+        end
+      end
+      tiers.published_rules = t
+    end
+  elseif edit.op == 'seed' then
+    local file, defaults = list(edit.file), list(edit.defaults)
+    if cur or #file > 0 or #defaults > 0 then
+      tiers.file_rules = tier_of(file)
+      tiers.default_rules = tier_of(defaults)
+    end
+  elseif edit.op == 'delete' then
+    local t = tiers.published_rules or {rules = {}, names = {}}
+    local missing = {-2, edit.limiter}
+    local names = list(edit.names)
+    for _, n in ipairs(names) do
+      if not index_of(t.names, n) then missing[#missing + 1] = n end
+    end
+    if #missing > 2 then return missing end
+    for _, n in ipairs(names) do
+      local at = index_of(t.names, n)
+      table.remove(t.rules, at)
+      table.remove(t.names, at)
+    end
+    if #t.rules == 0 then t = nil end
+    tiers.published_rules = t
+  else
+    return redis.error_reply('unknown op ' .. tostring(edit.op))
+  end
+  writes[i] = {edit.limiter, cur, encode(tiers)}
+end
+
+local out = {1, 0}
+for i, w in ipairs(writes) do
+  local name, cur, new = w[1], w[2], w[3]
+  if new == nil then
+    if cur then
+      redis.call('DEL', KEYS[i + 2])
+      out[#out + 1] = name
+    end
+    redis.call('SREM', KEYS[1], name)
+  else
+    if new ~= cur then
+      redis.call('SET', KEYS[i + 2], new)
+      out[#out + 1] = name
+    end
+    -- also for an unchanged document: repairs an index that misses it
+    redis.call('SADD', KEYS[1], name)
+  end
+end
+if #out > 2 then
+  out[2] = redis.call('INCR', KEYS[2])
+else
+  out[2] = tonumber(redis.call('GET', KEYS[2]) or '0')
+end
+return out
