@@ -97,7 +97,9 @@ func ExamplePublisher() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	settings := struct{ AutocompleteUsersLimit func(context.Context) (int64, error) }{
+	settings := struct {
+		AutocompleteUsersLimit func(context.Context) (int64, error)
+	}{
 		AutocompleteUsersLimit: func(context.Context) (int64, error) { return 300, nil }, // a database read
 	}
 	publisher := rulestore.NewPublisher(store, rulestore.PublisherOptions{Interval: time.Minute})
