@@ -41,7 +41,21 @@ ensure_copier() {
   python3 -m pip install --quiet --disable-pip-version-check 'copier>=9,<10'
 }
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
+# A free port below 45000: a cluster node also listens on port+10000, which
+# must stay below 65536 and free.
+free_port() {
+  python3 - <<'PY'
+import random, socket
+for _ in range(1000):
+    p = random.randint(20000, 45000)
+    try:
+        for q in (p, p + 10000):
+            s = socket.socket(); s.bind(("127.0.0.1", q)); s.close()
+    except OSError:
+        continue
+    print(p); break
+PY
+}
 
 RUNDIR=$(mktemp -d "${TMPDIR:-/tmp}/ratekit-test.XXXXXX")
 PIDS=()
