@@ -1,0 +1,445 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/config"
+	"github.com/ratekit/ratekit/core/observe"
+	"github.com/ratekit/ratekit/core/rulestore"
+	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
+)
+
+const rulesUsage = `usage: ratekit rules COMMAND --redis URL [flags] [ARGS]
+
+Reads and writes the Redis rule store: one document per limiter with its
+file_rules (rate_limits.yaml), published_rules (the publish API) and
+default_rules (the application's) tiers. Flags may come before or after
+the arguments.
+
+commands:
+  list                  every limiter with a document: rules per tier, orphan marks
+  show LIMITER          each tier and the effective, merged list (--json: the
+                        stored document, byte for byte)
+  publish --file FILE   upsert the rules of FILE (the rate_limits.yaml shape:
+                        rate_limits: {limiter: [rules]}) into the published
+                        tiers, all limiters in one atomic write; the file is
+                        validated first, against --available-limiters when given
+  delete LIMITER RULE...
+                        remove published rules (all or nothing)
+  gc --available-limiters FILE
+                        mark documents of limiters FILE no longer declares and
+                        delete those marked longer than --grace ago
+
+flags:
+  --redis URL                 redis://[user:pass@]host:port[/db] (required)
+  --cluster                   URL is a Redis Cluster URL (redis://host:port?addr=host2:port2...)
+  --prefix PREFIX             the store's key prefix (default "` + rulestore.DefaultPrefix + `")
+  --available-limiters FILE   the application's available_limiters.yaml (publish, gc)
+  --file FILE                 rules to publish (publish)
+  --grace D                   orphans older than this are deleted (gc; default 7d)
+  --json                      machine-readable output (list, show)
+  --timeout D                 bound on the whole command (default 10s)
+
+exit codes: 0 success; 1 invalid input, rule not found or Redis failure;
+2 usage error or unreadable file`
+
+func init() {
+	commands["rules"] = command{
+		summary: "list, show, publish, delete and garbage-collect rules in the Redis rule store",
+		usage:   rulesUsage,
+		run:     runRules,
+	}
+}
+
+type rulesFlags struct {
+	redisURL, prefix, available, file string
+	cluster, asJSON                   bool
+	grace                             string
+	timeout                           time.Duration
+}
+
+// rulesEnv is what a rules subcommand works with.
+type rulesEnv struct {
+	out   output
+	f     rulesFlags
+	avail *config.AvailableLimiters // nil without --available-limiters
+	grace time.Duration
+	store *rulestore.Store
+	redis redis.UniversalClient
+}
+
+func runRules(ctx context.Context, out output, args []string) int {
+	if len(args) == 0 {
+		return usageError(out, rulesUsage, "rules needs a command: list, show, publish, delete or gc")
+	}
+	sub, args := args[0], args[1:]
+	if sub == "-h" || sub == "-help" || sub == "--help" || sub == "help" {
+		fmt.Fprintln(out.stdout, rulesUsage)
+		return exitOK
+	}
+	run, nargs := map[string]func(context.Context, *rulesEnv, []string) int{
+		"list": rulesList, "show": rulesShow, "publish": rulesPublish, "delete": rulesDelete, "gc": rulesGC,
+	}[sub], map[string][2]int{ // min, max positional arguments (-1: any)
+		"list": {0, 0}, "show": {1, 1}, "publish": {0, 0}, "delete": {2, -1}, "gc": {0, 0},
+	}[sub]
+	if run == nil {
+		return usageError(out, rulesUsage, "unknown rules command %q", sub)
+	}
+	fs := flag.NewFlagSet("rules "+sub, flag.ContinueOnError)
+	var f rulesFlags
+	fs.StringVar(&f.redisURL, "redis", "", "")
+	fs.BoolVar(&f.cluster, "cluster", false, "")
+	fs.StringVar(&f.prefix, "prefix", rulestore.DefaultPrefix, "")
+	fs.StringVar(&f.available, "available-limiters", "", "")
+	fs.StringVar(&f.file, "file", "", "")
+	fs.StringVar(&f.grace, "grace", "7d", "")
+	fs.BoolVar(&f.asJSON, "json", false, "")
+	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "")
+	pos, ok, code := parseInterspersed(fs, args, out)
+	if !ok {
+		return code
+	}
+	switch {
+	case f.redisURL == "":
+		return usageError(out, rulesUsage, "rules %s needs --redis URL", sub)
+	case len(pos) < nargs[0] || (nargs[1] >= 0 && len(pos) > nargs[1]):
+		return usageError(out, rulesUsage, "rules %s: wrong arguments %q", sub, pos)
+	case f.timeout <= 0:
+		return usageError(out, rulesUsage, "--timeout must be positive, got %v", f.timeout)
+	}
+	env := &rulesEnv{out: out, f: f}
+	var err error
+	if env.grace, err = parseDays(f.grace); err != nil {
+		return usageError(out, rulesUsage, "--grace: %v", err)
+	}
+	if f.available != "" {
+		if env.avail, err = config.LoadAvailableLimiters(f.available); err != nil {
+			return report(out.stderr, err)
+		}
+	}
+	client, err := explainRedisClient(f.redisURL, f.cluster)
+	if err != nil {
+		return usageError(out, rulesUsage, "--redis: %v", err)
+	}
+	defer client.Close()
+	env.redis = client
+	env.store, err = rulestore.New(client, rulestore.Options{Prefix: f.prefix, Available: env.avail, GCGrace: env.grace})
+	if err != nil {
+		return usageError(out, rulesUsage, "%v", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	return run(ctx, env, pos)
+}
+
+// parseInterspersed parses flags wherever they are among the positional
+// arguments (Go's flag package stops at the first argument).
+func parseInterspersed(fs *flag.FlagSet, args []string, out output) ([]string, bool, int) {
+	var pos []string
+	for {
+		if ok, code := parseFlags(fs, rulesUsage, args, out); !ok {
+			return nil, false, code
+		}
+		if fs.NArg() == 0 {
+			return pos, true, exitOK
+		}
+		rest := fs.Args()
+		if i := len(args) - len(rest); i > 0 && args[i-1] == "--" { // after --: all arguments
+			return append(pos, rest...), true, exitOK
+		}
+		pos, args = append(pos, rest[0]), rest[1:]
+	}
+}
+
+// parseDays reads a Go duration, or a whole number of days such as "7d".
+func parseDays(s string) (time.Duration, error) {
+	if n, ok := strings.CutSuffix(s, "d"); ok {
+		d, err := strconv.Atoi(n)
+		if err != nil || d <= 0 {
+			return 0, fmt.Errorf("%q is not a positive number of days", s)
+		}
+		return time.Duration(d) * 24 * time.Hour, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%q is not a positive duration (e.g. 7d, 36h)", s)
+	}
+	return d, nil
+}
+
+// fail reports an operation's error and returns exitInvalid.
+func (e *rulesEnv) fail(err error) int {
+	var ve *config.ValidationError
+	if errors.As(err, &ve) {
+		return report(e.out.stderr, err) // one problem per line
+	}
+	fmt.Fprintf(e.out.stderr, "ratekit rules: %v\n", err)
+	return exitInvalid
+}
+
+// listEntry is one line of `rules list --json`.
+type listEntry struct {
+	Limiter     string     `json:"limiter"`
+	Key         string     `json:"key"`
+	File        *int       `json:"file_rules"` // nil: the tier is absent
+	Published   *int       `json:"published_rules"`
+	Default     *int       `json:"default_rules"`
+	OrphanSince *time.Time `json:"orphan_since,omitempty"`
+	Error       string     `json:"error,omitempty"`
+}
+
+func rulesList(ctx context.Context, e *rulesEnv, _ []string) int {
+	entries, err := e.store.List(ctx)
+	if err != nil {
+		return e.fail(err)
+	}
+	rev, err := e.store.Revision(ctx)
+	if err != nil {
+		return e.fail(err)
+	}
+	tierLen := func(l *configv1.RuleList) *int {
+		if l == nil {
+			return nil
+		}
+		n := len(l.GetRules())
+		return &n
+	}
+	list := make([]listEntry, len(entries))
+	invalid := 0
+	for i, en := range entries {
+		le := listEntry{Limiter: en.Limiter, Key: en.Key}
+		if en.Err != nil {
+			le.Error = en.Err.Error()
+			invalid++
+		} else {
+			le.File, le.Published, le.Default = tierLen(en.Document.FileRules), tierLen(en.Document.PublishedRules), tierLen(en.Document.DefaultRules)
+		}
+		if !en.OrphanSince.IsZero() {
+			t := en.OrphanSince.UTC()
+			le.OrphanSince = &t
+		}
+		list[i] = le
+	}
+	if e.f.asJSON {
+		writeJSON(e.out.stdout, struct {
+			Revision int64       `json:"revision"`
+			Limiters []listEntry `json:"limiters"`
+		}{rev, list})
+	} else {
+		tw := tabwriter.NewWriter(e.out.stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "LIMITER\tFILE\tPUBLISHED\tDEFAULT\tNOTE")
+		for _, le := range list {
+			note := ""
+			if le.OrphanSince != nil {
+				note = "orphan since " + le.OrphanSince.Format(time.RFC3339) + " (not in available_limiters.yaml)"
+			}
+			if le.Error != "" {
+				note = "INVALID: " + strings.ReplaceAll(le.Error, "\n", "; ")
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", le.Limiter, countOrDash(le.File), countOrDash(le.Published), countOrDash(le.Default), note)
+		}
+		tw.Flush()
+		fmt.Fprintf(e.out.stdout, "%s, revision %d\n", count(len(list), "limiter"), rev)
+	}
+	if invalid > 0 {
+		fmt.Fprintf(e.out.stderr, "ratekit rules: %s cannot be read by the services\n", count(invalid, "document"))
+		return exitInvalid
+	}
+	return exitOK
+}
+
+func countOrDash(n *int) string {
+	if n == nil {
+		return "-"
+	}
+	return strconv.Itoa(*n)
+}
+
+func writeJSON(w io.Writer, v any) {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func rulesShow(ctx context.Context, e *rulesEnv, args []string) int {
+	limiter := args[0]
+	key := e.store.Key(limiter)
+	raw, err := e.redis.Get(ctx, key).Result()
+	if errors.Is(err, redis.Nil) {
+		fmt.Fprintf(e.out.stderr, "ratekit rules: limiter %s has no document (key %s): it runs on the rules compiled into its services\n", limiter, key)
+		return exitInvalid
+	}
+	if err != nil {
+		return e.fail(fmt.Errorf("read %s: %w", key, err))
+	}
+	if e.f.asJSON {
+		fmt.Fprintln(e.out.stdout, raw)
+		return exitOK
+	}
+	doc, err := config.UnmarshalLimiterRules([]byte(raw))
+	if err != nil {
+		fmt.Fprintf(e.out.stderr, "ratekit rules: document %s is invalid (the services keep their last good rules):\n", key)
+		return report(e.out.stderr, err)
+	}
+	t, err := rulestore.Effective(doc)
+	if err != nil {
+		return e.fail(fmt.Errorf("document %s: %w", key, err))
+	}
+	w := e.out.stdout
+	fmt.Fprintf(w, "limiter %s (key %s)\n", limiter, key)
+	tiered := observe.Tiers{File: t.File, Published: t.Published, Defaults: t.Defaults}.Rules()
+	for _, tier := range []struct {
+		name, label string
+		list        *configv1.RuleList
+	}{
+		{observe.TierFile, "file_rules (rate_limits.yaml)", doc.FileRules},
+		{observe.TierPublished, "published_rules (publish API)", doc.PublishedRules},
+		{observe.TierDefault, "default_rules (application)", doc.DefaultRules},
+	} {
+		fmt.Fprintf(w, "\n%s: ", tier.label)
+		if tier.list == nil {
+			fmt.Fprintln(w, "absent (services use their own)")
+			continue
+		}
+		fmt.Fprintln(w, count(len(tier.list.GetRules()), "rule"))
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		for _, tr := range tiered {
+			if tr.Tier != tier.name {
+				continue
+			}
+			note := ""
+			if tr.OverriddenBy != "" {
+				note = "\toverridden by the " + tr.OverriddenBy + " rule of the same name"
+			}
+			fmt.Fprintf(tw, "  %s\t%s%s\n", tr.Rule.Name, describeRule(tr.Rule), note)
+		}
+		tw.Flush()
+	}
+	fmt.Fprintf(w, "\neffective, in evaluation order: %s\n", count(len(t.Effective), "rule"))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	n := 0
+	for _, tr := range tiered {
+		if tr.OverriddenBy == "" {
+			n++
+			fmt.Fprintf(tw, "  %d.\t%s\t%s\t%s\n", n, tr.Rule.Name, tr.Tier, describeRule(tr.Rule))
+		}
+	}
+	tw.Flush()
+	return exitOK
+}
+
+// describeRule renders a stored (static) rule on one line.
+func describeRule(r ratelimit.Rule) string {
+	var b strings.Builder
+	b.WriteString(string(r.Action))
+	if n, ok := r.Limit.IsStatic(); ok && r.Limit.IsSet() {
+		d, _ := r.Period.IsStatic()
+		fmt.Fprintf(&b, " %d per %v", n, d)
+	}
+	if r.CountDistinct != "" {
+		fmt.Fprintf(&b, " distinct %s", r.CountDistinct)
+	}
+	if len(r.Characteristics) > 0 {
+		fmt.Fprintf(&b, " by %s", strings.Join(r.Characteristics, ","))
+	}
+	if r.BanFor > 0 {
+		fmt.Fprintf(&b, ", ban %v", r.BanFor)
+	}
+	if p, err := config.RuleToProto(r); err == nil {
+		b.WriteString(", match " + describeMatch(p))
+	}
+	return b.String()
+}
+
+func rulesPublish(ctx context.Context, e *rulesEnv, _ []string) int {
+	if e.f.file == "" {
+		return usageError(e.out, rulesUsage, "rules publish needs --file FILE")
+	}
+	data, err := os.ReadFile(e.f.file)
+	if err != nil {
+		fmt.Fprintf(e.out.stderr, "ratekit rules: %v\n", err)
+		return exitUsage
+	}
+	req, err := config.ParsePublishRulesRequest(e.f.file, data, e.avail)
+	if err != nil {
+		return report(e.out.stderr, err)
+	}
+	res, err := e.store.Publish(ctx, req)
+	if err != nil {
+		return e.fail(err)
+	}
+	total := 0
+	for _, l := range req.GetRateLimits() {
+		total += len(l.GetRules())
+	}
+	fmt.Fprintf(e.out.stdout, "published %s for %s", count(total, "rule"), count(len(req.GetRateLimits()), "limiter"))
+	if len(res.Changed) == 0 {
+		fmt.Fprintf(e.out.stdout, ": nothing changed, the store already held them (revision %d)\n", res.Revision)
+	} else {
+		fmt.Fprintf(e.out.stdout, "; changed: %s (revision %d)\n", strings.Join(res.Changed, ", "), res.Revision)
+	}
+	if e.avail == nil {
+		fmt.Fprintln(e.out.stderr, "note: checked against the schema only; pass --available-limiters to check limiters and properties")
+	}
+	return exitOK
+}
+
+func rulesDelete(ctx context.Context, e *rulesEnv, args []string) int {
+	res, err := e.store.Delete(ctx, args[0], args[1:]...)
+	if err != nil {
+		return e.fail(err)
+	}
+	fmt.Fprintf(e.out.stdout, "deleted from %s: %s (revision %d)\n", args[0], strings.Join(args[1:], ", "), res.Revision)
+	return exitOK
+}
+
+func rulesGC(ctx context.Context, e *rulesEnv, _ []string) int {
+	if e.avail == nil {
+		return usageError(e.out, rulesUsage, "rules gc needs --available-limiters FILE: without the list of limiters nothing is collected")
+	}
+	rep, err := e.store.GC(ctx, e.avail)
+	if err != nil {
+		return e.fail(err)
+	}
+	w := e.out.stdout
+	fmt.Fprintf(w, "gc at %s (Redis time), grace %v\n", rep.Now.UTC().Format(time.RFC3339), e.grace)
+	line := func(what string, names []string) {
+		if len(names) > 0 {
+			fmt.Fprintf(w, "  %s: %s\n", what, strings.Join(names, ", "))
+		}
+	}
+	line("marked as orphans", rep.Marked)
+	for _, name := range sortedNames(rep.Pending) {
+		since := rep.Pending[name]
+		fmt.Fprintf(w, "  orphan %s: since %s, deleted from %s\n", name, since.UTC().Format(time.RFC3339), since.Add(e.grace).UTC().Format(time.RFC3339))
+	}
+	line("deleted", rep.Deleted)
+	line("declared again, mark cleared", rep.Cleared)
+	if len(rep.Marked)+len(rep.Pending)+len(rep.Deleted)+len(rep.Cleared) == 0 {
+		fmt.Fprintln(w, "  no orphans")
+	}
+	return exitOK
+}
+
+func sortedNames(m map[string]time.Time) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}

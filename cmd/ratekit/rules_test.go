@@ -1,0 +1,256 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/protobuf/proto"
+
+	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/rulestore"
+	"github.com/ratekit/ratekit/internal/redistest"
+	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
+)
+
+// rulesCLI runs `ratekit rules` against one Redis deployment with a key
+// prefix of its own.
+type rulesCLI struct {
+	dir    string
+	flags  []string // --redis ... --prefix ...
+	prefix string
+	client redis.UniversalClient
+}
+
+func newRulesCLI(t *testing.T, cluster bool) *rulesCLI {
+	t.Helper()
+	e := &rulesCLI{prefix: redistest.Prefix(t) + "{rules}:"}
+	if cluster {
+		addrs := redistest.ClusterAddrs(t)
+		e.client = redistest.ClusterClient(t)
+		e.flags = []string{"--redis", "redis://" + addrs[0] + "?addr=" + strings.Join(addrs[1:], "&addr="), "--cluster"}
+	} else {
+		e.flags = []string{"--redis", redistest.URL(t)}
+		e.client = redistest.Client(t)
+	}
+	e.flags = append(e.flags, "--prefix", e.prefix)
+	e.dir = writeFiles(t, map[string]string{
+		"available_limiters.yaml": readFixture(t, "available_limiters.yaml"),
+		"publish.yaml": `rate_limits:
+  user_sign_in:
+    - name: limit_user_sign_ins_by_username   # replaces the default
+      characteristics: [username]
+      limit: 3
+      period_s: 600
+      action: limit
+    - name: per_ip
+      characteristics: [ip]
+      limit: 50
+      period_s: 60
+  pipelines_create:
+    - name: per_user
+      characteristics: [username]
+      limit: 7
+      period_s: 60
+      match:
+        root_namespace_plan: {one_of: [free, premium]}
+`,
+		"invalid.yaml": `rate_limits:
+  user_sign_in:
+    - name: good
+      characteristics: [ip]
+      limit: 3
+      period_s: 60
+  pipelines_create:
+    - name: bad
+      characteristics: [ip]
+      limit: 0
+      period_s: 60
+`,
+	})
+	return e
+}
+
+func (e *rulesCLI) run(t *testing.T, sub string, args ...string) (int, string, string) {
+	t.Helper()
+	return ratekit(t, e.dir, append(append([]string{"rules", sub}, e.flags...), args...)...)
+}
+
+func (e *rulesCLI) raw(t *testing.T, limiter string) (string, bool) {
+	t.Helper()
+	v, err := e.client.Get(context.Background(), e.prefix+limiter).Result()
+	if err == redis.Nil {
+		return "", false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v, true
+}
+
+func TestRulesCLI(t *testing.T) {
+	for _, cluster := range []bool{false, true} {
+		name := map[bool]string{false: "standalone", true: "cluster"}[cluster]
+		t.Run(name, func(t *testing.T) { testRulesCLI(t, newRulesCLI(t, cluster)) })
+	}
+}
+
+func testRulesCLI(t *testing.T, e *rulesCLI) {
+	ctx := context.Background()
+	// The service seeds its tiers, as at start-up (through the library).
+	store, err := rulestore.New(e.client, rulestore.Options{Prefix: e.prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Seed(ctx, map[string]rulestore.Tiers{"user_sign_in": {Defaults: []ratelimit.Rule{{
+		Name: "limit_user_sign_ins_by_username", Characteristics: []string{"username"},
+		Limit: ratelimit.Static(5), Period: ratelimit.StaticPeriod(10 * time.Minute), BanFor: 15 * time.Minute,
+	}}}}); err != nil {
+		t.Fatal(err)
+	}
+
+	// An invalid file writes nothing and names file, line and rule.
+	code, stdout, stderr := e.run(t, "publish", "--file", "invalid.yaml", "--available-limiters", "available_limiters.yaml")
+	if code != 1 || stdout != "" || !strings.Contains(stderr, "invalid.yaml:10:14: pipelines_create/bad: limit must be at least 1, got 0") ||
+		!strings.Contains(stderr, `invalid.yaml:9:25: pipelines_create/bad: characteristic "ip" is not one of the limiter's available_properties`) {
+		t.Fatalf("invalid publish: exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
+	}
+	if _, ok := e.raw(t, "pipelines_create"); ok {
+		t.Fatal("a rejected file wrote a document")
+	}
+
+	code, stdout, stderr = e.run(t, "publish", "--file", "publish.yaml", "--available-limiters", "available_limiters.yaml")
+	if code != 0 || stdout != "published 3 rules for 2 limiters; changed: pipelines_create, user_sign_in (revision 2)\n" || stderr != "" {
+		t.Fatalf("publish: exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
+	}
+	want := `{"default_rules":{"rules":[{"name":"limit_user_sign_ins_by_username","limit":5,"period_s":600,"action":"limit","characteristics":["username"],"ban_for_s":900,"match":{}}]},"file_rules":{"rules":[]},` +
+		`"published_rules":{"rules":[{"name":"limit_user_sign_ins_by_username","limit":3,"period_s":600,"action":"limit","characteristics":["username"],"match":{}},` +
+		`{"name":"per_ip","limit":50,"period_s":60,"action":"limit","characteristics":["ip"],"match":{}}]}}`
+	if got, _ := e.raw(t, "user_sign_in"); got != want {
+		t.Fatalf("stored\n got %s\nwant %s", got, want)
+	}
+	// Publishing the same file again changes nothing.
+	code, stdout, _ = e.run(t, "publish", "--file", "publish.yaml", "--available-limiters", "available_limiters.yaml")
+	if code != 0 || !strings.Contains(stdout, "nothing changed") {
+		t.Fatalf("republish: exit %d, %s", code, stdout)
+	}
+
+	code, stdout, _ = e.run(t, "list")
+	wantList := `LIMITER           FILE  PUBLISHED  DEFAULT  NOTE
+pipelines_create  -     1          -        
+user_sign_in      0     2          1        
+2 limiters, revision 2
+`
+	if code != 0 || stdout != wantList {
+		t.Fatalf("list: exit %d\n%s\nwant\n%s", code, stdout, wantList)
+	}
+
+	// Flags after the argument work too.
+	code, stdout, _ = ratekit(t, e.dir, append([]string{"rules", "show", "user_sign_in"}, e.flags...)...)
+	wantShow := `limiter user_sign_in (key ` + e.prefix + `user_sign_in)
+
+file_rules (rate_limits.yaml): 0 rules
+
+published_rules (publish API): 2 rules
+  limit_user_sign_ins_by_username  limit 3 per 10m0s by username, match {} (every request)
+  per_ip                           limit 50 per 1m0s by ip, match {} (every request)
+
+default_rules (application): 1 rule
+  limit_user_sign_ins_by_username  limit 5 per 10m0s by username, ban 15m0s, match {} (every request)  overridden by the published rule of the same name
+
+effective, in evaluation order: 2 rules
+  1.  limit_user_sign_ins_by_username  published  limit 3 per 10m0s by username, match {} (every request)
+  2.  per_ip                           published  limit 50 per 1m0s by ip, match {} (every request)
+`
+	if code != 0 || stdout != wantShow {
+		t.Fatalf("show: exit %d\n%s\nwant\n%s", code, stdout, wantShow)
+	}
+	code, stdout, _ = e.run(t, "show", "--json", "user_sign_in")
+	if code != 0 || stdout != want+"\n" {
+		t.Fatalf("show --json: exit %d, %s", code, stdout)
+	}
+	code, _, stderr = e.run(t, "show", "nothing_here")
+	if code != 1 || !strings.Contains(stderr, "limiter nothing_here has no document") {
+		t.Fatalf("show of a missing document: exit %d, %s", code, stderr)
+	}
+
+	// Delete is all or nothing.
+	code, _, stderr = e.run(t, "delete", "user_sign_in", "per_ip", "typo")
+	if code != 1 || !strings.Contains(stderr, "rule typo is not published") {
+		t.Fatalf("delete with a typo: exit %d, %s", code, stderr)
+	}
+	if got, _ := e.raw(t, "user_sign_in"); got != want {
+		t.Fatal("a failed delete changed the document")
+	}
+	code, stdout, _ = e.run(t, "delete", "user_sign_in", "per_ip", "limit_user_sign_ins_by_username")
+	if code != 0 || stdout != "deleted from user_sign_in: per_ip, limit_user_sign_ins_by_username (revision 3)\n" {
+		t.Fatalf("delete: exit %d, %s", code, stdout)
+	}
+	if got, _ := e.raw(t, "user_sign_in"); strings.Contains(got, "published_rules") {
+		t.Fatalf("published tier left: %s", got)
+	}
+
+	// GC: a limiter the list no longer declares is marked, not deleted.
+	retired := &configv1.Rule{Name: "r", Action: configv1.Action_ACTION_LIMIT, Limit: proto.Uint32(1), PeriodS: proto.Uint32(60)}
+	if _, err := store.Publish(ctx, &configv1.PublishRulesRequest{RateLimits: map[string]*configv1.RuleList{"retired": {Rules: []*configv1.Rule{retired}}}}); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, _ = e.run(t, "gc", "--available-limiters", "available_limiters.yaml", "--grace", "2d")
+	if code != 0 || !strings.Contains(stdout, "grace 48h0m0s\n  marked as orphans: retired\n") {
+		t.Fatalf("gc: exit %d\n%s", code, stdout)
+	}
+	code, stdout, _ = e.run(t, "gc", "--available-limiters", "available_limiters.yaml")
+	if code != 0 || !strings.Contains(stdout, "  orphan retired: since ") {
+		t.Fatalf("second gc: exit %d\n%s", code, stdout)
+	}
+	if _, ok := e.raw(t, "retired"); !ok {
+		t.Fatal("deleted within the grace period")
+	}
+	code, stdout, _ = e.run(t, "list", "--json")
+	var listed struct {
+		Revision int64
+		Limiters []listEntry
+	}
+	if err := json.Unmarshal([]byte(stdout), &listed); err != nil || code != 0 {
+		t.Fatalf("list --json: exit %d, %v\n%s", code, err, stdout)
+	}
+	if len(listed.Limiters) != 3 || listed.Limiters[1].Limiter != "retired" || listed.Limiters[1].OrphanSince == nil || listed.Limiters[2].Published != nil {
+		t.Fatalf("list --json: %+v", listed.Limiters)
+	}
+}
+
+func TestRulesCLIUsage(t *testing.T) {
+	dir := writeFiles(t, map[string]string{"rules.yaml": "rate_limits: {}\n"})
+	unused := "redis://" + redistest.UnusedAddr(t)
+	for _, tc := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"rules"}, 2, "rules needs a command"},
+		{[]string{"rules", "frob", "--redis", unused}, 2, `unknown rules command "frob"`},
+		{[]string{"rules", "list"}, 2, "rules list needs --redis URL"},
+		{[]string{"rules", "show", "--redis", unused}, 2, "rules show: wrong arguments"},
+		{[]string{"rules", "delete", "--redis", unused, "lim"}, 2, "rules delete: wrong arguments"},
+		{[]string{"rules", "publish", "--redis", unused}, 2, "rules publish needs --file FILE"},
+		{[]string{"rules", "publish", "--redis", unused, "--file", "nope.yaml"}, 2, "nope.yaml: no such file"},
+		{[]string{"rules", "gc", "--redis", unused}, 2, "rules gc needs --available-limiters FILE"},
+		{[]string{"rules", "gc", "--redis", unused, "--available-limiters", "nope.yaml"}, 2, "nope.yaml: no such file"},
+		{[]string{"rules", "gc", "--redis", unused, "--grace", "soon"}, 2, `--grace: "soon" is not a positive duration`},
+		{[]string{"rules", "list", "--redis", unused, "--cluster", "--prefix", "labkit:ratelimit:rules:"}, 2, "has no {hash tag}"},
+		{[]string{"rules", "list", "--redis", unused}, 1, "connection refused"},
+		{[]string{"rules", "delete", "--redis", unused, "lim", "Bad-Name"}, 1, `rule name "Bad-Name" must match`},
+	} {
+		code, _, stderr := ratekit(t, dir, tc.args...)
+		if code != tc.code || !strings.Contains(stderr, tc.msg) {
+			t.Errorf("%q: exit %d, stderr:\n%s\nwant exit %d and %q", tc.args, code, stderr, tc.code, tc.msg)
+		}
+	}
+	code, stdout, _ := ratekit(t, dir, "help", "rules")
+	if code != 0 || !strings.HasPrefix(stdout, "usage: ratekit rules COMMAND") {
+		t.Fatalf("help rules: exit %d, %s", code, stdout)
+	}
+}
