@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -423,7 +424,7 @@ func rulesGC(ctx context.Context, e *rulesEnv, _ []string) int {
 		}
 	}
 	line("marked as orphans", rep.Marked)
-	for _, name := range sortedNames(rep.Pending) {
+	for _, name := range slices.Sorted(maps.Keys(rep.Pending)) {
 		since := rep.Pending[name]
 		fmt.Fprintf(w, "  orphan %s: since %s, deleted from %s\n", name, since.UTC().Format(time.RFC3339), since.Add(e.grace).UTC().Format(time.RFC3339))
 	}
@@ -433,13 +434,4 @@ func rulesGC(ctx context.Context, e *rulesEnv, _ []string) int {
 		fmt.Fprintln(w, "  no orphans")
 	}
 	return exitOK
-}
-
-func sortedNames(m map[string]time.Time) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }

@@ -197,10 +197,5 @@ func TestReconcilerRepopulatesFlushedStore(t *testing.T) {
 	if err != nil || len(entries) != 1 || entries[0].Document == nil {
 		t.Fatalf("index after repopulation: %+v, %v", entries, err)
 	}
-	cancel()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatal("reconciler did not stop with its context")
-	}
+	stopped(t, cancel, done, "the reconciler")
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	ratelimit "github.com/ratekit/ratekit/core"
@@ -65,9 +66,9 @@ func (s *Store) Tiers(limiter string) (observe.Tiers, bool) {
 		return observe.Tiers{}, false
 	}
 	return observe.Tiers{
-		File:        b.tiers.File,
-		Published:   b.tiers.Published,
-		Defaults:    b.tiers.Defaults,
+		File:        slices.Clone(b.tiers.File),
+		Published:   slices.Clone(b.tiers.Published),
+		Defaults:    slices.Clone(b.tiers.Defaults),
 		RefreshedAt: b.refreshedAt,
 		RefreshErr:  b.err,
 	}, true

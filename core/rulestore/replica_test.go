@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 
 	ratelimit "github.com/ratekit/ratekit/core"
@@ -137,14 +138,37 @@ func TestRefreshAcrossProcesses(t *testing.T) {
 		if ok, failed := metrics.counts("search"); ok == 0 || failed != 0 {
 			t.Fatalf("refresh metrics: %d ok, %d failed", ok, failed)
 		}
-		// Run stops with its context.
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			t.Fatal("Run did not return after its context ended")
-		}
+		stopped(t, cancel, done, "Run")
 	})
+}
+
+// publishedSearch binds a "search" limiter (default by_user: 100), publishes
+// by_user: 2 and refreshes.
+func publishedSearch(t *testing.T, c Client, opts Options) (*Store, *ratelimit.Limiter) {
+	t.Helper()
+	s := newStore(t, c, opts)
+	lim := newLimiter(t, "search", ratelimit.NewMemoryStore())
+	if err := s.Bind(lim, Tiers{Defaults: []ratelimit.Rule{rule("by_user", 100)}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Publish(ctx, request(t, map[string][]ratelimit.Rule{"search": {rule("by_user", 2)}})); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return s, lim
+}
+
+// stopped ends a background loop's context and waits for it to return.
+func stopped(t *testing.T, cancel context.CancelFunc, done <-chan struct{}, what string) {
+	t.Helper()
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%s did not return after its context ended", what)
+	}
 }
 
 // Redis stopped: the limiter keeps enforcing the last good rules. Redis back
@@ -266,17 +290,7 @@ func TestInvalidDocumentKeepsLastGood(t *testing.T) {
 	c := redistest.Client(t)
 	var logs syncBuffer
 	metrics := &recordingMetrics{}
-	s := newStore(t, c, Options{Metrics: metrics, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	lim := newLimiter(t, "search", ratelimit.NewMemoryStore())
-	if err := s.Bind(lim, Tiers{Defaults: []ratelimit.Rule{rule("by_user", 100)}}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Publish(ctx, request(t, map[string][]ratelimit.Rule{"search": {rule("by_user", 2)}})); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Refresh(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s, lim := publishedSearch(t, c, Options{Metrics: metrics, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	for _, bad := range []string{
 		`{"published_rules":{"rules":[{"name":"by_user","limit":0,"period_s":60,"action":"limit","characteristics":[],"match":{}}]}}`,
 		`{"published_rules":{"rules":[{"name":"x","limit":1,"period_s":60,"action":"limit","characteristics":[],"match":{"p":{"regex":"(("}}}]}}`,
@@ -343,17 +357,7 @@ func TestBindErrors(t *testing.T) {
 // The debug page shows the store's tiers and replica age.
 func TestDebugPageShowsTiers(t *testing.T) {
 	c := redistest.Client(t)
-	s := newStore(t, c, Options{})
-	lim := newLimiter(t, "search", ratelimit.NewMemoryStore())
-	if err := s.Bind(lim, Tiers{Defaults: []ratelimit.Rule{rule("by_user", 100)}}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Publish(ctx, request(t, map[string][]ratelimit.Rule{"search": {rule("by_user", 2)}})); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Refresh(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s, lim := publishedSearch(t, c, Options{})
 	srv := httptest.NewServer(debugpage.New(debugpage.Options{Tiers: s}, lim))
 	defer srv.Close()
 	resp, err := http.Get(srv.URL + "?format=json")
@@ -375,5 +379,43 @@ func TestDebugPageShowsTiers(t *testing.T) {
 	if len(l.Rules) != 1 || l.Rules[0].Tier != observe.TierPublished || *l.Rules[0].Limit != 2 ||
 		len(l.Overridden) != 1 || l.Overridden[0].Tier != observe.TierDefault {
 		t.Fatalf("rules %+v overridden %+v", l.Rules, l.Overridden)
+	}
+}
+
+// With observe.Metrics the refreshes, the replica age and the rejections
+// reach Prometheus.
+func TestPrometheusMetrics(t *testing.T) {
+	c := redistest.Client(t)
+	now := time.Unix(1_800_000_000, 0)
+	m := observe.NewMetrics(observe.MetricsOptions{Now: func() time.Time { return now }})
+	s := newStore(t, c, Options{Metrics: m, Logger: slog.New(slog.DiscardHandler)})
+	for _, name := range []string{"search", "projects"} {
+		if err := s.Bind(newLimiter(t, name, ratelimit.NewMemoryStore()), Tiers{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Set(ctx, s.Key("projects"), "{", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Refresh(ctx); err == nil {
+		t.Fatal("refresh with an invalid document succeeded")
+	}
+	now = now.Add(30 * time.Second)
+	want := `
+# HELP ratelimit_rule_store_refreshes_total Refreshes of a limiter's published rules from the rule store; error is true when the refresh failed and the last good rules stayed in use.
+# TYPE ratelimit_rule_store_refreshes_total counter
+ratelimit_rule_store_refreshes_total{error="false",rate_limiter="search"} 1
+ratelimit_rule_store_refreshes_total{error="true",rate_limiter="projects"} 1
+# HELP ratelimit_rule_store_replica_age_seconds Seconds since the limiter's rules were last refreshed from the rule store; +Inf when every refresh so far failed.
+# TYPE ratelimit_rule_store_replica_age_seconds gauge
+ratelimit_rule_store_replica_age_seconds{rate_limiter="projects"} +Inf
+ratelimit_rule_store_replica_age_seconds{rate_limiter="search"} 30
+# HELP ratelimit_config_rejections_total Rate-limit config files rejected whole (the previous rules stay in use).
+# TYPE ratelimit_config_rejections_total counter
+ratelimit_config_rejections_total{file="` + s.Key("projects") + `"} 1
+`
+	if err := testutil.CollectAndCompare(m, strings.NewReader(want), "ratelimit_rule_store_refreshes_total",
+		"ratelimit_rule_store_replica_age_seconds", "ratelimit_config_rejections_total"); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -346,7 +346,7 @@ func TestDelete(t *testing.T) {
 func TestConcurrentPublishersLoseNothing(t *testing.T) {
 	forEachTarget(t, func(t *testing.T, c redis.UniversalClient) {
 		prefix := testPrefix(t)
-		const writers, perWriter = 16, 8
+		const writers, perWriter = 12, 6
 		var wg sync.WaitGroup
 		errs := make(chan error, writers*perWriter)
 		for w := range writers {
