@@ -69,6 +69,18 @@ func MarshalLimiterRules(doc *configv1.LimiterRules) ([]byte, error) {
 	return w.Bytes(), nil
 }
 
+// MarshalRule encodes one rule exactly as MarshalLimiterRules writes it
+// inside a document (the rule store splices these bytes into stored documents
+// server-side). The rule is validated as a one-rule tier would be.
+func MarshalRule(r *configv1.Rule) ([]byte, error) {
+	if err := ValidateLimiterRules(&configv1.LimiterRules{DefaultRules: &configv1.RuleList{Rules: []*configv1.Rule{r}}}); err != nil {
+		return nil, err
+	}
+	w := &jsonWriter{}
+	w.rule(r)
+	return w.Bytes(), nil
+}
+
 // UnmarshalLimiterRules decodes a stored document strictly (unknown fields,
 // duplicate keys and wrong types are errors) and validates it: protovalidate,
 // unique rule names within each tier, regexes valid RE2. Errors are a

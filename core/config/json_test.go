@@ -1,6 +1,7 @@
 package config
 
 import (
+	"bytes"
 	"errors"
 	"strings"
 	"testing"
@@ -152,5 +153,28 @@ func assertErrors(t *testing.T, err error, want []string) {
 	got := strings.Split(ve.Error(), "\n")
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("errors:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func TestMarshalRuleMatchesDocumentEncoding(t *testing.T) {
+	doc, err := UnmarshalLimiterRules([]byte(designStored))
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole, err := MarshalLimiterRules(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range append(doc.GetDefaultRules().GetRules(), doc.GetPublishedRules().GetRules()...) {
+		b, err := MarshalRule(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Contains(whole, b) {
+			t.Errorf("rule %s encodes as %s, which the document %s does not contain", r.GetName(), b, whole)
+		}
+	}
+	if _, err := MarshalRule(&configv1.Rule{Name: "Bad Name"}); err == nil {
+		t.Fatal("an invalid rule was encoded")
 	}
 }

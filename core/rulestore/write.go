@@ -1,7 +1,6 @@
 package rulestore
 
 import (
-	"bytes"
 	"context"
 	_ "embed"
 	"encoding/json"
@@ -293,19 +292,15 @@ func (s *Store) readDocs(ctx context.Context, edits []edit) (map[string]*configv
 // writes it inside a document (validating it on the way), so that write.lua
 // only moves whole rules and never encodes one itself.
 func ruleBytes(l *configv1.RuleList) ([]string, error) {
-	const head, tail = `{"default_rules":{"rules":[`, `]}}`
 	out := make([]string, 0, len(l.GetRules()))
 	var errs []error
 	for _, r := range l.GetRules() {
-		b, err := config.MarshalLimiterRules(&configv1.LimiterRules{DefaultRules: &configv1.RuleList{Rules: []*configv1.Rule{r}}})
+		b, err := config.MarshalRule(r)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		if !bytes.HasPrefix(b, []byte(head)) || !bytes.HasSuffix(b, []byte(tail)) {
-			return nil, fmt.Errorf("rule %s: unexpected document encoding %s", r.GetName(), b)
-		}
-		out = append(out, string(b[len(head):len(b)-len(tail)]))
+		out = append(out, string(b))
 	}
 	return out, errors.Join(errs...)
 }
