@@ -39,6 +39,12 @@ ensure_copier() {
   if command -v copier >/dev/null; then return; fi
   log "installing copier (PyPI)"
   python3 -m pip install --quiet --disable-pip-version-check 'copier>=9,<10'
+  if command -v pyenv >/dev/null; then pyenv rehash; fi # console scripts of a pyenv Python need shims
+  if ! command -v copier >/dev/null; then
+    PATH="$(python3 -c 'import sysconfig; print(sysconfig.get_path("scripts"))'):$PATH"
+    export PATH
+  fi
+  command -v copier >/dev/null || { log "copier installed but not on PATH"; exit 1; }
 }
 
 # A free port below 45000: a cluster node also listens on port+10000, which
