@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -22,17 +23,24 @@ import (
 	"github.com/ratekit/ratekit/core/config"
 	"github.com/ratekit/ratekit/core/observe"
 	"github.com/ratekit/ratekit/core/redisstore"
+	"github.com/ratekit/ratekit/core/rulestore"
+	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
 
-const explainUsage = `usage: ratekit explain --redis URL --limiter NAME --available-limiters FILE [flags] PROPERTY=VALUE...
+const explainUsage = `usage: ratekit explain --redis URL --limiter NAME [flags] PROPERTY=VALUE...
 
 Shows how a limiter decides for one identifier, without counting: every rule
-in evaluation order with its tier (file from rate_limits.yaml, default from
-available_limiters.yaml), whether it matches the identifier and, when it does
-not, which match entry fails; for the rules that count, the current count in
-Redis, the remaining budget, the window reset and any active ban with its
-expiry; the rules a higher tier overrides; and the verdict a check would give
-now. It only reads (a peek): nothing is counted, banned or extended.
+in evaluation order with its tier, whether it matches the identifier and,
+when it does not, which match entry fails; for the rules that count, the
+current count in Redis, the remaining budget, the window reset and any active
+ban with its expiry; the rules a higher tier overrides; and the verdict a
+check would give now. It only reads (a peek): nothing is counted, banned or
+extended.
+
+The rules are the ones a service enforces: the limiter's document in the
+rule store (file, published and default tiers) where it has one, and the
+files given here for the tiers the document lacks, or for all of them when
+the limiter has no document.
 
 example:
   ratekit explain --redis redis://10.0.0.5:6379 --limiter user_sign_in \
@@ -40,15 +48,20 @@ example:
       --rate-limits config/rate_limits.yaml ip=203.0.113.7 username=alice
 
 flags:
-  --redis URL                 the counters' Redis: redis://[user:pass@]host:port[/db] (required)
+  --redis URL                 the Redis of the counters and the rule store:
+                              redis://[user:pass@]host:port[/db] (required)
   --cluster                   URL is a Redis Cluster URL (redis://host:port?addr=host2:port2...)
   --limiter NAME              the limiter to explain (required)
-  --available-limiters FILE   the application's available_limiters.yaml (required)
-  --rate-limits FILE          an operator's rate_limits.yaml (optional)
+  --available-limiters FILE   the application's available_limiters.yaml: the
+                              default tier (required when the limiter has no
+                              document in the rule store)
+  --rate-limits FILE          an operator's rate_limits.yaml: the file tier
   --key-prefix PREFIX         the counters' key prefix, as in the service's
                               ratelimit.Config.KeyPrefix (default "` + ratelimit.DefaultKeyPrefix + `")
+  --rules-prefix PREFIX       the rule store's key prefix, as in the service's
+                              rulestore.Options.Prefix (default "` + rulestore.DefaultPrefix + `")
   --cost N                    the cost of the request to explain (default 1)
-  --timeout D                 bound on the Redis read (default 5s)
+  --timeout D                 bound on each Redis read (default 5s)
   --json                      print the explanation as JSON
 
 PROPERTY=VALUE pairs are the identifier, as the service builds it (for
@@ -74,7 +87,15 @@ type explanation struct {
 	Tiers      []tierSummary      `json:"tiers"`
 	Rules      []ruleExplanation  `json:"rules"`      // effective rules, in evaluation order
 	Overridden []overriddenRule   `json:"overridden"` // replaced by a same-named rule of a higher tier
+	RuleStore  *ruleStoreState    `json:"rule_store"`
 	Verdict    verdictExplanation `json:"verdict"`
+}
+
+// ruleStoreState is what the rule store holds for the limiter.
+type ruleStoreState struct {
+	Key      string `json:"key"`
+	Document bool   `json:"document"`        // the limiter has a document
+	Error    string `json:"error,omitempty"` // reading or applying it failed
 }
 
 // tierSummary names where a tier's rules come from.
@@ -132,10 +153,10 @@ type verdictExplanation struct {
 }
 
 type explainFlags struct {
-	redisURL, limiter, available, rateLimits, keyPrefix string
-	cluster, asJSON                                     bool
-	cost                                                float64
-	timeout                                             time.Duration
+	redisURL, limiter, available, rateLimits, keyPrefix, rulesPrefix string
+	cluster, asJSON                                                  bool
+	cost                                                             float64
+	timeout                                                          time.Duration
 }
 
 func runExplain(ctx context.Context, out output, args []string) int {
@@ -147,6 +168,7 @@ func runExplain(ctx context.Context, out output, args []string) int {
 	fs.StringVar(&f.available, "available-limiters", "", "")
 	fs.StringVar(&f.rateLimits, "rate-limits", "", "")
 	fs.StringVar(&f.keyPrefix, "key-prefix", ratelimit.DefaultKeyPrefix, "")
+	fs.StringVar(&f.rulesPrefix, "rules-prefix", rulestore.DefaultPrefix, "")
 	fs.Float64Var(&f.cost, "cost", 1, "")
 	fs.DurationVar(&f.timeout, "timeout", 5*time.Second, "")
 	fs.BoolVar(&f.asJSON, "json", false, "")
@@ -158,8 +180,8 @@ func runExplain(ctx context.Context, out output, args []string) int {
 		return usageError(out, explainUsage, "explain needs --redis URL")
 	case f.limiter == "":
 		return usageError(out, explainUsage, "explain needs --limiter NAME")
-	case f.available == "":
-		return usageError(out, explainUsage, "explain needs --available-limiters FILE (it declares the limiter and its default rules)")
+	case f.rateLimits != "" && f.available == "":
+		return usageError(out, explainUsage, "--rate-limits is checked against --available-limiters FILE: give both")
 	case math.IsNaN(f.cost) || math.IsInf(f.cost, 0) || f.cost < 0:
 		return usageError(out, explainUsage, "--cost must be a finite number >= 0, got %v", f.cost)
 	case f.timeout <= 0:
@@ -169,8 +191,7 @@ func runExplain(ctx context.Context, out output, args []string) int {
 	if err != nil {
 		return usageError(out, explainUsage, "%v", err)
 	}
-
-	tiers, sources, code := loadExplainTiers(out, f)
+	local, code := loadLocalTiers(out, f)
 	if code != exitOK {
 		return code
 	}
@@ -183,18 +204,21 @@ func runExplain(ctx context.Context, out output, args []string) int {
 	limiter, err := ratelimit.New(ratelimit.Config{
 		Name:      f.limiter,
 		Store:     redisstore.New(client),
-		Rules:     ratelimit.MergeTiers(tiers.File, tiers.Defaults),
 		KeyPrefix: f.keyPrefix,
 		Timeout:   f.timeout,
 		Breaker:   ratelimit.BreakerConfig{Failures: -1},
 		Logger:    slog.New(slog.DiscardHandler), // degraded rules are part of the explanation
 	})
 	if err != nil {
-		fmt.Fprintf(out.stderr, "ratekit explain: %v\n", err)
-		return exitInvalid
+		return usageError(out, explainUsage, "%v", err)
+	}
+	tiers, sources, state, code := bindRuleStore(ctx, out, f, client, limiter, local)
+	if code != exitOK {
+		return code
 	}
 	res := limiter.Peek(ctx, id, ratelimit.Cost(f.cost))
 	ex := explain(limiter, tiers, sources, id, f.cost, res, time.Now())
+	ex.RuleStore = state
 	if f.asJSON {
 		enc := json.NewEncoder(out.stdout)
 		enc.SetIndent("", "  ")
@@ -209,38 +233,100 @@ func runExplain(ctx context.Context, out output, args []string) int {
 	return exitOK
 }
 
-// loadExplainTiers reads the limiter's file and default tiers.
-func loadExplainTiers(out output, f explainFlags) (observe.Tiers, []tierSummary, int) {
+// localTiers are the tiers a service of the limiter holds itself, from the
+// files given on the command line.
+type localTiers struct {
+	rulestore.Tiers
+	fileSource, defaultSource string // "" when the file was not given
+}
+
+// loadLocalTiers reads the limiter's file and default tiers from the files,
+// when given.
+func loadLocalTiers(out output, f explainFlags) (localTiers, int) {
+	if f.available == "" {
+		return localTiers{}, exitOK
+	}
 	available, err := config.LoadAvailableLimiters(f.available)
 	if err != nil {
-		return observe.Tiers{}, nil, report(out.stderr, err)
+		return localTiers{}, report(out.stderr, err)
 	}
 	if available.Spec(f.limiter) == nil {
 		fmt.Fprintf(out.stderr, "ratekit explain: limiter %q is not declared in %s (declared: %s)\n",
 			f.limiter, f.available, strings.Join(available.Names(), ", "))
-		return observe.Tiers{}, nil, exitInvalid
+		return localTiers{}, exitInvalid
 	}
 	var rateLimits *config.RateLimits
 	if f.rateLimits != "" {
 		if _, err := os.Stat(f.rateLimits); err != nil {
 			fmt.Fprintf(out.stderr, "ratekit explain: %v\n", err)
-			return observe.Tiers{}, nil, exitUsage
+			return localTiers{}, exitUsage
 		}
 		if rateLimits, err = config.LoadRateLimits(f.rateLimits, available); err != nil {
-			return observe.Tiers{}, nil, report(out.stderr, err)
+			return localTiers{}, report(out.stderr, err)
 		}
 	}
 	file, defaults, err := config.Tiers(available, rateLimits, f.limiter)
 	if err != nil {
 		fmt.Fprintf(out.stderr, "ratekit explain: %v\n", err)
-		return observe.Tiers{}, nil, exitInvalid
+		return localTiers{}, exitInvalid
+	}
+	return localTiers{Tiers: rulestore.Tiers{File: file, Defaults: defaults}, fileSource: f.rateLimits, defaultSource: f.available}, exitOK
+}
+
+// bindRuleStore gives the limiter the rules a service enforces: it binds it
+// to the rule store with the local tiers and refreshes once, exactly as a
+// service's replica does (a tier the limiter's document holds replaces the
+// local one; without a document, or with an invalid one, the local tiers
+// stay). It returns the tiers, where each came from, and the document's state.
+func bindRuleStore(ctx context.Context, out output, f explainFlags, client redis.UniversalClient, l *ratelimit.Limiter, local localTiers) (observe.Tiers, []tierSummary, *ruleStoreState, int) {
+	store, err := rulestore.New(client, rulestore.Options{Prefix: f.rulesPrefix, Timeout: f.timeout,
+		Logger: slog.New(slog.DiscardHandler), ClusterMode: f.cluster})
+	if err != nil {
+		return observe.Tiers{}, nil, nil, usageError(out, explainUsage, "--rules-prefix: %v", err)
+	}
+	if err := store.Bind(l, local.Tiers); err != nil {
+		fmt.Fprintf(out.stderr, "ratekit explain: %v\n", err)
+		return observe.Tiers{}, nil, nil, exitInvalid
+	}
+	key := store.Key(l.Name())
+	state := &ruleStoreState{Key: key}
+	var doc *configv1.LimiterRules
+	rctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	raw, err := client.Get(rctx, key).Result()
+	switch {
+	case errors.Is(err, redis.Nil):
+	case err != nil:
+		fmt.Fprintf(out.stderr, "ratekit explain: rule store: read %s: %v\n", key, err)
+		return observe.Tiers{}, nil, nil, exitInvalid
+	default:
+		state.Document = true
+		if doc, err = config.UnmarshalLimiterRules([]byte(raw)); err != nil {
+			doc = nil // the services skip it too: they keep their last good rules
+			state.Error = fmt.Sprintf("document %s is invalid, services keep their last good rules (shown: the local tiers): %v", key, err)
+		}
+	}
+	if err := store.Refresh(rctx); err != nil && state.Error == "" {
+		state.Error = err.Error()
+	}
+	tiers, _ := store.Tiers(l.Name())
+	if doc == nil && local.defaultSource == "" {
+		fmt.Fprintf(out.stderr, "ratekit explain: limiter %s has no document in the rule store (key %s) and no --available-limiters was given: it has no rules to explain\n", l.Name(), key)
+		return observe.Tiers{}, nil, nil, exitInvalid
 	}
 	var sources []tierSummary
-	if rateLimits != nil {
-		sources = append(sources, tierSummary{Tier: observe.TierFile, Source: f.rateLimits, Rules: len(file)})
+	add := func(tier string, inDoc bool, localSource string, rules []ratelimit.Rule) {
+		switch {
+		case inDoc:
+			sources = append(sources, tierSummary{Tier: tier, Source: "rule store " + key, Rules: len(rules)})
+		case localSource != "":
+			sources = append(sources, tierSummary{Tier: tier, Source: localSource, Rules: len(rules)})
+		}
 	}
-	sources = append(sources, tierSummary{Tier: observe.TierDefault, Source: f.available, Rules: len(defaults)})
-	return observe.Tiers{File: file, Defaults: defaults}, sources, exitOK
+	add(observe.TierFile, doc.GetFileRules() != nil, local.fileSource, tiers.File)
+	add(observe.TierPublished, doc.GetPublishedRules() != nil, "", tiers.Published)
+	add(observe.TierDefault, doc.GetDefaultRules() != nil, local.defaultSource, tiers.Defaults)
+	return tiers, sources, state, exitOK
 }
 
 // explainRedisClient connects to the counters' Redis. An operator waiting on
@@ -413,7 +499,18 @@ func printExplanation(w io.Writer, ex explanation, now time.Time) {
 	for _, t := range ex.Tiers {
 		ts = append(ts, fmt.Sprintf("%s %s (%s)", t.Tier, count(t.Rules, "rule"), t.Source))
 	}
-	fmt.Fprintf(w, "tiers, highest first: %s\n\n", strings.Join(ts, ", "))
+	fmt.Fprintf(w, "tiers, highest first: %s\n", strings.Join(ts, ", "))
+	if rs := ex.RuleStore; rs != nil {
+		switch {
+		case rs.Error != "":
+			fmt.Fprintf(w, "rule store: %s\n", rs.Error)
+		case rs.Document:
+			fmt.Fprintf(w, "rule store: document %s\n", rs.Key)
+		default:
+			fmt.Fprintf(w, "rule store: no document at %s: the services run on their own tiers\n", rs.Key)
+		}
+	}
+	fmt.Fprintln(w)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "#\tTIER\tRULE\tACTION\tRESULT")

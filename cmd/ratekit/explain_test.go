@@ -18,7 +18,9 @@ import (
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/config"
 	"github.com/ratekit/ratekit/core/redisstore"
+	"github.com/ratekit/ratekit/core/rulestore"
 	"github.com/ratekit/ratekit/internal/redistest"
+	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
 
 const explainAvailable = `available_limiters:
@@ -74,9 +76,11 @@ const explainRateLimits = `rate_limits:
 // traffic that explain then reads.
 type explainEnv struct {
 	available, rateLimits, prefix string
+	rulesPrefix                   string // the rule store's, with a hash tag for Redis Cluster
 	redisURL                      string
 	cluster                       bool
 	limiter                       *ratelimit.Limiter
+	local                         rulestore.Tiers // the files' tiers
 }
 
 func newExplainEnv(t *testing.T, client redisstore.Client, redisURL string, cluster bool) *explainEnv {
@@ -84,6 +88,7 @@ func newExplainEnv(t *testing.T, client redisstore.Client, redisURL string, clus
 	dir := t.TempDir()
 	e := &explainEnv{available: filepath.Join(dir, "available_limiters.yaml"),
 		rateLimits: filepath.Join(dir, "rate_limits.yaml"), prefix: redistest.Prefix(t), redisURL: redisURL, cluster: cluster}
+	e.rulesPrefix = e.prefix + "{rules}:"
 	for path, body := range map[string]string{e.available: explainAvailable, e.rateLimits: explainRateLimits} {
 		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
 			t.Fatal(err)
@@ -101,6 +106,7 @@ func newExplainEnv(t *testing.T, client redisstore.Client, redisURL string, clus
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.local = rulestore.Tiers{File: must(rateLimits.Rules("api_request")), Defaults: must(available.DefaultRules("api_request"))}
 	e.limiter, err = ratelimit.New(ratelimit.Config{Name: "api_request", Store: redisstore.New(client), KeyPrefix: e.prefix,
 		Rules: rules, Logger: slog.New(slog.DiscardHandler), Timeout: 5 * time.Second})
 	if err != nil {
@@ -119,7 +125,7 @@ func (e *explainEnv) run(t *testing.T, args ...string) (string, string, int) {
 
 func (e *explainEnv) flags(extra ...string) []string {
 	args := []string{"explain", "--redis", e.redisURL, "--limiter", "api_request", "--key-prefix", e.prefix,
-		"--available-limiters", e.available, "--rate-limits", e.rateLimits}
+		"--rules-prefix", e.rulesPrefix, "--available-limiters", e.available, "--rate-limits", e.rateLimits}
 	if e.cluster {
 		args = append(args, "--cluster")
 	}
@@ -383,6 +389,98 @@ func dumpKeys(t *testing.T, ctx context.Context, c redis.Cmdable, keys []string)
 		t.Fatal("no counter keys: the check did not count")
 	}
 	return out
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// With a document in the rule store, explain shows the tiers the services
+// enforce: the stored file and default tiers and the published one, even
+// without the files; an invalid document leaves the local tiers in force.
+func TestExplainRuleStore(t *testing.T) {
+	client := redistest.Client(t)
+	e := newExplainEnv(t, client, redistest.URL(t), false)
+	ctx := context.Background()
+	store, err := rulestore.New(client, rulestore.Options{Prefix: e.rulesPrefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Seed(ctx, map[string]rulestore.Tiers{"api_request": e.local}); err != nil {
+		t.Fatal(err)
+	}
+	published := must(config.RulesToProto([]ratelimit.Rule{{Name: "per_ip", Characteristics: []string{"ip"},
+		Limit: ratelimit.Static(5), Period: ratelimit.StaticPeriod(time.Minute)}}))
+	if _, err := store.Publish(ctx, &configv1.PublishRulesRequest{RateLimits: map[string]*configv1.RuleList{"api_request": published}}); err != nil {
+		t.Fatal(err)
+	}
+	// The service: its limiter follows the document.
+	if err := store.Bind(e.limiter, e.local); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.check(t, 5, ratelimit.Identifier{"ip": "10.0.0.9", "user": "zed", "request_type": "web", "path": "/x"})
+
+	key := store.Key("api_request")
+	id := []string{"ip=10.0.0.9", "user=zed", "request_type=web", "path=/x"}
+	stdout, stderr, code := e.run(t, append([]string{"explain", "--json", "--redis", e.redisURL, "--limiter", "api_request",
+		"--key-prefix", e.prefix, "--rules-prefix", e.rulesPrefix}, id...)...) // no files: all from the document
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var ex explanation
+	if err := json.Unmarshal([]byte(stdout), &ex); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"1 file skip_health no_match",
+		"2 file per_user no_match",
+		"3 file distinct_paths no_match",
+		"4 published per_ip block 5/5",
+		"5 default login_by_ip no_match",
+	}
+	if got := ruleLines(ex); !slices.Equal(got, want) {
+		t.Fatalf("rules\n got %q\nwant %q", got, want)
+	}
+	src := "rule store " + key
+	if !slices.Equal(ex.Tiers, []tierSummary{{"file", src, 3}, {"published", src, 1}, {"default", src, 3}}) {
+		t.Fatalf("tiers %+v", ex.Tiers)
+	}
+	if !slices.Equal(ex.Overridden, []overriddenRule{{"default", "per_user", "file"}, {"default", "per_ip", "published"}}) {
+		t.Fatalf("overridden %+v", ex.Overridden)
+	}
+	if *ex.RuleStore != (ruleStoreState{Key: key, Document: true}) || ex.Verdict.Rule != "per_ip" || ex.Verdict.Action != "block" {
+		t.Fatalf("rule store %+v, verdict %+v", ex.RuleStore, ex.Verdict)
+	}
+
+	// An invalid document: the services skip it, and so does explain.
+	if err := client.Set(ctx, key, `{"published_rules":{"rules":[{"name":"Bad Name"}]}}`, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	ex = e.expectRules(t, []string{
+		"1 file skip_health no_match",
+		"2 file per_user no_match",
+		"3 file distinct_paths no_match",
+		"4 default login_by_ip no_match",
+		"5 default per_ip allow 5/1000",
+	}, id...)
+	if rs := ex.RuleStore; !rs.Document || !strings.Contains(rs.Error, "is invalid") {
+		t.Fatalf("rule store %+v", rs)
+	}
+	if !slices.Equal(ex.Tiers, []tierSummary{{"file", e.rateLimits, 3}, {"default", e.available, 3}}) {
+		t.Fatalf("tiers %+v", ex.Tiers)
+	}
+
+	// No document and no files: nothing to explain.
+	_, stderr, code = e.run(t, "explain", "--redis", e.redisURL, "--limiter", "other", "--rules-prefix", e.rulesPrefix, "x=1")
+	if code != 1 || !strings.Contains(stderr, "limiter other has no document in the rule store") {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
 }
 
 // The same explanation on a Redis Cluster, where the rules' counters live in
