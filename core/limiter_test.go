@@ -301,3 +301,28 @@ func TestMemoryStoreReclaimsExpiredKeys(t *testing.T) {
 		t.Fatalf("memory store held %d keys for ~1000 live ones", peak)
 	}
 }
+
+func TestMatchFailures(t *testing.T) {
+	r := ratelimit.Rule{Name: "r", Action: ratelimit.ActionSkip, Match: map[string]ratelimit.Matcher{
+		"plan":   ratelimit.Equal("free"),
+		"path":   ratelimit.Regex(`^/api/`),
+		"method": ratelimit.OneOf("POST", "PUT"),
+	}}
+	tests := []struct {
+		id   ratelimit.Identifier
+		want string
+	}{
+		{ratelimit.Identifier{"plan": "free", "path": "/api/x", "method": "PUT"}, "[]"},
+		{ratelimit.Identifier{"plan": "pro", "path": "/web", "method": "GET"},
+			`[method: "GET" is not in {one_of: ["POST" "PUT"]} path: "/web" does not match {regex: "^/api/"} plan: "pro" is not "free"]`},
+		{ratelimit.Identifier{"path": "/api/x", "method": "POST"}, `[plan: not in the identifier (want "free")]`},
+	}
+	for _, tt := range tests {
+		if got := fmt.Sprint(r.MatchFailures(tt.id)); got != tt.want {
+			t.Errorf("MatchFailures(%v) = %s, want %s", tt.id, got, tt.want)
+		}
+	}
+	if ratelimit.Regex(`(`).Matches("(") {
+		t.Fatal("an invalid regex matched")
+	}
+}

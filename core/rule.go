@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"regexp/syntax"
+	"slices"
 	"sort"
 	"time"
 )
@@ -131,6 +132,8 @@ type Matcher struct {
 	kind  MatcherKind
 	value string
 	set   []string
+	re    *regexp.Regexp // compiled by Regex; nil with err set when invalid
+	err   error
 }
 
 // Equal matches a property whose canonical value equals v.
@@ -138,7 +141,10 @@ func Equal(v any) Matcher { return Matcher{kind: MatchEqual, value: Canonical(v)
 
 // Regex matches a property against an RE2 expression. The expression is
 // compiled (and bounded by MaxRegexLen and MaxRegexInsts) when the limiter is built.
-func Regex(expr string) Matcher { return Matcher{kind: MatchRegex, value: expr} }
+func Regex(expr string) Matcher {
+	re, err := CompileRegex(expr)
+	return Matcher{kind: MatchRegex, value: expr, re: re, err: err}
+}
 
 // OneOf matches a property whose canonical value is one of vs. An empty set matches nothing.
 func OneOf(vs ...any) Matcher {
@@ -236,16 +242,53 @@ func (e *matchEntry) matches(id Identifier) bool {
 	if !ok {
 		return false
 	}
-	switch e.m.kind {
-	case MatchEqual:
-		return v == e.m.value
-	case MatchRegex:
-		return e.re.MatchString(v)
-	case MatchOneOf:
+	if e.m.kind == MatchOneOf {
 		_, ok := e.set[v]
 		return ok
 	}
+	return e.m.Matches(v)
+}
+
+// Matches reports whether the canonical value v satisfies the matcher. An
+// invalid regex matches nothing (New rejects rules holding one).
+func (m Matcher) Matches(v string) bool {
+	switch m.kind {
+	case MatchEqual:
+		return v == m.value
+	case MatchRegex:
+		return m.re != nil && m.re.MatchString(v)
+	case MatchOneOf:
+		return slices.Contains(m.set, v)
+	}
 	return false
+}
+
+// MatchFailures explains why r does not apply to id: one line per Match entry
+// that id fails, in property order; nil when r applies. Tools such as
+// ratekit explain show it; the hot path uses the compiled rule instead.
+func (r *Rule) MatchFailures(id Identifier) []string {
+	keys := make([]string, 0, len(r.Match))
+	for k := range r.Match {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var out []string
+	for _, k := range keys {
+		m := r.Match[k]
+		v, ok := id.Get(k)
+		switch {
+		case !ok:
+			out = append(out, fmt.Sprintf("%s: not in the identifier (want %s)", k, m))
+		case m.Matches(v):
+		case m.kind == MatchEqual:
+			out = append(out, fmt.Sprintf("%s: %q is not %s", k, v, m))
+		case m.kind == MatchRegex:
+			out = append(out, fmt.Sprintf("%s: %q does not match %s", k, v, m))
+		default:
+			out = append(out, fmt.Sprintf("%s: %q is not in %s", k, v, m))
+		}
+	}
+	return out
 }
 
 type compiledRule struct {
@@ -281,11 +324,10 @@ func compileRule(r *Rule) (*compiledRule, error) {
 		switch m.kind {
 		case MatchEqual:
 		case MatchRegex:
-			re, err := CompileRegex(m.value)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("match %q: %w", k, err))
+			if m.err != nil {
+				errs = append(errs, fmt.Errorf("match %q: %w", k, m.err))
 			}
-			e.re = re
+			e.re = m.re
 		case MatchOneOf:
 			e.set = make(map[string]struct{}, len(m.set))
 			for _, v := range m.set {

@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"math"
 	"os"
-	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -195,7 +194,7 @@ func runExplain(ctx context.Context, out output, args []string) int {
 	if code != exitOK {
 		return code
 	}
-	client, err := explainRedisClient(f.redisURL, f.cluster)
+	client, err := redisClient(f.redisURL, f.cluster)
 	if err != nil {
 		return usageError(out, explainUsage, "--redis: %v", err)
 	}
@@ -329,31 +328,6 @@ func bindRuleStore(ctx context.Context, out output, f explainFlags, client redis
 	return tiers, sources, state, exitOK
 }
 
-// explainRedisClient connects to the counters' Redis. An operator waiting on
-// a terminal wants a prompt answer: a refused connection is not redialled five
-// times, and go-redis's own log lines are silenced (the error is reported).
-func explainRedisClient(url string, cluster bool) (redis.UniversalClient, error) {
-	redis.SetLogger(quietRedisLogger{})
-	if cluster {
-		opt, err := redis.ParseClusterURL(url)
-		if err != nil {
-			return nil, err
-		}
-		opt.DialerRetries = cmp.Or(opt.DialerRetries, 1)
-		return redis.NewClusterClient(opt), nil
-	}
-	opt, err := redis.ParseURL(url)
-	if err != nil {
-		return nil, err
-	}
-	opt.DialerRetries = cmp.Or(opt.DialerRetries, 1)
-	return redis.NewClient(opt), nil
-}
-
-type quietRedisLogger struct{}
-
-func (quietRedisLogger) Printf(context.Context, string, ...any) {}
-
 // parseIdentifier reads PROPERTY=VALUE arguments.
 func parseIdentifier(args []string) (ratelimit.Identifier, error) {
 	id := ratelimit.Identifier{}
@@ -396,7 +370,7 @@ func explain(l *ratelimit.Limiter, tiers observe.Tiers, sources []tierSummary, i
 	}
 	for i, r := range l.Rules() {
 		re := ruleExplanation{Position: i + 1, Tier: tierOf[r.Name], Name: r.Name, Action: string(r.Action)}
-		re.Mismatches = matchFailures(r, id)
+		re.Mismatches = r.MatchFailures(id)
 		re.Matched = len(re.Mismatches) == 0
 		ev := evals[r.Name]
 		_, hasDistinct := id.Get(r.CountDistinct)
@@ -448,43 +422,6 @@ func explain(l *ratelimit.Limiter, tiers observe.Tiers, sources []tierSummary, i
 	}
 	ex.Verdict = v
 	return ex
-}
-
-// matchFailures lists the match entries of r that id fails, sorted by property;
-// empty when r applies to id. It follows the limiter's matching: every entry's
-// property must be present, and equal (canonical string), match the RE2
-// regex, or be one of the set.
-func matchFailures(r ratelimit.Rule, id ratelimit.Identifier) []string {
-	keys := make([]string, 0, len(r.Match))
-	for k := range r.Match {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var out []string
-	for _, k := range keys {
-		m := r.Match[k]
-		v, ok := id.Get(k)
-		if !ok {
-			out = append(out, fmt.Sprintf("%s: not in the identifier (want %s)", k, m))
-			continue
-		}
-		switch m.Kind() {
-		case ratelimit.MatchEqual:
-			if v != m.Value() {
-				out = append(out, fmt.Sprintf("%s: %q is not %s", k, v, m))
-			}
-		case ratelimit.MatchRegex:
-			re, err := ratelimit.CompileRegex(m.Value())
-			if err != nil || !re.MatchString(v) {
-				out = append(out, fmt.Sprintf("%s: %q does not match %s", k, v, m))
-			}
-		case ratelimit.MatchOneOf:
-			if !slices.Contains(m.Values(), v) {
-				out = append(out, fmt.Sprintf("%s: %q is not in %s", k, v, m))
-			}
-		}
-	}
-	return out
 }
 
 func printExplanation(w io.Writer, ex explanation, now time.Time) {

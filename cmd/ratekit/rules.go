@@ -132,7 +132,7 @@ func runRules(ctx context.Context, out output, args []string) int {
 			return report(out.stderr, err)
 		}
 	}
-	client, err := explainRedisClient(f.redisURL, f.cluster)
+	client, err := redisClient(f.redisURL, f.cluster)
 	if err != nil {
 		return usageError(out, rulesUsage, "--redis: %v", err)
 	}
