@@ -1,7 +1,6 @@
 package copiertest
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,7 +10,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -209,29 +207,45 @@ func checkRuns(t *testing.T, c renderCase, dst string) {
 		t.Errorf("/debug/ratelimit does not list db_utilization:\n%s", debug)
 	}
 	if err := p.stop(15 * time.Second); err != nil {
-		t.Fatalf("%v:\n%s", err, p.logs)
+		t.Fatalf("%v:\n%s", err, p.logs())
 	}
-	if !strings.Contains(p.logs.String(), c.service+" started") {
-		t.Errorf("service logs lack the start line:\n%s", p.logs)
+	if !strings.Contains(p.logs(), c.service+" started") {
+		t.Errorf("service logs lack the start line:\n%s", p.logs())
 	}
 }
 
 // proc is a running service binary.
 type proc struct {
-	cmd  *exec.Cmd
-	logs *syncBuffer
-	done chan struct{} // closed when the process has exited
-	err  error         // its exit error, once done
+	cmd     *exec.Cmd
+	logFile string        // its stdout and stderr
+	done    chan struct{} // closed when the process has exited
+	err     error         // its exit error, once done
+}
+
+// logs returns what the process has written so far.
+func (p *proc) logs() string {
+	b, err := os.ReadFile(p.logFile)
+	if err != nil {
+		return err.Error()
+	}
+	return string(b)
 }
 
 // start runs bin in dir without the Redis variable (the service counts in
 // memory and starts no worker), killing it when the test ends.
 func start(t *testing.T, dir, bin, redisEnv string, env []string) *proc {
 	t.Helper()
-	p := &proc{cmd: exec.Command(bin), logs: &syncBuffer{}, done: make(chan struct{})}
+	p := &proc{cmd: exec.Command(bin), logFile: filepath.Join(t.TempDir(), "service.log"), done: make(chan struct{})}
 	p.cmd.Dir = dir
 	p.cmd.Env = append(slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, redisEnv+"=") }), env...)
-	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
+	// A file, not a buffer: the process writes to it directly, so reading it
+	// while the process runs races with nothing.
+	f, err := os.Create(p.logFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p.cmd.Stdout, p.cmd.Stderr = f, f
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -258,11 +272,11 @@ func (p *proc) waitGet(t *testing.T, url string) string {
 		}
 		select {
 		case <-p.done:
-			t.Fatalf("service exited (%v) before serving %s:\n%s", p.err, url, p.logs)
+			t.Fatalf("service exited (%v) before serving %s:\n%s", p.err, url, p.logs())
 		case <-time.After(100 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s did not answer within 20s:\n%s", url, p.logs)
+			t.Fatalf("%s did not answer within 20s:\n%s", url, p.logs())
 		}
 	}
 }
@@ -281,24 +295,6 @@ func (p *proc) stop(within time.Duration) error {
 	case <-time.After(within):
 		return fmt.Errorf("service still running %s after SIGTERM", within)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the process's writers and the test.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // httpGet returns the response to GET url and its body.
