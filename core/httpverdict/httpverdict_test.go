@@ -1,6 +1,7 @@
 package httpverdict
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -184,5 +185,42 @@ func TestSFString(t *testing.T) {
 		if got := sfString(in); got != want {
 			t.Errorf("sfString(%q) = %s, want %s", in, got, want)
 		}
+	}
+}
+
+// Handle gives a Deferred's Charge the status, the meter the handler filled
+// and the response headers; a blocked request reaches deny, not the handler.
+func TestHandleOutcome(t *testing.T) {
+	l, err := ratelimit.New(ratelimit.Config{Name: "misses", Store: ratelimit.NewMemoryStore(),
+		Rules: []ratelimit.Rule{{Name: "cache_misses", Limit: ratelimit.Static(1), Period: ratelimit.StaticPeriod(time.Minute)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []Outcome
+	g := &Guard{Deferred: []Deferred{{Limiter: l, PeekCost: 0, Charge: func(_ context.Context, o Outcome) (float64, bool) {
+		seen = append(seen, o)
+		return o.Meter.Value("miss_s"), o.Header.Get("X-Cache") == "miss"
+	}}}}
+	if err := g.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	denied := 0
+	for i := 0; i < 3; i++ {
+		h := http.Header{}
+		g.Handle(context.Background(), nil, h, func(*Decision) { denied++ }, func(ctx context.Context) int {
+			ratelimit.AddCost(ctx, "miss_s", 0.75)
+			h.Set("X-Cache", "miss")
+			return http.StatusTeapot
+		})
+	}
+	// 0.75, then 1.5 (over 1): the third request is blocked by the peek.
+	if len(seen) != 2 || denied != 1 {
+		t.Fatalf("charged %d times, denied %d; want 2 and 1", len(seen), denied)
+	}
+	if o := seen[0]; o.Status != http.StatusTeapot || o.Meter.Value("miss_s") != 0.75 || o.Header.Get("X-Cache") != "miss" {
+		t.Errorf("outcome %+v", o)
+	}
+	if res := l.Peek(context.Background(), nil, ratelimit.Cost(0)); res.Info == nil || res.Info.Count != 1.5 {
+		t.Errorf("counted %+v, want 1.5", res.Info)
 	}
 }

@@ -34,4 +34,13 @@
 // outcome hook sees is the committed response status or, when the handler
 // returned an error without writing a response, the *echo.HTTPError code (500
 // for other errors), which is what Echo's error handler will send.
+//
+// # Fail-open
+//
+// A limiter whose check fails (its store down or slow) lets the request
+// through and never blocks it; it contributes no rate-limit headers. The
+// headers come from the limiters whose check succeeded, and a healthy limiter
+// still blocks beside a failed one. When every check failed, the response
+// carries no rate-limit headers, since there is nothing true to say. The rule
+// is ratelimit.Decision's, so the gRPC and asynq adapters follow it too.
 package ratelimitecho

@@ -83,7 +83,8 @@ func WithProfile(p httpverdict.Profile) Option {
 
 // Middleware returns Echo middleware that checks every request against limiter
 // and the limiters of WithLimiters. limiter may be nil when options give them
-// all. Register it with e.Use (or on a group), not e.Pre.
+// all; a nil limiter in WithLimiters, or a Deferred without Limiter or Charge,
+// panics here. Register it with e.Use (or on a group), not e.Pre.
 func Middleware(limiter *ratelimit.Limiter, opts ...Option) echo.MiddlewareFunc {
 	c := &config{skipper: middleware.DefaultSkipper}
 	if limiter != nil {
@@ -91,6 +92,9 @@ func Middleware(limiter *ratelimit.Limiter, opts ...Option) echo.MiddlewareFunc 
 	}
 	for _, o := range opts {
 		o(c)
+	}
+	if err := c.guard.Validate(); err != nil {
+		panic("ratelimitecho: " + err.Error()) // a programming error, found at start-up
 	}
 	if c.identify == nil {
 		c.identify = c.defaultIdentifier

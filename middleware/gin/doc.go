@@ -32,4 +32,13 @@
 // httpverdict.CountStatus) and peeked before it. The middleware puts a
 // ratelimit.Meter in the request context (c.Request.Context()) for
 // ratelimit.AddCost; the outcome hooks see c.Writer.Status() after c.Next.
+//
+// # Fail-open
+//
+// A limiter whose check fails (its store down or slow) lets the request
+// through and never blocks it; it contributes no rate-limit headers. The
+// headers come from the limiters whose check succeeded, and a healthy limiter
+// still blocks beside a failed one. When every check failed, the response
+// carries no rate-limit headers, since there is nothing true to say. The rule
+// is ratelimit.Decision's, so the gRPC and asynq adapters follow it too.
 package ratelimitgin

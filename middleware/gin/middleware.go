@@ -79,7 +79,8 @@ func WithProfile(p httpverdict.Profile) Option {
 
 // Middleware returns Gin middleware that checks every request against limiter
 // and the limiters of WithLimiters. limiter may be nil when options give them
-// all. Register it with Use before the routes.
+// all; a nil limiter in WithLimiters, or a Deferred without Limiter or Charge,
+// panics here. Register it with Use before the routes.
 func Middleware(limiter *ratelimit.Limiter, opts ...Option) gin.HandlerFunc {
 	c := &config{}
 	if limiter != nil {
@@ -87,6 +88,9 @@ func Middleware(limiter *ratelimit.Limiter, opts ...Option) gin.HandlerFunc {
 	}
 	for _, o := range opts {
 		o(c)
+	}
+	if err := c.guard.Validate(); err != nil {
+		panic("ratelimitgin: " + err.Error()) // a programming error, found at start-up
 	}
 	if c.identify == nil {
 		c.identify = c.defaultIdentifier

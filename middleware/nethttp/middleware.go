@@ -75,8 +75,9 @@ func WithProfile(p httpverdict.Profile) Option {
 }
 
 // Middleware returns net/http middleware that checks every request against
-// limiter and the limiters of WithLimiters. A limiter may be nil when all of
-// them are given by options.
+// limiter and the limiters of WithLimiters. limiter may be nil when options
+// give them all; a nil limiter in WithLimiters, or a Deferred without Limiter
+// or Charge, panics here (a programming error found at start-up).
 func Middleware(limiter *ratelimit.Limiter, opts ...Option) func(http.Handler) http.Handler {
 	c := &config{}
 	if limiter != nil {
@@ -84,6 +85,9 @@ func Middleware(limiter *ratelimit.Limiter, opts ...Option) func(http.Handler) h
 	}
 	for _, o := range opts {
 		o(c)
+	}
+	if err := c.guard.Validate(); err != nil {
+		panic("ratelimithttp: " + err.Error()) // a programming error, found at start-up
 	}
 	if c.identify == nil {
 		ids := c.ids

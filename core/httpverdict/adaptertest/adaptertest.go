@@ -95,6 +95,23 @@ func Run(t *testing.T, a Adapter) {
 		s := &suite{t: t, a: a, calls: map[string]*atomic.Int64{}}
 		testFailOpen(s)
 	})
+	t.Run("nil_limiter_panics", func(t *testing.T) {
+		s := &suite{t: t, a: a, calls: map[string]*atomic.Int64{}}
+		for name, setup := range map[string]Setup{
+			"limiter":          {Limiters: []*ratelimit.Limiter{nil}},
+			"deferred limiter": {Deferred: []httpverdict.Deferred{httpverdict.Metered(nil, "db_duration_s")}},
+		} {
+			func() {
+				defer func() {
+					if recover() == nil {
+						t.Errorf("nil %s: the middleware was built; want a panic at start-up", name)
+					}
+				}()
+				setup.Routes = s.routes()
+				a.New(t, setup)
+			}()
+		}
+	})
 }
 
 var tests = []struct {

@@ -320,6 +320,11 @@ func testFailOpen(s *suite) {
 	down := s.limiterOn(redisstore.New(client), redistest.Prefix(s.t), "on_redis", perIP("redis_rule", 5, time.Minute))
 	srv := s.serve(Setup{Limiters: []*ratelimit.Limiter{down}})
 	s.ietf(s.do(srv, "GET", "/hello"), "redis_rule", 5, 60, 4) // Redis is up
+	// A deferred limiter on the same Redis, over its budget while Redis is up.
+	overBudget := s.limiterOn(redisstore.New(client), redistest.Prefix(s.t), "deferred_on_redis", perIP("budget", 1, time.Minute))
+	if res := overBudget.Check(context.Background(), ratelimit.Identifier{identifiers.IP: "127.0.0.1"}, ratelimit.Cost(5)); !res.Blocked() {
+		s.t.Fatalf("budget charged 5 of 1 is not blocked: %+v", res)
+	}
 	rs.Stop()
 	for i := 0; i < 8; i++ { // past the breaker threshold too
 		start := time.Now()
@@ -330,10 +335,25 @@ func testFailOpen(s *suite) {
 			s.t.Errorf("request %d took %v with Redis down", i, el)
 		}
 	}
-	// Beside a healthy limiter, only the healthy one's headers appear.
+	// Beside a healthy limiter, only the healthy one's headers appear: the
+	// failed limiter says nothing, and the healthy one is not silenced.
 	healthy := s.limiterOn(ratelimit.NewMemoryStore(), "", "healthy", perIP("memory_rule", 50, time.Minute))
 	srv = s.serve(Setup{Limiters: []*ratelimit.Limiter{down, healthy}})
 	r := s.do(srv, "GET", "/hello")
 	s.allowed(r, "hello")
 	s.ietf(r, "memory_rule", 50, 60, 49)
+	// Failed limiters never block, whatever they counted while their store was
+	// up (the over-budget deferred one is peeked and fails); a healthy limiter
+	// after them still does, and the 429 names only the healthy rule.
+	tight := s.limiterOn(ratelimit.NewMemoryStore(), "", "tight", perIP("tight_rule", 1, time.Minute))
+	srv = s.serve(Setup{
+		Limiters: []*ratelimit.Limiter{down, tight},
+		Deferred: []httpverdict.Deferred{httpverdict.CountStatus(overBudget, http.StatusOK)},
+	})
+	r = s.do(srv, "GET", "/hello")
+	s.allowed(r, "hello")
+	s.ietf(r, "tight_rule", 1, 60, 0)
+	r = s.do(srv, "GET", "/hello")
+	s.blocked(r, 60, "tight_rule")
+	s.ietf(r, "tight_rule", 1, 60, 0)
 }
