@@ -31,8 +31,12 @@
 //   - Config.ErrorHandler is called for rate-limit errors too; use
 //     AsRateLimitError to tell them apart, for example to keep them out of error
 //     reports.
-//   - A check that fails open (the store is down) runs the task: a rate limiter
-//     must not stop the work when its own store is unavailable.
+//   - Fail-open: a limiter whose check fails (its store down or slow) never
+//     blocks the task: a rate limiter must not stop the work when its own
+//     store is unavailable. The other limiters are still checked, and a healthy
+//     one still blocks. The rule is ratelimit.Decision's, the same in the HTTP
+//     and gRPC adapters (which also send no rate-limit headers or metadata
+//     from a failed limiter).
 //   - Never sleep in a handler to wait for a limit: that holds a worker and its
 //     lease. Return the error and let asynq schedule the retry.
 //   - Tasks blocked in one window all come back when it resets; WithJitter

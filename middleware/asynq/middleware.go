@@ -21,8 +21,7 @@ type DenyFunc func(ctx context.Context, t *asynq.Task, res ratelimit.Result, err
 type Option func(*config)
 
 type config struct {
-	limiters   []*ratelimit.Limiter
-	deferred   []Deferred
+	guard      ratelimit.Guard[Outcome]
 	identify   func(ctx context.Context, t *asynq.Task) ratelimit.Identifier
 	properties func(ctx context.Context, t *asynq.Task, id ratelimit.Identifier)
 	skip       func(ctx context.Context, t *asynq.Task) bool
@@ -35,7 +34,7 @@ type config struct {
 // WithLimiters adds limiters, checked in order after the first one. The first
 // limiter that blocks ends the check: later limiters are not counted.
 func WithLimiters(limiters ...*ratelimit.Limiter) Option {
-	return func(c *config) { c.limiters = append(c.limiters, limiters...) }
+	return func(c *config) { c.guard.Limiters = append(c.guard.Limiters, limiters...) }
 }
 
 // WithIdentifier replaces DefaultIdentifier. Start from DefaultIdentifier(ctx, t)
@@ -72,21 +71,12 @@ func WithDenyHandler(f DenyFunc) Option { return func(c *config) { c.deny = f } 
 func WithJitter(max time.Duration) Option { return func(c *config) { c.jitter = max } }
 
 // Deferred is a limiter charged after the handler, with a cost known only
-// then (source design §1.11). Before the handler it is peeked, and a task it
-// would block is not run but retried after the reset, like any blocked task.
-// The charge is made even if the task's context was cancelled (a deadline, a
-// shutdown), because the work was done.
-type Deferred struct {
-	Limiter *ratelimit.Limiter
-	// Charge returns the cost to count once the handler has returned, and
-	// whether to count at all.
-	Charge func(ctx context.Context, o Outcome) (cost float64, ok bool)
-	// PeekCost is the cost the peek before the handler assumes. 0 blocks only
-	// when the scope is already over the limit (right when the cost is unknown
-	// until the work is done); 1 blocks when one more counted outcome would put
-	// it over, so that a limit of 5 admits exactly 5 counted outcomes.
-	PeekCost float64
-}
+// then (source design §1.11): a ratelimit.Deferred whose Charge reads the
+// task's Outcome. Before the handler it is peeked, and a task it would block
+// is not run but retried after the reset, like any blocked task. The charge
+// is made even if the task's context was cancelled (a deadline, a shutdown),
+// because the work was done.
+type Deferred = ratelimit.Deferred[Outcome]
 
 // Outcome is what is known once the handler has returned.
 type Outcome struct {
@@ -98,17 +88,14 @@ type Outcome struct {
 // WithDeferred adds limiters charged after the handler (see Metered and
 // CountFailures).
 func WithDeferred(d ...Deferred) Option {
-	return func(c *config) { c.deferred = append(c.deferred, d...) }
+	return func(c *config) { c.guard.Deferred = append(c.guard.Deferred, d...) }
 }
 
 // Metered charges l with the named cost that the handler reported through
 // ratelimit.AddCost(ctx, name, v) (database seconds, partner API calls). The
 // middleware gives the handler a context with a ratelimit.Meter.
 func Metered(l *ratelimit.Limiter, name string) Deferred {
-	return Deferred{Limiter: l, Charge: func(_ context.Context, o Outcome) (float64, bool) {
-		v := o.Meter.Value(name)
-		return v, v > 0
-	}}
+	return ratelimit.Metered[Outcome](l, name)
 }
 
 // CountFailures charges l with 1 for each task whose handler failed (IsFailure),
@@ -116,9 +103,7 @@ func Metered(l *ratelimit.Limiter, name string) Deferred {
 // most the limit's number of failing attempts per window. Before the handler,
 // a task is blocked when one more failure would exceed the limit.
 func CountFailures(l *ratelimit.Limiter) Deferred {
-	return Deferred{Limiter: l, PeekCost: 1, Charge: func(_ context.Context, o Outcome) (float64, bool) {
-		return 1, IsFailure(o.Err)
-	}}
+	return ratelimit.CountWhen(l, func(o Outcome) bool { return IsFailure(o.Err) })
 }
 
 // withClock sets the clock RetryIn is computed with (tests).
@@ -147,23 +132,16 @@ func DefaultIdentifier(ctx context.Context, t *asynq.Task) ratelimit.Identifier 
 //	mux := asynq.NewServeMux()
 //	mux.Use(ratelimitasynq.Middleware(limiter))
 //
-// When the store fails (the check fails open) the task runs. Log rules
-// (shadow mode) never block. Middleware panics if a limiter is nil: that is a
-// programming error found at start-up.
+// A limiter whose store fails (the check fails open) never blocks; the others
+// still do. Log rules (shadow mode) never block. Middleware panics if a
+// limiter is nil: that is a programming error found at start-up.
 func Middleware(limiter *ratelimit.Limiter, opts ...Option) asynq.MiddlewareFunc {
-	c := &config{limiters: []*ratelimit.Limiter{limiter}, now: time.Now}
+	c := &config{guard: ratelimit.Guard[Outcome]{Limiters: []*ratelimit.Limiter{limiter}}, now: time.Now}
 	for _, o := range opts {
 		o(c)
 	}
-	for _, l := range c.limiters {
-		if l == nil {
-			panic("ratelimitasynq: Middleware: nil limiter")
-		}
-	}
-	for _, d := range c.deferred {
-		if d.Limiter == nil || d.Charge == nil {
-			panic("ratelimitasynq: WithDeferred: nil Limiter or Charge")
-		}
+	if err := c.guard.Validate(); err != nil {
+		panic("ratelimitasynq: Middleware: " + err.Error()) // a programming error, found at start-up
 	}
 	return func(next asynq.Handler) asynq.Handler {
 		return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
@@ -171,29 +149,17 @@ func Middleware(limiter *ratelimit.Limiter, opts ...Option) asynq.MiddlewareFunc
 				return next.ProcessTask(ctx, t)
 			}
 			id := c.identifier(ctx, t)
-			// Peeks first: they count nothing, so a task they block is not
-			// charged to the counting limiters.
-			for _, d := range c.deferred {
-				if res := d.Limiter.Peek(ctx, id, ratelimit.Cost(d.PeekCost)); res.Blocked() {
-					return c.blocked(ctx, t, res)
-				}
-			}
 			var opts []ratelimit.CheckOption
 			if c.cost != nil {
 				opts = append(opts, ratelimit.Cost(c.cost(ctx, t)))
 			}
-			for _, l := range c.limiters {
-				if res := l.Check(ctx, id, opts...); res.Blocked() {
-					return c.blocked(ctx, t, res)
-				}
+			if res := c.guard.Check(ctx, id, opts...).BlockedBy(); res != nil {
+				return c.blocked(ctx, t, *res)
 			}
-			if len(c.deferred) == 0 {
-				return next.ProcessTask(ctx, t)
-			}
-			ctx, m := ratelimit.WithMeter(ctx)
-			err := next.ProcessTask(ctx, t)
-			c.after(ctx, t, id, m, err)
-			return err
+			o := c.guard.Run(ctx, id, func(ctx context.Context) Outcome {
+				return Outcome{Task: t, Err: next.ProcessTask(ctx, t), Meter: ratelimit.MeterFrom(ctx)}
+			})
+			return o.Err
 		})
 	}
 }
@@ -212,18 +178,6 @@ func (c *config) identifier(ctx context.Context, t *asynq.Task) ratelimit.Identi
 		c.properties(ctx, t, id)
 	}
 	return id
-}
-
-// after charges the deferred limiters. The work is done, so it is charged
-// even if the task's context has been cancelled.
-func (c *config) after(ctx context.Context, t *asynq.Task, id ratelimit.Identifier, m *ratelimit.Meter, err error) {
-	ctx = context.WithoutCancel(ctx)
-	o := Outcome{Task: t, Err: err, Meter: m}
-	for _, d := range c.deferred {
-		if cost, ok := d.Charge(ctx, o); ok && cost > 0 {
-			d.Limiter.Check(ctx, id, ratelimit.Cost(cost))
-		}
-	}
 }
 
 func (c *config) blocked(ctx context.Context, t *asynq.Task, res ratelimit.Result) error {

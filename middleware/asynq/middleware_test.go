@@ -194,6 +194,22 @@ func TestMiddleware(t *testing.T) {
 			task: asynq.NewTask("email:send", nil), n: 4, wantRan: 4, wantErr: []bool{false, false, false, false},
 		},
 		{
+			name: "a failed limiter never blocks; a healthy one after it does",
+			limiters: func(t *testing.T) []*ratelimit.Limiter {
+				return []*ratelimit.Limiter{
+					newLimiter(t, "down", failingStore{}, rule("one", 1, time.Minute, ratelimit.ActionLimit)),
+					newLimiter(t, "healthy", nil, rule("narrow", 2, time.Minute, ratelimit.ActionLimit)),
+				}
+			},
+			opts: []Option{WithDeferred(CountFailures(newLimiter(t, "down_failures", failingStore{}, rule("failures", 1, time.Minute, ratelimit.ActionLimit))))},
+			task: asynq.NewTask("sync", nil), n: 3, wantRan: 2, wantErr: []bool{false, false, true}, wantRule: "narrow",
+			check: func(t *testing.T, errs []error) {
+				if rl, _ := AsRateLimitError(errs[2]); rl.Limiter != "healthy" {
+					t.Fatalf("blocked by %q, want healthy", rl.Limiter)
+				}
+			},
+		},
+		{
 			name: "second limiter blocks",
 			limiters: func(t *testing.T) []*ratelimit.Limiter {
 				return []*ratelimit.Limiter{

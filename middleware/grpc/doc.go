@@ -36,9 +36,16 @@
 // repeats the delay for clients whose retry policy lists RESOURCE_EXHAUSTED.
 // Allowed and blocked calls carry the header metadata ratelimit-limit,
 // ratelimit-remaining and ratelimit-reset (seconds) of the most constraining
-// enforcing rule. Shadow (log) rules never change a response, and when a check
-// fails open (the store is down) the call goes through with no rate-limit
-// metadata, since there is nothing true to say.
+// enforcing rule. Shadow (log) rules never change a response.
+//
+// # Fail-open
+//
+// A limiter whose check fails (its store down or slow) lets the call through
+// and never blocks it; it contributes no rate-limit metadata. The metadata
+// comes from the limiters whose check succeeded, and a healthy limiter still
+// blocks beside a failed one. When every check failed, the call carries no
+// rate-limit metadata, since there is nothing true to say. The rule is
+// ratelimit.Decision's, so the HTTP and asynq adapters follow it too.
 //
 // # Several limiters, skipping, costs
 //

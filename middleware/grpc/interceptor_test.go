@@ -145,25 +145,48 @@ func TestFailOpen(t *testing.T) {
 	srv := redistest.StartServer(t)
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	t.Cleanup(func() { _ = client.Close() })
-	down := newLimiter(t, ratelimit.Config{Name: "api", Store: redisstore.New(client),
-		Rules: []ratelimit.Rule{rule("one", 1, time.Minute, ratelimit.ActionLimit)}})
-	// A healthy limiter beside the failed one: its metadata would claim a
-	// remaining budget the failed check cannot vouch for, so none is sent.
+	onRedis := func(name string, limit int64) *ratelimit.Limiter {
+		return newLimiter(t, ratelimit.Config{Name: name, Store: redisstore.New(client), KeyPrefix: redistest.Prefix(t),
+			Rules: []ratelimit.Rule{rule(name, limit, time.Minute, ratelimit.ActionLimit)}})
+	}
+	down := onRedis("one", 1)
+	overBudget := onRedis("budget", 1)
 	healthy := memLimiter(t, "healthy", []ratelimit.Rule{rule("many", 100, time.Minute, ratelimit.ActionLimit)})
 	env := start(t, unary(healthy, WithLimiters(down)))
 
 	r := env.check(t) // Redis up: counted, so a second call would be blocked
 	wantCode(t, r, codes.OK)
 	wantRateMD(t, r.header, 1, 0, time.Minute)
+	overBudget.Check(context.Background(), nil, ratelimit.Cost(5))
 	srv.Stop()
+	// The failed limiter neither blocks nor speaks; the healthy one's
+	// metadata is still sent, and it keeps counting.
 	for i := range 5 {
 		begin := time.Now()
 		r := env.check(t)
 		wantCode(t, r, codes.OK)
-		wantRateMD(t, r.header, -1, 0, 0)
+		wantRateMD(t, r.header, 100, 100-2-i, time.Minute)
 		if d := time.Since(begin); d > 2*time.Second {
 			t.Fatalf("call %d took %v with Redis down; fail-open must be bounded", i+1, d)
 		}
+	}
+	// Only failed limiters: no metadata at all.
+	env = start(t, unary(down))
+	r = env.check(t)
+	wantCode(t, r, codes.OK)
+	wantRateMD(t, r.header, -1, 0, 0)
+	// A failed deferred limiter (over its budget when Redis was up) and a
+	// failed counting one never block; a healthy limiter after them does.
+	tight := memLimiter(t, "tight", []ratelimit.Rule{rule("tight", 1, time.Minute, ratelimit.ActionLimit)})
+	env = start(t, unary(down, WithLimiters(tight), WithDeferred(CountCodes(overBudget, codes.OK))))
+	r = env.check(t)
+	wantCode(t, r, codes.OK)
+	wantRateMD(t, r.header, 1, 0, time.Minute)
+	r = env.check(t)
+	wantCode(t, r, codes.ResourceExhausted)
+	wantRateMD(t, r.header, 1, 0, time.Minute)
+	if _, _, ei := details(t, r.err); ei.GetMetadata()["limiter"] != "tight" {
+		t.Fatalf("blocked by %v, want the healthy limiter tight", ei.GetMetadata())
 	}
 }
 

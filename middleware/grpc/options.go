@@ -19,8 +19,7 @@ type Option func(*config)
 type DenyFunc func(ctx context.Context, call *Call, res ratelimit.Result) error
 
 type config struct {
-	limiters   []*ratelimit.Limiter
-	deferred   []Deferred
+	guard      ratelimit.Guard[Outcome]
 	proxies    identifiers.TrustedProxies
 	identify   func(ctx context.Context, call *Call) ratelimit.Identifier
 	properties func(ctx context.Context, call *Call, id ratelimit.Identifier)
@@ -36,7 +35,7 @@ type config struct {
 // handler runs. The first limiter that blocks rejects the call; the limiters
 // after it are not counted.
 func WithLimiters(limiters ...*ratelimit.Limiter) Option {
-	return func(c *config) { c.limiters = append(c.limiters, limiters...) }
+	return func(c *config) { c.guard.Limiters = append(c.guard.Limiters, limiters...) }
 }
 
 // WithTrustedProxies sets the proxies whose forwarding metadata
@@ -95,21 +94,12 @@ func WithoutMetadata() Option { return func(c *config) { c.noMetadata = true } }
 func WithoutPushback() Option { return func(c *config) { c.noPushback = true } }
 
 // Deferred is a limiter charged after the handler, with a cost known only
-// then (source design §1.11). Before the handler it is peeked, and a caller it
-// would block is rejected without running the handler. The charge after the
-// handler never changes the call's response; it is made even when the client
-// has gone away, because the resources were spent.
-type Deferred struct {
-	Limiter *ratelimit.Limiter
-	// Charge returns the cost to count once the handler has returned, and
-	// whether to count at all.
-	Charge func(ctx context.Context, o Outcome) (cost float64, ok bool)
-	// PeekCost is the cost the peek before the handler assumes. 0 blocks only
-	// callers already over the limit (right when the cost is unknown until the
-	// work is done); 1 blocks callers whom one more counted outcome would put
-	// over it, so that a limit of 5 admits exactly 5 counted outcomes.
-	PeekCost float64
-}
+// then (source design §1.11): a ratelimit.Deferred whose Charge reads the
+// call's Outcome. Before the handler it is peeked, and a caller it would block
+// is rejected without running the handler. The charge after the handler never
+// changes the call's response; it is made even when the client has gone away,
+// because the resources were spent.
+type Deferred = ratelimit.Deferred[Outcome]
 
 // Outcome is what is known once the handler has returned.
 type Outcome struct {
@@ -121,7 +111,7 @@ type Outcome struct {
 // WithDeferred adds limiters charged after the handler (see Metered and
 // CountCodes).
 func WithDeferred(d ...Deferred) Option {
-	return func(c *config) { c.deferred = append(c.deferred, d...) }
+	return func(c *config) { c.guard.Deferred = append(c.guard.Deferred, d...) }
 }
 
 // Metered charges l with the named cost that the handler reported through
@@ -131,10 +121,7 @@ func WithDeferred(d ...Deferred) Option {
 // handler; a single call may overshoot (its cost is known only afterwards),
 // and the next one is then rejected.
 func Metered(l *ratelimit.Limiter, name string) Deferred {
-	return Deferred{Limiter: l, Charge: func(_ context.Context, o Outcome) (float64, bool) {
-		v := o.Meter.Value(name)
-		return v, v > 0
-	}}
+	return ratelimit.Metered[Outcome](l, name)
 }
 
 // CountCodes charges l with 1 only for calls whose handler returned one of the
@@ -143,25 +130,16 @@ func Metered(l *ratelimit.Limiter, name string) Deferred {
 // limit are rejected: with a limit of 5, the attempt after five failures is.
 func CountCodes(l *ratelimit.Limiter, cs ...codes.Code) Deferred {
 	cs = slices.Clone(cs)
-	return Deferred{Limiter: l, PeekCost: 1, Charge: func(_ context.Context, o Outcome) (float64, bool) {
-		return 1, slices.Contains(cs, status.Code(o.Err))
-	}}
+	return ratelimit.CountWhen(l, func(o Outcome) bool { return slices.Contains(cs, status.Code(o.Err)) })
 }
 
 func newConfig(limiter *ratelimit.Limiter, opts []Option) *config {
-	c := &config{limiters: []*ratelimit.Limiter{limiter}}
+	c := &config{guard: ratelimit.Guard[Outcome]{Limiters: []*ratelimit.Limiter{limiter}}}
 	for _, o := range opts {
 		o(c)
 	}
-	for _, l := range c.limiters {
-		if l == nil {
-			panic("ratelimitgrpc: nil limiter")
-		}
-	}
-	for _, d := range c.deferred {
-		if d.Limiter == nil || d.Charge == nil {
-			panic("ratelimitgrpc: WithDeferred: nil Limiter or Charge")
-		}
+	if err := c.guard.Validate(); err != nil {
+		panic("ratelimitgrpc: " + err.Error()) // a programming error, found at start-up
 	}
 	return c
 }

@@ -22,10 +22,10 @@ const Reason = "RATE_LIMITED"
 
 // Response metadata keys. The header keys follow the RateLimit-Limit /
 // -Remaining / -Reset fields of the IETF ratelimit-headers drafts (reset in
-// seconds from now); they describe the most constraining enforcing rule and
-// are sent on allowed and blocked calls, never for shadow (log) rules or when a
-// check failed open. The pushback trailer is read by gRPC clients whose retry
-// policy lists RESOURCE_EXHAUSTED (gRFC A6).
+// seconds from now); they describe the most constraining enforcing rule among
+// the limiters whose check succeeded, and are sent on allowed and blocked
+// calls, never for shadow (log) rules. The pushback trailer is read by gRPC
+// clients whose retry policy lists RESOURCE_EXHAUSTED (gRFC A6).
 const (
 	MetadataLimit     = "ratelimit-limit"
 	MetadataRemaining = "ratelimit-remaining"
