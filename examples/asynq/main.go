@@ -24,10 +24,10 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
-	"github.com/redis/go-redis/v9"
 
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/redisstore"
+	"github.com/ratekit/ratekit/examples/internal/exampleutil"
 	"github.com/ratekit/ratekit/identifiers"
 	ratelimitasynq "github.com/ratekit/ratekit/middleware/asynq"
 )
@@ -77,15 +77,11 @@ func run(ctx context.Context, o options, out io.Writer) (stats, error) {
 	if o.tasks < 1 || o.limit < 1 || o.period < time.Second {
 		return st, fmt.Errorf("want -tasks >= 1, -limit >= 1 and -period >= 1s (asynq retries at whole seconds)")
 	}
-	opt, err := redis.ParseURL(o.redisURL)
+	rdb, err := exampleutil.NewRedisClient(ctx, o.redisURL)
 	if err != nil {
-		return st, fmt.Errorf("redis URL %q: %w", o.redisURL, err)
+		return st, fmt.Errorf("asynq needs Redis: %w", err)
 	}
-	rdb := redis.NewClient(opt)
 	defer rdb.Close()
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		return st, fmt.Errorf("redis %s (asynq needs Redis): %w", opt.Addr, err)
-	}
 
 	limiter, err := ratelimit.New(ratelimit.Config{
 		Name:      "jobs",

@@ -27,7 +27,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	ratelimit "github.com/ratekit/ratekit/core"
-	"github.com/ratekit/ratekit/examples/internal/httpexample"
+	"github.com/ratekit/ratekit/examples/internal/exampleutil"
 	"github.com/ratekit/ratekit/identifiers"
 	ratelimitgrpc "github.com/ratekit/ratekit/middleware/grpc"
 )
@@ -52,8 +52,8 @@ type options struct {
 // run serves until ctx ends.
 func run(ctx context.Context, o options) error {
 	// The embedded store, or redisstore.New(client) when REDIS_URL is set (the
-	// helper the HTTP examples share).
-	store, what, closeStore, err := httpexample.NewStore(ctx, o.redisURL)
+	// helper every example shares).
+	store, what, closeStore, err := exampleutil.NewStore(ctx, o.redisURL)
 	if err != nil {
 		return err
 	}

@@ -1,8 +1,9 @@
 // Package httpexample is the plumbing the three HTTP examples (nethttp, echo,
 // gin) share, so that each example's main.go shows only what differs: how the
 // framework's rate-limit middleware is wired. It parses the flags, picks the
-// store (embedded, or Redis when REDIS_URL is set) and serves until
-// interrupted; tests check the example's promise of 5 requests per minute.
+// store (exampleutil.NewStore: embedded, or Redis when REDIS_URL is set) and
+// serves until interrupted; tests check the example's promise of 5 requests
+// per minute.
 package httpexample
 
 import (
@@ -21,10 +22,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	ratelimit "github.com/ratekit/ratekit/core"
-	"github.com/ratekit/ratekit/core/redisstore"
+	"github.com/ratekit/ratekit/examples/internal/exampleutil"
 	"github.com/ratekit/ratekit/identifiers"
 )
 
@@ -88,7 +87,7 @@ func Run(ctx context.Context, name string, o Options, newHandler NewHandler) err
 	if err != nil {
 		return err
 	}
-	store, what, closeStore, err := NewStore(ctx, o.RedisURL)
+	store, what, closeStore, err := exampleutil.NewStore(ctx, o.RedisURL)
 	if err != nil {
 		return err
 	}
@@ -120,24 +119,6 @@ func Run(ctx context.Context, name string, o Options, newHandler NewHandler) err
 		return fmt.Errorf("serve: %w", err)
 	}
 	return nil
-}
-
-// NewStore returns the embedded store, or Redis when redisURL is set, with a
-// description and a close function.
-func NewStore(ctx context.Context, redisURL string) (ratelimit.Store, string, func(), error) {
-	if redisURL == "" {
-		return ratelimit.NewMemoryStore(), "embedded in-memory (set REDIS_URL for Redis)", func() {}, nil
-	}
-	opt, err := redis.ParseURL(redisURL)
-	if err != nil {
-		return nil, "", nil, fmt.Errorf("REDIS_URL: %w", err)
-	}
-	client := redis.NewClient(opt)
-	if err := client.Ping(ctx).Err(); err != nil {
-		_ = client.Close()
-		return nil, "", nil, fmt.Errorf("redis %s: %w", opt.Addr, err)
-	}
-	return redisstore.New(client), "redis " + opt.Addr, func() { _ = client.Close() }, nil
 }
 
 // FiveThenBlocked sends six GET /hello to the server at url: five must pass

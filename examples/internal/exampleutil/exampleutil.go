@@ -1,0 +1,43 @@
+// Package exampleutil is the plumbing every example program shares, whatever
+// its transport: the counter store (embedded, or Redis when REDIS_URL is set)
+// and the Redis client behind it.
+package exampleutil
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+
+	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/redisstore"
+)
+
+// NewStore returns the embedded store, or Redis when redisURL is set, with a
+// description for the start-up log and a close function.
+func NewStore(ctx context.Context, redisURL string) (ratelimit.Store, string, func(), error) {
+	if redisURL == "" {
+		return ratelimit.NewMemoryStore(), "embedded in-memory (set REDIS_URL for Redis)", func() {}, nil
+	}
+	client, err := NewRedisClient(ctx, redisURL)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	return redisstore.New(client), "redis " + client.Options().Addr, func() { _ = client.Close() }, nil
+}
+
+// NewRedisClient connects to the Redis at redisURL (redis://host:port/db) and
+// checks that it answers. The URL is left out of errors: it may hold a
+// password.
+func NewRedisClient(ctx context.Context, redisURL string) (*redis.Client, error) {
+	opt, err := redis.ParseURL(redisURL)
+	if err != nil {
+		return nil, fmt.Errorf("redis URL: %w", err)
+	}
+	client := redis.NewClient(opt)
+	if err := client.Ping(ctx).Err(); err != nil {
+		_ = client.Close()
+		return nil, fmt.Errorf("redis %s: %w", opt.Addr, err)
+	}
+	return client, nil
+}

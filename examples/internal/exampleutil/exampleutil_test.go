@@ -1,0 +1,54 @@
+package exampleutil
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/redisstore"
+	"github.com/ratekit/ratekit/internal/redistest"
+)
+
+func TestNewStore(t *testing.T) {
+	ctx := context.Background()
+	t.Run("embedded", func(t *testing.T) {
+		s, what, closeStore, err := NewStore(ctx, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer closeStore()
+		if _, ok := s.(*ratelimit.MemoryStore); !ok || !strings.HasPrefix(what, "embedded") {
+			t.Errorf("store %T %q, want the embedded memory store", s, what)
+		}
+	})
+	t.Run("redis", func(t *testing.T) {
+		url := redistest.URL(t)
+		s, what, closeStore, err := NewStore(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer closeStore()
+		if _, ok := s.(*redisstore.Store); !ok || !strings.HasPrefix(what, "redis ") {
+			t.Errorf("store %T %q, want Redis", s, what)
+		}
+	})
+	for name, url := range map[string]string{
+		"bad URL":      "::not a url",
+		"unused port":  "redis://" + redistest.UnusedAddr(t),
+		"secret in it": "redis://:hunter2@" + redistest.UnusedAddr(t),
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond) // go-redis retries a refused dial with backoff
+			defer cancel()
+			_, _, _, err := NewStore(ctx, url)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if strings.Contains(err.Error(), "hunter2") {
+				t.Errorf("error %q shows the password", err)
+			}
+		})
+	}
+}
