@@ -26,6 +26,7 @@ type binding struct {
 	refreshedAt time.Time // last successful refresh
 	err         error     // last refresh's error
 	rejected    string    // last rejected document, logged once
+	stale       bool      // local tiers changed: apply again even if the document did not
 }
 
 // Bind makes a limiter follow its document: at every refresh its rules
@@ -53,6 +54,35 @@ func (s *Store) Bind(l *ratelimit.Limiter, local Tiers) error {
 		return fmt.Errorf("rulestore: bind: %w", err)
 	}
 	s.bound[l.Name()] = &binding{lim: l, local: local, tiers: t}
+	return nil
+}
+
+// SetLocal replaces the local tiers of a bound limiter, for example after the
+// service reloaded rate_limits.yaml. They apply at once: alone when the
+// limiter has no document, or filling the tiers its last document lacks. An
+// invalid list is rejected whole and the limiter keeps its rules.
+func (s *Store) SetLocal(ctx context.Context, limiter string, local Tiers) error {
+	if _, err := effective(nil, local); err != nil {
+		return fmt.Errorf("rulestore: set local tiers of %s: %w", limiter, err)
+	}
+	s.refreshMu.Lock()
+	defer s.refreshMu.Unlock()
+	s.mu.Lock()
+	b, ok := s.bound[limiter]
+	if !ok {
+		s.mu.Unlock()
+		return fmt.Errorf("rulestore: set local tiers: limiter %s is not bound", limiter)
+	}
+	old := b.local
+	b.local, b.stale = local, true
+	present, raw := b.present, b.raw
+	s.mu.Unlock()
+	if err := s.apply(b, s.Key(limiter), raw, present); err != nil {
+		s.mu.Lock()
+		b.local, b.stale = old, false
+		s.mu.Unlock()
+		return err
+	}
 	return nil
 }
 
@@ -122,7 +152,7 @@ func (s *Store) Refresh(ctx context.Context) error {
 func (s *Store) apply(b *binding, key, raw string, present bool) error {
 	name := b.lim.Name()
 	s.mu.RLock()
-	same := present == b.present && raw == b.raw // already enforced
+	same := !b.stale && present == b.present && raw == b.raw // already enforced
 	s.mu.RUnlock()
 	var t TierRules
 	err := func() error {
@@ -154,6 +184,7 @@ func (s *Store) apply(b *binding, key, raw string, present bool) error {
 		if !same {
 			b.present, b.raw, b.tiers = present, raw, t
 		}
+		b.stale = false
 		b.refreshedAt = s.now()
 	}
 	b.err = err

@@ -419,3 +419,42 @@ ratelimit_config_rejections_total{file="` + s.Key("projects") + `"} 1
 		t.Fatal(err)
 	}
 }
+
+// SetLocal swaps a bound limiter's local tiers (a reloaded rate_limits.yaml):
+// at once when no document is loaded, and under a document's tiers when one
+// is; an invalid list changes nothing.
+func TestSetLocal(t *testing.T) {
+	s := newStore(t, redistest.Client(t), Options{})
+	lim := newLimiter(t, "search", ratelimit.NewMemoryStore())
+	if err := s.Bind(lim, Tiers{Defaults: []ratelimit.Rule{rule("by_user", 100)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetLocal(ctx, "search", Tiers{File: []ratelimit.Rule{rule("by_user", 7)}, Defaults: []ratelimit.Rule{rule("by_user", 100)}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := limitOf(t, lim.Rules(), "by_user"); got != 7 {
+		t.Fatalf("without a document the new file tier applies at once: limit %d", got)
+	}
+	if err := s.SetLocal(ctx, "search", Tiers{File: []ratelimit.Rule{rule("dup", 1), rule("dup", 2)}}); err == nil {
+		t.Fatal("invalid local tiers accepted")
+	}
+	if got := limitOf(t, lim.Rules(), "by_user"); got != 7 {
+		t.Fatalf("a rejected SetLocal changed the rules: limit %d", got)
+	}
+	if err := s.SetLocal(ctx, "other", Tiers{}); err == nil {
+		t.Fatal("SetLocal of an unbound limiter accepted")
+	}
+	if _, err := s.Publish(ctx, request(t, map[string][]ratelimit.Rule{"search": {rule("published_only", 3)}})); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetLocal(ctx, "search", Tiers{File: []ratelimit.Rule{rule("by_user", 9)}, Defaults: []ratelimit.Rule{rule("by_user", 100)}}); err != nil {
+		t.Fatal(err)
+	}
+	got := lim.Rules()
+	if !slices.Equal(names(got), []string{"by_user", "published_only"}) || limitOf(t, got, "by_user") != 9 {
+		t.Fatalf("with a document lacking file and default tiers, the local ones fill them: %v", names(got))
+	}
+}
