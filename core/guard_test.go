@@ -3,6 +3,7 @@ package ratelimit_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"reflect"
 	"testing"
@@ -410,4 +411,43 @@ func TestDecisionIgnoresFailedResults(t *testing.T) {
 	if by := d.BlockedBy(); by == nil || by.Limiter != "up" || d.Enforcing() != &d.Results[1].Evaluations[0] {
 		t.Errorf("blocked by %+v, want up", by)
 	}
+}
+
+// A minimal adapter: the guard checks each call, runs the handler when
+// allowed, and counts failed calls after it; a caller with two failures is
+// turned away before the handler runs.
+func ExampleGuard() {
+	newLimiter := func(name string, limit int64) *ratelimit.Limiter {
+		l, err := ratelimit.New(ratelimit.Config{Name: name, Store: ratelimit.NewMemoryStore(),
+			Rules: []ratelimit.Rule{{Name: name + "_per_user", Characteristics: []string{"user"},
+				Limit: ratelimit.Static(limit), Period: ratelimit.StaticPeriod(time.Minute)}}})
+		if err != nil {
+			panic(err)
+		}
+		return l
+	}
+	type outcome struct{ err error }
+	g := ratelimit.Guard[outcome]{
+		Limiters: []*ratelimit.Limiter{newLimiter("calls", 100)},
+		Deferred: []ratelimit.Deferred[outcome]{
+			ratelimit.CountWhen(newLimiter("failures", 2), func(o outcome) bool { return o.err != nil }),
+		},
+	}
+	id := ratelimit.Identifier{"user": "user:42"}
+	for i := 1; i <= 4; i++ {
+		d := g.Check(context.Background(), id)
+		if d.Blocked() {
+			fmt.Printf("call %d: blocked by %v, retry in %v\n", i, d.ViolatedPolicies(), d.RetryAfter(time.Now()).Round(time.Minute))
+			continue
+		}
+		o := g.Run(context.Background(), id, func(context.Context) outcome {
+			return outcome{err: errors.New("wrong password")}
+		})
+		fmt.Printf("call %d: ran, %v; %s remaining %v\n", i, o.err, d.Enforcing().Rule.Name, d.Enforcing().Info.Remaining)
+	}
+	// Output:
+	// call 1: ran, wrong password; calls_per_user remaining 99
+	// call 2: ran, wrong password; calls_per_user remaining 98
+	// call 3: blocked by [failures_per_user], retry in 1m0s
+	// call 4: blocked by [failures_per_user], retry in 1m0s
 }
