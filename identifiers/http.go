@@ -12,9 +12,10 @@ type HTTPOptions struct {
 	// TrustedProxies whose forwarding headers are believed. The zero value
 	// trusts nobody: the client IP is the socket peer.
 	TrustedProxies TrustedProxies
-	// Mux, when set, resolves the endpoint of a request that has not been
-	// routed yet (r.Pattern is empty) with Mux.Handler(r). Set it when the
-	// middleware wraps the whole ServeMux.
+	// Mux, when set, is the ServeMux the middleware wraps: the endpoint is
+	// its pattern for the request, resolved up front with Mux.Handler(r) (an
+	// outer mux may already have set r.Pattern to its own, coarser pattern).
+	// Set it when the middleware wraps the whole ServeMux.
 	Mux *http.ServeMux
 	// Properties, when set, is called last to add or replace properties, for
 	// example the authenticated user found by an earlier auth middleware:
@@ -33,7 +34,7 @@ type HTTPOptions struct {
 // it).
 func FromHTTP(r *http.Request, o HTTPOptions) ratelimit.Identifier {
 	pattern := r.Pattern
-	if pattern == "" && o.Mux != nil {
+	if o.Mux != nil {
 		_, pattern = o.Mux.Handler(r)
 	}
 	id := NewHTTP(r, HTTPClientIP(r, o.TrustedProxies), pattern)

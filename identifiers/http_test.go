@@ -39,6 +39,11 @@ func TestFromHTTP(t *testing.T) {
 			want: ratelimit.Identifier{IP: "203.0.113.7", Method: "GET", Path: "/users/42", Endpoint: "GET /users/{id}", User: Anonymous},
 		},
 		{
+			name: "mux wins over an outer mux's pattern", method: "GET", target: "/users/42", remote: "203.0.113.7:5555",
+			pattern: "/", opts: HTTPOptions{Mux: mux},
+			want: ratelimit.Identifier{IP: "203.0.113.7", Method: "GET", Path: "/users/42", Endpoint: "GET /users/{id}", User: Anonymous},
+		},
+		{
 			name: "mux: prefix pattern", method: "POST", target: "/static/a/b.css", remote: "203.0.113.7:5555", opts: HTTPOptions{Mux: mux},
 			want: ratelimit.Identifier{IP: "203.0.113.7", Method: "POST", Path: "/static/a/b.css", Endpoint: "/static/", User: Anonymous},
 		},

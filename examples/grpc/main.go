@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"log"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -34,10 +35,11 @@ import (
 
 func main() {
 	addr := flag.String("addr", "localhost:50051", "listen address")
+	metricsAddr := flag.String("metrics-addr", "localhost:9090", `HTTP address of /metrics and /debug/ratelimit ("" for none)`)
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, options{addr: *addr, redisURL: os.Getenv("REDIS_URL")}); err != nil {
+	if err := run(ctx, options{addr: *addr, metricsAddr: *metricsAddr, redisURL: os.Getenv("REDIS_URL")}); err != nil {
 		log.Fatal(err)
 	}
 }
@@ -47,6 +49,9 @@ type options struct {
 	redisURL  string         // "" for the embedded store
 	keyPrefix string         // counter key prefix ("" for the default)
 	ready     func(net.Addr) // told the bound address (tests)
+
+	metricsAddr  string         // HTTP address of /metrics and /debug/ratelimit ("" for none)
+	metricsReady func(net.Addr) // told its bound address (tests)
 }
 
 // run serves until ctx ends.
@@ -58,9 +63,17 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	defer closeStore()
-	srv, err := newServer(store, o.keyPrefix)
+	obs := exampleutil.NewObservability()
+	srv, limiter, err := newServer(store, o.keyPrefix, obs.Observer())
 	if err != nil {
 		return err
+	}
+	if o.metricsAddr != "" {
+		stop, err := serveObservability(ctx, o, obs, limiter)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	lis, err := net.Listen("tcp", o.addr)
 	if err != nil {
@@ -82,11 +95,12 @@ func run(ctx context.Context, o options) error {
 
 // newServer returns a gRPC server with the health service behind the rate-limit
 // interceptors.
-func newServer(store ratelimit.Store, keyPrefix string) (*grpc.Server, error) {
+func newServer(store ratelimit.Store, keyPrefix string, obs ratelimit.Observer) (*grpc.Server, *ratelimit.Limiter, error) {
 	limiter, err := ratelimit.New(ratelimit.Config{
 		Name:      "grpc_request",
 		Store:     store,
 		KeyPrefix: keyPrefix,
+		Observer:  obs,
 		Rules: []ratelimit.Rule{{
 			Name:            "per_peer",
 			Description:     "5 calls per minute per client IP",
@@ -96,12 +110,31 @@ func newServer(store ratelimit.Store, keyPrefix string) (*grpc.Server, error) {
 		}},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("limiter: %w", err)
+		return nil, nil, fmt.Errorf("limiter: %w", err)
 	}
 	srv := grpc.NewServer(
 		grpc.ChainUnaryInterceptor(ratelimitgrpc.UnaryServerInterceptor(limiter)),
 		grpc.ChainStreamInterceptor(ratelimitgrpc.StreamServerInterceptor(limiter)),
 	)
 	healthpb.RegisterHealthServer(srv, health.NewServer())
-	return srv, nil
+	return srv, limiter, nil
+}
+
+// serveObservability serves /metrics and /debug/ratelimit on o.metricsAddr
+// until ctx ends or stop is called.
+func serveObservability(ctx context.Context, o options, obs *exampleutil.Observability, limiter *ratelimit.Limiter) (stop func(), err error) {
+	lis, err := net.Listen("tcp", o.metricsAddr)
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %w", o.metricsAddr, err)
+	}
+	mux := http.NewServeMux()
+	obs.Mount(mux, limiter)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	log.Printf("metrics at http://%s/metrics, debug page at http://%s/debug/ratelimit", lis.Addr(), lis.Addr())
+	if o.metricsReady != nil {
+		o.metricsReady(lis.Addr())
+	}
+	go func() { _ = srv.Serve(lis) }()
+	go obs.Run(ctx)
+	return func() { _ = srv.Close() }, nil
 }

@@ -13,16 +13,25 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
+	"github.com/ratekit/ratekit/examples/internal/exampleutil"
 	"github.com/ratekit/ratekit/internal/redistest"
 )
 
 // serve runs the example on a free loopback port and returns a health client.
 func serve(t *testing.T, redisURL, keyPrefix string) healthpb.HealthClient {
+	c, _ := serveWithMetrics(t, redisURL, keyPrefix)
+	return c
+}
+
+// serveWithMetrics is serve, also returning the base URL of /metrics and
+// /debug/ratelimit.
+func serveWithMetrics(t *testing.T, redisURL, keyPrefix string) (healthpb.HealthClient, string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	addrc := make(chan net.Addr, 1)
+	addrc, metricsc := make(chan net.Addr, 1), make(chan net.Addr, 1)
 	done := make(chan error, 1)
-	o := options{addr: "127.0.0.1:0", redisURL: redisURL, keyPrefix: keyPrefix, ready: func(a net.Addr) { addrc <- a }}
+	o := options{addr: "127.0.0.1:0", redisURL: redisURL, keyPrefix: keyPrefix, ready: func(a net.Addr) { addrc <- a },
+		metricsAddr: "127.0.0.1:0", metricsReady: func(a net.Addr) { metricsc <- a }}
 	go func() { done <- run(ctx, o) }()
 	t.Cleanup(func() {
 		cancel()
@@ -41,7 +50,7 @@ func serve(t *testing.T, redisURL, keyPrefix string) healthpb.HealthClient {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	return healthpb.NewHealthClient(conn)
+	return healthpb.NewHealthClient(conn), "http://" + (<-metricsc).String()
 }
 
 // fiveThenBlocked makes six calls: five pass, the sixth is rate limited.
@@ -72,7 +81,9 @@ func fiveThenBlocked(t *testing.T, c healthpb.HealthClient) {
 }
 
 func TestMemory(t *testing.T) {
-	fiveThenBlocked(t, serve(t, "", ""))
+	c, metrics := serveWithMetrics(t, "", "")
+	fiveThenBlocked(t, c)
+	exampleutil.Observed(t, metrics, "grpc_request", "per_peer")
 }
 
 func TestRedis(t *testing.T) {

@@ -34,12 +34,13 @@ type NewHandler func(limiter *ratelimit.Limiter, tp identifiers.TrustedProxies) 
 
 // NewLimiter returns the examples' limiter: GET /hello, 5 requests per minute
 // per client IP. keyPrefix isolates test runs on a shared Redis ("" for the
-// default).
-func NewLimiter(store ratelimit.Store, keyPrefix string) (*ratelimit.Limiter, error) {
+// default); obs (may be nil) receives every decision for metrics.
+func NewLimiter(store ratelimit.Store, keyPrefix string, obs ratelimit.Observer) (*ratelimit.Limiter, error) {
 	l, err := ratelimit.New(ratelimit.Config{
 		Name:      "http_request",
 		Store:     store,
 		KeyPrefix: keyPrefix,
+		Observer:  obs,
 		Rules: []ratelimit.Rule{{
 			Name:            "hello_per_ip",
 			Description:     "5 requests per minute per client IP",
@@ -92,19 +93,25 @@ func Run(ctx context.Context, name string, o Options, newHandler NewHandler) err
 		return err
 	}
 	defer closeStore()
-	limiter, err := NewLimiter(store, o.KeyPrefix)
+	obs := exampleutil.NewObservability()
+	limiter, err := NewLimiter(store, o.KeyPrefix, obs.Observer())
 	if err != nil {
 		return err
 	}
-	handler, err := newHandler(limiter, tp)
+	limited, err := newHandler(limiter, tp)
 	if err != nil {
 		return err
 	}
+	// /metrics and /debug/ratelimit beside the rate-limited application.
+	handler := http.NewServeMux()
+	obs.Mount(handler, limiter)
+	handler.Handle("/", limited)
+	go obs.Run(ctx)
 	lis, err := net.Listen("tcp", o.Addr)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", o.Addr, err)
 	}
-	log.Printf("%s: GET http://%s/hello, 5 requests per minute per client IP, store: %s", name, lis.Addr(), what)
+	log.Printf("%s: GET http://%s/hello, 5 requests per minute per client IP, store: %s; metrics at /metrics, debug page at /debug/ratelimit", name, lis.Addr(), what)
 	if o.Ready != nil {
 		o.Ready(lis.Addr())
 	}

@@ -8,6 +8,7 @@ import (
 
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/redisstore"
+	"github.com/ratekit/ratekit/examples/internal/exampleutil"
 	"github.com/ratekit/ratekit/identifiers"
 	"github.com/ratekit/ratekit/internal/redistest"
 )
@@ -25,7 +26,7 @@ func Test(t *testing.T, name string, newHandler NewHandler) {
 	}
 	for _, s := range stores {
 		t.Run("handler_"+s.name, func(t *testing.T) {
-			l, err := NewLimiter(s.store(t), redistest.Prefix(t))
+			l, err := NewLimiter(s.store(t), redistest.Prefix(t), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -51,6 +52,7 @@ func Test(t *testing.T, name string, newHandler NewHandler) {
 			select {
 			case a := <-addrc:
 				FiveThenBlocked(t, "http://"+a.String())
+				exampleutil.Observed(t, "http://"+a.String(), "http_request", "hello_per_ip")
 			case err := <-done:
 				t.Fatalf("run: %v", err)
 			}

@@ -1,0 +1,90 @@
+package exampleutil
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/observe"
+	"github.com/ratekit/ratekit/core/observe/debugpage"
+)
+
+// Observability is what every example exposes next to its service:
+// Prometheus metrics at /metrics and the rate-limit debug page at
+// /debug/ratelimit, fed by the limiters' Observer.
+type Observability struct {
+	Registry *prometheus.Registry
+	Metrics  *observe.Metrics
+	Blocks   *observe.BlockSummary
+}
+
+// NewObservability returns metrics registered on a fresh registry and a block
+// summary. Call Run to log the periodic block summary.
+func NewObservability() *Observability {
+	o := &Observability{
+		Registry: prometheus.NewRegistry(),
+		Metrics:  observe.NewMetrics(observe.MetricsOptions{}),
+		Blocks:   observe.NewBlockSummary(observe.BlockSummaryOptions{}),
+	}
+	o.Registry.MustRegister(o.Metrics)
+	return o
+}
+
+// Observer is the Config.Observer of the example's limiters.
+func (o *Observability) Observer() ratelimit.Observer {
+	return ratelimit.Observers(o.Metrics, o.Blocks)
+}
+
+// Run logs the block summary on its interval until ctx ends.
+func (o *Observability) Run(ctx context.Context) { o.Blocks.Run(ctx) }
+
+// Mount serves /metrics and /debug/ratelimit for limiters on mux.
+func (o *Observability) Mount(mux *http.ServeMux, limiters ...*ratelimit.Limiter) {
+	for _, l := range limiters {
+		o.Metrics.Init(l)
+	}
+	mux.Handle("GET /metrics", promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{}))
+	mux.Handle("GET /debug/ratelimit", debugpage.New(debugpage.Options{Blocks: o.Blocks}, limiters...))
+}
+
+// Observed checks an example's /metrics and /debug/ratelimit at url after
+// five allowed checks and one block of rule: counted and shown.
+func Observed(t testing.TB, url, limiter, rule string) {
+	t.Helper()
+	metrics := get(t, url+"/metrics")
+	for _, want := range []string{
+		`ratelimit_checks_total{action="allow",error="false",matched="true",rate_limiter="` + limiter + `"} 5`,
+		`ratelimit_checks_total{action="block",error="false",matched="true",rate_limiter="` + limiter + `"} 1`,
+		`ratelimit_rule_evaluations_total{action="limit",rate_limiter="` + limiter + `",result="block",rule="` + rule + `"} 1`,
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s:\n%s", want, metrics)
+		}
+	}
+	page := get(t, url+"/debug/ratelimit?format=json")
+	for _, want := range []string{`"` + limiter + `"`, `"` + rule + `"`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("/debug/ratelimit lacks %s:\n%s", want, page)
+		}
+	}
+}
+
+func get(t testing.TB, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %v", url, resp.StatusCode, err)
+	}
+	return string(b)
+}
