@@ -17,6 +17,8 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
@@ -42,6 +44,9 @@ type options struct {
 	period    time.Duration
 	timeout   time.Duration
 	keyPrefix string // counter key prefix ("" for the default; tests set their own)
+
+	metricsAddr string                     // HTTP address of /metrics and /debug/ratelimit during the run ("" for none)
+	obs         *exampleutil.Observability // nil: run makes its own
 }
 
 type stats struct {
@@ -58,6 +63,7 @@ func main() {
 	flag.Int64Var(&o.limit, "limit", 2, "tasks allowed per period")
 	flag.DurationVar(&o.period, "period", 2*time.Second, "rate-limit window")
 	flag.DurationVar(&o.timeout, "timeout", time.Minute, "give up after this long")
+	flag.StringVar(&o.metricsAddr, "metrics-addr", "", `serve /metrics and /debug/ratelimit here during the run ("" for none)`)
 	flag.Parse()
 	switch {
 	case *addr != "":
@@ -83,10 +89,15 @@ func run(ctx context.Context, o options, out io.Writer) (stats, error) {
 	}
 	defer rdb.Close()
 
+	obs := o.obs
+	if obs == nil {
+		obs = exampleutil.NewObservability()
+	}
 	limiter, err := ratelimit.New(ratelimit.Config{
 		Name:      "jobs",
 		Store:     redisstore.New(rdb),
 		KeyPrefix: o.keyPrefix,
+		Observer:  obs.Observer(),
 		Rules: []ratelimit.Rule{{
 			Name:            "per_task_type",
 			Characteristics: []string{identifiers.TaskType, identifiers.Queue},
@@ -96,6 +107,19 @@ func run(ctx context.Context, o options, out io.Writer) (stats, error) {
 	})
 	if err != nil {
 		return st, fmt.Errorf("limiter: %w", err)
+	}
+
+	if o.metricsAddr != "" {
+		mux := http.NewServeMux()
+		obs.Mount(mux, limiter)
+		lis, err := net.Listen("tcp", o.metricsAddr)
+		if err != nil {
+			return st, fmt.Errorf("listen %s: %w", o.metricsAddr, err)
+		}
+		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = hs.Serve(lis) }()
+		defer hs.Close()
+		fmt.Fprintf(out, "metrics at http://%s/metrics, debug page at http://%s/debug/ratelimit\n", lis.Addr(), lis.Addr())
 	}
 
 	start := time.Now()

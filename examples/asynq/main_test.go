@@ -2,10 +2,14 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ratekit/ratekit/examples/internal/exampleutil"
 	"github.com/ratekit/ratekit/internal/redistest"
 )
 
@@ -20,6 +24,7 @@ func TestRun(t *testing.T) {
 		period:    time.Second,
 		timeout:   30 * time.Second,
 		keyPrefix: prefix,
+		obs:       exampleutil.NewObservability(),
 	}
 	st, err := run(context.Background(), o, &out)
 	if err != nil {
@@ -34,6 +39,20 @@ func TestRun(t *testing.T) {
 	for _, want := range []string{"blocked by jobs/per_task_type, retry in", "attempt 2: processed", "all 5 tasks processed"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	// Every attempt went through the limiter's observer: the example's /metrics
+	// counts the processed ones as allowed and each turned-away attempt as a block.
+	mux := http.NewServeMux()
+	o.obs.Mount(mux)
+	rec := httptest.NewRecorder()
+	mux.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	for _, want := range []string{
+		`ratelimit_checks_total{action="allow",error="false",matched="true",rate_limiter="jobs"} 5`,
+		fmt.Sprintf(`ratelimit_checks_total{action="block",error="false",matched="true",rate_limiter="jobs"} %d`, st.blocked),
+	} {
+		if !strings.Contains(rec.Body.String(), want) {
+			t.Errorf("/metrics lacks %s:\n%s", want, rec.Body.String())
 		}
 	}
 	t.Log("\n" + out.String())
