@@ -303,10 +303,16 @@ func (c *compiledRule) matches(id Identifier) bool {
 
 // eval calls the store under the timeout and the circuit breaker.
 func (l *Limiter) eval(ctx context.Context, mode Mode, ops []Op) ([]Outcome, error) {
-	if !l.breaker.allow(l.now()) {
+	if !l.breaker.allow(l.now) {
 		return nil, ErrCircuitOpen
 	}
-	outs, err := l.callStore(ctx, func(ctx context.Context) ([]Outcome, error) { return l.store.Eval(ctx, mode, ops) })
+	var outs []Outcome
+	var err error
+	if l.local {
+		outs, err = l.store.Eval(ctx, mode, ops) // in-process: no timeout, no closure to allocate
+	} else {
+		outs, err = callStore(l, ctx, func(ctx context.Context) ([]Outcome, error) { return l.store.Eval(ctx, mode, ops) })
+	}
 	if err == nil && len(outs) != len(ops) {
 		err = fmt.Errorf("store returned %d outcomes for %d ops", len(outs), len(ops))
 	}
@@ -322,7 +328,7 @@ func (l *Limiter) record(ctx context.Context, err error) {
 		l.breaker.release() // the caller gave up; that says nothing about the store
 		return
 	}
-	switch l.breaker.record(l.now(), err == nil) {
+	switch l.breaker.record(l.now, err == nil) {
 	case breakerOpened:
 		l.logger.LogAttrs(ctx, slog.LevelWarn, "rate_limit_breaker_open",
 			slog.String("limiter", l.name), slog.Duration("cooldown", l.breaker.cooldown), slog.Any("error", err))
@@ -360,10 +366,6 @@ func callStore[T any](l *Limiter, ctx context.Context, f func(context.Context) (
 		var zero T
 		return zero, ctx.Err()
 	}
-}
-
-func (l *Limiter) callStore(ctx context.Context, f func(context.Context) ([]Outcome, error)) ([]Outcome, error) {
-	return callStore(l, ctx, f)
 }
 
 // Clear removes the counters and bans (shadow bans included) of every counting

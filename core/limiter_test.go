@@ -326,3 +326,48 @@ func TestMatchFailures(t *testing.T) {
 		t.Fatal("an invalid regex matched")
 	}
 }
+
+// Concurrent failures open the breaker once; concurrent successes on a closed
+// breaker never touch its lock (run under -race).
+func TestBreakerUnderConcurrency(t *testing.T) {
+	store := &flakyStore{inner: ratelimit.NewMemoryStore(), hang: make(chan struct{})}
+	defer close(store.hang)
+	var logs syncBuffer
+	l, _ := ratelimit.New(ratelimit.Config{Name: "lim", Store: store, Rules: []ratelimit.Rule{basic("r")},
+		Breaker: ratelimit.BreakerConfig{Failures: 3, Cooldown: time.Hour}, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	run := func() {
+		var wg sync.WaitGroup
+		for g := 0; g < 64; g++ {
+			wg.Add(1)
+			go func(g int) {
+				defer wg.Done()
+				l.Check(context.Background(), ratelimit.Identifier{"user": g})
+			}(g)
+		}
+		wg.Wait()
+	}
+	run()
+	if s := l.BreakerState(); s != "closed" {
+		t.Fatalf("healthy store: breaker %s", s)
+	}
+	store.mode.Store(1)
+	run()
+	if s := l.BreakerState(); s != "open" {
+		t.Fatalf("failing store: breaker %s", s)
+	}
+	if n := strings.Count(logs.String(), "rate_limit_breaker_open"); n != 1 {
+		t.Fatalf("breaker opened %d times, want once:\n%s", n, logs.String())
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
