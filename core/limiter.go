@@ -43,6 +43,9 @@ type Config struct {
 	// Observer is told about every check, peek and clear (metrics, tracing).
 	// A panicking observer never changes a verdict.
 	Observer Observer
+	// RuleSource, when set, supplies per-request rules evaluated before the
+	// limiter's own (the rules service of docs/design.md, Phase 3).
+	RuleSource RuleSource
 }
 
 // BreakerConfig configures the circuit breaker of a Limiter.
@@ -64,6 +67,7 @@ type Limiter struct {
 	local    bool // in-process store: no network, no timeout needed
 	bounded  bool // the store returns by the context's deadline on its own
 	breaker  breaker
+	source   RuleSource
 	rules    atomic.Pointer[ruleSet]
 }
 
@@ -92,6 +96,7 @@ func New(cfg Config) (*Limiter, error) {
 		logger:   cfg.Logger,
 		now:      cfg.Now,
 		observer: cfg.Observer,
+		source:   cfg.RuleSource,
 	}
 	if l.prefix == "" {
 		l.prefix = DefaultKeyPrefix
@@ -155,7 +160,8 @@ func (l *Limiter) SetRules(rules []Rule) error {
 type CheckOption func(*checkOpts)
 
 type checkOpts struct {
-	cost float64
+	cost  float64
+	extra *RuleSet
 }
 
 // Cost sets the amount a check adds to each counting rule (default 1). Use the
@@ -193,12 +199,21 @@ func (l *Limiter) run(ctx context.Context, mode Mode, id Identifier, opts []Chec
 		l.warn(ctx, res.Err, nil, id)
 		return res
 	}
-	rs := l.rules.Load()
+	rules := l.rules.Load().rules
+	if o.extra != nil || l.source != nil {
+		var remote *RuleSet
+		if l.source != nil {
+			remote = l.source.RulesFor(ctx, l.name, id)
+		}
+		if o.extra != nil || remote != nil {
+			rules = withPerRequest(rules, o.extra, remote)
+		}
+	}
 	var ops []Op
 	var crsBuf [16]*compiledRule // rule of each op; on the stack for common rule counts
 	crs := crsBuf[:0]
 	var skip *compiledRule
-	for _, c := range rs.rules {
+	for _, c := range rules {
 		if !c.matches(id) {
 			continue
 		}
@@ -238,7 +253,7 @@ func (l *Limiter) run(ctx context.Context, mode Mode, id Identifier, opts []Chec
 			op.BanFor = r.BanFor
 		}
 		if ops == nil {
-			ops = make([]Op, 0, len(rs.rules))
+			ops = make([]Op, 0, len(rules))
 		}
 		ops = append(ops, op)
 		crs = append(crs, c)
@@ -259,7 +274,7 @@ func (l *Limiter) run(ctx context.Context, mode Mode, id Identifier, opts []Chec
 				break
 			}
 			op := &ops[i]
-			ev := Evaluation{Rule: crs[i].rule, Exceeded: out.Exceeded}
+			ev := Evaluation{Rule: crs[i].rule, Exceeded: out.Exceeded, PerRequest: crs[i].perRequest}
 			ev.Blocked = out.Exceeded && op.Terminal
 			ev.Info = Info{
 				Limit:     op.Limit,
@@ -391,9 +406,14 @@ func (l *Limiter) Clear(ctx context.Context, id Identifier) (int, error) {
 // Keys returns every counter and ban key the limiter's counting rules use for
 // id (what Clear deletes).
 func (l *Limiter) Keys(id Identifier) []string {
-	rs := l.rules.Load()
+	rules := l.rules.Load().rules
+	if l.source != nil { // per-request rules count too; Clear must reach their counters
+		if remote := l.source.RulesFor(context.Background(), l.name, id); remote != nil {
+			rules = withPerRequest(rules, remote)
+		}
+	}
 	var keys []string
-	for _, c := range rs.rules {
+	for _, c := range rules {
 		if !c.rule.Action.counts() {
 			continue
 		}

@@ -64,6 +64,9 @@ type Evaluation struct {
 	Exceeded bool
 	Blocked  bool // an exceeded limit rule: the verdict is block
 	Info     Info
+	// PerRequest reports that the rule came from a per-request tier
+	// (WithRules or Config.RuleSource) rather than the limiter's own rules.
+	PerRequest bool
 }
 
 // Shadow reports whether the evaluated rule is a log (shadow) rule.

@@ -299,6 +299,8 @@ type compiledRule struct {
 	limit   int64
 	period  time.Duration
 	keyHead string // "<limiter>:<rule>" part of the hash tag, filled by the limiter
+	// perRequest marks a rule of a per-request tier (WithRules, RuleSource).
+	perRequest bool
 }
 
 func compileRule(r *Rule) (*compiledRule, error) {

@@ -1,0 +1,95 @@
+package ratelimit
+
+import "context"
+
+// RuleSet is a validated, compiled rule list that a check can use as its
+// highest tier: the per-request rules of a rules service, or a gateway's
+// per-request limit override. Compile it once and reuse it; it is immutable
+// and safe for concurrent use.
+type RuleSet struct {
+	rules    []*compiledRule
+	original []Rule
+	names    map[string]struct{}
+}
+
+// CompileRules validates rules exactly as SetRules does and compiles them into
+// a RuleSet. On error nothing is returned: a list is used whole or not at all.
+func CompileRules(rules []Rule) (*RuleSet, error) {
+	compiled, err := compileRules(rules)
+	if err != nil {
+		return nil, err
+	}
+	s := &RuleSet{rules: compiled, original: make([]Rule, len(compiled)), names: make(map[string]struct{}, len(compiled))}
+	for i, c := range compiled {
+		s.original[i] = *c.rule
+		c.rule = &s.original[i]
+		c.perRequest = true
+		s.names[c.rule.Name] = struct{}{}
+	}
+	return s, nil
+}
+
+// Rules returns a copy of the set's rules in order.
+func (s *RuleSet) Rules() []Rule {
+	if s == nil {
+		return nil
+	}
+	return append([]Rule(nil), s.original...)
+}
+
+// Len returns the number of rules in the set (0 for nil).
+func (s *RuleSet) Len() int {
+	if s == nil {
+		return 0
+	}
+	return len(s.rules)
+}
+
+// RuleSource supplies per-request rules, evaluated before every rule of the
+// limiter (the highest tier). RulesFor must be fast and must not block for
+// long: it runs on every check. It returns nil when it has no rules for the
+// request (or cannot reach its backend: the local rules then serve alone).
+type RuleSource interface {
+	RulesFor(ctx context.Context, limiter string, id Identifier) *RuleSet
+}
+
+// WithRules puts s above the limiter's rules for one check or peek: its rules
+// are evaluated first, and a limiter rule of the same name is replaced by the
+// set's rule, which inherits its counter (the name is part of the key). It
+// stacks on top of Config.RuleSource: WithRules's set comes first.
+func WithRules(s *RuleSet) CheckOption { return func(o *checkOpts) { o.extra = s } }
+
+// withPerRequest merges the per-request tiers (highest first) over base.
+func withPerRequest(base []*compiledRule, tiers ...*RuleSet) []*compiledRule {
+	n := len(base)
+	for _, t := range tiers {
+		n += t.Len()
+	}
+	out := make([]*compiledRule, 0, n)
+	seen := func(name string, upto int) bool {
+		for _, t := range tiers[:upto] {
+			if t != nil {
+				if _, ok := t.names[name]; ok {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	for i, t := range tiers {
+		if t == nil {
+			continue
+		}
+		for _, c := range t.rules {
+			if !seen(c.rule.Name, i) {
+				out = append(out, c)
+			}
+		}
+	}
+	for _, c := range base {
+		if !seen(c.rule.Name, len(tiers)) {
+			out = append(out, c)
+		}
+	}
+	return out
+}

@@ -1,0 +1,69 @@
+package ratelimit
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+type staticSource struct {
+	set   *RuleSet
+	calls int
+}
+
+func (s *staticSource) RulesFor(context.Context, string, Identifier) *RuleSet {
+	s.calls++
+	return s.set
+}
+
+func TestPerRequestTierOverridesByName(t *testing.T) {
+	ctx := context.Background()
+	store := NewMemoryStore()
+	base := []Rule{
+		{Name: "per_user", Characteristics: []string{"user"}, Limit: Static(2), Period: StaticPeriod(time.Minute), Action: ActionLimit},
+		{Name: "global", Limit: Static(100), Period: StaticPeriod(time.Minute), Action: ActionLimit},
+	}
+	src := &staticSource{}
+	l, err := New(Config{Name: "t", Store: store, Rules: base, RuleSource: src})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := Identifier{"user": "u1"}
+	// Without per-request rules the base limit of 2 applies.
+	for i := 0; i < 2; i++ {
+		if r := l.Check(ctx, id); r.Blocked() {
+			t.Fatalf("check %d blocked", i)
+		}
+	}
+	if r := l.Check(ctx, id); !r.Blocked() || r.Rule.Name != "per_user" || r.Evaluations[0].PerRequest {
+		t.Fatalf("3rd check: %+v", r)
+	}
+	// A remote rule of the same name replaces it and inherits the counter (3 so far).
+	set, err := CompileRules([]Rule{{Name: "per_user", Characteristics: []string{"user"}, Limit: Static(4), Period: StaticPeriod(time.Minute), Action: ActionLimit}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.set = set
+	r := l.Check(ctx, id)
+	if r.Blocked() || r.Info.Count != 4 || !r.Evaluations[0].PerRequest || len(r.Evaluations) != 2 {
+		t.Fatalf("with remote tier: %+v", r)
+	}
+	if r := l.Check(ctx, id); !r.Blocked() {
+		t.Fatalf("5th check should block at remote limit 4: %+v", r)
+	}
+	// WithRules stacks above the source.
+	over, _ := CompileRules([]Rule{{Name: "per_user", Action: ActionSkip}})
+	if r := l.Check(ctx, id, WithRules(over)); r.Blocked() || !r.Skipped {
+		t.Fatalf("WithRules skip: %+v", r)
+	}
+	// Clear reaches the per-request rules' counters too.
+	if _, err := l.Clear(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if r := l.Check(ctx, id); r.Blocked() || r.Info.Count != 1 {
+		t.Fatalf("after clear: %+v", r)
+	}
+	if _, err := CompileRules([]Rule{{Name: "BAD"}}); err == nil {
+		t.Fatal("invalid rule compiled")
+	}
+}
