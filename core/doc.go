@@ -76,8 +76,8 @@
 //
 // An Identifier maps property names to values; values are compared and keyed
 // by their canonical string (Canonical: integers in decimal, so 42 and "42" are
-// one caller). A nil value is the same as an absent property; the empty string
-// is a value of its own.
+// one caller). A nil value, including a typed nil such as a nil *url.URL, is
+// the same as an absent property; the empty string is a value of its own.
 //
 // Each (limiter, rule, characteristic values) has its own counter key, for
 // example
@@ -104,7 +104,9 @@
 // open at once, without touching the network, for Breaker.Cooldown (default
 // 2s); then one probe goes through, and its success closes the breaker. An
 // outage therefore costs each request at most the timeout, and most requests
-// nothing. A caller's own cancellation never counts against the store.
+// nothing. A caller's own cancellation never counts against the store: its
+// result allows with Err wrapping ErrCanceled, logs no warning, leaves the
+// breaker as it was, and is not counted as a store error by core/observe.
 //
 // # Stores
 //

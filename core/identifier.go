@@ -4,6 +4,7 @@ import (
 	"encoding"
 	"fmt"
 	"math"
+	"reflect"
 	"strconv"
 	"time"
 )
@@ -20,7 +21,7 @@ const Anonymous = "<anonymous>"
 // Get returns the canonical string of property k and whether it is present.
 func (id Identifier) Get(k string) (string, bool) {
 	v, ok := id[k]
-	if !ok || v == nil {
+	if !ok || isNil(v) {
 		return "", false
 	}
 	return Canonical(v), true
@@ -65,16 +66,43 @@ func Canonical(v any) string {
 	case time.Time:
 		return x.UTC().Format(time.RFC3339Nano)
 	case fmt.Stringer:
+		if isNil(v) {
+			break // a typed nil (nil *url.URL) would panic in String
+		}
 		return x.String()
 	case encoding.TextMarshaler:
+		if isNil(v) {
+			break
+		}
 		b, err := x.MarshalText()
 		if err == nil {
 			return string(b)
 		}
 	case error:
+		if isNil(v) {
+			break
+		}
 		return x.Error()
 	}
 	return fmt.Sprint(v)
+}
+
+// isNil reports a nil value, including a typed nil (a nil pointer, map,
+// slice, func or channel in an interface): it carries no value, so an
+// identifier treats it as missing, and it never reaches a method that would
+// dereference it.
+func isNil(v any) bool {
+	switch v.(type) {
+	case nil:
+		return true
+	case string, int, int64, bool, float64:
+		return false // the common cases, without reflection
+	}
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
+		return rv.IsNil()
+	}
+	return false
 }
 
 func formatFloat(f float64, bits int) string {

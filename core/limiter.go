@@ -79,6 +79,11 @@ type ruleSet struct {
 // ErrCircuitOpen is the error of results answered by an open circuit breaker.
 var ErrCircuitOpen = errors.New("ratelimit: store circuit breaker open")
 
+// ErrCanceled is the error of results whose caller's context ended before the
+// store answered (the client went away). It is logged at no level and counted
+// as no store error: it says nothing about the store's health.
+var ErrCanceled = errors.New("ratelimit: check canceled by the caller")
+
 // New validates cfg and returns a Limiter. Invalid rules are rejected with an
 // error naming each bad rule.
 func New(cfg Config) (*Limiter, error) {
@@ -261,6 +266,9 @@ func (l *Limiter) run(ctx context.Context, mode Mode, id Identifier, opts []Chec
 	if len(ops) > 0 {
 		outs, err := l.eval(ctx, mode, ops)
 		if err != nil {
+			if ctx.Err() != nil { // the caller went away: its own doing, not a store error
+				return Result{Limiter: l.name, Action: ActionAllow, Err: fmt.Errorf("%w: %w", ErrCanceled, ctx.Err())}
+			}
 			res = Result{Limiter: l.name, Action: ActionAllow, Err: err}
 			if !errors.Is(err, ErrCircuitOpen) {
 				l.warn(ctx, err, nil, id)

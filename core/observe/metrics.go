@@ -2,6 +2,7 @@ package observe
 
 import (
 	"context"
+	"errors"
 	"math"
 	"strconv"
 	"strings"
@@ -183,7 +184,7 @@ func (m *Metrics) Observe(_ context.Context, e ratelimit.Event) {
 		return
 	}
 	lim := e.Limiter
-	failed := strconv.FormatBool(r.Err != nil || r.Degraded)
+	failed := strconv.FormatBool(storeFailed(r.Err) || r.Degraded)
 	switch e.Kind {
 	case ratelimit.EventCheck:
 		m.checks.WithLabelValues(lim, string(r.Action), strconv.FormatBool(r.Matched), failed).Inc()
@@ -274,3 +275,7 @@ func (m *Metrics) ConfigRejected(file string) {
 // labelValue makes a caller-supplied string a valid label value: client_golang
 // panics on invalid UTF-8, and a metrics call must never take a service down.
 func labelValue(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
+
+// storeFailed reports a fail-open error that says something about the store:
+// a caller that went away (ratelimit.ErrCanceled) is not one.
+func storeFailed(err error) bool { return err != nil && !errors.Is(err, ratelimit.ErrCanceled) }

@@ -83,7 +83,7 @@ func (t *Tracing) Observe(ctx context.Context, e ratelimit.Event) {
 	}
 	attrs := DecisionAttributes(e)
 	var errType, errMsg string
-	if err := e.Result.Err; err != nil {
+	if err := e.Result.Err; storeFailed(err) {
 		errType, errMsg = ErrorType(err), err.Error()
 		attrs = append(attrs, AttrErrorType.String(errType))
 	}
