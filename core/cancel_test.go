@@ -22,7 +22,7 @@ func (s *waitStore) Eval(ctx context.Context, _ ratelimit.Mode, _ []ratelimit.Op
 	return nil, ctx.Err()
 }
 func (s *waitStore) Delete(context.Context, []string) (int, error) { return 0, nil }
-func (s *waitStore) ContextBounded() bool                           { return true }
+func (s *waitStore) ContextBounded() bool                          { return true }
 
 func TestCallerCancellationIsNotAStoreError(t *testing.T) {
 	var logs syncBuffer
