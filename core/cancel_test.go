@@ -78,3 +78,33 @@ func TestTypedNilIdentifierValueIsMissing(t *testing.T) {
 		t.Fatalf("typed nil values: %+v", r)
 	}
 }
+
+func TestMissingCharacteristicIsNotASharedBucket(t *testing.T) {
+	var logs syncBuffer
+	rule := ratelimit.Rule{Name: "per_user", Characteristics: []string{"usr"}, // a typo: requests carry "user"
+		Limit: ratelimit.Static(1), Period: ratelimit.StaticPeriod(time.Minute), Action: ratelimit.ActionLimit}
+	opted := rule
+	opted.Name, opted.CountMissing = "per_user_or_all", true
+	for _, tc := range []struct {
+		rule         ratelimit.Rule
+		wantBlock    bool // the 2nd caller is blocked: one shared bucket
+		wantDegraded bool
+	}{{rule, false, true}, {opted, true, false}} {
+		t.Run(tc.rule.Name, func(t *testing.T) {
+			l, err := ratelimit.New(ratelimit.Config{Name: "miss", Store: ratelimit.NewMemoryStore(), Rules: []ratelimit.Rule{tc.rule},
+				Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			first := l.Check(ctx, ratelimit.Identifier{"user": "alice"})
+			second := l.Check(ctx, ratelimit.Identifier{"user": "bob"})
+			if first.Blocked() || second.Blocked() != tc.wantBlock || second.Degraded != tc.wantDegraded || second.Err != nil {
+				t.Fatalf("first %+v\nsecond %+v", first, second)
+			}
+		})
+	}
+	if !strings.Contains(logs.String(), `"msg":"rate_limit_missing_characteristic","limiter":"miss","rule":"per_user","property":"usr"`) {
+		t.Fatalf("no WARN naming the rule and property:\n%s", logs.String())
+	}
+}

@@ -87,7 +87,11 @@
 //
 // The braces are a Redis Cluster hash tag, so a counter and its ban share a
 // slot. Names and values are percent-escaped (':', '=', '{', '}', '%', '!',
-// '#', spaces, controls and non-ASCII bytes), a missing property is "!" and a
+// '#', spaces, controls and non-ASCII bytes), a missing property is "!" (only
+// for rules with CountMissing: otherwise a rule whose characteristic is
+// missing does not apply, and the result is Degraded, logged at WARN as
+// rate_limit_missing_characteristic, so a misspelt property never becomes one
+// bucket shared by every caller) and a
 // value longer than MaxKeyValueLen escaped bytes is "#" plus its SHA-256, so no
 // two different identifiers can ever share a counter. The limiter name leads
 // every key, so two limiters never share counters.

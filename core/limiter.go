@@ -228,6 +228,14 @@ func (l *Limiter) run(ctx context.Context, mode Mode, id Identifier, opts []Chec
 			skip = c
 			break
 		}
+		if !r.CountMissing {
+			if prop, missing := missingCharacteristic(r, id); missing {
+				res.Degraded = true
+				l.logger.LogAttrs(ctx, slog.LevelWarn, "rate_limit_missing_characteristic",
+					slog.String("limiter", l.name), slog.String("rule", r.Name), slog.String("property", prop))
+				continue
+			}
+		}
 		op := Op{Kind: OpCount, Cost: o.cost, Terminal: r.Action == ActionLimit}
 		if r.CountDistinct != "" {
 			m, ok := id.Get(r.CountDistinct)
@@ -313,6 +321,16 @@ func (l *Limiter) run(ctx context.Context, mode Mode, id Identifier, opts []Chec
 		res.Info = &best.Info // shared with the evaluation: one allocation less per check
 	}
 	return res
+}
+
+// missingCharacteristic returns the first characteristic of r that id lacks.
+func missingCharacteristic(r *Rule, id Identifier) (string, bool) {
+	for _, ch := range r.Characteristics {
+		if _, ok := id.Get(ch); !ok {
+			return ch, true
+		}
+	}
+	return "", false
 }
 
 func (c *compiledRule) matches(id Identifier) bool {

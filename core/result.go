@@ -28,8 +28,9 @@ type Result struct {
 	// Err is set when the check failed open: the store was unavailable, timed
 	// out, or a limit or period resolver failed. Action is then ActionAllow.
 	Err error
-	// Degraded reports that a count_distinct rule was left out because the
-	// identifier lacks its property.
+	// Degraded reports that a counting rule was left out because the
+	// identifier lacks one of its characteristics or its count_distinct
+	// property (logged at WARN, counted as a failed check by core/observe).
 	Degraded bool
 	// Evaluations lists every counting rule evaluated, in rule order.
 	Evaluations []Evaluation

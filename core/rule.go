@@ -22,8 +22,14 @@ type Rule struct {
 	// in the identifier and match. An empty Match applies to every request.
 	Match map[string]Matcher
 	// Characteristics are the identifier properties that scope the counter, in
-	// order (for example []string{"user"}: one counter per user).
+	// order (for example []string{"user"}: one counter per user). A rule whose
+	// characteristic is missing from the identifier does not apply (the result
+	// is Degraded), so a typo never folds every caller into one counter.
 	Characteristics []string
+	// CountMissing opts into counting identifiers that lack a characteristic
+	// under one shared "missing" value (one bucket for all of them) instead of
+	// leaving the rule out.
+	CountMissing bool
 	// Limit is the threshold: a limit of 5 admits 5 and blocks the 6th.
 	// Required for limit and log rules.
 	Limit Limit

@@ -76,10 +76,10 @@ func TestMetricsScenario(t *testing.T) {
 					t.Fatalf("verdicts = %v, want %v", got, scenarioVerdicts)
 				}
 				broken := newLimiter(t, "broken", kind.broken(t), prefix, m)
-				if r := broken.Check(ctx, ratelimit.Identifier{"kind": "api"}); r.Err == nil {
+				if r := broken.Check(ctx, ratelimit.Identifier{"kind": "api", "ip": "10.9.9.9", "user": "u9", "path": "/b"}); r.Err == nil {
 					t.Fatalf("broken store: check did not fail open: %+v", r)
 				}
-				broken.Peek(ctx, ratelimit.Identifier{"kind": "api"})
+				broken.Peek(ctx, ratelimit.Identifier{"kind": "api", "ip": "10.9.9.9", "user": "u9", "path": "/b"})
 
 				name := cmpOr(ns, observe.DefaultNamespace)
 				fams := []string{"checks_total", "rule_evaluations_total", "peeks_total", "limit", "period_seconds"}

@@ -201,13 +201,23 @@ var cases = []testCase{
 		// integers and their decimal strings are one caller
 		expect(t, "int 7", l.Check(ctx, ratelimit.Identifier{"user": 7}), want{action: ratelimit.ActionAllow, rule: "per_user", count: 1})
 		expect(t, "string 7", l.Check(ctx, ratelimit.Identifier{"user": "7"}), want{action: ratelimit.ActionBlock, exceeded: true, rule: "per_user", count: 2})
-		// identifiers lacking the property share the sentinel counter, apart from the empty string
-		expect(t, "missing", l.Check(ctx, ratelimit.Identifier{}), want{action: ratelimit.ActionAllow, rule: "per_user", count: 1})
-		expect(t, "nil", l.Check(ctx, ratelimit.Identifier{"user": nil}), want{action: ratelimit.ActionBlock, exceeded: true, rule: "per_user", count: 2})
-		expect(t, "empty", l.Check(ctx, ratelimit.Identifier{"user": ""}), want{action: ratelimit.ActionAllow, rule: "per_user", count: 1})
+		// a rule whose characteristic is missing does not apply: no shared bucket
+		for _, id := range []ratelimit.Identifier{{}, {"user": nil}} {
+			r := l.Check(ctx, id)
+			expect(t, "missing", r, want{action: ratelimit.ActionAllow, noInfo: true})
+			if !r.Degraded || len(r.Evaluations) != 0 {
+				t.Fatalf("missing characteristic: want degraded and no evaluation, got %+v", r)
+			}
+		}
+		// with CountMissing, identifiers lacking the property share the sentinel
+		// counter, apart from the empty string
+		l = limiter(t, h, with(rule("per_user_or_missing", 1, time.Minute, "user"), func(r *ratelimit.Rule) { r.CountMissing = true }))
+		expect(t, "missing", l.Check(ctx, ratelimit.Identifier{}), want{action: ratelimit.ActionAllow, rule: "per_user_or_missing", count: 1})
+		expect(t, "nil", l.Check(ctx, ratelimit.Identifier{"user": nil}), want{action: ratelimit.ActionBlock, exceeded: true, rule: "per_user_or_missing", count: 2})
+		expect(t, "empty", l.Check(ctx, ratelimit.Identifier{"user": ""}), want{action: ratelimit.ActionAllow, rule: "per_user_or_missing", count: 1})
 	}},
 	{"KeyEncodingKeepsLookalikeIdentifiersApart", func(t *testing.T, h *Harness) {
-		l := limiter(t, h, rule("pair", 1, time.Minute, "a", "b"))
+		l := limiter(t, h, with(rule("pair", 1, time.Minute, "a", "b"), func(r *ratelimit.Rule) { r.CountMissing = true }))
 		long := strings.Repeat("x", 300)
 		ids := []ratelimit.Identifier{
 			{"a": "1:b=2", "b": "3"},
