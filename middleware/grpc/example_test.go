@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	ratelimit "github.com/ratekit/ratekit/core"
@@ -134,8 +135,10 @@ func ExampleCountCodes() {
 		return nil, status.Error(codes.Unauthenticated, "bad password")
 	}
 	info := &grpc.UnaryServerInfo{FullMethod: "/acme.Auth/Login"}
+	// the client's address, as a real server puts it in the context
+	ctx := peer.NewContext(context.Background(), &peer.Peer{Addr: &net.TCPAddr{IP: net.ParseIP("203.0.113.7"), Port: 50000}})
 	for range 3 {
-		_, err := ic(context.Background(), nil, info, login)
+		_, err := ic(ctx, nil, info, login)
 		fmt.Println(status.Code(err))
 	}
 	// Output:
