@@ -104,10 +104,10 @@
 // is bounded by Config.Timeout (default 100ms); a store outside the process runs
 // in its own goroutine so that even a server that accepts connections and
 // never answers cannot hold a request longer. After Breaker.Failures
-// consecutive failures (default 5) a circuit breaker opens: checks then fail
+// consecutive failures (default 3) a circuit breaker opens: checks then fail
 // open at once, without touching the network, for Breaker.Cooldown (default
-// 2s); then one probe goes through, and its success closes the breaker. An
-// outage therefore costs each request at most the timeout, and most requests
+// 500ms, short so that recovery is quick); then one probe goes through, and
+// its success closes the breaker. An outage therefore costs each request at most the timeout, and most requests
 // nothing. A caller's own cancellation never counts against the store: its
 // result allows with Err wrapping ErrCanceled, logs no warning, leaves the
 // breaker as it was, and is not counted as a store error by core/observe.

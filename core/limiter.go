@@ -13,8 +13,8 @@ import (
 // Defaults for Config.
 const (
 	DefaultTimeout         = 100 * time.Millisecond
-	DefaultBreakerFailures = 5
-	DefaultBreakerCooldown = 2 * time.Second
+	DefaultBreakerFailures = 3
+	DefaultBreakerCooldown = 500 * time.Millisecond
 )
 
 // Config builds a Limiter. Only Name and Store are required.
@@ -50,8 +50,8 @@ type Config struct {
 
 // BreakerConfig configures the circuit breaker of a Limiter.
 type BreakerConfig struct {
-	Failures int           // consecutive failures that open it (default 5; -1 disables the breaker)
-	Cooldown time.Duration // how long it stays open before a probe (default 2s)
+	Failures int           // consecutive failures that open it (default 3; -1 disables the breaker)
+	Cooldown time.Duration // how long it stays open before a probe (default 500ms)
 }
 
 // Limiter evaluates one rate-limit checkpoint's rules. Build it once at start-up
