@@ -245,7 +245,7 @@ func (l *Limiter) run(ctx context.Context, mode Mode, id Identifier, opts []Chec
 					slog.String("limiter", l.name), slog.String("rule", r.Name), slog.String("property", r.CountDistinct))
 				continue
 			}
-			op.Kind, op.Member = OpDistinct, m
+			op.Kind, op.Member = OpDistinct, setMember(m)
 		}
 		lim, per := c.limit, c.period
 		if !c.static {

@@ -1,0 +1,42 @@
+package ratelimit
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestSetMemberIsBoundedAndInjective(t *testing.T) {
+	long1, long2 := strings.Repeat("a", 900<<10), strings.Repeat("a", 900<<10)+"b"
+	values := []string{"", "x", "#", "##", "#x", long1, long2, setMember(long1), strings.Repeat("z", MaxMemberLen)}
+	seen := map[string]string{}
+	for _, v := range values {
+		m := setMember(v)
+		if len(m) > MaxMemberLen+1 {
+			t.Fatalf("member of a %d-byte value is %d bytes", len(v), len(m))
+		}
+		if prev, dup := seen[m]; dup {
+			t.Fatalf("values %.20q and %.20q share member %.20q", prev, v, m)
+		}
+		seen[m] = v
+	}
+}
+
+func TestDistinctMembersStoredBounded(t *testing.T) {
+	store := NewMemoryStore()
+	l, err := New(Config{Name: "d", Store: store, Rules: []Rule{{Name: "paths", Characteristics: []string{"ip"}, CountDistinct: "path",
+		Limit: Static(3), Period: StaticPeriod(time.Minute), Action: ActionLimit}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	big := strings.Repeat("p", 512<<10)
+	for i, p := range []string{big + "1", big + "2", big + "1"} {
+		r := l.Check(ctx, Identifier{"ip": "1.2.3.4", "path": p})
+		want := []float64{1, 2, 2}[i]
+		if r.Err != nil || r.Info == nil || r.Info.Count != want {
+			t.Fatalf("check %d: %+v", i, r)
+		}
+	}
+}
