@@ -46,7 +46,9 @@
 // ResetAt is the ban's end. A log rule writes its own shadow ban and never blocks.
 //
 // CountDistinct counts distinct values of a property (an exact set) instead of
-// volume; the cost is ignored except that cost 0 adds nothing. A rule whose
+// volume; the cost is ignored except that cost 0 adds nothing. A member longer
+// than MaxMemberLen bytes is stored as its SHA-256, so clients cannot grow a
+// set's memory with long values. A rule whose
 // property is missing from the identifier is left out, and the result is
 // Degraded (logged at WARN as rate_limit_missing_count_distinct).
 //
