@@ -11,6 +11,7 @@ import (
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/config"
 	"github.com/ratekit/ratekit/core/observe"
+	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
 
 // binding is a limiter whose rules follow its document. Its state is guarded
@@ -164,6 +165,9 @@ func (s *Store) apply(b *binding, key, raw string, present bool) error {
 		} else {
 			doc, err := config.UnmarshalLimiterRules([]byte(raw))
 			if err == nil {
+				err = s.checkRead(name, doc)
+			}
+			if err == nil {
 				t, err = effective(doc, b.local)
 			}
 			if err != nil {
@@ -197,6 +201,26 @@ func (s *Store) apply(b *binding, key, raw string, present bool) error {
 	}
 	s.report(name, err)
 	return err
+}
+
+// checkRead runs on a document read from Redis the checks that Publish and
+// Seed run before writing (the limiter and the properties its rules use must
+// be in Options.Available, skip rules must be allowed): another SDK, another
+// service on the same prefix or a hand-made SET may have written it.
+func (s *Store) checkRead(limiter string, doc *configv1.LimiterRules) error {
+	if s.avail == nil {
+		return nil
+	}
+	for _, tier := range []*configv1.RuleList{doc.GetFileRules(), doc.GetPublishedRules(), doc.GetDefaultRules()} {
+		if len(tier.GetRules()) == 0 {
+			continue
+		}
+		req := &configv1.PublishRulesRequest{RateLimits: map[string]*configv1.RuleList{limiter: tier}}
+		if err := config.ValidatePublishRulesRequest(req, s.avail); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (s *Store) report(limiter string, err error) {

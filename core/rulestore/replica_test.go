@@ -458,3 +458,26 @@ func TestSetLocal(t *testing.T) {
 		t.Fatalf("with a document lacking file and default tiers, the local ones fill them: %v", names(got))
 	}
 }
+
+// A document read from Redis passes the checks a write would: a rule counting
+// by a property the limiter does not declare (written by another SDK or by
+// hand) is rejected, and the limiter keeps its last good rules.
+func TestReadDocumentCheckedAgainstAvailable(t *testing.T) {
+	c := redistest.Client(t)
+	s, lim := publishedSearch(t, c, Options{Available: available(t), Logger: slog.New(slog.DiscardHandler)})
+	for _, bad := range []string{
+		`{"published_rules":{"rules":[{"name":"by_usr","limit":1,"period_s":60,"action":"limit","characteristics":["usr"],"match":{}}]}}`,
+		`{"default_rules":{"rules":[{"name":"by_plan","limit":1,"period_s":60,"action":"limit","characteristics":["user"],"match":{"plan":"free"}}]}}`,
+	} {
+		if err := c.Set(ctx, s.Key("search"), bad, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		err := s.Refresh(ctx)
+		if err == nil || !strings.Contains(err.Error(), "keeps its rules") {
+			t.Fatalf("%s: refresh error = %v", bad, err)
+		}
+		if got := lim.Rules(); len(got) != 1 || limitOf(t, got, "by_user") != 2 {
+			t.Fatalf("%s: rules changed to %v", bad, names(got))
+		}
+	}
+}
