@@ -78,6 +78,14 @@ func writeKeyValue(b *strings.Builder, v string, present bool) {
 
 // counterKey builds the key of one rule for one identifier.
 func counterKey(prefix, limiter string, r *Rule, id Identifier) string {
+	k, _ := counterKeyOf(prefix, limiter, r, id)
+	return k
+}
+
+// counterKeyOf builds the key of one rule for one identifier and returns the
+// first characteristic the identifier lacks ("" when it has them all), reading
+// each property once.
+func counterKeyOf(prefix, limiter string, r *Rule, id Identifier) (key, missing string) {
 	var b strings.Builder
 	b.Grow(len(prefix) + len(limiter) + len(r.Name) + 4 + 24*len(r.Characteristics))
 	b.WriteString(prefix)
@@ -90,10 +98,13 @@ func counterKey(prefix, limiter string, r *Rule, id Identifier) string {
 		escapeKeyPart(&b, c)
 		b.WriteByte('=')
 		v, ok := id.Get(c)
+		if !ok && missing == "" {
+			missing = c
+		}
 		writeKeyValue(&b, v, ok)
 	}
 	b.WriteByte('}')
-	return b.String()
+	return b.String(), missing
 }
 
 // CounterKey returns the counter key that rule r of limiter uses for id, with

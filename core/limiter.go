@@ -228,21 +228,16 @@ func (l *Limiter) run(ctx context.Context, mode Mode, id Identifier, opts []Chec
 			skip = c
 			break
 		}
-		if !r.CountMissing {
-			if prop, missing := missingCharacteristic(r, id); missing {
-				res.Degraded = true
-				l.logger.LogAttrs(ctx, slog.LevelWarn, "rate_limit_missing_characteristic",
-					slog.String("limiter", l.name), slog.String("rule", r.Name), slog.String("property", prop))
-				continue
-			}
+		key, missing := counterKeyOf(l.prefix, l.name, r, id)
+		if missing != "" && !r.CountMissing {
+			l.degrade(ctx, &res, "rate_limit_missing_characteristic", r, missing)
+			continue
 		}
-		op := Op{Kind: OpCount, Cost: o.cost, Terminal: r.Action == ActionLimit}
+		op := Op{Kind: OpCount, Cost: o.cost, Terminal: r.Action == ActionLimit, Key: key}
 		if r.CountDistinct != "" {
 			m, ok := id.Get(r.CountDistinct)
 			if !ok {
-				res.Degraded = true
-				l.logger.LogAttrs(ctx, slog.LevelWarn, "rate_limit_missing_count_distinct",
-					slog.String("limiter", l.name), slog.String("rule", r.Name), slog.String("property", r.CountDistinct))
+				l.degrade(ctx, &res, "rate_limit_missing_count_distinct", r, r.CountDistinct)
 				continue
 			}
 			op.Kind, op.Member = OpDistinct, setMember(m)
@@ -260,7 +255,6 @@ func (l *Limiter) run(ctx context.Context, mode Mode, id Identifier, opts []Chec
 			}
 		}
 		op.Limit, op.Period = lim, per
-		op.Key = counterKey(l.prefix, l.name, r, id)
 		if r.BanFor > 0 {
 			op.BanKey = op.Key + banSuffix
 			op.BanFor = r.BanFor
@@ -323,14 +317,11 @@ func (l *Limiter) run(ctx context.Context, mode Mode, id Identifier, opts []Chec
 	return res
 }
 
-// missingCharacteristic returns the first characteristic of r that id lacks.
-func missingCharacteristic(r *Rule, id Identifier) (string, bool) {
-	for _, ch := range r.Characteristics {
-		if _, ok := id.Get(ch); !ok {
-			return ch, true
-		}
-	}
-	return "", false
+// degrade leaves rule r out of a check because the identifier lacks prop.
+func (l *Limiter) degrade(ctx context.Context, res *Result, msg string, r *Rule, prop string) {
+	res.Degraded = true
+	l.logger.LogAttrs(ctx, slog.LevelWarn, msg,
+		slog.String("limiter", l.name), slog.String("rule", r.Name), slog.String("property", prop))
 }
 
 func (c *compiledRule) matches(id Identifier) bool {
