@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Fails when the committed generated Go under proto/ differs from what
+# Fails when the committed generated Go of proto/ (under proto/ and
+# core/remoterules/rulesv1) differs from what
 # scripts/gen-proto.sh produces now (a .proto edited without regenerating, or a
 # generated file edited by hand). Offline and a few seconds: it regenerates into
 # a temporary directory and compares. The protoc version line of the header is
@@ -17,18 +18,17 @@ strip() { sed '/^\/\/ \tprotoc  *v/d' "$1"; }
 stale=()
 while IFS= read -r f; do
   rel=${f#"$TMP/out/"}
-  if [ ! -f "proto/$rel" ] || ! diff -q <(strip "$f") <(strip "proto/$rel") >/dev/null; then
-    stale+=("proto/$rel")
+  if [ ! -f "$rel" ] || ! diff -q <(strip "$f") <(strip "$rel") >/dev/null; then
+    stale+=("$rel")
   fi
 done < <(find "$TMP/out" -name '*.pb.go' | sort)
 while IFS= read -r f; do
-  rel=${f#proto/}
-  [ -f "$TMP/out/$rel" ] || stale+=("$f (no .proto generates it any more)")
-done < <(find proto -name '*.pb.go' -not -path 'proto/internal/*' | sort)
+  [ -f "$TMP/out/$f" ] || stale+=("$f (no .proto generates it any more)")
+done < <(find proto core/remoterules -name '*.pb.go' -not -path 'proto/internal/*' | sort)
 
 if [ ${#stale[@]} -gt 0 ]; then
   echo "check-generated: generated code is stale; run scripts/gen-proto.sh and commit the result:" >&2
   printf '  %s\n' "${stale[@]}" >&2
   exit 1
 fi
-echo "check-generated: proto/ generated code is up to date" >&2
+echo "check-generated: generated code of proto/ is up to date" >&2
