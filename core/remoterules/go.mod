@@ -9,6 +9,7 @@ require (
 	buf.build/go/protovalidate v1.4.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/ratekit/ratekit v0.0.0
+	github.com/redis/go-redis/v9 v9.23.0
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12
 )
@@ -24,6 +25,7 @@ require (
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.74.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.6 // indirect
 	golang.org/x/exp v0.0.0-20260820142414-ca536658362e // indirect
 	golang.org/x/net v0.62.0 // indirect

@@ -1,0 +1,208 @@
+// Command ratekit-rules is the reference rules service of ratekit (the
+// per-request rules of the source design's Phase 3) and its apply tool.
+//
+//	ratekit-rules serve -redis redis://127.0.0.1:6379 -grpc :8081 -http :8082 [-available web=available_limiters.yaml]
+//	ratekit-rules apply -server http://127.0.0.1:8082 overrides.yaml
+//	ratekit-rules apply -check overrides.yaml
+//
+// serve answers ratekit.rules.v1.RulesService/GetRules on -grpc (with gRPC
+// health and reflection) from override documents in Redis, and serves the
+// management API (/v1/overrides/{service}/{limiter}), /metrics and /healthz
+// on -http. It stops gracefully on SIGINT or SIGTERM. apply checks a file of
+// override documents whole and PUTs each one; -check only checks it.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/ratekit/ratekit/core/config"
+	"github.com/ratekit/ratekit/core/remoterules/rulesserver"
+	"github.com/ratekit/ratekit/core/remoterules/rulesv1"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, nil); err != nil {
+		fmt.Fprintln(os.Stderr, "ratekit-rules:", err)
+		os.Exit(1)
+	}
+}
+
+const usage = `usage:
+  ratekit-rules serve [-redis URL | -redis-cluster host:port,...] [-grpc ADDR] [-http ADDR] [-available SERVICE=FILE]...
+  ratekit-rules apply (-server URL | -check) [-available SERVICE=FILE]... FILE`
+
+// run is main without the process: ready, when set, receives the listeners'
+// addresses once serve listens (tests use it).
+func run(ctx context.Context, args []string, out io.Writer, ready func(grpcAddr, httpAddr string)) error {
+	if len(args) == 0 {
+		return errors.New(usage)
+	}
+	switch args[0] {
+	case "serve":
+		return serve(ctx, args[1:], ready)
+	case "apply":
+		return apply(ctx, args[1:], out)
+	}
+	return fmt.Errorf("unknown command %q\n%s", args[0], usage)
+}
+
+// availableFlag collects -available SERVICE=FILE.
+type availableFlag map[string]*config.AvailableLimiters
+
+func (a availableFlag) String() string { return "" }
+
+func (a availableFlag) Set(v string) error {
+	service, file, ok := strings.Cut(v, "=")
+	if !ok {
+		return fmt.Errorf("want SERVICE=FILE, got %q", v)
+	}
+	av, err := config.LoadAvailableLimiters(file)
+	if err != nil {
+		return fmt.Errorf("load available limiters of %s: %w", service, err)
+	}
+	a[service] = av
+	return nil
+}
+
+func serve(ctx context.Context, args []string, ready func(string, string)) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	redisURL := fs.String("redis", "redis://127.0.0.1:6379", "Redis URL of the override documents")
+	cluster := fs.String("redis-cluster", "", "Redis Cluster node addresses (comma-separated), instead of -redis")
+	grpcAddr := fs.String("grpc", ":8081", "gRPC listen address (RulesService, health, reflection)")
+	httpAddr := fs.String("http", ":8082", "HTTP listen address (management API, /metrics, /healthz)")
+	prefix := fs.String("key-prefix", rulesserver.DefaultKeyPrefix, "Redis key prefix")
+	available := availableFlag{}
+	fs.Var(available, "available", "SERVICE=available_limiters.yaml: cross-check that service's documents (repeatable)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var rdb redis.UniversalClient
+	if *cluster != "" {
+		rdb = redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(*cluster, ",")})
+	} else {
+		opt, err := redis.ParseURL(*redisURL)
+		if err != nil {
+			return fmt.Errorf("parse -redis: %w", err)
+		}
+		rdb = redis.NewClient(opt)
+	}
+	defer rdb.Close()
+	srv, err := rulesserver.New(rulesserver.Config{Redis: rdb, KeyPrefix: *prefix, Available: available})
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(srv)
+
+	gl, err := net.Listen("tcp", *grpcAddr)
+	if err != nil {
+		return fmt.Errorf("listen gRPC: %w", err)
+	}
+	hl, err := net.Listen("tcp", *httpAddr)
+	if err != nil {
+		_ = gl.Close()
+		return fmt.Errorf("listen HTTP: %w", err)
+	}
+	gs := grpc.NewServer()
+	rulesv1.RegisterRulesServiceServer(gs, srv)
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(gs, hs)
+	hs.SetServingStatus(rulesv1.RulesService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	reflection.Register(gs)
+
+	mux := http.NewServeMux()
+	mux.Handle("/v1/", srv.Handler())
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		if err := rdb.Ping(r.Context()).Err(); err != nil {
+			http.Error(w, "redis: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	httpSrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+
+	errc := make(chan error, 2)
+	go func() { errc <- gs.Serve(gl) }()
+	go func() { errc <- httpSrv.Serve(hl) }()
+	slog.Info("ratekit-rules: serving", slog.String("grpc", gl.Addr().String()), slog.String("http", hl.Addr().String()))
+	if ready != nil {
+		ready(gl.Addr().String(), hl.Addr().String())
+	}
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	// Graceful: report NOT_SERVING, finish in-flight calls, then stop.
+	hs.Shutdown()
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = httpSrv.Shutdown(sctx)
+	done := make(chan struct{})
+	go func() { gs.GracefulStop(); close(done) }()
+	select {
+	case <-done:
+	case <-sctx.Done():
+		gs.Stop()
+	}
+	if errors.Is(err, http.ErrServerClosed) || errors.Is(err, grpc.ErrServerStopped) {
+		err = nil
+	}
+	return err
+}
+
+func apply(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("apply", flag.ContinueOnError)
+	server := fs.String("server", "", "management API base URL, e.g. http://127.0.0.1:8082")
+	check := fs.Bool("check", false, "only check the file")
+	available := availableFlag{}
+	fs.Var(available, "available", "SERVICE=available_limiters.yaml: cross-check that service's documents (repeatable)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 || (*server == "") == !*check {
+		return errors.New(usage)
+	}
+	file := fs.Arg(0)
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	f, err := rulesserver.ParseOverrideFile(file, data, available)
+	if err != nil {
+		return err
+	}
+	if *check {
+		fmt.Fprintf(out, "%s: %d documents OK\n", file, len(f.GetDocuments()))
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	stored, err := rulesserver.Apply(ctx, &http.Client{Timeout: 10 * time.Second}, *server, f)
+	for _, d := range stored {
+		fmt.Fprintf(out, "%s/%s: revision %s\n", d.GetService(), d.GetLimiter(), d.GetRevision())
+	}
+	return err
+}

@@ -1,0 +1,92 @@
+package remoterules
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Lookup is the outcome of one check's cache lookup.
+type Lookup string
+
+const (
+	LookupHit         Lookup = "hit"          // a fresh cached answer
+	LookupStale       Lookup = "stale"        // a stale answer, served while revalidating
+	LookupMiss        Lookup = "miss"         // no usable answer: a call (or a wait for one)
+	LookupBreakerOpen Lookup = "breaker_open" // a miss with the breaker open: no call, local tiers only
+)
+
+// CallOutcome is the outcome of one call to the rules service.
+type CallOutcome string
+
+const (
+	CallOK          CallOutcome = "ok"
+	CallNotModified CallOutcome = "not_modified"
+	CallError       CallOutcome = "error"   // transport error, timeout or error status
+	CallInvalid     CallOutcome = "invalid" // an answer rejected by validation
+)
+
+// Metrics receives a Client's measurements. Its methods run on the check's
+// path and must be fast; they must not block.
+type Metrics interface {
+	Lookup(limiter string, outcome Lookup)
+	Call(limiter string, outcome CallOutcome, latency time.Duration)
+}
+
+// PrometheusMetrics is a Metrics backed by Prometheus collectors:
+// ratekit_remoterules_lookups_total{limiter,outcome},
+// ratekit_remoterules_calls_total{limiter,outcome} and
+// ratekit_remoterules_call_seconds{limiter}.
+type PrometheusMetrics struct {
+	lookups *prometheus.CounterVec
+	calls   *prometheus.CounterVec
+	latency *prometheus.HistogramVec
+}
+
+var (
+	_ Metrics              = (*PrometheusMetrics)(nil)
+	_ prometheus.Collector = (*PrometheusMetrics)(nil)
+)
+
+// NewPrometheusMetrics returns the collectors; register them with
+// prometheus.MustRegister or a registry of your own.
+func NewPrometheusMetrics() *PrometheusMetrics {
+	return &PrometheusMetrics{
+		lookups: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratekit_remoterules_lookups_total",
+			Help: "Cache lookups of per-request rules, by outcome (hit, stale, miss, breaker_open).",
+		}, []string{"limiter", "outcome"}),
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratekit_remoterules_calls_total",
+			Help: "Calls to the rules service, by outcome (ok, not_modified, error, invalid).",
+		}, []string{"limiter", "outcome"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "ratekit_remoterules_call_seconds",
+			Help:    "Latency of calls to the rules service.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25},
+		}, []string{"limiter"}),
+	}
+}
+
+func (m *PrometheusMetrics) Lookup(limiter string, outcome Lookup) {
+	m.lookups.WithLabelValues(limiter, string(outcome)).Inc()
+}
+
+func (m *PrometheusMetrics) Call(limiter string, outcome CallOutcome, latency time.Duration) {
+	m.calls.WithLabelValues(limiter, string(outcome)).Inc()
+	m.latency.WithLabelValues(limiter).Observe(latency.Seconds())
+}
+
+// Describe implements prometheus.Collector.
+func (m *PrometheusMetrics) Describe(ch chan<- *prometheus.Desc) {
+	m.lookups.Describe(ch)
+	m.calls.Describe(ch)
+	m.latency.Describe(ch)
+}
+
+// Collect implements prometheus.Collector.
+func (m *PrometheusMetrics) Collect(ch chan<- prometheus.Metric) {
+	m.lookups.Collect(ch)
+	m.calls.Collect(ch)
+	m.latency.Collect(ch)
+}
