@@ -1,0 +1,40 @@
+// Package rulesserver is the reference rules service of ratekit: it answers
+// ratekit.rules.v1.RulesService/GetRules from override documents held in
+// Redis, and manages them through a JSON-over-HTTP API that a Terraform REST
+// provider or a CI job can drive. cmd/ratekit-rules serves both, with gRPC
+// health and reflection, Prometheus metrics and graceful shutdown.
+//
+// An override document holds the rules of one (service, limiter) pair, so a
+// rule for one service's rack_request never reaches another service's:
+//
+//	{"service": "web", "limiter": "rack_request",
+//	 "overrides": [
+//	   {"selector": {"root_namespace": "345"}, "rules": {"rules": [...]}},
+//	   {"selector": {"plan": "premium"},       "rules": {"rules": [...]}}],
+//	 "default_rules": {"rules": []}}
+//
+// GetRules answers the rules of the most specific override whose selector
+// the request's identifier matches (most selector properties first, document
+// order among equals), else the default rules. Its vary list is every
+// selector property, so clients cache one answer per combination of their
+// values; its revision changes on every write, and a client holding the
+// current revision gets not_modified.
+//
+// Documents are validated on every write and every read alike: protovalidate,
+// the rule checks of rate_limits.yaml and, for services configured with their
+// available_limiters.yaml, the cross-document checks. An invalid stored
+// document answers Unavailable, so clients keep their cached answer or their
+// local tiers; it is logged at ERROR.
+//
+// The management API (Server.Handler):
+//
+//	PUT    /v1/overrides/{service}/{limiter}   store the document whole; idempotent
+//	GET    /v1/overrides/{service}/{limiter}   read it; ETag is its revision
+//	DELETE /v1/overrides/{service}/{limiter}   delete it; 404 when there is none
+//
+// PUT and DELETE honour If-Match (a PUT body's revision works too): another
+// revision than the stored one answers 409. An invalid document answers 400
+// naming every problem and its rule. ParseOverrideFile and Apply are the
+// `ratekit-rules apply` command: a YAML file of documents, checked whole with
+// file, line and rule, then PUT one by one.
+package rulesserver
