@@ -16,7 +16,9 @@ import (
 
 // premiumService is a stand-in rules service: premium plans get 5 requests
 // per hour instead of the limiter's own 2.
-type premiumService struct{ rulesv1.UnimplementedRulesServiceServer }
+type premiumService struct {
+	rulesv1.UnimplementedRulesServiceServer
+}
 
 func (premiumService) GetRules(_ context.Context, req *rulesv1.GetRulesRequest) (*rulesv1.GetRulesResponse, error) {
 	resp := &rulesv1.GetRulesResponse{Vary: []string{"plan"}, CacheForS: 30, Rules: &configv1.RuleList{}}
