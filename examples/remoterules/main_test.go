@@ -1,0 +1,34 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/ratekit/ratekit/internal/redistest"
+)
+
+func TestPremiumNamespaceGetsTheRemoteLimit(t *testing.T) {
+	url := redistest.URL(t)
+	for range 2 { // a second run against the same Redis tells the same story
+		var b strings.Builder
+		if err := run(context.Background(), &b, url); err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{
+			"namespace 345  plan premium  limit 6 (remote tier): 6 of 8 allowed",
+			"namespace 7    plan free     limit 3 (local tier): 3 of 8 allowed",
+			"rules service calls: 2 for 16 checks",
+		} {
+			if !strings.Contains(b.String(), want) {
+				t.Fatalf("output lacks %q:\n%s", want, b.String())
+			}
+		}
+	}
+}
+
+func TestNeedsRedis(t *testing.T) {
+	if err := run(context.Background(), &strings.Builder{}, ""); err == nil || !strings.Contains(err.Error(), "REDIS_URL") {
+		t.Fatalf("error %v, want it to ask for REDIS_URL", err)
+	}
+}
