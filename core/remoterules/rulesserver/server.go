@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"sync"
 	"time"
 
 	"buf.build/go/protovalidate"
@@ -72,6 +73,12 @@ type Server struct {
 	staleFor  uint32
 	logger    *slog.Logger
 
+	// docs holds the last decoded, validated document per key with its
+	// revision, so an unchanged document costs GetRules one round trip and
+	// no decoding. Cleared whole when it reaches maxCachedDocs.
+	mu   sync.Mutex
+	docs map[string]*rulesv1.OverrideDocument
+
 	answers *prometheus.CounterVec
 	ops     *prometheus.CounterVec
 	latency prometheus.Histogram
@@ -111,6 +118,7 @@ func New(cfg Config) (*Server, error) {
 	if s.prefix == "" {
 		s.prefix = DefaultKeyPrefix
 	}
+	s.docs = map[string]*rulesv1.OverrideDocument{}
 	if s.logger == nil {
 		s.logger = slog.Default()
 	}
@@ -236,18 +244,45 @@ func (s *Server) Validate(doc *rulesv1.OverrideDocument) error {
 	return nil
 }
 
+const maxCachedDocs = 10_000
+
+// loadScript returns the stored revision, and the body only when the
+// revision differs from the caller's (ARGV[1]).
+var loadScript = redis.NewScript(`
+local rev = redis.call('HGET', KEYS[1], 'rev')
+if not rev then return {} end
+if rev == ARGV[1] then return {rev} end
+return {rev, redis.call('HGET', KEYS[1], 'body') or ''}
+`)
+
 // load reads and validates the stored document of (service, limiter).
 func (s *Server) load(ctx context.Context, service, limiter string) (*rulesv1.OverrideDocument, error) {
-	vals, err := s.rdb.HMGet(ctx, s.key(service, limiter), "rev", "body").Result()
+	key := s.key(service, limiter)
+	s.mu.Lock()
+	cached := s.docs[key]
+	s.mu.Unlock()
+	res, err := loadScript.Run(ctx, s.rdb, []string{key}, cached.GetRevision()).StringSlice()
 	if err != nil {
 		return nil, fmt.Errorf("read override document %s/%s: %w", service, limiter, err)
 	}
-	rev, _ := vals[0].(string)
-	body, _ := vals[1].(string)
-	if body == "" {
+	if len(res) == 0 {
 		return nil, ErrNotFound
 	}
-	doc, err := s.decodeStored(service, limiter, rev, body)
+	if len(res) == 1 && cached != nil && res[0] == cached.GetRevision() {
+		return cached, nil
+	}
+	if len(res) != 2 {
+		return nil, fmt.Errorf("read override document %s/%s: unexpected reply %q", service, limiter, res)
+	}
+	doc, err := s.decodeStored(service, limiter, res[0], res[1])
+	if err == nil {
+		s.mu.Lock()
+		if len(s.docs) >= maxCachedDocs {
+			clear(s.docs)
+		}
+		s.docs[key] = doc
+		s.mu.Unlock()
+	}
 	if err != nil {
 		s.logger.Error("rulesserver: invalid override document in Redis; answering an error so clients keep their last answer or their local tiers",
 			slog.String("service", service), slog.String("limiter", limiter), slog.Any("error", err))

@@ -90,8 +90,23 @@ func TestGetRulesMostSpecificSelectorFirst(t *testing.T) {
 					t.Errorf("%v: answer %v", tt.id, resp)
 				}
 			}
+			// A new revision is read (the server keeps the decoded document
+			// per revision only).
+			changed := mustDoc(t, docJSON)
+			changed.DefaultRules.Rules[0].Limit = new(uint32(42))
+			if _, err := s.Put(ctx, changed); err != nil {
+				t.Fatal(err)
+			}
+			resp, err := s.GetRules(ctx, &rulesv1.GetRulesRequest{Service: "web", Limiter: "rack_request"})
+			if err != nil || resp.GetRules().GetRules()[0].GetLimit() != 42 || resp.GetRevision() == stored.GetRevision() {
+				t.Fatalf("after an update: %v %v, want limit 42 at a new revision", resp, err)
+			}
+			if _, err := s.Put(ctx, mustDoc(t, docJSON)); err != nil {
+				t.Fatal(err)
+			}
+			stored, _ = s.Get(ctx, "web", "rack_request")
 			// known_revision: not modified.
-			resp, err := s.GetRules(ctx, &rulesv1.GetRulesRequest{Service: "web", Limiter: "rack_request", KnownRevision: stored.GetRevision()})
+			resp, err = s.GetRules(ctx, &rulesv1.GetRulesRequest{Service: "web", Limiter: "rack_request", KnownRevision: stored.GetRevision()})
 			if err != nil || !resp.GetNotModified() || len(resp.GetRules().GetRules()) != 0 {
 				t.Fatalf("known revision: %v %v, want not_modified", resp, err)
 			}
