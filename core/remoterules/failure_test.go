@@ -3,6 +3,7 @@ package remoterules_test
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -232,5 +233,71 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		if _, err := remoterules.New(cfg); err == nil {
 			t.Errorf("New(%+v) accepted", cfg)
 		}
+	}
+}
+
+func TestBlackholeServerThenBreaker(t *testing.T) {
+	// A listener that accepts and never speaks: not even the HTTP/2 handshake
+	// completes, so every call can only end by its deadline.
+	c := newClient(t, dial(t, redistest.Blackhole(t)), "web", func(cfg *remoterules.Config) {
+		cfg.Timeout = 50 * time.Millisecond
+		cfg.Breaker = remoterules.BreakerConfig{Failures: 2, Cooldown: time.Hour}
+	})
+	l := newLimiter(t, ratelimit.NewMemoryStore(), "", c)
+	ctx := context.Background()
+	for i := 0; !c.Stats().Open; i++ {
+		if i > 1000 {
+			t.Fatal("the breaker never opened")
+		}
+		if r := l.Check(ctx, ratelimit.Identifier{"root_namespace": "ns", "ip": string(rune('a' + i%26))}); r.Err != nil {
+			t.Fatalf("check %d: %v", i, r.Err)
+		}
+	}
+	calls := c.Stats().Calls
+	for i := range 50 {
+		if r := l.Check(ctx, ratelimit.Identifier{"root_namespace": "ns2", "ip": string(rune('a' + i%26))}); r.Err != nil || r.Evaluations[0].PerRequest {
+			t.Fatalf("check %d with the breaker open: %+v", i, r)
+		}
+	}
+	if st := c.Stats(); st.Calls != calls || st.Skipped != 50 {
+		t.Fatalf("stats %+v: want no call (%d before) and 50 skipped once the breaker is open", st, calls)
+	}
+}
+
+func TestBreakerProbesAfterCooldown(t *testing.T) {
+	var down atomic.Bool
+	down.Store(true)
+	srv := &counting{RulesServiceServer: funcServer{f: func(context.Context, *rulesv1.GetRulesRequest) (*rulesv1.GetRulesResponse, error) {
+		if down.Load() {
+			return nil, status.Error(codes.Unavailable, "down")
+		}
+		return answer(5), nil
+	}}}
+	clk := newClock()
+	c := newClient(t, dial(t, startGRPC(t, srv).addr), "web", func(cfg *remoterules.Config) {
+		cfg.Now = clk.Now
+		cfg.Breaker = remoterules.BreakerConfig{Failures: 2, Cooldown: time.Minute}
+	})
+	ctx := context.Background()
+	id := ratelimit.Identifier{"root_namespace": "345"}
+	for range 2 {
+		if c.RulesFor(ctx, "rack_request", id) != nil {
+			t.Fatal("a failed call gave rules")
+		}
+	}
+	if st := c.Stats(); !st.Open || st.Calls != 2 {
+		t.Fatalf("stats %+v: want the breaker open after 2 failures", st)
+	}
+	c.RulesFor(ctx, "rack_request", id)
+	if n := srv.calls.Load(); n != 2 {
+		t.Fatalf("open breaker: %d calls, want 2", n)
+	}
+	down.Store(false)
+	clk.Advance(time.Minute)
+	if c.RulesFor(ctx, "rack_request", id).Len() != 1 {
+		t.Fatal("the probe after the cooldown: want the answer")
+	}
+	if st := c.Stats(); st.Open || st.Calls != 3 {
+		t.Fatalf("stats %+v: want one probe that closed the breaker", st)
 	}
 }
