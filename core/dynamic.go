@@ -14,7 +14,12 @@ type RuleSet struct {
 
 // CompileRules validates rules exactly as SetRules does and compiles them into
 // a RuleSet. On error nothing is returned: a list is used whole or not at all.
-func CompileRules(rules []Rule) (*RuleSet, error) {
+func CompileRules(rules []Rule) (*RuleSet, error) { return CompileTier("", rules) }
+
+// CompileTier is CompileRules for a named tier: the evaluations of the set's
+// rules carry the name in Evaluation.Tier, so a result says where each rule
+// came from (the rules service's client names its tier "remote").
+func CompileTier(tier string, rules []Rule) (*RuleSet, error) {
 	compiled, err := compileRules(rules)
 	if err != nil {
 		return nil, err
@@ -23,7 +28,7 @@ func CompileRules(rules []Rule) (*RuleSet, error) {
 	for i, c := range compiled {
 		s.original[i] = *c.rule
 		c.rule = &s.original[i]
-		c.perRequest = true
+		c.perRequest, c.tier = true, tier
 		s.names[c.rule.Name] = struct{}{}
 	}
 	return s, nil

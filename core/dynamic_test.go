@@ -67,3 +67,22 @@ func TestPerRequestTierOverridesByName(t *testing.T) {
 		t.Fatal("invalid rule compiled")
 	}
 }
+
+func TestCompileTierNamesEvaluations(t *testing.T) {
+	base := []Rule{{Name: "per_ip", Characteristics: []string{"ip"}, Limit: Static(9), Period: StaticPeriod(time.Minute), Action: ActionLimit}}
+	set, err := CompileTier("remote", []Rule{{Name: "per_user", Characteristics: []string{"user"}, Limit: Static(9), Period: StaticPeriod(time.Minute), Action: ActionLimit}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := New(Config{Name: "t", Store: NewMemoryStore(), Rules: base, RuleSource: &staticSource{set: set}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := l.Check(context.Background(), Identifier{"user": "u", "ip": "i"})
+	if len(r.Evaluations) != 2 || r.Evaluations[0].Tier != "remote" || !r.Evaluations[0].PerRequest || r.Evaluations[1].Tier != "" {
+		t.Fatalf("evaluations %+v: want the remote tier named on its rule only", r.Evaluations)
+	}
+	if _, err := CompileTier("remote", []Rule{{Name: "BAD"}}); err == nil {
+		t.Fatal("an invalid rule compiled")
+	}
+}

@@ -284,7 +284,7 @@ func (l *Limiter) run(ctx context.Context, mode Mode, id Identifier, opts []Chec
 				break
 			}
 			op := &ops[i]
-			ev := Evaluation{Rule: crs[i].rule, Exceeded: out.Exceeded, PerRequest: crs[i].perRequest}
+			ev := Evaluation{Rule: crs[i].rule, Exceeded: out.Exceeded, PerRequest: crs[i].perRequest, Tier: crs[i].tier}
 			ev.Blocked = out.Exceeded && op.Terminal
 			ev.Info = Info{
 				Limit:     op.Limit,

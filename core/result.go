@@ -68,6 +68,10 @@ type Evaluation struct {
 	// PerRequest reports that the rule came from a per-request tier
 	// (WithRules or Config.RuleSource) rather than the limiter's own rules.
 	PerRequest bool
+	// Tier names the per-request tier the rule came from when its RuleSet
+	// was compiled with CompileTier (the rules service's client says
+	// "remote"); "" otherwise.
+	Tier string
 }
 
 // Shadow reports whether the evaluated rule is a log (shadow) rule.

@@ -307,6 +307,7 @@ type compiledRule struct {
 	keyHead string // "<limiter>:<rule>" part of the hash tag, filled by the limiter
 	// perRequest marks a rule of a per-request tier (WithRules, RuleSource).
 	perRequest bool
+	tier       string // the per-request tier's name (CompileTier), for Evaluation.Tier
 }
 
 func compileRule(r *Rule) (*compiledRule, error) {
