@@ -16,6 +16,7 @@ import (
 
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/config"
+	"github.com/ratekit/ratekit/core/observe"
 	"github.com/ratekit/ratekit/core/remoterules/rulesv1"
 )
 
@@ -360,7 +361,7 @@ func (c *Client) accept(limiter string, id ratelimit.Identifier, resp *rulesv1.G
 		}
 		rules, err := config.RulesFromProto(resp.GetRules())
 		if err == nil {
-			set, err = ratelimit.CompileRules(rules)
+			set, err = ratelimit.CompileTier(observe.TierRemote, rules)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("invalid answer for limiter %s: %w", limiter, err)

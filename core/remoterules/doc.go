@@ -12,7 +12,8 @@
 //	limiter, _ := ratelimit.New(ratelimit.Config{Name: "rack_request", Store: store, Rules: rules, RuleSource: remote})
 //
 // A rule of the answer named like a local rule replaces it and inherits its
-// counter (the name is part of the key). Its evaluation has PerRequest set.
+// counter (the name is part of the key). Its evaluation has PerRequest set
+// and Tier "remote" (observe.TierRemote).
 //
 // The service's answers are checked as rate_limits.yaml is: protovalidate,
 // unique names, RE2, and against available_limiters.yaml (the limiter and

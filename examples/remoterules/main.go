@@ -164,9 +164,9 @@ func run(ctx context.Context, out io.Writer, redisURL string) error {
 				allowed++
 			}
 		}
-		tier := "local"
-		if last.Evaluations[0].PerRequest {
-			tier = "remote"
+		tier := last.Evaluations[0].Tier // "remote" for the rules service's rules
+		if tier == "" {
+			tier = "local"
 		}
 		fmt.Fprintf(out, "namespace %-4v plan %-8v limit %d (%s tier): %d of 8 allowed\n",
 			id["root_namespace"], id["plan"], last.Info.Limit, tier, allowed)
