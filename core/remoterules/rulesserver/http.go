@@ -7,6 +7,8 @@ import (
 	"net/http"
 
 	"buf.build/go/protovalidate"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/ratekit/ratekit/core/config"
@@ -20,6 +22,7 @@ import (
 //	PUT    /v1/overrides/{service}/{limiter}  store the document whole (idempotent)
 //	GET    /v1/overrides/{service}/{limiter}  read it (ETag: its revision)
 //	DELETE /v1/overrides/{service}/{limiter}  delete it (404 when there is none)
+//	POST   /v1/rules                          GetRules over HTTP: which rules would this request get?
 //
 // PUT and DELETE honour If-Match (or, for PUT, the body's revision): a
 // revision other than the stored one answers 409. An invalid document answers
@@ -29,6 +32,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("PUT /v1/overrides/{service}/{limiter}", s.handlePut)
 	mux.HandleFunc("GET /v1/overrides/{service}/{limiter}", s.handleGet)
 	mux.HandleFunc("DELETE /v1/overrides/{service}/{limiter}", s.handleDelete)
+	mux.HandleFunc("POST /v1/rules", s.handleRules)
 	return mux
 }
 
@@ -82,6 +86,37 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// handleRules answers a GetRulesRequest (protojson) as GetRules does, for
+// operators and scripts asking which rules a request would get.
+func (s *Server) handleRules(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxDocumentBytes))
+	if err != nil {
+		writeError(w, http.StatusRequestEntityTooLarge, "read body: "+err.Error())
+		return
+	}
+	req := &rulesv1.GetRulesRequest{}
+	if err := protojson.Unmarshal(body, req); err != nil {
+		writeError(w, http.StatusBadRequest, "decode GetRulesRequest: "+err.Error())
+		return
+	}
+	resp, err := s.GetRules(r.Context(), req)
+	if err != nil {
+		code := http.StatusServiceUnavailable
+		if status.Code(err) == codes.InvalidArgument {
+			code = http.StatusBadRequest
+		}
+		writeError(w, code, status.Convert(err).Message())
+		return
+	}
+	b, err := jsonOut.Marshal(resp)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(b)
 }
 
 func statusOf(err error) int {

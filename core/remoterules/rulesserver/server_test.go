@@ -230,6 +230,17 @@ func TestManagementAPI(t *testing.T) {
 		t.Fatalf("after rejected PUTs: %s %s, want revision %s unchanged", resp.Status, body, rev2)
 	}
 
+	// POST /v1/rules answers what GetRules would.
+	resp, body = do(t, http.MethodPost, hs.URL+"/v1/rules", `{"service": "web", "limiter": "rack_request", "identifier": {"plan": "premium", "root_namespace": "345"}}`)
+	answer := &rulesv1.GetRulesResponse{}
+	if err := protojson.Unmarshal([]byte(body), answer); err != nil || resp.StatusCode != http.StatusOK ||
+		answer.GetRules().GetRules()[0].GetLimit() != 5000 || !slices.Equal(answer.GetVary(), []string{"plan", "root_namespace"}) {
+		t.Fatalf("POST /v1/rules: %s %s (%v)", resp.Status, body, err)
+	}
+	if resp, body := do(t, http.MethodPost, hs.URL+"/v1/rules", `{"service": "web", "limiter": "Bad"}`); resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("POST /v1/rules with a bad limiter: %s %s, want 400", resp.Status, body)
+	}
+
 	if resp, _ := do(t, http.MethodDelete, url, "", "If-Match", rev1); resp.StatusCode != http.StatusConflict {
 		t.Fatalf("DELETE with a stale If-Match: %s, want 409", resp.Status)
 	}

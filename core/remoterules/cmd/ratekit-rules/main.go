@@ -4,15 +4,18 @@
 //	ratekit-rules serve -redis redis://127.0.0.1:6379 -grpc :8081 -http :8082 [-available web=available_limiters.yaml]
 //	ratekit-rules apply -server http://127.0.0.1:8082 overrides.yaml
 //	ratekit-rules apply -check overrides.yaml
+//	ratekit-rules get -server http://127.0.0.1:8082 -service web -limiter rack_request root_namespace=345 plan=premium
 //
 // serve answers ratekit.rules.v1.RulesService/GetRules on -grpc (with gRPC
 // health and reflection) from override documents in Redis, and serves the
 // management API (/v1/overrides/{service}/{limiter}), /metrics and /healthz
 // on -http. It stops gracefully on SIGINT or SIGTERM. apply checks a file of
-// override documents whole and PUTs each one; -check only checks it.
+// override documents whole and PUTs each one; -check only checks it. get
+// prints the answer a request with that identifier would get (POST /v1/rules).
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -34,6 +37,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/ratekit/ratekit/core/config"
 	"github.com/ratekit/ratekit/core/remoterules/rulesserver"
@@ -51,7 +55,8 @@ func main() {
 
 const usage = `usage:
   ratekit-rules serve [-redis URL | -redis-cluster host:port,...] [-grpc ADDR] [-http ADDR] [-available SERVICE=FILE]...
-  ratekit-rules apply (-server URL | -check) [-available SERVICE=FILE]... FILE`
+  ratekit-rules apply (-server URL | -check) [-available SERVICE=FILE]... FILE
+  ratekit-rules get -server URL -service NAME -limiter NAME [PROPERTY=VALUE]...`
 
 // run is main without the process: ready, when set, receives the listeners'
 // addresses once serve listens (tests use it).
@@ -64,6 +69,8 @@ func run(ctx context.Context, args []string, out io.Writer, ready func(grpcAddr,
 		return serve(ctx, args[1:], ready)
 	case "apply":
 		return apply(ctx, args[1:], out)
+	case "get":
+		return get(ctx, args[1:], out)
 	}
 	return fmt.Errorf("unknown command %q\n%s", args[0], usage)
 }
@@ -204,5 +211,59 @@ func apply(ctx context.Context, args []string, out io.Writer) error {
 	for _, d := range stored {
 		fmt.Fprintf(out, "%s/%s: revision %s\n", d.GetService(), d.GetLimiter(), d.GetRevision())
 	}
+	return err
+}
+
+func get(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("get", flag.ContinueOnError)
+	server := fs.String("server", "", "management API base URL, e.g. http://127.0.0.1:8082")
+	service := fs.String("service", "", "the calling service")
+	limiter := fs.String("limiter", "", "the limiter")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *server == "" || *service == "" || *limiter == "" {
+		return errors.New(usage)
+	}
+	req := &rulesv1.GetRulesRequest{Service: *service, Limiter: *limiter, Identifier: map[string]string{}}
+	for _, kv := range fs.Args() {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return fmt.Errorf("identifier: want PROPERTY=VALUE, got %q", kv)
+		}
+		req.Identifier[k] = v
+	}
+	body, err := protojson.Marshal(req)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(*server, "/")+"/v1/rules", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	hr.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(hr)
+	if err != nil {
+		return fmt.Errorf("get rules: %w", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, rulesserver.MaxDocumentBytes))
+	if err != nil {
+		return fmt.Errorf("get rules: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("get rules: %s: %s", resp.Status, bytes.TrimSpace(b))
+	}
+	answer := &rulesv1.GetRulesResponse{}
+	if err := protojson.Unmarshal(b, answer); err != nil {
+		return fmt.Errorf("get rules: decode answer: %w", err)
+	}
+	pretty, err := protojson.MarshalOptions{Multiline: true, UseProtoNames: true}.Marshal(answer)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(out, "%s\n", pretty)
 	return err
 }

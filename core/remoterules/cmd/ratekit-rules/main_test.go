@@ -68,6 +68,12 @@ func TestServeApplyAndGracefulStop(t *testing.T) {
 		t.Fatalf("apply: %v %q", err, out.String())
 	}
 
+	out.Reset()
+	if err := run(ctx, []string{"get", "-server", base, "-service", "web", "-limiter", "rack_request", "plan=premium"}, &out, nil); err != nil ||
+		!strings.Contains(out.String(), `"limit"`) || !strings.Contains(out.String(), "5000") {
+		t.Fatalf("get: %v %q", err, out.String())
+	}
+
 	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -94,7 +100,7 @@ func TestServeApplyAndGracefulStop(t *testing.T) {
 	}
 	_ = stream.CloseSend()
 
-	for path, want := range map[string]string{"/healthz": "ok", "/metrics": `ratekit_rules_server_answers_total{outcome="override"} 1`} {
+	for path, want := range map[string]string{"/healthz": "ok", "/metrics": `ratekit_rules_server_answers_total{outcome="override"} 2`} {
 		r, err := http.Get(base + path)
 		if err != nil {
 			t.Fatal(err)
