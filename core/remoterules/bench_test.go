@@ -5,7 +5,9 @@ import (
 	"testing"
 
 	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/redisstore"
 	"github.com/ratekit/ratekit/core/remoterules/rulesv1"
+	"github.com/ratekit/ratekit/internal/redistest"
 )
 
 // warmClient returns a client whose cache holds the answer for namespace 345.
@@ -41,28 +43,41 @@ func TestWarmLookupAllocatesNothing(t *testing.T) {
 	}
 }
 
-// BenchmarkCheck compares a Check on the in-memory store with no rule source
-// and with the remote tier on a warm cache.
+// BenchmarkCheck compares a Check with no rule source and with the remote
+// tier on a warm cache, on the in-memory store and on the real Redis.
 func BenchmarkCheck(b *testing.B) {
 	id := ratelimit.Identifier{"root_namespace": "345", "ip": "10.0.0.1"}
 	ctx := context.Background()
-	b.Run("local", func(b *testing.B) {
-		l := newLimiter(b, ratelimit.NewMemoryStore(), "", nil)
-		b.ReportAllocs()
-		for b.Loop() {
-			l.Check(ctx, id)
-		}
-	})
-	b.Run("remote-warm", func(b *testing.B) {
-		srv, c := warmClient(b)
-		l := newLimiter(b, ratelimit.NewMemoryStore(), "", c)
-		b.ReportAllocs()
-		for b.Loop() {
-			l.Check(ctx, id)
-		}
-		b.StopTimer()
-		if n := srv.calls.Load(); n != 1 {
-			b.Fatalf("%d calls, want only the cold one", n)
-		}
-	})
+	stores := []struct {
+		name  string
+		store func(b *testing.B) (ratelimit.Store, string)
+	}{
+		{"memory", func(*testing.B) (ratelimit.Store, string) { return ratelimit.NewMemoryStore(), "" }},
+		{"redis", func(b *testing.B) (ratelimit.Store, string) {
+			return redisstore.New(redistest.Client(b)), redistest.Prefix(b)
+		}},
+	}
+	for _, st := range stores {
+		b.Run(st.name+"/local", func(b *testing.B) {
+			store, prefix := st.store(b)
+			l := newLimiter(b, store, prefix, nil)
+			b.ReportAllocs()
+			for b.Loop() {
+				l.Check(ctx, id)
+			}
+		})
+		b.Run(st.name+"/remote-warm", func(b *testing.B) {
+			store, prefix := st.store(b)
+			srv, c := warmClient(b)
+			l := newLimiter(b, store, prefix, c)
+			b.ReportAllocs()
+			for b.Loop() {
+				l.Check(ctx, id)
+			}
+			b.StopTimer()
+			if n := srv.calls.Load(); n != 1 {
+				b.Fatalf("%d calls, want only the cold one", n)
+			}
+		})
+	}
 }

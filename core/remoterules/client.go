@@ -243,8 +243,6 @@ func (c *Client) RulesFor(ctx context.Context, limiter string, id ratelimit.Iden
 		}
 		c.lru.remove(e) // past its stale lifetime: the local tiers serve until a new answer
 	}
-	c.stats.misses.Add(1)
-	c.lookup(limiter, LookupMiss)
 	skey := string(key)
 	cl := c.inflight[skey]
 	if cl == nil {
@@ -259,6 +257,8 @@ func (c *Client) RulesFor(ctx context.Context, limiter string, id ratelimit.Iden
 		go c.fetch(context.WithoutCancel(ctx), cl, skey, limiter, id, "")
 	}
 	c.mu.Unlock()
+	c.stats.misses.Add(1)
+	c.lookup(limiter, LookupMiss)
 	t := time.NewTimer(c.timeout)
 	defer t.Stop()
 	select {
@@ -505,11 +505,11 @@ func (c *Client) lookup(limiter string, l Lookup) {
 type Stats struct {
 	Hits     int64 // checks answered from a fresh cached answer
 	Stale    int64 // checks answered from a stale answer (revalidating)
-	Misses   int64 // checks with no usable cached answer
+	Misses   int64 // checks with no usable cached answer that made or joined a call
 	Calls    int64 // calls made to the service
 	Failures int64 // calls that failed (error, timeout or invalid answer)
 	Invalid  int64 // answers rejected by validation (also in Failures)
-	Skipped  int64 // misses answered by the local tiers alone, the breaker being open
+	Skipped  int64 // checks with no usable cached answer and the breaker open: no call, local tiers only
 	Entries  int   // answers cached now
 	Open     bool  // the breaker is open now
 }

@@ -13,7 +13,7 @@ const (
 	LookupHit         Lookup = "hit"          // a fresh cached answer
 	LookupStale       Lookup = "stale"        // a stale answer, served while revalidating
 	LookupMiss        Lookup = "miss"         // no usable answer: a call (or a wait for one)
-	LookupBreakerOpen Lookup = "breaker_open" // a miss with the breaker open: no call, local tiers only
+	LookupBreakerOpen Lookup = "breaker_open" // no usable answer and the breaker open: no call, local tiers only
 )
 
 // CallOutcome is the outcome of one call to the rules service.
