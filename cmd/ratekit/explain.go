@@ -59,6 +59,11 @@ flags:
                               ratelimit.Config.KeyPrefix (default "` + ratelimit.DefaultKeyPrefix + `")
   --rules-prefix PREFIX       the rule store's key prefix, as in the service's
                               rulestore.Options.Prefix (default "` + rulestore.DefaultPrefix + `")
+  --rules-service URL         the HTTP address of the per-request rules service
+                              (ratekit-rules serve -http): its answer for this
+                              identifier is the remote tier, above all others
+  --service NAME              the calling service, as in the service's
+                              remoterules.Config.Service (with --rules-service)
   --cost N                    the cost of the request to explain (default 1)
   --timeout D                 bound on each Redis read (default 5s)
   --json                      print the explanation as JSON
@@ -87,6 +92,7 @@ type explanation struct {
 	Rules      []ruleExplanation  `json:"rules"`      // effective rules, in evaluation order
 	Overridden []overriddenRule   `json:"overridden"` // replaced by a same-named rule of a higher tier
 	RuleStore  *ruleStoreState    `json:"rule_store"`
+	Remote     *remoteState       `json:"rules_service,omitempty"`
 	Verdict    verdictExplanation `json:"verdict"`
 }
 
@@ -153,6 +159,7 @@ type verdictExplanation struct {
 
 type explainFlags struct {
 	redisURL, limiter, available, rateLimits, keyPrefix, rulesPrefix string
+	rulesService, service                                            string
 	cluster, asJSON                                                  bool
 	cost                                                             float64
 	timeout                                                          time.Duration
@@ -168,6 +175,8 @@ func runExplain(ctx context.Context, out output, args []string) int {
 	fs.StringVar(&f.rateLimits, "rate-limits", "", "")
 	fs.StringVar(&f.keyPrefix, "key-prefix", ratelimit.DefaultKeyPrefix, "")
 	fs.StringVar(&f.rulesPrefix, "rules-prefix", rulestore.DefaultPrefix, "")
+	fs.StringVar(&f.rulesService, "rules-service", "", "")
+	fs.StringVar(&f.service, "service", "", "")
 	fs.Float64Var(&f.cost, "cost", 1, "")
 	fs.DurationVar(&f.timeout, "timeout", 5*time.Second, "")
 	fs.BoolVar(&f.asJSON, "json", false, "")
@@ -185,6 +194,8 @@ func runExplain(ctx context.Context, out output, args []string) int {
 		return usageError(out, explainUsage, "--cost must be a finite number >= 0, got %v", f.cost)
 	case f.timeout <= 0:
 		return usageError(out, explainUsage, "--timeout must be positive, got %v", f.timeout)
+	case (f.rulesService == "") != (f.service == ""):
+		return usageError(out, explainUsage, "--rules-service URL and --service NAME go together")
 	}
 	id, err := parseIdentifier(fs.Args())
 	if err != nil {
@@ -215,9 +226,27 @@ func runExplain(ctx context.Context, out output, args []string) int {
 	if code != exitOK {
 		return code
 	}
-	res := limiter.Peek(ctx, id, ratelimit.Cost(f.cost))
+	opts := []ratelimit.CheckOption{ratelimit.Cost(f.cost)}
+	var remote *remoteState
+	if f.rulesService != "" {
+		remote = &remoteState{URL: f.rulesService, Service: f.service}
+		rules, err := fetchRemoteRules(ctx, f.rulesService, f.service, f.limiter, id, local.available, f.timeout)
+		var set *ratelimit.RuleSet
+		if err == nil {
+			set, err = ratelimit.CompileTier(observe.TierRemote, rules)
+		}
+		if err != nil {
+			remote.Error = err.Error() + " (the services run on their local tiers)"
+		} else {
+			tiers.Remote = rules
+			sources = append([]tierSummary{{Tier: observe.TierRemote, Source: "rules service " + f.rulesService, Rules: len(rules)}}, sources...)
+			opts = append(opts, ratelimit.WithRules(set))
+		}
+	}
+	res := limiter.Peek(ctx, id, opts...)
 	ex := explain(limiter, tiers, sources, id, f.cost, res, time.Now())
 	ex.RuleStore = state
+	ex.Remote = remote
 	if f.asJSON {
 		enc := json.NewEncoder(out.stdout)
 		enc.SetIndent("", "  ")
@@ -237,6 +266,7 @@ func runExplain(ctx context.Context, out output, args []string) int {
 type localTiers struct {
 	rulestore.Tiers
 	fileSource, defaultSource string // "" when the file was not given
+	available                 *config.AvailableLimiters
 }
 
 // loadLocalTiers reads the limiter's file and default tiers from the files,
@@ -269,7 +299,7 @@ func loadLocalTiers(out output, f explainFlags) (localTiers, int) {
 		fmt.Fprintf(out.stderr, "ratekit explain: %v\n", err)
 		return localTiers{}, exitInvalid
 	}
-	return localTiers{Tiers: rulestore.Tiers{File: file, Defaults: defaults}, fileSource: f.rateLimits, defaultSource: f.available}, exitOK
+	return localTiers{Tiers: rulestore.Tiers{File: file, Defaults: defaults}, fileSource: f.rateLimits, defaultSource: f.available, available: available}, exitOK
 }
 
 // bindRuleStore gives the limiter the rules a service enforces: it binds it
@@ -368,7 +398,8 @@ func explain(l *ratelimit.Limiter, tiers observe.Tiers, sources []tierSummary, i
 	if res.Err != nil {
 		stoppedBy = "the store failed: " + res.Err.Error()
 	}
-	for i, r := range l.Rules() {
+	// The remote tier (a rules service's answer) comes first, as in a check.
+	for i, r := range ratelimit.MergeTiers(tiers.Remote, l.Rules()) {
 		re := ruleExplanation{Position: i + 1, Tier: tierOf[r.Name], Name: r.Name, Action: string(r.Action)}
 		re.Mismatches = r.MatchFailures(id)
 		re.Matched = len(re.Mismatches) == 0
@@ -446,6 +477,9 @@ func printExplanation(w io.Writer, ex explanation, now time.Time) {
 		default:
 			fmt.Fprintf(w, "rule store: no document at %s: the services run on their own tiers\n", rs.Key)
 		}
+	}
+	if r := ex.Remote; r != nil && r.Error != "" {
+		fmt.Fprintf(w, "rules service: %s\n", r.Error)
 	}
 	fmt.Fprintln(w)
 

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/redistest"
+)
+
+// TestExplainRemoteTier: with --rules-service, the rules service's answer
+// (the JSON form of GetRules, as ratekit-rules serves it on POST /v1/rules)
+// is the highest tier; a rule of the same name replaces the file's and
+// reads its counter; an invalid answer is shown and left out, as the services
+// leave it out.
+func TestExplainRemoteTier(t *testing.T) {
+	client := redistest.Client(t)
+	e := newExplainEnv(t, client, redistest.URL(t), false)
+	var mu sync.Mutex
+	var asked []map[string]any
+	answer := `{"rules": {"rules": [{"name": "per_user", "action": "ACTION_LIMIT", "characteristics": ["user"], "limit": 10, "period_s": 60}]}, "vary": ["user"]}`
+	rs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.URL.Path != "/v1/rules" {
+			http.NotFound(w, r)
+			return
+		}
+		b, _ := io.ReadAll(r.Body)
+		var req map[string]any
+		_ = json.Unmarshal(b, &req)
+		mu.Lock()
+		asked = append(asked, req)
+		body := answer
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, body)
+	}))
+	t.Cleanup(rs.Close)
+
+	alice := ratelimit.Identifier{"user": "alice", "ip": "10.0.0.1", "request_type": "api", "path": "/api/a"}
+	e.check(t, 3, alice) // the file's per_user (limit 3) counts 3
+	id := []string{"user=alice", "ip=10.0.0.1", "request_type=api", "path=/api/a"}
+	remoteFlags := []string{"--rules-service", rs.URL, "--service", "web"}
+
+	ex := e.expectRules(t, []string{
+		"1 remote per_user allow 3/10", // the file's counter, the service's limit
+		"2 file skip_health no_match",
+		"3 file distinct_paths allow 1/2",
+		"4 default login_by_ip no_match",
+		"5 default per_ip allow 3/1000",
+	}, append(remoteFlags, id...)...)
+	if !slices.Contains(ex.Overridden, overriddenRule{Tier: "file", Name: "per_user", OverriddenBy: "remote"}) {
+		t.Fatalf("overridden %+v", ex.Overridden)
+	}
+	if ex.Tiers[0] != (tierSummary{"remote", "rules service " + rs.URL, 1}) || ex.Remote == nil || ex.Remote.Error != "" || ex.Verdict.Action != "allow" {
+		t.Fatalf("tiers %+v, rules service %+v, verdict %+v", ex.Tiers, ex.Remote, ex.Verdict)
+	}
+	mu.Lock()
+	got := asked[0]
+	mu.Unlock()
+	if got["service"] != "web" || got["limiter"] != "api_request" || got["identifier"].(map[string]any)["user"] != "alice" {
+		t.Fatalf("the rules service was asked %v", got)
+	}
+
+	// A property that available_limiters.yaml does not declare: rejected whole.
+	mu.Lock()
+	answer = strings.Replace(answer, `"characteristics": ["user"]`, `"characteristics": ["plan"]`, 1)
+	mu.Unlock()
+	ex = e.expectRules(t, []string{
+		"1 file skip_health no_match",
+		"2 file per_user block 3/3",
+		"3 file distinct_paths not_evaluated",
+		"4 default login_by_ip no_match",
+		"5 default per_ip not_evaluated",
+	}, append(remoteFlags, id...)...)
+	if ex.Remote == nil || !strings.Contains(ex.Remote.Error, `characteristic "plan" is not one of the limiter's available_properties`) {
+		t.Fatalf("rules service %+v", ex.Remote)
+	}
+
+	if _, stderr, code := e.run(t, e.flags("--service", "web", "user=alice")...); code != 2 || !strings.Contains(stderr, "go together") {
+		t.Fatalf("--service alone: exit %d %s", code, stderr)
+	}
+}
