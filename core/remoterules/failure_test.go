@@ -301,3 +301,44 @@ func TestBreakerProbesAfterCooldown(t *testing.T) {
 		t.Fatalf("stats %+v: want one probe that closed the breaker", st)
 	}
 }
+
+// TestConcurrentShapesAndVaryChange runs checks of many shapes from many
+// goroutines while the server's vary list changes, under the race detector:
+// every answer served is a valid one, and the cache stays within its bound.
+func TestConcurrentShapesAndVaryChange(t *testing.T) {
+	var byPlan atomic.Bool
+	srv := &counting{RulesServiceServer: funcServer{f: func(_ context.Context, req *rulesv1.GetRulesRequest) (*rulesv1.GetRulesResponse, error) {
+		a := answer(5)
+		a.CacheForS = 1
+		if byPlan.Load() {
+			a.Vary = []string{"plan", "root_namespace"}
+		}
+		return a, nil
+	}}}
+	clk := newClock()
+	c := newClient(t, dial(t, startGRPC(t, srv).addr), "web", func(cfg *remoterules.Config) {
+		cfg.Now, cfg.MaxEntries = clk.Now, 16
+	})
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 300 {
+				id := ratelimit.Identifier{"root_namespace": i % 20, "plan": []string{"free", "premium"}[(g+i)%2]}
+				if set := c.RulesFor(context.Background(), "rack_request", id); set != nil && set.Len() != 1 {
+					t.Errorf("answer with %d rules", set.Len())
+					return
+				}
+				if i == 150 && g == 0 {
+					byPlan.Store(true)
+				}
+				if i%50 == 0 {
+					clk.Advance(2 * time.Second) // answers go stale: revalidations run concurrently
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if st := c.Stats(); st.Entries > 16 || st.Failures != 0 || st.Hits == 0 {
+		t.Fatalf("stats %+v: want at most 16 entries, no failure, some hits", st)
+	}
+}
