@@ -151,3 +151,23 @@ func eventually(t testing.TB, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// recorder is a Metrics that keeps every call outcome.
+type recorder struct {
+	mu    sync.Mutex
+	calls []remoterules.CallOutcome
+}
+
+func (r *recorder) Lookup(string, remoterules.Lookup) {}
+
+func (r *recorder) Call(_ string, o remoterules.CallOutcome, _ time.Duration) {
+	r.mu.Lock()
+	r.calls = append(r.calls, o)
+	r.mu.Unlock()
+}
+
+func (r *recorder) outcomes() []remoterules.CallOutcome {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]remoterules.CallOutcome(nil), r.calls...)
+}
