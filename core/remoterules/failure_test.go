@@ -321,13 +321,13 @@ func TestConcurrentShapesAndVaryChange(t *testing.T) {
 	}}}
 	clk := newClock()
 	c := newClient(t, dial(t, startGRPC(t, srv).addr), "web", func(cfg *remoterules.Config) {
-		cfg.Now, cfg.MaxEntries = clk.Now, 16
+		cfg.Now, cfg.MaxEntries = clk.Now, 8 // 6 shapes fit; 12, once the answers vary by plan too, do not
 	})
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Go(func() {
 			for i := range 300 {
-				id := ratelimit.Identifier{"root_namespace": i % 20, "plan": []string{"free", "premium"}[(g+i)%2]}
+				id := ratelimit.Identifier{"root_namespace": i % 6, "plan": []string{"free", "premium"}[(g+i)%2]}
 				if set := c.RulesFor(context.Background(), "rack_request", id); set != nil && set.Len() != 1 {
 					t.Errorf("answer with %d rules", set.Len())
 					return
@@ -342,7 +342,7 @@ func TestConcurrentShapesAndVaryChange(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if st := c.Stats(); st.Entries > 16 || st.Failures != 0 || st.Hits == 0 {
-		t.Fatalf("stats %+v: want at most 16 entries, no failure, some hits", st)
+	if st := c.Stats(); st.Entries > 8 || st.Failures != 0 || st.Hits == 0 {
+		t.Fatalf("stats %+v: want at most 8 entries, no failure, some hits", st)
 	}
 }
