@@ -21,6 +21,9 @@ type Options struct {
 	// Blocks gives the recent blocks per rule (an *observe.BlockSummary that
 	// observes the limiters).
 	Blocks observe.BlockSource
+	// Remote reports the rules service client (the remote tier), when the
+	// limiters use one (a *remoterules.Client).
+	Remote observe.RemoteSource
 	// Now is the clock of ages and "generated at" (default time.Now).
 	Now func() time.Time
 }
@@ -63,8 +66,10 @@ func (h *Handler) Register(limiters ...*ratelimit.Limiter) {
 
 // Snapshot is the JSON document of the page.
 type Snapshot struct {
-	GeneratedAt time.Time     `json:"generated_at"`
-	Limiters    []LimiterView `json:"limiters"`
+	GeneratedAt time.Time `json:"generated_at"`
+	// RulesService is the remote tier's client; nil without Options.Remote.
+	RulesService *observe.RemoteStatus `json:"rules_service,omitempty"`
+	Limiters     []LimiterView         `json:"limiters"`
 }
 
 // LimiterView is one limiter on the page.
@@ -134,6 +139,10 @@ func (h *Handler) Snapshot(only ...string) Snapshot {
 		blocks = h.opts.Blocks.Blocks()
 	}
 	s := Snapshot{GeneratedAt: now, Limiters: make([]LimiterView, 0, len(ls))}
+	if h.opts.Remote != nil {
+		st := h.opts.Remote.RemoteStatus()
+		s.RulesService = &st
+	}
 	for _, l := range ls {
 		s.Limiters = append(s.Limiters, h.limiterView(l, now, blocks))
 	}

@@ -54,6 +54,9 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
 <body>
 <h1>Rate limits</h1>
 <p class="meta">Generated <time datetime="{{rfc3339 .GeneratedAt}}">{{rfc3339 .GeneratedAt}}</time> · {{len .Limiters}} limiter(s) · <a href="?format=json">JSON</a></p>
+{{- with .RulesService}}
+<p class="rules-service" id="rules-service" data-breaker="{{if .BreakerOpen}}open{{else}}closed{{end}}">Rules service (remote tier) for service <code>{{.Service}}</code>: {{.Entries}} cached answer(s); checks: {{.Hits}} hit(s), {{.Stale}} stale, {{.Misses}} miss(es), {{.Skipped}} skipped; calls: {{.Calls}}, {{.Failures}} failed ({{.Invalid}} invalid answer(s)); breaker <span class="state state-{{if .BreakerOpen}}open{{else}}closed{{end}}">{{if .BreakerOpen}}open{{else}}closed{{end}}</span></p>
+{{- end}}
 {{- $now := .GeneratedAt}}
 {{- if not .Limiters}}
 <p class="none" id="no-limiters">No limiter is registered.</p>
