@@ -114,7 +114,10 @@ type Client struct {
 	}
 }
 
-var _ ratelimit.RuleSource = (*Client)(nil)
+var (
+	_ ratelimit.RuleSource = (*Client)(nil)
+	_ observe.RemoteSource = (*Client)(nil)
+)
 
 // shape is what a limiter's answers depend on: the vary properties of its
 // last answer, and the key prefix that names them.
@@ -524,4 +527,12 @@ func (c *Client) Stats() Stats {
 		Calls: c.stats.calls.Load(), Failures: c.stats.failures.Load(), Invalid: c.stats.invalid.Load(),
 		Skipped: c.stats.skipped.Load(), Entries: n, Open: open,
 	}
+}
+
+// RemoteStatus reports the client's state for the debug page
+// (debugpage.Options.Remote).
+func (c *Client) RemoteStatus() observe.RemoteStatus {
+	st := c.Stats()
+	return observe.RemoteStatus{Service: c.service, Entries: st.Entries, Hits: st.Hits, Stale: st.Stale, Misses: st.Misses,
+		Calls: st.Calls, Failures: st.Failures, Invalid: st.Invalid, Skipped: st.Skipped, BreakerOpen: st.Open}
 }

@@ -45,7 +45,7 @@
 //
 // Stats counts hits, stale serves, misses, calls, failures, invalid answers
 // and breaker skips; Config.Metrics (NewPrometheusMetrics) exports them with
-// the call latency.
+// the call latency, and the debug page shows them (debugpage.Options.Remote).
 //
 // The protocol is ratekit.rules.v1 (proto/ratekit/rules/v1/rules.proto,
 // generated into package rulesv1 of this module: the root module never

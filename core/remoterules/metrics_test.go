@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/observe"
 	"github.com/ratekit/ratekit/core/remoterules"
 	"github.com/ratekit/ratekit/core/remoterules/rulesv1"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
@@ -46,6 +47,11 @@ func TestPrometheusMetrics(t *testing.T) {
 	}
 	if cnt := testutil.CollectAndCount(m, "ratekit_remoterules_call_seconds"); cnt != 1 {
 		t.Errorf("call_seconds series: %d, want 1", cnt)
+	}
+	// The debug page's view (debugpage.Options.Remote) says the same.
+	want := observe.RemoteStatus{Service: "web", Entries: 1, Hits: 2, Misses: 2, Calls: 2, Failures: 1, Invalid: 1}
+	if got := c.RemoteStatus(); got != want {
+		t.Errorf("RemoteStatus %+v, want %+v", got, want)
 	}
 }
 
