@@ -26,15 +26,16 @@
 // Each answer names the identifier properties it depends on (vary). The
 // client caches it per limiter and per values of those properties only, in an
 // LRU of Config.MaxEntries entries, empty answers included, so repeated
-// shapes make no call: a warm check adds a map lookup under a mutex and no
-// allocation. A limiter's first check, before its vary list is known, keys
-// by the whole identifier.
+// shapes make no call: a warm lookup is a map lookup under a mutex and
+// allocates nothing (the limiter's merge of the tiers adds one allocation to
+// the check; see BenchmarkCheck). A limiter's first check, before its vary
+// list is known, keys by the whole identifier.
 //
 //   - One call per key: concurrent checks of a cold key wait for the same
 //     call (singleflight).
 //   - Each call, and each check waiting for one, is bounded by
 //     Config.Timeout (default 50ms); a check that runs out runs on the local
-//     tiers.
+//     tiers. A cold check can thus take this timeout plus the store's.
 //   - Past cache_for_s an answer still serves, up to stale_for_s more, while
 //     one background call revalidates it (sending its revision, so the server
 //     can answer not_modified); if the service is down it keeps serving until
