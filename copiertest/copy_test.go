@@ -53,6 +53,16 @@ func renderCases() []renderCase {
 			redisEnv:   "ALL_FRAMEWORKS_REDIS",
 			tests:      []string{"TestNetHTTP", "TestGRPC", "TestEcho", "TestGin", "TestAsynq"},
 		},
+		{
+			// Opted into the per-request rules service (the remote tier).
+			dir:        "svc_remote",
+			frameworks: []string{"nethttp"},
+			answers:    map[string]string{"rules_service": "true"},
+			service:    "svc_remote",
+			module:     "example.com/svc_remote",
+			redisEnv:   "REDIS_URL",
+			tests:      []string{"TestNetHTTP", "TestRulesService"},
+		},
 	}
 }
 
@@ -138,6 +148,11 @@ func checkGoMod(t *testing.T, c renderCase, dst string) {
 			t.Errorf("go.mod replaces middleware/%s = %v, want %v:\n%s", m, got, want, gomod)
 		}
 	}
+	// The rules service client's module (and so gRPC) only for services that opt in.
+	line := "replace github.com/ratekit/ratekit/core/remoterules => " + filepath.Join(repoRoot, "core", "remoterules") + "\n"
+	if got, want := strings.Contains(gomod, line), c.answers["rules_service"] == "true"; got != want {
+		t.Errorf("go.mod replaces core/remoterules = %v, want %v:\n%s", got, want, gomod)
+	}
 }
 
 // checkBuildAndTest runs the service's own Makefile targets and its generated
@@ -184,6 +199,12 @@ func checkRuns(t *testing.T, c renderCase, dst string) {
 			env = append(env, prefix+"_"+map[string]string{"nethttp": "HTTP", "echo": "ECHO", "gin": "GIN"}[fw]+"_ADDR="+addr)
 		}
 	}
+	remote := c.answers["rules_service"] == "true"
+	if remote {
+		// Nothing listens there: the service starts, and its checks fail open
+		// to the local tiers.
+		env = append(env, prefix+"_RULES_SERVICE_ADDR="+freeAddr(t))
+	}
 	p := start(t, dst, bin, c.redisEnv, env)
 
 	metrics := p.waitGet(t, "http://"+internal+"/metrics")
@@ -205,6 +226,9 @@ func checkRuns(t *testing.T, c renderCase, dst string) {
 	debug := httpBody(t, "http://"+internal+"/debug/ratelimit?format=json")
 	if !strings.Contains(debug, `"db_utilization"`) {
 		t.Errorf("/debug/ratelimit does not list db_utilization:\n%s", debug)
+	}
+	if got := strings.Contains(debug, `"rules_service": {`); got != remote || (remote && !strings.Contains(debug, `"service": "`+c.service+`"`)) {
+		t.Errorf("/debug/ratelimit shows the rules service: %v, want %v:\n%s", got, remote, debug)
 	}
 	if err := p.stop(15 * time.Second); err != nil {
 		t.Fatalf("%v:\n%s", err, p.logs())
