@@ -341,9 +341,9 @@ func (l *Limiter) eval(ctx context.Context, mode Mode, ops []Op) ([]Outcome, err
 	var outs []Outcome
 	var err error
 	if l.local {
-		outs, err = l.store.Eval(ctx, mode, ops) // in-process: no timeout, no closure to allocate
+		outs, err = evalStore(ctx, l.store, mode, ops) // in-process: no timeout, no closure to allocate
 	} else {
-		outs, err = callStore(l, ctx, func(ctx context.Context) ([]Outcome, error) { return l.store.Eval(ctx, mode, ops) })
+		outs, err = callStore(l, ctx, func(ctx context.Context) ([]Outcome, error) { return evalStore(ctx, l.store, mode, ops) })
 	}
 	if err == nil && len(outs) != len(ops) {
 		err = fmt.Errorf("store returned %d outcomes for %d ops", len(outs), len(ops))
@@ -369,6 +369,12 @@ func (l *Limiter) record(ctx context.Context, err error) {
 	}
 }
 
+// evalStore calls store.Eval; a panic in the store becomes an error.
+func evalStore(ctx context.Context, store Store, mode Mode, ops []Op) (outs []Outcome, err error) {
+	defer recoverStore(&err)
+	return store.Eval(ctx, mode, ops)
+}
+
 // callStore runs f under the per-check timeout. A store outside this process
 // runs in its own goroutine unless it is ContextBounded, so that a client that
 // ignores deadlines (a socket that accepts but never answers) still cannot hold
@@ -388,8 +394,10 @@ func callStore[T any](l *Limiter, ctx context.Context, f func(context.Context) (
 	}
 	ch := make(chan reply, 1)
 	go func() {
-		v, err := f(ctx)
-		ch <- reply{v, err}
+		var r reply
+		defer func() { ch <- r }()
+		defer recoverStore(&r.err) // a panic here would end the process, not the check
+		r.v, r.err = f(ctx)
 	}()
 	select {
 	case r := <-ch:
@@ -408,7 +416,10 @@ func (l *Limiter) Clear(ctx context.Context, id Identifier) (int, error) {
 	keys := l.Keys(id)
 	n, err := 0, error(nil)
 	if len(keys) > 0 {
-		n, err = callStore(l, ctx, func(ctx context.Context) (int, error) { return l.store.Delete(ctx, keys) })
+		n, err = callStore(l, ctx, func(ctx context.Context) (n int, err error) {
+			defer recoverStore(&err)
+			return l.store.Delete(ctx, keys)
+		})
 	}
 	if err != nil {
 		err = fmt.Errorf("ratelimit: limiter %s: clear: %w", l.name, err)

@@ -16,13 +16,7 @@ import (
 //go:embed evaluate.lua
 var evaluateLua string
 
-//go:embed undo.lua
-var undoLua string
-
-var (
-	evaluateScript = redis.NewScript(evaluateLua)
-	undoScript     = redis.NewScript(undoLua)
-)
+var evaluateScript = redis.NewScript(evaluateLua)
 
 // Client is what the store needs from a go-redis client: scripts, pipelines
 // and DEL. *redis.Client (also from NewFailoverClient), *redis.ClusterClient,
@@ -47,7 +41,6 @@ type Store struct {
 	client   Client
 	sharding sharding
 	evaluate *redis.Script // evaluateScript; a field so tests can send one unknown to the server
-	undo     *redis.Script // undoScript
 	bounded  bool          // the client honours context deadlines
 }
 
@@ -85,7 +78,7 @@ func WithClusterMode(on bool) Option {
 // New returns a Store that keeps its counters in the Redis behind client.
 // The store does not own client: closing it is the caller's business.
 func New(client Client, opts ...Option) *Store {
-	s := &Store{client: client, evaluate: evaluateScript, undo: undoScript}
+	s := &Store{client: client, evaluate: evaluateScript}
 	switch c := client.(type) {
 	case *redis.Client:
 		s.bounded = c.Options().ContextTimeoutEnabled
@@ -106,10 +99,6 @@ func New(client Client, opts ...Option) *Store {
 const (
 	bitBanned   = 1
 	bitExceeded = 2
-	bitCharged  = 4
-	_           = 8 // created the key: read by undo.lua only
-	bitBanSet   = 16
-	bitsUndo    = bitCharged | bitBanSet
 )
 
 // Eval implements ratelimit.Store: one script call applies all ops in order,
@@ -140,7 +129,7 @@ func (s *Store) evalOne(ctx context.Context, mode ratelimit.Mode, ops []ratelimi
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: eval: %w", err)
 	}
-	if err := decode(res, out, nil, nil); err != nil {
+	if err := decode(res, out, nil); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -220,9 +209,8 @@ func millis(d time.Duration) int64 {
 	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }
 
-// decode fills out[idx[j]] (out[j] when idx is nil) from evaluate.lua's reply,
-// and bits[idx[j]] when bits is not nil.
-func decode(res []any, out []ratelimit.Outcome, idx []int, bits []uint8) error {
+// decode fills out[idx[j]] (out[j] when idx is nil) from evaluate.lua's reply.
+func decode(res []any, out []ratelimit.Outcome, idx []int) error {
 	n := len(out)
 	if idx != nil {
 		n = len(idx)
@@ -250,9 +238,6 @@ func decode(res []any, out []ratelimit.Outcome, idx []int, bits []uint8) error {
 			TTL:       time.Duration(ttl) * time.Millisecond,
 			Banned:    b&bitBanned != 0,
 			Exceeded:  b&bitExceeded != 0,
-		}
-		if bits != nil {
-			bits[i] = uint8(b)
 		}
 	}
 	return nil
