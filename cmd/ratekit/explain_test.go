@@ -46,6 +46,7 @@ const explainAvailable = `available_limiters:
         characteristics: [ip]
         limit: 1000
         period_s: 60
+        action: limit
 `
 
 const explainRateLimits = `rate_limits:
@@ -58,6 +59,7 @@ const explainRateLimits = `rate_limits:
       characteristics: [user]
       limit: 3
       period_s: 60
+      action: limit
       match:
         request_type: api
     - name: distinct_paths

@@ -104,7 +104,7 @@ rate_limits.yaml: 7 rules for 3 limiters
   user_sign_in      2 rules  (2 limit)
 skip rules: 2 (each bypasses its limiter for every request it matches)
   rate_limits.yaml:27:7: pipelines_create/pipelines_create_skip_app_defaults: match {} (every request)
-  rate_limits.yaml:48:7: guarded/skip_office: match {ip: {one_of: ["192.0.2.1"]}}
+  rate_limits.yaml:49:7: guarded/skip_office: match {ip: {one_of: ["192.0.2.1"]}}
 OK
 `
 	if stdout != want {
@@ -126,6 +126,7 @@ func TestValidateInvalid(t *testing.T) {
     - name: per_ip
       limit: ten
       period_s: 60
+      action: limit
       characteristics: [ip]
     - name: per_ip
       action: skip
@@ -136,9 +137,9 @@ func TestValidateInvalid(t *testing.T) {
 	})
 	code, stdout, stderr := ratekit(t, dir, "validate", "--available-limiters", "available_limiters.yaml", "--rate-limits", "rate_limits.yaml")
 	want := `rate_limits.yaml:4:14: user_sign_in/per_ip: limit must be a whole number, got the value "ten"
-rate_limits.yaml:7:7: user_sign_in/per_ip: ban_for_s is not valid on skip rules
-rate_limits.yaml:7:13: user_sign_in/per_ip: rule name "per_ip" is used twice in this limiter (first at line 3)
-rate_limits.yaml:10:3: sign_up: no limiter "sign_up" in available_limiters.yaml (it declares pipelines_create, rack_request, user_sign_in)
+rate_limits.yaml:8:7: user_sign_in/per_ip: ban_for_s is not valid on skip rules
+rate_limits.yaml:8:13: user_sign_in/per_ip: rule name "per_ip" is used twice in this limiter (first at line 3)
+rate_limits.yaml:11:3: sign_up: no limiter "sign_up" in available_limiters.yaml (it declares pipelines_create, rack_request, user_sign_in)
 `
 	if code != 1 || stdout != "" || stderr != want {
 		t.Fatalf("exit %d, stdout %q, stderr:\n%s\nwant exit 1 and:\n%s", code, stdout, stderr, want)

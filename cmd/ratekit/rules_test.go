@@ -50,11 +50,13 @@ func newRulesCLI(t *testing.T, cluster bool) *rulesCLI {
       characteristics: [ip]
       limit: 50
       period_s: 60
+      action: limit
   pipelines_create:
     - name: per_user
       characteristics: [username]
       limit: 7
       period_s: 60
+      action: limit
       match:
         root_namespace_plan: {one_of: [free, premium]}
 `,
@@ -64,11 +66,13 @@ func newRulesCLI(t *testing.T, cluster bool) *rulesCLI {
       characteristics: [ip]
       limit: 3
       period_s: 60
+      action: limit
   pipelines_create:
     - name: bad
       characteristics: [ip]
       limit: 0
       period_s: 60
+      action: limit
 `,
 	})
 	return e
@@ -114,8 +118,8 @@ func testRulesCLI(t *testing.T, e *rulesCLI) {
 
 	// An invalid file writes nothing and names file, line and rule.
 	code, stdout, stderr := e.run(t, "publish", "--file", "invalid.yaml", "--available-limiters", "available_limiters.yaml")
-	if code != 1 || stdout != "" || !strings.Contains(stderr, "invalid.yaml:10:14: pipelines_create/bad: limit must be at least 1, got 0") ||
-		!strings.Contains(stderr, `invalid.yaml:9:25: pipelines_create/bad: characteristic "ip" is not one of the limiter's available_properties`) {
+	if code != 1 || stdout != "" || !strings.Contains(stderr, "invalid.yaml:11:14: pipelines_create/bad: limit must be at least 1, got 0") ||
+		!strings.Contains(stderr, `invalid.yaml:10:25: pipelines_create/bad: characteristic "ip" is not one of the limiter's available_properties`) {
 		t.Fatalf("invalid publish: exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
 	}
 	if _, ok := e.raw(t, "pipelines_create"); ok {

@@ -25,6 +25,7 @@
 //	        characteristics: [ip]
 //	        limit: 1000
 //	        period_s: 60
+//	        action: limit
 //
 // rate_limits.yaml is deployed by operators and is optional. Its rules come
 // before the defaults; a rule that reuses a default's name replaces it:
@@ -42,6 +43,7 @@
 //	      period_s: 3600
 //	      characteristics: [ip]
 //	      count_distinct: username
+//	      action: limit
 //	  rack_request:
 //	    - name: skip_health_checks
 //	      action: skip
@@ -56,8 +58,9 @@
 //	        request_type: api               # equality
 //	        path: {regex: "^/api/v\\d+/"}   # RE2, unanchored
 //
-// Actions are lower-case (limit, log, skip); a rule that leaves action out
-// limits. Times are whole seconds. A match value is a scalar (equality),
+// Every rule states its action, lower-case: limit, log or skip. A rule
+// without one is an error rather than a silent limit, so that a shadow rule
+// that forgot `action: log` never enforces. Times are whole seconds. A match value is a scalar (equality),
 // {regex: ...} or {one_of: [...]}.
 //
 // # Validation

@@ -87,7 +87,6 @@ func MarshalRule(r *configv1.Rule) ([]byte, error) {
 // *ValidationError whose positions are line:column in data.
 func UnmarshalLimiterRules(data []byte) (*configv1.LimiterRules, error) {
 	d := newDoc("")
-	d.defaultAction = false
 	msg := &configv1.LimiterRules{}
 	if d.decode(data, msg, parseJSON) {
 		d.validateLimiterRules(msg)
