@@ -33,8 +33,9 @@ type Config struct {
 	// check that hits it fails open.
 	Timeout time.Duration
 	// Breaker bounds a store outage: after Failures consecutive store errors
-	// checks fail open at once, without touching the store, for Cooldown; then
-	// one probe goes through and, if it succeeds, the breaker closes.
+	// checks fail open at once, without touching the store, while a background
+	// probe tries the store at growing intervals of at most Cooldown; its
+	// first success closes the breaker.
 	Breaker BreakerConfig
 	// Logger receives WARN records on fail-open (default slog.Default()).
 	Logger *slog.Logger
@@ -51,7 +52,7 @@ type Config struct {
 // BreakerConfig configures the circuit breaker of a Limiter.
 type BreakerConfig struct {
 	Failures int           // consecutive failures that open it (default 3; -1 disables the breaker)
-	Cooldown time.Duration // how long it stays open before a probe (default 500ms)
+	Cooldown time.Duration // the longest interval between background probes while open (default 500ms)
 }
 
 // Limiter evaluates one rate-limit checkpoint's rules. Build it once at start-up
@@ -335,7 +336,8 @@ func (c *compiledRule) matches(id Identifier) bool {
 
 // eval calls the store under the timeout and the circuit breaker.
 func (l *Limiter) eval(ctx context.Context, mode Mode, ops []Op) ([]Outcome, error) {
-	if !l.breaker.allow(l.now) {
+	if !l.breaker.allow() {
+		l.ensureProber()
 		return nil, ErrCircuitOpen
 	}
 	var outs []Outcome
@@ -357,13 +359,13 @@ func (l *Limiter) eval(ctx context.Context, mode Mode, ops []Op) ([]Outcome, err
 
 func (l *Limiter) record(ctx context.Context, err error) {
 	if err != nil && ctx.Err() != nil {
-		l.breaker.release() // the caller gave up; that says nothing about the store
-		return
+		return // the caller gave up; that says nothing about the store
 	}
-	switch l.breaker.record(l.now, err == nil) {
+	switch l.breaker.record(err == nil) {
 	case breakerOpened:
 		l.logger.LogAttrs(ctx, slog.LevelWarn, "rate_limit_breaker_open",
 			slog.String("limiter", l.name), slog.Duration("cooldown", l.breaker.cooldown), slog.Any("error", err))
+		l.ensureProber()
 	case breakerClosed:
 		l.logger.LogAttrs(ctx, slog.LevelInfo, "rate_limit_breaker_closed", slog.String("limiter", l.name))
 	}
