@@ -50,11 +50,13 @@ func newRulesCLI(t *testing.T, cluster bool) *rulesCLI {
       characteristics: [ip]
       limit: 50
       period_s: 60
+      action: limit
   pipelines_create:
     - name: per_user
       characteristics: [username]
       limit: 7
       period_s: 60
+      action: limit
       match:
         root_namespace_plan: {one_of: [free, premium]}
 `,
