@@ -80,7 +80,7 @@ func (c *config) serve(ctx context.Context, call *Call, setHeader, setTrailer fu
 	d := c.guard.Check(ctx, id, opts...)
 	now := time.Now()
 	if !c.noMetadata {
-		if md := rateMetadata(d.Enforcing(), now); md != nil {
+		if md := rateMetadata(c.profile, d, now); md != nil {
 			setHeader(md)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/httpverdict"
 	"github.com/ratekit/ratekit/identifiers"
 )
 
@@ -28,6 +29,7 @@ type config struct {
 	deny       DenyFunc
 	domain     string
 	noMetadata bool
+	profile    httpverdict.Profile
 	noPushback bool
 }
 
@@ -86,9 +88,16 @@ func WithDenyHandler(f DenyFunc) Option { return func(c *config) { c.deny = f } 
 // is the called gRPC service ("package.Service").
 func WithDomain(domain string) Option { return func(c *config) { c.domain = domain } }
 
-// WithoutMetadata stops the ratelimit-limit, ratelimit-remaining and
-// ratelimit-reset response header metadata.
+// WithoutMetadata stops the rate-limit response header metadata (the same as
+// WithHeaderProfile(httpverdict.None)).
 func WithoutMetadata() Option { return func(c *config) { c.noMetadata = true } }
+
+// WithHeaderProfile selects the rate-limit response header metadata, with the
+// same profiles and values as the HTTP adapters' headers, lower-cased:
+// httpverdict.IETF (the default: ratelimit-policy and ratelimit),
+// httpverdict.Legacy (ratelimit-limit, -remaining, -reset), httpverdict.GitLab
+// or httpverdict.None.
+func WithHeaderProfile(p httpverdict.Profile) Option { return func(c *config) { c.profile = p } }
 
 // WithoutPushback stops the grpc-retry-pushback-ms trailer on blocked calls.
 func WithoutPushback() Option { return func(c *config) { c.noPushback = true } }

@@ -2,8 +2,9 @@ package ratelimitgrpc
 
 import (
 	"fmt"
-	"math"
+	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/httpverdict"
 )
 
 // Reason is the ErrorInfo reason of rate-limit errors. It tells a rate limit
@@ -20,13 +22,18 @@ import (
 // flow control).
 const Reason = "RATE_LIMITED"
 
-// Response metadata keys. The header keys follow the RateLimit-Limit /
-// -Remaining / -Reset fields of the IETF ratelimit-headers drafts (reset in
-// seconds from now); they describe the most constraining enforcing rule among
-// the limiters whose check succeeded, and are sent on allowed and blocked
-// calls, never for shadow (log) rules. The pushback trailer is read by gRPC
-// clients whose retry policy lists RESOURCE_EXHAUSTED (gRFC A6).
+// Response metadata keys. The rate-limit header metadata is the HTTP
+// adapters' headers, lower-cased, in the profile chosen with
+// WithHeaderProfile: by default the IETF draft's ratelimit-policy and
+// ratelimit; MetadataLimit, MetadataRemaining and MetadataReset (reset in
+// seconds from now) with httpverdict.Legacy. They describe the most
+// constraining enforcing rule among the limiters whose check succeeded, and
+// are sent on allowed and blocked calls, never for shadow (log) rules. The
+// pushback trailer is read by gRPC clients whose retry policy lists
+// RESOURCE_EXHAUSTED (gRFC A6).
 const (
+	MetadataPolicy    = "ratelimit-policy"
+	MetadataRateLimit = "ratelimit"
 	MetadataLimit     = "ratelimit-limit"
 	MetadataRemaining = "ratelimit-remaining"
 	MetadataReset     = "ratelimit-reset"
@@ -86,16 +93,26 @@ func denyStatus(call *Call, res ratelimit.Result, domain string, now time.Time) 
 	return ds
 }
 
-// rateMetadata renders an enforcing evaluation as response header metadata.
-func rateMetadata(e *ratelimit.Evaluation, now time.Time) metadata.MD {
-	if e == nil {
+// rateMetadata renders d's enforcing evaluation as response header metadata
+// in profile p, with the HTTP adapters' code (core/httpverdict). Retry-After
+// and Cache-Control, which HTTP adds to a 429, are left out: a blocked call
+// carries RetryInfo and the pushback trailer instead.
+func rateMetadata(p httpverdict.Profile, d *ratelimit.Decision, now time.Time) metadata.MD {
+	if d.Enforcing() == nil {
 		return nil
 	}
-	return metadata.Pairs(
-		MetadataLimit, strconv.FormatInt(e.Info.Limit, 10),
-		MetadataRemaining, strconv.FormatInt(int64(math.Floor(e.Info.Remaining)), 10),
-		MetadataReset, strconv.FormatInt(int64(e.Info.RetryAfter(now)/time.Second), 10),
-	)
+	h := http.Header{}
+	p.SetHeaders(h, d, now)
+	h.Del(httpverdict.HeaderRetryAfter)
+	h.Del("Cache-Control")
+	if len(h) == 0 {
+		return nil
+	}
+	md := make(metadata.MD, len(h))
+	for k, v := range h {
+		md[strings.ToLower(k)] = v
+	}
+	return md
 }
 
 func pushback(res ratelimit.Result, now time.Time) metadata.MD {
