@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net/http"
 	"reflect"
+	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
@@ -71,7 +73,8 @@ func WithSkipper(s middleware.Skipper) Option {
 	return func(c *config) { c.skipper = s }
 }
 
-// WithDenyHandler replaces the default 429 problem+json response.
+// WithDenyHandler replaces the default deny, which returns a *DeniedError
+// for Echo's HTTPErrorHandler (see DeniedError).
 func WithDenyHandler(h DenyHandler) Option {
 	return func(c *config) { c.deny = h }
 }
@@ -79,6 +82,14 @@ func WithDenyHandler(h DenyHandler) Option {
 // WithProfile selects the rate-limit headers (default httpverdict.IETF).
 func WithProfile(p httpverdict.Profile) Option {
 	return func(c *config) { c.guard.Profile = p }
+}
+
+// WithRetryAfterJitter adds a random delay of up to max (whole seconds) to the
+// Retry-After of blocked responses, so that clients blocked in one window do
+// not all retry at its reset; it is never below the real reset (see
+// httpverdict.Guard.RetryAfterJitter). The default is no jitter.
+func WithRetryAfterJitter(max time.Duration) Option {
+	return func(c *config) { c.guard.RetryAfterJitter = max }
 }
 
 // Middleware returns Echo middleware that checks every request against limiter
@@ -100,11 +111,7 @@ func Middleware(limiter *ratelimit.Limiter, opts ...Option) echo.MiddlewareFunc 
 		c.identify = c.defaultIdentifier
 	}
 	if c.deny == nil {
-		c.deny = func(ec echo.Context, d *httpverdict.Decision) error {
-			p := httpverdict.NewProblem(d, c.guard.Clock())
-			ec.Response().Header().Set(echo.HeaderContentType, httpverdict.ContentTypeProblem)
-			return ec.JSON(p.Status, p)
-		}
+		c.deny = c.denyError
 	}
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(ec echo.Context) error {
@@ -124,6 +131,41 @@ func Middleware(limiter *ratelimit.Limiter, opts ...Option) echo.MiddlewareFunc 
 			return err
 		}
 	}
+}
+
+// DeniedError is the error of a blocked request: the Internal error of the
+// *echo.HTTPError that the middleware returns, so that errors.As finds either.
+// The HTTPError has Code 429 and, as Message, the RFC 9457 problem details
+// (httpverdict.Problem); the response headers already carry the rate-limit
+// headers, Retry-After, Cache-Control: no-store, Content-Type:
+// application/problem+json and X-Content-Type-Options: nosniff. Echo's default
+// HTTPErrorHandler writes the problem as the body (no body for HEAD); a
+// custom one renders the 429 its own way, as it does every other error.
+type DeniedError struct {
+	Decision *httpverdict.Decision
+}
+
+func (e *DeniedError) Error() string {
+	return "ratelimitecho: rate limit exceeded: " + strings.Join(e.Decision.ViolatedPolicies(), ", ")
+}
+
+// Decision returns the decision of a request the middleware blocked, from the
+// error the middleware returned (or any error wrapping it).
+func Decision(err error) (*httpverdict.Decision, bool) {
+	var de *DeniedError
+	if errors.As(err, &de) {
+		return de.Decision, true
+	}
+	return nil, false
+}
+
+// denyError is the default deny: an *echo.HTTPError for the HTTPErrorHandler.
+func (c *config) denyError(ec echo.Context, d *httpverdict.Decision) error {
+	p := httpverdict.NewProblem(d, c.guard.Clock())
+	h := ec.Response().Header()
+	h.Set(echo.HeaderContentType, httpverdict.ContentTypeProblem) // c.JSON keeps a set type
+	h.Set(echo.HeaderXContentTypeOptions, "nosniff")
+	return &echo.HTTPError{Code: p.Status, Message: p, Internal: &DeniedError{Decision: d}}
 }
 
 func (c *config) defaultIdentifier(ec echo.Context) ratelimit.Identifier {
