@@ -51,7 +51,7 @@ func init() {
 
 func runClear(ctx context.Context, out output, args []string) int {
 	fs := flag.NewFlagSet("clear", flag.ContinueOnError)
-	var f explainFlags
+	f := explainFlags{name: "clear", usage: clearUsage}
 	var dryRun bool
 	f.connFlags.register(fs)
 	fs.StringVar(&f.limiter, "limiter", "", "")

@@ -151,6 +151,7 @@ type verdictExplanation struct {
 
 type explainFlags struct {
 	connFlags
+	name, usage                    string // the command: explain or clear
 	limiter, available, rateLimits string
 	asJSON                         bool
 	cost                           float64
@@ -159,7 +160,7 @@ type explainFlags struct {
 
 func runExplain(ctx context.Context, out output, args []string) int {
 	fs := flag.NewFlagSet("explain", flag.ContinueOnError)
-	var f explainFlags
+	f := explainFlags{name: "explain", usage: explainUsage}
 	f.connFlags.register(fs)
 	fs.StringVar(&f.limiter, "limiter", "", "")
 	fs.StringVar(&f.available, "available-limiters", "", "")
@@ -256,7 +257,7 @@ func loadLocalTiers(out output, f explainFlags) (localTiers, int) {
 		return localTiers{}, report(out.stderr, err)
 	}
 	if available.Spec(f.limiter) == nil {
-		fmt.Fprintf(out.stderr, "ratekit explain: limiter %q is not declared in %s (declared: %s)\n",
+		fmt.Fprintf(out.stderr, "ratekit "+f.name+": limiter %q is not declared in %s (declared: %s)\n",
 			f.limiter, f.available, strings.Join(available.Names(), ", "))
 		return localTiers{}, exitInvalid
 	}
@@ -268,7 +269,7 @@ func loadLocalTiers(out output, f explainFlags) (localTiers, int) {
 	}
 	file, defaults, err := config.Tiers(available, rateLimits, f.limiter)
 	if err != nil {
-		fmt.Fprintf(out.stderr, "ratekit explain: %v\n", err)
+		fmt.Fprintf(out.stderr, "ratekit "+f.name+": %v\n", err)
 		return localTiers{}, exitInvalid
 	}
 	props := append([]string{}, available.Spec(f.limiter).GetAvailableProperties()...)
@@ -284,10 +285,10 @@ func bindRuleStore(ctx context.Context, out output, f explainFlags, client redis
 	store, err := rulestore.New(client, rulestore.Options{Prefix: f.rulesPrefix, Timeout: f.timeout,
 		Logger: slog.New(slog.DiscardHandler), ClusterMode: f.cluster})
 	if err != nil {
-		return observe.Tiers{}, nil, nil, usageError(out, explainUsage, "--rules-prefix: %v", err)
+		return observe.Tiers{}, nil, nil, usageError(out, f.usage, "--rules-prefix: %v", err)
 	}
 	if err := store.Bind(l, local.Tiers); err != nil {
-		fmt.Fprintf(out.stderr, "ratekit explain: %v\n", err)
+		fmt.Fprintf(out.stderr, "ratekit "+f.name+": %v\n", err)
 		return observe.Tiers{}, nil, nil, exitInvalid
 	}
 	key := store.Key(l.Name())
@@ -299,7 +300,7 @@ func bindRuleStore(ctx context.Context, out output, f explainFlags, client redis
 	switch {
 	case errors.Is(err, redis.Nil):
 	case err != nil:
-		fmt.Fprintf(out.stderr, "ratekit explain: rule store: read %s: %v\n", key, err)
+		fmt.Fprintf(out.stderr, "ratekit "+f.name+": rule store: read %s: %v\n", key, err)
 		return observe.Tiers{}, nil, nil, exitInvalid
 	default:
 		state.Document = true
@@ -313,7 +314,7 @@ func bindRuleStore(ctx context.Context, out output, f explainFlags, client redis
 	}
 	tiers, _ := store.Tiers(l.Name())
 	if doc == nil && local.defaultSource == "" {
-		fmt.Fprintf(out.stderr, "ratekit explain: limiter %s has no document in the rule store (key %s) and no --available-limiters was given: it has no rules to explain\n", l.Name(), key)
+		fmt.Fprintf(out.stderr, "ratekit "+f.name+": limiter %s has no document in the rule store (key %s) and no --available-limiters was given: it has no rules here\n", l.Name(), key)
 		return observe.Tiers{}, nil, nil, exitInvalid
 	}
 	var sources []tierSummary

@@ -95,6 +95,15 @@ func TestClear(t *testing.T) {
 		if code != 0 || !strings.Contains(stderr, `warning: identifier key "ipp" is not one of the limiter's available_properties (ip, user, path, request_type)`) {
 			t.Fatalf("typo: exit %d, stderr %s", code, stderr)
 		}
+		// A limiter without a document or files has no rules, so no keys.
+		args := []string{"clear", "--redis", d.url, "--limiter", "other", "--rules-prefix", e.rulesPrefix, "x=1"}
+		if d.cluster {
+			args = append(args, "--cluster")
+		}
+		_, stderr, code = e.run(t, args...)
+		if code != 1 || !strings.Contains(stderr, "ratekit clear: limiter other has no document in the rule store") {
+			t.Fatalf("no rules: exit %d, stderr %s", code, stderr)
+		}
 		// An identifier is required.
 		_, stderr, code = clear()
 		if code != 2 || !strings.Contains(stderr, "clear needs the identifier") {
