@@ -2,6 +2,7 @@ package ratelimitecho
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"reflect"
@@ -134,15 +135,17 @@ func Middleware(limiter *ratelimit.Limiter, opts ...Option) echo.MiddlewareFunc 
 }
 
 // DeniedError is the error of a blocked request: the Internal error of the
-// *echo.HTTPError that the middleware returns, so that errors.As finds either.
-// The HTTPError has Code 429 and, as Message, the RFC 9457 problem details
-// (httpverdict.Problem); the response headers already carry the rate-limit
-// headers, Retry-After, Cache-Control: no-store, Content-Type:
-// application/problem+json and X-Content-Type-Options: nosniff. Echo's default
-// HTTPErrorHandler writes the problem as the body (no body for HEAD); a
-// custom one renders the 429 its own way, as it does every other error.
+// *echo.HTTPError (Code 429) that the middleware returns, so that errors.As
+// finds either. The response headers already carry the rate-limit headers,
+// Retry-After, Cache-Control: no-store and X-Content-Type-Options: nosniff.
+// Echo's default HTTPErrorHandler writes the problem details as an
+// application/problem+json body (none for HEAD); a custom handler renders the
+// 429 its own way, as it does every other error, with the Content-Type it
+// chooses.
 type DeniedError struct {
 	Decision *httpverdict.Decision
+	// Problem is the RFC 9457 body the default handler writes.
+	Problem httpverdict.Problem
 }
 
 func (e *DeniedError) Error() string {
@@ -159,13 +162,33 @@ func Decision(err error) (*httpverdict.Decision, bool) {
 	return nil, false
 }
 
+// problemMessage is the Message of the *echo.HTTPError. Echo's default
+// handler renders a json.Marshaler with c.JSON; marshalling records that the
+// problem is the body, so that the response's Before hook labels it
+// application/problem+json (c.JSON would say application/json) without
+// mislabelling the body of a custom handler.
+type problemMessage struct {
+	p        httpverdict.Problem
+	rendered *bool
+}
+
+func (m problemMessage) MarshalJSON() ([]byte, error) {
+	*m.rendered = true
+	return json.Marshal(m.p)
+}
+
 // denyError is the default deny: an *echo.HTTPError for the HTTPErrorHandler.
 func (c *config) denyError(ec echo.Context, d *httpverdict.Decision) error {
 	p := httpverdict.NewProblem(d, c.guard.Clock())
-	h := ec.Response().Header()
-	h.Set(echo.HeaderContentType, httpverdict.ContentTypeProblem) // c.JSON keeps a set type
-	h.Set(echo.HeaderXContentTypeOptions, "nosniff")
-	return &echo.HTTPError{Code: p.Status, Message: p, Internal: &DeniedError{Decision: d}}
+	res := ec.Response()
+	res.Header().Set(echo.HeaderXContentTypeOptions, "nosniff")
+	rendered := new(bool)
+	res.Before(func() {
+		if *rendered {
+			res.Header().Set(echo.HeaderContentType, httpverdict.ContentTypeProblem)
+		}
+	})
+	return &echo.HTTPError{Code: p.Status, Message: problemMessage{p, rendered}, Internal: &DeniedError{Decision: d, Problem: p}}
 }
 
 func (c *config) defaultIdentifier(ec echo.Context) ratelimit.Identifier {

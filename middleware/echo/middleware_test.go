@@ -223,12 +223,12 @@ func TestDenyThroughHTTPErrorHandler(t *testing.T) {
 	if !errors.As(got[0], &he) || he.Code != http.StatusTooManyRequests {
 		t.Fatalf("error %T %v is not a 429 *echo.HTTPError", got[0], got[0])
 	}
-	if p, ok := he.Message.(httpverdict.Problem); !ok || p.ViolatedPolicies[0] != "r" {
-		t.Fatalf("Message = %#v, want the problem details", he.Message)
-	}
 	var de *ratelimitecho.DeniedError
-	if !errors.As(got[0], &de) || de.Error() != "ratelimitecho: rate limit exceeded: r" {
-		t.Fatalf("no *DeniedError in %v", got[0])
+	if !errors.As(got[0], &de) || de.Error() != "ratelimitecho: rate limit exceeded: r" || de.Problem.Status != 429 || de.Problem.ViolatedPolicies[0] != "r" {
+		t.Fatalf("no *DeniedError with the problem in %v", got[0])
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "text/plain; charset=UTF-8" {
+		t.Fatalf("Content-Type = %q: the custom handler's text was labelled otherwise", ct)
 	}
 	if _, ok := ratelimitecho.Decision(errors.New("other")); ok {
 		t.Fatal("Decision of an unrelated error")
