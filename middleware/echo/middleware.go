@@ -172,6 +172,11 @@ type problemMessage struct {
 	rendered *bool
 }
 
+var (
+	_ error          = (*DeniedError)(nil)
+	_ json.Marshaler = problemMessage{}
+)
+
 func (m problemMessage) MarshalJSON() ([]byte, error) {
 	*m.rendered = true
 	return json.Marshal(m.p)
