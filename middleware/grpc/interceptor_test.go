@@ -538,3 +538,36 @@ func TestHeaderProfiles(t *testing.T) {
 		})
 	}
 }
+
+// With WithRetryJitter, RetryInfo and the pushback trailer of each blocked
+// call lie between the real reset (the t= of the call's ratelimit metadata)
+// and the reset plus the jitter, agree with each other, and vary.
+func TestRetryJitter(t *testing.T) {
+	const jitter = 30
+	l := memLimiter(t, "grpc_request", []ratelimit.Rule{rule("per_ip", 1, time.Minute, ratelimit.ActionLimit, identifiers.IP)})
+	env := start(t, unary(l, WithRetryJitter(jitter*time.Second)))
+	wantCode(t, env.check(t), codes.OK)
+	tRe := regexp.MustCompile(`;t=(\d+)$`)
+	seen := map[int64]bool{}
+	for range 40 {
+		r := env.check(t)
+		wantCode(t, r, codes.ResourceExhausted)
+		m := tRe.FindStringSubmatch(strings.Join(r.header.Get(MetadataRateLimit), ""))
+		if m == nil {
+			t.Fatalf("ratelimit metadata %q", r.header.Get(MetadataRateLimit))
+		}
+		reset, _ := strconv.ParseInt(m[1], 10, 64)
+		ri, _, _ := details(t, r.err)
+		delay := int64(ri.GetRetryDelay().AsDuration() / time.Second)
+		if delay < reset || delay > reset+jitter {
+			t.Fatalf("RetryInfo delay %ds, want [%d, %d]", delay, reset, reset+jitter)
+		}
+		if pb := r.trailer.Get(TrailerPushback); len(pb) != 1 || pb[0] != strconv.FormatInt(delay*1000, 10) {
+			t.Fatalf("pushback %q, RetryInfo %ds", pb, delay)
+		}
+		seen[delay-reset] = true
+	}
+	if len(seen) < 2 {
+		t.Fatalf("no jitter: extra delays %v", seen)
+	}
+}

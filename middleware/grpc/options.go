@@ -3,6 +3,7 @@ package ratelimitgrpc
 import (
 	"context"
 	"slices"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -20,17 +21,18 @@ type Option func(*config)
 type DenyFunc func(ctx context.Context, call *Call, res ratelimit.Result) error
 
 type config struct {
-	guard      ratelimit.Guard[Outcome]
-	proxies    identifiers.TrustedProxies
-	identify   func(ctx context.Context, call *Call) ratelimit.Identifier
-	properties func(ctx context.Context, call *Call, id ratelimit.Identifier)
-	skip       func(ctx context.Context, call *Call) bool
-	cost       func(ctx context.Context, call *Call) float64
-	deny       DenyFunc
-	domain     string
-	noMetadata bool
-	profile    httpverdict.Profile
-	noPushback bool
+	guard       ratelimit.Guard[Outcome]
+	proxies     identifiers.TrustedProxies
+	identify    func(ctx context.Context, call *Call) ratelimit.Identifier
+	properties  func(ctx context.Context, call *Call, id ratelimit.Identifier)
+	skip        func(ctx context.Context, call *Call) bool
+	cost        func(ctx context.Context, call *Call) float64
+	deny        DenyFunc
+	domain      string
+	noMetadata  bool
+	profile     httpverdict.Profile
+	retryJitter time.Duration
+	noPushback  bool
 }
 
 // WithLimiters adds limiters, checked in order after the first one before the
@@ -91,6 +93,13 @@ func WithDomain(domain string) Option { return func(c *config) { c.domain = doma
 // WithoutMetadata stops the rate-limit response header metadata (the same as
 // WithHeaderProfile(httpverdict.None)).
 func WithoutMetadata() Option { return func(c *config) { c.noMetadata = true } }
+
+// WithRetryJitter adds a random delay of up to max (whole seconds) to the
+// RetryInfo delay and the pushback trailer of blocked calls, so that clients
+// blocked in one window do not all retry at its reset; it is never below the
+// real reset, and the rate-limit metadata keeps stating the real reset. The
+// default is no jitter.
+func WithRetryJitter(max time.Duration) Option { return func(c *config) { c.retryJitter = max } }
 
 // WithHeaderProfile selects the rate-limit response header metadata, with the
 // same profiles and values as the HTTP adapters' headers, lower-cased:

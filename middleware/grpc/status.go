@@ -46,10 +46,12 @@ const (
 // the limiter and rule). It names limiters and rules, never identifier
 // values. An empty domain means call.Service.
 func DenyStatus(call *Call, res ratelimit.Result, domain string) *status.Status {
-	return denyStatus(call, res, domain, time.Now())
+	return denyStatus(call, res, domain, time.Now(), 0)
 }
 
-func denyStatus(call *Call, res ratelimit.Result, domain string, now time.Time) *status.Status {
+// denyStatus builds the status with extra, the retry jitter, added to the
+// delay to the reset.
+func denyStatus(call *Call, res ratelimit.Result, domain string, now time.Time, extra time.Duration) *status.Status {
 	if domain == "" {
 		domain = call.Service
 	}
@@ -57,7 +59,7 @@ func denyStatus(call *Call, res ratelimit.Result, domain string, now time.Time) 
 	if res.Rule != nil {
 		rule = res.Rule.Name
 	}
-	retry := res.Info.RetryAfter(now) // nil-safe
+	retry := res.Info.RetryAfter(now) + extra // nil-safe
 	var info ratelimit.Info
 	if res.Info != nil {
 		info = *res.Info
@@ -115,6 +117,6 @@ func rateMetadata(p httpverdict.Profile, d *ratelimit.Decision, now time.Time) m
 	return md
 }
 
-func pushback(res ratelimit.Result, now time.Time) metadata.MD {
-	return metadata.Pairs(TrailerPushback, strconv.FormatInt(res.Info.RetryAfter(now).Milliseconds(), 10))
+func pushback(res ratelimit.Result, now time.Time, extra time.Duration) metadata.MD {
+	return metadata.Pairs(TrailerPushback, strconv.FormatInt((res.Info.RetryAfter(now)+extra).Milliseconds(), 10))
 }
