@@ -346,7 +346,7 @@ func identifierWarnings(id ratelimit.Identifier, properties []string, rules []ra
 	if properties != nil {
 		for _, k := range keys {
 			if !slices.Contains(properties, k) {
-				warnings = append(warnings, fmt.Sprintf("identifier key %q is not one of the limiter's available_properties (%s): no rule may use it", k, strings.Join(properties, ", ")))
+				warnings = append(warnings, fmt.Sprintf("identifier key %q is not one of the limiter's available_properties (%s): no rule may use it%s", k, strings.Join(properties, ", "), didYouMean(k, properties)))
 			}
 		}
 		return warnings
@@ -363,12 +363,53 @@ func identifierWarnings(id ratelimit.Identifier, properties []string, rules []ra
 			used[r.CountDistinct] = true
 		}
 	}
+	names := make([]string, 0, len(used))
+	for k := range used {
+		names = append(names, k)
+	}
+	sort.Strings(names)
 	for _, k := range keys {
 		if !used[k] {
-			warnings = append(warnings, fmt.Sprintf("identifier key %q is used by none of the limiter's rules (pass --available-limiters to check it against available_properties)", k))
+			warnings = append(warnings, fmt.Sprintf("identifier key %q is used by none of the limiter's rules (pass --available-limiters to check it against available_properties)%s", k, didYouMean(k, names)))
 		}
 	}
 	return warnings
+}
+
+// didYouMean suggests the candidate closest to word, within two edits, for a
+// typo such as usernme.
+func didYouMean(word string, candidates []string) string {
+	best, bestD := "", 3
+	for _, c := range candidates {
+		if d := editDistance(word, c); d < bestD && d < len(word) { // "" or "x" is not a typo of anything
+			best, bestD = c, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf("; did you mean %q?", best)
+}
+
+// editDistance is the Levenshtein distance of two short strings.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			sub := prev[j-1]
+			if a[i-1] != b[j-1] {
+				sub++
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, sub)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
 
 // parseIdentifier reads PROPERTY=VALUE arguments.

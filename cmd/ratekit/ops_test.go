@@ -92,7 +92,7 @@ func TestClear(t *testing.T) {
 
 		// A typo in a key clears nothing: the warning names the key.
 		_, stderr, code = clear("ipp=10.0.0.2", "--dry-run")
-		if code != 0 || !strings.Contains(stderr, `warning: identifier key "ipp" is not one of the limiter's available_properties (ip, user, path, request_type)`) {
+		if code != 0 || !strings.Contains(stderr, `warning: identifier key "ipp" is not one of the limiter's available_properties (ip, user, path, request_type): no rule may use it; did you mean "ip"?`) {
 			t.Fatalf("typo: exit %d, stderr %s", code, stderr)
 		}
 		// A limiter without a document or files has no rules, so no keys.
@@ -116,7 +116,7 @@ func TestClear(t *testing.T) {
 // identifier, and warns about a key outside available_properties.
 func TestExplainFlagsAfterIdentifier(t *testing.T) {
 	e := newExplainEnv(t, redistest.Client(t), redistest.URL(t), false)
-	args := append([]string{"explain", "user=alice", "usernme=alice", "--json"}, e.flags()[1:]...)
+	args := append([]string{"explain", "user=alice", "pth=/x", "--json"}, e.flags()[1:]...)
 	stdout, stderr, code := e.run(t, args...)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
@@ -125,7 +125,7 @@ func TestExplainFlagsAfterIdentifier(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &ex); err != nil {
 		t.Fatalf("not JSON (--json after the identifier was not read as a flag?): %v\n%s", err, stdout)
 	}
-	want := `identifier key "usernme" is not one of the limiter's available_properties (ip, user, path, request_type): no rule may use it`
+	want := `identifier key "pth" is not one of the limiter's available_properties (ip, user, path, request_type): no rule may use it; did you mean "path"?`
 	if len(ex.Warnings) != 1 || ex.Warnings[0] != want || stderr != "warning: "+want+"\n" {
 		t.Fatalf("warnings %q, stderr %q", ex.Warnings, stderr)
 	}
@@ -138,8 +138,9 @@ func TestExplainFlagsAfterIdentifier(t *testing.T) {
 	if _, err := store.Seed(context.Background(), map[string]rulestore.Tiers{"api_request": e.local}); err != nil {
 		t.Fatal(err)
 	}
-	_, stderr, code = e.run(t, append(docless, "usernme=alice", "user=alice")...)
-	if code != 0 || stderr != `warning: identifier key "usernme" is used by none of the limiter's rules (pass --available-limiters to check it against available_properties)`+"\n" {
+	_, stderr, code = e.run(t, append(docless, "usr=alice", "user=alice", "zzzzzz=1")...)
+	if code != 0 || stderr != `warning: identifier key "usr" is used by none of the limiter's rules (pass --available-limiters to check it against available_properties); did you mean "user"?`+"\n"+
+		`warning: identifier key "zzzzzz" is used by none of the limiter's rules (pass --available-limiters to check it against available_properties)`+"\n" {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
 	}
 }
