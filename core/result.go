@@ -76,6 +76,50 @@ func (e *Evaluation) Shadow() bool { return e.Rule.Action == ActionLog }
 // Blocked reports whether the verdict is block.
 func (r *Result) Blocked() bool { return r.Action == ActionBlock }
 
+// The accessors below read Rule and Info without a nil check: they return the
+// zero value when the result has no rule or no info (a skip, no match, or a
+// store failure, when Info and Rule are nil). They have value receivers so
+// that limiter.Check(ctx, id).Remaining() compiles.
+
+// RuleName returns the name of Rule, or "".
+func (r Result) RuleName() string {
+	if r.Rule == nil {
+		return ""
+	}
+	return r.Rule.Name
+}
+
+// Limit returns Info.Limit, or 0.
+func (r Result) Limit() int64 { return r.info().Limit }
+
+// Count returns Info.Count, or 0.
+func (r Result) Count() float64 { return r.info().Count }
+
+// Remaining returns Info.Remaining, or 0.
+func (r Result) Remaining() float64 { return r.info().Remaining }
+
+// ResetAt returns Info.ResetAt, or the zero time.
+func (r Result) ResetAt() time.Time { return r.info().ResetAt }
+
+// Banned reports Info.Banned (false without info).
+func (r Result) Banned() bool { return r.info().Banned }
+
+// RetryAfter returns how long a blocked caller should wait (Info.RetryAfter),
+// or 0 when the verdict is not block.
+func (r Result) RetryAfter(now time.Time) time.Duration {
+	if r.Action != ActionBlock {
+		return 0
+	}
+	return r.Info.RetryAfter(now) // nil-safe
+}
+
+func (r Result) info() Info {
+	if r.Info == nil {
+		return Info{}
+	}
+	return *r.Info
+}
+
 // Failed reports whether the result failed open (Err != nil).
 func (r *Result) Failed() bool { return r.Err != nil }
 

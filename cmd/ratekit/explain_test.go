@@ -344,7 +344,7 @@ func TestExplain(t *testing.T) {
 			code int
 			msg  string
 		}{
-			{[]string{"explain", "--limiter", "api_request", "--available-limiters", e.available}, 2, "explain needs --redis URL"},
+			{[]string{"explain", "--limiter", "api_request", "--available-limiters", e.available}, 2, "no Redis: give --redis URL or set RATEKIT_REDIS_URL"},
 			{e.flags("user"), 2, `identifier argument "user" is not PROPERTY=VALUE`},
 			{e.flags("user=a", "user=b"), 2, `identifier property "user" is given twice`},
 			{e.flags("--cost", "-1"), 2, "--cost must be a finite number >= 0"},

@@ -47,10 +47,24 @@ func binary(t *testing.T) string {
 }
 
 // ratekit runs the binary in dir and returns its exit code, stdout and stderr.
+// The RATEKIT_* variables of the test's environment are not passed on.
 func ratekit(t *testing.T, dir string, args ...string) (int, string, string) {
+	t.Helper()
+	return ratekitEnv(t, dir, nil, args...)
+}
+
+// ratekitEnv runs the binary as ratekit does, with env (NAME=VALUE) added to
+// the environment.
+func ratekitEnv(t *testing.T, dir string, env []string, args ...string) (int, string, string) {
 	t.Helper()
 	cmd := exec.Command(binary(t), args...)
 	cmd.Dir = dir
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "RATEKIT_") || strings.HasPrefix(kv, "RATEKIT_TEST_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -172,7 +186,7 @@ func TestUsageAndUnreadable(t *testing.T) {
 		{"unknown flag", []string{"validate", "--available", "x"}, "ratekit: flag provided but not defined: -available"},
 		{"positional argument", []string{"validate", "--available-limiters", "available_limiters.yaml", "rate_limits.yaml"}, `validate takes no arguments, got ["rate_limits.yaml"]`},
 		{"missing available limiters", []string{"validate", "--available-limiters", "nope.yaml"}, "open nope.yaml: no such file or directory"},
-		{"missing rate limits", []string{"validate", "--available-limiters", "available_limiters.yaml", "--rate-limits", "nope.yaml"}, "stat nope.yaml: no such file or directory"},
+		{"missing rate limits", []string{"validate", "--available-limiters", "available_limiters.yaml", "--rate-limits", "nope.yaml"}, "open nope.yaml: no such file or directory"},
 		{"a directory", []string{"validate", "--available-limiters", "a_directory"}, "a_directory: is a directory"},
 	}
 	for _, tt := range tests {
@@ -192,7 +206,7 @@ func TestHelp(t *testing.T) {
 	}
 	for _, args := range [][]string{{"help", "validate"}, {"validate", "-h"}} {
 		code, stdout, _ = ratekit(t, t.TempDir(), args...)
-		if code != 0 || !strings.HasPrefix(stdout, "usage: ratekit validate --available-limiters FILE [--rate-limits FILE]\n") {
+		if code != 0 || !strings.HasPrefix(stdout, "usage: ratekit validate --available-limiters FILE [--rate-limits FILE] [--json]\n") {
 			t.Fatalf("%v: exit %d, stdout:\n%s", args, code, stdout)
 		}
 	}
