@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/rollout"
 )
 
@@ -68,11 +69,22 @@ func NewRolloutMetrics(opts MetricsOptions) *RolloutMetrics {
 	}
 }
 
-// Init pre-exports a limiter's decision series with value 0 (under rule
-// "(none)"), so that increase() and the gate see the first decisions.
-func (m *RolloutMetrics) Init(limiter string) {
-	for _, a := range []rollout.Agreement{rollout.Agree, rollout.NewOnly, rollout.LegacyOnly, rollout.Failed} {
-		m.decisions.WithLabelValues(labelValue(limiter), rollout.NoRule, string(a))
+// Init pre-exports the decision series of a limiter and each of its
+// current rules (and "(none)") with value 0. Prometheus' increase() counts
+// nothing for a series' first sample, so a series that appears with its first
+// decisions would lose them; a rule added later loses only its first scrape.
+func (m *RolloutMetrics) Init(l *ratelimit.Limiter) {
+	rules := []string{rollout.NoRule}
+	for _, r := range l.Rules() {
+		if r.Action != ratelimit.ActionSkip {
+			rules = append(rules, r.Name)
+		}
+	}
+	lim := labelValue(l.Name())
+	for _, rule := range rules {
+		for _, a := range []rollout.Agreement{rollout.Agree, rollout.NewOnly, rollout.LegacyOnly, rollout.Failed} {
+			m.decisions.WithLabelValues(lim, labelValue(rule), string(a))
+		}
 	}
 }
 

@@ -36,7 +36,7 @@ func TestRolloutMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.Init("checkout")
+	m.Init(l)
 	ro := rollout.New(l, m)
 	ctx := context.Background()
 	for n := 1; n <= 4; n++ { // legacy admits 3, the rule 2: request 3 diverges
@@ -53,6 +53,8 @@ ratelimit_rollout_decisions_total{agreement="failed",rate_limiter="checkout",rul
 ratelimit_rollout_decisions_total{agreement="legacy_only",rate_limiter="checkout",rule="(none)"} 1
 ratelimit_rollout_decisions_total{agreement="new_only",rate_limiter="checkout",rule="(none)"} 0
 ratelimit_rollout_decisions_total{agreement="agree",rate_limiter="checkout",rule="per_user"} 3
+ratelimit_rollout_decisions_total{agreement="failed",rate_limiter="checkout",rule="per_user"} 0
+ratelimit_rollout_decisions_total{agreement="legacy_only",rate_limiter="checkout",rule="per_user"} 0
 ratelimit_rollout_decisions_total{agreement="new_only",rate_limiter="checkout",rule="per_user"} 1
 # HELP ratelimit_rollout_divergence_ratio Share of compared decisions that disagreed since the process started (the gate uses 24h of rollout_decisions_total).
 # TYPE ratelimit_rollout_divergence_ratio gauge
