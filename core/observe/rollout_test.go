@@ -75,3 +75,30 @@ ratelimit_rollout_shadow{rate_limiter="checkout"} 1
 		t.Fatalf("divergence %+v", d)
 	}
 }
+
+// TestShadowEvaluationsAreNotBlocks: a limiter in shadow mode reports an
+// exceeded limit rule as "log" in rule_evaluations_total, never "block", so
+// dashboards of blocks show only what clients saw.
+func TestShadowEvaluationsAreNotBlocks(t *testing.T) {
+	m := observe.NewMetrics(observe.MetricsOptions{})
+	l, err := ratelimit.New(ratelimit.Config{
+		Name: "shadowed", Store: ratelimit.NewMemoryStore(), Enforcement: ratelimit.Shadow, Observer: m,
+		Rules: []ratelimit.Rule{{Name: "tight", Characteristics: []string{"user"}, Action: ratelimit.ActionLimit,
+			Limit: ratelimit.Static(1), Period: ratelimit.StaticPeriod(time.Minute)}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		l.Check(context.Background(), ratelimit.Identifier{"user": "u"})
+	}
+	want := `
+# HELP ratelimit_rule_evaluations_total Rules evaluated by rate-limit checks; action is the rule's configured action, result allow|block|log|skip|banned.
+# TYPE ratelimit_rule_evaluations_total counter
+ratelimit_rule_evaluations_total{action="limit",rate_limiter="shadowed",result="allow",rule="tight"} 1
+ratelimit_rule_evaluations_total{action="limit",rate_limiter="shadowed",result="log",rule="tight"} 2
+`
+	if err := testutil.CollectAndCompare(m, strings.NewReader(want), "ratelimit_rule_evaluations_total"); err != nil {
+		t.Fatal(err)
+	}
+}
