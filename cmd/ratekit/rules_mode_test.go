@@ -19,6 +19,7 @@ func TestRulesPublishMode(t *testing.T) {
 				"shadow.yaml":             "rate_limits:\n  user_sign_in: {mode: shadow, rules: []}\n",
 				"enforce.yaml":            "rate_limits:\n  user_sign_in: {mode: enforce, rules: []}\n",
 				"bad.yaml":                "rate_limits:\n  user_sign_in: {mode: dry, rules: []}\n",
+				"shadow_rule.yaml":        "rate_limits:\n  user_sign_in:\n    mode: shadow\n    rules: [{name: per_ip, characteristics: [ip], limit: 1, period_s: 60, action: limit}]\n",
 			})
 			if code, stdout, stderr := e.run(t, "publish", "--file", "shadow.yaml", "--available-limiters", "available_limiters.yaml"); code != exitOK || !strings.Contains(stdout, "changed: user_sign_in") {
 				t.Fatalf("publish shadow: exit %d\n%s%s", code, stdout, stderr)
@@ -39,6 +40,16 @@ func TestRulesPublishMode(t *testing.T) {
 			}
 			if _, stdout, _ := e.run(t, "show", "user_sign_in"); !strings.Contains(stdout, "mode: enforce") {
 				t.Fatalf("show after enforce:\n%s", stdout)
+			}
+			// explain follows the document's mode: in shadow it says what
+			// enforcing would do.
+			if code, _, stderr := e.run(t, "publish", "--file", "shadow_rule.yaml"); code != exitOK {
+				t.Fatalf("publish shadow_rule: %s", stderr)
+			}
+			explain := append([]string{"explain", "--limiter", "user_sign_in", "--rules-prefix", e.prefix, "--cost", "2"}, e.flags[:len(e.flags)-2]...)
+			code, stdout, stderr := ratekit(t, e.dir, append(explain, "ip=10.1.2.3")...)
+			if code != exitOK || !strings.Contains(stdout, "verdict: allow: the limiter is in shadow mode; enforcing, it would block by per_ip") {
+				t.Fatalf("explain in shadow: exit %d\n%s%s", code, stdout, stderr)
 			}
 		})
 	}
