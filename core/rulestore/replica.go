@@ -39,6 +39,11 @@ type binding struct {
 // the limiter runs on them until a document is loaded, whenever its document
 // is missing (a flushed store), and for a tier the document does not hold.
 // Bind sets them as the limiter's rules at once.
+//
+// The limiter's mode (enforce or shadow) follows its tiers the same way: the
+// highest tier that sets one wins, and with none the limiter keeps the mode
+// it had when bound. A SetEnforcement on a bound limiter lasts until its
+// document next changes.
 func (s *Store) Bind(l *ratelimit.Limiter, local Tiers) error {
 	if l == nil {
 		return errors.New("rulestore: bind: limiter is nil")
