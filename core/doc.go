@@ -74,6 +74,16 @@
 // returns the most constraining evaluation of a limit rule, so responses never
 // change because of shadow rules.
 //
+// # Shadow mode
+//
+// A whole limiter can run in shadow mode (Config.Enforcement = Shadow,
+// SetEnforcement at runtime, or a tier's mode in the rule store): it counts
+// exactly as enforcing (same keys, same bans, a blocking rule still ends
+// evaluation) but its Action is always ActionAllow, Result.Shadow is set,
+// WouldBlock tells what enforcing would have answered, and Enforcing is nil so
+// no rate-limit headers reach clients. Package rollout compares it with a
+// legacy check before it enforces.
+//
 // # Identifiers and keys
 //
 // An Identifier maps property names to values; values are compared and keyed

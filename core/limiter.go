@@ -47,6 +47,9 @@ type Config struct {
 	// RuleSource, when set, supplies per-request rules evaluated before the
 	// limiter's own (the rules service of docs/design.md, Phase 3).
 	RuleSource RuleSource
+	// Enforcement is the starting mode (default Enforce); Shadow counts but
+	// never blocks. SetEnforcement changes it at runtime.
+	Enforcement Enforcement
 }
 
 // BreakerConfig configures the circuit breaker of a Limiter.
@@ -70,6 +73,7 @@ type Limiter struct {
 	breaker  breaker
 	source   RuleSource
 	rules    atomic.Pointer[ruleSet]
+	mode     atomic.Int32 // Enforcement; see mode.go
 }
 
 type ruleSet struct {
@@ -127,6 +131,9 @@ func New(cfg Config) (*Limiter, error) {
 	l.breaker.cooldown = cfg.Breaker.Cooldown
 	if l.breaker.cooldown <= 0 {
 		l.breaker.cooldown = DefaultBreakerCooldown
+	}
+	if err := l.SetEnforcement(cfg.Enforcement); err != nil {
+		return nil, err
 	}
 	if err := l.SetRules(cfg.Rules); err != nil {
 		return nil, err
@@ -200,6 +207,7 @@ func (l *Limiter) run(ctx context.Context, mode Mode, id Identifier, opts []Chec
 			l.observe(ctx, Event{Kind: eventKind(mode), Limiter: l.name, Identifier: id, Result: &res, Duration: l.now().Sub(start)})
 		}
 	}()
+	defer l.applyMode(&res, Enforcement(l.mode.Load())) // runs first: observers see the shadowed verdict
 	if math.IsNaN(o.cost) || math.IsInf(o.cost, 0) || o.cost < 0 {
 		res.Err = fmt.Errorf("ratelimit: invalid cost %v", o.cost)
 		l.warn(ctx, res.Err, nil, id)

@@ -34,6 +34,11 @@ type Result struct {
 	Degraded bool
 	// Evaluations lists every counting rule evaluated, in rule order.
 	Evaluations []Evaluation
+	// Shadow reports that the limiter ran in shadow mode (Enforcement
+	// Shadow): it counted as enforcing would, but Action is always
+	// ActionAllow and Enforcing returns nil, so a client sees nothing of it.
+	// WouldBlock tells the verdict enforcement would have given.
+	Shadow bool
 }
 
 // Info holds the resolved values of one rule evaluation.
@@ -63,7 +68,7 @@ func (i *Info) RetryAfter(now time.Time) time.Duration {
 type Evaluation struct {
 	Rule     *Rule
 	Exceeded bool
-	Blocked  bool // an exceeded limit rule: the verdict is block
+	Blocked  bool // an exceeded limit rule: the verdict is block (in shadow mode: would be)
 	Info     Info
 	// PerRequest reports that the rule came from a per-request tier
 	// (WithRules or Config.RuleSource) rather than the limiter's own rules.
@@ -120,13 +125,35 @@ func (r Result) info() Info {
 	return *r.Info
 }
 
+// WouldBlock reports whether the verdict is block, or would have been had the
+// limiter been enforcing (a shadow result with a blocking evaluation). It is
+// what a rollout compares with the legacy decision.
+func (r *Result) WouldBlock() bool {
+	if r.Action == ActionBlock {
+		return true
+	}
+	if !r.Shadow {
+		return false
+	}
+	for i := range r.Evaluations {
+		if r.Evaluations[i].Blocked {
+			return true
+		}
+	}
+	return false
+}
+
 // Failed reports whether the result failed open (Err != nil).
 func (r *Result) Failed() bool { return r.Err != nil }
 
 // Enforcing returns the most constraining evaluation of a limit (enforcing)
 // rule, or nil. Response headers are built from it, so shadow rules never
-// change what a client sees.
+// change what a client sees; for the same reason it is nil for a result of a
+// limiter in shadow mode.
 func (r *Result) Enforcing() *Evaluation {
+	if r.Shadow {
+		return nil
+	}
 	return mostConstraining(r.Evaluations, true)
 }
 

@@ -147,6 +147,10 @@ type verdictExplanation struct {
 	Error      string     `json:"error,omitempty"` // the store failed: a check would fail open
 	RetryAfter float64    `json:"retry_after_s,omitempty"`
 	ResetAt    *time.Time `json:"reset_at,omitempty"`
+	// Shadow: the limiter runs in shadow mode (its rule store tier says so);
+	// WouldBlock: enforcing, it would block.
+	Shadow     bool `json:"shadow,omitempty"`
+	WouldBlock bool `json:"would_block,omitempty"`
 }
 
 type explainFlags struct {
@@ -273,7 +277,7 @@ func loadLocalTiers(out output, f explainFlags) (localTiers, int) {
 		return localTiers{}, exitInvalid
 	}
 	props := append([]string{}, available.Spec(f.limiter).GetAvailableProperties()...)
-	return localTiers{Tiers: rulestore.Tiers{File: file, Defaults: defaults}, fileSource: f.rateLimits, defaultSource: f.available, properties: props}, exitOK
+	return localTiers{Tiers: rulestore.Tiers{File: file, Defaults: defaults, FileMode: rateLimits.Mode(f.limiter)}, fileSource: f.rateLimits, defaultSource: f.available, properties: props}, exitOK
 }
 
 // bindRuleStore gives the limiter the rules a service enforces: it binds it
@@ -490,7 +494,7 @@ func explain(l *ratelimit.Limiter, tiers observe.Tiers, sources []tierSummary, i
 		}
 		ex.Rules = append(ex.Rules, re)
 	}
-	v := verdictExplanation{Action: string(res.Action), Exceeded: res.Exceeded, Degraded: res.Degraded}
+	v := verdictExplanation{Action: string(res.Action), Exceeded: res.Exceeded, Degraded: res.Degraded, Shadow: res.Shadow, WouldBlock: res.Shadow && res.WouldBlock()}
 	if res.Rule != nil {
 		v.Rule = res.Rule.Name
 	}
@@ -550,6 +554,8 @@ func printExplanation(w io.Writer, ex explanation, now time.Time) {
 		fmt.Fprintf(w, "verdict: unknown: the store failed (a check would fail open and allow): %s\n", v.Error)
 	case v.Action == string(ratelimit.ActionBlock):
 		fmt.Fprintf(w, "verdict: block by %s, retry after %s\n", v.Rule, time.Duration(v.RetryAfter*float64(time.Second)))
+	case v.WouldBlock:
+		fmt.Fprintf(w, "verdict: allow: the limiter is in shadow mode; enforcing, it would block by %s\n", v.Rule)
 	case v.Rule == "":
 		fmt.Fprintln(w, "verdict: allow: no rule matches")
 	case v.Exceeded:

@@ -304,6 +304,9 @@ func rulesShow(ctx context.Context, e *rulesEnv, args []string) int {
 	}
 	w := e.out.stdout
 	fmt.Fprintf(w, "limiter %s (key %s)\n", limiter, key)
+	if m := config.ModeWord(t.Mode); m != "" {
+		fmt.Fprintf(w, "mode: %s (the highest tier that sets one wins)\n", m)
+	}
 	tiered := observe.Tiers{File: t.File, Published: t.Published, Defaults: t.Defaults}.Rules()
 	for _, tier := range []struct {
 		name, label string
@@ -318,7 +321,11 @@ func rulesShow(ctx context.Context, e *rulesEnv, args []string) int {
 			fmt.Fprintln(w, "absent (services use their own)")
 			continue
 		}
-		fmt.Fprintln(w, count(len(tier.list.GetRules()), "rule"))
+		fmt.Fprint(w, count(len(tier.list.GetRules()), "rule"))
+		if m := config.ModeWord(tier.list.GetMode()); m != "" {
+			fmt.Fprintf(w, ", mode %s", m)
+		}
+		fmt.Fprintln(w)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		for _, tr := range tiered {
 			if tr.Tier != tier.name {

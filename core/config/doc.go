@@ -28,7 +28,10 @@
 //	        action: limit
 //
 // rate_limits.yaml is deployed by operators and is optional. Its rules come
-// before the defaults; a rule that reuses a default's name replaces it:
+// before the defaults; a rule that reuses a default's name replaces it. A
+// limiter written as a mapping also sets its mode for a rollout
+// (`user_sign_in: {mode: shadow, rules: [...]}`: count, never block; see
+// ratelimit.Enforcement):
 //
 //	rate_limits:
 //	  user_sign_in:

@@ -22,7 +22,8 @@ import (
 //
 //	{"default_rules":{"rules":[{"name":"limit_user_autocompletes_by_user","limit":300,"period_s":60,"action":"limit","characteristics":["user"],"match":{}}]}}
 //
-// Tiers appear in alphabetical order and only when set. A rule is written as
+// Tiers appear in alphabetical order and only when set; a tier that sets the
+// limiter's mode writes it first: {"mode":"shadow","rules":[...]}. A rule is written as
 // name, description, limit, period_s, action, characteristics,
 // count_distinct, ban_for_s, match; unset optional fields and empty strings
 // are left out, characteristics and match are always written. Match keys are
@@ -56,7 +57,13 @@ func MarshalLimiterRules(doc *configv1.LimiterRules) ([]byte, error) {
 		}
 		n++
 		w.str(t.name)
-		w.WriteString(`:{"rules":[`)
+		w.WriteString(`:{`)
+		if m := t.list.GetMode(); m != configv1.Mode_MODE_UNSPECIFIED {
+			w.WriteString(`"mode":`)
+			w.str(ModeWord(m))
+			w.WriteByte(',')
+		}
+		w.WriteString(`"rules":[`)
 		for i, r := range t.list.GetRules() {
 			if i > 0 {
 				w.WriteByte(',')

@@ -27,6 +27,13 @@
 // by name into the published tier and never removes one (removal is the
 // explicit Delete); limiters outside a publish batch are untouched.
 //
+// A tier may also set the limiter's mode ({"mode":"shadow","rules":[...]}):
+// shadow counts but never blocks (ratelimit.Shadow), for a rollout beside a
+// legacy check. The highest tier that sets one wins, as for rules (file, then
+// published, then the limiter's own Config.Enforcement), so publishing
+// {mode: enforce, rules: []} flips every bound process at its next refresh.
+// A published mode survives the deletion of the published rules.
+//
 // # The stored document
 //
 // The document is the JSON of the design's example, byte for byte:

@@ -41,6 +41,11 @@ type WriteResult struct {
 type Tiers struct {
 	File     []ratelimit.Rule
 	Defaults []ratelimit.Rule
+	// FileMode is the limiter's mode from rate_limits.yaml (MODE_UNSPECIFIED:
+	// none). A tier's mode overrides the lower tiers' like its rules do: the
+	// file's wins over a published one, and either over the limiter's own
+	// Config.Enforcement.
+	FileMode configv1.Mode
 }
 
 // ConfigTiers returns the Tiers of every limiter declared in available, the
@@ -55,7 +60,7 @@ func ConfigTiers(available *config.AvailableLimiters, rateLimits *config.RateLim
 		if err != nil {
 			return nil, fmt.Errorf("rulestore: %w", err)
 		}
-		out[name] = Tiers{File: file, Defaults: defaults}
+		out[name] = Tiers{File: file, Defaults: defaults, FileMode: rateLimits.Mode(name)}
 	}
 	return out, nil
 }
@@ -97,7 +102,7 @@ func (s *Store) Seed(ctx context.Context, tiers map[string]Tiers) (WriteResult, 
 			errs = append(errs, fmt.Errorf("limiter name %q must match ^[a-z0-9_]{1,64}$", name))
 			continue
 		}
-		e := edit{Limiter: name, Op: "seed"}
+		e := edit{Limiter: name, Op: "seed", FileMode: modeJSON(tiers[name].FileMode)}
 		for _, tier := range []struct {
 			rules []ratelimit.Rule
 			dst   *[]string
@@ -151,7 +156,7 @@ func (s *Store) Publish(ctx context.Context, req *configv1.PublishRulesRequest) 
 	batch := req.GetRateLimits()
 	edits := make([]edit, 0, len(batch))
 	for _, name := range sortedKeys(batch) {
-		e := edit{Limiter: name, Op: "publish"}
+		e := edit{Limiter: name, Op: "publish", Mode: modeJSON(batch[name].GetMode())}
 		raws, err := ruleBytes(batch[name])
 		if err != nil {
 			return WriteResult{}, fmt.Errorf("rulestore: publish: limiter %s: %w", name, err)
@@ -211,7 +216,17 @@ type edit struct {
 	Rules    [][2]string `json:"rules,omitempty"` // publish: name, rule bytes
 	File     []string    `json:"file,omitempty"`  // seed: rule bytes
 	Defaults []string    `json:"defaults,omitempty"`
-	Names    []string    `json:"names,omitempty"` // delete
+	Names    []string    `json:"names,omitempty"`     // delete
+	Mode     string      `json:"mode,omitempty"`      // publish: the published tier's mode, JSON-encoded
+	FileMode string      `json:"file_mode,omitempty"` // seed: the file tier's mode, JSON-encoded
+}
+
+// modeJSON encodes a tier's mode as write.lua splices it ("" when unset).
+func modeJSON(m configv1.Mode) string {
+	if w := config.ModeWord(m); w != "" {
+		return strconv.Quote(w)
+	}
+	return ""
 }
 
 // update applies edits (one per limiter, sorted) in one write.lua call: the
@@ -323,6 +338,15 @@ func effective(doc *configv1.LimiterRules, local Tiers) (TierRules, error) {
 		}
 		*dst = rules
 	}
+	t.Mode = local.FileMode
+	if doc.GetFileRules() != nil {
+		t.Mode = doc.GetFileRules().GetMode()
+	}
+	for _, l := range []*configv1.RuleList{doc.GetPublishedRules(), doc.GetDefaultRules()} {
+		if t.Mode == configv1.Mode_MODE_UNSPECIFIED { // the highest tier that sets one wins
+			t.Mode = l.GetMode()
+		}
+	}
 	conv(doc.GetFileRules(), &t.File)
 	conv(doc.GetPublishedRules(), &t.Published)
 	conv(doc.GetDefaultRules(), &t.Defaults)
@@ -342,6 +366,9 @@ type TierRules struct {
 	// Effective is MergeTiers(File, Published, Defaults): what the limiter
 	// evaluates.
 	Effective []ratelimit.Rule
+	// Mode is the limiter's mode from the highest tier that sets one, or
+	// MODE_UNSPECIFIED (the limiter keeps its Config.Enforcement).
+	Mode configv1.Mode
 }
 
 // Effective returns a stored document's tiers as core rules and the list a

@@ -125,6 +125,7 @@ var tests = []struct {
 	{"profile_gitlab", testProfileGitLab},
 	{"profile_none", testProfileNone},
 	{"shadow_rules", testShadow},
+	{"shadow_mode", testShadowMode},
 	{"multiple_limiters", testMultipleLimiters},
 	{"first_block_ends_checks", testFirstBlockEndsChecks},
 	{"skip", testSkip},
