@@ -72,10 +72,10 @@ func (f *ruleForm) HasChar(p string) bool { return slices.Contains(f.Chars, p) }
 func (f *ruleForm) MatchOf(p string) matchField { return f.Match[p] }
 
 var page = template.Must(template.New("page").Funcs(template.FuncMap{
-	"style": func() template.CSS { return template.CSS(style) },
-	"join":  strings.Join,
-	"short": short,
-	"pub":   func(p pageData, rows []ruleRow) pubRows { return pubRows{p, rows} },
+	"style":   func() template.CSS { return template.CSS(style) },
+	"join":    strings.Join,
+	"short":   short,
+	"pub":     func(p pageData, rows []ruleRow) pubRows { return pubRows{p, rows} },
 	"actions": func() []string { return []string{"limit", "log", "skip"} },
 	"idfield": func(p string) identifierField { return identifierField{Property: p} },
 }).Parse(`<!doctype html>
