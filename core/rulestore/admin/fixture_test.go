@@ -161,16 +161,19 @@ func (b *browser) post(query string, form url.Values, origin string) (*http.Resp
 	return resp, body
 }
 
-// csrf returns the token the page's forms carry for this browser.
+// csrf returns this browser's CSRF token (the cookie a GET of the page
+// sets), which the page's forms carry.
 func (b *browser) csrf() string {
 	b.t.Helper()
-	_, body := b.get("?limiter=api")
-	i := strings.Index(body, `name="csrf" value="`)
-	if i < 0 {
-		b.t.Fatalf("no CSRF token in the page:\n%s", body)
+	b.get("?limiter=api")
+	u, _ := url.Parse(b.f.url())
+	for _, c := range b.client.Jar.Cookies(u) {
+		if c.Name == "ratekit_admin_csrf" {
+			return c.Value
+		}
 	}
-	rest := body[i+len(`name="csrf" value="`):]
-	return rest[:strings.IndexByte(rest, '"')]
+	b.t.Fatal("the page set no CSRF cookie")
+	return ""
 }
 
 func readBody(t *testing.T, resp *http.Response) (int, string) {
