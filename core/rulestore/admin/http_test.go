@@ -5,6 +5,8 @@ import (
 	"maps"
 	"net/http"
 	"net/url"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -12,6 +14,56 @@ import (
 	"github.com/ratekit/ratekit/core/redisstore"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
+
+// The limiter page lists every tier and the effective list in evaluation
+// order, says which rule replaces which, and marks every skip rule; the
+// index lists the declared limiters.
+func TestPageRendersTiers(t *testing.T) {
+	f := newFixture(t, nil)
+	lim, per := uint32(10), uint32(60)
+	if _, err := f.store.Publish(ctx, &configv1.PublishRulesRequest{RateLimits: map[string]*configv1.RuleList{"api": {Rules: []*configv1.Rule{
+		{Name: "per_ip", Action: configv1.Action_ACTION_LIMIT, Limit: &lim, PeriodS: &per, Characteristics: []string{"ip"}},
+		{Name: "per_user", Action: configv1.Action_ACTION_LIMIT, Limit: &lim, PeriodS: &per, Characteristics: []string{"user"}},
+	}}}}); err != nil {
+		t.Fatal(err)
+	}
+	b := newBrowser(t, f)
+	code, body := b.get("?limiter=api")
+	if code != http.StatusOK {
+		t.Fatalf("status %d\n%s", code, body)
+	}
+	effective := body[strings.Index(body, "<h2>Effective rules"):strings.Index(body, "<h2>Tiers")]
+	if got := attrs(effective, `<tr data-rule="([a-z_]+)" data-tier="([a-z]+)" data-action="([a-z]+)"`); !slices.Equal(got, []string{
+		"per_user file log", "per_ip published limit", "trusted_ip default skip"}) {
+		t.Fatalf("effective rules %v", got)
+	}
+	for _, want := range []string{
+		`<li data-overridden="default/per_ip">published <code>per_ip</code> replaces default <code>per_ip</code></li>`,
+		`<li data-overridden="published/per_user">file <code>per_user</code> replaces published <code>per_user</code></li>`,
+		`<span class="bypass" title="a skip rule bypasses the limiter for every request it matches">skip (bypass)</span>`,
+		`<section class="box tier" data-tier="file">`, `<section class="box tier" data-tier="published">`, `<section class="box tier" data-tier="default">`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the page lacks %s", want)
+		}
+	}
+	_, index := b.get("")
+	if got := attrs(index, `<tr data-limiter="([a-z_]+)">`); !slices.Equal(got, []string{"api", "jobs"}) {
+		t.Fatalf("index lists %v\n%s", got, index)
+	}
+	if code, body := b.get("?limiter=nope"); code != http.StatusNotFound || !strings.Contains(body, `No limiter &#34;nope&#34;`) {
+		t.Fatalf("unknown limiter: %d\n%s", code, body)
+	}
+}
+
+// attrs returns the submatches of re in s, each match's groups joined by spaces.
+func attrs(s, re string) []string {
+	var out []string
+	for _, m := range regexp.MustCompile(re).FindAllStringSubmatch(s, -1) {
+		out = append(out, strings.Join(m[1:], " "))
+	}
+	return out
+}
 
 // A POST that another site could have made is refused and writes nothing;
 // the same form from the page's origin with the browser's token publishes.
