@@ -43,7 +43,9 @@ func startAdmin(t *testing.T, args ...string) (string, *lockedBuffer, func() int
 	ctx, cancel := context.WithCancel(context.Background())
 	stdout, stderr := &lockedBuffer{}, &lockedBuffer{}
 	codes := make(chan int, 1)
-	go func() { codes <- run(ctx, append([]string{"admin", "--listen", "127.0.0.1:0"}, args...), output{stdout, stderr}) }()
+	go func() {
+		codes <- run(ctx, append([]string{"admin", "--listen", "127.0.0.1:0"}, args...), output{stdout, stderr})
+	}()
 	re := regexp.MustCompile(`serving (http://[0-9.:]+/)`)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
