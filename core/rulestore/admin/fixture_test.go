@@ -55,7 +55,7 @@ const rateLimitsYAML = `rate_limits:
 // fixture is a rule store on the test Redis, seeded with the files' tiers,
 // and the admin page on a loopback HTTP server.
 type fixture struct {
-	client    *redis.Client
+	client    redisClient
 	store     *rulestore.Store
 	available *config.AvailableLimiters
 	keyPrefix string
@@ -80,10 +80,21 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// newFixture builds the fixture; authorize is the page's hook (nil: read-only).
+// redisClient is the standalone or the cluster client of the tests.
+type redisClient interface {
+	redis.UniversalClient
+}
+
+// newFixture builds the fixture on the standalone test server; authorize is
+// the page's hook (nil: read-only).
 func newFixture(t *testing.T, authorize admin.Authorizer) *fixture {
 	t.Helper()
-	f := &fixture{client: redistest.Client(t), audit: &syncBuffer{}}
+	return newFixtureOn(t, redistest.Client(t), authorize)
+}
+
+func newFixtureOn(t *testing.T, client redisClient, authorize admin.Authorizer) *fixture {
+	t.Helper()
+	f := &fixture{client: client, audit: &syncBuffer{}}
 	prefix := redistest.Prefix(t)
 	f.keyPrefix = prefix + "c:"
 	var err error
@@ -192,9 +203,29 @@ func (f *fixture) storeState(t *testing.T) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	prefix := strings.TrimSuffix(f.keyPrefix, "c:")
-	iter := f.client.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-	for iter.Next(ctx) {
-		k := iter.Val()
+	var keys []string
+	scan := func(ctx context.Context, c redis.Cmdable) error {
+		iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+		for iter.Next(ctx) {
+			keys = append(keys, iter.Val())
+		}
+		return iter.Err()
+	}
+	var err error
+	if cc, ok := f.client.(*redis.ClusterClient); ok {
+		var mu sync.Mutex
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+			mu.Lock()
+			defer mu.Unlock()
+			return scan(ctx, c)
+		})
+	} else {
+		err = scan(ctx, f.client)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
 		switch f.client.Type(ctx, k).Val() {
 		case "string":
 			out[k] = f.client.Get(ctx, k).Val()
@@ -203,9 +234,6 @@ func (f *fixture) storeState(t *testing.T) map[string]string {
 		default:
 			out[k] = f.client.Type(ctx, k).Val()
 		}
-	}
-	if err := iter.Err(); err != nil {
-		t.Fatal(err)
 	}
 	return out
 }
