@@ -92,7 +92,8 @@ func newFixture(t *testing.T, authorize admin.Authorizer) *fixture {
 	return newFixtureOn(t, redistest.Client(t), authorize)
 }
 
-func newFixtureOn(t *testing.T, client redisClient, authorize admin.Authorizer) *fixture {
+// newFixtureOn builds the fixture on client; more changes the page's options.
+func newFixtureOn(t *testing.T, client redisClient, authorize admin.Authorizer, more ...func(*admin.Options)) *fixture {
 	t.Helper()
 	f := &fixture{client: client, audit: &syncBuffer{}}
 	prefix := redistest.Prefix(t)
@@ -116,9 +117,13 @@ func newFixtureOn(t *testing.T, client redisClient, authorize admin.Authorizer) 
 	if _, err := f.store.Seed(ctx, tiers); err != nil {
 		t.Fatal(err)
 	}
-	h, err := admin.New(admin.Options{Store: f.store, Available: f.available, RateLimits: rl,
+	opts := admin.Options{Store: f.store, Available: f.available, RateLimits: rl,
 		Counters: redisstore.New(f.client), KeyPrefix: f.keyPrefix, Authorize: authorize,
-		Logger: slog.New(slog.NewJSONHandler(f.audit, nil))})
+		Logger: slog.New(slog.NewJSONHandler(f.audit, nil))}
+	for _, m := range more {
+		m(&opts)
+	}
+	h, err := admin.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,9 +9,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/observe"
 	"github.com/ratekit/ratekit/core/redisstore"
+	"github.com/ratekit/ratekit/core/rulestore/admin"
+	"github.com/ratekit/ratekit/internal/redistest"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
 
@@ -53,6 +57,31 @@ func TestPageRendersTiers(t *testing.T) {
 	}
 	if code, body := b.get("?limiter=nope"); code != http.StatusNotFound || !strings.Contains(body, `No limiter &#34;nope&#34;`) {
 		t.Fatalf("unknown limiter: %d\n%s", code, body)
+	}
+}
+
+// remoteTiers is an observe.TierSource holding a remote tier, as a process
+// with a rules service has.
+type remoteTiers []ratelimit.Rule
+
+func (r remoteTiers) Tiers(string) (observe.Tiers, bool) { return observe.Tiers{Remote: r}, true }
+
+// The remote tier a process holds is shown above the others, and its rule
+// replaces the same-named rule below it.
+func TestRemoteTier(t *testing.T) {
+	remote := remoteTiers{{Name: "per_ip", Characteristics: []string{"ip"}, Limit: ratelimit.Static(1), Period: ratelimit.StaticPeriod(time.Second)}}
+	f := newFixtureOn(t, redistest.Client(t), nil, func(o *admin.Options) { o.Tiers = remote })
+	_, body := newBrowser(t, f).get("?limiter=api")
+	effective := body[strings.Index(body, "<h2>Effective rules"):strings.Index(body, "<h2>Tiers")]
+	if got := attrs(effective, `<tr data-rule="([a-z_]+)" data-tier="([a-z]+)"`); !slices.Equal(got, []string{
+		"per_ip remote", "per_user file", "trusted_ip default"}) {
+		t.Fatalf("effective rules %v", got)
+	}
+	for _, want := range []string{`<section class="box tier" data-tier="remote">`,
+		`<li data-overridden="default/per_ip">remote <code>per_ip</code> replaces default <code>per_ip</code></li>`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the page lacks %s", want)
+		}
 	}
 }
 
