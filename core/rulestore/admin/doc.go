@@ -34,5 +34,10 @@
 // carry the per-browser CSRF token of a SameSite=Strict cookie. The page has
 // no script at all, and its Content-Security-Policy allows none; every value
 // is HTML-escaped by html/template. Mount it on an internal listener, behind
-// the host's authentication.
+// the host's authentication. The origin check compares the browser's Origin
+// header with the request's Host: a reverse proxy in front must pass the
+// Host through unchanged.
+//
+// The audit record of "lift ban / clear" names the identifier (its property
+// values), since that is what the action changed.
 package admin

@@ -134,7 +134,14 @@ func newFixtureOn(t *testing.T, client redisClient, authorize admin.Authorizer, 
 	return f
 }
 
-func (f *fixture) url() string { return f.srv.URL + "/admin/ratelimit/" }
+// url is the page's address: under /admin/ratelimit/ on the fixture's mux,
+// at the root of a bare handler's server.
+func (f *fixture) url() string {
+	if f.store == nil {
+		return f.srv.URL + "/"
+	}
+	return f.srv.URL + "/admin/ratelimit/"
+}
 
 // allowAll is an authorization hook that lets "alice" write.
 func allowAll(*http.Request) (string, bool) { return "alice", true }
