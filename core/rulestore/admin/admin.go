@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -175,13 +176,18 @@ func (h *Handler) get(ctx context.Context, w http.ResponseWriter, r *http.Reques
 	if d.Form == nil {
 		d.Form = newForm(lv.Version)
 	}
+	// The result of the write the browser was redirected from. The query is
+	// the client's, so only a rule name or a count is ever shown from it: a
+	// crafted link cannot put words on the page.
 	switch {
-	case q.Has("saved"):
+	case ratelimit.ValidName(q.Get("saved")):
 		d.Message = fmt.Sprintf("Published rule %s: the services apply it at their next refresh.", q.Get("saved"))
-	case q.Has("deleted"):
+	case ratelimit.ValidName(q.Get("deleted")):
 		d.Message = fmt.Sprintf("Deleted published rule %s.", q.Get("deleted"))
 	case q.Has("cleared"):
-		d.Message = fmt.Sprintf("Cleared %s counter and ban key(s) for the identifier.", q.Get("cleared"))
+		if n, err := strconv.Atoi(q.Get("cleared")); err == nil && n >= 0 {
+			d.Message = fmt.Sprintf("Cleared %d counter and ban key(s) for the identifier.", n)
+		}
 	}
 	h.render(w, http.StatusOK, d)
 }

@@ -265,6 +265,10 @@ func TestEscaping(t *testing.T) {
 	}}}}}); err != nil {
 		t.Fatal(err)
 	}
+	// A crafted link cannot put words in the page's status line.
+	if _, body := b.get("?limiter=api&saved=" + url.QueryEscape("x. Your session expired, log in at evil.example") + "&cleared=lots"); strings.Contains(body, `id="message"`) {
+		t.Error("the page shows a message a crafted link wrote")
+	}
 	for _, q := range []string{
 		"?limiter=api",
 		"?limiter=api&edit=hostile",
