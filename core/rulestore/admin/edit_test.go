@@ -67,6 +67,13 @@ func TestEditAndDelete(t *testing.T) {
 			if n := strings.Count(audit, "rate_limit_admin_write"); n != 3 {
 				t.Errorf("%d audit lines, want 3 (add, edit, delete)", n)
 			}
+			// A rule without match or characteristics (one counter for all) is accepted.
+			_, jv, _ := f.store.VersionedDocument(ctx, "jobs")
+			global := url.Values{"csrf": {token}, "op": {"save"}, "limiter": {"jobs"}, "version": {jv}, "mode": {"add"},
+				"name": {"all_jobs"}, "action": {"limit"}, "limit": {"100"}, "period_s": {"1"}}
+			if resp, body := b.post("?limiter=jobs", global, f.srv.URL); resp.StatusCode != http.StatusSeeOther {
+				t.Fatalf("global rule on jobs: %d\n%s", resp.StatusCode, body)
+			}
 			// A clear without the confirmation step is refused.
 			resp, body = b.post("?limiter=api", url.Values{"csrf": {token}, "op": {"clear"}, "limiter": {"api"}, "id.ip": {"192.0.2.1"}}, f.srv.URL)
 			if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "confirmation") {

@@ -137,7 +137,7 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
 </section>
 {{- end}}
 {{- end}}
-{{- if and .Session.CanWrite .Limiter.Properties}}{{template "form" .}}{{end}}
+{{- if and .Session.CanWrite .Limiter.Declared}}{{template "form" .}}{{end}}
 {{template "explain" .}}
 {{- end}}
 {{- define "rules" -}}

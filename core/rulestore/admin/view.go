@@ -78,6 +78,7 @@ func (h *Handler) index(ctx context.Context) ([]indexRow, error) {
 // limiterView is one limiter as its page shows it.
 type limiterView struct {
 	Name, Description string
+	Declared          bool // in available_limiters.yaml: only then can it be edited
 	Properties        []string
 	AllowedSkips      []string // nil: any skip rule allowed
 	SkipsRestricted   bool
@@ -157,7 +158,7 @@ func (h *Handler) limiterFrom(name string, e rulestore.Entry) (*limiterView, int
 		}
 		lv.Description = "not declared in " + h.opts.Available.File + ": read-only (an orphan the rule store's GC collects)"
 	} else {
-		lv.Description, lv.Properties = spec.GetDescription(), spec.GetAvailableProperties()
+		lv.Declared, lv.Description, lv.Properties = true, spec.GetDescription(), spec.GetAvailableProperties()
 		if allow := spec.GetAllowedSkipRules(); allow != nil {
 			lv.SkipsRestricted, lv.AllowedSkips = true, allow.GetNames()
 		}
