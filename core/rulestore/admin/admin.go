@@ -199,6 +199,7 @@ func (h *Handler) post(ctx context.Context, w http.ResponseWriter, r *http.Reque
 		return
 	}
 	if err := checkCSRF(r); err != nil {
+		h.refused(ctx, r, "", err.Error())
 		h.fail(w, r, http.StatusForbidden, err.Error())
 		return
 	}
@@ -208,6 +209,7 @@ func (h *Handler) post(ctx context.Context, w http.ResponseWriter, r *http.Reque
 		if h.opts.Authorize != nil {
 			msg = "You are not authorized to change rate-limit rules."
 		}
+		h.refused(ctx, r, s.Who, msg)
 		h.fail(w, r, http.StatusForbidden, msg)
 		return
 	}
@@ -336,6 +338,14 @@ func (h *Handler) audit(ctx context.Context, r *http.Request, s session, op, lim
 		attrs = append(attrs, slog.String("rule", rule))
 	}
 	h.opts.Logger.LogAttrs(ctx, slog.LevelInfo, "rate_limit_admin_write", append(attrs, extra...)...)
+}
+
+// refused logs a state-changing request the page turned away (a forged or
+// unauthorized POST): a security log wants those too.
+func (h *Handler) refused(ctx context.Context, r *http.Request, who, why string) {
+	h.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "rate_limit_admin_refused", slog.String("who", who),
+		slog.String("op", r.PostForm.Get("op")), slog.String("limiter", r.PostForm.Get("limiter")),
+		slog.String("reason", why), slog.String("remote_addr", r.RemoteAddr))
 }
 
 func (h *Handler) counterLimiter(lv *limiterView) (*ratelimit.Limiter, error) {

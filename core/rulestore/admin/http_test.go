@@ -147,6 +147,10 @@ func TestCSRF(t *testing.T) {
 	if strings.Contains(f.audit.String(), "rate_limit_admin_write") {
 		t.Fatalf("audit lines for refused writes: %s", f.audit)
 	}
+	if n := strings.Count(f.audit.String(), `"msg":"rate_limit_admin_refused"`); n != len(tests) {
+		t.Fatalf("%d refusal lines, want %d:\n%s", n, len(tests), f.audit)
+	}
+	f.audit.Reset()
 
 	resp, body := b.post("?limiter=api", saveForm(token, version, "per_user_strict"), f.srv.URL)
 	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "?limiter=api&saved=per_user_strict" {
