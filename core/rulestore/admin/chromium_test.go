@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -28,9 +29,20 @@ import (
 // command sets it (Debian's chromium package), so there they never skip.
 const EnvChromium = "RATEKIT_TEST_CHROMIUM"
 
-// EnvScreenshot, when set, is a file the browser test writes a screenshot
-// of the limiter page to (for a person to look at; it asserts nothing).
-const EnvScreenshot = "RATEKIT_TEST_ADMIN_SCREENSHOT"
+// EnvScreenshots, when set, is a directory the browser test writes
+// screenshots of the page to (for a person to look at; they assert nothing).
+const EnvScreenshots = "RATEKIT_TEST_ADMIN_SCREENSHOTS"
+
+func (c *chrome) screenshot(t *testing.T, name string) {
+	t.Helper()
+	dir := os.Getenv(EnvScreenshots)
+	if dir == "" {
+		return
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".png"), run(t, c, chromedp.FullScreenshot(100)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
 
 // chrome is a headless Chromium tab on a laptop-sized window, and the log
 // messages the browser reported (Content-Security-Policy violations land
@@ -200,6 +212,7 @@ func TestChromium(t *testing.T) {
 		if msg := c.text(t, `[data-error-for=limit] li`); !strings.Contains(msg, "limit must be at least 1") {
 			t.Fatalf("inline error %q", msg)
 		}
+		c.screenshot(t, "invalid")
 		if invalid := run(t, c, chromedp.AttributeValue(chromedp.CSS(`#f-limit`), "aria-invalid")).Value; invalid != "true" {
 			t.Fatalf("the limit input is not marked invalid (aria-invalid=%q)", invalid)
 		}
@@ -218,6 +231,7 @@ func TestChromium(t *testing.T) {
 		}
 		before := f.storeState(t)
 		c.do(t, chromedp.Click(chromedp.CSS(`#save`)), chromedp.WaitVisible(chromedp.CSS(`#conflict`)))
+		c.screenshot(t, "conflict")
 		if msg := c.text(t, `#conflict`); !strings.Contains(msg, "Someone else changed the rules of this limiter") {
 			t.Fatalf("conflict message %q", msg)
 		}
@@ -254,12 +268,7 @@ func TestChromium(t *testing.T) {
 		if v := c.text(t, `#verdict`); !strings.Contains(v, "block by login_ban") || !c.exists(t, `.explain tr[data-rule=login_ban][data-state=banned]`) {
 			t.Fatalf("explain before the lift: %q", v)
 		}
-		if shot := os.Getenv(EnvScreenshot); shot != "" {
-			buf := run(t, c, chromedp.FullScreenshot(100))
-			if err := os.WriteFile(shot, buf, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
+		c.screenshot(t, "explain")
 		// Explaining counted nothing: the service is still blocked, by the ban.
 		c.do(t, chromedp.Click(chromedp.CSS(`#clear`)), chromedp.WaitVisible(chromedp.CSS(`#clear-form`)))
 		if !strings.Contains(c.text(t, `#clear-form`), "user=bob") {
