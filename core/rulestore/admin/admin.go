@@ -256,6 +256,10 @@ func (h *Handler) save(ctx context.Context, w http.ResponseWriter, r *http.Reque
 
 func (h *Handler) delete(ctx context.Context, w http.ResponseWriter, r *http.Request, s session, lv *limiterView) {
 	rule, version := r.PostForm.Get("rule"), r.PostForm.Get("version")
+	if !ratelimit.ValidName(rule) {
+		h.fail(w, r, http.StatusBadRequest, fmt.Sprintf("%q is not a rule name (a-z, 0-9 and _, at most 64).", rule))
+		return
+	}
 	res, err := h.opts.Store.DeleteIf(ctx, lv.Name, version, rule)
 	if err != nil {
 		h.writeFailed(ctx, w, s, lv.Name, newForm(version), err)
@@ -287,7 +291,7 @@ func (h *Handler) writeFailed(ctx context.Context, w http.ResponseWriter, s sess
 		status = http.StatusNotFound
 		f.Errors[""] = append(f.Errors[""], err.Error())
 	default:
-		f.Errors[""] = append(f.Errors[""], "Nothing was saved: "+err.Error())
+		f.Errors[""] = append(f.Errors[""], "Nothing was changed: "+err.Error())
 	}
 	h.render(w, status, d)
 }

@@ -74,6 +74,17 @@ func TestEditAndDelete(t *testing.T) {
 			if resp, body := b.post("?limiter=jobs", global, f.srv.URL); resp.StatusCode != http.StatusSeeOther {
 				t.Fatalf("global rule on jobs: %d\n%s", resp.StatusCode, body)
 			}
+			// Deleting a rule that is not published, or not a rule name, is refused.
+			_, v3, _ := f.store.VersionedDocument(ctx, "api")
+			for rule, want := range map[string]int{"per_ip": http.StatusNotFound, "Not A Name": http.StatusBadRequest} {
+				resp, body := b.post("?limiter=api", url.Values{"csrf": {token}, "op": {"delete"}, "limiter": {"api"}, "version": {v3}, "rule": {rule}}, f.srv.URL)
+				if resp.StatusCode != want {
+					t.Fatalf("delete %q: %d, want %d\n%s", rule, resp.StatusCode, want, body)
+				}
+			}
+			if resp, body := b.post("?limiter=api", url.Values{"csrf": {token}, "op": {"delete"}, "limiter": {"api"}, "version": {v3}, "rule": {"per_ip"}}, f.srv.URL); !strings.Contains(body, "it is in default_rules") {
+				t.Fatalf("delete of a default rule does not say why: %d\n%s", resp.StatusCode, body)
+			}
 			// A clear without the confirmation step is refused.
 			resp, body = b.post("?limiter=api", url.Values{"csrf": {token}, "op": {"clear"}, "limiter": {"api"}, "id.ip": {"192.0.2.1"}}, f.srv.URL)
 			if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "confirmation") {
