@@ -83,6 +83,13 @@
 // repeating a write writes nothing, and WriteResult.Changed and the revision
 // say so.
 //
+// An editor that shows rules, lets a person change them and saves uses the
+// compare-and-set writes: VersionedDocument (or List) gives each document's
+// Version (the SHA-1 of its bytes), and PublishIf and DeleteIf write only if
+// the document still has it, checked inside the same script; otherwise they
+// write nothing and return ErrConflict, so a save never silently overwrites
+// a change its author did not see. Package admin is such an editor.
+//
 // # The replica
 //
 // Bind hands a limiter to the store. Refresh (every Options.Interval in Run,

@@ -21,12 +21,15 @@
 --   {"limiter":"x","op":"seed","file":["{rule}",...],"defaults":[...],"file_mode":"\"shadow\""}
 -- (mode and file_mode are optional JSON strings, already encoded)
 --   {"limiter":"x","op":"delete","names":["name",...]}
+--   any edit may carry "expect":"<sha1 hex of the document, '' for none>":
+--   the compare-and-set of PublishIf and DeleteIf
 --
 -- Returns {1, revision, limiter...} with the limiters whose document changed
 -- (an edit that changes nothing writes nothing, and the revision only moves
 -- when something was written); {-1, limiter, reason} when a stored document
 -- cannot be read; {-2, limiter, name...} when delete names rules that are not
--- published. On an error nothing is written.
+-- published; {-3, limiter, version} when a document is not at its expected
+-- version. On an error nothing is written.
 
 local function skip_ws(s, i)
   return s:find('[^ \t\r\n]', i) or #s + 1
@@ -176,6 +179,10 @@ for i, edit in ipairs(plan) do
     local ok, res = pcall(parse, cur)
     if not ok then return {-1, edit.limiter, tostring(res)} end
     tiers = res
+  end
+  if edit.expect ~= nil then
+    local v = cur and redis.sha1hex(cur) or ''
+    if v ~= edit.expect then return {-3, edit.limiter, v} end
   end
   if edit.op == 'publish' then
     local rules = list(edit.rules)
