@@ -32,10 +32,10 @@ func TestRulesPublishMode(t *testing.T) {
 			if code, stdout, _ := e.run(t, "show", "--json", "user_sign_in"); code != exitOK || strings.TrimSpace(stdout) != `{"published_rules":{"mode":"shadow","rules":[]}}` {
 				t.Fatalf("show --json: exit %d %s", code, stdout)
 			}
-			if code, _, stderr := e.run(t, "publish", "--file", "bad.yaml"); code != exitInvalid || !strings.Contains(stderr, "bad.yaml:2:24: user_sign_in: mode must be one of enforce, shadow") {
+			if code, _, stderr := e.run(t, "publish", "--file", "bad.yaml", "--available-limiters", "available_limiters.yaml"); code != exitInvalid || !strings.Contains(stderr, "bad.yaml:2:24: user_sign_in: mode must be one of enforce, shadow") {
 				t.Fatalf("bad mode: exit %d %s", code, stderr)
 			}
-			if code, _, _ := e.run(t, "publish", "--file", "enforce.yaml"); code != exitOK {
+			if code, _, _ := e.run(t, "publish", "--file", "enforce.yaml", "--available-limiters", "available_limiters.yaml"); code != exitOK {
 				t.Fatal("publish enforce failed")
 			}
 			if _, stdout, _ := e.run(t, "show", "user_sign_in"); !strings.Contains(stdout, "mode: enforce") {
@@ -43,7 +43,7 @@ func TestRulesPublishMode(t *testing.T) {
 			}
 			// explain follows the document's mode: in shadow it says what
 			// enforcing would do.
-			if code, _, stderr := e.run(t, "publish", "--file", "shadow_rule.yaml"); code != exitOK {
+			if code, _, stderr := e.run(t, "publish", "--file", "shadow_rule.yaml", "--available-limiters", "available_limiters.yaml"); code != exitOK {
 				t.Fatalf("publish shadow_rule: %s", stderr)
 			}
 			explain := append([]string{"explain", "--limiter", "user_sign_in", "--rules-prefix", e.prefix, "--cost", "2"}, e.flags[:len(e.flags)-2]...)
