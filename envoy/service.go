@@ -335,7 +335,7 @@ func (s *Service) parseDescriptor(at string, d *rlcommonv3.RateLimitDescriptor, 
 	for j, e := range entries {
 		k, v := e.GetKey(), e.GetValue()
 		switch {
-		case !ratelimit.ValidName(k):
+		case !validProperty(k):
 			return check{}, fmt.Errorf("ratekitenvoy: %s entry #%d: key %q must match ^[a-z0-9_]{1,64}$ (descriptor keys are identifier properties)", at, j, truncate(k))
 		case allowed != nil && !allowed[k]:
 			return check{}, fmt.Errorf("ratekitenvoy: %s entry #%d: key %q is not an available property of limiter %s (have %s)", at, j, k, limiter, strings.Join(sortedKeys(allowed), ", "))
@@ -521,6 +521,21 @@ func domainLabel(s *Service, req *rlsv3.RateLimitRequest) string {
 		return req.GetDomain()
 	}
 	return unknownDomainLabel
+}
+
+// validProperty reports whether k matches ^[a-z0-9_]{1,64}$, like
+// ratelimit.ValidName, without a regular expression: it runs for every entry
+// of every request.
+func validProperty(k string) bool {
+	if len(k) == 0 || len(k) > 64 {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		if c := k[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 // truncate shortens a caller's string for an error message.
