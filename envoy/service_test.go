@@ -33,6 +33,16 @@ func redisGateway(t *testing.T, opts ratekitenvoy.Options) *gateway {
 	return startGateway(t, l, m, opts)
 }
 
+// redisClients are the real Redis deployments a test runs on: the
+// standalone server and the 3-master cluster.
+var redisClients = []struct {
+	name   string
+	client func(t *testing.T) redis.UniversalClient
+}{
+	{"standalone", func(t *testing.T) redis.UniversalClient { return redistest.Client(t) }},
+	{"cluster", func(t *testing.T) redis.UniversalClient { return redistest.ClusterClient(t) }},
+}
+
 const (
 	ok   = rlsv3.RateLimitResponse_OK
 	over = rlsv3.RateLimitResponse_OVER_LIMIT
@@ -61,7 +71,16 @@ func wantStatus(t *testing.T, st *rlsv3.RateLimitResponse_DescriptorStatus, code
 // for the same user is over per_user_api's limit of 3 while the IP's
 // descriptor stays OK.
 func TestOverLimitStatusesAndHeaders(t *testing.T) {
-	g := redisGateway(t, ratekitenvoy.Options{})
+	for _, rc := range redisClients {
+		t.Run(rc.name, func(t *testing.T) {
+			m := observe.NewMetrics(observe.MetricsOptions{})
+			l := newLimiter(t, redisstore.New(rc.client(t)), redistest.Prefix(t), m, ratelimit.BreakerConfig{})
+			testOverLimit(t, startGateway(t, l, m, ratekitenvoy.Options{}))
+		})
+	}
+}
+
+func testOverLimit(t *testing.T, g *gateway) {
 	req := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlcommonv3.RateLimitDescriptor{
 		desc("remote_address", "10.0.0.1"),
 		desc("generic_key", "api", "user", "alice"),
@@ -251,8 +270,13 @@ rate_limits:
 // The gateway and the service behind it share one counter: the same limiter
 // name and rules on the same Redis give the same key.
 func TestGatewayAndServiceShareCounter(t *testing.T) {
+	for _, rc := range redisClients {
+		t.Run(rc.name, func(t *testing.T) { testShareCounter(t, rc.client(t)) })
+	}
+}
+
+func testShareCounter(t *testing.T, client redis.UniversalClient) {
 	ctx := context.Background()
-	client := redistest.Client(t)
 	prefix := redistest.Prefix(t)
 	g := startGateway(t, newLimiter(t, redisstore.New(client), prefix, nil, ratelimit.BreakerConfig{}), nil, ratekitenvoy.Options{})
 	service := newLimiter(t, redisstore.New(client), prefix, nil, ratelimit.BreakerConfig{}) // in-process, in another service

@@ -43,7 +43,15 @@ func (s *syncBuffer) String() string {
 // loads the rules, answers Envoy's calls on a mapped domain, serves health,
 // reflection and metrics, and drains on shutdown.
 func TestServe(t *testing.T) {
-	url := redistest.URL(t)
+	t.Run("standalone", func(t *testing.T) { testServe(t, "-redis-url", redistest.URL(t)) })
+	t.Run("cluster", func(t *testing.T) {
+		addrs := redistest.ClusterAddrs(t)
+		url := "redis://" + addrs[0] + "?addr=" + strings.Join(addrs[1:], "&addr=")
+		testServe(t, "-redis-url", url, "-redis-cluster")
+	})
+}
+
+func testServe(t *testing.T, redisFlags ...string) {
 	prefix := redistest.Prefix(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -52,12 +60,12 @@ func TestServe(t *testing.T) {
 	done := make(chan error, 1)
 	var log syncBuffer
 	go func() {
-		done <- run(ctx, []string{
+		done <- run(ctx, append([]string{
 			"-available", "../../example/available_limiters.yaml",
 			"-rate-limits", "../../example/rate_limits.yaml",
-			"-redis-url", url, "-key-prefix", prefix, "-rules-prefix", prefix + "{rules}:", "-seed",
+			"-key-prefix", prefix, "-rules-prefix", prefix + "{rules}:", "-seed",
 			"-listen", "127.0.0.1:0", "-http", "127.0.0.1:0", "-domain", "gateway=edge",
-		}, &log, func(g, h string) { ready <- addrs{g, h} })
+		}, redisFlags...), &log, func(g, h string) { ready <- addrs{g, h} })
 	}()
 	var a addrs
 	select {
