@@ -207,7 +207,9 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(grpcAd
 	}
 	reg.MustRegister(svc.Metrics())
 
-	gs := grpc.NewServer()
+	// A request within the service's bounds (descriptors × entries × value
+	// length) is far below 1 MiB; a bigger one is refused before decoding.
+	gs := grpc.NewServer(grpc.MaxRecvMsgSize(1 << 20))
 	svc.Register(gs)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
