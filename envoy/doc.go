@@ -34,7 +34,9 @@
 //     30 days, a year 365); 0 requests per unit denies every request. The
 //     limiter's own rules still apply below it.
 //   - Every descriptor is checked, even after one is over the limit
-//     (envoyproxy/ratelimit does the same), so each status is true.
+//     (envoyproxy/ratelimit does the same), so each status is true. Several
+//     descriptors are checked concurrently: a request waits for about one
+//     Redis round trip, not one per descriptor.
 //
 // Rules select their descriptors with match: a rule whose characteristic a
 // descriptor lacks is left out of that check and the check is degraded

@@ -2,6 +2,7 @@ package ratekitenvoy_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -74,13 +75,20 @@ func TestPanicIsRecovered(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := startGateway(t, l, nil, ratekitenvoy.Options{})
-	_, err = g.client.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "edge",
-		Descriptors: []*rlcommonv3.RateLimitDescriptor{desc("remote_address", "1.2.3.4")}})
-	if status.Code(err) != codes.Internal {
-		t.Fatalf("got %v, want INTERNAL", err)
+	// One descriptor is checked on the caller's goroutine, several
+	// concurrently: a panic is recovered either way.
+	for _, n := range []int{1, 3} {
+		req := &rlsv3.RateLimitRequest{Domain: "edge"}
+		for i := range n {
+			req.Descriptors = append(req.Descriptors, desc("remote_address", fmt.Sprint("1.2.3.", i)))
+		}
+		_, err = g.client.ShouldRateLimit(context.Background(), req)
+		if status.Code(err) != codes.Internal {
+			t.Fatalf("%d descriptors: got %v, want INTERNAL", n, err)
+		}
 	}
-	if got := counter(t, g.reg, "ratekit_envoy_requests_total", map[string]string{"domain": "edge", "code": "internal"}); got != 1 {
-		t.Errorf("internal answers counted %v, want 1", got)
+	if got := counter(t, g.reg, "ratekit_envoy_requests_total", map[string]string{"domain": "edge", "code": "internal"}); got != 2 {
+		t.Errorf("internal answers counted %v, want 2", got)
 	}
 	// The server survived: the next call is answered too.
 	_, err = g.client.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "edge"})

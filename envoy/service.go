@@ -134,6 +134,9 @@ func NewService(limiters []*ratelimit.Limiter, opts Options) (*Service, error) {
 		s.now = time.Now
 	}
 	var errs []error
+	if len(limiters) == 0 {
+		errs = append(errs, errors.New("no limiters to serve"))
+	}
 	byName := map[string]*ratelimit.Limiter{}
 	for i, l := range limiters {
 		switch {
@@ -228,15 +231,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	d := ratelimit.Decision{Results: make([]ratelimit.Result, len(checks))}
-	var opts [2]ratelimit.CheckOption
-	for i := range checks {
-		c := &checks[i]
-		o := append(opts[:0], ratelimit.Cost(c.cost))
-		if c.over != nil {
-			o = append(o, ratelimit.WithRules(c.over))
-		}
-		d.Results[i] = l.Check(ctx, c.id, o...)
-	}
+	checkAll(ctx, l, checks, d.Results)
 	now := s.now()
 	resp = &rlsv3.RateLimitResponse{
 		OverallCode: rlsv3.RateLimitResponse_OK,
@@ -277,6 +272,45 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	return resp, nil
 }
 
+// checkAll checks every descriptor. Several are checked concurrently, so a
+// request costs one store round trip, not one per descriptor; the checks are
+// independent (each its own identifier), as Envoy's descriptors are. A panic
+// in a check is carried back to the caller's goroutine, where
+// ShouldRateLimit recovers it.
+func checkAll(ctx context.Context, l *ratelimit.Limiter, checks []check, out []ratelimit.Result) {
+	one := func(i int) {
+		c := &checks[i]
+		var opts [2]ratelimit.CheckOption
+		o := append(opts[:0], ratelimit.Cost(c.cost))
+		if c.over != nil {
+			o = append(o, ratelimit.WithRules(c.over))
+		}
+		out[i] = l.Check(ctx, c.id, o...)
+	}
+	if len(checks) == 1 {
+		one(0)
+		return
+	}
+	var wg sync.WaitGroup
+	panics := make([]any, len(checks))
+	for i := 1; i < len(checks); i++ {
+		wg.Go(func() {
+			defer func() { panics[i] = recover() }()
+			one(i)
+		})
+	}
+	func() {
+		defer func() { panics[0] = recover() }()
+		one(0)
+	}()
+	wg.Wait()
+	for _, p := range panics {
+		if p != nil {
+			panic(p)
+		}
+	}
+}
+
 // checkDomain returns why an unknown domain is malformed, or "".
 func (s *Service) checkDomain(domain string) string {
 	switch {
@@ -308,8 +342,7 @@ func (s *Service) parse(l *ratelimit.Limiter, req *rlsv3.RateLimitRequest) ([]ch
 	allowed := s.props[l.Name()] // nil without Options.Available
 	checks := make([]check, len(descs))
 	for i, d := range descs {
-		at := fmt.Sprintf("descriptor #%d", i)
-		c, err := s.parseDescriptor(at, d, hits, allowed, l.Name())
+		c, err := s.parseDescriptor(descAt(i), d, hits, allowed, l.Name())
 		if err != nil {
 			return nil, err
 		}
@@ -318,7 +351,12 @@ func (s *Service) parse(l *ratelimit.Limiter, req *rlsv3.RateLimitRequest) ([]ch
 	return checks, nil
 }
 
-func (s *Service) parseDescriptor(at string, d *rlcommonv3.RateLimitDescriptor, hits uint64, allowed map[string]bool, limiter string) (check, error) {
+// descAt names a descriptor in errors; formatted only when one is returned.
+type descAt int
+
+func (i descAt) String() string { return "descriptor #" + strconv.Itoa(int(i)) }
+
+func (s *Service) parseDescriptor(at descAt, d *rlcommonv3.RateLimitDescriptor, hits uint64, allowed map[string]bool, limiter string) (check, error) {
 	entries := d.GetEntries()
 	switch {
 	case d == nil:

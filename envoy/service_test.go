@@ -377,6 +377,16 @@ func TestDomains(t *testing.T) {
 	if _, err := ratekitenvoy.NewService([]*ratelimit.Limiter{l3, l3}, ratekitenvoy.Options{}); err == nil {
 		t.Error("a limiter given twice was accepted")
 	}
+	if _, err := ratekitenvoy.NewService(nil, ratekitenvoy.Options{}); err == nil {
+		t.Error("no limiters accepted")
+	}
+	other, err := ratelimit.New(ratelimit.Config{Name: "undeclared", Store: ratelimit.NewMemoryStore()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ratekitenvoy.NewService([]*ratelimit.Limiter{other}, ratekitenvoy.Options{Available: available(t)}); err == nil || !has(err.Error(), "undeclared is not declared") {
+		t.Errorf("limiter outside available_limiters.yaml: %v", err)
+	}
 }
 
 // Malformed requests get INVALID_ARGUMENT with a message naming the
