@@ -13,11 +13,14 @@ import (
 
 	rlcommonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 
+	"github.com/ratekit/ratekit/core/config"
+	"github.com/ratekit/ratekit/core/rulestore"
 	"github.com/ratekit/ratekit/internal/redistest"
 )
 
@@ -43,15 +46,15 @@ func (s *syncBuffer) String() string {
 // loads the rules, answers Envoy's calls on a mapped domain, serves health,
 // reflection and metrics, and drains on shutdown.
 func TestServe(t *testing.T) {
-	t.Run("standalone", func(t *testing.T) { testServe(t, "-redis-url", redistest.URL(t)) })
+	t.Run("standalone", func(t *testing.T) { testServe(t, redistest.Client(t), "-redis-url", redistest.URL(t)) })
 	t.Run("cluster", func(t *testing.T) {
 		addrs := redistest.ClusterAddrs(t)
 		url := "redis://" + addrs[0] + "?addr=" + strings.Join(addrs[1:], "&addr=")
-		testServe(t, "-redis-url", url, "-redis-cluster")
+		testServe(t, redistest.ClusterClient(t), "-redis-url", url, "-redis-cluster")
 	})
 }
 
-func testServe(t *testing.T, redisFlags ...string) {
+func testServe(t *testing.T, client redis.UniversalClient, redisFlags ...string) {
 	prefix := redistest.Prefix(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -64,7 +67,7 @@ func testServe(t *testing.T, redisFlags ...string) {
 			"-available", "../../example/available_limiters.yaml",
 			"-rate-limits", "../../example/rate_limits.yaml",
 			"-key-prefix", prefix, "-rules-prefix", prefix + "{rules}:", "-seed",
-			"-listen", "127.0.0.1:0", "-http", "127.0.0.1:0", "-domain", "gateway=edge",
+			"-listen", "127.0.0.1:0", "-http", "127.0.0.1:0", "-domain", "gateway=edge", "-refresh", "100ms",
 		}, redisFlags...), &log, func(g, h string) { ready <- addrs{g, h} })
 	}()
 	var a addrs
@@ -80,7 +83,7 @@ func testServe(t *testing.T, redisFlags ...string) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
+	cctx, ccancel := context.WithTimeout(ctx, 30*time.Second)
 	defer ccancel()
 
 	hc, err := healthpb.NewHealthClient(conn).Check(cctx, &healthpb.HealthCheckRequest{Service: "envoy.service.ratelimit.v3.RateLimitService"})
@@ -128,6 +131,56 @@ func testServe(t *testing.T, redisFlags ...string) {
 		}
 	}
 
+	// An operator publishes a new rule: the server's replica picks it up at a
+	// refresh (the published tier sits below rate_limits.yaml's, so it adds
+	// a rule rather than overriding per_user_writes).
+	avail, err := config.LoadAvailableLimiters("../../example/available_limiters.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := rulestore.New(client, rulestore.Options{Prefix: prefix + "{rules}:", Available: avail})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := config.ParsePublishRulesRequest("publish.yaml", []byte(`
+rate_limits:
+  edge:
+    - name: reads_frozen
+      match: {generic_key: api, method: GET}
+      characteristics: [user]
+      limit: 1
+      period_s: 60
+      action: limit
+`), avail)
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := &rlsv3.RateLimitRequest{Domain: "gateway", Descriptors: []*rlcommonv3.RateLimitDescriptor{{Entries: []*rlcommonv3.RateLimitDescriptor_Entry{
+		{Key: "generic_key", Value: "api"}, {Key: "user", Value: "carol"}, {Key: "method", Value: "GET"},
+	}}}}
+	if resp, err := rls.ShouldRateLimit(cctx, get); err != nil || resp.GetOverallCode() != rlsv3.RateLimitResponse_OK {
+		t.Fatalf("carol's GET before the publish: %v %v", resp, err)
+	}
+	if _, err := store.Publish(cctx, pub); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		resp, err := rls.ShouldRateLimit(cctx, get)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.GetOverallCode() == rlsv3.RateLimitResponse_OVER_LIMIT {
+			if name := resp.GetStatuses()[0].GetCurrentLimit().GetName(); name != "reads_frozen" {
+				t.Fatalf("blocked by %s, want reads_frozen", name)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the published rule did not apply within 10s: %v", resp)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
 	resp, err := http.Get("http://" + a.http + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -135,8 +188,8 @@ func testServe(t *testing.T, redisFlags ...string) {
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	for _, want := range []string{
-		`ratekit_envoy_requests_total{code="over_limit",domain="gateway"} 1`,
-		`ratekit_envoy_requests_total{code="ok",domain="gateway"} 20`,
+		`ratekit_envoy_requests_total{code="over_limit",domain="gateway"} 2`,
+		`ratelimit_rule_evaluations_total{action="limit",rate_limiter="edge",result="block",rule="reads_frozen"} 1`,
 		`ratelimit_rule_evaluations_total{action="limit",rate_limiter="edge",result="block",rule="per_user_writes"} 1`,
 	} {
 		if !strings.Contains(string(body), want) {
