@@ -17,8 +17,9 @@ import (
 )
 
 // BenchmarkShouldRateLimit compares the service (in process, without the
-// gRPC hop) with the same checks made on the limiter directly, for one and
-// five descriptors, on the in-memory store and on Redis (when
+// gRPC hop; with five descriptors also with Options.Concurrent) with the same
+// checks made on the limiter directly, one after the other, for one and five
+// descriptors, on the in-memory store and on Redis (when
 // RATEKIT_TEST_REDIS_URL is set). The difference is the mapping's cost:
 // validation, identifiers, statuses and headers.
 func BenchmarkShouldRateLimit(b *testing.B) {
@@ -40,8 +41,12 @@ func BenchmarkShouldRateLimit(b *testing.B) {
 		for _, n := range []int{1, 5} {
 			b.Run(fmt.Sprintf("%s/descriptors=%d", st.name, n), func(b *testing.B) {
 				store, prefix := st.new(b)
-				l := newLimiter(b, store, prefix, nil, ratelimit.BreakerConfig{})
+				l := newLimiter(b, store, prefix, nil)
 				svc, err := ratekitenvoy.NewService([]*ratelimit.Limiter{l}, ratekitenvoy.Options{Available: available(b)})
+				if err != nil {
+					b.Fatal(err)
+				}
+				concurrent, err := ratekitenvoy.NewService([]*ratelimit.Limiter{l}, ratekitenvoy.Options{Available: available(b), Concurrent: true})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -61,6 +66,16 @@ func BenchmarkShouldRateLimit(b *testing.B) {
 						}
 					}
 				})
+				if n > 1 {
+					b.Run("service_concurrent", func(b *testing.B) {
+						b.ReportAllocs()
+						for b.Loop() {
+							if _, err := concurrent.ShouldRateLimit(ctx, req); err != nil {
+								b.Fatal(err)
+							}
+						}
+					})
+				}
 				b.Run("limiter", func(b *testing.B) {
 					b.ReportAllocs()
 					for b.Loop() {

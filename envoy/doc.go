@@ -34,9 +34,10 @@
 //     30 days, a year 365); 0 requests per unit denies every request. The
 //     limiter's own rules still apply below it.
 //   - Every descriptor is checked, even after one is over the limit
-//     (envoyproxy/ratelimit does the same), so each status is true. Several
-//     descriptors are checked concurrently: a request waits for about one
-//     Redis round trip, not one per descriptor.
+//     (envoyproxy/ratelimit does the same), so each status is true. They
+//     are checked in order, or concurrently with Options.Concurrent (one
+//     round trip of waiting instead of one per descriptor, where the network
+//     is slower than a goroutine).
 //
 // Rules select their descriptors with match: a rule whose characteristic a
 // descriptor lacks is left out of that check and the check is degraded

@@ -38,7 +38,7 @@ func FuzzShouldRateLimit(f *testing.F) {
 		}
 		f.Add(b)
 	}
-	l := newLimiter(f, ratelimit.NewMemoryStore(), "", nil, ratelimit.BreakerConfig{})
+	l := newLimiter(f, ratelimit.NewMemoryStore(), "", nil)
 	svc, err := ratekitenvoy.NewService([]*ratelimit.Limiter{l}, ratekitenvoy.Options{Available: available(f)})
 	if err != nil {
 		f.Fatal(err)
@@ -74,7 +74,7 @@ func TestPanicIsRecovered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := startGateway(t, l, nil, ratekitenvoy.Options{})
+	g := startGateway(t, l, nil, ratekitenvoy.Options{Concurrent: true})
 	// One descriptor is checked on the caller's goroutine, several
 	// concurrently: a panic is recovered either way.
 	for _, n := range []int{1, 3} {
@@ -111,7 +111,7 @@ func TestHeaderProfiles(t *testing.T) {
 		{httpverdict.None, nil, []string{"Retry-After"}},
 	} {
 		t.Run(c.profile.String(), func(t *testing.T) {
-			l := newLimiter(t, ratelimit.NewMemoryStore(), "", nil, ratelimit.BreakerConfig{})
+			l := newLimiter(t, ratelimit.NewMemoryStore(), "", nil)
 			g := startGateway(t, l, nil, ratekitenvoy.Options{Headers: c.profile})
 			d := desc("user", "u1")
 			d.Limit = &rlcommonv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1, Unit: typev3.RateLimitUnit_MINUTE}

@@ -67,16 +67,20 @@ type gateway struct {
 }
 
 // newLimiter builds the "edge" limiter on store with the default rules of
-// availableYAML, reporting to m.
-func newLimiter(t testing.TB, store ratelimit.Store, prefix string, m *observe.Metrics, breaker ratelimit.BreakerConfig) *ratelimit.Limiter {
+// availableYAML, reporting to m. Its store timeout is generous (the tests run
+// on a loaded machine, under -race); opts adjust the config.
+func newLimiter(t testing.TB, store ratelimit.Store, prefix string, m *observe.Metrics, opts ...func(*ratelimit.Config)) *ratelimit.Limiter {
 	t.Helper()
 	rules, err := available(t).DefaultRules("edge")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := ratelimit.Config{Name: "edge", Store: store, KeyPrefix: prefix, Rules: rules, Breaker: breaker}
+	cfg := ratelimit.Config{Name: "edge", Store: store, KeyPrefix: prefix, Rules: rules, Timeout: 5 * time.Second}
 	if m != nil {
 		cfg.Observer = m
+	}
+	for _, o := range opts {
+		o(&cfg)
 	}
 	l, err := ratelimit.New(cfg)
 	if err != nil {

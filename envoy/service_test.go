@@ -29,7 +29,7 @@ import (
 func redisGateway(t *testing.T, opts ratekitenvoy.Options) *gateway {
 	t.Helper()
 	m := observe.NewMetrics(observe.MetricsOptions{})
-	l := newLimiter(t, redisstore.New(redistest.Client(t)), redistest.Prefix(t), m, ratelimit.BreakerConfig{})
+	l := newLimiter(t, redisstore.New(redistest.Client(t)), redistest.Prefix(t), m)
 	return startGateway(t, l, m, opts)
 }
 
@@ -72,11 +72,13 @@ func wantStatus(t *testing.T, st *rlsv3.RateLimitResponse_DescriptorStatus, code
 // descriptor stays OK.
 func TestOverLimitStatusesAndHeaders(t *testing.T) {
 	for _, rc := range redisClients {
-		t.Run(rc.name, func(t *testing.T) {
-			m := observe.NewMetrics(observe.MetricsOptions{})
-			l := newLimiter(t, redisstore.New(rc.client(t)), redistest.Prefix(t), m, ratelimit.BreakerConfig{})
-			testOverLimit(t, startGateway(t, l, m, ratekitenvoy.Options{}))
-		})
+		for _, concurrent := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/concurrent=%v", rc.name, concurrent), func(t *testing.T) {
+				m := observe.NewMetrics(observe.MetricsOptions{})
+				l := newLimiter(t, redisstore.New(rc.client(t)), redistest.Prefix(t), m)
+				testOverLimit(t, startGateway(t, l, m, ratekitenvoy.Options{Concurrent: concurrent}))
+			})
+		}
 	}
 }
 
@@ -222,7 +224,7 @@ func TestPublishedRuleChangesAnswer(t *testing.T) {
 	ctx := context.Background()
 	client := redistest.Client(t)
 	m := observe.NewMetrics(observe.MetricsOptions{})
-	l := newLimiter(t, redisstore.New(client), redistest.Prefix(t), m, ratelimit.BreakerConfig{})
+	l := newLimiter(t, redisstore.New(client), redistest.Prefix(t), m)
 	avail := available(t)
 	rules, err := rulestore.New(client, rulestore.Options{Prefix: redistest.Prefix(t) + "{rules}:", Available: avail})
 	if err != nil {
@@ -278,8 +280,8 @@ func TestGatewayAndServiceShareCounter(t *testing.T) {
 func testShareCounter(t *testing.T, client redis.UniversalClient) {
 	ctx := context.Background()
 	prefix := redistest.Prefix(t)
-	g := startGateway(t, newLimiter(t, redisstore.New(client), prefix, nil, ratelimit.BreakerConfig{}), nil, ratekitenvoy.Options{})
-	service := newLimiter(t, redisstore.New(client), prefix, nil, ratelimit.BreakerConfig{}) // in-process, in another service
+	g := startGateway(t, newLimiter(t, redisstore.New(client), prefix, nil), nil, ratekitenvoy.Options{})
+	service := newLimiter(t, redisstore.New(client), prefix, nil) // in-process, in another service
 	id := ratelimit.Identifier{"remote_address": "10.0.0.7"}
 	for i := 0; i < 4; i++ {
 		if r := service.Check(ctx, id); r.Blocked() || r.Failed() {
@@ -321,7 +323,10 @@ func TestRedisOutageFailsOpen(t *testing.T) {
 	store := &countingStore{Store: redisstore.New(client)}
 	m := observe.NewMetrics(observe.MetricsOptions{})
 	// A long cooldown keeps the breaker open for the whole test.
-	l := newLimiter(t, store, redistest.Prefix(t), m, ratelimit.BreakerConfig{Failures: 3, Cooldown: time.Hour})
+	l := newLimiter(t, store, redistest.Prefix(t), m, func(c *ratelimit.Config) {
+		c.Breaker = ratelimit.BreakerConfig{Failures: 3, Cooldown: time.Hour}
+		c.Timeout = time.Second // a refused connection fails at once; this bounds a dead one
+	})
 	g := startGateway(t, l, m, ratekitenvoy.Options{})
 	req := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlcommonv3.RateLimitDescriptor{desc("remote_address", "10.0.0.5")}}
 	wantStatus(t, g.ask(t, req).GetStatuses()[0], ok, "per_ip", 5, 4)
@@ -350,7 +355,7 @@ func TestRedisOutageFailsOpen(t *testing.T) {
 // Unknown domains: NOT_FOUND naming the domain by default, OK by option;
 // Options.Domains maps an Envoy domain to a limiter.
 func TestDomains(t *testing.T) {
-	l := newLimiter(t, ratelimit.NewMemoryStore(), "", nil, ratelimit.BreakerConfig{})
+	l := newLimiter(t, ratelimit.NewMemoryStore(), "", nil)
 	req := &rlsv3.RateLimitRequest{Domain: "other", Descriptors: []*rlcommonv3.RateLimitDescriptor{desc("remote_address", "1.2.3.4")}}
 
 	g := startGateway(t, l, nil, ratekitenvoy.Options{})
@@ -359,13 +364,13 @@ func TestDomains(t *testing.T) {
 		t.Errorf("unknown domain: %v", err)
 	}
 
-	l2 := newLimiter(t, ratelimit.NewMemoryStore(), "", nil, ratelimit.BreakerConfig{})
+	l2 := newLimiter(t, ratelimit.NewMemoryStore(), "", nil)
 	g = startGateway(t, l2, nil, ratekitenvoy.Options{UnknownDomain: ratekitenvoy.UnknownDomainOK})
 	if resp := g.ask(t, req); resp.GetOverallCode() != ok || len(resp.GetStatuses()) != 1 || resp.GetStatuses()[0].GetCode() != ok {
 		t.Errorf("unknown domain with UnknownDomainOK: %v", resp)
 	}
 
-	l3 := newLimiter(t, ratelimit.NewMemoryStore(), "", nil, ratelimit.BreakerConfig{})
+	l3 := newLimiter(t, ratelimit.NewMemoryStore(), "", nil)
 	g = startGateway(t, l3, nil, ratekitenvoy.Options{Domains: map[string]string{"other": "edge"}})
 	if resp := g.ask(t, req); resp.GetStatuses()[0].GetCurrentLimit().GetName() != "per_ip" {
 		t.Errorf("mapped domain: %v", resp)
@@ -392,7 +397,7 @@ func TestDomains(t *testing.T) {
 // Malformed requests get INVALID_ARGUMENT with a message naming the
 // descriptor and entry, and are rejected whole: nothing is counted.
 func TestMalformedRequests(t *testing.T) {
-	l := newLimiter(t, ratelimit.NewMemoryStore(), "", nil, ratelimit.BreakerConfig{})
+	l := newLimiter(t, ratelimit.NewMemoryStore(), "", nil)
 	g := startGateway(t, l, nil, ratekitenvoy.Options{MaxDescriptors: 4, MaxEntries: 3, MaxValueLen: 16, MaxHits: 100})
 	good := func() *rlcommonv3.RateLimitDescriptor { return desc("remote_address", "10.1.1.1") }
 	many := func(n int) []*rlcommonv3.RateLimitDescriptor {
@@ -459,7 +464,7 @@ func TestMalformedRequests(t *testing.T) {
 // A limit override of 0 requests per unit denies every request, as in
 // envoyproxy/ratelimit.
 func TestOverrideZeroDeniesAll(t *testing.T) {
-	l := newLimiter(t, ratelimit.NewMemoryStore(), "", nil, ratelimit.BreakerConfig{})
+	l := newLimiter(t, ratelimit.NewMemoryStore(), "", nil)
 	g := startGateway(t, l, nil, ratekitenvoy.Options{})
 	d := desc("user", "mallory")
 	d.Limit = &rlcommonv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 0, Unit: typev3.RateLimitUnit_HOUR}

@@ -68,6 +68,7 @@ func testServe(t *testing.T, client redis.UniversalClient, redisFlags ...string)
 			"-rate-limits", "../../example/rate_limits.yaml",
 			"-key-prefix", prefix, "-rules-prefix", prefix + "{rules}:", "-seed",
 			"-listen", "127.0.0.1:0", "-http", "127.0.0.1:0", "-domain", "gateway=edge", "-refresh", "100ms",
+			"-timeout", "5s", // generous: the tests run on a loaded machine, under -race
 		}, redisFlags...), &log, func(g, h string) { ready <- addrs{g, h} })
 	}()
 	var a addrs
