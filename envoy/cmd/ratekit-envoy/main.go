@@ -52,6 +52,9 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stderr, nil)
 	stop()
+	if errors.Is(err, flag.ErrHelp) {
+		return // -h: the usage is printed
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "ratekit-envoy:", err)
 		if errors.Is(err, errUsage) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"io"
 	"net/http"
 	"strings"
@@ -228,7 +229,10 @@ func TestUsageErrors(t *testing.T) {
 			t.Errorf("%q: %v, want a usage error with %q", c.args, err, c.want)
 		}
 	}
-	// A missing file is an error naming it, not a usage error.
+	if err := run(context.Background(), []string{"-h"}, io.Discard, nil); !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("-h: %v, want flag.ErrHelp (exit 0)", err)
+	}
+		// A missing file is an error naming it, not a usage error.
 	err := run(context.Background(), []string{"-available", "missing.yaml", "-redis-url", "redis://127.0.0.1:1"}, io.Discard, nil)
 	if err == nil || errors.Is(err, errUsage) || !strings.Contains(err.Error(), "missing.yaml") {
 		t.Errorf("missing file: %v", err)
