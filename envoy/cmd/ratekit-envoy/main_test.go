@@ -232,7 +232,7 @@ func TestUsageErrors(t *testing.T) {
 	if err := run(context.Background(), []string{"-h"}, io.Discard, nil); !errors.Is(err, flag.ErrHelp) {
 		t.Errorf("-h: %v, want flag.ErrHelp (exit 0)", err)
 	}
-		// A missing file is an error naming it, not a usage error.
+	// A missing file is an error naming it, not a usage error.
 	err := run(context.Background(), []string{"-available", "missing.yaml", "-redis-url", "redis://127.0.0.1:1"}, io.Discard, nil)
 	if err == nil || errors.Is(err, errUsage) || !strings.Contains(err.Error(), "missing.yaml") {
 		t.Errorf("missing file: %v", err)
