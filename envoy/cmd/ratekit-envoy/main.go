@@ -9,9 +9,10 @@
 //
 // It serves on -listen the RateLimitService, gRPC health
 // (grpc.health.v1.Health, overall and per service) and reflection, and on
-// -http /metrics (Prometheus) and /healthz. SIGINT or SIGTERM drains it:
-// health turns NOT_SERVING, calls in flight finish (up to -drain), then it
-// exits 0. See the package documentation of ratekitenvoy for the mapping.
+// -http /metrics (Prometheus), /debug/ratelimit (the limiters' rules by tier
+// and recent blocks; keep that port internal) and /healthz. SIGINT or
+// SIGTERM drains it: health turns NOT_SERVING, calls in flight finish (up to
+// -drain), then it exits 0. See the package documentation of ratekitenvoy for the mapping.
 package main
 
 import (
@@ -43,6 +44,7 @@ import (
 	"github.com/ratekit/ratekit/core/config"
 	"github.com/ratekit/ratekit/core/httpverdict"
 	"github.com/ratekit/ratekit/core/observe"
+	"github.com/ratekit/ratekit/core/observe/debugpage"
 	"github.com/ratekit/ratekit/core/redisstore"
 	"github.com/ratekit/ratekit/core/rulestore"
 	ratekitenvoy "github.com/ratekit/ratekit/envoy"
@@ -104,7 +106,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.StringVar(&f.redisURL, "redis-url", "", "Redis for counters and rules (required), redis://host:port/db")
 	fs.BoolVar(&f.cluster, "redis-cluster", false, "-redis-url is a Redis Cluster URL (redis://host:port?addr=host2:port2...)")
 	fs.StringVar(&f.listen, "listen", ":8081", "gRPC address: RateLimitService, health, reflection")
-	fs.StringVar(&f.httpAddr, "http", ":9090", "HTTP address: /metrics and /healthz (empty: none)")
+	fs.StringVar(&f.httpAddr, "http", ":9090", "HTTP address: /metrics, /debug/ratelimit and /healthz (empty: none; keep it internal)")
 	fs.Var(f.domains, "domain", "envoy_domain=limiter, repeatable (a domain not mapped selects the limiter of its name)")
 	fs.StringVar(&f.unknownDomain, "unknown-domain", "error", "answer to a domain that selects no limiter: error (NOT_FOUND) or ok")
 	fs.StringVar(&f.headers, "headers", "ietf", "rate-limit headers added to responses: ietf, legacy, gitlab or none")
@@ -167,6 +169,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(grpcAd
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := observe.NewMetrics(observe.MetricsOptions{})
 	reg.MustRegister(metrics)
+	blocks := observe.NewBlockSummary(observe.BlockSummaryOptions{Logger: logger})
 
 	rules, err := rulestore.New(client, rulestore.Options{Prefix: f.rulesPrefix, Available: avail,
 		Interval: f.refresh, Logger: logger, Metrics: metrics, ClusterMode: f.cluster})
@@ -177,7 +180,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(grpcAd
 	var limiters []*ratelimit.Limiter
 	for _, name := range avail.Names() {
 		l, err := ratelimit.New(ratelimit.Config{Name: name, Store: store, KeyPrefix: f.keyPrefix,
-			Timeout: f.timeout, Logger: logger, Observer: metrics})
+			Timeout: f.timeout, Logger: logger, Observer: ratelimit.Observers(metrics, blocks)})
 		if err != nil {
 			return err
 		}
@@ -232,6 +235,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(grpcAd
 		}
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		mux.Handle("GET /debug/ratelimit", debugpage.New(debugpage.Options{Tiers: rules, Blocks: blocks}, limiters...))
 		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 		hsrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	}
@@ -239,6 +243,8 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(grpcAd
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	replicaDone := rules.Start(ctx)
+	blocksDone := make(chan struct{})
+	go func() { defer close(blocksDone); blocks.Run(ctx) }()
 	errc := make(chan error, 2)
 	go func() { errc <- gs.Serve(lis) }()
 	if hsrv != nil {
@@ -279,6 +285,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(grpcAd
 	}
 	cancel()
 	<-replicaDone
+	<-blocksDone
 	logger.Info("ratekit_envoy_stopped")
 	return serveErr
 }

@@ -199,6 +199,18 @@ rate_limits:
 		}
 	}
 
+	resp, err = http.Get("http://" + a.http + "/debug/ratelimit?format=json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`"edge"`, `"reads_frozen"`, `"per_user_writes"`} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/debug/ratelimit lacks %s:\n%s", want, body)
+		}
+	}
+
 	cancel()
 	select {
 	case err := <-done:
