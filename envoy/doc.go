@@ -30,7 +30,8 @@
 //     every tier of the limiter (ratelimit.WithRules), named
 //     OverrideRulePrefix plus its window in seconds ("envoy_override_60s"),
 //     counting by all the descriptor's keys. It is never shadow, as in
-//     envoyproxy/ratelimit. Its window is unit × unit_multiplier (a month is
+//     envoyproxy/ratelimit: its block stands even where the limiter's
+//     result is softened to allow by a shadow mode of the limiter. Its window is unit × unit_multiplier (a month is
 //     30 days, a year 365); 0 requests per unit denies every request. The
 //     limiter's own rules still apply below it.
 //   - Every descriptor is checked, even after one is over the limit

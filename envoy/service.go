@@ -249,6 +249,12 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	failed := 0
 	for i := range d.Results {
 		r := &d.Results[i]
+		if checks[i].over != nil && !r.Blocked() && overrideBlocked(r) {
+			// The override's own verdict stands even when the limiter's
+			// result was softened (a limiter run in a shadow mode): like
+			// envoyproxy/ratelimit, a limit sent by the gateway is never shadow.
+			r.Action = ratelimit.ActionBlock
+		}
 		st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
 		if r.Failed() {
 			if !errors.Is(r.Err, ratelimit.ErrCanceled) {
@@ -319,6 +325,18 @@ func checkAll(ctx context.Context, l *ratelimit.Limiter, checks []check, out []r
 			panic(p)
 		}
 	}
+}
+
+// overrideBlocked reports whether r's evaluation of a descriptor's limit
+// override blocked.
+func overrideBlocked(r *ratelimit.Result) bool {
+	for i := range r.Evaluations {
+		e := &r.Evaluations[i]
+		if e.Blocked && e.PerRequest && strings.HasPrefix(e.Rule.Name, OverrideRulePrefix) {
+			return true
+		}
+	}
+	return false
 }
 
 // checkDomain returns why an unknown domain is malformed, or "".
