@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Runs the bench module's BenchmarkCheck on a fresh redis-server and
+# regenerates bench/README.md from the results (see cmd/benchtable).
+#
+#   bench/run.sh                      # every contender, -benchtime 2s
+#   BENCH_FLAGS='-benchtime 1s' bench/run.sh
+#   BENCH_REDIS_PORT=21201 bench/run.sh   # a fixed port instead of a free one
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+cd "$here"
+
+port=${BENCH_REDIS_PORT:-}
+if [[ -z $port ]]; then
+	for _ in $(seq 100); do
+		p=$((20000 + RANDOM % 30000))
+		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+			port=$p
+			break
+		fi
+	done
+fi
+[[ -n $port ]] || { echo "run.sh: no free port" >&2; exit 1; }
+
+dir=$(mktemp -d "${TMPDIR:-/tmp}/ratekit-bench.XXXXXX")
+out=$dir/bench.txt
+cleanup() {
+	if [[ -f $dir/redis.pid ]]; then kill "$(cat "$dir/redis.pid")" 2>/dev/null || true; fi
+	rm -rf "$dir"
+}
+trap cleanup EXIT
+
+redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
+	--daemonize yes --pidfile "$dir/redis.pid" --dir "$dir" --logfile "$dir/redis.log"
+for _ in $(seq 50); do
+	redis-cli -p "$port" ping >/dev/null 2>&1 && break
+	sleep 0.1
+done
+redis-cli -p "$port" ping >/dev/null
+
+flags=${BENCH_FLAGS:--benchtime 2s}
+export RATEKIT_TEST_REDIS_URL=redis://127.0.0.1:$port
+# The proof that every contender limits, then the measurements.
+go test -count=1 -run 'TestContendersAgree|TestBannedClientIsBlocked' .
+# shellcheck disable=SC2086 # flags are words
+go test -count=1 -run '^$' -bench '^BenchmarkCheck$' -benchmem $flags . | tee "$out"
+
+cpu=$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //' || true)
+go run ./cmd/benchtable \
+	-date "$(date -u +%Y-%m-%d)" \
+	-machine "$(nproc) × ${cpu:-unknown CPU} ($(go env GOOS)/$(go env GOARCH), $(go version | awk '{print $3}'))" \
+	-redis "Redis $(redis-server --version | sed -n 's/.*v=\([^ ]*\).*/\1/p')" \
+	-command "go test -run '^\$' -bench '^BenchmarkCheck\$' -benchmem $flags ./bench" \
+	<"$out" >README.md.new
+mv README.md.new README.md
+echo "run.sh: wrote $here/README.md"
