@@ -223,6 +223,11 @@ type jsonParser struct {
 	data  []byte
 	dec   *json.Decoder
 	lines []int // offset of the start of each line
+	// Tokens come in increasing offsets, so the position of each is counted
+	// on from the previous one: one pass over the document in all. Counting
+	// from the start of the line for every token was quadratic in the length
+	// of a single-line document (800 rules took seconds).
+	at, atLine, atCol int64
 }
 
 // start returns the offset of the next token.
@@ -239,6 +244,27 @@ func (p *jsonParser) start() int64 {
 	return off
 }
 
+// pos returns the line and column of off, which is never before the offset
+// of the previous call: it counts only the runes in between.
+func (p *jsonParser) pos(off int64) (int, int) {
+	if off < p.at || p.atLine == 0 {
+		line, col := p.lineCol(off)
+		p.at, p.atLine, p.atCol = off, int64(line), int64(col)
+		return line, col
+	}
+	// Token starts are ASCII, so counting runes between two of them is exact.
+	seg := p.data[p.at:off]
+	if nl := bytes.LastIndexByte(seg, '\n'); nl >= 0 {
+		p.atLine += int64(bytes.Count(seg, []byte{'\n'}))
+		p.atCol = 1
+		seg = seg[nl+1:]
+	}
+	p.atCol += int64(utf8.RuneCount(seg))
+	p.at = off
+	return int(p.atLine), int(p.atCol)
+}
+
+// lineCol returns the line and column (in runes, from 1) of off.
 func (p *jsonParser) lineCol(off int64) (int, int) {
 	if off > int64(len(p.data)) {
 		off = int64(len(p.data))
@@ -265,7 +291,7 @@ func (p *jsonParser) token() (json.Token, *yaml.Node, error) {
 		}
 		return nil, nil, p.errorAt(off, err.Error())
 	}
-	line, col := p.lineCol(off)
+	line, col := p.pos(off)
 	return tok, &yaml.Node{Line: line, Column: col}, nil
 }
 
