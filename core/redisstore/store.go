@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"fmt"
 	"math"
+	"reflect"
 	"strconv"
 	"time"
 
@@ -26,7 +27,7 @@ var (
 
 // Client is what the store needs from a go-redis client: scripts, pipelines
 // and DEL. *redis.Client (also from NewFailoverClient), *redis.ClusterClient,
-// *redis.Ring and every redis.UniversalClient satisfy it.
+// *redis.Ring, *redis.AutoPipeliner and every redis.UniversalClient satisfy it.
 type Client interface {
 	redis.Scripter
 	Pipeline() redis.Pipeliner
@@ -68,8 +69,8 @@ type Option func(*Store)
 
 // WithClusterMode forces (true) or rules out (false) the Redis Cluster
 // evaluation path, for clients whose type does not tell, such as a wrapper
-// around *redis.ClusterClient. By default New detects *redis.ClusterClient and
-// *redis.Ring. Forced cluster mode groups keys by hash slot; a *redis.Ring is
+// around *redis.ClusterClient. By default New detects *redis.ClusterClient,
+// *redis.Ring and a *redis.AutoPipeliner of a client or cluster client. Forced cluster mode groups keys by hash slot; a *redis.Ring is
 // always grouped by hash tag unless cluster mode is forced off.
 func WithClusterMode(on bool) Option {
 	return func(s *Store) {
@@ -95,11 +96,34 @@ func New(client Client, opts ...Option) *Store {
 	case *redis.Ring:
 		s.sharding = byTag
 		s.bounded = c.Options().ContextTimeoutEnabled
+	case *redis.AutoPipeliner:
+		// Keys are spread as by the client the pipeliner batches for. It is
+		// never bounded: a queued command ignores its caller's context (go-redis
+		// runs each batch on the pipeliner's own), so the Limiter keeps its
+		// guard to answer within Config.Timeout.
+		s.sharding = autoPipelineSharding(c)
 	}
 	for _, o := range opts {
 		o(s)
 	}
 	return s
+}
+
+// autoPipelineSharding returns the sharding of the client behind ap. go-redis
+// does not export it, so its dynamic type is read by reflection (reading a
+// type, never a value); if go-redis ever renames the field the pipeliner
+// counts as one server, which WithClusterMode(true) overrides, and
+// TestAutoPipelinerDetected fails.
+func autoPipelineSharding(ap *redis.AutoPipeliner) sharding {
+	f := reflect.ValueOf(ap).Elem().FieldByName("pipeliner")
+	if !f.IsValid() || f.Kind() != reflect.Interface || f.IsNil() {
+		return single
+	}
+	switch f.Elem().Type() {
+	case reflect.TypeFor[*redis.ClusterClient]():
+		return bySlot
+	}
+	return single // *redis.Client (go-redis has no autopipeliner for a Ring)
 }
 
 // Result bits of evaluate.lua, per op.

@@ -298,8 +298,13 @@ func TestPeekNeverMutates(t *testing.T) {
 // checks pass. On a cluster the second op lives in another slot, so the
 // compensation of the blocking path is exercised under contention too.
 func TestConcurrentAdmission(t *testing.T) {
-	forEachTarget(t, func(t *testing.T, c redis.UniversalClient) {
-		s, k := New(c), newKeyer(t)
+	forEachTarget(t, func(t *testing.T, c redis.UniversalClient) { concurrentAdmission(t, New(c), c) })
+}
+
+// concurrentAdmission is TestConcurrentAdmission on s, whose keys c reads.
+func concurrentAdmission(t *testing.T, s *Store, c redis.UniversalClient) {
+	{
+		k := newKeyer(t)
 		const limit, workers, each = 50, 64, 3
 		ops := []ratelimit.Op{k.count("before", 1e6, 1), terminal(k.count("limit", limit, 1)), k.count("after", 1e6, 1)}
 		var allowed atomic.Int64
@@ -332,7 +337,7 @@ func TestConcurrentAdmission(t *testing.T) {
 				t.Errorf("%s = %s, want %s", name, v, want)
 			}
 		}
-	})
+	}
 }
 
 // TestMatchesMemoryStore applies random checks, peeks and deletes to Redis and
