@@ -158,9 +158,17 @@ func (s *Store) Eval(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.O
 }
 
 // evalOne applies all ops in one script call: EVALSHA, or EVAL after NOSCRIPT.
+// Every go-redis client can process a prepared command, which saves the
+// copies and conversions of Script.Run; other Clients go through Script.Run.
 func (s *Store) evalOne(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.Op, out []ratelimit.Outcome) ([]ratelimit.Outcome, error) {
-	keys, args := evalArgs(mode, ops, nil)
-	res, err := s.evaluate.Run(ctx, s.client, keys, args...).Slice()
+	var res []any
+	var err error
+	if p, ok := s.client.(processor); ok {
+		res, err = evalProcess(ctx, p, mode, ops)
+	} else {
+		keys, args := evalArgs(mode, ops, nil)
+		res, err = s.evaluate.Run(ctx, s.client, keys, args...).Slice()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: eval: %w", err)
 	}
@@ -168,6 +176,55 @@ func (s *Store) evalOne(ctx context.Context, mode ratelimit.Mode, ops []ratelimi
 		return nil, err
 	}
 	return out, nil
+}
+
+// processor is the method of every go-redis client (*redis.Client,
+// *redis.ClusterClient, *redis.Ring, *redis.AutoPipeliner) that runs a
+// prepared command through the client's hooks.
+type processor interface {
+	Process(ctx context.Context, cmd redis.Cmder) error
+}
+
+// The script's hash and source, converted to interfaces once: converting a
+// string to an interface allocates.
+var (
+	evaluateSHA any = evaluateScript.Hash()
+	evaluateSrc any = evaluateLua
+)
+
+// evalProcess runs evaluate.lua on ops as one prepared EVALSHA, and as EVAL
+// when the server does not have the script cached (after a restart, a
+// failover or SCRIPT FLUSH).
+func evalProcess(ctx context.Context, p processor, mode ratelimit.Mode, ops []ratelimit.Op) ([]any, error) {
+	args := evalCmd(mode, ops)
+	cmd := redis.NewCmd(ctx, args...)
+	err := p.Process(ctx, cmd)
+	if isNoScript(err) {
+		args[0], args[1] = "eval", evaluateSrc
+		cmd = redis.NewCmd(ctx, args...)
+		err = p.Process(ctx, cmd)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return cmd.Slice()
+}
+
+// evalCmd is the whole EVALSHA command of evaluate.lua for ops, in one slice:
+// the name, the hash, the key count, KEYS and ARGV as evalArgs builds them.
+// A key used twice (an op without a ban key) is converted once.
+func evalCmd(mode ratelimit.Mode, ops []ratelimit.Op) []any {
+	cmd := make([]any, 3, 3+2*len(ops)+1+2*len(ops))
+	cmd[0], cmd[1], cmd[2] = "evalsha", evaluateSHA, 2*len(ops)
+	for i := range ops {
+		key := any(ops[i].Key)
+		ban := key
+		if ops[i].BanKey != "" {
+			ban = ops[i].BanKey
+		}
+		cmd = append(cmd, key, ban)
+	}
+	return appendArgv(cmd, mode, ops, nil)
 }
 
 // evalArgs builds the KEYS and ARGV of evaluate.lua for ops[idx] (all ops when
@@ -178,10 +235,28 @@ func evalArgs(mode ratelimit.Mode, ops []ratelimit.Op, idx []int) ([]string, []a
 		n = len(idx)
 	}
 	keys := make([]string, 0, 2*n)
-	args := make([]any, 1, 1+2*n)
-	args[0] = "0"
+	for j := range n {
+		op := opAt(ops, idx, j)
+		ban := op.BanKey
+		if ban == "" {
+			ban = op.Key
+		}
+		keys = append(keys, op.Key, ban)
+	}
+	return keys, appendArgv(make([]any, 0, 1+2*n), mode, ops, idx)
+}
+
+// appendArgv appends the ARGV of evaluate.lua for ops[idx] (all ops when idx
+// is nil) to args: the mode, then each op's spec and member.
+func appendArgv(args []any, mode ratelimit.Mode, ops []ratelimit.Op, idx []int) []any {
+	n := len(ops)
+	if idx != nil {
+		n = len(idx)
+	}
 	if mode == ratelimit.ModePeek {
-		args[0] = "1"
+		args = append(args, "1")
+	} else {
+		args = append(args, "0")
 	}
 	// All specs share one string so that each arg costs no copy of its own;
 	// the scratch space stays on the stack for usual checks.
@@ -216,16 +291,10 @@ func evalArgs(mode ratelimit.Mode, ops []ratelimit.Op, idx []int) ([]string, []a
 	specs := string(buf)
 	start := 0
 	for j := range n {
-		op := opAt(ops, idx, j)
-		ban := op.BanKey
-		if ban == "" {
-			ban = op.Key
-		}
-		keys = append(keys, op.Key, ban)
-		args = append(args, specs[start:ends[j]], op.Member)
+		args = append(args, specs[start:ends[j]], opAt(ops, idx, j).Member)
 		start = ends[j]
 	}
-	return keys, args
+	return args
 }
 
 func opAt(ops []ratelimit.Op, idx []int, j int) *ratelimit.Op {
