@@ -199,7 +199,7 @@ func evalProcess(ctx context.Context, p processor, mode ratelimit.Mode, ops []ra
 	args := evalCmd(mode, ops)
 	cmd := redis.NewCmd(ctx, args...)
 	err := p.Process(ctx, cmd)
-	if isNoScript(err) {
+	if err != nil && isNoScript(err) { // HasErrorPrefix allocates even for nil
 		args[0], args[1] = "eval", evaluateSrc
 		cmd = redis.NewCmd(ctx, args...)
 		err = p.Process(ctx, cmd)
