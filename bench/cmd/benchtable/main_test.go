@@ -39,6 +39,22 @@ func TestTable(t *testing.T) {
 	}
 }
 
+// TestMedianRound: of several rounds, the run of median checks/s stands for
+// the benchmark, with its own other figures.
+func TestMedianRound(t *testing.T) {
+	in := `BenchmarkCheck/g/ratekit/c1-2 1 1 ns/op 300 checks/s 10 allocs/op
+BenchmarkCheck/g/ratekit/c1-2 1 1 ns/op 100 checks/s 11 allocs/op
+BenchmarkCheck/g/ratekit/c1-2 1 1 ns/op 200 checks/s 12 allocs/op
+`
+	runs, err := parse(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 1 || runs[0].metrics["checks/s"] != 200 || runs[0].metrics["allocs/op"] != 12 || runs[0].rounds != 3 {
+		t.Fatalf("runs %+v, want the 200 checks/s round (12 allocs) of 3", runs)
+	}
+}
+
 func TestParseErrors(t *testing.T) {
 	for _, tc := range []struct{ name, in, want string }{
 		{"empty", "PASS\n", "no BenchmarkCheck results"},
