@@ -1,11 +1,13 @@
 package config
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
+	"go.yaml.in/yaml/v3"
 	"google.golang.org/protobuf/proto"
 
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
@@ -79,6 +81,49 @@ func BenchmarkUnmarshalLimiterRules(b *testing.B) {
 			})
 		}
 	}
+}
+
+// FuzzParseJSONPaths: a valid document gives the same nodes, positions
+// included, through the scanner that trusts json.Valid as through
+// encoding/json's tokenizer.
+func FuzzParseJSONPaths(f *testing.F) {
+	for _, s := range []string{
+		designStored, `{"a":[1,-2.5e3,true,false,null,"x\"y\u00e9\ud83d\ude00"]}`, " \n{ \"a\" :\n[ ] , \"b\":{}}\n ",
+		"\"caf\xc3\xa9 \xff\"", `[]`, `0`, `{"débit":"制限","k":"a\\b"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Add(storedDocument(f, 3))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if !json.Valid(data) {
+			return
+		}
+		fast, err := parseJSON(data)
+		if err != nil {
+			t.Fatalf("valid document: %v", err)
+		}
+		slow, err := parseJSONTokens(data)
+		if err != nil {
+			t.Fatalf("valid document, tokenizer: %v", err)
+		}
+		if a, b := dumpNode(fast), dumpNode(slow); a != b {
+			t.Fatalf("nodes differ:\nscanner   %s\ntokenizer %s", a, b)
+		}
+	})
+}
+
+func dumpNode(n *yaml.Node) string {
+	var b strings.Builder
+	var walk func(n *yaml.Node)
+	walk = func(n *yaml.Node) {
+		fmt.Fprintf(&b, "(%d %s %q %d:%d", n.Kind, n.Tag, n.Value, n.Line, n.Column)
+		for _, c := range n.Content {
+			walk(c)
+		}
+		b.WriteString(")")
+	}
+	walk(n)
+	return b.String()
 }
 
 // TestUnmarshalLargeDocumentErrorPositions proves positions stay exact deep

@@ -11,6 +11,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"sort"
 	"strings"
@@ -29,7 +30,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "benchtable:", err)
 		os.Exit(1)
 	}
-	err = readme.Execute(os.Stdout, page{Date: *date, Machine: *machine, Redis: *redis, Command: *command, Rounds: *rounds, Table: table(runs)})
+	err = readme.Execute(os.Stdout, page{Date: *date, Machine: *machine, Redis: *redis, Command: *command, Rounds: *rounds, Table: table(summarize(runs))})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "benchtable:", err)
 		os.Exit(1)
@@ -65,16 +66,16 @@ exactly 5) with the round trips shown.
 type run struct {
 	group, name, callers string
 	metrics              map[string]float64
-	rounds               int // how many runs the median was taken from
+	round                int // which run of this benchmark, from 0
+	rounds               int // after summarize: how many runs it summarizes
 }
 
 // parse reads `go test -bench` output, keeping BenchmarkCheck/<group>/<name>/<cN>
-// lines. A benchmark run several times (several rounds of run.sh, or -count)
-// is represented by its run of median checks/s: on a shared machine one
-// round can be disturbed, and the median keeps its other figures together.
+// lines. A benchmark's k-th result is its round k (run.sh runs every
+// benchmark once per round).
 func parse(r io.Reader) ([]run, error) {
-	var order []string
-	all := map[string][]run{}
+	var runs []run
+	seen := map[string]int{}
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
@@ -89,7 +90,8 @@ func parse(r io.Reader) ([]run, error) {
 		if len(parts) != 3 {
 			return nil, fmt.Errorf("benchmark %s: want BenchmarkCheck/<group>/<contender>/<callers>", f[0])
 		}
-		rn := run{group: parts[0], name: parts[1], callers: parts[2], metrics: map[string]float64{}}
+		rn := run{group: parts[0], name: parts[1], callers: parts[2], round: seen[name], metrics: map[string]float64{}}
+		seen[name]++
 		if (len(f)-2)%2 != 0 {
 			return nil, fmt.Errorf("benchmark %s: odd value/unit pairs in %q", f[0], sc.Text())
 		}
@@ -100,35 +102,72 @@ func parse(r io.Reader) ([]run, error) {
 			}
 			rn.metrics[f[i+1]] = v
 		}
-		if _, ok := all[name]; !ok {
-			order = append(order, name)
-		}
-		all[name] = append(all[name], rn)
+		runs = append(runs, rn)
 	}
 	if err := sc.Err(); err != nil {
 		return nil, err
 	}
-	if len(order) == 0 {
+	if len(runs) == 0 {
 		return nil, fmt.Errorf("no BenchmarkCheck results in the input")
-	}
-	runs := make([]run, len(order))
-	for i, name := range order {
-		rs := all[name]
-		sort.SliceStable(rs, func(a, b int) bool { return rs[a].metrics["checks/s"] < rs[b].metrics["checks/s"] })
-		runs[i] = rs[(len(rs)-1)/2]
-		runs[i].rounds = len(rs)
 	}
 	return runs, nil
 }
 
+// summarize reduces the rounds of each benchmark to one run, in the order
+// benchmarks first appear. Its figures are those of the round with the median
+// checks/s; its ratio ("ratio" metric, absent when its group has no peer) is
+// the median over rounds of its checks/s divided by the best peer's of the
+// same round. Within one round contenders run minutes apart at most, so on a
+// shared machine a ratio per round is steadier than a ratio of medians.
+func summarize(runs []run) []run {
+	type bench struct{ group, name, callers string }
+	type slot struct {
+		group, callers string
+		round          int
+	}
+	best := map[slot]float64{}
+	var order []bench
+	all := map[bench][]run{}
+	for _, r := range runs {
+		k := bench{r.group, r.name, r.callers}
+		if _, ok := all[k]; !ok {
+			order = append(order, k)
+		}
+		all[k] = append(all[k], r)
+		if isPeer(r.name) {
+			sl := slot{r.group, r.callers, r.round}
+			best[sl] = max(best[sl], r.metrics["checks/s"])
+		}
+	}
+	out := make([]run, len(order))
+	for i, k := range order {
+		rs := all[k]
+		var ratios []float64
+		for _, r := range rs {
+			if p := best[slot{r.group, r.callers, r.round}]; p > 0 {
+				ratios = append(ratios, r.metrics["checks/s"]/p)
+			}
+		}
+		sort.SliceStable(rs, func(a, b int) bool { return rs[a].metrics["checks/s"] < rs[b].metrics["checks/s"] })
+		m := rs[(len(rs)-1)/2]
+		m.rounds = len(rs)
+		m.metrics = maps.Clone(m.metrics)
+		if len(ratios) > 0 {
+			sort.Float64s(ratios)
+			m.metrics["ratio"] = ratios[(len(ratios)-1)/2]
+		}
+		out[i] = m
+	}
+	return out
+}
+
 func isPeer(name string) bool { return !strings.HasPrefix(name, "ratekit") }
 
-// table renders runs as one markdown table, a row per contender in the order
-// they first appear, with ratios against the best peer of the group.
+// table renders summarized runs as one markdown table, a row per contender in
+// the order they first appear.
 func table(runs []run) string {
 	type key struct{ group, name, callers string }
 	byKey := map[key]run{}
-	best := map[[2]string]float64{} // group, callers -> best peer checks/s
 	var rows []key
 	for _, r := range runs {
 		k := key{r.group, r.name, ""}
@@ -137,10 +176,6 @@ func table(runs []run) string {
 			byKey[k] = run{}
 		}
 		byKey[key{r.group, r.name, r.callers}] = r
-		if isPeer(r.name) {
-			g := [2]string{r.group, r.callers}
-			best[g] = max(best[g], r.metrics["checks/s"])
-		}
 	}
 	var b strings.Builder
 	b.WriteString("| group | contender | c1 checks/s | c64 checks/s | c1 × best peer | c64 × best peer | rt/check c1 / c64 | B/op c1 / c64 | allocs/op c1 / c64 |\n")
@@ -156,11 +191,11 @@ func table(runs []run) string {
 		}
 		rate := func(r run) string { return thousands(r.metrics["checks/s"]) }
 		ratio := func(r run) string {
-			p := best[[2]string{r.group, r.callers}]
-			if p == 0 {
+			v, ok := r.metrics["ratio"]
+			if !ok {
 				return "—"
 			}
-			return fmt.Sprintf("%.2f×", r.metrics["checks/s"]/p)
+			return fmt.Sprintf("%.2f×", v)
 		}
 		metric := func(unit, format string) string {
 			return cell(c1, ok1, func(r run) string { return fmt.Sprintf(format, r.metrics[unit]) }) + " / " +

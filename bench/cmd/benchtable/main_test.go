@@ -21,7 +21,7 @@ func TestTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := table(runs)
+	got := table(summarize(runs))
 	for _, want := range []string{
 		// 9,000 / 12,000 and 50,000 / 25,000: ulule is the best peer at both.
 		"| redis_1limit | **ratekit_1rule** | 9,000 | 50,000 | 0.75× | 2.00× | 1 / 1 | 1416 / 1420 | 30 / 30 |",
@@ -39,19 +39,32 @@ func TestTable(t *testing.T) {
 	}
 }
 
-// TestMedianRound: of several rounds, the run of median checks/s stands for
-// the benchmark, with its own other figures.
-func TestMedianRound(t *testing.T) {
+// TestRounds: of several rounds, the run of median checks/s stands for the
+// benchmark with its own other figures, and the ratio is the median of the
+// rounds' ratios (here 0.5 in every round, although the medians of checks/s
+// alone would give 200/300).
+func TestRounds(t *testing.T) {
 	in := `BenchmarkCheck/g/ratekit/c1-2 1 1 ns/op 300 checks/s 10 allocs/op
+BenchmarkCheck/g/peer/c1-2 1 1 ns/op 600 checks/s 1 allocs/op
 BenchmarkCheck/g/ratekit/c1-2 1 1 ns/op 100 checks/s 11 allocs/op
+BenchmarkCheck/g/peer/c1-2 1 1 ns/op 200 checks/s 1 allocs/op
 BenchmarkCheck/g/ratekit/c1-2 1 1 ns/op 200 checks/s 12 allocs/op
+BenchmarkCheck/g/peer/c1-2 1 1 ns/op 400 checks/s 1 allocs/op
 `
 	runs, err := parse(strings.NewReader(in))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(runs) != 1 || runs[0].metrics["checks/s"] != 200 || runs[0].metrics["allocs/op"] != 12 || runs[0].rounds != 3 {
-		t.Fatalf("runs %+v, want the 200 checks/s round (12 allocs) of 3", runs)
+	sum := summarize(runs)
+	if len(sum) != 2 {
+		t.Fatalf("%d benchmarks, want 2", len(sum))
+	}
+	r := sum[0]
+	if r.metrics["checks/s"] != 200 || r.metrics["allocs/op"] != 12 || r.rounds != 3 || r.metrics["ratio"] != 0.5 {
+		t.Fatalf("ratekit %+v, want the 200 checks/s round (12 allocs) of 3, ratio 0.5", r)
+	}
+	if sum[1].metrics["ratio"] != 1 {
+		t.Fatalf("peer %+v, want ratio 1", sum[1])
 	}
 }
 
