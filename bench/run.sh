@@ -2,7 +2,7 @@
 # Runs the bench module's BenchmarkCheck on a fresh redis-server and
 # regenerates bench/README.md from the results (see cmd/benchtable).
 #
-#   bench/run.sh                      # every contender, 3 rounds of -benchtime 1s
+#   bench/run.sh                      # every contender, 3 rounds of -benchtime 1s (BENCH_ROUNDS)
 #   BENCH_ROUNDS=5 BENCH_FLAGS='-benchtime 2s' bench/run.sh
 #   BENCH_REDIS_PORT=21201 bench/run.sh   # a fixed port instead of a free one
 set -euo pipefail
