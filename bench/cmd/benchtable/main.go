@@ -52,11 +52,12 @@ benchmark's figures are those of its round with the median checks/s{{end}}.
 
 Every contender rotates through 1,000 identifiers with limits high enough that nothing is denied;
 "c1" is one caller, "c64" is 64 concurrent callers (` + "`b.SetParallelism`" + `). checks/s is b.N / elapsed
-(` + "`b.ReportMetric`" + `); "× best peer" divides a row's checks/s by the best peer of its group at the same
-concurrency in the same round (the contenders of a group run back to back), median over rounds; rt/check is round trips per check, counted with a go-redis hook. "5 limits per check":
-ratekit checks 5 rules in one check, each peer makes its five calls. The banned client is one rule with a
-ban, every identifier already banned. The machine is shared: compare ratios within one run, not absolute
-figures across runs. ` + "`TestContendersAgree`" + ` first proves every contender really limits (limit 5 admits
+(` + "`b.ReportMetric`" + `). "× best peer" divides a row's checks/s by the best peer of its group at the
+same concurrency in the same round (the contenders of a group run back to back), median over rounds.
+rt/check is round trips per check, counted with a go-redis hook. "5 limits per check": ratekit checks 5
+rules in one check, each peer makes its five calls. The banned client is one rule with a ban, every
+identifier already banned. The machine is shared: compare ratios within one run, not absolute figures
+across runs. ` + "`TestContendersAgree`" + ` first proves every contender really limits (limit 5 admits
 exactly 5) with the round trips shown.
 
 {{.Table}}`))
