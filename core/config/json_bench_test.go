@@ -151,4 +151,12 @@ func TestUnmarshalLargeDocumentErrorPositions(t *testing.T) {
 	if !strings.HasPrefix(want(700), "2:") {
 		t.Fatalf("rule 700 should be on line 2: %s", want(700))
 	}
+
+	// Invalid JSON deep in the document goes through encoding/json's
+	// tokenizer: its position is exact too.
+	bad := strings.Replace(data, `"limit":0,`, `"limit":nope,`, 2) // rules 10 and 700: the first is reported
+	off := strings.Index(bad, "nope")
+	_, err = UnmarshalLimiterRules([]byte(bad))
+	assertErrors(t, err, []string{fmt.Sprintf("%d:%d: invalid JSON: invalid character 'o' in literal null (expecting 'u')",
+		1, utf8.RuneCountInString(bad[:off])+1)})
 }
