@@ -50,6 +50,7 @@ type Store struct {
 	evaluate *redis.Script // evaluateScript; a field so tests can send one unknown to the server
 	undo     *redis.Script // undoScript
 	bounded  bool          // the client honours context deadlines
+	proc     processor     // client, when it is one of go-redis' own clients
 }
 
 var (
@@ -87,6 +88,10 @@ func WithClusterMode(on bool) Option {
 // The store does not own client: closing it is the caller's business.
 func New(client Client, opts ...Option) *Store {
 	s := &Store{client: client, evaluate: evaluateScript, undo: undoScript}
+	switch client.(type) {
+	case *redis.Client, *redis.ClusterClient, *redis.Ring, *redis.AutoPipeliner:
+		s.proc = client.(processor)
+	}
 	switch c := client.(type) {
 	case *redis.Client:
 		s.bounded = c.Options().ContextTimeoutEnabled
@@ -158,13 +163,14 @@ func (s *Store) Eval(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.O
 }
 
 // evalOne applies all ops in one script call: EVALSHA, or EVAL after NOSCRIPT.
-// Every go-redis client can process a prepared command, which saves the
-// copies and conversions of Script.Run; other Clients go through Script.Run.
+// go-redis' own clients process a prepared command, which saves the copies
+// and conversions of Script.Run; other Clients (wrappers, which may intercept
+// EvalSha) go through Script.Run.
 func (s *Store) evalOne(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.Op, out []ratelimit.Outcome) ([]ratelimit.Outcome, error) {
 	var res []any
 	var err error
-	if p, ok := s.client.(processor); ok {
-		res, err = evalProcess(ctx, p, mode, ops)
+	if s.proc != nil {
+		res, err = evalProcess(ctx, s.proc, mode, ops)
 	} else {
 		keys, args := evalArgs(mode, ops, nil)
 		res, err = s.evaluate.Run(ctx, s.client, keys, args...).Slice()
@@ -178,7 +184,7 @@ func (s *Store) evalOne(ctx context.Context, mode ratelimit.Mode, ops []ratelimi
 	return out, nil
 }
 
-// processor is the method of every go-redis client (*redis.Client,
+// processor is the method of go-redis' clients (*redis.Client,
 // *redis.ClusterClient, *redis.Ring, *redis.AutoPipeliner) that runs a
 // prepared command through the client's hooks.
 type processor interface {

@@ -460,3 +460,27 @@ func TestDelete(t *testing.T) {
 		}
 	})
 }
+
+// evalShaCounter is a user's wrapper that intercepts EvalSha.
+type evalShaCounter struct {
+	redis.UniversalClient
+	n atomic.Int64
+}
+
+func (c *evalShaCounter) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
+	c.n.Add(1)
+	return c.UniversalClient.EvalSha(ctx, sha, keys, args...)
+}
+
+// TestWrapperSeesScriptCalls: go-redis' own clients get a prepared command,
+// but a wrapper keeps seeing the EvalSha calls it may instrument.
+func TestWrapperSeesScriptCalls(t *testing.T) {
+	w := &evalShaCounter{UniversalClient: redistest.Client(t)}
+	s, k := New(w), newKeyer(t)
+	for i := 1; i <= 3; i++ {
+		expectOutcomes(t, "wrapped", eval(t, s, check, k.count("a", 10, 1)), ok(float64(i), time.Minute))
+	}
+	if n := w.n.Load(); n != 3 {
+		t.Fatalf("wrapper saw %d EvalSha calls for 3 checks", n)
+	}
+}
