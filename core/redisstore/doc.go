@@ -11,8 +11,11 @@
 //
 // New accepts any go-redis v9 client: *redis.Client (standalone, or
 // Sentinel-backed from redis.NewFailoverClient), *redis.ClusterClient and
-// *redis.Ring, detected by type. For a wrapper whose type hides a cluster
-// client, force the cluster path with WithClusterMode(true).
+// *redis.Ring, detected by type, and go-redis' *redis.AutoPipeliner of a
+// client or cluster client, which batches concurrent callers' checks into one
+// pipeline (worth it with many checks in flight per process; see the
+// repository README). For a wrapper whose type hides a cluster client, force
+// the cluster path with WithClusterMode(true).
 //
 // # One round trip per check
 //
