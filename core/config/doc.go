@@ -96,6 +96,13 @@
 // called with a list that passed every check, and it too rejects a bad list
 // whole.
 //
+// Reload with LoadRateLimitsStable: it applies a file only when two reads,
+// a settle delay apart, agree, because a file caught while a deploy writes it
+// in place is often a valid file with fewer rules. The convention for
+// deploys is to replace the file atomically (write a temporary file in the
+// same directory and rename it over the old one, or the symlink swap of a
+// Kubernetes ConfigMap volume); the double read covers deploys that do not.
+//
 // # Stored documents
 //
 // MarshalLimiterRules and UnmarshalLimiterRules read and write the rule
