@@ -1,4 +1,4 @@
-.PHONY: test quickstart bench
+.PHONY: test quickstart bench bench-core
 
 # Every test of every module, with real Redis and Redis Cluster (see scripts/test.sh).
 test:
@@ -7,6 +7,10 @@ test:
 quickstart:
 	go run ./examples/quickstart
 
-# Benchmarks of the core package on memory, Redis and Redis Cluster.
+# ratekit against peer libraries on a fresh Redis; regenerates bench/README.md.
 bench:
+	./bench/run.sh
+
+# Benchmarks of every module's packages on memory, Redis and Redis Cluster.
+bench-core:
 	./scripts/test.sh -run '^$$' -bench . -benchmem

@@ -3,7 +3,11 @@ package bench
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,6 +15,7 @@ import (
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
 	ulule "github.com/ulule/limiter/v3"
+	ululememory "github.com/ulule/limiter/v3/drivers/store/memory"
 	ululeredis "github.com/ulule/limiter/v3/drivers/store/redis"
 
 	ratelimit "github.com/ratekit/ratekit/core"
@@ -18,93 +23,219 @@ import (
 	"github.com/ratekit/ratekit/internal/redistest"
 )
 
-// checker is one library's single check of key i; it reports whether it allowed.
+// keys is how many identifiers every contender rotates through.
+const keys = 1000
+
+// checker is one contender's check of identifier i%keys; it reports whether
+// the check allowed.
 type checker func(ctx context.Context, i int) (bool, error)
 
+// env is what a contender is built on: a fresh client per benchmark, whose
+// hook counts round trips, and a key prefix of its own.
+type env struct {
+	client *redis.Client
+	prefix string
+}
+
+// A contender is one row of the table. Rows of one group measure the same
+// work (one limit on Redis, five limits on Redis, one limit in memory), so
+// ratekit's rows are compared with the best peer row of their group. A peer's
+// name never starts with "ratekit".
 type contender struct {
 	name  string
-	build func(t testing.TB, c *redis.Client, prefix string, limit int) checker
+	group string
+	// banned rows measure a client that is already banned: the harness
+	// proof of TestContendersAgree does not apply to them.
+	banned bool
+	build  func(t testing.TB, e env, limit int) checker
 }
 
-func ratekitRules(n, limit int) []ratelimit.Rule {
-	rules := make([]ratelimit.Rule, n)
-	for i := range rules {
-		rules[i] = ratelimit.Rule{Name: fmt.Sprintf("rule_%d", i), Characteristics: []string{"user"},
-			Limit: ratelimit.Static(int64(limit)), Period: ratelimit.StaticPeriod(time.Hour)}
+// Groups, in table order; each is the first element of a benchmark's name,
+// which is how cmd/benchtable finds the rows to compare.
+const (
+	groupRedis1 = "redis_1limit"
+	groupRedis5 = "redis_5limits"
+	groupMemory = "memory_1limit"
+)
+
+var contenders = []contender{
+	{name: "ratekit_1rule", group: groupRedis1, build: ratekit(1, redisStore)},
+	{name: "ratekit_1rule_autopipeline", group: groupRedis1, build: ratekit(1, autoPipelineStore)},
+	{name: "ratekit_1rule_banned_client", group: groupRedis1, banned: true, build: ratekitBanned},
+	{name: "ulule", group: groupRedis1, build: ululeRedis(1)},
+	{name: "redis_rate", group: groupRedis1, build: redisRate(1)},
+	{name: "ratekit_5rules", group: groupRedis5, build: ratekit(5, redisStore)},
+	{name: "ulule_5calls", group: groupRedis5, build: ululeRedis(5)},
+	{name: "redis_rate_5calls", group: groupRedis5, build: redisRate(5)},
+	{name: "ratekit_memory", group: groupMemory, build: ratekit(1, memoryStore)},
+	{name: "ulule_memory", group: groupMemory, build: ululeMemory},
+}
+
+func redisStore(t testing.TB, e env) ratelimit.Store { return redisstore.New(e.client) }
+
+func autoPipelineStore(t testing.TB, e env) ratelimit.Store {
+	ap, err := e.client.AutoPipeline()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return rules
+	t.Cleanup(func() { _ = ap.Close() })
+	return redisstore.New(ap)
 }
 
-func ratekit(rules int) func(t testing.TB, c *redis.Client, prefix string, limit int) checker {
-	return func(t testing.TB, c *redis.Client, prefix string, limit int) checker {
-		l, err := ratelimit.New(ratelimit.Config{Name: "bench", Store: redisstore.New(c), KeyPrefix: prefix,
-			Rules: ratekitRules(rules, limit), Timeout: 5 * time.Second})
-		if err != nil {
-			t.Fatal(err)
+func memoryStore(testing.TB, env) ratelimit.Store { return ratelimit.NewMemoryStore() }
+
+func identifiers() []ratelimit.Identifier {
+	ids := make([]ratelimit.Identifier, keys)
+	for i := range ids {
+		ids[i] = ratelimit.Identifier{"user": "user:" + strconv.Itoa(i)}
+	}
+	return ids
+}
+
+func ratekitLimiter(t testing.TB, store ratelimit.Store, prefix string, rules []ratelimit.Rule) *ratelimit.Limiter {
+	l, err := ratelimit.New(ratelimit.Config{Name: "bench", Store: store, KeyPrefix: prefix, Rules: rules, Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func ratekit(n int, store func(testing.TB, env) ratelimit.Store) func(testing.TB, env, int) checker {
+	return func(t testing.TB, e env, limit int) checker {
+		rules := make([]ratelimit.Rule, n)
+		for i := range rules {
+			rules[i] = ratelimit.Rule{Name: fmt.Sprintf("rule_%d", i), Action: ratelimit.ActionLimit,
+				Characteristics: []string{"user"}, Limit: ratelimit.Static(int64(limit)), Period: ratelimit.StaticPeriod(time.Hour)}
 		}
-		ids := make([]ratelimit.Identifier, 1000)
-		for i := range ids {
-			ids[i] = ratelimit.Identifier{"user": "user:" + strconv.Itoa(i)}
-		}
+		l := ratekitLimiter(t, store(t, e), e.prefix, rules)
+		ids := identifiers()
 		return func(ctx context.Context, i int) (bool, error) {
-			r := l.Check(ctx, ids[i%len(ids)])
+			r := l.Check(ctx, ids[i%keys])
 			return r.Action == ratelimit.ActionAllow, r.Err
 		}
 	}
 }
 
-var contenders = []contender{
-	{"ratekit", ratekit(1)},
-	{"ratekit_5rules", ratekit(5)},
-	{"ulule", func(t testing.TB, c *redis.Client, prefix string, limit int) checker {
-		store, err := ululeredis.NewStoreWithOptions(c, ulule.StoreOptions{Prefix: prefix, MaxRetry: 0})
-		if err != nil {
-			t.Fatal(err)
+// ratekitBanned is a client hammering while banned: every identifier is
+// driven over a limit of 1 with a one-hour ban before the clock starts.
+func ratekitBanned(t testing.TB, e env, _ int) checker {
+	l := ratekitLimiter(t, redisstore.New(e.client), e.prefix, []ratelimit.Rule{{Name: "banned", Action: ratelimit.ActionLimit,
+		Characteristics: []string{"user"}, Limit: ratelimit.Static(1), Period: ratelimit.StaticPeriod(time.Hour), BanFor: time.Hour}})
+	ids := identifiers()
+	ctx := context.Background()
+	for _, id := range ids {
+		l.Check(ctx, id)
+		if r := l.Check(ctx, id); r.Err != nil || !r.Blocked() {
+			t.Fatalf("banning %v: %+v", id, r)
 		}
-		l := ulule.New(store, ulule.Rate{Period: time.Hour, Limit: int64(limit)})
-		return func(ctx context.Context, i int) (bool, error) {
-			r, err := l.Get(ctx, "user:"+strconv.Itoa(i%1000))
-			return !r.Reached, err
+	}
+	return func(ctx context.Context, i int) (bool, error) {
+		r := l.Check(ctx, ids[i%keys])
+		return r.Action == ratelimit.ActionAllow, r.Err
+	}
+}
+
+// ululeRedis makes n limits as n ulule limiters, one call each.
+func ululeRedis(n int) func(testing.TB, env, int) checker {
+	return func(t testing.TB, e env, limit int) checker {
+		ls := make([]*ulule.Limiter, n)
+		for j := range ls {
+			store, err := ululeredis.NewStoreWithOptions(e.client, ulule.StoreOptions{Prefix: e.prefix + strconv.Itoa(j), MaxRetry: 0})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ls[j] = ulule.New(store, ulule.Rate{Period: time.Hour, Limit: int64(limit)})
 		}
-	}},
-	{"redis_rate", func(t testing.TB, c *redis.Client, prefix string, limit int) checker {
-		l := redis_rate.NewLimiter(c)
-		lim := redis_rate.Limit{Rate: limit, Burst: limit, Period: time.Hour}
-		return func(ctx context.Context, i int) (bool, error) {
-			r, err := l.Allow(ctx, prefix+"user:"+strconv.Itoa(i%1000), lim)
+		return ululeCheck(ls)
+	}
+}
+
+func ululeMemory(t testing.TB, e env, limit int) checker {
+	store := ululememory.NewStoreWithOptions(ulule.StoreOptions{Prefix: e.prefix, CleanUpInterval: time.Hour})
+	return ululeCheck([]*ulule.Limiter{ulule.New(store, ulule.Rate{Period: time.Hour, Limit: int64(limit)})})
+}
+
+func ululeCheck(ls []*ulule.Limiter) checker {
+	names := userKeys()
+	return func(ctx context.Context, i int) (bool, error) {
+		ok := true
+		for _, l := range ls {
+			r, err := l.Get(ctx, names[i%keys])
 			if err != nil {
 				return false, err
 			}
-			return r.Allowed > 0, nil
+			ok = ok && !r.Reached
 		}
-	}},
+		return ok, nil
+	}
 }
 
-func client(t testing.TB) (*redis.Client, *redistest.RoundTrips) {
+// redisRate makes n limits as n redis_rate calls on n keys.
+func redisRate(n int) func(testing.TB, env, int) checker {
+	return func(t testing.TB, e env, limit int) checker {
+		l := redis_rate.NewLimiter(e.client)
+		lim := redis_rate.Limit{Rate: limit, Burst: limit, Period: time.Hour}
+		names := make([][]string, n)
+		for j := range names {
+			names[j] = userKeys()
+			for k := range names[j] {
+				names[j][k] = e.prefix + strconv.Itoa(j) + ":" + names[j][k]
+			}
+		}
+		return func(ctx context.Context, i int) (bool, error) {
+			ok := true
+			for j := range names {
+				r, err := l.Allow(ctx, names[j][i%keys], lim)
+				if err != nil {
+					return false, err
+				}
+				ok = ok && r.Allowed > 0
+			}
+			return ok, nil
+		}
+	}
+}
+
+// userKeys are the peers' identifiers, built once so that no contender pays
+// for formatting them.
+func userKeys() []string {
+	names := make([]string, keys)
+	for i := range names {
+		names[i] = "user:" + strconv.Itoa(i)
+	}
+	return names
+}
+
+func newEnv(t testing.TB) (env, *redistest.RoundTrips) {
 	opt, err := redis.ParseURL(redistest.URL(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	opt.ContextTimeoutEnabled = true // as recommended for ratekit: the limiter then needs no guard goroutine
+	opt.PoolSize = 128               // above 64 callers, so that no contender waits for a connection
 	c := redis.NewClient(opt)
 	t.Cleanup(func() { _ = c.Close() })
 	h := &redistest.RoundTrips{}
 	c.AddHook(h)
-	return c, h
+	return env{client: c, prefix: redistest.Prefix(t)}, h
 }
 
 // TestContendersAgree proves the harness measures real limiting: every
-// library admits exactly the limit for one key, in one round trip per check.
+// contender admits exactly the limit for one key, and each Redis contender
+// makes one round trip per limit it checks (ratekit: one per check).
 func TestContendersAgree(t *testing.T) {
 	for _, ct := range contenders {
+		if ct.banned {
+			continue
+		}
 		t.Run(ct.name, func(t *testing.T) {
-			c, rt := client(t)
-			check := ct.build(t, c, redistest.Prefix(t), 5)
+			e, rt := newEnv(t)
+			check := ct.build(t, e, 5)
 			ctx := context.Background()
-			allowed := 0
 			check(ctx, 0) // warm the script cache (EVALSHA after the first EVAL)
 			start := rt.N.Load()
-			for i := 0; i < 9; i++ {
+			allowed := 0
+			for range 9 {
 				ok, err := check(ctx, 0)
 				if err != nil {
 					t.Fatal(err)
@@ -116,44 +247,111 @@ func TestContendersAgree(t *testing.T) {
 			if allowed != 4 {
 				t.Fatalf("%s allowed %d of 9 after one earlier check, want 4 (limit 5)", ct.name, allowed)
 			}
-			if n := rt.N.Load() - start; n != 9 {
-				t.Fatalf("%s made %d round trips for 9 checks", ct.name, n)
+			want := int64(9)
+			switch {
+			case ct.group == groupMemory:
+				want = 0
+			case ct.group == groupRedis5 && !strings.HasPrefix(ct.name, "ratekit"):
+				want = 45
+			}
+			if n := rt.N.Load() - start; n != want {
+				t.Fatalf("%s made %d round trips for 9 checks, want %d", ct.name, n, want)
 			}
 		})
 	}
 }
 
-func BenchmarkCheckRedis(b *testing.B) {
-	for _, ct := range contenders {
-		for _, mode := range []string{"serial", "parallel"} {
-			b.Run(ct.name+"/"+mode, func(b *testing.B) {
-				c, rt := client(b)
-				check := ct.build(b, c, redistest.Prefix(b), 1<<30)
-				ctx := context.Background()
-				check(ctx, 0)
-				start := rt.N.Load()
-				b.ReportAllocs()
-				b.ResetTimer()
-				if mode == "serial" {
-					for i := 0; i < b.N; i++ {
-						if _, err := check(ctx, i); err != nil {
-							b.Fatal(err)
-						}
-					}
-				} else {
-					var next atomic.Int64
-					b.RunParallel(func(pb *testing.PB) {
-						for pb.Next() {
-							if _, err := check(ctx, int(next.Add(1))); err != nil {
-								b.Error(err)
-								return
-							}
-						}
-					})
-				}
-				b.StopTimer()
-				b.ReportMetric(float64(rt.N.Load()-start)/float64(b.N), "rt/op")
-			})
+// TestBannedClientIsBlocked proves the banned row measures blocked checks.
+func TestBannedClientIsBlocked(t *testing.T) {
+	e, _ := newEnv(t)
+	check := ratekitBanned(t, e, 0)
+	for i := range 2 * keys {
+		if ok, err := check(context.Background(), i); ok || err != nil {
+			t.Fatalf("check %d of a banned client: allowed %v, err %v", i, ok, err)
 		}
 	}
+}
+
+// warm makes every key exist and, with as many callers as the benchmark
+// runs, opens the connections they need, before the clock starts.
+func warm(b *testing.B, check checker, callers int) {
+	var wg sync.WaitGroup
+	errs := make(chan error, callers)
+	for c := range callers {
+		wg.Go(func() {
+			for i := c; i < keys; i += callers {
+				if _, err := check(context.Background(), i); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkCheck measures every contender with one caller (c1) and with 64
+// concurrent callers (c64), reporting checks/s, round trips per check, B/op
+// and allocs/op. Limits are high enough that nothing is denied.
+//
+// The contenders of a group run one after the other at one concurrency, so
+// that the ratios compare runs close in time on a shared machine.
+func BenchmarkCheck(b *testing.B) {
+	var groups []string
+	for _, ct := range contenders {
+		if !slices.Contains(groups, ct.group) {
+			groups = append(groups, ct.group)
+		}
+	}
+	for _, group := range groups {
+		for _, callers := range []int{1, 64} {
+			for _, ct := range contenders {
+				if ct.group == group {
+					benchmarkCheck(b, ct, callers)
+				}
+			}
+		}
+	}
+}
+
+func benchmarkCheck(b *testing.B, ct contender, callers int) {
+	b.Run(fmt.Sprintf("%s/%s/c%d", ct.group, ct.name, callers), func(b *testing.B) {
+		e, rt := newEnv(b)
+		check := ct.build(b, e, 1<<30)
+		ctx := context.Background()
+		warm(b, check, callers)
+		start := rt.N.Load()
+		b.ReportAllocs()
+		b.ResetTimer()
+		if callers == 1 {
+			for i := 0; i < b.N; i++ {
+				if _, err := check(ctx, i); err != nil {
+					b.Fatal(err)
+				}
+			}
+		} else {
+			procs := runtime.GOMAXPROCS(0)
+			b.SetParallelism((callers + procs - 1) / procs)
+			var caller atomic.Int64
+			b.RunParallel(func(pb *testing.PB) {
+				// Each caller walks the keys from its own offset: no
+				// shared counter to contend on.
+				i := int(caller.Add(1)) * 97
+				for pb.Next() {
+					i++
+					if _, err := check(ctx, i); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		}
+		b.StopTimer()
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "checks/s")
+		b.ReportMetric(float64(rt.N.Load()-start)/float64(b.N), "rt/check")
+	})
 }

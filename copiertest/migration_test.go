@@ -24,12 +24,14 @@ rate_limits:
       characteristics: [root_namespace]
       limit: 100
       period_s: 60
+      action: limit
       match:
         root_namespace: db_duration
   http_request:
     - name: x
       limit: 1
       period_s: 1
+      action: limit
 ---
 available_limiters:
     db_duration:

@@ -1,29 +1,32 @@
 package ratelimit
 
 import (
-	"sync"
+	"context"
+	"log/slog"
 	"sync/atomic"
 	"time"
 )
 
 // breaker is a consecutive-failure circuit breaker. Closed: every call goes to
-// the store. After threshold consecutive failures it opens: calls fail at once
-// until the cooldown ends; then exactly one probe goes through (half-open); its
-// success closes the breaker, its failure opens it again.
+// the store. After threshold consecutive failures it opens: every check fails
+// open at once, without touching the store, and a background prober (one
+// goroutine per open breaker) tries the store with a deadline of its own, at
+// growing intervals up to the cooldown; its first success closes the breaker.
+// Checks never probe, so an outage costs them nothing once the breaker is
+// open, and recovery does not wait for a caller's timeout or a full cooldown:
+// the first success comes at most one cooldown (plus one probe) after the
+// store returns.
 //
-// The closed state, every healthy check's path, takes no lock and reads no
-// clock: an atomic flag and a failure count that is written only when it
-// changes. The mutex guards the open state's cooldown and probe.
+// Every state is atomic: no lock, and no clock read on the check's path.
 type breaker struct {
 	threshold int // <0 disables
 	cooldown  time.Duration
 
 	open     atomic.Bool
 	failures atomic.Int64
-
-	mu      sync.Mutex
-	until   time.Time // open: when the next probe may go
-	probing bool      // open: a probe is in flight
+	probing  atomic.Bool  // a prober goroutine runs
+	inProbe  atomic.Bool  // a probe is in flight: "half-open"
+	asks     atomic.Int64 // checks answered while open; a prober stops when idle
 }
 
 type breakerChange uint8
@@ -34,86 +37,99 @@ const (
 	breakerClosed
 )
 
-func (b *breaker) allow(now func() time.Time) bool {
+// proberIdle is how long a prober keeps probing without a check asking: a
+// limiter that is no longer used leaves no goroutine behind for long, and the
+// next check starts a new prober.
+const proberIdle = time.Minute
+
+// allow reports whether a check may call the store.
+func (b *breaker) allow() bool {
 	if b.threshold < 0 || !b.open.Load() {
 		return true
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if !b.open.Load() {
-		return true
-	}
-	if b.probing || now().Before(b.until) {
-		return false
-	}
-	b.probing = true
-	return true
+	b.asks.Add(1)
+	return false
 }
 
-func (b *breaker) record(now func() time.Time, ok bool) breakerChange {
+func (b *breaker) record(ok bool) breakerChange {
 	if b.threshold < 0 {
 		return breakerSame
 	}
 	if ok {
-		if !b.open.Load() {
-			if b.failures.Load() != 0 {
-				b.failures.Store(0)
-			}
-			return breakerSame
+		if b.failures.Load() != 0 {
+			b.failures.Store(0)
 		}
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		b.failures.Store(0)
-		b.probing = false
-		if b.open.Load() {
-			b.open.Store(false)
+		// A call from before the breaker opened came back well: so is the store.
+		if b.open.Load() && b.open.CompareAndSwap(true, false) {
 			return breakerClosed
 		}
 		return breakerSame
 	}
-	n := b.failures.Add(1)
-	if !b.open.Load() && n < int64(b.threshold) {
-		return breakerSame
+	if n := b.failures.Add(1); n >= int64(b.threshold) && b.open.CompareAndSwap(false, true) {
+		return breakerOpened
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.open.Load() {
-		// a failed probe (or a call from before the opening): another cooldown
-		b.probing = false
-		b.until = now().Add(b.cooldown)
-		return breakerSame
-	}
-	b.until = now().Add(b.cooldown)
-	b.open.Store(true)
-	return breakerOpened
-}
-
-// release ends a probe without a verdict.
-func (b *breaker) release() {
-	if !b.open.Load() {
-		return
-	}
-	b.mu.Lock()
-	b.probing = false
-	b.mu.Unlock()
+	return breakerSame
 }
 
 // state reports the breaker state: "closed", "open" or "half-open".
-func (b *breaker) state(now time.Time) string {
-	if !b.open.Load() {
-		return "closed"
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
+func (b *breaker) state() string {
 	switch {
 	case !b.open.Load():
 		return "closed"
-	case b.probing || !now.Before(b.until):
+	case b.inProbe.Load():
 		return "half-open"
 	}
 	return "open"
 }
 
-// BreakerState reports the state of the limiter's circuit breaker:
-// "closed", "open" or "half-open".
-func (l *Limiter) BreakerState() string { return l.breaker.state(l.now()) }
+// BreakerState reports the state of the limiter's circuit breaker: "closed",
+// "open", or "half-open" while a background probe is in flight.
+func (l *Limiter) BreakerState() string { return l.breaker.state() }
+
+// ensureProber starts the background prober of an open breaker unless one runs.
+func (l *Limiter) ensureProber() {
+	if l.breaker.open.Load() && l.breaker.probing.CompareAndSwap(false, true) {
+		go l.probeLoop()
+	}
+}
+
+// probeLoop probes the store until a probe succeeds (closing the breaker),
+// the breaker closes otherwise, or no check has asked for proberIdle.
+func (l *Limiter) probeLoop() {
+	defer l.breaker.probing.Store(false)
+	interval := max(l.breaker.cooldown/4, 10*time.Millisecond)
+	timer := time.NewTimer(interval)
+	defer timer.Stop()
+	asks, idle := l.breaker.asks.Load(), time.Duration(0)
+	for range timer.C {
+		if !l.breaker.open.Load() {
+			return
+		}
+		if l.probe() {
+			if l.breaker.open.CompareAndSwap(true, false) {
+				l.breaker.failures.Store(0)
+				l.logger.LogAttrs(context.Background(), slog.LevelInfo, "rate_limit_breaker_closed", slog.String("limiter", l.name))
+			}
+			return
+		}
+		if n := l.breaker.asks.Load(); n != asks {
+			asks, idle = n, 0
+		} else if idle += interval; idle >= proberIdle {
+			return
+		}
+		interval = min(2*interval, max(l.breaker.cooldown, 10*time.Millisecond))
+		timer.Reset(interval)
+	}
+}
+
+// probe reads one key of the limiter's own under the check timeout: a peek
+// with cost 0, which writes nothing on any store.
+func (l *Limiter) probe() bool {
+	l.breaker.inProbe.Store(true)
+	defer l.breaker.inProbe.Store(false)
+	ops := []Op{{Kind: OpCount, Key: l.prefix + "{" + l.name + ":probe}", Limit: 1, Period: time.Second}}
+	outs, err := callStore(l, context.Background(), func(ctx context.Context) ([]Outcome, error) {
+		return evalStore(ctx, l.store, ModePeek, ops)
+	})
+	return err == nil && len(outs) == 1
+}

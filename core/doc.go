@@ -74,6 +74,16 @@
 // returns the most constraining evaluation of a limit rule, so responses never
 // change because of shadow rules.
 //
+// # Shadow mode
+//
+// A whole limiter can run in shadow mode (Config.Enforcement = Shadow,
+// SetEnforcement at runtime, or a tier's mode in the rule store): it counts
+// exactly as enforcing (same keys, same bans, a blocking rule still ends
+// evaluation) but its Action is always ActionAllow, Result.Shadow is set,
+// WouldBlock tells what enforcing would have answered, and Enforcing is nil so
+// no rate-limit headers reach clients. Package rollout compares it with a
+// legacy check before it enforces.
+//
 // # Identifiers and keys
 //
 // An Identifier maps property names to values; values are compared and keyed
@@ -107,19 +117,38 @@
 // in its own goroutine so that even a server that accepts connections and
 // never answers cannot hold a request longer. After Breaker.Failures
 // consecutive failures (default 3) a circuit breaker opens: checks then fail
-// open at once, without touching the network, for Breaker.Cooldown (default
-// 500ms, short so that recovery is quick); then one probe goes through, and
-// its success closes the breaker. An outage therefore costs each request at most the timeout, and most requests
-// nothing. A caller's own cancellation never counts against the store: its
-// result allows with Err wrapping ErrCanceled, logs no warning, leaves the
-// breaker as it was, and is not counted as a store error by core/observe.
+// open at once, without touching the network, with Err wrapping
+// ErrCircuitOpen. A background prober, not a caller, tries the store with a
+// deadline of its own at intervals growing from Cooldown/4 to Cooldown
+// (default 500ms); its first success closes the breaker, so the first
+// successful check comes within about one Cooldown of the store's return and
+// never waits for a caller's timeout. An outage therefore costs a request at
+// most the timeout (the checks in flight when it starts), and nothing once the
+// breaker is open. The prober stops when the breaker closes or when no check
+// has asked for a minute. A caller's own cancellation never counts against the
+// store: its result allows with Err wrapping ErrCanceled, logs no warning,
+// leaves the breaker as it was, and is not counted as a store error by
+// core/observe. A panic inside a store is recovered: the check fails open
+// with Err wrapping ErrStorePanic, and the memory store never holds a lock
+// across code that can panic.
+//
+// # Overriding a rule with one of another kind
+//
+// A rule of a higher tier replaces a lower one of the same name and inherits
+// its counter (the name is in the key). The counting kind is part of the key
+// as well: a count_distinct rule's set ends in ":set", so an override that
+// changes the kind starts a fresh counter, and one that keeps it inherits the
+// old one. Neither store ever meets a value of the wrong type as an error.
+// A distinct set stops growing once over its limit (it holds at most limit+1
+// members, each at most 65 bytes).
 //
 // # Stores
 //
 // A Store applies the counting operations the limiter builds (see Store, Op
 // and Outcome). NewMemoryStore is the embedded default for one process;
 // redisstore.New counts in Redis, evaluating every rule of a check in one Lua
-// script call, and on Redis Cluster in one pipelined round trip. Every store
+// script call, and on Redis Cluster in stages of pipelined calls that never
+// charge past a blocking rule (see package redisstore). Every store
 // passes the conformance suite in core/storetest.
 //
 // # Adapters: the request guard and the cost meter

@@ -82,21 +82,18 @@ func TestFailOpenRedisStoppedMidTest(t *testing.T) {
 	if s := l.BreakerState(); s != "open" {
 		t.Fatalf("breaker after 3 failures = %s", s)
 	}
-	// While the breaker is open, checks answer without the network. Under
-	// load the loop can outlast the cooldown, so a probe may go through now and
-	// then: count store calls instead of timing checks.
+	// While the breaker is open, checks answer without the network: only the
+	// background prober reaches Redis, at most once per cooldown/4 interval.
 	before, opened := calls.N.Load(), time.Now()
-	open := 0
 	for i := 0; i < 50; i++ {
 		r, took := timedCheck(l)
 		expectFailOpen(t, "breaker open", r, took, slowBound)
-		if errors.Is(r.Err, ratelimit.ErrCircuitOpen) {
-			open++
+		if !errors.Is(r.Err, ratelimit.ErrCircuitOpen) {
+			t.Fatalf("check %d while open reached the store: %v", i, r.Err)
 		}
 	}
-	probes := calls.N.Load() - before
-	if open == 0 || probes != int64(50-open) || probes > 1+int64(time.Since(opened)/cooldown) {
-		t.Fatalf("open breaker: %d of 50 checks answered by the breaker, %d reached Redis", open, probes)
+	if probes := calls.N.Load() - before; probes > 1+int64(time.Since(opened)/(cooldown/4)) {
+		t.Fatalf("open breaker: %d calls reached Redis in %v", probes, time.Since(opened))
 	}
 	srv.Restart(t)
 	deadline := time.Now().Add(10 * time.Second)

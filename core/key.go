@@ -15,8 +15,15 @@ const MaxKeyValueLen = 200
 
 // Counter keys look like
 //
-//	<prefix>{<limiter>:<rule>:<prop>=<value>:<prop>=<value>}
-//	<prefix>{<limiter>:<rule>:<prop>=<value>}:ban
+//	<prefix>{<limiter>:<rule>:<prop>=<value>:<prop>=<value>}       volume counter
+//	<prefix>{<limiter>:<rule>:<prop>=<value>}:ban                  its ban
+//	<prefix>{<limiter>:<rule>:<prop>=<value>}:set                  distinct-value set
+//
+// The counting kind is part of a counter's identity: a rule that overrides
+// another of the same name (a higher tier replacing a default) inherits its
+// counter when both count the same way, and starts a fresh one when one counts
+// volume and the other distinct values, instead of meeting a value of the
+// wrong type (a crash in memory, WRONGTYPE in Redis).
 //
 // The braces are a Redis Cluster hash tag, so a counter and its ban share a
 // slot. Property names and values are escaped so that the key is injective:
@@ -26,7 +33,10 @@ const MaxKeyValueLen = 200
 // identifier lacks, and "#<sha256 hex>" for a value whose escaped form is longer
 // than MaxKeyValueLen.
 
-const banSuffix = ":ban"
+const (
+	banSuffix = ":ban"
+	setSuffix = ":set"
+)
 
 func needsEscape(c byte) bool {
 	switch c {
@@ -87,7 +97,7 @@ func counterKey(prefix, limiter string, r *Rule, id Identifier) string {
 // each property once.
 func counterKeyOf(prefix, limiter string, r *Rule, id Identifier) (key, missing string) {
 	var b strings.Builder
-	b.Grow(len(prefix) + len(limiter) + len(r.Name) + 4 + 24*len(r.Characteristics))
+	b.Grow(len(prefix) + len(limiter) + len(r.Name) + 8 + 24*len(r.Characteristics))
 	b.WriteString(prefix)
 	b.WriteByte('{')
 	b.WriteString(limiter)
@@ -104,11 +114,15 @@ func counterKeyOf(prefix, limiter string, r *Rule, id Identifier) (key, missing 
 		writeKeyValue(&b, v, ok)
 	}
 	b.WriteByte('}')
+	if r.CountDistinct != "" {
+		b.WriteString(setSuffix)
+	}
 	return b.String(), missing
 }
 
 // CounterKey returns the counter key that rule r of limiter uses for id, with
-// DefaultKeyPrefix unless prefix is non-empty. The ban key is CounterKey+":ban".
+// DefaultKeyPrefix unless prefix is non-empty. The ban key is CounterKey+":ban";
+// a count_distinct rule's set key ends in ":set".
 // It is exported for tools (ratekit explain) and tests; stores receive keys
 // already built.
 func CounterKey(prefix, limiter string, r *Rule, id Identifier) string {

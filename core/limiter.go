@@ -33,8 +33,9 @@ type Config struct {
 	// check that hits it fails open.
 	Timeout time.Duration
 	// Breaker bounds a store outage: after Failures consecutive store errors
-	// checks fail open at once, without touching the store, for Cooldown; then
-	// one probe goes through and, if it succeeds, the breaker closes.
+	// checks fail open at once, without touching the store, while a background
+	// probe tries the store at growing intervals of at most Cooldown; its
+	// first success closes the breaker.
 	Breaker BreakerConfig
 	// Logger receives WARN records on fail-open (default slog.Default()).
 	Logger *slog.Logger
@@ -46,12 +47,15 @@ type Config struct {
 	// RuleSource, when set, supplies per-request rules evaluated before the
 	// limiter's own (the rules service of docs/design.md, Phase 3).
 	RuleSource RuleSource
+	// Enforcement is the starting mode (default Enforce); Shadow counts but
+	// never blocks. SetEnforcement changes it at runtime.
+	Enforcement Enforcement
 }
 
 // BreakerConfig configures the circuit breaker of a Limiter.
 type BreakerConfig struct {
 	Failures int           // consecutive failures that open it (default 3; -1 disables the breaker)
-	Cooldown time.Duration // how long it stays open before a probe (default 500ms)
+	Cooldown time.Duration // the longest interval between background probes while open (default 500ms)
 }
 
 // Limiter evaluates one rate-limit checkpoint's rules. Build it once at start-up
@@ -69,6 +73,7 @@ type Limiter struct {
 	breaker  breaker
 	source   RuleSource
 	rules    atomic.Pointer[ruleSet]
+	mode     atomic.Int32 // Enforcement; see mode.go
 }
 
 type ruleSet struct {
@@ -126,6 +131,9 @@ func New(cfg Config) (*Limiter, error) {
 	l.breaker.cooldown = cfg.Breaker.Cooldown
 	if l.breaker.cooldown <= 0 {
 		l.breaker.cooldown = DefaultBreakerCooldown
+	}
+	if err := l.SetEnforcement(cfg.Enforcement); err != nil {
+		return nil, err
 	}
 	if err := l.SetRules(cfg.Rules); err != nil {
 		return nil, err
@@ -199,6 +207,7 @@ func (l *Limiter) run(ctx context.Context, mode Mode, id Identifier, opts []Chec
 			l.observe(ctx, Event{Kind: eventKind(mode), Limiter: l.name, Identifier: id, Result: &res, Duration: l.now().Sub(start)})
 		}
 	}()
+	defer l.applyMode(&res, Enforcement(l.mode.Load())) // runs first: observers see the shadowed verdict
 	if math.IsNaN(o.cost) || math.IsInf(o.cost, 0) || o.cost < 0 {
 		res.Err = fmt.Errorf("ratelimit: invalid cost %v", o.cost)
 		l.warn(ctx, res.Err, nil, id)
@@ -335,15 +344,16 @@ func (c *compiledRule) matches(id Identifier) bool {
 
 // eval calls the store under the timeout and the circuit breaker.
 func (l *Limiter) eval(ctx context.Context, mode Mode, ops []Op) ([]Outcome, error) {
-	if !l.breaker.allow(l.now) {
+	if !l.breaker.allow() {
+		l.ensureProber()
 		return nil, ErrCircuitOpen
 	}
 	var outs []Outcome
 	var err error
 	if l.local {
-		outs, err = l.store.Eval(ctx, mode, ops) // in-process: no timeout, no closure to allocate
+		outs, err = evalStore(ctx, l.store, mode, ops) // in-process: no timeout, no closure to allocate
 	} else {
-		outs, err = callStore(l, ctx, func(ctx context.Context) ([]Outcome, error) { return l.store.Eval(ctx, mode, ops) })
+		outs, err = callStore(l, ctx, func(ctx context.Context) ([]Outcome, error) { return evalStore(ctx, l.store, mode, ops) })
 	}
 	if err == nil && len(outs) != len(ops) {
 		err = fmt.Errorf("store returned %d outcomes for %d ops", len(outs), len(ops))
@@ -357,16 +367,22 @@ func (l *Limiter) eval(ctx context.Context, mode Mode, ops []Op) ([]Outcome, err
 
 func (l *Limiter) record(ctx context.Context, err error) {
 	if err != nil && ctx.Err() != nil {
-		l.breaker.release() // the caller gave up; that says nothing about the store
-		return
+		return // the caller gave up; that says nothing about the store
 	}
-	switch l.breaker.record(l.now, err == nil) {
+	switch l.breaker.record(err == nil) {
 	case breakerOpened:
 		l.logger.LogAttrs(ctx, slog.LevelWarn, "rate_limit_breaker_open",
 			slog.String("limiter", l.name), slog.Duration("cooldown", l.breaker.cooldown), slog.Any("error", err))
+		l.ensureProber()
 	case breakerClosed:
 		l.logger.LogAttrs(ctx, slog.LevelInfo, "rate_limit_breaker_closed", slog.String("limiter", l.name))
 	}
+}
+
+// evalStore calls store.Eval; a panic in the store becomes an error.
+func evalStore(ctx context.Context, store Store, mode Mode, ops []Op) (outs []Outcome, err error) {
+	defer recoverStore(&err)
+	return store.Eval(ctx, mode, ops)
 }
 
 // callStore runs f under the per-check timeout. A store outside this process
@@ -388,8 +404,10 @@ func callStore[T any](l *Limiter, ctx context.Context, f func(context.Context) (
 	}
 	ch := make(chan reply, 1)
 	go func() {
-		v, err := f(ctx)
-		ch <- reply{v, err}
+		var r reply
+		defer func() { ch <- r }()
+		defer recoverStore(&r.err) // a panic here would end the process, not the check
+		r.v, r.err = f(ctx)
 	}()
 	select {
 	case r := <-ch:
@@ -408,7 +426,10 @@ func (l *Limiter) Clear(ctx context.Context, id Identifier) (int, error) {
 	keys := l.Keys(id)
 	n, err := 0, error(nil)
 	if len(keys) > 0 {
-		n, err = callStore(l, ctx, func(ctx context.Context) (int, error) { return l.store.Delete(ctx, keys) })
+		n, err = callStore(l, ctx, func(ctx context.Context) (n int, err error) {
+			defer recoverStore(&err)
+			return l.store.Delete(ctx, keys)
+		})
 	}
 	if err != nil {
 		err = fmt.Errorf("ratelimit: limiter %s: clear: %w", l.name, err)

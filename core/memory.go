@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"hash/maphash"
+	"math"
 	"sync"
 	"time"
 )
@@ -119,22 +120,17 @@ func (sh *memShard) maybeSweep(now time.Time, every time.Duration) {
 	}
 }
 
-// Eval implements Store.
-func (s *MemoryStore) Eval(ctx context.Context, mode Mode, ops []Op) ([]Outcome, error) {
+// Eval implements Store. A panic inside it (a bug) is returned as an error, so
+// the limiter fails open; no shard lock is ever left held.
+func (s *MemoryStore) Eval(ctx context.Context, mode Mode, ops []Op) (out []Outcome, err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	out := make([]Outcome, len(ops))
+	defer recoverStore(&err)
+	out = make([]Outcome, len(ops))
 	for i := range ops {
 		op := &ops[i]
-		sh := s.shard(op.Key)
-		sh.mu.Lock()
-		now := s.now()
-		out[i] = sh.apply(now, mode, op)
-		if mode == ModeCheck {
-			sh.maybeSweep(now, s.sweep)
-		}
-		sh.mu.Unlock()
+		out[i] = s.shard(op.Key).eval(s.now, s.sweep, mode, op)
 		if out[i].Exceeded && op.Terminal {
 			break
 		}
@@ -142,9 +138,30 @@ func (s *MemoryStore) Eval(ctx context.Context, mode Mode, ops []Op) ([]Outcome,
 	return out, nil
 }
 
+// eval applies one op under the shard's lock, released even if apply panics.
+func (sh *memShard) eval(now func() time.Time, sweep time.Duration, mode Mode, op *Op) Outcome {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	t := now()
+	o := sh.apply(t, mode, op)
+	if mode == ModeCheck {
+		sh.maybeSweep(t, sweep)
+	}
+	return o
+}
+
 func (sh *memShard) apply(now time.Time, mode Mode, op *Op) Outcome {
 	o := Outcome{Evaluated: true}
 	e := sh.get(op.Key, now)
+	if e != nil && (e.set != nil) != (op.Kind == OpDistinct) {
+		// A value of the other counting kind: keys encode the kind, so only a
+		// caller that built its own keys gets here. It reads as absent and a
+		// check replaces it (as the Redis store does); never a crash.
+		if mode == ModeCheck {
+			delete(sh.m, op.Key)
+		}
+		e = nil
+	}
 	ttl := func() time.Duration {
 		if e == nil {
 			return op.Period
@@ -195,9 +212,18 @@ func (sh *memShard) apply(now time.Time, mode Mode, op *Op) Outcome {
 				e = &memEntry{expire: now.Add(op.Period), set: map[string]struct{}{}}
 				sh.m[op.Key] = e
 			}
-			e.set[op.Member] = struct{}{}
-			o.Count = float64(len(e.set))
 			would = o.Count
+			switch {
+			case has:
+			case len(e.set) <= int(min(op.Limit, math.MaxInt32)):
+				e.set[op.Member] = struct{}{}
+				o.Count = float64(len(e.set))
+				would = o.Count
+			default:
+				// Over its limit the set stays exceeded whatever is added: it
+				// stops growing, so a client cannot inflate it.
+				would++
+			}
 		} else {
 			would = o.Count
 			if mode == ModePeek && op.Cost > 0 && !has {

@@ -34,6 +34,11 @@ type Result struct {
 	Degraded bool
 	// Evaluations lists every counting rule evaluated, in rule order.
 	Evaluations []Evaluation
+	// Shadow reports that the limiter ran in shadow mode (Enforcement
+	// Shadow): it counted as enforcing would, but Action is always
+	// ActionAllow and Enforcing returns nil, so a client sees nothing of it.
+	// WouldBlock tells the verdict enforcement would have given.
+	Shadow bool
 }
 
 // Info holds the resolved values of one rule evaluation.
@@ -63,7 +68,7 @@ func (i *Info) RetryAfter(now time.Time) time.Duration {
 type Evaluation struct {
 	Rule     *Rule
 	Exceeded bool
-	Blocked  bool // an exceeded limit rule: the verdict is block
+	Blocked  bool // an exceeded limit rule: the verdict is block (in shadow mode: would be)
 	Info     Info
 	// PerRequest reports that the rule came from a per-request tier
 	// (WithRules or Config.RuleSource) rather than the limiter's own rules.
@@ -80,13 +85,79 @@ func (e *Evaluation) Shadow() bool { return e.Rule.Action == ActionLog }
 // Blocked reports whether the verdict is block.
 func (r *Result) Blocked() bool { return r.Action == ActionBlock }
 
+// The accessors below read Rule and Info without a nil check: they return the
+// zero value when the result has no rule or no info (a skip, no match, or a
+// store failure, when Info and Rule are nil). They have value receivers so
+// that limiter.Check(ctx, id).Remaining() compiles.
+
+// RuleName returns the name of Rule, or "".
+func (r Result) RuleName() string {
+	if r.Rule == nil {
+		return ""
+	}
+	return r.Rule.Name
+}
+
+// Limit returns Info.Limit, or 0.
+func (r Result) Limit() int64 { return r.info().Limit }
+
+// Count returns Info.Count, or 0.
+func (r Result) Count() float64 { return r.info().Count }
+
+// Remaining returns Info.Remaining, or 0.
+func (r Result) Remaining() float64 { return r.info().Remaining }
+
+// ResetAt returns Info.ResetAt, or the zero time.
+func (r Result) ResetAt() time.Time { return r.info().ResetAt }
+
+// Banned reports Info.Banned (false without info).
+func (r Result) Banned() bool { return r.info().Banned }
+
+// RetryAfter returns how long a blocked caller should wait (Info.RetryAfter),
+// or 0 when the verdict is not block.
+func (r Result) RetryAfter(now time.Time) time.Duration {
+	if r.Action != ActionBlock {
+		return 0
+	}
+	return r.Info.RetryAfter(now) // nil-safe
+}
+
+func (r Result) info() Info {
+	if r.Info == nil {
+		return Info{}
+	}
+	return *r.Info
+}
+
+// WouldBlock reports whether the verdict is block, or would have been had the
+// limiter been enforcing (a shadow result with a blocking evaluation). It is
+// what a rollout compares with the legacy decision.
+func (r *Result) WouldBlock() bool {
+	if r.Action == ActionBlock {
+		return true
+	}
+	if !r.Shadow {
+		return false
+	}
+	for i := range r.Evaluations {
+		if r.Evaluations[i].Blocked {
+			return true
+		}
+	}
+	return false
+}
+
 // Failed reports whether the result failed open (Err != nil).
 func (r *Result) Failed() bool { return r.Err != nil }
 
 // Enforcing returns the most constraining evaluation of a limit (enforcing)
 // rule, or nil. Response headers are built from it, so shadow rules never
-// change what a client sees.
+// change what a client sees; for the same reason it is nil for a result of a
+// limiter in shadow mode.
 func (r *Result) Enforcing() *Evaluation {
+	if r.Shadow {
+		return nil
+	}
 	return mostConstraining(r.Evaluations, true)
 }
 

@@ -2,6 +2,8 @@ package ratelimit
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 )
 
@@ -87,4 +89,17 @@ type Outcome struct {
 	Banned bool
 	// Exceeded reports count > Limit, or an active ban.
 	Exceeded bool
+}
+
+// ErrStorePanic wraps a panic raised inside a Store: the check fails open with
+// it instead of crashing the caller.
+var ErrStorePanic = errors.New("ratelimit: store panicked")
+
+// recoverStore turns a panic in a store call into an error. Deferred by every
+// store call of the Limiter (and by the memory store itself), so that a bug in
+// a store costs one fail-open result, never the process.
+func recoverStore(err *error) {
+	if p := recover(); p != nil {
+		*err = fmt.Errorf("%w: %v", ErrStorePanic, p)
+	}
 }

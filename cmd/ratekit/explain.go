@@ -10,7 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"os"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -26,7 +26,7 @@ import (
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
 
-const explainUsage = `usage: ratekit explain --redis URL --limiter NAME [flags] PROPERTY=VALUE...
+const explainUsage = `usage: ratekit explain [--redis URL] --limiter NAME [flags] PROPERTY=VALUE...
 
 Shows how a limiter decides for one identifier, without counting: every rule
 in evaluation order with its tier, whether it matches the identifier and,
@@ -47,29 +47,26 @@ example:
       --rate-limits config/rate_limits.yaml ip=203.0.113.7 username=alice
 
 flags:
-  --redis URL                 the Redis of the counters and the rule store:
-                              redis://[user:pass@]host:port[/db] (required)
-  --cluster                   URL is a Redis Cluster URL (redis://host:port?addr=host2:port2...)
+` + connUsage + `
   --limiter NAME              the limiter to explain (required)
   --available-limiters FILE   the application's available_limiters.yaml: the
                               default tier (required when the limiter has no
                               document in the rule store)
   --rate-limits FILE          an operator's rate_limits.yaml: the file tier
-  --key-prefix PREFIX         the counters' key prefix, as in the service's
-                              ratelimit.Config.KeyPrefix (default "` + ratelimit.DefaultKeyPrefix + `")
-  --rules-prefix PREFIX       the rule store's key prefix, as in the service's
-                              rulestore.Options.Prefix (default "` + rulestore.DefaultPrefix + `")
   --rules-service URL         the HTTP address of the per-request rules service
                               (ratekit-rules serve -http): its answer for this
-                              identifier is the remote tier, above all others
-  --service NAME              the calling service, as in the service's
-                              remoterules.Config.Service (with --rules-service)
+                              identifier is the remote tier, above all others;
+                              it needs the calling service (--service NAME or
+                              $` + envService + `, as in remoterules.Config.Service)
   --cost N                    the cost of the request to explain (default 1)
   --timeout D                 bound on each Redis read (default 5s)
   --json                      print the explanation as JSON
 
 PROPERTY=VALUE pairs are the identifier, as the service builds it (for
-example ip=203.0.113.7 user=alice request_type=api).
+example ip=203.0.113.7 user=alice request_type=api). A key outside the
+limiter's available_properties (or, without --available-limiters, one that
+no rule reads) is named in a warning on stderr: it is most often a typo.
+Flags may come before or after the identifier.
 
 exit codes: 0 explained (whatever the verdict); 1 invalid config, unknown
 limiter or Redis failure; 2 usage error or unreadable file`
@@ -93,6 +90,7 @@ type explanation struct {
 	Overridden []overriddenRule   `json:"overridden"` // replaced by a same-named rule of a higher tier
 	RuleStore  *ruleStoreState    `json:"rule_store"`
 	Remote     *remoteState       `json:"rules_service,omitempty"`
+	Warnings   []string           `json:"warnings,omitempty"` // identifier keys no rule can use
 	Verdict    verdictExplanation `json:"verdict"`
 }
 
@@ -155,37 +153,42 @@ type verdictExplanation struct {
 	Error      string     `json:"error,omitempty"` // the store failed: a check would fail open
 	RetryAfter float64    `json:"retry_after_s,omitempty"`
 	ResetAt    *time.Time `json:"reset_at,omitempty"`
+	// Shadow: the limiter runs in shadow mode (its rule store tier says so);
+	// WouldBlock: enforcing, it would block.
+	Shadow     bool `json:"shadow,omitempty"`
+	WouldBlock bool `json:"would_block,omitempty"`
 }
 
 type explainFlags struct {
-	redisURL, limiter, available, rateLimits, keyPrefix, rulesPrefix string
-	rulesService, service                                            string
-	cluster, asJSON                                                  bool
-	cost                                                             float64
-	timeout                                                          time.Duration
+	connFlags
+	name, usage                    string // the command: explain or clear
+	limiter, available, rateLimits string
+	asJSON                         bool
+	cost                           float64
+	timeout                        time.Duration
+	rulesService                   string // the per-request rules service's HTTP address
 }
 
 func runExplain(ctx context.Context, out output, args []string) int {
 	fs := flag.NewFlagSet("explain", flag.ContinueOnError)
-	var f explainFlags
-	fs.StringVar(&f.redisURL, "redis", "", "")
-	fs.BoolVar(&f.cluster, "cluster", false, "")
+	f := explainFlags{name: "explain", usage: explainUsage}
+	f.connFlags.register(fs)
 	fs.StringVar(&f.limiter, "limiter", "", "")
 	fs.StringVar(&f.available, "available-limiters", "", "")
 	fs.StringVar(&f.rateLimits, "rate-limits", "", "")
-	fs.StringVar(&f.keyPrefix, "key-prefix", ratelimit.DefaultKeyPrefix, "")
-	fs.StringVar(&f.rulesPrefix, "rules-prefix", rulestore.DefaultPrefix, "")
 	fs.StringVar(&f.rulesService, "rules-service", "", "")
-	fs.StringVar(&f.service, "service", "", "")
 	fs.Float64Var(&f.cost, "cost", 1, "")
 	fs.DurationVar(&f.timeout, "timeout", 5*time.Second, "")
 	fs.BoolVar(&f.asJSON, "json", false, "")
-	if ok, code := parseFlags(fs, explainUsage, args, out); !ok {
+	pos, ok, code := parseArgs(fs, explainUsage, args, out)
+	if !ok {
 		return code
 	}
+	f.resolve()
+	if err := f.check(); err != nil {
+		return usageError(out, explainUsage, "%v", err)
+	}
 	switch {
-	case f.redisURL == "":
-		return usageError(out, explainUsage, "explain needs --redis URL")
 	case f.limiter == "":
 		return usageError(out, explainUsage, "explain needs --limiter NAME")
 	case f.rateLimits != "" && f.available == "":
@@ -194,10 +197,10 @@ func runExplain(ctx context.Context, out output, args []string) int {
 		return usageError(out, explainUsage, "--cost must be a finite number >= 0, got %v", f.cost)
 	case f.timeout <= 0:
 		return usageError(out, explainUsage, "--timeout must be positive, got %v", f.timeout)
-	case (f.rulesService == "") != (f.service == ""):
-		return usageError(out, explainUsage, "--rules-service URL and --service NAME go together")
+	case f.rulesService != "" && f.service == "":
+		return usageError(out, explainUsage, "--rules-service needs the calling service: --service NAME (or $%s)", envService)
 	}
-	id, err := parseIdentifier(fs.Args())
+	id, err := parseIdentifier(pos)
 	if err != nil {
 		return usageError(out, explainUsage, "%v", err)
 	}
@@ -247,6 +250,10 @@ func runExplain(ctx context.Context, out output, args []string) int {
 	ex := explain(limiter, tiers, sources, id, f.cost, res, time.Now())
 	ex.RuleStore = state
 	ex.Remote = remote
+	ex.Warnings = identifierWarnings(id, local.properties, limiter.Rules())
+	for _, w := range ex.Warnings {
+		fmt.Fprintf(out.stderr, "warning: %s\n", w)
+	}
 	if f.asJSON {
 		enc := json.NewEncoder(out.stdout)
 		enc.SetIndent("", "  ")
@@ -267,6 +274,9 @@ type localTiers struct {
 	rulestore.Tiers
 	fileSource, defaultSource string // "" when the file was not given
 	available                 *config.AvailableLimiters
+	// properties are the limiter's available_properties; nil when
+	// available_limiters.yaml was not given.
+	properties []string
 }
 
 // loadLocalTiers reads the limiter's file and default tiers from the files,
@@ -275,31 +285,28 @@ func loadLocalTiers(out output, f explainFlags) (localTiers, int) {
 	if f.available == "" {
 		return localTiers{}, exitOK
 	}
-	available, err := config.LoadAvailableLimiters(f.available)
+	available, err := loadAvailable(f.available)
 	if err != nil {
 		return localTiers{}, report(out.stderr, err)
 	}
 	if available.Spec(f.limiter) == nil {
-		fmt.Fprintf(out.stderr, "ratekit explain: limiter %q is not declared in %s (declared: %s)\n",
+		fmt.Fprintf(out.stderr, "ratekit "+f.name+": limiter %q is not declared in %s (declared: %s)\n",
 			f.limiter, f.available, strings.Join(available.Names(), ", "))
 		return localTiers{}, exitInvalid
 	}
 	var rateLimits *config.RateLimits
 	if f.rateLimits != "" {
-		if _, err := os.Stat(f.rateLimits); err != nil {
-			fmt.Fprintf(out.stderr, "ratekit explain: %v\n", err)
-			return localTiers{}, exitUsage
-		}
-		if rateLimits, err = config.LoadRateLimits(f.rateLimits, available); err != nil {
+		if rateLimits, err = loadRateLimits(f.rateLimits, available); err != nil {
 			return localTiers{}, report(out.stderr, err)
 		}
 	}
 	file, defaults, err := config.Tiers(available, rateLimits, f.limiter)
 	if err != nil {
-		fmt.Fprintf(out.stderr, "ratekit explain: %v\n", err)
+		fmt.Fprintf(out.stderr, "ratekit "+f.name+": %v\n", err)
 		return localTiers{}, exitInvalid
 	}
-	return localTiers{Tiers: rulestore.Tiers{File: file, Defaults: defaults}, fileSource: f.rateLimits, defaultSource: f.available, available: available}, exitOK
+	props := append([]string{}, available.Spec(f.limiter).GetAvailableProperties()...)
+	return localTiers{Tiers: rulestore.Tiers{File: file, Defaults: defaults, FileMode: rateLimits.Mode(f.limiter)}, fileSource: f.rateLimits, defaultSource: f.available, properties: props, available: available}, exitOK
 }
 
 // bindRuleStore gives the limiter the rules a service enforces: it binds it
@@ -311,10 +318,10 @@ func bindRuleStore(ctx context.Context, out output, f explainFlags, client redis
 	store, err := rulestore.New(client, rulestore.Options{Prefix: f.rulesPrefix, Timeout: f.timeout,
 		Logger: slog.New(slog.DiscardHandler), ClusterMode: f.cluster})
 	if err != nil {
-		return observe.Tiers{}, nil, nil, usageError(out, explainUsage, "--rules-prefix: %v", err)
+		return observe.Tiers{}, nil, nil, usageError(out, f.usage, "--rules-prefix: %v", err)
 	}
 	if err := store.Bind(l, local.Tiers); err != nil {
-		fmt.Fprintf(out.stderr, "ratekit explain: %v\n", err)
+		fmt.Fprintf(out.stderr, "ratekit "+f.name+": %v\n", err)
 		return observe.Tiers{}, nil, nil, exitInvalid
 	}
 	key := store.Key(l.Name())
@@ -326,7 +333,7 @@ func bindRuleStore(ctx context.Context, out output, f explainFlags, client redis
 	switch {
 	case errors.Is(err, redis.Nil):
 	case err != nil:
-		fmt.Fprintf(out.stderr, "ratekit explain: rule store: read %s: %v\n", key, err)
+		fmt.Fprintf(out.stderr, "ratekit "+f.name+": rule store: read %s: %v\n", key, err)
 		return observe.Tiers{}, nil, nil, exitInvalid
 	default:
 		state.Document = true
@@ -340,7 +347,7 @@ func bindRuleStore(ctx context.Context, out output, f explainFlags, client redis
 	}
 	tiers, _ := store.Tiers(l.Name())
 	if doc == nil && local.defaultSource == "" {
-		fmt.Fprintf(out.stderr, "ratekit explain: limiter %s has no document in the rule store (key %s) and no --available-limiters was given: it has no rules to explain\n", l.Name(), key)
+		fmt.Fprintf(out.stderr, "ratekit "+f.name+": limiter %s has no document in the rule store (key %s) and no --available-limiters was given: it has no rules here\n", l.Name(), key)
 		return observe.Tiers{}, nil, nil, exitInvalid
 	}
 	var sources []tierSummary
@@ -356,6 +363,86 @@ func bindRuleStore(ctx context.Context, out output, f explainFlags, client redis
 	add(observe.TierPublished, doc.GetPublishedRules() != nil, "", tiers.Published)
 	add(observe.TierDefault, doc.GetDefaultRules() != nil, local.defaultSource, tiers.Defaults)
 	return tiers, sources, state, exitOK
+}
+
+// identifierWarnings names the identifier keys that cannot take part in the
+// limiter's decision, most often a typo (usernme for username): keys outside
+// the limiter's available_properties when they are known, else keys that no
+// rule reads.
+func identifierWarnings(id ratelimit.Identifier, properties []string, rules []ratelimit.Rule) []string {
+	var warnings []string
+	keys := make([]string, 0, len(id))
+	for k := range id {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	if properties != nil {
+		for _, k := range keys {
+			if !slices.Contains(properties, k) {
+				warnings = append(warnings, fmt.Sprintf("identifier key %q is not one of the limiter's available_properties (%s): no rule may use it%s", k, strings.Join(properties, ", "), didYouMean(k, properties)))
+			}
+		}
+		return warnings
+	}
+	used := map[string]bool{}
+	for _, r := range rules {
+		for _, c := range r.Characteristics {
+			used[c] = true
+		}
+		for k := range r.Match {
+			used[k] = true
+		}
+		if r.CountDistinct != "" {
+			used[r.CountDistinct] = true
+		}
+	}
+	names := make([]string, 0, len(used))
+	for k := range used {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range keys {
+		if !used[k] {
+			warnings = append(warnings, fmt.Sprintf("identifier key %q is used by none of the limiter's rules (pass --available-limiters to check it against available_properties)%s", k, didYouMean(k, names)))
+		}
+	}
+	return warnings
+}
+
+// didYouMean suggests the candidate closest to word, within two edits, for a
+// typo such as usernme.
+func didYouMean(word string, candidates []string) string {
+	best, bestD := "", 3
+	for _, c := range candidates {
+		if d := editDistance(word, c); d < bestD && d < len(word) { // "" or "x" is not a typo of anything
+			best, bestD = c, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf("; did you mean %q?", best)
+}
+
+// editDistance is the Levenshtein distance of two short strings.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			sub := prev[j-1]
+			if a[i-1] != b[j-1] {
+				sub++
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, sub)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
 
 // parseIdentifier reads PROPERTY=VALUE arguments.
@@ -437,7 +524,7 @@ func explain(l *ratelimit.Limiter, tiers observe.Tiers, sources []tierSummary, i
 		}
 		ex.Rules = append(ex.Rules, re)
 	}
-	v := verdictExplanation{Action: string(res.Action), Exceeded: res.Exceeded, Degraded: res.Degraded}
+	v := verdictExplanation{Action: string(res.Action), Exceeded: res.Exceeded, Degraded: res.Degraded, Shadow: res.Shadow, WouldBlock: res.Shadow && res.WouldBlock()}
 	if res.Rule != nil {
 		v.Rule = res.Rule.Name
 	}
@@ -500,6 +587,8 @@ func printExplanation(w io.Writer, ex explanation, now time.Time) {
 		fmt.Fprintf(w, "verdict: unknown: the store failed (a check would fail open and allow): %s\n", v.Error)
 	case v.Action == string(ratelimit.ActionBlock):
 		fmt.Fprintf(w, "verdict: block by %s, retry after %s\n", v.Rule, time.Duration(v.RetryAfter*float64(time.Second)))
+	case v.WouldBlock:
+		fmt.Fprintf(w, "verdict: allow: the limiter is in shadow mode; enforcing, it would block by %s\n", v.Rule)
 	case v.Rule == "":
 		fmt.Fprintln(w, "verdict: allow: no rule matches")
 	case v.Exceeded:

@@ -46,6 +46,7 @@ const explainAvailable = `available_limiters:
         characteristics: [ip]
         limit: 1000
         period_s: 60
+        action: limit
 `
 
 const explainRateLimits = `rate_limits:
@@ -58,6 +59,7 @@ const explainRateLimits = `rate_limits:
       characteristics: [user]
       limit: 3
       period_s: 60
+      action: limit
       match:
         request_type: api
     - name: distinct_paths
@@ -342,7 +344,7 @@ func TestExplain(t *testing.T) {
 			code int
 			msg  string
 		}{
-			{[]string{"explain", "--limiter", "api_request", "--available-limiters", e.available}, 2, "explain needs --redis URL"},
+			{[]string{"explain", "--limiter", "api_request", "--available-limiters", e.available}, 2, "no Redis: give --redis URL or set RATEKIT_REDIS_URL"},
 			{e.flags("user"), 2, `identifier argument "user" is not PROPERTY=VALUE`},
 			{e.flags("user=a", "user=b"), 2, `identifier property "user" is given twice`},
 			{e.flags("--cost", "-1"), 2, "--cost must be a finite number >= 0"},

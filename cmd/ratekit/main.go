@@ -64,6 +64,8 @@ func run(ctx context.Context, args []string, out output) int {
 	switch name {
 	case "help", "-h", "-help", "--help":
 		return help(args[1:], out)
+	case "-version", "--version":
+		name = "version"
 	}
 	c, ok := commands[name]
 	if !ok {
@@ -101,6 +103,8 @@ func overview() string {
 		fmt.Fprintf(&b, "  %-*s  %s\n", width, n, commands[n].summary)
 	}
 	fmt.Fprintf(&b, "  %-*s  %s\n", width, "help", "show this list, or `ratekit help COMMAND` for a command's flags")
+	b.WriteString("\nenvironment (a flag on the command line wins): " + envRedisURL + " (--redis), " + envService + " (--service),\n" +
+		"  " + envKeyPrefix + " (--key-prefix), " + envRulesPrefix + " (--rules-prefix)\n")
 	b.WriteString("\nexit codes: 0 success, 1 invalid input or failed operation, 2 usage error or unreadable input\n")
 	return b.String()
 }

@@ -47,10 +47,24 @@ func binary(t *testing.T) string {
 }
 
 // ratekit runs the binary in dir and returns its exit code, stdout and stderr.
+// The RATEKIT_* variables of the test's environment are not passed on.
 func ratekit(t *testing.T, dir string, args ...string) (int, string, string) {
+	t.Helper()
+	return ratekitEnv(t, dir, nil, args...)
+}
+
+// ratekitEnv runs the binary as ratekit does, with env (NAME=VALUE) added to
+// the environment.
+func ratekitEnv(t *testing.T, dir string, env []string, args ...string) (int, string, string) {
 	t.Helper()
 	cmd := exec.Command(binary(t), args...)
 	cmd.Dir = dir
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "RATEKIT_") || strings.HasPrefix(kv, "RATEKIT_TEST_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -104,7 +118,7 @@ rate_limits.yaml: 7 rules for 3 limiters
   user_sign_in      2 rules  (2 limit)
 skip rules: 2 (each bypasses its limiter for every request it matches)
   rate_limits.yaml:27:7: pipelines_create/pipelines_create_skip_app_defaults: match {} (every request)
-  rate_limits.yaml:48:7: guarded/skip_office: match {ip: {one_of: ["192.0.2.1"]}}
+  rate_limits.yaml:49:7: guarded/skip_office: match {ip: {one_of: ["192.0.2.1"]}}
 OK
 `
 	if stdout != want {
@@ -126,6 +140,7 @@ func TestValidateInvalid(t *testing.T) {
     - name: per_ip
       limit: ten
       period_s: 60
+      action: limit
       characteristics: [ip]
     - name: per_ip
       action: skip
@@ -136,9 +151,9 @@ func TestValidateInvalid(t *testing.T) {
 	})
 	code, stdout, stderr := ratekit(t, dir, "validate", "--available-limiters", "available_limiters.yaml", "--rate-limits", "rate_limits.yaml")
 	want := `rate_limits.yaml:4:14: user_sign_in/per_ip: limit must be a whole number, got the value "ten"
-rate_limits.yaml:7:7: user_sign_in/per_ip: ban_for_s is not valid on skip rules
-rate_limits.yaml:7:13: user_sign_in/per_ip: rule name "per_ip" is used twice in this limiter (first at line 3)
-rate_limits.yaml:10:3: sign_up: no limiter "sign_up" in available_limiters.yaml (it declares pipelines_create, rack_request, user_sign_in)
+rate_limits.yaml:8:7: user_sign_in/per_ip: ban_for_s is not valid on skip rules
+rate_limits.yaml:8:13: user_sign_in/per_ip: rule name "per_ip" is used twice in this limiter (first at line 3)
+rate_limits.yaml:11:3: sign_up: no limiter "sign_up" in available_limiters.yaml (it declares pipelines_create, rack_request, user_sign_in)
 `
 	if code != 1 || stdout != "" || stderr != want {
 		t.Fatalf("exit %d, stdout %q, stderr:\n%s\nwant exit 1 and:\n%s", code, stdout, stderr, want)
@@ -171,7 +186,7 @@ func TestUsageAndUnreadable(t *testing.T) {
 		{"unknown flag", []string{"validate", "--available", "x"}, "ratekit: flag provided but not defined: -available"},
 		{"positional argument", []string{"validate", "--available-limiters", "available_limiters.yaml", "rate_limits.yaml"}, `validate takes no arguments, got ["rate_limits.yaml"]`},
 		{"missing available limiters", []string{"validate", "--available-limiters", "nope.yaml"}, "open nope.yaml: no such file or directory"},
-		{"missing rate limits", []string{"validate", "--available-limiters", "available_limiters.yaml", "--rate-limits", "nope.yaml"}, "stat nope.yaml: no such file or directory"},
+		{"missing rate limits", []string{"validate", "--available-limiters", "available_limiters.yaml", "--rate-limits", "nope.yaml"}, "open nope.yaml: no such file or directory"},
 		{"a directory", []string{"validate", "--available-limiters", "a_directory"}, "a_directory: is a directory"},
 	}
 	for _, tt := range tests {
@@ -191,7 +206,7 @@ func TestHelp(t *testing.T) {
 	}
 	for _, args := range [][]string{{"help", "validate"}, {"validate", "-h"}} {
 		code, stdout, _ = ratekit(t, t.TempDir(), args...)
-		if code != 0 || !strings.HasPrefix(stdout, "usage: ratekit validate --available-limiters FILE [--rate-limits FILE]\n") {
+		if code != 0 || !strings.HasPrefix(stdout, "usage: ratekit validate --available-limiters FILE [--rate-limits FILE] [--json]\n") {
 			t.Fatalf("%v: exit %d, stdout:\n%s", args, code, stdout)
 		}
 	}

@@ -82,7 +82,7 @@ func TestExplainRemoteTier(t *testing.T) {
 		t.Fatalf("rules service %+v", ex.Remote)
 	}
 
-	if _, stderr, code := e.run(t, e.flags("--service", "web", "user=alice")...); code != 2 || !strings.Contains(stderr, "go together") {
-		t.Fatalf("--service alone: exit %d %s", code, stderr)
+	if _, stderr, code := e.run(t, e.flags("--rules-service", rs.URL, "user=alice")...); code != 2 || !strings.Contains(stderr, "--rules-service needs the calling service") {
+		t.Fatalf("--rules-service without a service: exit %d %s", code, stderr)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -24,7 +23,7 @@ import (
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
 
-const rulesUsage = `usage: ratekit rules COMMAND --redis URL [flags] [ARGS]
+const rulesUsage = `usage: ratekit rules COMMAND [--redis URL] [flags] [ARGS]
 
 Reads and writes the Redis rule store: one document per limiter with its
 file_rules (rate_limits.yaml), published_rules (the publish API) and
@@ -35,10 +34,12 @@ commands:
   list                  every limiter with a document: rules per tier, orphan marks
   show LIMITER          each tier and the effective, merged list (--json: the
                         stored document, byte for byte)
-  publish --file FILE   upsert the rules of FILE (the rate_limits.yaml shape:
+  publish --file FILE --available-limiters FILE
+                        upsert the rules of FILE (the rate_limits.yaml shape:
                         rate_limits: {limiter: [rules]}) into the published
                         tiers, all limiters in one atomic write; the file is
-                        validated first, against --available-limiters when given
+                        validated first, with its limiters and properties
+                        checked against available_limiters.yaml
   delete LIMITER RULE...
                         remove published rules (all or nothing)
   gc --available-limiters FILE
@@ -46,14 +47,20 @@ commands:
                         delete those marked longer than --grace ago
 
 flags:
-  --redis URL                 redis://[user:pass@]host:port[/db] (required)
-  --cluster                   URL is a Redis Cluster URL (redis://host:port?addr=host2:port2...)
-  --prefix PREFIX             the store's key prefix (default "` + rulestore.DefaultPrefix + `")
+` + connUsage + `
   --available-limiters FILE   the application's available_limiters.yaml (publish, gc)
+  --skip-available-check      publish without --available-limiters: the file is
+                              checked against the schema only, so a limiter or
+                              property the services do not declare is accepted
   --file FILE                 rules to publish (publish)
+  --dry-run                   publish, delete, gc: read the store and print what
+                              would change, rule by rule (+ added, ~ changed,
+                              - removed, = unchanged), writing nothing
   --grace D                   orphans older than this are deleted (gc; default 7d)
   --json                      machine-readable output (list, show)
   --timeout D                 bound on the whole command (default 10s)
+
+--prefix is the former name of --rules-prefix and is still accepted.
 
 exit codes: 0 success; 1 invalid input, rule not found or Redis failure;
 2 usage error or unreadable file`
@@ -67,10 +74,11 @@ func init() {
 }
 
 type rulesFlags struct {
-	redisURL, prefix, available, file string
-	cluster, asJSON                   bool
-	grace                             string
-	timeout                           time.Duration
+	connFlags
+	available, file               string
+	asJSON, dryRun, skipAvailable bool
+	grace                         string
+	timeout                       time.Duration
 }
 
 // rulesEnv is what a rules subcommand works with.
@@ -102,21 +110,31 @@ func runRules(ctx context.Context, out output, args []string) int {
 	}
 	fs := flag.NewFlagSet("rules "+sub, flag.ContinueOnError)
 	var f rulesFlags
-	fs.StringVar(&f.redisURL, "redis", "", "")
-	fs.BoolVar(&f.cluster, "cluster", false, "")
-	fs.StringVar(&f.prefix, "prefix", rulestore.DefaultPrefix, "")
+	f.connFlags.register(fs)
+	fs.Func("prefix", "", func(v string) error { // the former name of --rules-prefix
+		if fs.Lookup("rules-prefix").Value.String() == "" {
+			f.rulesPrefix = v
+		}
+		return nil
+	})
 	fs.StringVar(&f.available, "available-limiters", "", "")
+	fs.BoolVar(&f.skipAvailable, "skip-available-check", false, "")
+	fs.BoolVar(&f.dryRun, "dry-run", false, "")
 	fs.StringVar(&f.file, "file", "", "")
 	fs.StringVar(&f.grace, "grace", "7d", "")
 	fs.BoolVar(&f.asJSON, "json", false, "")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "")
-	pos, ok, code := parseInterspersed(fs, args, out)
+	pos, ok, code := parseArgs(fs, rulesUsage, args, out)
 	if !ok {
 		return code
 	}
+	f.resolve()
+	if err := f.check(); err != nil {
+		return usageError(out, rulesUsage, "rules %s: %v", sub, err)
+	}
 	switch {
-	case f.redisURL == "":
-		return usageError(out, rulesUsage, "rules %s needs --redis URL", sub)
+	case f.dryRun && (sub == "list" || sub == "show"):
+		return usageError(out, rulesUsage, "rules %s only reads: --dry-run is for publish, delete and gc", sub)
 	case len(pos) < nargs[0] || (nargs[1] >= 0 && len(pos) > nargs[1]):
 		return usageError(out, rulesUsage, "rules %s: wrong arguments %q", sub, pos)
 	case f.timeout <= 0:
@@ -128,7 +146,7 @@ func runRules(ctx context.Context, out output, args []string) int {
 		return usageError(out, rulesUsage, "--grace: %v", err)
 	}
 	if f.available != "" {
-		if env.avail, err = config.LoadAvailableLimiters(f.available); err != nil {
+		if env.avail, err = loadAvailable(f.available); err != nil {
 			return report(out.stderr, err)
 		}
 	}
@@ -138,32 +156,13 @@ func runRules(ctx context.Context, out output, args []string) int {
 	}
 	defer client.Close()
 	env.redis = client
-	env.store, err = rulestore.New(client, rulestore.Options{Prefix: f.prefix, Available: env.avail, GCGrace: env.grace})
+	env.store, err = rulestore.New(client, rulestore.Options{Prefix: f.rulesPrefix, Available: env.avail, GCGrace: env.grace})
 	if err != nil {
 		return usageError(out, rulesUsage, "%v", err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
 	return run(ctx, env, pos)
-}
-
-// parseInterspersed parses flags wherever they are among the positional
-// arguments (Go's flag package stops at the first argument).
-func parseInterspersed(fs *flag.FlagSet, args []string, out output) ([]string, bool, int) {
-	var pos []string
-	for {
-		if ok, code := parseFlags(fs, rulesUsage, args, out); !ok {
-			return nil, false, code
-		}
-		if fs.NArg() == 0 {
-			return pos, true, exitOK
-		}
-		rest := fs.Args()
-		if i := len(args) - len(rest); i > 0 && args[i-1] == "--" { // after --: all arguments
-			return append(pos, rest...), true, exitOK
-		}
-		pos, args = append(pos, rest[0]), rest[1:]
-	}
 }
 
 // parseDays reads a Go duration, or a whole number of days such as "7d".
@@ -255,6 +254,9 @@ func rulesList(ctx context.Context, e *rulesEnv, _ []string) int {
 		}
 		tw.Flush()
 		fmt.Fprintf(e.out.stdout, "%s, revision %d\n", count(len(list), "limiter"), rev)
+		if len(list) == 0 {
+			fmt.Fprintf(e.out.stderr, "note: no rule documents under the prefix %q; a service made from the copier template keeps them under \"ratekit:rules:{SERVICE}:\" (--service SERVICE)\n", e.f.rulesPrefix)
+		}
 	}
 	if invalid > 0 {
 		fmt.Fprintf(e.out.stderr, "ratekit rules: %s cannot be read by the services\n", count(invalid, "document"))
@@ -302,6 +304,9 @@ func rulesShow(ctx context.Context, e *rulesEnv, args []string) int {
 	}
 	w := e.out.stdout
 	fmt.Fprintf(w, "limiter %s (key %s)\n", limiter, key)
+	if m := config.ModeWord(t.Mode); m != "" {
+		fmt.Fprintf(w, "mode: %s (the highest tier that sets one wins)\n", m)
+	}
 	tiered := observe.Tiers{File: t.File, Published: t.Published, Defaults: t.Defaults}.Rules()
 	for _, tier := range []struct {
 		name, label string
@@ -316,7 +321,11 @@ func rulesShow(ctx context.Context, e *rulesEnv, args []string) int {
 			fmt.Fprintln(w, "absent (services use their own)")
 			continue
 		}
-		fmt.Fprintln(w, count(len(tier.list.GetRules()), "rule"))
+		fmt.Fprint(w, count(len(tier.list.GetRules()), "rule"))
+		if m := config.ModeWord(tier.list.GetMode()); m != "" {
+			fmt.Fprintf(w, ", mode %s", m)
+		}
+		fmt.Fprintln(w)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		for _, tr := range tiered {
 			if tr.Tier != tier.name {
@@ -370,7 +379,14 @@ func rulesPublish(ctx context.Context, e *rulesEnv, _ []string) int {
 	if e.f.file == "" {
 		return usageError(e.out, rulesUsage, "rules publish needs --file FILE")
 	}
-	data, err := os.ReadFile(e.f.file)
+	if e.avail == nil && !e.f.skipAvailable {
+		return usageError(e.out, rulesUsage, "rules publish needs --available-limiters FILE to check the file's limiters and properties against what the services declare (--skip-available-check publishes without that check)")
+	}
+	data, err := readConfig(e.f.file)
+	var ce *conflictError
+	if errors.As(err, &ce) {
+		return report(e.out.stderr, err)
+	}
 	if err != nil {
 		fmt.Fprintf(e.out.stderr, "ratekit rules: %v\n", err)
 		return exitUsage
@@ -378,6 +394,9 @@ func rulesPublish(ctx context.Context, e *rulesEnv, _ []string) int {
 	req, err := config.ParsePublishRulesRequest(e.f.file, data, e.avail)
 	if err != nil {
 		return report(e.out.stderr, err)
+	}
+	if e.f.dryRun {
+		return e.publishDiff(ctx, req)
 	}
 	res, err := e.store.Publish(ctx, req)
 	if err != nil {
@@ -394,12 +413,15 @@ func rulesPublish(ctx context.Context, e *rulesEnv, _ []string) int {
 		fmt.Fprintf(e.out.stdout, "; changed: %s (revision %d)\n", strings.Join(res.Changed, ", "), res.Revision)
 	}
 	if e.avail == nil {
-		fmt.Fprintln(e.out.stderr, "note: checked against the schema only; pass --available-limiters to check limiters and properties")
+		fmt.Fprintln(e.out.stderr, "note: --skip-available-check: checked against the schema only, not against available_limiters.yaml")
 	}
 	return exitOK
 }
 
 func rulesDelete(ctx context.Context, e *rulesEnv, args []string) int {
+	if e.f.dryRun {
+		return e.deleteDiff(ctx, args[0], args[1:])
+	}
 	res, err := e.store.Delete(ctx, args[0], args[1:]...)
 	if err != nil {
 		return e.fail(err)
@@ -411,6 +433,9 @@ func rulesDelete(ctx context.Context, e *rulesEnv, args []string) int {
 func rulesGC(ctx context.Context, e *rulesEnv, _ []string) int {
 	if e.avail == nil {
 		return usageError(e.out, rulesUsage, "rules gc needs --available-limiters FILE: without the list of limiters nothing is collected")
+	}
+	if e.f.dryRun {
+		return e.gcDiff(ctx)
 	}
 	rep, err := e.store.GC(ctx, e.avail)
 	if err != nil {

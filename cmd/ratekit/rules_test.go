@@ -36,7 +36,7 @@ func newRulesCLI(t *testing.T, cluster bool) *rulesCLI {
 		e.flags = []string{"--redis", redistest.URL(t)}
 		e.client = redistest.Client(t)
 	}
-	e.flags = append(e.flags, "--prefix", e.prefix)
+	e.flags = append(e.flags, "--rules-prefix", e.prefix)
 	e.dir = writeFiles(t, map[string]string{
 		"available_limiters.yaml": readFixture(t, "available_limiters.yaml"),
 		"publish.yaml": `rate_limits:
@@ -50,11 +50,13 @@ func newRulesCLI(t *testing.T, cluster bool) *rulesCLI {
       characteristics: [ip]
       limit: 50
       period_s: 60
+      action: limit
   pipelines_create:
     - name: per_user
       characteristics: [username]
       limit: 7
       period_s: 60
+      action: limit
       match:
         root_namespace_plan: {one_of: [free, premium]}
 `,
@@ -64,11 +66,13 @@ func newRulesCLI(t *testing.T, cluster bool) *rulesCLI {
       characteristics: [ip]
       limit: 3
       period_s: 60
+      action: limit
   pipelines_create:
     - name: bad
       characteristics: [ip]
       limit: 0
       period_s: 60
+      action: limit
 `,
 	})
 	return e
@@ -114,8 +118,8 @@ func testRulesCLI(t *testing.T, e *rulesCLI) {
 
 	// An invalid file writes nothing and names file, line and rule.
 	code, stdout, stderr := e.run(t, "publish", "--file", "invalid.yaml", "--available-limiters", "available_limiters.yaml")
-	if code != 1 || stdout != "" || !strings.Contains(stderr, "invalid.yaml:10:14: pipelines_create/bad: limit must be at least 1, got 0") ||
-		!strings.Contains(stderr, `invalid.yaml:9:25: pipelines_create/bad: characteristic "ip" is not one of the limiter's available_properties`) {
+	if code != 1 || stdout != "" || !strings.Contains(stderr, "invalid.yaml:11:14: pipelines_create/bad: limit must be at least 1, got 0") ||
+		!strings.Contains(stderr, `invalid.yaml:10:25: pipelines_create/bad: characteristic "ip" is not one of the limiter's available_properties`) {
 		t.Fatalf("invalid publish: exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
 	}
 	if _, ok := e.raw(t, "pipelines_create"); ok {
@@ -232,11 +236,13 @@ func TestRulesCLIUsage(t *testing.T) {
 	}{
 		{[]string{"rules"}, 2, "rules needs a command"},
 		{[]string{"rules", "frob", "--redis", unused}, 2, `unknown rules command "frob"`},
-		{[]string{"rules", "list"}, 2, "rules list needs --redis URL"},
+		{[]string{"rules", "list"}, 2, "rules list: no Redis: give --redis URL or set RATEKIT_REDIS_URL"},
 		{[]string{"rules", "show", "--redis", unused}, 2, "rules show: wrong arguments"},
 		{[]string{"rules", "delete", "--redis", unused, "lim"}, 2, "rules delete: wrong arguments"},
 		{[]string{"rules", "publish", "--redis", unused}, 2, "rules publish needs --file FILE"},
-		{[]string{"rules", "publish", "--redis", unused, "--file", "nope.yaml"}, 2, "nope.yaml: no such file"},
+		{[]string{"rules", "publish", "--redis", unused, "--file", "nope.yaml", "--skip-available-check"}, 2, "nope.yaml: no such file"},
+		{[]string{"rules", "publish", "--redis", unused, "--file", "rules.yaml"}, 2, "rules publish needs --available-limiters FILE"},
+		{[]string{"rules", "show", "--redis", unused, "--dry-run", "lim"}, 2, "--dry-run is for publish, delete and gc"},
 		{[]string{"rules", "gc", "--redis", unused}, 2, "rules gc needs --available-limiters FILE"},
 		{[]string{"rules", "gc", "--redis", unused, "--available-limiters", "nope.yaml"}, 2, "nope.yaml: no such file"},
 		{[]string{"rules", "gc", "--redis", unused, "--grace", "soon"}, 2, `--grace: "soon" is not a positive duration`},

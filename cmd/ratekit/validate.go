@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -15,7 +14,7 @@ import (
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
 
-const validateUsage = `usage: ratekit validate --available-limiters FILE [--rate-limits FILE]
+const validateUsage = `usage: ratekit validate --available-limiters FILE [--rate-limits FILE] [--json]
 
 Checks available_limiters.yaml and, when given, rate_limits.yaml against it:
 YAML well-formed, the schema (unknown fields are errors), the protovalidate
@@ -29,6 +28,13 @@ bypasses its limiter for every request it matches.
 flags:
   --available-limiters FILE   the application's available_limiters.yaml (required)
   --rate-limits FILE          an operator's rate_limits.yaml (optional)
+  --json                      print the result as one JSON object on stdout:
+                              {"valid", "errors": [{file, line, column,
+                              limiter, rule, path, message}], "limiters",
+                              "skip_rules"}
+
+A file that still holds merge conflict markers (<<<<<<<, =======, >>>>>>>)
+is refused with its file and line.
 
 exit codes: 0 valid; 1 invalid, one error per line as
 FILE:LINE:COL: limiter/rule: message; 2 usage error or unreadable file`
@@ -45,48 +51,167 @@ func runValidate(_ context.Context, out output, args []string) int {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	availablePath := fs.String("available-limiters", "", "")
 	rateLimitsPath := fs.String("rate-limits", "", "")
-	if ok, code := parseFlags(fs, validateUsage, args, out); !ok {
+	asJSON := fs.Bool("json", false, "")
+	pos, ok, code := parseArgs(fs, validateUsage, args, out)
+	if !ok {
 		return code
 	}
-	if fs.NArg() > 0 {
-		return usageError(out, validateUsage, "validate takes no arguments, got %q (name files with the flags)", fs.Args())
+	if len(pos) > 0 {
+		return usageError(out, validateUsage, "validate takes no arguments, got %q (name files with the flags)", pos)
 	}
 	if *availablePath == "" {
 		return usageError(out, validateUsage, "validate needs --available-limiters FILE")
 	}
-
-	available, err := config.LoadAvailableLimiters(*availablePath)
-	if err != nil {
-		code := report(out.stderr, err)
-		if code == exitInvalid && *rateLimitsPath != "" {
-			fmt.Fprintf(out.stderr, "%s: not checked: %s is invalid\n", *rateLimitsPath, *availablePath)
+	res := validateResult{Errors: []validateError{}, Limiters: []validateLimiter{}, SkipRules: []validateSkip{}}
+	fail := func(err error) int {
+		if !*asJSON {
+			return report(out.stderr, err)
 		}
+		code := exitCode(err)
+		if code == exitUsage {
+			fmt.Fprintf(out.stderr, "ratekit validate: %v\n", err)
+			return code
+		}
+		res.Errors = jsonErrors(err)
+		writeJSON(out.stdout, res)
 		return code
+	}
+
+	available, err := loadAvailable(*availablePath)
+	if err != nil {
+		if !*asJSON && exitCode(err) == exitInvalid && *rateLimitsPath != "" {
+			defer fmt.Fprintf(out.stderr, "%s: not checked: %s is invalid\n", *rateLimitsPath, *availablePath)
+		}
+		return fail(err)
 	}
 	var rateLimits *config.RateLimits
 	if *rateLimitsPath != "" {
 		// The runtime treats a missing rate_limits.yaml as "no rules"; a file
 		// named on the command line must exist.
-		if _, err := os.Stat(*rateLimitsPath); err != nil {
-			fmt.Fprintf(out.stderr, "ratekit validate: %v\n", err)
-			return exitUsage
+		if rateLimits, err = loadRateLimits(*rateLimitsPath, available); err != nil {
+			return fail(err)
 		}
-		if rateLimits, err = config.LoadRateLimits(*rateLimitsPath, available); err != nil {
-			return report(out.stderr, err)
-		}
+	}
+	if *asJSON {
+		res.Valid = true
+		res.Limiters, res.SkipRules = jsonSummary(available, rateLimits)
+		writeJSON(out.stdout, res)
+		return exitOK
 	}
 	summarize(out.stdout, available, rateLimits)
 	return exitOK
+}
+
+// validateResult is the output of `ratekit validate --json`.
+type validateResult struct {
+	Valid     bool              `json:"valid"`
+	Errors    []validateError   `json:"errors"`
+	Limiters  []validateLimiter `json:"limiters"`
+	SkipRules []validateSkip    `json:"skip_rules"`
+}
+
+type validateError struct {
+	File    string `json:"file"`
+	Line    int    `json:"line,omitempty"`
+	Column  int    `json:"column,omitempty"`
+	Limiter string `json:"limiter,omitempty"`
+	Rule    string `json:"rule,omitempty"`
+	Path    string `json:"path,omitempty"`
+	Message string `json:"message"`
+}
+
+type validateLimiter struct {
+	Name             string   `json:"name"`
+	Properties       []string `json:"available_properties"`
+	DefaultRules     int      `json:"default_rules"`
+	RateLimitsRules  *int     `json:"rate_limits_rules,omitempty"` // nil: rate_limits.yaml has none
+	AllowedSkipRules []string `json:"allowed_skip_rules,omitempty"`
+}
+
+type validateSkip struct {
+	File    string `json:"file"`
+	Line    int    `json:"line"`
+	Column  int    `json:"column"`
+	Limiter string `json:"limiter"`
+	Rule    string `json:"rule"`
+	Match   string `json:"match"`
+}
+
+func jsonErrors(err error) []validateError {
+	var ve *config.ValidationError
+	var ce *conflictError
+	switch {
+	case errors.As(err, &ve):
+		out := make([]validateError, len(ve.Errors))
+		for i, e := range ve.Errors {
+			out[i] = validateError{File: e.File, Line: e.Line, Column: e.Column, Limiter: e.Limiter, Rule: e.Rule, Path: e.Path, Message: e.Message}
+		}
+		return out
+	case errors.As(err, &ce):
+		return []validateError{{File: ce.file, Line: ce.line, Message: "unresolved merge conflict: resolve it and remove the conflict markers"}}
+	}
+	return []validateError{{Message: err.Error()}}
+}
+
+func jsonSummary(available *config.AvailableLimiters, rateLimits *config.RateLimits) ([]validateLimiter, []validateSkip) {
+	lims := []validateLimiter{}
+	for _, n := range available.Names() {
+		spec := available.Spec(n)
+		l := validateLimiter{Name: n, Properties: spec.GetAvailableProperties(), DefaultRules: len(spec.GetDefaultRules())}
+		if l.Properties == nil {
+			l.Properties = []string{}
+		}
+		if allow := spec.GetAllowedSkipRules(); allow != nil {
+			l.AllowedSkipRules = append([]string{}, allow.GetNames()...)
+		}
+		if rl, ok := rateLimitsOf(rateLimits)[n]; ok {
+			k := len(rl.GetRules())
+			l.RateLimitsRules = &k
+		}
+		lims = append(lims, l)
+	}
+	skips := available.SkipRules()
+	if rateLimits != nil {
+		skips = append(skips, rateLimits.SkipRules()...)
+	}
+	out := []validateSkip{}
+	for _, s := range skips {
+		out = append(out, validateSkip{File: s.File, Line: s.Line, Column: s.Column, Limiter: s.Limiter, Rule: s.Rule.GetName(), Match: describeMatch(s.Rule)})
+	}
+	return lims, out
+}
+
+func rateLimitsOf(r *config.RateLimits) map[string]*configv1.RuleList {
+	if r == nil {
+		return nil
+	}
+	return r.Proto.GetRateLimits()
+}
+
+// exitCode is the exit code of a load error: 1 for invalid content, 2 when
+// the file could not be read.
+func exitCode(err error) int {
+	var ve *config.ValidationError
+	var ce *conflictError
+	if errors.As(err, &ve) || errors.As(err, &ce) {
+		return exitInvalid
+	}
+	return exitUsage
 }
 
 // report prints a load error: each validation problem on its own line (exit
 // 1), or why the file could not be read (exit 2).
 func report(w io.Writer, err error) int {
 	var ve *config.ValidationError
-	if errors.As(err, &ve) {
+	var ce *conflictError
+	switch {
+	case errors.As(err, &ve):
 		for _, e := range ve.Errors {
 			fmt.Fprintln(w, e.Error())
 		}
+		return exitInvalid
+	case errors.As(err, &ce):
+		fmt.Fprintln(w, ce.Error())
 		return exitInvalid
 	}
 	fmt.Fprintf(w, "ratekit validate: %v\n", err)
@@ -139,7 +264,7 @@ func count(n int, noun string) string {
 	if n == 1 {
 		return "1 " + noun
 	}
-	if strings.HasSuffix(noun, "y") {
+	if strings.HasSuffix(noun, "y") && !strings.ContainsRune("aeiou", rune(noun[len(noun)-2])) { // property, not key
 		return fmt.Sprintf("%d %sies", n, strings.TrimSuffix(noun, "y"))
 	}
 	return fmt.Sprintf("%d %ss", n, noun)

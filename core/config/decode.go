@@ -49,14 +49,10 @@ type doc struct {
 	checks     []problem // protovalidate and cross-document errors
 	budget     int
 	overBudget bool
-	// defaultAction fills in `action: limit` for a rule that leaves it out, as
-	// the config files may (the source design's own §2.3 example does, and
-	// limit is the core's default). Stored JSON must always say it.
-	defaultAction bool
 }
 
 func newDoc(file string) *doc {
-	return &doc{file: file, valPos: map[string]position{}, keyPos: map[string]position{}, budget: maxNodes, defaultAction: true}
+	return &doc{file: file, valPos: map[string]position{}, keyPos: map[string]position{}, budget: maxNodes}
 }
 
 // decode fills msg from YAML (or JSON) data. It returns false when nothing
@@ -269,7 +265,7 @@ func (d *doc) message(n *yaml.Node, md protoreflect.MessageDescriptor, p path) m
 		}
 		return out
 	}
-	seen := d.entries(n, p, p.field, func(name string) string { return fmt.Sprintf("field %q", name) },
+	d.entries(n, p, p.field, func(name string) string { return fmt.Sprintf("field %q", name) },
 		func(name string, v *yaml.Node, fp path) {
 			fd := md.Fields().ByName(protoreflect.Name(name))
 			if fd == nil {
@@ -280,9 +276,6 @@ func (d *doc) message(n *yaml.Node, md protoreflect.MessageDescriptor, p path) m
 				out[name] = val
 			}
 		})
-	if n := md.FullName(); d.defaultAction && (n == ruleName || n == defaultRuleName) && out["action"] == nil && seen["action"] == nil {
-		out["action"] = configv1.Action_ACTION_LIMIT.String()
-	}
 	return out
 }
 

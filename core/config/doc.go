@@ -25,9 +25,13 @@
 //	        characteristics: [ip]
 //	        limit: 1000
 //	        period_s: 60
+//	        action: limit
 //
 // rate_limits.yaml is deployed by operators and is optional. Its rules come
-// before the defaults; a rule that reuses a default's name replaces it:
+// before the defaults; a rule that reuses a default's name replaces it. A
+// limiter written as a mapping also sets its mode for a rollout
+// (`user_sign_in: {mode: shadow, rules: [...]}`: count, never block; see
+// ratelimit.Enforcement):
 //
 //	rate_limits:
 //	  user_sign_in:
@@ -42,6 +46,7 @@
 //	      period_s: 3600
 //	      characteristics: [ip]
 //	      count_distinct: username
+//	      action: limit
 //	  rack_request:
 //	    - name: skip_health_checks
 //	      action: skip
@@ -56,8 +61,9 @@
 //	        request_type: api               # equality
 //	        path: {regex: "^/api/v\\d+/"}   # RE2, unanchored
 //
-// Actions are lower-case (limit, log, skip); a rule that leaves action out
-// limits. Times are whole seconds. A match value is a scalar (equality),
+// Every rule states its action, lower-case: limit, log or skip. A rule
+// without one is an error rather than a silent limit, so that a shadow rule
+// that forgot `action: log` never enforces. Times are whole seconds. A match value is a scalar (equality),
 // {regex: ...} or {one_of: [...]}.
 //
 // # Validation
@@ -89,6 +95,13 @@
 // error and keep what the limiter has: (*ratelimit.Limiter).SetRules is only
 // called with a list that passed every check, and it too rejects a bad list
 // whole.
+//
+// Reload with LoadRateLimitsStable: it applies a file only when two reads,
+// a settle delay apart, agree, because a file caught while a deploy writes it
+// in place is often a valid file with fewer rules. The convention for
+// deploys is to replace the file atomically (write a temporary file in the
+// same directory and rename it over the old one, or the symlink swap of a
+// Kubernetes ConfigMap volume); the double read covers deploys that do not.
 //
 // # Stored documents
 //

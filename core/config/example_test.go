@@ -37,6 +37,7 @@ func Example() {
       characteristics: [username]
       limit: 10
       period_s: 600
+      action: limit
     - name: skip_internal
       action: skip
       match:
@@ -62,7 +63,7 @@ func Example() {
 	// Output:
 	// limit_user_sign_ins_by_username limit 10 10m0s map[]
 	// skip_internal skip 0 0s map[ip:{one_of: ["10.0.0.1" "10.0.0.2"]}]
-	// skip rule at rate_limits.yaml:7: user_sign_in/skip_internal
+	// skip rule at rate_limits.yaml:8: user_sign_in/skip_internal
 }
 
 func ExampleParseRateLimits_errors() {
@@ -79,6 +80,7 @@ func ExampleParseRateLimits_errors() {
 `), available)
 	fmt.Println(err)
 	// Output:
+	// rate_limits.yaml:3:7: user_sign_in/per_ip: action is missing: it must be limit, log or skip
 	// rate_limits.yaml:4:14: user_sign_in/per_ip: limit must be a whole number, got the value "ten"
 	// rate_limits.yaml:6:29: user_sign_in/per_ip: characteristic "user" is not one of the limiter's available_properties (ip, username)
 	// rate_limits.yaml:7:3: sign_up: no limiter "sign_up" in available_limiters.yaml (it declares user_sign_in)

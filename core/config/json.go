@@ -8,6 +8,7 @@ import (
 	"io"
 	"sort"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
@@ -22,7 +23,8 @@ import (
 //
 //	{"default_rules":{"rules":[{"name":"limit_user_autocompletes_by_user","limit":300,"period_s":60,"action":"limit","characteristics":["user"],"match":{}}]}}
 //
-// Tiers appear in alphabetical order and only when set. A rule is written as
+// Tiers appear in alphabetical order and only when set; a tier that sets the
+// limiter's mode writes it first: {"mode":"shadow","rules":[...]}. A rule is written as
 // name, description, limit, period_s, action, characteristics,
 // count_distinct, ban_for_s, match; unset optional fields and empty strings
 // are left out, characteristics and match are always written. Match keys are
@@ -56,7 +58,13 @@ func MarshalLimiterRules(doc *configv1.LimiterRules) ([]byte, error) {
 		}
 		n++
 		w.str(t.name)
-		w.WriteString(`:{"rules":[`)
+		w.WriteString(`:{`)
+		if m := t.list.GetMode(); m != configv1.Mode_MODE_UNSPECIFIED {
+			w.WriteString(`"mode":`)
+			w.str(ModeWord(m))
+			w.WriteByte(',')
+		}
+		w.WriteString(`"rules":[`)
 		for i, r := range t.list.GetRules() {
 			if i > 0 {
 				w.WriteByte(',')
@@ -87,7 +95,6 @@ func MarshalRule(r *configv1.Rule) ([]byte, error) {
 // *ValidationError whose positions are line:column in data.
 func UnmarshalLimiterRules(data []byte) (*configv1.LimiterRules, error) {
 	d := newDoc("")
-	d.defaultAction = false
 	msg := &configv1.LimiterRules{}
 	if d.decode(data, msg, parseJSON) {
 		d.validateLimiterRules(msg)
@@ -199,8 +206,20 @@ type jsonSyntaxError struct {
 func (e *jsonSyntaxError) Error() string { return fmt.Sprintf("%d:%d: %s", e.line, e.col, e.msg) }
 
 // parseJSON reads strict JSON into YAML nodes with positions, so stored
-// documents go through the same schema walk as the files.
+// documents go through the same schema walk as the files. A valid document
+// (json.Valid, which allocates nothing) is read by a scanner that can trust
+// the grammar; an invalid one by encoding/json's tokenizer, whose messages
+// the errors quote. Both give the same nodes (FuzzParseJSONPaths).
 func parseJSON(data []byte) (*yaml.Node, error) {
+	if json.Valid(data) {
+		s := &validJSON{data: data, p: jsonParser{data: data, atLine: 1, atCol: 1}}
+		return s.value(), nil
+	}
+	return parseJSONTokens(data)
+}
+
+// parseJSONTokens is parseJSON with encoding/json's tokenizer, for any input.
+func parseJSONTokens(data []byte) (*yaml.Node, error) {
 	p := &jsonParser{data: data, dec: json.NewDecoder(bytes.NewReader(data)), lines: []int{0}}
 	p.dec.UseNumber()
 	for i, c := range data {
@@ -223,6 +242,11 @@ type jsonParser struct {
 	data  []byte
 	dec   *json.Decoder
 	lines []int // offset of the start of each line
+	// Tokens come in increasing offsets, so the position of each is counted
+	// on from the previous one: one pass over the document in all. Counting
+	// from the start of the line for every token was quadratic in the length
+	// of a single-line document (800 rules took seconds).
+	at, atLine, atCol int64
 }
 
 // start returns the offset of the next token.
@@ -239,6 +263,27 @@ func (p *jsonParser) start() int64 {
 	return off
 }
 
+// pos returns the line and column of off, which is never before the offset
+// of the previous call: it counts only the runes in between.
+func (p *jsonParser) pos(off int64) (int, int) {
+	if off < p.at || p.atLine == 0 {
+		line, col := p.lineCol(off)
+		p.at, p.atLine, p.atCol = off, int64(line), int64(col)
+		return line, col
+	}
+	// Token starts are ASCII, so counting runes between two of them is exact.
+	seg := p.data[p.at:off]
+	if nl := bytes.LastIndexByte(seg, '\n'); nl >= 0 {
+		p.atLine += int64(bytes.Count(seg, []byte{'\n'}))
+		p.atCol = 1
+		seg = seg[nl+1:]
+	}
+	p.atCol += int64(utf8.RuneCount(seg))
+	p.at = off
+	return int(p.atLine), int(p.atCol)
+}
+
+// lineCol returns the line and column (in runes, from 1) of off.
 func (p *jsonParser) lineCol(off int64) (int, int) {
 	if off > int64(len(p.data)) {
 		off = int64(len(p.data))
@@ -265,7 +310,7 @@ func (p *jsonParser) token() (json.Token, *yaml.Node, error) {
 		}
 		return nil, nil, p.errorAt(off, err.Error())
 	}
-	line, col := p.lineCol(off)
+	line, col := p.pos(off)
 	return tok, &yaml.Node{Line: line, Column: col}, nil
 }
 
@@ -319,4 +364,96 @@ func (p *jsonParser) value() (*yaml.Node, error) {
 		n.Kind, n.Tag, n.Value = yaml.ScalarNode, "!!null", "null"
 	}
 	return n, nil
+}
+
+// validJSON reads a document that json.Valid accepted: it checks nothing, and
+// every value becomes the node encoding/json's tokens would give.
+type validJSON struct {
+	data []byte
+	i    int
+	p    jsonParser // positions only
+}
+
+func (s *validJSON) space() {
+	for s.i < len(s.data) {
+		switch s.data[s.i] {
+		case ' ', '\t', '\r', '\n':
+			s.i++
+			continue
+		}
+		return
+	}
+}
+
+func (s *validJSON) value() *yaml.Node {
+	s.space()
+	line, col := s.p.pos(int64(s.i))
+	n := &yaml.Node{Kind: yaml.ScalarNode, Line: line, Column: col}
+	switch s.data[s.i] {
+	case '{', '[':
+		n.Kind, n.Tag = yaml.MappingNode, "!!map"
+		end := byte('}')
+		if s.data[s.i] == '[' {
+			n.Kind, n.Tag, end = yaml.SequenceNode, "!!seq", ']'
+		}
+		s.i++
+		s.space()
+		for s.data[s.i] != end {
+			n.Content = append(n.Content, s.value())
+			s.space()
+			if n.Kind == yaml.MappingNode {
+				s.i++ // ':'
+				n.Content = append(n.Content, s.value())
+				s.space()
+			}
+			if s.data[s.i] == ',' {
+				s.i++
+				s.space()
+			}
+		}
+		s.i++
+	case '"':
+		n.Tag, n.Value = "!!str", s.str()
+	case 't':
+		n.Tag, n.Value = "!!bool", "true"
+		s.i += len("true")
+	case 'f':
+		n.Tag, n.Value = "!!bool", "false"
+		s.i += len("false")
+	case 'n':
+		n.Tag, n.Value = "!!null", "null"
+		s.i += len("null")
+	default: // a number
+		start := s.i
+		for s.i < len(s.data) && strings.IndexByte("+-.eE0123456789", s.data[s.i]) >= 0 {
+			s.i++
+		}
+		n.Tag, n.Value = "!!int", string(s.data[start:s.i])
+		if strings.ContainsAny(n.Value, ".eE") {
+			n.Tag = "!!float"
+		}
+	}
+	return n
+}
+
+// str reads the string at s.i. Plain strings (no escape, valid UTF-8, as
+// stored documents are) are copied; others are unquoted by encoding/json,
+// which replaces invalid UTF-8 exactly as its tokenizer does.
+func (s *validJSON) str() string {
+	start, escaped := s.i, false
+	// Bytes of multi-byte characters are never '"' or '\\': scan bytes.
+	for s.i++; s.data[s.i] != '"'; s.i++ {
+		if s.data[s.i] == '\\' {
+			escaped = true
+			s.i++ // the escaped byte, which may be '"'
+		}
+	}
+	s.i++
+	raw := s.data[start:s.i]
+	if body := raw[1 : len(raw)-1]; !escaped && utf8.Valid(body) {
+		return string(body)
+	}
+	var v string
+	_ = json.Unmarshal(raw, &v) // cannot fail: the document is valid
+	return v
 }

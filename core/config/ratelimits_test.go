@@ -58,20 +58,20 @@ func TestParseRateLimitsErrors(t *testing.T) {
 			[]string{`r.yaml:4:15: guarded/skip_everything: skip rule "skip_everything" is not in the limiter's allowed_skip_rules (skip_health); a skip bypasses the limiter for every request it matches`}},
 		{"skip on a limiter that forbids them", "rate_limits:\n  locked:\n    - name: skip_health\n      action: skip\n",
 			[]string{`r.yaml:4:15: locked/skip_health: skip rules are not allowed on this limiter: its allowed_skip_rules list is empty (a skip bypasses the limiter for every request it matches)`}},
-		{"properties of another limiter", "rate_limits:\n  guarded:\n    - name: a\n      limit: 1\n      period_s: 1\n      characteristics: [user]\n      match: {user: x}\n", []string{
+		{"properties of another limiter", "rate_limits:\n  guarded:\n    - name: a\n      limit: 1\n      period_s: 1\n      characteristics: [user]\n      match: {user: x}\n      action: limit\n", []string{
 			`r.yaml:6:25: guarded/a: characteristic "user" is not one of the limiter's available_properties (ip, path)`,
 			`r.yaml:7:15: guarded/a: match property "user" is not one of the limiter's available_properties (ip, path)`,
 		}},
 		{"duplicate names", "rate_limits:\n  open:\n    - name: a\n      action: skip\n    - name: a\n      action: skip\n",
 			[]string{`r.yaml:5:13: open/a: rule name "a" is used twice in this limiter (first at line 3)`}},
-		{"a rule without action limits, so it needs thresholds", "rate_limits:\n  open:\n    - name: a\n      characteristics: [ip]\n",
-			[]string{`r.yaml:3:7: open/a: limit and log rules require limit and period_s`}},
-		{"every error of the file, in file order", "rate_limits:\n  open:\n    - name: a\n      limit: 0\n      period_s: 60\n      colour: red\n  nope: []\n  guarded:\n    - name: b\n      action: skip\n      ban_for_s: 10\n", []string{
+		{"a rule without action", "rate_limits:\n  open:\n    - name: a\n      characteristics: [ip]\n",
+			[]string{`r.yaml:3:7: open/a: limit and log rules require limit and period_s`, `r.yaml:3:7: open/a: action is missing: it must be limit, log or skip`}},
+		{"every error of the file, in file order", "rate_limits:\n  open:\n    - name: a\n      limit: 0\n      period_s: 60\n      colour: red\n      action: limit\n  nope: []\n  guarded:\n    - name: b\n      action: skip\n      ban_for_s: 10\n", []string{
 			`r.yaml:4:14: open/a: limit must be at least 1, got 0`,
 			`r.yaml:6:7: open/a: unknown field "colour"; a rule takes action, ban_for_s, characteristics, count_distinct, description, limit, match, name, period_s`,
-			`r.yaml:7:3: nope: no limiter "nope" in available_limiters.yaml (it declares guarded, locked, open)`,
-			`r.yaml:9:7: guarded/b: ban_for_s is not valid on skip rules`,
-			`r.yaml:10:15: guarded/b: skip rule "b" is not in the limiter's allowed_skip_rules (skip_health); a skip bypasses the limiter for every request it matches`,
+			`r.yaml:8:3: nope: no limiter "nope" in available_limiters.yaml (it declares guarded, locked, open)`,
+			`r.yaml:10:7: guarded/b: ban_for_s is not valid on skip rules`,
+			`r.yaml:11:15: guarded/b: skip rule "b" is not in the limiter's allowed_skip_rules (skip_health); a skip bypasses the limiter for every request it matches`,
 		}},
 	}
 	for _, tt := range tests {
@@ -83,6 +83,21 @@ func TestParseRateLimitsErrors(t *testing.T) {
 			assertErrors(t, err, tt.want)
 		})
 	}
+}
+
+// TestDesignExampleWithoutActionFails: the source design's own rate_limits.yaml
+// example leaves `action` out of one rule. The schema requires it (a shadow
+// rule that forgot `action: log` would enforce), so the file is rejected,
+// naming the rule and the values it may take.
+func TestDesignExampleWithoutActionFails(t *testing.T) {
+	available, err := LoadAvailableLimiters("testdata/available_limiters.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = LoadRateLimits("testdata/design_rate_limits.yaml", available)
+	assertErrors(t, err, []string{
+		`testdata/design_rate_limits.yaml:32:7: user_sign_in/user_sign_in_distinct_users_per_ip: action is missing: it must be limit, log or skip`,
+	})
 }
 
 func TestDesignExamplesAreValid(t *testing.T) {
@@ -122,7 +137,7 @@ func TestDesignExamplesAreValid(t *testing.T) {
 		Characteristics: []string{"ip"},
 		Limit:           ratelimit.Static(10),
 		Period:          ratelimit.StaticPeriod(time.Hour),
-		Action:          ratelimit.ActionLimit, // the design's example leaves action out
+		Action:          ratelimit.ActionLimit,
 		CountDistinct:   "username",
 	}, {
 		Name:            "user_sign_in_ban_ip_after_failures",
@@ -268,7 +283,7 @@ func TestInvalidRateLimitsKeepLastGoodRules(t *testing.T) {
 		return l.SetRules(rules)
 	}
 
-	write("rate_limits:\n  open:\n    - name: per_ip\n      limit: 2\n      period_s: 60\n      characteristics: [ip]\n")
+	write("rate_limits:\n  open:\n    - name: per_ip\n      limit: 2\n      period_s: 60\n      characteristics: [ip]\n      action: limit\n")
 	l, err := ratelimit.New(ratelimit.Config{Name: "open", Store: ratelimit.NewMemoryStore()})
 	if err != nil {
 		t.Fatal(err)
@@ -286,11 +301,11 @@ func TestInvalidRateLimitsKeepLastGoodRules(t *testing.T) {
 	}
 
 	// One good rule (a higher limit) and one bad one: nothing of it applies.
-	write("rate_limits:\n  open:\n    - name: per_ip\n      limit: 100\n      period_s: 60\n      characteristics: [ip]\n    - name: broken\n      limit: ten\n")
+	write("rate_limits:\n  open:\n    - name: per_ip\n      limit: 100\n      period_s: 60\n      characteristics: [ip]\n      action: limit\n    - name: broken\n      limit: ten\n      action: limit\n")
 	err = apply(l)
 	var ve *ValidationError
-	if !errors.As(err, &ve) || len(ve.Errors) != 1 || ve.Errors[0].Rule != "broken" || ve.Errors[0].Line != 8 {
-		t.Fatalf("invalid file: err = %v, want a *ValidationError for rule broken at line 8", err)
+	if !errors.As(err, &ve) || len(ve.Errors) != 1 || ve.Errors[0].Rule != "broken" || ve.Errors[0].Line != 9 {
+		t.Fatalf("invalid file: err = %v, want a *ValidationError for rule broken at line 9", err)
 	}
 	if !reflect.DeepEqual(l.Rules(), good) {
 		t.Fatalf("rules changed after an invalid file: %+v", l.Rules())
@@ -308,7 +323,7 @@ func TestInvalidRateLimitsKeepLastGoodRules(t *testing.T) {
 	}
 
 	// A fixed file applies.
-	write("rate_limits:\n  open:\n    - name: per_ip\n      limit: 100\n      period_s: 60\n      characteristics: [ip]\n")
+	write("rate_limits:\n  open:\n    - name: per_ip\n      limit: 100\n      period_s: 60\n      characteristics: [ip]\n      action: limit\n")
 	if err := apply(l); err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +334,7 @@ func TestInvalidRateLimitsKeepLastGoodRules(t *testing.T) {
 
 func TestPublishRulesRequest(t *testing.T) {
 	available := mustAvailable(t, guardedAvailable)
-	req, err := ParsePublishRulesRequest("publish.yaml", []byte("rate_limits:\n  open:\n    - name: a\n      limit: 25\n      period_s: 60\n      characteristics: [user]\n"), available)
+	req, err := ParsePublishRulesRequest("publish.yaml", []byte("rate_limits:\n  open:\n    - name: a\n      limit: 25\n      period_s: 60\n      characteristics: [user]\n      action: limit\n"), available)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,8 +2,10 @@ package httpverdict
 
 import (
 	"context"
+	"math/rand/v2"
 	"net/http"
 	"slices"
+	"strconv"
 	"time"
 
 	ratelimit "github.com/ratekit/ratekit/core"
@@ -61,6 +63,13 @@ type Guard struct {
 	Profile Profile
 	// Now is the clock used for delta headers (default time.Now).
 	Now func() time.Time
+	// RetryAfterJitter, when at least a second, adds a random delay of 0 to
+	// RetryAfterJitter (whole seconds) to the Retry-After of a blocked
+	// response, so that clients blocked in one window do not all come back at
+	// its reset (draft-ietf-httpapi-ratelimit-headers, section 8.5). It never
+	// goes below the real reset; the RateLimit fields and the problem
+	// details keep stating the real reset.
+	RetryAfterJitter time.Duration
 }
 
 // guard is the transport-neutral guard that does the work.
@@ -124,7 +133,21 @@ func (g *Guard) Handle(ctx context.Context, id ratelimit.Identifier, header http
 	})
 }
 
-// SetHeaders writes d's headers in the guard's profile (see Profile.SetHeaders).
+// SetHeaders writes d's headers in the guard's profile (see Profile.SetHeaders),
+// with the guard's Retry-After jitter.
 func (g *Guard) SetHeaders(h http.Header, d *Decision) {
-	g.Profile.SetHeaders(h, d, g.Clock())
+	now := g.Clock()
+	g.Profile.SetHeaders(h, d, now)
+	if d.Blocked() && g.RetryAfterJitter >= time.Second {
+		h.Set(HeaderRetryAfter, strconv.FormatInt(seconds(d.RetryAfter(now))+JitterSeconds(g.RetryAfterJitter), 10))
+	}
+}
+
+// JitterSeconds returns a random whole number of seconds in [0, max/1s], the
+// extra delay of a jittered Retry-After.
+func JitterSeconds(max time.Duration) int64 {
+	if max < time.Second {
+		return 0
+	}
+	return rand.Int64N(int64(max/time.Second) + 1)
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"strconv"
 	"testing"
 	"time"
 
@@ -222,5 +223,45 @@ func TestHandleOutcome(t *testing.T) {
 	}
 	if res := l.Peek(context.Background(), nil, ratelimit.Cost(0)); res.Info == nil || res.Info.Count != 1.5 {
 		t.Errorf("counted %+v, want 1.5", res.Info)
+	}
+}
+
+func TestRetryAfterJitter(t *testing.T) {
+	blocked := &Decision{Results: []ratelimit.Result{result(eval(rule("r", ratelimit.ActionLimit), 5, time.Minute, 6, 9*time.Second))}}
+	allowed := &Decision{Results: []ratelimit.Result{result(eval(rule("r", ratelimit.ActionLimit), 5, time.Minute, 2, 9*time.Second))}}
+	for _, tt := range []struct {
+		name   string
+		jitter time.Duration
+		d      *Decision
+		lo, hi int64 // Retry-After bounds; -1: no Retry-After
+	}{
+		{"none", 0, blocked, 9, 9},
+		{"under a second is none", 900 * time.Millisecond, blocked, 9, 9},
+		{"ten seconds", 10 * time.Second, blocked, 9, 19},
+		{"allowed: no Retry-After", 10 * time.Second, allowed, -1, -1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			g := &Guard{RetryAfterJitter: tt.jitter, Now: func() time.Time { return now }}
+			seen := map[string]bool{}
+			for range 100 {
+				h := http.Header{}
+				g.SetHeaders(h, tt.d)
+				v := h.Get(HeaderRetryAfter)
+				if tt.lo < 0 {
+					if v != "" {
+						t.Fatalf("Retry-After %q on an allowed request", v)
+					}
+					continue
+				}
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil || n < tt.lo || n > tt.hi {
+					t.Fatalf("Retry-After %q, want [%d, %d]", v, tt.lo, tt.hi)
+				}
+				seen[v] = true
+			}
+			if tt.hi > tt.lo && len(seen) < 2 {
+				t.Fatalf("no jitter in 100 responses: %v", seen)
+			}
+		})
 	}
 }

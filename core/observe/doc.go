@@ -27,6 +27,14 @@
 // through RuleStoreMetrics (RuleStoreRefresh, ConfigRejected), which *Metrics
 // implements.
 //
+// # Rollout
+//
+// RolloutMetrics is the rollout.Recorder of a shadow → enforce migration:
+// ratelimit_rollout_decisions_total{rate_limiter, rule, agreement} counts how
+// often the legacy check and the new limiter agreed, and
+// ratelimit_rollout_divergence_ratio gives the share that did not since the
+// process started. `ratekit rollout gate` judges the 24-hour ratio.
+//
 // # Logs
 //
 // Nothing is logged on the success path. The limiter itself logs WARN

@@ -194,7 +194,11 @@ func (m *Metrics) Observe(_ context.Context, e ratelimit.Event) {
 			if ev.Rule == nil {
 				continue
 			}
-			m.evals.WithLabelValues(lim, ev.Rule.Name, string(ev.Rule.Action), EvaluationResult(ev)).Inc()
+			res := EvaluationResult(ev)
+			if res == ResultBlock && r.Shadow { // a limiter in shadow mode blocks nothing: reported like a log rule
+				res = ResultLog
+			}
+			m.evals.WithLabelValues(lim, ev.Rule.Name, string(ev.Rule.Action), res).Inc()
 		}
 		if r.Skipped && r.Rule != nil {
 			m.evals.WithLabelValues(lim, r.Rule.Name, string(ratelimit.ActionSkip), ResultSkip).Inc()

@@ -3,108 +3,114 @@ package redisstore
 import (
 	"context"
 	"fmt"
-	"strconv"
 
 	"github.com/redis/go-redis/v9"
 
 	ratelimit "github.com/ratekit/ratekit/core"
 )
 
-// evalSharded runs a check whose keys may live on several cluster nodes: one
-// evaluate.lua per shard, all in one pipelined round trip; then, only when a
-// terminal op blocked and another shard charged ops after it, a second round
-// trip that undoes those charges (see doc.go).
+// evalSharded runs a check whose keys may live on several cluster nodes, as if
+// its ops ran one after another (see doc.go). The ops are cut into stages: a
+// stage never holds an op that follows a terminal op of another shard, so each
+// stage is one evaluate.lua per shard, all in one pipelined round trip, and a
+// block found in a stage ends the check before any later op is charged. A
+// check whose terminal ops share one shard with everything after them (the
+// usual case: one rule, or rules counting by the same property) takes one
+// round trip; a peek, which writes nothing, always takes one.
 func (s *Store) evalSharded(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.Op, out []ratelimit.Outcome) ([]ratelimit.Outcome, error) {
+	shards := make([]shard, len(ops))
 	for i := range ops {
-		if op := &ops[i]; op.BanKey != "" && s.shardOf(op.BanKey) != s.shardOf(op.Key) {
+		op := &ops[i]
+		shards[i] = s.shardOf(op.Key)
+		if op.BanKey != "" && s.shardOf(op.BanKey) != shards[i] {
 			return nil, fmt.Errorf("redisstore: op %d: counter key %q and ban key %q are on different cluster shards; give them a common {hash tag}",
 				i, op.Key, op.BanKey)
 		}
 	}
-	groups := s.group(len(ops), func(i int) string { return ops[i].Key })
-	if len(groups) == 1 {
-		// One shard: the ops run in order in one script, exactly as on one node.
-		return s.evalOne(ctx, mode, ops, out)
+	for start := 0; start < len(ops); {
+		end := len(ops)
+		if mode == ratelimit.ModeCheck {
+			end = stageEnd(ops, shards, start)
+		}
+		if err := s.evalStage(ctx, mode, ops, shards, start, end, out); err != nil {
+			return nil, err
+		}
+		for i := start; i < end; i++ {
+			if out[i].Evaluated && out[i].Exceeded && ops[i].Terminal {
+				// Sequential semantics: nothing after the first block counts. In
+				// a peek the later shards were read, not written: drop them.
+				clear(out[i+1:])
+				return out, nil
+			}
+		}
+		start = end
 	}
+	return out, nil
+}
 
+// stageEnd returns the end (exclusive) of the stage that starts at ops[start]:
+// it stops before the first op whose shard differs from that of a terminal op
+// earlier in the stage, the one op that could be charged past a block.
+func stageEnd(ops []ratelimit.Op, shards []shard, start int) int {
+	var terminal []shard // shards holding a terminal op of this stage
+	for i := start; i < len(ops); i++ {
+		for _, t := range terminal {
+			if t != shards[i] {
+				return i
+			}
+		}
+		if ops[i].Terminal && indexOf(terminal, shards[i]) < 0 {
+			terminal = append(terminal, shards[i])
+		}
+	}
+	return len(ops)
+}
+
+// evalStage evaluates ops[start:end], one script per shard in one round trip.
+func (s *Store) evalStage(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.Op, shards []shard, start, end int, out []ratelimit.Outcome) error {
+	groups := groupShards(shards, start, end)
+	if len(groups) == 1 {
+		keys, args := evalArgs(mode, ops, groups[0])
+		res, err := s.evaluate.Run(ctx, s.client, keys, args...).Slice()
+		if err != nil {
+			return fmt.Errorf("redisstore: eval: %w", err)
+		}
+		return decode(res, out, groups[0])
+	}
 	calls := make([]scriptCall, len(groups))
 	for g, idx := range groups {
 		calls[g].keys, calls[g].args = evalArgs(mode, ops, idx)
 	}
 	cmds, err := s.runPipelined(ctx, s.evaluate, calls)
 	if err != nil {
-		return nil, fmt.Errorf("redisstore: eval: %w", err)
+		return fmt.Errorf("redisstore: eval: %w", err)
 	}
-	bits := make([]uint8, len(ops))
 	for g, idx := range groups {
 		res, err := cmds[g].Slice()
 		if err != nil {
-			return nil, fmt.Errorf("redisstore: eval: %w", err)
+			return fmt.Errorf("redisstore: eval: %w", err)
 		}
-		if err := decode(res, out, idx, bits); err != nil {
-			return nil, err
+		if err := decode(res, out, idx); err != nil {
+			return err
 		}
 	}
+	return nil
+}
 
-	// Sequential semantics: nothing after the first blocking op counts.
-	block := -1
-	for i := range ops {
-		if out[i].Evaluated && out[i].Exceeded && ops[i].Terminal {
-			block = i
-			break
+// groupShards partitions start..end-1 by shard, keeping the order within each.
+func groupShards(shards []shard, start, end int) [][]int {
+	var seen []shard
+	var groups [][]int
+	for i := start; i < end; i++ {
+		g := indexOf(seen, shards[i])
+		if g < 0 {
+			seen = append(seen, shards[i])
+			groups = append(groups, nil)
+			g = len(groups) - 1
 		}
+		groups[g] = append(groups[g], i)
 	}
-	if block < 0 {
-		return out, nil
-	}
-	var undo []scriptCall
-	for _, idx := range groups {
-		var c scriptCall
-		// Undo in reverse: when one key is charged twice, the charge that
-		// created it is undone last and can then delete it.
-		for j := len(idx) - 1; j >= 0; j-- {
-			i := idx[j]
-			if i <= block || !out[i].Evaluated {
-				continue
-			}
-			out[i] = ratelimit.Outcome{}
-			if bits[i]&bitsUndo == 0 {
-				continue
-			}
-			op := &ops[i]
-			ban := op.BanKey
-			if ban == "" {
-				ban = op.Key
-			}
-			kind := "0 "
-			if op.Kind == ratelimit.OpDistinct {
-				kind = "1 "
-			}
-			spec := kind + strconv.Itoa(int(bits[i])) + " " + strconv.FormatFloat(op.Cost, 'g', -1, 64)
-			c.keys = append(c.keys, op.Key, ban)
-			c.args = append(c.args, spec, op.Member)
-		}
-		if c.keys != nil {
-			undo = append(undo, c)
-		}
-	}
-	if len(undo) == 0 {
-		return out, nil
-	}
-	cmds, err = s.runPipelined(ctx, s.undo, undo)
-	if err == nil {
-		for _, c := range cmds {
-			if err = c.Err(); err != nil {
-				break
-			}
-		}
-	}
-	if err != nil {
-		// The verdict is known but counters past the block stay charged; report
-		// it, so that the failure is logged and counted rather than silent.
-		return nil, fmt.Errorf("redisstore: undo charges after a block: %w", err)
-	}
-	return out, nil
+	return groups
 }
 
 type scriptCall struct {

@@ -11,8 +11,11 @@
 //
 // New accepts any go-redis v9 client: *redis.Client (standalone, or
 // Sentinel-backed from redis.NewFailoverClient), *redis.ClusterClient and
-// *redis.Ring, detected by type. For a wrapper whose type hides a cluster
-// client, force the cluster path with WithClusterMode(true).
+// *redis.Ring, detected by type, and go-redis' *redis.AutoPipeliner of a
+// client or cluster client, which batches concurrent callers' checks into one
+// pipeline (worth it with many checks in flight per process; see the
+// repository README). For a wrapper whose type hides a cluster client, force
+// the cluster path with WithClusterMode(true).
 //
 // # One round trip per check
 //
@@ -46,36 +49,49 @@
 // A script may only touch keys of one hash slot. Counter keys carry a
 // {hash tag} (ratelimit.CounterKey), so a rule's counter and its ban share a
 // slot, but different rules of one check usually live in different slots,
-// often on different nodes. On a cluster the store groups a check's ops by
-// slot (CRC16 of the hash tag modulo 16384; by hash tag on a Ring, which does
-// not use slots), runs one script per group, and sends all groups in one
-// pipeline: one round trip, the nodes working in parallel. A check whose rules
-// share one slot is a single EVALSHA, as on one node.
+// often on different nodes. On a cluster the store groups ops by slot
+// (CRC16 of the hash tag modulo 16384; by hash tag on a Ring, which does not
+// use slots) and runs one script per group, the groups of one round trip in
+// one pipeline, the nodes working in parallel.
 //
-// Each group applies its own ops in order, but groups do not see each other,
-// so a group may charge an op that comes after a limit rule that blocked in
-// another group, where sequential evaluation would have stopped. The script
-// reports per op what it wrote (the cost added and whether it created the
-// counter, whether it added the member, whether it set a ban). After the
-// pipeline the store finds the first (lowest index) exceeded limit rule, marks
-// every later op not evaluated, and, only if some of them wrote something,
-// makes a second round trip with a compensation script that undoes exactly
-// those writes: INCRBYFLOAT -cost (and DEL when it created the counter and the
-// value is back to zero), SREM of the member it added (Redis drops an empty
-// set), DEL of the ban it set. Hence on a cluster:
+// Evaluation is sequential, as on one node: no op is ever charged after a
+// limit rule that blocks. The ops of a check are cut into stages. A stage
+// never holds an op that follows a limit (terminal) op of another slot; each
+// stage is one round trip, and a block found in a stage ends the check
+// before any later stage is sent. Within a slot the script itself stops at a
+// block. So:
 //
-//   - verdicts and outcomes are those of sequential evaluation;
-//   - the final state is exact: counters, sets and bans after the check are
-//     those of sequential evaluation, except that a counter the compensated
-//     op created and another check then charged keeps the window the
-//     compensated op started, and that a window ending in the instant
-//     between the two round trips may lose the undone cost from its
-//     successor instead;
-//   - between the two round trips (a fraction of a millisecond) other checks
-//     can observe the uncompensated values, as if a request that is about to
-//     be blocked had been counted a moment longer;
-//   - the second round trip happens only on that blocking path, never for an
-//     allowed check.
+//   - a check costs one round trip when no limit rule is followed by a rule
+//     of another slot: one rule, several rules sharing a slot, or shadow (log)
+//     rules in front of the limit rules; otherwise one round trip per stage,
+//     at most one per limit rule, and the check ends at the first stage that
+//     blocks (a blocked caller's later rules cost nothing);
+//   - no other caller ever sees a charge past a block, so no caller is
+//     blocked or banned because a blocked neighbour was counted on a later
+//     rule (the conformance case BlockedCallerChargesNoLaterRule runs this on
+//     a 3-master cluster);
+//   - the one residual difference from a single node: a check's stages are
+//     not one atomic step, so other callers' charges may land between them,
+//     as between two checks; every op is still atomic, and the counts and
+//     verdicts are those of the checks applied op by op in that order;
+//   - a peek writes nothing, so it reads every slot in one round trip and
+//     drops what follows a block.
+//
+// To keep every check at one round trip on a cluster, order the rules so that
+// shadow rules come first, or give rules that are always checked together a
+// common characteristic set; the Limiter's blocked-key cache (see package
+// ratelimit) answers callers already blocked or banned without Redis at all.
+//
+// A stored value of the other counting kind (a set where a counter belongs,
+// from an older version of this store or written by hand) is replaced by a
+// fresh counter when a check writes, and reads as absent in a peek: a wrong
+// type is never a WRONGTYPE error that disables the limiter. The Limiter's
+// keys encode the kind (a distinct-count rule's set ends in ":set"), so a
+// rule overridden by one of the other kind starts afresh on its own key.
+//
+// A distinct-count set stops growing once it is over its limit: a member is
+// added only while the set has at most limit members, so a set holds at most
+// limit+1 bounded members (long values are hashed by the Limiter).
 //
 // A check in which some groups fail and others succeed returns the error (the
 // Limiter then fails open); the groups that succeeded keep their charges.

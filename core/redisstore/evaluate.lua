@@ -12,9 +12,7 @@
 --          truncated to integers) or the set size;
 --   ttl:   milliseconds left in the window, or in the ban when banned; the
 --          period when the key does not exist;
---   bits:  1 banned, 2 exceeded, 4 charged (cost added or member added),
---          8 created the key, 16 set the ban. Bits 4-16 tell the cluster path
---          exactly what to undo when a block in another slot voids this op.
+--   bits:  1 banned, 2 exceeded.
 --
 -- Windows run on Redis's clock: a window is the key's TTL, set on the first
 -- write and never extended.
@@ -35,6 +33,16 @@ for i = 1, #KEYS / 2 do
   local count, ttl, bits = '0', period, 0
 
   local pttl = redis.call('PTTL', key)
+  if pttl ~= -2 then
+    -- Keys encode the counting kind, so a value of the other type is foreign
+    -- (an older version's key, a hand-written one): replace it with a fresh
+    -- counter rather than fail every check with WRONGTYPE.
+    local t = redis.call('TYPE', key)['ok']
+    if (distinct and t ~= 'set') or (not distinct and t ~= 'string') then
+      if not peek then redis.call('DEL', key) end
+      pttl = -2
+    end
+  end
   local bttl = -2
   if hasban then
     bttl = redis.call('PTTL', bankey)
@@ -56,9 +64,15 @@ for i = 1, #KEYS / 2 do
     if distinct then
       local n = 0
       if charge then
-        bits = bits + 4 * redis.call('SADD', key, ARGV[2 * i + 1])
-        n = redis.call('SCARD', key)
-        would = n
+        if pttl ~= -2 then n = redis.call('SCARD', key) end
+        -- A set already over its limit stays exceeded whatever is added, so it
+        -- stops growing: a client cannot inflate it past limit + 1 members.
+        if n <= limit then
+          n = n + redis.call('SADD', key, ARGV[2 * i + 1])
+          would = n
+        else
+          would = n + 1 - redis.call('SISMEMBER', key, ARGV[2 * i + 1])
+        end
       else
         if pttl ~= -2 then n = redis.call('SCARD', key) end
         would = n
@@ -70,16 +84,14 @@ for i = 1, #KEYS / 2 do
     else
       if charge then
         count = redis.call('INCRBYFLOAT', key, cost)
-        bits = bits + 4
         would = tonumber(count)
       else
-        count = redis.call('GET', key) or '0'
+        if pttl ~= -2 then count = redis.call('GET', key) or '0' end
         would = tonumber(count)
         if peek then would = would + costn end
       end
     end
     if charge then
-      if pttl == -2 then bits = bits + 8 end
       if pttl < 0 then
         redis.call('PEXPIRE', key, period) -- first write: the window starts
       else
@@ -92,7 +104,7 @@ for i = 1, #KEYS / 2 do
       bits = bits + 2
       if charge and hasban and banfor > 0 then
         redis.call('SET', bankey, '1', 'PX', banfor)
-        ttl, bits = banfor, bits + 1 + 16
+        ttl, bits = banfor, bits + 1
       end
     end
   end

@@ -50,6 +50,22 @@ func ExampleNew_cluster() {
 	_ = store
 }
 
+// With many checks in flight per process, go-redis' AutoPipeliner sends the
+// checks of concurrent callers together, in one pipeline per batch. The
+// store spreads a cluster's keys by slot as it does for the cluster client.
+func ExampleNew_autoPipeline() {
+	client := redis.NewClusterClient(&redis.ClusterOptions{
+		Addrs: []string{"10.0.0.1:6379", "10.0.0.2:6379", "10.0.0.3:6379"},
+	})
+	defer client.Close()
+	ap, err := client.AutoPipeline() // shared by the client, closed with it
+	if err != nil {
+		panic(err)
+	}
+	store := redisstore.New(ap)
+	_ = store
+}
+
 // A client whose type hides a cluster (a wrapper) needs the mode forced.
 func ExampleWithClusterMode() {
 	var client redis.UniversalClient = redis.NewUniversalClient(&redis.UniversalOptions{

@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"fmt"
 	"math"
+	"reflect"
 	"strconv"
 	"time"
 
@@ -16,17 +17,11 @@ import (
 //go:embed evaluate.lua
 var evaluateLua string
 
-//go:embed undo.lua
-var undoLua string
-
-var (
-	evaluateScript = redis.NewScript(evaluateLua)
-	undoScript     = redis.NewScript(undoLua)
-)
+var evaluateScript = redis.NewScript(evaluateLua)
 
 // Client is what the store needs from a go-redis client: scripts, pipelines
 // and DEL. *redis.Client (also from NewFailoverClient), *redis.ClusterClient,
-// *redis.Ring and every redis.UniversalClient satisfy it.
+// *redis.Ring, *redis.AutoPipeliner and every redis.UniversalClient satisfy it.
 type Client interface {
 	redis.Scripter
 	Pipeline() redis.Pipeliner
@@ -47,8 +42,8 @@ type Store struct {
 	client   Client
 	sharding sharding
 	evaluate *redis.Script // evaluateScript; a field so tests can send one unknown to the server
-	undo     *redis.Script // undoScript
 	bounded  bool          // the client honours context deadlines
+	proc     processor     // client, when it is one of go-redis' own clients
 }
 
 var (
@@ -68,8 +63,8 @@ type Option func(*Store)
 
 // WithClusterMode forces (true) or rules out (false) the Redis Cluster
 // evaluation path, for clients whose type does not tell, such as a wrapper
-// around *redis.ClusterClient. By default New detects *redis.ClusterClient and
-// *redis.Ring. Forced cluster mode groups keys by hash slot; a *redis.Ring is
+// around *redis.ClusterClient. By default New detects *redis.ClusterClient,
+// *redis.Ring and a *redis.AutoPipeliner of a client or cluster client. Forced cluster mode groups keys by hash slot; a *redis.Ring is
 // always grouped by hash tag unless cluster mode is forced off.
 func WithClusterMode(on bool) Option {
 	return func(s *Store) {
@@ -85,7 +80,11 @@ func WithClusterMode(on bool) Option {
 // New returns a Store that keeps its counters in the Redis behind client.
 // The store does not own client: closing it is the caller's business.
 func New(client Client, opts ...Option) *Store {
-	s := &Store{client: client, evaluate: evaluateScript, undo: undoScript}
+	s := &Store{client: client, evaluate: evaluateScript}
+	switch client.(type) {
+	case *redis.Client, *redis.ClusterClient, *redis.Ring, *redis.AutoPipeliner:
+		s.proc = client.(processor)
+	}
 	switch c := client.(type) {
 	case *redis.Client:
 		s.bounded = c.Options().ContextTimeoutEnabled
@@ -95,6 +94,12 @@ func New(client Client, opts ...Option) *Store {
 	case *redis.Ring:
 		s.sharding = byTag
 		s.bounded = c.Options().ContextTimeoutEnabled
+	case *redis.AutoPipeliner:
+		// Keys are spread as by the client the pipeliner batches for. It is
+		// never bounded: a queued command ignores its caller's context (go-redis
+		// runs each batch on the pipeliner's own), so the Limiter keeps its
+		// guard to answer within Config.Timeout.
+		s.sharding = autoPipelineSharding(c)
 	}
 	for _, o := range opts {
 		o(s)
@@ -102,14 +107,27 @@ func New(client Client, opts ...Option) *Store {
 	return s
 }
 
+// autoPipelineSharding returns the sharding of the client behind ap. go-redis
+// does not export it, so its dynamic type is read by reflection (reading a
+// type, never a value); if go-redis ever renames the field the pipeliner
+// counts as one server, which WithClusterMode(true) overrides, and
+// TestAutoPipelinerDetected fails.
+func autoPipelineSharding(ap *redis.AutoPipeliner) sharding {
+	f := reflect.ValueOf(ap).Elem().FieldByName("pipeliner")
+	if !f.IsValid() || f.Kind() != reflect.Interface || f.IsNil() {
+		return single
+	}
+	switch f.Elem().Type() {
+	case reflect.TypeFor[*redis.ClusterClient]():
+		return bySlot
+	}
+	return single // *redis.Client (go-redis has no autopipeliner for a Ring)
+}
+
 // Result bits of evaluate.lua, per op.
 const (
 	bitBanned   = 1
 	bitExceeded = 2
-	bitCharged  = 4
-	_           = 8 // created the key: read by undo.lua only
-	bitBanSet   = 16
-	bitsUndo    = bitCharged | bitBanSet
 )
 
 // Eval implements ratelimit.Store: one script call applies all ops in order,
@@ -134,16 +152,74 @@ func (s *Store) Eval(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.O
 }
 
 // evalOne applies all ops in one script call: EVALSHA, or EVAL after NOSCRIPT.
+// go-redis' own clients process a prepared command, which saves the copies
+// and conversions of Script.Run; other Clients (wrappers, which may intercept
+// EvalSha) go through Script.Run.
 func (s *Store) evalOne(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.Op, out []ratelimit.Outcome) ([]ratelimit.Outcome, error) {
-	keys, args := evalArgs(mode, ops, nil)
-	res, err := s.evaluate.Run(ctx, s.client, keys, args...).Slice()
+	var res []any
+	var err error
+	if s.proc != nil {
+		res, err = evalProcess(ctx, s.proc, mode, ops)
+	} else {
+		keys, args := evalArgs(mode, ops, nil)
+		res, err = s.evaluate.Run(ctx, s.client, keys, args...).Slice()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: eval: %w", err)
 	}
-	if err := decode(res, out, nil, nil); err != nil {
+	if err := decode(res, out, nil); err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// processor is the method of go-redis' clients (*redis.Client,
+// *redis.ClusterClient, *redis.Ring, *redis.AutoPipeliner) that runs a
+// prepared command through the client's hooks.
+type processor interface {
+	Process(ctx context.Context, cmd redis.Cmder) error
+}
+
+// The script's hash and source, converted to interfaces once: converting a
+// string to an interface allocates.
+var (
+	evaluateSHA any = evaluateScript.Hash()
+	evaluateSrc any = evaluateLua
+)
+
+// evalProcess runs evaluate.lua on ops as one prepared EVALSHA, and as EVAL
+// when the server does not have the script cached (after a restart, a
+// failover or SCRIPT FLUSH).
+func evalProcess(ctx context.Context, p processor, mode ratelimit.Mode, ops []ratelimit.Op) ([]any, error) {
+	args := evalCmd(mode, ops)
+	cmd := redis.NewCmd(ctx, args...)
+	err := p.Process(ctx, cmd)
+	if err != nil && isNoScript(err) { // HasErrorPrefix allocates even for nil
+		args[0], args[1] = "eval", evaluateSrc
+		cmd = redis.NewCmd(ctx, args...)
+		err = p.Process(ctx, cmd)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return cmd.Slice()
+}
+
+// evalCmd is the whole EVALSHA command of evaluate.lua for ops, in one slice:
+// the name, the hash, the key count, KEYS and ARGV as evalArgs builds them.
+// A key used twice (an op without a ban key) is converted once.
+func evalCmd(mode ratelimit.Mode, ops []ratelimit.Op) []any {
+	cmd := make([]any, 3, 3+2*len(ops)+1+2*len(ops))
+	cmd[0], cmd[1], cmd[2] = "evalsha", evaluateSHA, 2*len(ops)
+	for i := range ops {
+		key := any(ops[i].Key)
+		ban := key
+		if ops[i].BanKey != "" {
+			ban = ops[i].BanKey
+		}
+		cmd = append(cmd, key, ban)
+	}
+	return appendArgv(cmd, mode, ops, nil)
 }
 
 // evalArgs builds the KEYS and ARGV of evaluate.lua for ops[idx] (all ops when
@@ -154,10 +230,28 @@ func evalArgs(mode ratelimit.Mode, ops []ratelimit.Op, idx []int) ([]string, []a
 		n = len(idx)
 	}
 	keys := make([]string, 0, 2*n)
-	args := make([]any, 1, 1+2*n)
-	args[0] = "0"
+	for j := range n {
+		op := opAt(ops, idx, j)
+		ban := op.BanKey
+		if ban == "" {
+			ban = op.Key
+		}
+		keys = append(keys, op.Key, ban)
+	}
+	return keys, appendArgv(make([]any, 0, 1+2*n), mode, ops, idx)
+}
+
+// appendArgv appends the ARGV of evaluate.lua for ops[idx] (all ops when idx
+// is nil) to args: the mode, then each op's spec and member.
+func appendArgv(args []any, mode ratelimit.Mode, ops []ratelimit.Op, idx []int) []any {
+	n := len(ops)
+	if idx != nil {
+		n = len(idx)
+	}
 	if mode == ratelimit.ModePeek {
-		args[0] = "1"
+		args = append(args, "1")
+	} else {
+		args = append(args, "0")
 	}
 	// All specs share one string so that each arg costs no copy of its own;
 	// the scratch space stays on the stack for usual checks.
@@ -192,16 +286,10 @@ func evalArgs(mode ratelimit.Mode, ops []ratelimit.Op, idx []int) ([]string, []a
 	specs := string(buf)
 	start := 0
 	for j := range n {
-		op := opAt(ops, idx, j)
-		ban := op.BanKey
-		if ban == "" {
-			ban = op.Key
-		}
-		keys = append(keys, op.Key, ban)
-		args = append(args, specs[start:ends[j]], op.Member)
+		args = append(args, specs[start:ends[j]], opAt(ops, idx, j).Member)
 		start = ends[j]
 	}
-	return keys, args
+	return args
 }
 
 func opAt(ops []ratelimit.Op, idx []int, j int) *ratelimit.Op {
@@ -220,9 +308,8 @@ func millis(d time.Duration) int64 {
 	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }
 
-// decode fills out[idx[j]] (out[j] when idx is nil) from evaluate.lua's reply,
-// and bits[idx[j]] when bits is not nil.
-func decode(res []any, out []ratelimit.Outcome, idx []int, bits []uint8) error {
+// decode fills out[idx[j]] (out[j] when idx is nil) from evaluate.lua's reply.
+func decode(res []any, out []ratelimit.Outcome, idx []int) error {
 	n := len(out)
 	if idx != nil {
 		n = len(idx)
@@ -250,9 +337,6 @@ func decode(res []any, out []ratelimit.Outcome, idx []int, bits []uint8) error {
 			TTL:       time.Duration(ttl) * time.Millisecond,
 			Banned:    b&bitBanned != 0,
 			Exceeded:  b&bitExceeded != 0,
-		}
-		if bits != nil {
-			bits[i] = uint8(b)
 		}
 	}
 	return nil

@@ -298,8 +298,13 @@ func TestPeekNeverMutates(t *testing.T) {
 // checks pass. On a cluster the second op lives in another slot, so the
 // compensation of the blocking path is exercised under contention too.
 func TestConcurrentAdmission(t *testing.T) {
-	forEachTarget(t, func(t *testing.T, c redis.UniversalClient) {
-		s, k := New(c), newKeyer(t)
+	forEachTarget(t, func(t *testing.T, c redis.UniversalClient) { concurrentAdmission(t, New(c), c) })
+}
+
+// concurrentAdmission is TestConcurrentAdmission on s, whose keys c reads.
+func concurrentAdmission(t *testing.T, s *Store, c redis.UniversalClient) {
+	{
+		k := newKeyer(t)
 		const limit, workers, each = 50, 64, 3
 		ops := []ratelimit.Op{k.count("before", 1e6, 1), terminal(k.count("limit", limit, 1)), k.count("after", 1e6, 1)}
 		var allowed atomic.Int64
@@ -332,7 +337,7 @@ func TestConcurrentAdmission(t *testing.T) {
 				t.Errorf("%s = %s, want %s", name, v, want)
 			}
 		}
-	})
+	}
 }
 
 // TestMatchesMemoryStore applies random checks, peeks and deletes to Redis and
@@ -348,7 +353,9 @@ func TestMatchesMemoryStore(t *testing.T) {
 			distinct bool
 			ban      bool
 		}
-		tmpls := []tmpl{{"c1", false, true}, {"c2", false, false}, {"c3", false, true}, {"d1", true, true}, {"d2", true, false}}
+		// "c1" and "c3" also appear as sets: a key holding the other kind (a
+		// foreign or older writer's) is treated as absent by both stores.
+		tmpls := []tmpl{{"c1", false, true}, {"c2", false, false}, {"c3", false, true}, {"d1", true, true}, {"d2", true, false}, {"c1", true, true}, {"c3", true, false}}
 		costs := []float64{0, 0.25, 0.5, 1, 2}
 		var all []string
 		for _, tm := range tmpls {
@@ -454,4 +461,28 @@ func TestDelete(t *testing.T) {
 			t.Fatalf("left %v", left)
 		}
 	})
+}
+
+// evalShaCounter is a user's wrapper that intercepts EvalSha.
+type evalShaCounter struct {
+	redis.UniversalClient
+	n atomic.Int64
+}
+
+func (c *evalShaCounter) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
+	c.n.Add(1)
+	return c.UniversalClient.EvalSha(ctx, sha, keys, args...)
+}
+
+// TestWrapperSeesScriptCalls: go-redis' own clients get a prepared command,
+// but a wrapper keeps seeing the EvalSha calls it may instrument.
+func TestWrapperSeesScriptCalls(t *testing.T) {
+	w := &evalShaCounter{UniversalClient: redistest.Client(t)}
+	s, k := New(w), newKeyer(t)
+	for i := 1; i <= 3; i++ {
+		expectOutcomes(t, "wrapped", eval(t, s, check, k.count("a", 10, 1)), ok(float64(i), time.Minute))
+	}
+	if n := w.n.Load(); n != 3 {
+		t.Fatalf("wrapper saw %d EvalSha calls for 3 checks", n)
+	}
 }

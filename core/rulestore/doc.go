@@ -27,6 +27,13 @@
 // by name into the published tier and never removes one (removal is the
 // explicit Delete); limiters outside a publish batch are untouched.
 //
+// A tier may also set the limiter's mode ({"mode":"shadow","rules":[...]}):
+// shadow counts but never blocks (ratelimit.Shadow), for a rollout beside a
+// legacy check. The highest tier that sets one wins, as for rules (file, then
+// published, then the limiter's own Config.Enforcement), so publishing
+// {mode: enforce, rules: []} flips every bound process at its next refresh.
+// A published mode survives the deletion of the published rules.
+//
 // # The stored document
 //
 // The document is the JSON of the design's example, byte for byte:
@@ -75,6 +82,13 @@
 // is written. A document that would come out identical is not rewritten:
 // repeating a write writes nothing, and WriteResult.Changed and the revision
 // say so.
+//
+// An editor that shows rules, lets a person change them and saves uses the
+// compare-and-set writes: VersionedDocument (or List) gives each document's
+// Version (the SHA-1 of its bytes), and PublishIf and DeleteIf write only if
+// the document still has it, checked inside the same script; otherwise they
+// write nothing and return ErrConflict, so a save never silently overwrites
+// a change its author did not see. Package admin is such an editor.
 //
 // # The replica
 //

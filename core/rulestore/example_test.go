@@ -157,14 +157,14 @@ func ExampleConfigTiers() {
     description: "sign-in"
     available_properties: [ip, username]
     default_rules:
-      - {name: by_username, characteristics: [username], limit: 5, period_s: 600}
+      - {name: by_username, action: limit, characteristics: [username], limit: 5, period_s: 600}
 `))
 	if err != nil {
 		log.Fatal(err)
 	}
 	rateLimits, err := config.ParseRateLimits("rate_limits.yaml", []byte(`rate_limits:
   user_sign_in:
-    - {name: by_ip, characteristics: [ip], limit: 50, period_s: 600}
+    - {name: by_ip, action: limit, characteristics: [ip], limit: 50, period_s: 600}
 `), available)
 	if err != nil {
 		log.Fatal(err)

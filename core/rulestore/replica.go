@@ -20,6 +20,7 @@ import (
 type binding struct {
 	lim   *ratelimit.Limiter
 	local Tiers
+	base  ratelimit.Enforcement // the limiter's mode at Bind: used when no tier sets one
 
 	present     bool      // a document is applied (else the local tiers are)
 	raw         string    // the applied document
@@ -38,6 +39,11 @@ type binding struct {
 // the limiter runs on them until a document is loaded, whenever its document
 // is missing (a flushed store), and for a tier the document does not hold.
 // Bind sets them as the limiter's rules at once.
+//
+// The limiter's mode (enforce or shadow) follows its tiers the same way: the
+// highest tier that sets one wins, and with none the limiter keeps the mode
+// it had when bound. A SetEnforcement on a bound limiter lasts until its
+// document next changes.
 func (s *Store) Bind(l *ratelimit.Limiter, local Tiers) error {
 	if l == nil {
 		return errors.New("rulestore: bind: limiter is nil")
@@ -54,7 +60,9 @@ func (s *Store) Bind(l *ratelimit.Limiter, local Tiers) error {
 	if err := l.SetRules(t.Effective); err != nil {
 		return fmt.Errorf("rulestore: bind: %w", err)
 	}
-	s.bound[l.Name()] = &binding{lim: l, local: local, tiers: t}
+	b := &binding{lim: l, local: local, tiers: t, base: l.Enforcement()}
+	b.setMode(t.Mode)
+	s.bound[l.Name()] = b
 	return nil
 }
 
@@ -177,6 +185,7 @@ func (s *Store) apply(b *binding, key, raw string, present bool) error {
 		if err := b.lim.SetRules(t.Effective); err != nil {
 			return fmt.Errorf("rulestore: document %s rejected, limiter %s keeps its rules: %w", key, name, err)
 		}
+		b.setMode(t.Mode)
 		return nil
 	}()
 	s.mu.Lock()
@@ -201,6 +210,16 @@ func (s *Store) apply(b *binding, key, raw string, present bool) error {
 	}
 	s.report(name, err)
 	return err
+}
+
+// setMode applies a document's mode to the limiter, or the limiter's own mode
+// from before Bind when no tier sets one (a published mode deleted again).
+func (b *binding) setMode(m configv1.Mode) {
+	e, ok := config.ModeFromProto(m)
+	if !ok {
+		e = b.base
+	}
+	_ = b.lim.SetEnforcement(e) // e is always valid
 }
 
 // checkRead runs on a document read from Redis the checks that Publish and

@@ -192,6 +192,25 @@ func (s *Store) Document(ctx context.Context, limiter string) (*configv1.Limiter
 	return doc, nil
 }
 
+// VersionedDocument reads a limiter's stored document and its Version: a
+// nil document and "" when the limiter has none. An editor passes the
+// version back to PublishIf or DeleteIf.
+func (s *Store) VersionedDocument(ctx context.Context, limiter string) (*configv1.LimiterRules, string, error) {
+	vals, err := s.client.MGet(ctx, s.Key(limiter)).Result()
+	if err != nil {
+		return nil, "", fmt.Errorf("rulestore: read %s: %w", s.Key(limiter), err)
+	}
+	raw, ok := vals[0].(string)
+	if !ok {
+		return nil, "", nil
+	}
+	doc, err := config.UnmarshalLimiterRules([]byte(raw))
+	if err != nil {
+		return nil, "", fmt.Errorf("rulestore: document %s is invalid: %w", s.Key(limiter), err)
+	}
+	return doc, Version([]byte(raw)), nil
+}
+
 // Entry is one limiter of the index, as List reads it.
 type Entry struct {
 	Limiter string
@@ -201,6 +220,9 @@ type Entry struct {
 	// Err says why Document is nil: ErrNoDocument (indexed but gone) or the
 	// validation error of a document that cannot be read.
 	Err error
+	// Version is the document's Version ("" when it is missing), for
+	// PublishIf and DeleteIf.
+	Version string
 	// OrphanSince is when GC first found the limiter missing from
 	// available_limiters.yaml (zero: not an orphan).
 	OrphanSince time.Time
@@ -233,8 +255,11 @@ func (s *Store) List(ctx context.Context) ([]Entry, error) {
 		e := Entry{Limiter: n, Key: keys[i]}
 		if raw, ok := vals[i].(string); !ok {
 			e.Err = ErrNoDocument
-		} else if e.Document, e.Err = config.UnmarshalLimiterRules([]byte(raw)); e.Err != nil {
-			e.Document = nil
+		} else {
+			e.Version = Version([]byte(raw))
+			if e.Document, e.Err = config.UnmarshalLimiterRules([]byte(raw)); e.Err != nil {
+				e.Document = nil
+			}
 		}
 		if ms, ok := marks[n]; ok {
 			if v, err := strconv.ParseInt(ms, 10, 64); err == nil {

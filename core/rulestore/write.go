@@ -2,7 +2,9 @@ package rulestore
 
 import (
 	"context"
+	"crypto/sha1"
 	_ "embed"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -41,6 +43,11 @@ type WriteResult struct {
 type Tiers struct {
 	File     []ratelimit.Rule
 	Defaults []ratelimit.Rule
+	// FileMode is the limiter's mode from rate_limits.yaml (MODE_UNSPECIFIED:
+	// none). A tier's mode overrides the lower tiers' like its rules do: the
+	// file's wins over a published one, and either over the limiter's own
+	// Config.Enforcement.
+	FileMode configv1.Mode
 }
 
 // ConfigTiers returns the Tiers of every limiter declared in available, the
@@ -55,7 +62,7 @@ func ConfigTiers(available *config.AvailableLimiters, rateLimits *config.RateLim
 		if err != nil {
 			return nil, fmt.Errorf("rulestore: %w", err)
 		}
-		out[name] = Tiers{File: file, Defaults: defaults}
+		out[name] = Tiers{File: file, Defaults: defaults, FileMode: rateLimits.Mode(name)}
 	}
 	return out, nil
 }
@@ -97,7 +104,7 @@ func (s *Store) Seed(ctx context.Context, tiers map[string]Tiers) (WriteResult, 
 			errs = append(errs, fmt.Errorf("limiter name %q must match ^[a-z0-9_]{1,64}$", name))
 			continue
 		}
-		e := edit{Limiter: name, Op: "seed"}
+		e := edit{Limiter: name, Op: "seed", FileMode: modeJSON(tiers[name].FileMode)}
 		for _, tier := range []struct {
 			rules []ratelimit.Rule
 			dst   *[]string
@@ -142,6 +149,26 @@ func (s *Store) SeedBound(ctx context.Context) (WriteResult, error) {
 // operation. Concurrent publishers lose nothing: the upsert runs inside
 // Redis, one batch after the other.
 func (s *Store) Publish(ctx context.Context, req *configv1.PublishRulesRequest) (WriteResult, error) {
+	return s.publish(ctx, req, nil)
+}
+
+// PublishIf is Publish with a compare-and-set per limiter: versions maps a
+// limiter of req to the Version of its document the caller based the batch
+// on ("" for a limiter that had no document). When one of those documents
+// has changed since, nothing is written and the error wraps ErrConflict:
+// an editor that read the rules, changed them and saves does not overwrite
+// a change it never saw. Limiters of req without a version are upserted as
+// Publish does.
+func (s *Store) PublishIf(ctx context.Context, req *configv1.PublishRulesRequest, versions map[string]string) (WriteResult, error) {
+	for name := range versions {
+		if _, ok := req.GetRateLimits()[name]; !ok {
+			return WriteResult{}, fmt.Errorf("rulestore: publish: a version is given for limiter %q, which the request does not hold", name)
+		}
+	}
+	return s.publish(ctx, req, versions)
+}
+
+func (s *Store) publish(ctx context.Context, req *configv1.PublishRulesRequest, versions map[string]string) (WriteResult, error) {
 	if req == nil {
 		return WriteResult{}, errors.New("rulestore: publish: request is nil")
 	}
@@ -151,7 +178,10 @@ func (s *Store) Publish(ctx context.Context, req *configv1.PublishRulesRequest) 
 	batch := req.GetRateLimits()
 	edits := make([]edit, 0, len(batch))
 	for _, name := range sortedKeys(batch) {
-		e := edit{Limiter: name, Op: "publish"}
+		e := edit{Limiter: name, Op: "publish", Mode: modeJSON(batch[name].GetMode())}
+		if v, ok := versions[name]; ok {
+			e.Expect = &v
+		}
 		raws, err := ruleBytes(batch[name])
 		if err != nil {
 			return WriteResult{}, fmt.Errorf("rulestore: publish: limiter %s: %w", name, err)
@@ -173,6 +203,17 @@ var ErrRuleNotFound = errors.New("rulestore: rule not found")
 // error (wrapping ErrRuleNotFound) names it. A document left with no tier at
 // all is removed with its index entry.
 func (s *Store) Delete(ctx context.Context, limiter string, rules ...string) (WriteResult, error) {
+	return s.delete(ctx, limiter, nil, rules)
+}
+
+// DeleteIf is Delete with a compare-and-set: when the limiter's document is
+// no longer at version (see Version), nothing is deleted and the error wraps
+// ErrConflict.
+func (s *Store) DeleteIf(ctx context.Context, limiter, version string, rules ...string) (WriteResult, error) {
+	return s.delete(ctx, limiter, &version, rules)
+}
+
+func (s *Store) delete(ctx context.Context, limiter string, version *string, rules []string) (WriteResult, error) {
 	switch {
 	case !ratelimit.ValidName(limiter):
 		return WriteResult{}, fmt.Errorf("rulestore: delete: limiter name %q must match ^[a-z0-9_]{1,64}$", limiter)
@@ -185,7 +226,33 @@ func (s *Store) Delete(ctx context.Context, limiter string, rules ...string) (Wr
 		}
 	}
 	rules = slices.Compact(slices.Sorted(slices.Values(rules)))
-	return s.update(ctx, "delete", []edit{{Limiter: limiter, Op: "delete", Names: rules}})
+	return s.update(ctx, "delete", []edit{{Limiter: limiter, Op: "delete", Names: rules, Expect: version}})
+}
+
+// ErrConflict is returned (wrapped) by PublishIf and DeleteIf when a
+// limiter's document is no longer at the version the caller read.
+var ErrConflict = errors.New("rulestore: conflict")
+
+// Version returns the version of a stored document: the SHA-1 of its bytes
+// in hex (what Redis's redis.sha1hex gives, so the write script compares it
+// on the server), or "" for no document. Any change to a document changes
+// its version; rewriting the same bytes does not, which is what a
+// compare-and-set of an editor wants.
+func Version(raw []byte) string {
+	if raw == nil {
+		return ""
+	}
+	sum := sha1.Sum(raw)
+	return hex.EncodeToString(sum[:])
+}
+
+func versionOf(edits []edit, limiter string) string {
+	for _, e := range edits {
+		if e.Limiter == limiter && e.Expect != nil {
+			return *e.Expect
+		}
+	}
+	return ""
 }
 
 // notPublished explains why rule is not deletable.
@@ -211,7 +278,19 @@ type edit struct {
 	Rules    [][2]string `json:"rules,omitempty"` // publish: name, rule bytes
 	File     []string    `json:"file,omitempty"`  // seed: rule bytes
 	Defaults []string    `json:"defaults,omitempty"`
-	Names    []string    `json:"names,omitempty"` // delete
+	Names    []string    `json:"names,omitempty"`     // delete
+	Mode     string      `json:"mode,omitempty"`      // publish: the published tier's mode, JSON-encoded
+	FileMode string      `json:"file_mode,omitempty"` // seed: the file tier's mode, JSON-encoded
+	// Expect, when set, is the Version the document must still have.
+	Expect *string `json:"expect,omitempty"`
+}
+
+// modeJSON encodes a tier's mode as write.lua splices it ("" when unset).
+func modeJSON(m configv1.Mode) string {
+	if w := config.ModeWord(m); w != "" {
+		return strconv.Quote(w)
+	}
+	return ""
 }
 
 // update applies edits (one per limiter, sorted) in one write.lua call: the
@@ -250,6 +329,10 @@ func (s *Store) update(ctx context.Context, op string, edits []edit) (WriteResul
 		return out, nil
 	case -1:
 		return WriteResult{}, fmt.Errorf("rulestore: %s: stored document %s cannot be read; fix or remove it: %v", op, s.Key(res[1].(string)), res[2])
+	case -3:
+		lim := res[1].(string)
+		return WriteResult{}, fmt.Errorf("%w: limiter %s: its document was changed by another writer since it was read (version %q, now %q); nothing was written",
+			ErrConflict, lim, versionOf(edits, lim), res[2])
 	case -2:
 		lim := res[1].(string)
 		var why []string
@@ -323,6 +406,15 @@ func effective(doc *configv1.LimiterRules, local Tiers) (TierRules, error) {
 		}
 		*dst = rules
 	}
+	t.Mode = local.FileMode
+	if doc.GetFileRules() != nil {
+		t.Mode = doc.GetFileRules().GetMode()
+	}
+	for _, l := range []*configv1.RuleList{doc.GetPublishedRules(), doc.GetDefaultRules()} {
+		if t.Mode == configv1.Mode_MODE_UNSPECIFIED { // the highest tier that sets one wins
+			t.Mode = l.GetMode()
+		}
+	}
 	conv(doc.GetFileRules(), &t.File)
 	conv(doc.GetPublishedRules(), &t.Published)
 	conv(doc.GetDefaultRules(), &t.Defaults)
@@ -342,6 +434,9 @@ type TierRules struct {
 	// Effective is MergeTiers(File, Published, Defaults): what the limiter
 	// evaluates.
 	Effective []ratelimit.Rule
+	// Mode is the limiter's mode from the highest tier that sets one, or
+	// MODE_UNSPECIFIED (the limiter keeps its Config.Enforcement).
+	Mode configv1.Mode
 }
 
 // Effective returns a stored document's tiers as core rules and the list a

@@ -8,7 +8,8 @@
 -- nesting aware), replaces, appends or drops whole rule byte strings, and
 -- reassembles the envelope in the one canonical form:
 --   {"default_rules":{"rules":[...]},"file_rules":{...},"published_rules":{...}}
--- (tiers in this order, each only when present). Rules it does not touch keep
+-- (tiers in this order, each only when present; a tier that sets the
+-- limiter's mode writes it first: {"mode":"shadow","rules":[...]}). Rules it does not touch keep
 -- their bytes, so a document written by another SDK in the same shape is
 -- left byte for byte as it was.
 --
@@ -16,15 +17,19 @@
 -- KEYS[2]   revision counter
 -- KEYS[3..] documents, one per edit of the plan, in order
 -- ARGV[1]   the plan, JSON: one edit per document
---   {"limiter":"x","op":"publish","rules":[["name","{rule json}"],...]}
---   {"limiter":"x","op":"seed","file":["{rule}",...],"defaults":[...]}
+--   {"limiter":"x","op":"publish","rules":[["name","{rule json}"],...],"mode":"\"shadow\""}
+--   {"limiter":"x","op":"seed","file":["{rule}",...],"defaults":[...],"file_mode":"\"shadow\""}
+-- (mode and file_mode are optional JSON strings, already encoded)
 --   {"limiter":"x","op":"delete","names":["name",...]}
+--   any edit may carry "expect":"<sha1 hex of the document, '' for none>":
+--   the compare-and-set of PublishIf and DeleteIf
 --
 -- Returns {1, revision, limiter...} with the limiters whose document changed
 -- (an edit that changes nothing writes nothing, and the revision only moves
 -- when something was written); {-1, limiter, reason} when a stored document
 -- cannot be read; {-2, limiter, name...} when delete names rules that are not
--- published. On an error nothing is written.
+-- published; {-3, limiter, version} when a document is not at its expected
+-- version. On an error nothing is written.
 
 local function skip_ws(s, i)
   return s:find('[^ \t\r\n]', i) or #s + 1
@@ -93,7 +98,7 @@ local tier_names = {'default_rules', 'file_rules', 'published_rules'}
 local known = {default_rules = true, file_rules = true, published_rules = true}
 
 -- parse returns the tiers of a document: name -> {rules = {bytes...},
--- names = {rule name...}}; an absent tier is nil.
+-- names = {rule name...}, mode = bytes or nil}; an absent tier is nil.
 local function parse(doc)
   local i = skip_ws(doc, 1)
   if doc:sub(i, i) ~= '{' then error('not a JSON object') end
@@ -108,9 +113,12 @@ local function parse(doc)
       if v:sub(1, 1) ~= '{' then error(name .. ' is not an object') end
       local tier = {rules = {}, names = {}}
       for _, tm in ipairs((items(v, 1, true))) do
-        if tm[1] ~= 'rules' then error('unknown field ' .. name .. '.' .. tm[1]) end
         local arr = v:sub(tm[2], tm[3] - 1)
-        if arr ~= 'null' then
+        if tm[1] == 'mode' then
+          if arr ~= 'null' then tier.mode = arr end
+        elseif tm[1] ~= 'rules' then
+          error('unknown field ' .. name .. '.' .. tm[1])
+        elseif arr ~= 'null' then
           if arr:sub(1, 1) ~= '[' then error(name .. '.rules is not an array') end
           for _, el in ipairs((items(arr, 1, false))) do
             local raw = arr:sub(el[2], el[3] - 1)
@@ -132,7 +140,9 @@ local function encode(tiers)
   for _, name in ipairs(tier_names) do
     local t = tiers[name]
     if t then
-      parts[#parts + 1] = '"' .. name .. '":{"rules":[' .. table.concat(t.rules, ',') .. ']}'
+      local mode = ''
+      if t.mode then mode = '"mode":' .. t.mode .. ',' end
+      parts[#parts + 1] = '"' .. name .. '":{' .. mode .. '"rules":[' .. table.concat(t.rules, ',') .. ']}'
     end
   end
   if #parts == 0 then return nil end
@@ -170,10 +180,17 @@ for i, edit in ipairs(plan) do
     if not ok then return {-1, edit.limiter, tostring(res)} end
     tiers = res
   end
+  if edit.expect ~= nil then
+    local v = cur and redis.sha1hex(cur) or ''
+    if v ~= edit.expect then return {-3, edit.limiter, v} end
+  end
   if edit.op == 'publish' then
     local rules = list(edit.rules)
-    if #rules > 0 then
+    local mode = edit.mode
+    if type(mode) ~= 'string' then mode = nil end
+    if #rules > 0 or mode then
       local t = tiers.published_rules or {rules = {}, names = {}}
+      if mode then t.mode = mode end
       for _, r in ipairs(rules) do
         local at = index_of(t.names, r[1])
         if at then
@@ -187,8 +204,11 @@ for i, edit in ipairs(plan) do
     end
   elseif edit.op == 'seed' then
     local file, defaults = list(edit.file), list(edit.defaults)
-    if cur or #file > 0 or #defaults > 0 then
+    local file_mode = edit.file_mode
+    if type(file_mode) ~= 'string' then file_mode = nil end
+    if cur or #file > 0 or #defaults > 0 or file_mode then
       tiers.file_rules = tier_of(file)
+      tiers.file_rules.mode = file_mode
       tiers.default_rules = tier_of(defaults)
     end
   elseif edit.op == 'delete' then
@@ -204,7 +224,7 @@ for i, edit in ipairs(plan) do
       table.remove(t.rules, at)
       table.remove(t.names, at)
     end
-    if #t.rules == 0 then t = nil end
+    if #t.rules == 0 and not t.mode then t = nil end -- a published mode outlives its rules
     tiers.published_rules = t
   else
     return redis.error_reply('unknown op ' .. tostring(edit.op))

@@ -510,6 +510,100 @@ var cases = []testCase{
 			t.Fatalf("resolver error must fail open: %+v", res)
 		}
 	}},
+	{"OverrideBetweenKindsStartsAFreshCounter", func(t *testing.T, h *Harness) {
+		// A higher tier replaces a rule by name: the same counting kind inherits
+		// the counter, the other kind starts a fresh one (never a crash, never a
+		// wrong-type error that disables the limiter).
+		volume := rule("login", 2, time.Minute, "ip")
+		distinct := with(volume, func(r *ratelimit.Rule) { r.CountDistinct = "username" })
+		id := ratelimit.Identifier{"ip": "192.0.2.1", "username": "alice"}
+		l := limiter(t, h, volume)
+		expect(t, "volume 1", l.Check(ctx, id), want{action: ratelimit.ActionAllow, rule: "login", count: 1, remaining: 1})
+		for i, step := range []struct {
+			rule ratelimit.Rule
+			want want
+		}{
+			{distinct, want{action: ratelimit.ActionAllow, rule: "login", count: 1, remaining: 1}},
+			{volume, want{action: ratelimit.ActionAllow, rule: "login", count: 2, remaining: 0}},
+			{distinct, want{action: ratelimit.ActionAllow, rule: "login", count: 1, remaining: 1}},
+			{with(volume, func(r *ratelimit.Rule) { r.Limit = ratelimit.Static(5) }), want{action: ratelimit.ActionAllow, rule: "login", count: 3, remaining: 2}},
+		} {
+			if err := l.SetRules([]ratelimit.Rule{step.rule}); err != nil {
+				t.Fatal(err)
+			}
+			expect(t, fmt.Sprint("override ", i), l.Check(ctx, id), step.want)
+			expect(t, fmt.Sprint("peek ", i), l.Peek(ctx, id, ratelimit.Cost(0)), step.want)
+		}
+	}},
+	{"DistinctSetStopsGrowingOverItsLimit", func(t *testing.T, h *Harness) {
+		l := limiter(t, h, with(rule("users_per_ip", 3, time.Minute, "ip"), func(r *ratelimit.Rule) { r.CountDistinct = "username" }))
+		at := func(name string) ratelimit.Identifier {
+			return ratelimit.Identifier{"ip": "192.0.2.2", "username": name}
+		}
+		for i := range 3 {
+			expect(t, fmt.Sprint("user ", i), l.Check(ctx, at(fmt.Sprint("u", i))), want{action: ratelimit.ActionAllow, rule: "users_per_ip", count: float64(i + 1), remaining: float64(2 - i)})
+		}
+		expect(t, "4th user", l.Check(ctx, at("u3")), want{action: ratelimit.ActionBlock, exceeded: true, rule: "users_per_ip", count: 4})
+		for i := 4; i < 40; i++ {
+			expect(t, fmt.Sprint("user ", i), l.Check(ctx, at(fmt.Sprint("u", i))), want{action: ratelimit.ActionBlock, exceeded: true, rule: "users_per_ip", count: 4})
+		}
+		expect(t, "known user", l.Check(ctx, at("u0")), want{action: ratelimit.ActionBlock, exceeded: true, rule: "users_per_ip", count: 4})
+		expect(t, "peek", l.Peek(ctx, at("new")), want{action: ratelimit.ActionBlock, exceeded: true, rule: "users_per_ip", count: 4})
+	}},
+	{"BlockedCallerChargesNoLaterRule", func(t *testing.T, h *Harness) {
+		// A caller blocked by an early rule must not count on later rules, on
+		// any store: its neighbours' verdicts equal sequential evaluation. On
+		// Redis Cluster the two rules live in different slots.
+		const rounds, fresh, hammers = 20, 50, 32
+		for round := range rounds {
+			global := fmt.Sprint("global_", round)
+			l := limiter(t, h,
+				rule("per_user", 1, time.Minute, "user"),
+				with(rule(global, fresh+1, time.Minute), func(r *ratelimit.Rule) { r.BanFor = 10 * time.Second }))
+			x := ratelimit.Identifier{"user": fmt.Sprint("hammer_", round)}
+			expect(t, "x first", l.Check(ctx, x), want{action: ratelimit.ActionAllow, rule: "per_user", count: 1, remaining: 0})
+			expect(t, "x blocked", l.Check(ctx, x), want{action: ratelimit.ActionBlock, exceeded: true, rule: "per_user", count: 2})
+			var stop atomic.Bool
+			var hammer sync.WaitGroup
+			var admittedX atomic.Int64
+			for range hammers {
+				hammer.Add(1)
+				go func() {
+					defer hammer.Done()
+					for !stop.Load() {
+						if r := l.Check(ctx, x); r.Action != ratelimit.ActionBlock || r.Err != nil {
+							admittedX.Add(1)
+						}
+					}
+				}()
+			}
+			var admitted atomic.Int64
+			var users sync.WaitGroup
+			for u := range fresh {
+				users.Add(1)
+				go func() {
+					defer users.Done()
+					r := l.Check(ctx, ratelimit.Identifier{"user": fmt.Sprint("fresh_", round, "_", u)})
+					if r.Err != nil {
+						t.Error(r.Err)
+					}
+					if r.Action == ratelimit.ActionAllow {
+						admitted.Add(1)
+					}
+				}()
+			}
+			users.Wait()
+			stop.Store(true)
+			hammer.Wait()
+			if admitted.Load() != fresh || admittedX.Load() != 0 {
+				t.Fatalf("round %d: %d of %d fresh users admitted, hammering user admitted %d times", round, admitted.Load(), fresh, admittedX.Load())
+			}
+			next := l.Peek(ctx, ratelimit.Identifier{"user": "next"})
+			if ev := evalOf(next, global); ev == nil || ev.Info.Banned || ev.Info.Count != fresh+1 {
+				t.Fatalf("round %d: global after the round: %+v", round, next)
+			}
+		}
+	}},
 	{"ConcurrentAdmissionIsExact", func(t *testing.T, h *Harness) {
 		const limit, workers, each = 100, 64, 4
 		l := limiter(t, h, rule("per_user", limit, time.Minute, "user"), logRule(rule("shadow", 1000, time.Minute, "user")))

@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -148,6 +149,23 @@ func (s *Server) Stop() {
 		_ = s.cmd.Process.Kill()
 		_ = s.cmd.Wait()
 		s.cmd = nil
+	}
+}
+
+// Pause stops the server process with SIGSTOP: the kernel still accepts TCP
+// connections on its port, but nothing answers (a hung server).
+func (s *Server) Pause(t testing.TB) {
+	t.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatalf("SIGSTOP redis-server: %v", err)
+	}
+}
+
+// Resume continues a paused server with SIGCONT.
+func (s *Server) Resume(t testing.TB) {
+	t.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatalf("SIGCONT redis-server: %v", err)
 	}
 }
 

@@ -5,9 +5,13 @@
 //	e.Use(ratelimitecho.Middleware(limiter))
 //
 // For each request it builds an identifier (ip, method, path, endpoint, user),
-// checks it against each limiter, and either calls the next handler or answers
-// 429 with rate-limit headers, Retry-After and an application/problem+json
-// body (rendered by httpverdict; see its documentation for header profiles).
+// checks it against each limiter, and either calls the next handler or sets
+// the rate-limit headers, Retry-After and X-Content-Type-Options: nosniff and
+// returns an *echo.HTTPError (Code 429, a *DeniedError with the decision and
+// the problem details as Internal), so that Echo's HTTPErrorHandler renders
+// the 429 like every other error: the default handler writes the
+// application/problem+json details of httpverdict; a custom one may use
+// Decision (see httpverdict for header profiles, and WithRetryAfterJitter).
 //
 // Register it with e.Use, not e.Pre: the endpoint property is the route
 // template, "GET " + c.Path() (e.g. "GET /users/:id"), which the router fills

@@ -47,3 +47,32 @@ func ExampleMiddleware() {
 	// 200 "per_user";r=0;t=60 text/plain; charset=UTF-8
 	// 429 "per_user";r=0;t=60 application/problem+json
 }
+
+// A blocked request reaches the application's HTTPErrorHandler as an
+// *echo.HTTPError; Decision tells it apart from other errors.
+func ExampleDecision() {
+	limiter, _ := ratelimit.New(ratelimit.Config{
+		Name:  "http_request",
+		Store: ratelimit.NewMemoryStore(),
+		Rules: []ratelimit.Rule{ratelimit.PerMinute("per_ip", 1, identifiers.IP)},
+	})
+	e := echo.New()
+	e.HTTPErrorHandler = func(err error, c echo.Context) {
+		if d, ok := ratelimitecho.Decision(err); ok { // headers and Retry-After are already set
+			_ = c.String(http.StatusTooManyRequests, "slow down ("+d.ViolatedPolicies()[0]+")")
+			return
+		}
+		e.DefaultHTTPErrorHandler(err, c)
+	}
+	e.Use(ratelimitecho.Middleware(limiter))
+	e.GET("/", func(c echo.Context) error { return c.String(http.StatusOK, "hello") })
+
+	for i := 0; i < 2; i++ {
+		rec := httptest.NewRecorder()
+		e.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+		fmt.Println(rec.Code, rec.Body.String())
+	}
+	// Output:
+	// 200 hello
+	// 429 slow down (per_ip)
+}

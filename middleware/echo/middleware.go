@@ -2,9 +2,12 @@ package ratelimitecho
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"reflect"
+	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
@@ -71,7 +74,8 @@ func WithSkipper(s middleware.Skipper) Option {
 	return func(c *config) { c.skipper = s }
 }
 
-// WithDenyHandler replaces the default 429 problem+json response.
+// WithDenyHandler replaces the default deny, which returns a *DeniedError
+// for Echo's HTTPErrorHandler (see DeniedError).
 func WithDenyHandler(h DenyHandler) Option {
 	return func(c *config) { c.deny = h }
 }
@@ -79,6 +83,14 @@ func WithDenyHandler(h DenyHandler) Option {
 // WithProfile selects the rate-limit headers (default httpverdict.IETF).
 func WithProfile(p httpverdict.Profile) Option {
 	return func(c *config) { c.guard.Profile = p }
+}
+
+// WithRetryAfterJitter adds a random delay of up to max (whole seconds) to the
+// Retry-After of blocked responses, so that clients blocked in one window do
+// not all retry at its reset; it is never below the real reset (see
+// httpverdict.Guard.RetryAfterJitter). The default is no jitter.
+func WithRetryAfterJitter(max time.Duration) Option {
+	return func(c *config) { c.guard.RetryAfterJitter = max }
 }
 
 // Middleware returns Echo middleware that checks every request against limiter
@@ -100,11 +112,7 @@ func Middleware(limiter *ratelimit.Limiter, opts ...Option) echo.MiddlewareFunc 
 		c.identify = c.defaultIdentifier
 	}
 	if c.deny == nil {
-		c.deny = func(ec echo.Context, d *httpverdict.Decision) error {
-			p := httpverdict.NewProblem(d, c.guard.Clock())
-			ec.Response().Header().Set(echo.HeaderContentType, httpverdict.ContentTypeProblem)
-			return ec.JSON(p.Status, p)
-		}
+		c.deny = c.denyError
 	}
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(ec echo.Context) error {
@@ -124,6 +132,68 @@ func Middleware(limiter *ratelimit.Limiter, opts ...Option) echo.MiddlewareFunc 
 			return err
 		}
 	}
+}
+
+// DeniedError is the error of a blocked request: the Internal error of the
+// *echo.HTTPError (Code 429) that the middleware returns, so that errors.As
+// finds either. The response headers already carry the rate-limit headers,
+// Retry-After, Cache-Control: no-store and X-Content-Type-Options: nosniff.
+// Echo's default HTTPErrorHandler writes the problem details as an
+// application/problem+json body (none for HEAD); a custom handler renders the
+// 429 its own way, as it does every other error, with the Content-Type it
+// chooses.
+type DeniedError struct {
+	Decision *httpverdict.Decision
+	// Problem is the RFC 9457 body the default handler writes.
+	Problem httpverdict.Problem
+}
+
+func (e *DeniedError) Error() string {
+	return "ratelimitecho: rate limit exceeded: " + strings.Join(e.Decision.ViolatedPolicies(), ", ")
+}
+
+// Decision returns the decision of a request the middleware blocked, from the
+// error the middleware returned (or any error wrapping it).
+func Decision(err error) (*httpverdict.Decision, bool) {
+	var de *DeniedError
+	if errors.As(err, &de) {
+		return de.Decision, true
+	}
+	return nil, false
+}
+
+// problemMessage is the Message of the *echo.HTTPError. Echo's default
+// handler renders a json.Marshaler with c.JSON; marshalling records that the
+// problem is the body, so that the response's Before hook labels it
+// application/problem+json (c.JSON would say application/json) without
+// mislabelling the body of a custom handler.
+type problemMessage struct {
+	p        httpverdict.Problem
+	rendered *bool
+}
+
+var (
+	_ error          = (*DeniedError)(nil)
+	_ json.Marshaler = problemMessage{}
+)
+
+func (m problemMessage) MarshalJSON() ([]byte, error) {
+	*m.rendered = true
+	return json.Marshal(m.p)
+}
+
+// denyError is the default deny: an *echo.HTTPError for the HTTPErrorHandler.
+func (c *config) denyError(ec echo.Context, d *httpverdict.Decision) error {
+	p := httpverdict.NewProblem(d, c.guard.Clock())
+	res := ec.Response()
+	res.Header().Set(echo.HeaderXContentTypeOptions, "nosniff")
+	rendered := new(bool)
+	res.Before(func() {
+		if *rendered {
+			res.Header().Set(echo.HeaderContentType, httpverdict.ContentTypeProblem)
+		}
+	})
+	return &echo.HTTPError{Code: p.Status, Message: problemMessage{p, rendered}, Internal: &DeniedError{Decision: d, Problem: p}}
 }
 
 func (c *config) defaultIdentifier(ec echo.Context) ratelimit.Identifier {

@@ -2,9 +2,12 @@ package ratelimitecho_test
 
 import (
 	"context"
+	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,6 +35,7 @@ func newEcho(t *testing.T, s adaptertest.Setup) http.Handler {
 		ratelimitecho.WithLimiters(s.Limiters...),
 		ratelimitecho.WithDeferred(s.Deferred...),
 		ratelimitecho.WithProfile(s.Profile),
+		ratelimitecho.WithRetryAfterJitter(s.RetryAfterJitter),
 		ratelimitecho.WithTrustedProxies(s.TrustedProxies),
 	}
 	if s.Skip != nil {
@@ -162,5 +166,85 @@ func TestEchoIPExtractor(t *testing.T) {
 				t.Errorf("ip = %v, want %s (%s)", last[identifiers.IP], tc.wantIP, tc.wantNote)
 			}
 		})
+	}
+}
+
+// TestDenyThroughHTTPErrorHandler: a blocked request's error reaches the
+// application's e.HTTPErrorHandler as an *echo.HTTPError (429, the problem
+// details as Message) wrapping a *DeniedError with the decision, and the
+// response already carries the rate-limit headers and nosniff.
+func TestDenyThroughHTTPErrorHandler(t *testing.T) {
+	e := echo.New()
+	var got []error
+	var mu sync.Mutex
+	e.HTTPErrorHandler = func(err error, c echo.Context) {
+		mu.Lock()
+		got = append(got, err)
+		mu.Unlock()
+		d, ok := ratelimitecho.Decision(err)
+		if !ok {
+			_ = c.String(http.StatusInternalServerError, "not a rate limit")
+			return
+		}
+		_ = c.String(http.StatusTooManyRequests, "custom: "+strings.Join(d.ViolatedPolicies(), ","))
+	}
+	e.Use(ratelimitecho.Middleware(newLimiter(t, "api", 1, nil)))
+	e.GET("/hello", func(c echo.Context) error { return c.String(http.StatusOK, "hello") })
+	srv := httptest.NewServer(e)
+	defer srv.Close()
+
+	if r := get(t, srv, "GET", "/hello"); r.StatusCode != http.StatusOK {
+		t.Fatalf("first request: %d", r.StatusCode)
+	}
+	req, _ := http.NewRequest("GET", srv.URL+"/hello", nil)
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests || string(body) != "custom: r" {
+		t.Fatalf("blocked: %d %q, want the custom handler's 429", resp.StatusCode, body)
+	}
+	for _, h := range []string{"Retry-After", "RateLimit", "RateLimit-Policy"} {
+		if resp.Header.Get(h) == "" {
+			t.Errorf("header %s missing", h)
+		}
+	}
+	if v := resp.Header.Get("X-Content-Type-Options"); v != "nosniff" {
+		t.Errorf("X-Content-Type-Options = %q", v)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 1 {
+		t.Fatalf("HTTPErrorHandler saw %d errors, want 1", len(got))
+	}
+	var he *echo.HTTPError
+	if !errors.As(got[0], &he) || he.Code != http.StatusTooManyRequests {
+		t.Fatalf("error %T %v is not a 429 *echo.HTTPError", got[0], got[0])
+	}
+	var de *ratelimitecho.DeniedError
+	if !errors.As(got[0], &de) || de.Error() != "ratelimitecho: rate limit exceeded: r" || de.Problem.Status != 429 || de.Problem.ViolatedPolicies[0] != "r" {
+		t.Fatalf("no *DeniedError with the problem in %v", got[0])
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "text/plain; charset=UTF-8" {
+		t.Fatalf("Content-Type = %q: the custom handler's text was labelled otherwise", ct)
+	}
+	if _, ok := ratelimitecho.Decision(errors.New("other")); ok {
+		t.Fatal("Decision of an unrelated error")
+	}
+}
+
+// TestDenyHEAD: Echo's default error handler answers a blocked HEAD without a body.
+func TestDenyHEAD(t *testing.T) {
+	e := echo.New()
+	e.Use(ratelimitecho.Middleware(newLimiter(t, "api", 1, nil)))
+	e.HEAD("/hello", func(c echo.Context) error { return c.NoContent(http.StatusOK) })
+	srv := httptest.NewServer(e)
+	defer srv.Close()
+	get(t, srv, "HEAD", "/hello")
+	r := get(t, srv, "HEAD", "/hello")
+	if r.StatusCode != http.StatusTooManyRequests || r.ContentLength > 0 || r.Header.Get("Retry-After") == "" {
+		t.Fatalf("HEAD blocked: %d, length %d, headers %v", r.StatusCode, r.ContentLength, r.Header)
 	}
 }

@@ -2,6 +2,7 @@ package ratelimitgin
 
 import (
 	"context"
+	"time"
 
 	"github.com/gin-gonic/gin"
 	ratelimit "github.com/ratekit/ratekit/core"
@@ -77,6 +78,14 @@ func WithProfile(p httpverdict.Profile) Option {
 	return func(c *config) { c.guard.Profile = p }
 }
 
+// WithRetryAfterJitter adds a random delay of up to max (whole seconds) to the
+// Retry-After of blocked responses, so that clients blocked in one window do
+// not all retry at its reset; it is never below the real reset (see
+// httpverdict.Guard.RetryAfterJitter). The default is no jitter.
+func WithRetryAfterJitter(max time.Duration) Option {
+	return func(c *config) { c.guard.RetryAfterJitter = max }
+}
+
 // Middleware returns Gin middleware that checks every request against limiter
 // and the limiters of WithLimiters. limiter may be nil when options give them
 // all; a nil limiter in WithLimiters, or a Deferred without Limiter or Charge,
@@ -99,6 +108,7 @@ func Middleware(limiter *ratelimit.Limiter, opts ...Option) gin.HandlerFunc {
 		c.deny = func(gc *gin.Context, d *httpverdict.Decision) {
 			p := httpverdict.NewProblem(d, c.guard.Clock())
 			gc.Header("Content-Type", httpverdict.ContentTypeProblem) // kept by AbortWithStatusJSON
+			gc.Header("X-Content-Type-Options", "nosniff")
 			gc.AbortWithStatusJSON(p.Status, p)
 		}
 	}

@@ -36,6 +36,7 @@ func newGin(t *testing.T, s adaptertest.Setup) http.Handler {
 		ratelimitgin.WithLimiters(s.Limiters...),
 		ratelimitgin.WithDeferred(s.Deferred...),
 		ratelimitgin.WithProfile(s.Profile),
+		ratelimitgin.WithRetryAfterJitter(s.RetryAfterJitter),
 		ratelimitgin.WithTrustedProxies(s.TrustedProxies),
 	}
 	if s.Skip != nil {

@@ -34,9 +34,14 @@
 //
 // No detail carries identifier values. The grpc-retry-pushback-ms trailer
 // repeats the delay for clients whose retry policy lists RESOURCE_EXHAUSTED.
-// Allowed and blocked calls carry the header metadata ratelimit-limit,
-// ratelimit-remaining and ratelimit-reset (seconds) of the most constraining
-// enforcing rule. Shadow (log) rules never change a response.
+// Allowed and blocked calls carry the rate-limit header metadata of the most
+// constraining enforcing rule, in the HTTP adapters' header profiles
+// (core/httpverdict), lower-cased: by default the IETF draft's
+// ratelimit-policy ("rule";q=limit;w=window) and ratelimit
+// ("rule";r=remaining;t=seconds to reset); WithHeaderProfile(httpverdict.Legacy)
+// sends ratelimit-limit, ratelimit-remaining and ratelimit-reset instead,
+// httpverdict.GitLab GitLab's names. Shadow (log) rules never change a
+// response.
 //
 // # Fail-open
 //

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log"
 	"net"
+	"strings"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -57,7 +58,7 @@ func ExampleUnaryServerInterceptor() {
 		var md metadata.MD
 		_, err := client.Check(context.Background(), &healthpb.HealthCheckRequest{}, grpc.Header(&md))
 		st := status.Convert(err)
-		fmt.Println(st.Code(), "remaining:", md.Get("ratelimit-remaining"))
+		fmt.Println(st.Code(), strings.Split(md.Get(ratelimitgrpc.MetadataRateLimit)[0], ";t=")[0]) // t= is the seconds to the reset
 		for _, d := range st.Details() {
 			if ei, ok := d.(*errdetails.ErrorInfo); ok {
 				fmt.Println(ei.GetReason(), ei.GetMetadata()["limiter"], ei.GetMetadata()["rule"])
@@ -65,9 +66,9 @@ func ExampleUnaryServerInterceptor() {
 		}
 	}
 	// Output:
-	// OK remaining: [1]
-	// OK remaining: [0]
-	// ResourceExhausted remaining: [0]
+	// OK "per_peer";r=1
+	// OK "per_peer";r=0
+	// ResourceExhausted "per_peer";r=0
 	// RATE_LIMITED grpc_request per_peer
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -207,31 +208,31 @@ func wantCode(t *testing.T, r reply, want codes.Code) {
 	}
 }
 
-// wantRateMD asserts the ratelimit-* header metadata; limit < 0 asserts that
-// there is none.
+// wantRateMD asserts the default (IETF) rate-limit header metadata,
+// ratelimit-policy and ratelimit; limit < 0 asserts that there is none, in any
+// profile.
 func wantRateMD(t *testing.T, md metadata.MD, limit, remaining int, maxReset time.Duration) {
 	t.Helper()
 	if limit < 0 {
-		for _, k := range []string{MetadataLimit, MetadataRemaining, MetadataReset} {
+		for _, k := range []string{MetadataPolicy, MetadataRateLimit, MetadataLimit, MetadataRemaining, MetadataReset, "ratelimit-name"} {
 			if v := md.Get(k); len(v) != 0 {
 				t.Fatalf("metadata %s = %q, want none", k, v)
 			}
 		}
 		return
 	}
-	if got := md.Get(MetadataLimit); len(got) != 1 || got[0] != strconv.Itoa(limit) {
-		t.Fatalf("%s = %q, want %d", MetadataLimit, got, limit)
+	policy, rl := md.Get(MetadataPolicy), md.Get(MetadataRateLimit)
+	pm := regexp.MustCompile(`^"[a-z0-9_]+";q=(\d+);w=\d+$`).FindStringSubmatch(strings.Join(policy, ","))
+	rm := regexp.MustCompile(`^"[a-z0-9_]+";r=(\d+);t=(\d+)$`).FindStringSubmatch(strings.Join(rl, ","))
+	if len(policy) != 1 || pm == nil || pm[1] != strconv.Itoa(limit) {
+		t.Fatalf("%s = %q, want q=%d", MetadataPolicy, policy, limit)
 	}
-	if got := md.Get(MetadataRemaining); len(got) != 1 || got[0] != strconv.Itoa(remaining) {
-		t.Fatalf("%s = %q, want %d", MetadataRemaining, got, remaining)
+	if len(rl) != 1 || rm == nil || rm[1] != strconv.Itoa(remaining) {
+		t.Fatalf("%s = %q, want r=%d", MetadataRateLimit, rl, remaining)
 	}
-	got := md.Get(MetadataReset)
-	if len(got) != 1 {
-		t.Fatalf("%s = %q, want one value", MetadataReset, got)
-	}
-	n, err := strconv.Atoi(got[0])
-	if err != nil || n < 1 || time.Duration(n)*time.Second > maxReset {
-		t.Fatalf("%s = %q, want whole seconds in [1, %v]", MetadataReset, got[0], maxReset)
+	n, _ := strconv.Atoi(rm[2])
+	if n < 1 || time.Duration(n)*time.Second > maxReset {
+		t.Fatalf("%s = %q, want t in whole seconds in [1, %v]", MetadataRateLimit, rl, maxReset)
 	}
 }
 

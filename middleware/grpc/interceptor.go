@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/httpverdict"
 )
 
 // UnaryServerInterceptor returns an interceptor that checks limiter (and those
@@ -80,15 +81,16 @@ func (c *config) serve(ctx context.Context, call *Call, setHeader, setTrailer fu
 	d := c.guard.Check(ctx, id, opts...)
 	now := time.Now()
 	if !c.noMetadata {
-		if md := rateMetadata(d.Enforcing(), now); md != nil {
+		if md := rateMetadata(c.profile, d, now); md != nil {
 			setHeader(md)
 		}
 	}
 	if res := d.BlockedBy(); res != nil {
+		extra := time.Duration(httpverdict.JitterSeconds(c.retryJitter)) * time.Second
 		if !c.noPushback {
-			setTrailer(pushback(*res, now))
+			setTrailer(pushback(*res, now, extra))
 		}
-		return c.denyErr(ctx, call, *res, now)
+		return c.denyErr(ctx, call, *res, now, extra)
 	}
 	o := c.guard.Run(ctx, id, func(ctx context.Context) Outcome {
 		return Outcome{Call: call, Err: handler(ctx), Meter: ratelimit.MeterFrom(ctx)}
@@ -112,11 +114,11 @@ func (c *config) identifier(ctx context.Context, call *Call) ratelimit.Identifie
 	return id
 }
 
-func (c *config) denyErr(ctx context.Context, call *Call, res ratelimit.Result, now time.Time) error {
+func (c *config) denyErr(ctx context.Context, call *Call, res ratelimit.Result, now time.Time, extra time.Duration) error {
 	if c.deny != nil {
 		if err := c.deny(ctx, call, res); err != nil {
 			return err
 		}
 	}
-	return denyStatus(call, res, c.domain, now).Err()
+	return denyStatus(call, res, c.domain, now, extra).Err()
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/httpverdict"
 	"github.com/ratekit/ratekit/core/redisstore"
 	"github.com/ratekit/ratekit/identifiers"
 	"github.com/ratekit/ratekit/internal/redistest"
@@ -487,5 +489,85 @@ func TestNilLimiterPanics(t *testing.T) {
 			}()
 			f()
 		})
+	}
+}
+
+// The header metadata follows the HTTP adapters' profiles, on allowed and
+// blocked calls; IETF is the default.
+func TestHeaderProfiles(t *testing.T) {
+	for _, tt := range []struct {
+		profile httpverdict.Profile
+		want    map[string]*regexp.Regexp // key: value on the second (blocked) call
+	}{
+		{httpverdict.IETF, map[string]*regexp.Regexp{
+			MetadataPolicy: regexp.MustCompile(`^"per_ip";q=1;w=60$`), MetadataRateLimit: regexp.MustCompile(`^"per_ip";r=0;t=([1-9]|[1-5][0-9]|60)$`)}},
+		{httpverdict.Legacy, map[string]*regexp.Regexp{
+			MetadataLimit: regexp.MustCompile(`^1$`), MetadataRemaining: regexp.MustCompile(`^0$`), MetadataReset: regexp.MustCompile(`^([1-9]|[1-5][0-9]|60)$`)}},
+		{httpverdict.GitLab, map[string]*regexp.Regexp{
+			"ratelimit-name": regexp.MustCompile(`^per_ip$`), MetadataLimit: regexp.MustCompile(`^1$`), "ratelimit-observed": regexp.MustCompile(`^2$`),
+			MetadataRemaining: regexp.MustCompile(`^0$`), MetadataReset: regexp.MustCompile(`^\d{10}$`), "ratelimit-resettime": regexp.MustCompile(` GMT$`)}},
+		{httpverdict.None, nil},
+	} {
+		t.Run(tt.profile.String(), func(t *testing.T) {
+			l := memLimiter(t, "grpc_request", []ratelimit.Rule{rule("per_ip", 1, time.Minute, ratelimit.ActionLimit, identifiers.IP)})
+			opts := []Option{WithHeaderProfile(tt.profile)}
+			if tt.profile == httpverdict.IETF {
+				opts = nil // the default
+			}
+			env := start(t, unary(l, opts...))
+			wantCode(t, env.check(t), codes.OK)
+			r := env.check(t)
+			wantCode(t, r, codes.ResourceExhausted)
+			var got []string
+			for k := range r.header {
+				if strings.HasPrefix(k, "ratelimit") || k == "retry-after" || k == "cache-control" {
+					got = append(got, k)
+				}
+			}
+			if len(got) != len(tt.want) {
+				t.Fatalf("rate-limit metadata keys %q, want those of %v", got, tt.want)
+			}
+			for k, re := range tt.want {
+				if v := r.header.Get(k); len(v) != 1 || !re.MatchString(v[0]) {
+					t.Fatalf("%s = %q, want %v", k, v, re)
+				}
+			}
+			if v := r.trailer.Get(TrailerPushback); len(v) != 1 {
+				t.Fatalf("pushback trailer %q: the profile must not change it", v)
+			}
+		})
+	}
+}
+
+// With WithRetryJitter, RetryInfo and the pushback trailer of each blocked
+// call lie between the real reset (the t= of the call's ratelimit metadata)
+// and the reset plus the jitter, agree with each other, and vary.
+func TestRetryJitter(t *testing.T) {
+	const jitter = 30
+	l := memLimiter(t, "grpc_request", []ratelimit.Rule{rule("per_ip", 1, time.Minute, ratelimit.ActionLimit, identifiers.IP)})
+	env := start(t, unary(l, WithRetryJitter(jitter*time.Second)))
+	wantCode(t, env.check(t), codes.OK)
+	tRe := regexp.MustCompile(`;t=(\d+)$`)
+	seen := map[int64]bool{}
+	for range 40 {
+		r := env.check(t)
+		wantCode(t, r, codes.ResourceExhausted)
+		m := tRe.FindStringSubmatch(strings.Join(r.header.Get(MetadataRateLimit), ""))
+		if m == nil {
+			t.Fatalf("ratelimit metadata %q", r.header.Get(MetadataRateLimit))
+		}
+		reset, _ := strconv.ParseInt(m[1], 10, 64)
+		ri, _, _ := details(t, r.err)
+		delay := int64(ri.GetRetryDelay().AsDuration() / time.Second)
+		if delay < reset || delay > reset+jitter {
+			t.Fatalf("RetryInfo delay %ds, want [%d, %d]", delay, reset, reset+jitter)
+		}
+		if pb := r.trailer.Get(TrailerPushback); len(pb) != 1 || pb[0] != strconv.FormatInt(delay*1000, 10) {
+			t.Fatalf("pushback %q, RetryInfo %ds", pb, delay)
+		}
+		seen[delay-reset] = true
+	}
+	if len(seen) < 2 {
+		t.Fatalf("no jitter: extra delays %v", seen)
 	}
 }

@@ -3,11 +3,13 @@ package ratelimitgrpc
 import (
 	"context"
 	"slices"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/httpverdict"
 	"github.com/ratekit/ratekit/identifiers"
 )
 
@@ -19,16 +21,18 @@ type Option func(*config)
 type DenyFunc func(ctx context.Context, call *Call, res ratelimit.Result) error
 
 type config struct {
-	guard      ratelimit.Guard[Outcome]
-	proxies    identifiers.TrustedProxies
-	identify   func(ctx context.Context, call *Call) ratelimit.Identifier
-	properties func(ctx context.Context, call *Call, id ratelimit.Identifier)
-	skip       func(ctx context.Context, call *Call) bool
-	cost       func(ctx context.Context, call *Call) float64
-	deny       DenyFunc
-	domain     string
-	noMetadata bool
-	noPushback bool
+	guard       ratelimit.Guard[Outcome]
+	proxies     identifiers.TrustedProxies
+	identify    func(ctx context.Context, call *Call) ratelimit.Identifier
+	properties  func(ctx context.Context, call *Call, id ratelimit.Identifier)
+	skip        func(ctx context.Context, call *Call) bool
+	cost        func(ctx context.Context, call *Call) float64
+	deny        DenyFunc
+	domain      string
+	noMetadata  bool
+	profile     httpverdict.Profile
+	retryJitter time.Duration
+	noPushback  bool
 }
 
 // WithLimiters adds limiters, checked in order after the first one before the
@@ -86,9 +90,23 @@ func WithDenyHandler(f DenyFunc) Option { return func(c *config) { c.deny = f } 
 // is the called gRPC service ("package.Service").
 func WithDomain(domain string) Option { return func(c *config) { c.domain = domain } }
 
-// WithoutMetadata stops the ratelimit-limit, ratelimit-remaining and
-// ratelimit-reset response header metadata.
+// WithoutMetadata stops the rate-limit response header metadata (the same as
+// WithHeaderProfile(httpverdict.None)).
 func WithoutMetadata() Option { return func(c *config) { c.noMetadata = true } }
+
+// WithRetryJitter adds a random delay of up to max (whole seconds) to the
+// RetryInfo delay and the pushback trailer of blocked calls, so that clients
+// blocked in one window do not all retry at its reset; it is never below the
+// real reset, and the rate-limit metadata keeps stating the real reset. The
+// default is no jitter.
+func WithRetryJitter(max time.Duration) Option { return func(c *config) { c.retryJitter = max } }
+
+// WithHeaderProfile selects the rate-limit response header metadata, with the
+// same profiles and values as the HTTP adapters' headers, lower-cased:
+// httpverdict.IETF (the default: ratelimit-policy and ratelimit),
+// httpverdict.Legacy (ratelimit-limit, -remaining, -reset), httpverdict.GitLab
+// or httpverdict.None.
+func WithHeaderProfile(p httpverdict.Profile) Option { return func(c *config) { c.profile = p } }
 
 // WithoutPushback stops the grpc-retry-pushback-ms trailer on blocked calls.
 func WithoutPushback() Option { return func(c *config) { c.noPushback = true } }

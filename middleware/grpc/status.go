@@ -2,8 +2,9 @@ package ratelimitgrpc
 
 import (
 	"fmt"
-	"math"
+	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/httpverdict"
 )
 
 // Reason is the ErrorInfo reason of rate-limit errors. It tells a rate limit
@@ -20,13 +22,18 @@ import (
 // flow control).
 const Reason = "RATE_LIMITED"
 
-// Response metadata keys. The header keys follow the RateLimit-Limit /
-// -Remaining / -Reset fields of the IETF ratelimit-headers drafts (reset in
-// seconds from now); they describe the most constraining enforcing rule among
-// the limiters whose check succeeded, and are sent on allowed and blocked
-// calls, never for shadow (log) rules. The pushback trailer is read by gRPC
-// clients whose retry policy lists RESOURCE_EXHAUSTED (gRFC A6).
+// Response metadata keys. The rate-limit header metadata is the HTTP
+// adapters' headers, lower-cased, in the profile chosen with
+// WithHeaderProfile: by default the IETF draft's ratelimit-policy and
+// ratelimit; MetadataLimit, MetadataRemaining and MetadataReset (reset in
+// seconds from now) with httpverdict.Legacy. They describe the most
+// constraining enforcing rule among the limiters whose check succeeded, and
+// are sent on allowed and blocked calls, never for shadow (log) rules. The
+// pushback trailer is read by gRPC clients whose retry policy lists
+// RESOURCE_EXHAUSTED (gRFC A6).
 const (
+	MetadataPolicy    = "ratelimit-policy"
+	MetadataRateLimit = "ratelimit"
 	MetadataLimit     = "ratelimit-limit"
 	MetadataRemaining = "ratelimit-remaining"
 	MetadataReset     = "ratelimit-reset"
@@ -39,10 +46,12 @@ const (
 // the limiter and rule). It names limiters and rules, never identifier
 // values. An empty domain means call.Service.
 func DenyStatus(call *Call, res ratelimit.Result, domain string) *status.Status {
-	return denyStatus(call, res, domain, time.Now())
+	return denyStatus(call, res, domain, time.Now(), 0)
 }
 
-func denyStatus(call *Call, res ratelimit.Result, domain string, now time.Time) *status.Status {
+// denyStatus builds the status with extra, the retry jitter, added to the
+// delay to the reset.
+func denyStatus(call *Call, res ratelimit.Result, domain string, now time.Time, extra time.Duration) *status.Status {
 	if domain == "" {
 		domain = call.Service
 	}
@@ -50,7 +59,7 @@ func denyStatus(call *Call, res ratelimit.Result, domain string, now time.Time) 
 	if res.Rule != nil {
 		rule = res.Rule.Name
 	}
-	retry := res.Info.RetryAfter(now) // nil-safe
+	retry := res.Info.RetryAfter(now) + extra // nil-safe
 	var info ratelimit.Info
 	if res.Info != nil {
 		info = *res.Info
@@ -86,18 +95,28 @@ func denyStatus(call *Call, res ratelimit.Result, domain string, now time.Time) 
 	return ds
 }
 
-// rateMetadata renders an enforcing evaluation as response header metadata.
-func rateMetadata(e *ratelimit.Evaluation, now time.Time) metadata.MD {
-	if e == nil {
+// rateMetadata renders d's enforcing evaluation as response header metadata
+// in profile p, with the HTTP adapters' code (core/httpverdict). Retry-After
+// and Cache-Control, which HTTP adds to a 429, are left out: a blocked call
+// carries RetryInfo and the pushback trailer instead.
+func rateMetadata(p httpverdict.Profile, d *ratelimit.Decision, now time.Time) metadata.MD {
+	if d.Enforcing() == nil {
 		return nil
 	}
-	return metadata.Pairs(
-		MetadataLimit, strconv.FormatInt(e.Info.Limit, 10),
-		MetadataRemaining, strconv.FormatInt(int64(math.Floor(e.Info.Remaining)), 10),
-		MetadataReset, strconv.FormatInt(int64(e.Info.RetryAfter(now)/time.Second), 10),
-	)
+	h := http.Header{}
+	p.SetHeaders(h, d, now)
+	h.Del(httpverdict.HeaderRetryAfter)
+	h.Del("Cache-Control")
+	if len(h) == 0 {
+		return nil
+	}
+	md := make(metadata.MD, len(h))
+	for k, v := range h {
+		md[strings.ToLower(k)] = v
+	}
+	return md
 }
 
-func pushback(res ratelimit.Result, now time.Time) metadata.MD {
-	return metadata.Pairs(TrailerPushback, strconv.FormatInt(res.Info.RetryAfter(now).Milliseconds(), 10))
+func pushback(res ratelimit.Result, now time.Time, extra time.Duration) metadata.MD {
+	return metadata.Pairs(TrailerPushback, strconv.FormatInt((res.Info.RetryAfter(now)+extra).Milliseconds(), 10))
 }

@@ -3,6 +3,7 @@ package ratelimithttp
 import (
 	"context"
 	"net/http"
+	"time"
 
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/httpverdict"
@@ -72,6 +73,14 @@ func WithDenyHandler(h DenyHandler) Option {
 // WithProfile selects the rate-limit headers (default httpverdict.IETF).
 func WithProfile(p httpverdict.Profile) Option {
 	return func(c *config) { c.guard.Profile = p }
+}
+
+// WithRetryAfterJitter adds a random delay of up to max (whole seconds) to the
+// Retry-After of blocked responses, so that clients blocked in one window do
+// not all retry at its reset; it is never below the real reset (see
+// httpverdict.Guard.RetryAfterJitter). The default is no jitter.
+func WithRetryAfterJitter(max time.Duration) Option {
+	return func(c *config) { c.guard.RetryAfterJitter = max }
 }
 
 // Middleware returns net/http middleware that checks every request against

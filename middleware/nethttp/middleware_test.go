@@ -32,6 +32,7 @@ func newHandler(t *testing.T, s adaptertest.Setup) http.Handler {
 		ratelimithttp.WithLimiters(s.Limiters...),
 		ratelimithttp.WithDeferred(s.Deferred...),
 		ratelimithttp.WithProfile(s.Profile),
+		ratelimithttp.WithRetryAfterJitter(s.RetryAfterJitter),
 		ratelimithttp.WithTrustedProxies(s.TrustedProxies),
 	}
 	if s.Skip != nil {

@@ -48,6 +48,8 @@ type Setup struct {
 	Properties func(r *http.Request, id ratelimit.Identifier)
 	// Deny, when set, answers blocked requests instead of the default 429.
 	Deny func(w http.ResponseWriter, d *httpverdict.Decision)
+	// RetryAfterJitter maps to the adapter's WithRetryAfterJitter.
+	RetryAfterJitter time.Duration
 	// Routes to register, on a router the adapter's middleware wraps.
 	Routes []Route
 }
@@ -123,6 +125,7 @@ var tests = []struct {
 	{"profile_gitlab", testProfileGitLab},
 	{"profile_none", testProfileNone},
 	{"shadow_rules", testShadow},
+	{"shadow_mode", testShadowMode},
 	{"multiple_limiters", testMultipleLimiters},
 	{"first_block_ends_checks", testFirstBlockEndsChecks},
 	{"skip", testSkip},
@@ -133,6 +136,7 @@ var tests = []struct {
 	{"cost_hook", testCostHook},
 	{"outcome_hook", testOutcomeHook},
 	{"deny_handler", testDenyHandler},
+	{"retry_after_jitter", testRetryAfterJitter},
 }
 
 // suite is the state of one test.

@@ -93,6 +93,7 @@ func (s *suite) blocked(r response, window int64, violated ...string) int64 {
 	ra := s.intHeader(r, httpverdict.HeaderRetryAfter, 1, window)
 	s.header(r, "Cache-Control", "no-store")
 	s.header(r, "Content-Type", httpverdict.ContentTypeProblem)
+	s.header(r, "X-Content-Type-Options", "nosniff")
 	var p map[string]any
 	if err := json.Unmarshal([]byte(r.body), &p); err != nil {
 		s.t.Fatalf("body %q is not JSON: %v", r.body, err)

@@ -311,6 +311,27 @@ func testDenyHandler(s *suite) {
 	s.ietf(r, "per_ip", 1, 60, 0)
 }
 
+// testRetryAfterJitter: with jitter, each blocked response's Retry-After lies
+// between the real reset (the RateLimit t= of the same response) and the
+// reset plus the jitter, and the values differ between responses.
+func testRetryAfterJitter(s *suite) {
+	const jitter = 30
+	srv := s.serve(Setup{RetryAfterJitter: jitter * time.Second,
+		Limiters: []*ratelimit.Limiter{s.limiter("http", perIP("per_ip", 1, time.Minute))}})
+	s.status(s.do(srv, "GET", "/hello"), http.StatusOK)
+	seen := map[int64]bool{}
+	for range 40 {
+		r := s.do(srv, "GET", "/hello")
+		s.status(r, http.StatusTooManyRequests)
+		reset := s.ietf(r, "per_ip", 1, 60, 0)
+		ra := s.intHeader(r, httpverdict.HeaderRetryAfter, reset, reset+jitter)
+		seen[ra-reset] = true
+	}
+	if len(seen) < 2 { // 40 draws from 31 values all equal: about 1 in 31^39
+		s.t.Errorf("Retry-After carried no jitter: extra delays %v", seen)
+	}
+}
+
 // testFailOpen stops a private Redis: requests pass, without rate-limit
 // headers, and quickly.
 func testFailOpen(s *suite) {

@@ -11,6 +11,7 @@ import (
 
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/observe"
+	"github.com/ratekit/ratekit/core/rollout"
 )
 
 // Options configures New. Every field is optional.
@@ -24,6 +25,11 @@ type Options struct {
 	// Remote reports the rules service client (the remote tier), when the
 	// limiters use one (a *remoterules.Client).
 	Remote observe.RemoteSource
+	// Rollout gives each limiter's rollout decisions (an
+	// *observe.RolloutMetrics or *rollout.Tally that the limiter's
+	// rollout.Rollout records into): the page shows the divergence since the
+	// process started beside the limiter's mode.
+	Rollout rollout.DivergenceSource
 	// Now is the clock of ages and "generated at" (default time.Now).
 	Now func() time.Time
 }
@@ -78,6 +84,11 @@ type LimiterView struct {
 	KeyPrefix string `json:"key_prefix"`
 	// Breaker is the circuit breaker state: closed, open or half-open.
 	Breaker string `json:"breaker"`
+	// Mode is enforce or shadow (counts, never blocks).
+	Mode string `json:"mode"`
+	// Rollout is nil without Options.Rollout or before the first compared
+	// decision.
+	Rollout *RolloutView `json:"rollout"`
 	// RuleStore is nil when no TierSource manages the limiter.
 	RuleStore *RuleStoreView `json:"rule_store"`
 	// Rules are the effective rules, in evaluation order.
@@ -86,6 +97,19 @@ type LimiterView struct {
 	Overridden []RuleView `json:"overridden"`
 	// Blocks are the limiter's blocks per rule, latest first.
 	Blocks []observe.BlockCount `json:"blocks"`
+}
+
+// RolloutView is a limiter's rollout decisions since the process started
+// (the gate itself judges 24 hours of them: ratekit rollout gate).
+type RolloutView struct {
+	Compared  uint64  `json:"compared"`
+	Divergent uint64  `json:"divergent"`
+	Failed    uint64  `json:"failed"` // failed open: not compared
+	Ratio     float64 `json:"divergence_ratio"`
+	// BelowGate reports Ratio < rollout.MaxDivergence (0.5 %), whatever the
+	// number of decisions.
+	BelowGate bool                 `json:"below_gate"`
+	Rules     []rollout.RuleCounts `json:"rules"`
 }
 
 // RuleStoreView is the state of the limiter's replica of the rule store.
@@ -150,8 +174,14 @@ func (h *Handler) Snapshot(only ...string) Snapshot {
 }
 
 func (h *Handler) limiterView(l *ratelimit.Limiter, now time.Time, blocks []observe.BlockCount) LimiterView {
-	v := LimiterView{Name: l.Name(), KeyPrefix: l.KeyPrefix(), Breaker: l.BreakerState(),
+	v := LimiterView{Name: l.Name(), KeyPrefix: l.KeyPrefix(), Breaker: l.BreakerState(), Mode: l.Enforcement().String(),
 		Rules: []RuleView{}, Overridden: []RuleView{}, Blocks: []observe.BlockCount{}}
+	if h.opts.Rollout != nil {
+		if d, ok := h.opts.Rollout.Divergence(v.Name); ok {
+			v.Rollout = &RolloutView{Compared: d.Total.Compared(), Divergent: d.Total.Divergent(), Failed: d.Total.Failed,
+				Ratio: d.Total.Ratio(), BelowGate: d.Total.Ratio() < rollout.MaxDivergence, Rules: d.Rules}
+		}
+	}
 	byRule := map[string]*BlockView{}
 	for _, b := range blocks {
 		if b.Limiter == v.Name {

@@ -3,6 +3,9 @@
 // its circuit breaker state, its effective rules in evaluation order and the
 // tier each comes from (file, published, default), the rules a higher tier
 // overrides, the age of the rule store replica, and the recent blocks per rule.
+// During a shadow → enforce rollout (package rollout) it also shows each
+// limiter's mode and, with Options.Rollout, how often its decisions disagreed
+// with the legacy check since the process started.
 //
 //	blocks := observe.NewBlockSummary(observe.BlockSummaryOptions{})
 //	page := debugpage.New(debugpage.Options{Blocks: blocks, Tiers: ruleStore}, limiter)

@@ -25,6 +25,7 @@ table{border-collapse:collapse;width:100%}th,td{border-bottom:1px solid #d1d9e0;
 th{background:#f6f8fa;font-weight:600}td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 code{font:12px ui-monospace,monospace;background:#f6f8fa;padding:0 .2rem;border-radius:3px}
 .state{font-weight:600;padding:0 .4rem;border-radius:3px}.state-closed{background:#dafbe1}.state-open{background:#ffebe9}.state-half-open{background:#fff8c5}
+.mode-shadow{background:#fff8c5}.mode-enforce{background:#dafbe1}
 .tier{color:#59636e}.action-log{color:#9a6700}.action-skip{color:#0969da}.error{color:#d1242f}.none{color:#59636e}
 `
 
@@ -43,6 +44,7 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
 	"row":      func(i int, r RuleView) ruleRow { return ruleRow{Index: i + 1, Rule: r} },
 	"deref":    func(p *float64) float64 { return *p },
 	"deref64":  func(p *int64) int64 { return *p },
+	"percent":  func(r float64) string { return strconv.FormatFloat(100*r, 'f', 3, 64) + "%" },
 }).Parse(`<!doctype html>
 <html lang="en">
 <head>
@@ -66,6 +68,12 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
 <h2>{{.Name}}</h2>
 <dl>
 <dt>Circuit breaker</dt><dd><span class="state state-{{.Breaker}}" data-breaker="{{.Breaker}}">{{.Breaker}}</span></dd>
+<dt>Mode</dt><dd><span class="state mode-{{.Mode}}" data-mode="{{.Mode}}">{{.Mode}}</span>{{if eq .Mode "shadow"}} <span class="none">counts, never blocks</span>{{end}}</dd>
+<dt>Rollout</dt><dd class="rollout">
+{{- with .Rollout}}<span data-divergence="{{printf "%.6f" .Ratio}}" data-below-gate="{{.BelowGate}}">{{percent .Ratio}} divergent</span> ({{.Divergent}} of {{.Compared}} compared{{if .Failed}}, {{.Failed}} failed open{{end}}) since the process started: {{if .BelowGate}}below{{else}}<span class="error">at or above</span>{{end}} the 0.5 % gate
+{{- range .Rules}}{{if .Counts.Divergent}}<br><code>{{.Rule}}</code>: {{.Counts.NewOnly}} blocked only by the new limiter, {{.Counts.LegacyOnly}} only by the legacy check{{end}}{{end}}
+{{- else}}<span class="none">no decisions compared</span>{{end -}}
+</dd>
 <dt>Key prefix</dt><dd><code>{{.KeyPrefix}}</code></dd>
 <dt>Rule store</dt><dd class="rule-store">
 {{- with .RuleStore}}

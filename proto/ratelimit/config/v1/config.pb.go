@@ -88,6 +88,55 @@ func (Action) EnumDescriptor() ([]byte, []int) {
 	return file_ratelimit_config_v1_config_proto_rawDescGZIP(), []int{0}
 }
 
+type Mode int32
+
+const (
+	Mode_MODE_UNSPECIFIED Mode = 0
+	Mode_MODE_ENFORCE     Mode = 1
+	Mode_MODE_SHADOW      Mode = 2
+)
+
+// Enum value maps for Mode.
+var (
+	Mode_name = map[int32]string{
+		0: "MODE_UNSPECIFIED",
+		1: "MODE_ENFORCE",
+		2: "MODE_SHADOW",
+	}
+	Mode_value = map[string]int32{
+		"MODE_UNSPECIFIED": 0,
+		"MODE_ENFORCE":     1,
+		"MODE_SHADOW":      2,
+	}
+)
+
+func (x Mode) Enum() *Mode {
+	p := new(Mode)
+	*p = x
+	return p
+}
+
+func (x Mode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Mode) Descriptor() protoreflect.EnumDescriptor {
+	return file_ratelimit_config_v1_config_proto_enumTypes[1].Descriptor()
+}
+
+func (Mode) Type() protoreflect.EnumType {
+	return &file_ratelimit_config_v1_config_proto_enumTypes[1]
+}
+
+func (x Mode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Mode.Descriptor instead.
+func (Mode) EnumDescriptor() ([]byte, []int) {
+	return file_ratelimit_config_v1_config_proto_rawDescGZIP(), []int{1}
+}
+
 // The contract of available_limiters.yaml: which limiters exist, which
 // identifier properties each may match and count by, and its default rules.
 type AvailableLimiters struct {
@@ -411,8 +460,14 @@ func (x *RateLimits) GetRateLimits() map[string]*RuleList {
 // An ordered rule list. In YAML a limiter's rules are written as a list
 // directly; the stored JSON keeps the `{"rules": [...]}` envelope.
 type RuleList struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Rules         []*Rule                `protobuf:"bytes,1,rep,name=rules,proto3" json:"rules,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Rules []*Rule                `protobuf:"bytes,1,rep,name=rules,proto3" json:"rules,omitempty"`
+	// The limiter's mode for a rollout: shadow evaluates and counts every rule
+	// exactly as enforce does but never blocks. Unset leaves it to the next
+	// tier (file, then published, then the application's own setting), so an
+	// operator flips a whole limiter without editing its rules. In YAML:
+	// `limiter: {mode: shadow, rules: [...]}`.
+	Mode          Mode `protobuf:"varint,2,opt,name=mode,proto3,enum=ratelimit.config.v1.Mode" json:"mode,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -452,6 +507,13 @@ func (x *RuleList) GetRules() []*Rule {
 		return x.Rules
 	}
 	return nil
+}
+
+func (x *RuleList) GetMode() Mode {
+	if x != nil {
+		return x.Mode
+	}
+	return Mode_MODE_UNSPECIFIED
 }
 
 type Rule struct {
@@ -863,9 +925,10 @@ const file_ratelimit_config_v1_config_proto_rawDesc = "" +
 	"rateLimits\x1a\\\n" +
 	"\x0fRateLimitsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x123\n" +
-	"\x05value\x18\x02 \x01(\v2\x1d.ratelimit.config.v1.RuleListR\x05value:\x028\x01\";\n" +
+	"\x05value\x18\x02 \x01(\v2\x1d.ratelimit.config.v1.RuleListR\x05value:\x028\x01\"t\n" +
 	"\bRuleList\x12/\n" +
-	"\x05rules\x18\x01 \x03(\v2\x19.ratelimit.config.v1.RuleR\x05rules\"\x82\t\n" +
+	"\x05rules\x18\x01 \x03(\v2\x19.ratelimit.config.v1.RuleR\x05rules\x127\n" +
+	"\x04mode\x18\x02 \x01(\x0e2\x19.ratelimit.config.v1.ModeB\b\xbaH\x05\x82\x01\x02\x10\x01R\x04mode\"\x82\t\n" +
 	"\x04Rule\x12*\n" +
 	"\vdescription\x18\x01 \x01(\tB\b\xbaH\x05r\x03\x18\x80\bR\vdescription\x12@\n" +
 	"\x06action\x18\x02 \x01(\x0e2\x1b.ratelimit.config.v1.ActionB\v\xbaH\b\xc8\x01\x01\x82\x01\x02\x10\x01R\x06action\x12I\n" +
@@ -914,7 +977,11 @@ const file_ratelimit_config_v1_config_proto_rawDesc = "" +
 	"\fACTION_LIMIT\x10\x01\x12\x0e\n" +
 	"\n" +
 	"ACTION_LOG\x10\x02\x12\x0f\n" +
-	"\vACTION_SKIP\x10\x03B?Z=github.com/ratekit/ratekit/proto/ratelimit/config/v1;configv1b\x06proto3"
+	"\vACTION_SKIP\x10\x03*?\n" +
+	"\x04Mode\x12\x14\n" +
+	"\x10MODE_UNSPECIFIED\x10\x00\x12\x10\n" +
+	"\fMODE_ENFORCE\x10\x01\x12\x0f\n" +
+	"\vMODE_SHADOW\x10\x02B?Z=github.com/ratekit/ratekit/proto/ratelimit/config/v1;configv1b\x06proto3"
 
 var (
 	file_ratelimit_config_v1_config_proto_rawDescOnce sync.Once
@@ -928,52 +995,54 @@ func file_ratelimit_config_v1_config_proto_rawDescGZIP() []byte {
 	return file_ratelimit_config_v1_config_proto_rawDescData
 }
 
-var file_ratelimit_config_v1_config_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_ratelimit_config_v1_config_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
 var file_ratelimit_config_v1_config_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_ratelimit_config_v1_config_proto_goTypes = []any{
 	(Action)(0),                 // 0: ratelimit.config.v1.Action
-	(*AvailableLimiters)(nil),   // 1: ratelimit.config.v1.AvailableLimiters
-	(*LimiterSpec)(nil),         // 2: ratelimit.config.v1.LimiterSpec
-	(*SkipRuleAllowList)(nil),   // 3: ratelimit.config.v1.SkipRuleAllowList
-	(*DefaultRule)(nil),         // 4: ratelimit.config.v1.DefaultRule
-	(*RateLimits)(nil),          // 5: ratelimit.config.v1.RateLimits
-	(*RuleList)(nil),            // 6: ratelimit.config.v1.RuleList
-	(*Rule)(nil),                // 7: ratelimit.config.v1.Rule
-	(*MatchValue)(nil),          // 8: ratelimit.config.v1.MatchValue
-	(*StringSet)(nil),           // 9: ratelimit.config.v1.StringSet
-	(*LimiterRules)(nil),        // 10: ratelimit.config.v1.LimiterRules
-	(*PublishRulesRequest)(nil), // 11: ratelimit.config.v1.PublishRulesRequest
-	nil,                         // 12: ratelimit.config.v1.AvailableLimiters.AvailableLimitersEntry
-	nil,                         // 13: ratelimit.config.v1.DefaultRule.MatchEntry
-	nil,                         // 14: ratelimit.config.v1.RateLimits.RateLimitsEntry
-	nil,                         // 15: ratelimit.config.v1.Rule.MatchEntry
-	nil,                         // 16: ratelimit.config.v1.PublishRulesRequest.RateLimitsEntry
+	(Mode)(0),                   // 1: ratelimit.config.v1.Mode
+	(*AvailableLimiters)(nil),   // 2: ratelimit.config.v1.AvailableLimiters
+	(*LimiterSpec)(nil),         // 3: ratelimit.config.v1.LimiterSpec
+	(*SkipRuleAllowList)(nil),   // 4: ratelimit.config.v1.SkipRuleAllowList
+	(*DefaultRule)(nil),         // 5: ratelimit.config.v1.DefaultRule
+	(*RateLimits)(nil),          // 6: ratelimit.config.v1.RateLimits
+	(*RuleList)(nil),            // 7: ratelimit.config.v1.RuleList
+	(*Rule)(nil),                // 8: ratelimit.config.v1.Rule
+	(*MatchValue)(nil),          // 9: ratelimit.config.v1.MatchValue
+	(*StringSet)(nil),           // 10: ratelimit.config.v1.StringSet
+	(*LimiterRules)(nil),        // 11: ratelimit.config.v1.LimiterRules
+	(*PublishRulesRequest)(nil), // 12: ratelimit.config.v1.PublishRulesRequest
+	nil,                         // 13: ratelimit.config.v1.AvailableLimiters.AvailableLimitersEntry
+	nil,                         // 14: ratelimit.config.v1.DefaultRule.MatchEntry
+	nil,                         // 15: ratelimit.config.v1.RateLimits.RateLimitsEntry
+	nil,                         // 16: ratelimit.config.v1.Rule.MatchEntry
+	nil,                         // 17: ratelimit.config.v1.PublishRulesRequest.RateLimitsEntry
 }
 var file_ratelimit_config_v1_config_proto_depIdxs = []int32{
-	12, // 0: ratelimit.config.v1.AvailableLimiters.available_limiters:type_name -> ratelimit.config.v1.AvailableLimiters.AvailableLimitersEntry
-	4,  // 1: ratelimit.config.v1.LimiterSpec.default_rules:type_name -> ratelimit.config.v1.DefaultRule
-	3,  // 2: ratelimit.config.v1.LimiterSpec.allowed_skip_rules:type_name -> ratelimit.config.v1.SkipRuleAllowList
+	13, // 0: ratelimit.config.v1.AvailableLimiters.available_limiters:type_name -> ratelimit.config.v1.AvailableLimiters.AvailableLimitersEntry
+	5,  // 1: ratelimit.config.v1.LimiterSpec.default_rules:type_name -> ratelimit.config.v1.DefaultRule
+	4,  // 2: ratelimit.config.v1.LimiterSpec.allowed_skip_rules:type_name -> ratelimit.config.v1.SkipRuleAllowList
 	0,  // 3: ratelimit.config.v1.DefaultRule.action:type_name -> ratelimit.config.v1.Action
-	13, // 4: ratelimit.config.v1.DefaultRule.match:type_name -> ratelimit.config.v1.DefaultRule.MatchEntry
-	14, // 5: ratelimit.config.v1.RateLimits.rate_limits:type_name -> ratelimit.config.v1.RateLimits.RateLimitsEntry
-	7,  // 6: ratelimit.config.v1.RuleList.rules:type_name -> ratelimit.config.v1.Rule
-	0,  // 7: ratelimit.config.v1.Rule.action:type_name -> ratelimit.config.v1.Action
-	15, // 8: ratelimit.config.v1.Rule.match:type_name -> ratelimit.config.v1.Rule.MatchEntry
-	9,  // 9: ratelimit.config.v1.MatchValue.one_of:type_name -> ratelimit.config.v1.StringSet
-	6,  // 10: ratelimit.config.v1.LimiterRules.file_rules:type_name -> ratelimit.config.v1.RuleList
-	6,  // 11: ratelimit.config.v1.LimiterRules.published_rules:type_name -> ratelimit.config.v1.RuleList
-	6,  // 12: ratelimit.config.v1.LimiterRules.default_rules:type_name -> ratelimit.config.v1.RuleList
-	16, // 13: ratelimit.config.v1.PublishRulesRequest.rate_limits:type_name -> ratelimit.config.v1.PublishRulesRequest.RateLimitsEntry
-	2,  // 14: ratelimit.config.v1.AvailableLimiters.AvailableLimitersEntry.value:type_name -> ratelimit.config.v1.LimiterSpec
-	8,  // 15: ratelimit.config.v1.DefaultRule.MatchEntry.value:type_name -> ratelimit.config.v1.MatchValue
-	6,  // 16: ratelimit.config.v1.RateLimits.RateLimitsEntry.value:type_name -> ratelimit.config.v1.RuleList
-	8,  // 17: ratelimit.config.v1.Rule.MatchEntry.value:type_name -> ratelimit.config.v1.MatchValue
-	6,  // 18: ratelimit.config.v1.PublishRulesRequest.RateLimitsEntry.value:type_name -> ratelimit.config.v1.RuleList
-	19, // [19:19] is the sub-list for method output_type
-	19, // [19:19] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	14, // 4: ratelimit.config.v1.DefaultRule.match:type_name -> ratelimit.config.v1.DefaultRule.MatchEntry
+	15, // 5: ratelimit.config.v1.RateLimits.rate_limits:type_name -> ratelimit.config.v1.RateLimits.RateLimitsEntry
+	8,  // 6: ratelimit.config.v1.RuleList.rules:type_name -> ratelimit.config.v1.Rule
+	1,  // 7: ratelimit.config.v1.RuleList.mode:type_name -> ratelimit.config.v1.Mode
+	0,  // 8: ratelimit.config.v1.Rule.action:type_name -> ratelimit.config.v1.Action
+	16, // 9: ratelimit.config.v1.Rule.match:type_name -> ratelimit.config.v1.Rule.MatchEntry
+	10, // 10: ratelimit.config.v1.MatchValue.one_of:type_name -> ratelimit.config.v1.StringSet
+	7,  // 11: ratelimit.config.v1.LimiterRules.file_rules:type_name -> ratelimit.config.v1.RuleList
+	7,  // 12: ratelimit.config.v1.LimiterRules.published_rules:type_name -> ratelimit.config.v1.RuleList
+	7,  // 13: ratelimit.config.v1.LimiterRules.default_rules:type_name -> ratelimit.config.v1.RuleList
+	17, // 14: ratelimit.config.v1.PublishRulesRequest.rate_limits:type_name -> ratelimit.config.v1.PublishRulesRequest.RateLimitsEntry
+	3,  // 15: ratelimit.config.v1.AvailableLimiters.AvailableLimitersEntry.value:type_name -> ratelimit.config.v1.LimiterSpec
+	9,  // 16: ratelimit.config.v1.DefaultRule.MatchEntry.value:type_name -> ratelimit.config.v1.MatchValue
+	7,  // 17: ratelimit.config.v1.RateLimits.RateLimitsEntry.value:type_name -> ratelimit.config.v1.RuleList
+	9,  // 18: ratelimit.config.v1.Rule.MatchEntry.value:type_name -> ratelimit.config.v1.MatchValue
+	7,  // 19: ratelimit.config.v1.PublishRulesRequest.RateLimitsEntry.value:type_name -> ratelimit.config.v1.RuleList
+	20, // [20:20] is the sub-list for method output_type
+	20, // [20:20] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_ratelimit_config_v1_config_proto_init() }
@@ -993,7 +1062,7 @@ func file_ratelimit_config_v1_config_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ratelimit_config_v1_config_proto_rawDesc), len(file_ratelimit_config_v1_config_proto_rawDesc)),
-			NumEnums:      1,
+			NumEnums:      2,
 			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   0,

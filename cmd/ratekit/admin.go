@@ -1,0 +1,174 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/config"
+	"github.com/ratekit/ratekit/core/redisstore"
+	"github.com/ratekit/ratekit/core/rulestore"
+	"github.com/ratekit/ratekit/core/rulestore/admin"
+)
+
+const adminUsage = `usage: ratekit admin --redis URL --available-limiters FILE [flags]
+
+Serves the rule store's admin page: every limiter with its file, published
+and default tiers and the effective list; a form that publishes, edits and
+deletes rules of the published tier through the publish API (with the
+checks of rate_limits.yaml and a compare-and-set on the document); an
+explain box for one identifier (nothing is counted) and "lift ban / clear"
+with a confirmation.
+
+The page is read-only unless --writer names who writes: every write is
+then logged on stderr (slog JSON, "rate_limit_admin_write") under that name.
+The command has no login of its own: anyone who reaches --listen can use
+the page, so it listens on loopback by default and refuses another address
+with --writer unless --allow-remote-writes is given (put it behind your own
+authenticating proxy then).
+
+example:
+  ratekit admin --redis redis://10.0.0.5:6379 \
+      --available-limiters config/available_limiters.yaml \
+      --rate-limits config/rate_limits.yaml --writer alice
+  # then open http://127.0.0.1:8089/
+
+flags:
+  --redis URL                 the Redis of the rule store and the counters (required)
+  --cluster                   URL is a Redis Cluster URL (redis://host:port?addr=host2:port2...)
+  --available-limiters FILE   the application's available_limiters.yaml (required)
+  --rate-limits FILE          the operators' rate_limits.yaml: shown as the file
+                              tier of a limiter whose document lacks one
+  --listen ADDR               address to serve on (default 127.0.0.1:8089; port 0
+                              picks a free one)
+  --writer NAME               enable writes, audited under NAME (default: read-only)
+  --allow-remote-writes       allow --writer on a non-loopback --listen address
+  --rules-prefix PREFIX       the rule store's key prefix (default "` + rulestore.DefaultPrefix + `")
+  --key-prefix PREFIX         the counters' key prefix (default "` + ratelimit.DefaultKeyPrefix + `")
+  --timeout D                 bound on the Redis calls of one page (default 5s)
+
+exit codes: 0 stopped by an interrupt; 1 invalid config or the server
+failed; 2 usage error or unreadable file`
+
+func init() {
+	commands["admin"] = command{
+		summary: "serve the rule store's admin page (list tiers, publish rules, explain, lift bans)",
+		usage:   adminUsage,
+		run:     runAdmin,
+	}
+}
+
+func runAdmin(ctx context.Context, out output, args []string) int {
+	fs := flag.NewFlagSet("admin", flag.ContinueOnError)
+	var redisURL, availablePath, rateLimitsPath, listen, writer, rulesPrefix, keyPrefix string
+	var cluster, allowRemote bool
+	var timeout time.Duration
+	fs.StringVar(&redisURL, "redis", "", "")
+	fs.BoolVar(&cluster, "cluster", false, "")
+	fs.StringVar(&availablePath, "available-limiters", "", "")
+	fs.StringVar(&rateLimitsPath, "rate-limits", "", "")
+	fs.StringVar(&listen, "listen", "127.0.0.1:8089", "")
+	fs.StringVar(&writer, "writer", "", "")
+	fs.BoolVar(&allowRemote, "allow-remote-writes", false, "")
+	fs.StringVar(&rulesPrefix, "rules-prefix", rulestore.DefaultPrefix, "")
+	fs.StringVar(&keyPrefix, "key-prefix", ratelimit.DefaultKeyPrefix, "")
+	fs.DurationVar(&timeout, "timeout", admin.DefaultTimeout, "")
+	if ok, code := parseFlags(fs, adminUsage, args, out); !ok {
+		return code
+	}
+	switch {
+	case redisURL == "":
+		return usageError(out, adminUsage, "admin needs --redis URL")
+	case availablePath == "":
+		return usageError(out, adminUsage, "admin needs --available-limiters FILE")
+	case fs.NArg() > 0:
+		return usageError(out, adminUsage, "unexpected arguments %q", fs.Args())
+	case timeout <= 0:
+		return usageError(out, adminUsage, "--timeout must be positive, got %v", timeout)
+	}
+	if writer != "" && !allowRemote && !loopback(listen) {
+		return usageError(out, adminUsage, "--listen %s is not a loopback address: anyone reaching it could write as %s; add --allow-remote-writes if an authenticating proxy guards it", listen, writer)
+	}
+	available, err := config.LoadAvailableLimiters(availablePath)
+	if err != nil {
+		return report(out.stderr, err)
+	}
+	var rateLimits *config.RateLimits
+	if rateLimitsPath != "" {
+		if _, err := os.Stat(rateLimitsPath); err != nil {
+			fmt.Fprintf(out.stderr, "ratekit admin: %v\n", err)
+			return exitUsage
+		}
+		if rateLimits, err = config.LoadRateLimits(rateLimitsPath, available); err != nil {
+			return report(out.stderr, err)
+		}
+	}
+	client, err := redisClient(redisURL, cluster)
+	if err != nil {
+		return usageError(out, adminUsage, "--redis: %v", err)
+	}
+	defer client.Close()
+	logger := slog.New(slog.NewJSONHandler(out.stderr, nil))
+	store, err := rulestore.New(client, rulestore.Options{Prefix: rulesPrefix, Available: available, Timeout: timeout,
+		Logger: logger, ClusterMode: cluster})
+	if err != nil {
+		return usageError(out, adminUsage, "--rules-prefix: %v", err)
+	}
+	opts := admin.Options{Store: store, Available: available, RateLimits: rateLimits,
+		Counters: redisstore.New(client), KeyPrefix: keyPrefix, Logger: logger, Timeout: timeout}
+	if writer != "" {
+		opts.Authorize = func(*http.Request) (string, bool) { return writer, true }
+	}
+	page, err := admin.New(opts)
+	if err != nil {
+		fmt.Fprintf(out.stderr, "ratekit admin: %v\n", err)
+		return exitInvalid
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		fmt.Fprintf(out.stderr, "ratekit admin: %v\n", err)
+		return exitInvalid
+	}
+	srv := &http.Server{Handler: page, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: 30 * time.Second, MaxHeaderBytes: 64 << 10}
+	mode := "read-only"
+	if writer != "" {
+		mode = "writes as " + writer
+	}
+	fmt.Fprintf(out.stdout, "ratekit admin: serving http://%s/ (%s); interrupt to stop\n", ln.Addr(), mode)
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case err := <-done:
+		fmt.Fprintf(out.stderr, "ratekit admin: %v\n", err)
+		return exitInvalid
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		fmt.Fprintf(out.stderr, "ratekit admin: shutdown: %v\n", err)
+	}
+	return exitOK
+}
+
+// loopback reports whether addr (host:port) listens on a loopback address
+// only ("localhost" counts; an empty host, all interfaces, does not).
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

@@ -1,0 +1,183 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ratekit/ratekit/core/config"
+	"github.com/ratekit/ratekit/core/rulestore"
+	"github.com/ratekit/ratekit/internal/redistest"
+)
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// startAdmin runs `ratekit admin` in-process on a free loopback port and
+// returns its base URL, its stderr and a stop function giving the exit code.
+func startAdmin(t *testing.T, args ...string) (string, *lockedBuffer, func() int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	stdout, stderr := &lockedBuffer{}, &lockedBuffer{}
+	codes := make(chan int, 1)
+	go func() {
+		codes <- run(ctx, append([]string{"admin", "--listen", "127.0.0.1:0"}, args...), output{stdout, stderr})
+	}()
+	re := regexp.MustCompile(`serving (http://[0-9.:]+/)`)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if m := re.FindStringSubmatch(stdout.String()); m != nil {
+			stopped := false
+			stop := func() int {
+				if !stopped {
+					stopped = true
+					cancel()
+				}
+				return <-codes
+			}
+			t.Cleanup(func() { cancel() })
+			return m[1], stderr, stop
+		}
+		select {
+		case code := <-codes:
+			t.Fatalf("ratekit admin exited %d before serving:\n%s%s", code, stdout, stderr)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ratekit admin did not start:\n%s%s", stdout, stderr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// The subcommand serves the page against the Redis and files given: it lists
+// the limiters, and with --writer a form save publishes (audited under that
+// name); without --writer it is read-only.
+func TestAdminCommand(t *testing.T) {
+	client := redistest.Client(t)
+	prefix := redistest.Prefix(t) + "{rules}:"
+	dir := writeFiles(t, map[string]string{"available_limiters.yaml": readFixture(t, "available_limiters.yaml")})
+	availablePath := filepath.Join(dir, "available_limiters.yaml")
+	flags := []string{"--redis", redistest.URL(t), "--available-limiters", availablePath, "--rules-prefix", prefix,
+		"--key-prefix", redistest.Prefix(t)}
+
+	for _, tt := range []struct {
+		name       string
+		writer     []string
+		wantStatus int
+	}{
+		{"read-only", nil, http.StatusForbidden},
+		{"writer", []string{"--writer", "alice"}, http.StatusSeeOther},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			base, stderr, stop := startAdmin(t, append(flags, tt.writer...)...)
+			jar, _ := cookiejar.New(nil)
+			hc := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+			resp, err := hc.Get(base + "?limiter=user_sign_in")
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `<code id="limiter-name">user_sign_in</code>`) {
+				t.Fatalf("page: %d\n%s", resp.StatusCode, body)
+			}
+			u, _ := url.Parse(base)
+			var token string
+			for _, c := range jar.Cookies(u) {
+				if c.Name == "ratekit_admin_csrf" {
+					token = c.Value
+				}
+			}
+			form := url.Values{"csrf": {token}, "op": {"save"}, "limiter": {"user_sign_in"}, "version": {""}, "mode": {"add"},
+				"name": {"from_cli_" + strings.ReplaceAll(tt.name, "-", "_")}, "action": {"limit"}, "limit": {"3"}, "period_s": {"60"}, "characteristics": {"ip"}}
+			req, _ := http.NewRequest(http.MethodPost, base+"?limiter=user_sign_in", strings.NewReader(form.Encode()))
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			req.Header.Set("Origin", strings.TrimSuffix(base, "/"))
+			resp, err = hc.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ = io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tt.wantStatus {
+				t.Fatalf("save: %d, want %d\n%s", resp.StatusCode, tt.wantStatus, body)
+			}
+			if code := stop(); code != exitOK {
+				t.Fatalf("exit %d after the interrupt\n%s", code, stderr)
+			}
+			available, err := config.LoadAvailableLimiters(availablePath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			store, err := rulestore.New(client, rulestore.Options{Prefix: prefix, Available: available})
+			if err != nil {
+				t.Fatal(err)
+			}
+			doc, _, err := store.VersionedDocument(context.Background(), "user_sign_in")
+			if err != nil {
+				t.Fatal(err)
+			}
+			published := doc.GetPublishedRules().GetRules()
+			if tt.writer == nil {
+				if len(published) != 0 || strings.Contains(stderr.String(), "rate_limit_admin_write") {
+					t.Fatalf("a read-only admin wrote: %v\n%s", published, stderr)
+				}
+				return
+			}
+			if len(published) != 1 || published[0].GetName() != "from_cli_writer" {
+				t.Fatalf("published tier: %v", published)
+			}
+			if !strings.Contains(stderr.String(), `"msg":"rate_limit_admin_write","who":"alice","op":"publish"`) {
+				t.Fatalf("no audit line naming alice:\n%s", stderr)
+			}
+		})
+	}
+}
+
+func TestAdminUsage(t *testing.T) {
+	dir := writeFiles(t, map[string]string{"available_limiters.yaml": readFixture(t, "available_limiters.yaml")})
+	avail := filepath.Join(dir, "available_limiters.yaml")
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--available-limiters", avail}, "admin needs --redis URL"},
+		{[]string{"--redis", "redis://127.0.0.1:1"}, "admin needs --available-limiters FILE"},
+		{[]string{"--redis", "redis://127.0.0.1:1", "--available-limiters", avail, "--writer", "bob", "--listen", "0.0.0.0:0"}, "not a loopback address"},
+		{[]string{"--redis", "redis://127.0.0.1:1", "--available-limiters", avail, "extra"}, "unexpected arguments"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := run(context.Background(), append([]string{"admin"}, tt.args...), output{&stdout, &stderr}); code != exitUsage || !strings.Contains(stderr.String(), tt.want) {
+			t.Errorf("%v: exit %d, want %d with %q\n%s", tt.args, code, exitUsage, tt.want, stderr.String())
+		}
+	}
+	for addr, want := range map[string]bool{"127.0.0.1:0": true, "localhost:80": true, "[::1]:9": true, "0.0.0.0:80": false, ":80": false, "10.0.0.1:80": false} {
+		if got := loopback(addr); got != want {
+			t.Errorf("loopback(%q) = %v, want %v", addr, got, want)
+		}
+	}
+}

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"time"
+
+	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/redisstore"
+)
+
+const clearUsage = `usage: ratekit clear [--redis URL] --limiter NAME [flags] PROPERTY=VALUE...
+
+Lifts a ban and resets the counters of one identifier: removes the counter
+and ban keys (shadow bans included) of every counting rule of the limiter
+for that identifier, as the service's Limiter.Clear does. The rules are the
+ones a service enforces, found as ` + "`ratekit explain`" + ` finds them: the limiter's
+document in the rule store and the files given here.
+
+example:
+  ratekit clear --service checkout --limiter user_sign_in \
+      --available-limiters config/available_limiters.yaml username=alice
+
+flags:
+` + connUsage + `
+  --limiter NAME              the limiter (required)
+  --available-limiters FILE   the application's available_limiters.yaml (required
+                              when the limiter has no document in the rule store)
+  --rate-limits FILE          an operator's rate_limits.yaml: its rules' counters too
+  --dry-run                   list the keys that would be removed, remove nothing
+  --timeout D                 bound on each Redis call (default 5s)
+
+PROPERTY=VALUE pairs are the identifier, exactly as the service builds it:
+a key the limiter does not know is named in a warning, since a typo clears
+nothing. Flags may come before or after the identifier.
+
+exit codes: 0 cleared (or nothing to clear); 1 invalid config, unknown
+limiter or Redis failure; 2 usage error or unreadable file`
+
+func init() {
+	commands["clear"] = command{
+		summary: "lift a ban: remove one identifier's counters and bans (Limiter.Clear)",
+		usage:   clearUsage,
+		run:     runClear,
+	}
+}
+
+func runClear(ctx context.Context, out output, args []string) int {
+	fs := flag.NewFlagSet("clear", flag.ContinueOnError)
+	f := explainFlags{name: "clear", usage: clearUsage}
+	var dryRun bool
+	f.connFlags.register(fs)
+	fs.StringVar(&f.limiter, "limiter", "", "")
+	fs.StringVar(&f.available, "available-limiters", "", "")
+	fs.StringVar(&f.rateLimits, "rate-limits", "", "")
+	fs.BoolVar(&dryRun, "dry-run", false, "")
+	fs.DurationVar(&f.timeout, "timeout", 5*time.Second, "")
+	pos, ok, code := parseArgs(fs, clearUsage, args, out)
+	if !ok {
+		return code
+	}
+	f.resolve()
+	if err := f.check(); err != nil {
+		return usageError(out, clearUsage, "%v", err)
+	}
+	switch {
+	case f.limiter == "":
+		return usageError(out, clearUsage, "clear needs --limiter NAME")
+	case f.rateLimits != "" && f.available == "":
+		return usageError(out, clearUsage, "--rate-limits is checked against --available-limiters FILE: give both")
+	case f.timeout <= 0:
+		return usageError(out, clearUsage, "--timeout must be positive, got %v", f.timeout)
+	case len(pos) == 0:
+		return usageError(out, clearUsage, "clear needs the identifier: PROPERTY=VALUE...")
+	}
+	id, err := parseIdentifier(pos)
+	if err != nil {
+		return usageError(out, clearUsage, "%v", err)
+	}
+	local, code := loadLocalTiers(out, f)
+	if code != exitOK {
+		return code
+	}
+	client, err := redisClient(f.redisURL, f.cluster)
+	if err != nil {
+		return usageError(out, clearUsage, "--redis: %v", err)
+	}
+	defer client.Close()
+	limiter, err := ratelimit.New(ratelimit.Config{
+		Name:      f.limiter,
+		Store:     redisstore.New(client),
+		KeyPrefix: f.keyPrefix,
+		Timeout:   f.timeout,
+		Breaker:   ratelimit.BreakerConfig{Failures: -1},
+		Logger:    slog.New(slog.DiscardHandler), // the error is reported below
+	})
+	if err != nil {
+		return usageError(out, clearUsage, "%v", err)
+	}
+	if _, _, _, code := bindRuleStore(ctx, out, f, client, limiter, local); code != exitOK {
+		return code
+	}
+	for _, w := range identifierWarnings(id, local.properties, limiter.Rules()) {
+		fmt.Fprintf(out.stderr, "warning: %s\n", w)
+	}
+
+	// Which keys exist, one call per key: on a Redis Cluster they live in
+	// different slots.
+	var present []string
+	for _, k := range limiter.Keys(id) {
+		rctx, cancel := context.WithTimeout(ctx, f.timeout)
+		n, err := client.Exists(rctx, k).Result()
+		cancel()
+		if err != nil {
+			fmt.Fprintf(out.stderr, "ratekit clear: read %s: %v\n", k, err)
+			return exitInvalid
+		}
+		if n > 0 {
+			present = append(present, k)
+		}
+	}
+	sort.Strings(present)
+	w := out.stdout
+	fmt.Fprintf(w, "limiter %s, identifier %s, counters under %q\n", f.limiter, describeIdentifier(id), f.keyPrefix)
+	list := func(verb string) {
+		for _, k := range present {
+			kind := "counter"
+			if strings.HasSuffix(k, ":ban") {
+				kind = "ban"
+			}
+			fmt.Fprintf(w, "  %s %s %s\n", verb, kind, k)
+		}
+	}
+	if dryRun {
+		list("would remove")
+		fmt.Fprintf(w, "dry run: %s would be removed, nothing written\n", count(len(present), "key"))
+		return exitOK
+	}
+	n, err := limiter.Clear(ctx, id)
+	if err != nil {
+		fmt.Fprintf(out.stderr, "ratekit clear: %v\n", err)
+		return exitInvalid
+	}
+	list("removed")
+	fmt.Fprintf(w, "cleared %s\n", count(n, "key"))
+	return exitOK
+}
+
+func describeIdentifier(id ratelimit.Identifier) string {
+	props := make([]string, 0, len(id))
+	for k := range id {
+		v, _ := id.Get(k)
+		props = append(props, k+"="+v)
+	}
+	sort.Strings(props)
+	return strings.Join(props, " ")
+}

@@ -1,0 +1,178 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/config"
+	"github.com/ratekit/ratekit/core/rulestore"
+)
+
+// Environment variables read by the commands that reach Redis. A flag on the
+// command line beats its variable.
+const (
+	envRedisURL    = "RATEKIT_REDIS_URL"
+	envService     = "RATEKIT_SERVICE"
+	envKeyPrefix   = "RATEKIT_KEY_PREFIX"
+	envRulesPrefix = "RATEKIT_RULES_PREFIX"
+)
+
+// connUsage documents the connection flags, the same in every command that
+// reaches Redis.
+const connUsage = `  --redis URL                 redis://[user:pass@]host:port[/db]
+                              (default $` + envRedisURL + `)
+  --cluster                   URL is a Redis Cluster URL (redis://host:port?addr=host2:port2...)
+  --service NAME              a service made from the copier template: its
+                              prefixes, --key-prefix "ratekit:NAME:rl:" and
+                              --rules-prefix "ratekit:rules:{NAME}:"
+                              (default $` + envService + `)
+  --key-prefix PREFIX         the counters' key prefix, as in the service's
+                              ratelimit.Config.KeyPrefix (default $` + envKeyPrefix + `,
+                              else from --service, else "` + ratelimit.DefaultKeyPrefix + `")
+  --rules-prefix PREFIX       the rule store's key prefix, as in the service's
+                              rulestore.Options.Prefix (default $` + envRulesPrefix + `,
+                              else from --service, else "` + rulestore.DefaultPrefix + `")`
+
+// connFlags are the flags naming a Redis deployment and the service's key
+// prefixes.
+type connFlags struct {
+	redisURL, service, keyPrefix, rulesPrefix string
+	cluster                                   bool
+}
+
+func (c *connFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.redisURL, "redis", "", "")
+	fs.BoolVar(&c.cluster, "cluster", false, "")
+	fs.StringVar(&c.service, "service", "", "")
+	fs.StringVar(&c.keyPrefix, "key-prefix", "", "")
+	fs.StringVar(&c.rulesPrefix, "rules-prefix", "", "")
+}
+
+// resolve fills what the command line left out: from the environment, then
+// from the service name (the copier template's prefixes), then the library's
+// defaults. A value given on the command line always wins over the
+// environment, and an explicit prefix over one derived from a service name.
+func (c *connFlags) resolve() {
+	derive := func(service, key, rules string) (string, string) {
+		if service == "" {
+			return key, rules
+		}
+		return cmp.Or(key, "ratekit:"+service+":rl:"), cmp.Or(rules, "ratekit:rules:{"+service+"}:")
+	}
+	// The command line, with its service's prefixes, beats the environment.
+	c.keyPrefix, c.rulesPrefix = derive(c.service, c.keyPrefix, c.rulesPrefix)
+	c.service = cmp.Or(c.service, os.Getenv(envService))
+	c.keyPrefix = cmp.Or(c.keyPrefix, os.Getenv(envKeyPrefix))
+	c.rulesPrefix = cmp.Or(c.rulesPrefix, os.Getenv(envRulesPrefix))
+	c.keyPrefix, c.rulesPrefix = derive(c.service, c.keyPrefix, c.rulesPrefix)
+	c.keyPrefix = cmp.Or(c.keyPrefix, ratelimit.DefaultKeyPrefix)
+	c.rulesPrefix = cmp.Or(c.rulesPrefix, rulestore.DefaultPrefix)
+	c.redisURL = cmp.Or(c.redisURL, os.Getenv(envRedisURL))
+}
+
+// check reports what is wrong with the connection flags after resolve.
+func (c *connFlags) check() error {
+	switch {
+	case c.redisURL == "":
+		return fmt.Errorf("no Redis: give --redis URL or set %s", envRedisURL)
+	case c.service != "" && !ratelimit.ValidName(c.service):
+		return fmt.Errorf("--service %q must match ^[a-z0-9_]{1,64}$ (the copier template's service_name)", c.service)
+	}
+	return nil
+}
+
+// parseArgs parses flags wherever they are among the positional arguments
+// (Go's flag package stops at the first argument); after "--" every argument
+// is positional. It returns false with the exit code when the command should
+// stop: 0 after -h, 2 after a usage error.
+func parseArgs(fs *flag.FlagSet, usage string, args []string, out output) ([]string, bool, int) {
+	var pos []string
+	for {
+		if ok, code := parseFlags(fs, usage, args, out); !ok {
+			return nil, false, code
+		}
+		if fs.NArg() == 0 {
+			return pos, true, exitOK
+		}
+		rest := fs.Args()
+		if i := len(args) - len(rest); i > 0 && args[i-1] == "--" {
+			return append(pos, rest...), true, exitOK
+		}
+		pos, args = append(pos, rest[0]), rest[1:]
+	}
+}
+
+// conflictError is a file that still holds the markers of a merge conflict.
+type conflictError struct {
+	file string
+	line int
+	text string
+}
+
+func (e *conflictError) Error() string {
+	return fmt.Sprintf("%s:%d: unresolved merge conflict (line %q): resolve it and remove the conflict markers", e.file, e.line, e.text)
+}
+
+// conflictMarkers finds the first line that git leaves in a file with an
+// unresolved merge conflict. YAML would report a confusing syntax error, or
+// none at all for a "=======" line inside a block.
+func conflictMarkers(file string, data []byte) error {
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(nil, len(data)+1)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimRight(sc.Text(), "\r")
+		for _, m := range []string{"<<<<<<<", "|||||||", "=======", ">>>>>>>"} {
+			if rest, ok := strings.CutPrefix(line, m); ok && (rest == "" || rest[0] == ' ') {
+				return &conflictError{file: file, line: n, text: line}
+			}
+		}
+	}
+	return nil
+}
+
+// readConfig reads a configuration file and refuses one with conflict markers.
+func readConfig(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, config.MaxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if len(data) > config.MaxFileSize {
+		return nil, fmt.Errorf("%s is larger than %d bytes", path, config.MaxFileSize)
+	}
+	if err := conflictMarkers(path, data); err != nil {
+		return nil, err
+	}
+	return data, nil
+}
+
+// loadAvailable reads available_limiters.yaml as config.LoadAvailableLimiters
+// does, after the conflict check.
+func loadAvailable(path string) (*config.AvailableLimiters, error) {
+	data, err := readConfig(path)
+	if err != nil {
+		return nil, err
+	}
+	return config.ParseAvailableLimiters(path, data)
+}
+
+// loadRateLimits reads rate_limits.yaml as config.LoadRateLimits does, after
+// the conflict check.
+func loadRateLimits(path string, available *config.AvailableLimiters) (*config.RateLimits, error) {
+	data, err := readConfig(path)
+	if err != nil {
+		return nil, err
+	}
+	return config.ParseRateLimits(path, data, available)
+}

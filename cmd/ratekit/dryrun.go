@@ -1,0 +1,179 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ratekit/ratekit/core/config"
+	"github.com/ratekit/ratekit/core/rulestore"
+	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
+)
+
+// The dry runs of publish, delete and gc read what the write would read and
+// print, rule by rule, what it would change; they write nothing.
+
+// document reads a limiter's document for a dry run: nil when it has none.
+// An invalid document is an error, as it is for the real write.
+func (e *rulesEnv) document(ctx context.Context, limiter string) (*configv1.LimiterRules, error) {
+	doc, err := e.store.Document(ctx, limiter)
+	if errors.Is(err, rulestore.ErrNoDocument) {
+		return nil, nil
+	}
+	return doc, err
+}
+
+// protoLine renders a rule of a document on one line.
+func protoLine(r *configv1.Rule) string {
+	core, err := config.RuleFromProto(r)
+	if err != nil {
+		return "(unreadable: " + err.Error() + ")"
+	}
+	return describeRule(core)
+}
+
+func ruleIndex(l *configv1.RuleList, name string) int {
+	return slices.IndexFunc(l.GetRules(), func(r *configv1.Rule) bool { return r.GetName() == name })
+}
+
+func sameRule(a, b *configv1.Rule) bool {
+	x, err1 := config.MarshalRule(a)
+	y, err2 := config.MarshalRule(b)
+	return err1 == nil && err2 == nil && bytes.Equal(x, y)
+}
+
+// tierNote says how a published rule relates to the other tiers' rules of the
+// same name (file_rules ranks above published_rules, default_rules below).
+func tierNote(doc *configv1.LimiterRules, name string) string {
+	switch {
+	case ruleIndex(doc.GetFileRules(), name) >= 0:
+		return " (file_rules holds a rule of this name: it stays in force over this one)"
+	case ruleIndex(doc.GetDefaultRules(), name) >= 0:
+		return " (overrides the default rule of this name, inheriting its counter)"
+	}
+	return ""
+}
+
+func (e *rulesEnv) publishDiff(ctx context.Context, req *configv1.PublishRulesRequest) int {
+	w := e.out.stdout
+	changed := 0
+	for _, lim := range sortedNames(req.GetRateLimits()) {
+		doc, err := e.document(ctx, lim)
+		if err != nil {
+			return e.fail(err)
+		}
+		fmt.Fprintf(w, "limiter %s (key %s), published_rules:\n", lim, e.store.Key(lim))
+		if doc == nil {
+			fmt.Fprintln(w, "  (no document yet: it would be created)")
+		}
+		for _, r := range req.GetRateLimits()[lim].GetRules() {
+			i := ruleIndex(doc.GetPublishedRules(), r.GetName())
+			note := tierNote(doc, r.GetName())
+			switch {
+			case i < 0:
+				changed++
+				fmt.Fprintf(w, "  + %s: %s%s\n", r.GetName(), protoLine(r), note)
+			case sameRule(doc.GetPublishedRules().GetRules()[i], r):
+				fmt.Fprintf(w, "  = %s: unchanged\n", r.GetName())
+			default:
+				changed++
+				fmt.Fprintf(w, "  ~ %s:%s\n      - %s\n      + %s\n", r.GetName(), note, protoLine(doc.GetPublishedRules().GetRules()[i]), protoLine(r))
+			}
+		}
+	}
+	dryRunSummary(w, changed)
+	return exitOK
+}
+
+func (e *rulesEnv) deleteDiff(ctx context.Context, limiter string, names []string) int {
+	doc, err := e.document(ctx, limiter)
+	if err != nil {
+		return e.fail(err)
+	}
+	names = slices.Compact(slices.Sorted(slices.Values(names)))
+	var missing []string
+	for _, n := range names {
+		if ruleIndex(doc.GetPublishedRules(), n) < 0 {
+			missing = append(missing, n)
+		}
+	}
+	if len(missing) > 0 {
+		fmt.Fprintf(e.out.stderr, "ratekit rules: limiter %s: not published: %s; the delete would remove nothing (all or nothing)\n", limiter, strings.Join(missing, ", "))
+		return exitInvalid
+	}
+	w := e.out.stdout
+	fmt.Fprintf(w, "limiter %s (key %s), published_rules:\n", limiter, e.store.Key(limiter))
+	for _, n := range names {
+		r := doc.GetPublishedRules().GetRules()[ruleIndex(doc.GetPublishedRules(), n)]
+		fmt.Fprintf(w, "  - %s: %s\n", n, protoLine(r))
+		if i := ruleIndex(doc.GetDefaultRules(), n); i >= 0 {
+			fmt.Fprintf(w, "      the default rule of this name applies again: %s\n", protoLine(doc.GetDefaultRules().GetRules()[i]))
+		}
+	}
+	if len(doc.GetPublishedRules().GetRules()) == len(names) && doc.GetFileRules() == nil && doc.GetDefaultRules() == nil {
+		fmt.Fprintln(w, "  the document would be left empty and removed")
+	}
+	dryRunSummary(w, len(names))
+	return exitOK
+}
+
+func (e *rulesEnv) gcDiff(ctx context.Context) int {
+	entries, err := e.store.List(ctx)
+	if err != nil {
+		return e.fail(err)
+	}
+	now, err := e.redis.Time(ctx).Result() // the clock the real run uses
+	if err != nil {
+		return e.fail(fmt.Errorf("read the Redis server's time: %w", err))
+	}
+	w := e.out.stdout
+	fmt.Fprintf(w, "gc dry run at %s (Redis time), grace %v\n", now.UTC().Format(time.RFC3339), e.grace)
+	n := 0
+	for _, en := range entries {
+		declared := e.avail.Spec(en.Limiter) != nil
+		marked := !en.OrphanSince.IsZero()
+		switch {
+		case declared && marked:
+			n++
+			fmt.Fprintf(w, "  ~ %s: declared again, its orphan mark would be cleared\n", en.Limiter)
+		case declared:
+		case !marked:
+			n++
+			fmt.Fprintf(w, "  ~ %s: not declared, would be marked as an orphan (deleted from %s)\n", en.Limiter, now.Add(e.grace).UTC().Format(time.RFC3339))
+		case now.Sub(en.OrphanSince) >= e.grace:
+			n++
+			fmt.Fprintf(w, "  - %s: orphan since %s, its document %s would be deleted%s\n", en.Limiter, en.OrphanSince.UTC().Format(time.RFC3339), en.Key, publishedNote(en.Document))
+		default:
+			fmt.Fprintf(w, "  = %s: orphan since %s, kept until %s\n", en.Limiter, en.OrphanSince.UTC().Format(time.RFC3339), en.OrphanSince.Add(e.grace).UTC().Format(time.RFC3339))
+		}
+	}
+	dryRunSummary(w, n)
+	return exitOK
+}
+
+// publishedNote warns that a document to delete holds published rules, which
+// may exist nowhere else.
+func publishedNote(doc *configv1.LimiterRules) string {
+	if k := len(doc.GetPublishedRules().GetRules()); k > 0 {
+		return fmt.Sprintf(" with its %s", count(k, "published rule"))
+	}
+	return ""
+}
+
+func dryRunSummary(w io.Writer, changes int) {
+	fmt.Fprintf(w, "dry run: %s, nothing written\n", count(changes, "change"))
+}
+
+func sortedNames[V any](m map[string]V) []string {
+	names := make([]string, 0, len(m))
+	for k := range m {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	return names
+}

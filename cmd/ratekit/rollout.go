@@ -1,0 +1,393 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/observe"
+	"github.com/ratekit/ratekit/core/rollout"
+)
+
+const rolloutUsage = `usage: ratekit rollout gate (--prometheus URL | --metrics SOURCE...) [flags]
+
+The gate of a shadow → enforce rollout (package rollout): for each limiter,
+the share of requests on which the legacy check and the new limiter
+disagreed, from ratelimit_rollout_decisions_total (observe.RolloutMetrics).
+A limiter passes when fewer than --max-divergence of at least
+--min-decisions compared decisions disagreed; failed-open checks are not
+compared. Rules with divergent decisions are listed under their limiter.
+
+sources (one kind):
+  --prometheus URL        a Prometheus server: sums increase() over --window
+                          across every scraped process (the 24-hour gate)
+  --metrics SOURCE        a /metrics URL or a file of the text exposition
+                          format (repeatable; summed): counts since each
+                          process started, not a 24-hour window
+
+flags:
+  --window D              Prometheus range (default 24h)
+  --max-divergence R      threshold ratio (default 0.005, i.e. 0.5 %)
+  --min-decisions N       fewer compared decisions fail (default 1000)
+  --limiter NAME          judge only these limiters (repeatable); a named
+                          limiter without decisions fails
+  --namespace NS          metric name prefix (default "ratelimit")
+  --json                  machine-readable output
+  --timeout D             bound on the whole command (default 10s)
+
+exit codes: 0 every limiter passes; 1 a limiter fails, or there is no
+decision at all; 2 usage error, or a source that cannot be read`
+
+func init() {
+	commands["rollout"] = command{
+		summary: "judge a shadow → enforce rollout: divergence per limiter against the 0.5 % gate",
+		usage:   rolloutUsage,
+		run:     runRollout,
+	}
+}
+
+// maxScrape bounds what is read from one metrics source or Prometheus answer.
+const maxScrape = 64 << 20
+
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
+type gateReport struct {
+	Source        string        `json:"source"`
+	Window        string        `json:"window,omitempty"`
+	MaxDivergence float64       `json:"max_divergence"`
+	MinDecisions  uint64        `json:"min_decisions"`
+	Pass          bool          `json:"pass"`
+	Limiters      []gateLimiter `json:"limiters"`
+}
+
+type gateLimiter struct {
+	rollout.Verdict
+	Rules []rollout.RuleCounts `json:"rules"`
+}
+
+func runRollout(ctx context.Context, out output, args []string) int {
+	if len(args) == 0 || args[0] != "gate" {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
+			fmt.Fprintln(out.stdout, rolloutUsage)
+			return exitOK
+		}
+		return usageError(out, rolloutUsage, "rollout: want the subcommand gate")
+	}
+	fs := flag.NewFlagSet("rollout gate", flag.ContinueOnError)
+	var metrics, only multiFlag
+	fs.Var(&metrics, "metrics", "")
+	fs.Var(&only, "limiter", "")
+	prom := fs.String("prometheus", "", "")
+	window := fs.Duration("window", 24*time.Hour, "")
+	maxDiv := fs.Float64("max-divergence", rollout.MaxDivergence, "")
+	minDec := fs.Uint64("min-decisions", rollout.MinDecisions, "")
+	ns := fs.String("namespace", observe.DefaultNamespace, "")
+	asJSON := fs.Bool("json", false, "")
+	timeout := fs.Duration("timeout", 10*time.Second, "")
+	if ok, code := parseFlags(fs, rolloutUsage, args[1:], out); !ok {
+		return code
+	}
+	switch {
+	case fs.NArg() > 0:
+		return usageError(out, rolloutUsage, "rollout gate: unexpected argument %q", fs.Arg(0))
+	case (*prom == "") == (len(metrics) == 0):
+		return usageError(out, rolloutUsage, "rollout gate: give either --prometheus or --metrics")
+	case *window <= 0 || *window%time.Second != 0:
+		return usageError(out, rolloutUsage, "rollout gate: --window %v must be a positive whole number of seconds", *window)
+	case math.IsNaN(*maxDiv) || *maxDiv <= 0 || *maxDiv > 1:
+		return usageError(out, rolloutUsage, "rollout gate: --max-divergence %v must be in (0, 1]", *maxDiv)
+	case !validMetricPrefix(*ns):
+		return usageError(out, rolloutUsage, "rollout gate: --namespace %q is not a metric name prefix", *ns)
+	}
+	for _, l := range only {
+		if !ratelimit.ValidName(l) {
+			return usageError(out, rolloutUsage, "rollout gate: --limiter %q must match ^[a-z0-9_]{1,64}$", l)
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	family := *ns + "_rollout_decisions_total"
+
+	rep := gateReport{MaxDivergence: *maxDiv, MinDecisions: *minDec}
+	var counts map[string]map[string]*rollout.Counts
+	var err error
+	if *prom != "" {
+		rep.Source, rep.Window = "prometheus "+*prom, window.String()
+		counts, err = queryPrometheus(ctx, *prom, family, *window)
+	} else {
+		rep.Source = "metrics " + strings.Join(metrics, ", ")
+		counts = map[string]map[string]*rollout.Counts{}
+		for _, src := range metrics {
+			if err = scrapeInto(ctx, src, family, counts); err != nil {
+				break
+			}
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(out.stderr, "ratekit: rollout gate: %v\n", err)
+		return exitUsage
+	}
+	names := only
+	if len(names) == 0 {
+		for l := range counts {
+			names = append(names, l)
+		}
+	}
+	slices.Sort(names)
+	names = slices.Compact(names)
+	rep.Pass = len(names) > 0
+	for _, l := range names {
+		var total rollout.Counts
+		var rules []rollout.RuleCounts
+		for rule, c := range counts[l] {
+			total.Agree += c.Agree
+			total.NewOnly += c.NewOnly
+			total.LegacyOnly += c.LegacyOnly
+			total.Failed += c.Failed
+			if c.Divergent() > 0 {
+				rules = append(rules, rollout.RuleCounts{Rule: rule, Counts: *c})
+			}
+		}
+		slices.SortFunc(rules, func(a, b rollout.RuleCounts) int {
+			if d := int64(b.Counts.Divergent()) - int64(a.Counts.Divergent()); d != 0 {
+				return int(max(-1, min(1, d)))
+			}
+			return strings.Compare(a.Rule, b.Rule)
+		})
+		v := rollout.Gate(l, total, *maxDiv, *minDec)
+		if _, seen := counts[l]; !seen {
+			v.Pass, v.Reason = false, "no decisions recorded"
+		}
+		rep.Pass = rep.Pass && v.Pass
+		rep.Limiters = append(rep.Limiters, gateLimiter{Verdict: v, Rules: rules})
+	}
+	if *asJSON {
+		enc := json.NewEncoder(out.stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(rep)
+	} else {
+		printGate(out.stdout, rep, family)
+	}
+	if !rep.Pass {
+		return exitInvalid
+	}
+	return exitOK
+}
+
+func printGate(w io.Writer, rep gateReport, family string) {
+	if len(rep.Limiters) == 0 {
+		fmt.Fprintf(w, "no %s series in %s: nothing to judge (is observe.RolloutMetrics registered and rollout.New given it?)\n", family, rep.Source)
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "LIMITER\tCOMPARED\tDIVERGENT\tRATIO\tFAILED-OPEN\tGATE")
+	for _, l := range rep.Limiters {
+		gate := "PASS"
+		if !l.Pass {
+			gate = "FAIL: " + l.Reason
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.3f%%\t%d\t%s\n", l.Limiter, l.Counts.Compared(), l.Counts.Divergent(), 100*l.Ratio, l.Counts.Failed, gate)
+		for _, r := range l.Rules {
+			fmt.Fprintf(tw, "  rule %s\t\t%d\t\t\tnew_only %d, legacy_only %d\n", r.Rule, r.Counts.Divergent(), r.Counts.NewOnly, r.Counts.LegacyOnly)
+		}
+	}
+	_ = tw.Flush()
+	window := "since each process started"
+	if rep.Window != "" {
+		window = "over " + rep.Window
+	}
+	fmt.Fprintf(w, "\nsource: %s (%s); a limiter passes below %.3f%% divergence over at least %d compared decisions\n",
+		rep.Source, window, 100*rep.MaxDivergence, rep.MinDecisions)
+}
+
+func validMetricPrefix(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, c := range s {
+		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// addSample adds one series' value, validating it as a writer would have
+// written it: a known agreement, a limiter name, a finite count.
+func addSample(counts map[string]map[string]*rollout.Counts, limiter, rule, agreement string, v float64) error {
+	if !ratelimit.ValidName(limiter) {
+		return fmt.Errorf("series with rate_limiter=%q: not a limiter name", limiter)
+	}
+	if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+		return fmt.Errorf("limiter %s rule %s agreement %s: count %v is not a finite non-negative number", limiter, rule, agreement, v)
+	}
+	a := rollout.Agreement(agreement)
+	switch a {
+	case rollout.Agree, rollout.NewOnly, rollout.LegacyOnly, rollout.Failed:
+	default:
+		return fmt.Errorf("limiter %s: unknown agreement %q (want agree, new_only, legacy_only or failed)", limiter, agreement)
+	}
+	if rule == "" {
+		rule = rollout.NoRule
+	}
+	rules := counts[limiter]
+	if rules == nil {
+		rules = map[string]*rollout.Counts{}
+		counts[limiter] = rules
+	}
+	c := rules[rule]
+	if c == nil {
+		c = &rollout.Counts{}
+		rules[rule] = c
+	}
+	c.Add(a, uint64(math.Round(v))) // increase() extrapolates: whole decisions
+	return nil
+}
+
+// scrapeInto reads one /metrics URL or file and adds its decision counters.
+func scrapeInto(ctx context.Context, src, family string, counts map[string]map[string]*rollout.Counts) error {
+	body, err := openSource(ctx, src)
+	if err != nil {
+		return err
+	}
+	defer body.Close()
+	data, err := io.ReadAll(io.LimitReader(body, maxScrape+1))
+	if err != nil {
+		return fmt.Errorf("read %s: %w", src, err)
+	}
+	if len(data) > maxScrape {
+		return fmt.Errorf("read %s: more than %d MiB", src, maxScrape>>20)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(strings.NewReader(string(data)))
+	if err != nil {
+		return fmt.Errorf("parse %s (text exposition format): %w", src, err)
+	}
+	fam, ok := fams[family]
+	if !ok {
+		return nil
+	}
+	for _, m := range fam.GetMetric() {
+		labels := map[string]string{}
+		for _, lp := range m.GetLabel() {
+			labels[lp.GetName()] = lp.GetValue()
+		}
+		if m.GetCounter() == nil {
+			return fmt.Errorf("%s: %s is not a counter", src, family)
+		}
+		if err := addSample(counts, labels["rate_limiter"], labels["rule"], labels["agreement"], m.GetCounter().GetValue()); err != nil {
+			return fmt.Errorf("%s: %w", src, err)
+		}
+	}
+	return nil
+}
+
+func openSource(ctx context.Context, src string) (io.ReadCloser, error) {
+	if !strings.HasPrefix(src, "http://") && !strings.HasPrefix(src, "https://") {
+		f, err := os.Open(src)
+		if err != nil {
+			return nil, err
+		}
+		return f, nil
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, src, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "text/plain;version=0.0.4") // the text format, never protobuf
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("fetch %s: %w", src, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		return nil, fmt.Errorf("fetch %s: %s", src, resp.Status)
+	}
+	return resp.Body, nil
+}
+
+// promResponse is the part of the Prometheus HTTP API's answer the gate reads.
+type promResponse struct {
+	Status    string `json:"status"`
+	ErrorType string `json:"errorType"`
+	Error     string `json:"error"`
+	Data      struct {
+		ResultType string `json:"resultType"`
+		Result     []struct {
+			Metric map[string]string `json:"metric"`
+			Value  [2]any            `json:"value"`
+		} `json:"result"`
+	} `json:"data"`
+}
+
+// queryPrometheus sums each series' increase over window, per limiter, rule
+// and agreement, with an instant query at the server's now.
+func queryPrometheus(ctx context.Context, base, family string, window time.Duration) (map[string]map[string]*rollout.Counts, error) {
+	q := fmt.Sprintf("sum by (rate_limiter, rule, agreement) (increase(%s[%ds]))", family, int64(window/time.Second))
+	u, err := url.Parse(strings.TrimRight(base, "/") + "/api/v1/query")
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+		return nil, fmt.Errorf("--prometheus %q is not an http(s) URL", base)
+	}
+	u.RawQuery = url.Values{"query": {q}}.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("query %s: %w", base, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxScrape+1))
+	if err != nil {
+		return nil, fmt.Errorf("query %s: %w", base, err)
+	}
+	if len(data) > maxScrape {
+		return nil, fmt.Errorf("query %s: answer over %d MiB", base, maxScrape>>20)
+	}
+	var pr promResponse
+	if err := json.Unmarshal(data, &pr); err != nil {
+		return nil, fmt.Errorf("query %s: HTTP %s, not a Prometheus API answer: %w", base, resp.Status, err)
+	}
+	if pr.Status != "success" {
+		return nil, fmt.Errorf("query %s: %s: %s (query %s)", base, pr.ErrorType, pr.Error, q)
+	}
+	if pr.Data.ResultType != "vector" {
+		return nil, fmt.Errorf("query %s: result type %q, want vector", base, pr.Data.ResultType)
+	}
+	counts := map[string]map[string]*rollout.Counts{}
+	for _, s := range pr.Data.Result {
+		str, ok := s.Value[1].(string)
+		if !ok {
+			return nil, errors.New("query answer: a sample value is not a string")
+		}
+		v, err := strconv.ParseFloat(str, 64)
+		if err != nil {
+			return nil, fmt.Errorf("query answer: sample value %q: %w", str, err)
+		}
+		m := s.Metric
+		if err := addSample(counts, m["rate_limiter"], m["rule"], m["agreement"], v); err != nil {
+			return nil, fmt.Errorf("query answer: %w", err)
+		}
+	}
+	return counts, nil
+}

@@ -1,0 +1,312 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/observe"
+	"github.com/ratekit/ratekit/core/rollout"
+)
+
+// rolloutService is a service under rollout: two limiters in shadow mode
+// (memory store), their decisions compared with a legacy check and counted
+// by the real collector, served on a real /metrics endpoint.
+type rolloutService struct {
+	metrics  *observe.RolloutMetrics
+	rollouts map[string]*rollout.Rollout
+	srv      *httptest.Server
+}
+
+func newRolloutService(t *testing.T) *rolloutService {
+	t.Helper()
+	s := &rolloutService{metrics: observe.NewRolloutMetrics(observe.MetricsOptions{}), rollouts: map[string]*rollout.Rollout{}}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(s.metrics)
+	for _, name := range []string{"checkout", "search"} {
+		l, err := ratelimit.New(ratelimit.Config{
+			Name: name, Store: ratelimit.NewMemoryStore(), Enforcement: ratelimit.Shadow,
+			Rules: []ratelimit.Rule{{
+				Name: name + "_per_user", Characteristics: []string{"user"}, Action: ratelimit.ActionLimit,
+				Limit: ratelimit.Static(1 << 40), Period: ratelimit.StaticPeriod(time.Hour),
+			}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.metrics.Init(l)
+		s.rollouts[name] = rollout.New(l, s.metrics)
+	}
+	s.srv = httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+// decide runs n real checks of limiter; the legacy check blocks the first
+// divergent of them (the new limiter, far under its limit, allows all).
+func (s *rolloutService) decide(t *testing.T, limiter string, n, divergent int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		d := s.rollouts[limiter].Check(context.Background(), ratelimit.Identifier{"user": fmt.Sprint("u", i%7)}, i < divergent)
+		if d.Result.Err != nil {
+			t.Fatal(d.Result.Err)
+		}
+	}
+}
+
+type gateJSON struct {
+	Pass     bool `json:"pass"`
+	Limiters []struct {
+		Limiter string         `json:"limiter"`
+		Counts  rollout.Counts `json:"counts"`
+		Ratio   float64        `json:"divergence_ratio"`
+		Pass    bool           `json:"pass"`
+		Reason  string         `json:"reason"`
+		Rules   []struct {
+			Rule string `json:"rule"`
+		} `json:"rules"`
+	} `json:"limiters"`
+}
+
+func parseGate(t *testing.T, stdout string) gateJSON {
+	t.Helper()
+	var g gateJSON
+	if err := json.Unmarshal([]byte(stdout), &g); err != nil {
+		t.Fatalf("--json output: %v\n%s", err, stdout)
+	}
+	return g
+}
+
+// TestRolloutGateMetrics runs the built binary against a real /metrics
+// endpoint and a saved scrape: checkout (0.2 % divergent over 2000) passes,
+// search (1 % over 1000) fails, and the exit code says so.
+func TestRolloutGateMetrics(t *testing.T) {
+	s := newRolloutService(t)
+	s.decide(t, "checkout", 2000, 4)
+	s.decide(t, "search", 1000, 10)
+	dir := t.TempDir()
+
+	code, stdout, stderr := ratekit(t, dir, "rollout", "gate", "--metrics", s.srv.URL)
+	if code != exitInvalid {
+		t.Fatalf("exit %d, want 1 (search fails)\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+	for _, want := range []string{
+		`(?m)^checkout\s+2000\s+4\s+0\.200%\s+0\s+PASS$`,
+		`(?m)^search\s+1000\s+10\s+1\.000%\s+0\s+FAIL: divergence at or above the threshold$`,
+		`(?m)^  rule search_per_user\s+10\s+new_only 0, legacy_only 10$`,
+		`since each process started`,
+	} {
+		if !regexp.MustCompile(want).MatchString(stdout) {
+			t.Errorf("output does not match %s:\n%s", want, stdout)
+		}
+	}
+
+	if code, stdout, stderr := ratekit(t, dir, "rollout", "gate", "--metrics", s.srv.URL, "--limiter", "checkout"); code != exitOK || !strings.Contains(stdout, "PASS") {
+		t.Fatalf("--limiter checkout: exit %d\n%s%s", code, stdout, stderr)
+	}
+
+	// A saved scrape and the live endpoint are summed: two processes.
+	resp, err := http.Get(s.srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scrape := filepath.Join(dir, "metrics.txt")
+	f, _ := os.Create(scrape)
+	if _, err := f.ReadFrom(resp.Body); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	resp.Body.Close()
+	code, stdout, _ = ratekit(t, dir, "rollout", "gate", "--metrics", scrape, "--metrics", s.srv.URL, "--json", "--max-divergence", "0.02")
+	g := parseGate(t, stdout)
+	if code != exitOK || !g.Pass || len(g.Limiters) != 2 {
+		t.Fatalf("exit %d, %+v", code, g)
+	}
+	if c := g.Limiters[1].Counts; g.Limiters[1].Limiter != "search" || c.Compared() != 2000 || c.LegacyOnly != 20 || g.Limiters[1].Ratio != 0.01 {
+		t.Fatalf("summed search: %+v", g.Limiters[1])
+	}
+
+	// A named limiter without decisions fails; so does a scrape without any.
+	if code, stdout, _ := ratekit(t, dir, "rollout", "gate", "--metrics", scrape, "--limiter", "nothing_here", "--min-decisions", "0"); code != exitInvalid || !strings.Contains(stdout, "no decisions recorded") {
+		t.Fatalf("unknown limiter: exit %d\n%s", code, stdout)
+	}
+	empty := filepath.Join(dir, "empty.txt")
+	os.WriteFile(empty, []byte("# no families\n"), 0o644)
+	if code, stdout, _ := ratekit(t, dir, "rollout", "gate", "--metrics", empty); code != exitInvalid || !strings.Contains(stdout, "nothing to judge") {
+		t.Fatalf("empty scrape: exit %d\n%s", code, stdout)
+	}
+}
+
+// TestRolloutGateBadInput: what is read is validated like what is written,
+// and an unreadable source is a clear exit 2.
+func TestRolloutGateBadInput(t *testing.T) {
+	dir := writeFiles(t, map[string]string{
+		"agreement.txt": "# TYPE ratelimit_rollout_decisions_total counter\nratelimit_rollout_decisions_total{rate_limiter=\"x\",rule=\"r\",agreement=\"maybe\"} 3\n",
+		"limiter.txt":   "# TYPE ratelimit_rollout_decisions_total counter\nratelimit_rollout_decisions_total{rate_limiter=\"Bad Name\",rule=\"r\",agreement=\"agree\"} 3\n",
+		"garbage.txt":   "this is { not metrics\n",
+	})
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--metrics", "agreement.txt"}, exitUsage, `unknown agreement "maybe"`},
+		{[]string{"--metrics", "limiter.txt"}, exitUsage, `rate_limiter="Bad Name"`},
+		{[]string{"--metrics", "garbage.txt"}, exitUsage, "parse garbage.txt"},
+		{[]string{"--metrics", "missing.txt"}, exitUsage, "missing.txt"},
+		{[]string{"--metrics", "http://" + unusedAddr(t) + "/metrics"}, exitUsage, "fetch http://"},
+		{[]string{}, exitUsage, "give either --prometheus or --metrics"},
+		{[]string{"--metrics", "a", "--prometheus", "http://x"}, exitUsage, "give either"},
+		{[]string{"--metrics", "a", "--max-divergence", "0"}, exitUsage, "--max-divergence"},
+		{[]string{"--metrics", "a", "--limiter", "A"}, exitUsage, "--limiter"},
+		{[]string{"--prometheus", "ftp://x"}, exitUsage, "not an http(s) URL"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			code, _, stderr := ratekit(t, dir, append([]string{"rollout", "gate"}, tc.args...)...)
+			if code != tc.code || !strings.Contains(stderr, tc.want) {
+				t.Fatalf("exit %d, stderr %q; want %d and %q", code, stderr, tc.code, tc.want)
+			}
+		})
+	}
+}
+
+func unusedAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+// EnvPrometheus names the Prometheus server binary (Debian's prometheus
+// package) for the gate's query test.
+const EnvPrometheus = "RATEKIT_TEST_PROMETHEUS"
+
+func prometheusBinary(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv(EnvPrometheus); p != "" {
+		bin, err := exec.LookPath(p)
+		if err != nil {
+			t.Fatalf("%s=%s: %v", EnvPrometheus, p, err)
+		}
+		return bin
+	}
+	if bin, err := exec.LookPath("prometheus"); err == nil {
+		return bin
+	}
+	t.Skipf("prometheus is not installed and %s is unset: apt-get install -y prometheus", EnvPrometheus)
+	return ""
+}
+
+// TestRolloutGatePrometheus: a real Prometheus scrapes the service every
+// second; decisions made after its first scrape reach the gate through the
+// HTTP API's increase() over 24h.
+func TestRolloutGatePrometheus(t *testing.T) {
+	bin := prometheusBinary(t)
+	s := newRolloutService(t)
+	dir := t.TempDir()
+	target := strings.TrimPrefix(s.srv.URL, "http://")
+	cfg := fmt.Sprintf("global: {scrape_interval: 1s, evaluation_interval: 1s}\nscrape_configs:\n  - job_name: service\n    static_configs: [{targets: [%q]}]\n", target)
+	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr := unusedAddr(t)
+	cmd := exec.Command(bin, "--config.file="+filepath.Join(dir, "prometheus.yml"), "--storage.tsdb.path="+filepath.Join(dir, "data"),
+		"--web.listen-address="+addr)
+	logf, _ := os.Create(filepath.Join(dir, "prometheus.log"))
+	defer logf.Close()
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	promURL := "http://" + addr
+
+	query := func(q string) int {
+		resp, err := http.Get(promURL + "/api/v1/query?query=" + url.QueryEscape(q))
+		if err != nil {
+			return 0
+		}
+		defer resp.Body.Close()
+		var pr promResponse
+		if json.NewDecoder(resp.Body).Decode(&pr) != nil {
+			return 0
+		}
+		return len(pr.Data.Result)
+	}
+	waitFor(t, 60*time.Second, "Prometheus to scrape the pre-exported series twice", func() bool {
+		return query(`count_over_time(ratelimit_rollout_decisions_total{rate_limiter="search",agreement="agree"}[5m]) >= 2`) > 0
+	})
+	s.decide(t, "checkout", 2000, 4)
+	s.decide(t, "search", 1000, 10)
+
+	var g gateJSON
+	var code int
+	var stdout, stderr string
+	waitFor(t, 60*time.Second, "the gate to see every decision", func() bool {
+		code, stdout, stderr = ratekit(t, dir, "rollout", "gate", "--prometheus", promURL, "--json")
+		if code == exitUsage {
+			t.Fatalf("gate: %s", stderr)
+		}
+		g = parseGate(t, stdout)
+		return len(g.Limiters) == 2 && g.Limiters[0].Counts.Compared() >= 2000 && g.Limiters[1].Counts.Compared() >= 1000
+	})
+	// increase() extrapolates to the query time alike for every series of
+	// the target, so counts may exceed what was made but ratios hold.
+	if code != exitInvalid || g.Pass {
+		t.Fatalf("exit %d, %+v", code, g)
+	}
+	checkout, search := g.Limiters[0], g.Limiters[1]
+	if checkout.Limiter != "checkout" || !checkout.Pass || checkout.Ratio < 0.0015 || checkout.Ratio > 0.0025 {
+		t.Fatalf("checkout: %+v", checkout)
+	}
+	if search.Limiter != "search" || search.Pass || search.Ratio < 0.009 || search.Ratio > 0.011 || len(search.Rules) != 1 || search.Rules[0].Rule != "search_per_user" {
+		t.Fatalf("search: %+v", search)
+	}
+	code, stdout, _ = ratekit(t, dir, "rollout", "gate", "--prometheus", promURL, "--limiter", "checkout")
+	if code != exitOK || !strings.Contains(stdout, "over 24h0m0s") {
+		t.Fatalf("checkout alone: exit %d\n%s", code, stdout)
+	}
+}
+
+// TestRolloutGatePrometheusErrors: a Prometheus API error answer is reported.
+func TestRolloutGatePrometheusErrors(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusBadRequest)
+		fmt.Fprint(w, `{"status":"error","errorType":"bad_data","error":"parse error"}`)
+	}))
+	defer srv.Close()
+	code, _, stderr := ratekit(t, t.TempDir(), "rollout", "gate", "--prometheus", srv.URL)
+	if code != exitUsage || !strings.Contains(stderr, "bad_data: parse error") {
+		t.Fatalf("exit %d, %s", code, stderr)
+	}
+}
+
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}

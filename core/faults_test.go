@@ -1,0 +1,201 @@
+package ratelimit_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/redisstore"
+	"github.com/ratekit/ratekit/internal/redistest"
+)
+
+// TestFaults64Callers is the fault program of the hot path: 64 callers check
+// without pause while a private Redis is SIGKILLed and restarted, then
+// SIGSTOPped (it accepts TCP and never answers) and SIGCONTed. It asserts
+// what must hold on any machine: no panic, every result during an outage is
+// allow with Err set, while the breaker is open checks are answered without
+// the network (store calls counted: only the background prober's), and checks
+// succeed again after each return. Latencies per phase and the time from the
+// store's return to the first successful check are printed (go test -v -run
+// Faults), never asserted: they are figures, not a test.
+func TestFaults64Callers(t *testing.T) {
+	srv := redistest.StartServer(t)
+	redis.SetLogger(quietRedis{}) // go-redis logs every failed dial of the outage
+	calls := &redistest.RoundTrips{}
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, PoolSize: 128})
+	client.AddHook(calls)
+	t.Cleanup(func() { _ = client.Close() })
+	const timeout, cooldown = 100 * time.Millisecond, 500 * time.Millisecond // the defaults
+	l, err := ratelimit.New(ratelimit.Config{
+		Name:      "faults",
+		Store:     redisstore.New(client),
+		KeyPrefix: redistest.Prefix(t),
+		Rules:     []ratelimit.Rule{basic("per_user")},
+		Timeout:   timeout,
+		Breaker:   ratelimit.BreakerConfig{Failures: 3, Cooldown: cooldown},
+		Logger:    slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var (
+		phase   atomic.Value // string: the phase a check starts in
+		mu      sync.Mutex
+		lat     = map[string][]time.Duration{}
+		okAfter atomic.Int64 // unix nanos of the first success after the store returned; 0 until then
+		since   atomic.Int64 // unix nanos the store returned
+		panics  atomic.Int64
+		open    atomic.Int64 // checks answered by the open breaker
+		bad     atomic.Value // first result that breaks the rules
+	)
+	phase.Store("healthy")
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for g := range 64 {
+		wg.Go(func() {
+			var mine []time.Duration
+			ph := ""
+			flush := func() {
+				mu.Lock()
+				lat[ph] = append(lat[ph], mine...)
+				mu.Unlock()
+				mine = mine[:0]
+			}
+			defer flush()
+			for i := 0; ; i++ {
+				// Callers pace themselves as requests arriving over a network
+				// would: 64 goroutines spinning on answers of a microsecond would
+				// starve each other of the CPU for whole scheduler slices, and the
+				// figures would measure the scheduler instead of the limiter.
+				select {
+				case <-stop:
+					return
+				case <-time.After(200 * time.Microsecond):
+				}
+				if p := phase.Load().(string); p != ph {
+					flush()
+					ph = p
+				}
+				start := time.Now()
+				r := func() (r ratelimit.Result) {
+					defer func() {
+						if p := recover(); p != nil {
+							panics.Add(1)
+						}
+					}()
+					return l.Check(context.Background(), ratelimit.Identifier{"user": fmt.Sprint("u", g, "_", i%50)})
+				}()
+				mine = append(mine, time.Since(start))
+				if errors.Is(r.Err, ratelimit.ErrCircuitOpen) {
+					open.Add(1)
+				}
+				switch {
+				case r.Err == nil && r.Info == nil:
+					bad.CompareAndSwap(nil, fmt.Sprintf("%s: a result with neither info nor error: %+v", ph, r))
+				case r.Err != nil && (r.Action != ratelimit.ActionAllow || r.Info != nil):
+					bad.CompareAndSwap(nil, fmt.Sprintf("%s: a failed check must allow without info: %+v", ph, r))
+				case r.Err == nil && since.Load() != 0:
+					okAfter.CompareAndSwap(0, time.Now().UnixNano())
+				}
+			}
+		})
+	}
+	during := func(name string, d time.Duration) {
+		phase.Store(name)
+		time.Sleep(d)
+	}
+	recovered := func(name string) time.Duration {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for okAfter.Load() == 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: no successful check within 30s of the store's return (breaker %s)", name, l.BreakerState())
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		d := time.Duration(okAfter.Load() - since.Load())
+		since.Store(0)
+		okAfter.Store(0)
+		return d
+	}
+	// openWindow checks that, once the breaker is open and the checks that were
+	// in flight have ended, only the background prober reaches Redis.
+	openWindow := func(name string) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for l.BreakerState() == "closed" {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the breaker did not open", name)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(3 * timeout) // let the checks in flight at the opening end
+		from, answered, at := calls.N.Load(), open.Load(), time.Now()
+		time.Sleep(time.Second)
+		n, budget := calls.N.Load()-from, 2+int64(time.Since(at)/(cooldown/4))
+		t.Logf("%s: %d checks answered by the open breaker and %d store calls in %v (prober budget %d)",
+			name, open.Load()-answered, n, time.Since(at).Round(time.Millisecond), budget)
+		if n > budget {
+			t.Errorf("%s: %d store calls while the breaker was open; only the prober (at most %d) may call", name, n, budget)
+		}
+	}
+
+	during("healthy", time.Second)
+	phase.Store("killed")
+	srv.Stop()
+	openWindow("killed")
+	phase.Store("restarted")
+	srv.Restart(t)
+	since.Store(time.Now().UnixNano())
+	killRecovery := recovered("restart")
+	during("healthy again", time.Second)
+	phase.Store("stopped")
+	srv.Pause(t)
+	openWindow("stopped")
+	phase.Store("continued")
+	srv.Resume(t)
+	since.Store(time.Now().UnixNano())
+	stopRecovery := recovered("SIGCONT")
+	during("healthy at the end", time.Second)
+	close(stop)
+	wg.Wait()
+
+	if n := panics.Load(); n != 0 {
+		t.Errorf("%d checks panicked", n)
+	}
+	if b := bad.Load(); b != nil {
+		t.Error(b)
+	}
+	t.Logf("first success after the restart: %v; after SIGCONT: %v (breaker cooldown %v, timeout %v)",
+		killRecovery.Round(time.Millisecond), stopRecovery.Round(time.Millisecond), cooldown, timeout)
+	var report strings.Builder
+	for _, ph := range []string{"healthy", "killed", "restarted", "healthy again", "stopped", "continued", "healthy at the end"} {
+		d := lat[ph]
+		if len(d) == 0 {
+			continue
+		}
+		slices.Sort(d)
+		q := func(p float64) time.Duration { return d[min(len(d)-1, int(p*float64(len(d))))] }
+		fmt.Fprintf(&report, "\n  %-18s %8d checks  p50 %-10v p99 %-10v p99.9 %-10v max %v", ph, len(d),
+			q(0.5).Round(time.Microsecond), q(0.99).Round(time.Microsecond), q(0.999).Round(time.Microsecond), d[len(d)-1].Round(time.Microsecond))
+	}
+	t.Logf("latency per phase (64 callers):%s", report.String())
+	if s := l.BreakerState(); s != "closed" {
+		t.Errorf("breaker at the end: %s", s)
+	}
+}
+
+type quietRedis struct{}
+
+func (quietRedis) Printf(context.Context, string, ...any) {}

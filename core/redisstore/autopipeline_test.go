@@ -1,0 +1,80 @@
+package redisstore
+
+import (
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekit/ratekit/core/storetest"
+	"github.com/ratekit/ratekit/internal/redistest"
+)
+
+var _ Client = (*redis.AutoPipeliner)(nil)
+
+// autoPipeliner returns c's blocking autopipeliner, closed with the test.
+func autoPipeliner(t testing.TB, c redis.UniversalClient) *redis.AutoPipeliner {
+	t.Helper()
+	ap, err := c.AutoPipeline()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ap.Close() })
+	return ap
+}
+
+// TestAutoPipelinerDetected: an autopipeliner spreads keys as the client it
+// batches for, and is never context-bounded (the Limiter keeps its guard).
+func TestAutoPipelinerDetected(t *testing.T) {
+	for _, tt := range []struct {
+		target
+		want sharding
+	}{{targets[0], single}, {targets[1], bySlot}} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := tt.client(t)
+			s := New(autoPipeliner(t, c))
+			if s.sharding != tt.want {
+				t.Errorf("sharding %d, want %d", s.sharding, tt.want)
+			}
+			if s.ContextBounded() {
+				t.Error("an autopipeliner reported context-bounded: queued commands ignore their context")
+			}
+			if got := New(autoPipeliner(t, c), WithClusterMode(false)).sharding; got != single {
+				t.Errorf("forced off: sharding %d", got)
+			}
+		})
+	}
+}
+
+// TestConformanceAutoPipeline runs the store conformance suite through
+// go-redis' AutoPipeliner on a standalone Redis and on the 3-master cluster,
+// where a check's keys span slots and must be grouped per slot.
+func TestConformanceAutoPipeline(t *testing.T) {
+	for _, tg := range targets[:2] {
+		t.Run(tg.name, func(t *testing.T) {
+			c := tg.client(t)
+			ap := autoPipeliner(t, c)
+			storetest.Run(t, func(t *testing.T) *storetest.Harness {
+				prefix := redistest.Prefix(t)
+				return &storetest.Harness{
+					Store:        New(ap),
+					Now:          time.Now,
+					Advance:      func(t testing.TB, d time.Duration) { advance(t, c, prefix, d) },
+					Prefix:       prefix,
+					TTLTolerance: time.Second,
+				}
+			})
+		})
+	}
+}
+
+// TestConcurrentAdmissionAutoPipeline: 64 callers batched together still
+// admit exactly the limit, and on the cluster nothing after a block counts.
+func TestConcurrentAdmissionAutoPipeline(t *testing.T) {
+	for _, tg := range targets[:2] {
+		t.Run(tg.name, func(t *testing.T) {
+			c := tg.client(t)
+			concurrentAdmission(t, New(autoPipeliner(t, c)), c)
+		})
+	}
+}

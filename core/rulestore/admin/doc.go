@@ -1,0 +1,44 @@
+// Package admin is the admin page of the Redis rule store: an http.Handler
+// that lists the limiters and their rule tiers and edits the published tier
+// in a browser, through the publish API, never by writing Redis keys itself.
+//
+//	page, err := admin.New(admin.Options{
+//		Store:     store,     // the *rulestore.Store the services read
+//		Available: available, // available_limiters.yaml
+//		Counters:  redisstore.New(client),
+//		Authorize: func(r *http.Request) (string, bool) { u := currentUser(r); return u.Name, u.IsAdmin },
+//	})
+//	internalMux.Handle("/admin/ratelimit/", page)
+//
+// What it shows, per limiter: the file, published and default tiers (and the
+// remote tier a process holds, when Options.Tiers gives one), the effective
+// list in evaluation order, which rule replaces which ("published x replaces
+// default x"), and every skip rule, marked as the bypass it is.
+//
+// What it changes: rules of the published tier only (add, edit, delete),
+// with a form whose fields follow the schema. A save runs the checks a
+// rate_limits.yaml gets (protovalidate, the limiter's available properties,
+// the skip-rule guardrail, the merged list) and shows each violation next to
+// its field; nothing is written when one fails. Every form carries the
+// version of the limiter's document it was read at, and the write is a
+// compare-and-set on it (rulestore.Store.PublishIf): a concurrent change
+// fails the save with a plain message and the current rules. The explain box
+// peeks at the counters for one identifier (nothing is counted), and "lift
+// ban / clear" deletes that identifier's counters and bans after a
+// confirmation step.
+//
+// Security: the page is read-only unless the host supplies
+// Options.Authorize, which also names who writes for the audit log (one slog
+// record "rate_limit_admin_write" per write, with the store revision, and a
+// WARN record "rate_limit_admin_refused" per POST turned away). GET
+// never changes state; every POST must come from the page's own origin and
+// carry the per-browser CSRF token of a SameSite=Strict cookie. The page has
+// no script at all, and its Content-Security-Policy allows none; every value
+// is HTML-escaped by html/template. Mount it on an internal listener, behind
+// the host's authentication. The origin check compares the browser's Origin
+// header with the request's Host: a reverse proxy in front must pass the
+// Host through unchanged.
+//
+// The audit record of "lift ban / clear" names the identifier (its property
+// values), since that is what the action changed.
+package admin

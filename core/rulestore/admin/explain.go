@@ -1,0 +1,112 @@
+package admin
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/observe"
+)
+
+// explainView is the explain box's answer: what a check would decide now
+// for an identifier, and each rule's part, read without counting (a peek).
+type explainView struct {
+	Identifier []string // property=value, sorted as the properties are
+	Verdict    string
+	Blocked    bool
+	Error      string
+	Rules      []explainRule
+	Keys       int // counter and ban keys a clear would delete
+}
+
+type explainRule struct {
+	Index                 int
+	Name, Tier, Action    string
+	Matched               bool
+	State                 string
+	Detail                string
+	Count, Limit, ResetIn string
+	Banned                bool
+}
+
+func (h *Handler) explain(ctx context.Context, lv *limiterView, id ratelimit.Identifier) *explainView {
+	ex := &explainView{}
+	for _, p := range lv.Properties {
+		if v, ok := id[p]; ok {
+			ex.Identifier = append(ex.Identifier, p+"="+fmt.Sprint(v))
+		}
+	}
+	l, err := h.counterLimiter(lv)
+	if err != nil {
+		ex.Error = err.Error()
+		return ex
+	}
+	ex.Keys = len(l.Keys(id))
+	res := l.Peek(ctx, id)
+	now := h.opts.Now()
+	evals := map[string]*ratelimit.Evaluation{}
+	for i := range res.Evaluations {
+		evals[res.Evaluations[i].Rule.Name] = &res.Evaluations[i]
+	}
+	tierOf := map[string]string{}
+	for _, row := range lv.Rows {
+		tierOf[row.Name] = row.Tier
+	}
+	stopped := ""
+	if res.Err != nil {
+		stopped = "the store failed"
+	}
+	for i, r := range l.Rules() {
+		er := explainRule{Index: i + 1, Name: r.Name, Tier: tierOf[r.Name], Action: string(r.Action)}
+		miss := r.MatchFailures(id)
+		er.Matched = len(miss) == 0
+		ev := evals[r.Name]
+		switch {
+		case !er.Matched:
+			er.State, er.Detail = "no match", strings.Join(miss, "; ")
+		case stopped != "":
+			er.State, er.Detail = "not evaluated", stopped
+		case r.Action == ratelimit.ActionSkip:
+			er.State, er.Detail = "skip", "allowed without counting: evaluation ends here (a bypass)"
+			stopped = "after skip rule " + r.Name
+		case ev == nil:
+			er.State, er.Detail = "not evaluated", "a characteristic or the count_distinct property is missing from the identifier"
+		default:
+			er.Count = fmt.Sprintf("%g", ev.Info.Count)
+			er.Limit = fmt.Sprint(ev.Info.Limit)
+			er.ResetIn = max(ev.Info.ResetAt.Sub(now), 0).Round(time.Second).String()
+			er.Banned = ev.Info.Banned
+			switch observe.EvaluationResult(ev) {
+			case observe.ResultBanned:
+				er.State = "banned"
+			case observe.ResultBlock:
+				er.State = "block"
+			case observe.ResultLog:
+				er.State = "exceeded (log only)"
+			default:
+				er.State = "allow"
+			}
+			if ev.Blocked {
+				stopped = "after the blocking rule " + r.Name
+			}
+		}
+		ex.Rules = append(ex.Rules, er)
+	}
+	switch {
+	case res.Err != nil:
+		ex.Error = res.Err.Error()
+		ex.Verdict = "unknown: the counters' store failed (a check would fail open and allow)"
+	case res.Blocked():
+		ex.Blocked = true
+		ex.Verdict = fmt.Sprintf("block by %s, retry after %s", res.Rule.Name, res.Info.RetryAfter(now))
+	case res.Rule == nil:
+		ex.Verdict = "allow: no rule counts this identifier"
+	case res.Exceeded:
+		ex.Verdict = fmt.Sprintf("allow (log rule %s exceeded: reported, not enforced)", res.Rule.Name)
+	default:
+		ex.Verdict = fmt.Sprintf("allow (most constraining rule: %s)", res.Rule.Name)
+	}
+	return ex
+}

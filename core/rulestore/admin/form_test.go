@@ -1,0 +1,123 @@
+package admin_test
+
+import (
+	"maps"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// errorsFor returns the inline errors the page shows under a form field.
+func errorsFor(body, field string) string {
+	m := regexp.MustCompile(`(?s)<div data-error-for="` + regexp.QuoteMeta(field) + `">(.*?)</div>`).FindStringSubmatch(body)
+	if m == nil {
+		return ""
+	}
+	return m[1]
+}
+
+// Every check a file gets runs on a save, each violation is shown next to
+// its field, and nothing is written.
+func TestInvalidRuleShowsFieldErrors(t *testing.T) {
+	f := newFixture(t, allowAll)
+	b := newBrowser(t, f)
+	token := b.csrf()
+	_, version, _ := f.store.VersionedDocument(ctx, "api")
+	before := f.storeState(t)
+	tests := []struct {
+		name  string
+		edit  func(url.Values)
+		field string
+		want  string
+	}{
+		{"bad name", func(v url.Values) { v.Set("name", "Bad Name") }, "name", "must be 1 to 64 characters"},
+		{"limit zero", func(v url.Values) { v.Set("limit", "0") }, "limit", "at least 1"},
+		{"limit not a number", func(v url.Values) { v.Set("limit", "ten") }, "limit", "not a whole number"},
+		{"no period", func(v url.Values) { v.Del("period_s") }, "limit", "require limit and period_s"},
+		{"bad regex", func(v url.Values) { v.Set("match_kind.path", "regex"); v.Set("match_value.path", "(") }, "match.path", "invalid RE2 regex"},
+		{"empty one_of", func(v url.Values) { v.Set("match_kind.ip", "one_of"); v.Set("match_value.ip", " \n ") }, "match.ip", "one_of needs at least 1 value"},
+		{"value without a kind", func(v url.Values) { v.Set("match_value.ip", "1.2.3.4") }, "match.ip", "choose how ip matches"},
+		{"unknown characteristic", func(v url.Values) { v.Set("characteristics", "tenant") }, "characteristics", "not one of the limiter"},
+		{"ban with count_distinct", func(v url.Values) { v.Set("ban_for_s", "60"); v.Set("count_distinct", "path") }, "ban_for_s", "cannot be combined with count_distinct"},
+		{"skip not allowed", func(v url.Values) { v.Set("action", "skip") }, "action", "allowed_skip_rules (trusted_ip)"},
+		{"unknown action", func(v url.Values) { v.Set("action", "drop") }, "action", "choose limit, log or skip"},
+		{"long description", func(v url.Values) { v.Set("description", strings.Repeat("x", 1025)) }, "description", "1024"},
+		{"name of a published rule", func(v url.Values) {}, "name", ""}, // set up below: a second add of the same name
+	}
+	for _, tt := range tests[:len(tests)-1] {
+		t.Run(tt.name, func(t *testing.T) {
+			form := saveForm(token, version, "new_rule")
+			tt.edit(form)
+			resp, body := b.post("?limiter=api", form, f.srv.URL)
+			if resp.StatusCode != http.StatusUnprocessableEntity {
+				t.Fatalf("status %d, want 422\n%s", resp.StatusCode, body)
+			}
+			if got := errorsFor(body, tt.field); !strings.Contains(got, tt.want) {
+				t.Fatalf("errors under %s: %q, want %q\n%s", tt.field, got, tt.want, body)
+			}
+			if !strings.Contains(body, `id="rule-form"`) || !strings.Contains(body, `value="new_rule"`) && tt.field != "name" {
+				t.Fatal("the form did not come back with what was typed")
+			}
+			if after := f.storeState(t); !maps.Equal(before, after) {
+				t.Fatalf("an invalid save wrote:\nbefore %v\nafter  %v", before, after)
+			}
+		})
+	}
+	// Adding a rule whose name is already published is refused: editing is
+	// the way to change it.
+	if resp, body := b.post("?limiter=api", saveForm(token, version, "dup"), f.srv.URL); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("first add: %d\n%s", resp.StatusCode, body)
+	}
+	_, v2, _ := f.store.VersionedDocument(ctx, "api")
+	resp, body := b.post("?limiter=api", saveForm(token, v2, "dup"), f.srv.URL)
+	if resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(errorsFor(body, "name"), "already exists") {
+		t.Fatalf("second add of dup: %d\n%s", resp.StatusCode, body)
+	}
+}
+
+// A save or delete based on a version another writer has replaced fails
+// with the conflict message and the current rules, and writes nothing.
+func TestConflict(t *testing.T) {
+	f := newFixture(t, allowAll)
+	b := newBrowser(t, f)
+	token := b.csrf()
+	_, stale, _ := f.store.VersionedDocument(ctx, "api")
+	// Another writer publishes meanwhile.
+	if resp, body := b.post("?limiter=api", saveForm(token, stale, "theirs"), f.srv.URL); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("other writer: %d\n%s", resp.StatusCode, body)
+	}
+	_, current, _ := f.store.VersionedDocument(ctx, "api")
+	before := f.storeState(t)
+	for _, form := range []url.Values{
+		saveForm(token, stale, "mine"),
+		{"csrf": {token}, "op": {"delete"}, "limiter": {"api"}, "version": {stale}, "rule": {"theirs"}},
+	} {
+		resp, body := b.post("?limiter=api", form, f.srv.URL)
+		if resp.StatusCode != http.StatusConflict || !strings.Contains(body, `id="conflict"`) || !strings.Contains(body, "Someone else changed the rules") {
+			t.Fatalf("%s at a stale version: %d\n%s", form.Get("op"), resp.StatusCode, body)
+		}
+		if !strings.Contains(body, `data-rule="theirs" data-tier="published"`) {
+			t.Fatalf("the conflict page does not show the current rules:\n%s", body)
+		}
+		if !strings.Contains(body, `name="version" value="`+current+`"`) {
+			t.Fatal("the form is not based on the current version after the conflict")
+		}
+		if after := f.storeState(t); !maps.Equal(before, after) {
+			t.Fatalf("a stale %s wrote", form.Get("op"))
+		}
+	}
+}
+
+// A form larger than MaxBodyBytes is refused before it is read.
+func TestBodyBounded(t *testing.T) {
+	f := newFixture(t, allowAll)
+	b := newBrowser(t, f)
+	form := saveForm(b.csrf(), "", "big")
+	form.Set("description", strings.Repeat("x", 70<<10))
+	resp, _ := b.post("?limiter=api", form, f.srv.URL)
+	if resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("status %d, want 413", resp.StatusCode)
+	}
+}

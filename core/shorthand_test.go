@@ -1,0 +1,117 @@
+package ratelimit_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+
+	ratelimit "github.com/ratekit/ratekit/core"
+)
+
+func TestShorthandRules(t *testing.T) {
+	for _, tt := range []struct {
+		got    ratelimit.Rule
+		period time.Duration
+		chars  []string
+	}{
+		{ratelimit.PerSecond("r", 3, "ip"), time.Second, []string{"ip"}},
+		{ratelimit.PerMinute("r", 3, "user", "path"), time.Minute, []string{"user", "path"}},
+		{ratelimit.PerHour("r", 3), time.Hour, nil},
+		{ratelimit.PerPeriod("r", 3, 10*time.Minute, "ip"), 10 * time.Minute, []string{"ip"}},
+	} {
+		want := ratelimit.Rule{Name: "r", Characteristics: tt.chars, Limit: ratelimit.Static(3),
+			Period: ratelimit.StaticPeriod(tt.period), Action: ratelimit.ActionLimit}
+		if !reflect.DeepEqual(tt.got, want) {
+			t.Errorf("got %+v\nwant %+v", tt.got, want)
+		}
+		// The shorthand is a valid rule the limiter accepts.
+		if _, err := ratelimit.New(ratelimit.Config{Name: "l", Store: ratelimit.NewMemoryStore(), Rules: []ratelimit.Rule{tt.got}}); err != nil {
+			t.Errorf("%+v: %v", tt.got, err)
+		}
+	}
+}
+
+type downStore struct{}
+
+func (downStore) Eval(context.Context, ratelimit.Mode, []ratelimit.Op) ([]ratelimit.Outcome, error) {
+	return nil, errors.New("connection refused")
+}
+func (downStore) Delete(context.Context, []string) (int, error) {
+	return 0, errors.New("connection refused")
+}
+
+// The accessors return zero values where Rule or Info is nil: a skip, no
+// match, a store failure; and the values of Info otherwise.
+func TestResultAccessors(t *testing.T) {
+	skip := ratelimit.Rule{Name: "skip_office", Action: ratelimit.ActionSkip, Match: map[string]ratelimit.Matcher{"ip": ratelimit.Equal("192.0.2.1")}}
+	limit := ratelimit.PerMinute("per_ip", 1, "ip")
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	mem := ratelimit.NewMemoryStore(ratelimit.WithMemoryClock(func() time.Time { return now }))
+	l, err := ratelimit.New(ratelimit.Config{Name: "l", Store: mem, Now: func() time.Time { return now }, Rules: []ratelimit.Rule{skip, limit}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	down, err := ratelimit.New(ratelimit.Config{Name: "l", Store: downStore{}, Rules: []ratelimit.Rule{limit}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	l.Check(ctx, ratelimit.Identifier{"ip": "198.51.100.1"})
+	type view struct {
+		Rule      string
+		Limit     int64
+		Count     float64
+		Remaining float64
+		ResetAt   time.Time
+		Banned    bool
+		Retry     time.Duration
+	}
+	for _, tt := range []struct {
+		name string
+		res  ratelimit.Result
+		want view
+	}{
+		{"skip", l.Check(ctx, ratelimit.Identifier{"ip": "192.0.2.1"}), view{Rule: "skip_office"}},
+		{"no match", l.Check(ctx, ratelimit.Identifier{"user": "alice"}), view{}},
+		{"store down", down.Check(ctx, ratelimit.Identifier{"ip": "192.0.2.9"}), view{}},
+		{"zero result", ratelimit.Result{}, view{}},
+		{"allow", l.Check(ctx, ratelimit.Identifier{"ip": "198.51.100.2"}), view{"per_ip", 1, 1, 0, now.Add(time.Minute), false, 0}},
+		{"block", l.Check(ctx, ratelimit.Identifier{"ip": "198.51.100.1"}), view{"per_ip", 1, 2, 0, now.Add(time.Minute), false, time.Minute}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := tt.res
+			got := view{r.RuleName(), r.Limit(), r.Count(), r.Remaining(), r.ResetAt(), r.Banned(), r.RetryAfter(now)}
+			if got != tt.want {
+				t.Fatalf("got %+v\nwant %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+// Reading a result needs no nil checks, whatever happened to the check.
+func ExampleResult_Remaining() {
+	limiter, _ := ratelimit.New(ratelimit.Config{
+		Name:  "api",
+		Store: ratelimit.NewMemoryStore(),
+		Rules: []ratelimit.Rule{ratelimit.PerMinute("per_user", 100, "user")},
+	})
+	r := limiter.Check(context.Background(), ratelimit.Identifier{"user": "alice"})
+	fmt.Println(r.RuleName(), r.Limit(), r.Remaining())
+	r = limiter.Check(context.Background(), ratelimit.Identifier{"ip": "192.0.2.1"}) // no rule applies: no Rule, no Info
+	fmt.Printf("%q %d %g\n", r.RuleName(), r.Limit(), r.Remaining())
+	// Output:
+	// per_user 100 99
+	// "" 0 0
+}
+
+// The shorthand builds the common rule; the Rule literal stays for the rest.
+func ExamplePerMinute() {
+	signIn := ratelimit.PerMinute("sign_in_by_ip", 5, "ip")
+	signIn.BanFor = 15 * time.Minute
+	fmt.Println(signIn.Name, signIn.Characteristics, signIn.Action, signIn.BanFor)
+	// Output:
+	// sign_in_by_ip [ip] limit 15m0s
+}

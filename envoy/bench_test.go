@@ -1,0 +1,90 @@
+package ratekitenvoy_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"testing"
+
+	rlcommonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/redisstore"
+	ratekitenvoy "github.com/ratekit/ratekit/envoy"
+	"github.com/ratekit/ratekit/internal/redistest"
+)
+
+// BenchmarkShouldRateLimit compares the service (in process, without the
+// gRPC hop; with five descriptors also with Options.Concurrent) with the same
+// checks made on the limiter directly, one after the other, for one and five
+// descriptors, on the in-memory store and on Redis (when
+// RATEKIT_TEST_REDIS_URL is set). The difference is the mapping's cost:
+// validation, identifiers, statuses and headers.
+func BenchmarkShouldRateLimit(b *testing.B) {
+	stores := []struct {
+		name string
+		new  func(b *testing.B) (ratelimit.Store, string)
+	}{
+		{"memory", func(*testing.B) (ratelimit.Store, string) { return ratelimit.NewMemoryStore(), "" }},
+	}
+	if os.Getenv(redistest.EnvURL) != "" {
+		stores = append(stores, struct {
+			name string
+			new  func(b *testing.B) (ratelimit.Store, string)
+		}{"redis", func(b *testing.B) (ratelimit.Store, string) {
+			return redisstore.New(redistest.Client(b)), redistest.Prefix(b)
+		}})
+	}
+	for _, st := range stores {
+		for _, n := range []int{1, 5} {
+			b.Run(fmt.Sprintf("%s/descriptors=%d", st.name, n), func(b *testing.B) {
+				store, prefix := st.new(b)
+				l := newLimiter(b, store, prefix, nil)
+				svc, err := ratekitenvoy.NewService([]*ratelimit.Limiter{l}, ratekitenvoy.Options{Available: available(b)})
+				if err != nil {
+					b.Fatal(err)
+				}
+				concurrent, err := ratekitenvoy.NewService([]*ratelimit.Limiter{l}, ratekitenvoy.Options{Available: available(b), Concurrent: true})
+				if err != nil {
+					b.Fatal(err)
+				}
+				req := &rlsv3.RateLimitRequest{Domain: "edge"}
+				ids := make([]ratelimit.Identifier, n)
+				for i := range n {
+					ip := "10.9.0." + strconv.Itoa(i)
+					req.Descriptors = append(req.Descriptors, &rlcommonv3.RateLimitDescriptor{Entries: []*rlcommonv3.RateLimitDescriptor_Entry{{Key: "remote_address", Value: ip}}})
+					ids[i] = ratelimit.Identifier{"remote_address": ip}
+				}
+				ctx := context.Background()
+				b.Run("service", func(b *testing.B) {
+					b.ReportAllocs()
+					for b.Loop() {
+						if _, err := svc.ShouldRateLimit(ctx, req); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+				if n > 1 {
+					b.Run("service_concurrent", func(b *testing.B) {
+						b.ReportAllocs()
+						for b.Loop() {
+							if _, err := concurrent.ShouldRateLimit(ctx, req); err != nil {
+								b.Fatal(err)
+							}
+						}
+					})
+				}
+				b.Run("limiter", func(b *testing.B) {
+					b.ReportAllocs()
+					for b.Loop() {
+						for _, id := range ids {
+							_ = l.Check(ctx, id)
+						}
+					}
+				})
+			})
+		}
+	}
+}

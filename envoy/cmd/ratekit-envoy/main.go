@@ -1,0 +1,319 @@
+// Command ratekit-envoy serves Envoy's global rate-limit service
+// (envoy.service.ratelimit.v3.RateLimitService) from the limiters of an
+// available_limiters.yaml, their counters in Redis and their rules from the
+// rule store, so a gateway and the services behind it enforce one rule set on
+// one set of counters.
+//
+//	ratekit-envoy -available available_limiters.yaml [-rate-limits rate_limits.yaml] \
+//	    -redis-url redis://redis:6379 [-listen :8081] [-http :9090] [-domain envoy_domain=limiter]
+//
+// It serves on -listen the RateLimitService, gRPC health
+// (grpc.health.v1.Health, overall and per service) and reflection, and on
+// -http /metrics (Prometheus), /debug/ratelimit (the limiters' rules by tier
+// and recent blocks; keep that port internal) and /healthz. SIGINT or
+// SIGTERM drains it: health turns NOT_SERVING, calls in flight finish (up to
+// -drain), then it exits 0. See the package documentation of ratekitenvoy for the mapping.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/config"
+	"github.com/ratekit/ratekit/core/httpverdict"
+	"github.com/ratekit/ratekit/core/observe"
+	"github.com/ratekit/ratekit/core/observe/debugpage"
+	"github.com/ratekit/ratekit/core/redisstore"
+	"github.com/ratekit/ratekit/core/rulestore"
+	ratekitenvoy "github.com/ratekit/ratekit/envoy"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stderr, nil)
+	stop()
+	if errors.Is(err, flag.ErrHelp) {
+		return // -h: the usage is printed
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "ratekit-envoy:", err)
+		if errors.Is(err, errUsage) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}
+
+var errUsage = errors.New("usage")
+
+// domains is the repeatable -domain flag: envoy_domain=limiter.
+type domains map[string]string
+
+func (d domains) String() string { return fmt.Sprint(map[string]string(d)) }
+
+func (d domains) Set(v string) error {
+	dom, lim, ok := strings.Cut(v, "=")
+	if !ok || dom == "" || lim == "" {
+		return fmt.Errorf("want envoy_domain=limiter, got %q", v)
+	}
+	if _, dup := d[dom]; dup {
+		return fmt.Errorf("domain %q mapped twice", dom)
+	}
+	d[dom] = lim
+	return nil
+}
+
+type flags struct {
+	available, rateLimits   string
+	redisURL                string
+	cluster                 bool
+	listen, httpAddr        string
+	domains                 domains
+	unknownDomain, headers  string
+	keyPrefix, rulesPrefix  string
+	timeout, refresh, drain time.Duration
+	seed                    bool
+}
+
+func parseFlags(args []string, stderr io.Writer) (*flags, error) {
+	f := &flags{domains: domains{}}
+	fs := flag.NewFlagSet("ratekit-envoy", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&f.available, "available", "", "available_limiters.yaml (required): the limiters served, one per Envoy domain")
+	fs.StringVar(&f.rateLimits, "rate-limits", "", "rate_limits.yaml (optional): the operators' file tier")
+	fs.StringVar(&f.redisURL, "redis-url", "", "Redis for counters and rules (required), redis://host:port/db")
+	fs.BoolVar(&f.cluster, "redis-cluster", false, "-redis-url is a Redis Cluster URL (redis://host:port?addr=host2:port2...)")
+	fs.StringVar(&f.listen, "listen", ":8081", "gRPC address: RateLimitService, health, reflection")
+	fs.StringVar(&f.httpAddr, "http", ":9090", "HTTP address: /metrics, /debug/ratelimit and /healthz (empty: none; keep it internal)")
+	fs.Var(f.domains, "domain", "envoy_domain=limiter, repeatable (a domain not mapped selects the limiter of its name)")
+	fs.StringVar(&f.unknownDomain, "unknown-domain", "error", "answer to a domain that selects no limiter: error (NOT_FOUND) or ok")
+	fs.StringVar(&f.headers, "headers", "ietf", "rate-limit headers added to responses: ietf, legacy, gitlab or none")
+	fs.StringVar(&f.keyPrefix, "key-prefix", ratelimit.DefaultKeyPrefix, "counter key prefix (the services sharing the counters must use the same)")
+	fs.StringVar(&f.rulesPrefix, "rules-prefix", rulestore.DefaultPrefix, "rule store key prefix")
+	fs.DurationVar(&f.timeout, "timeout", ratelimit.DefaultTimeout, "bound of each Redis call of a check; past it the check fails open")
+	fs.DurationVar(&f.refresh, "refresh", rulestore.DefaultInterval, "rule store refresh interval")
+	fs.DurationVar(&f.drain, "drain", 10*time.Second, "on shutdown, how long calls in flight may finish")
+	fs.BoolVar(&f.seed, "seed", false, "write the file and default tiers into the rule store at start (as a service owning the limiters does)")
+	if err := fs.Parse(args); err != nil {
+		return nil, fmt.Errorf("%w: %w", errUsage, err)
+	}
+	switch {
+	case fs.NArg() > 0:
+		return nil, fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+	case f.available == "":
+		return nil, fmt.Errorf("%w: -available is required", errUsage)
+	case f.redisURL == "":
+		return nil, fmt.Errorf("%w: -redis-url is required", errUsage)
+	case f.unknownDomain != "error" && f.unknownDomain != "ok":
+		return nil, fmt.Errorf("%w: -unknown-domain %q: want error or ok", errUsage, f.unknownDomain)
+	}
+	return f, nil
+}
+
+// run serves until ctx ends. ready, when set, is told the bound addresses
+// once the servers accept connections (tests listen on port 0).
+func run(ctx context.Context, args []string, stderr io.Writer, ready func(grpcAddr, httpAddr string)) error {
+	f, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, nil))
+	profile, err := httpverdict.ParseProfile(f.headers)
+	if err != nil {
+		return fmt.Errorf("%w: -headers: %w", errUsage, err)
+	}
+	avail, err := config.LoadAvailableLimiters(f.available)
+	if err != nil {
+		return err
+	}
+	var rateLimits *config.RateLimits
+	if f.rateLimits != "" {
+		if rateLimits, err = config.LoadRateLimits(f.rateLimits, avail); err != nil {
+			return err
+		}
+	}
+	tiers, err := rulestore.ConfigTiers(avail, rateLimits)
+	if err != nil {
+		return err
+	}
+
+	client, err := redisClient(f.redisURL, f.cluster)
+	if err != nil {
+		return fmt.Errorf("redis: %w", err)
+	}
+	defer client.Close()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := observe.NewMetrics(observe.MetricsOptions{})
+	reg.MustRegister(metrics)
+	blocks := observe.NewBlockSummary(observe.BlockSummaryOptions{Logger: logger})
+
+	rules, err := rulestore.New(client, rulestore.Options{Prefix: f.rulesPrefix, Available: avail,
+		Interval: f.refresh, Logger: logger, Metrics: metrics, ClusterMode: f.cluster})
+	if err != nil {
+		return err
+	}
+	store := redisstore.New(client)
+	var limiters []*ratelimit.Limiter
+	for _, name := range avail.Names() {
+		l, err := ratelimit.New(ratelimit.Config{Name: name, Store: store, KeyPrefix: f.keyPrefix,
+			Timeout: f.timeout, Logger: logger, Observer: ratelimit.Observers(metrics, blocks)})
+		if err != nil {
+			return err
+		}
+		if err := rules.Bind(l, tiers[name]); err != nil {
+			return err
+		}
+		metrics.Init(l)
+		limiters = append(limiters, l)
+	}
+	if f.seed {
+		if _, err := rules.SeedBound(ctx); err != nil {
+			return fmt.Errorf("seed the rule store: %w", err)
+		}
+	}
+	// A first refresh before serving, so the first answers use the published
+	// rules; when Redis is down the limiters start on their local tiers and
+	// the replica keeps trying.
+	if err := rules.Refresh(ctx); err != nil {
+		logger.Warn("ratekit_envoy_rules_not_loaded", slog.Any("error", err), slog.String("note", "serving the local tiers until a refresh succeeds"))
+	}
+
+	unknown := ratekitenvoy.UnknownDomainError
+	if f.unknownDomain == "ok" {
+		unknown = ratekitenvoy.UnknownDomainOK
+	}
+	svc, err := ratekitenvoy.NewService(limiters, ratekitenvoy.Options{Domains: f.domains, Available: avail,
+		UnknownDomain: unknown, Headers: profile, Logger: logger})
+	if err != nil {
+		return err
+	}
+	reg.MustRegister(svc.Metrics())
+
+	// A request within the service's bounds (descriptors × entries × value
+	// length) is far below 1 MiB; a bigger one is refused before decoding.
+	gs := grpc.NewServer(grpc.MaxRecvMsgSize(1 << 20))
+	svc.Register(gs)
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(gs, hs)
+	reflection.Register(gs)
+	hs.SetServingStatus(rlsv3.RateLimitService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+
+	lis, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", f.listen, err)
+	}
+	var hsrv *http.Server
+	var hlis net.Listener
+	if f.httpAddr != "" {
+		if hlis, err = net.Listen("tcp", f.httpAddr); err != nil {
+			_ = lis.Close()
+			return fmt.Errorf("listen %s: %w", f.httpAddr, err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		mux.Handle("GET /debug/ratelimit", debugpage.New(debugpage.Options{Tiers: rules, Blocks: blocks}, limiters...))
+		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+		hsrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	replicaDone := rules.Start(ctx)
+	blocksDone := make(chan struct{})
+	go func() { defer close(blocksDone); blocks.Run(ctx) }()
+	errc := make(chan error, 2)
+	go func() { errc <- gs.Serve(lis) }()
+	if hsrv != nil {
+		go func() {
+			if err := hsrv.Serve(hlis); !errors.Is(err, http.ErrServerClosed) {
+				errc <- err
+			}
+		}()
+	}
+	httpAddr := ""
+	if hlis != nil {
+		httpAddr = hlis.Addr().String()
+	}
+	logger.Info("ratekit_envoy_serving", slog.String("grpc", lis.Addr().String()), slog.String("http", httpAddr),
+		slog.Any("domains", domainList(limiters, f.domains)))
+	if ready != nil {
+		ready(lis.Addr().String(), httpAddr)
+	}
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-errc:
+	}
+	// Drain: tell health checkers first, then let calls in flight finish.
+	hs.Shutdown()
+	stopped := make(chan struct{})
+	go func() { gs.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(f.drain):
+		gs.Stop()
+	}
+	if hsrv != nil {
+		sctx, scancel := context.WithTimeout(context.Background(), f.drain)
+		_ = hsrv.Shutdown(sctx)
+		scancel()
+	}
+	cancel()
+	<-replicaDone
+	<-blocksDone
+	logger.Info("ratekit_envoy_stopped")
+	return serveErr
+}
+
+func domainList(limiters []*ratelimit.Limiter, mapped map[string]string) []string {
+	var out []string
+	for _, l := range limiters {
+		out = append(out, l.Name())
+	}
+	for d, l := range mapped {
+		out = append(out, d+"="+l)
+	}
+	return out
+}
+
+// redisClient builds the client from the URL. The URL is left out of errors:
+// it may hold a password.
+func redisClient(url string, cluster bool) (redis.UniversalClient, error) {
+	if cluster {
+		opt, err := redis.ParseClusterURL(url)
+		if err != nil {
+			return nil, errors.New("-redis-url is not a valid Redis Cluster URL")
+		}
+		return redis.NewClusterClient(opt), nil
+	}
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, errors.New("-redis-url is not a valid Redis URL")
+	}
+	return redis.NewClient(opt), nil
+}

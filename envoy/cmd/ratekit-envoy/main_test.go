@@ -1,0 +1,252 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	rlcommonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+
+	"github.com/ratekit/ratekit/core/config"
+	"github.com/ratekit/ratekit/core/rulestore"
+	"github.com/ratekit/ratekit/internal/redistest"
+)
+
+// syncBuffer is the server's log, written by its goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// The binary on the example configuration and a real Redis: it seeds and
+// loads the rules, answers Envoy's calls on a mapped domain, serves health,
+// reflection and metrics, and drains on shutdown.
+func TestServe(t *testing.T) {
+	t.Run("standalone", func(t *testing.T) { testServe(t, redistest.Client(t), "-redis-url", redistest.URL(t)) })
+	t.Run("cluster", func(t *testing.T) {
+		addrs := redistest.ClusterAddrs(t)
+		url := "redis://" + addrs[0] + "?addr=" + strings.Join(addrs[1:], "&addr=")
+		testServe(t, redistest.ClusterClient(t), "-redis-url", url, "-redis-cluster")
+	})
+}
+
+func testServe(t *testing.T, client redis.UniversalClient, redisFlags ...string) {
+	prefix := redistest.Prefix(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	type addrs struct{ grpc, http string }
+	ready := make(chan addrs, 1)
+	done := make(chan error, 1)
+	var log syncBuffer
+	go func() {
+		done <- run(ctx, append([]string{
+			"-available", "../../example/available_limiters.yaml",
+			"-rate-limits", "../../example/rate_limits.yaml",
+			"-key-prefix", prefix, "-rules-prefix", prefix + "{rules}:", "-seed",
+			"-listen", "127.0.0.1:0", "-http", "127.0.0.1:0", "-domain", "gateway=edge", "-refresh", "100ms",
+			"-timeout", "5s", // generous: the tests run on a loaded machine, under -race
+		}, redisFlags...), &log, func(g, h string) { ready <- addrs{g, h} })
+	}()
+	var a addrs
+	select {
+	case a = <-ready:
+	case err := <-done:
+		t.Fatalf("run returned before serving: %v\n%s", err, log.String())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("not serving after 30s:\n%s", log.String())
+	}
+	conn, err := grpc.NewClient(a.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	cctx, ccancel := context.WithTimeout(ctx, 30*time.Second)
+	defer ccancel()
+
+	hc, err := healthpb.NewHealthClient(conn).Check(cctx, &healthpb.HealthCheckRequest{Service: "envoy.service.ratelimit.v3.RateLimitService"})
+	if err != nil || hc.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health: %v %v", hc, err)
+	}
+	stream, err := reflectionpb.NewServerReflectionClient(conn).ServerReflectionInfo(cctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}}); err != nil {
+		t.Fatal(err)
+	}
+	refl, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var services []string
+	for _, s := range refl.GetListServicesResponse().GetService() {
+		services = append(services, s.GetName())
+	}
+	if !strings.Contains(strings.Join(services, " "), "envoy.service.ratelimit.v3.RateLimitService") {
+		t.Errorf("reflection lists %v", services)
+	}
+
+	// The file tier's per_user_writes (20 per minute) blocks the 21st POST.
+	rls := rlsv3.NewRateLimitServiceClient(conn)
+	req := &rlsv3.RateLimitRequest{Domain: "gateway", Descriptors: []*rlcommonv3.RateLimitDescriptor{{Entries: []*rlcommonv3.RateLimitDescriptor_Entry{
+		{Key: "generic_key", Value: "api"}, {Key: "user", Value: "bob"}, {Key: "method", Value: "POST"},
+	}}}}
+	for i := 1; i <= 21; i++ {
+		resp, err := rls.ShouldRateLimit(cctx, req)
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		want := rlsv3.RateLimitResponse_OK
+		if i == 21 {
+			want = rlsv3.RateLimitResponse_OVER_LIMIT
+		}
+		if resp.GetOverallCode() != want {
+			t.Fatalf("request %d: %v", i, resp)
+		}
+		if i == 21 && resp.GetStatuses()[0].GetCurrentLimit().GetName() != "per_user_writes" {
+			t.Errorf("blocked by %v", resp.GetStatuses()[0].GetCurrentLimit())
+		}
+	}
+
+	// An operator publishes a new rule: the server's replica picks it up at a
+	// refresh (the published tier sits below rate_limits.yaml's, so it adds
+	// a rule rather than overriding per_user_writes).
+	avail, err := config.LoadAvailableLimiters("../../example/available_limiters.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := rulestore.New(client, rulestore.Options{Prefix: prefix + "{rules}:", Available: avail})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := config.ParsePublishRulesRequest("publish.yaml", []byte(`
+rate_limits:
+  edge:
+    - name: reads_frozen
+      match: {generic_key: api, method: GET}
+      characteristics: [user]
+      limit: 1
+      period_s: 60
+      action: limit
+`), avail)
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := &rlsv3.RateLimitRequest{Domain: "gateway", Descriptors: []*rlcommonv3.RateLimitDescriptor{{Entries: []*rlcommonv3.RateLimitDescriptor_Entry{
+		{Key: "generic_key", Value: "api"}, {Key: "user", Value: "carol"}, {Key: "method", Value: "GET"},
+	}}}}
+	if resp, err := rls.ShouldRateLimit(cctx, get); err != nil || resp.GetOverallCode() != rlsv3.RateLimitResponse_OK {
+		t.Fatalf("carol's GET before the publish: %v %v", resp, err)
+	}
+	if _, err := store.Publish(cctx, pub); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		resp, err := rls.ShouldRateLimit(cctx, get)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.GetOverallCode() == rlsv3.RateLimitResponse_OVER_LIMIT {
+			if name := resp.GetStatuses()[0].GetCurrentLimit().GetName(); name != "reads_frozen" {
+				t.Fatalf("blocked by %s, want reads_frozen", name)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the published rule did not apply within 10s: %v", resp)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	resp, err := http.Get("http://" + a.http + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{
+		`ratekit_envoy_requests_total{code="over_limit",domain="gateway"} 2`,
+		`ratelimit_rule_evaluations_total{action="limit",rate_limiter="edge",result="block",rule="reads_frozen"} 1`,
+		`ratelimit_rule_evaluations_total{action="limit",rate_limiter="edge",result="block",rule="per_user_writes"} 1`,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+
+	resp, err = http.Get("http://" + a.http + "/debug/ratelimit?format=json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`"edge"`, `"reads_frozen"`, `"per_user_writes"`} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/debug/ratelimit lacks %s:\n%s", want, body)
+		}
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no graceful stop within 30s")
+	}
+	if !strings.Contains(log.String(), "ratekit_envoy_stopped") {
+		t.Errorf("log:\n%s", log.String())
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "-available is required"},
+		{[]string{"-available", "x.yaml"}, "-redis-url is required"},
+		{[]string{"-available", "x.yaml", "-redis-url", "redis://x", "-unknown-domain", "maybe"}, "-unknown-domain"},
+		{[]string{"-available", "x.yaml", "-redis-url", "redis://x", "-domain", "nolimiter"}, "envoy_domain=limiter"},
+		{[]string{"-available", "x.yaml", "-redis-url", "redis://x", "extra"}, "unexpected arguments"},
+	} {
+		err := run(context.Background(), c.args, io.Discard, nil)
+		if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v, want a usage error with %q", c.args, err, c.want)
+		}
+	}
+	if err := run(context.Background(), []string{"-h"}, io.Discard, nil); !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("-h: %v, want flag.ErrHelp (exit 0)", err)
+	}
+	// A missing file is an error naming it, not a usage error.
+	err := run(context.Background(), []string{"-available", "missing.yaml", "-redis-url", "redis://127.0.0.1:1"}, io.Discard, nil)
+	if err == nil || errors.Is(err, errUsage) || !strings.Contains(err.Error(), "missing.yaml") {
+		t.Errorf("missing file: %v", err)
+	}
+}

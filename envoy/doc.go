@@ -1,0 +1,130 @@
+// Package ratekitenvoy serves Envoy's global rate-limit service
+// (envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit) from ratekit
+// limiters, so that a gateway (Envoy, Istio, Envoy Gateway, Contour) and the
+// Go services behind it enforce one rule set on one set of counters: a rule
+// published once into the rule store is enforced at the edge and in the
+// service alike. The command ratekit-envoy (cmd/ratekit-envoy) runs it with
+// the configuration files, Redis, the rule store, metrics, health and
+// reflection.
+//
+// It lives in a module of its own because it imports the Envoy API
+// (github.com/envoyproxy/go-control-plane/envoy); the root module never does.
+//
+// # Mapping
+//
+// A request is read whole before anything is counted:
+//
+//   - domain selects the limiter: the limiter of that name, or the one
+//     Options.Domains maps it to. An unknown domain is answered NOT_FOUND
+//     naming it (Envoy counts an error and, unless failure_mode_deny is set,
+//     lets the request through), or OK by Options.UnknownDomain.
+//   - Each descriptor is one Check of that limiter, its entries the
+//     identifier: the entry [generic_key=api, user=alice] is the identifier
+//     {"generic_key": "api", "user": "alice"}. Keys are identifier properties
+//     (^[a-z0-9_]{1,64}$) and, with Options.Available, must be among the
+//     limiter's available_properties, as every rule's are. A key given twice
+//     in one descriptor is an error.
+//   - hits_addend is the check's cost: the descriptor's when set (0 reads
+//     without counting), else the request's, else 1.
+//   - A descriptor's limit override becomes a per-request limit rule above
+//     every tier of the limiter (ratelimit.WithRules), named
+//     OverrideRulePrefix plus its window in seconds ("envoy_override_60s"),
+//     counting by all the descriptor's keys. It is never shadow, as in
+//     envoyproxy/ratelimit: its block stands even where the limiter's
+//     result is softened to allow by a shadow mode of the limiter. Its window is unit × unit_multiplier (a month is
+//     30 days, a year 365); 0 requests per unit denies every request. The
+//     limiter's own rules still apply below it.
+//   - Every descriptor is checked, even after one is over the limit
+//     (envoyproxy/ratelimit does the same), so each status is true. They
+//     are checked in order, or concurrently with Options.Concurrent (one
+//     round trip of waiting instead of one per descriptor, where the network
+//     is slower than a goroutine).
+//
+// Rules select their descriptors with match: a rule whose characteristic a
+// descriptor lacks is left out of that check and the check is degraded
+// (logged at WARN), never folded into one shared counter. Give each rule of a
+// gateway limiter a match on a key its descriptors carry, such as
+// {generic_key: per_ip} (Envoy's generic_key action names a descriptor's
+// purpose), or {remote_address: {regex: ".*"}} for "present".
+//
+// # Answer
+//
+//   - overall_code is OVER_LIMIT when any descriptor's check blocks.
+//   - Each status has code OK or OVER_LIMIT and, from the most constraining
+//     evaluation of an enforcing (limit) rule: current_limit (the rule's name,
+//     its limit per the longest unit that divides its window, with
+//     unit_multiplier for the rest), limit_remaining and duration_until_reset.
+//     A descriptor that only shadow rules (or none) counted has no
+//     current_limit.
+//   - response_headers_to_add carries the rate-limit headers of the most
+//     constraining enforcing rule across all descriptors in the profile of
+//     Options.Headers (IETF RateLimit-Policy and RateLimit by default, the
+//     HTTP adapters' profiles, from core/httpverdict), and on OVER_LIMIT
+//     Retry-After and Cache-Control: no-store. Envoy adds them to the 429 it
+//     sends, and to the upstream's response when the request is allowed.
+//   - Shadow (log) rules count and show in the limiter's metrics
+//     (ratelimit_rule_evaluations_total{result="log"}, core/observe) and never
+//     block nor change the answer.
+//
+// # Failure
+//
+// The service fails open per ratekit's rules: a descriptor whose check fails
+// (Redis down or slow, the breaker open) is OK, without current_limit, and
+// counted in ratekit_envoy_fail_open_descriptors_total; each check is bounded
+// by the limiter's Timeout and, once the breaker opens, does not touch Redis.
+// So Envoy's failure_mode_deny matters only when ratekit-envoy itself cannot
+// be reached. A malformed request (no descriptors, a bad or undeclared key,
+// a bound exceeded, a refund via is_negative_hits, an invalid override) is
+// answered INVALID_ARGUMENT naming the descriptor and entry, and nothing of
+// it is counted. A panic below the service is recovered and answered
+// INTERNAL. Every size a caller controls is bounded (Options.MaxDescriptors,
+// MaxEntries, MaxValueLen, MaxHits; domains of at most 256 bytes).
+//
+// # Worked Envoy configuration
+//
+// The example directory holds an Envoy bootstrap (example/envoy.yaml) and the
+// ratekit files it is wired to. Its core: the route sends descriptors,
+//
+//	rate_limits:
+//	  - actions:                      # [generic_key=per_ip, remote_address=<client>]
+//	      - generic_key: {descriptor_value: per_ip}
+//	      - remote_address: {}
+//	  - actions:                      # [generic_key=api, user=<x-user-id>, method=<:method>]
+//	      - generic_key: {descriptor_value: api}
+//	      - request_headers: {header_name: x-user-id, descriptor_key: user}
+//	      - request_headers: {header_name: ":method", descriptor_key: method}
+//
+// the HTTP filter envoy.filters.http.ratelimit asks for domain "edge" on the
+// cluster ratekit_envoy (gRPC, so HTTP/2),
+//
+//	http_filters:
+//	  - name: envoy.filters.http.ratelimit
+//	    typed_config:
+//	      "@type": type.googleapis.com/envoy.extensions.filters.http.ratelimit.v3.RateLimit
+//	      domain: edge
+//	      failure_mode_deny: false
+//	      rate_limit_service:
+//	        transport_api_version: V3
+//	        grpc_service: {envoy_grpc: {cluster_name: ratekit_envoy}}
+//
+// and available_limiters.yaml declares the limiter "edge" with properties
+// generic_key, remote_address, user, method and path, and rules such as
+//
+//	default_rules:
+//	  - name: per_user_api
+//	    match: {generic_key: api}
+//	    characteristics: [user]
+//	    limit: 120
+//	    period_s: 60
+//	    action: limit
+//
+// Run the server beside Envoy:
+//
+//	ratekit-envoy -available available_limiters.yaml -rate-limits rate_limits.yaml \
+//	    -redis-url redis://redis:6379 -listen :8081 -http :9090
+//
+// A Go service behind the gateway that builds the limiter "edge" from the
+// same available_limiters.yaml on the same Redis and checks
+// Identifier{"generic_key": "api", "user": id} shares the gateway's counter:
+// the counter key is the limiter, the rule and the characteristic values.
+package ratekitenvoy
