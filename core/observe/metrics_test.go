@@ -263,3 +263,43 @@ func TestEvaluationResult(t *testing.T) {
 		}
 	}
 }
+
+// The breaker state of an Init limiter is exported: closed while the store
+// answers, open after the store failed three checks in a row.
+func TestMetricsBreakerState(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		store  ratelimit.Store
+		checks int
+		state  string
+	}{
+		{"store answers", ratelimit.NewMemoryStore(), 3, "closed"},
+		{"store down", failingStore{}, 3, "open"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := observe.NewMetrics(observe.MetricsOptions{})
+			// A cooldown far longer than the test: the breaker cannot turn
+			// half-open however slow the machine is.
+			l, err := ratelimit.New(ratelimit.Config{Name: "api", Store: c.store, Rules: testRules(), Observer: m,
+				Logger: discard, Timeout: time.Second, Breaker: ratelimit.BreakerConfig{Failures: 3, Cooldown: time.Hour}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.Init(l)
+			for range c.checks {
+				l.Check(context.Background(), ratelimit.Identifier{"kind": "api", "user": "u", "ip": "192.0.2.1"})
+			}
+			want := "\n# HELP ratelimit_breaker_state 1 for the current state of the limiter's circuit breaker (closed, open: checks fail open without calling the store, half-open: probing), 0 for the others.\n# TYPE ratelimit_breaker_state gauge\n"
+			for _, s := range []string{"closed", "half-open", "open"} {
+				v := "0"
+				if s == c.state {
+					v = "1"
+				}
+				want += `ratelimit_breaker_state{rate_limiter="api",state="` + s + `"} ` + v + "\n"
+			}
+			if err := testutil.CollectAndCompare(m, strings.NewReader(want), "ratelimit_breaker_state"); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
