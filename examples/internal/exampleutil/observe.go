@@ -75,6 +75,23 @@ func Observed(t testing.TB, url, limiter, rule string) {
 	}
 }
 
+// NotServed checks that the public listener at url serves neither /metrics
+// nor /debug/ratelimit: both belong on the internal listener only.
+func NotServed(t testing.TB, url string) {
+	t.Helper()
+	for _, path := range []string{"/metrics", "/debug/ratelimit", "/debug/ratelimit?format=json"} {
+		resp, err := http.Get(url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound || strings.Contains(string(b), "ratelimit_") || strings.Contains(string(b), "hello_per_ip") {
+			t.Errorf("public GET %s: %d %.200q, want 404 without metrics or rules", path, resp.StatusCode, b)
+		}
+	}
+}
+
 func get(t testing.TB, url string) string {
 	t.Helper()
 	resp, err := http.Get(url)
