@@ -252,9 +252,9 @@ func EvaluationResult(ev *ratelimit.Evaluation) string {
 	return ResultAllow
 }
 
-// Init pre-exports the series of a limiter with value 0, so that rates and
-// error ratios exist before the first check (Prometheus "avoid missing
-// metrics"), sets the limit and period gauges of its static rules, and exports
+// Init pre-exports the series of a limiter and of its rules' evaluations
+// with value 0, so that rates and error ratios exist before the first check
+// (Prometheus "avoid missing metrics"), sets the limit and period gauges of its static rules, and exports
 // the state of its circuit breaker from then on.
 func (m *Metrics) Init(l *ratelimit.Limiter) {
 	lim := l.Name()
@@ -270,6 +270,7 @@ func (m *Metrics) Init(l *ratelimit.Limiter) {
 	m.peeks.WithLabelValues(lim, "true")
 	m.duration.WithLabelValues(lim)
 	for _, r := range l.Rules() {
+		m.initEvaluations(lim, r)
 		n, okN := r.Limit.IsStatic()
 		d, okD := r.Period.IsStatic()
 		if r.Action == ratelimit.ActionSkip || !okN || !okD {
@@ -277,6 +278,31 @@ func (m *Metrics) Init(l *ratelimit.Limiter) {
 		}
 		m.limit.WithLabelValues(lim, r.Name).Set(float64(n))
 		m.period.WithLabelValues(lim, r.Name).Set(d.Seconds())
+	}
+}
+
+// initEvaluations pre-exports the evaluation series a rule can produce, so
+// that a rule's first blocks show in rate() (a counter born at 15 has no
+// increase to Prometheus).
+func (m *Metrics) initEvaluations(lim string, r ratelimit.Rule) {
+	action := r.Action
+	if action == "" {
+		action = ratelimit.ActionLimit
+	}
+	var results []string
+	switch action {
+	case ratelimit.ActionSkip:
+		results = []string{ResultSkip}
+	case ratelimit.ActionLog:
+		results = []string{ResultAllow, ResultLog}
+	default:
+		results = []string{ResultAllow, ResultBlock}
+	}
+	if r.BanFor > 0 {
+		results = append(results, ResultBanned)
+	}
+	for _, res := range results {
+		m.evals.WithLabelValues(lim, r.Name, string(action), res)
 	}
 }
 

@@ -155,6 +155,24 @@ ratelimit_limit{rate_limiter="api",rule="shadow_ip"} 2
 	if err := testutil.CollectAndCompare(m, strings.NewReader(want), "ratelimit_checks_total", "ratelimit_peeks_total", "ratelimit_limit"); err != nil {
 		t.Fatal(err)
 	}
+	// Each rule's possible results, by its action (and ban).
+	const evals = `
+# HELP ratelimit_rule_evaluations_total Rules evaluated by rate-limit checks; action is the rule's configured action, result allow|block|log|skip|banned.
+# TYPE ratelimit_rule_evaluations_total counter
+ratelimit_rule_evaluations_total{action="limit",rate_limiter="api",result="allow",rule="login_ban"} 0
+ratelimit_rule_evaluations_total{action="limit",rate_limiter="api",result="allow",rule="per_user"} 0
+ratelimit_rule_evaluations_total{action="limit",rate_limiter="api",result="banned",rule="login_ban"} 0
+ratelimit_rule_evaluations_total{action="limit",rate_limiter="api",result="block",rule="login_ban"} 0
+ratelimit_rule_evaluations_total{action="limit",rate_limiter="api",result="block",rule="per_user"} 0
+ratelimit_rule_evaluations_total{action="log",rate_limiter="api",result="allow",rule="paths"} 0
+ratelimit_rule_evaluations_total{action="log",rate_limiter="api",result="allow",rule="shadow_ip"} 0
+ratelimit_rule_evaluations_total{action="log",rate_limiter="api",result="log",rule="paths"} 0
+ratelimit_rule_evaluations_total{action="log",rate_limiter="api",result="log",rule="shadow_ip"} 0
+ratelimit_rule_evaluations_total{action="skip",rate_limiter="api",result="skip",rule="trusted"} 0
+`
+	if err := testutil.CollectAndCompare(m, strings.NewReader(evals), "ratelimit_rule_evaluations_total"); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // A dynamic limit is exported as resolved at the check, and follows changes.
