@@ -327,3 +327,21 @@ func freeAddr(t *testing.T) string {
 	defer l.Close()
 	return l.Addr().String()
 }
+
+// The copier template ships the same rules, tests and dashboard.
+func TestTemplateCopies(t *testing.T) {
+	template := filepath.Join(dir(t), "..", "copier-template", "template", "observability")
+	for _, f := range []string{"prometheus/ratekit.rules.yml", "prometheus/ratekit.rules.test.yml", "grafana/ratekit.json"} {
+		want, err := os.ReadFile(filepath.Join(dir(t), f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(filepath.Join(template, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Errorf("copier-template/template/observability/%s differs from observability/%s: copy it", f, f)
+		}
+	}
+}
