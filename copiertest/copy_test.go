@@ -97,6 +97,12 @@ func checkRendered(t *testing.T, c renderCase, dst string) {
 	if _, err := os.Stat(filepath.Join(dst, "cmd", c.service, "main.go")); err != nil {
 		t.Errorf("no main package: %v", err)
 	}
+	// The dashboards and alerts, verbatim (no Jinja: they hold {{ $labels }}).
+	for _, f := range []string{"prometheus/ratekit.rules.yml", "prometheus/ratekit.rules.test.yml", "grafana/ratekit.json"} {
+		if read(t, filepath.Join(dst, "observability", f)) != read(t, filepath.Join(repoRoot, "observability", f)) {
+			t.Errorf("observability/%s differs from the repository's", f)
+		}
+	}
 	if out := run(t, dst, nil, "gofmt", "-l", "."); out != "" {
 		t.Errorf("rendered Go code is not gofmt-clean:\n%s", out)
 	}
