@@ -13,6 +13,10 @@
 //	grpcurl -plaintext localhost:50051 list
 //	grpcurl -plaintext -v -d '"ratekit"' localhost:50051 ratekit.example.v1.Greeter/SayHello
 //	grpcurl -plaintext localhost:50051 grpc.health.v1.Health/Check   # never limited
+//
+// /metrics and /debug/ratelimit are on -metrics-addr (default localhost:9100),
+// never on the gRPC port. With OTEL_EXPORTER_OTLP_ENDPOINT set, checks are
+// also spans and the metrics are pushed over OTLP/HTTP.
 package main
 
 import (
@@ -70,6 +74,12 @@ func run(ctx context.Context, o options) error {
 	}
 	defer closeStore()
 	obs := exampleutil.NewObservability()
+	// OpenTelemetry traces and metrics when OTEL_EXPORTER_OTLP_ENDPOINT is set.
+	stopOTel, err := obs.StartOTel(ctx, "ratekit_example_grpc")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = stopOTel(context.Background()) }()
 	srv, limiter, err := newServer(store, o.keyPrefix, obs.Observer())
 	if err != nil {
 		return err

@@ -22,6 +22,8 @@ type Observability struct {
 	Registry *prometheus.Registry
 	Metrics  *observe.Metrics
 	Blocks   *observe.BlockSummary
+
+	tracing *observe.Tracing // set by StartOTel when OpenTelemetry is configured
 }
 
 // NewObservability returns metrics registered on a fresh registry and a block
@@ -36,8 +38,12 @@ func NewObservability() *Observability {
 	return o
 }
 
-// Observer is the Config.Observer of the example's limiters.
+// Observer is the Config.Observer of the example's limiters: metrics, the
+// block summary and, after StartOTel, tracing.
 func (o *Observability) Observer() ratelimit.Observer {
+	if o.tracing != nil {
+		return ratelimit.Observers(o.Metrics, o.Blocks, o.tracing)
+	}
 	return ratelimit.Observers(o.Metrics, o.Blocks)
 }
 

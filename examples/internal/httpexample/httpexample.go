@@ -99,6 +99,12 @@ func Run(ctx context.Context, name string, o Options, newHandler NewHandler) err
 	}
 	defer closeStore()
 	obs := exampleutil.NewObservability()
+	// OpenTelemetry traces and metrics when OTEL_EXPORTER_OTLP_ENDPOINT is set.
+	stopOTel, err := obs.StartOTel(ctx, "ratekit_example_"+strings.NewReplacer("/", "", ".", "").Replace(name))
+	if err != nil {
+		return err
+	}
+	defer func() { _ = stopOTel(context.Background()) }()
 	limiter, err := NewLimiter(store, o.KeyPrefix, obs.Observer())
 	if err != nil {
 		return err
