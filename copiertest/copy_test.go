@@ -3,6 +3,7 @@ package copiertest
 import (
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -10,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -189,7 +191,9 @@ func checkRuns(t *testing.T, c renderCase, dst string) {
 	run(t, dst, projectEnv(c.redisEnv), "go", "build", "-o", bin, "./cmd/"+c.service)
 	prefix := strings.ToUpper(c.service)
 	internal := freeAddr(t)
-	env := []string{prefix + "_INTERNAL_ADDR=" + internal, prefix + "_GRPC_ADDR=" + freeAddr(t)}
+	otlp := startOTLPReceiver(t)
+	env := []string{prefix + "_INTERNAL_ADDR=" + internal, prefix + "_GRPC_ADDR=" + freeAddr(t),
+		"OTEL_EXPORTER_OTLP_ENDPOINT=" + otlp.url}
 	var httpAddrs []string
 	for _, fw := range c.frameworks {
 		if slices.Contains(httpFrameworks, fw) {
@@ -227,6 +231,57 @@ func checkRuns(t *testing.T, c renderCase, dst string) {
 	if !strings.Contains(p.logs(), c.service+" started") {
 		t.Errorf("service logs lack the start line:\n%s", p.logs())
 	}
+	// OpenTelemetry, flushed at exit: the checks as spans (HTTP frameworks
+	// made some), the metrics over OTLP, both as service.name.
+	traces, metrics := otlp.received("/v1/traces"), otlp.received("/v1/metrics")
+	for _, want := range []string{"ratelimit_checks_total", "ratelimit_breaker_state", c.service} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("OTLP metrics export lacks %q (%d bytes)", want, len(metrics))
+		}
+	}
+	if len(httpAddrs) > 0 {
+		for _, want := range []string{"ratelimit.check", "ratelimit.limiter", "http_request", c.service} {
+			if !strings.Contains(traces, want) {
+				t.Errorf("OTLP trace export lacks %q (%d bytes)", want, len(traces))
+			}
+		}
+	}
+}
+
+// otlpReceiver is an OTLP/HTTP endpoint on loopback that keeps the raw
+// protobuf bodies per path. The tests look for strings in them (span, metric
+// and attribute names are stored verbatim in protobuf), which needs no OTLP
+// code in this module.
+type otlpReceiver struct {
+	url    string
+	mu     sync.Mutex
+	bodies map[string][]byte
+}
+
+func startOTLPReceiver(t *testing.T) *otlpReceiver {
+	t.Helper()
+	r := &otlpReceiver{bodies: map[string][]byte{}}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.url = "http://" + l.Addr().String()
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		b, _ := io.ReadAll(req.Body)
+		r.mu.Lock()
+		r.bodies[req.URL.Path] = append(r.bodies[req.URL.Path], b...)
+		r.mu.Unlock()
+		w.Header().Set("Content-Type", "application/x-protobuf")
+	})}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	return r
+}
+
+func (r *otlpReceiver) received(path string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return string(r.bodies[path])
 }
 
 // proc is a running service binary.
