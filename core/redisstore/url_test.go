@@ -24,8 +24,15 @@ func TestParseURLHidesPassword(t *testing.T) {
 			if err == nil {
 				t.Fatalf("ParseURL(%q) accepted it", c.url)
 			}
-			if strings.Contains(err.Error(), "s3cr3t") {
-				t.Errorf("error shows the password: %v", err)
+			// A cluster URL has no database: that case parses there.
+			_, clusterErr := redisstore.ParseClusterURL(c.url)
+			for _, err := range []error{err, clusterErr} {
+				if err != nil && strings.Contains(err.Error(), "s3cr3t") {
+					t.Errorf("error shows the password: %v", err)
+				}
+			}
+			if clusterErr == nil && c.name != "bad database" {
+				t.Errorf("ParseClusterURL(%q) accepted it", c.url)
 			}
 			if !strings.Contains(err.Error(), c.want) {
 				t.Errorf("error %q lacks %q", err, c.want)
