@@ -14,22 +14,45 @@
 # `copier update --trust`. The tests publish to a temporary repository with this
 # same script (see copiertest/).
 #
-# Usage: publish.sh [--source DIR] REPO VERSION
-#   --source DIR  publish DIR instead of this script's directory
+# Usage: publish.sh [--source DIR] [--ratekit-path DIR | --ratekit-version V] REPO VERSION
+#   --source DIR           publish DIR instead of this script's directory
+#   --ratekit-path DIR     services default to building against the ratekit
+#                          checkout DIR (go.mod replace lines); the default is
+#                          the checkout this script belongs to, so a template
+#                          published from a checkout renders services that
+#                          build on this machine before ratekit is released
+#   --ratekit-version V    services default to the released ratekit V (vX.Y.Z)
+#                          from the Go module proxy instead
 #   REPO          the template repository (created when missing; must be clean)
 #   VERSION       PEP 440 release number such as 2.0.0 (tagged v2.0.0)
 set -euo pipefail
 
-usage() { echo "usage: $0 [--source DIR] REPO VERSION" >&2; exit 2; }
+usage() { echo "usage: $0 [--source DIR] [--ratekit-path DIR | --ratekit-version V] REPO VERSION" >&2; exit 2; }
 die() { echo "publish.sh: $*" >&2; exit 1; }
 
-src=$(cd "$(dirname "$0")" && pwd)
-if [ "${1:-}" = "--source" ]; then
-  [ $# -ge 2 ] || usage
-  src=$(cd "$2" && pwd)
-  shift 2
-fi
+here=$(cd "$(dirname "$0")" && pwd)
+src=$here
+ratekit_path=
+ratekit_version=
+while [ $# -gt 0 ]; do
+  case $1 in
+    --source) [ $# -ge 2 ] || usage; src=$(cd "$2" && pwd); shift 2 ;;
+    --ratekit-path) [ $# -ge 2 ] || usage; ratekit_path=$(cd "$2" && pwd) || die "no directory $2"; shift 2 ;;
+    --ratekit-version) [ $# -ge 2 ] || usage; ratekit_version=$2; shift 2 ;;
+    --*) usage ;;
+    *) break ;;
+  esac
+done
 [ $# -eq 2 ] || usage
+[ -z "$ratekit_path" ] || [ -z "$ratekit_version" ] || die "give --ratekit-path or --ratekit-version, not both"
+if [ -n "$ratekit_version" ]; then
+  [[ $ratekit_version =~ ^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$ ]] || die "ratekit version $ratekit_version is not a semantic version such as v0.1.0"
+elif [ -z "$ratekit_path" ]; then
+  ratekit_path=$(dirname "$here")
+fi
+if [ -n "$ratekit_path" ] && ! grep -qx 'module github.com/ratekit/ratekit' "$ratekit_path/go.mod" 2>/dev/null; then
+  die "$ratekit_path is not a ratekit checkout (no go.mod of module github.com/ratekit/ratekit)"
+fi
 repo=$1
 version=${2#v}
 [[ $version =~ ^[0-9]+(\.[0-9]+)*$ ]] || die "version $2 is not a release number such as 2.0.0"
@@ -55,7 +78,21 @@ fi
 # Make the tree equal to the template: drop everything but .git, then copy.
 find "$repo" -mindepth 1 -maxdepth 1 ! -name .git -exec rm -rf {} +
 tar -C "$src" --exclude=./.git -cf - . | tar -C "$repo" -xf -
+# The defaults of the questions ratekit_path and ratekit_version (published.yml,
+# included by copier.yml).
+cat >"$repo/published.yml" <<EOF
+# Written by publish.sh: the defaults of the questions ratekit_path and
+# ratekit_version for this release of the template.
+published_ratekit_path:
+  type: str
+  default: "$ratekit_path"
+  when: false
+published_ratekit_version:
+  type: str
+  default: "${ratekit_version:-v0.1.0}"
+  when: false
+EOF
 git_ add -A
 git_ commit -q --allow-empty -m "ratekit service template $tag"
 git_ tag -a "$tag" -m "ratekit service template $tag"
-echo "published $src as $tag in $repo"
+echo "published $src as $tag in $repo (services default to ${ratekit_version:-the ratekit checkout $ratekit_path})"

@@ -3,6 +3,7 @@ package copiertest
 import (
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -10,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -47,11 +49,13 @@ func renderCases() []renderCase {
 			// name has a dash, which the default service name turns into "_".
 			dir:        "all-frameworks",
 			frameworks: []string{"nethttp", "grpc", "echo", "gin", "asynq"},
-			answers:    map[string]string{"go_module": "gitlab.example.com/platform/all-frameworks", "redis_url_env": "ALL_FRAMEWORKS_REDIS"},
-			service:    "all_frameworks",
-			module:     "gitlab.example.com/platform/all-frameworks",
-			redisEnv:   "ALL_FRAMEWORKS_REDIS",
-			tests:      []string{"TestNetHTTP", "TestGRPC", "TestEcho", "TestGin", "TestAsynq"},
+			// ratekit_path given explicitly; the other cases take the
+			// default publish.sh recorded (this checkout).
+			answers:  map[string]string{"go_module": "gitlab.example.com/platform/all-frameworks", "redis_url_env": "ALL_FRAMEWORKS_REDIS", "ratekit_path": repoRoot},
+			service:  "all_frameworks",
+			module:   "gitlab.example.com/platform/all-frameworks",
+			redisEnv: "ALL_FRAMEWORKS_REDIS",
+			tests:    []string{"TestNetHTTP", "TestGRPC", "TestEcho", "TestGin", "TestAsynq"},
 		},
 		{
 			// Opted into the per-request rules service (the remote tier).
@@ -66,24 +70,24 @@ func renderCases() []renderCase {
 	}
 }
 
-// TestCopy renders the template for each framework alone and all together,
-// then checks what a service team and its CI would run.
+// TestCopy renders the template for each framework alone and all together
+// (`copier copy --defaults`: nothing but the frameworks answered, the other
+// answers are the defaults), then checks what a service team and its CI would
+// run.
 func TestCopy(t *testing.T) {
 	for _, c := range renderCases() {
 		t.Run(c.dir, func(t *testing.T) {
 			dst := filepath.Join(work, "copy", c.dir)
-			answers := map[string]string{
-				"frameworks":   "[" + strings.Join(c.frameworks, ", ") + "]",
-				"ratekit_path": repoRoot,
-			}
+			answers := map[string]string{"frameworks": "[" + strings.Join(c.frameworks, ", ") + "]"}
 			for k, v := range c.answers {
 				answers[k] = v
 			}
 			copierCopy(t, templateRepo, dst, answers)
 			checkRendered(t, c, dst)
 			checkValidate(t, c, dst)
-			checkGoMod(t, c, dst)
 			checkBuildAndTest(t, c, dst)
+			checkGoMod(t, c.module, c.frameworks, dst)
+			checkRemoteModule(t, c, dst)
 			checkRuns(t, c, dst)
 		})
 	}
@@ -92,7 +96,7 @@ func TestCopy(t *testing.T) {
 // checkRendered checks the answers file and which files the frameworks chose.
 func checkRendered(t *testing.T, c renderCase, dst string) {
 	answers := read(t, filepath.Join(dst, ".copier-answers.yml"))
-	for _, want := range []string{"_commit: v2.0.0", "_src_path: " + templateRepo, "service_name: " + c.service, "go_module: " + c.module} {
+	for _, want := range []string{"_commit: v" + currentVersion, "_src_path: " + templateRepo, "ratekit_path: " + repoRoot, "service_name: " + c.service, "go_module: " + c.module} {
 		if !strings.Contains(answers, want) {
 			t.Errorf(".copier-answers.yml lacks %q:\n%s", want, answers)
 		}
@@ -105,6 +109,12 @@ func checkRendered(t *testing.T, c renderCase, dst string) {
 	}
 	if _, err := os.Stat(filepath.Join(dst, "cmd", c.service, "main.go")); err != nil {
 		t.Errorf("no main package: %v", err)
+	}
+	// The dashboards and alerts, verbatim (no Jinja: they hold {{ $labels }}).
+	for _, f := range []string{"prometheus/ratekit.rules.yml", "prometheus/ratekit.rules.test.yml", "grafana/ratekit.json"} {
+		if read(t, filepath.Join(dst, "observability", f)) != read(t, filepath.Join(repoRoot, "observability", f)) {
+			t.Errorf("observability/%s differs from the repository's", f)
+		}
 	}
 	if out := run(t, dst, nil, "gofmt", "-l", "."); out != "" {
 		t.Errorf("rendered Go code is not gofmt-clean:\n%s", out)
@@ -132,26 +142,40 @@ func checkValidate(t *testing.T, c renderCase, dst string) {
 	}
 }
 
-// checkGoMod checks the local-development replaces: the root module and the
-// adapter modules of the chosen frameworks, and no others.
-func checkGoMod(t *testing.T, c renderCase, dst string) {
-	gomod := read(t, filepath.Join(dst, "go.mod"))
-	if !strings.Contains(gomod, "module "+c.module+"\n") {
-		t.Errorf("go.mod does not declare module %s:\n%s", c.module, gomod)
+// checkGoMod checks go.mod after `make tidy`: the local-development replaces
+// of the root module and the adapter modules of the chosen frameworks (and no
+// others), each of them required.
+func checkGoMod(t *testing.T, module string, frameworks []string, dst string) {
+	t.Helper()
+	m := readGoMod(t, dst)
+	if m.Module.Path != module {
+		t.Errorf("go.mod declares module %q, want %s", m.Module.Path, module)
 	}
-	if !strings.Contains(gomod, "replace github.com/ratekit/ratekit => "+repoRoot+"\n") {
-		t.Errorf("go.mod does not replace ratekit with %s:\n%s", repoRoot, gomod)
+	replaces, requires := m.replaces(), m.requires()
+	if replaces["github.com/ratekit/ratekit"] != repoRoot || requires["github.com/ratekit/ratekit"] == "" {
+		t.Errorf("go.mod does not require ratekit replaced with %s: replaces %v, requires %v", repoRoot, replaces, requires)
 	}
-	for _, m := range adapterModules {
-		line := "replace github.com/ratekit/ratekit/middleware/" + m + " => " + filepath.Join(repoRoot, "middleware", m) + "\n"
-		if got, want := strings.Contains(gomod, line), slices.Contains(c.frameworks, m); got != want {
-			t.Errorf("go.mod replaces middleware/%s = %v, want %v:\n%s", m, got, want, gomod)
+	for _, fw := range adapterModules {
+		mod := "github.com/ratekit/ratekit/middleware/" + fw
+		want := slices.Contains(frameworks, fw)
+		if got := replaces[mod] == filepath.Join(repoRoot, "middleware", fw); got != want {
+			t.Errorf("go.mod replaces %s with the checkout = %v, want %v: %v", mod, got, want, replaces)
+		}
+		if got := requires[mod] != ""; got != want {
+			t.Errorf("go.mod requires %s = %v, want %v", mod, got, want)
 		}
 	}
-	// The rules service client's module (and so gRPC) only for services that opt in.
-	line := "replace github.com/ratekit/ratekit/core/remoterules => " + filepath.Join(repoRoot, "core", "remoterules") + "\n"
-	if got, want := strings.Contains(gomod, line), c.answers["rules_service"] == "true"; got != want {
-		t.Errorf("go.mod replaces core/remoterules = %v, want %v:\n%s", got, want, gomod)
+}
+
+// checkRemoteModule checks that only a service that opted into the rules
+// service depends on its client's module (and so on gRPC), from the checkout.
+func checkRemoteModule(t *testing.T, c renderCase, dst string) {
+	t.Helper()
+	m := readGoMod(t, dst)
+	const mod = "github.com/ratekit/ratekit/core/remoterules"
+	want := c.answers["rules_service"] == "true"
+	if got := m.replaces()[mod] == filepath.Join(repoRoot, "core", "remoterules") && m.requires()[mod] != ""; got != want {
+		t.Errorf("go.mod requires %s from the checkout = %v, want %v: replaces %v", mod, got, want, m.replaces())
 	}
 }
 
@@ -165,7 +189,7 @@ func checkBuildAndTest(t *testing.T, c renderCase, dst string) {
 		t.Errorf("make validate-rate-limits checked fewer than 2 documents:\n%s", out)
 	}
 	out := run(t, dst, env, "go", "test", "-count=1", "-v", "./...")
-	for _, name := range append([]string{"TestShippedFiles", "TestInvalidRateLimitsRejectedWhole", "TestDBUtilizationBudget"}, c.tests...) {
+	for _, name := range append([]string{"TestShippedFiles", "TestBuiltInAvailableLimiters", "TestInvalidRateLimitsRejectedWhole", "TestDBUtilizationBudget"}, c.tests...) {
 		if !strings.Contains(out, "--- PASS: "+name+" ") {
 			t.Errorf("generated test %s did not pass:\n%s", name, out)
 		}
@@ -190,7 +214,9 @@ func checkRuns(t *testing.T, c renderCase, dst string) {
 	run(t, dst, projectEnv(c.redisEnv), "go", "build", "-o", bin, "./cmd/"+c.service)
 	prefix := strings.ToUpper(c.service)
 	internal := freeAddr(t)
-	env := []string{prefix + "_INTERNAL_ADDR=" + internal, prefix + "_GRPC_ADDR=" + freeAddr(t)}
+	otlp := startOTLPReceiver(t)
+	env := []string{prefix + "_INTERNAL_ADDR=" + internal, prefix + "_GRPC_ADDR=" + freeAddr(t),
+		"OTEL_EXPORTER_OTLP_ENDPOINT=" + otlp.url}
 	var httpAddrs []string
 	for _, fw := range c.frameworks {
 		if slices.Contains(httpFrameworks, fw) {
@@ -205,7 +231,8 @@ func checkRuns(t *testing.T, c renderCase, dst string) {
 		// to the local tiers.
 		env = append(env, prefix+"_RULES_SERVICE_ADDR="+freeAddr(t))
 	}
-	p := start(t, dst, bin, c.redisEnv, env)
+	// Elsewhere than the project: available_limiters.yaml is built in.
+	p := start(t, t.TempDir(), bin, c.redisEnv, env)
 
 	metrics := p.waitGet(t, "http://"+internal+"/metrics")
 	if !strings.Contains(metrics, `rate_limiter="db_utilization"`) {
@@ -236,6 +263,57 @@ func checkRuns(t *testing.T, c renderCase, dst string) {
 	if !strings.Contains(p.logs(), c.service+" started") {
 		t.Errorf("service logs lack the start line:\n%s", p.logs())
 	}
+	// OpenTelemetry, flushed at exit: the checks as spans (HTTP frameworks
+	// made some), the metrics over OTLP, both as service.name.
+	traces, metrics := otlp.received("/v1/traces"), otlp.received("/v1/metrics")
+	for _, want := range []string{"ratelimit_checks_total", "ratelimit_breaker_state", c.service} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("OTLP metrics export lacks %q (%d bytes)", want, len(metrics))
+		}
+	}
+	if len(httpAddrs) > 0 {
+		for _, want := range []string{"ratelimit.check", "ratelimit.limiter", "http_request", c.service} {
+			if !strings.Contains(traces, want) {
+				t.Errorf("OTLP trace export lacks %q (%d bytes)", want, len(traces))
+			}
+		}
+	}
+}
+
+// otlpReceiver is an OTLP/HTTP endpoint on loopback that keeps the raw
+// protobuf bodies per path. The tests look for strings in them (span, metric
+// and attribute names are stored verbatim in protobuf), which needs no OTLP
+// code in this module.
+type otlpReceiver struct {
+	url    string
+	mu     sync.Mutex
+	bodies map[string][]byte
+}
+
+func startOTLPReceiver(t *testing.T) *otlpReceiver {
+	t.Helper()
+	r := &otlpReceiver{bodies: map[string][]byte{}}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.url = "http://" + l.Addr().String()
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		b, _ := io.ReadAll(req.Body)
+		r.mu.Lock()
+		r.bodies[req.URL.Path] = append(r.bodies[req.URL.Path], b...)
+		r.mu.Unlock()
+		w.Header().Set("Content-Type", "application/x-protobuf")
+	})}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	return r
+}
+
+func (r *otlpReceiver) received(path string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return string(r.bodies[path])
 }
 
 // proc is a running service binary.

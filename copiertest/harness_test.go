@@ -2,6 +2,7 @@ package copiertest
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"maps"
@@ -21,8 +22,20 @@ var (
 	templateDir  string // repoRoot/copier-template
 	work         string // scratch directory of the whole run
 	ratekitCLI   string // ratekit built from this checkout
-	templateRepo string // the template published at v2.0.0 (current)
+	templateRepo string // the template published at currentVersion
 )
+
+// currentVersion is the release this checkout's template is published as;
+// previousVersion is the release before it (see previousTemplate).
+const (
+	currentVersion  = "2.1.0"
+	previousVersion = "2.0.0"
+)
+
+// previousTemplateCommit is a ratekit commit whose copier-template/ is
+// release 2.0.0 as services received it: its go.mod.jinja templated the
+// require block that `go mod tidy` also writes.
+const previousTemplateCommit = "c397a9254433af69bdd712d7eae7f5b7e8d5c72b"
 
 func TestMain(m *testing.M) {
 	os.Exit(runMain(m))
@@ -57,16 +70,72 @@ func prepare() error {
 	if out, err := command(repoRoot, nil, "go", "build", "-o", ratekitCLI, "./cmd/ratekit"); err != nil {
 		return fmt.Errorf("build ratekit: %v\n%s", err, out)
 	}
-	templateRepo = filepath.Join(work, "template-v2")
-	if out, err := publish(templateDir, templateRepo, "2.0.0"); err != nil {
+	templateRepo = filepath.Join(work, "template-current")
+	if out, err := publish(templateDir, templateRepo, currentVersion); err != nil {
 		return fmt.Errorf("publish: %v\n%s", err, out)
 	}
 	return nil
 }
 
-// publish runs copier-template/publish.sh.
-func publish(src, repo, version string) (string, error) {
-	return command(work, gitEnv(), "bash", filepath.Join(templateDir, "publish.sh"), "--source", src, repo, version)
+// publish runs copier-template/publish.sh, with the defaults it gives
+// services (the checkout publish.sh belongs to, repoRoot) unless flags say
+// otherwise.
+func publish(src, repo, version string, flags ...string) (string, error) {
+	args := append([]string{filepath.Join(templateDir, "publish.sh"), "--source", src}, flags...)
+	return command(work, gitEnv(), "bash", append(args, repo, version)...)
+}
+
+// previousTemplate extracts release previousVersion of the template from
+// this checkout's git history into dir.
+func previousTemplate(t *testing.T, dir string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	archive := filepath.Join(work, "previous-template.tar")
+	run(t, repoRoot, nil, "git", "archive", "-o", archive, previousTemplateCommit+":copier-template")
+	run(t, dir, nil, "tar", "-xf", archive)
+}
+
+// goModJSON is what `go mod edit -json` reports of a go.mod.
+type goModJSON struct {
+	Module  struct{ Path string }
+	Require []struct {
+		Path    string
+		Version string
+	}
+	Replace []struct {
+		Old struct{ Path string }
+		New struct{ Path string }
+	}
+}
+
+// readGoMod parses dir/go.mod with the go command.
+func readGoMod(t *testing.T, dir string) goModJSON {
+	t.Helper()
+	var m goModJSON
+	if err := json.Unmarshal([]byte(run(t, dir, []string{"GOWORK=off"}, "go", "mod", "edit", "-json")), &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// replaces maps each replaced module path of m to its replacement.
+func (m goModJSON) replaces() map[string]string {
+	r := make(map[string]string)
+	for _, x := range m.Replace {
+		r[x.Old.Path] = x.New.Path
+	}
+	return r
+}
+
+// requires maps each required module path of m to its version.
+func (m goModJSON) requires() map[string]string {
+	r := make(map[string]string)
+	for _, x := range m.Require {
+		r[x.Path] = x.Version
+	}
+	return r
 }
 
 // gitEnv gives git an identity without touching any git configuration.

@@ -57,3 +57,39 @@ func TestPublish(t *testing.T) {
 		t.Errorf("publish.sh into a dirty repository: err %v, output %q", err, out)
 	}
 }
+
+// TestPublishRatekitDefault checks what publish.sh records as the default
+// source of ratekit: a release with --ratekit-version (services `go get` it
+// and replace nothing), and a refusal of a path that is no ratekit checkout.
+func TestPublishRatekitDefault(t *testing.T) {
+	repo := filepath.Join(work, "publish-release", "repo")
+	if out, err := publish(templateDir, repo, "3.0.0", "--ratekit-version", "v1.2.3"); err != nil {
+		t.Fatalf("publish --ratekit-version: %v\n%s", err, out)
+	}
+	dst := filepath.Join(work, "publish-release", "svc_release")
+	copierCopy(t, repo, dst, nil)
+	if answers := read(t, filepath.Join(dst, ".copier-answers.yml")); !strings.Contains(answers, "ratekit_path: ''") || !strings.Contains(answers, "ratekit_version: v1.2.3") {
+		t.Errorf("answers of a copy from a release-default template:\n%s", answers)
+	}
+	tidy := run(t, dst, nil, "make", "-n", "tidy")
+	if !strings.Contains(tidy, "go get github.com/ratekit/ratekit@v1.2.3") || strings.Contains(tidy, "-replace=") {
+		t.Errorf("make tidy of a release-default service:\n%s", tidy)
+	}
+
+	for _, c := range []struct {
+		name  string
+		flags []string
+		want  string
+	}{
+		{"not a checkout", []string{"--ratekit-path", work}, "is not a ratekit checkout"},
+		{"both", []string{"--ratekit-path", repoRoot, "--ratekit-version", "v1.2.3"}, "not both"},
+		{"bad version", []string{"--ratekit-version", "1.2"}, "is not a semantic version"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out, err := publish(templateDir, repo, "3.1.0", c.flags...)
+			if err == nil || !strings.Contains(out, c.want) {
+				t.Errorf("publish.sh %v: err %v, output %q; want a refusal with %q", c.flags, err, out, c.want)
+			}
+		})
+	}
+}

@@ -55,7 +55,7 @@ func makeV1(t *testing.T, dir string) {
 }
 
 // TestUpdate renders release 1.0.0 into a git-tracked service, edits the
-// service, and updates it to 2.0.0 with `copier update`: the new default rules
+// service, and updates it to the current release with `copier update`: the new default rules
 // arrive, the migration renames db_duration in the service's own rate_limits
 // file, the service's edits survive, and the result validates, builds and
 // passes its tests.
@@ -64,7 +64,7 @@ func TestUpdate(t *testing.T) {
 	v1Src := filepath.Join(work, "update", "template-v1-src")
 	makeV1(t, v1Src)
 	repo := filepath.Join(work, "update", "template")
-	for _, rel := range []struct{ src, version string }{{v1Src, "1.0.0"}, {templateDir, "2.0.0"}} {
+	for _, rel := range []struct{ src, version string }{{v1Src, "1.0.0"}, {templateDir, currentVersion}} {
 		if out, err := publish(rel.src, repo, rel.version); err != nil {
 			t.Fatalf("publish %s: %v\n%s", rel.version, err, out)
 		}
@@ -125,7 +125,7 @@ rate_limits:
 
 	out := run(t, svc, gitEnv(), "copier", "update", "--trust", "--defaults")
 
-	if answers := read(t, filepath.Join(svc, ".copier-answers.yml")); !strings.Contains(answers, "_commit: v2.0.0") {
+	if answers := read(t, filepath.Join(svc, ".copier-answers.yml")); !strings.Contains(answers, "_commit: v"+currentVersion) {
 		t.Errorf("answers after update:\n%s", answers)
 	}
 	if bad := conflictMarkers(t, svc); len(bad) > 0 {

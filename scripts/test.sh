@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test of every module, as CI does. On a fresh Debian machine it
 # installs what the tests need (redis-server from Debian's packages, copier from
-# PyPI, chromium from Debian's packages), starts a standalone Redis and a 3-master Redis Cluster on free loopback
+# PyPI, chromium and prometheus/promtool from Debian's packages), starts a standalone Redis and a 3-master Redis Cluster on free loopback
 # ports, exports RATEKIT_TEST_REDIS_URL / RATEKIT_TEST_REDIS_CLUSTER, runs
 # gofmt, go vet and go test -race in each module, and stops the servers.
 #
@@ -32,6 +32,21 @@ ensure_chromium() {
     RATEKIT_TEST_CHROMIUM=$(command -v chromium)
   fi
   export RATEKIT_TEST_CHROMIUM
+}
+
+ensure_prometheus() {
+  # the shipped Prometheus rules: promtool checks and unit-tests them, and a
+  # real Prometheus scraping an example evaluates them (examples/observability)
+  if [ -z "${RATEKIT_TEST_PROMETHEUS:-}" ] || [ -z "${RATEKIT_TEST_PROMTOOL:-}" ]; then
+    if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null; then
+      log "installing prometheus (Debian package: prometheus and promtool)"
+      as_root apt-get update -qq
+      DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq prometheus >/dev/null
+    fi
+    RATEKIT_TEST_PROMETHEUS=${RATEKIT_TEST_PROMETHEUS:-$(command -v prometheus)}
+    RATEKIT_TEST_PROMTOOL=${RATEKIT_TEST_PROMTOOL:-$(command -v promtool)}
+  fi
+  export RATEKIT_TEST_PROMETHEUS RATEKIT_TEST_PROMTOOL
 }
 
 ensure_copier() {
@@ -88,6 +103,7 @@ start_redis() { # port [extra args...]
 ensure_redis
 ensure_copier
 ensure_chromium
+ensure_prometheus
 
 if [ -z "${RATEKIT_TEST_REDIS_URL:-}" ]; then
   port=$(free_port)
@@ -117,6 +133,9 @@ log "redis: $RATEKIT_TEST_REDIS_URL  cluster: $RATEKIT_TEST_REDIS_CLUSTER"
 log "gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.git/*'))
 if [ -n "$unformatted" ]; then echo "gofmt needed:" >&2; echo "$unformatted" >&2; exit 1; fi
+
+log "promtool: observability/prometheus rules"
+(cd observability/prometheus && "$RATEKIT_TEST_PROMTOOL" check rules ratekit.rules.yml && "$RATEKIT_TEST_PROMTOOL" test rules ratekit.rules.test.yml)
 
 if [ -x scripts/check-generated.sh ]; then
   log "generated code up to date"

@@ -4,13 +4,11 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"log/slog"
 	"sort"
 	"strings"
 	"time"
 
 	ratelimit "github.com/ratekit/ratekit/core"
-	"github.com/ratekit/ratekit/core/redisstore"
 )
 
 const clearUsage = `usage: ratekit clear [--redis URL] --limiter NAME [flags] PROPERTY=VALUE...
@@ -81,29 +79,12 @@ func runClear(ctx context.Context, out output, args []string) int {
 	if err != nil {
 		return usageError(out, clearUsage, "%v", err)
 	}
-	local, code := loadLocalTiers(out, f)
+	b, code := openLimiter(ctx, out, f)
 	if code != exitOK {
 		return code
 	}
-	client, err := redisClient(f.redisURL, f.cluster)
-	if err != nil {
-		return usageError(out, clearUsage, "--redis: %v", err)
-	}
-	defer client.Close()
-	limiter, err := ratelimit.New(ratelimit.Config{
-		Name:      f.limiter,
-		Store:     redisstore.New(client),
-		KeyPrefix: f.keyPrefix,
-		Timeout:   f.timeout,
-		Breaker:   ratelimit.BreakerConfig{Failures: -1},
-		Logger:    slog.New(slog.DiscardHandler), // the error is reported below
-	})
-	if err != nil {
-		return usageError(out, clearUsage, "%v", err)
-	}
-	if _, _, _, code := bindRuleStore(ctx, out, f, client, limiter, local); code != exitOK {
-		return code
-	}
+	defer b.client.Close()
+	limiter, client, local := b.limiter, b.client, b.local
 	for _, w := range identifierWarnings(id, local.properties, limiter.Rules()) {
 		fmt.Fprintf(out.stderr, "warning: %s\n", w)
 	}

@@ -204,31 +204,12 @@ func runExplain(ctx context.Context, out output, args []string) int {
 	if err != nil {
 		return usageError(out, explainUsage, "%v", err)
 	}
-	local, code := loadLocalTiers(out, f)
+	b, code := openLimiter(ctx, out, f)
 	if code != exitOK {
 		return code
 	}
-	client, err := redisClient(f.redisURL, f.cluster)
-	if err != nil {
-		return usageError(out, explainUsage, "--redis: %v", err)
-	}
-	defer client.Close()
-
-	limiter, err := ratelimit.New(ratelimit.Config{
-		Name:      f.limiter,
-		Store:     redisstore.New(client),
-		KeyPrefix: f.keyPrefix,
-		Timeout:   f.timeout,
-		Breaker:   ratelimit.BreakerConfig{Failures: -1},
-		Logger:    slog.New(slog.DiscardHandler), // degraded rules are part of the explanation
-	})
-	if err != nil {
-		return usageError(out, explainUsage, "%v", err)
-	}
-	tiers, sources, state, code := bindRuleStore(ctx, out, f, client, limiter, local)
-	if code != exitOK {
-		return code
-	}
+	defer b.client.Close()
+	limiter, tiers, sources, state, local := b.limiter, b.tiers, b.sources, b.state, b.local
 	opts := []ratelimit.CheckOption{ratelimit.Cost(f.cost)}
 	var remote *remoteState
 	if f.rulesService != "" {
@@ -277,6 +258,48 @@ type localTiers struct {
 	// properties are the limiter's available_properties; nil when
 	// available_limiters.yaml was not given.
 	properties []string
+}
+
+// boundLimiter is f.limiter on Redis with the rules the services enforce.
+type boundLimiter struct {
+	limiter *ratelimit.Limiter
+	client  redis.UniversalClient // the caller closes it
+	local   localTiers
+	tiers   observe.Tiers
+	sources []tierSummary
+	state   *ruleStoreState
+}
+
+// openLimiter builds the limiter that explain and clear work on: its local
+// tiers from the files, a Redis store without breaker (an operator wants the
+// error, not a fail-open), bound to the rule store.
+func openLimiter(ctx context.Context, out output, f explainFlags) (boundLimiter, int) {
+	local, code := loadLocalTiers(out, f)
+	if code != exitOK {
+		return boundLimiter{}, code
+	}
+	client, err := redisClient(f.redisURL, f.cluster)
+	if err != nil {
+		return boundLimiter{}, usageError(out, f.usage, "--redis: %v", err)
+	}
+	limiter, err := ratelimit.New(ratelimit.Config{
+		Name:      f.limiter,
+		Store:     redisstore.New(client),
+		KeyPrefix: f.keyPrefix,
+		Timeout:   f.timeout,
+		Breaker:   ratelimit.BreakerConfig{Failures: -1},
+		Logger:    slog.New(slog.DiscardHandler), // errors and degraded rules are reported by the commands
+	})
+	if err != nil {
+		client.Close()
+		return boundLimiter{}, usageError(out, f.usage, "%v", err)
+	}
+	tiers, sources, state, code := bindRuleStore(ctx, out, f, client, limiter, local)
+	if code != exitOK {
+		client.Close()
+		return boundLimiter{}, code
+	}
+	return boundLimiter{limiter: limiter, client: client, local: local, tiers: tiers, sources: sources, state: state}, exitOK
 }
 
 // loadLocalTiers reads the limiter's file and default tiers from the files,

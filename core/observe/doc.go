@@ -25,7 +25,10 @@
 // checks_total{error="true"} SLO alerts keep working. Labels hold limiter and
 // rule names only, never identifier values. The rule store reports its health
 // through RuleStoreMetrics (RuleStoreRefresh, ConfigRejected), which *Metrics
-// implements.
+// implements. Init exports a limiter's series at 0 before its first check and,
+// from then on, the state of its circuit breaker (breaker_state). The
+// repository's observability/ directory holds Prometheus recording and alerting
+// rules and a Grafana dashboard for these metrics.
 //
 // # Rollout
 //

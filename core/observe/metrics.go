@@ -67,6 +67,7 @@ type MetricsOptions struct {
 //	ratelimit_rule_store_refreshes_total{rate_limiter, error}             rule store refreshes (RuleStoreRefresh)
 //	ratelimit_rule_store_replica_age_seconds{rate_limiter}                time since the last good refresh
 //	ratelimit_config_rejections_total{file}                               config files rejected whole (ConfigRejected)
+//	ratelimit_breaker_state{rate_limiter, state}                          1 for the breaker's state (closed|open|half-open) of each Init limiter
 //
 // error is "true" when the check failed open or a count_distinct rule was left
 // out (Result.Err != nil || Result.Degraded), as in labkit, so
@@ -83,11 +84,17 @@ type Metrics struct {
 	refresh  *prometheus.CounterVec
 	rejected *prometheus.CounterVec
 	ageDesc  *prometheus.Desc
+	breaker  *prometheus.Desc
 	now      func() time.Time
 
 	mu       sync.Mutex
-	lastGood map[string]time.Time // limiter -> last successful refresh; zero: never
+	lastGood map[string]time.Time          // limiter -> last successful refresh; zero: never
+	limiters map[string]*ratelimit.Limiter // Init limiters, whose breaker state Collect reads
 }
+
+// breakerStates are the values of Limiter.BreakerState, each exported as a
+// series so that an alert needs no knowledge of which ones exist.
+var breakerStates = []string{"closed", "open", "half-open"}
 
 var (
 	_ ratelimit.Observer   = (*Metrics)(nil)
@@ -143,8 +150,12 @@ func NewMetrics(opts MetricsOptions) *Metrics {
 		ageDesc: prometheus.NewDesc(prometheus.BuildFQName(ns, "", "rule_store_replica_age_seconds"),
 			"Seconds since the limiter's rules were last refreshed from the rule store; +Inf when every refresh so far failed.",
 			[]string{"rate_limiter"}, nil),
+		breaker: prometheus.NewDesc(prometheus.BuildFQName(ns, "", "breaker_state"),
+			"1 for the current state of the limiter's circuit breaker (closed, open: checks fail open without calling the store, half-open: probing), 0 for the others.",
+			[]string{"rate_limiter", "state"}, nil),
 		now:      now,
 		lastGood: map[string]time.Time{},
+		limiters: map[string]*ratelimit.Limiter{},
 	}
 }
 
@@ -158,6 +169,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 		c.Describe(ch)
 	}
 	ch <- m.ageDesc
+	ch <- m.breaker
 }
 
 // Collect implements prometheus.Collector.
@@ -174,6 +186,16 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 			age = math.Max(now.Sub(t).Seconds(), 0)
 		}
 		ch <- prometheus.MustNewConstMetric(m.ageDesc, prometheus.GaugeValue, age, lim)
+	}
+	for name, l := range m.limiters {
+		state := l.BreakerState()
+		for _, s := range breakerStates {
+			v := 0.0
+			if s == state {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(m.breaker, prometheus.GaugeValue, v, name, s)
+		}
 	}
 }
 
@@ -234,11 +256,15 @@ func EvaluationResult(ev *ratelimit.Evaluation) string {
 	return ResultAllow
 }
 
-// Init pre-exports the series of a limiter with value 0, so that rates and
-// error ratios exist before the first check (Prometheus "avoid missing
-// metrics"), and sets the limit and period gauges of its static rules.
+// Init pre-exports the series of a limiter and of its rules' evaluations
+// with value 0, so that rates and error ratios exist before the first check
+// (Prometheus "avoid missing metrics"), sets the limit and period gauges of its static rules, and exports
+// the state of its circuit breaker from then on.
 func (m *Metrics) Init(l *ratelimit.Limiter) {
 	lim := l.Name()
+	m.mu.Lock()
+	m.limiters[lim] = l
+	m.mu.Unlock()
 	for _, s := range [][2]string{{"allow", "false"}, {"allow", "true"}, {"block", "true"}} {
 		for _, failed := range []string{"false", "true"} {
 			m.checks.WithLabelValues(lim, s[0], s[1], failed)
@@ -248,6 +274,7 @@ func (m *Metrics) Init(l *ratelimit.Limiter) {
 	m.peeks.WithLabelValues(lim, "true")
 	m.duration.WithLabelValues(lim)
 	for _, r := range l.Rules() {
+		m.initEvaluations(lim, r)
 		n, okN := r.Limit.IsStatic()
 		d, okD := r.Period.IsStatic()
 		if r.Action == ratelimit.ActionSkip || !okN || !okD {
@@ -255,6 +282,31 @@ func (m *Metrics) Init(l *ratelimit.Limiter) {
 		}
 		m.limit.WithLabelValues(lim, r.Name).Set(float64(n))
 		m.period.WithLabelValues(lim, r.Name).Set(d.Seconds())
+	}
+}
+
+// initEvaluations pre-exports the evaluation series a rule can produce, so
+// that a rule's first blocks show in rate() (a counter born at 15 has no
+// increase to Prometheus).
+func (m *Metrics) initEvaluations(lim string, r ratelimit.Rule) {
+	action := r.Action
+	if action == "" {
+		action = ratelimit.ActionLimit
+	}
+	var results []string
+	switch action {
+	case ratelimit.ActionSkip:
+		results = []string{ResultSkip}
+	case ratelimit.ActionLog:
+		results = []string{ResultAllow, ResultLog}
+	default:
+		results = []string{ResultAllow, ResultBlock}
+	}
+	if r.BanFor > 0 {
+		results = append(results, ResultBanned)
+	}
+	for _, res := range results {
+		m.evals.WithLabelValues(lim, r.Name, string(action), res)
 	}
 }
 

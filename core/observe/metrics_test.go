@@ -155,6 +155,24 @@ ratelimit_limit{rate_limiter="api",rule="shadow_ip"} 2
 	if err := testutil.CollectAndCompare(m, strings.NewReader(want), "ratelimit_checks_total", "ratelimit_peeks_total", "ratelimit_limit"); err != nil {
 		t.Fatal(err)
 	}
+	// Each rule's possible results, by its action (and ban).
+	const evals = `
+# HELP ratelimit_rule_evaluations_total Rules evaluated by rate-limit checks; action is the rule's configured action, result allow|block|log|skip|banned.
+# TYPE ratelimit_rule_evaluations_total counter
+ratelimit_rule_evaluations_total{action="limit",rate_limiter="api",result="allow",rule="login_ban"} 0
+ratelimit_rule_evaluations_total{action="limit",rate_limiter="api",result="allow",rule="per_user"} 0
+ratelimit_rule_evaluations_total{action="limit",rate_limiter="api",result="banned",rule="login_ban"} 0
+ratelimit_rule_evaluations_total{action="limit",rate_limiter="api",result="block",rule="login_ban"} 0
+ratelimit_rule_evaluations_total{action="limit",rate_limiter="api",result="block",rule="per_user"} 0
+ratelimit_rule_evaluations_total{action="log",rate_limiter="api",result="allow",rule="paths"} 0
+ratelimit_rule_evaluations_total{action="log",rate_limiter="api",result="allow",rule="shadow_ip"} 0
+ratelimit_rule_evaluations_total{action="log",rate_limiter="api",result="log",rule="paths"} 0
+ratelimit_rule_evaluations_total{action="log",rate_limiter="api",result="log",rule="shadow_ip"} 0
+ratelimit_rule_evaluations_total{action="skip",rate_limiter="api",result="skip",rule="trusted"} 0
+`
+	if err := testutil.CollectAndCompare(m, strings.NewReader(evals), "ratelimit_rule_evaluations_total"); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // A dynamic limit is exported as resolved at the check, and follows changes.
@@ -261,5 +279,45 @@ func TestEvaluationResult(t *testing.T) {
 		if got := observe.EvaluationResult(&tc.ev); got != tc.want {
 			t.Errorf("EvaluationResult(%+v) = %q, want %q", tc.ev, got, tc.want)
 		}
+	}
+}
+
+// The breaker state of an Init limiter is exported: closed while the store
+// answers, open after the store failed three checks in a row.
+func TestMetricsBreakerState(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		store  ratelimit.Store
+		checks int
+		state  string
+	}{
+		{"store answers", ratelimit.NewMemoryStore(), 3, "closed"},
+		{"store down", failingStore{}, 3, "open"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := observe.NewMetrics(observe.MetricsOptions{})
+			// A cooldown far longer than the test: the breaker cannot turn
+			// half-open however slow the machine is.
+			l, err := ratelimit.New(ratelimit.Config{Name: "api", Store: c.store, Rules: testRules(), Observer: m,
+				Logger: discard, Timeout: time.Second, Breaker: ratelimit.BreakerConfig{Failures: 3, Cooldown: time.Hour}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.Init(l)
+			for range c.checks {
+				l.Check(context.Background(), ratelimit.Identifier{"kind": "api", "user": "u", "ip": "192.0.2.1"})
+			}
+			want := "\n# HELP ratelimit_breaker_state 1 for the current state of the limiter's circuit breaker (closed, open: checks fail open without calling the store, half-open: probing), 0 for the others.\n# TYPE ratelimit_breaker_state gauge\n"
+			for _, s := range []string{"closed", "half-open", "open"} {
+				v := "0"
+				if s == c.state {
+					v = "1"
+				}
+				want += `ratelimit_breaker_state{rate_limiter="api",state="` + s + `"} ` + v + "\n"
+			}
+			if err := testutil.CollectAndCompare(m, strings.NewReader(want), "ratelimit_breaker_state"); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }

@@ -93,6 +93,12 @@ func run(ctx context.Context, o options, out io.Writer) (stats, error) {
 	if obs == nil {
 		obs = exampleutil.NewObservability()
 	}
+	// OpenTelemetry traces and metrics when OTEL_EXPORTER_OTLP_ENDPOINT is set.
+	stopOTel, err := obs.StartOTel(ctx, "ratekit_example_asynq")
+	if err != nil {
+		return st, err
+	}
+	defer func() { _ = stopOTel(context.Background()) }()
 	limiter, err := ratelimit.New(ratelimit.Config{
 		Name:      "jobs",
 		Store:     redisstore.New(rdb),

@@ -1,13 +1,22 @@
-// The gRPC example: the standard grpc.health.v1.Health service, limited to 5
-// calls per minute per client IP by ratelimitgrpc interceptors. The sixth call
-// within a minute fails with RESOURCE_EXHAUSTED and RetryInfo.
+// The gRPC example: ratekit.example.v1.Greeter/SayHello, limited to 5 calls
+// per minute per client IP by ratelimitgrpc interceptors. The sixth call within
+// a minute fails with RESOURCE_EXHAUSTED and RetryInfo. Health checks
+// (grpc.health.v1.Health) are never limited: a skip rule matches them, as a
+// service's load balancer must always get an answer. The server serves
+// reflection (skipped as well), so grpcurl needs no .proto file.
 //
 //	go run ./examples/grpc -addr localhost:50051                                # embedded in-memory store
 //	REDIS_URL=redis://127.0.0.1:6379 go run ./examples/grpc -addr localhost:50051  # Redis, shared by every replica
 //
 // Try it with grpcurl (metadata printed with -v):
 //
-//	grpcurl -plaintext -v localhost:50051 grpc.health.v1.Health/Check
+//	grpcurl -plaintext localhost:50051 list
+//	grpcurl -plaintext -v -d '"ratekit"' localhost:50051 ratekit.example.v1.Greeter/SayHello
+//	grpcurl -plaintext localhost:50051 grpc.health.v1.Health/Check   # never limited
+//
+// /metrics and /debug/ratelimit are on -metrics-addr (default localhost:9100),
+// never on the gRPC port. With OTEL_EXPORTER_OTLP_ENDPOINT set, checks are
+// also spans and the metrics are pushed over OTLP/HTTP.
 package main
 
 import (
@@ -26,6 +35,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
 
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/examples/internal/exampleutil"
@@ -35,7 +45,7 @@ import (
 
 func main() {
 	addr := flag.String("addr", "localhost:50051", "listen address")
-	metricsAddr := flag.String("metrics-addr", "localhost:9090", `HTTP address of /metrics and /debug/ratelimit ("" for none)`)
+	metricsAddr := flag.String("metrics-addr", "localhost:9100", `HTTP address of /metrics and /debug/ratelimit ("" for none)`)
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -64,6 +74,12 @@ func run(ctx context.Context, o options) error {
 	}
 	defer closeStore()
 	obs := exampleutil.NewObservability()
+	// OpenTelemetry traces and metrics when OTEL_EXPORTER_OTLP_ENDPOINT is set.
+	stopOTel, err := obs.StartOTel(ctx, "ratekit_example_grpc")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = stopOTel(context.Background()) }()
 	srv, limiter, err := newServer(store, o.keyPrefix, obs.Observer())
 	if err != nil {
 		return err
@@ -79,7 +95,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", o.addr, err)
 	}
-	log.Printf("grpc.health.v1.Health on %s, 5 calls per minute per client IP, store: %s", lis.Addr(), what)
+	log.Printf("%s on %s, 5 calls per minute per client IP (health checks never limited), store: %s", greeterService, lis.Addr(), what)
 	if o.ready != nil {
 		o.ready(lis.Addr())
 	}
@@ -93,8 +109,8 @@ func run(ctx context.Context, o options) error {
 	return nil
 }
 
-// newServer returns a gRPC server with the health service behind the rate-limit
-// interceptors.
+// newServer returns a gRPC server with the Greeter, the health service and
+// reflection behind the rate-limit interceptors.
 func newServer(store ratelimit.Store, keyPrefix string, obs ratelimit.Observer) (*grpc.Server, *ratelimit.Limiter, error) {
 	limiter, err := ratelimit.New(ratelimit.Config{
 		Name:      "grpc_request",
@@ -102,6 +118,14 @@ func newServer(store ratelimit.Store, keyPrefix string, obs ratelimit.Observer) 
 		KeyPrefix: keyPrefix,
 		Observer:  obs,
 		Rules: []ratelimit.Rule{{
+			// A load balancer's health checks must always get an answer, and
+			// grpcurl's reflection stream should not spend the caller's calls.
+			Name:        "skip_health_and_reflection",
+			Description: "Health checks and reflection are never limited",
+			Action:      ratelimit.ActionSkip,
+			Match: map[string]ratelimit.Matcher{identifiers.GRPCService: ratelimit.OneOf(
+				healthpb.Health_ServiceDesc.ServiceName, "grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection")},
+		}, {
 			Name:            "per_peer",
 			Description:     "5 calls per minute per client IP",
 			Characteristics: []string{identifiers.IP},
@@ -117,6 +141,8 @@ func newServer(store ratelimit.Store, keyPrefix string, obs ratelimit.Observer) 
 		grpc.ChainStreamInterceptor(ratelimitgrpc.StreamServerInterceptor(limiter)),
 	)
 	healthpb.RegisterHealthServer(srv, health.NewServer())
+	srv.RegisterService(&greeterDesc, struct{}{})
+	reflection.Register(srv)
 	return srv, limiter, nil
 }
 

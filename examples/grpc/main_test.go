@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"io"
 	"net"
+	"slices"
 	"testing"
 	"time"
 
@@ -11,21 +13,25 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/descriptorpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/ratekit/ratekit/examples/internal/exampleutil"
 	"github.com/ratekit/ratekit/internal/redistest"
 )
 
-// serve runs the example on a free loopback port and returns a health client.
-func serve(t *testing.T, redisURL, keyPrefix string) healthpb.HealthClient {
+// serve runs the example on a free loopback port and returns a connection.
+func serve(t *testing.T, redisURL, keyPrefix string) *grpc.ClientConn {
 	c, _ := serveWithMetrics(t, redisURL, keyPrefix)
 	return c
 }
 
 // serveWithMetrics is serve, also returning the base URL of /metrics and
 // /debug/ratelimit.
-func serveWithMetrics(t *testing.T, redisURL, keyPrefix string) (healthpb.HealthClient, string) {
+func serveWithMetrics(t *testing.T, redisURL, keyPrefix string) (*grpc.ClientConn, string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	addrc, metricsc := make(chan net.Addr, 1), make(chan net.Addr, 1)
@@ -50,17 +56,24 @@ func serveWithMetrics(t *testing.T, redisURL, keyPrefix string) (healthpb.Health
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	return healthpb.NewHealthClient(conn), "http://" + (<-metricsc).String()
+	return conn, "http://" + (<-metricsc).String()
+}
+
+// hello calls Greeter/SayHello as grpcurl -d '"ratekit"' does.
+func hello(conn *grpc.ClientConn) (string, error) {
+	out := new(wrapperspb.StringValue)
+	err := conn.Invoke(context.Background(), sayHello, wrapperspb.String("ratekit"), out)
+	return out.GetValue(), err
 }
 
 // fiveThenBlocked makes six calls: five pass, the sixth is rate limited.
-func fiveThenBlocked(t *testing.T, c healthpb.HealthClient) {
+func fiveThenBlocked(t *testing.T, conn *grpc.ClientConn) {
 	t.Helper()
 	for i := 1; i <= 6; i++ {
-		resp, err := c.Check(context.Background(), &healthpb.HealthCheckRequest{})
+		got, err := hello(conn)
 		if i <= 5 {
-			if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
-				t.Fatalf("call %d: %v, %v; want SERVING", i, resp, err)
+			if err != nil || got != "hello ratekit" {
+				t.Fatalf("call %d: %q, %v; want hello ratekit", i, got, err)
 			}
 			continue
 		}
@@ -80,10 +93,101 @@ func fiveThenBlocked(t *testing.T, c healthpb.HealthClient) {
 	}
 }
 
+// healthAlwaysServes checks that health checks pass although the caller is
+// over its limit: the skip rule.
+func healthAlwaysServes(t *testing.T, conn *grpc.ClientConn) {
+	t.Helper()
+	c := healthpb.NewHealthClient(conn)
+	for i := 1; i <= 10; i++ {
+		resp, err := c.Check(context.Background(), &healthpb.HealthCheckRequest{})
+		if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+			t.Fatalf("health check %d over the limit: %v, %v; want SERVING", i, resp, err)
+		}
+	}
+}
+
 func TestMemory(t *testing.T) {
-	c, metrics := serveWithMetrics(t, "", "")
-	fiveThenBlocked(t, c)
+	conn, metrics := serveWithMetrics(t, "", "")
+	fiveThenBlocked(t, conn)
 	exampleutil.Observed(t, metrics, "grpc_request", "per_peer")
+	healthAlwaysServes(t, conn)
+}
+
+// What grpcurl does with the README's commands, through the reflection
+// service: list the services, fetch the file declaring Greeter and its
+// dependency, and find SayHello's types there. Repeated past the limit:
+// reflection is never limited either.
+func TestReflection(t *testing.T) {
+	conn := serve(t, "", "")
+	fiveThenBlocked(t, conn)
+	for range 3 {
+		stream, err := reflectionpb.NewServerReflectionClient(conn).ServerReflectionInfo(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ask := func(req *reflectionpb.ServerReflectionRequest) *reflectionpb.ServerReflectionResponse {
+			t.Helper()
+			if err := stream.Send(req); err != nil {
+				t.Fatal(err)
+			}
+			resp, err := stream.Recv()
+			if err != nil {
+				t.Fatalf("reflection: %v", err)
+			}
+			if e := resp.GetErrorResponse(); e != nil {
+				t.Fatalf("reflection %v: %s", req, e.GetErrorMessage())
+			}
+			return resp
+		}
+
+		var services []string
+		for _, s := range ask(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}}).GetListServicesResponse().GetService() {
+			services = append(services, s.GetName())
+		}
+		for _, want := range []string{greeterService, "grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection"} {
+			if !slices.Contains(services, want) {
+				t.Errorf("list: %v lacks %s", services, want)
+			}
+		}
+
+		files := ask(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_FileContainingSymbol{
+			FileContainingSymbol: greeterService}}).GetFileDescriptorResponse().GetFileDescriptorProto()
+		var method *descriptorpb.MethodDescriptorProto
+		var deps []string
+		for _, b := range files {
+			fd := new(descriptorpb.FileDescriptorProto)
+			if err := proto.Unmarshal(b, fd); err != nil {
+				t.Fatal(err)
+			}
+			if fd.GetName() != greeterFile {
+				continue
+			}
+			deps = fd.GetDependency()
+			for _, s := range fd.GetService() {
+				for _, m := range s.GetMethod() {
+					if s.GetName() == "Greeter" && m.GetName() == "SayHello" {
+						method = m
+					}
+				}
+			}
+		}
+		if method == nil || method.GetInputType() != ".google.protobuf.StringValue" || method.GetOutputType() != ".google.protobuf.StringValue" {
+			t.Fatalf("reflection describes SayHello as %v", method)
+		}
+		for _, dep := range deps {
+			if got := ask(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_FileByFilename{
+				FileByFilename: dep}}).GetFileDescriptorResponse().GetFileDescriptorProto(); len(got) == 0 {
+				t.Errorf("reflection has no %s", dep)
+			}
+		}
+		if err := stream.CloseSend(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := stream.Recv(); err != io.EOF {
+			t.Fatalf("reflection stream end: %v", err)
+		}
+	}
+	healthAlwaysServes(t, conn)
 }
 
 func TestRedis(t *testing.T) {
@@ -95,13 +199,14 @@ func TestRedis(t *testing.T) {
 	prefix := redistest.Prefix(t)
 	a, b := serve(t, url, prefix), serve(t, url, prefix)
 	for i := 0; i < 5; i++ {
-		if _, err := a.Check(context.Background(), &healthpb.HealthCheckRequest{}); err != nil {
+		if _, err := hello(a); err != nil {
 			t.Fatalf("call %d on replica a: %v", i+1, err)
 		}
 	}
-	if _, err := b.Check(context.Background(), &healthpb.HealthCheckRequest{}); status.Code(err) != codes.ResourceExhausted {
+	if _, err := hello(b); status.Code(err) != codes.ResourceExhausted {
 		t.Fatalf("sixth call on replica b: %v, want ResourceExhausted", err)
 	}
+	healthAlwaysServes(t, b)
 }
 
 func TestBadRedisURL(t *testing.T) {

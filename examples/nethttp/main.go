@@ -8,6 +8,11 @@
 //
 // Behind a load balancer, pass its addresses with -trusted-proxies so that
 // X-Forwarded-For is believed from it, and only from it.
+//
+// /metrics and /debug/ratelimit are served on -internal-addr (default
+// localhost:9100), never on the public port. With OTEL_EXPORTER_OTLP_ENDPOINT
+// set (e.g. http://localhost:4318), every check is also a span and the metrics
+// are pushed over OTLP/HTTP (exampleutil.StartOTel).
 package main
 
 import (

@@ -123,14 +123,14 @@ func openStore(redisURL string) (ratelimit.Store, func(), error) {
 	if redisURL == "" {
 		return ratelimit.NewMemoryStore(), func() {}, nil
 	}
-	opt, err := redis.ParseURL(redisURL)
+	opt, err := redisstore.ParseURL(redisURL) // its errors never show the URL's password
 	if err != nil {
 		return nil, nil, fmt.Errorf("REDIS_URL: %w", err)
 	}
 	client := redis.NewClient(opt)
 	if err := client.Ping(context.Background()).Err(); err != nil {
 		_ = client.Close()
-		return nil, nil, fmt.Errorf("redis %s: %w", redisURL, err)
+		return nil, nil, fmt.Errorf("redis %s: %w", opt.Addr, err) // the address, never the URL: it may hold a password
 	}
 	return redisstore.New(client), func() { _ = client.Close() }, nil
 }
@@ -139,5 +139,9 @@ func storeName(redisURL string) string {
 	if redisURL == "" {
 		return "embedded in-memory (set REDIS_URL to use Redis)"
 	}
-	return "redis " + redisURL
+	// The address only: the URL may hold a password.
+	if opt, err := redisstore.ParseURL(redisURL); err == nil {
+		return "redis " + opt.Addr
+	}
+	return "redis"
 }

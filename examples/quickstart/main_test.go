@@ -45,3 +45,21 @@ func TestQuickstartRedis(t *testing.T) {
 		checkOutput(t, b.String())
 	}
 }
+
+// Neither the output nor the error shows the password of REDIS_URL, whether
+// the URL is malformed or the Redis unreachable.
+func TestQuickstartHidesRedisPassword(t *testing.T) {
+	for _, url := range []string{
+		"redis://:s3cr3t-pw@127.0.0.1:1/0",    // nothing listens on port 1
+		"redis://:s3cr3t-pw@127.0.0.1:port/0", // malformed
+	} {
+		var b strings.Builder
+		err := run(context.Background(), &b, url)
+		if err == nil {
+			t.Fatalf("run(%s) succeeded", url)
+		}
+		if strings.Contains(err.Error()+b.String(), "s3cr3t") {
+			t.Errorf("run(%s) shows the password:\n%v\n%s", url, err, b.String())
+		}
+	}
+}

@@ -30,9 +30,9 @@ func NewStore(ctx context.Context, redisURL string) (ratelimit.Store, string, fu
 // checks that it answers. The URL is left out of errors: it may hold a
 // password.
 func NewRedisClient(ctx context.Context, redisURL string) (*redis.Client, error) {
-	opt, err := redis.ParseURL(redisURL)
+	opt, err := redisstore.ParseURL(redisURL)
 	if err != nil {
-		return nil, fmt.Errorf("redis URL: %w", err)
+		return nil, err
 	}
 	client := redis.NewClient(opt)
 	if err := client.Ping(ctx).Err(); err != nil {

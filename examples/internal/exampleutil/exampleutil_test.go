@@ -52,3 +52,21 @@ func TestNewStore(t *testing.T) {
 		})
 	}
 }
+
+// NewRedisClient's errors never show the password of the URL: examples log
+// them at start-up.
+func TestNewRedisClientHidesPassword(t *testing.T) {
+	for _, url := range []string{
+		"redis://:s3cr3t-pw@127.0.0.1:1/0",    // nothing listens on port 1
+		"redis://:s3cr3t-pw@127.0.0.1:port/0", // malformed
+		"redis://:s3cr3t%zz@127.0.0.1:6379/0", // a bad escape inside the password
+	} {
+		_, err := NewRedisClient(context.Background(), url)
+		if err == nil {
+			t.Fatalf("NewRedisClient(%s) succeeded", url)
+		}
+		if strings.Contains(err.Error(), "s3cr3t") {
+			t.Errorf("NewRedisClient(%s): error shows the password: %v", url, err)
+		}
+	}
+}

@@ -22,6 +22,8 @@ type Observability struct {
 	Registry *prometheus.Registry
 	Metrics  *observe.Metrics
 	Blocks   *observe.BlockSummary
+
+	tracing *observe.Tracing // set by StartOTel when OpenTelemetry is configured
 }
 
 // NewObservability returns metrics registered on a fresh registry and a block
@@ -36,8 +38,12 @@ func NewObservability() *Observability {
 	return o
 }
 
-// Observer is the Config.Observer of the example's limiters.
+// Observer is the Config.Observer of the example's limiters: metrics, the
+// block summary and, after StartOTel, tracing.
 func (o *Observability) Observer() ratelimit.Observer {
+	if o.tracing != nil {
+		return ratelimit.Observers(o.Metrics, o.Blocks, o.tracing)
+	}
 	return ratelimit.Observers(o.Metrics, o.Blocks)
 }
 
@@ -71,6 +77,23 @@ func Observed(t testing.TB, url, limiter, rule string) {
 	for _, want := range []string{`"` + limiter + `"`, `"` + rule + `"`} {
 		if !strings.Contains(page, want) {
 			t.Errorf("/debug/ratelimit lacks %s:\n%s", want, page)
+		}
+	}
+}
+
+// NotServed checks that the public listener at url serves neither /metrics
+// nor /debug/ratelimit: both belong on the internal listener only.
+func NotServed(t testing.TB, url string) {
+	t.Helper()
+	for _, path := range []string{"/metrics", "/debug/ratelimit", "/debug/ratelimit?format=json"} {
+		resp, err := http.Get(url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound || strings.Contains(string(b), "ratelimit_") || strings.Contains(string(b), "hello_per_ip") {
+			t.Errorf("public GET %s: %d %.200q, want 404 without metrics or rules", path, resp.StatusCode, b)
 		}
 	}
 }

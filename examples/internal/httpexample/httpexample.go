@@ -58,22 +58,27 @@ func NewLimiter(store ratelimit.Store, keyPrefix string, obs ratelimit.Observer)
 
 // Options configure Run.
 type Options struct {
-	Addr           string
+	Addr string // the public listener: the rate-limited application only
+	// InternalAddr serves /metrics and /debug/ratelimit, which must never
+	// be reachable from the public port ("" serves neither).
+	InternalAddr   string
 	RedisURL       string   // "" for the embedded store
 	KeyPrefix      string   // counter key prefix ("" for the default)
 	TrustedProxies []string // CIDRs of proxies whose X-Forwarded-For is believed
 	Ready          func(net.Addr)
+	InternalReady  func(net.Addr) // told the internal listener's address (tests)
 }
 
 // Main parses -addr and -trusted-proxies, reads REDIS_URL and serves the
 // example until SIGINT or SIGTERM.
 func Main(name string, newHandler NewHandler) {
 	addr := flag.String("addr", "localhost:8080", "listen address")
+	internal := flag.String("internal-addr", "localhost:9100", `address of /metrics and /debug/ratelimit, never the public one ("" for none)`)
 	proxies := flag.String("trusted-proxies", "", "comma-separated CIDRs of proxies whose X-Forwarded-For is believed")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	o := Options{Addr: *addr, RedisURL: os.Getenv("REDIS_URL")}
+	o := Options{Addr: *addr, InternalAddr: *internal, RedisURL: os.Getenv("REDIS_URL")}
 	if *proxies != "" {
 		o.TrustedProxies = strings.Split(*proxies, ",")
 	}
@@ -94,6 +99,12 @@ func Run(ctx context.Context, name string, o Options, newHandler NewHandler) err
 	}
 	defer closeStore()
 	obs := exampleutil.NewObservability()
+	// OpenTelemetry traces and metrics when OTEL_EXPORTER_OTLP_ENDPOINT is set.
+	stopOTel, err := obs.StartOTel(ctx, "ratekit_example_"+strings.NewReplacer("/", "", ".", "").Replace(name))
+	if err != nil {
+		return err
+	}
+	defer func() { _ = stopOTel(context.Background()) }()
 	limiter, err := NewLimiter(store, o.KeyPrefix, obs.Observer())
 	if err != nil {
 		return err
@@ -102,30 +113,75 @@ func Run(ctx context.Context, name string, o Options, newHandler NewHandler) err
 	if err != nil {
 		return err
 	}
-	// /metrics and /debug/ratelimit beside the rate-limited application.
-	handler := http.NewServeMux()
-	obs.Mount(handler, limiter)
-	handler.Handle("/", limited)
 	go obs.Run(ctx)
 	lis, err := net.Listen("tcp", o.Addr)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", o.Addr, err)
 	}
-	log.Printf("%s: GET http://%s/hello, 5 requests per minute per client IP, store: %s; metrics at /metrics, debug page at /debug/ratelimit", name, lis.Addr(), what)
+	defer lis.Close()
+	servers := []serving{{&http.Server{Handler: limited, ReadHeaderTimeout: 10 * time.Second}, lis}}
+	log.Printf("%s: GET http://%s/hello, 5 requests per minute per client IP, store: %s", name, lis.Addr(), what)
+	if o.InternalAddr != "" {
+		// /metrics and /debug/ratelimit on a listener of their own: the debug
+		// page shows rules and recent blocks, nothing for the public port.
+		mux := http.NewServeMux()
+		obs.Mount(mux, limiter)
+		ilis, err := net.Listen("tcp", o.InternalAddr)
+		if err != nil {
+			return fmt.Errorf("listen %s: %w", o.InternalAddr, err)
+		}
+		defer ilis.Close()
+		servers = append(servers, serving{&http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}, ilis})
+		log.Printf("%s: metrics at http://%s/metrics, debug page at http://%s/debug/ratelimit", name, ilis.Addr(), ilis.Addr())
+		if o.InternalReady != nil {
+			o.InternalReady(ilis.Addr())
+		}
+	}
 	if o.Ready != nil {
 		o.Ready(lis.Addr())
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		<-ctx.Done()
-		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(shutdown)
-	}()
-	if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("serve: %w", err)
+	return serve(ctx, servers)
+}
+
+// serving is one server and its listener.
+type serving struct {
+	srv *http.Server
+	lis net.Listener
+}
+
+// serve runs every server until ctx ends or one fails, then shuts them all
+// down and returns the first failure.
+func serve(ctx context.Context, servers []serving) error {
+	errc := make(chan error, len(servers))
+	for _, s := range servers {
+		go func() {
+			err := s.srv.Serve(s.lis)
+			if errors.Is(err, http.ErrServerClosed) {
+				err = nil
+			} else if err != nil {
+				err = fmt.Errorf("serve %s: %w", s.lis.Addr(), err)
+			}
+			errc <- err
+		}()
 	}
-	return nil
+	var first error
+	received := 0
+	select {
+	case <-ctx.Done():
+	case first = <-errc:
+		received++
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, s := range servers {
+		_ = s.srv.Shutdown(shutdown)
+	}
+	for ; received < len(servers); received++ {
+		if err := <-errc; first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 // FiveThenBlocked sends six GET /hello to the server at url: five must pass

@@ -41,18 +41,21 @@ func Test(t *testing.T, name string, newHandler NewHandler) {
 	}
 	for _, mode := range []string{"memory", "redis"} {
 		t.Run("run_"+mode, func(t *testing.T) {
-			o := Options{Addr: "127.0.0.1:0", KeyPrefix: redistest.Prefix(t)}
+			o := Options{Addr: "127.0.0.1:0", InternalAddr: "127.0.0.1:0", KeyPrefix: redistest.Prefix(t)}
 			if mode == "redis" {
 				o.RedisURL = redistest.URL(t)
 			}
 			ctx, cancel := context.WithCancel(context.Background())
-			addrc, done := make(chan net.Addr, 1), make(chan error, 1)
+			addrc, internalc, done := make(chan net.Addr, 1), make(chan net.Addr, 1), make(chan error, 1)
 			o.Ready = func(a net.Addr) { addrc <- a }
+			o.InternalReady = func(a net.Addr) { internalc <- a }
 			go func() { done <- Run(ctx, name, o, newHandler) }()
 			select {
 			case a := <-addrc:
-				FiveThenBlocked(t, "http://"+a.String())
-				exampleutil.Observed(t, "http://"+a.String(), "http_request", "hello_per_ip")
+				public, internal := "http://"+a.String(), "http://"+(<-internalc).String()
+				FiveThenBlocked(t, public)
+				exampleutil.Observed(t, internal, "http_request", "hello_per_ip")
+				exampleutil.NotServed(t, public)
 			case err := <-done:
 				t.Fatalf("run: %v", err)
 			}

@@ -1,0 +1,347 @@
+package observability
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/examples/internal/httpexample"
+	"github.com/ratekit/ratekit/identifiers"
+	"github.com/ratekit/ratekit/internal/redistest"
+	ratelimithttp "github.com/ratekit/ratekit/middleware/nethttp"
+)
+
+// The binaries of Debian's prometheus package; the test command sets both.
+const (
+	EnvPrometheus = "RATEKIT_TEST_PROMETHEUS"
+	EnvPromtool   = "RATEKIT_TEST_PROMTOOL"
+)
+
+// dir is the repository's observability/ directory.
+func dir(t *testing.T) string {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "observability")
+}
+
+func rulesFile(t *testing.T) string {
+	return filepath.Join(dir(t), "prometheus", "ratekit.rules.yml")
+}
+
+// binary finds a binary of the prometheus package: the one env names, else
+// name on PATH, else the test skips (never when env is set).
+func binary(t *testing.T, env, name string) string {
+	t.Helper()
+	if p := os.Getenv(env); p != "" {
+		bin, err := exec.LookPath(p)
+		if err != nil {
+			t.Fatalf("%s=%s: %v", env, p, err)
+		}
+		return bin
+	}
+	if bin, err := exec.LookPath(name); err == nil {
+		return bin
+	}
+	t.Skipf("%s is not installed and %s is unset: apt-get install -y prometheus, or run scripts/test.sh, which installs it", name, env)
+	return ""
+}
+
+// promtool checks the rules and runs their unit tests (ratekit.rules.test.yml).
+func TestPromtool(t *testing.T) {
+	promtool := binary(t, EnvPromtool, "promtool")
+	for _, args := range [][]string{
+		{"check", "rules", "ratekit.rules.yml"},
+		{"test", "rules", "ratekit.rules.test.yml"},
+	} {
+		cmd := exec.Command(promtool, args...)
+		cmd.Dir = filepath.Join(dir(t), "prometheus")
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "SUCCESS") {
+			t.Errorf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+}
+
+// Every query of the dashboard names only metrics ratekit exports and series
+// the rules record, so that no panel stays empty after a rename.
+func TestDashboardQueries(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(dir(t), "grafana", "ratekit.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		UID    string
+		Panels []struct {
+			Title   string
+			Targets []struct{ Expr string }
+		}
+	}
+	if err := json.Unmarshal(b, &dash); err != nil {
+		t.Fatalf("ratekit.json: %v", err)
+	}
+	rules, err := os.ReadFile(rulesFile(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	recorded := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^\s*- record: (\S+)$`).FindAllStringSubmatch(string(rules), -1) {
+		recorded[m[1]] = true
+	}
+	exported := []string{"ratelimit_checks_total", "ratelimit_rule_evaluations_total", "ratelimit_breaker_state",
+		"ratelimit_rule_store_replica_age_seconds", "ratelimit_config_rejections_total"}
+	if dash.UID == "" || len(dash.Panels) < 8 {
+		t.Fatalf("dashboard: uid %q, %d panels", dash.UID, len(dash.Panels))
+	}
+	name := regexp.MustCompile(`\bratelimit[:_][a-z0-9_:]+`)
+	for _, p := range dash.Panels {
+		if len(p.Targets) == 0 {
+			t.Errorf("panel %q has no query", p.Title)
+		}
+		for _, q := range p.Targets {
+			names := name.FindAllString(q.Expr, -1)
+			if len(names) == 0 {
+				t.Errorf("panel %q: query %q names no ratekit series", p.Title, q.Expr)
+			}
+			for _, n := range names {
+				if !recorded[n] && !slices.Contains(exported, n) {
+					t.Errorf("panel %q: %s is neither recorded by the rules nor exported by ratekit", p.Title, n)
+				}
+			}
+		}
+	}
+}
+
+// A real Prometheus scrapes the net/http example's internal listener (the
+// example counting in a private Redis) every second and evaluates the rules:
+// after requests over the limit the recorded block series names the rule and
+// the block-ratio alert is pending; after the Redis is killed the breaker
+// and fail-open alerts are.
+func TestPrometheusEvaluatesRules(t *testing.T) {
+	prometheus := binary(t, EnvPrometheus, "prometheus")
+	redis := redistest.StartServer(t)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	publicc, internalc, done := make(chan net.Addr, 1), make(chan net.Addr, 1), make(chan error, 1)
+	o := httpexample.Options{Addr: "127.0.0.1:0", InternalAddr: "127.0.0.1:0", RedisURL: redis.URL(),
+		Ready: func(a net.Addr) { publicc <- a }, InternalReady: func(a net.Addr) { internalc <- a }}
+	go func() { done <- httpexample.Run(ctx, "observability", o, newHandler) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("example: %v", err)
+		}
+	})
+	var public, internal string
+	select {
+	case a := <-publicc:
+		public, internal = "http://"+a.String(), (<-internalc).String()
+	case err := <-done:
+		t.Fatalf("example: %v", err)
+	}
+
+	prom := startPrometheus(t, prometheus, internal)
+	waitFor(t, prom, "the example's target up", func() bool {
+		return len(query(t, prom, `up{job="ratekit_example"} == 1`)) == 1
+	})
+
+	// 5 requests pass, 55 are blocked by hello_per_ip: more than the alert's
+	// floor of 6 blocks a minute over its 5-minute window.
+	for range 60 {
+		get(t, public+"/hello")
+	}
+	waitFor(t, prom, "the recorded blocks of hello_per_ip", func() bool {
+		return len(query(t, prom, `ratelimit:blocks:rate5m{rate_limiter="http_request",rule="hello_per_ip"} > 0`)) == 1
+	})
+	waitFor(t, prom, "alert RatekitHighBlockRatio", func() bool { return alertActive(t, prom, "RatekitHighBlockRatio") })
+	if alertActive(t, prom, "RatekitBreakerOpen") || alertActive(t, prom, "RatekitFailingOpen") {
+		t.Error("breaker or fail-open alert active while Redis answers")
+	}
+
+	// An outage: every check fails open, and the breaker opens.
+	redis.Stop()
+	waitFor(t, prom, "alerts RatekitBreakerOpen and RatekitFailingOpen", func() bool {
+		for range 5 {
+			get(t, public+"/hello")
+		}
+		return alertActive(t, prom, "RatekitBreakerOpen") && alertActive(t, prom, "RatekitFailingOpen")
+	})
+}
+
+// newHandler is the net/http example's: GET /hello behind the middleware.
+func newHandler(limiter *ratelimit.Limiter, tp identifiers.TrustedProxies) (http.Handler, error) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /hello", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello\n") })
+	return ratelimithttp.Middleware(limiter, ratelimithttp.WithMux(mux), ratelimithttp.WithTrustedProxies(tp))(mux), nil
+}
+
+// startPrometheus runs prometheus with the shipped rules, scraping target
+// every second, and returns its base URL.
+func startPrometheus(t *testing.T, bin, target string) string {
+	t.Helper()
+	tmp := t.TempDir()
+	rules, err := filepath.Abs(rulesFile(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := fmt.Sprintf(`global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+rule_files:
+  - %q
+scrape_configs:
+  - job_name: ratekit_example
+    static_configs:
+      - targets: [%q]
+`, rules, target)
+	if err := os.WriteFile(filepath.Join(tmp, "prometheus.yml"), []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	cmd := exec.Command(bin, "--config.file="+filepath.Join(tmp, "prometheus.yml"),
+		"--storage.tsdb.path="+filepath.Join(tmp, "data"), "--web.listen-address="+addr, "--log.level=warn")
+	logFile, err := os.Create(filepath.Join(tmp, "prometheus.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		logFile.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(logFile.Name())
+			t.Logf("prometheus log:\n%s", b)
+		}
+	})
+	base := "http://" + addr
+	waitFor(t, base, "prometheus ready", func() bool {
+		resp, err := http.Get(base + "/-/ready")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	return base
+}
+
+// waitFor polls cond every 500ms for up to 90s: Prometheus scrapes and
+// evaluates every second, but the machine may be loaded.
+func waitFor(t *testing.T, prom, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s after 90s; alerts: %s", what, getBody(prom+"/api/v1/alerts"))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// query runs an instant PromQL query and returns its samples' labels.
+func query(t *testing.T, prom, q string) []map[string]string {
+	t.Helper()
+	var r struct {
+		Status string
+		Data   struct {
+			Result []struct{ Metric map[string]string }
+		}
+	}
+	if err := json.Unmarshal([]byte(getBody(prom+"/api/v1/query?query="+url.QueryEscape(q))), &r); err != nil || r.Status != "success" {
+		return nil
+	}
+	var out []map[string]string
+	for _, s := range r.Data.Result {
+		out = append(out, s.Metric)
+	}
+	return out
+}
+
+// alertActive reports whether Prometheus holds alert name as pending or
+// firing (the rules' `for` durations are minutes; pending proves the
+// expression is true on the real series).
+func alertActive(t *testing.T, prom, name string) bool {
+	t.Helper()
+	var r struct {
+		Data struct {
+			Alerts []struct {
+				Labels map[string]string
+				State  string
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(getBody(prom+"/api/v1/alerts")), &r); err != nil {
+		return false
+	}
+	for _, a := range r.Data.Alerts {
+		if a.Labels["alertname"] == name && a.Labels["rate_limiter"] == "http_request" && (a.State == "pending" || a.State == "firing") {
+			return true
+		}
+	}
+	return false
+}
+
+func getBody(u string) string {
+	resp, err := http.Get(u)
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+func get(t *testing.T, u string) {
+	t.Helper()
+	resp, err := http.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// The copier template ships the same rules, tests and dashboard.
+func TestTemplateCopies(t *testing.T) {
+	template := filepath.Join(dir(t), "..", "copier-template", "template", "observability")
+	for _, f := range []string{"prometheus/ratekit.rules.yml", "prometheus/ratekit.rules.test.yml", "grafana/ratekit.json"} {
+		want, err := os.ReadFile(filepath.Join(dir(t), f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(filepath.Join(template, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Errorf("copier-template/template/observability/%s differs from observability/%s: copy it", f, f)
+		}
+	}
+}
