@@ -223,3 +223,14 @@ func TestRegistry(t *testing.T) {
 		}
 	}
 }
+
+// TestRedisURLErrorHidesPassword: a malformed --redis URL is reported without
+// the URL, which may carry a password.
+func TestRedisURLErrorHidesPassword(t *testing.T) {
+	for _, cluster := range []bool{false, true} {
+		_, err := redisClient("redis://user:s3cret-pw@127.0.0.1:notaport/0", cluster)
+		if err == nil || strings.Contains(err.Error(), "s3cret-pw") {
+			t.Fatalf("cluster=%v: error %v must exist and not show the password", cluster, err)
+		}
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"context"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekit/ratekit/core/redisstore"
 )
 
 // redisClient connects to Redis for the CLI's commands. An operator waiting on
@@ -13,14 +15,14 @@ import (
 func redisClient(url string, cluster bool) (redis.UniversalClient, error) {
 	redis.SetLogger(quietRedisLogger{})
 	if cluster {
-		opt, err := redis.ParseClusterURL(url)
+		opt, err := redisstore.ParseClusterURL(url) // its errors never quote the URL (a password)
 		if err != nil {
 			return nil, err
 		}
 		opt.DialerRetries = cmp.Or(opt.DialerRetries, 1)
 		return redis.NewClusterClient(opt), nil
 	}
-	opt, err := redis.ParseURL(url)
+	opt, err := redisstore.ParseURL(url)
 	if err != nil {
 		return nil, err
 	}

@@ -81,11 +81,11 @@ func Observed(t testing.TB, url, limiter, rule string) {
 	}
 }
 
-// NotServed checks that the public listener at url serves neither /metrics
-// nor /debug/ratelimit: both belong on the internal listener only.
+// NotServed checks that the public listener at url serves neither /metrics,
+// /debug/ratelimit nor the admin page: they belong on the internal listener.
 func NotServed(t testing.TB, url string) {
 	t.Helper()
-	for _, path := range []string{"/metrics", "/debug/ratelimit", "/debug/ratelimit?format=json"} {
+	for _, path := range []string{"/metrics", "/debug/ratelimit", "/debug/ratelimit?format=json", "/admin/ratelimit/"} {
 		resp, err := http.Get(url + path)
 		if err != nil {
 			t.Fatal(err)

@@ -23,6 +23,10 @@ import (
 	"time"
 
 	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/config"
+	"github.com/ratekit/ratekit/core/redisstore"
+	"github.com/ratekit/ratekit/core/rulestore"
+	"github.com/ratekit/ratekit/core/rulestore/admin"
 	"github.com/ratekit/ratekit/examples/internal/exampleutil"
 	"github.com/ratekit/ratekit/identifiers"
 )
@@ -61,8 +65,11 @@ type Options struct {
 	Addr string // the public listener: the rate-limited application only
 	// InternalAddr serves /metrics and /debug/ratelimit, which must never
 	// be reachable from the public port ("" serves neither).
-	InternalAddr   string
-	RedisURL       string   // "" for the embedded store
+	InternalAddr string
+	RedisURL     string // "" for the embedded store
+	// AdminWriter, with Redis, lets the internal listener's admin page
+	// (/admin/ratelimit/) publish rules, in this name; "" keeps it read-only.
+	AdminWriter    string
 	KeyPrefix      string   // counter key prefix ("" for the default)
 	TrustedProxies []string // CIDRs of proxies whose X-Forwarded-For is believed
 	Ready          func(net.Addr)
@@ -75,10 +82,11 @@ func Main(name string, newHandler NewHandler) {
 	addr := flag.String("addr", "localhost:8080", "listen address")
 	internal := flag.String("internal-addr", "localhost:9100", `address of /metrics and /debug/ratelimit, never the public one ("" for none)`)
 	proxies := flag.String("trusted-proxies", "", "comma-separated CIDRs of proxies whose X-Forwarded-For is believed")
+	writer := flag.String("admin-writer", "", "with REDIS_URL: let the admin page on the internal listener publish rules, in this name (read-only when empty)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	o := Options{Addr: *addr, InternalAddr: *internal, RedisURL: os.Getenv("REDIS_URL")}
+	o := Options{Addr: *addr, InternalAddr: *internal, RedisURL: os.Getenv("REDIS_URL"), AdminWriter: *writer}
 	if *proxies != "" {
 		o.TrustedProxies = strings.Split(*proxies, ",")
 	}
@@ -126,6 +134,14 @@ func Run(ctx context.Context, name string, o Options, newHandler NewHandler) err
 		// page shows rules and recent blocks, nothing for the public port.
 		mux := http.NewServeMux()
 		obs.Mount(mux, limiter)
+		if o.RedisURL != "" {
+			page, stopRules, err := adminPage(ctx, o, limiter)
+			if err != nil {
+				return err
+			}
+			defer stopRules()
+			mux.Handle("/admin/ratelimit/", http.StripPrefix("/admin/ratelimit", page))
+		}
 		ilis, err := net.Listen("tcp", o.InternalAddr)
 		if err != nil {
 			return fmt.Errorf("listen %s: %w", o.InternalAddr, err)
@@ -141,6 +157,67 @@ func Run(ctx context.Context, name string, o Options, newHandler NewHandler) err
 		o.Ready(lis.Addr())
 	}
 	return serve(ctx, servers)
+}
+
+// exampleLimiters declares the examples' limiter for the rule store and the
+// admin page: the properties its rules may use, and NewLimiter's rule as its
+// default (a service keeps its defaults in this file only).
+const exampleLimiters = `available_limiters:
+  http_request:
+    description: "GET /hello of the HTTP examples"
+    available_properties: [ip, endpoint, user, method]
+    default_rules:
+      - name: hello_per_ip
+        description: "5 requests per minute per client IP"
+        action: limit
+        match: {endpoint: "GET /hello"}
+        characteristics: [ip]
+        limit: 5
+        period_s: 60
+`
+
+// adminPage binds limiter to a Redis rule store (rules published there apply
+// to it within a second) and returns the admin page that edits them.
+func adminPage(ctx context.Context, o Options, limiter *ratelimit.Limiter) (http.Handler, func(), error) {
+	available, err := config.ParseAvailableLimiters("examples", []byte(exampleLimiters))
+	if err != nil {
+		return nil, nil, err
+	}
+	client, err := exampleutil.NewRedisClient(ctx, o.RedisURL)
+	if err != nil {
+		return nil, nil, err
+	}
+	prefix := "ratekit:rules:{examples}:"
+	if o.KeyPrefix != "" {
+		prefix = "ratekit:rules:{" + o.KeyPrefix + "}:"
+	}
+	rules, err := rulestore.New(client, rulestore.Options{Prefix: prefix, Available: available, Interval: time.Second})
+	var defaults []ratelimit.Rule
+	if err == nil {
+		_, defaults, err = config.Tiers(available, nil, limiter.Name())
+	}
+	if err == nil {
+		err = rules.Bind(limiter, rulestore.Tiers{Defaults: defaults})
+	}
+	if err != nil {
+		_ = client.Close()
+		return nil, nil, err
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	go rules.Run(rctx)
+	var authorize admin.Authorizer
+	if o.AdminWriter != "" {
+		// An example: a real service authenticates the operator here.
+		authorize = func(*http.Request) (string, bool) { return o.AdminWriter, true }
+	}
+	page, err := admin.New(admin.Options{Store: rules, Available: available, Counters: redisstore.New(client),
+		KeyPrefix: limiter.KeyPrefix(), Authorize: authorize})
+	if err != nil {
+		cancel()
+		_ = client.Close()
+		return nil, nil, err
+	}
+	return page, func() { cancel(); _ = client.Close() }, nil
 }
 
 // serving is one server and its listener.

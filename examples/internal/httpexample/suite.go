@@ -2,8 +2,11 @@ package httpexample
 
 import (
 	"context"
+	"io"
 	"net"
+	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	ratelimit "github.com/ratekit/ratekit/core"
@@ -56,6 +59,9 @@ func Test(t *testing.T, name string, newHandler NewHandler) {
 				FiveThenBlocked(t, public)
 				exampleutil.Observed(t, internal, "http_request", "hello_per_ip")
 				exampleutil.NotServed(t, public)
+				if mode == "redis" {
+					adminServed(t, internal)
+				}
 			case err := <-done:
 				t.Fatalf("run: %v", err)
 			}
@@ -71,4 +77,27 @@ func Test(t *testing.T, name string, newHandler NewHandler) {
 			t.Error("Run accepted an invalid trusted proxy")
 		}
 	})
+}
+
+// adminServed checks that the internal listener serves the admin page, read
+// only (no writer configured): it lists the limiter and offers no form.
+func adminServed(t *testing.T, internal string) {
+	t.Helper()
+	resp, err := http.Get(internal + "/admin/ratelimit/?limiter=http_request")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "http_request") || !strings.Contains(string(b), "hello_per_ip") {
+		t.Fatalf("internal GET /admin/ratelimit/?limiter=http_request: %d %q", resp.StatusCode, b)
+	}
+	resp, err = http.PostForm(internal+"/admin/ratelimit/", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("a write to the read-only admin page: %d, want 403", resp.StatusCode)
+	}
 }
