@@ -298,13 +298,12 @@ func (r *Rule) MatchFailures(id Identifier) []string {
 }
 
 type compiledRule struct {
-	rule    *Rule
-	index   int
-	match   []matchEntry
-	static  bool // limit and period both static
-	limit   int64
-	period  time.Duration
-	keyHead string // "<limiter>:<rule>" part of the hash tag, filled by the limiter
+	rule   *Rule
+	index  int
+	match  []matchEntry
+	static bool // limit and period both static
+	limit  int64
+	period time.Duration
 	// perRequest marks a rule of a per-request tier (WithRules, RuleSource).
 	perRequest bool
 }

@@ -496,7 +496,7 @@ func TestExplainCluster(t *testing.T) {
 	if got := ruleLines(ex)[3]; got != "4 default login_by_ip banned 3/2" {
 		t.Fatalf("login_by_ip: %s", got)
 	}
-	ex = e.expectRules(t, []string{
+	e.expectRules(t, []string{
 		"1 file skip_health no_match",
 		"2 file per_user allow 0/3",
 		"3 file distinct_paths allow 0/2",
