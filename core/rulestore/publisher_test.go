@@ -156,7 +156,9 @@ func TestPublisherResolverFailure(t *testing.T) {
 }
 
 func TestRegisterErrors(t *testing.T) {
-	s := newStore(t, redis.NewClient(&redis.Options{Addr: redistest.UnusedAddr(t)}), Options{})
+	c := redis.NewClient(&redis.Options{Addr: redistest.UnusedAddr(t)})
+	t.Cleanup(func() { _ = c.Close() })
+	s := newStore(t, c, Options{})
 	p := NewPublisher(s, PublisherOptions{})
 	limit := func(context.Context) (int64, error) { return 1, nil }
 	if err := p.Register("search", template(), limit); err != nil {
