@@ -17,7 +17,8 @@ import (
 	"github.com/ratekit/ratekit/internal/redistest"
 )
 
-// template is the §2.6 registration without its limit.
+// template is the registration of the design's publisher example, without
+// its limit.
 func template() ratelimit.Rule {
 	return ratelimit.Rule{
 		Name:            "limit_user_autocompletes_by_user",
