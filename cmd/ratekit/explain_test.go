@@ -183,6 +183,7 @@ func ruleLines(ex explanation) []string {
 }
 
 func TestExplain(t *testing.T) {
+	t.Parallel() // its own key prefix and files
 	client := redistest.Client(t)
 	e := newExplainEnv(t, client, redistest.URL(t), false)
 	ctx := context.Background()
