@@ -391,7 +391,7 @@ func (p *proc) stop(within time.Duration) error {
 	select {
 	case <-p.done:
 		if p.err != nil {
-			return fmt.Errorf("service exited with %v after SIGTERM", p.err)
+			return fmt.Errorf("service exited with %w after SIGTERM", p.err)
 		}
 		return nil
 	case <-time.After(within):

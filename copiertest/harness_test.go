@@ -68,11 +68,11 @@ func runMain(m *testing.M) int {
 func prepare() error {
 	ratekitCLI = filepath.Join(work, "bin", "ratekit")
 	if out, err := command(repoRoot, nil, "go", "build", "-o", ratekitCLI, "./cmd/ratekit"); err != nil {
-		return fmt.Errorf("build ratekit: %v\n%s", err, out)
+		return fmt.Errorf("build ratekit: %w\n%s", err, out)
 	}
 	templateRepo = filepath.Join(work, "template-current")
 	if out, err := publish(templateDir, templateRepo, currentVersion); err != nil {
-		return fmt.Errorf("publish: %v\n%s", err, out)
+		return fmt.Errorf("publish: %w\n%s", err, out)
 	}
 	return nil
 }

@@ -4,7 +4,7 @@ import "fmt"
 
 // Action names what a rule does (ActionLimit, ActionLog, ActionSkip) and what a
 // Result tells the caller to do (ActionAllow, ActionBlock). One type keeps the
-// spelling of the source design: rule.Action == ActionLimit, result.Action ==
+// spelling of the design (docs/design.md#actions): rule.Action == ActionLimit, result.Action ==
 // ActionBlock.
 type Action string
 

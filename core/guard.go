@@ -22,7 +22,7 @@ type Guard[O any] struct {
 }
 
 // Deferred is a limiter charged after the handler, with a cost known only then
-// (source design §1.11). Before the handler it is peeked, and a caller it would
+// (docs/design.md#cost). Before the handler it is peeked, and a caller it would
 // block is rejected without running the handler. The charge never changes the
 // response, and it is made even when the caller has gone away, because the
 // resources were spent.

@@ -6,7 +6,7 @@ import (
 	"sync"
 )
 
-// Meter accumulates the resources one request consumes (source design §1.11):
+// Meter accumulates the resources one request consumes (docs/design.md#cost):
 // database seconds, Gitaly calls, bytes. Application code adds to it through
 // AddCost while the request runs; an adapter reads it after the handler and
 // charges a resource limiter with the measured value (Check with Cost).

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Result is the verdict of a Check or Peek (source design §1.6).
+// Result is the verdict of a Check or Peek (docs/design.md#the-result).
 type Result struct {
 	// Limiter is the name of the limiter that produced the result.
 	Limiter string
@@ -162,7 +162,7 @@ func (r *Result) Enforcing() *Evaluation {
 }
 
 // MoreConstraining reports whether evaluation a ranks before b: blocking
-// first, then exceeded, then least remaining (source design §1.6). Equal
+// first, then exceeded, then least remaining (docs/design.md#the-result). Equal
 // evaluations rank by rule order, which the caller keeps by preferring the
 // earlier one. Adapters use it to pick one evaluation across several limiters.
 func MoreConstraining(a, b *Evaluation) bool {

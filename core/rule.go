@@ -11,7 +11,8 @@ import (
 	"time"
 )
 
-// Rule is one entry of a limiter's ordered rule list (source design §1.4).
+// Rule is one entry of a limiter's ordered rule list
+// (docs/design.md#rules-and-matching).
 type Rule struct {
 	// Name is the stable identity of the rule: part of every counter key, and
 	// what a higher tier overrides. It must match ^[a-z0-9_]{1,64}$.
@@ -38,7 +39,7 @@ type Rule struct {
 	// Action is ActionLimit (the default when empty), ActionLog or ActionSkip.
 	Action Action
 	// BanFor, when positive, keeps an exceeded rule exceeded for this long,
-	// without counting, even after the window expires (source design §1.5).
+	// without counting, even after the window expires (docs/design.md#bans).
 	BanFor time.Duration
 	// CountDistinct counts distinct values of this property instead of request
 	// volume. It cannot be combined with BanFor.
@@ -56,7 +57,7 @@ type Limit struct {
 func Static(n int64) Limit { return Limit{n: n} }
 
 // LimitFunc returns a limit resolved on every check (for values held by the host
-// application, source design §1.7). A resolver error fails the check open.
+// application, docs/design.md#dynamic-values). A resolver error fails the check open.
 func LimitFunc(fn func(ctx context.Context) (int64, error)) Limit { return Limit{fn: fn} }
 
 // IsSet reports whether the limit was given.
@@ -298,13 +299,12 @@ func (r *Rule) MatchFailures(id Identifier) []string {
 }
 
 type compiledRule struct {
-	rule    *Rule
-	index   int
-	match   []matchEntry
-	static  bool // limit and period both static
-	limit   int64
-	period  time.Duration
-	keyHead string // "<limiter>:<rule>" part of the hash tag, filled by the limiter
+	rule   *Rule
+	index  int
+	match  []matchEntry
+	static bool // limit and period both static
+	limit  int64
+	period time.Duration
 	// perRequest marks a rule of a per-request tier (WithRules, RuleSource).
 	perRequest bool
 	tier       string // the per-request tier's name (CompileTier), for Evaluation.Tier
@@ -434,7 +434,7 @@ func cloneMatch(m map[string]Matcher) map[string]Matcher {
 }
 
 // MergeTiers builds one evaluation list from rule tiers given highest first
-// (remote ++ file ++ published ++ default, source design §2.5). A rule whose name
+// (remote ++ file ++ published ++ default, docs/design.md#tiers). A rule whose name
 // appears in a higher tier removes the lower tier's rule of that name; the
 // survivor keeps the name, and so the counter.
 func MergeTiers(tiers ...[]Rule) []Rule {

@@ -4,7 +4,7 @@ import ratelimit "github.com/ratekit/ratekit/core"
 
 // Well-known identifier properties. Rules match on and count by these names;
 // using the constants keeps every adapter and every service spelling them the
-// same way (source design §1.3).
+// same way (docs/design.md#identifiers).
 const (
 	User          = "user"           // the authenticated principal, e.g. "user:123", or Anonymous
 	IP            = "ip"             // the client IP (see TrustedProxies)

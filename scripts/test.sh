@@ -3,7 +3,9 @@
 # installs what the tests need (redis-server from Debian's packages, copier from
 # PyPI, chromium and prometheus/promtool from Debian's packages), starts a standalone Redis and a 3-master Redis Cluster on free loopback
 # ports, exports RATEKIT_TEST_REDIS_URL / RATEKIT_TEST_REDIS_CLUSTER, runs
-# gofmt, go vet and go test -race in each module, and stops the servers.
+# gofmt, then in each module the go mod tidy check, go vet, golangci-lint
+# (installed from the Go module proxy, configured by .golangci.yml) and
+# go test -race, and stops the servers.
 #
 # Usage: scripts/test.sh [extra go test flags]   e.g. scripts/test.sh -run TestConformance
 set -euo pipefail
@@ -100,10 +102,24 @@ start_redis() { # port [extra args...]
   log "redis-server on port $port did not start"; cat "$RUNDIR/$port/redis.log" >&2; return 1
 }
 
+# golangci-lint, pinned, built from the Go module proxy with the local Go
+# (a prebuilt binary made with an older Go cannot load this Go's packages).
+GOLANGCI_LINT_VERSION=v2.15.0
+ensure_golangci_lint() {
+  local bin
+  bin="$(go env GOPATH)/bin/golangci-lint"
+  if ! [ -x "$bin" ] || ! "$bin" version 2>/dev/null | grep -q "version ${GOLANGCI_LINT_VERSION#v} "; then
+    log "installing golangci-lint $GOLANGCI_LINT_VERSION (Go module proxy)"
+    GOBIN="$(go env GOPATH)/bin" GOFLAGS= go install "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$GOLANGCI_LINT_VERSION"
+  fi
+  GOLANGCI_LINT=$bin
+}
+
 ensure_redis
 ensure_copier
 ensure_chromium
 ensure_prometheus
+ensure_golangci_lint
 
 if [ -z "${RATEKIT_TEST_REDIS_URL:-}" ]; then
   port=$(free_port)
@@ -145,8 +161,12 @@ fi
 mods=$(find . -name go.mod -not -path './.git/*' -not -path '*/testdata/*' -not -path './copier-template/*' -printf '%h\n' | sort)
 status=0
 for m in $mods; do
+  log "module $m: go mod tidy"
+  (cd "$m" && go mod tidy -diff) || { log "module $m is not tidy: run go mod tidy in $m"; status=1; }
   log "module $m: go vet"
   (cd "$m" && go vet ./...) || status=1
+  log "module $m: golangci-lint"
+  (cd "$m" && "$GOLANGCI_LINT" run ./...) || status=1
   log "module $m: go test -race"
   (cd "$m" && go test -race -count=1 -timeout 30m "$@" ./...) || status=1
 done

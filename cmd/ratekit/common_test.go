@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"testing"
 )
@@ -56,7 +57,8 @@ func TestConflictMarkersLines(t *testing.T) {
 		{"", 0},
 	} {
 		err := conflictMarkers("f.yaml", []byte(tt.data))
-		ce, _ := err.(*conflictError)
+		var ce *conflictError
+		errors.As(err, &ce)
 		switch {
 		case tt.line == 0 && err != nil:
 			t.Errorf("%q: unexpected %v", tt.data, err)

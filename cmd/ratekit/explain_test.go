@@ -183,6 +183,7 @@ func ruleLines(ex explanation) []string {
 }
 
 func TestExplain(t *testing.T) {
+	t.Parallel() // its own key prefix and files
 	client := redistest.Client(t)
 	e := newExplainEnv(t, client, redistest.URL(t), false)
 	ctx := context.Background()
@@ -496,7 +497,7 @@ func TestExplainCluster(t *testing.T) {
 	if got := ruleLines(ex)[3]; got != "4 default login_by_ip banned 3/2" {
 		t.Fatalf("login_by_ip: %s", got)
 	}
-	ex = e.expectRules(t, []string{
+	e.expectRules(t, []string{
 		"1 file skip_health no_match",
 		"2 file per_user allow 0/3",
 		"3 file distinct_paths allow 0/2",

@@ -16,6 +16,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -116,7 +117,7 @@ func parseFlags(fs *flag.FlagSet, usage string, args []string, out output) (bool
 	fs.SetOutput(io.Discard)
 	err := fs.Parse(args)
 	switch {
-	case err == flag.ErrHelp:
+	case errors.Is(err, flag.ErrHelp):
 		fmt.Fprintln(out.stdout, strings.TrimRight(usage, "\n"))
 		return false, exitOK
 	case err != nil:

@@ -439,7 +439,7 @@ func TestValidateJSON(t *testing.T) {
 		t.Fatalf("valid: %+v", res)
 	}
 
-	code, stdout, _ = ratekit(t, dir, "--json", "--available-limiters", "available_limiters.yaml", "--rate-limits", "typo.yaml")
+	code, _, _ = ratekit(t, dir, "--json", "--available-limiters", "available_limiters.yaml", "--rate-limits", "typo.yaml")
 	if code != 2 { // "--json" is not a command
 		t.Fatalf("flags before the command: exit %d", code)
 	}

@@ -220,6 +220,7 @@ func prometheusBinary(t *testing.T) string {
 // second; decisions made after its first scrape reach the gate through the
 // HTTP API's increase() over 24h.
 func TestRolloutGatePrometheus(t *testing.T) {
+	t.Parallel() // mostly waits for Prometheus to scrape; its own registry, dir and ports
 	bin := prometheusBinary(t)
 	s := newRolloutService(t)
 	dir := t.TempDir()

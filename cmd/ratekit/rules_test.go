@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -86,7 +87,7 @@ func (e *rulesCLI) run(t *testing.T, sub string, args ...string) (int, string, s
 func (e *rulesCLI) raw(t *testing.T, limiter string) (string, bool) {
 	t.Helper()
 	v, err := e.client.Get(context.Background(), e.prefix+limiter).Result()
-	if err == redis.Nil {
+	if errors.Is(err, redis.Nil) {
 		return "", false
 	}
 	if err != nil {

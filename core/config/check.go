@@ -22,8 +22,8 @@ func rulesAt(at path, rules []*configv1.Rule) []ruleAt {
 	return out
 }
 
-// checkRules is the hand-written part of validation (source design §2.8.2)
-// for one limiter's rule list: names unique, regexes valid RE2 within the
+// checkRules is the hand-written part of validation (what protovalidate
+// cannot express) for one limiter's rule list: names unique, regexes valid RE2 within the
 // core's bounds, and, when the limiter's spec is known, properties declared
 // in available_properties and skip rules within allowed_skip_rules.
 func (d *doc) checkRules(spec *configv1.LimiterSpec, rules []ruleAt) {

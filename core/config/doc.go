@@ -1,5 +1,6 @@
-// Package config reads and checks ratekit's two configuration files (source
-// design §2.1–2.3, §2.8) and the rule store's stored documents (§2.5–2.6).
+// Package config reads and checks ratekit's two configuration files
+// (available_limiters.yaml and rate_limits.yaml) and the rule store's stored
+// documents; docs/design.md#configuration-files explains them.
 //
 // available_limiters.yaml ships with the application. It is the contract of
 // which limiters exist, which identifier properties each one may match and

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"fmt"
 	"sort"
 	"strconv"
 	"strings"
@@ -160,11 +159,4 @@ func quoteList(vs []string) string {
 		return "none"
 	}
 	return strings.Join(vs, ", ")
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return fmt.Sprintf("%d %s", n, one)
-	}
-	return fmt.Sprintf("%d %s", n, many)
 }

@@ -16,8 +16,8 @@ import (
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
 
-// The rule store keeps one LimiterRules document per limiter as JSON (source
-// design §2.6), in the spelling of the config files rather than plain
+// The rule store keeps one LimiterRules document per limiter as JSON
+// (docs/design.md#the-rule-store), in the spelling of the config files rather than plain
 // protojson: lower-case actions, match values as in YAML, and a fixed field
 // order, so the bytes equal the design's example and every SDK can write them:
 //

@@ -18,15 +18,16 @@ import (
 const MaxFileSize = 8 << 20
 
 // AvailableLimiters is a valid available_limiters.yaml: the contract of which
-// limiters exist, their properties and default rules (source design §2.2).
+// limiters exist, their properties and default rules, shipped with the
+// application (docs/design.md#configuration-files).
 type AvailableLimiters struct {
 	File  string // as given to Load or Parse
 	Proto *configv1.AvailableLimiters
 	doc   *doc
 }
 
-// RateLimits is a valid rate_limits.yaml (§2.3), checked against an
-// AvailableLimiters.
+// RateLimits is a valid rate_limits.yaml, the operators' rules that override
+// or add to the defaults, checked against an AvailableLimiters.
 type RateLimits struct {
 	File  string
 	Proto *configv1.RateLimits
@@ -83,7 +84,7 @@ func ParseRateLimits(file string, data []byte, available *AvailableLimiters) (*R
 }
 
 // LoadRateLimits reads and checks the file at path. The file is optional
-// (source design §2.7): when it does not exist the result is empty and the
+// (a deployment need not have one): when it does not exist the result is empty and the
 // error nil. An invalid file is an error and nothing of it is applied: the
 // caller keeps its defaults or its last good rules, and logs the error.
 func LoadRateLimits(path string, available *AvailableLimiters) (*RateLimits, error) {
@@ -177,7 +178,7 @@ func Tiers(available *AvailableLimiters, rateLimits *RateLimits, limiter string)
 
 // Rules returns the list a limiter evaluates from the two files: its file
 // rules, then its default rules, a file rule replacing the default of the
-// same name (source design §2.5).
+// same name (docs/design.md#tiers).
 func Rules(available *AvailableLimiters, rateLimits *RateLimits, limiter string) ([]ratelimit.Rule, error) {
 	file, defaults, err := Tiers(available, rateLimits, limiter)
 	if err != nil {
@@ -231,7 +232,8 @@ func (d *doc) skipRule(limiter string, at path, r *configv1.Rule, def bool) Skip
 	return SkipRule{File: d.file, Line: pos.line, Column: pos.col, Limiter: limiter, Rule: r, Default: def}
 }
 
-// ParsePublishRulesRequest reads a publish payload (§2.6) written like
+// ParsePublishRulesRequest reads a publish payload (rules to add to the
+// rule store's published tier, docs/design.md#the-rule-store) written like
 // rate_limits.yaml (`rate_limits:` limiter → rule list, YAML or JSON) and
 // checks it as ValidatePublishRulesRequest does.
 func ParsePublishRulesRequest(file string, data []byte, available *AvailableLimiters) (*configv1.PublishRulesRequest, error) {

@@ -86,7 +86,7 @@ func ExampleTracing() {
 	span.End()
 
 	for _, kv := range exporter.GetSpans()[0].Attributes {
-		fmt.Printf("%s=%s\n", kv.Key, kv.Value.Emit())
+		fmt.Printf("%s=%s\n", kv.Key, kv.Value.String())
 	}
 	// Output:
 	// ratelimit.limiter=http_request

@@ -6,7 +6,7 @@ import (
 	ratelimit "github.com/ratekit/ratekit/core"
 )
 
-// Tier names, highest precedence first (source design §2.5).
+// Tier names, highest precedence first (docs/design.md#tiers).
 const (
 	TierRemote    = "remote"    // per-request rules from the rules service (Phase 3)
 	TierFile      = "file"      // rate_limits.yaml, deployed by operators

@@ -68,7 +68,7 @@ func ExampleNew_autoPipeline() {
 
 // A client whose type hides a cluster (a wrapper) needs the mode forced.
 func ExampleWithClusterMode() {
-	var client redis.UniversalClient = redis.NewUniversalClient(&redis.UniversalOptions{
+	client := redis.NewUniversalClient(&redis.UniversalOptions{
 		Addrs:         []string{"10.0.0.1:6379"},
 		IsClusterMode: true,
 	})

@@ -1,4 +1,4 @@
-// Package rulestore is ratekit's Redis rule store (source design §2.4–2.6):
+// Package rulestore is ratekit's Redis rule store (docs/design.md#the-rule-store):
 // one LimiterRules document per limiter holding its three rule tiers, written
 // through a publish API, read by every process into an in-memory replica that
 // feeds its limiters.
@@ -124,7 +124,7 @@
 //
 // # Publishing application settings
 //
-// A Publisher replaces per-check callables (§1.7) with published values:
+// A Publisher replaces per-check functions (ratelimit.LimitFunc) with published values:
 // Register says once which setting is which rule's limit, PublishAll
 // resolves them all and publishes them in one batch (idempotent), and Run
 // reconciles on an interval, which also backfills at rollout and

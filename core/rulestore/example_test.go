@@ -87,7 +87,7 @@ func ExampleStore_Publish() {
 	fmt.Println("changed:", res.Changed)
 }
 
-// The §2.6 registry: declare once which setting is which rule's limit, then
+// The publisher registry: declare once which setting is which rule's limit, then
 // publish everything on a schedule (and from the settings' save hook).
 func ExamplePublisher() {
 	ctx := context.Background()

@@ -44,7 +44,7 @@ type GCReport struct {
 // service's parsed available_limiters.yaml, the only authority on which
 // limiters exist) and collects the documents of limiters it no longer
 // declares, cautiously, since a document may hold the only copy of published
-// rules (source design §2.6):
+// rules (values published at run time exist nowhere else):
 //
 //   - with no list (nil, or one declaring no limiter) GC does not run and
 //     returns ErrNoLimiterList: pass what config.LoadAvailableLimiters

@@ -31,8 +31,8 @@ type PublisherOptions struct {
 	Logger *slog.Logger
 }
 
-// Publisher publishes rules whose limit the application resolves (source
-// design §2.6): Register declares once which setting is which rule's limit,
+// Publisher publishes rules whose limit the application resolves
+// (docs/design.md#dynamic-values): Register declares once which setting is which rule's limit,
 // PublishAll resolves every registered value and publishes them in one
 // batch, and Run keeps doing so on an interval, alongside the application's
 // own publish-on-save hooks. It is safe for concurrent use.

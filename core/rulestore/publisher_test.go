@@ -17,7 +17,8 @@ import (
 	"github.com/ratekit/ratekit/internal/redistest"
 )
 
-// template is the §2.6 registration without its limit.
+// template is the registration of the design's publisher example, without
+// its limit.
 func template() ratelimit.Rule {
 	return ratelimit.Rule{
 		Name:            "limit_user_autocompletes_by_user",
@@ -156,7 +157,9 @@ func TestPublisherResolverFailure(t *testing.T) {
 }
 
 func TestRegisterErrors(t *testing.T) {
-	s := newStore(t, redis.NewClient(&redis.Options{Addr: redistest.UnusedAddr(t)}), Options{})
+	c := redis.NewClient(&redis.Options{Addr: redistest.UnusedAddr(t)})
+	t.Cleanup(func() { _ = c.Close() })
+	s := newStore(t, c, Options{})
 	p := NewPublisher(s, PublisherOptions{})
 	limit := func(context.Context) (int64, error) { return 1, nil }
 	if err := p.Register("search", template(), limit); err != nil {

@@ -332,7 +332,9 @@ func TestInvalidDocumentKeepsLastGood(t *testing.T) {
 }
 
 func TestBindErrors(t *testing.T) {
-	s := newStore(t, redis.NewClient(&redis.Options{Addr: redistest.UnusedAddr(t)}), Options{})
+	c := redis.NewClient(&redis.Options{Addr: redistest.UnusedAddr(t)})
+	t.Cleanup(func() { _ = c.Close() })
+	s := newStore(t, c, Options{})
 	lim := newLimiter(t, "search", ratelimit.NewMemoryStore())
 	if err := s.Bind(nil, Tiers{}); err == nil {
 		t.Error("nil limiter bound")

@@ -57,7 +57,8 @@ type Options struct {
 	// is Prefix+limiter; the index, orphan marks and revision counter are
 	// Prefix+"@index", "@orphans" and "@rev". On Redis Cluster (and a Ring)
 	// the prefix must contain a {hash tag}. "labkit:ratelimit:rules:" gives
-	// the source design's layout on a standalone Redis.
+	// the key layout of the design ratekit follows (docs/design.md), on a
+	// standalone Redis.
 	Prefix string
 	// Available is the service's available_limiters.yaml. When set, Publish
 	// and Seed check every rule against it (limiter declared, properties in

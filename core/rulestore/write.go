@@ -90,8 +90,8 @@ func parseRev(v any) (int64, error) {
 }
 
 // Seed writes the file and default tiers of each limiter, leaving their
-// published tiers as they are (source design §2.5: a service re-seeds at
-// start without touching what was published). Both tiers are written even
+// published tiers as they are (a service re-seeds at start without touching
+// what was published; docs/design.md#the-rule-store). Both tiers are written even
 // when empty, so a rule removed from rate_limits.yaml leaves the document; a
 // limiter with neither tier and no document gets none. All limiters are
 // written in one atomic operation; any invalid rule fails the whole call

@@ -42,7 +42,7 @@
 //   - Tasks blocked in one window all come back when it resets; WithJitter
 //     spreads them.
 //
-// Cost hooks (source design §1.11): WithDeferred adds limiters charged after
+// Cost hooks (costs known after the work, docs/design.md#cost): WithDeferred adds limiters charged after
 // the handler. Metered charges what the task measured through
 // ratelimit.AddCost (database seconds, API calls), and CountFailures counts
 // failed tasks only. Both are peeked before the handler, so a task whose scope

@@ -71,7 +71,7 @@ func WithDenyHandler(f DenyFunc) Option { return func(c *config) { c.deny = f } 
 func WithJitter(max time.Duration) Option { return func(c *config) { c.jitter = max } }
 
 // Deferred is a limiter charged after the handler, with a cost known only
-// then (source design §1.11): a ratelimit.Deferred whose Charge reads the
+// then (docs/design.md#cost): a ratelimit.Deferred whose Charge reads the
 // task's Outcome. Before the handler it is peeked, and a task it would block
 // is not run but retried after the reset, like any blocked task. The charge
 // is made even if the task's context was cancelled (a deadline, a shutdown),

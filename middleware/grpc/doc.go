@@ -58,8 +58,7 @@
 // protected methods, say); the first to block rejects the call. WithSkip (with
 // SkipMethods) exempts calls such as health checks. WithCost weighs methods.
 // WithDeferred adds limiters charged after the handler: Metered charges what
-// the call measured through ratelimit.AddCost (database seconds, source design
-// §1.11), and CountCodes counts only some outcomes, failed logins for example.
+// the call measured through ratelimit.AddCost (database seconds; see docs/design.md#cost), and CountCodes counts only some outcomes, failed logins for example.
 // Both are peeked before the handler, so a caller already over budget is
 // rejected without running it.
 package ratelimitgrpc

@@ -112,7 +112,7 @@ func WithHeaderProfile(p httpverdict.Profile) Option { return func(c *config) { 
 func WithoutPushback() Option { return func(c *config) { c.noPushback = true } }
 
 // Deferred is a limiter charged after the handler, with a cost known only
-// then (source design §1.11): a ratelimit.Deferred whose Charge reads the
+// then (docs/design.md#cost): a ratelimit.Deferred whose Charge reads the
 // call's Outcome. Before the handler it is peeked, and a caller it would block
 // is rejected without running the handler. The charge after the handler never
 // changes the call's response; it is made even when the client has gone away,

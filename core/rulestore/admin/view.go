@@ -32,7 +32,7 @@ type indexRow struct {
 func (h *Handler) index(ctx context.Context) ([]indexRow, error) {
 	entries, err := h.opts.Store.List(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("Could not read the rule store: %v", err)
+		return nil, fmt.Errorf("Could not read the rule store: %w", err)
 	}
 	byName := map[string]rulestore.Entry{}
 	for _, e := range entries {
@@ -140,7 +140,7 @@ func (h *Handler) limiter(ctx context.Context, name string) (*limiterView, int, 
 		e.Err = rulestore.ErrNoDocument
 	}
 	if err != nil && !errors.As(err, new(*config.ValidationError)) {
-		return nil, http.StatusBadGateway, fmt.Errorf("Could not read the rule store: %v", err)
+		return nil, http.StatusBadGateway, fmt.Errorf("Could not read the rule store: %w", err)
 	}
 	return h.limiterFrom(name, e)
 }

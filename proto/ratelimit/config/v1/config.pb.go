@@ -1,9 +1,11 @@
-// Schema of ratekit's rate-limit configuration: available_limiters.yaml (source
-// design §2.2), rate_limits.yaml (§2.3), the per-limiter document of the rule
-// store (§2.5) and the publish payload (§2.6). YAML and the stored JSON are
+// Schema of ratekit's rate-limit configuration: available_limiters.yaml,
+// rate_limits.yaml, the per-limiter document of the rule store and the publish
+// payload (docs/design.md explains each, with the source design's section
+// numbers). YAML and the stored JSON are
 // serialisations of these messages; core/config reads and writes both.
 //
-// The source design writes `edition = "2026"`, which no protobuf compiler
+// The source design (a Japanese document ratekit follows; see docs/design.md)
+// writes `edition = "2026"`, which no protobuf compiler
 // accepts yet. This file is proto3 with `optional` where presence matters:
 // same field numbers, same wire format. (Edition 2023 would need protoc >= 27;
 // the generator here is Debian's protoc 3.21.)
@@ -191,7 +193,7 @@ type LimiterSpec struct {
 	AvailableProperties []string `protobuf:"bytes,2,rep,name=available_properties,json=availableProperties,proto3" json:"available_properties,omitempty"`
 	// Documents the in-application defaults.
 	DefaultRules []*DefaultRule `protobuf:"bytes,3,rep,name=default_rules,json=defaultRules,proto3" json:"default_rules,omitempty"`
-	// Guardrail for skip rules (source design §2.1): a skip bypasses the limiter
+	// Guardrail for skip rules (docs/design.md#actions): a skip bypasses the limiter
 	// for everyone it matches. Unset: any skip rule is accepted. Set: only skip
 	// rules with these names are accepted, in every tier; an empty list forbids
 	// skip rules on this limiter. YAML takes the list directly:
@@ -303,14 +305,15 @@ func (x *SkipRuleAllowList) GetNames() []string {
 	return nil
 }
 
-// A default rule: the fields of Rule, with the numbering of the source design.
+// A default rule: the fields of Rule, with the field numbers the source design
+// gives them (they differ from Rule's).
 type DefaultRule struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	Characteristics []string               `protobuf:"bytes,1,rep,name=characteristics,proto3" json:"characteristics,omitempty"`
 	Limit           *uint32                `protobuf:"varint,2,opt,name=limit,proto3,oneof" json:"limit,omitempty"`
 	PeriodS         *uint32                `protobuf:"varint,3,opt,name=period_s,json=periodS,proto3,oneof" json:"period_s,omitempty"` // seconds
 	Action          Action                 `protobuf:"varint,4,opt,name=action,proto3,enum=ratelimit.config.v1.Action" json:"action,omitempty"`
-	BanForS         *uint32                `protobuf:"varint,5,opt,name=ban_for_s,json=banForS,proto3,oneof" json:"ban_for_s,omitempty"` // see §1.5; a default may itself be a ban
+	BanForS         *uint32                `protobuf:"varint,5,opt,name=ban_for_s,json=banForS,proto3,oneof" json:"ban_for_s,omitempty"` // docs/design.md#bans; a default may itself be a ban
 	Name            string                 `protobuf:"bytes,6,opt,name=name,proto3" json:"name,omitempty"`
 	Match           map[string]*MatchValue `protobuf:"bytes,7,rep,name=match,proto3" json:"match,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // empty matches every request
 	Description     string                 `protobuf:"bytes,8,opt,name=description,proto3" json:"description,omitempty"`
@@ -771,7 +774,8 @@ func (x *StringSet) GetValues() []string {
 	return nil
 }
 
-// The per-limiter document the rule store keeps (§2.5). Each writer owns one
+// The per-limiter document the rule store keeps (docs/design.md#the-rule-store).
+// Each writer owns one
 // tier; tiers are evaluated file, published, default.
 type LimiterRules struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
@@ -833,7 +837,7 @@ func (x *LimiterRules) GetDefaultRules() *RuleList {
 	return nil
 }
 
-// The publish payload (§2.6): limiter name to the rules to add or update in
+// The publish payload: limiter name to the rules to add or update in
 // its published tier. Limiters outside the batch are left untouched.
 type PublishRulesRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
