@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"slices"
@@ -183,7 +184,7 @@ func TestReflection(t *testing.T) {
 		if err := stream.CloseSend(); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := stream.Recv(); err != io.EOF {
+		if _, err := stream.Recv(); !errors.Is(err, io.EOF) {
 			t.Fatalf("reflection stream end: %v", err)
 		}
 	}

@@ -62,7 +62,7 @@ const usage = `usage:
 // addresses once serve listens (tests use it).
 func run(ctx context.Context, args []string, out io.Writer, ready func(grpcAddr, httpAddr string)) error {
 	if len(args) == 0 {
-		return errors.New(usage)
+		return errors.New(usage) //nolint:staticcheck // ST1005: the usage text, printed as is
 	}
 	switch args[0] {
 	case "serve":
@@ -190,7 +190,7 @@ func apply(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	if fs.NArg() != 1 || (*server == "") == !*check {
-		return errors.New(usage)
+		return errors.New(usage) //nolint:staticcheck // ST1005: the usage text, printed as is
 	}
 	file := fs.Arg(0)
 	data, err := os.ReadFile(file)
@@ -223,7 +223,7 @@ func get(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	if *server == "" || *service == "" || *limiter == "" {
-		return errors.New(usage)
+		return errors.New(usage) //nolint:staticcheck // ST1005: the usage text, printed as is
 	}
 	req := &rulesv1.GetRulesRequest{Service: *service, Limiter: *limiter, Identifier: map[string]string{}}
 	for _, kv := range fs.Args() {
