@@ -50,6 +50,10 @@ type Config struct {
 	// Enforcement is the starting mode (default Enforce); Shadow counts but
 	// never blocks. SetEnforcement changes it at runtime.
 	Enforcement Enforcement
+	// BlockedCache configures the process-local cache that answers a banned
+	// (optionally: over-limit) counter without the store until it resets.
+	// On by default for bans; see BlockedCacheConfig for its staleness.
+	BlockedCache BlockedCacheConfig
 }
 
 // BreakerConfig configures the circuit breaker of a Limiter.
@@ -74,6 +78,7 @@ type Limiter struct {
 	source   RuleSource
 	rules    atomic.Pointer[ruleSet]
 	mode     atomic.Int32 // Enforcement; see mode.go
+	blocked  *blockCache  // nil when disabled
 }
 
 type ruleSet struct {
@@ -107,6 +112,7 @@ func New(cfg Config) (*Limiter, error) {
 		now:      cfg.Now,
 		observer: cfg.Observer,
 		source:   cfg.RuleSource,
+		blocked:  newBlockCache(cfg.BlockedCache),
 	}
 	if l.prefix == "" {
 		l.prefix = DefaultKeyPrefix
@@ -166,6 +172,7 @@ func (l *Limiter) SetRules(rules []Rule) error {
 		c.rule = &orig[i]
 	}
 	l.rules.Store(&ruleSet{rules: compiled, original: orig})
+	l.blocked.reset() // a cached block may rest on a rule that changed
 	return nil
 }
 
@@ -227,6 +234,11 @@ func (l *Limiter) run(ctx context.Context, mode Mode, id Identifier, opts []Chec
 	var crsBuf [16]*compiledRule // rule of each op; on the stack for common rule counts
 	crs := crsBuf[:0]
 	var skip *compiledRule
+	var cached Evaluation // the first limit rule the blocked cache answers, if Rule is set
+	var gen uint64
+	if l.blocked != nil {
+		gen = l.blocked.generation()
+	}
 	for _, c := range rules {
 		if !c.matches(id) {
 			continue
@@ -268,6 +280,17 @@ func (l *Limiter) run(ctx context.Context, mode Mode, id Identifier, opts []Chec
 			op.BanKey = op.Key + banSuffix
 			op.BanFor = r.BanFor
 		}
+		if op.Terminal && l.blocked != nil {
+			if e, ok := l.blocked.get(&op, start); ok {
+				// Known to block until e.until: the rules before it still
+				// count, this one and the rest are not evaluated.
+				cached = Evaluation{Rule: r, Exceeded: true, Blocked: true, PerRequest: c.perRequest, Info: Info{
+					Limit: op.Limit, Period: op.Period, Count: e.count,
+					Remaining: math.Max(float64(op.Limit)-e.count, 0), ResetAt: e.until, Banned: e.banned,
+				}}
+				break
+			}
+		}
 		if ops == nil {
 			ops = make([]Op, 0, len(rules))
 		}
@@ -287,7 +310,7 @@ func (l *Limiter) run(ctx context.Context, mode Mode, id Identifier, opts []Chec
 			return res
 		}
 		now := l.now()
-		res.Evaluations = make([]Evaluation, 0, len(outs))
+		res.Evaluations = make([]Evaluation, 0, len(outs)+btoi(cached.Rule != nil))
 		for i, out := range outs {
 			if !out.Evaluated {
 				break
@@ -308,11 +331,20 @@ func (l *Limiter) run(ctx context.Context, mode Mode, id Identifier, opts []Chec
 				res.Exceeded = true
 			}
 			if ev.Blocked {
+				if mode == ModeCheck && l.blocked != nil {
+					l.blocked.put(gen, op, &outs[i], ev.Info.ResetAt, now)
+				}
 				res.Action = ActionBlock
 				skip = nil // the block ends evaluation before any later skip
+				cached.Rule = nil
 				break
 			}
 		}
+	}
+	if cached.Rule != nil {
+		res.Evaluations = append(res.Evaluations, cached)
+		res.Exceeded = true
+		res.Action = ActionBlock
 	}
 	if skip != nil {
 		res.Skipped = true
@@ -431,6 +463,9 @@ func (l *Limiter) Clear(ctx context.Context, id Identifier) (int, error) {
 			return l.store.Delete(ctx, keys)
 		})
 	}
+	// After the store call: a check that read a ban before the delete must not
+	// leave it cached (remove also refuses fills of checks already in flight).
+	l.blocked.remove(keys)
 	if err != nil {
 		err = fmt.Errorf("ratelimit: limiter %s: clear: %w", l.name, err)
 		l.warn(ctx, err, nil, id)
@@ -467,4 +502,11 @@ func (l *Limiter) warn(ctx context.Context, err error, r *Rule, id Identifier) {
 		attrs = append(attrs, slog.String("rule", r.Name))
 	}
 	l.logger.LogAttrs(ctx, slog.LevelWarn, "rate_limit_error", attrs...)
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
