@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -72,8 +73,9 @@ type Limiter struct {
 	logger   *slog.Logger
 	now      func() time.Time
 	observer Observer
-	local    bool // in-process store: no network, no timeout needed
-	bounded  bool // the store returns by the context's deadline on its own
+	local    bool         // in-process store: no network, no timeout needed
+	mem      *MemoryStore // the store when it is the memory store: outcomes into a reused buffer
+	bounded  bool         // the store returns by the context's deadline on its own
 	breaker  breaker
 	source   RuleSource
 	rules    atomic.Pointer[ruleSet]
@@ -127,6 +129,7 @@ func New(cfg Config) (*Limiter, error) {
 		l.now = time.Now
 	}
 	_, l.local = cfg.Store.(interface{ inProcess() })
+	l.mem, _ = cfg.Store.(*MemoryStore)
 	if cb, ok := cfg.Store.(ContextBounded); ok {
 		l.bounded = cb.ContextBounded()
 	}
@@ -202,19 +205,40 @@ func (l *Limiter) Peek(ctx context.Context, id Identifier, opts ...CheckOption) 
 	return l.run(ctx, ModePeek, id, opts)
 }
 
-func (l *Limiter) run(ctx context.Context, mode Mode, id Identifier, opts []CheckOption) (res Result) {
+// run evaluates a check or peek, applies the enforcement mode it started in
+// and tells the observer (which sees the shadowed verdict). Written without
+// deferred closures so that, without an observer, the Result stays on the stack.
+func (l *Limiter) run(ctx context.Context, mode Mode, id Identifier, opts []CheckOption) Result {
 	start := l.now()
+	enf := Enforcement(l.mode.Load())
+	o := checkOpts{cost: 1}
+	if len(opts) > 0 {
+		o = applyOpts(opts)
+	}
+	if l.observer == nil {
+		res := l.evaluate(ctx, mode, id, o, start)
+		l.applyMode(&res, enf)
+		return res
+	}
+	res := new(Result) // the observer gets a pointer: it lives on the heap
+	*res = l.evaluate(ctx, mode, id, o, start)
+	l.applyMode(res, enf)
+	l.observe(ctx, Event{Kind: eventKind(mode), Limiter: l.name, Identifier: id, Result: res, Duration: l.now().Sub(start)})
+	return *res
+}
+
+// applyOpts is apart from run so that only a check with options pays for the
+// options struct escaping to the option funcs.
+func applyOpts(opts []CheckOption) checkOpts {
 	o := checkOpts{cost: 1}
 	for _, f := range opts {
 		f(&o)
 	}
-	res = Result{Limiter: l.name, Action: ActionAllow}
-	defer func() {
-		if l.observer != nil {
-			l.observe(ctx, Event{Kind: eventKind(mode), Limiter: l.name, Identifier: id, Result: &res, Duration: l.now().Sub(start)})
-		}
-	}()
-	defer l.applyMode(&res, Enforcement(l.mode.Load())) // runs first: observers see the shadowed verdict
+	return o
+}
+
+func (l *Limiter) evaluate(ctx context.Context, mode Mode, id Identifier, o checkOpts, start time.Time) Result {
+	res := Result{Limiter: l.name, Action: ActionAllow}
 	if math.IsNaN(o.cost) || math.IsInf(o.cost, 0) || o.cost < 0 {
 		res.Err = fmt.Errorf("ratelimit: invalid cost %v", o.cost)
 		l.warn(ctx, res.Err, nil, id)
@@ -230,7 +254,9 @@ func (l *Limiter) run(ctx context.Context, mode Mode, id Identifier, opts []Chec
 			rules = withPerRequest(rules, o.extra, remote)
 		}
 	}
-	var ops []Op
+	sc := getScratch()
+	defer putScratch(sc) // ops and outcomes never reach the Result: reuse them
+	ops := sc.ops[:0]
 	var crsBuf [16]*compiledRule // rule of each op; on the stack for common rule counts
 	crs := crsBuf[:0]
 	var skip *compiledRule
@@ -291,14 +317,12 @@ func (l *Limiter) run(ctx context.Context, mode Mode, id Identifier, opts []Chec
 				break
 			}
 		}
-		if ops == nil {
-			ops = make([]Op, 0, len(rules))
-		}
 		ops = append(ops, op)
 		crs = append(crs, c)
 	}
 	if len(ops) > 0 {
-		outs, err := l.eval(ctx, mode, ops)
+		sc.ops = ops // keep a grown buffer
+		outs, err := l.eval(ctx, mode, ops, sc)
 		if err != nil {
 			if ctx.Err() != nil { // the caller went away: its own doing, not a store error
 				return Result{Limiter: l.name, Action: ActionAllow, Err: fmt.Errorf("%w: %w", ErrCanceled, ctx.Err())}
@@ -375,16 +399,26 @@ func (c *compiledRule) matches(id Identifier) bool {
 }
 
 // eval calls the store under the timeout and the circuit breaker.
-func (l *Limiter) eval(ctx context.Context, mode Mode, ops []Op) ([]Outcome, error) {
+func (l *Limiter) eval(ctx context.Context, mode Mode, ops []Op, sc *scratch) ([]Outcome, error) {
 	if !l.breaker.allow() {
 		l.ensureProber()
 		return nil, ErrCircuitOpen
 	}
 	var outs []Outcome
 	var err error
-	if l.local {
+	switch {
+	case l.mem != nil:
+		if cap(sc.outs) < len(ops) {
+			sc.outs = make([]Outcome, len(ops))
+		}
+		outs, err = l.mem.evalInto(ctx, mode, ops, sc.outs[:len(ops)])
+	case l.local:
 		outs, err = evalStore(ctx, l.store, mode, ops) // in-process: no timeout, no closure to allocate
-	} else {
+	default:
+		if !l.bounded {
+			// A guard goroutine may still read ops after a timeout.
+			sc.lost = true
+		}
 		outs, err = callStore(l, ctx, func(ctx context.Context) ([]Outcome, error) { return evalStore(ctx, l.store, mode, ops) })
 	}
 	if err == nil && len(outs) != len(ops) {
@@ -509,4 +543,26 @@ func btoi(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// scratch holds the ops and outcomes of one check. They never reach the
+// Result (evaluations copy what they need), so checks reuse them through a
+// pool, except when a guard goroutine may still hold them.
+type scratch struct {
+	ops  []Op
+	outs []Outcome
+	lost bool
+}
+
+var scratchPool = sync.Pool{New: func() any { return &scratch{ops: make([]Op, 0, 8)} }}
+
+func getScratch() *scratch { return scratchPool.Get().(*scratch) }
+
+func putScratch(sc *scratch) {
+	if sc.lost || cap(sc.ops) > 64 {
+		return // in use by a guard goroutine, or too big to keep
+	}
+	clear(sc.ops[:cap(sc.ops)]) // drop the key strings
+	sc.ops = sc.ops[:0]
+	scratchPool.Put(sc)
 }

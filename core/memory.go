@@ -122,12 +122,18 @@ func (sh *memShard) maybeSweep(now time.Time, every time.Duration) {
 
 // Eval implements Store. A panic inside it (a bug) is returned as an error, so
 // the limiter fails open; no shard lock is ever left held.
-func (s *MemoryStore) Eval(ctx context.Context, mode Mode, ops []Op) (out []Outcome, err error) {
+func (s *MemoryStore) Eval(ctx context.Context, mode Mode, ops []Op) ([]Outcome, error) {
+	return s.evalInto(ctx, mode, ops, make([]Outcome, len(ops)))
+}
+
+// evalInto is Eval writing into out (len(out) == len(ops)), so that the
+// Limiter can hand it a reused buffer.
+func (s *MemoryStore) evalInto(ctx context.Context, mode Mode, ops []Op, out []Outcome) (_ []Outcome, err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	defer recoverStore(&err)
-	out = make([]Outcome, len(ops))
+	clear(out)
 	for i := range ops {
 		op := &ops[i]
 		out[i] = s.shard(op.Key).eval(s.now, s.sweep, mode, op)
