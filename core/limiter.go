@@ -415,10 +415,11 @@ func (l *Limiter) eval(ctx context.Context, mode Mode, ops []Op, sc *scratch) ([
 	case l.local:
 		outs, err = evalStore(ctx, l.store, mode, ops) // in-process: no timeout, no closure to allocate
 	default:
-		if !l.bounded {
-			// A guard goroutine may still read ops after a timeout.
-			sc.lost = true
+		if l.bounded {
+			outs, err = l.evalBounded(ctx, mode, ops)
+			break
 		}
+		sc.lost = true // a guard goroutine may still read ops after a timeout
 		outs, err = callStore(l, ctx, func(ctx context.Context) ([]Outcome, error) { return evalStore(ctx, l.store, mode, ops) })
 	}
 	if err == nil && len(outs) != len(ops) {
@@ -451,6 +452,26 @@ func evalStore(ctx context.Context, store Store, mode Mode, ops []Op) (outs []Ou
 	return store.Eval(ctx, mode, ops)
 }
 
+// evalBounded calls a ContextBounded store under the per-check timeout,
+// without the closure and goroutine of callStore.
+func (l *Limiter) evalBounded(ctx context.Context, mode Mode, ops []Op) ([]Outcome, error) {
+	ctx, cancel := l.withTimeout(ctx)
+	if cancel != nil {
+		defer cancel()
+	}
+	return evalStore(ctx, l.store, mode, ops)
+}
+
+// withTimeout bounds ctx by the per-check timeout. A caller's deadline that
+// comes first already bounds the call: then ctx is kept as it is, which saves
+// the timer and allocations of a derived context, and cancel is nil.
+func (l *Limiter) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= l.timeout {
+		return ctx, nil
+	}
+	return context.WithTimeout(ctx, l.timeout)
+}
+
 // callStore runs f under the per-check timeout. A store outside this process
 // runs in its own goroutine unless it is ContextBounded, so that a client that
 // ignores deadlines (a socket that accepts but never answers) still cannot hold
@@ -459,8 +480,10 @@ func callStore[T any](l *Limiter, ctx context.Context, f func(context.Context) (
 	if l.local {
 		return f(ctx) // in-process: nothing to wait for
 	}
-	ctx, cancel := context.WithTimeout(ctx, l.timeout)
-	defer cancel()
+	ctx, cancel := l.withTimeout(ctx)
+	if cancel != nil {
+		defer cancel()
+	}
 	if l.bounded {
 		return f(ctx)
 	}
