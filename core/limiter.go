@@ -66,21 +66,22 @@ type BreakerConfig struct {
 // Limiter evaluates one rate-limit checkpoint's rules. Build it once at start-up
 // and share it: it is safe for concurrent use.
 type Limiter struct {
-	name     string
-	store    Store
-	prefix   string
-	timeout  time.Duration
-	logger   *slog.Logger
-	now      func() time.Time
-	observer Observer
-	local    bool         // in-process store: no network, no timeout needed
-	mem      *MemoryStore // the store when it is the memory store: outcomes into a reused buffer
-	bounded  bool         // the store returns by the context's deadline on its own
-	breaker  breaker
-	source   RuleSource
-	rules    atomic.Pointer[ruleSet]
-	mode     atomic.Int32 // Enforcement; see mode.go
-	blocked  *blockCache  // nil when disabled
+	name      string
+	store     Store
+	prefix    string
+	timeout   time.Duration
+	logger    *slog.Logger
+	now       func() time.Time
+	observer  Observer
+	local     bool         // in-process store: no network, no timeout needed
+	mem       *MemoryStore // the store when it is the memory store: outcomes into a reused buffer
+	realClock bool         // now is time.Now (Config.Now unset)
+	bounded   bool         // the store returns by the context's deadline on its own
+	breaker   breaker
+	source    RuleSource
+	rules     atomic.Pointer[ruleSet]
+	mode      atomic.Int32 // Enforcement; see mode.go
+	blocked   *blockCache  // nil when disabled
 }
 
 type ruleSet struct {
@@ -126,7 +127,7 @@ func New(cfg Config) (*Limiter, error) {
 		l.logger = slog.Default()
 	}
 	if l.now == nil {
-		l.now = time.Now
+		l.now, l.realClock = time.Now, true
 	}
 	_, l.local = cfg.Store.(interface{ inProcess() })
 	l.mem, _ = cfg.Store.(*MemoryStore)
@@ -322,7 +323,7 @@ func (l *Limiter) evaluate(ctx context.Context, mode Mode, id Identifier, o chec
 	}
 	if len(ops) > 0 {
 		sc.ops = ops // keep a grown buffer
-		outs, err := l.eval(ctx, mode, ops, sc)
+		outs, err := l.eval(ctx, mode, ops, sc, start)
 		if err != nil {
 			if ctx.Err() != nil { // the caller went away: its own doing, not a store error
 				return Result{Limiter: l.name, Action: ActionAllow, Err: fmt.Errorf("%w: %w", ErrCanceled, ctx.Err())}
@@ -333,7 +334,12 @@ func (l *Limiter) evaluate(ctx context.Context, mode Mode, id Identifier, o chec
 			}
 			return res
 		}
-		now := l.now()
+		now := start
+		if !l.local {
+			// A network store answers later; in process the check's start is
+			// as good as a second clock read.
+			now = l.now()
+		}
 		res.Evaluations = make([]Evaluation, 0, len(outs)+btoi(cached.Rule != nil))
 		for i, out := range outs {
 			if !out.Evaluated {
@@ -399,7 +405,7 @@ func (c *compiledRule) matches(id Identifier) bool {
 }
 
 // eval calls the store under the timeout and the circuit breaker.
-func (l *Limiter) eval(ctx context.Context, mode Mode, ops []Op, sc *scratch) ([]Outcome, error) {
+func (l *Limiter) eval(ctx context.Context, mode Mode, ops []Op, sc *scratch, start time.Time) ([]Outcome, error) {
 	if !l.breaker.allow() {
 		l.ensureProber()
 		return nil, ErrCircuitOpen
@@ -411,7 +417,11 @@ func (l *Limiter) eval(ctx context.Context, mode Mode, ops []Op, sc *scratch) ([
 		if cap(sc.outs) < len(ops) {
 			sc.outs = make([]Outcome, len(ops))
 		}
-		outs, err = l.mem.evalInto(ctx, mode, ops, sc.outs[:len(ops)])
+		var now time.Time
+		if l.realClock && l.mem.realClock {
+			now = start // both on time.Now: the check's start time serves the store
+		}
+		outs, err = l.mem.evalInto(ctx, mode, ops, sc.outs[:len(ops)], now)
 	case l.local:
 		outs, err = evalStore(ctx, l.store, mode, ops) // in-process: no timeout, no closure to allocate
 	default:
