@@ -49,6 +49,10 @@ func needsEscape(c byte) bool {
 const hexDigits = "0123456789ABCDEF"
 
 func escapeKeyPart(b *strings.Builder, s string) {
+	if escapedLen(s) == len(s) { // the common case: nothing to escape
+		b.WriteString(s)
+		return
+	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if needsEscape(c) {
