@@ -53,6 +53,10 @@ func escapeKeyPart(b *strings.Builder, s string) {
 		b.WriteString(s)
 		return
 	}
+	escapeBytes(b, s)
+}
+
+func escapeBytes(b *strings.Builder, s string) {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if needsEscape(c) {
@@ -81,13 +85,18 @@ func writeKeyValue(b *strings.Builder, v string, present bool) {
 		b.WriteByte('!')
 		return
 	}
-	if escapedLen(v) > MaxKeyValueLen {
+	n := escapedLen(v)
+	if n > MaxKeyValueLen {
 		sum := sha256.Sum256([]byte(v))
 		b.WriteByte('#')
 		b.WriteString(hex.EncodeToString(sum[:]))
 		return
 	}
-	escapeKeyPart(b, v)
+	if n == len(v) {
+		b.WriteString(v)
+		return
+	}
+	escapeBytes(b, v)
 }
 
 // counterKey builds the key of one rule for one identifier.

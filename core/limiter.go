@@ -255,7 +255,7 @@ func (l *Limiter) evaluate(ctx context.Context, mode Mode, id Identifier, o chec
 			rules = withPerRequest(rules, o.extra, remote)
 		}
 	}
-	sc := getScratch()
+	sc := getScratch() // sc.ops is kept at the length used, for putScratch
 	defer putScratch(sc) // ops and outcomes never reach the Result: reuse them
 	ops := sc.ops[:0]
 	var crsBuf [16]*compiledRule // rule of each op; on the stack for common rule counts
@@ -595,7 +595,7 @@ func putScratch(sc *scratch) {
 	if sc.lost || cap(sc.ops) > 64 {
 		return // in use by a guard goroutine, or too big to keep
 	}
-	clear(sc.ops[:cap(sc.ops)]) // drop the key strings
+	clear(sc.ops) // drop the key strings of the ops used
 	sc.ops = sc.ops[:0]
 	scratchPool.Put(sc)
 }
