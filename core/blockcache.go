@@ -7,9 +7,11 @@ import (
 	"time"
 )
 
-// DefaultBlockedCacheSize is the default number of entries of a Limiter's
-// blocked-counter cache (see BlockedCacheConfig).
-const DefaultBlockedCacheSize = 10000
+// Defaults of BlockedCacheConfig.
+const (
+	DefaultBlockedCacheSize   = 10000
+	DefaultBlockedCacheMaxAge = time.Second
+)
 
 // BlockedCacheConfig configures the process-local cache of blocked counters of
 // a Limiter.
@@ -22,12 +24,12 @@ const DefaultBlockedCacheSize = 10000
 // go to the store; the cached rule itself is never sent, so a client is never
 // charged past a rule known to block it.
 //
-// Staleness is bounded by the reset time: the cache is dropped when the rules
-// change (SetRules) and a counter's entry when Clear runs in this process, but
-// a Clear (or a deleted key) in another process is not seen here until the ban
-// or window ends; this includes the "lift ban / clear" of the rule store's
-// admin page, which reaches other processes' limiters only when the ban ends
-// (disable the cache where a lifted ban must take effect at once). A cached
+// Staleness: the cache is dropped when the rules change (SetRules) and a
+// counter's entry when Clear runs in this process. A Clear (or a deleted key)
+// in another process, such as `ratekit clear` or the admin page's "lift ban",
+// is seen when the entry ages out: after MaxAge (default one second), or at
+// the reset when MaxAge is negative. Each entry thus costs a hammering client
+// at most one store call per MaxAge instead of one per check. A cached
 // answer reports the count the store last gave (a banned counter's count drops
 // to 0 a period after the ban was seen, when its window has certainly ended;
 // it may have ended earlier).
@@ -35,6 +37,10 @@ type BlockedCacheConfig struct {
 	// Size caps the entries (default DefaultBlockedCacheSize; -1 disables
 	// the cache). A full cache drops expired entries, then arbitrary ones.
 	Size int
+	// MaxAge is how long an entry answers before the store is asked again
+	// (default DefaultBlockedCacheMaxAge; negative: until the ban or window
+	// ends). It bounds how late a Clear in another process is seen.
+	MaxAge time.Duration
 	// OverLimit also caches limit rules that are over their limit without a
 	// ban, until their window ends. Off by default: a counter over its limit
 	// is cheap to re-check, and another process may clear it.
@@ -48,6 +54,7 @@ const blockShards = 16
 type blockCache struct {
 	seed      maphash.Seed
 	perShard  int
+	maxAge    time.Duration // <0: until the reset
 	overLimit bool
 	n         atomic.Int64  // entries in all shards: zero skips the lookup
 	gen       atomic.Uint64 // bumped by every invalidation; see put
@@ -62,7 +69,8 @@ type blockShard struct {
 }
 
 type blockEntry struct {
-	until time.Time
+	until time.Time // the reset the store reported (ResetAt)
+	fresh time.Time // the entry answers until then: until, or sooner by MaxAge
 	// window bounds the end of a banned counter's window: it started before
 	// the ban was seen, so it ends at most a period later. Nothing counts while
 	// banned, so past window the count is certainly 0.
@@ -80,7 +88,10 @@ func newBlockCache(cfg BlockedCacheConfig) *blockCache {
 	if size == 0 {
 		size = DefaultBlockedCacheSize
 	}
-	c := &blockCache{seed: maphash.MakeSeed(), perShard: max(1, (size+blockShards-1)/blockShards), overLimit: cfg.OverLimit}
+	c := &blockCache{seed: maphash.MakeSeed(), perShard: max(1, (size+blockShards-1)/blockShards), overLimit: cfg.OverLimit, maxAge: cfg.MaxAge}
+	if c.maxAge == 0 {
+		c.maxAge = DefaultBlockedCacheMaxAge
+	}
 	for i := range c.shards {
 		c.shards[i].m = make(map[string]blockEntry)
 	}
@@ -100,7 +111,7 @@ func (c *blockCache) get(op *Op, now time.Time) (blockEntry, bool) {
 	sh.mu.RLock()
 	e, ok := sh.m[op.Key]
 	sh.mu.RUnlock()
-	if !ok || !now.Before(e.until) {
+	if !ok || !now.Before(e.fresh) {
 		return blockEntry{}, false
 	}
 	if e.banned {
@@ -140,7 +151,11 @@ func (c *blockCache) put(gen uint64, op *Op, out *Outcome, until time.Time, now 
 		}
 		c.n.Add(1)
 	}
-	sh.m[op.Key] = blockEntry{until: until, window: now.Add(op.Period), limit: op.Limit, count: out.Count, banned: out.Banned}
+	fresh := until
+	if c.maxAge > 0 && now.Add(c.maxAge).Before(fresh) {
+		fresh = now.Add(c.maxAge)
+	}
+	sh.m[op.Key] = blockEntry{until: until, fresh: fresh, window: now.Add(op.Period), limit: op.Limit, count: out.Count, banned: out.Banned}
 }
 
 // makeRoom frees at least one entry of a full shard: the expired ones (at
@@ -150,7 +165,7 @@ func (c *blockCache) makeRoom(sh *blockShard, now time.Time) {
 	if !now.Before(sh.nextSweep) {
 		sh.nextSweep = now.Add(time.Second)
 		for k, e := range sh.m {
-			if !now.Before(e.until) {
+			if !now.Before(e.fresh) {
 				delete(sh.m, k)
 				c.n.Add(-1)
 			}

@@ -108,7 +108,7 @@ func TestBlockedCacheBannedClient(t *testing.T) {
 			clk := &fakeClock{t: time.Now()}
 			store, prefix := cacheStores(t, clk)[name](t)
 			cs := &countingStore{Store: store}
-			l := cacheLimiter(t, cs, prefix, clk, ratelimit.BlockedCacheConfig{}, bannedRule())
+			l := cacheLimiter(t, cs, prefix, clk, ratelimit.BlockedCacheConfig{MaxAge: -1}, bannedRule())
 			ctx := context.Background()
 			id := ratelimit.Identifier{"user": "mallory"}
 			for i := range 2 {
@@ -180,7 +180,7 @@ func TestBlockedCacheBannedClient(t *testing.T) {
 func TestBlockedCacheExpires(t *testing.T) {
 	clk := &fakeClock{t: time.Now()}
 	cs := &countingStore{Store: ratelimit.NewMemoryStore(ratelimit.WithMemoryClock(clk.Now))}
-	l := cacheLimiter(t, cs, "", clk, ratelimit.BlockedCacheConfig{}, bannedRule())
+	l := cacheLimiter(t, cs, "", clk, ratelimit.BlockedCacheConfig{MaxAge: -1}, bannedRule())
 	ctx := context.Background()
 	id := ratelimit.Identifier{"user": "mallory"}
 	var banned ratelimit.Result
@@ -198,6 +198,39 @@ func TestBlockedCacheExpires(t *testing.T) {
 	r := l.Check(ctx, id)
 	if r.Banned() || cs.evals.Load() != 4 {
 		t.Fatalf("after the ban ends: %+v after %d store calls, want the store's answer (4 calls)", r, cs.evals.Load())
+	}
+}
+
+// TestBlockedCacheMaxAge: by default an entry answers for a second, so that a
+// Clear by another limiter (another process) is seen that much later.
+func TestBlockedCacheMaxAge(t *testing.T) {
+	clk := &fakeClock{t: time.Now()}
+	store := ratelimit.NewMemoryStore(ratelimit.WithMemoryClock(clk.Now))
+	cs := &countingStore{Store: store}
+	l := cacheLimiter(t, cs, "", clk, ratelimit.BlockedCacheConfig{}, bannedRule())
+	other := cacheLimiter(t, store, "", clk, ratelimit.BlockedCacheConfig{}, bannedRule())
+	ctx := context.Background()
+	id := ratelimit.Identifier{"user": "mallory"}
+	for range 3 {
+		l.Check(ctx, id)
+	}
+	clk.Add(900 * time.Millisecond)
+	if r := l.Check(ctx, id); !r.Banned() || cs.evals.Load() != 3 {
+		t.Fatalf("within MaxAge: %+v after %d store calls, want banned after 3", r, cs.evals.Load())
+	}
+	clk.Add(200 * time.Millisecond)
+	if r := l.Check(ctx, id); !r.Banned() || cs.evals.Load() != 4 {
+		t.Fatalf("past MaxAge: %+v after %d store calls, want banned by the store (4 calls)", r, cs.evals.Load())
+	}
+	if _, err := other.Clear(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if r := l.Check(ctx, id); !r.Banned() || cs.evals.Load() != 4 {
+		t.Fatalf("another limiter's Clear, within MaxAge: %+v after %d store calls, want the cached ban", r, cs.evals.Load())
+	}
+	clk.Add(time.Second)
+	if r := l.Check(ctx, id); r.Blocked() || cs.evals.Load() != 5 {
+		t.Fatalf("another limiter's Clear, past MaxAge: %+v after %d store calls, want allowed by the store", r, cs.evals.Load())
 	}
 }
 

@@ -255,7 +255,7 @@ func (l *Limiter) evaluate(ctx context.Context, mode Mode, id Identifier, o chec
 			rules = withPerRequest(rules, o.extra, remote)
 		}
 	}
-	sc := getScratch() // sc.ops is kept at the length used, for putScratch
+	sc := getScratch()   // sc.ops is kept at the length used, for putScratch
 	defer putScratch(sc) // ops and outcomes never reach the Result: reuse them
 	ops := sc.ops[:0]
 	var crsBuf [16]*compiledRule // rule of each op; on the stack for common rule counts
