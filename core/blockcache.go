@@ -71,6 +71,9 @@ type blockShard struct {
 type blockEntry struct {
 	until time.Time // the reset the store reported (ResetAt)
 	fresh time.Time // the entry answers until then: until, or sooner by MaxAge
+	// refresh: a check asks the store for the aged-out entry; until then the
+	// others keep answering from it.
+	refresh time.Time
 	// window bounds the end of a banned counter's window: it started before
 	// the ban was seen, so it ends at most a period later. Nothing counts while
 	// banned, so past window the count is certainly 0.
@@ -111,7 +114,13 @@ func (c *blockCache) get(op *Op, now time.Time) (blockEntry, bool) {
 	sh.mu.RLock()
 	e, ok := sh.m[op.Key]
 	sh.mu.RUnlock()
-	if !ok || !now.Before(e.fresh) {
+	if !ok || !now.Before(e.until) {
+		return blockEntry{}, false
+	}
+	if !now.Before(e.fresh) && !c.claimRefresh(sh, op.Key, now) {
+		// Aged out: this check asks the store. Concurrent checks of the same
+		// counter keep the cached answer meanwhile, so that a hammering crowd
+		// sends one store call per MaxAge, not one each.
 		return blockEntry{}, false
 	}
 	if e.banned {
@@ -126,6 +135,40 @@ func (c *blockCache) get(op *Op, now time.Time) (blockEntry, bool) {
 	return e, op.Limit <= e.limit
 }
 
+// claimRefresh reports whether the cached answer of key still stands (it was
+// refilled meanwhile, or another check refreshes it); if not, the caller
+// becomes the refresher and asks the store. A refresh that
+// never reports (the store failed) is retried after another MaxAge.
+func (c *blockCache) claimRefresh(sh *blockShard, key string, now time.Time) (taken bool) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e, ok := sh.m[key]
+	if !ok {
+		return false
+	}
+	if now.Before(e.fresh) || now.Before(e.refresh) {
+		return true // refilled meanwhile, or another check refreshes it
+	}
+	e.refresh = now.Add(c.maxAge)
+	sh.m[key] = e
+	return false
+}
+
+// drop removes the entry of a counter the store found not blocking (the ban
+// was lifted elsewhere, or a rule changed), so that no check answers from it.
+func (c *blockCache) drop(key string) {
+	if c == nil || c.n.Load() == 0 {
+		return
+	}
+	sh := c.shard(key)
+	sh.mu.Lock()
+	if _, ok := sh.m[key]; ok {
+		delete(sh.m, key)
+		c.n.Add(-1)
+	}
+	sh.mu.Unlock()
+}
+
 // generation is read before a store call; put refuses an entry whose check
 // started before an invalidation, so a Clear is never undone by a check that
 // was in flight when it ran.
@@ -133,10 +176,8 @@ func (c *blockCache) generation() uint64 { return c.gen.Load() }
 
 // put records that op's counter blocks until until, if the outcome qualifies.
 func (c *blockCache) put(gen uint64, op *Op, out *Outcome, until time.Time, now time.Time) {
-	if !out.Banned && !c.overLimit {
-		return
-	}
-	if out.Banned && op.BanKey == "" {
+	if (out.Banned && op.BanKey == "") || (!out.Banned && !c.overLimit) {
+		c.drop(op.Key) // not cacheable: an older entry (a ban now over) must not answer
 		return
 	}
 	sh := c.shard(op.Key)
@@ -165,7 +206,7 @@ func (c *blockCache) makeRoom(sh *blockShard, now time.Time) {
 	if !now.Before(sh.nextSweep) {
 		sh.nextSweep = now.Add(time.Second)
 		for k, e := range sh.m {
-			if !now.Before(e.fresh) {
+			if !now.Before(e.until) {
 				delete(sh.m, k)
 				c.n.Add(-1)
 			}

@@ -365,3 +365,49 @@ func TestBlockedCacheShadow(t *testing.T) {
 
 // Compile-time check that the wrapper still is a store.
 var _ ratelimit.Store = (*countingStore)(nil)
+
+// TestBlockedCacheOneRefreshPerMaxAge: when an entry ages out, one check asks
+// the store while the others keep the cached answer; a lift seen by that one
+// check ends the cached answers of all.
+func TestBlockedCacheOneRefreshPerMaxAge(t *testing.T) {
+	clk := &fakeClock{t: time.Now()}
+	store := ratelimit.NewMemoryStore(ratelimit.WithMemoryClock(clk.Now))
+	cs := &countingStore{Store: store}
+	l := cacheLimiter(t, cs, "", clk, ratelimit.BlockedCacheConfig{}, bannedRule())
+	ctx := context.Background()
+	id := ratelimit.Identifier{"user": "mallory"}
+	for range 3 {
+		l.Check(ctx, id)
+	}
+	clk.Add(1100 * time.Millisecond)
+	// The first check after MaxAge claims the refresh and refills the entry.
+	if r := l.Check(ctx, id); !r.Banned() || cs.evals.Load() != 4 {
+		t.Fatalf("refresh: %+v after %d store calls, want banned by the store (4 calls)", r, cs.evals.Load())
+	}
+	var wg sync.WaitGroup
+	clk.Add(1100 * time.Millisecond)
+	for range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if r := l.Check(ctx, id); !r.Banned() {
+				t.Errorf("concurrent check: %+v", r)
+			}
+		}()
+	}
+	wg.Wait()
+	if got := cs.evals.Load(); got != 5 {
+		t.Fatalf("50 concurrent checks after MaxAge made %d store calls, want 1", got-4)
+	}
+	other := cacheLimiter(t, store, "", clk, ratelimit.BlockedCacheConfig{}, bannedRule())
+	if _, err := other.Clear(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(1100 * time.Millisecond)
+	if r := l.Check(ctx, id); r.Blocked() {
+		t.Fatalf("after the lift and MaxAge: %+v", r)
+	}
+	if n := l.BlockedCacheLen(); n != 0 {
+		t.Fatalf("the lifted entry is still cached (%d entries)", n)
+	}
+}

@@ -360,10 +360,15 @@ func (l *Limiter) evaluate(ctx context.Context, mode Mode, id Identifier, o chec
 			if ev.Exceeded {
 				res.Exceeded = true
 			}
-			if ev.Blocked {
-				if mode == ModeCheck && l.blocked != nil {
+			if op.Terminal && l.blocked != nil {
+				switch {
+				case ev.Blocked && mode == ModeCheck:
 					l.blocked.put(gen, op, &outs[i], ev.Info.ResetAt, now)
+				case !ev.Blocked:
+					l.blocked.drop(op.Key) // lifted elsewhere: answer no more from it
 				}
+			}
+			if ev.Blocked {
 				res.Action = ActionBlock
 				skip = nil // the block ends evaluation before any later skip
 				cached.Rule = nil
