@@ -411,3 +411,27 @@ func TestBlockedCacheOneRefreshPerMaxAge(t *testing.T) {
 		t.Fatalf("the lifted entry is still cached (%d entries)", n)
 	}
 }
+
+// A login limiter that bans an address for 15 minutes after 3 attempts a
+// minute: once banned, its checks are answered in process, and another
+// process's Clear is seen within 5 seconds.
+func ExampleBlockedCacheConfig() {
+	l, err := ratelimit.New(ratelimit.Config{
+		Name:  "login",
+		Store: ratelimit.NewMemoryStore(),
+		Rules: []ratelimit.Rule{{Name: "per_ip", Action: ratelimit.ActionLimit, Characteristics: []string{"ip"},
+			Limit: ratelimit.Static(3), Period: ratelimit.StaticPeriod(time.Minute), BanFor: 15 * time.Minute}},
+		BlockedCache: ratelimit.BlockedCacheConfig{Size: 50000, MaxAge: 5 * time.Second},
+	})
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	id := ratelimit.Identifier{"ip": "192.0.2.7"}
+	for range 4 {
+		l.Check(ctx, id) // the fourth attempt starts the ban
+	}
+	r := l.Check(ctx, id) // answered from the cache
+	fmt.Println(r.Blocked(), r.Banned(), l.BlockedCacheLen())
+	// Output: true true 1
+}
