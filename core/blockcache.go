@@ -29,8 +29,10 @@ const (
 // in another process, such as `ratekit clear` or the admin page's "lift ban",
 // is seen when the entry ages out: after MaxAge (default one second), or at
 // the reset when MaxAge is negative. Each entry thus costs a hammering client
-// at most one store call per MaxAge instead of one per check. A cached
-// answer reports the count the store last gave (a banned counter's count drops
+// at most one store call per MaxAge instead of one per check (the check that
+// refreshes an aged-out entry fails open like any other when the store is
+// down; the others keep the cached block until the reset). A cached answer
+// reports the count the store last gave (a banned counter's count drops
 // to 0 a period after the ban was seen, when its window has certainly ended;
 // it may have ended earlier).
 type BlockedCacheConfig struct {
