@@ -434,8 +434,10 @@ func (l *Limiter) eval(ctx context.Context, mode Mode, ops []Op, sc *scratch, st
 			outs, err = l.evalBounded(ctx, mode, ops)
 			break
 		}
-		sc.lost = true // a guard goroutine may still read ops after a timeout
-		outs, err = callStore(l, ctx, func(ctx context.Context) ([]Outcome, error) { return evalStore(ctx, l.store, mode, ops) })
+		// A guard goroutine may still read its ops after a timeout: it gets
+		// its own copy, and the pooled buffer stays reusable.
+		gops := append([]Op(nil), ops...)
+		outs, err = callStore(l, ctx, func(ctx context.Context) ([]Outcome, error) { return evalStore(ctx, l.store, mode, gops) })
 	}
 	if err == nil && len(outs) != len(ops) {
 		err = fmt.Errorf("store returned %d outcomes for %d ops", len(outs), len(ops))
@@ -585,11 +587,10 @@ func btoi(b bool) int {
 
 // scratch holds the ops and outcomes of one check. They never reach the
 // Result (evaluations copy what they need), so checks reuse them through a
-// pool, except when a guard goroutine may still hold them.
+// pool; a guard goroutine, which may outlive the check, gets a copy.
 type scratch struct {
 	ops  []Op
 	outs []Outcome
-	lost bool
 }
 
 var scratchPool = sync.Pool{New: func() any { return &scratch{ops: make([]Op, 0, 8)} }}
@@ -597,8 +598,8 @@ var scratchPool = sync.Pool{New: func() any { return &scratch{ops: make([]Op, 0,
 func getScratch() *scratch { return scratchPool.Get().(*scratch) }
 
 func putScratch(sc *scratch) {
-	if sc.lost || cap(sc.ops) > 64 {
-		return // in use by a guard goroutine, or too big to keep
+	if cap(sc.ops) > 64 {
+		return // too big to keep
 	}
 	clear(sc.ops) // drop the key strings of the ops used
 	sc.ops = sc.ops[:0]
