@@ -49,6 +49,14 @@ func needsEscape(c byte) bool {
 const hexDigits = "0123456789ABCDEF"
 
 func escapeKeyPart(b *strings.Builder, s string) {
+	if escapedLen(s) == len(s) { // the common case: nothing to escape
+		b.WriteString(s)
+		return
+	}
+	escapeBytes(b, s)
+}
+
+func escapeBytes(b *strings.Builder, s string) {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if needsEscape(c) {
@@ -77,13 +85,18 @@ func writeKeyValue(b *strings.Builder, v string, present bool) {
 		b.WriteByte('!')
 		return
 	}
-	if escapedLen(v) > MaxKeyValueLen {
+	n := escapedLen(v)
+	if n > MaxKeyValueLen {
 		sum := sha256.Sum256([]byte(v))
 		b.WriteByte('#')
 		b.WriteString(hex.EncodeToString(sum[:]))
 		return
 	}
-	escapeKeyPart(b, v)
+	if n == len(v) {
+		b.WriteString(v)
+		return
+	}
+	escapeBytes(b, v)
 }
 
 // counterKey builds the key of one rule for one identifier.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -50,6 +51,10 @@ type Config struct {
 	// Enforcement is the starting mode (default Enforce); Shadow counts but
 	// never blocks. SetEnforcement changes it at runtime.
 	Enforcement Enforcement
+	// BlockedCache configures the process-local cache that answers a banned
+	// (optionally: over-limit) counter without the store until it resets.
+	// On by default for bans; see BlockedCacheConfig for its staleness.
+	BlockedCache BlockedCacheConfig
 }
 
 // BreakerConfig configures the circuit breaker of a Limiter.
@@ -61,19 +66,22 @@ type BreakerConfig struct {
 // Limiter evaluates one rate-limit checkpoint's rules. Build it once at start-up
 // and share it: it is safe for concurrent use.
 type Limiter struct {
-	name     string
-	store    Store
-	prefix   string
-	timeout  time.Duration
-	logger   *slog.Logger
-	now      func() time.Time
-	observer Observer
-	local    bool // in-process store: no network, no timeout needed
-	bounded  bool // the store returns by the context's deadline on its own
-	breaker  breaker
-	source   RuleSource
-	rules    atomic.Pointer[ruleSet]
-	mode     atomic.Int32 // Enforcement; see mode.go
+	name      string
+	store     Store
+	prefix    string
+	timeout   time.Duration
+	logger    *slog.Logger
+	now       func() time.Time
+	observer  Observer
+	local     bool         // in-process store: no network, no timeout needed
+	mem       *MemoryStore // the store when it is the memory store: outcomes into a reused buffer
+	realClock bool         // now is time.Now (Config.Now unset)
+	bounded   bool         // the store returns by the context's deadline on its own
+	breaker   breaker
+	source    RuleSource
+	rules     atomic.Pointer[ruleSet]
+	mode      atomic.Int32 // Enforcement; see mode.go
+	blocked   *blockCache  // nil when disabled
 }
 
 type ruleSet struct {
@@ -107,6 +115,7 @@ func New(cfg Config) (*Limiter, error) {
 		now:      cfg.Now,
 		observer: cfg.Observer,
 		source:   cfg.RuleSource,
+		blocked:  newBlockCache(cfg.BlockedCache),
 	}
 	if l.prefix == "" {
 		l.prefix = DefaultKeyPrefix
@@ -118,9 +127,10 @@ func New(cfg Config) (*Limiter, error) {
 		l.logger = slog.Default()
 	}
 	if l.now == nil {
-		l.now = time.Now
+		l.now, l.realClock = time.Now, true
 	}
 	_, l.local = cfg.Store.(interface{ inProcess() })
+	l.mem, _ = cfg.Store.(*MemoryStore)
 	if cb, ok := cfg.Store.(ContextBounded); ok {
 		l.bounded = cb.ContextBounded()
 	}
@@ -166,6 +176,7 @@ func (l *Limiter) SetRules(rules []Rule) error {
 		c.rule = &orig[i]
 	}
 	l.rules.Store(&ruleSet{rules: compiled, original: orig})
+	l.blocked.reset() // a cached block may rest on a rule that changed
 	return nil
 }
 
@@ -195,19 +206,40 @@ func (l *Limiter) Peek(ctx context.Context, id Identifier, opts ...CheckOption) 
 	return l.run(ctx, ModePeek, id, opts)
 }
 
-func (l *Limiter) run(ctx context.Context, mode Mode, id Identifier, opts []CheckOption) (res Result) {
+// run evaluates a check or peek, applies the enforcement mode it started in
+// and tells the observer (which sees the shadowed verdict). Written without
+// deferred closures so that, without an observer, the Result stays on the stack.
+func (l *Limiter) run(ctx context.Context, mode Mode, id Identifier, opts []CheckOption) Result {
 	start := l.now()
+	enf := Enforcement(l.mode.Load())
+	o := checkOpts{cost: 1}
+	if len(opts) > 0 {
+		o = applyOpts(opts)
+	}
+	if l.observer == nil {
+		res := l.evaluate(ctx, mode, id, o, start)
+		l.applyMode(&res, enf)
+		return res
+	}
+	res := new(Result) // the observer gets a pointer: it lives on the heap
+	*res = l.evaluate(ctx, mode, id, o, start)
+	l.applyMode(res, enf)
+	l.observe(ctx, Event{Kind: eventKind(mode), Limiter: l.name, Identifier: id, Result: res, Duration: l.now().Sub(start)})
+	return *res
+}
+
+// applyOpts is apart from run so that only a check with options pays for the
+// options struct escaping to the option funcs.
+func applyOpts(opts []CheckOption) checkOpts {
 	o := checkOpts{cost: 1}
 	for _, f := range opts {
 		f(&o)
 	}
-	res = Result{Limiter: l.name, Action: ActionAllow}
-	defer func() {
-		if l.observer != nil {
-			l.observe(ctx, Event{Kind: eventKind(mode), Limiter: l.name, Identifier: id, Result: &res, Duration: l.now().Sub(start)})
-		}
-	}()
-	defer l.applyMode(&res, Enforcement(l.mode.Load())) // runs first: observers see the shadowed verdict
+	return o
+}
+
+func (l *Limiter) evaluate(ctx context.Context, mode Mode, id Identifier, o checkOpts, start time.Time) Result {
+	res := Result{Limiter: l.name, Action: ActionAllow}
 	if math.IsNaN(o.cost) || math.IsInf(o.cost, 0) || o.cost < 0 {
 		res.Err = fmt.Errorf("ratelimit: invalid cost %v", o.cost)
 		l.warn(ctx, res.Err, nil, id)
@@ -223,10 +255,17 @@ func (l *Limiter) run(ctx context.Context, mode Mode, id Identifier, opts []Chec
 			rules = withPerRequest(rules, o.extra, remote)
 		}
 	}
-	var ops []Op
+	sc := getScratch()   // sc.ops is kept at the length used, for putScratch
+	defer putScratch(sc) // ops and outcomes never reach the Result: reuse them
+	ops := sc.ops[:0]
 	var crsBuf [16]*compiledRule // rule of each op; on the stack for common rule counts
 	crs := crsBuf[:0]
 	var skip *compiledRule
+	var cached Evaluation // the first limit rule the blocked cache answers, if Rule is set
+	var gen uint64
+	if l.blocked != nil {
+		gen = l.blocked.generation()
+	}
 	for _, c := range rules {
 		if !c.matches(id) {
 			continue
@@ -268,14 +307,23 @@ func (l *Limiter) run(ctx context.Context, mode Mode, id Identifier, opts []Chec
 			op.BanKey = op.Key + banSuffix
 			op.BanFor = r.BanFor
 		}
-		if ops == nil {
-			ops = make([]Op, 0, len(rules))
+		if op.Terminal && l.blocked != nil {
+			if e, ok := l.blocked.get(&op, start); ok {
+				// Known to block until e.until: the rules before it still
+				// count, this one and the rest are not evaluated.
+				cached = Evaluation{Rule: r, Exceeded: true, Blocked: true, PerRequest: c.perRequest, Info: Info{
+					Limit: op.Limit, Period: op.Period, Count: e.count,
+					Remaining: math.Max(float64(op.Limit)-e.count, 0), ResetAt: e.until, Banned: e.banned,
+				}}
+				break
+			}
 		}
 		ops = append(ops, op)
 		crs = append(crs, c)
 	}
 	if len(ops) > 0 {
-		outs, err := l.eval(ctx, mode, ops)
+		sc.ops = ops // keep a grown buffer
+		outs, err := l.eval(ctx, mode, ops, sc, start)
 		if err != nil {
 			if ctx.Err() != nil { // the caller went away: its own doing, not a store error
 				return Result{Limiter: l.name, Action: ActionAllow, Err: fmt.Errorf("%w: %w", ErrCanceled, ctx.Err())}
@@ -286,8 +334,13 @@ func (l *Limiter) run(ctx context.Context, mode Mode, id Identifier, opts []Chec
 			}
 			return res
 		}
-		now := l.now()
-		res.Evaluations = make([]Evaluation, 0, len(outs))
+		now := start
+		if !l.local {
+			// A network store answers later; in process the check's start is
+			// as good as a second clock read.
+			now = l.now()
+		}
+		res.Evaluations = make([]Evaluation, 0, len(outs)+btoi(cached.Rule != nil))
 		for i, out := range outs {
 			if !out.Evaluated {
 				break
@@ -307,12 +360,26 @@ func (l *Limiter) run(ctx context.Context, mode Mode, id Identifier, opts []Chec
 			if ev.Exceeded {
 				res.Exceeded = true
 			}
+			if op.Terminal && l.blocked != nil {
+				switch {
+				case ev.Blocked && mode == ModeCheck:
+					l.blocked.put(gen, op, &outs[i], ev.Info.ResetAt, now)
+				case !ev.Blocked:
+					l.blocked.drop(op.Key) // lifted elsewhere: answer no more from it
+				}
+			}
 			if ev.Blocked {
 				res.Action = ActionBlock
 				skip = nil // the block ends evaluation before any later skip
+				cached.Rule = nil
 				break
 			}
 		}
+	}
+	if cached.Rule != nil {
+		res.Evaluations = append(res.Evaluations, cached)
+		res.Exceeded = true
+		res.Action = ActionBlock
 	}
 	if skip != nil {
 		res.Skipped = true
@@ -343,17 +410,34 @@ func (c *compiledRule) matches(id Identifier) bool {
 }
 
 // eval calls the store under the timeout and the circuit breaker.
-func (l *Limiter) eval(ctx context.Context, mode Mode, ops []Op) ([]Outcome, error) {
+func (l *Limiter) eval(ctx context.Context, mode Mode, ops []Op, sc *scratch, start time.Time) ([]Outcome, error) {
 	if !l.breaker.allow() {
 		l.ensureProber()
 		return nil, ErrCircuitOpen
 	}
 	var outs []Outcome
 	var err error
-	if l.local {
+	switch {
+	case l.mem != nil:
+		if cap(sc.outs) < len(ops) {
+			sc.outs = make([]Outcome, len(ops))
+		}
+		var now time.Time
+		if l.realClock && l.mem.realClock {
+			now = start // both on time.Now: the check's start time serves the store
+		}
+		outs, err = l.mem.evalInto(ctx, mode, ops, sc.outs[:len(ops)], now)
+	case l.local:
 		outs, err = evalStore(ctx, l.store, mode, ops) // in-process: no timeout, no closure to allocate
-	} else {
-		outs, err = callStore(l, ctx, func(ctx context.Context) ([]Outcome, error) { return evalStore(ctx, l.store, mode, ops) })
+	default:
+		if l.bounded {
+			outs, err = l.evalBounded(ctx, mode, ops)
+			break
+		}
+		// A guard goroutine may still read its ops after a timeout: it gets
+		// its own copy, and the pooled buffer stays reusable.
+		gops := append([]Op(nil), ops...)
+		outs, err = callStore(l, ctx, func(ctx context.Context) ([]Outcome, error) { return evalStore(ctx, l.store, mode, gops) })
 	}
 	if err == nil && len(outs) != len(ops) {
 		err = fmt.Errorf("store returned %d outcomes for %d ops", len(outs), len(ops))
@@ -385,6 +469,26 @@ func evalStore(ctx context.Context, store Store, mode Mode, ops []Op) (outs []Ou
 	return store.Eval(ctx, mode, ops)
 }
 
+// evalBounded calls a ContextBounded store under the per-check timeout,
+// without the closure and goroutine of callStore.
+func (l *Limiter) evalBounded(ctx context.Context, mode Mode, ops []Op) ([]Outcome, error) {
+	ctx, cancel := l.withTimeout(ctx)
+	if cancel != nil {
+		defer cancel()
+	}
+	return evalStore(ctx, l.store, mode, ops)
+}
+
+// withTimeout bounds ctx by the per-check timeout. A caller's deadline that
+// comes first already bounds the call: then ctx is kept as it is, which saves
+// the timer and allocations of a derived context, and cancel is nil.
+func (l *Limiter) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= l.timeout {
+		return ctx, nil
+	}
+	return context.WithTimeout(ctx, l.timeout)
+}
+
 // callStore runs f under the per-check timeout. A store outside this process
 // runs in its own goroutine unless it is ContextBounded, so that a client that
 // ignores deadlines (a socket that accepts but never answers) still cannot hold
@@ -393,8 +497,10 @@ func callStore[T any](l *Limiter, ctx context.Context, f func(context.Context) (
 	if l.local {
 		return f(ctx) // in-process: nothing to wait for
 	}
-	ctx, cancel := context.WithTimeout(ctx, l.timeout)
-	defer cancel()
+	ctx, cancel := l.withTimeout(ctx)
+	if cancel != nil {
+		defer cancel()
+	}
 	if l.bounded {
 		return f(ctx)
 	}
@@ -431,6 +537,9 @@ func (l *Limiter) Clear(ctx context.Context, id Identifier) (int, error) {
 			return l.store.Delete(ctx, keys)
 		})
 	}
+	// After the store call: a check that read a ban before the delete must not
+	// leave it cached (remove also refuses fills of checks already in flight).
+	l.blocked.remove(keys)
 	if err != nil {
 		err = fmt.Errorf("ratelimit: limiter %s: clear: %w", l.name, err)
 		l.warn(ctx, err, nil, id)
@@ -467,4 +576,32 @@ func (l *Limiter) warn(ctx context.Context, err error, r *Rule, id Identifier) {
 		attrs = append(attrs, slog.String("rule", r.Name))
 	}
 	l.logger.LogAttrs(ctx, slog.LevelWarn, "rate_limit_error", attrs...)
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// scratch holds the ops and outcomes of one check. They never reach the
+// Result (evaluations copy what they need), so checks reuse them through a
+// pool; a guard goroutine, which may outlive the check, gets a copy.
+type scratch struct {
+	ops  []Op
+	outs []Outcome
+}
+
+var scratchPool = sync.Pool{New: func() any { return &scratch{ops: make([]Op, 0, 8)} }}
+
+func getScratch() *scratch { return scratchPool.Get().(*scratch) }
+
+func putScratch(sc *scratch) {
+	if cap(sc.ops) > 64 {
+		return // too big to keep
+	}
+	clear(sc.ops) // drop the key strings of the ops used
+	sc.ops = sc.ops[:0]
+	scratchPool.Put(sc)
 }

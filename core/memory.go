@@ -21,6 +21,9 @@ type MemoryStore struct {
 	seed   maphash.Seed
 	shards []memShard
 	sweep  time.Duration
+	// realClock: now is time.Now, so a Limiter on the real clock can hand
+	// the store the time it already read (time.Now is costly on some VMs).
+	realClock bool
 }
 
 var _ Store = (*MemoryStore)(nil)
@@ -43,7 +46,7 @@ type MemoryOption func(*MemoryStore)
 
 // WithMemoryClock sets the store's clock (for tests). The default is time.Now.
 func WithMemoryClock(now func() time.Time) MemoryOption {
-	return func(s *MemoryStore) { s.now = now }
+	return func(s *MemoryStore) { s.now, s.realClock = now, false }
 }
 
 // WithShards sets the number of lock shards (default 64).
@@ -67,7 +70,7 @@ func WithSweepInterval(d time.Duration) MemoryOption {
 
 // NewMemoryStore returns an empty in-process store.
 func NewMemoryStore(opts ...MemoryOption) *MemoryStore {
-	s := &MemoryStore{now: time.Now, seed: maphash.MakeSeed(), sweep: time.Second}
+	s := &MemoryStore{now: time.Now, seed: maphash.MakeSeed(), sweep: time.Second, realClock: true}
 	for _, o := range opts {
 		o(s)
 	}
@@ -122,15 +125,22 @@ func (sh *memShard) maybeSweep(now time.Time, every time.Duration) {
 
 // Eval implements Store. A panic inside it (a bug) is returned as an error, so
 // the limiter fails open; no shard lock is ever left held.
-func (s *MemoryStore) Eval(ctx context.Context, mode Mode, ops []Op) (out []Outcome, err error) {
+func (s *MemoryStore) Eval(ctx context.Context, mode Mode, ops []Op) ([]Outcome, error) {
+	return s.evalInto(ctx, mode, ops, make([]Outcome, len(ops)), time.Time{})
+}
+
+// evalInto is Eval writing into out (len(out) == len(ops)), so that the
+// Limiter can hand it a reused buffer, and the current time when it has just
+// read it from the same clock (else now is zero and each op reads the clock).
+func (s *MemoryStore) evalInto(ctx context.Context, mode Mode, ops []Op, out []Outcome, now time.Time) (_ []Outcome, err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	defer recoverStore(&err)
-	out = make([]Outcome, len(ops))
+	clear(out)
 	for i := range ops {
 		op := &ops[i]
-		out[i] = s.shard(op.Key).eval(s.now, s.sweep, mode, op)
+		out[i] = s.shard(op.Key).eval(s.now, now, s.sweep, mode, op)
 		if out[i].Exceeded && op.Terminal {
 			break
 		}
@@ -139,10 +149,13 @@ func (s *MemoryStore) Eval(ctx context.Context, mode Mode, ops []Op) (out []Outc
 }
 
 // eval applies one op under the shard's lock, released even if apply panics.
-func (sh *memShard) eval(now func() time.Time, sweep time.Duration, mode Mode, op *Op) Outcome {
+func (sh *memShard) eval(clock func() time.Time, now time.Time, sweep time.Duration, mode Mode, op *Op) Outcome {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	t := now()
+	t := now
+	if t.IsZero() {
+		t = clock()
+	}
 	o := sh.apply(t, mode, op)
 	if mode == ModeCheck {
 		sh.maybeSweep(t, sweep)

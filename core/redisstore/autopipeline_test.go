@@ -55,11 +55,11 @@ func TestConformanceAutoPipeline(t *testing.T) {
 			c := tg.client(t)
 			ap := autoPipeliner(t, c)
 			storetest.Run(t, func(t *testing.T) *storetest.Harness {
-				prefix := redistest.Prefix(t)
+				prefix, clk := redistest.Prefix(t), &shiftedClock{}
 				return &storetest.Harness{
 					Store:        New(ap),
-					Now:          time.Now,
-					Advance:      func(t testing.TB, d time.Duration) { advance(t, c, prefix, d) },
+					Now:          clk.Now,
+					Advance:      func(t testing.TB, d time.Duration) { advance(t, c, prefix, d); clk.Add(d) },
 					Prefix:       prefix,
 					TTLTolerance: time.Second,
 				}

@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,14 +16,23 @@ import (
 func TestConformance(t *testing.T) {
 	forEachTarget(t, func(t *testing.T, c redis.UniversalClient) {
 		storetest.Run(t, func(t *testing.T) *storetest.Harness {
-			prefix := redistest.Prefix(t)
+			prefix, clk := redistest.Prefix(t), &shiftedClock{}
 			return &storetest.Harness{
 				Store:        New(c),
-				Now:          time.Now,
-				Advance:      func(t testing.TB, d time.Duration) { advance(t, c, prefix, d) },
+				Now:          clk.Now,
+				Advance:      func(t testing.TB, d time.Duration) { advance(t, c, prefix, d); clk.Add(d) },
 				Prefix:       prefix,
 				TTLTolerance: time.Second,
 			}
 		})
 	})
 }
+
+// shiftedClock is the limiter's clock in the conformance harness: real time
+// plus every Advance, so that it agrees with the store's notion of time after
+// the harness shortened the TTLs (the limiter's blocked cache expires by it).
+type shiftedClock struct{ off atomic.Int64 }
+
+func (c *shiftedClock) Now() time.Time { return time.Now().Add(time.Duration(c.off.Load())) }
+
+func (c *shiftedClock) Add(d time.Duration) { c.off.Add(int64(d)) }
