@@ -526,7 +526,8 @@ func callStore[T any](l *Limiter, ctx context.Context, f func(context.Context) (
 
 // Clear removes the counters and bans (shadow bans included) of every counting
 // rule of the limiter for id, whether or not the rule matches id, and returns
-// how many keys existed (source design §1.5: call it after a successful login).
+// how many keys existed: call it after a successful login, so that earlier
+// failed attempts no longer count (docs/design.md#peek-and-clear).
 func (l *Limiter) Clear(ctx context.Context, id Identifier) (int, error) {
 	start := l.now()
 	keys := l.Keys(id)
