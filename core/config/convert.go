@@ -33,6 +33,7 @@ func RuleFromProto(r *configv1.Rule) (ratelimit.Rule, error) {
 		Name:            r.GetName(),
 		Description:     r.GetDescription(),
 		Characteristics: append([]string(nil), r.GetCharacteristics()...),
+		CountMissing:    r.GetCountMissing(),
 		CountDistinct:   r.GetCountDistinct(),
 	}
 	a, ok := actionToCore[r.GetAction()]
@@ -106,6 +107,7 @@ func DefaultRuleToRule(d *configv1.DefaultRule) *configv1.Rule {
 		PeriodS:         d.PeriodS,
 		BanForS:         d.BanForS,
 		CountDistinct:   d.GetCountDistinct(),
+		CountMissing:    d.GetCountMissing(),
 	}
 	if len(d.GetMatch()) > 0 {
 		r.Match = make(map[string]*configv1.MatchValue, len(d.GetMatch()))
@@ -126,6 +128,7 @@ func RuleToProto(r ratelimit.Rule) (*configv1.Rule, error) {
 		Name:            r.Name,
 		Description:     r.Description,
 		Characteristics: append([]string(nil), r.Characteristics...),
+		CountMissing:    r.CountMissing,
 		CountDistinct:   r.CountDistinct,
 	}
 	var errs []error

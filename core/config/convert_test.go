@@ -19,7 +19,7 @@ func TestRuleProtoRoundTrip(t *testing.T) {
 		{Name: "skip_health", Action: configv1.Action_ACTION_SKIP, Match: map[string]*configv1.MatchValue{
 			"path": {Kind: &configv1.MatchValue_OneOf{OneOf: &configv1.StringSet{Values: []string{"/-/health", "/-/ready"}}}},
 		}},
-		{Name: "every_field", Description: "d", Action: configv1.Action_ACTION_LOG, Characteristics: []string{"ip", "user"},
+		{Name: "every_field", Description: "d", Action: configv1.Action_ACTION_LOG, Characteristics: []string{"ip", "user"}, CountMissing: true,
 			Limit: proto.Uint32(math.MaxUint32), PeriodS: proto.Uint32(3600), BanForS: proto.Uint32(900),
 			Match: map[string]*configv1.MatchValue{
 				"user": {Kind: &configv1.MatchValue_Equality{Equality: "<anonymous>"}},

@@ -379,6 +379,8 @@ func (d *doc) single(n *yaml.Node, fd protoreflect.FieldDescriptor, p path) (any
 		return d.uint32(n, p, name)
 	case protoreflect.EnumKind:
 		return d.enum(n, fd.Enum(), p, name)
+	case protoreflect.BoolKind:
+		return d.bool(n, p, name)
 	}
 	d.fail(p, false, "%s: the schema has a field of kind %s that the YAML reader does not handle", name, fd.Kind())
 	return nil, false
@@ -420,6 +422,19 @@ func (d *doc) uint32(n *yaml.Node, p path, name string) (uint64, bool) {
 		return 0, false
 	}
 	return uint64(v), true
+}
+
+// bool reads true or false; YAML 1.1's yes/no/on/off are YAML 1.2 text, so
+// they are refused rather than guessed.
+func (d *doc) bool(n *yaml.Node, p path, name string) (bool, bool) {
+	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!bool" {
+		var v bool
+		if err := n.Decode(&v); err == nil {
+			return v, true
+		}
+	}
+	d.fail(p, false, "%s must be true or false, got %s", name, kindName(n))
+	return false, false
 }
 
 // enum reads the lower-case spelling of the config files: `limit` for

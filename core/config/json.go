@@ -26,7 +26,7 @@ import (
 // Tiers appear in alphabetical order and only when set; a tier that sets the
 // limiter's mode writes it first: {"mode":"shadow","rules":[...]}. A rule is written as
 // name, description, limit, period_s, action, characteristics,
-// count_distinct, ban_for_s, match; unset optional fields and empty strings
+// count_missing (only when true), count_distinct, ban_for_s, match; unset optional fields and empty strings
 // are left out, characteristics and match are always written. Match keys are
 // sorted; a value is a JSON string (equality), {"regex":"..."} or
 // {"one_of":[...]}.
@@ -150,6 +150,9 @@ func (w *jsonWriter) rule(r *configv1.Rule) {
 	w.str(enumWords(r.GetAction().Descriptor())[r.GetAction()-1]) // validated: never UNSPECIFIED
 	w.field("characteristics")
 	w.strings(r.GetCharacteristics())
+	if r.GetCountMissing() {
+		w.WriteString(`,"count_missing":true`)
+	}
 	if r.GetCountDistinct() != "" {
 		w.field("count_distinct")
 		w.str(r.GetCountDistinct())

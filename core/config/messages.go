@@ -10,10 +10,11 @@ import (
 // celRules are the message-level rules of the schema; their messages are
 // already plain sentences.
 var celRules = map[string]bool{
-	"limit_requires_threshold":          true,
-	"ban_excludes_count_distinct":       true,
-	"ban_requires_threshold":            true,
-	"count_distinct_requires_threshold": true,
+	"limit_requires_threshold":               true,
+	"ban_excludes_count_distinct":            true,
+	"ban_requires_threshold":                 true,
+	"count_distinct_requires_threshold":      true,
+	"count_missing_requires_characteristics": true,
 }
 
 // noun names what a path points at, for messages.

@@ -41,6 +41,7 @@ func TestEditAndDelete(t *testing.T) {
 			form.Set("limit", "7")
 			form.Set("match_kind.path", "one_of")
 			form.Set("match_value.path", "/login\n/signup\n")
+			form.Set("count_missing", "on")
 			if resp, body := b.post("?limiter=api", form, f.srv.URL); resp.StatusCode != http.StatusSeeOther {
 				t.Fatalf("edit: %d\n%s", resp.StatusCode, body)
 			}
@@ -48,6 +49,13 @@ func TestEditAndDelete(t *testing.T) {
 			rules := doc.GetPublishedRules().GetRules()
 			if len(rules) != 1 || rules[0].GetLimit() != 7 || strings.Join(rules[0].GetMatch()["path"].GetOneOf().GetValues(), ",") != "/login,/signup" {
 				t.Fatalf("after the edit: %v", rules)
+			}
+			if !rules[0].GetCountMissing() {
+				t.Fatalf("count_missing was not saved: %v", rules)
+			}
+			// The editor shows it again, so a later edit does not drop it.
+			if code, body := b.get("?limiter=api&edit=per_user_strict"); code != http.StatusOK || !strings.Contains(body, `id="f-missing" name="count_missing" checked`) {
+				t.Fatalf("edit form does not show count_missing (status %d)\n%s", code, body)
 			}
 			_, v2, _ := f.store.VersionedDocument(ctx, "api")
 			resp, body := b.post("?limiter=api", url.Values{"csrf": {token}, "op": {"delete"}, "limiter": {"api"}, "version": {v2}, "rule": {"per_user_strict"}}, f.srv.URL)

@@ -36,6 +36,7 @@ type ruleForm struct {
 	Period      string
 	Ban         string
 	Distinct    string
+	Missing     bool // count_missing
 	Chars       []string
 	Match       map[string]matchField
 	Errors      map[string][]string
@@ -66,6 +67,7 @@ func formFromRule(r *configv1.Rule, version string, edit bool) *ruleForm {
 	}
 	f.Limit, f.Period, f.Ban = opt(r.Limit), opt(r.PeriodS), opt(r.BanForS)
 	f.Distinct, f.Chars = r.GetCountDistinct(), slices.Clone(r.GetCharacteristics())
+	f.Missing = r.GetCountMissing()
 	for k, m := range r.GetMatch() {
 		switch v := m.GetKind().(type) {
 		case *configv1.MatchValue_Equality:
@@ -89,6 +91,7 @@ func parseForm(v url.Values, lv *limiterView) *ruleForm {
 	f.Action = v.Get("action")
 	f.Limit, f.Period, f.Ban = strings.TrimSpace(v.Get("limit")), strings.TrimSpace(v.Get("period_s")), strings.TrimSpace(v.Get("ban_for_s"))
 	f.Distinct = v.Get("count_distinct")
+	f.Missing = v.Get("count_missing") == "on"
 	for _, c := range v["characteristics"] {
 		if !slices.Contains(lv.Properties, c) {
 			f.addError("characteristics", "%q is not one of the limiter's available properties (%s)", c, strings.Join(lv.Properties, ", "))
@@ -124,7 +127,7 @@ func parseForm(v url.Values, lv *limiterView) *ruleForm {
 // find (a number that is not one) become field errors.
 func (f *ruleForm) toProto() *configv1.Rule {
 	r := &configv1.Rule{Name: f.Name, Description: f.Description, CountDistinct: f.Distinct,
-		Characteristics: slices.Clone(f.Chars)}
+		Characteristics: slices.Clone(f.Chars), CountMissing: f.Missing}
 	switch f.Action {
 	case "limit":
 		r.Action = configv1.Action_ACTION_LIMIT
@@ -220,6 +223,8 @@ func fieldOf(e *config.Error) string {
 			return "ban_for_s"
 		case strings.HasPrefix(e.Message, "count_distinct"):
 			return "count_distinct"
+		case strings.HasPrefix(e.Message, "count_missing"):
+			return "count_missing"
 		}
 		return ""
 	}

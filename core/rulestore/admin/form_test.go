@@ -41,6 +41,7 @@ func TestInvalidRuleShowsFieldErrors(t *testing.T) {
 		{"value without a kind", func(v url.Values) { v.Set("match_value.ip", "1.2.3.4") }, "match.ip", "choose how ip matches"},
 		{"unknown characteristic", func(v url.Values) { v.Set("characteristics", "tenant") }, "characteristics", "not one of the limiter"},
 		{"ban with count_distinct", func(v url.Values) { v.Set("ban_for_s", "60"); v.Set("count_distinct", "path") }, "ban_for_s", "cannot be combined with count_distinct"},
+		{"count_missing without characteristics", func(v url.Values) { v.Del("characteristics"); v.Set("count_missing", "on") }, "count_missing", "count_missing needs characteristics"},
 		{"skip not allowed", func(v url.Values) { v.Set("action", "skip") }, "action", "allowed_skip_rules (trusted_ip)"},
 		{"unknown action", func(v url.Values) { v.Set("action", "drop") }, "action", "choose limit, log or skip"},
 		{"long description", func(v url.Values) { v.Set("description", strings.Repeat("x", 1025)) }, "description", "1024"},

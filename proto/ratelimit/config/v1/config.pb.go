@@ -318,8 +318,11 @@ type DefaultRule struct {
 	Match           map[string]*MatchValue `protobuf:"bytes,7,rep,name=match,proto3" json:"match,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // empty matches every request
 	Description     string                 `protobuf:"bytes,8,opt,name=description,proto3" json:"description,omitempty"`
 	CountDistinct   string                 `protobuf:"bytes,9,opt,name=count_distinct,json=countDistinct,proto3" json:"count_distinct,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// As Rule.count_missing: count identifiers lacking a characteristic as one
+	// shared bucket instead of leaving the rule out for them.
+	CountMissing  bool `protobuf:"varint,10,opt,name=count_missing,json=countMissing,proto3" json:"count_missing,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DefaultRule) Reset() {
@@ -413,6 +416,13 @@ func (x *DefaultRule) GetCountDistinct() string {
 		return x.CountDistinct
 	}
 	return ""
+}
+
+func (x *DefaultRule) GetCountMissing() bool {
+	if x != nil {
+		return x.CountMissing
+	}
+	return false
 }
 
 // rate_limits.yaml: limiter name to its rules, evaluated before the defaults.
@@ -530,7 +540,12 @@ type Rule struct {
 	CountDistinct   string                 `protobuf:"bytes,7,opt,name=count_distinct,json=countDistinct,proto3" json:"count_distinct,omitempty"` // count unique values of this property
 	BanForS         *uint32                `protobuf:"varint,8,opt,name=ban_for_s,json=banForS,proto3,oneof" json:"ban_for_s,omitempty"`          // keep blocking this long once the limit is crossed
 	// Rule identity: part of the Redis counter key, and what an override targets.
-	Name          string `protobuf:"bytes,9,opt,name=name,proto3" json:"name,omitempty"`
+	Name string `protobuf:"bytes,9,opt,name=name,proto3" json:"name,omitempty"`
+	// Count identifiers that lack one of the characteristics as one shared
+	// bucket. Off (the default), such a rule does not apply to them and the
+	// check is marked degraded, so a missing property never silently folds
+	// every caller into one counter.
+	CountMissing  bool `protobuf:"varint,10,opt,name=count_missing,json=countMissing,proto3" json:"count_missing,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -626,6 +641,13 @@ func (x *Rule) GetName() string {
 		return x.Name
 	}
 	return ""
+}
+
+func (x *Rule) GetCountMissing() bool {
+	if x != nil {
+		return x.CountMissing
+	}
+	return false
 }
 
 // The value side of a match entry. YAML writes equality as a plain scalar,
@@ -900,7 +922,8 @@ const file_ratelimit_config_v1_config_proto_rawDesc = "" +
 	"\rdefault_rules\x18\x03 \x03(\v2 .ratelimit.config.v1.DefaultRuleR\fdefaultRules\x12T\n" +
 	"\x12allowed_skip_rules\x18\x04 \x01(\v2&.ratelimit.config.v1.SkipRuleAllowListR\x10allowedSkipRules\"J\n" +
 	"\x11SkipRuleAllowList\x125\n" +
-	"\x05names\x18\x01 \x03(\tB\x1f\xbaH\x1c\x92\x01\x19\x18\x01\"\x15r\x132\x11^[a-z0-9_]{1,64}$R\x05names\"\x90\t\n" +
+	"\x05names\x18\x01 \x03(\tB\x1f\xbaH\x1c\x92\x01\x19\x18\x01\"\x15r\x132\x11^[a-z0-9_]{1,64}$R\x05names\"\xf1\n" +
+	"\n" +
 	"\vDefaultRule\x12I\n" +
 	"\x0fcharacteristics\x18\x01 \x03(\tB\x1f\xbaH\x1c\x92\x01\x19\x18\x01\"\x15r\x132\x11^[a-z0-9_]{1,64}$R\x0fcharacteristics\x12\"\n" +
 	"\x05limit\x18\x02 \x01(\rB\a\xbaH\x04*\x02(\x01H\x00R\x05limit\x88\x01\x01\x12'\n" +
@@ -910,15 +933,18 @@ const file_ratelimit_config_v1_config_proto_rawDesc = "" +
 	"\x04name\x18\x06 \x01(\tB\x18\xbaH\x15r\x132\x11^[a-z0-9_]{1,64}$R\x04name\x12`\n" +
 	"\x05match\x18\a \x03(\v2+.ratelimit.config.v1.DefaultRule.MatchEntryB\x1d\xbaH\x1a\x9a\x01\x17\"\x15r\x132\x11^[a-z0-9_]{1,64}$R\x05match\x12*\n" +
 	"\vdescription\x18\b \x01(\tB\b\xbaH\x05r\x03\x18\x80\bR\vdescription\x12B\n" +
-	"\x0ecount_distinct\x18\t \x01(\tB\x1b\xbaH\x18\xd8\x01\x01r\x132\x11^[a-z0-9_]{1,64}$R\rcountDistinct\x1aY\n" +
+	"\x0ecount_distinct\x18\t \x01(\tB\x1b\xbaH\x18\xd8\x01\x01r\x132\x11^[a-z0-9_]{1,64}$R\rcountDistinct\x12#\n" +
+	"\rcount_missing\x18\n" +
+	" \x01(\bR\fcountMissing\x1aY\n" +
 	"\n" +
 	"MatchEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x125\n" +
-	"\x05value\x18\x02 \x01(\v2\x1f.ratelimit.config.v1.MatchValueR\x05value:\x028\x01:\xfc\x03\xbaH\xf8\x03\x1a\x87\x01\n" +
+	"\x05value\x18\x02 \x01(\v2\x1f.ratelimit.config.v1.MatchValueR\x05value:\x028\x01:\xb8\x05\xbaH\xb4\x05\x1a\x87\x01\n" +
 	"\x18limit_requires_threshold\x12.limit and log rules require limit and period_s\x1a;this.action == 3 || (has(this.limit) && has(this.period_s))\x1a\x82\x01\n" +
 	"\x1bban_excludes_count_distinct\x120ban_for_s cannot be combined with count_distinct\x1a1!has(this.ban_for_s) || this.count_distinct == ''\x1ah\n" +
 	"\x16ban_requires_threshold\x12$ban_for_s is not valid on skip rules\x1a(!has(this.ban_for_s) || this.action != 3\x1a}\n" +
-	"!count_distinct_requires_threshold\x12)count_distinct is not valid on skip rules\x1a-this.count_distinct == '' || this.action != 3B\b\n" +
+	"!count_distinct_requires_threshold\x12)count_distinct is not valid on skip rules\x1a-this.count_distinct == '' || this.action != 3\x1a\xb9\x01\n" +
+	"&count_missing_requires_characteristics\x12Bcount_missing needs characteristics and is not valid on skip rules\x1aK!this.count_missing || (size(this.characteristics) > 0 && this.action != 3)B\b\n" +
 	"\x06_limitB\v\n" +
 	"\t_period_sB\f\n" +
 	"\n" +
@@ -932,7 +958,8 @@ const file_ratelimit_config_v1_config_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\v2\x1d.ratelimit.config.v1.RuleListR\x05value:\x028\x01\"t\n" +
 	"\bRuleList\x12/\n" +
 	"\x05rules\x18\x01 \x03(\v2\x19.ratelimit.config.v1.RuleR\x05rules\x127\n" +
-	"\x04mode\x18\x02 \x01(\x0e2\x19.ratelimit.config.v1.ModeB\b\xbaH\x05\x82\x01\x02\x10\x01R\x04mode\"\x82\t\n" +
+	"\x04mode\x18\x02 \x01(\x0e2\x19.ratelimit.config.v1.ModeB\b\xbaH\x05\x82\x01\x02\x10\x01R\x04mode\"\xe3\n" +
+	"\n" +
 	"\x04Rule\x12*\n" +
 	"\vdescription\x18\x01 \x01(\tB\b\xbaH\x05r\x03\x18\x80\bR\vdescription\x12@\n" +
 	"\x06action\x18\x02 \x01(\x0e2\x1b.ratelimit.config.v1.ActionB\v\xbaH\b\xc8\x01\x01\x82\x01\x02\x10\x01R\x06action\x12I\n" +
@@ -942,14 +969,17 @@ const file_ratelimit_config_v1_config_proto_rawDesc = "" +
 	"\bperiod_s\x18\x06 \x01(\rB\a\xbaH\x04*\x02(\x01H\x01R\aperiodS\x88\x01\x01\x12B\n" +
 	"\x0ecount_distinct\x18\a \x01(\tB\x1b\xbaH\x18\xd8\x01\x01r\x132\x11^[a-z0-9_]{1,64}$R\rcountDistinct\x12(\n" +
 	"\tban_for_s\x18\b \x01(\rB\a\xbaH\x04*\x02(\x01H\x02R\abanForS\x88\x01\x01\x12,\n" +
-	"\x04name\x18\t \x01(\tB\x18\xbaH\x15r\x132\x11^[a-z0-9_]{1,64}$R\x04name\x1aY\n" +
+	"\x04name\x18\t \x01(\tB\x18\xbaH\x15r\x132\x11^[a-z0-9_]{1,64}$R\x04name\x12#\n" +
+	"\rcount_missing\x18\n" +
+	" \x01(\bR\fcountMissing\x1aY\n" +
 	"\n" +
 	"MatchEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x125\n" +
-	"\x05value\x18\x02 \x01(\v2\x1f.ratelimit.config.v1.MatchValueR\x05value:\x028\x01:\xfc\x03\xbaH\xf8\x03\x1a\x87\x01\n" +
+	"\x05value\x18\x02 \x01(\v2\x1f.ratelimit.config.v1.MatchValueR\x05value:\x028\x01:\xb8\x05\xbaH\xb4\x05\x1a\x87\x01\n" +
 	"\x18limit_requires_threshold\x12.limit and log rules require limit and period_s\x1a;this.action == 3 || (has(this.limit) && has(this.period_s))\x1a\x82\x01\n" +
 	"\x1bban_excludes_count_distinct\x120ban_for_s cannot be combined with count_distinct\x1a1!has(this.ban_for_s) || this.count_distinct == ''\x1ah\n" +
-	"\x16ban_requires_threshold\x12$ban_for_s is not valid on skip rules\x1a(!has(this.ban_for_s) || this.action != 3\x1a}\n" +
+	"\x16ban_requires_threshold\x12$ban_for_s is not valid on skip rules\x1a(!has(this.ban_for_s) || this.action != 3\x1a\xb9\x01\n" +
+	"&count_missing_requires_characteristics\x12Bcount_missing needs characteristics and is not valid on skip rules\x1aK!this.count_missing || (size(this.characteristics) > 0 && this.action != 3)\x1a}\n" +
 	"!count_distinct_requires_threshold\x12)count_distinct is not valid on skip rules\x1a-this.count_distinct == '' || this.action != 3B\b\n" +
 	"\x06_limitB\v\n" +
 	"\t_period_sB\f\n" +
