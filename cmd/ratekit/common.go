@@ -1,14 +1,11 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"cmp"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/config"
@@ -109,35 +106,8 @@ func parseArgs(fs *flag.FlagSet, usage string, args []string, out output) ([]str
 	}
 }
 
-// conflictError is a file that still holds the markers of a merge conflict.
-type conflictError struct {
-	file string
-	line int
-	text string
-}
-
-func (e *conflictError) Error() string {
-	return fmt.Sprintf("%s:%d: unresolved merge conflict (line %q): resolve it and remove the conflict markers", e.file, e.line, e.text)
-}
-
-// conflictMarkers finds the first line that git leaves in a file with an
-// unresolved merge conflict. YAML would report a confusing syntax error, or
-// none at all for a "=======" line inside a block.
-func conflictMarkers(file string, data []byte) error {
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(nil, len(data)+1)
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimRight(sc.Text(), "\r")
-		for _, m := range []string{"<<<<<<<", "|||||||", "=======", ">>>>>>>"} {
-			if rest, ok := strings.CutPrefix(line, m); ok && (rest == "" || rest[0] == ' ') {
-				return &conflictError{file: file, line: n, text: line}
-			}
-		}
-	}
-	return nil
-}
-
-// readConfig reads a configuration file and refuses one with conflict markers.
+// readConfig reads a configuration file, bounded like config.Load*; the
+// config package's parsers refuse one with merge conflict markers.
 func readConfig(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -151,14 +121,11 @@ func readConfig(path string) ([]byte, error) {
 	if len(data) > config.MaxFileSize {
 		return nil, fmt.Errorf("%s is larger than %d bytes", path, config.MaxFileSize)
 	}
-	if err := conflictMarkers(path, data); err != nil {
-		return nil, err
-	}
 	return data, nil
 }
 
 // loadAvailable reads available_limiters.yaml as config.LoadAvailableLimiters
-// does, after the conflict check.
+// does.
 func loadAvailable(path string) (*config.AvailableLimiters, error) {
 	data, err := readConfig(path)
 	if err != nil {
@@ -167,8 +134,7 @@ func loadAvailable(path string) (*config.AvailableLimiters, error) {
 	return config.ParseAvailableLimiters(path, data)
 }
 
-// loadRateLimits reads rate_limits.yaml as config.LoadRateLimits does, after
-// the conflict check.
+// loadRateLimits reads rate_limits.yaml as config.LoadRateLimits does.
 func loadRateLimits(path string, available *config.AvailableLimiters) (*config.RateLimits, error) {
 	data, err := readConfig(path)
 	if err != nil {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"testing"
 )
@@ -38,33 +37,6 @@ func TestConnFlagsResolve(t *testing.T) {
 				t.Fatalf("got url %q key %q rules %q\nwant url %q key %q rules %q", c.redisURL, c.keyPrefix, c.rulesPrefix, tt.url, tt.key, tt.rules)
 			}
 		})
-	}
-}
-
-func TestConflictMarkersLines(t *testing.T) {
-	for _, tt := range []struct {
-		data string
-		line int // 0: no conflict
-	}{
-		{"a: 1\n<<<<<<< HEAD\nb: 2\n", 2},
-		{"a: 1\n=======\n", 2},
-		{"a: 1\r\n>>>>>>> branch\r\n", 2},
-		{"|||||||  merged common ancestors\n", 1},
-		{"<<<<<<<\n", 1},
-		{"a: 1\n  <<<<<<< indented\n", 0},
-		{"========\n", 0},
-		{"a: \"<<<<<<< in a string\"\n", 0},
-		{"", 0},
-	} {
-		err := conflictMarkers("f.yaml", []byte(tt.data))
-		var ce *conflictError
-		errors.As(err, &ce)
-		switch {
-		case tt.line == 0 && err != nil:
-			t.Errorf("%q: unexpected %v", tt.data, err)
-		case tt.line > 0 && (ce == nil || ce.line != tt.line):
-			t.Errorf("%q: got %v, want a conflict at line %d", tt.data, err, tt.line)
-		}
 	}
 }
 

@@ -412,7 +412,7 @@ func TestConflictMarkers(t *testing.T) {
 	code, stdout, _ = ratekit(t, dir, "validate", "--json", "--available-limiters", "available_limiters.yaml", "--rate-limits", "rate_limits.yaml")
 	var res validateResult
 	if err := json.Unmarshal([]byte(stdout), &res); err != nil || code != 1 || res.Valid || len(res.Errors) != 1 ||
-		res.Errors[0] != (validateError{File: "rate_limits.yaml", Line: 3, Message: "unresolved merge conflict: resolve it and remove the conflict markers"}) {
+		res.Errors[0] != (validateError{File: "rate_limits.yaml", Line: 3, Message: `unresolved merge conflict (line "<<<<<<< HEAD"): resolve it and remove the conflict markers`}) {
 		t.Fatalf("validate --json: exit %d, %v\n%s", code, err, stdout)
 	}
 	// The check is not fooled by markers that are not at the start of a line.

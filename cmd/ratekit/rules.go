@@ -383,10 +383,6 @@ func rulesPublish(ctx context.Context, e *rulesEnv, _ []string) int {
 		return usageError(e.out, rulesUsage, "rules publish needs --available-limiters FILE to check the file's limiters and properties against what the services declare (--skip-available-check publishes without that check)")
 	}
 	data, err := readConfig(e.f.file)
-	var ce *conflictError
-	if errors.As(err, &ce) {
-		return report(e.out.stderr, err)
-	}
 	if err != nil {
 		fmt.Fprintf(e.out.stderr, "ratekit rules: %v\n", err)
 		return exitUsage

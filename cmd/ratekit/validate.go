@@ -139,16 +139,12 @@ type validateSkip struct {
 
 func jsonErrors(err error) []validateError {
 	var ve *config.ValidationError
-	var ce *conflictError
-	switch {
-	case errors.As(err, &ve):
+	if errors.As(err, &ve) {
 		out := make([]validateError, len(ve.Errors))
 		for i, e := range ve.Errors {
 			out[i] = validateError{File: e.File, Line: e.Line, Column: e.Column, Limiter: e.Limiter, Rule: e.Rule, Path: e.Path, Message: e.Message}
 		}
 		return out
-	case errors.As(err, &ce):
-		return []validateError{{File: ce.file, Line: ce.line, Message: "unresolved merge conflict: resolve it and remove the conflict markers"}}
 	}
 	return []validateError{{Message: err.Error()}}
 }
@@ -192,8 +188,7 @@ func rateLimitsOf(r *config.RateLimits) map[string]*configv1.RuleList {
 // the file could not be read.
 func exitCode(err error) int {
 	var ve *config.ValidationError
-	var ce *conflictError
-	if errors.As(err, &ve) || errors.As(err, &ce) {
+	if errors.As(err, &ve) {
 		return exitInvalid
 	}
 	return exitUsage
@@ -203,15 +198,10 @@ func exitCode(err error) int {
 // 1), or why the file could not be read (exit 2).
 func report(w io.Writer, err error) int {
 	var ve *config.ValidationError
-	var ce *conflictError
-	switch {
-	case errors.As(err, &ve):
+	if errors.As(err, &ve) {
 		for _, e := range ve.Errors {
 			fmt.Fprintln(w, e.Error())
 		}
-		return exitInvalid
-	case errors.As(err, &ce):
-		fmt.Fprintln(w, ce.Error())
 		return exitInvalid
 	}
 	fmt.Fprintf(w, "ratekit validate: %v\n", err)

@@ -69,7 +69,9 @@
 //
 // # Validation
 //
-// Each file goes YAML → protojson → protovalidate → hand-written checks. The
+// Each file goes YAML → protojson → protovalidate → hand-written checks. A
+// file that still holds git's merge conflict markers (<<<<<<<, =======,
+// >>>>>>> at the start of a line) is refused first, naming the line. The
 // YAML is walked against the schema of package
 // github.com/ratekit/ratekit/proto/ratelimit/config/v1 (unknown fields,
 // duplicate keys and wrong types are errors, with their position); protojson

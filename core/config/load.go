@@ -38,6 +38,9 @@ type RateLimits struct {
 // the source in errors. An invalid document gives a *ValidationError with
 // every problem; a valid one is returned whole.
 func ParseAvailableLimiters(file string, data []byte) (*AvailableLimiters, error) {
+	if err := conflictMarkers(file, data); err != nil {
+		return nil, err
+	}
 	d := newDoc(file)
 	msg := &configv1.AvailableLimiters{}
 	if d.decode(data, msg, parseYAML) {
@@ -247,6 +250,9 @@ func ParsePublishRulesRequest(file string, data []byte, available *AvailableLimi
 // parseRuleMap reads a document whose one field, rate_limits, maps limiters
 // to rule lists (rate_limits.yaml, a publish payload) into msg.
 func parseRuleMap(file string, data []byte, msg proto.Message, rules func() map[string]*configv1.RuleList, available *AvailableLimiters) (*doc, error) {
+	if err := conflictMarkers(file, data); err != nil {
+		return nil, err
+	}
 	d := newDoc(file)
 	if d.decode(data, msg, parseYAML) {
 		d.validate(msg)
