@@ -42,12 +42,13 @@ type binding struct {
 //
 // The limiter's mode (enforce or shadow) follows its tiers the same way: the
 // highest tier that sets one wins (local.Mode counts as the file tier's), and
-// with none the limiter keeps the mode it had when bound. A SetEnforcement on a bound limiter lasts until its
-// document next changes.
+// with none the limiter keeps the mode it had when bound. A SetEnforcement on
+// a bound limiter lasts until its document next changes.
 func (s *Store) Bind(l *ratelimit.Limiter, local tiers.Set) error {
 	if l == nil {
 		return errors.New("rulestore: bind: limiter is nil")
 	}
+	local = local.Clone() // the caller keeps its own
 	t, merged, err := effective(nil, local)
 	if err != nil {
 		return fmt.Errorf("rulestore: bind %s: %w", l.Name(), err)
@@ -71,6 +72,7 @@ func (s *Store) Bind(l *ratelimit.Limiter, local tiers.Set) error {
 // limiter has no document, or filling the tiers its last document lacks. An
 // invalid list is rejected whole and the limiter keeps its rules.
 func (s *Store) SetLocal(ctx context.Context, limiter string, local tiers.Set) error {
+	local = local.Clone() // the caller keeps its own
 	if _, _, err := effective(nil, local); err != nil {
 		return fmt.Errorf("rulestore: set local tiers of %s: %w", limiter, err)
 	}

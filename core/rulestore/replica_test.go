@@ -346,6 +346,15 @@ func TestBindErrors(t *testing.T) {
 	if err := s.Bind(lim, tiers.Set{Defaults: []ratelimit.Rule{rule("dup", 1), rule("dup", 2)}}); err == nil {
 		t.Error("invalid local tiers bound")
 	}
+	for _, local := range []tiers.Set{{Published: []ratelimit.Rule{rule("p", 1)}}, {Remote: []ratelimit.Rule{rule("r", 1)}}, {Mode: new(ratelimit.Enforcement(7))}} {
+		if err := s.Bind(lim, local); err == nil {
+			t.Errorf("local tiers %+v bound: a service owns its file and default tiers only", local)
+		}
+		// Refused before any network call (the store's Redis is unreachable).
+		if _, err := s.Seed(ctx, map[string]tiers.Set{"search": local}); err == nil || !strings.Contains(err.Error(), "limiter search: ") {
+			t.Errorf("local tiers %+v seeded: %v", local, err)
+		}
+	}
 	if err := s.Bind(lim, tiers.Set{File: []ratelimit.Rule{rule("a", 1)}, Defaults: []ratelimit.Rule{rule("a", 2), rule("b", 3)}}); err != nil {
 		t.Fatal(err)
 	}
