@@ -165,9 +165,9 @@
 // # Rule tiers
 //
 // SetRules replaces the rule list atomically, all or nothing: an invalid list
-// is rejected whole and the limiter keeps its last good rules. MergeTiers builds
-// the evaluated list from the tiers (remote ++ file ++ published ++ default,
-// docs/design.md#tiers), where a rule name in a higher tier replaces the lower
-// tier's rule of that name and, because the name is in the key, inherits its
-// counter.
+// is rejected whole and the limiter keeps its last good rules. Package
+// github.com/ratekit/ratekit/core/tiers builds the evaluated list from the
+// tiers (remote ++ file ++ published ++ default, docs/design.md#tiers), where a
+// rule name in a higher tier replaces the lower tier's rule of that name and,
+// because the name is in the key, inherits its counter.
 package ratelimit

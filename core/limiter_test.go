@@ -97,27 +97,6 @@ func TestRulesAreCopied(t *testing.T) {
 	}
 }
 
-func TestMergeTiers(t *testing.T) {
-	r := func(name string, limit int64) ratelimit.Rule {
-		x := basic(name)
-		x.Limit = ratelimit.Static(limit)
-		return x
-	}
-	file := []ratelimit.Rule{r("plan_free", 100), r("shared", 1)}
-	published := []ratelimit.Rule{r("shared", 2), r("published_only", 3)}
-	defaults := []ratelimit.Rule{r("shared", 3), r("default_only", 4), r("published_only", 5)}
-	got := ratelimit.MergeTiers(file, published, defaults)
-	var names []string
-	for _, x := range got {
-		n, _ := x.Limit.IsStatic()
-		names = append(names, fmt.Sprintf("%s=%d", x.Name, n))
-	}
-	want := "[plan_free=100 shared=1 published_only=3 default_only=4]"
-	if fmt.Sprint(names) != want {
-		t.Fatalf("MergeTiers = %v, want %s", names, want)
-	}
-}
-
 // flakyStore fails, hangs (ignoring ctx, like a socket that never answers) or
 // delegates, and counts its calls.
 type flakyStore struct {

@@ -432,24 +432,3 @@ func cloneMatch(m map[string]Matcher) map[string]Matcher {
 	}
 	return out
 }
-
-// MergeTiers builds one evaluation list from rule tiers given highest first
-// (remote ++ file ++ published ++ default, docs/design.md#tiers). A rule whose name
-// appears in a higher tier removes the lower tier's rule of that name; the
-// survivor keeps the name, and so the counter.
-func MergeTiers(tiers ...[]Rule) []Rule {
-	seen := map[string]bool{}
-	var out []Rule
-	for _, t := range tiers {
-		for _, r := range t {
-			if seen[r.Name] {
-				continue
-			}
-			out = append(out, r)
-		}
-		for _, r := range t {
-			seen[r.Name] = true
-		}
-	}
-	return out
-}

@@ -21,6 +21,7 @@ import (
 	"github.com/ratekit/ratekit/core/observe"
 	"github.com/ratekit/ratekit/core/redisstore"
 	"github.com/ratekit/ratekit/core/rulestore"
+	"github.com/ratekit/ratekit/core/tiers"
 	ratekitenvoy "github.com/ratekit/ratekit/envoy"
 	"github.com/ratekit/ratekit/internal/redistest"
 )
@@ -234,7 +235,7 @@ func TestPublishedRuleChangesAnswer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := rules.Bind(l, rulestore.Tiers{Defaults: defaults}); err != nil {
+	if err := rules.Bind(l, tiers.Set{Defaults: defaults}); err != nil {
 		t.Fatal(err)
 	}
 	g := startGateway(t, l, m, ratekitenvoy.Options{})

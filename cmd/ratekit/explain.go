@@ -23,6 +23,7 @@ import (
 	"github.com/ratekit/ratekit/core/observe"
 	"github.com/ratekit/ratekit/core/redisstore"
 	"github.com/ratekit/ratekit/core/rulestore"
+	"github.com/ratekit/ratekit/core/tiers"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
 
@@ -209,7 +210,7 @@ func runExplain(ctx context.Context, out output, args []string) int {
 		return code
 	}
 	defer b.client.Close()
-	limiter, tiers, sources, state, local := b.limiter, b.tiers, b.sources, b.state, b.local
+	limiter, ts, sources, state, local := b.limiter, b.tiers, b.sources, b.state, b.local
 	opts := []ratelimit.CheckOption{ratelimit.Cost(f.cost)}
 	var remote *remoteState
 	if f.rulesService != "" {
@@ -217,18 +218,18 @@ func runExplain(ctx context.Context, out output, args []string) int {
 		rules, err := fetchRemoteRules(ctx, f.rulesService, f.service, f.limiter, id, local.available, f.timeout)
 		var set *ratelimit.RuleSet
 		if err == nil {
-			set, err = ratelimit.CompileTier(observe.TierRemote, rules)
+			set, err = ratelimit.CompileTier(tiers.Remote, rules)
 		}
 		if err != nil {
 			remote.Error = err.Error() + " (the services run on their local tiers)"
 		} else {
-			tiers.Remote = rules
-			sources = append([]tierSummary{{Tier: observe.TierRemote, Source: "rules service " + f.rulesService, Rules: len(rules)}}, sources...)
+			ts.Remote = rules
+			sources = append([]tierSummary{{Tier: tiers.Remote, Source: "rules service " + f.rulesService, Rules: len(rules)}}, sources...)
 			opts = append(opts, ratelimit.WithRules(set))
 		}
 	}
 	res := limiter.Peek(ctx, id, opts...)
-	ex := explain(limiter, tiers, sources, id, f.cost, res, time.Now())
+	ex := explain(limiter, ts, sources, id, f.cost, res, time.Now())
 	ex.RuleStore = state
 	ex.Remote = remote
 	ex.Warnings = identifierWarnings(id, local.properties, limiter.Rules())
@@ -252,7 +253,7 @@ func runExplain(ctx context.Context, out output, args []string) int {
 // localTiers are the tiers a service of the limiter holds itself, from the
 // files given on the command line.
 type localTiers struct {
-	rulestore.Tiers
+	tiers.Set
 	fileSource, defaultSource string // "" when the file was not given
 	available                 *config.AvailableLimiters
 	// properties are the limiter's available_properties; nil when
@@ -265,7 +266,7 @@ type boundLimiter struct {
 	limiter *ratelimit.Limiter
 	client  redis.UniversalClient // the caller closes it
 	local   localTiers
-	tiers   observe.Tiers
+	tiers   tiers.Set
 	sources []tierSummary
 	state   *ruleStoreState
 }
@@ -294,12 +295,12 @@ func openLimiter(ctx context.Context, out output, f explainFlags) (boundLimiter,
 		client.Close()
 		return boundLimiter{}, usageError(out, f.usage, "%v", err)
 	}
-	tiers, sources, state, code := bindRuleStore(ctx, out, f, client, limiter, local)
+	ts, sources, state, code := bindRuleStore(ctx, out, f, client, limiter, local)
 	if code != exitOK {
 		client.Close()
 		return boundLimiter{}, code
 	}
-	return boundLimiter{limiter: limiter, client: client, local: local, tiers: tiers, sources: sources, state: state}, exitOK
+	return boundLimiter{limiter: limiter, client: client, local: local, tiers: ts, sources: sources, state: state}, exitOK
 }
 
 // loadLocalTiers reads the limiter's file and default tiers from the files,
@@ -323,13 +324,13 @@ func loadLocalTiers(out output, f explainFlags) (localTiers, int) {
 			return localTiers{}, report(out.stderr, err)
 		}
 	}
-	file, defaults, err := config.Tiers(available, rateLimits, f.limiter)
+	set, err := config.Tiers(available, rateLimits, f.limiter)
 	if err != nil {
 		fmt.Fprintf(out.stderr, "ratekit "+f.name+": %v\n", err)
 		return localTiers{}, exitInvalid
 	}
 	props := append([]string{}, available.Spec(f.limiter).GetAvailableProperties()...)
-	return localTiers{Tiers: rulestore.Tiers{File: file, Defaults: defaults, FileMode: rateLimits.Mode(f.limiter)}, fileSource: f.rateLimits, defaultSource: f.available, properties: props, available: available}, exitOK
+	return localTiers{Set: set, fileSource: f.rateLimits, defaultSource: f.available, properties: props, available: available}, exitOK
 }
 
 // bindRuleStore gives the limiter the rules a service enforces: it binds it
@@ -337,15 +338,15 @@ func loadLocalTiers(out output, f explainFlags) (localTiers, int) {
 // service's replica does (a tier the limiter's document holds replaces the
 // local one; without a document, or with an invalid one, the local tiers
 // stay). It returns the tiers, where each came from, and the document's state.
-func bindRuleStore(ctx context.Context, out output, f explainFlags, client redis.UniversalClient, l *ratelimit.Limiter, local localTiers) (observe.Tiers, []tierSummary, *ruleStoreState, int) {
+func bindRuleStore(ctx context.Context, out output, f explainFlags, client redis.UniversalClient, l *ratelimit.Limiter, local localTiers) (tiers.Set, []tierSummary, *ruleStoreState, int) {
 	store, err := rulestore.New(client, rulestore.Options{Prefix: f.rulesPrefix, Timeout: f.timeout,
 		Logger: slog.New(slog.DiscardHandler), ClusterMode: f.cluster})
 	if err != nil {
-		return observe.Tiers{}, nil, nil, usageError(out, f.usage, "--rules-prefix: %v", err)
+		return tiers.Set{}, nil, nil, usageError(out, f.usage, "--rules-prefix: %v", err)
 	}
-	if err := store.Bind(l, local.Tiers); err != nil {
+	if err := store.Bind(l, local.Set); err != nil {
 		fmt.Fprintf(out.stderr, "ratekit "+f.name+": %v\n", err)
-		return observe.Tiers{}, nil, nil, exitInvalid
+		return tiers.Set{}, nil, nil, exitInvalid
 	}
 	key := store.Key(l.Name())
 	state := &ruleStoreState{Key: key}
@@ -357,7 +358,7 @@ func bindRuleStore(ctx context.Context, out output, f explainFlags, client redis
 	case errors.Is(err, redis.Nil):
 	case err != nil:
 		fmt.Fprintf(out.stderr, "ratekit "+f.name+": rule store: read %s: %v\n", key, err)
-		return observe.Tiers{}, nil, nil, exitInvalid
+		return tiers.Set{}, nil, nil, exitInvalid
 	default:
 		state.Document = true
 		if doc, err = config.UnmarshalLimiterRules([]byte(raw)); err != nil {
@@ -368,10 +369,10 @@ func bindRuleStore(ctx context.Context, out output, f explainFlags, client redis
 	if err := store.Refresh(rctx); err != nil && state.Error == "" {
 		state.Error = err.Error()
 	}
-	tiers, _ := store.Tiers(l.Name())
+	ts, _ := store.Tiers(l.Name())
 	if doc == nil && local.defaultSource == "" {
 		fmt.Fprintf(out.stderr, "ratekit "+f.name+": limiter %s has no document in the rule store (key %s) and no --available-limiters was given: it has no rules here\n", l.Name(), key)
-		return observe.Tiers{}, nil, nil, exitInvalid
+		return tiers.Set{}, nil, nil, exitInvalid
 	}
 	var sources []tierSummary
 	add := func(tier string, inDoc bool, localSource string, rules []ratelimit.Rule) {
@@ -382,10 +383,10 @@ func bindRuleStore(ctx context.Context, out output, f explainFlags, client redis
 			sources = append(sources, tierSummary{Tier: tier, Source: localSource, Rules: len(rules)})
 		}
 	}
-	add(observe.TierFile, doc.GetFileRules() != nil, local.fileSource, tiers.File)
-	add(observe.TierPublished, doc.GetPublishedRules() != nil, "", tiers.Published)
-	add(observe.TierDefault, doc.GetDefaultRules() != nil, local.defaultSource, tiers.Defaults)
-	return tiers, sources, state, exitOK
+	add(tiers.File, doc.GetFileRules() != nil, local.fileSource, ts.File)
+	add(tiers.Published, doc.GetPublishedRules() != nil, "", ts.Published)
+	add(tiers.Default, doc.GetDefaultRules() != nil, local.defaultSource, ts.Defaults)
+	return ts, sources, state, exitOK
 }
 
 // identifierWarnings names the identifier keys that cannot take part in the
@@ -486,14 +487,14 @@ func parseIdentifier(args []string) (ratelimit.Identifier, error) {
 
 // explain walks the effective rules as the limiter does and sets each one's
 // part from the peek's result.
-func explain(l *ratelimit.Limiter, tiers observe.Tiers, sources []tierSummary, id ratelimit.Identifier, cost float64, res ratelimit.Result, now time.Time) explanation {
+func explain(l *ratelimit.Limiter, ts tiers.Set, sources []tierSummary, id ratelimit.Identifier, cost float64, res ratelimit.Result, now time.Time) explanation {
 	ex := explanation{Limiter: l.Name(), KeyPrefix: l.KeyPrefix(), Identifier: map[string]string{}, Cost: cost,
 		Tiers: sources, Rules: []ruleExplanation{}, Overridden: []overriddenRule{}}
 	for k := range id {
 		ex.Identifier[k], _ = id.Get(k)
 	}
 	tierOf := map[string]string{}
-	for _, tr := range tiers.Rules() {
+	for _, tr := range ts.Rules() {
 		if tr.OverriddenBy != "" {
 			ex.Overridden = append(ex.Overridden, overriddenRule{Tier: tr.Tier, Name: tr.Rule.Name, OverriddenBy: tr.OverriddenBy})
 		} else if _, ok := tierOf[tr.Rule.Name]; !ok {
@@ -509,7 +510,7 @@ func explain(l *ratelimit.Limiter, tiers observe.Tiers, sources []tierSummary, i
 		stoppedBy = "the store failed: " + res.Err.Error()
 	}
 	// The remote tier (a rules service's answer) comes first, as in a check.
-	for i, r := range ratelimit.MergeTiers(tiers.Remote, l.Rules()) {
+	for i, r := range tiers.Merge(ts.Remote, l.Rules()) {
 		re := ruleExplanation{Position: i + 1, Tier: tierOf[r.Name], Name: r.Name, Action: string(r.Action)}
 		re.Mismatches = r.MatchFailures(id)
 		re.Matched = len(re.Mismatches) == 0

@@ -19,6 +19,7 @@ import (
 	"github.com/ratekit/ratekit/core/config"
 	"github.com/ratekit/ratekit/core/redisstore"
 	"github.com/ratekit/ratekit/core/rulestore"
+	"github.com/ratekit/ratekit/core/tiers"
 	"github.com/ratekit/ratekit/internal/redistest"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
@@ -82,7 +83,7 @@ type explainEnv struct {
 	redisURL                      string
 	cluster                       bool
 	limiter                       *ratelimit.Limiter
-	local                         rulestore.Tiers // the files' tiers
+	local                         tiers.Set // the files' tiers
 }
 
 func newExplainEnv(t *testing.T, client redisstore.Client, redisURL string, cluster bool) *explainEnv {
@@ -108,7 +109,7 @@ func newExplainEnv(t *testing.T, client redisstore.Client, redisURL string, clus
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.local = rulestore.Tiers{File: must(rateLimits.Rules("api_request")), Defaults: must(available.DefaultRules("api_request"))}
+	e.local = tiers.Set{File: must(rateLimits.Rules("api_request")), Defaults: must(available.DefaultRules("api_request"))}
 	e.limiter, err = ratelimit.New(ratelimit.Config{Name: "api_request", Store: redisstore.New(client), KeyPrefix: e.prefix,
 		Rules: rules, Logger: slog.New(slog.DiscardHandler), Timeout: 5 * time.Second})
 	if err != nil {
@@ -412,7 +413,7 @@ func TestExplainRuleStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Seed(ctx, map[string]rulestore.Tiers{"api_request": e.local}); err != nil {
+	if _, err := store.Seed(ctx, map[string]tiers.Set{"api_request": e.local}); err != nil {
 		t.Fatal(err)
 	}
 	published := must(config.RulesToProto([]ratelimit.Rule{{Name: "per_ip", Characteristics: []string{"ip"},

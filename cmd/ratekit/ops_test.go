@@ -17,6 +17,7 @@ import (
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/redisstore"
 	"github.com/ratekit/ratekit/core/rulestore"
+	"github.com/ratekit/ratekit/core/tiers"
 	"github.com/ratekit/ratekit/internal/redistest"
 )
 
@@ -143,7 +144,7 @@ func TestExplainFlagsAfterIdentifier(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Seed(context.Background(), map[string]rulestore.Tiers{"api_request": e.local}); err != nil {
+	if _, err := store.Seed(context.Background(), map[string]tiers.Set{"api_request": e.local}); err != nil {
 		t.Fatal(err)
 	}
 	_, stderr, code = e.run(t, append(docless, "usr=alice", "user=alice", "zzzzzz=1")...)
@@ -166,7 +167,7 @@ func TestServicePrefixes(t *testing.T) {
 		}
 		rule := ratelimit.Rule{Name: "per_user", Characteristics: []string{"user"}, Limit: ratelimit.Static(5),
 			Period: ratelimit.StaticPeriod(time.Minute), Action: ratelimit.ActionLimit}
-		if _, err := store.Seed(ctx, map[string]rulestore.Tiers{"api_request": {Defaults: []ratelimit.Rule{rule}}}); err != nil {
+		if _, err := store.Seed(ctx, map[string]tiers.Set{"api_request": {Defaults: []ratelimit.Rule{rule}}}); err != nil {
 			t.Fatal(err)
 		}
 		l, err := ratelimit.New(ratelimit.Config{Name: "api_request", Store: redisstore.New(d.client), KeyPrefix: "ratekit:" + svc + ":rl:",
@@ -238,7 +239,7 @@ func testRulesDryRun(t *testing.T, e *rulesCLI) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Seed(ctx, map[string]rulestore.Tiers{"user_sign_in": {Defaults: []ratelimit.Rule{{
+	if _, err := store.Seed(ctx, map[string]tiers.Set{"user_sign_in": {Defaults: []ratelimit.Rule{{
 		Name: "limit_user_sign_ins_by_username", Characteristics: []string{"username"}, Action: ratelimit.ActionLimit,
 		Limit: ratelimit.Static(5), Period: ratelimit.StaticPeriod(10 * time.Minute), BanFor: 15 * time.Minute,
 	}}}}); err != nil {
@@ -312,7 +313,7 @@ dry run: 2 changes, nothing written
 
 	// gc: a limiter the list does not declare would be marked; no mark is written.
 	retired := ratelimit.Rule{Name: "r", Action: ratelimit.ActionLimit, Limit: ratelimit.Static(1), Period: ratelimit.StaticPeriod(time.Minute)}
-	if _, err := store.Seed(ctx, map[string]rulestore.Tiers{"retired": {Defaults: []ratelimit.Rule{retired}}}); err != nil {
+	if _, err := store.Seed(ctx, map[string]tiers.Set{"retired": {Defaults: []ratelimit.Rule{retired}}}); err != nil {
 		t.Fatal(err)
 	}
 	code, stdout, _ = e.run(t, "gc", "--dry-run", "--available-limiters", "available_limiters.yaml", "--grace", "2d")

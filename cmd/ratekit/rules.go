@@ -18,8 +18,8 @@ import (
 
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/config"
-	"github.com/ratekit/ratekit/core/observe"
 	"github.com/ratekit/ratekit/core/rulestore"
+	"github.com/ratekit/ratekit/core/tiers"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
 
@@ -298,23 +298,23 @@ func rulesShow(ctx context.Context, e *rulesEnv, args []string) int {
 		fmt.Fprintf(e.out.stderr, "ratekit rules: document %s is invalid (the services keep their last good rules):\n", key)
 		return report(e.out.stderr, err)
 	}
-	t, err := rulestore.Effective(doc)
+	t, err := rulestore.DocumentTiers(doc)
 	if err != nil {
 		return e.fail(fmt.Errorf("document %s: %w", key, err))
 	}
 	w := e.out.stdout
 	fmt.Fprintf(w, "limiter %s (key %s)\n", limiter, key)
-	if m := config.ModeWord(t.Mode); m != "" {
-		fmt.Fprintf(w, "mode: %s (the highest tier that sets one wins)\n", m)
+	if t.Mode != nil {
+		fmt.Fprintf(w, "mode: %s (the highest tier that sets one wins)\n", *t.Mode)
 	}
-	tiered := observe.Tiers{File: t.File, Published: t.Published, Defaults: t.Defaults}.Rules()
+	tiered := t.Rules()
 	for _, tier := range []struct {
 		name, label string
 		list        *configv1.RuleList
 	}{
-		{observe.TierFile, "file_rules (rate_limits.yaml)", doc.FileRules},
-		{observe.TierPublished, "published_rules (publish API)", doc.PublishedRules},
-		{observe.TierDefault, "default_rules (application)", doc.DefaultRules},
+		{tiers.File, "file_rules (rate_limits.yaml)", doc.FileRules},
+		{tiers.Published, "published_rules (publish API)", doc.PublishedRules},
+		{tiers.Default, "default_rules (application)", doc.DefaultRules},
 	} {
 		fmt.Fprintf(w, "\n%s: ", tier.label)
 		if tier.list == nil {
@@ -339,7 +339,7 @@ func rulesShow(ctx context.Context, e *rulesEnv, args []string) int {
 		}
 		tw.Flush()
 	}
-	fmt.Fprintf(w, "\neffective, in evaluation order: %s\n", count(len(t.Effective), "rule"))
+	fmt.Fprintf(w, "\neffective, in evaluation order: %s\n", count(len(t.Merged()), "rule"))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	n := 0
 	for _, tr := range tiered {

@@ -13,6 +13,7 @@ import (
 
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/rulestore"
+	"github.com/ratekit/ratekit/core/tiers"
 	"github.com/ratekit/ratekit/internal/redistest"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
@@ -110,7 +111,7 @@ func testRulesCLI(t *testing.T, e *rulesCLI) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Seed(ctx, map[string]rulestore.Tiers{"user_sign_in": {Defaults: []ratelimit.Rule{{
+	if _, err := store.Seed(ctx, map[string]tiers.Set{"user_sign_in": {Defaults: []ratelimit.Rule{{
 		Name: "limit_user_sign_ins_by_username", Characteristics: []string{"username"},
 		Limit: ratelimit.Static(5), Period: ratelimit.StaticPeriod(10 * time.Minute), BanFor: 15 * time.Minute,
 	}}}}); err != nil {

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/tiers"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
 
@@ -163,31 +164,37 @@ func (r *RateLimits) Rules(limiter string) ([]ratelimit.Rule, error) {
 	return rules, nil
 }
 
-// Tiers returns a limiter's file tier (from rate_limits.yaml; rateLimits may
-// be nil) and default tier (from available_limiters.yaml), as core rules. The
-// limiter must be declared. Feed them to ratelimit.MergeTiers (file first),
-// or to the rule store, which keeps them as separate tiers.
-func Tiers(available *AvailableLimiters, rateLimits *RateLimits, limiter string) (file, defaults []ratelimit.Rule, err error) {
-	if defaults, err = available.DefaultRules(limiter); err != nil {
-		return nil, nil, err
+// Tiers returns a limiter's tiers from the two files: File and Mode from
+// rate_limits.yaml (rateLimits may be nil: none) and Defaults from
+// available_limiters.yaml, as core rules. The limiter must be declared. The
+// rule store keeps them as separate tiers; Set.Merged gives the list they
+// evaluate to without one.
+func Tiers(available *AvailableLimiters, rateLimits *RateLimits, limiter string) (tiers.Set, error) {
+	defaults, err := available.DefaultRules(limiter)
+	if err != nil {
+		return tiers.Set{}, err
 	}
+	t := tiers.Set{Defaults: defaults}
 	if rateLimits != nil {
-		if file, err = rateLimits.Rules(limiter); err != nil {
-			return nil, nil, err
+		if t.File, err = rateLimits.Rules(limiter); err != nil {
+			return tiers.Set{}, err
+		}
+		if e, ok := ModeFromProto(rateLimits.Mode(limiter)); ok {
+			t.Mode = &e
 		}
 	}
-	return file, defaults, nil
+	return t, nil
 }
 
 // Rules returns the list a limiter evaluates from the two files: its file
 // rules, then its default rules, a file rule replacing the default of the
 // same name (docs/design.md#tiers).
 func Rules(available *AvailableLimiters, rateLimits *RateLimits, limiter string) ([]ratelimit.Rule, error) {
-	file, defaults, err := Tiers(available, rateLimits, limiter)
+	t, err := Tiers(available, rateLimits, limiter)
 	if err != nil {
 		return nil, err
 	}
-	return ratelimit.MergeTiers(file, defaults), nil
+	return t.Merged(), nil
 }
 
 // SkipRule is a skip rule and where it is declared. Skip rules bypass their

@@ -120,10 +120,11 @@ func TestDesignExamplesAreValid(t *testing.T) {
 		t.Fatalf("rate_limits limiters = %v, want %v", got, want)
 	}
 
-	file, defaults, err := Tiers(available, rateLimits, "user_sign_in")
+	set, err := Tiers(available, rateLimits, "user_sign_in")
 	if err != nil {
 		t.Fatal(err)
 	}
+	file, defaults := set.File, set.Defaults
 	wantDefaults := []ratelimit.Rule{{
 		Name:            "limit_user_sign_ins_by_username",
 		Characteristics: []string{"username"},

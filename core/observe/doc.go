@@ -24,8 +24,8 @@
 // (gitlab_labkit_rate_limiter_checks_total, ...), so existing dashboards and the
 // checks_total{error="true"} SLO alerts keep working. Labels hold limiter and
 // rule names only, never identifier values. The rule store reports its health
-// through RuleStoreMetrics (RuleStoreRefresh, ConfigRejected), which *Metrics
-// implements. Init exports a limiter's series at 0 before its first check and,
+// through RuleStoreRefresh and ConfigRejected (*Metrics implements
+// rulestore.Metrics). Init exports a limiter's series at 0 before its first check and,
 // from then on, the state of its circuit breaker (breaker_state). The
 // repository's observability/ directory holds Prometheus recording and alerting
 // rules and a Grafana dashboard for these metrics.

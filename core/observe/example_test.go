@@ -101,19 +101,3 @@ func ExampleTracing() {
 	// ratelimit.remaining=1
 	// ratelimit.period_s=60
 }
-
-func ExampleTiers_Rules() {
-	per := ratelimit.StaticPeriod(time.Minute)
-	tiers := observe.Tiers{
-		File:     []ratelimit.Rule{{Name: "api_by_user", Limit: ratelimit.Static(50), Period: per}},
-		Defaults: []ratelimit.Rule{{Name: "api_by_user", Limit: ratelimit.Static(200), Period: per}, {Name: "api_by_ip", Limit: ratelimit.Static(500), Period: per}},
-	}
-	for _, r := range tiers.Rules() {
-		n, _ := r.Rule.Limit.IsStatic()
-		fmt.Printf("%-8s %-12s limit=%d overridden_by=%q\n", r.Tier, r.Rule.Name, n, r.OverriddenBy)
-	}
-	// Output:
-	// file     api_by_user  limit=50 overridden_by=""
-	// default  api_by_user  limit=200 overridden_by="file"
-	// default  api_by_ip    limit=500 overridden_by=""
-}

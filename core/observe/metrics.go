@@ -99,20 +99,7 @@ var breakerStates = []string{"closed", "open", "half-open"}
 var (
 	_ ratelimit.Observer   = (*Metrics)(nil)
 	_ prometheus.Collector = (*Metrics)(nil)
-	_ RuleStoreMetrics     = (*Metrics)(nil)
 )
-
-// RuleStoreMetrics is what a rule store reports about its health. *Metrics
-// implements it; the rule store takes it as an optional dependency.
-type RuleStoreMetrics interface {
-	// RuleStoreRefresh records one refresh of a limiter's rule document from
-	// Redis: err nil on success (a missing document is a success). A success
-	// resets the limiter's replica age to zero.
-	RuleStoreRefresh(limiter string, err error)
-	// ConfigRejected records a config file (available_limiters.yaml,
-	// rate_limits.yaml) rejected whole; pass its path or base name.
-	ConfigRejected(file string)
-}
 
 // NewMetrics returns the collector; register it with a prometheus.Registerer.
 func NewMetrics(opts MetricsOptions) *Metrics {
@@ -310,7 +297,9 @@ func (m *Metrics) initEvaluations(lim string, r ratelimit.Rule) {
 	}
 }
 
-// RuleStoreRefresh implements RuleStoreMetrics.
+// RuleStoreRefresh records one refresh of a limiter's rule document from
+// Redis: err nil on success (a missing document is a success). A success
+// resets the limiter's replica age to zero. It implements rulestore.Metrics.
 func (m *Metrics) RuleStoreRefresh(limiter string, err error) {
 	limiter = labelValue(limiter)
 	m.refresh.WithLabelValues(limiter, strconv.FormatBool(err != nil)).Inc()
@@ -323,7 +312,9 @@ func (m *Metrics) RuleStoreRefresh(limiter string, err error) {
 	}
 }
 
-// ConfigRejected implements RuleStoreMetrics.
+// ConfigRejected records a config file (available_limiters.yaml,
+// rate_limits.yaml) or rule document rejected whole; pass its path, base name
+// or key. It implements rulestore.Metrics.
 func (m *Metrics) ConfigRejected(file string) {
 	m.rejected.WithLabelValues(labelValue(file)).Inc()
 }

@@ -16,6 +16,7 @@ import (
 
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/observe"
+	"github.com/ratekit/ratekit/core/rulestore"
 )
 
 // expectedScenario is the exposition of scenario() on limiter "api" plus one
@@ -207,7 +208,7 @@ ratelimit_period_seconds{rate_limiter="dyn",rule="by_plan"} 90
 func TestMetricsRuleStore(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	m := observe.NewMetrics(observe.MetricsOptions{Now: func() time.Time { return now }})
-	var rs observe.RuleStoreMetrics = m
+	var rs rulestore.Metrics = m // what the rule store reports through
 	rs.RuleStoreRefresh("api", nil)
 	now = now.Add(30 * time.Second)
 	rs.RuleStoreRefresh("api", errors.New("i/o timeout"))          // keeps the old replica: age grows

@@ -18,6 +18,7 @@ import (
 	"github.com/ratekit/ratekit/core/config"
 	"github.com/ratekit/ratekit/core/observe"
 	"github.com/ratekit/ratekit/core/remoterules/rulesv1"
+	"github.com/ratekit/ratekit/core/tiers"
 )
 
 // Defaults of Config.
@@ -364,7 +365,7 @@ func (c *Client) accept(limiter string, id ratelimit.Identifier, resp *rulesv1.G
 		}
 		rules, err := config.RulesFromProto(resp.GetRules())
 		if err == nil {
-			set, err = ratelimit.CompileTier(observe.TierRemote, rules)
+			set, err = ratelimit.CompileTier(tiers.Remote, rules)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("invalid answer for limiter %s: %w", limiter, err)

@@ -13,7 +13,7 @@
 //
 // A rule of the answer named like a local rule replaces it and inherits its
 // counter (the name is part of the key). Its evaluation has PerRequest set
-// and Tier "remote" (observe.TierRemote).
+// and Tier "remote" (tiers.Remote).
 //
 // The service's answers are checked as rate_limits.yaml is: protovalidate,
 // unique names, RE2, and against available_limiters.yaml (the limiter and

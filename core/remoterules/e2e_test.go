@@ -5,11 +5,11 @@ import (
 	"testing"
 
 	ratelimit "github.com/ratekit/ratekit/core"
-	"github.com/ratekit/ratekit/core/observe"
 	"github.com/ratekit/ratekit/core/redisstore"
 	"github.com/ratekit/ratekit/core/remoterules"
 	"github.com/ratekit/ratekit/core/remoterules/rulesserver"
 	"github.com/ratekit/ratekit/core/remoterules/rulesv1"
+	"github.com/ratekit/ratekit/core/tiers"
 	"github.com/ratekit/ratekit/internal/redistest"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
@@ -75,7 +75,7 @@ func TestNamespaceOverrideChangesVerdict(t *testing.T) {
 	if allowed != 5 || !last.Blocked() || last.Info.Limit != 5 {
 		t.Fatalf("namespace 345: %d allowed (want 5 of 7), last %+v", allowed, last)
 	}
-	if ev := last.Evaluations[0]; !ev.PerRequest || ev.Tier != observe.TierRemote || ev.Rule.Name != "per_namespace" {
+	if ev := last.Evaluations[0]; !ev.PerRequest || ev.Tier != tiers.Remote || ev.Rule.Name != "per_namespace" {
 		t.Fatalf("evaluation %+v: want the remote tier's per_namespace", ev)
 	}
 	allowed, last = checkN(t, l, ratelimit.Identifier{"root_namespace": "7", "ip": "10.0.0.1"}, 4)

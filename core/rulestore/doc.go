@@ -6,7 +6,7 @@
 //	store, err := rulestore.New(client, rulestore.Options{Available: available})
 //	// At start-up: the limiters follow their documents; the service seeds its
 //	// own tiers, collects the documents of removed limiters, and refreshes.
-//	store.Bind(limiter, rulestore.Tiers{File: fileRules, Defaults: defaults})
+//	store.Bind(limiter, tiers.Set{File: fileRules, Defaults: defaults}) // or config.Tiers
 //	store.SeedBound(ctx)
 //	store.GC(ctx, available)
 //	store.Start(ctx) // refreshes every Options.Interval until ctx is done
@@ -99,18 +99,21 @@
 // waits for a refresh. What a limiter runs on:
 //
 //   - its document's tiers, once one is loaded (a tier the document lacks is
-//     taken from the Tiers given to Bind);
+//     taken from the tiers given to Bind);
 //   - the last good copy when Redis fails: a brief outage never turns into a
 //     silent fleet-wide change of limits;
 //   - the last good copy when a document is invalid or its merged list is
 //     rejected: the problem is logged (once per bad document) and reported
 //     to Options.Metrics;
-//   - the Tiers given to Bind (the rules compiled into the application) when
+//   - the tiers given to Bind (the rules compiled into the application) when
 //     no document was ever loaded (Redis down at start) or the document is
 //     gone (a flushed store, until the reconciler repopulates it).
 //
-// The Store is an observe.TierSource: the debug page shows each limiter's
-// tiers and replica age.
+// Tiers and RefreshStatus report each limiter's tiers (a tiers.Set) and
+// replica age: the debug page (core/observe/debugpage) and the admin page
+// take the Store as their tier source. The store itself depends on no
+// telemetry package: Options.Metrics is an interface that *observe.Metrics
+// implements.
 //
 // # Garbage collection
 //

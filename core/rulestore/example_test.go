@@ -32,7 +32,7 @@ func Example() {
 		log.Printf("rate_limits.yaml rejected, running without it: %v", err)
 		rateLimits = nil
 	}
-	tiers, err := rulestore.ConfigTiers(available, rateLimits)
+	sets, err := rulestore.ConfigTiers(available, rateLimits)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := store.Bind(limiter, tiers["autocomplete_users"]); err != nil {
+	if err := store.Bind(limiter, sets["autocomplete_users"]); err != nil {
 		log.Fatal(err)
 	}
 	if _, err := store.SeedBound(ctx); err != nil {
@@ -132,16 +132,16 @@ func ExampleNew_labkitLayout() {
 
 // What a limiter evaluates from a stored document: the published rule of the
 // same name replaces the application default.
-func ExampleEffective() {
+func ExampleDocumentTiers() {
 	doc, err := config.UnmarshalLimiterRules([]byte(`{"default_rules":{"rules":[{"name":"limit_user_autocompletes_by_user","limit":300,"period_s":60,"action":"limit","characteristics":["user"],"match":{}}]},"published_rules":{"rules":[{"name":"limit_user_autocompletes_by_user","limit":25,"period_s":60,"action":"limit","characteristics":["user"],"match":{}}]}}`))
 	if err != nil {
 		log.Fatal(err)
 	}
-	t, err := rulestore.Effective(doc)
+	t, err := rulestore.DocumentTiers(doc)
 	if err != nil {
 		log.Fatal(err)
 	}
-	for _, r := range t.Effective {
+	for _, r := range t.Merged() {
 		n, _ := r.Limit.IsStatic()
 		d, _ := r.Period.IsStatic()
 		fmt.Printf("%s: %s %d per %v by %v\n", r.Name, r.Action, n, d, r.Characteristics)
@@ -169,11 +169,11 @@ func ExampleConfigTiers() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	tiers, err := rulestore.ConfigTiers(available, rateLimits)
+	sets, err := rulestore.ConfigTiers(available, rateLimits)
 	if err != nil {
 		log.Fatal(err)
 	}
-	t := tiers["user_sign_in"]
+	t := sets["user_sign_in"]
 	fmt.Println("file:", t.File[0].Name, "defaults:", t.Defaults[0].Name)
 	// Output: file: by_ip defaults: by_username
 }

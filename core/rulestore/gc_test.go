@@ -10,17 +10,18 @@ import (
 
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/config"
+	"github.com/ratekit/ratekit/core/tiers"
 	"github.com/ratekit/ratekit/internal/redistest"
 )
 
 // seedAll gives each limiter a document.
 func seedAll(t *testing.T, s *Store, limiters ...string) {
 	t.Helper()
-	tiers := map[string]Tiers{}
+	sets := map[string]tiers.Set{}
 	for _, l := range limiters {
-		tiers[l] = Tiers{Defaults: []ratelimit.Rule{rule("r", 1)}}
+		sets[l] = tiers.Set{Defaults: []ratelimit.Rule{rule("r", 1)}}
 	}
-	if _, err := s.Seed(ctx, tiers); err != nil {
+	if _, err := s.Seed(ctx, sets); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -154,7 +154,7 @@ func eventually(t *testing.T, within time.Duration, what string, cond func() boo
 	}
 }
 
-// recordingMetrics is an observe.RuleStoreMetrics that keeps every call.
+// recordingMetrics is a Metrics that keeps every call.
 type recordingMetrics struct {
 	mu        sync.Mutex
 	refreshes map[string][]error

@@ -9,6 +9,7 @@ import (
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/config"
 	"github.com/ratekit/ratekit/core/redisstore"
+	"github.com/ratekit/ratekit/core/tiers"
 	"github.com/ratekit/ratekit/internal/redistest"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
@@ -36,7 +37,7 @@ func TestPublishedModeFlipsEveryProcess(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := s.Bind(lim, Tiers{Defaults: []ratelimit.Rule{rule("by_user", 2)}}); err != nil {
+			if err := s.Bind(lim, tiers.Set{Defaults: []ratelimit.Rule{rule("by_user", 2)}}); err != nil {
 				t.Fatal(err)
 			}
 			procs[i] = proc{s, lim}
@@ -107,7 +108,7 @@ func TestFileModeOverridesPublished(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		local := Tiers{Defaults: []ratelimit.Rule{rule("by_user", 2)}, FileMode: configv1.Mode_MODE_ENFORCE}
+		local := tiers.Set{Defaults: []ratelimit.Rule{rule("by_user", 2)}, Mode: new(ratelimit.Enforce)}
 		if err := s.Bind(lim, local); err != nil {
 			t.Fatal(err)
 		}
@@ -131,7 +132,7 @@ func TestFileModeOverridesPublished(t *testing.T) {
 			t.Fatalf("seeded document %s", stored)
 		}
 		// The file drops its mode: the published one applies.
-		if _, err := s.Seed(ctx, map[string]Tiers{"search": {Defaults: local.Defaults}}); err != nil {
+		if _, err := s.Seed(ctx, map[string]tiers.Set{"search": {Defaults: local.Defaults}}); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.Refresh(ctx); err != nil {
@@ -143,18 +144,18 @@ func TestFileModeOverridesPublished(t *testing.T) {
 	})
 }
 
-// TestConfigTiersCarryFileMode: rate_limits.yaml's mode reaches Tiers.
+// TestConfigTiersCarryFileMode: rate_limits.yaml's mode reaches the tiers.
 func TestConfigTiersCarryFileMode(t *testing.T) {
 	avail := available(t)
 	rl, err := config.ParseRateLimits("rate_limits.yaml", []byte("rate_limits:\n  search: {mode: shadow, rules: []}\n"), avail)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tiers, err := ConfigTiers(avail, rl)
+	sets, err := ConfigTiers(avail, rl)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tiers["search"].FileMode != configv1.Mode_MODE_SHADOW || tiers["projects"].FileMode != configv1.Mode_MODE_UNSPECIFIED {
-		t.Fatalf("file modes: %v, %v", tiers["search"].FileMode, tiers["projects"].FileMode)
+	if m := sets["search"].Mode; m == nil || *m != ratelimit.Shadow || sets["projects"].Mode != nil {
+		t.Fatalf("file modes: %v, %v", sets["search"].Mode, sets["projects"].Mode)
 	}
 }

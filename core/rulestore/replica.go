@@ -5,12 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"time"
 
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/config"
-	"github.com/ratekit/ratekit/core/observe"
+	"github.com/ratekit/ratekit/core/tiers"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
 
@@ -19,12 +18,12 @@ import (
 // wait on a refresh.
 type binding struct {
 	lim   *ratelimit.Limiter
-	local Tiers
+	local tiers.Set             // the service's own file and default tiers (Bind, SetLocal)
 	base  ratelimit.Enforcement // the limiter's mode at Bind: used when no tier sets one
 
 	present     bool      // a document is applied (else the local tiers are)
 	raw         string    // the applied document
-	tiers       TierRules // what the limiter enforces now
+	tiers       tiers.Set // what the limiter enforces now
 	refreshedAt time.Time // last successful refresh
 	err         error     // last refresh's error
 	rejected    string    // last rejected document, logged once
@@ -38,17 +37,19 @@ type binding struct {
 // (Defaults compiled into the application, File from its rate_limits.yaml):
 // the limiter runs on them until a document is loaded, whenever its document
 // is missing (a flushed store), and for a tier the document does not hold.
-// Bind sets them as the limiter's rules at once.
+// Bind sets them as the limiter's rules at once. Their remote and published
+// tiers must be empty: those are not the service's to set.
 //
 // The limiter's mode (enforce or shadow) follows its tiers the same way: the
-// highest tier that sets one wins, and with none the limiter keeps the mode
-// it had when bound. A SetEnforcement on a bound limiter lasts until its
-// document next changes.
-func (s *Store) Bind(l *ratelimit.Limiter, local Tiers) error {
+// highest tier that sets one wins (local.Mode counts as the file tier's), and
+// with none the limiter keeps the mode it had when bound. A SetEnforcement on
+// a bound limiter lasts until its document next changes.
+func (s *Store) Bind(l *ratelimit.Limiter, local tiers.Set) error {
 	if l == nil {
 		return errors.New("rulestore: bind: limiter is nil")
 	}
-	t, err := effective(nil, local)
+	local = local.Clone() // the caller keeps its own
+	t, merged, err := effective(nil, local)
 	if err != nil {
 		return fmt.Errorf("rulestore: bind %s: %w", l.Name(), err)
 	}
@@ -57,7 +58,7 @@ func (s *Store) Bind(l *ratelimit.Limiter, local Tiers) error {
 	if _, dup := s.bound[l.Name()]; dup {
 		return fmt.Errorf("rulestore: bind: limiter %s is already bound", l.Name())
 	}
-	if err := l.SetRules(t.Effective); err != nil {
+	if err := l.SetRules(merged); err != nil {
 		return fmt.Errorf("rulestore: bind: %w", err)
 	}
 	b := &binding{lim: l, local: local, tiers: t, base: l.Enforcement()}
@@ -70,8 +71,9 @@ func (s *Store) Bind(l *ratelimit.Limiter, local Tiers) error {
 // service reloaded rate_limits.yaml. They apply at once: alone when the
 // limiter has no document, or filling the tiers its last document lacks. An
 // invalid list is rejected whole and the limiter keeps its rules.
-func (s *Store) SetLocal(ctx context.Context, limiter string, local Tiers) error {
-	if _, err := effective(nil, local); err != nil {
+func (s *Store) SetLocal(ctx context.Context, limiter string, local tiers.Set) error {
+	local = local.Clone() // the caller keeps its own
+	if _, _, err := effective(nil, local); err != nil {
 		return fmt.Errorf("rulestore: set local tiers of %s: %w", limiter, err)
 	}
 	s.refreshMu.Lock()
@@ -95,22 +97,31 @@ func (s *Store) SetLocal(ctx context.Context, limiter string, local Tiers) error
 	return nil
 }
 
-// Tiers implements observe.TierSource: the tiers a bound limiter enforces
-// now, and when its replica was last refreshed.
-func (s *Store) Tiers(limiter string) (observe.Tiers, bool) {
+// Tiers returns the tiers a bound limiter enforces now (its file, published
+// and default tiers, and their mode); ok is false for a limiter not bound.
+// The debug page and the admin page show them.
+func (s *Store) Tiers(limiter string) (t tiers.Set, ok bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	b, ok := s.bound[limiter]
 	if !ok {
-		return observe.Tiers{}, false
+		return tiers.Set{}, false
 	}
-	return observe.Tiers{
-		File:        slices.Clone(b.tiers.File),
-		Published:   slices.Clone(b.tiers.Published),
-		Defaults:    slices.Clone(b.tiers.Defaults),
-		RefreshedAt: b.refreshedAt,
-		RefreshErr:  b.err,
-	}, true
+	return b.tiers.Clone(), true
+}
+
+// RefreshStatus returns when a bound limiter's replica was last refreshed
+// from Redis (zero: never; the limiter runs on its local tiers) and the error
+// of its last refresh (nil: it succeeded). Both are zero for a limiter not
+// bound.
+func (s *Store) RefreshStatus(limiter string) (refreshedAt time.Time, err error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	b, ok := s.bound[limiter]
+	if !ok {
+		return time.Time{}, nil
+	}
+	return b.refreshedAt, b.err
 }
 
 // Refresh reads the documents of all bound limiters in one MGET and applies
@@ -163,26 +174,27 @@ func (s *Store) apply(b *binding, key, raw string, present bool) error {
 	s.mu.RLock()
 	same := !b.stale && present == b.present && raw == b.raw // already enforced
 	s.mu.RUnlock()
-	var t TierRules
+	var t tiers.Set
 	err := func() error {
 		if same {
 			return nil
 		}
+		var merged []ratelimit.Rule
 		if !present {
-			t, _ = effective(nil, b.local) // checked by Bind
+			t, merged, _ = effective(nil, b.local) // checked by Bind
 		} else {
 			doc, err := config.UnmarshalLimiterRules([]byte(raw))
 			if err == nil {
 				err = s.checkRead(name, doc)
 			}
 			if err == nil {
-				t, err = effective(doc, b.local)
+				t, merged, err = effective(doc, b.local)
 			}
 			if err != nil {
 				return fmt.Errorf("rulestore: document %s rejected, limiter %s keeps its rules: %w", key, name, err)
 			}
 		}
-		if err := b.lim.SetRules(t.Effective); err != nil {
+		if err := b.lim.SetRules(merged); err != nil {
 			return fmt.Errorf("rulestore: document %s rejected, limiter %s keeps its rules: %w", key, name, err)
 		}
 		b.setMode(t.Mode)
@@ -212,12 +224,12 @@ func (s *Store) apply(b *binding, key, raw string, present bool) error {
 	return err
 }
 
-// setMode applies a document's mode to the limiter, or the limiter's own mode
+// setMode applies the tiers' mode to the limiter, or the limiter's own mode
 // from before Bind when no tier sets one (a published mode deleted again).
-func (b *binding) setMode(m configv1.Mode) {
-	e, ok := config.ModeFromProto(m)
-	if !ok {
-		e = b.base
+func (b *binding) setMode(m *ratelimit.Enforcement) {
+	e := b.base
+	if m != nil {
+		e = *m
 	}
 	_ = b.lim.SetEnforcement(e) // e is always valid
 }

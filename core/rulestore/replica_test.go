@@ -20,6 +20,7 @@ import (
 	"github.com/ratekit/ratekit/core/observe"
 	"github.com/ratekit/ratekit/core/observe/debugpage"
 	"github.com/ratekit/ratekit/core/redisstore"
+	"github.com/ratekit/ratekit/core/tiers"
 	"github.com/ratekit/ratekit/internal/redistest"
 )
 
@@ -33,7 +34,7 @@ func TestTierPrecedenceInheritsCounter(t *testing.T) {
 			t.Fatal(err)
 		}
 		defaults := []ratelimit.Rule{rule("by_user", 5)}
-		if err := s.Bind(lim, Tiers{Defaults: defaults}); err != nil {
+		if err := s.Bind(lim, tiers.Set{Defaults: defaults}); err != nil {
 			t.Fatal(err)
 		}
 		alice := ratelimit.Identifier{"user": "alice"}
@@ -63,19 +64,19 @@ func TestTierPrecedenceInheritsCounter(t *testing.T) {
 		check(4, false, 4)
 		check(5, true, 4)
 		// A file rule of the same name outranks the published one.
-		if _, err := s.Seed(ctx, map[string]Tiers{"search": {File: []ratelimit.Rule{rule("by_user", 10)}, Defaults: defaults}}); err != nil {
+		if _, err := s.Seed(ctx, map[string]tiers.Set{"search": {File: []ratelimit.Rule{rule("by_user", 10)}, Defaults: defaults}}); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.Refresh(ctx); err != nil {
 			t.Fatal(err)
 		}
 		check(6, false, 10)
-		tiers, ok := s.Tiers("search")
+		set, ok := s.Tiers("search")
 		if !ok {
 			t.Fatal("Tiers: not bound")
 		}
 		var effective []string
-		for _, r := range tiers.Rules() {
+		for _, r := range set.Rules() {
 			if r.OverriddenBy == "" {
 				effective = append(effective, r.Tier+":"+r.Rule.Name)
 			}
@@ -112,7 +113,7 @@ func TestRefreshAcrossProcesses(t *testing.T) {
 		metrics := &recordingMetrics{}
 		reader := newStore(t, rc, Options{Prefix: prefix, Interval: 20 * time.Millisecond, Metrics: metrics})
 		lim := newLimiter(t, "search", ratelimit.NewMemoryStore())
-		if err := reader.Bind(lim, Tiers{Defaults: []ratelimit.Rule{rule("by_user", 50)}}); err != nil {
+		if err := reader.Bind(lim, tiers.Set{Defaults: []ratelimit.Rule{rule("by_user", 50)}}); err != nil {
 			t.Fatal(err)
 		}
 		runCtx, cancel := context.WithCancel(ctx)
@@ -131,9 +132,10 @@ func TestRefreshAcrossProcesses(t *testing.T) {
 		if res := lim.Check(ctx, bob); !res.Blocked() {
 			t.Fatalf("third check under the published limit 2: %+v", res)
 		}
-		tiers, _ := reader.Tiers("search")
-		if tiers.RefreshedAt.IsZero() || tiers.RefreshErr != nil || len(tiers.Published) != 1 {
-			t.Fatalf("tiers = %+v", tiers)
+		set, _ := reader.Tiers("search")
+		refreshedAt, refreshErr := reader.RefreshStatus("search")
+		if refreshedAt.IsZero() || refreshErr != nil || len(set.Published) != 1 {
+			t.Fatalf("tiers = %+v, refreshed at %v, error %v", set, refreshedAt, refreshErr)
 		}
 		if ok, failed := metrics.counts("search"); ok == 0 || failed != 0 {
 			t.Fatalf("refresh metrics: %d ok, %d failed", ok, failed)
@@ -148,7 +150,7 @@ func publishedSearch(t *testing.T, c Client, opts Options) (*Store, *ratelimit.L
 	t.Helper()
 	s := newStore(t, c, opts)
 	lim := newLimiter(t, "search", ratelimit.NewMemoryStore())
-	if err := s.Bind(lim, Tiers{Defaults: []ratelimit.Rule{rule("by_user", 100)}}); err != nil {
+	if err := s.Bind(lim, tiers.Set{Defaults: []ratelimit.Rule{rule("by_user", 100)}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Publish(ctx, request(t, map[string][]ratelimit.Rule{"search": {rule("by_user", 2)}})); err != nil {
@@ -180,7 +182,7 @@ func TestOutageKeepsLastGoodRules(t *testing.T) {
 	metrics := &recordingMetrics{}
 	s := newStore(t, c, Options{Interval: 10 * time.Millisecond, Timeout: 300 * time.Millisecond, Metrics: metrics, Logger: slog.New(slog.DiscardHandler)})
 	lim := newLimiter(t, "search", ratelimit.NewMemoryStore())
-	if err := s.Bind(lim, Tiers{Defaults: []ratelimit.Rule{rule("by_user", 100)}}); err != nil {
+	if err := s.Bind(lim, tiers.Set{Defaults: []ratelimit.Rule{rule("by_user", 100)}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Publish(ctx, request(t, map[string][]ratelimit.Rule{"search": {rule("by_user", 2)}})); err != nil {
@@ -196,9 +198,8 @@ func TestOutageKeepsLastGoodRules(t *testing.T) {
 		_, failed := metrics.counts("search")
 		return failed >= 3
 	})
-	tiers, _ := s.Tiers("search")
-	if tiers.RefreshErr == nil || tiers.RefreshedAt.IsZero() {
-		t.Fatalf("during the outage: %+v", tiers)
+	if refreshedAt, refreshErr := s.RefreshStatus("search"); refreshErr == nil || refreshedAt.IsZero() {
+		t.Fatalf("during the outage: refreshed at %v, error %v", refreshedAt, refreshErr)
 	}
 	if got := limitOf(t, lim.Rules(), "by_user"); got != 2 {
 		t.Fatalf("limit during the outage = %d, want the last good 2", got)
@@ -214,8 +215,11 @@ func TestOutageKeepsLastGoodRules(t *testing.T) {
 	eventually(t, 5*time.Second, "compiled defaults after the documents vanished", func() bool {
 		return limitOf(t, lim.Rules(), "by_user") == 100
 	})
-	if tiers, _ := s.Tiers("search"); tiers.RefreshErr != nil || len(tiers.Published) != 0 {
-		t.Fatalf("after recovery: %+v", tiers)
+	if set, _ := s.Tiers("search"); len(set.Published) != 0 {
+		t.Fatalf("after recovery: %+v", set)
+	}
+	if _, refreshErr := s.RefreshStatus("search"); refreshErr != nil {
+		t.Fatalf("after recovery: %v", refreshErr)
 	}
 }
 
@@ -233,15 +237,15 @@ func TestStartWithRedisDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Bind(lim, Tiers{Defaults: compiled}); err != nil {
+	if err := s.Bind(lim, tiers.Set{Defaults: compiled}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Refresh(ctx); err == nil {
 		t.Fatal("refresh with Redis down succeeded")
 	}
-	tiers, _ := s.Tiers("search")
-	if !tiers.RefreshedAt.IsZero() || tiers.RefreshErr == nil || limitOf(t, lim.Rules(), "by_user") != 3 {
-		t.Fatalf("with Redis down: %+v, rules %v", tiers, names(lim.Rules()))
+	refreshedAt, refreshErr := s.RefreshStatus("search")
+	if !refreshedAt.IsZero() || refreshErr == nil || limitOf(t, lim.Rules(), "by_user") != 3 {
+		t.Fatalf("with Redis down: refreshed at %v, error %v, rules %v", refreshedAt, refreshErr, names(lim.Rules()))
 	}
 	dave := ratelimit.Identifier{"user": "dave"}
 	for range 3 {
@@ -314,8 +318,8 @@ func TestInvalidDocumentKeepsLastGood(t *testing.T) {
 	if n := strings.Count(logs.String(), "rate_limit_rule_document_rejected"); n != 3 {
 		t.Fatalf("%d rejection log lines, want 3:\n%s", n, logs.String())
 	}
-	if tiers, _ := s.Tiers("search"); tiers.RefreshErr == nil {
-		t.Fatal("Tiers hides the rejection")
+	if _, refreshErr := s.RefreshStatus("search"); refreshErr == nil {
+		t.Fatal("RefreshStatus hides the rejection")
 	}
 	if _, err := c.Del(ctx, s.Key("search")).Result(); err != nil {
 		t.Fatal(err)
@@ -336,19 +340,28 @@ func TestBindErrors(t *testing.T) {
 	t.Cleanup(func() { _ = c.Close() })
 	s := newStore(t, c, Options{})
 	lim := newLimiter(t, "search", ratelimit.NewMemoryStore())
-	if err := s.Bind(nil, Tiers{}); err == nil {
+	if err := s.Bind(nil, tiers.Set{}); err == nil {
 		t.Error("nil limiter bound")
 	}
-	if err := s.Bind(lim, Tiers{Defaults: []ratelimit.Rule{rule("dup", 1), rule("dup", 2)}}); err == nil {
+	if err := s.Bind(lim, tiers.Set{Defaults: []ratelimit.Rule{rule("dup", 1), rule("dup", 2)}}); err == nil {
 		t.Error("invalid local tiers bound")
 	}
-	if err := s.Bind(lim, Tiers{File: []ratelimit.Rule{rule("a", 1)}, Defaults: []ratelimit.Rule{rule("a", 2), rule("b", 3)}}); err != nil {
+	for _, local := range []tiers.Set{{Published: []ratelimit.Rule{rule("p", 1)}}, {Remote: []ratelimit.Rule{rule("r", 1)}}, {Mode: new(ratelimit.Enforcement(7))}} {
+		if err := s.Bind(lim, local); err == nil {
+			t.Errorf("local tiers %+v bound: a service owns its file and default tiers only", local)
+		}
+		// Refused before any network call (the store's Redis is unreachable).
+		if _, err := s.Seed(ctx, map[string]tiers.Set{"search": local}); err == nil || !strings.Contains(err.Error(), "limiter search: ") {
+			t.Errorf("local tiers %+v seeded: %v", local, err)
+		}
+	}
+	if err := s.Bind(lim, tiers.Set{File: []ratelimit.Rule{rule("a", 1)}, Defaults: []ratelimit.Rule{rule("a", 2), rule("b", 3)}}); err != nil {
 		t.Fatal(err)
 	}
 	if got := lim.Rules(); !slices.Equal(names(got), []string{"a", "b"}) || limitOf(t, got, "a") != 1 {
 		t.Fatalf("Bind did not apply file ++ defaults: %v", names(got))
 	}
-	if err := s.Bind(newLimiter(t, "search", ratelimit.NewMemoryStore()), Tiers{}); err == nil {
+	if err := s.Bind(newLimiter(t, "search", ratelimit.NewMemoryStore()), tiers.Set{}); err == nil {
 		t.Error("second limiter of the same name bound")
 	}
 	if _, ok := s.Tiers("other"); ok {
@@ -378,8 +391,8 @@ func TestDebugPageShowsTiers(t *testing.T) {
 	if l.RuleStore == nil || l.RuleStore.RefreshedAt == nil || l.RuleStore.ReplicaAge == nil {
 		t.Fatalf("rule store view: %+v", l.RuleStore)
 	}
-	if len(l.Rules) != 1 || l.Rules[0].Tier != observe.TierPublished || *l.Rules[0].Limit != 2 ||
-		len(l.Overridden) != 1 || l.Overridden[0].Tier != observe.TierDefault {
+	if len(l.Rules) != 1 || l.Rules[0].Tier != tiers.Published || *l.Rules[0].Limit != 2 ||
+		len(l.Overridden) != 1 || l.Overridden[0].Tier != tiers.Default {
 		t.Fatalf("rules %+v overridden %+v", l.Rules, l.Overridden)
 	}
 }
@@ -392,7 +405,7 @@ func TestPrometheusMetrics(t *testing.T) {
 	m := observe.NewMetrics(observe.MetricsOptions{Now: func() time.Time { return now }})
 	s := newStore(t, c, Options{Metrics: m, Logger: slog.New(slog.DiscardHandler)})
 	for _, name := range []string{"search", "projects"} {
-		if err := s.Bind(newLimiter(t, name, ratelimit.NewMemoryStore()), Tiers{}); err != nil {
+		if err := s.Bind(newLimiter(t, name, ratelimit.NewMemoryStore()), tiers.Set{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -428,22 +441,22 @@ ratelimit_config_rejections_total{file="` + s.Key("projects") + `"} 1
 func TestSetLocal(t *testing.T) {
 	s := newStore(t, redistest.Client(t), Options{})
 	lim := newLimiter(t, "search", ratelimit.NewMemoryStore())
-	if err := s.Bind(lim, Tiers{Defaults: []ratelimit.Rule{rule("by_user", 100)}}); err != nil {
+	if err := s.Bind(lim, tiers.Set{Defaults: []ratelimit.Rule{rule("by_user", 100)}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SetLocal(ctx, "search", Tiers{File: []ratelimit.Rule{rule("by_user", 7)}, Defaults: []ratelimit.Rule{rule("by_user", 100)}}); err != nil {
+	if err := s.SetLocal(ctx, "search", tiers.Set{File: []ratelimit.Rule{rule("by_user", 7)}, Defaults: []ratelimit.Rule{rule("by_user", 100)}}); err != nil {
 		t.Fatal(err)
 	}
 	if got := limitOf(t, lim.Rules(), "by_user"); got != 7 {
 		t.Fatalf("without a document the new file tier applies at once: limit %d", got)
 	}
-	if err := s.SetLocal(ctx, "search", Tiers{File: []ratelimit.Rule{rule("dup", 1), rule("dup", 2)}}); err == nil {
+	if err := s.SetLocal(ctx, "search", tiers.Set{File: []ratelimit.Rule{rule("dup", 1), rule("dup", 2)}}); err == nil {
 		t.Fatal("invalid local tiers accepted")
 	}
 	if got := limitOf(t, lim.Rules(), "by_user"); got != 7 {
 		t.Fatalf("a rejected SetLocal changed the rules: limit %d", got)
 	}
-	if err := s.SetLocal(ctx, "other", Tiers{}); err == nil {
+	if err := s.SetLocal(ctx, "other", tiers.Set{}); err == nil {
 		t.Fatal("SetLocal of an unbound limiter accepted")
 	}
 	if _, err := s.Publish(ctx, request(t, map[string][]ratelimit.Rule{"search": {rule("published_only", 3)}})); err != nil {
@@ -452,7 +465,7 @@ func TestSetLocal(t *testing.T) {
 	if err := s.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SetLocal(ctx, "search", Tiers{File: []ratelimit.Rule{rule("by_user", 9)}, Defaults: []ratelimit.Rule{rule("by_user", 100)}}); err != nil {
+	if err := s.SetLocal(ctx, "search", tiers.Set{File: []ratelimit.Rule{rule("by_user", 9)}, Defaults: []ratelimit.Rule{rule("by_user", 100)}}); err != nil {
 		t.Fatal(err)
 	}
 	got := lim.Rules()

@@ -14,6 +14,7 @@ import (
 
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/config"
+	"github.com/ratekit/ratekit/core/tiers"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
 
@@ -135,7 +136,7 @@ func seedProto(s *Store, limiter string, file, defaults []*configv1.Rule) error 
 	if err := errors.Join(err1, err2); err != nil {
 		return err
 	}
-	_, err := s.Seed(ctx, map[string]Tiers{limiter: {File: f, Defaults: d}})
+	_, err := s.Seed(ctx, map[string]tiers.Set{limiter: {File: f, Defaults: d}})
 	return err
 }
 

@@ -14,7 +14,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekit/ratekit/core/config"
-	"github.com/ratekit/ratekit/core/observe"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
 
@@ -77,8 +76,8 @@ type Options struct {
 	// (default slog.Default()).
 	Logger *slog.Logger
 	// Metrics, when set, is told about every refresh of every bound limiter
-	// and every rejected document (observe.NewMetrics gives one).
-	Metrics observe.RuleStoreMetrics
+	// and every rejected document (*observe.Metrics is one).
+	Metrics Metrics
 	// ClusterMode forces the Redis Cluster checks on a client whose type does
 	// not tell (a wrapper around *redis.ClusterClient). *redis.ClusterClient
 	// and *redis.Ring are detected.
@@ -96,7 +95,7 @@ type Store struct {
 	timeout  time.Duration
 	grace    time.Duration
 	logger   *slog.Logger
-	metrics  observe.RuleStoreMetrics
+	metrics  Metrics
 	now      func() time.Time
 
 	// gcNow, when set, replaces Redis TIME in GC (tests move time with it).
@@ -107,7 +106,16 @@ type Store struct {
 	bound     map[string]*binding
 }
 
-var _ observe.TierSource = (*Store)(nil)
+// Metrics is what the store reports about its health. *observe.Metrics
+// implements it; the store declares it so that it does not depend on the
+// telemetry packages.
+type Metrics interface {
+	// RuleStoreRefresh records one refresh of a limiter's document: err nil
+	// on success (a missing document is a success).
+	RuleStoreRefresh(limiter string, err error)
+	// ConfigRejected records a rejected document, by its key.
+	ConfigRejected(key string)
+}
 
 // New returns a Store on client. The store does not own client: closing it is
 // the caller's business.

@@ -12,6 +12,7 @@ import (
 
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/config"
+	"github.com/ratekit/ratekit/core/tiers"
 	"github.com/ratekit/ratekit/internal/redistest"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
@@ -43,7 +44,7 @@ func TestDesignDocumentRoundTrip(t *testing.T) {
 		}
 
 		lim := newLimiter(t, "autocomplete_users", ratelimit.NewMemoryStore())
-		if err := s.Bind(lim, Tiers{Defaults: []ratelimit.Rule{rule("limit_user_autocompletes_by_user", 300)}}); err != nil {
+		if err := s.Bind(lim, tiers.Set{Defaults: []ratelimit.Rule{rule("limit_user_autocompletes_by_user", 300)}}); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.Refresh(ctx); err != nil {
@@ -137,7 +138,7 @@ func TestSeedKeepsPublishedTier(t *testing.T) {
 		if _, err := s.Publish(ctx, pub); err != nil {
 			t.Fatal(err)
 		}
-		res, err := s.Seed(ctx, map[string]Tiers{
+		res, err := s.Seed(ctx, map[string]tiers.Set{
 			"search":   {File: []ratelimit.Rule{rule("from_file", 10)}, Defaults: []ratelimit.Rule{rule("app_default", 20)}},
 			"projects": {}, // nothing to seed and no document: stays without one
 		})
@@ -159,7 +160,7 @@ func TestSeedKeepsPublishedTier(t *testing.T) {
 		}
 		// A re-seed without the file rule empties the file tier; it stays
 		// present (the service said: no file rules).
-		if _, err := s.Seed(ctx, map[string]Tiers{"search": {Defaults: []ratelimit.Rule{rule("app_default", 20)}}}); err != nil {
+		if _, err := s.Seed(ctx, map[string]tiers.Set{"search": {Defaults: []ratelimit.Rule{rule("app_default", 20)}}}); err != nil {
 			t.Fatal(err)
 		}
 		got, _ := raw(t, c, s.Key("search"))
@@ -168,7 +169,7 @@ func TestSeedKeepsPublishedTier(t *testing.T) {
 		}
 		// Seeding the same again writes nothing.
 		before, _ := s.Revision(ctx)
-		res, err = s.Seed(ctx, map[string]Tiers{"search": {Defaults: []ratelimit.Rule{rule("app_default", 20)}}})
+		res, err = s.Seed(ctx, map[string]tiers.Set{"search": {Defaults: []ratelimit.Rule{rule("app_default", 20)}}})
 		if err != nil || len(res.Changed) != 0 || res.Revision != before {
 			t.Fatalf("identical seed: %+v, %v (revision before %d)", res, err, before)
 		}
@@ -180,7 +181,7 @@ func TestSeedKeepsPublishedTier(t *testing.T) {
 func TestPublishUpsertsByName(t *testing.T) {
 	forEachTarget(t, func(t *testing.T, c redis.UniversalClient) {
 		s := newStore(t, c, Options{Available: available(t)})
-		if _, err := s.Seed(ctx, map[string]Tiers{
+		if _, err := s.Seed(ctx, map[string]tiers.Set{
 			"search":   {File: []ratelimit.Rule{rule("a", 1)}, Defaults: []ratelimit.Rule{rule("b", 2)}},
 			"projects": {Defaults: []ratelimit.Rule{rule("p", 3)}},
 		}); err != nil {
@@ -278,7 +279,7 @@ func protoRuleWith(t testing.TB, name, characteristic string) *configv1.Rule {
 func TestDelete(t *testing.T) {
 	forEachTarget(t, func(t *testing.T, c redis.UniversalClient) {
 		s := newStore(t, c, Options{})
-		if _, err := s.Seed(ctx, map[string]Tiers{"search": {File: []ratelimit.Rule{rule("f", 1)}}}); err != nil {
+		if _, err := s.Seed(ctx, map[string]tiers.Set{"search": {File: []ratelimit.Rule{rule("f", 1)}}}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := s.Publish(ctx, request(t, map[string][]ratelimit.Rule{

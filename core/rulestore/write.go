@@ -18,6 +18,7 @@ import (
 
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/config"
+	"github.com/ratekit/ratekit/core/tiers"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
 
@@ -36,35 +37,33 @@ type WriteResult struct {
 	Revision int64
 }
 
-// Tiers are the tiers a service owns for one limiter: File from
-// rate_limits.yaml (config.Tiers gives both) and Defaults from the
-// application. Seed writes them into the limiter's document; Bind makes them
-// the limiter's rules until a document is loaded.
-type Tiers struct {
-	File     []ratelimit.Rule
-	Defaults []ratelimit.Rule
-	// FileMode is the limiter's mode from rate_limits.yaml (MODE_UNSPECIFIED:
-	// none). A tier's mode overrides the lower tiers' like its rules do: the
-	// file's wins over a published one, and either over the limiter's own
-	// Config.Enforcement.
-	FileMode configv1.Mode
-}
-
-// ConfigTiers returns the Tiers of every limiter declared in available, the
-// file tier from rateLimits (which may be nil).
-func ConfigTiers(available *config.AvailableLimiters, rateLimits *config.RateLimits) (map[string]Tiers, error) {
+// ConfigTiers returns the tiers of every limiter declared in available (see
+// config.Tiers), the file tier and mode from rateLimits (which may be nil).
+func ConfigTiers(available *config.AvailableLimiters, rateLimits *config.RateLimits) (map[string]tiers.Set, error) {
 	if available == nil {
 		return nil, errors.New("rulestore: ConfigTiers needs the available limiters")
 	}
-	out := map[string]Tiers{}
+	out := map[string]tiers.Set{}
 	for _, name := range available.Names() {
-		file, defaults, err := config.Tiers(available, rateLimits, name)
+		t, err := config.Tiers(available, rateLimits, name)
 		if err != nil {
 			return nil, fmt.Errorf("rulestore: %w", err)
 		}
-		out[name] = Tiers{File: file, Defaults: defaults, FileMode: rateLimits.Mode(name)}
+		out[name] = t
 	}
 	return out, nil
+}
+
+// checkLocal rejects local tiers that a service does not own: the published
+// tier belongs to the publish API and the remote tier to the rules service.
+func checkLocal(local tiers.Set) error {
+	if len(local.Remote) > 0 || len(local.Published) > 0 {
+		return errors.New("a service's own tiers are file and default: its remote and published tiers must be empty")
+	}
+	if m := local.Mode; m != nil && *m != ratelimit.Enforce && *m != ratelimit.Shadow {
+		return fmt.Errorf("mode %v is neither enforce nor shadow", *m)
+	}
+	return nil
 }
 
 // Revision returns the store's write counter: it moves on every write that
@@ -89,26 +88,33 @@ func parseRev(v any) (int64, error) {
 	return n, nil
 }
 
-// Seed writes the file and default tiers of each limiter, leaving their
-// published tiers as they are (a service re-seeds at start without touching
-// what was published; docs/design.md#the-rule-store). Both tiers are written even
-// when empty, so a rule removed from rate_limits.yaml leaves the document; a
-// limiter with neither tier and no document gets none. All limiters are
-// written in one atomic operation; any invalid rule fails the whole call
-// before anything is written.
-func (s *Store) Seed(ctx context.Context, tiers map[string]Tiers) (WriteResult, error) {
-	edits := make([]edit, 0, len(tiers))
+// Seed writes the file and default tiers of each limiter, and its Mode as
+// the file tier's mode (the only tier whose mode a service's files set),
+// leaving their published tiers as they are (a service re-seeds at start
+// without touching what was published; docs/design.md#the-rule-store). Both
+// tiers are written even when empty, so a rule removed from rate_limits.yaml
+// leaves the document; a limiter with neither tier and no document gets none.
+// All limiters are written in one atomic operation; any invalid rule, or a
+// set with remote or published rules, fails the whole call before anything
+// is written.
+func (s *Store) Seed(ctx context.Context, sets map[string]tiers.Set) (WriteResult, error) {
+	edits := make([]edit, 0, len(sets))
 	var errs []error
-	for _, name := range sortedKeys(tiers) {
+	for _, name := range sortedKeys(sets) {
 		if !ratelimit.ValidName(name) {
 			errs = append(errs, fmt.Errorf("limiter name %q must match ^[a-z0-9_]{1,64}$", name))
 			continue
 		}
-		e := edit{Limiter: name, Op: "seed", FileMode: modeJSON(tiers[name].FileMode)}
+		local := sets[name]
+		if err := checkLocal(local); err != nil {
+			errs = append(errs, fmt.Errorf("limiter %s: %w", name, err))
+			continue
+		}
+		e := edit{Limiter: name, Op: "seed", FileMode: modeJSON(modeToProto(local.Mode))}
 		for _, tier := range []struct {
 			rules []ratelimit.Rule
 			dst   *[]string
-		}{{tiers[name].File, &e.File}, {tiers[name].Defaults, &e.Defaults}} {
+		}{{local.File, &e.File}, {local.Defaults, &e.Defaults}} {
 			l, err := config.RulesToProto(tier.rules)
 			if err == nil {
 				req := &configv1.PublishRulesRequest{RateLimits: map[string]*configv1.RuleList{name: l}}
@@ -128,15 +134,15 @@ func (s *Store) Seed(ctx context.Context, tiers map[string]Tiers) (WriteResult, 
 	return s.update(ctx, "seed", edits)
 }
 
-// SeedBound seeds the Tiers given to Bind, for every bound limiter.
+// SeedBound seeds the tiers given to Bind, for every bound limiter.
 func (s *Store) SeedBound(ctx context.Context) (WriteResult, error) {
 	s.mu.RLock()
-	tiers := make(map[string]Tiers, len(s.bound))
+	sets := make(map[string]tiers.Set, len(s.bound))
 	for name, b := range s.bound {
-		tiers[name] = b.local
+		sets[name] = b.local
 	}
 	s.mu.RUnlock()
-	return s.Seed(ctx, tiers)
+	return s.Seed(ctx, sets)
 }
 
 // Publish upserts the rules of req into the published tier of each limiter
@@ -388,12 +394,24 @@ func ruleBytes(l *configv1.RuleList) ([]string, error) {
 	return out, errors.Join(errs...)
 }
 
-// effective converts a document into core rule tiers and the list a limiter
-// evaluates: file ++ published ++ default, a higher tier's rule replacing a
-// lower one of the same name. A tier the document does not hold comes from
-// local (the process's own tiers).
-func effective(doc *configv1.LimiterRules, local Tiers) (TierRules, error) {
-	t := TierRules{File: local.File, Defaults: local.Defaults}
+// effective converts a document into core rule tiers and returns them with
+// the list a limiter evaluates: file ++ published ++ default, a higher tier's
+// rule replacing a lower one of the same name. A tier the document does not
+// hold comes from local (the process's own tiers), and so does the file
+// tier's mode.
+func effective(doc *configv1.LimiterRules, local tiers.Set) (tiers.Set, []ratelimit.Rule, error) {
+	if err := checkLocal(local); err != nil {
+		return tiers.Set{}, nil, err
+	}
+	t := tiers.Set{File: local.File, Defaults: local.Defaults, Mode: local.Mode}
+	if doc.GetFileRules() != nil {
+		t.Mode = modeFromProto(doc.GetFileRules().GetMode())
+	}
+	for _, l := range []*configv1.RuleList{doc.GetPublishedRules(), doc.GetDefaultRules()} {
+		if t.Mode == nil { // the highest tier that sets one wins
+			t.Mode = modeFromProto(l.GetMode())
+		}
+	}
 	var errs []error
 	conv := func(l *configv1.RuleList, dst *[]ratelimit.Rule) {
 		if l == nil {
@@ -406,49 +424,47 @@ func effective(doc *configv1.LimiterRules, local Tiers) (TierRules, error) {
 		}
 		*dst = rules
 	}
-	t.Mode = local.FileMode
-	if doc.GetFileRules() != nil {
-		t.Mode = doc.GetFileRules().GetMode()
-	}
-	for _, l := range []*configv1.RuleList{doc.GetPublishedRules(), doc.GetDefaultRules()} {
-		if t.Mode == configv1.Mode_MODE_UNSPECIFIED { // the highest tier that sets one wins
-			t.Mode = l.GetMode()
-		}
-	}
 	conv(doc.GetFileRules(), &t.File)
 	conv(doc.GetPublishedRules(), &t.Published)
 	conv(doc.GetDefaultRules(), &t.Defaults)
 	if err := errors.Join(errs...); err != nil {
-		return TierRules{}, err
+		return tiers.Set{}, nil, err
 	}
-	t.Effective = ratelimit.MergeTiers(t.File, t.Published, t.Defaults)
-	if err := ratelimit.ValidateRules(t.Effective); err != nil {
-		return TierRules{}, fmt.Errorf("merged rules: %w", err)
+	merged := t.Merged()
+	if err := ratelimit.ValidateRules(merged); err != nil {
+		return tiers.Set{}, nil, fmt.Errorf("merged rules: %w", err)
 	}
-	return t, nil
+	return t, merged, nil
 }
 
-// TierRules are a document's tiers as core rules, and the list they give.
-type TierRules struct {
-	File, Published, Defaults []ratelimit.Rule
-	// Effective is MergeTiers(File, Published, Defaults): what the limiter
-	// evaluates.
-	Effective []ratelimit.Rule
-	// Mode is the limiter's mode from the highest tier that sets one, or
-	// MODE_UNSPECIFIED (the limiter keeps its Config.Enforcement).
-	Mode configv1.Mode
-}
-
-// Effective returns a stored document's tiers as core rules and the list a
-// limiter evaluates from them (file ++ published ++ default, a higher tier's
-// rule replacing a lower one of the same name). A tier the document lacks is
-// empty.
-func Effective(doc *configv1.LimiterRules) (TierRules, error) {
-	t, err := effective(doc, Tiers{})
+// DocumentTiers returns a stored document's tiers as core rules, and the mode
+// of the highest tier that sets one; Set.Merged gives the list a limiter
+// evaluates from them (file ++ published ++ default, a higher tier's rule
+// replacing a lower one of the same name), which DocumentTiers checks. A tier
+// the document lacks is empty.
+func DocumentTiers(doc *configv1.LimiterRules) (tiers.Set, error) {
+	t, _, err := effective(doc, tiers.Set{})
 	if err != nil {
-		return TierRules{}, fmt.Errorf("rulestore: %w", err)
+		return tiers.Set{}, fmt.Errorf("rulestore: %w", err)
 	}
 	return t, nil
+}
+
+// modeFromProto converts a tier's mode: nil when the tier sets none.
+func modeFromProto(m configv1.Mode) *ratelimit.Enforcement {
+	e, ok := config.ModeFromProto(m)
+	if !ok {
+		return nil
+	}
+	return &e
+}
+
+// modeToProto converts a mode to the schema's enum: MODE_UNSPECIFIED for nil.
+func modeToProto(m *ratelimit.Enforcement) configv1.Mode {
+	if m == nil {
+		return configv1.Mode_MODE_UNSPECIFIED
+	}
+	return config.ModeToProto(*m)
 }
 
 func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }

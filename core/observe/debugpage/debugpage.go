@@ -12,13 +12,15 @@ import (
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/observe"
 	"github.com/ratekit/ratekit/core/rollout"
+	"github.com/ratekit/ratekit/core/tiers"
 )
 
 // Options configures New. Every field is optional.
 type Options struct {
-	// Tiers gives each limiter's rule tiers and replica age (the rule store
-	// implements it). Without it the page shows the effective rules only.
-	Tiers observe.TierSource
+	// Tiers gives each limiter's rule tiers and replica age (the rule store,
+	// *rulestore.Store, implements it). Without it the page shows the
+	// effective rules only.
+	Tiers TierSource
 	// Blocks gives the recent blocks per rule (an *observe.BlockSummary that
 	// observes the limiters).
 	Blocks observe.BlockSource
@@ -32,6 +34,18 @@ type Options struct {
 	Rollout rollout.DivergenceSource
 	// Now is the clock of ages and "generated at" (default time.Now).
 	Now func() time.Time
+}
+
+// TierSource gives the tiers of a limiter and the state of its replica of
+// the rule store. *rulestore.Store implements it.
+type TierSource interface {
+	// Tiers returns the limiter's rules by tier; ok is false for a limiter
+	// the source does not manage.
+	Tiers(limiter string) (t tiers.Set, ok bool)
+	// RefreshStatus returns the last successful refresh of the limiter's
+	// replica (zero: none yet, the limiter runs on its local tiers) and the
+	// error of the last refresh (nil: it succeeded).
+	RefreshStatus(limiter string) (refreshedAt time.Time, err error)
 }
 
 // Handler serves the state of the registered limiters: HTML by default, JSON
@@ -193,12 +207,13 @@ func (h *Handler) limiterView(l *ratelimit.Limiter, now time.Time, blocks []obse
 	if h.opts.Tiers != nil {
 		if t, ok := h.opts.Tiers.Tiers(v.Name); ok {
 			rs := &RuleStoreView{}
-			if !t.RefreshedAt.IsZero() {
-				at, age := t.RefreshedAt, max(now.Sub(t.RefreshedAt).Seconds(), 0)
+			refreshedAt, refreshErr := h.opts.Tiers.RefreshStatus(v.Name)
+			if !refreshedAt.IsZero() {
+				at, age := refreshedAt, max(now.Sub(refreshedAt).Seconds(), 0)
 				rs.RefreshedAt, rs.ReplicaAge = &at, &age
 			}
-			if t.RefreshErr != nil {
-				rs.RefreshError = t.RefreshErr.Error()
+			if refreshErr != nil {
+				rs.RefreshError = refreshErr.Error()
 			}
 			v.RuleStore = rs
 			for _, tr := range t.Rules() {

@@ -12,16 +12,31 @@ import (
 	"github.com/ratekit/ratekit/core/observe"
 	"github.com/ratekit/ratekit/core/observe/debugpage"
 	"github.com/ratekit/ratekit/core/redisstore"
+	"github.com/ratekit/ratekit/core/tiers"
 	"github.com/ratekit/ratekit/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
 
-// staticTiers is a TierSource holding fixed tiers, standing in for the rule store.
-type staticTiers map[string]observe.Tiers
+// tierState is a limiter's tiers and replica state as a rule store holds them.
+type tierState struct {
+	tiers.Set
+	refreshedAt time.Time
+	refreshErr  error
+}
 
-func (s staticTiers) Tiers(limiter string) (observe.Tiers, bool) {
+// staticTiers is a TierSource holding fixed tiers, standing in for the rule store.
+type staticTiers map[string]tierState
+
+var _ debugpage.TierSource = staticTiers(nil)
+
+func (s staticTiers) Tiers(limiter string) (tiers.Set, bool) {
 	t, ok := s[limiter]
-	return t, ok
+	return t.Set, ok
+}
+
+func (s staticTiers) RefreshStatus(limiter string) (time.Time, error) {
+	t := s[limiter]
+	return t.refreshedAt, t.refreshErr
 }
 
 var (
@@ -29,8 +44,8 @@ var (
 	minute     = ratelimit.StaticPeriod(time.Minute)
 )
 
-func fixtureTiers() observe.Tiers {
-	return observe.Tiers{
+func fixtureTiers() tierState {
+	return tierState{Set: tiers.Set{
 		File: []ratelimit.Rule{{
 			Name: "per_user", Description: "<script>alert(1)</script> lowered for incident #42",
 			Characteristics: []string{"user"}, Limit: ratelimit.Static(3), Period: minute,
@@ -53,8 +68,9 @@ func fixtureTiers() observe.Tiers {
 				Limit:  ratelimit.LimitFunc(func(context.Context) (int64, error) { return 1000, nil }),
 				Period: ratelimit.StaticPeriod(time.Hour)},
 		},
-		RefreshedAt: fixtureNow.Add(-42 * time.Second),
-		RefreshErr:  errors.New("dial tcp 10.0.0.5:6379: connect: connection refused"),
+	},
+		refreshedAt: fixtureNow.Add(-42 * time.Second),
+		refreshErr:  errors.New("dial tcp 10.0.0.5:6379: connect: connection refused"),
 	}
 }
 
@@ -70,10 +86,10 @@ func newFixture(t *testing.T) fixture {
 	t.Helper()
 	ctx := context.Background()
 	blocks := observe.NewBlockSummary(observe.BlockSummaryOptions{Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return fixtureNow }})
-	tiers := fixtureTiers()
+	ft := fixtureTiers()
 	prefix := redistest.Prefix(t)
 	api, err := ratelimit.New(ratelimit.Config{Name: "api", Store: redisstore.New(redistest.Client(t)), KeyPrefix: prefix,
-		Rules: ratelimit.MergeTiers(tiers.File, tiers.Published, tiers.Defaults), Observer: blocks, Logger: slog.New(slog.DiscardHandler)})
+		Rules: ft.Merged(), Observer: blocks, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +115,7 @@ func newFixture(t *testing.T) fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := debugpage.New(debugpage.Options{Tiers: staticTiers{"api": tiers}, Blocks: blocks, Now: func() time.Time { return fixtureNow }}, jobs, api)
+	h := debugpage.New(debugpage.Options{Tiers: staticTiers{"api": ft}, Blocks: blocks, Now: func() time.Time { return fixtureNow }}, jobs, api)
 	h.Register(empty)
 	return fixture{handler: h, prefix: prefix}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/ratekit/ratekit/core/observe/debugpage"
 	"github.com/ratekit/ratekit/core/redisstore"
 	"github.com/ratekit/ratekit/core/rulestore"
+	"github.com/ratekit/ratekit/core/tiers"
 	"github.com/ratekit/ratekit/internal/redistest"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
@@ -28,8 +29,8 @@ func TestRuleStoreTiers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tiers := fixtureTiers()
-	local := rulestore.Tiers{File: tiers.File, Defaults: tiers.Defaults[:3]} // static rules only: the document holds numbers
+	ft := fixtureTiers()
+	local := tiers.Set{File: ft.File, Defaults: ft.Defaults[:3]} // static rules only: the document holds numbers
 	l, err := ratelimit.New(ratelimit.Config{Name: "api", Store: redisstore.New(client), KeyPrefix: prefix})
 	if err != nil {
 		t.Fatal(err)

@@ -13,8 +13,8 @@ import (
 
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/config"
-	"github.com/ratekit/ratekit/core/observe"
 	"github.com/ratekit/ratekit/core/rulestore"
+	"github.com/ratekit/ratekit/core/tiers"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
 
@@ -34,6 +34,13 @@ const (
 // refuse; the page is then read-only for that request.
 type Authorizer func(r *http.Request) (who string, ok bool)
 
+// TierSource gives the tiers a process holds for a limiter; the page takes
+// their remote tier from it. ok is false for a limiter it does not manage.
+// The rule store and the debug page's tier sources implement it.
+type TierSource interface {
+	Tiers(limiter string) (t tiers.Set, ok bool)
+}
+
 // Options configures New.
 type Options struct {
 	// Store is the rule store the page reads and publishes into (required).
@@ -47,7 +54,7 @@ type Options struct {
 	RateLimits *config.RateLimits
 	// Tiers, when set, gives the per-request (remote) tier a process holds,
 	// shown beside the stored tiers (optional).
-	Tiers observe.TierSource
+	Tiers TierSource
 	// Counters is where the limiters keep their counters (redisstore.New on
 	// the counters' Redis). It enables the explain box and "lift ban / clear";
 	// without it they are not shown.

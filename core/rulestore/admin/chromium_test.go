@@ -22,6 +22,7 @@ import (
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/redisstore"
 	"github.com/ratekit/ratekit/core/rulestore"
+	"github.com/ratekit/ratekit/core/tiers"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
 
@@ -178,7 +179,7 @@ func TestChromium(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := service.Bind(limiter, rulestore.Tiers{}); err != nil {
+	if err := service.Bind(limiter, tiers.Set{}); err != nil {
 		t.Fatal(err)
 	}
 	sctx, stop := context.WithCancel(context.Background())

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	ratelimit "github.com/ratekit/ratekit/core"
-	"github.com/ratekit/ratekit/core/observe"
 )
 
 // explainView is the explain box's answer: what a check would decide now
@@ -78,12 +77,12 @@ func (h *Handler) explain(ctx context.Context, lv *limiterView, id ratelimit.Ide
 			er.Limit = fmt.Sprint(ev.Info.Limit)
 			er.ResetIn = max(ev.Info.ResetAt.Sub(now), 0).Round(time.Second).String()
 			er.Banned = ev.Info.Banned
-			switch observe.EvaluationResult(ev) {
-			case observe.ResultBanned:
+			switch { // banned first: the check that starts a ban blocks too
+			case ev.Info.Banned:
 				er.State = "banned"
-			case observe.ResultBlock:
+			case ev.Blocked:
 				er.State = "block"
-			case observe.ResultLog:
+			case ev.Exceeded:
 				er.State = "exceeded (log only)"
 			default:
 				er.State = "allow"

@@ -116,11 +116,11 @@ func newFixtureOn(t *testing.T, client redisClient, authorize admin.Authorizer, 
 		Logger: slog.New(slog.DiscardHandler)}); err != nil {
 		t.Fatal(err)
 	}
-	tiers, err := rulestore.ConfigTiers(f.available, rl)
+	sets, err := rulestore.ConfigTiers(f.available, rl)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.store.Seed(ctx, tiers); err != nil {
+	if _, err := f.store.Seed(ctx, sets); err != nil {
 		t.Fatal(err)
 	}
 	opts := admin.Options{Store: f.store, Available: f.available, RateLimits: rl,

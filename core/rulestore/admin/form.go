@@ -201,7 +201,9 @@ func (f *ruleForm) check(lv *limiterView, rule *configv1.Rule, available *config
 	} else {
 		published = append(published, core)
 	}
-	if err := ratelimit.ValidateRules(ratelimit.MergeTiers(lv.Tiers.Remote, lv.Tiers.File, published, lv.Tiers.Defaults)); err != nil {
+	with := lv.Tiers
+	with.Published = published
+	if err := ratelimit.ValidateRules(with.Merged()); err != nil {
 		f.addError("", "the limiter's rules with this one are invalid: %v", err)
 	}
 }

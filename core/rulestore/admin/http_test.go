@@ -12,9 +12,9 @@ import (
 	"time"
 
 	ratelimit "github.com/ratekit/ratekit/core"
-	"github.com/ratekit/ratekit/core/observe"
 	"github.com/ratekit/ratekit/core/redisstore"
 	"github.com/ratekit/ratekit/core/rulestore/admin"
+	"github.com/ratekit/ratekit/core/tiers"
 	"github.com/ratekit/ratekit/internal/redistest"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
@@ -60,11 +60,13 @@ func TestPageRendersTiers(t *testing.T) {
 	}
 }
 
-// remoteTiers is an observe.TierSource holding a remote tier, as a process
+// remoteTiers is an admin.TierSource holding a remote tier, as a process
 // with a rules service has.
 type remoteTiers []ratelimit.Rule
 
-func (r remoteTiers) Tiers(string) (observe.Tiers, bool) { return observe.Tiers{Remote: r}, true }
+var _ admin.TierSource = remoteTiers(nil)
+
+func (r remoteTiers) Tiers(string) (tiers.Set, bool) { return tiers.Set{Remote: r}, true }
 
 // The remote tier a process holds is shown above the others, and its rule
 // replaces the same-named rule below it.

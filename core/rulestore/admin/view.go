@@ -13,8 +13,8 @@ import (
 
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/config"
-	"github.com/ratekit/ratekit/core/observe"
 	"github.com/ratekit/ratekit/core/rulestore"
+	"github.com/ratekit/ratekit/core/tiers"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
 
@@ -88,7 +88,7 @@ type limiterView struct {
 	DocumentError     string
 	Sources           map[string]string // tier -> where its rules come from
 
-	Tiers     observe.Tiers
+	Tiers     tiers.Set
 	Effective []ratelimit.Rule
 	Rows      []ruleRow // effective rules, evaluation order
 	Overrides []ruleRow // rules replaced by a higher tier's rule of the same name
@@ -166,40 +166,40 @@ func (h *Handler) limiterFrom(name string, e rulestore.Entry) (*limiterView, int
 	if e.Err != nil && !errors.Is(e.Err, rulestore.ErrNoDocument) {
 		lv.DocumentError = e.Err.Error()
 	}
-	var fileRules, defaults []ratelimit.Rule
+	var t tiers.Set
 	if spec != nil {
-		var err error
-		if fileRules, defaults, err = config.Tiers(h.opts.Available, h.opts.RateLimits, name); err != nil {
+		files, err := config.Tiers(h.opts.Available, h.opts.RateLimits, name)
+		if err != nil {
 			return nil, http.StatusInternalServerError, err
 		}
-		if len(fileRules) > 0 {
-			lv.Sources[observe.TierFile] = h.opts.RateLimits.File
+		t.File, t.Defaults = files.File, files.Defaults
+		if len(t.File) > 0 {
+			lv.Sources[tiers.File] = h.opts.RateLimits.File
 		}
-		lv.Sources[observe.TierDefault] = h.opts.Available.File
+		lv.Sources[tiers.Default] = h.opts.Available.File
 	}
-	t := observe.Tiers{File: fileRules, Defaults: defaults}
 	if doc := e.Document; doc != nil {
-		tr, err := rulestore.Effective(doc)
+		tr, err := rulestore.DocumentTiers(doc)
 		if err != nil {
 			lv.DocumentError = err.Error()
 		} else {
 			if doc.GetFileRules() != nil {
-				t.File, lv.Sources[observe.TierFile] = tr.File, "rule store"
+				t.File, lv.Sources[tiers.File] = tr.File, "rule store"
 			}
 			if doc.GetDefaultRules() != nil {
-				t.Defaults, lv.Sources[observe.TierDefault] = tr.Defaults, "rule store"
+				t.Defaults, lv.Sources[tiers.Default] = tr.Defaults, "rule store"
 			}
 			t.Published, lv.published = tr.Published, doc.GetPublishedRules()
 		}
 	}
-	lv.Sources[observe.TierPublished] = "rule store (this page)"
+	lv.Sources[tiers.Published] = "rule store (this page)"
 	if h.opts.Tiers != nil {
 		if pt, ok := h.opts.Tiers.Tiers(name); ok && len(pt.Remote) > 0 {
-			t.Remote, lv.Sources[observe.TierRemote] = pt.Remote, "rules service (this process)"
+			t.Remote, lv.Sources[tiers.Remote] = pt.Remote, "rules service (this process)"
 		}
 	}
 	lv.Tiers = t
-	lv.Effective = ratelimit.MergeTiers(t.Remote, t.File, t.Published, t.Defaults)
+	lv.Effective = t.Merged()
 	lv.build()
 	return lv, http.StatusOK, nil
 }
@@ -229,7 +229,7 @@ func (lv *limiterView) build() {
 		row.Index, row.Tier, row.Replaces = i+1, owner[r.Name], replaced[r.Name]
 		lv.Rows = append(lv.Rows, row)
 	}
-	for _, tier := range []string{observe.TierRemote, observe.TierFile, observe.TierPublished, observe.TierDefault} {
+	for _, tier := range tiers.Names() {
 		src, ok := lv.Sources[tier]
 		if !ok && len(byTier[tier]) == 0 {
 			continue
@@ -242,7 +242,7 @@ func (lv *limiterView) build() {
 		}
 		lv.TierRows = append(lv.TierRows, tierRows{Tier: tier, Source: src, Rows: byTier[tier]})
 	}
-	lv.Published = byTier[observe.TierPublished]
+	lv.Published = byTier[tiers.Published]
 }
 
 func newRow(r ratelimit.Rule) ruleRow {

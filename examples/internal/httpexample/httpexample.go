@@ -27,6 +27,7 @@ import (
 	"github.com/ratekit/ratekit/core/redisstore"
 	"github.com/ratekit/ratekit/core/rulestore"
 	"github.com/ratekit/ratekit/core/rulestore/admin"
+	"github.com/ratekit/ratekit/core/tiers"
 	"github.com/ratekit/ratekit/examples/internal/exampleutil"
 	"github.com/ratekit/ratekit/identifiers"
 )
@@ -192,12 +193,12 @@ func adminPage(ctx context.Context, o Options, limiter *ratelimit.Limiter) (http
 		prefix = "ratekit:rules:{" + o.KeyPrefix + "}:"
 	}
 	rules, err := rulestore.New(client, rulestore.Options{Prefix: prefix, Available: available, Interval: time.Second})
-	var defaults []ratelimit.Rule
+	var local tiers.Set
 	if err == nil {
-		_, defaults, err = config.Tiers(available, nil, limiter.Name())
+		local, err = config.Tiers(available, nil, limiter.Name())
 	}
 	if err == nil {
-		err = rules.Bind(limiter, rulestore.Tiers{Defaults: defaults})
+		err = rules.Bind(limiter, local)
 	}
 	if err != nil {
 		_ = client.Close()
