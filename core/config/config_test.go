@@ -89,6 +89,8 @@ func TestParseAvailableLimitersErrors(t *testing.T) {
 			`a.yaml:10:26: lim/r: match "user": one_of needs at least 1 value`,
 			`a.yaml:11:24: lim/r: match "ip": one_of lists "a" twice`,
 		}},
+		{"two match kinds", availableBase + "    default_rules:\n      - name: r\n        action: skip\n        match:\n          path: {regex: a, one_of: [x]}\n",
+			[]string{`a.yaml:9:28: lim/r: a match value takes one of equality, regex, one_of, not both regex and one_of`}},
 		{"match marker typo", availableBase + "    default_rules:\n      - name: r\n        action: skip\n        match:\n          path: {regexp: x}\n",
 			[]string{`a.yaml:9:18: lim/r: unknown field "regexp" (did you mean "regex"?)`}},
 		{"empty match marker", availableBase + "    default_rules:\n      - name: r\n        action: skip\n        match:\n          path: {}\n",

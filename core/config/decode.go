@@ -2,7 +2,6 @@ package config
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,10 +10,11 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"unicode/utf8"
 
 	"buf.build/go/protovalidate"
 	"go.yaml.in/yaml/v3"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
@@ -37,22 +37,34 @@ type problem struct {
 	line, col int // when set, the place itself (a syntax error, a bad key)
 }
 
-// doc decodes one document: YAML nodes to the protojson form of a message
-// (recording where each value was), then protojson, protovalidate, and the
-// hand-written checks. Every stage reports all of its problems.
+// doc decodes one document: a walk of the YAML nodes that fills the message
+// directly, then protovalidate and the hand-written checks. Every stage
+// reports all of its problems.
+//
+// The walk records no positions: a document is read far more often than it
+// is wrong. Where each path is in the file is found only when a problem or a
+// skip rule is reported, by walking the nodes again (see positions).
 type doc struct {
 	file       string
-	valPos     map[string]position
-	keyPos     map[string]position
-	root       position
+	root       *yaml.Node // the parsed document, nil when there is none
+	rootType   protoreflect.MessageType
+	at         path // the walk's current path, a stack reused for every node
 	structural []problem // shape errors of the walk
 	checks     []problem // protovalidate and cross-document errors
 	budget     int
 	overBudget bool
+
+	keysOf *yaml.Node // the mapping node keys indexes (see firstKeys)
+	keys   map[string]*yaml.Node
+
+	index     sync.Once // builds keyPos and valPos on the first lookup
+	recording bool      // the walk of index: record positions, fill a scratch message
+	valPos    map[string]position
+	keyPos    map[string]position
 }
 
 func newDoc(file string) *doc {
-	return &doc{file: file, valPos: map[string]position{}, keyPos: map[string]position{}, budget: maxNodes}
+	return &doc{file: file, budget: maxNodes}
 }
 
 // decode fills msg from YAML (or JSON) data. It returns false when nothing
@@ -65,25 +77,37 @@ func (d *doc) decode(data []byte, msg proto.Message, parse func([]byte) (*yaml.N
 		d.structural = append(d.structural, syntaxProblem(err))
 		return false
 	}
-	if n != nil {
-		d.root = position{n.Line, n.Column}
-	} else {
-		d.root = position{}
-	}
-	tree := d.message(n, msg.ProtoReflect().Descriptor(), nil)
-	b, err := json.Marshal(tree)
-	if err == nil {
-		err = protojson.UnmarshalOptions{}.Unmarshal(b, msg)
-	}
-	if err != nil {
-		// The walk admits only what the schema allows, so this is a bug, but
-		// it must still reject the document rather than half-read it.
-		d.structural = append(d.structural, problem{msg: fmt.Sprintf("cannot decode the document: %v", err)})
-		return false
-	}
+	m := msg.ProtoReflect()
+	d.root, d.rootType = n, m.Type()
+	d.at = make(path, 0, 8)
+	d.message(n, m)
 	return true
 }
 
+// positions walks the document once more, recording where the value (and
+// the key) of every path the decoding walk passed is. The walk is the same
+// code with the same node budget, so it reaches exactly the same nodes; its
+// message and problems are thrown away.
+func (d *doc) positions() {
+	d.index.Do(func() {
+		d.valPos, d.keyPos = map[string]position{}, map[string]position{}
+		if d.root == nil {
+			return
+		}
+		at, structural, budget, overBudget := d.at, d.structural, d.budget, d.overBudget
+		d.recording, d.budget, d.overBudget, d.at = true, maxNodes, false, make(path, 0, 8)
+		d.message(d.root, d.rootType.New())
+		d.at, d.structural, d.budget, d.overBudget, d.recording = at, structural, budget, overBudget, false
+	})
+}
+
+// rootPos is where the document starts (0:0 when it has no node).
+func (d *doc) rootPos() position {
+	if d.root == nil {
+		return position{}
+	}
+	return position{d.root.Line, d.root.Column}
+}
 // parseYAML reads exactly one YAML document. An empty document gives nil.
 func parseYAML(data []byte) (n *yaml.Node, err error) {
 	defer func() {
@@ -130,12 +154,35 @@ func syntaxProblem(err error) problem {
 	return problem{msg: "invalid YAML: " + strings.TrimPrefix(msg, "yaml: ")}
 }
 
-func (d *doc) fail(p path, forKey bool, format string, args ...any) {
-	d.structural = append(d.structural, problem{at: p, forKey: forKey, msg: fmt.Sprintf(format, args...)})
+// fail records a shape error at the walk's current path.
+func (d *doc) fail(forKey bool, format string, args ...any) {
+	if d.recording {
+		return
+	}
+	d.structural = append(d.structural, problem{at: d.here(), forKey: forKey, msg: fmt.Sprintf(format, args...)})
 }
 
-func (d *doc) record(p path, key, val *yaml.Node) {
-	s := p.String()
+// here is a copy of the walk's current path, to keep.
+func (d *doc) here() path { return append(path(nil), d.at...) }
+
+// push and pop move the walk's current path into and out of a field.
+func (d *doc) push(field string) { d.at = append(d.at, elem{field: field, index: -1}) }
+func (d *doc) pop()              { d.at = d.at[:len(d.at)-1] }
+
+// subscript sets (and with nil, -1 clears) the map key or list index of the
+// last element of the current path. key points into the YAML node, so that
+// the walk allocates nothing for it.
+func (d *doc) subscript(key *string, index int) {
+	d.at[len(d.at)-1].key, d.at[len(d.at)-1].index = key, index
+}
+
+// record notes where the key and the value of the current path are, when
+// the walk is the one of positions.
+func (d *doc) record(key, val *yaml.Node) {
+	if !d.recording {
+		return
+	}
+	s := d.at.String()
 	if key != nil {
 		d.keyPos[s] = position{key.Line, key.Column}
 	}
@@ -146,7 +193,7 @@ func (d *doc) record(p path, key, val *yaml.Node) {
 
 // visit resolves aliases and charges the node budget. It returns nil when the
 // budget is spent.
-func (d *doc) visit(n *yaml.Node, p path) *yaml.Node {
+func (d *doc) visit(n *yaml.Node) *yaml.Node {
 	for i := 0; n != nil && n.Kind == yaml.AliasNode && i < 100; i++ {
 		n = n.Alias
 	}
@@ -159,8 +206,10 @@ func (d *doc) visit(n *yaml.Node, p path) *yaml.Node {
 			// At no path: it stops every later check, which would only see
 			// part of the document.
 			d.overBudget = true
-			d.structural = append(d.structural, problem{line: n.Line, col: n.Column,
-				msg: fmt.Sprintf("the document is too large: over %d YAML nodes once aliases are expanded", maxNodes)})
+			if !d.recording {
+				d.structural = append(d.structural, problem{line: n.Line, col: n.Column,
+					msg: fmt.Sprintf("the document is too large: over %d YAML nodes once aliases are expanded", maxNodes)})
+			}
 		}
 		return nil
 	}
@@ -231,225 +280,331 @@ func describe(md protoreflect.MessageDescriptor, p path) string {
 	return p[len(p)-1].field
 }
 
-// message walks a mapping node as message md and returns its protojson form.
-func (d *doc) message(n *yaml.Node, md protoreflect.MessageDescriptor, p path) map[string]any {
-	out := map[string]any{}
-	if n = d.visit(n, p); n == nil || isNull(n) {
-		return out
+// message walks a mapping node into m.
+func (d *doc) message(n *yaml.Node, m protoreflect.Message) {
+	if n = d.visit(n); n == nil || isNull(n) {
+		return
 	}
+	md := m.Descriptor()
 	if f, ok := listShorthand[md.FullName()]; ok {
 		switch {
 		case n.Kind == yaml.SequenceNode:
-			fd := md.Fields().ByName(f)
-			fp := p.field(string(f))
-			d.record(fp, nil, n)
-			out[string(f)] = d.list(n, fd, fp)
-			return out
+			d.push(string(f))
+			d.record(nil, n)
+			d.list(n, m, md.Fields().ByName(f))
+			d.pop()
+			return
 		case n.Kind != yaml.MappingNode || !hasKey(n, string(f)):
 			// Only the stored JSON writes the {"rules": [...]} envelope.
-			d.fail(p, false, "%s must be a list, got %s", describe(md, p), kindName(n))
-			return out
+			d.fail(false, "%s must be a list, got %s", describe(md, d.at), kindName(n))
+			return
 		}
 	}
 	if md.FullName() == matchValueName && n.Kind == yaml.ScalarNode {
-		if s, ok := d.str(n, p, "match value"); ok {
-			out["equality"] = s
+		if s, ok := d.str(n, "match value"); ok {
+			m.Set(md.Fields().ByName("equality"), protoreflect.ValueOfString(s))
 		}
-		return out
+		return
 	}
 	if n.Kind != yaml.MappingNode {
 		if md.FullName() == matchValueName {
-			d.fail(p, false, "a match value must be a string, {regex: ...} or {one_of: [...]}, got %s", kindName(n))
+			d.fail(false, "a match value must be a string, {regex: ...} or {one_of: [...]}, got %s", kindName(n))
 		} else {
-			d.fail(p, false, "%s must be a mapping (name: value lines), got %s", describe(md, p), kindName(n))
+			d.fail(false, "%s must be a mapping (name: value lines), got %s", describe(md, d.at), kindName(n))
 		}
-		return out
+		return
 	}
-	d.entries(n, p, p.field, func(name string) string { return fmt.Sprintf("field %q", name) },
-		func(name string, v *yaml.Node, fp path) {
-			fd := md.Fields().ByName(protoreflect.Name(name))
-			if fd == nil {
-				d.fail(fp, true, "%s", unknownField(name, md, p))
-				return
-			}
-			if val, ok := d.value(v, fd, fp); ok {
-				out[name] = val
-			}
-		})
-	return out
+	fields := md.Fields()
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if !d.entry(n, i) {
+			continue
+		}
+		d.push(k.Value)
+		d.record(k, v)
+		if !d.duplicate(n, i, func(name string) string { return fmt.Sprintf("field %q", name) }) {
+			d.field(v, m, fields.ByName(protoreflect.Name(k.Value)), k.Value)
+		}
+		d.pop()
+	}
 }
 
-// value walks the value of field fd.
-func (d *doc) value(n *yaml.Node, fd protoreflect.FieldDescriptor, p path) (any, bool) {
-	if n = d.visit(n, p); n == nil || isNull(n) {
-		return nil, false
+// field walks v, the value of the field named name of m (fd, nil when m has
+// no such field), at the current path.
+func (d *doc) field(v *yaml.Node, m protoreflect.Message, fd protoreflect.FieldDescriptor, name string) {
+	md := m.Descriptor()
+	if fd == nil {
+		d.fail(true, "%s", unknownField(name, md, d.at[:len(d.at)-1]))
+		return
+	}
+	if od := fd.ContainingOneof(); od != nil && !od.IsSynthetic() {
+		if set := m.WhichOneof(od); set != nil {
+			// Walk it anyway for its own problems, into a message of its own.
+			d.fail(true, "%s takes one of %s, not both %s and %s",
+				describe(md, d.at[:len(d.at)-1]), oneofNames(od), set.Name(), name)
+			m = m.New()
+		}
+	}
+	d.value(v, m, fd)
+}
+
+func oneofNames(od protoreflect.OneofDescriptor) string {
+	names := make([]string, od.Fields().Len())
+	for i := range names {
+		names[i] = string(od.Fields().Get(i).Name())
+	}
+	return strings.Join(names, ", ")
+}
+
+// entry reports whether key i of mapping node n is a plain name; when it is
+// not (a merge key <<, a list or a mapping), it reports it at the current
+// path.
+func (d *doc) entry(n *yaml.Node, i int) bool {
+	k := n.Content[i]
+	if k.Kind != yaml.ScalarNode || k.ShortTag() == "!!merge" {
+		if !d.recording {
+			d.structural = append(d.structural, problem{at: d.here(), line: k.Line, col: k.Column,
+				msg: "YAML merge keys (<<) and keys that are not plain names are not supported"})
+		}
+		return false
+	}
+	return true
+}
+
+// duplicate reports whether key i of mapping node n repeats an earlier one
+// (named by what), and reports it so. Small mappings (fields of a message)
+// are searched in place; large ones (a map of limiters or match keys) are
+// indexed once.
+func (d *doc) duplicate(n *yaml.Node, i int, what func(string) string) bool {
+	key := n.Content[i].Value
+	var first *yaml.Node
+	if len(n.Content) <= 2*16 {
+		for j := 0; j < i; j += 2 {
+			if k := n.Content[j]; k.Kind == yaml.ScalarNode && k.ShortTag() != "!!merge" && k.Value == key {
+				first = k
+				break
+			}
+		}
+	} else {
+		first = d.firstKeys(n)[key]
+		if first == n.Content[i] {
+			first = nil
+		}
+	}
+	if first == nil {
+		return false
+	}
+	d.fail(true, "%s is given twice (first at line %d)", what(key), first.Line)
+	return true
+}
+
+// firstKeys indexes the plain keys of a large mapping node by name, to the
+// first node of each. The index of the last node asked about is kept.
+func (d *doc) firstKeys(n *yaml.Node) map[string]*yaml.Node {
+	if d.keysOf == n {
+		return d.keys
+	}
+	d.keysOf, d.keys = n, make(map[string]*yaml.Node, len(n.Content)/2)
+	for j := 0; j+1 < len(n.Content); j += 2 {
+		if k := n.Content[j]; k.Kind == yaml.ScalarNode && k.ShortTag() != "!!merge" {
+			if _, ok := d.keys[k.Value]; !ok {
+				d.keys[k.Value] = k
+			}
+		}
+	}
+	return d.keys
+}
+
+// value walks the value of field fd of m.
+func (d *doc) value(n *yaml.Node, m protoreflect.Message, fd protoreflect.FieldDescriptor) {
+	if n = d.visit(n); n == nil || isNull(n) {
+		return
 	}
 	switch {
 	case fd.IsMap():
-		return d.mapping(n, fd, p)
+		d.mapping(n, m, fd)
 	case fd.IsList():
-		return d.list(n, fd, p), true
+		d.list(n, m, fd)
+	case fd.Kind() == protoreflect.MessageKind:
+		d.message(n, m.Mutable(fd).Message())
+	default:
+		if v, ok := d.scalar(n, fd); ok {
+			m.Set(fd, v)
+		}
 	}
-	return d.single(n, fd, p)
 }
 
-func (d *doc) mapping(n *yaml.Node, fd protoreflect.FieldDescriptor, p path) (any, bool) {
+func (d *doc) mapping(n *yaml.Node, m protoreflect.Message, fd protoreflect.FieldDescriptor) {
 	if n.Kind != yaml.MappingNode {
-		d.fail(p, false, "%s must be a mapping (name: value lines), got %s", fd.Name(), kindName(n))
-		return nil, false
+		d.fail(false, "%s must be a mapping (name: value lines), got %s", fd.Name(), kindName(n))
+		return
 	}
-	out := map[string]any{}
-	d.entries(n, p, p.key, func(k string) string { return fmt.Sprintf("%s %q", noun(p.key(k), true), k) },
-		func(k string, v *yaml.Node, kp path) {
-			if val, ok := d.single(v, fd.MapValue(), kp); ok {
-				out[k] = val
-			} else if fd.MapValue().Kind() == protoreflect.MessageKind {
-				out[k] = map[string]any{} // keep the entry, so later checks still see the key
-			}
-		})
-	return out, true
-}
-
-// entries calls f once for each key of mapping node n, with the key's path
-// (made by at) recorded. Keys that are not plain names, and repeated keys
-// (named by what), are reported instead. It returns the keys seen.
-func (d *doc) entries(n *yaml.Node, p path, at func(string) path, what func(string) string, f func(key string, v *yaml.Node, kp path)) map[string]*yaml.Node {
-	seen := map[string]*yaml.Node{}
+	out := m.Mutable(fd).Map()
+	vd := fd.MapValue()
+	what := func(k string) string { return fmt.Sprintf("%s %q", noun(d.at, true), k) }
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
-		if k.Kind != yaml.ScalarNode || k.ShortTag() == "!!merge" {
-			d.structural = append(d.structural, problem{at: p, line: k.Line, col: k.Column,
-				msg: "YAML merge keys (<<) and keys that are not plain names are not supported"})
+		if !d.entry(n, i) {
 			continue
 		}
-		kp := at(k.Value)
-		d.record(kp, k, v)
-		if first, dup := seen[k.Value]; dup {
-			d.fail(kp, true, "%s is given twice (first at line %d)", what(k.Value), first.Line)
-			continue
+		d.subscript(&k.Value, -1)
+		d.record(k, v)
+		if !d.duplicate(n, i, what) {
+			key := protoreflect.ValueOfString(validUTF8(k.Value)).MapKey()
+			if vd.Kind() == protoreflect.MessageKind {
+				// The entry is kept even when its value is badly shaped, so
+				// that later checks still see the key.
+				val := out.NewValue()
+				d.message(v, val.Message())
+				out.Set(key, val)
+			} else if val, ok := d.scalar(v, vd); ok {
+				out.Set(key, val)
+			}
 		}
-		seen[k.Value] = k
-		f(k.Value, v, kp)
+		d.subscript(nil, -1)
 	}
-	return seen
 }
 
-func (d *doc) list(n *yaml.Node, fd protoreflect.FieldDescriptor, p path) []any {
+func (d *doc) list(n *yaml.Node, m protoreflect.Message, fd protoreflect.FieldDescriptor) {
 	if n.Kind != yaml.SequenceNode {
-		d.fail(p, false, "%s must be a list, got %s", fd.Name(), kindName(n))
-		return nil
+		d.fail(false, "%s must be a list, got %s", fd.Name(), kindName(n))
+		return
 	}
-	out := make([]any, 0, len(n.Content))
+	out := m.Mutable(fd).List()
 	for i, item := range n.Content {
-		ip := p.at(i)
-		d.record(ip, nil, item)
-		if val, ok := d.single(item, fd, ip); ok {
-			out = append(out, val)
-		} else if fd.Kind() == protoreflect.MessageKind {
-			out = append(out, map[string]any{}) // keep indexes aligned with the file
+		d.subscript(nil, i)
+		d.record(nil, item)
+		if fd.Kind() == protoreflect.MessageKind {
+			val := out.NewElement()
+			d.message(item, val.Message())
+			out.Append(val)
+		} else if val, ok := d.scalar(item, fd); ok {
+			out.Append(val)
 		} else {
-			out = append(out, "") // a placeholder; the shape error rejects the document
+			out.Append(out.NewElement()) // a placeholder, keeping indexes aligned with the file; the shape error rejects the document
 		}
 	}
-	return out
+	d.subscript(nil, -1)
 }
 
-// single walks one value of fd's element type.
-func (d *doc) single(n *yaml.Node, fd protoreflect.FieldDescriptor, p path) (any, bool) {
+// scalar walks one value of fd's (non-message) element type.
+func (d *doc) scalar(n *yaml.Node, fd protoreflect.FieldDescriptor) (protoreflect.Value, bool) {
 	name := string(fd.Name())
-	if fd.IsMap() {
-		name = p[len(p)-1].field
-	}
-	switch fd.Kind() {
-	case protoreflect.MessageKind:
-		m := d.message(n, fd.Message(), p)
-		return m, true
-	}
-	if n = d.visit(n, p); n == nil {
-		return nil, false
+	if n = d.visit(n); n == nil {
+		return protoreflect.Value{}, false
 	}
 	if isNull(n) {
-		d.fail(p, false, "%s has no value", name)
-		return nil, false
+		d.fail(false, "%s has no value", name)
+		return protoreflect.Value{}, false
 	}
 	switch fd.Kind() {
 	case protoreflect.StringKind:
-		return d.str(n, p, name)
+		if s, ok := d.str(n, name); ok {
+			return protoreflect.ValueOfString(s), true
+		}
 	case protoreflect.Uint32Kind:
-		return d.uint32(n, p, name)
+		if v, ok := d.uint32(n, name); ok {
+			return protoreflect.ValueOfUint32(v), true
+		}
 	case protoreflect.EnumKind:
-		return d.enum(n, fd.Enum(), p, name)
+		if v, ok := d.enum(n, fd.Enum(), name); ok {
+			return protoreflect.ValueOfEnum(v), true
+		}
 	case protoreflect.BoolKind:
-		return d.bool(n, p, name)
+		if v, ok := d.bool(n, name); ok {
+			return protoreflect.ValueOfBool(v), true
+		}
+	default:
+		d.fail(false, "%s: the schema has a field of kind %s that the YAML reader does not handle", name, fd.Kind())
 	}
-	d.fail(p, false, "%s: the schema has a field of kind %s that the YAML reader does not handle", name, fd.Kind())
-	return nil, false
+	return protoreflect.Value{}, false
+}
+
+// validUTF8 returns s with each byte of invalid UTF-8 replaced by U+FFFD,
+// as encoding/json does. The parsers give valid UTF-8 (YAML requires it,
+// and the JSON reader replaces it), so this only guards proto's rule that
+// strings be UTF-8.
+func validUTF8(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b.WriteRune(utf8.RuneError)
+		} else {
+			b.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
 }
 
 // str reads a scalar as text. Numbers and booleans are accepted and rendered
 // as ratelimit.Canonical renders identifier values, so `project_id: 42`
 // matches the identifier value 42.
-func (d *doc) str(n *yaml.Node, p path, name string) (string, bool) {
+func (d *doc) str(n *yaml.Node, name string) (string, bool) {
 	if n.Kind != yaml.ScalarNode {
-		d.fail(p, false, "%s must be a single value, got %s", name, kindName(n))
+		d.fail(false, "%s must be a single value, got %s", name, kindName(n))
 		return "", false
 	}
 	switch n.ShortTag() {
 	case "!!str", "!!timestamp": // a date stays as written
-		return n.Value, true
+		return validUTF8(n.Value), true
 	case "!!int", "!!float", "!!bool":
 		var v any
 		if err := n.Decode(&v); err == nil && v != nil {
 			return ratelimit.Canonical(v), true
 		}
 	}
-	d.fail(p, false, "%s must be text, got %s", name, kindName(n))
+	d.fail(false, "%s must be text, got %s", name, kindName(n))
 	return "", false
 }
 
-func (d *doc) uint32(n *yaml.Node, p path, name string) (uint64, bool) {
+func (d *doc) uint32(n *yaml.Node, name string) (uint32, bool) {
 	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" {
-		d.fail(p, false, "%s must be a whole number, got %s", name, kindName(n))
+		d.fail(false, "%s must be a whole number, got %s", name, kindName(n))
 		return 0, false
 	}
 	var v int64
 	if err := n.Decode(&v); err != nil || v > math.MaxUint32 {
-		d.fail(p, false, "%s must be at most %d, got %s", name, uint32(math.MaxUint32), n.Value)
+		d.fail(false, "%s must be at most %d, got %s", name, uint32(math.MaxUint32), n.Value)
 		return 0, false
 	}
 	if v < 0 {
-		d.fail(p, false, "%s must be at least 1, got %s", name, n.Value)
+		d.fail(false, "%s must be at least 1, got %s", name, n.Value)
 		return 0, false
 	}
-	return uint64(v), true
+	return uint32(v), true
 }
 
 // bool reads true or false; YAML 1.1's yes/no/on/off are YAML 1.2 text, so
 // they are refused rather than guessed.
-func (d *doc) bool(n *yaml.Node, p path, name string) (bool, bool) {
+func (d *doc) bool(n *yaml.Node, name string) (bool, bool) {
 	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!bool" {
 		var v bool
 		if err := n.Decode(&v); err == nil {
 			return v, true
 		}
 	}
-	d.fail(p, false, "%s must be true or false, got %s", name, kindName(n))
+	d.fail(false, "%s must be true or false, got %s", name, kindName(n))
 	return false, false
 }
 
 // enum reads the lower-case spelling of the config files: `limit` for
 // ACTION_LIMIT.
-func (d *doc) enum(n *yaml.Node, ed protoreflect.EnumDescriptor, p path, name string) (string, bool) {
+func (d *doc) enum(n *yaml.Node, ed protoreflect.EnumDescriptor, name string) (protoreflect.EnumNumber, bool) {
 	words := enumWords(ed)
 	if n.Kind == yaml.ScalarNode {
 		for i, w := range words {
 			if n.Value == w {
-				return string(ed.Values().Get(i + 1).Name()), true
+				return ed.Values().Get(i + 1).Number(), true
 			}
 		}
 	}
-	d.fail(p, false, "%s must be one of %s, got %s", name, strings.Join(words, ", "), kindName(n))
-	return "", false
+	d.fail(false, "%s must be one of %s, got %s", name, strings.Join(words, ", "), kindName(n))
+	return 0, false
 }
 
 // enumWords returns the lower-case spellings of an enum's values after the
@@ -555,6 +710,7 @@ func (d *doc) check(p path, forKey bool, format string, args ...any) {
 // lookup returns where p is in the file: the value (or key) at p, else its
 // nearest recorded ancestor.
 func (d *doc) lookup(p path, forKey bool) position {
+	d.positions()
 	if forKey {
 		if pos, ok := d.keyPos[p.String()]; ok {
 			return pos
@@ -572,7 +728,7 @@ func (d *doc) lookup(p path, forKey bool) position {
 		}
 		q = q[:len(q)-1]
 	}
-	return d.root
+	return d.rootPos()
 }
 
 // result turns the problems into a *ValidationError (nil when there are none).
