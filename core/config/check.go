@@ -3,30 +3,18 @@ package config
 import (
 	"slices"
 	"sort"
+	"sync"
 
 	ratelimit "github.com/ratekit/ratekit/core"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
 
-// ruleAt is one rule of a limiter and where it is in the document.
-type ruleAt struct {
-	at path
-	r  *configv1.Rule
-}
-
-func rulesAt(at path, rules []*configv1.Rule) []ruleAt {
-	out := make([]ruleAt, len(rules))
-	for i, r := range rules {
-		out[i] = ruleAt{at: at.at(i), r: r}
-	}
-	return out
-}
-
 // checkRules is the hand-written part of validation (what protovalidate
-// cannot express) for one limiter's rule list: names unique, regexes valid RE2 within the
-// core's bounds, and, when the limiter's spec is known, properties declared
-// in available_properties and skip rules within allowed_skip_rules.
-func (d *doc) checkRules(spec *configv1.LimiterSpec, rules []ruleAt) {
+// cannot express) for one limiter's rule list, at path at: names unique,
+// regexes valid RE2 within the core's bounds, and, when the limiter's spec is
+// known, properties declared in available_properties and skip rules within
+// allowed_skip_rules. Paths are built only for the problems found.
+func (d *doc) checkRules(spec *configv1.LimiterSpec, at path, rules []*configv1.Rule) {
 	var props map[string]bool
 	if spec != nil {
 		props = make(map[string]bool, len(spec.GetAvailableProperties()))
@@ -38,45 +26,75 @@ func (d *doc) checkRules(spec *configv1.LimiterSpec, rules []ruleAt) {
 		// An invalid name is reported by protovalidate already.
 		return props == nil || props[prop] || !ratelimit.ValidName(prop)
 	}
-	available := quoteList(spec.GetAvailableProperties())
-	first := map[string]path{}
-	for _, ra := range rules {
-		r, at := ra.r, ra.at
+	available := func() string { return quoteList(spec.GetAvailableProperties()) }
+	first := make(map[string]int, len(rules))
+	for i, r := range rules {
 		if name := r.GetName(); name != "" {
 			if prev, dup := first[name]; dup {
-				d.check(at.field("name"), false, "rule name %q is used twice in this limiter (first at line %d)", name, d.lookup(prev, false).line)
+				d.check(at.at(i).field("name"), false, "rule name %q is used twice in this limiter (first at line %d)", name, d.lookup(at.at(prev).field("name"), false).line)
 			} else {
-				first[name] = at.field("name")
+				first[name] = i
 			}
 		}
 		for _, k := range sortedKeys(r.GetMatch()) {
-			mp := at.field("match").key(k)
+			mp := func() path { return at.at(i).field("match").key(k) }
 			if !declared(k) {
-				d.check(mp, true, "match property %q is not one of the limiter's available_properties (%s)", k, available)
+				d.check(mp(), true, "match property %q is not one of the limiter's available_properties (%s)", k, available())
 			}
 			if re, ok := r.GetMatch()[k].GetKind().(*configv1.MatchValue_Regex); ok && re.Regex != "" && len(re.Regex) <= ratelimit.MaxRegexLen {
-				if _, err := ratelimit.CompileRegex(re.Regex); err != nil {
-					d.check(mp, false, "match %q: %v", k, err)
+				if err := checkRegex(re.Regex); err != nil {
+					d.check(mp(), false, "match %q: %v", k, err)
 				}
 			}
 		}
-		for i, c := range r.GetCharacteristics() {
+		for j, c := range r.GetCharacteristics() {
 			if !declared(c) {
-				d.check(at.field("characteristics").at(i), false, "characteristic %q is not one of the limiter's available_properties (%s)", c, available)
+				d.check(at.at(i).field("characteristics").at(j), false, "characteristic %q is not one of the limiter's available_properties (%s)", c, available())
 			}
 		}
 		if cd := r.GetCountDistinct(); cd != "" && !declared(cd) {
-			d.check(at.field("count_distinct"), false, "count_distinct property %q is not one of the limiter's available_properties (%s)", cd, available)
+			d.check(at.at(i).field("count_distinct"), false, "count_distinct property %q is not one of the limiter's available_properties (%s)", cd, available())
 		}
 		if allow := spec.GetAllowedSkipRules(); allow != nil && r.GetAction() == configv1.Action_ACTION_SKIP &&
 			!slices.Contains(allow.GetNames(), r.GetName()) {
 			if len(allow.GetNames()) == 0 {
-				d.check(at.field("action"), false, "skip rules are not allowed on this limiter: its allowed_skip_rules list is empty (a skip bypasses the limiter for every request it matches)")
+				d.check(at.at(i).field("action"), false, "skip rules are not allowed on this limiter: its allowed_skip_rules list is empty (a skip bypasses the limiter for every request it matches)")
 			} else {
-				d.check(at.field("action"), false, "skip rule %q is not in the limiter's allowed_skip_rules (%s); a skip bypasses the limiter for every request it matches", r.GetName(), quoteList(allow.GetNames()))
+				d.check(at.at(i).field("action"), false, "skip rule %q is not in the limiter's allowed_skip_rules (%s); a skip bypasses the limiter for every request it matches", r.GetName(), quoteList(allow.GetNames()))
 			}
 		}
 	}
+}
+
+// maxRegexChecks bounds regexChecks.
+const maxRegexChecks = 4096
+
+// regexChecks remembers what ratelimit.CompileRegex said of each regex (nil
+// when it compiles within the core's bounds). Every process decodes a stored
+// document on every change, and compiling its regexes again cost more than
+// the rest of the decode; the answer depends on the text alone. It is emptied
+// when full.
+var regexChecks struct {
+	sync.Mutex
+	m map[string]error
+}
+
+// checkRegex is ratelimit.CompileRegex's error for expr, remembered.
+func checkRegex(expr string) error {
+	regexChecks.Lock()
+	err, ok := regexChecks.m[expr]
+	regexChecks.Unlock()
+	if ok {
+		return err
+	}
+	_, err = ratelimit.CompileRegex(expr) // outside the lock: it may be slow
+	regexChecks.Lock()
+	if regexChecks.m == nil || len(regexChecks.m) >= maxRegexChecks {
+		regexChecks.m = make(map[string]error)
+	}
+	regexChecks.m[expr] = err
+	regexChecks.Unlock()
+	return err
 }
 
 // checkRuleMap checks a limiter → rule list map (rate_limits.yaml, a publish
@@ -92,7 +110,7 @@ func (d *doc) checkRuleMap(field string, m map[string]*configv1.RuleList, availa
 				d.check(at, true, "no limiter %q in %s (it declares %s)", name, available.source(), quoteList(available.Names()))
 			}
 		}
-		d.checkRules(spec, rulesAt(at.field("rules"), m[name].GetRules()))
+		d.checkRules(spec, at.field("rules"), m[name].GetRules())
 	}
 }
 

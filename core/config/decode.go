@@ -48,7 +48,7 @@ type doc struct {
 	file       string
 	root       *yaml.Node // the parsed document, nil when there is none
 	rootType   protoreflect.MessageType
-	at         path // the walk's current path, a stack reused for every node
+	at         path      // the walk's current path, a stack reused for every node
 	structural []problem // shape errors of the walk
 	checks     []problem // protovalidate and cross-document errors
 	budget     int
@@ -108,6 +108,7 @@ func (d *doc) rootPos() position {
 	}
 	return position{d.root.Line, d.root.Column}
 }
+
 // parseYAML reads exactly one YAML document. An empty document gives nil.
 func parseYAML(data []byte) (n *yaml.Node, err error) {
 	defer func() {
@@ -608,16 +609,25 @@ func (d *doc) enum(n *yaml.Node, ed protoreflect.EnumDescriptor, name string) (p
 }
 
 // enumWords returns the lower-case spellings of an enum's values after the
-// UNSPECIFIED zero value: ACTION_LIMIT → limit.
+// UNSPECIFIED zero value: ACTION_LIMIT → limit. They are worked out once per
+// enum; callers must not modify them.
 func enumWords(ed protoreflect.EnumDescriptor) []string {
+	if w, ok := enumWordCache.Load(ed.FullName()); ok {
+		return w.([]string)
+	}
 	prefix := strings.ToUpper(camelToSnake(string(ed.Name()))) + "_"
 	vals := ed.Values()
 	words := make([]string, 0, vals.Len()-1)
 	for i := 1; i < vals.Len(); i++ {
 		words = append(words, strings.ToLower(strings.TrimPrefix(string(vals.Get(i).Name()), prefix)))
 	}
+	enumWordCache.Store(ed.FullName(), words)
 	return words
 }
+
+// enumWordCache maps an enum's full name to its enumWords. The schemas are
+// compiled in, so it stays small.
+var enumWordCache sync.Map
 
 func camelToSnake(s string) string {
 	var b strings.Builder

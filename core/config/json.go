@@ -115,9 +115,9 @@ func ValidateLimiterRules(doc *configv1.LimiterRules) error {
 
 func (d *doc) validateLimiterRules(msg *configv1.LimiterRules) {
 	d.validate(msg)
-	d.checkRules(nil, rulesAt(path{}.field("file_rules").field("rules"), msg.GetFileRules().GetRules()))
-	d.checkRules(nil, rulesAt(path{}.field("published_rules").field("rules"), msg.GetPublishedRules().GetRules()))
-	d.checkRules(nil, rulesAt(path{}.field("default_rules").field("rules"), msg.GetDefaultRules().GetRules()))
+	d.checkRules(nil, path{}.field("file_rules").field("rules"), msg.GetFileRules().GetRules())
+	d.checkRules(nil, path{}.field("published_rules").field("rules"), msg.GetPublishedRules().GetRules())
+	d.checkRules(nil, path{}.field("default_rules").field("rules"), msg.GetDefaultRules().GetRules())
 }
 
 type jsonWriter struct{ bytes.Buffer }
@@ -372,9 +372,22 @@ func (p *jsonParser) value() (*yaml.Node, error) {
 // validJSON reads a document that json.Valid accepted: it checks nothing, and
 // every value becomes the node encoding/json's tokens would give.
 type validJSON struct {
-	data []byte
-	i    int
-	p    jsonParser // positions only
+	data  []byte
+	i     int
+	p     jsonParser   // positions only
+	slab  []yaml.Node  // nodes are cut from here: one allocation for many
+	stack []*yaml.Node // the children of the open containers
+}
+
+// node returns a new node from the slab.
+func (s *validJSON) node() *yaml.Node {
+	if len(s.slab) == 0 {
+		// A node takes at least two bytes of JSON ("0,"), mostly far more.
+		s.slab = make([]yaml.Node, min(max(len(s.data)/16, 16), 1024))
+	}
+	n := &s.slab[0]
+	s.slab = s.slab[1:]
+	return n
 }
 
 func (s *validJSON) space() {
@@ -391,7 +404,8 @@ func (s *validJSON) space() {
 func (s *validJSON) value() *yaml.Node {
 	s.space()
 	line, col := s.p.pos(int64(s.i))
-	n := &yaml.Node{Kind: yaml.ScalarNode, Line: line, Column: col}
+	n := s.node()
+	n.Kind, n.Line, n.Column = yaml.ScalarNode, line, col
 	switch s.data[s.i] {
 	case '{', '[':
 		n.Kind, n.Tag = yaml.MappingNode, "!!map"
@@ -401,12 +415,13 @@ func (s *validJSON) value() *yaml.Node {
 		}
 		s.i++
 		s.space()
+		base := len(s.stack)
 		for s.data[s.i] != end {
-			n.Content = append(n.Content, s.value())
+			s.stack = append(s.stack, s.value())
 			s.space()
 			if n.Kind == yaml.MappingNode {
 				s.i++ // ':'
-				n.Content = append(n.Content, s.value())
+				s.stack = append(s.stack, s.value())
 				s.space()
 			}
 			if s.data[s.i] == ',' {
@@ -415,6 +430,11 @@ func (s *validJSON) value() *yaml.Node {
 			}
 		}
 		s.i++
+		if len(s.stack) > base { // the children, in a slice of their own size
+			n.Content = append([]*yaml.Node(nil), s.stack[base:]...)
+			clear(s.stack[base:])
+			s.stack = s.stack[:base]
+		}
 	case '"':
 		n.Tag, n.Value = "!!str", s.str()
 	case 't':

@@ -53,7 +53,7 @@ func ParseAvailableLimiters(file string, data []byte) (*AvailableLimiters, error
 			for i, r := range spec.GetDefaultRules() {
 				rules[i] = DefaultRuleToRule(r)
 			}
-			d.checkRules(spec, rulesAt(at, rules))
+			d.checkRules(spec, at, rules)
 		}
 	}
 	if err := d.result(msg); err != nil {

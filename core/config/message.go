@@ -56,7 +56,7 @@ func (d *doc) checkNested(m protoreflect.Message, at path, limiter string, avail
 			if available != nil && limiter != "" {
 				spec = available.Spec(limiter)
 			}
-			d.checkRules(spec, rulesAt(at.field("rules"), list.GetRules()))
+			d.checkRules(spec, at.field("rules"), list.GetRules())
 		}
 		return
 	}
