@@ -568,8 +568,12 @@ func (d *doc) uint32(n *yaml.Node, name string) (uint32, bool) {
 		d.fail(false, "%s must be a whole number, got %s", name, kindName(n))
 		return 0, false
 	}
-	var v int64
-	if err := n.Decode(&v); err != nil || v > math.MaxUint32 {
+	v, ok := decimal(n.Value)
+	var err error
+	if !ok { // YAML's other spellings of integers: 0x1F, 1_000, ...
+		err = n.Decode(&v)
+	}
+	if err != nil || v > math.MaxUint32 {
 		d.fail(false, "%s must be at most %d, got %s", name, uint32(math.MaxUint32), n.Value)
 		return 0, false
 	}
@@ -591,6 +595,23 @@ func (d *doc) bool(n *yaml.Node, name string) (bool, bool) {
 	}
 	d.fail(false, "%s must be true or false, got %s", name, kindName(n))
 	return false, false
+}
+
+// decimal parses the plain decimal spelling of an integer (as JSON writes
+// it), which every YAML reading gives the same value, without the reflection
+// of yaml.Node.Decode.
+func decimal(s string) (int64, bool) {
+	digits := strings.TrimPrefix(s, "-")
+	if digits == "" || len(digits) > 18 || (digits[0] == '0' && len(digits) > 1) {
+		return 0, false
+	}
+	for i := 0; i < len(digits); i++ {
+		if digits[i] < '0' || digits[i] > '9' {
+			return 0, false
+		}
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	return v, err == nil
 }
 
 // enum reads the lower-case spelling of the config files: `limit` for
