@@ -10,7 +10,7 @@ import (
 // value must be Decode's.
 func TestDecimalMatchesYAML(t *testing.T) {
 	for _, s := range []string{"0", "-0", "1", "-1", "007", "0x1F", "0o17", "1_000", "+5", "4294967295", "4294967296",
-		"999999999999999999", "9999999999999999999", "-9223372036854775808", "", "-", "1e3", "12a"} {
+		"999999999999999999", "9999999999999999999", "-9223372036854775808", "", "1e3", "12a"} {
 		var n yaml.Node
 		if err := yaml.Unmarshal([]byte("v: "+s), &n); err != nil {
 			t.Fatal(err)
