@@ -163,8 +163,19 @@ func (d *doc) fail(forKey bool, format string, args ...any) {
 	d.structural = append(d.structural, problem{at: d.here(), forKey: forKey, msg: fmt.Sprintf(format, args...)})
 }
 
-// here is a copy of the walk's current path, to keep.
-func (d *doc) here() path { return append(path(nil), d.at...) }
+// here is a copy of the walk's current path, to keep. Its keys are copied
+// too: the walk's point into the nodes, which a stored document's read
+// recycles.
+func (d *doc) here() path {
+	p := append(path(nil), d.at...)
+	for i := range p {
+		if p[i].key != nil {
+			k := *p[i].key
+			p[i].key = &k
+		}
+	}
+	return p
+}
 
 // push and pop move the walk's current path into and out of a field.
 func (d *doc) push(field string) { d.at = append(d.at, elem{field: field, index: -1}) }

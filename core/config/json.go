@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
@@ -96,10 +97,24 @@ func MarshalRule(r *configv1.Rule) ([]byte, error) {
 func UnmarshalLimiterRules(data []byte) (*configv1.LimiterRules, error) {
 	d := newDoc("")
 	msg := &configv1.LimiterRules{}
-	if d.decode(data, msg, parseJSON) {
+	var nodes *validJSON
+	parse := func(data []byte) (*yaml.Node, error) {
+		if !json.Valid(data) {
+			return parseJSONTokens(data)
+		}
+		nodes = newValidJSON(data)
+		return nodes.value(), nil
+	}
+	if d.decode(data, msg, parse) {
 		d.validateLimiterRules(msg)
 	}
-	if err := d.result(msg); err != nil {
+	err := d.result(msg)
+	if nodes != nil {
+		// The message and the errors hold no node: the strings are their own.
+		d.root = nil
+		nodes.release()
+	}
+	if err != nil {
 		return nil, err
 	}
 	return msg, nil
@@ -215,10 +230,13 @@ func (e *jsonSyntaxError) Error() string { return fmt.Sprintf("%d:%d: %s", e.lin
 // the errors quote. Both give the same nodes (FuzzParseJSONPaths).
 func parseJSON(data []byte) (*yaml.Node, error) {
 	if json.Valid(data) {
-		s := &validJSON{data: data, p: jsonParser{data: data, atLine: 1, atCol: 1}}
-		return s.value(), nil
+		return newValidJSON(data).value(), nil
 	}
 	return parseJSONTokens(data)
+}
+
+func newValidJSON(data []byte) *validJSON {
+	return &validJSON{data: data, p: jsonParser{data: data, atLine: 1, atCol: 1}}
 }
 
 // parseJSONTokens is parseJSON with encoding/json's tokenizer, for any input.
@@ -374,20 +392,41 @@ func (p *jsonParser) value() (*yaml.Node, error) {
 type validJSON struct {
 	data  []byte
 	i     int
-	p     jsonParser   // positions only
-	slab  []yaml.Node  // nodes are cut from here: one allocation for many
-	stack []*yaml.Node // the children of the open containers
+	p     jsonParser     // positions only
+	slab  []yaml.Node    // nodes are cut from here: one allocation for many
+	slabs []*[]yaml.Node // every slab taken, for release
+	stack []*yaml.Node   // the children of the open containers
 }
+
+// slabNodes is the length of a node slab.
+const slabNodes = 512
+
+// nodeSlabs keeps the slabs of the stored documents read, for the next: the
+// nodes are most of what reading one allocates, and none outlives the read.
+var nodeSlabs = sync.Pool{New: func() any {
+	s := make([]yaml.Node, slabNodes)
+	return &s
+}}
 
 // node returns a new node from the slab.
 func (s *validJSON) node() *yaml.Node {
 	if len(s.slab) == 0 {
-		// A node takes at least two bytes of JSON ("0,"), mostly far more.
-		s.slab = make([]yaml.Node, min(max(len(s.data)/16, 16), 1024))
+		p := nodeSlabs.Get().(*[]yaml.Node)
+		s.slabs = append(s.slabs, p)
+		s.slab = *p
 	}
 	n := &s.slab[0]
 	s.slab = s.slab[1:]
 	return n
+}
+
+// release gives the slabs back for reuse. No node read may be used after.
+func (s *validJSON) release() {
+	for _, p := range s.slabs {
+		clear(*p)
+		nodeSlabs.Put(p)
+	}
+	s.slabs, s.slab = nil, nil
 }
 
 func (s *validJSON) space() {
