@@ -103,7 +103,7 @@ func UnmarshalLimiterRules(data []byte) (*configv1.LimiterRules, error) {
 			return parseJSONTokens(data)
 		}
 		nodes = newValidJSON(data)
-		return nodes.value(), nil
+		return nodes.value(false), nil
 	}
 	if d.decode(data, msg, parse) {
 		d.validateLimiterRules(msg)
@@ -230,7 +230,7 @@ func (e *jsonSyntaxError) Error() string { return fmt.Sprintf("%d:%d: %s", e.lin
 // the errors quote. Both give the same nodes (FuzzParseJSONPaths).
 func parseJSON(data []byte) (*yaml.Node, error) {
 	if json.Valid(data) {
-		return newValidJSON(data).value(), nil
+		return newValidJSON(data).value(false), nil
 	}
 	return parseJSONTokens(data)
 }
@@ -392,10 +392,11 @@ func (p *jsonParser) value() (*yaml.Node, error) {
 type validJSON struct {
 	data  []byte
 	i     int
-	p     jsonParser     // positions only
-	slab  []yaml.Node    // nodes are cut from here: one allocation for many
-	slabs []*[]yaml.Node // every slab taken, for release
-	stack []*yaml.Node   // the children of the open containers
+	p     jsonParser        // positions only
+	slab  []yaml.Node       // nodes are cut from here: one allocation for many
+	slabs []*[]yaml.Node    // every slab taken, for release
+	keys  map[string]string // member names read, to share them
+	stack []*yaml.Node      // the children of the open containers
 }
 
 // slabNodes is the length of a node slab.
@@ -440,7 +441,8 @@ func (s *validJSON) space() {
 	}
 }
 
-func (s *validJSON) value() *yaml.Node {
+// value reads the value at s.i; key tells that it is a member name.
+func (s *validJSON) value(key bool) *yaml.Node {
 	s.space()
 	line, col := s.p.pos(int64(s.i))
 	n := s.node()
@@ -456,11 +458,11 @@ func (s *validJSON) value() *yaml.Node {
 		s.space()
 		base := len(s.stack)
 		for s.data[s.i] != end {
-			s.stack = append(s.stack, s.value())
+			s.stack = append(s.stack, s.value(n.Kind == yaml.MappingNode))
 			s.space()
 			if n.Kind == yaml.MappingNode {
 				s.i++ // ':'
-				s.stack = append(s.stack, s.value())
+				s.stack = append(s.stack, s.value(false))
 				s.space()
 			}
 			if s.data[s.i] == ',' {
@@ -475,7 +477,7 @@ func (s *validJSON) value() *yaml.Node {
 			s.stack = s.stack[:base]
 		}
 	case '"':
-		n.Tag, n.Value = "!!str", s.str()
+		n.Tag, n.Value = "!!str", s.str(key)
 	case 't':
 		n.Tag, n.Value = "!!bool", "true"
 		s.i += len("true")
@@ -498,10 +500,14 @@ func (s *validJSON) value() *yaml.Node {
 	return n
 }
 
+// maxKeys bounds the member names a read shares.
+const maxKeys = 256
+
 // str reads the string at s.i. Plain strings (no escape, valid UTF-8, as
 // stored documents are) are copied; others are unquoted by encoding/json,
-// which replaces invalid UTF-8 exactly as its tokenizer does.
-func (s *validJSON) str() string {
+// which replaces invalid UTF-8 exactly as its tokenizer does. A member name
+// (key) is copied once per read: every rule repeats the same few.
+func (s *validJSON) str(key bool) string {
 	start, escaped := s.i, false
 	// Bytes of multi-byte characters are never '"' or '\\': scan bytes.
 	for s.i++; s.data[s.i] != '"'; s.i++ {
@@ -513,7 +519,20 @@ func (s *validJSON) str() string {
 	s.i++
 	raw := s.data[start:s.i]
 	if body := raw[1 : len(raw)-1]; !escaped && utf8.Valid(body) {
-		return string(body)
+		if !key {
+			return string(body)
+		}
+		if k, ok := s.keys[string(body)]; ok { // the conversion does not allocate
+			return k
+		}
+		k := string(body)
+		if s.keys == nil {
+			s.keys = make(map[string]string)
+		}
+		if len(s.keys) < maxKeys {
+			s.keys[k] = k
+		}
+		return k
 	}
 	var v string
 	_ = json.Unmarshal(raw, &v) // cannot fail: the document is valid
