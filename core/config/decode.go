@@ -54,9 +54,6 @@ type doc struct {
 	budget     int
 	overBudget bool
 
-	keysOf *yaml.Node // the mapping node keys indexes (see firstKeys)
-	keys   map[string]*yaml.Node
-
 	index     sync.Once // builds keyPos and valPos on the first lookup
 	recording bool      // the walk of index: record positions, fill a scratch message
 	valPos    map[string]position
@@ -327,6 +324,7 @@ func (d *doc) message(n *yaml.Node, m protoreflect.Message) {
 		return
 	}
 	fields := md.Fields()
+	firsts := firstKeys(n)
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		if !d.entry(n, i) {
@@ -334,7 +332,7 @@ func (d *doc) message(n *yaml.Node, m protoreflect.Message) {
 		}
 		d.push(k.Value)
 		d.record(k, v)
-		if !d.duplicate(n, i, func(name string) string { return fmt.Sprintf("field %q", name) }) {
+		if !d.duplicate(n, i, firsts, func(name string) string { return fmt.Sprintf("field %q", name) }) {
 			d.field(v, m, fields.ByName(protoreflect.Name(k.Value)), k.Value)
 		}
 		d.pop()
@@ -373,7 +371,7 @@ func oneofNames(od protoreflect.OneofDescriptor) string {
 // path.
 func (d *doc) entry(n *yaml.Node, i int) bool {
 	k := n.Content[i]
-	if k.Kind != yaml.ScalarNode || k.ShortTag() == "!!merge" {
+	if !plainKey(k) {
 		if !d.recording {
 			d.structural = append(d.structural, problem{at: d.here(), line: k.Line, col: k.Column,
 				msg: "YAML merge keys (<<) and keys that are not plain names are not supported"})
@@ -384,24 +382,19 @@ func (d *doc) entry(n *yaml.Node, i int) bool {
 }
 
 // duplicate reports whether key i of mapping node n repeats an earlier one
-// (named by what), and reports it so. Small mappings (fields of a message)
-// are searched in place; large ones (a map of limiters or match keys) are
-// indexed once.
-func (d *doc) duplicate(n *yaml.Node, i int, what func(string) string) bool {
+// (named by what), and reports it so. firsts is firstKeys(n).
+func (d *doc) duplicate(n *yaml.Node, i int, firsts map[string]*yaml.Node, what func(string) string) bool {
 	key := n.Content[i].Value
 	var first *yaml.Node
-	if len(n.Content) <= 2*16 {
+	if firsts == nil {
 		for j := 0; j < i; j += 2 {
-			if k := n.Content[j]; k.Kind == yaml.ScalarNode && k.ShortTag() != "!!merge" && k.Value == key {
+			if k := n.Content[j]; plainKey(k) && k.Value == key {
 				first = k
 				break
 			}
 		}
-	} else {
-		first = d.firstKeys(n)[key]
-		if first == n.Content[i] {
-			first = nil
-		}
+	} else if first = firsts[key]; first == n.Content[i] {
+		first = nil
 	}
 	if first == nil {
 		return false
@@ -410,22 +403,26 @@ func (d *doc) duplicate(n *yaml.Node, i int, what func(string) string) bool {
 	return true
 }
 
-// firstKeys indexes the plain keys of a large mapping node by name, to the
-// first node of each. The index of the last node asked about is kept.
-func (d *doc) firstKeys(n *yaml.Node) map[string]*yaml.Node {
-	if d.keysOf == n {
-		return d.keys
+// firstKeys indexes the plain keys of a large mapping node (a map of many
+// limiters, say) by name, to the first node of each, so that finding
+// repeated keys stays linear. Small mappings (the fields of a message) are
+// searched in place: it returns nil for them.
+func firstKeys(n *yaml.Node) map[string]*yaml.Node {
+	if len(n.Content) <= 2*16 {
+		return nil
 	}
-	d.keysOf, d.keys = n, make(map[string]*yaml.Node, len(n.Content)/2)
+	firsts := make(map[string]*yaml.Node, len(n.Content)/2)
 	for j := 0; j+1 < len(n.Content); j += 2 {
-		if k := n.Content[j]; k.Kind == yaml.ScalarNode && k.ShortTag() != "!!merge" {
-			if _, ok := d.keys[k.Value]; !ok {
-				d.keys[k.Value] = k
+		if k := n.Content[j]; plainKey(k) {
+			if _, ok := firsts[k.Value]; !ok {
+				firsts[k.Value] = k
 			}
 		}
 	}
-	return d.keys
+	return firsts
 }
+
+func plainKey(k *yaml.Node) bool { return k.Kind == yaml.ScalarNode && k.ShortTag() != "!!merge" }
 
 // value walks the value of field fd of m.
 func (d *doc) value(n *yaml.Node, m protoreflect.Message, fd protoreflect.FieldDescriptor) {
@@ -454,6 +451,7 @@ func (d *doc) mapping(n *yaml.Node, m protoreflect.Message, fd protoreflect.Fiel
 	out := m.Mutable(fd).Map()
 	vd := fd.MapValue()
 	what := func(k string) string { return fmt.Sprintf("%s %q", noun(d.at, true), k) }
+	firsts := firstKeys(n)
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		if !d.entry(n, i) {
@@ -461,7 +459,7 @@ func (d *doc) mapping(n *yaml.Node, m protoreflect.Message, fd protoreflect.Fiel
 		}
 		d.subscript(&k.Value, -1)
 		d.record(k, v)
-		if !d.duplicate(n, i, what) {
+		if !d.duplicate(n, i, firsts, what) {
 			key := protoreflect.ValueOfString(validUTF8(k.Value)).MapKey()
 			if vd.Kind() == protoreflect.MessageKind {
 				// The entry is kept even when its value is badly shaped, so

@@ -69,13 +69,14 @@
 //
 // # Validation
 //
-// Each file goes YAML → protojson → protovalidate → hand-written checks. A
+// Each file goes YAML → message → protovalidate → hand-written checks. A
 // file that still holds git's merge conflict markers (<<<<<<<, =======,
 // >>>>>>> at the start of a line) is refused first, naming the line. The
 // YAML is walked against the schema of package
-// github.com/ratekit/ratekit/proto/ratelimit/config/v1 (unknown fields,
-// duplicate keys and wrong types are errors, with their position); protojson
-// builds the message; protovalidate enforces the schema's rules (name
+// github.com/ratekit/ratekit/proto/ratelimit/config/v1, filling the message
+// as it goes (unknown fields, duplicate keys, wrong types and two kinds given
+// for one match value are errors, with their position); protovalidate
+// enforces the schema's rules (name
 // patterns, limit, period_s and ban_for_s at least 1, the CEL rules
 // limit_requires_threshold, ban_excludes_count_distinct,
 // ban_requires_threshold, count_missing_requires_characteristics); then the
