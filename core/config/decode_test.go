@@ -1,9 +1,15 @@
 package config
 
 import (
+	"fmt"
+	"strings"
+	"sync"
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+	"google.golang.org/protobuf/proto"
+
+	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
 
 // decimal is a shortcut for yaml.Node.Decode: where it gives a value, the
@@ -24,5 +30,79 @@ func TestDecimalMatchesYAML(t *testing.T) {
 		if err := v.Decode(&want); err != nil || v.ShortTag() != "!!int" || got != want {
 			t.Errorf("decimal(%q) = %d; yaml gives %d (%s, %v)", s, got, want, v.ShortTag(), err)
 		}
+	}
+}
+
+// A repeated key is reported alike in a small mapping (searched in place)
+// and in a large one (indexed), at the repeat, naming the first.
+func TestDuplicateKeysSmallAndLargeMappings(t *testing.T) {
+	for _, n := range []int{3, 40} {
+		var b strings.Builder
+		b.WriteString("rate_limits:\n")
+		for i := range n {
+			fmt.Fprintf(&b, "  l_%d: []\n", i)
+		}
+		b.WriteString("  l_1: []\n")
+		_, err := ParsePublishRulesRequest("p.yaml", []byte(b.String()), nil)
+		assertErrors(t, err, []string{fmt.Sprintf(`p.yaml:%d:3: l_1: limiter name "l_1" is given twice (first at line 3)`, n+2)})
+	}
+}
+
+// Positions are worked out only when something is reported: a valid
+// document is read without them, an invalid one with them.
+func TestPositionsOnlyForProblems(t *testing.T) {
+	read := func(data []byte) *doc {
+		d := newDoc("")
+		msg := &configv1.LimiterRules{}
+		if d.decode(data, msg, parseJSON) {
+			d.validateLimiterRules(msg)
+		}
+		_ = d.result(msg)
+		return d
+	}
+	if d := read(storedDocument(t, 50)); d.valPos != nil || d.keyPos != nil {
+		t.Fatalf("a valid document had its positions worked out (%d values)", len(d.valPos))
+	}
+	bad := strings.Replace(string(storedDocument(t, 50)), `"limit":120,`, `"limit":0,`, 1)
+	if d := read([]byte(bad)); len(d.valPos) == 0 {
+		t.Fatal("an invalid document was reported without positions")
+	}
+}
+
+// Reads that run at once share no node: each gives the result it gives alone
+// (run with -race, this also proves the recycled node slabs are not shared).
+func TestConcurrentReadsAgree(t *testing.T) {
+	good := storedDocument(t, 20)
+	bad := []byte(strings.Replace(string(good), `"limit":105,`, `"limit":0,`, 1))
+	want, err := UnmarshalLimiterRules(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, wantErr := UnmarshalLimiterRules(bad)
+	if wantErr == nil {
+		t.Fatal("no error for a limit of 0")
+	}
+	var wg sync.WaitGroup
+	errs := make(chan string, 8)
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 10 {
+				if got, err := UnmarshalLimiterRules(good); err != nil || !proto.Equal(got, want) {
+					errs <- fmt.Sprintf("valid document read as %v, %v", got, err)
+					return
+				}
+				if _, err := UnmarshalLimiterRules(bad); err == nil || err.Error() != wantErr.Error() {
+					errs <- fmt.Sprintf("invalid document read with %v, want %v", err, wantErr)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
 	}
 }
