@@ -390,13 +390,15 @@ func (p *jsonParser) value() (*yaml.Node, error) {
 // validJSON reads a document that json.Valid accepted: it checks nothing, and
 // every value becomes the node encoding/json's tokens would give.
 type validJSON struct {
-	data  []byte
-	i     int
-	p     jsonParser        // positions only
-	slab  []yaml.Node       // nodes are cut from here: one allocation for many
-	slabs []*[]yaml.Node    // every slab taken, for release
-	keys  map[string]string // member names read, to share them
-	stack []*yaml.Node      // the children of the open containers
+	data     []byte
+	i        int
+	p        jsonParser        // positions only
+	slab     []yaml.Node       // nodes are cut from here: one allocation for many
+	slabs    []*[]yaml.Node    // every slab taken, for release
+	kids     []*yaml.Node      // containers' children are cut from here
+	kidSlabs []*[]*yaml.Node   // every slab of children taken, for release
+	keys     map[string]string // member names read, to share them
+	stack    []*yaml.Node      // the children of the open containers
 }
 
 // slabNodes is the length of a node slab.
@@ -421,13 +423,43 @@ func (s *validJSON) node() *yaml.Node {
 	return n
 }
 
+// slabChildren is the length of a slab of children.
+const slabChildren = 1024
+
+// childSlabs keeps the slabs children are cut from, like nodeSlabs.
+var childSlabs = sync.Pool{New: func() any {
+	s := make([]*yaml.Node, slabChildren)
+	return &s
+}}
+
+// children returns a copy of kids, cut from a slab of children (when they
+// fit in one).
+func (s *validJSON) children(kids []*yaml.Node) []*yaml.Node {
+	if len(kids) > slabChildren {
+		return append([]*yaml.Node(nil), kids...)
+	}
+	if len(s.kids) < len(kids) {
+		p := childSlabs.Get().(*[]*yaml.Node)
+		s.kidSlabs = append(s.kidSlabs, p)
+		s.kids = *p
+	}
+	out := s.kids[:len(kids):len(kids)]
+	copy(out, kids)
+	s.kids = s.kids[len(kids):]
+	return out
+}
+
 // release gives the slabs back for reuse. No node read may be used after.
 func (s *validJSON) release() {
 	for _, p := range s.slabs {
 		clear(*p)
 		nodeSlabs.Put(p)
 	}
-	s.slabs, s.slab = nil, nil
+	for _, p := range s.kidSlabs {
+		clear(*p)
+		childSlabs.Put(p)
+	}
+	s.slabs, s.slab, s.kidSlabs, s.kids = nil, nil, nil, nil
 }
 
 func (s *validJSON) space() {
@@ -472,7 +504,7 @@ func (s *validJSON) value(key bool) *yaml.Node {
 		}
 		s.i++
 		if len(s.stack) > base { // the children, in a slice of their own size
-			n.Content = append([]*yaml.Node(nil), s.stack[base:]...)
+			n.Content = s.children(s.stack[base:])
 			clear(s.stack[base:])
 			s.stack = s.stack[:base]
 		}
