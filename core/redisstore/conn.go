@@ -61,13 +61,16 @@ type connPool struct {
 type conn struct {
 	pool *connPool
 
-	mu     sync.Mutex
-	up     bool       // a session is running: requests may be queued
-	down   error      // why not, when !up
-	queue  []*request // requests waiting for the writer
-	closed bool
+	mu      sync.Mutex
+	sess    *session   // the running session, nil while down
+	down    error      // why there is no session
+	closed  bool       // Close was called
+	queue   []*request // requests waiting to be written
+	writing bool       // a writer (a caller or the session's writer) owns the queue's next batch
 
-	wake chan struct{} // cap 1: the queue went from empty to non-empty
+	// The writer's buffers, used only by whoever has writing set.
+	spare []*request
+	wbuf  []byte
 }
 
 // session is one TCP (or TLS) connection of a conn.
@@ -76,8 +79,10 @@ type session struct {
 	dead     chan struct{} // closed when the session ends
 	kill     sync.Once
 	cause    error
+	wake     chan struct{} // cap 1: the writer goroutine takes over the queue
 	inflight chan *request // written, in order, awaiting their reply
 	pending  atomic.Int64  // requests written and not yet answered
+	writers  sync.WaitGroup
 }
 
 func (s *session) end(err error) {
@@ -94,16 +99,15 @@ func (s *session) end(err error) {
 func newConnPool(ctx context.Context, cfg connConfig, n int) (*connPool, error) {
 	p := &connPool{cfg: cfg, closing: make(chan struct{})}
 	for range n {
-		c := &conn{pool: p, wake: make(chan struct{}, 1)}
+		c := &conn{pool: p}
 		nc, br, err := p.connect(ctx)
 		if err != nil {
 			p.close()
 			return nil, err
 		}
 		p.conns = append(p.conns, c)
-		c.up = true
 		p.wg.Add(1)
-		go c.run(nc, br)
+		go c.run(c.start(nc), br)
 	}
 	return p, nil
 }
@@ -200,14 +204,14 @@ func (p *connPool) pick() *conn {
 func (c *conn) isUp() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.up
+	return c.sess != nil
 }
 
 // do sends r and waits for its reply or for ctx. On return the caller owns r
 // again, unless ctx ended first: then the connection recycles it once its
 // reply has been read, which keeps the replies in order.
 func (p *connPool) do(ctx context.Context, r *request) (abandoned bool, err error) {
-	if err := p.pick().enqueue(r); err != nil {
+	if err := p.pick().send(r); err != nil {
 		return false, err
 	}
 	select {
@@ -222,48 +226,89 @@ func (p *connPool) do(ctx context.Context, r *request) (abandoned bool, err erro
 	}
 }
 
-// enqueue queues r for the writer, or fails at once when the connection is
-// down or its queue full: a check never waits for a server that is gone.
-func (c *conn) enqueue(r *request) error {
+// send queues r, or fails at once when the connection is down or its queue
+// full: a check never waits for a server that is gone.
+//
+// When nothing is being written and no reply is due, the caller writes its
+// request itself, saving the hand-over to the writer goroutine: the usual
+// case with few callers. Its write cannot block, as the server has read all
+// that came before. Otherwise the request waits for the writer goroutine,
+// which sends all that is queued in one write, then whatever arrived
+// meanwhile, and is the only one to wait for a slow server.
+func (c *conn) send(r *request) error {
 	c.mu.Lock()
+	s := c.sess
 	switch {
 	case c.closed:
 		c.mu.Unlock()
 		return ErrClosed
-	case !c.up:
-		err := c.down
+	case s == nil:
+		err := c.down // set before sess is cleared
 		c.mu.Unlock()
 		return err
 	case len(c.queue) >= maxQueued:
 		c.mu.Unlock()
 		return fmt.Errorf("redisstore: %d requests queued on a connection to %s", maxQueued, c.pool.cfg.addr)
 	}
-	first := len(c.queue) == 0
 	c.queue = append(c.queue, r)
-	c.mu.Unlock()
-	if first {
-		select {
-		case c.wake <- struct{}{}:
-		default: // the writer has a wake-up pending already
-		}
+	if c.writing {
+		c.mu.Unlock() // the writer takes it with its next batch
+		return nil
 	}
+	c.writing = true
+	if s.pending.Load() != 0 {
+		c.mu.Unlock()
+		s.wakeWriter()
+		return nil
+	}
+	s.writers.Add(1)
+	defer s.writers.Done()
+	batch := c.takeLocked()
+	c.mu.Unlock()
+	if !c.writeBatch(s, batch) {
+		return nil // the session ended: r has failed with it
+	}
+	c.mu.Lock()
+	if c.sess == s && len(c.queue) == 0 {
+		c.writing = false
+		c.mu.Unlock()
+		return nil
+	}
+	c.mu.Unlock()
+	s.wakeWriter() // more arrived meanwhile: the writer goroutine takes over
 	return nil
+}
+
+func (s *session) wakeWriter() {
+	select {
+	case s.wake <- struct{}{}:
+	default: // a wake-up is pending already
+	}
+}
+
+// takeLocked returns the queue as the next batch and gives the queue the
+// spare slice. c.mu is held, and c.writing owned by the caller.
+func (c *conn) takeLocked() []*request {
+	batch := c.queue
+	c.queue, c.spare = c.spare[:0], nil
+	return batch
 }
 
 // run serves the connection until Close: one session per TCP connection,
 // dialling again with a backoff after each breaks.
-func (c *conn) run(nc net.Conn, br *bufio.Reader) {
+func (c *conn) run(s *session, br *bufio.Reader) {
 	defer c.pool.wg.Done()
 	backoff := 10 * time.Millisecond
 	for {
-		if nc != nil {
-			c.serve(nc, br)
+		if s != nil {
+			c.serve(s, br)
+			s = nil
 			backoff = 10 * time.Millisecond
 		}
 		select {
 		case <-c.pool.closing:
 			c.mu.Lock()
-			c.closed, c.up = true, false
+			c.closed = true
 			c.mu.Unlock()
 			return
 		default:
@@ -277,10 +322,10 @@ func (c *conn) run(nc net.Conn, br *bufio.Reader) {
 			case <-ctx.Done():
 			}
 		}()
-		var err error
-		nc, br, err = c.pool.connect(ctx)
+		nc, r, err := c.pool.connect(ctx)
 		cancel()
 		if err == nil {
+			s, br = c.start(nc), r
 			continue
 		}
 		c.mu.Lock()
@@ -296,26 +341,50 @@ func (c *conn) run(nc net.Conn, br *bufio.Reader) {
 	}
 }
 
-// serve runs one session: the writer here, the reader in its own goroutine.
-// When either fails, or on Close, everything pending fails with the cause.
-func (c *conn) serve(nc net.Conn, br *bufio.Reader) {
-	s := &session{nc: nc, dead: make(chan struct{}), inflight: make(chan *request, maxInflight)}
+// start makes nc the connection's session: from here on requests are sent
+// on it (and wait in the socket until serve starts the reader).
+func (c *conn) start(nc net.Conn) *session {
+	s := &session{
+		nc:       nc,
+		dead:     make(chan struct{}),
+		wake:     make(chan struct{}, 1),
+		inflight: make(chan *request, maxInflight),
+	}
 	c.mu.Lock()
-	c.up, c.down = true, nil
+	c.sess, c.down, c.writing = s, nil, false
 	c.mu.Unlock()
-	readerDone := make(chan struct{})
+	return s
+}
+
+// serve runs session s: its writer and reader goroutines, until either fails
+// or Close. Then everything pending fails with the cause.
+func (c *conn) serve(s *session, br *bufio.Reader) {
+	readerDone, writerDone := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(readerDone)
 		c.read(s, br)
 	}()
-	c.write(s)
+	go func() {
+		defer close(writerDone)
+		c.write(s)
+	}()
 
+	select {
+	case <-s.dead:
+	case <-c.pool.closing:
+		s.end(ErrClosed)
+	}
 	err := fmt.Errorf("redisstore: connection to %s: %w", c.pool.cfg.addr, s.cause)
 	c.mu.Lock()
-	c.up, c.down = false, err
+	c.sess, c.down = nil, err
 	queued := c.queue
 	c.queue = nil
 	c.mu.Unlock()
+	// No writer can start on s any more; wait for those at work, which stop
+	// at their next step now that s is dead, so that nothing enters inflight
+	// after it is drained below.
+	s.writers.Wait()
+	<-writerDone
 	<-readerDone
 	for _, r := range queued {
 		r.fail(err)
@@ -330,65 +399,85 @@ func (c *conn) serve(nc net.Conn, br *bufio.Reader) {
 	}
 }
 
-// write sends the queued requests until the session ends: all that is
-// queued in one write, then all that arrived during that write.
+// write is the session's writer goroutine: woken when callers queued
+// requests while a write was in progress or replies were due, it writes
+// everything queued, round after round, until the queue is empty.
 func (c *conn) write(s *session) {
-	var batch []*request
-	var buf []byte
-	rt := c.pool.cfg.readTimeout
 	for {
 		select {
-		case <-c.wake:
+		case <-s.wake:
 		case <-s.dead:
 			return
-		case <-c.pool.closing:
-			s.end(ErrClosed)
-			return
 		}
-		c.mu.Lock()
-		batch, c.queue = c.queue, batch[:0]
-		c.mu.Unlock()
-		buf = buf[:0]
-		n := 0
-		for i, r := range batch {
-			batch[i] = nil
-			if r.state.Load() == reqAbandoned { // its caller is gone and it was never sent
-				putRequest(r)
-				continue
+		for {
+			c.mu.Lock()
+			if c.sess != s {
+				c.mu.Unlock()
+				return
 			}
+			if len(c.queue) == 0 {
+				c.writing = false
+				c.mu.Unlock()
+				break
+			}
+			batch := c.takeLocked()
+			c.mu.Unlock()
+			if !c.writeBatch(s, batch) {
+				return
+			}
+		}
+	}
+}
+
+// writeBatch writes batch in one write and hands its requests to the reader.
+// It reports false when the session ended; the requests not handed over have
+// then failed.
+func (c *conn) writeBatch(s *session, batch []*request) bool {
+	buf := c.wbuf[:0]
+	n := 0
+	for i, r := range batch {
+		batch[i] = nil
+		if r.state.Load() == reqAbandoned { // its caller is gone and it was never sent
+			putRequest(r)
+			continue
+		}
+		select {
+		case <-s.dead:
+		default:
 			buf = append(buf, r.cmd...)
 			if s.pending.Add(1) == 1 {
 				// The first request after a quiet spell starts the clock of the
 				// hung-server check; later ones are covered by the reader,
 				// which restarts it with every reply.
-				_ = s.nc.SetReadDeadline(time.Now().Add(rt))
+				_ = s.nc.SetReadDeadline(time.Now().Add(c.pool.cfg.readTimeout))
 			}
 			select {
 			case s.inflight <- r:
 				n++
+				continue
 			case <-s.dead:
-				r.fail(fmt.Errorf("redisstore: connection to %s: %w", c.pool.cfg.addr, s.cause))
-				for _, r := range batch[i+1:] {
-					if r != nil {
-						r.fail(fmt.Errorf("redisstore: connection to %s: %w", c.pool.cfg.addr, s.cause))
-					}
-				}
-				clear(batch)
-				return
 			}
 		}
-		batch = batch[:0]
-		if n == 0 {
-			continue
+		err := fmt.Errorf("redisstore: connection to %s: %w", c.pool.cfg.addr, s.cause)
+		r.fail(err)
+		for _, r := range batch[i+1:] {
+			r.fail(err)
 		}
-		if _, err := s.nc.Write(buf); err != nil {
-			s.end(err)
-			return
-		}
-		if cap(buf) > 1<<20 { // a burst grew it: do not keep it for good
-			buf = nil
-		}
+		clear(batch)
+		return false
 	}
+	c.spare = batch[:0]
+	if cap(buf) <= 1<<20 { // a burst may grow it: keep no more than that for good
+		c.wbuf = buf
+	}
+	if n == 0 {
+		return true
+	}
+	if _, err := s.nc.Write(buf); err != nil {
+		s.end(err)
+		return false
+	}
+	return true
 }
 
 var errHung = errors.New("no reply within the read timeout")
@@ -430,8 +519,9 @@ func (c *conn) read(s *session, br *bufio.Reader) {
 			r.fail(fmt.Errorf("redisstore: connection to %s: %w", c.pool.cfg.addr, err))
 			return
 		}
+		left := s.pending.Add(-1) // before complete: the caller may send again at once
 		r.complete()
-		if s.pending.Add(-1) > 0 && br.Buffered() == 0 {
+		if left > 0 && br.Buffered() == 0 {
 			// More replies are due and none is buffered: restart the clock.
 			_ = s.nc.SetReadDeadline(time.Now().Add(rt))
 		}

@@ -84,8 +84,8 @@ func (e Error) Error() string { return string(e) }
 // isNoScriptReply reports a NOSCRIPT error reply: the server does not have
 // the script cached (it restarted, failed over or ran SCRIPT FLUSH).
 func isNoScriptReply(err error) bool {
-	var e Error
-	return errors.As(err, &e) && strings.HasPrefix(string(e), "NOSCRIPT")
+	e, ok := err.(Error) // as readReply stores it: never wrapped
+	return ok && strings.HasPrefix(string(e), "NOSCRIPT")
 }
 
 // Limits of what a reply may hold; a reply beyond them is a protocol error
