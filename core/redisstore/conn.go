@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -409,6 +410,12 @@ func (c *conn) write(s *session) {
 		case <-s.dead:
 			return
 		}
+		// Let the callers that are runnable right now (typically those whose
+		// replies just came in) queue their next request before the batch is
+		// taken: otherwise the writer, woken by the first of them, would run
+		// ahead of the others and write one request at a time. This waits for
+		// no timer: with no one else runnable it returns at once.
+		runtime.Gosched()
 		for {
 			c.mu.Lock()
 			if c.sess != s {
