@@ -83,6 +83,7 @@ type session struct {
 	wake     chan struct{} // cap 1: the writer goroutine takes over the queue
 	inflight chan *request // written, in order, awaiting their reply
 	pending  atomic.Int64  // requests written and not yet answered
+	armed    atomic.Int64  // unix nanos when a writer last started the hung-server clock
 	writers  sync.WaitGroup
 }
 
@@ -455,8 +456,10 @@ func (c *conn) writeBatch(s *session, batch []*request) bool {
 			if s.pending.Add(1) == 1 {
 				// The first request after a quiet spell starts the clock of the
 				// hung-server check; later ones are covered by the reader,
-				// which restarts it with every reply.
-				_ = s.nc.SetReadDeadline(time.Now().Add(c.pool.cfg.readTimeout))
+				// which restarts it as replies come in.
+				now := time.Now()
+				s.armed.Store(now.UnixNano())
+				_ = s.nc.SetReadDeadline(now.Add(c.pool.cfg.readTimeout))
 			}
 			select {
 			case s.inflight <- r:
@@ -493,18 +496,23 @@ var errHung = errors.New("no reply within the read timeout")
 // ends.
 func (c *conn) read(s *session, br *bufio.Reader) {
 	rt := c.pool.cfg.readTimeout
+	var lastSet time.Time // when the reader last moved the read deadline
 	for {
 		// Wait for a reply's first byte: the connection is read even while
 		// idle, so that a server that goes away is noticed before the next
 		// request is written to it.
 		if _, err := br.Peek(1); err != nil {
 			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() && s.pending.Load() == 0 {
-				// Idle, not hung: look again in a while.
-				_ = s.nc.SetReadDeadline(time.Now().Add(rt))
-				continue
-			}
 			if errors.As(err, &ne) && ne.Timeout() {
+				now := time.Now()
+				since := min(now.Sub(lastSet), now.Sub(time.Unix(0, s.armed.Load())))
+				if s.pending.Load() == 0 || since < rt-rt/8 {
+					// Idle, or a request written just as an older deadline
+					// passed: not hung. Look again in a while.
+					_ = s.nc.SetReadDeadline(now.Add(rt))
+					lastSet = now
+					continue
+				}
 				err = errHung
 			}
 			s.end(err)
@@ -528,9 +536,14 @@ func (c *conn) read(s *session, br *bufio.Reader) {
 		}
 		left := s.pending.Add(-1) // before complete: the caller may send again at once
 		r.complete()
-		if left > 0 && br.Buffered() == 0 {
-			// More replies are due and none is buffered: restart the clock.
-			_ = s.nc.SetReadDeadline(time.Now().Add(rt))
+		if left > 0 {
+			// More replies are due: a reply is progress, restart the clock
+			// (not at every reply: it moves by an eighth of the timeout at
+			// least, so a server is given up after 7/8 of it without a reply).
+			if now := time.Now(); now.Sub(lastSet) > rt/8 {
+				_ = s.nc.SetReadDeadline(now.Add(rt))
+				lastSet = now
+			}
 		}
 	}
 }
