@@ -226,9 +226,10 @@ func TestDialCancel(t *testing.T) {
 			last := 0.0
 			for j := range 200 {
 				cctx, cancel := context.WithCancel(ctx)
-				if j%3 == 0 {
+				switch j % 3 {
+				case 0:
 					cancel() // some before the send, some while waiting
-				} else if j%3 == 1 {
+				case 1:
 					go cancel()
 				}
 				out, err := s.Eval(cctx, check, []ratelimit.Op{op})

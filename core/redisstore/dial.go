@@ -104,7 +104,7 @@ func (s *Store) evalConn(ctx context.Context, mode ratelimit.Mode, ops []ratelim
 	r := getRequest()
 	r.cmd = appendEval(r.cmd[:0], false, mode, ops)
 	abandoned, err := s.pool.do(ctx, r)
-	if err == nil && isNoScriptReply(r.err) {
+	if err == nil && r.noScript {
 		r.state.Store(reqPending)
 		r.cmd = appendEval(r.cmd[:0], true, mode, ops)
 		abandoned, err = s.pool.do(ctx, r)

@@ -2,11 +2,11 @@ package redisstore
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 )
@@ -18,10 +18,11 @@ type request struct {
 
 	// The reply: one value, or the elements of an array reply (array set).
 	// Strings are kept in data, values point into it.
-	vals  []respVal
-	data  []byte
-	array bool
-	err   error // a Redis error reply, or why the command got no reply
+	vals     []respVal
+	data     []byte
+	array    bool
+	err      error // a Redis error reply (an Error), or why the command got no reply
+	noScript bool  // err is NOSCRIPT: the server does not have the script cached
 
 	// state hands the request over between the caller and the connection:
 	// whoever moves it out of pending decides who returns it to the pool.
@@ -52,7 +53,7 @@ func putRequest(r *request) {
 	if cap(r.cmd) > 64<<10 || cap(r.data) > 64<<10 || cap(r.vals) > 1024 {
 		return
 	}
-	r.cmd, r.vals, r.data, r.array, r.err = r.cmd[:0], r.vals[:0], r.data[:0], false, nil
+	r.cmd, r.vals, r.data, r.array, r.err, r.noScript = r.cmd[:0], r.vals[:0], r.data[:0], false, nil, false
 	r.state.Store(reqPending)
 	requests.Put(r)
 }
@@ -69,7 +70,7 @@ func (r *request) complete() {
 
 // fail completes r with err.
 func (r *request) fail(err error) {
-	r.vals, r.data, r.array, r.err = r.vals[:0], r.data[:0], false, err
+	r.vals, r.data, r.array, r.err, r.noScript = r.vals[:0], r.data[:0], false, err, false
 	r.complete()
 }
 
@@ -80,13 +81,6 @@ func (r *request) str(v respVal) []byte { return r.data[v.off:v.end] }
 type Error string
 
 func (e Error) Error() string { return string(e) }
-
-// isNoScriptReply reports a NOSCRIPT error reply: the server does not have
-// the script cached (it restarted, failed over or ran SCRIPT FLUSH).
-func isNoScriptReply(err error) bool {
-	e, ok := err.(Error) // as readReply stores it: never wrapped
-	return ok && strings.HasPrefix(string(e), "NOSCRIPT")
-}
 
 // Limits of what a reply may hold; a reply beyond them is a protocol error
 // that closes the connection, so a confused peer cannot make the reader
@@ -101,7 +95,7 @@ var errProtocol = errors.New("redisstore: RESP protocol error")
 // readReply reads one reply from br into r. An error reply goes to r.err; a
 // returned error means the stream is unusable (I/O or protocol error).
 func readReply(br *bufio.Reader, r *request) error {
-	r.vals, r.data, r.array, r.err = r.vals[:0], r.data[:0], false, nil
+	r.vals, r.data, r.array, r.err, r.noScript = r.vals[:0], r.data[:0], false, nil, false
 	line, err := readLine(br)
 	if err != nil {
 		return err
@@ -155,6 +149,8 @@ func readValue(br *bufio.Reader, r *request, line []byte) error {
 	case '-':
 		if !r.array {
 			r.err = Error(line[1:])
+			// The server restarted, failed over or ran SCRIPT FLUSH.
+			r.noScript = bytes.HasPrefix(line[1:], []byte("NOSCRIPT"))
 		}
 		r.vals = append(r.vals, respVal{kind: '-'})
 	case '$':
