@@ -128,13 +128,13 @@ func (p *connPool) connect(ctx context.Context) (net.Conn, *bufio.Reader, error)
 	defer cancel()
 	nc, err := p.cfg.dial(ctx, "tcp", p.cfg.addr)
 	if err != nil {
-		return nil, nil, fmt.Errorf("redisstore: dial %s: %w", p.cfg.addr, err)
+		return nil, nil, fmt.Errorf("dial %s: %w", p.cfg.addr, err)
 	}
 	if p.cfg.tls != nil {
 		tc := tls.Client(nc, p.cfg.tls)
 		if err := tc.HandshakeContext(ctx); err != nil {
 			_ = nc.Close()
-			return nil, nil, fmt.Errorf("redisstore: TLS handshake with %s: %w", p.cfg.addr, err)
+			return nil, nil, fmt.Errorf("TLS handshake with %s: %w", p.cfg.addr, err)
 		}
 		nc = tc
 	}
@@ -168,7 +168,7 @@ func (p *connPool) connect(ctx context.Context) (net.Conn, *bufio.Reader, error)
 		if ctx.Err() != nil {
 			err = fmt.Errorf("%w (%w)", err, ctx.Err())
 		}
-		return nil, nil, fmt.Errorf("redisstore: greeting %s: %w", p.cfg.addr, err)
+		return nil, nil, fmt.Errorf("greeting %s: %w", p.cfg.addr, err)
 	}
 	if _, err := nc.Write(buf); err != nil {
 		return fail(err)
@@ -250,7 +250,7 @@ func (c *conn) send(r *request) error {
 		return err
 	case len(c.queue) >= maxQueued:
 		c.mu.Unlock()
-		return fmt.Errorf("redisstore: %d requests queued on a connection to %s", maxQueued, c.pool.cfg.addr)
+		return fmt.Errorf("%d requests queued on a connection to %s", maxQueued, c.pool.cfg.addr)
 	}
 	c.queue = append(c.queue, r)
 	if c.writing {
@@ -376,7 +376,7 @@ func (c *conn) serve(s *session, br *bufio.Reader) {
 	case <-c.pool.closing:
 		s.end(ErrClosed)
 	}
-	err := fmt.Errorf("redisstore: connection to %s: %w", c.pool.cfg.addr, s.cause)
+	err := fmt.Errorf("connection to %s: %w", c.pool.cfg.addr, s.cause)
 	c.mu.Lock()
 	c.sess, c.down = nil, err
 	queued := c.queue
@@ -468,7 +468,7 @@ func (c *conn) writeBatch(s *session, batch []*request) bool {
 			case <-s.dead:
 			}
 		}
-		err := fmt.Errorf("redisstore: connection to %s: %w", c.pool.cfg.addr, s.cause)
+		err := fmt.Errorf("connection to %s: %w", c.pool.cfg.addr, s.cause)
 		r.fail(err)
 		for _, r := range batch[i+1:] {
 			r.fail(err)
@@ -531,7 +531,7 @@ func (c *conn) read(s *session, br *bufio.Reader) {
 				err = errHung
 			}
 			s.end(err)
-			r.fail(fmt.Errorf("redisstore: connection to %s: %w", c.pool.cfg.addr, err))
+			r.fail(fmt.Errorf("connection to %s: %w", c.pool.cfg.addr, err))
 			return
 		}
 		left := s.pending.Add(-1) // before complete: the caller may send again at once

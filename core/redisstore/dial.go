@@ -82,7 +82,7 @@ func Dial(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	}
 	s.pool, err = newConnPool(ctx, cfg, s.conns)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("redisstore: %w", err)
 	}
 	return s, nil
 }

@@ -90,7 +90,7 @@ const (
 	maxReplyBulk  = 1 << 20
 )
 
-var errProtocol = errors.New("redisstore: RESP protocol error")
+var errProtocol = errors.New("RESP protocol error")
 
 // readReply reads one reply from br into r. An error reply goes to r.err; a
 // returned error means the stream is unusable (I/O or protocol error).
