@@ -62,6 +62,8 @@ type connPool struct {
 type conn struct {
 	pool *connPool
 
+	up atomic.Bool // sess != nil, read without the lock by pick
+
 	mu      sync.Mutex
 	sess    *session   // the running session, nil while down
 	down    error      // why there is no session
@@ -203,11 +205,7 @@ func (p *connPool) pick() *conn {
 	return p.conns[i%n]
 }
 
-func (c *conn) isUp() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.sess != nil
-}
+func (c *conn) isUp() bool { return c.up.Load() }
 
 // do sends r and waits for its reply or for ctx. On return the caller owns r
 // again, unless ctx ended first: then the connection recycles it once its
@@ -354,6 +352,7 @@ func (c *conn) start(nc net.Conn) *session {
 	}
 	c.mu.Lock()
 	c.sess, c.down, c.writing = s, nil, false
+	c.up.Store(true)
 	c.mu.Unlock()
 	return s
 }
@@ -379,6 +378,7 @@ func (c *conn) serve(s *session, br *bufio.Reader) {
 	err := fmt.Errorf("connection to %s: %w", c.pool.cfg.addr, s.cause)
 	c.mu.Lock()
 	c.sess, c.down = nil, err
+	c.up.Store(false)
 	queued := c.queue
 	c.queue = nil
 	c.mu.Unlock()
