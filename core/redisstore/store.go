@@ -74,7 +74,8 @@ type Option func(*Store)
 // evaluation path, for clients whose type does not tell, such as a wrapper
 // around *redis.ClusterClient. By default New detects *redis.ClusterClient,
 // *redis.Ring and a *redis.AutoPipeliner of a client or cluster client. Forced cluster mode groups keys by hash slot; a *redis.Ring is
-// always grouped by hash tag unless cluster mode is forced off.
+// always grouped by hash tag unless cluster mode is forced off. Dial ignores
+// it: a Store from Dial talks to one server.
 func WithClusterMode(on bool) Option {
 	return func(s *Store) {
 		switch {
