@@ -38,6 +38,7 @@ const (
 
 // connConfig is how the connections of one Store dial and greet the server.
 type connConfig struct {
+	network     string // "tcp" or "unix"
 	addr        string
 	user        string
 	password    string
@@ -128,7 +129,7 @@ func (p *connPool) close() {
 func (p *connPool) connect(ctx context.Context) (net.Conn, *bufio.Reader, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.dialTimeout)
 	defer cancel()
-	nc, err := p.cfg.dial(ctx, "tcp", p.cfg.addr)
+	nc, err := p.cfg.dial(ctx, p.cfg.network, p.cfg.addr)
 	if err != nil {
 		return nil, nil, fmt.Errorf("dial %s: %w", p.cfg.addr, err)
 	}

@@ -39,8 +39,8 @@ func WithDialer(dial func(ctx context.Context, network, addr string) (net.Conn, 
 // to use for a single Redis server (see the package documentation for when
 // New fits better).
 //
-// url is as for ParseURL: redis://[[user]:password@]host:port[/db] or
-// rediss:// for TLS, with the dial_timeout (default 5s) and read_timeout
+// url is as for ParseURL: redis://[[user]:password@]host:port[/db],
+// rediss:// for TLS or unix:///path/to/socket, with the dial_timeout (default 5s) and read_timeout
 // (default 3s) query options; other options of go-redis' pool do not apply.
 // A read timeout is how long a connection waits for a reply before it counts
 // the server as hung, fails its pending checks and dials again; a check
@@ -61,6 +61,7 @@ func Dial(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	}
 	s.sharding = single // one server, whatever WithClusterMode said
 	cfg := connConfig{
+		network:     o.Network,
 		addr:        o.Addr,
 		user:        o.Username,
 		password:    o.Password,
@@ -69,6 +70,9 @@ func Dial(ctx context.Context, url string, opts ...Option) (*Store, error) {
 		dialTimeout: o.DialTimeout,
 		readTimeout: o.ReadTimeout,
 		dial:        s.dial,
+	}
+	if cfg.network == "" {
+		cfg.network = "tcp"
 	}
 	if cfg.dialTimeout <= 0 {
 		cfg.dialTimeout = defaultDialTimeout

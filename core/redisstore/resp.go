@@ -21,7 +21,7 @@ type request struct {
 	vals     []respVal
 	data     []byte
 	array    bool
-	err      error // a Redis error reply (an Error), or why the command got no reply
+	err      error // a Redis error reply (a replyError), or why the command got no reply
 	noScript bool  // err is NOSCRIPT: the server does not have the script cached
 
 	// state hands the request over between the caller and the connection:
@@ -77,10 +77,10 @@ func (r *request) fail(err error) {
 // str returns the string of v.
 func (r *request) str(v respVal) []byte { return r.data[v.off:v.end] }
 
-// Error is an error reply of Redis, such as "NOSCRIPT No matching script".
-type Error string
+// replyError is an error reply of Redis, such as "NOSCRIPT No matching script".
+type replyError string
 
-func (e Error) Error() string { return string(e) }
+func (e replyError) Error() string { return string(e) }
 
 // Limits of what a reply may hold; a reply beyond them is a protocol error
 // that closes the connection, so a confused peer cannot make the reader
@@ -148,7 +148,7 @@ func readValue(br *bufio.Reader, r *request, line []byte) error {
 		r.vals = append(r.vals, respVal{kind: '+', off: off, end: len(r.data)})
 	case '-':
 		if !r.array {
-			r.err = Error(line[1:])
+			r.err = replyError(line[1:])
 			// The server restarted, failed over or ran SCRIPT FLUSH.
 			r.noScript = bytes.HasPrefix(line[1:], []byte("NOSCRIPT"))
 		}

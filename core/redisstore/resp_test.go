@@ -61,9 +61,9 @@ func TestReadReply(t *testing.T) {
 	if r, err = reply(t, "-NOSCRIPT No matching script\r\n"); err != nil || !r.noScript || r.err.Error() != "NOSCRIPT No matching script" {
 		t.Fatalf("error reply: %+v %v", r, err)
 	}
-	var e Error
+	var e replyError
 	if !errors.As(r.err, &e) {
-		t.Fatalf("error reply is not an Error: %T", r.err)
+		t.Fatalf("error reply is not a replyError: %T", r.err)
 	}
 	if r, err = reply(t, "-ERR other\r\n"); err != nil || r.noScript {
 		t.Fatalf("error reply: %+v %v", r, err)
