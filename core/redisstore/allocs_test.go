@@ -38,7 +38,7 @@ func TestDialCheckAllocations(t *testing.T) {
 			l.Check(ctx, id) // the counters exist from here on
 			max := tt.max
 			if raceEnabled {
-				max += 3
+				max += 8 // a dropped request costs its struct, channel and buffers
 			}
 			got := testing.AllocsPerRun(200, func() {
 				if r := l.Check(ctx, id); r.Err != nil || !r.Matched {
