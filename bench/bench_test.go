@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"net"
 	"runtime"
 	"slices"
 	"strconv"
@@ -35,6 +36,7 @@ type checker func(ctx context.Context, i int) (bool, error)
 type env struct {
 	client *redis.Client
 	prefix string
+	trips  *redistest.RoundTrips // the client's hook; conn rows count their writes in it
 }
 
 // A contender is one row of the table. Rows of one group measure the same
@@ -61,10 +63,12 @@ const (
 var contenders = []contender{
 	{name: "ratekit_1rule", group: groupRedis1, build: ratekit(1, redisStore)},
 	{name: "ratekit_1rule_autopipeline", group: groupRedis1, build: ratekit(1, autoPipelineStore)},
+	{name: "ratekit_1rule_conn", group: groupRedis1, build: ratekit(1, connStore)},
 	{name: "ratekit_1rule_banned_client", group: groupRedis1, banned: true, build: ratekitBanned},
 	{name: "ulule", group: groupRedis1, build: ululeRedis(1)},
 	{name: "redis_rate", group: groupRedis1, build: redisRate(1)},
 	{name: "ratekit_5rules", group: groupRedis5, build: ratekit(5, redisStore)},
+	{name: "ratekit_5rules_conn", group: groupRedis5, build: ratekit(5, connStore)},
 	{name: "ulule_5calls", group: groupRedis5, build: ululeRedis(5)},
 	{name: "redis_rate_5calls", group: groupRedis5, build: redisRate(5)},
 	{name: "ratekit_memory", group: groupMemory, build: ratekit(1, memoryStore)},
@@ -80,6 +84,37 @@ func autoPipelineStore(t testing.TB, e env) ratelimit.Store {
 	}
 	t.Cleanup(func() { _ = ap.Close() })
 	return redisstore.New(ap)
+}
+
+// connStore is a Store from redisstore.Dial: ratekit's own pipelined
+// connections instead of go-redis. Every write on them counts as a round trip
+// (one write carries all the checks queued meanwhile).
+func connStore(t testing.TB, e env) ratelimit.Store {
+	var d net.Dialer
+	s, err := redisstore.Dial(context.Background(), redistest.URL(t), redisstore.WithDialer(
+		func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := d.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return writeCounter{c, e.trips}, nil
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// writeCounter counts the writes on a connection as round trips.
+type writeCounter struct {
+	net.Conn
+	trips *redistest.RoundTrips
+}
+
+func (c writeCounter) Write(b []byte) (int, error) {
+	c.trips.N.Add(1)
+	return c.Conn.Write(b)
 }
 
 func memoryStore(testing.TB, env) ratelimit.Store { return ratelimit.NewMemoryStore() }
@@ -217,7 +252,7 @@ func newEnv(t testing.TB) (env, *redistest.RoundTrips) {
 	t.Cleanup(func() { _ = c.Close() })
 	h := &redistest.RoundTrips{}
 	c.AddHook(h)
-	return env{client: c, prefix: redistest.Prefix(t)}, h
+	return env{client: c, prefix: redistest.Prefix(t), trips: h}, h
 }
 
 // TestContendersAgree proves the harness measures real limiting: every

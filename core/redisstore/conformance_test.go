@@ -28,6 +28,24 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+// TestConformanceDial runs the conformance suite on a Store from Dial, its
+// pipelined connections against the standalone Redis; a go-redis client
+// shortens the TTLs.
+func TestConformanceDial(t *testing.T) {
+	c := redistest.Client(t)
+	s := dialStore(t, redistest.URL(t))
+	storetest.Run(t, func(t *testing.T) *storetest.Harness {
+		prefix, clk := redistest.Prefix(t), &shiftedClock{}
+		return &storetest.Harness{
+			Store:        s,
+			Now:          clk.Now,
+			Advance:      func(t testing.TB, d time.Duration) { advance(t, c, prefix, d); clk.Add(d) },
+			Prefix:       prefix,
+			TTLTolerance: time.Second,
+		}
+	})
+}
+
 // shiftedClock is the limiter's clock in the conformance harness: real time
 // plus every Advance, so that it agrees with the store's notion of time after
 // the harness shortened the TTLs (the limiter's blocked cache expires by it).

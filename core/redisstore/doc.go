@@ -2,20 +2,45 @@
 // that a fleet of processes shares, with the exact semantics of
 // ratelimit.NewMemoryStore.
 //
-//	client := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+//	store, err := redisstore.Dial(ctx, "redis://localhost:6379")
+//	if err != nil {
+//		return err // unreachable server, wrong password: the URL is never shown
+//	}
+//	defer store.Close()
 //	limiter, err := ratelimit.New(ratelimit.Config{
 //		Name:  "http_request",
-//		Store: redisstore.New(client),
+//		Store: store,
 //		Rules: rules,
 //	})
 //
-// New accepts any go-redis v9 client: *redis.Client (standalone, or
-// Sentinel-backed from redis.NewFailoverClient), *redis.ClusterClient and
-// *redis.Ring, detected by type, and go-redis' *redis.AutoPipeliner of a
-// client or cluster client, which batches concurrent callers' checks into one
-// pipeline (worth it with many checks in flight per process; see the
-// repository README). For a wrapper whose type hides a cluster client, force
-// the cluster path with WithClusterMode(true).
+// # Dial or New
+//
+// Dial is the store for a standalone Redis, and the default for new services.
+// It speaks RESP over a few connections of its own (WithConns, default 2)
+// rather than through a go-redis pool. Each connection pipelines: the checks
+// that concurrent callers send while a write is in progress go out together
+// in the next write, and their replies are read in order as they come, so
+// with many callers in flight a write and a read carry many checks. There is
+// no linger timer: a lone caller writes its check at once, itself. Requests
+// and reply buffers are pooled, so a check allocates nothing in the store. A
+// check waits for its reply no longer than its context (the Limiter's
+// Config.Timeout); a connection that breaks, or gets no reply for the read
+// timeout while checks wait (a hung server), fails all its pending checks at
+// once and is re-dialled in the background, and while it is down checks fail
+// at once: the Limiter fails open and its breaker opens. Close the store to
+// stop its goroutines.
+//
+// New takes a go-redis v9 client instead: for Redis Cluster
+// (*redis.ClusterClient), a Ring, Sentinel (redis.NewFailoverClient), or to
+// share an existing client's pool, hooks (tracing, metrics) and options. It
+// accepts *redis.Client, *redis.ClusterClient and *redis.Ring, detected by
+// type, and go-redis' *redis.AutoPipeliner of a client or cluster client,
+// which batches concurrent callers' checks into one pipeline (worth it with
+// many checks in flight per process; see the repository README). For a
+// wrapper whose type hides a cluster client, force the cluster path with
+// WithClusterMode(true). Build a go-redis client with ContextTimeoutEnabled,
+// so that the Limiter needs no guard goroutine per check. Both stores send
+// the same script call, byte for byte, and share the counters.
 //
 // # One round trip per check
 //
@@ -105,6 +130,7 @@
 // # What the store does not do
 //
 // Timeouts and circuit breaking belong to the Limiter, which runs every store
-// call under its per-check timeout; the store passes the context to go-redis
-// and adds no deadline of its own.
+// call under its per-check timeout; the store passes the context to go-redis,
+// or waits on it over its own connections, and adds no deadline of its own
+// (the read timeout of Dial only decides when a connection is given up).
 package redisstore

@@ -122,3 +122,14 @@ func advance(t testing.TB, c redis.UniversalClient, prefix string, d time.Durati
 		}
 	}
 }
+
+// dialStore returns a Store from Dial on url, closed at cleanup.
+func dialStore(t testing.TB, url string, opts ...Option) *Store {
+	t.Helper()
+	s, err := Dial(ctx, url, opts...)
+	if err != nil {
+		t.Fatalf("dial %s: %v", url, err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}

@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"fmt"
 	"math"
+	"net"
 	"reflect"
 	"strconv"
 	"time"
@@ -17,7 +18,10 @@ import (
 //go:embed evaluate.lua
 var evaluateLua string
 
-var evaluateScript = redis.NewScript(evaluateLua)
+var (
+	evaluateScript = redis.NewScript(evaluateLua)
+	evaluateHash   = evaluateScript.Hash()
+)
 
 // Client is what the store needs from a go-redis client: scripts, pipelines
 // and DEL. *redis.Client (also from NewFailoverClient), *redis.ClusterClient,
@@ -44,6 +48,11 @@ type Store struct {
 	evaluate *redis.Script // evaluateScript; a field so tests can send one unknown to the server
 	bounded  bool          // the client honours context deadlines
 	proc     processor     // client, when it is one of go-redis' own clients
+
+	// Dial: the pipelined connections (client is nil), and their options.
+	pool  *connPool
+	conns int
+	dial  func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 var (
@@ -58,14 +67,15 @@ var (
 // each call instead: either way a check never waits past Config.Timeout.
 func (s *Store) ContextBounded() bool { return s.bounded }
 
-// Option configures New.
+// Option configures New or Dial.
 type Option func(*Store)
 
 // WithClusterMode forces (true) or rules out (false) the Redis Cluster
 // evaluation path, for clients whose type does not tell, such as a wrapper
 // around *redis.ClusterClient. By default New detects *redis.ClusterClient,
 // *redis.Ring and a *redis.AutoPipeliner of a client or cluster client. Forced cluster mode groups keys by hash slot; a *redis.Ring is
-// always grouped by hash tag unless cluster mode is forced off.
+// always grouped by hash tag unless cluster mode is forced off. Dial ignores
+// it: a Store from Dial talks to one server.
 func WithClusterMode(on bool) Option {
 	return func(s *Store) {
 		switch {
@@ -145,6 +155,9 @@ func (s *Store) Eval(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.O
 	if len(ops) == 0 {
 		return out, nil
 	}
+	if s.pool != nil {
+		return s.evalConn(ctx, mode, ops, out)
+	}
 	if s.sharding == single {
 		return s.evalOne(ctx, mode, ops, out)
 	}
@@ -183,7 +196,7 @@ type processor interface {
 // The script's hash and source, converted to interfaces once: converting a
 // string to an interface allocates.
 var (
-	evaluateSHA any = evaluateScript.Hash()
+	evaluateSHA any = evaluateHash
 	evaluateSrc any = evaluateLua
 )
 
@@ -213,7 +226,7 @@ func evalCmd(mode ratelimit.Mode, ops []ratelimit.Op) []any {
 	cmd[0], cmd[1], cmd[2] = "evalsha", evaluateSHA, 2*len(ops)
 	for i := range ops {
 		key := any(ops[i].Key)
-		ban := key
+		ban := key // converted once when the op has no ban key
 		if ops[i].BanKey != "" {
 			ban = ops[i].BanKey
 		}
@@ -232,11 +245,7 @@ func evalArgs(mode ratelimit.Mode, ops []ratelimit.Op, idx []int) ([]string, []a
 	keys := make([]string, 0, 2*n)
 	for j := range n {
 		op := opAt(ops, idx, j)
-		ban := op.BanKey
-		if ban == "" {
-			ban = op.Key
-		}
-		keys = append(keys, op.Key, ban)
+		keys = append(keys, op.Key, banKeyOf(op))
 	}
 	return keys, appendArgv(make([]any, 0, 1+2*n), mode, ops, idx)
 }
@@ -248,7 +257,7 @@ func appendArgv(args []any, mode ratelimit.Mode, ops []ratelimit.Op, idx []int) 
 	if idx != nil {
 		n = len(idx)
 	}
-	if mode == ratelimit.ModePeek {
+	if mode == ratelimit.ModePeek { // constants: converting them to any costs nothing
 		args = append(args, "1")
 	} else {
 		args = append(args, "0")
@@ -262,25 +271,7 @@ func appendArgv(args []any, mode ratelimit.Mode, ops []ratelimit.Op, idx []int) 
 		ends = make([]int, 0, n)
 	}
 	for j := range n {
-		op := opAt(ops, idx, j)
-		kind, flags := byte('0'), byte('0')
-		if op.Kind == ratelimit.OpDistinct {
-			kind = '1'
-		}
-		if op.Terminal {
-			flags++
-		}
-		if op.BanKey != "" {
-			flags += 2
-		}
-		buf = append(buf, kind, ' ', flags, ' ')
-		buf = strconv.AppendInt(buf, op.Limit, 10)
-		buf = append(buf, ' ')
-		buf = strconv.AppendInt(buf, millis(op.Period), 10)
-		buf = append(buf, ' ')
-		buf = strconv.AppendInt(buf, millis(op.BanFor), 10)
-		buf = append(buf, ' ')
-		buf = strconv.AppendFloat(buf, op.Cost, 'g', -1, 64)
+		buf = appendSpec(buf, opAt(ops, idx, j))
 		ends = append(ends, len(buf))
 	}
 	specs := string(buf)
@@ -331,15 +322,20 @@ func decode(res []any, out []ratelimit.Outcome, idx []int) error {
 		if idx != nil {
 			i = idx[j]
 		}
-		out[i] = ratelimit.Outcome{
-			Evaluated: true,
-			Count:     count,
-			TTL:       time.Duration(ttl) * time.Millisecond,
-			Banned:    b&bitBanned != 0,
-			Exceeded:  b&bitExceeded != 0,
-		}
+		out[i] = outcome(count, ttl, b)
 	}
 	return nil
+}
+
+// outcome is one op's Outcome from its three reply values.
+func outcome(count float64, ttlMillis, bits int64) ratelimit.Outcome {
+	return ratelimit.Outcome{
+		Evaluated: true,
+		Count:     count,
+		TTL:       time.Duration(ttlMillis) * time.Millisecond,
+		Banned:    bits&bitBanned != 0,
+		Exceeded:  bits&bitExceeded != 0,
+	}
 }
 
 func toFloat(v any) (float64, error) {
@@ -357,6 +353,9 @@ func toFloat(v any) (float64, error) {
 func (s *Store) Delete(ctx context.Context, keys []string) (int, error) {
 	if len(keys) == 0 {
 		return 0, nil
+	}
+	if s.pool != nil {
+		return s.deleteConn(ctx, keys)
 	}
 	if s.sharding == single {
 		n, err := s.client.Del(ctx, keys...).Result()
