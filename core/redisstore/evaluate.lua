@@ -161,7 +161,11 @@ for i = 1, #KEYS / 2 do
       end
     end
   end
-  out[nout + 1], out[nout + 2], out[nout + 3] = count, ttl or tonumber(period), bits
+  if nout == 0 then
+    out = {count, ttl or tonumber(period), bits} -- sized at once: most checks are one op
+  else
+    out[nout + 1], out[nout + 2], out[nout + 3] = count, ttl or tonumber(period), bits
+  end
   nout = nout + 3
   if terminal and bits % 4 >= 2 then
     break
