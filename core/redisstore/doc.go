@@ -24,10 +24,11 @@
 // check's rules in order, whatever their number: it reads the ban, charges the
 // counter (INCRBY, or INCRBYFLOAT for fractional costs) or the distinct set
 // (SADD), starts the window on the first write (PEXPIRE), sets the ban, and
-// stops after the first exceeded limit rule. Scripts run atomically, so concurrent checks from any number of
-// processes never admit more than the limit: with a limit of 50, exactly 50
-// of any number of concurrent checks are allowed. Peek runs the same script in
-// read-only mode (PTTL, GET, SCARD, SISMEMBER only).
+// stops after the first exceeded limit rule. Scripts run atomically, so
+// concurrent checks from any number of processes never admit more than the
+// limit: with a limit of 50, exactly 50 of any number of concurrent checks are
+// allowed. Peek runs the same script in read-only mode (PTTL, GET, SCARD,
+// SISMEMBER only).
 //
 // # Redis time, not client time
 //
