@@ -17,7 +17,33 @@ import (
 // check whose terminal ops share one shard with everything after them (the
 // usual case: one rule, or rules counting by the same property) takes one
 // round trip; a peek, which writes nothing, always takes one.
+//
+// Each stage is planned (shardsOf, stageEnd, groupShards), run (evalStage),
+// then its outcomes are read for a block (blockedIn).
 func (s *Store) evalSharded(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.Op, out []ratelimit.Outcome) ([]ratelimit.Outcome, error) {
+	shards, err := s.shardsOf(ops)
+	if err != nil {
+		return nil, err
+	}
+	for start := 0; start < len(ops); {
+		end := len(ops)
+		if mode == ratelimit.ModeCheck {
+			end = stageEnd(ops, shards, start)
+		}
+		if err := s.evalStage(ctx, mode, ops, groupShards(shards, start, end), out); err != nil {
+			return nil, err
+		}
+		if blockedIn(ops, out, start, end) {
+			return out, nil
+		}
+		start = end
+	}
+	return out, nil
+}
+
+// shardsOf returns the shard of each op. An op's ban key must share its
+// counter key's shard: one script reads and writes both.
+func (s *Store) shardsOf(ops []ratelimit.Op) ([]shard, error) {
 	shards := make([]shard, len(ops))
 	for i := range ops {
 		op := &ops[i]
@@ -27,25 +53,7 @@ func (s *Store) evalSharded(ctx context.Context, mode ratelimit.Mode, ops []rate
 				i, op.Key, op.BanKey)
 		}
 	}
-	for start := 0; start < len(ops); {
-		end := len(ops)
-		if mode == ratelimit.ModeCheck {
-			end = stageEnd(ops, shards, start)
-		}
-		if err := s.evalStage(ctx, mode, ops, shards, start, end, out); err != nil {
-			return nil, err
-		}
-		for i := start; i < end; i++ {
-			if out[i].Evaluated && out[i].Exceeded && ops[i].Terminal {
-				// Sequential semantics: nothing after the first block counts. In
-				// a peek the later shards were read, not written: drop them.
-				clear(out[i+1:])
-				return out, nil
-			}
-		}
-		start = end
-	}
-	return out, nil
+	return shards, nil
 }
 
 // stageEnd returns the end (exclusive) of the stage that starts at ops[start]:
@@ -66,10 +74,25 @@ func stageEnd(ops []ratelimit.Op, shards []shard, start int) int {
 	return len(ops)
 }
 
-// evalStage evaluates ops[start:end], one script per shard in one round trip.
-func (s *Store) evalStage(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.Op, shards []shard, start, end int, out []ratelimit.Outcome) error {
-	groups := groupShards(shards, start, end)
-	if len(groups) == 1 {
+// blockedIn reports whether a terminal op of ops[start:end] was exceeded, the
+// end of the check. Sequential semantics: nothing after the first block
+// counts, so the outcomes after it are cleared (in a peek, the later shards of
+// the stage were read, not written).
+func blockedIn(ops []ratelimit.Op, out []ratelimit.Outcome, start, end int) bool {
+	for i := start; i < end; i++ {
+		if out[i].Evaluated && out[i].Exceeded && ops[i].Terminal {
+			clear(out[i+1:])
+			return true
+		}
+	}
+	return false
+}
+
+// evalStage evaluates the ops of one stage, given as groups of indexes into
+// ops, one group per shard: one script per group, all in one round trip, each
+// group's reply decoded into out.
+func (s *Store) evalStage(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.Op, groups [][]int, out []ratelimit.Outcome) error {
+	if len(groups) == 1 { // the usual stage: one script call, no pipeline
 		keys, args := evalArgs(mode, ops, groups[0])
 		res, err := s.evaluate.Run(ctx, s.client, keys, args...).Slice()
 		if err != nil {

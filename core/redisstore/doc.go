@@ -47,12 +47,13 @@
 // A check is one call of an embedded Lua script (EVALSHA, falling back to
 // EVAL when the server has not cached the script yet) that applies all of the
 // check's rules in order, whatever their number: it reads the ban, charges the
-// counter (INCRBYFLOAT) or the distinct set (SADD), starts the window on the
-// first write (PEXPIRE), sets the ban, and stops after the first exceeded
-// limit rule. Scripts run atomically, so concurrent checks from any number of
-// processes never admit more than the limit: with a limit of 50, exactly 50
-// of any number of concurrent checks are allowed. Peek runs the same script in
-// read-only mode (PTTL, GET, SCARD, SISMEMBER only).
+// counter (INCRBY, or INCRBYFLOAT for fractional costs) or the distinct set
+// (SADD), starts the window on the first write (PEXPIRE), sets the ban, and
+// stops after the first exceeded limit rule. Scripts run atomically, so
+// concurrent checks from any number of processes never admit more than the
+// limit: with a limit of 50, exactly 50 of any number of concurrent checks are
+// allowed. Peek runs the same script in read-only mode (PTTL, GET, SCARD,
+// SISMEMBER only).
 //
 // # Redis time, not client time
 //
@@ -65,9 +66,10 @@
 // the check. The script needs no TIME call: a fixed window anchored at the
 // first hit is exactly a key with a TTL.
 //
-// Counts are Redis INCRBYFLOAT values (long double, printed with 17 digits),
-// so fractional costs such as 0.1+0.2 may differ from the memory store in
-// the last binary digit (Redis reports 0.3).
+// Whole costs count with INCRBY, exactly. A fractional cost (or one added to
+// a counter that holds a fraction) counts with INCRBYFLOAT (long double,
+// printed with 17 digits), so fractional costs such as 0.1+0.2 may differ
+// from the memory store in the last binary digit (Redis reports 0.3).
 //
 // # Redis Cluster and Ring
 //
