@@ -33,7 +33,7 @@ func TestPublishedModeFlipsEveryProcess(t *testing.T) {
 		procs := make([]proc, 2)
 		for i := range procs {
 			s := newStore(t, c, Options{Prefix: prefix, Available: available(t)})
-			lim, err := ratelimit.New(ratelimit.Config{Name: "search", Store: redisstore.New(c), KeyPrefix: counters})
+			lim, err := ratelimit.New(ratelimit.Config{Name: "search", Store: redisstore.New(c), KeyPrefix: counters, Timeout: checkTimeout})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -104,7 +104,7 @@ func TestPublishedModeFlipsEveryProcess(t *testing.T) {
 func TestFileModeOverridesPublished(t *testing.T) {
 	forEachTarget(t, func(t *testing.T, c redis.UniversalClient) {
 		s := newStore(t, c, Options{Available: available(t)})
-		lim, err := ratelimit.New(ratelimit.Config{Name: "search", Store: redisstore.New(c), KeyPrefix: redistest.Prefix(t), Enforcement: ratelimit.Shadow})
+		lim, err := ratelimit.New(ratelimit.Config{Name: "search", Store: redisstore.New(c), KeyPrefix: redistest.Prefix(t), Enforcement: ratelimit.Shadow, Timeout: checkTimeout})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -29,7 +29,7 @@ import (
 func TestTierPrecedenceInheritsCounter(t *testing.T) {
 	forEachTarget(t, func(t *testing.T, c redis.UniversalClient) {
 		s := newStore(t, c, Options{})
-		lim, err := ratelimit.New(ratelimit.Config{Name: "search", Store: redisstore.New(c), KeyPrefix: redistest.Prefix(t)})
+		lim, err := ratelimit.New(ratelimit.Config{Name: "search", Store: redisstore.New(c), KeyPrefix: redistest.Prefix(t), Timeout: checkTimeout})
 		if err != nil {
 			t.Fatal(err)
 		}

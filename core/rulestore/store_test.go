@@ -93,7 +93,7 @@ func ptr[T any](v T) *T { return &v }
 
 func newLimiter(t testing.TB, name string, store ratelimit.Store) *ratelimit.Limiter {
 	t.Helper()
-	l, err := ratelimit.New(ratelimit.Config{Name: name, Store: store})
+	l, err := ratelimit.New(ratelimit.Config{Name: name, Store: store, Timeout: checkTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
