@@ -220,12 +220,13 @@ func (l *Limiter) run(ctx context.Context, mode Mode, id Identifier, opts []Chec
 		o = applyOpts(opts)
 	}
 	if l.observer == nil {
-		res := l.evaluate(ctx, mode, id, o, start)
+		var res Result
+		l.evaluate(ctx, &res, mode, id, o, start)
 		l.applyMode(&res, enf)
 		return res
 	}
 	res := new(Result) // the observer gets a pointer: it lives on the heap
-	*res = l.evaluate(ctx, mode, id, o, start)
+	l.evaluate(ctx, res, mode, id, o, start)
 	l.applyMode(res, enf)
 	l.observe(ctx, Event{Kind: eventKind(mode), Limiter: l.name, Identifier: id, Result: res, Duration: l.now().Sub(start)})
 	return *res
@@ -242,45 +243,46 @@ func applyOpts(opts []CheckOption) checkOpts {
 }
 
 // evaluate is one check or peek: it builds the store ops of the applicable
-// rules, calls the store and turns the outcomes into the Result.
-func (l *Limiter) evaluate(ctx context.Context, mode Mode, id Identifier, o checkOpts, start time.Time) Result {
-	res := Result{Limiter: l.name, Action: ActionAllow}
+// rules, calls the store and turns the outcomes into *res (a zero Result),
+// which the caller holds so that it is filled in place rather than copied.
+func (l *Limiter) evaluate(ctx context.Context, res *Result, mode Mode, id Identifier, o checkOpts, start time.Time) {
+	res.Limiter, res.Action = l.name, ActionAllow
 	if math.IsNaN(o.cost) || math.IsInf(o.cost, 0) || o.cost < 0 {
 		res.Err = fmt.Errorf("ratelimit: invalid cost %v", o.cost)
 		l.warn(ctx, res.Err, nil, id)
-		return res
+		return
 	}
 	sc := getScratch()   // ops, outcomes and keys never reach the Result:
 	defer putScratch(sc) // checks reuse them
 	var p plan
 	if r, err := l.plan(ctx, &p, sc, l.rulesFor(ctx, id, o.extra), id, o.cost, start); err != nil {
-		res = Result{Limiter: l.name, Action: ActionAllow, Err: fmt.Errorf("ratelimit: rule %s: resolve: %w", r.Name, err)}
+		*res = Result{Limiter: l.name, Action: ActionAllow, Err: fmt.Errorf("ratelimit: rule %s: resolve: %w", r.Name, err)}
 		l.warn(ctx, res.Err, r, id)
-		return res
+		return
 	}
 	res.Matched, res.Degraded = p.matched, p.degraded
 	if len(sc.ops) > 0 {
 		outs, err := l.eval(ctx, mode, sc.ops, sc, start)
 		if err != nil {
-			return l.failOpen(ctx, err, id)
+			*res = l.failOpen(ctx, err, id)
+			return
 		}
-		l.interpret(&res, &p, sc, outs, mode, start)
+		l.interpret(res, &p, sc, outs, mode, start)
 	}
-	if p.cached.Rule != nil {
-		res.Evaluations = append(res.Evaluations, p.cached)
+	if p.cached {
+		res.Evaluations = append(res.Evaluations, sc.cached)
 		res.Exceeded = true
 		res.Action = ActionBlock
 	}
 	if p.skip != nil {
 		res.Skipped = true
 		res.Rule = p.skip.rule
-		return res
+		return
 	}
 	if best := mostConstraining(res.Evaluations, false); best != nil {
 		res.Rule = best.Rule
 		res.Info = &best.Info // shared with the evaluation: one allocation less per check
 	}
-	return res
 }
 
 // rulesFor returns the rules of one check: the limiter's, under the
@@ -306,9 +308,9 @@ type plan struct {
 	matched  bool          // a rule applied
 	degraded bool          // a counting rule was left out: a property is missing
 	skip     *compiledRule // the skip rule that ended the rule list, if any
-	// cached is the evaluation of the first limit rule the blocked cache
-	// answers, if Rule is set: it ended the rule list, and is not sent.
-	cached Evaluation
+	// cached: the blocked cache answered a limit rule (its evaluation is in
+	// the scratch): it ended the rule list, and is not sent.
+	cached bool
 	gen    uint64 // the blocked cache's generation before the store call
 }
 
@@ -359,9 +361,10 @@ func (l *Limiter) plan(ctx context.Context, p *plan, sc *scratch, rules []*compi
 				sc.keys = sc.keys[:from]
 				// Known to block until e.until: the rules before it still
 				// count, this one and the rest are not evaluated.
-				p.cached = Evaluation{Rule: r, Exceeded: true, Blocked: true, PerRequest: c.perRequest, Info: Info{
+				p.cached = true
+				sc.cached = Evaluation{Rule: r, Exceeded: true, Blocked: true, PerRequest: c.perRequest, Info: Info{
 					Limit: op.Limit, Period: op.Period, Count: e.count,
-					Remaining: math.Max(float64(op.Limit)-e.count, 0), ResetAt: e.until, Banned: e.banned,
+					Remaining: remaining(op.Limit, e.count), ResetAt: e.until, Banned: e.banned,
 				}}
 				break
 			}
@@ -421,23 +424,25 @@ func (l *Limiter) interpret(res *Result, p *plan, sc *scratch, outs []Outcome, m
 		// as good as a second clock read.
 		now = l.now()
 	}
-	res.Evaluations = make([]Evaluation, 0, len(outs)+btoi(p.cached.Rule != nil))
+	res.Evaluations = make([]Evaluation, 0, len(outs)+btoi(p.cached))
 	for i := range outs {
 		out, op, c := &outs[i], &sc.ops[i], sc.crs[i]
 		if !out.Evaluated {
 			break
 		}
-		ev := Evaluation{Rule: c.rule, Exceeded: out.Exceeded, PerRequest: c.perRequest, Tier: c.tier}
+		// Filled in place: an Evaluation is large to build and then copy.
+		res.Evaluations = res.Evaluations[:i+1]
+		ev := &res.Evaluations[i]
+		ev.Rule, ev.Exceeded, ev.PerRequest, ev.Tier = c.rule, out.Exceeded, c.perRequest, c.tier
 		ev.Blocked = out.Exceeded && op.Terminal
 		ev.Info = Info{
 			Limit:     op.Limit,
 			Period:    op.Period,
 			Count:     out.Count,
-			Remaining: math.Max(float64(op.Limit)-out.Count, 0),
+			Remaining: remaining(op.Limit, out.Count),
 			ResetAt:   now.Add(out.TTL),
 			Banned:    out.Banned,
 		}
-		res.Evaluations = append(res.Evaluations, ev)
 		if ev.Exceeded {
 			res.Exceeded = true
 		}
@@ -452,7 +457,7 @@ func (l *Limiter) interpret(res *Result, p *plan, sc *scratch, outs []Outcome, m
 		if ev.Blocked {
 			res.Action = ActionBlock
 			p.skip = nil // the block ends evaluation before any later skip
-			p.cached.Rule = nil
+			p.cached = false
 			break
 		}
 	}
@@ -645,6 +650,15 @@ func (l *Limiter) warn(ctx context.Context, err error, r *Rule, id Identifier) {
 	l.logger.LogAttrs(ctx, slog.LevelWarn, "rate_limit_error", attrs...)
 }
 
+// remaining is math.Max(limit-count, 0), NaN included, without the call:
+// math.Max is not inlined and a check computes one per evaluation.
+func remaining(limit int64, count float64) float64 {
+	if r := float64(limit) - count; r > 0 || r != r {
+		return r
+	}
+	return 0
+}
+
 func btoi(b bool) int {
 	if b {
 		return 1
@@ -659,6 +673,8 @@ type scratch struct {
 	ops  []Op
 	outs []Outcome
 	crs  []*compiledRule // the rule of each op
+	// cached is the evaluation the blocked cache gave (plan.cached).
+	cached Evaluation
 	// keys holds the keys of ops, in order and nothing else: the memory store
 	// reads them in place (see borrowString); for any other store ownKeys
 	// copies them into one string first.
@@ -677,6 +693,9 @@ func putScratch(sc *scratch) {
 	}
 	clear(sc.ops) // drop the key and member strings of the ops used
 	clear(sc.crs)
+	if sc.cached.Rule != nil {
+		sc.cached = Evaluation{}
+	}
 	sc.ops, sc.crs, sc.keys = sc.ops[:0], sc.crs[:0], sc.keys[:0]
 	scratchPool.Put(sc)
 }
