@@ -55,7 +55,7 @@ func (s nopStore) Eval(_ context.Context, _ ratelimit.Mode, ops []ratelimit.Op) 
 }
 
 func (nopStore) Delete(context.Context, []string) (int, error) { return 0, nil }
-func (s nopStore) ContextBounded() bool                         { return s.bounded }
+func (s nopStore) ContextBounded() bool                        { return s.bounded }
 
 var nopOutcomes = func() []ratelimit.Outcome {
 	o := make([]ratelimit.Outcome, 16)
