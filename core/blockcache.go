@@ -108,6 +108,10 @@ func (c *blockCache) shard(key string) *blockShard {
 	return &c.shards[maphash.String(c.seed, key)%blockShards]
 }
 
+// any reports whether the cache holds an entry: small enough to inline, so
+// that a check pays no call while nothing is blocked.
+func (c *blockCache) any() bool { return c != nil && c.n.Load() != 0 }
+
 // get returns the entry of op's counter when it still blocks op at now.
 func (c *blockCache) get(op *Op, now time.Time) (blockEntry, bool) {
 	if c == nil || c.n.Load() == 0 {

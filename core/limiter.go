@@ -356,7 +356,7 @@ func (l *Limiter) plan(ctx context.Context, p *plan, sc *scratch, rules []*compi
 				return r, err
 			}
 		}
-		if op.Terminal && l.blocked != nil {
+		if op.Terminal && l.blocked.any() {
 			if e, ok := l.blocked.get(&op, start); ok {
 				sc.keys = sc.keys[:from]
 				// Known to block until e.until: the rules before it still
@@ -450,7 +450,7 @@ func (l *Limiter) interpret(res *Result, p *plan, sc *scratch, outs []Outcome, m
 			switch {
 			case ev.Blocked && mode == ModeCheck:
 				l.blocked.put(p.gen, op, out, ev.Info.ResetAt, now)
-			case !ev.Blocked:
+			case !ev.Blocked && l.blocked.any():
 				l.blocked.drop(op.Key) // lifted elsewhere: answer no more from it
 			}
 		}
