@@ -3,22 +3,23 @@ package ratelimit_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	ratelimit "github.com/ratekit/ratekit/core"
 )
 
 // TestCheckAllocations pins the allocations of a memory-store check: the
-// counter key and the evaluations (which the Result hands to the caller) are
-// the only ones left. Under -race sync.Pool drops some of the reused buffers,
-// so the bound is looser there.
+// evaluations (which the Result hands to the caller) are the only one left;
+// the store reads the keys in place. Under -race sync.Pool drops some of the
+// reused buffers, so the bound is looser there.
 func TestCheckAllocations(t *testing.T) {
 	tests := []struct {
 		name  string
 		rules int
 		max   float64
 	}{
-		{"1 rule", 1, 2},
-		{"5 rules", 5, 6}, // a key per rule and the evaluations
+		{"1 rule", 1, 1},
+		{"5 rules", 5, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -35,6 +36,73 @@ func TestCheckAllocations(t *testing.T) {
 			}
 			got := testing.AllocsPerRun(200, func() {
 				if r := l.Check(ctx, id); r.Err != nil || !r.Matched {
+					t.Fatalf("check: %+v", r)
+				}
+			})
+			if got > max {
+				t.Fatalf("%v allocations per check, want at most %v", got, max)
+			}
+		})
+	}
+}
+
+// nopStore answers every op as counted once, without doing anything, so that
+// a check's allocations are the limiter's own.
+type nopStore struct{ bounded bool }
+
+func (s nopStore) Eval(_ context.Context, _ ratelimit.Mode, ops []ratelimit.Op) ([]ratelimit.Outcome, error) {
+	return nopOutcomes[:len(ops)], nil
+}
+
+func (nopStore) Delete(context.Context, []string) (int, error) { return 0, nil }
+func (s nopStore) ContextBounded() bool                        { return s.bounded }
+
+var nopOutcomes = func() []ratelimit.Outcome {
+	o := make([]ratelimit.Outcome, 16)
+	for i := range o {
+		o[i] = ratelimit.Outcome{Evaluated: true, Count: 1, TTL: time.Hour}
+	}
+	return o
+}()
+
+// TestLimiterAllocationsOnNetworkStore pins the limiter's own allocations on
+// the path of a network store (a store that does nothing stands in for
+// Redis): the keys of all ops in one string, and the evaluations, plus
+// whatever the per-check timeout costs.
+func TestLimiterAllocationsOnNetworkStore(t *testing.T) {
+	rules := func(n int) []ratelimit.Rule {
+		rs := make([]ratelimit.Rule, n)
+		for i := range rs {
+			rs[i] = ratelimit.Rule{Name: "r" + string(rune('a'+i)), Characteristics: []string{"user"},
+				Limit: ratelimit.Static(100), Period: ratelimit.StaticPeriod(time.Hour), BanFor: time.Minute}
+		}
+		return rs
+	}
+	id := ratelimit.Identifier{"user": "u:1"}
+	// The caller's deadline comes before the limiter's timeout, so the check
+	// derives no context: what is left is the limiter's own.
+	dctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	tests := []struct {
+		name  string
+		rules int
+		max   float64
+	}{
+		{"1 rule", 1, 2},
+		{"5 rules", 5, 2}, // one string for every key and ban key
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l, err := ratelimit.New(ratelimit.Config{Name: "nop", Store: nopStore{bounded: true}, Rules: rules(tt.rules), Timeout: 2 * time.Hour})
+			if err != nil {
+				t.Fatal(err)
+			}
+			max := tt.max
+			if raceEnabled {
+				max += 3 // sync.Pool drops some of the reused buffers under -race
+			}
+			got := testing.AllocsPerRun(200, func() {
+				if r := l.Check(dctx, id); r.Err != nil || len(r.Evaluations) != tt.rules {
 					t.Fatalf("check: %+v", r)
 				}
 			})

@@ -59,3 +59,37 @@ func BenchmarkCheckMemory(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCheckNopStore measures the limiter's own share of a check on a
+// network store's path, with a store that does nothing: bounded with the
+// caller's deadline first (no derived context), bounded under the limiter's
+// timeout, and guarded by a goroutine (a store that is not ContextBounded).
+func BenchmarkCheckNopStore(b *testing.B) {
+	id := ratelimit.Identifier{"user": "u:1"}
+	dctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	for _, bc := range []struct {
+		name    string
+		ctx     context.Context
+		bounded bool
+	}{
+		{"bounded/caller_deadline", dctx, true},
+		{"bounded/timeout", context.Background(), true},
+		{"guarded", context.Background(), false},
+	} {
+		for _, n := range []int{1, 5} {
+			l, err := ratelimit.New(ratelimit.Config{Name: "bench", Store: nopStore{bounded: bc.bounded}, Rules: benchRules(n), Timeout: 2 * time.Hour})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Run(fmt.Sprintf("%s/rules=%d", bc.name, n), func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					if r := l.Check(bc.ctx, id); r.Err != nil {
+						b.Fatal(r.Err)
+					}
+				}
+			})
+		}
+	}
+}

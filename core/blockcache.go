@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"hash/maphash"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -107,6 +108,10 @@ func (c *blockCache) shard(key string) *blockShard {
 	return &c.shards[maphash.String(c.seed, key)%blockShards]
 }
 
+// any reports whether the cache holds an entry: small enough to inline, so
+// that a check pays no call while nothing is blocked.
+func (c *blockCache) any() bool { return c != nil && c.n.Load() != 0 }
+
 // get returns the entry of op's counter when it still blocks op at now.
 func (c *blockCache) get(op *Op, now time.Time) (blockEntry, bool) {
 	if c == nil || c.n.Load() == 0 {
@@ -152,7 +157,7 @@ func (c *blockCache) claimRefresh(sh *blockShard, key string, now time.Time) (ta
 		return true // refilled meanwhile, or another check refreshes it
 	}
 	e.refresh = now.Add(c.maxAge)
-	sh.m[key] = e
+	sh.m[strings.Clone(key)] = e // key may be a check's borrowed key: a map keeps the key of every assignment
 	return false
 }
 
@@ -198,7 +203,7 @@ func (c *blockCache) put(gen uint64, op *Op, out *Outcome, until time.Time, now 
 	if c.maxAge > 0 && now.Add(c.maxAge).Before(fresh) {
 		fresh = now.Add(c.maxAge)
 	}
-	sh.m[op.Key] = blockEntry{until: until, fresh: fresh, window: now.Add(op.Period), limit: op.Limit, count: out.Count, banned: out.Banned}
+	sh.m[strings.Clone(op.Key)] = blockEntry{until: until, fresh: fresh, window: now.Add(op.Period), limit: op.Limit, count: out.Count, banned: out.Banned}
 }
 
 // makeRoom frees at least one entry of a full shard: the expired ones (at

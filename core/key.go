@@ -38,99 +38,102 @@ const (
 	setSuffix = ":set"
 )
 
-func needsEscape(c byte) bool {
-	switch c {
-	case ':', '=', '{', '}', '%', '!', '#':
-		return true
+// keyEscape marks the bytes that a key part escapes as %XX.
+var keyEscape = func() (t [256]bool) {
+	for c := range t {
+		t[c] = c <= ' ' || c >= 0x7f
 	}
-	return c <= ' ' || c >= 0x7f
-}
+	for _, c := range []byte(":={}%!#") {
+		t[c] = true
+	}
+	return t
+}()
 
 const hexDigits = "0123456789ABCDEF"
 
-func escapeKeyPart(b *strings.Builder, s string) {
-	if escapedLen(s) == len(s) { // the common case: nothing to escape
-		b.WriteString(s)
-		return
+// appendEscaped appends s with the bytes of keyEscape as %XX, copying the
+// runs in between whole.
+func appendEscaped(b []byte, s string) []byte {
+	last := 0
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; keyEscape[c] {
+			b = append(b, s[last:i]...)
+			b = append(b, '%', hexDigits[c>>4], hexDigits[c&15])
+			last = i + 1
+		}
 	}
-	escapeBytes(b, s)
+	return append(b, s[last:]...)
 }
 
-func escapeBytes(b *strings.Builder, s string) {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if needsEscape(c) {
-			b.WriteByte('%')
-			b.WriteByte(hexDigits[c>>4])
-			b.WriteByte(hexDigits[c&15])
+// appendKeyValue appends the encoded form of one present characteristic
+// value: escaped, or "#" and its SHA-256 when the escaped form is longer than
+// MaxKeyValueLen.
+func appendKeyValue(b []byte, v string) []byte {
+	if len(v) <= MaxKeyValueLen { // else its escaped form is longer still
+		start := len(b)
+		b = appendEscaped(b, v)
+		if len(b)-start <= MaxKeyValueLen {
+			return b
+		}
+		b = b[:start]
+	}
+	sum := sha256.Sum256([]byte(v))
+	b = append(b, '#')
+	return hex.AppendEncode(b, sum[:])
+}
+
+// keyPlan holds the parts of a rule's counter keys that do not depend on the
+// identifier, escaped once when the rule is compiled, so that a check only
+// appends them and the identifier's values.
+type keyPlan struct {
+	name  string   // ":<rule>", after "<prefix>{<limiter>"
+	chars []string // the characteristics, to read from the identifier
+	props []string // ":<escaped characteristic>=" for each characteristic
+	tail  string   // "}", or "}:set" for a count_distinct rule
+}
+
+func newKeyPlan(r *Rule) keyPlan {
+	p := keyPlan{name: ":" + r.Name, chars: r.Characteristics, tail: "}"}
+	p.props = make([]string, len(r.Characteristics))
+	for i, c := range r.Characteristics {
+		p.props[i] = string(append(appendEscaped([]byte{':'}, c), '='))
+	}
+	if r.CountDistinct != "" {
+		p.tail += setSuffix
+	}
+	return p
+}
+
+// appendKey appends the counter key of the plan for id after head
+// ("<prefix>{<limiter>") and returns the first characteristic the identifier
+// lacks ("" when it has them all), reading each property once.
+func (p *keyPlan) appendKey(b []byte, head string, id Identifier) (_ []byte, missing string) {
+	b = append(b, head...)
+	b = append(b, p.name...)
+	for i, c := range p.chars {
+		b = append(b, p.props[i]...)
+		v, ok := id.Get(c)
+		if !ok {
+			if missing == "" {
+				missing = c
+			}
+			b = append(b, '!')
 			continue
 		}
-		b.WriteByte(c)
+		b = appendKeyValue(b, v)
 	}
+	return append(b, p.tail...), missing
 }
 
-func escapedLen(s string) int {
-	n := len(s)
-	for i := 0; i < len(s); i++ {
-		if needsEscape(s[i]) {
-			n += 2
-		}
-	}
-	return n
-}
-
-// writeKeyValue writes the encoded form of one characteristic value.
-func writeKeyValue(b *strings.Builder, v string, present bool) {
-	if !present {
-		b.WriteByte('!')
-		return
-	}
-	n := escapedLen(v)
-	if n > MaxKeyValueLen {
-		sum := sha256.Sum256([]byte(v))
-		b.WriteByte('#')
-		b.WriteString(hex.EncodeToString(sum[:]))
-		return
-	}
-	if n == len(v) {
-		b.WriteString(v)
-		return
-	}
-	escapeBytes(b, v)
-}
+// keyHead is the start of every counter key of a limiter: the prefix and the
+// opening of the hash tag with the limiter's name.
+func keyHead(prefix, limiter string) string { return prefix + "{" + limiter }
 
 // counterKey builds the key of one rule for one identifier.
 func counterKey(prefix, limiter string, r *Rule, id Identifier) string {
-	k, _ := counterKeyOf(prefix, limiter, r, id)
-	return k
-}
-
-// counterKeyOf builds the key of one rule for one identifier and returns the
-// first characteristic the identifier lacks ("" when it has them all), reading
-// each property once.
-func counterKeyOf(prefix, limiter string, r *Rule, id Identifier) (key, missing string) {
-	var b strings.Builder
-	b.Grow(len(prefix) + len(limiter) + len(r.Name) + 8 + 24*len(r.Characteristics))
-	b.WriteString(prefix)
-	b.WriteByte('{')
-	b.WriteString(limiter)
-	b.WriteByte(':')
-	b.WriteString(r.Name)
-	for _, c := range r.Characteristics {
-		b.WriteByte(':')
-		escapeKeyPart(&b, c)
-		b.WriteByte('=')
-		v, ok := id.Get(c)
-		if !ok && missing == "" {
-			missing = c
-		}
-		writeKeyValue(&b, v, ok)
-	}
-	b.WriteByte('}')
-	if r.CountDistinct != "" {
-		b.WriteString(setSuffix)
-	}
-	return b.String(), missing
+	p := newKeyPlan(r)
+	b, _ := p.appendKey(nil, keyHead(prefix, limiter), id)
+	return string(b)
 }
 
 // CounterKey returns the counter key that rule r of limiter uses for id, with

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 )
 
 // Defaults for Config.
@@ -69,6 +70,7 @@ type Limiter struct {
 	name      string
 	store     Store
 	prefix    string
+	head      string // keyHead(prefix, name): the start of every counter key
 	timeout   time.Duration
 	logger    *slog.Logger
 	now       func() time.Time
@@ -120,6 +122,7 @@ func New(cfg Config) (*Limiter, error) {
 	if l.prefix == "" {
 		l.prefix = DefaultKeyPrefix
 	}
+	l.head = keyHead(l.prefix, l.name)
 	if l.timeout <= 0 {
 		l.timeout = DefaultTimeout
 	}
@@ -217,12 +220,13 @@ func (l *Limiter) run(ctx context.Context, mode Mode, id Identifier, opts []Chec
 		o = applyOpts(opts)
 	}
 	if l.observer == nil {
-		res := l.evaluate(ctx, mode, id, o, start)
+		var res Result
+		l.evaluate(ctx, &res, mode, id, o, start)
 		l.applyMode(&res, enf)
 		return res
 	}
 	res := new(Result) // the observer gets a pointer: it lives on the heap
-	*res = l.evaluate(ctx, mode, id, o, start)
+	l.evaluate(ctx, res, mode, id, o, start)
 	l.applyMode(res, enf)
 	l.observe(ctx, Event{Kind: eventKind(mode), Limiter: l.name, Identifier: id, Result: res, Duration: l.now().Sub(start)})
 	return *res
@@ -238,164 +242,230 @@ func applyOpts(opts []CheckOption) checkOpts {
 	return o
 }
 
-func (l *Limiter) evaluate(ctx context.Context, mode Mode, id Identifier, o checkOpts, start time.Time) Result {
-	res := Result{Limiter: l.name, Action: ActionAllow}
+// evaluate is one check or peek: it builds the store ops of the applicable
+// rules, calls the store and turns the outcomes into *res (a zero Result),
+// which the caller holds so that it is filled in place rather than copied.
+func (l *Limiter) evaluate(ctx context.Context, res *Result, mode Mode, id Identifier, o checkOpts, start time.Time) {
+	res.Limiter, res.Action = l.name, ActionAllow
 	if math.IsNaN(o.cost) || math.IsInf(o.cost, 0) || o.cost < 0 {
 		res.Err = fmt.Errorf("ratelimit: invalid cost %v", o.cost)
 		l.warn(ctx, res.Err, nil, id)
-		return res
+		return
 	}
-	rules := l.rules.Load().rules
-	if o.extra != nil || l.source != nil {
-		var remote *RuleSet
-		if l.source != nil {
-			remote = l.source.RulesFor(ctx, l.name, id)
-		}
-		if o.extra != nil || remote != nil {
-			rules = withPerRequest(rules, o.extra, remote)
-		}
+	sc := getScratch()   // ops, outcomes and keys never reach the Result:
+	defer putScratch(sc) // checks reuse them
+	var p plan
+	if r, err := l.plan(ctx, &p, sc, l.rulesFor(ctx, id, o.extra), id, o.cost, start); err != nil {
+		*res = Result{Limiter: l.name, Action: ActionAllow, Err: fmt.Errorf("ratelimit: rule %s: resolve: %w", r.Name, err)}
+		l.warn(ctx, res.Err, r, id)
+		return
 	}
-	sc := getScratch()   // sc.ops is kept at the length used, for putScratch
-	defer putScratch(sc) // ops and outcomes never reach the Result: reuse them
-	ops := sc.ops[:0]
-	var crsBuf [16]*compiledRule // rule of each op; on the stack for common rule counts
-	crs := crsBuf[:0]
-	var skip *compiledRule
-	var cached Evaluation // the first limit rule the blocked cache answers, if Rule is set
-	var gen uint64
-	if l.blocked != nil {
-		gen = l.blocked.generation()
-	}
-	for _, c := range rules {
-		if !c.matches(id) {
-			continue
-		}
-		res.Matched = true
-		r := c.rule
-		if r.Action == ActionSkip {
-			skip = c
-			break
-		}
-		key, missing := counterKeyOf(l.prefix, l.name, r, id)
-		if missing != "" && !r.CountMissing {
-			l.degrade(ctx, &res, "rate_limit_missing_characteristic", r, missing)
-			continue
-		}
-		op := Op{Kind: OpCount, Cost: o.cost, Terminal: r.Action == ActionLimit, Key: key}
-		if r.CountDistinct != "" {
-			m, ok := id.Get(r.CountDistinct)
-			if !ok {
-				l.degrade(ctx, &res, "rate_limit_missing_count_distinct", r, r.CountDistinct)
-				continue
-			}
-			op.Kind, op.Member = OpDistinct, setMember(m)
-		}
-		lim, per := c.limit, c.period
-		if !c.static {
-			var err error
-			if lim, err = r.Limit.Resolve(ctx); err == nil {
-				per, err = r.Period.Resolve(ctx)
-			}
-			if err != nil {
-				res = Result{Limiter: l.name, Action: ActionAllow, Err: fmt.Errorf("ratelimit: rule %s: resolve: %w", r.Name, err)}
-				l.warn(ctx, res.Err, r, id)
-				return res
-			}
-		}
-		op.Limit, op.Period = lim, per
-		if r.BanFor > 0 {
-			op.BanKey = op.Key + banSuffix
-			op.BanFor = r.BanFor
-		}
-		if op.Terminal && l.blocked != nil {
-			if e, ok := l.blocked.get(&op, start); ok {
-				// Known to block until e.until: the rules before it still
-				// count, this one and the rest are not evaluated.
-				cached = Evaluation{Rule: r, Exceeded: true, Blocked: true, PerRequest: c.perRequest, Info: Info{
-					Limit: op.Limit, Period: op.Period, Count: e.count,
-					Remaining: math.Max(float64(op.Limit)-e.count, 0), ResetAt: e.until, Banned: e.banned,
-				}}
-				break
-			}
-		}
-		ops = append(ops, op)
-		crs = append(crs, c)
-	}
-	if len(ops) > 0 {
-		sc.ops = ops // keep a grown buffer
-		outs, err := l.eval(ctx, mode, ops, sc, start)
+	res.Matched, res.Degraded = p.matched, p.degraded
+	if len(sc.ops) > 0 {
+		outs, err := l.eval(ctx, mode, sc.ops, sc, start)
 		if err != nil {
-			if ctx.Err() != nil { // the caller went away: its own doing, not a store error
-				return Result{Limiter: l.name, Action: ActionAllow, Err: fmt.Errorf("%w: %w", ErrCanceled, ctx.Err())}
-			}
-			res = Result{Limiter: l.name, Action: ActionAllow, Err: err}
-			if !errors.Is(err, ErrCircuitOpen) {
-				l.warn(ctx, err, nil, id)
-			}
-			return res
+			*res = l.failOpen(ctx, err, id)
+			return
 		}
-		now := start
-		if !l.local {
-			// A network store answers later; in process the check's start is
-			// as good as a second clock read.
-			now = l.now()
-		}
-		res.Evaluations = make([]Evaluation, 0, len(outs)+btoi(cached.Rule != nil))
-		for i, out := range outs {
-			if !out.Evaluated {
-				break
-			}
-			op := &ops[i]
-			ev := Evaluation{Rule: crs[i].rule, Exceeded: out.Exceeded, PerRequest: crs[i].perRequest, Tier: crs[i].tier}
-			ev.Blocked = out.Exceeded && op.Terminal
-			ev.Info = Info{
-				Limit:     op.Limit,
-				Period:    op.Period,
-				Count:     out.Count,
-				Remaining: math.Max(float64(op.Limit)-out.Count, 0),
-				ResetAt:   now.Add(out.TTL),
-				Banned:    out.Banned,
-			}
-			res.Evaluations = append(res.Evaluations, ev)
-			if ev.Exceeded {
-				res.Exceeded = true
-			}
-			if op.Terminal && l.blocked != nil {
-				switch {
-				case ev.Blocked && mode == ModeCheck:
-					l.blocked.put(gen, op, &outs[i], ev.Info.ResetAt, now)
-				case !ev.Blocked:
-					l.blocked.drop(op.Key) // lifted elsewhere: answer no more from it
-				}
-			}
-			if ev.Blocked {
-				res.Action = ActionBlock
-				skip = nil // the block ends evaluation before any later skip
-				cached.Rule = nil
-				break
-			}
-		}
+		l.interpret(res, &p, sc, outs, mode, start)
 	}
-	if cached.Rule != nil {
-		res.Evaluations = append(res.Evaluations, cached)
+	if p.cached {
+		res.Evaluations = append(res.Evaluations, sc.cached)
 		res.Exceeded = true
 		res.Action = ActionBlock
 	}
-	if skip != nil {
+	if p.skip != nil {
 		res.Skipped = true
-		res.Rule = skip.rule
-		return res
+		res.Rule = p.skip.rule
+		return
 	}
 	if best := mostConstraining(res.Evaluations, false); best != nil {
 		res.Rule = best.Rule
 		res.Info = &best.Info // shared with the evaluation: one allocation less per check
 	}
-	return res
+}
+
+// rulesFor returns the rules of one check: the limiter's, under the
+// per-request tiers of WithRules and the RuleSource, if any.
+func (l *Limiter) rulesFor(ctx context.Context, id Identifier, extra *RuleSet) []*compiledRule {
+	rules := l.rules.Load().rules
+	if extra == nil && l.source == nil {
+		return rules
+	}
+	var remote *RuleSet
+	if l.source != nil {
+		remote = l.source.RulesFor(ctx, l.name, id)
+	}
+	if extra != nil || remote != nil {
+		rules = withPerRequest(rules, extra, remote)
+	}
+	return rules
+}
+
+// plan is what a check gathers from its rules besides the ops (which are in
+// its scratch): the rule that ends it early, and what it already knows.
+type plan struct {
+	matched  bool          // a rule applied
+	degraded bool          // a counting rule was left out: a property is missing
+	skip     *compiledRule // the skip rule that ended the rule list, if any
+	// cached: the blocked cache answered a limit rule (its evaluation is in
+	// the scratch): it ended the rule list, and is not sent.
+	cached bool
+	gen    uint64 // the blocked cache's generation before the store call
+}
+
+// plan walks the rules in order and appends the op of each applicable
+// counting rule to sc.ops (its rule to sc.crs), until a skip rule or a rule
+// the blocked cache answers. A limit or period resolver's error is returned
+// with its rule: the check then fails open.
+func (l *Limiter) plan(ctx context.Context, p *plan, sc *scratch, rules []*compiledRule, id Identifier, cost float64, start time.Time) (*Rule, error) {
+	if l.blocked != nil {
+		p.gen = l.blocked.generation()
+	}
+	for _, c := range rules {
+		if !c.matches(id) {
+			continue
+		}
+		p.matched = true
+		r := c.rule
+		if r.Action == ActionSkip {
+			p.skip = c
+			break
+		}
+		op := Op{Kind: OpCount, Cost: cost, Terminal: r.Action == ActionLimit}
+		from := len(sc.keys)
+		if !l.appendKeys(ctx, p, sc, c, id, &op) {
+			continue
+		}
+		if r.CountDistinct != "" {
+			m, ok := id.Get(r.CountDistinct)
+			if !ok {
+				sc.keys = sc.keys[:from]
+				l.degrade(ctx, p, "rate_limit_missing_count_distinct", r, r.CountDistinct)
+				continue
+			}
+			op.Kind, op.Member = OpDistinct, setMember(m)
+		}
+		op.Limit, op.Period = c.limit, c.period
+		if !c.static {
+			var err error
+			if op.Limit, err = r.Limit.Resolve(ctx); err == nil {
+				op.Period, err = r.Period.Resolve(ctx)
+			}
+			if err != nil {
+				return r, err
+			}
+		}
+		if op.Terminal && l.blocked.any() {
+			if e, ok := l.blocked.get(&op, start); ok {
+				sc.keys = sc.keys[:from]
+				// Known to block until e.until: the rules before it still
+				// count, this one and the rest are not evaluated.
+				p.cached = true
+				sc.cached = Evaluation{Rule: r, Exceeded: true, Blocked: true, PerRequest: c.perRequest, Info: Info{
+					Limit: op.Limit, Period: op.Period, Count: e.count,
+					Remaining: remaining(op.Limit, e.count), ResetAt: e.until, Banned: e.banned,
+				}}
+				break
+			}
+		}
+		sc.ops = append(sc.ops, op)
+		sc.crs = append(sc.crs, c)
+	}
+	if l.mem == nil {
+		sc.ownKeys()
+	}
+	return nil, nil
+}
+
+// appendKeys builds the counter key of rule c for id (and its ban key when
+// the rule bans) into sc.keys and sets them on op. It reports false, undoing
+// the key, when id lacks a characteristic the rule does not count as missing.
+func (l *Limiter) appendKeys(ctx context.Context, p *plan, sc *scratch, c *compiledRule, id Identifier, op *Op) bool {
+	from := len(sc.keys)
+	keys, missing := c.key.appendKey(sc.keys, l.head, id)
+	r := c.rule
+	if missing != "" && !r.CountMissing {
+		sc.keys = keys[:from]
+		l.degrade(ctx, p, "rate_limit_missing_characteristic", r, missing)
+		return false
+	}
+	n := len(keys) - from
+	if r.BanFor > 0 {
+		// The ban key is the counter key and a suffix: one string holds both.
+		keys = append(keys, banSuffix...)
+	}
+	sc.keys = keys
+	both := borrowString(keys[from:])
+	op.Key = both[:n]
+	if r.BanFor > 0 {
+		op.BanKey, op.BanFor = both, r.BanFor
+	}
+	return true
+}
+
+// failOpen is the result of a check whose store call failed.
+func (l *Limiter) failOpen(ctx context.Context, err error, id Identifier) Result {
+	if ctx.Err() != nil { // the caller went away: its own doing, not a store error
+		return Result{Limiter: l.name, Action: ActionAllow, Err: fmt.Errorf("%w: %w", ErrCanceled, ctx.Err())}
+	}
+	if !errors.Is(err, ErrCircuitOpen) {
+		l.warn(ctx, err, nil, id)
+	}
+	return Result{Limiter: l.name, Action: ActionAllow, Err: err}
+}
+
+// interpret turns the store's outcomes into the evaluations and verdict of
+// res, and keeps the blocked cache in step with what the store said.
+func (l *Limiter) interpret(res *Result, p *plan, sc *scratch, outs []Outcome, mode Mode, start time.Time) {
+	now := start
+	if !l.local {
+		// A network store answers later; in process the check's start is
+		// as good as a second clock read.
+		now = l.now()
+	}
+	res.Evaluations = make([]Evaluation, 0, len(outs)+btoi(p.cached))
+	for i := range outs {
+		out, op, c := &outs[i], &sc.ops[i], sc.crs[i]
+		if !out.Evaluated {
+			break
+		}
+		// Filled in place: an Evaluation is large to build and then copy.
+		res.Evaluations = res.Evaluations[:i+1]
+		ev := &res.Evaluations[i]
+		ev.Rule, ev.Exceeded, ev.PerRequest, ev.Tier = c.rule, out.Exceeded, c.perRequest, c.tier
+		ev.Blocked = out.Exceeded && op.Terminal
+		ev.Info = Info{
+			Limit:     op.Limit,
+			Period:    op.Period,
+			Count:     out.Count,
+			Remaining: remaining(op.Limit, out.Count),
+			ResetAt:   now.Add(out.TTL),
+			Banned:    out.Banned,
+		}
+		if ev.Exceeded {
+			res.Exceeded = true
+		}
+		if op.Terminal && l.blocked != nil {
+			switch {
+			case ev.Blocked && mode == ModeCheck:
+				l.blocked.put(p.gen, op, out, ev.Info.ResetAt, now)
+			case !ev.Blocked && l.blocked.any():
+				l.blocked.drop(op.Key) // lifted elsewhere: answer no more from it
+			}
+		}
+		if ev.Blocked {
+			res.Action = ActionBlock
+			p.skip = nil // the block ends evaluation before any later skip
+			p.cached = false
+			break
+		}
+	}
 }
 
 // degrade leaves rule r out of a check because the identifier lacks prop.
-func (l *Limiter) degrade(ctx context.Context, res *Result, msg string, r *Rule, prop string) {
-	res.Degraded = true
+func (l *Limiter) degrade(ctx context.Context, p *plan, msg string, r *Rule, prop string) {
+	p.degraded = true
 	l.logger.LogAttrs(ctx, slog.LevelWarn, msg,
 		slog.String("limiter", l.name), slog.String("rule", r.Name), slog.String("property", prop))
 }
@@ -565,7 +635,8 @@ func (l *Limiter) Keys(id Identifier) []string {
 		if !c.rule.Action.counts() {
 			continue
 		}
-		k := counterKey(l.prefix, l.name, c.rule, id)
+		b, _ := c.key.appendKey(nil, l.head, id)
+		k := string(b)
 		keys = append(keys, k, k+banSuffix)
 	}
 	return keys
@@ -579,6 +650,15 @@ func (l *Limiter) warn(ctx context.Context, err error, r *Rule, id Identifier) {
 	l.logger.LogAttrs(ctx, slog.LevelWarn, "rate_limit_error", attrs...)
 }
 
+// remaining is math.Max(limit-count, 0), NaN included, without the call:
+// math.Max is not inlined and a check computes one per evaluation.
+func remaining(limit int64, count float64) float64 {
+	if r := float64(limit) - count; r > 0 || r != r {
+		return r
+	}
+	return 0
+}
+
 func btoi(b bool) int {
 	if b {
 		return 1
@@ -586,23 +666,63 @@ func btoi(b bool) int {
 	return 0
 }
 
-// scratch holds the ops and outcomes of one check. They never reach the
-// Result (evaluations copy what they need), so checks reuse them through a
-// pool; a guard goroutine, which may outlive the check, gets a copy.
+// scratch holds the ops, outcomes and keys of one check. They never reach
+// the Result (evaluations copy what they need), so checks reuse them through
+// a pool; a guard goroutine, which may outlive the check, gets a copy.
 type scratch struct {
 	ops  []Op
 	outs []Outcome
+	crs  []*compiledRule // the rule of each op
+	// cached is the evaluation the blocked cache gave (plan.cached).
+	cached Evaluation
+	// keys holds the keys of ops, in order and nothing else: the memory store
+	// reads them in place (see borrowString); for any other store ownKeys
+	// copies them into one string first.
+	keys []byte
 }
 
-var scratchPool = sync.Pool{New: func() any { return &scratch{ops: make([]Op, 0, 8)} }}
+var scratchPool = sync.Pool{New: func() any {
+	return &scratch{ops: make([]Op, 0, 8), crs: make([]*compiledRule, 0, 8), keys: make([]byte, 0, 256)}
+}}
 
 func getScratch() *scratch { return scratchPool.Get().(*scratch) }
 
 func putScratch(sc *scratch) {
-	if cap(sc.ops) > 64 {
+	if cap(sc.ops) > 64 || cap(sc.keys) > 16<<10 {
 		return // too big to keep
 	}
-	clear(sc.ops) // drop the key strings of the ops used
-	sc.ops = sc.ops[:0]
+	clear(sc.ops) // drop the key and member strings of the ops used
+	clear(sc.crs)
+	if sc.cached.Rule != nil {
+		sc.cached = Evaluation{}
+	}
+	sc.ops, sc.crs, sc.keys = sc.ops[:0], sc.crs[:0], sc.keys[:0]
 	scratchPool.Put(sc)
 }
+
+// ownKeys gives the ops keys of their own, for a store that may keep them
+// beyond the check (a go-redis pipeline, a guard goroutine): one string holds
+// every key of the check, and each op's keys are substrings of it.
+func (sc *scratch) ownKeys() {
+	if len(sc.ops) == 0 {
+		return
+	}
+	all := string(sc.keys)
+	off := 0
+	for i := range sc.ops {
+		op := &sc.ops[i]
+		n := len(op.Key)
+		op.Key = all[off : off+n]
+		if op.BanKey != "" {
+			n = len(op.BanKey)
+			op.BanKey = all[off : off+n]
+		}
+		off += n
+	}
+}
+
+// borrowString returns the bytes of b as a string without copying them. The
+// string is valid only while b's bytes are not written again: a key borrowed
+// from a check's scratch is read during the check only, and whatever keeps a
+// key beyond it (the memory store's map, the blocked cache) clones it.
+func borrowString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"hash/maphash"
 	"math"
+	"strings"
 	"sync"
 	"time"
 )
@@ -175,12 +176,6 @@ func (sh *memShard) apply(now time.Time, mode Mode, op *Op) Outcome {
 		}
 		e = nil
 	}
-	ttl := func() time.Duration {
-		if e == nil {
-			return op.Period
-		}
-		return e.expire.Sub(now)
-	}
 	if op.BanKey != "" {
 		if b := sh.get(op.BanKey, now); b != nil {
 			o.Banned, o.Exceeded, o.TTL = true, true, b.expire.Sub(now)
@@ -203,7 +198,7 @@ func (sh *memShard) apply(now time.Time, mode Mode, op *Op) Outcome {
 		if charge {
 			if e == nil {
 				e = &memEntry{expire: now.Add(op.Period)}
-				sh.m[op.Key] = e
+				sh.m[strings.Clone(op.Key)] = e // the limiter lends its keys
 			}
 			e.count += op.Cost
 			o.Count = e.count
@@ -223,7 +218,7 @@ func (sh *memShard) apply(now time.Time, mode Mode, op *Op) Outcome {
 		if charge {
 			if e == nil {
 				e = &memEntry{expire: now.Add(op.Period), set: map[string]struct{}{}}
-				sh.m[op.Key] = e
+				sh.m[strings.Clone(op.Key)] = e
 			}
 			would = o.Count
 			switch {
@@ -245,9 +240,12 @@ func (sh *memShard) apply(now time.Time, mode Mode, op *Op) Outcome {
 		}
 	}
 	o.Exceeded = would > float64(op.Limit)
-	o.TTL = ttl()
+	o.TTL = op.Period
+	if e != nil {
+		o.TTL = e.expire.Sub(now)
+	}
 	if charge && o.Exceeded && op.BanFor > 0 && op.BanKey != "" {
-		sh.m[op.BanKey] = &memEntry{expire: now.Add(op.BanFor)}
+		sh.m[strings.Clone(op.BanKey)] = &memEntry{expire: now.Add(op.BanFor)}
 		o.Banned, o.TTL = true, op.BanFor
 	}
 	return o

@@ -237,10 +237,11 @@ func ValidateRules(rules []Rule) error {
 	return err
 }
 
+// matchEntry is one Match entry of a compiled rule; a OneOf set is a map so
+// that a long set costs one lookup.
 type matchEntry struct {
 	key string
 	m   Matcher
-	re  *regexp.Regexp
 	set map[string]struct{}
 }
 
@@ -300,16 +301,19 @@ func (r *Rule) MatchFailures(id Identifier) []string {
 
 type compiledRule struct {
 	rule   *Rule
-	index  int
 	match  []matchEntry
 	static bool // limit and period both static
 	limit  int64
 	period time.Duration
+	key    keyPlan // the constant parts of the rule's counter keys
 	// perRequest marks a rule of a per-request tier (WithRules, RuleSource).
 	perRequest bool
 	tier       string // the per-request tier's name (CompileTier), for Evaluation.Tier
 }
 
+// compileRule validates r, defaulting its Action, and precomputes what a check
+// needs: the match entries in property order, the static limit and period,
+// and the key plan. Every problem is reported, joined.
 func compileRule(r *Rule) (*compiledRule, error) {
 	var errs []error
 	if !ValidName(r.Name) {
@@ -321,14 +325,34 @@ func compileRule(r *Rule) (*compiledRule, error) {
 	if !r.Action.isRuleAction() {
 		errs = append(errs, fmt.Errorf("action %q is not limit, log or skip", r.Action))
 	}
-	c := &compiledRule{rule: r}
-	keys := make([]string, 0, len(r.Match))
-	for k := range r.Match {
+	c := &compiledRule{rule: r, key: newKeyPlan(r)}
+	var err []error
+	c.match, err = compileMatch(r.Match)
+	errs = append(errs, err...)
+	errs = append(errs, checkCharacteristics(r.Characteristics)...)
+	switch {
+	case r.Action == ActionSkip:
+		errs = append(errs, checkSkip(r)...)
+	case r.Action.counts():
+		errs = append(errs, c.compileCounting(r)...)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return c, nil
+}
+
+// compileMatch returns the entries of a rule's Match in property order.
+func compileMatch(match map[string]Matcher) ([]matchEntry, []error) {
+	var errs []error
+	keys := make([]string, 0, len(match))
+	for k := range match {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
+	entries := make([]matchEntry, 0, len(keys))
 	for _, k := range keys {
-		m := r.Match[k]
+		m := match[k]
 		e := matchEntry{key: k, m: m}
 		switch m.kind {
 		case MatchEqual:
@@ -336,7 +360,6 @@ func compileRule(r *Rule) (*compiledRule, error) {
 			if m.err != nil {
 				errs = append(errs, fmt.Errorf("match %q: %w", k, m.err))
 			}
-			e.re = m.re
 		case MatchOneOf:
 			e.set = make(map[string]struct{}, len(m.set))
 			for _, v := range m.set {
@@ -348,10 +371,15 @@ func compileRule(r *Rule) (*compiledRule, error) {
 		if k == "" {
 			errs = append(errs, errors.New("match has an empty property name"))
 		}
-		c.match = append(c.match, e)
+		entries = append(entries, e)
 	}
+	return entries, errs
+}
+
+func checkCharacteristics(chars []string) []error {
+	var errs []error
 	seen := map[string]bool{}
-	for _, ch := range r.Characteristics {
+	for _, ch := range chars {
 		if ch == "" {
 			errs = append(errs, errors.New("characteristics contain an empty property name"))
 		}
@@ -360,38 +388,45 @@ func compileRule(r *Rule) (*compiledRule, error) {
 		}
 		seen[ch] = true
 	}
-	if r.Action == ActionSkip {
-		if r.BanFor != 0 {
-			errs = append(errs, errors.New("ban_for is not valid on skip rules"))
-		}
-		if r.CountDistinct != "" {
-			errs = append(errs, errors.New("count_distinct is not valid on skip rules"))
-		}
-	} else if r.Action.counts() {
-		if !r.Limit.IsSet() || !r.Period.IsSet() {
-			errs = append(errs, errors.New("limit and log rules require limit and period"))
-		}
-		n, limStatic := r.Limit.IsStatic()
-		if r.Limit.IsSet() && limStatic && n < 1 {
-			errs = append(errs, fmt.Errorf("limit %d must be at least 1 (a LimitFunc may return 0 to deny all)", n))
-		}
-		d, perStatic := r.Period.IsStatic()
-		if r.Period.IsSet() && perStatic && d < time.Millisecond {
-			errs = append(errs, fmt.Errorf("period %v must be at least 1ms", d))
-		}
-		if r.BanFor < 0 || (r.BanFor > 0 && r.BanFor < time.Millisecond) {
-			errs = append(errs, fmt.Errorf("ban_for %v must be at least 1ms", r.BanFor))
-		}
-		if r.BanFor != 0 && r.CountDistinct != "" {
-			errs = append(errs, errors.New("ban_for cannot be combined with count_distinct"))
-		}
-		c.static = limStatic && perStatic
-		c.limit, c.period = n, d
+	return errs
+}
+
+// checkSkip rejects the counting fields a skip rule cannot use.
+func checkSkip(r *Rule) []error {
+	var errs []error
+	if r.BanFor != 0 {
+		errs = append(errs, errors.New("ban_for is not valid on skip rules"))
 	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+	if r.CountDistinct != "" {
+		errs = append(errs, errors.New("count_distinct is not valid on skip rules"))
 	}
-	return c, nil
+	return errs
+}
+
+// compileCounting validates the limit, period and ban of a limit or log rule
+// and keeps the limit and period when both are static.
+func (c *compiledRule) compileCounting(r *Rule) []error {
+	var errs []error
+	if !r.Limit.IsSet() || !r.Period.IsSet() {
+		errs = append(errs, errors.New("limit and log rules require limit and period"))
+	}
+	n, limStatic := r.Limit.IsStatic()
+	if r.Limit.IsSet() && limStatic && n < 1 {
+		errs = append(errs, fmt.Errorf("limit %d must be at least 1 (a LimitFunc may return 0 to deny all)", n))
+	}
+	d, perStatic := r.Period.IsStatic()
+	if r.Period.IsSet() && perStatic && d < time.Millisecond {
+		errs = append(errs, fmt.Errorf("period %v must be at least 1ms", d))
+	}
+	if r.BanFor < 0 || (r.BanFor > 0 && r.BanFor < time.Millisecond) {
+		errs = append(errs, fmt.Errorf("ban_for %v must be at least 1ms", r.BanFor))
+	}
+	if r.BanFor != 0 && r.CountDistinct != "" {
+		errs = append(errs, errors.New("ban_for cannot be combined with count_distinct"))
+	}
+	c.static = limStatic && perStatic
+	c.limit, c.period = n, d
+	return errs
 }
 
 func compileRules(rules []Rule) ([]*compiledRule, error) {
@@ -412,7 +447,6 @@ func compileRules(rules []Rule) ([]*compiledRule, error) {
 			continue
 		}
 		names[r.Name] = i
-		c.index = i
 		out = append(out, c)
 	}
 	if len(errs) > 0 {
