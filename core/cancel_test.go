@@ -65,7 +65,7 @@ func TestTypedNilIdentifierValueIsMissing(t *testing.T) {
 			t.Fatalf("%s: typed nil is present as %q", k, v)
 		}
 	}
-	if got := ratelimit.Canonical(u); got == "" {
+	if got := keys.Canonical(u); got == "" {
 		t.Fatalf("Canonical(nil *url.URL) = %q", got)
 	}
 	l, err := ratelimit.New(ratelimit.Config{Name: "tn", Store: ratelimit.NewMemoryStore(),

@@ -124,16 +124,6 @@ func TestShadowCountsLikeEnforce(t *testing.T) {
 }
 
 func TestEnforcementValues(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want ratelimit.Enforcement
-		ok   bool
-	}{{"enforce", ratelimit.Enforce, true}, {"shadow", ratelimit.Shadow, true}, {"Shadow", 0, false}, {"", 0, false}} {
-		got, err := ratelimit.ParseEnforcement(tc.in)
-		if (err == nil) != tc.ok || (tc.ok && (got != tc.want || got.String() != tc.in)) {
-			t.Errorf("ParseEnforcement(%q) = %v, %v", tc.in, got, err)
-		}
-	}
 	if _, err := ratelimit.New(ratelimit.Config{Name: "x", Store: ratelimit.NewMemoryStore(), Enforcement: 7}); err == nil {
 		t.Error("New accepted an invalid mode")
 	}
