@@ -1,7 +1,5 @@
 package ratelimit
 
-import "context"
-
 // RuleSet is a validated, compiled rule list that a check can use as its
 // highest tier: the per-request rules of a rules service, or a gateway's
 // per-request limit override. Compile it once and reuse it; it is immutable
