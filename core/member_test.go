@@ -10,7 +10,7 @@ import (
 func TestDistinctMembersStoredBounded(t *testing.T) {
 	store := NewMemoryStore()
 	l, err := New(Config{Name: "d", Store: store, Rules: []Rule{{Name: "paths", Characteristics: []string{"ip"}, CountDistinct: "path",
-		Limit: Static(3), Period: StaticPeriod(time.Minute), Action: ActionLimit}}})
+		Limit: 3, Period: time.Minute, Action: ActionLimit}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,8 +22,8 @@ func TestShorthandRules(t *testing.T) {
 		{ratelimit.PerHour("r", 3), time.Hour, nil},
 		{ratelimit.PerPeriod("r", 3, 10*time.Minute, "ip"), 10 * time.Minute, []string{"ip"}},
 	} {
-		want := ratelimit.Rule{Name: "r", Characteristics: tt.chars, Limit: ratelimit.Static(3),
-			Period: ratelimit.StaticPeriod(tt.period), Action: ratelimit.ActionLimit}
+		want := ratelimit.Rule{Name: "r", Characteristics: tt.chars, Limit: 3,
+			Period: tt.period, Action: ratelimit.ActionLimit}
 		if !reflect.DeepEqual(tt.got, want) {
 			t.Errorf("got %+v\nwant %+v", tt.got, want)
 		}
@@ -36,7 +36,7 @@ func TestShorthandRules(t *testing.T) {
 
 type downStore struct{}
 
-func (downStore) Eval(context.Context, ratelimit.Mode, []ratelimit.Op) ([]ratelimit.Outcome, error) {
+func (downStore) Eval(context.Context, ratelimit.Mode, []ratelimit.Op) ([]ratelimit.OpResult, error) {
 	return nil, errors.New("connection refused")
 }
 func (downStore) Delete(context.Context, []string) (int, error) {
@@ -49,7 +49,7 @@ func TestResultAccessors(t *testing.T) {
 	skip := ratelimit.Rule{Name: "skip_office", Action: ratelimit.ActionSkip, Match: map[string]ratelimit.Matcher{"ip": ratelimit.Equal("192.0.2.1")}}
 	limit := ratelimit.PerMinute("per_ip", 1, "ip")
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	mem := ratelimit.NewMemoryStore(ratelimit.WithMemoryClock(func() time.Time { return now }))
+	mem := ratelimit.MemoryConfig{Now: func() time.Time { return now }}.New()
 	l, err := ratelimit.New(ratelimit.Config{Name: "l", Store: mem, Now: func() time.Time { return now }, Rules: []ratelimit.Rule{skip, limit}})
 	if err != nil {
 		t.Fatal(err)

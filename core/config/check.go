@@ -4,7 +4,7 @@ import (
 	"slices"
 	"sort"
 
-	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/rulecheck"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
 
@@ -36,7 +36,7 @@ func (d *doc) checkRules(spec *configv1.LimiterSpec, rules []ruleAt) {
 	}
 	declared := func(prop string) bool {
 		// An invalid name is reported by protovalidate already.
-		return props == nil || props[prop] || !ratelimit.ValidName(prop)
+		return props == nil || props[prop] || !rulecheck.ValidName(prop)
 	}
 	available := quoteList(spec.GetAvailableProperties())
 	first := map[string]path{}
@@ -54,8 +54,8 @@ func (d *doc) checkRules(spec *configv1.LimiterSpec, rules []ruleAt) {
 			if !declared(k) {
 				d.check(mp, true, "match property %q is not one of the limiter's available_properties (%s)", k, available)
 			}
-			if re, ok := r.GetMatch()[k].GetKind().(*configv1.MatchValue_Regex); ok && re.Regex != "" && len(re.Regex) <= ratelimit.MaxRegexLen {
-				if _, err := ratelimit.CompileRegex(re.Regex); err != nil {
+			if re, ok := r.GetMatch()[k].GetKind().(*configv1.MatchValue_Regex); ok && re.Regex != "" && len(re.Regex) <= rulecheck.MaxRegexLen {
+				if _, err := rulecheck.CompileRegex(re.Regex); err != nil {
 					d.check(mp, false, "match %q: %v", k, err)
 				}
 			}
@@ -88,7 +88,7 @@ func (d *doc) checkRuleMap(field string, m map[string]*configv1.RuleList, availa
 		var spec *configv1.LimiterSpec
 		if available != nil {
 			spec = available.Spec(name)
-			if spec == nil && ratelimit.ValidName(name) {
+			if spec == nil && rulecheck.ValidName(name) {
 				d.check(at, true, "no limiter %q in %s (it declares %s)", name, available.source(), quoteList(available.Names()))
 			}
 		}

@@ -41,10 +41,10 @@ func RuleFromProto(r *configv1.Rule) (ratelimit.Rule, error) {
 	}
 	out.Action = a
 	if r.Limit != nil {
-		out.Limit = ratelimit.Static(int64(r.GetLimit()))
+		out.Limit = int64(r.GetLimit())
 	}
 	if r.PeriodS != nil {
-		out.Period = ratelimit.StaticPeriod(time.Duration(r.GetPeriodS()) * time.Second)
+		out.Period = time.Duration(r.GetPeriodS()) * time.Second
 	}
 	if r.BanForS != nil {
 		out.BanFor = time.Duration(r.GetBanForS()) * time.Second
@@ -138,8 +138,8 @@ func RuleToProto(r ratelimit.Rule) (*configv1.Rule, error) {
 	} else {
 		errs = append(errs, fmt.Errorf("action %q is not limit, log or skip", r.Action))
 	}
-	if r.Limit.IsSet() {
-		n, static := r.Limit.IsStatic()
+	if r.Limit != 0 || r.LimitFunc != nil {
+		n, static := r.Limit, r.LimitFunc == nil
 		switch {
 		case !static:
 			errs = append(errs, errors.New("limit is a LimitFunc: only a resolved, static limit can be stored (use ratelimit.Static)"))
@@ -149,8 +149,8 @@ func RuleToProto(r ratelimit.Rule) (*configv1.Rule, error) {
 			out.Limit = proto.Uint32(uint32(n))
 		}
 	}
-	if r.Period.IsSet() {
-		d, static := r.Period.IsStatic()
+	if r.Period != 0 || r.PeriodFunc != nil {
+		d, static := r.Period, r.PeriodFunc == nil
 		if !static {
 			errs = append(errs, errors.New("period is a PeriodFunc: only a resolved, static period can be stored (use ratelimit.StaticPeriod)"))
 		} else if s, err := wholeSeconds("period", d); err != nil {
@@ -170,12 +170,12 @@ func RuleToProto(r ratelimit.Rule) (*configv1.Rule, error) {
 		out.Match = make(map[string]*configv1.MatchValue, len(r.Match))
 		for _, k := range sortedKeys(r.Match) {
 			m := r.Match[k]
-			switch m.Kind() {
-			case ratelimit.MatchEqual:
+			switch {
+			case m.IsEqual():
 				out.Match[k] = &configv1.MatchValue{Kind: &configv1.MatchValue_Equality{Equality: m.Value()}}
-			case ratelimit.MatchRegex:
+			case m.IsRegex():
 				out.Match[k] = &configv1.MatchValue{Kind: &configv1.MatchValue_Regex{Regex: m.Value()}}
-			case ratelimit.MatchOneOf:
+			case m.IsOneOf():
 				out.Match[k] = &configv1.MatchValue{Kind: &configv1.MatchValue_OneOf{OneOf: &configv1.StringSet{Values: m.Values()}}}
 			default:
 				errs = append(errs, fmt.Errorf("match %q: empty matcher", k))

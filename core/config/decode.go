@@ -18,7 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
-	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/keys"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
 
@@ -398,7 +398,7 @@ func (d *doc) str(n *yaml.Node, p path, name string) (string, bool) {
 	case "!!int", "!!float", "!!bool":
 		var v any
 		if err := n.Decode(&v); err == nil && v != nil {
-			return ratelimit.Canonical(v), true
+			return keys.Canonical(v), true
 		}
 	}
 	d.fail(p, false, "%s must be text, got %s", name, kindName(n))

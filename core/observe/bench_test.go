@@ -20,7 +20,7 @@ func BenchmarkCheck(b *testing.B) {
 		{"metrics", observe.NewMetrics(observe.MetricsOptions{})},
 		{"tracing_no_span", observe.NewTracing()},
 		{"block_summary", observe.NewBlockSummary(observe.BlockSummaryOptions{Logger: slog.New(slog.DiscardHandler)})},
-		{"all", ratelimit.Observers(observe.NewMetrics(observe.MetricsOptions{}), observe.NewTracing(),
+		{"all", observe.Multi(observe.NewMetrics(observe.MetricsOptions{}), observe.NewTracing(),
 			observe.NewBlockSummary(observe.BlockSummaryOptions{Logger: slog.New(slog.DiscardHandler)}))},
 	} {
 		b.Run(bc.name, func(b *testing.B) {

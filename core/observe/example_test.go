@@ -25,8 +25,8 @@ func exampleLimiter(obs ratelimit.Observer) *ratelimit.Limiter {
 		Rules: []ratelimit.Rule{{
 			Name:            "api_by_user",
 			Characteristics: []string{"user"},
-			Limit:           ratelimit.Static(2),
-			Period:          ratelimit.StaticPeriod(time.Minute),
+			Limit:           2,
+			Period:          time.Minute,
 		}},
 		Observer: obs,
 	})
@@ -103,13 +103,13 @@ func ExampleTracing() {
 }
 
 func ExampleTiers_Rules() {
-	per := ratelimit.StaticPeriod(time.Minute)
+	per := time.Minute
 	tiers := observe.Tiers{
-		File:     []ratelimit.Rule{{Name: "api_by_user", Limit: ratelimit.Static(50), Period: per}},
-		Defaults: []ratelimit.Rule{{Name: "api_by_user", Limit: ratelimit.Static(200), Period: per}, {Name: "api_by_ip", Limit: ratelimit.Static(500), Period: per}},
+		File:     []ratelimit.Rule{{Name: "api_by_user", Limit: 50, Period: per}},
+		Defaults: []ratelimit.Rule{{Name: "api_by_user", Limit: 200, Period: per}, {Name: "api_by_ip", Limit: 500, Period: per}},
 	}
 	for _, r := range tiers.Rules() {
-		n, _ := r.Rule.Limit.IsStatic()
+		n, _ := r.Rule.Limit, r.Rule.LimitFunc == nil
 		fmt.Printf("%-8s %-12s limit=%d overridden_by=%q\n", r.Tier, r.Rule.Name, n, r.OverriddenBy)
 	}
 	// Output:

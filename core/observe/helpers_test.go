@@ -36,7 +36,7 @@ type failingStore struct{}
 
 var errDown = errors.New("store down")
 
-func (failingStore) Eval(context.Context, ratelimit.Mode, []ratelimit.Op) ([]ratelimit.Outcome, error) {
+func (failingStore) Eval(context.Context, ratelimit.Mode, []ratelimit.Op) ([]ratelimit.OpResult, error) {
 	return nil, errDown
 }
 func (failingStore) Delete(context.Context, []string) (int, error) { return 0, errDown }
@@ -44,17 +44,17 @@ func (failingStore) Delete(context.Context, []string) (int, error) { return 0, e
 // testRules exercises every evaluation result: skip, shadow (log) rules,
 // a blocking limit rule, a ban and a count_distinct rule.
 func testRules() []ratelimit.Rule {
-	min := ratelimit.StaticPeriod(time.Minute)
+	min := time.Minute
 	return []ratelimit.Rule{
 		{Name: "trusted", Action: ratelimit.ActionSkip, Match: map[string]ratelimit.Matcher{"ip": ratelimit.Equal("127.0.0.1")}},
-		{Name: "shadow_ip", Action: ratelimit.ActionLog, Characteristics: []string{"ip"}, Limit: ratelimit.Static(2), Period: min,
+		{Name: "shadow_ip", Action: ratelimit.ActionLog, Characteristics: []string{"ip"}, Limit: 2, Period: min,
 			Match: map[string]ratelimit.Matcher{"kind": ratelimit.OneOf("api", "login")}},
-		{Name: "per_user", Characteristics: []string{"user"}, Limit: ratelimit.Static(3), Period: min,
+		{Name: "per_user", Characteristics: []string{"user"}, Limit: 3, Period: min,
 			Match: map[string]ratelimit.Matcher{"kind": ratelimit.Equal("api")}},
-		{Name: "login_ban", Characteristics: []string{"ip"}, Limit: ratelimit.Static(1), Period: min, BanFor: time.Minute,
+		{Name: "login_ban", Characteristics: []string{"ip"}, Limit: 1, Period: min, BanFor: time.Minute,
 			Match: map[string]ratelimit.Matcher{"kind": ratelimit.Equal("login")}},
 		{Name: "paths", Action: ratelimit.ActionLog, Characteristics: []string{"user"}, CountDistinct: "path",
-			Limit: ratelimit.Static(5), Period: min, Match: map[string]ratelimit.Matcher{"kind": ratelimit.Equal("api")}},
+			Limit: 5, Period: min, Match: map[string]ratelimit.Matcher{"kind": ratelimit.Equal("api")}},
 	}
 }
 

@@ -97,7 +97,7 @@ type Metrics struct {
 var breakerStates = []string{"closed", "open", "half-open"}
 
 var (
-	_ ratelimit.Observer   = (*Metrics)(nil)
+	_ Observer             = (*Metrics)(nil)
 	_ prometheus.Collector = (*Metrics)(nil)
 	_ RuleStoreMetrics     = (*Metrics)(nil)
 )
@@ -199,7 +199,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// Observe implements ratelimit.Observer.
+// Observe implements Observer.
 func (m *Metrics) Observe(_ context.Context, e ratelimit.Event) {
 	r := e.Result
 	if r == nil { // clear: logs only
@@ -275,8 +275,8 @@ func (m *Metrics) Init(l *ratelimit.Limiter) {
 	m.duration.WithLabelValues(lim)
 	for _, r := range l.Rules() {
 		m.initEvaluations(lim, r)
-		n, okN := r.Limit.IsStatic()
-		d, okD := r.Period.IsStatic()
+		n, okN := r.Limit, r.LimitFunc == nil
+		d, okD := r.Period, r.PeriodFunc == nil
 		if r.Action == ratelimit.ActionSkip || !okN || !okD {
 			continue
 		}

@@ -180,9 +180,9 @@ func TestMetricsResolvedLimit(t *testing.T) {
 	m := observe.NewMetrics(observe.MetricsOptions{})
 	limit := int64(7)
 	l, err := ratelimit.New(ratelimit.Config{Name: "dyn", Store: ratelimit.NewMemoryStore(), Observer: m, Rules: []ratelimit.Rule{{
-		Name:   "by_plan",
-		Limit:  ratelimit.LimitFunc(func(context.Context) (int64, error) { return limit, nil }),
-		Period: ratelimit.PeriodFunc(func(context.Context) (time.Duration, error) { return 90 * time.Second, nil }),
+		Name:       "by_plan",
+		LimitFunc:  func(context.Context) (int64, error) { return limit, nil },
+		PeriodFunc: func(context.Context) (time.Duration, error) { return 90 * time.Second, nil },
 	}}})
 	if err != nil {
 		t.Fatal(err)

@@ -17,7 +17,7 @@ import (
 // check whose terminal ops share one shard with everything after them (the
 // usual case: one rule, or rules counting by the same property) takes one
 // round trip; a peek, which writes nothing, always takes one.
-func (s *Store) evalSharded(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.Op, out []ratelimit.Outcome) ([]ratelimit.Outcome, error) {
+func (s *Store) evalSharded(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.Op, out []ratelimit.OpResult) ([]ratelimit.OpResult, error) {
 	shards := make([]shard, len(ops))
 	for i := range ops {
 		op := &ops[i]
@@ -67,7 +67,7 @@ func stageEnd(ops []ratelimit.Op, shards []shard, start int) int {
 }
 
 // evalStage evaluates ops[start:end], one script per shard in one round trip.
-func (s *Store) evalStage(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.Op, shards []shard, start, end int, out []ratelimit.Outcome) error {
+func (s *Store) evalStage(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.Op, shards []shard, start, end int, out []ratelimit.OpResult) error {
 	groups := groupShards(shards, start, end)
 	if len(groups) == 1 {
 		keys, args := evalArgs(mode, ops, groups[0])

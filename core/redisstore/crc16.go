@@ -1,6 +1,8 @@
 package redisstore
 
-import ratelimit "github.com/ratekit/ratekit/core"
+import (
+	"github.com/ratekit/ratekit/internal/keys"
+)
 
 // crc16 is CRC16-XMODEM (polynomial 0x1021, initial value 0), the checksum
 // Redis Cluster uses to map a key to one of its 16384 slots.
@@ -33,5 +35,5 @@ const numSlots = 16384
 // slot returns the Redis Cluster hash slot of key: CRC16 of its hash tag
 // (ratelimit.HashTag) modulo 16384, as CLUSTER KEYSLOT computes it.
 func slot(key string) int {
-	return int(crc16(ratelimit.HashTag(key)) % numSlots)
+	return int(crc16(keys.HashTag(key)) % numSlots)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/ratekit/ratekit/core/config"
 	"github.com/ratekit/ratekit/core/observe"
 	"github.com/ratekit/ratekit/core/remoterules/rulesv1"
+	"github.com/ratekit/ratekit/internal/rulecheck"
 )
 
 // Defaults of Config.
@@ -364,7 +365,7 @@ func (c *Client) accept(limiter string, id ratelimit.Identifier, resp *rulesv1.G
 		}
 		rules, err := config.RulesFromProto(resp.GetRules())
 		if err == nil {
-			set, err = ratelimit.CompileTier(observe.TierRemote, rules)
+			set, err = ratelimit.CompileRules(observe.TierRemote, rules)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("invalid answer for limiter %s: %w", limiter, err)
@@ -481,7 +482,7 @@ func bounded(b []byte) []byte {
 func sendable(id ratelimit.Identifier) map[string]string {
 	keys := make([]string, 0, len(id))
 	for k := range id {
-		if ratelimit.ValidName(k) {
+		if rulecheck.ValidName(k) {
 			keys = append(keys, k)
 		}
 	}

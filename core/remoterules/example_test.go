@@ -48,7 +48,7 @@ func ExampleNew() {
 		Store:      ratelimit.NewMemoryStore(),
 		RuleSource: remote,
 		Rules: []ratelimit.Rule{{Name: "per_user", Characteristics: []string{"user"},
-			Limit: ratelimit.Static(2), Period: ratelimit.StaticPeriod(3600e9), Action: ratelimit.ActionLimit}},
+			Limit: 2, Period: 3600e9, Action: ratelimit.ActionLimit}},
 	})
 	for _, id := range []ratelimit.Identifier{{"user": "ann", "plan": "premium"}, {"user": "bob", "plan": "free"}} {
 		r := limiter.Check(context.Background(), id)

@@ -18,6 +18,7 @@ import (
 
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/config"
+	"github.com/ratekit/ratekit/internal/rulecheck"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
 
@@ -100,7 +101,7 @@ func (s *Store) Seed(ctx context.Context, tiers map[string]Tiers) (WriteResult, 
 	edits := make([]edit, 0, len(tiers))
 	var errs []error
 	for _, name := range sortedKeys(tiers) {
-		if !ratelimit.ValidName(name) {
+		if !rulecheck.ValidName(name) {
 			errs = append(errs, fmt.Errorf("limiter name %q must match ^[a-z0-9_]{1,64}$", name))
 			continue
 		}
@@ -215,13 +216,13 @@ func (s *Store) DeleteIf(ctx context.Context, limiter, version string, rules ...
 
 func (s *Store) delete(ctx context.Context, limiter string, version *string, rules []string) (WriteResult, error) {
 	switch {
-	case !ratelimit.ValidName(limiter):
+	case !rulecheck.ValidName(limiter):
 		return WriteResult{}, fmt.Errorf("rulestore: delete: limiter name %q must match ^[a-z0-9_]{1,64}$", limiter)
 	case len(rules) == 0:
 		return WriteResult{}, fmt.Errorf("rulestore: delete: no rule names given for limiter %s", limiter)
 	}
 	for _, r := range rules {
-		if !ratelimit.ValidName(r) {
+		if !rulecheck.ValidName(r) {
 			return WriteResult{}, fmt.Errorf("rulestore: delete: rule name %q must match ^[a-z0-9_]{1,64}$", r)
 		}
 	}
@@ -422,7 +423,7 @@ func effective(doc *configv1.LimiterRules, local Tiers) (TierRules, error) {
 		return TierRules{}, err
 	}
 	t.Effective = ratelimit.MergeTiers(t.File, t.Published, t.Defaults)
-	if err := ratelimit.ValidateRules(t.Effective); err != nil {
+	if _, err := ratelimit.CompileRules("", t.Effective); err != nil {
 		return TierRules{}, fmt.Errorf("merged rules: %w", err)
 	}
 	return t, nil

@@ -129,8 +129,8 @@ func newServer(store ratelimit.Store, keyPrefix string, obs ratelimit.Observer) 
 			Name:            "per_peer",
 			Description:     "5 calls per minute per client IP",
 			Characteristics: []string{identifiers.IP},
-			Limit:           ratelimit.Static(5),
-			Period:          ratelimit.StaticPeriod(time.Minute),
+			Limit:           5,
+			Period:          time.Minute,
 		}},
 	})
 	if err != nil {

@@ -19,8 +19,8 @@ func ExampleMiddleware() {
 		Rules: []ratelimit.Rule{{
 			Name:            "per_user",
 			Characteristics: []string{identifiers.User},
-			Limit:           ratelimit.Static(1),
-			Period:          ratelimit.StaticPeriod(time.Minute),
+			Limit:           1,
+			Period:          time.Minute,
 		}},
 	})
 	if err != nil {

@@ -197,8 +197,8 @@ func newLimiter(t *testing.T, cfg ratelimit.Config, opts ...limiterOpt) *ratelim
 }
 
 func rule(name string, limit int64, period time.Duration, action ratelimit.Action, chars ...string) ratelimit.Rule {
-	return ratelimit.Rule{Name: name, Characteristics: chars, Limit: ratelimit.Static(limit),
-		Period: ratelimit.StaticPeriod(period), Action: action}
+	return ratelimit.Rule{Name: name, Characteristics: chars, Limit: limit,
+		Period: period, Action: action}
 }
 
 func wantCode(t *testing.T, r reply, want codes.Code) {

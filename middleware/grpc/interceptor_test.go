@@ -196,7 +196,7 @@ func TestMultipleLimiters(t *testing.T) {
 	general := redisLimiter(t, "grpc_request", []ratelimit.Rule{rule("per_ip", 100, time.Minute, ratelimit.ActionLimit, identifiers.IP)})
 	protected := redisLimiter(t, "grpc_protected", []ratelimit.Rule{{
 		Name: "check_per_ip", Match: map[string]ratelimit.Matcher{identifiers.GRPCMethod: ratelimit.Equal(healthCheck)},
-		Characteristics: []string{identifiers.IP}, Limit: ratelimit.Static(1), Period: ratelimit.StaticPeriod(time.Minute),
+		Characteristics: []string{identifiers.IP}, Limit: 1, Period: time.Minute,
 	}})
 	env := start(t, unary(general, WithLimiters(protected)))
 

@@ -198,7 +198,7 @@ func (f *ruleForm) check(lv *limiterView, rule *configv1.Rule, available *config
 	} else {
 		published = append(published, core)
 	}
-	if err := ratelimit.ValidateRules(ratelimit.MergeTiers(lv.Tiers.Remote, lv.Tiers.File, published, lv.Tiers.Defaults)); err != nil {
+	if _, err := ratelimit.CompileRules("", ratelimit.MergeTiers(lv.Tiers.Remote, lv.Tiers.File, published, lv.Tiers.Defaults)); err != nil {
 		f.addError("", "the limiter's rules with this one are invalid: %v", err)
 	}
 }

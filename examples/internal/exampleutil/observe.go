@@ -42,9 +42,9 @@ func NewObservability() *Observability {
 // block summary and, after StartOTel, tracing.
 func (o *Observability) Observer() ratelimit.Observer {
 	if o.tracing != nil {
-		return ratelimit.Observers(o.Metrics, o.Blocks, o.tracing)
+		return observe.Multi(o.Metrics, o.Blocks, o.tracing)
 	}
-	return ratelimit.Observers(o.Metrics, o.Blocks)
+	return observe.Multi(o.Metrics, o.Blocks)
 }
 
 // Run logs the block summary on its interval until ctx ends.

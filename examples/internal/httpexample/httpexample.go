@@ -50,8 +50,8 @@ func NewLimiter(store ratelimit.Store, keyPrefix string, obs ratelimit.Observer)
 			Description:     "5 requests per minute per client IP",
 			Match:           map[string]ratelimit.Matcher{identifiers.Endpoint: ratelimit.Equal("GET /hello")},
 			Characteristics: []string{identifiers.IP},
-			Limit:           ratelimit.Static(5),
-			Period:          ratelimit.StaticPeriod(time.Minute),
+			Limit:           5,
+			Period:          time.Minute,
 		}},
 	})
 	if err != nil {
