@@ -42,7 +42,7 @@ func (s *countingStore) lastKeys() []string {
 }
 
 func (s *countingStore) ContextBounded() bool {
-	cb, ok := s.Store.(ratelimit.ContextBounded)
+	cb, ok := s.Store.(interface{ ContextBounded() bool })
 	return ok && cb.ContextBounded()
 }
 

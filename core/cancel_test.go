@@ -10,6 +10,7 @@ import (
 	"time"
 
 	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/keys"
 )
 
 // waitStore answers only when the context ends, like a store whose caller

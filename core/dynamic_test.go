@@ -24,7 +24,7 @@ func TestPerRequestTierOverridesByName(t *testing.T) {
 		{Name: "global", Limit: 100, Period: time.Minute, Action: ActionLimit},
 	}
 	src := &staticSource{}
-	l, err := New(Config{Name: "t", Store: store, Rules: base, RuleSource: src})
+	l, err := New(Config{Name: "t", Store: store, Rules: base, RuleSource: src.RulesFor})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestCompileTierNamesEvaluations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := New(Config{Name: "t", Store: NewMemoryStore(), Rules: base, RuleSource: &staticSource{set: set}})
+	l, err := New(Config{Name: "t", Store: NewMemoryStore(), Rules: base, RuleSource: (&staticSource{set: set}).RulesFor})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -102,7 +102,7 @@ func ExampleCost() {
 }
 
 // Limits held by the application are resolved on every check.
-func ExampleLimitFunc() {
+func ExampleRule_limitFunc() {
 	settings := struct{ autocompleteLimit int64 }{autocompleteLimit: 1}
 	limiter, _ := ratelimit.New(ratelimit.Config{
 		Name:  "autocomplete_users",

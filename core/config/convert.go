@@ -138,22 +138,21 @@ func RuleToProto(r ratelimit.Rule) (*configv1.Rule, error) {
 	} else {
 		errs = append(errs, fmt.Errorf("action %q is not limit, log or skip", r.Action))
 	}
-	if r.Limit != 0 || r.LimitFunc != nil {
-		n, static := r.Limit, r.LimitFunc == nil
-		switch {
-		case !static:
-			errs = append(errs, errors.New("limit is a LimitFunc: only a resolved, static limit can be stored (use ratelimit.Static)"))
-		case n < 1 || n > math.MaxUint32:
-			errs = append(errs, fmt.Errorf("limit %d is outside 1..%d", n, uint32(math.MaxUint32)))
-		default:
-			out.Limit = proto.Uint32(uint32(n))
-		}
+	switch n := r.Limit; {
+	case r.LimitFunc != nil:
+		errs = append(errs, errors.New("limit is a LimitFunc: only a resolved, static limit can be stored (set Limit)"))
+	case n == 0: // unset
+	case n < 1 || n > math.MaxUint32:
+		errs = append(errs, fmt.Errorf("limit %d is outside 1..%d", n, uint32(math.MaxUint32)))
+	default:
+		out.Limit = proto.Uint32(uint32(n))
 	}
-	if r.Period != 0 || r.PeriodFunc != nil {
-		d, static := r.Period, r.PeriodFunc == nil
-		if !static {
-			errs = append(errs, errors.New("period is a PeriodFunc: only a resolved, static period can be stored (use ratelimit.StaticPeriod)"))
-		} else if s, err := wholeSeconds("period", d); err != nil {
+	switch {
+	case r.PeriodFunc != nil:
+		errs = append(errs, errors.New("period is a PeriodFunc: only a resolved, static period can be stored (set Period)"))
+	case r.Period == 0: // unset
+	default:
+		if s, err := wholeSeconds("period", r.Period); err != nil {
 			errs = append(errs, err)
 		} else {
 			out.PeriodS = proto.Uint32(s)

@@ -86,17 +86,17 @@ func TestRuleToProtoErrors(t *testing.T) {
 		rule ratelimit.Rule
 		want string
 	}{
-		{"limit func", ratelimit.Rule{Name: "r", Limit: limitFn, Period: minute},
-			"rule r: limit is a LimitFunc: only a resolved, static limit can be stored (use ratelimit.Static)"},
-		{"period func", ratelimit.Rule{Name: "r", Limit: 1, Period: periodFn},
-			"rule r: period is a PeriodFunc: only a resolved, static period can be stored (use ratelimit.StaticPeriod)"},
+		{"limit func", ratelimit.Rule{Name: "r", LimitFunc: limitFn, Period: minute},
+			"rule r: limit is a LimitFunc: only a resolved, static limit can be stored (set Limit)"},
+		{"period func", ratelimit.Rule{Name: "r", Limit: 1, PeriodFunc: periodFn},
+			"rule r: period is a PeriodFunc: only a resolved, static period can be stored (set Period)"},
 		{"fractional period", ratelimit.Rule{Name: "r", Limit: 1, Period: 1500 * time.Millisecond},
 			"rule r: period 1.5s is not a whole number of seconds from 1s to 4294967295s"},
 		{"short ban", ratelimit.Rule{Name: "r", Limit: 1, Period: minute, BanFor: 500 * time.Millisecond},
 			"rule r: ban_for 500ms is not a whole number of seconds from 1s to 4294967295s"},
 		{"limit too large", ratelimit.Rule{Name: "r", Limit: math.MaxUint32 + 1, Period: minute},
 			"rule r: limit 4294967296 is outside 1..4294967295"},
-		{"unknown action", ratelimit.Rule{Name: "r", Action: ratelimit.ActionBlock},
+		{"unknown action", ratelimit.Rule{Name: "r", Action: ratelimit.Action(ratelimit.ActionBlock)},
 			`rule r: action "block" is not limit, log or skip`},
 		{"empty matcher", ratelimit.Rule{Name: "r", Action: ratelimit.ActionSkip, Match: map[string]ratelimit.Matcher{"ip": {}}},
 			`rule r: match "ip": empty matcher`},

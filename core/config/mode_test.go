@@ -119,7 +119,7 @@ func TestParseEnforcement(t *testing.T) {
 		want ratelimit.Enforcement
 		ok   bool
 	}{{"enforce", ratelimit.Enforce, true}, {"shadow", ratelimit.Shadow, true}, {"Shadow", 0, false}, {"", 0, false}} {
-		got, err := config.ParseEnforcement(tc.in)
+		got, err := ParseEnforcement(tc.in)
 		if (err == nil) != tc.ok || (tc.ok && (got != tc.want || got.String() != tc.in)) {
 			t.Errorf("ParseEnforcement(%q) = %v, %v", tc.in, got, err)
 		}

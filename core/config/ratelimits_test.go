@@ -294,7 +294,7 @@ func TestInvalidRateLimitsKeepLastGoodRules(t *testing.T) {
 	good := l.Rules()
 	ctx := t.Context()
 	id := ratelimit.Identifier{"ip": "192.0.2.1"}
-	for i, want := range []ratelimit.Action{ratelimit.ActionAllow, ratelimit.ActionAllow, ratelimit.ActionBlock} {
+	for i, want := range []ratelimit.Verdict{ratelimit.ActionAllow, ratelimit.ActionAllow, ratelimit.ActionBlock} {
 		if got := l.Check(ctx, id).Action; got != want {
 			t.Fatalf("check %d = %v, want %v", i+1, got, want)
 		}

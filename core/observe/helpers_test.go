@@ -9,6 +9,7 @@ import (
 	"time"
 
 	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/observe"
 )
 
 // storeKind is one backend the observer tests run against: a working store and
@@ -58,10 +59,14 @@ func testRules() []ratelimit.Rule {
 	}
 }
 
-func newLimiter(t *testing.T, name string, store ratelimit.Store, prefix string, obs ratelimit.Observer) *ratelimit.Limiter {
+func newLimiter(t *testing.T, name string, store ratelimit.Store, prefix string, obs observe.Observer) *ratelimit.Limiter {
 	t.Helper()
+	var observer func(context.Context, ratelimit.Event)
+	if obs != nil {
+		observer = obs.Observe
+	}
 	l, err := ratelimit.New(ratelimit.Config{
-		Name: name, Store: store, KeyPrefix: prefix, Rules: testRules(), Observer: obs,
+		Name: name, Store: store, KeyPrefix: prefix, Rules: testRules(), Observer: observer,
 		Logger: discard, Timeout: time.Second,
 	})
 	if err != nil {
@@ -72,8 +77,8 @@ func newLimiter(t *testing.T, name string, store ratelimit.Store, prefix string,
 
 // scenario runs the checks whose metrics the tests assert. It returns the
 // verdicts so that tests can confirm what the store decided.
-func scenario(ctx context.Context, l *ratelimit.Limiter) []ratelimit.Action {
-	var got []ratelimit.Action
+func scenario(ctx context.Context, l *ratelimit.Limiter) []ratelimit.Verdict {
+	var got []ratelimit.Verdict
 	check := func(id ratelimit.Identifier) { got = append(got, l.Check(ctx, id).Action) }
 	check(ratelimit.Identifier{"ip": "127.0.0.1", "kind": "api", "user": "u0"}) // skip
 	for range 4 {                                                               // shadow_ip exceeds at 3, per_user blocks the 4th
@@ -89,7 +94,7 @@ func scenario(ctx context.Context, l *ratelimit.Limiter) []ratelimit.Action {
 	return got
 }
 
-var scenarioVerdicts = []ratelimit.Action{"allow", "allow", "allow", "allow", "block", "allow", "allow", "block", "block", "allow"}
+var scenarioVerdicts = []ratelimit.Verdict{"allow", "allow", "allow", "allow", "block", "allow", "allow", "block", "block", "allow"}
 
 // logRecorder is a slog.Handler that keeps every record.
 type logRecorder struct {

@@ -54,7 +54,7 @@ type MetricsOptions struct {
 //
 //	m := observe.NewMetrics(observe.MetricsOptions{})
 //	prometheus.MustRegister(m)
-//	limiter, _ := ratelimit.New(ratelimit.Config{..., Observer: m})
+//	limiter, _ := ratelimit.New(ratelimit.Config{..., Observer: m.Observe})
 //
 // Families (with the default namespace):
 //

@@ -82,7 +82,7 @@ ratelimit_rollout_shadow{rate_limiter="checkout"} 1
 func TestShadowEvaluationsAreNotBlocks(t *testing.T) {
 	m := observe.NewMetrics(observe.MetricsOptions{})
 	l, err := ratelimit.New(ratelimit.Config{
-		Name: "shadowed", Store: ratelimit.NewMemoryStore(), Enforcement: ratelimit.Shadow, Observer: m,
+		Name: "shadowed", Store: ratelimit.NewMemoryStore(), Enforcement: ratelimit.Shadow, Observer: m.Observe,
 		Rules: []ratelimit.Rule{{Name: "tight", Characteristics: []string{"user"}, Action: ratelimit.ActionLimit,
 			Limit: 1, Period: time.Minute}},
 	})

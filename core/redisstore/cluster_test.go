@@ -92,7 +92,7 @@ func TestClusterKeyCompatibility(t *testing.T) {
 			}
 		}
 		for j := range rules {
-			key := ratelimit.CounterKey(prefix, "compat", &rules[j], id)
+			key, _ := ikeys.Counter(prefix, "compat", rules[j].Name, rules[j].Characteristics, rules[j].CountDistinct != "", id)
 			ks, err1 := c.ClusterKeySlot(ctx, key).Result()
 			bs, err2 := c.ClusterKeySlot(ctx, ikeys.BanKey(key)).Result()
 			if err1 != nil || err2 != nil || ks != bs || ks != int64(slot(key)) {

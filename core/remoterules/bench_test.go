@@ -11,7 +11,7 @@ import (
 )
 
 // warmClient returns a client whose cache holds the answer for namespace 345.
-func warmClient(tb testing.TB) (*counting, ratelimit.RuleSource) {
+func warmClient(tb testing.TB) (*counting, func(context.Context, string, ratelimit.Identifier) *ratelimit.RuleSet) {
 	srv := &counting{RulesServiceServer: funcServer{f: func(context.Context, *rulesv1.GetRulesRequest) (*rulesv1.GetRulesResponse, error) {
 		r := answer(1 << 30)
 		r.CacheForS = 3600

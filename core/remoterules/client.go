@@ -116,8 +116,8 @@ type Client struct {
 }
 
 var (
-	_ ratelimit.RuleSource = (*Client)(nil)
-	_ observe.RemoteSource = (*Client)(nil)
+	_ func(context.Context, string, ratelimit.Identifier) *ratelimit.RuleSet = (*Client)(nil)
+	_ observe.RemoteSource                                                   = (*Client)(nil)
 )
 
 // shape is what a limiter's answers depend on: the vary properties of its

@@ -168,7 +168,7 @@ func TestRegisterErrors(t *testing.T) {
 	withLimit := template()
 	withLimit.Limit = 3
 	noPeriod := template()
-	noPeriod.Period = ratelimit.Period{}
+	noPeriod.Period = 0
 	for name, call := range map[string]func() error{
 		"bad limiter":   func() error { return p.Register("Search", template(), limit) },
 		"duplicate":     func() error { return p.Register("search", template(), limit) },

@@ -54,7 +54,7 @@ func ExampleDecision() {
 	limiter, _ := ratelimit.New(ratelimit.Config{
 		Name:  "http_request",
 		Store: ratelimit.NewMemoryStore(),
-		Rules: []ratelimit.Rule{ratelimit.PerMinute("per_ip", 1, identifiers.IP)},
+		Rules: []ratelimit.Rule{{Name: "per_ip", Characteristics: []string{identifiers.IP}, Limit: 1, Period: time.Minute}},
 	})
 	e := echo.New()
 	e.HTTPErrorHandler = func(err error, c echo.Context) {

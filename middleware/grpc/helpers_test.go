@@ -169,7 +169,9 @@ var quiet = slog.New(slog.DiscardHandler)
 
 type limiterOpt func(*ratelimit.Config)
 
-func observed(o ratelimit.Observer) limiterOpt { return func(c *ratelimit.Config) { c.Observer = o } }
+func observed(o func(context.Context, ratelimit.Event)) limiterOpt {
+	return func(c *ratelimit.Config) { c.Observer = o }
+}
 
 // redisLimiter builds a limiter on the test Redis (redistest.URL), with a key
 // prefix unique to the test.

@@ -24,7 +24,7 @@ func Example() {
 			Limit:           1,
 			Period:          time.Minute,
 		}},
-		Observer: blocks,
+		Observer: blocks.Observe,
 	})
 	if err != nil {
 		panic(err)

@@ -73,7 +73,7 @@ func newFixture(t *testing.T) fixture {
 	tiers := fixtureTiers()
 	prefix := redistest.Prefix(t)
 	api, err := ratelimit.New(ratelimit.Config{Name: "api", Store: redisstore.New(redistest.Client(t)), KeyPrefix: prefix,
-		Rules: ratelimit.MergeTiers(tiers.File, tiers.Published, tiers.Defaults), Observer: blocks, Logger: slog.New(slog.DiscardHandler)})
+		Rules: ratelimit.MergeTiers(tiers.File, tiers.Published, tiers.Defaults), Observer: blocks.Observe, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func newFixture(t *testing.T) fixture {
 	blocks.Flush(ctx) // the per_user and login_ban blocks become the previous interval
 	api.Check(ctx, ratelimit.Identifier{"user": "u1", "kind": "api", "ip": "10.0.0.1", "path": "/api/v4/user"})
 
-	jobs, err := ratelimit.New(ratelimit.Config{Name: "jobs", Store: unreachable(t), Observer: blocks, Logger: slog.New(slog.DiscardHandler),
+	jobs, err := ratelimit.New(ratelimit.Config{Name: "jobs", Store: unreachable(t), Observer: blocks.Observe, Logger: slog.New(slog.DiscardHandler),
 		Breaker: ratelimit.BreakerConfig{Failures: 1, Cooldown: time.Hour},
 		Rules:   []ratelimit.Rule{{Name: "per_queue", Characteristics: []string{"queue"}, Limit: 10, Period: time.Second}}})
 	if err != nil {

@@ -40,7 +40,7 @@ func NewObservability() *Observability {
 
 // Observer is the Config.Observer of the example's limiters: metrics, the
 // block summary and, after StartOTel, tracing.
-func (o *Observability) Observer() ratelimit.Observer {
+func (o *Observability) Observer() func(context.Context, ratelimit.Event) {
 	if o.tracing != nil {
 		return observe.Multi(o.Metrics, o.Blocks, o.tracing)
 	}

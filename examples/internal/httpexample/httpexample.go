@@ -39,7 +39,7 @@ type NewHandler func(limiter *ratelimit.Limiter, tp identifiers.TrustedProxies) 
 // NewLimiter returns the examples' limiter: GET /hello, 5 requests per minute
 // per client IP. keyPrefix isolates test runs on a shared Redis ("" for the
 // default); obs (may be nil) receives every decision for metrics.
-func NewLimiter(store ratelimit.Store, keyPrefix string, obs ratelimit.Observer) (*ratelimit.Limiter, error) {
+func NewLimiter(store ratelimit.Store, keyPrefix string, obs func(context.Context, ratelimit.Event)) (*ratelimit.Limiter, error) {
 	l, err := ratelimit.New(ratelimit.Config{
 		Name:      "http_request",
 		Store:     store,
