@@ -461,16 +461,18 @@ func (s *Service) override(keys []string, o *rlcommonv3.RateLimitDescriptor_Rate
 		return set, nil
 	}
 	limit := int64(o.GetRequestsPerUnit())
-	if o.GetRequestsPerUnit() == 0 {
+	var limitFunc func(context.Context) (int64, error)
+	if limit == 0 {
 		// envoyproxy/ratelimit treats 0 requests per unit as "deny all"; a
 		// static limit must be at least 1, so a constant resolver says it.
-		limit = func(context.Context) (int64, error) { return 0, nil }
+		limitFunc = func(context.Context) (int64, error) { return 0, nil }
 	}
 	set, err := ratelimit.CompileRules("", []ratelimit.Rule{{
 		Name:            OverrideRulePrefix + strconv.FormatInt(int64(period/time.Second), 10) + "s",
 		Description:     "limit override sent by Envoy with the descriptor",
 		Characteristics: keys,
 		Limit:           limit,
+		LimitFunc:       limitFunc,
 		Period:          period,
 		Action:          ratelimit.ActionLimit, // never shadow, as in envoyproxy/ratelimit
 	}})

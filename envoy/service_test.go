@@ -310,7 +310,7 @@ func (s *countingStore) Eval(ctx context.Context, mode ratelimit.Mode, ops []rat
 }
 
 func (s *countingStore) ContextBounded() bool {
-	cb, ok := s.Store.(ratelimit.ContextBounded)
+	cb, ok := s.Store.(interface{ ContextBounded() bool })
 	return ok && cb.ContextBounded()
 }
 

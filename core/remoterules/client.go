@@ -116,7 +116,7 @@ type Client struct {
 }
 
 var (
-	_ func(context.Context, string, ratelimit.Identifier) *ratelimit.RuleSet = (*Client)(nil)
+	_ func(context.Context, string, ratelimit.Identifier) *ratelimit.RuleSet = (*Client)(nil).RulesFor // a Config.RuleSource
 	_ observe.RemoteSource                                                   = (*Client)(nil)
 )
 

@@ -9,7 +9,7 @@
 //		RulesService: rulesv1.NewRulesServiceClient(conn),
 //		Available:    available,                             // available_limiters.yaml: answers are checked against it
 //	})
-//	limiter, _ := ratelimit.New(ratelimit.Config{Name: "rack_request", Store: store, Rules: rules, RuleSource: remote})
+//	limiter, _ := ratelimit.New(ratelimit.Config{Name: "rack_request", Store: store, Rules: rules, RuleSource: remote.RulesFor})
 //
 // A rule of the answer named like a local rule replaces it and inherits its
 // counter (the name is part of the key). Its evaluation has PerRequest set

@@ -46,7 +46,7 @@ func ExampleNew() {
 	limiter, _ := ratelimit.New(ratelimit.Config{
 		Name:       "api",
 		Store:      ratelimit.NewMemoryStore(),
-		RuleSource: remote,
+		RuleSource: remote.RulesFor,
 		Rules: []ratelimit.Rule{{Name: "per_user", Characteristics: []string{"user"},
 			Limit: 2, Period: 3600e9, Action: ratelimit.ActionLimit}},
 	})

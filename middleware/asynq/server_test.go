@@ -168,7 +168,7 @@ func redisJobsLimiter(t *testing.T, client redis.UniversalClient, prefix string,
 func TestServerRetriesAfterReset(t *testing.T) {
 	h := newHarness(t)
 	rec := &attempts{}
-	l := redisJobsLimiter(t, redistest.Client(t), redistest.Prefix(t), rec, 2, time.Second)
+	l := redisJobsLimiter(t, redistest.Client(t), redistest.Prefix(t), rec.Observe, 2, time.Second)
 	handled := make(chan string, 16)
 	h.serve(t, Middleware(l), handled)
 
