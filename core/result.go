@@ -74,7 +74,7 @@ type Evaluation struct {
 	// (WithRules or Config.RuleSource) rather than the limiter's own rules.
 	PerRequest bool
 	// Tier names the per-request tier the rule came from when its RuleSet
-	// was compiled with CompileTier (the rules service's client says
+	// was compiled with a tier name by CompileRules (the rules service's client says
 	// "remote"); "" otherwise.
 	Tier string
 }

@@ -250,9 +250,9 @@ type compiledRule struct {
 	static bool // limit and period both static
 	limit  int64
 	period time.Duration
-	// perRequest marks a rule of a per-request tier (WithRules, RuleSource).
+	// perRequest marks a rule of a per-request tier (WithRules, Config.RuleSource).
 	perRequest bool
-	tier       string // the per-request tier's name (CompileTier), for Evaluation.Tier
+	tier       string // the per-request tier's name (CompileRules), for Evaluation.Tier
 }
 
 func compileRule(r *Rule) (*compiledRule, error) {

@@ -592,7 +592,7 @@ func domainLabel(s *Service, req *rlsv3.RateLimitRequest) string {
 }
 
 // validProperty reports whether k matches ^[a-z0-9_]{1,64}$, like
-// ratelimit.ValidName, without a regular expression: it runs for every entry
+// rulecheck.ValidName, without a regular expression: it runs for every entry
 // of every request.
 func validProperty(k string) bool {
 	if len(k) == 0 || len(k) > 64 {

@@ -356,9 +356,8 @@ func rulesShow(ctx context.Context, e *rulesEnv, args []string) int {
 func describeRule(r ratelimit.Rule) string {
 	var b strings.Builder
 	b.WriteString(string(r.Action))
-	if n, ok := r.Limit, r.LimitFunc == nil; ok && (r.Limit != 0 || r.LimitFunc != nil) {
-		d, _ := r.Period, r.PeriodFunc == nil
-		fmt.Fprintf(&b, " %d per %v", n, d)
+	if r.LimitFunc == nil && r.Limit != 0 {
+		fmt.Fprintf(&b, " %d per %v", r.Limit, r.Period)
 	}
 	if r.CountDistinct != "" {
 		fmt.Fprintf(&b, " distinct %s", r.CountDistinct)

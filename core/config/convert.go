@@ -118,8 +118,8 @@ func DefaultRuleToRule(d *configv1.DefaultRule) *configv1.Rule {
 
 // RuleToProto converts a core rule into the schema, for the rule store and
 // the publisher. Only static values can be stored: a rule whose limit is a
-// LimitFunc or whose period is a PeriodFunc is an error (resolve it and use
-// ratelimit.Static / ratelimit.StaticPeriod, as rulestore.Publisher does).
+// LimitFunc or whose period is a PeriodFunc is an error (resolve it into
+// Limit / Period, as rulestore.Publisher does).
 // Period and BanFor must be whole seconds, and the limit must fit uint32.
 func RuleToProto(r ratelimit.Rule) (*configv1.Rule, error) {
 	out := &configv1.Rule{

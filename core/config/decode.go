@@ -385,7 +385,7 @@ func (d *doc) single(n *yaml.Node, fd protoreflect.FieldDescriptor, p path) (any
 }
 
 // str reads a scalar as text. Numbers and booleans are accepted and rendered
-// as ratelimit.Canonical renders identifier values, so `project_id: 42`
+// as an Identifier canonicalizes its values (keys.Canonical), so `project_id: 42`
 // matches the identifier value 42.
 func (d *doc) str(n *yaml.Node, p path, name string) (string, bool) {
 	if n.Kind != yaml.ScalarNode {

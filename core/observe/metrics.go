@@ -49,7 +49,7 @@ type MetricsOptions struct {
 	Now func() time.Time
 }
 
-// Metrics is a Prometheus collector and a ratelimit.Observer. Register it once
+// Metrics is a Prometheus collector and an Observer. Register it once
 // and give it to every limiter:
 //
 //	m := observe.NewMetrics(observe.MetricsOptions{})

@@ -33,7 +33,7 @@ var crc16Table = func() (t [256]uint16) {
 const numSlots = 16384
 
 // slot returns the Redis Cluster hash slot of key: CRC16 of its hash tag
-// (ratelimit.HashTag) modulo 16384, as CLUSTER KEYSLOT computes it.
+// (keys.HashTag) modulo 16384, as CLUSTER KEYSLOT computes it.
 func slot(key string) int {
 	return int(crc16(keys.HashTag(key)) % numSlots)
 }

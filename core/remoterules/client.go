@@ -86,7 +86,7 @@ type BreakerConfig struct {
 	Cooldown time.Duration
 }
 
-// Client is a ratelimit.RuleSource backed by the rules service: it answers
+// Client is the rules service's client; its RulesFor is a ratelimit.Config.RuleSource: it answers
 // each check from a cache keyed by limiter and by the values of the answer's
 // vary properties, asks the service only for shapes it has not seen (one call
 // per shape however many checks wait), serves stale answers while it

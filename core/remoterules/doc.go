@@ -1,5 +1,5 @@
 // Package remoterules is the client of the per-request rules service (the
-// source design's Phase 3): a ratelimit.RuleSource whose rules come first in
+// source design's Phase 3): a ratelimit.Config.RuleSource whose rules come first in
 // every check, above the file, published and default tiers, so limits can
 // differ per customer, namespace or plan and change without a deploy.
 //
