@@ -319,10 +319,10 @@ func compileRule(r *Rule) (*compiledRule, error) {
 			errs = append(errs, errors.New("limit and log rules require limit and period"))
 		}
 		if !limStatic && n != 0 {
-			errs = append(errs, errors.New("Limit and LimitFunc are both set (set one)"))
+			errs = append(errs, errors.New("both a limit and a LimitFunc are set (set one)"))
 		}
 		if !perStatic && d != 0 {
-			errs = append(errs, errors.New("Period and PeriodFunc are both set (set one)"))
+			errs = append(errs, errors.New("both a period and a PeriodFunc are set (set one)"))
 		}
 		if limStatic && n < 0 {
 			errs = append(errs, fmt.Errorf("limit %d must be at least 1 (a LimitFunc may return 0 to deny all)", n))
