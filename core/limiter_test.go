@@ -13,7 +13,6 @@ import (
 	"time"
 
 	ratelimit "github.com/ratekit/ratekit/core"
-	"github.com/ratekit/ratekit/core/observe"
 )
 
 func basic(name string) ratelimit.Rule {
@@ -266,10 +265,10 @@ func TestCallerCancellationDoesNotTripBreaker(t *testing.T) {
 func TestObserverPanicNeverChangesVerdict(t *testing.T) {
 	var events []ratelimit.Event
 	l, _ := ratelimit.New(ratelimit.Config{Name: "lim", Store: ratelimit.NewMemoryStore(), Rules: []ratelimit.Rule{basic("r")},
-		Observer: observe.Multi(
-			observe.Func(func(_ context.Context, e ratelimit.Event) { events = append(events, e) }),
-			observe.Func(func(context.Context, ratelimit.Event) { panic("metrics bug") }),
-		)})
+		Observer: func(_ context.Context, e ratelimit.Event) {
+			events = append(events, e)
+			panic("metrics bug")
+		}})
 	ctx := context.Background()
 	id := ratelimit.Identifier{"user": "u"}
 	for i := 0; i < 6; i++ {
