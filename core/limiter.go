@@ -37,8 +37,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock used for ResetAt (default time.Now).
 	Now func() time.Time
-	// Observer is told about every check, peek and clear (metrics, tracing).
-	// A panicking observer never changes a verdict.
+	// Observer is told about every check, peek and clear (metrics, tracing:
+	// pass the Observe method of a core/observe observer, or observe.Multi
+	// of several). It must be safe for concurrent use and should not block;
+	// a panicking observer never changes a verdict.
 	Observer func(ctx context.Context, e Event)
 	// RuleSource, when set, supplies per-request rules evaluated before the
 	// limiter's own (the highest tier: the rules service of docs/design.md,

@@ -5,12 +5,6 @@ import (
 	"time"
 )
 
-// Config.Observer receives an Event after every Check, Peek and Clear.
-// Metrics, tracing and logging packages provide one (core/observe, which also
-// fans one event out to several); it must be safe for concurrent use and
-// should not block. A panic in an observer is recovered and never changes the
-// verdict.
-
 // EventKind says which operation an Event reports: EventCheck, EventPeek or
 // EventClear.
 type EventKind uint8
