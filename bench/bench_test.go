@@ -140,7 +140,7 @@ func ratekit(n int, store func(testing.TB, env) ratelimit.Store) func(testing.TB
 		rules := make([]ratelimit.Rule, n)
 		for i := range rules {
 			rules[i] = ratelimit.Rule{Name: fmt.Sprintf("rule_%d", i), Action: ratelimit.ActionLimit,
-				Characteristics: []string{"user"}, Limit: ratelimit.Static(int64(limit)), Period: ratelimit.StaticPeriod(time.Hour)}
+				Characteristics: []string{"user"}, Limit: int64(limit), Period: time.Hour}
 		}
 		l := ratekitLimiter(t, store(t, e), e.prefix, rules)
 		ids := identifiers()
@@ -155,7 +155,7 @@ func ratekit(n int, store func(testing.TB, env) ratelimit.Store) func(testing.TB
 // driven over a limit of 1 with a one-hour ban before the clock starts.
 func ratekitBanned(t testing.TB, e env, _ int) checker {
 	l := ratekitLimiter(t, redisstore.New(e.client), e.prefix, []ratelimit.Rule{{Name: "banned", Action: ratelimit.ActionLimit,
-		Characteristics: []string{"user"}, Limit: ratelimit.Static(1), Period: ratelimit.StaticPeriod(time.Hour), BanFor: time.Hour}})
+		Characteristics: []string{"user"}, Limit: 1, Period: time.Hour, BanFor: time.Hour}})
 	ids := identifiers()
 	ctx := context.Background()
 	for _, id := range ids {

@@ -50,17 +50,17 @@ func TestCheckAllocations(t *testing.T) {
 // a check's allocations are the limiter's own.
 type nopStore struct{ bounded bool }
 
-func (s nopStore) Eval(_ context.Context, _ ratelimit.Mode, ops []ratelimit.Op) ([]ratelimit.Outcome, error) {
+func (s nopStore) Eval(_ context.Context, _ ratelimit.Mode, ops []ratelimit.Op) ([]ratelimit.OpResult, error) {
 	return nopOutcomes[:len(ops)], nil
 }
 
 func (nopStore) Delete(context.Context, []string) (int, error) { return 0, nil }
 func (s nopStore) ContextBounded() bool                        { return s.bounded }
 
-var nopOutcomes = func() []ratelimit.Outcome {
-	o := make([]ratelimit.Outcome, 16)
+var nopOutcomes = func() []ratelimit.OpResult {
+	o := make([]ratelimit.OpResult, 16)
 	for i := range o {
-		o[i] = ratelimit.Outcome{Evaluated: true, Count: 1, TTL: time.Hour}
+		o[i] = ratelimit.OpResult{Evaluated: true, Count: 1, TTL: time.Hour}
 	}
 	return o
 }()
@@ -74,7 +74,7 @@ func TestLimiterAllocationsOnNetworkStore(t *testing.T) {
 		rs := make([]ratelimit.Rule, n)
 		for i := range rs {
 			rs[i] = ratelimit.Rule{Name: "r" + string(rune('a'+i)), Characteristics: []string{"user"},
-				Limit: ratelimit.Static(100), Period: ratelimit.StaticPeriod(time.Hour), BanFor: time.Minute}
+				Limit: 100, Period: time.Hour, BanFor: time.Minute}
 		}
 		return rs
 	}

@@ -18,8 +18,8 @@ func benchRules(n int) []ratelimit.Rule {
 		rules[i] = ratelimit.Rule{
 			Name:            fmt.Sprintf("rule_%d", i),
 			Characteristics: []string{"user", "ip"}[:1+i%2],
-			Limit:           ratelimit.Static(1 << 40),
-			Period:          ratelimit.StaticPeriod(time.Hour),
+			Limit:           1 << 40,
+			Period:          time.Hour,
 		}
 	}
 	return rules

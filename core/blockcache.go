@@ -8,12 +8,6 @@ import (
 	"time"
 )
 
-// Defaults of BlockedCacheConfig.
-const (
-	DefaultBlockedCacheSize   = 10000
-	DefaultBlockedCacheMaxAge = time.Second
-)
-
 // BlockedCacheConfig configures the process-local cache of blocked counters of
 // a Limiter.
 //
@@ -182,7 +176,7 @@ func (c *blockCache) drop(key string) {
 func (c *blockCache) generation() uint64 { return c.gen.Load() }
 
 // put records that op's counter blocks until until, if the outcome qualifies.
-func (c *blockCache) put(gen uint64, op *Op, out *Outcome, until time.Time, now time.Time) {
+func (c *blockCache) put(gen uint64, op *Op, out *OpResult, until time.Time, now time.Time) {
 	if (out.Banned && op.BanKey == "") || (!out.Banned && !c.overLimit) {
 		c.drop(op.Key) // not cacheable: an older entry (a ban now over) must not answer
 		return

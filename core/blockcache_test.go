@@ -23,7 +23,7 @@ type countingStore struct {
 	last  []string
 }
 
-func (s *countingStore) Eval(ctx context.Context, m ratelimit.Mode, ops []ratelimit.Op) ([]ratelimit.Outcome, error) {
+func (s *countingStore) Eval(ctx context.Context, m ratelimit.Mode, ops []ratelimit.Op) ([]ratelimit.OpResult, error) {
 	s.evals.Add(1)
 	keys := make([]string, len(ops))
 	for i := range ops {
@@ -42,7 +42,7 @@ func (s *countingStore) lastKeys() []string {
 }
 
 func (s *countingStore) ContextBounded() bool {
-	cb, ok := s.Store.(ratelimit.ContextBounded)
+	cb, ok := s.Store.(interface{ ContextBounded() bool })
 	return ok && cb.ContextBounded()
 }
 
@@ -71,7 +71,7 @@ func (c *fakeClock) Add(d time.Duration) {
 func cacheStores(t *testing.T, clk *fakeClock) map[string]func(t *testing.T) (ratelimit.Store, string) {
 	return map[string]func(t *testing.T) (ratelimit.Store, string){
 		"memory": func(t *testing.T) (ratelimit.Store, string) {
-			return ratelimit.NewMemoryStore(ratelimit.WithMemoryClock(clk.Now)), ""
+			return ratelimit.MemoryConfig{Now: clk.Now}.New(), ""
 		},
 		"redis": func(t *testing.T) (ratelimit.Store, string) {
 			return redisstore.New(redistest.Client(t)), redistest.Prefix(t)
@@ -84,7 +84,7 @@ func cacheStores(t *testing.T, clk *fakeClock) map[string]func(t *testing.T) (ra
 
 func bannedRule() ratelimit.Rule {
 	r := basic("login")
-	r.Limit = ratelimit.Static(2)
+	r.Limit = 2
 	r.BanFor = 10 * time.Minute
 	return r
 }
@@ -179,7 +179,7 @@ func TestBlockedCacheBannedClient(t *testing.T) {
 // TestBlockedCacheExpires: past the cached reset the store is asked again.
 func TestBlockedCacheExpires(t *testing.T) {
 	clk := &fakeClock{t: time.Now()}
-	cs := &countingStore{Store: ratelimit.NewMemoryStore(ratelimit.WithMemoryClock(clk.Now))}
+	cs := &countingStore{Store: ratelimit.MemoryConfig{Now: clk.Now}.New()}
 	l := cacheLimiter(t, cs, "", clk, ratelimit.BlockedCacheConfig{MaxAge: -1}, bannedRule())
 	ctx := context.Background()
 	id := ratelimit.Identifier{"user": "mallory"}
@@ -205,7 +205,7 @@ func TestBlockedCacheExpires(t *testing.T) {
 // Clear by another limiter (another process) is seen that much later.
 func TestBlockedCacheMaxAge(t *testing.T) {
 	clk := &fakeClock{t: time.Now()}
-	store := ratelimit.NewMemoryStore(ratelimit.WithMemoryClock(clk.Now))
+	store := ratelimit.MemoryConfig{Now: clk.Now}.New()
 	cs := &countingStore{Store: store}
 	l := cacheLimiter(t, cs, "", clk, ratelimit.BlockedCacheConfig{}, bannedRule())
 	other := cacheLimiter(t, store, "", clk, ratelimit.BlockedCacheConfig{}, bannedRule())
@@ -244,7 +244,7 @@ func TestBlockedCacheEarlierRulesStillCount(t *testing.T) {
 			cs := &countingStore{Store: store}
 			audit := basic("audit")
 			audit.Action = ratelimit.ActionLog
-			audit.Limit = ratelimit.Static(1000)
+			audit.Limit = 1000
 			l := cacheLimiter(t, cs, prefix, clk, ratelimit.BlockedCacheConfig{}, audit, bannedRule())
 			ctx := context.Background()
 			id := ratelimit.Identifier{"user": "mallory"}
@@ -291,7 +291,7 @@ func TestBlockedCacheOverLimit(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			clk := &fakeClock{t: time.Now()}
-			cs := &countingStore{Store: ratelimit.NewMemoryStore(ratelimit.WithMemoryClock(clk.Now))}
+			cs := &countingStore{Store: ratelimit.MemoryConfig{Now: clk.Now}.New()}
 			l := cacheLimiter(t, cs, "", clk, tt.cfg, basic("api")) // limit 5 a minute
 			ctx := context.Background()
 			id := ratelimit.Identifier{"user": "u"}
@@ -322,7 +322,7 @@ func TestBlockedCacheOverLimit(t *testing.T) {
 // size, and every one is still blocked (by the cache or by the store).
 func TestBlockedCacheBounded(t *testing.T) {
 	clk := &fakeClock{t: time.Now()}
-	cs := &countingStore{Store: ratelimit.NewMemoryStore(ratelimit.WithMemoryClock(clk.Now))}
+	cs := &countingStore{Store: ratelimit.MemoryConfig{Now: clk.Now}.New()}
 	l := cacheLimiter(t, cs, "", clk, ratelimit.BlockedCacheConfig{Size: 32}, bannedRule())
 	ctx := context.Background()
 	for i := range 500 {
@@ -347,7 +347,7 @@ func TestBlockedCacheBounded(t *testing.T) {
 // TestBlockedCacheShadow: a cached block is softened like a store-answered one.
 func TestBlockedCacheShadow(t *testing.T) {
 	clk := &fakeClock{t: time.Now()}
-	cs := &countingStore{Store: ratelimit.NewMemoryStore(ratelimit.WithMemoryClock(clk.Now))}
+	cs := &countingStore{Store: ratelimit.MemoryConfig{Now: clk.Now}.New()}
 	l := cacheLimiter(t, cs, "", clk, ratelimit.BlockedCacheConfig{}, bannedRule())
 	if err := l.SetEnforcement(ratelimit.Shadow); err != nil {
 		t.Fatal(err)
@@ -371,7 +371,7 @@ var _ ratelimit.Store = (*countingStore)(nil)
 // check ends the cached answers of all.
 func TestBlockedCacheOneRefreshPerMaxAge(t *testing.T) {
 	clk := &fakeClock{t: time.Now()}
-	store := ratelimit.NewMemoryStore(ratelimit.WithMemoryClock(clk.Now))
+	store := ratelimit.MemoryConfig{Now: clk.Now}.New()
 	cs := &countingStore{Store: store}
 	l := cacheLimiter(t, cs, "", clk, ratelimit.BlockedCacheConfig{}, bannedRule())
 	ctx := context.Background()
@@ -420,7 +420,7 @@ func ExampleBlockedCacheConfig() {
 		Name:  "login",
 		Store: ratelimit.NewMemoryStore(),
 		Rules: []ratelimit.Rule{{Name: "per_ip", Action: ratelimit.ActionLimit, Characteristics: []string{"ip"},
-			Limit: ratelimit.Static(3), Period: ratelimit.StaticPeriod(time.Minute), BanFor: 15 * time.Minute}},
+			Limit: 3, Period: time.Minute, BanFor: 15 * time.Minute}},
 		BlockedCache: ratelimit.BlockedCacheConfig{Size: 50000, MaxAge: 5 * time.Second},
 	})
 	if err != nil {

@@ -128,7 +128,7 @@ func (l *Limiter) probe() bool {
 	l.breaker.inProbe.Store(true)
 	defer l.breaker.inProbe.Store(false)
 	ops := []Op{{Kind: OpCount, Key: l.prefix + "{" + l.name + ":probe}", Limit: 1, Period: time.Second}}
-	outs, err := callStore(l, context.Background(), func(ctx context.Context) ([]Outcome, error) {
+	outs, err := callStore(l, context.Background(), func(ctx context.Context) ([]OpResult, error) {
 		return evalStore(ctx, l.store, ModePeek, ops)
 	})
 	return err == nil && len(outs) == 1

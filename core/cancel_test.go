@@ -10,13 +10,14 @@ import (
 	"time"
 
 	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/keys"
 )
 
 // waitStore answers only when the context ends, like a store whose caller
 // went away mid-call.
 type waitStore struct{ calls int }
 
-func (s *waitStore) Eval(ctx context.Context, _ ratelimit.Mode, _ []ratelimit.Op) ([]ratelimit.Outcome, error) {
+func (s *waitStore) Eval(ctx context.Context, _ ratelimit.Mode, _ []ratelimit.Op) ([]ratelimit.OpResult, error) {
 	s.calls++
 	<-ctx.Done()
 	return nil, ctx.Err()
@@ -31,8 +32,8 @@ func TestCallerCancellationIsNotAStoreError(t *testing.T) {
 		Name: "cancel", Store: store, Timeout: time.Hour,
 		Breaker: ratelimit.BreakerConfig{Failures: 1},
 		Logger:  slog.New(slog.NewJSONHandler(&logs, nil)),
-		Rules: []ratelimit.Rule{{Name: "all", Limit: ratelimit.Static(5),
-			Period: ratelimit.StaticPeriod(time.Minute), Action: ratelimit.ActionLimit}},
+		Rules: []ratelimit.Rule{{Name: "all", Limit: 5,
+			Period: time.Minute, Action: ratelimit.ActionLimit}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -65,12 +66,12 @@ func TestTypedNilIdentifierValueIsMissing(t *testing.T) {
 			t.Fatalf("%s: typed nil is present as %q", k, v)
 		}
 	}
-	if got := ratelimit.Canonical(u); got == "" {
+	if got := keys.Canonical(u); got == "" {
 		t.Fatalf("Canonical(nil *url.URL) = %q", got)
 	}
 	l, err := ratelimit.New(ratelimit.Config{Name: "tn", Store: ratelimit.NewMemoryStore(),
 		Rules: []ratelimit.Rule{{Name: "by_path", Characteristics: []string{"path"}, Match: map[string]ratelimit.Matcher{"err": ratelimit.Regex(".*")},
-			Limit: ratelimit.Static(1), Period: ratelimit.StaticPeriod(time.Minute), Action: ratelimit.ActionLimit}}})
+			Limit: 1, Period: time.Minute, Action: ratelimit.ActionLimit}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +83,7 @@ func TestTypedNilIdentifierValueIsMissing(t *testing.T) {
 func TestMissingCharacteristicIsNotASharedBucket(t *testing.T) {
 	var logs syncBuffer
 	rule := ratelimit.Rule{Name: "per_user", Characteristics: []string{"usr"}, // a typo: requests carry "user"
-		Limit: ratelimit.Static(1), Period: ratelimit.StaticPeriod(time.Minute), Action: ratelimit.ActionLimit}
+		Limit: 1, Period: time.Minute, Action: ratelimit.ActionLimit}
 	opted := rule
 	opted.Name, opted.CountMissing = "per_user_or_all", true
 	for _, tc := range []struct {

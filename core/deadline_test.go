@@ -18,7 +18,7 @@ type deadlineStore struct {
 
 func (s *deadlineStore) ContextBounded() bool { return true }
 
-func (s *deadlineStore) Eval(ctx context.Context, m ratelimit.Mode, ops []ratelimit.Op) ([]ratelimit.Outcome, error) {
+func (s *deadlineStore) Eval(ctx context.Context, m ratelimit.Mode, ops []ratelimit.Op) ([]ratelimit.OpResult, error) {
 	s.deadline, s.has = ctx.Deadline()
 	return s.Store.Eval(ctx, m, ops)
 }

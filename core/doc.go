@@ -10,8 +10,8 @@
 //		Rules: []ratelimit.Rule{{
 //			Name:            "authenticated_api",
 //			Characteristics: []string{"user"},
-//			Limit:           ratelimit.Static(200),
-//			Period:          ratelimit.StaticPeriod(time.Minute),
+//			Limit:           200,
+//			Period:          time.Minute,
 //			Action:          ratelimit.ActionLimit,
 //		}},
 //	})
@@ -25,7 +25,7 @@
 //
 // Rules are evaluated in order. A rule applies when every Match entry is
 // present in the identifier and matches: Equal (canonical string equality),
-// Regex (RE2, bounded by MaxRegexLen and MaxRegexInsts) or OneOf.
+// Regex (RE2, bounded to 1024 bytes and 10000 instructions) or OneOf.
 //
 //   - skip is terminal: evaluation stops and the result is allow, with the skip
 //     rule as Result.Rule and no Info. Counting rules before it have already
@@ -47,7 +47,7 @@
 //
 // CountDistinct counts distinct values of a property (an exact set) instead of
 // volume; the cost is ignored except that cost 0 adds nothing. A member longer
-// than MaxMemberLen bytes is stored as its SHA-256, so clients cannot grow a
+// than 200 bytes is stored as its SHA-256, so clients cannot grow a
 // set's memory with long values. A rule whose
 // property is missing from the identifier is left out, and the result is
 // Degraded (logged at WARN as rate_limit_missing_count_distinct).
@@ -87,8 +87,8 @@
 // # Identifiers and keys
 //
 // An Identifier maps property names to values; values are compared and keyed
-// by their canonical string (Canonical: integers in decimal, so 42 and "42" are
-// one caller). A nil value, including a typed nil such as a nil *url.URL, is
+// by their canonical string (see Identifier: integers in decimal, so 42 and
+// "42" are one caller). A nil value, including a typed nil such as a nil *url.URL, is
 // the same as an absent property; the empty string is a value of its own.
 //
 // Each (limiter, rule, characteristic values) has its own counter key, for
@@ -104,7 +104,7 @@
 // missing does not apply, and the result is Degraded, logged at WARN as
 // rate_limit_missing_characteristic, so a misspelt property never becomes one
 // bucket shared by every caller) and a
-// value longer than MaxKeyValueLen escaped bytes is "#" plus its SHA-256, so no
+// value longer than 200 escaped bytes is "#" plus its SHA-256, so no
 // two different identifiers can ever share a counter. The limiter name leads
 // every key, so two limiters never share counters.
 //
@@ -112,7 +112,7 @@
 //
 // Check and Peek never return an error: a store failure, a timeout or a
 // failing limit resolver gives ActionAllow with Result.Err set, logged at WARN
-// as rate_limit_error and reported to the Observer (metrics). Each store call
+// as rate_limit_error and reported to Config.Observer (metrics). Each store call
 // is bounded by Config.Timeout (default 100ms); a store outside the process runs
 // in its own goroutine so that even a server that accepts connections and
 // never answers cannot hold a request longer. After Breaker.Failures
@@ -145,7 +145,7 @@
 // # Stores
 //
 // A Store applies the counting operations the limiter builds (see Store, Op
-// and Outcome). NewMemoryStore is the embedded default for one process;
+// and OpResult). NewMemoryStore is the embedded default for one process;
 // redisstore.New counts in Redis, evaluating every rule of a check in one Lua
 // script call, and on Redis Cluster in stages of pipelined calls that never
 // charge past a blocking rule (see package redisstore). Every store
@@ -158,7 +158,7 @@
 // its limiters in order and stops at the first block, so later limiters never
 // count a rejected request. A Decision combines the results: a limiter that
 // failed open never blocks and contributes no headers; the rest are ranked by
-// MoreConstraining. WithMeter puts a request-scoped Meter in the context, to
+// Evaluation.MoreConstraining. WithMeter puts a request-scoped Meter in the context, to
 // which application code adds measured costs (AddCost(ctx, "db_duration_s",
 // 0.012)); Metered charges them after the handler.
 //

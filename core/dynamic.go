@@ -1,7 +1,5 @@
 package ratelimit
 
-import "context"
-
 // RuleSet is a validated, compiled rule list that a check can use as its
 // highest tier: the per-request rules of a rules service, or a gateway's
 // per-request limit override. Compile it once and reuse it; it is immutable
@@ -12,14 +10,13 @@ type RuleSet struct {
 	names    map[string]struct{}
 }
 
-// CompileRules validates rules exactly as SetRules does and compiles them into
-// a RuleSet. On error nothing is returned: a list is used whole or not at all.
-func CompileRules(rules []Rule) (*RuleSet, error) { return CompileTier("", rules) }
-
-// CompileTier is CompileRules for a named tier: the evaluations of the set's
-// rules carry the name in Evaluation.Tier, so a result says where each rule
-// came from (the rules service's client names its tier "remote").
-func CompileTier(tier string, rules []Rule) (*RuleSet, error) {
+// CompileRules validates rules exactly as New and SetRules do (every rule
+// valid, names unique; all problems reported, joined) and compiles them into a
+// RuleSet. On error nothing is returned: a list is used whole or not at all.
+// tier names the set: the evaluations of its rules carry it in
+// Evaluation.Tier, so a result says where each rule came from (the rules
+// service's client names its tier "remote"); it may be "".
+func CompileRules(tier string, rules []Rule) (*RuleSet, error) {
 	compiled, err := compileRules(rules)
 	if err != nil {
 		return nil, err
@@ -48,14 +45,6 @@ func (s *RuleSet) Len() int {
 		return 0
 	}
 	return len(s.rules)
-}
-
-// RuleSource supplies per-request rules, evaluated before every rule of the
-// limiter (the highest tier). RulesFor must be fast and must not block for
-// long: it runs on every check. It returns nil when it has no rules for the
-// request (or cannot reach its backend: the local rules then serve alone).
-type RuleSource interface {
-	RulesFor(ctx context.Context, limiter string, id Identifier) *RuleSet
 }
 
 // WithRules puts s above the limiter's rules for one check or peek: its rules

@@ -20,11 +20,11 @@ func TestPerRequestTierOverridesByName(t *testing.T) {
 	ctx := context.Background()
 	store := NewMemoryStore()
 	base := []Rule{
-		{Name: "per_user", Characteristics: []string{"user"}, Limit: Static(2), Period: StaticPeriod(time.Minute), Action: ActionLimit},
-		{Name: "global", Limit: Static(100), Period: StaticPeriod(time.Minute), Action: ActionLimit},
+		{Name: "per_user", Characteristics: []string{"user"}, Limit: 2, Period: time.Minute, Action: ActionLimit},
+		{Name: "global", Limit: 100, Period: time.Minute, Action: ActionLimit},
 	}
 	src := &staticSource{}
-	l, err := New(Config{Name: "t", Store: store, Rules: base, RuleSource: src})
+	l, err := New(Config{Name: "t", Store: store, Rules: base, RuleSource: src.RulesFor})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func TestPerRequestTierOverridesByName(t *testing.T) {
 		t.Fatalf("3rd check: %+v", r)
 	}
 	// A remote rule of the same name replaces it and inherits the counter (3 so far).
-	set, err := CompileRules([]Rule{{Name: "per_user", Characteristics: []string{"user"}, Limit: Static(4), Period: StaticPeriod(time.Minute), Action: ActionLimit}})
+	set, err := CompileRules("", []Rule{{Name: "per_user", Characteristics: []string{"user"}, Limit: 4, Period: time.Minute, Action: ActionLimit}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func TestPerRequestTierOverridesByName(t *testing.T) {
 		t.Fatalf("5th check should block at remote limit 4: %+v", r)
 	}
 	// WithRules stacks above the source.
-	over, _ := CompileRules([]Rule{{Name: "per_user", Action: ActionSkip}})
+	over, _ := CompileRules("", []Rule{{Name: "per_user", Action: ActionSkip}})
 	if r := l.Check(ctx, id, WithRules(over)); r.Blocked() || !r.Skipped {
 		t.Fatalf("WithRules skip: %+v", r)
 	}
@@ -63,18 +63,18 @@ func TestPerRequestTierOverridesByName(t *testing.T) {
 	if r := l.Check(ctx, id); r.Blocked() || r.Info.Count != 1 {
 		t.Fatalf("after clear: %+v", r)
 	}
-	if _, err := CompileRules([]Rule{{Name: "BAD"}}); err == nil {
+	if _, err := CompileRules("", []Rule{{Name: "BAD"}}); err == nil {
 		t.Fatal("invalid rule compiled")
 	}
 }
 
 func TestCompileTierNamesEvaluations(t *testing.T) {
-	base := []Rule{{Name: "per_ip", Characteristics: []string{"ip"}, Limit: Static(9), Period: StaticPeriod(time.Minute), Action: ActionLimit}}
-	set, err := CompileTier("remote", []Rule{{Name: "per_user", Characteristics: []string{"user"}, Limit: Static(9), Period: StaticPeriod(time.Minute), Action: ActionLimit}})
+	base := []Rule{{Name: "per_ip", Characteristics: []string{"ip"}, Limit: 9, Period: time.Minute, Action: ActionLimit}}
+	set, err := CompileRules("remote", []Rule{{Name: "per_user", Characteristics: []string{"user"}, Limit: 9, Period: time.Minute, Action: ActionLimit}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := New(Config{Name: "t", Store: NewMemoryStore(), Rules: base, RuleSource: &staticSource{set: set}})
+	l, err := New(Config{Name: "t", Store: NewMemoryStore(), Rules: base, RuleSource: (&staticSource{set: set}).RulesFor})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func TestCompileTierNamesEvaluations(t *testing.T) {
 	if len(r.Evaluations) != 2 || r.Evaluations[0].Tier != "remote" || !r.Evaluations[0].PerRequest || r.Evaluations[1].Tier != "" {
 		t.Fatalf("evaluations %+v: want the remote tier named on its rule only", r.Evaluations)
 	}
-	if _, err := CompileTier("remote", []Rule{{Name: "BAD"}}); err == nil {
+	if _, err := CompileRules("remote", []Rule{{Name: "BAD"}}); err == nil {
 		t.Fatal("an invalid rule compiled")
 	}
 }

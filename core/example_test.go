@@ -15,8 +15,8 @@ func Example() {
 		Rules: []ratelimit.Rule{{
 			Name:            "authenticated_api",
 			Characteristics: []string{"user"},
-			Limit:           ratelimit.Static(2),
-			Period:          ratelimit.StaticPeriod(time.Minute),
+			Limit:           2,
+			Period:          time.Minute,
 			Action:          ratelimit.ActionLimit,
 		}},
 	})
@@ -42,8 +42,8 @@ func ExampleLimiter_Clear() {
 		Rules: []ratelimit.Rule{{
 			Name:            "failed_logins_by_ip",
 			Characteristics: []string{"ip"},
-			Limit:           ratelimit.Static(1),
-			Period:          ratelimit.StaticPeriod(time.Minute),
+			Limit:           1,
+			Period:          time.Minute,
 			BanFor:          15 * time.Minute,
 		}},
 	})
@@ -69,9 +69,9 @@ func ExampleActionLog() {
 		Store: ratelimit.NewMemoryStore(),
 		Rules: []ratelimit.Rule{
 			{Name: "tighter_trial", Action: ratelimit.ActionLog, Characteristics: []string{"user"},
-				Limit: ratelimit.Static(1), Period: ratelimit.StaticPeriod(time.Minute)},
+				Limit: 1, Period: time.Minute},
 			{Name: "current", Characteristics: []string{"user"},
-				Limit: ratelimit.Static(100), Period: ratelimit.StaticPeriod(time.Minute)},
+				Limit: 100, Period: time.Minute},
 		},
 	})
 	ctx := context.Background()
@@ -88,7 +88,7 @@ func ExampleCost() {
 		Name:  "db_utilization",
 		Store: ratelimit.NewMemoryStore(),
 		Rules: []ratelimit.Rule{{Name: "db_seconds_per_namespace", Characteristics: []string{"root_namespace"},
-			Limit: ratelimit.Static(300), Period: ratelimit.StaticPeriod(time.Minute)}},
+			Limit: 300, Period: time.Minute}},
 	})
 	ctx := context.Background()
 	id := ratelimit.Identifier{"root_namespace": 345}
@@ -102,7 +102,7 @@ func ExampleCost() {
 }
 
 // Limits held by the application are resolved on every check.
-func ExampleLimitFunc() {
+func ExampleRule_limitFunc() {
 	settings := struct{ autocompleteLimit int64 }{autocompleteLimit: 1}
 	limiter, _ := ratelimit.New(ratelimit.Config{
 		Name:  "autocomplete_users",
@@ -110,8 +110,8 @@ func ExampleLimitFunc() {
 		Rules: []ratelimit.Rule{{
 			Name:            "limit_user_autocompletes_by_user",
 			Characteristics: []string{"user"},
-			Limit:           ratelimit.LimitFunc(func(context.Context) (int64, error) { return settings.autocompleteLimit, nil }),
-			Period:          ratelimit.StaticPeriod(time.Minute),
+			LimitFunc:       func(context.Context) (int64, error) { return settings.autocompleteLimit, nil },
+			Period:          time.Minute,
 		}},
 	})
 	ctx := context.Background()

@@ -188,7 +188,7 @@ func (d *Decision) Enforcing() *Evaluation {
 			continue
 		}
 		e := d.Results[i].Enforcing()
-		if e != nil && (best == nil || MoreConstraining(e, best)) {
+		if e != nil && (best == nil || e.MoreConstraining(best)) {
 			best = e
 		}
 	}

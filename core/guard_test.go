@@ -57,7 +57,7 @@ func (e guardEnv) limiter(name string, limit int64, down, shadow bool) *ratelimi
 		Name: name, Store: store, KeyPrefix: e.prefix, Logger: quietLogger,
 		Breaker: ratelimit.BreakerConfig{Failures: -1},
 		Rules: []ratelimit.Rule{{Name: name, Characteristics: []string{"user"}, Action: action,
-			Limit: ratelimit.Static(limit), Period: ratelimit.StaticPeriod(time.Minute)}},
+			Limit: limit, Period: time.Minute}},
 	})
 	if err != nil {
 		e.t.Fatal(err)
@@ -279,7 +279,7 @@ func TestGuardSettle(t *testing.T) {
 // ctxStore fails a call whose context is done, as a network store does.
 type ctxStore struct{ ratelimit.Store }
 
-func (s ctxStore) Eval(ctx context.Context, m ratelimit.Mode, ops []ratelimit.Op) ([]ratelimit.Outcome, error) {
+func (s ctxStore) Eval(ctx context.Context, m ratelimit.Mode, ops []ratelimit.Op) ([]ratelimit.OpResult, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -420,7 +420,7 @@ func ExampleGuard() {
 	newLimiter := func(name string, limit int64) *ratelimit.Limiter {
 		l, err := ratelimit.New(ratelimit.Config{Name: name, Store: ratelimit.NewMemoryStore(),
 			Rules: []ratelimit.Rule{{Name: name + "_per_user", Characteristics: []string{"user"},
-				Limit: ratelimit.Static(limit), Period: ratelimit.StaticPeriod(time.Minute)}}})
+				Limit: limit, Period: time.Minute}}})
 		if err != nil {
 			panic(err)
 		}

@@ -1,86 +1,14 @@
 package ratelimit
 
-import (
-	"crypto/sha256"
-	"encoding/hex"
-	"strings"
-)
+import "github.com/ratekit/ratekit/internal/keys"
 
-// DefaultKeyPrefix starts every counter key unless Config.KeyPrefix is set.
-const DefaultKeyPrefix = "ratekit:rl:"
+// Counter keys look like <prefix>{<limiter>:<rule>:<prop>=<value>...}, with
+// ":ban" appended for a ban and ":set" for a distinct-value set; the braces are
+// a Redis Cluster hash tag, so a counter and its ban share a slot. The encoding
+// (escaping, hashing of long values) lives in internal/keys, shared with the
+// stores and the tools; a compiled rule escapes its own parts once.
 
-// MaxKeyValueLen is the longest encoded characteristic value kept verbatim in a
-// key; longer values are replaced by their SHA-256.
-const MaxKeyValueLen = 200
-
-// Counter keys look like
-//
-//	<prefix>{<limiter>:<rule>:<prop>=<value>:<prop>=<value>}       volume counter
-//	<prefix>{<limiter>:<rule>:<prop>=<value>}:ban                  its ban
-//	<prefix>{<limiter>:<rule>:<prop>=<value>}:set                  distinct-value set
-//
-// The counting kind is part of a counter's identity: a rule that overrides
-// another of the same name (a higher tier replacing a default) inherits its
-// counter when both count the same way, and starts a fresh one when one counts
-// volume and the other distinct values, instead of meeting a value of the
-// wrong type (a crash in memory, WRONGTYPE in Redis).
-//
-// The braces are a Redis Cluster hash tag, so a counter and its ban share a
-// slot. Property names and values are escaped so that the key is injective:
-// ':' '=' '{' '}' '%' '!' '#' and bytes outside printable ASCII become %XX, so
-// no two different identifiers can produce the same key. Two markers that
-// escaping never produces stand for the special cases: "!" for a property the
-// identifier lacks, and "#<sha256 hex>" for a value whose escaped form is longer
-// than MaxKeyValueLen.
-
-const (
-	banSuffix = ":ban"
-	setSuffix = ":set"
-)
-
-// keyEscape marks the bytes that a key part escapes as %XX.
-var keyEscape = func() (t [256]bool) {
-	for c := range t {
-		t[c] = c <= ' ' || c >= 0x7f
-	}
-	for _, c := range []byte(":={}%!#") {
-		t[c] = true
-	}
-	return t
-}()
-
-const hexDigits = "0123456789ABCDEF"
-
-// appendEscaped appends s with the bytes of keyEscape as %XX, copying the
-// runs in between whole.
-func appendEscaped(b []byte, s string) []byte {
-	last := 0
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; keyEscape[c] {
-			b = append(b, s[last:i]...)
-			b = append(b, '%', hexDigits[c>>4], hexDigits[c&15])
-			last = i + 1
-		}
-	}
-	return append(b, s[last:]...)
-}
-
-// appendKeyValue appends the encoded form of one present characteristic
-// value: escaped, or "#" and its SHA-256 when the escaped form is longer than
-// MaxKeyValueLen.
-func appendKeyValue(b []byte, v string) []byte {
-	if len(v) <= MaxKeyValueLen { // else its escaped form is longer still
-		start := len(b)
-		b = appendEscaped(b, v)
-		if len(b)-start <= MaxKeyValueLen {
-			return b
-		}
-		b = b[:start]
-	}
-	sum := sha256.Sum256([]byte(v))
-	b = append(b, '#')
-	return hex.AppendEncode(b, sum[:])
-}
+const banSuffix = keys.BanSuffix
 
 // keyPlan holds the parts of a rule's counter keys that do not depend on the
 // identifier, escaped once when the rule is compiled, so that a check only
@@ -96,10 +24,10 @@ func newKeyPlan(r *Rule) keyPlan {
 	p := keyPlan{name: ":" + r.Name, chars: r.Characteristics, tail: "}"}
 	p.props = make([]string, len(r.Characteristics))
 	for i, c := range r.Characteristics {
-		p.props[i] = string(append(appendEscaped([]byte{':'}, c), '='))
+		p.props[i] = string(append(keys.AppendEscaped([]byte{':'}, c), '='))
 	}
 	if r.CountDistinct != "" {
-		p.tail += setSuffix
+		p.tail += keys.SetSuffix
 	}
 	return p
 }
@@ -117,10 +45,10 @@ func (p *keyPlan) appendKey(b []byte, head string, id Identifier) (_ []byte, mis
 			if missing == "" {
 				missing = c
 			}
-			b = append(b, '!')
+			b = append(b, keys.Missing)
 			continue
 		}
-		b = appendKeyValue(b, v)
+		b = keys.AppendValue(b, v)
 	}
 	return append(b, p.tail...), missing
 }
@@ -134,30 +62,4 @@ func counterKey(prefix, limiter string, r *Rule, id Identifier) string {
 	p := newKeyPlan(r)
 	b, _ := p.appendKey(nil, keyHead(prefix, limiter), id)
 	return string(b)
-}
-
-// CounterKey returns the counter key that rule r of limiter uses for id, with
-// DefaultKeyPrefix unless prefix is non-empty. The ban key is CounterKey+":ban";
-// a count_distinct rule's set key ends in ":set".
-// It is exported for tools (ratekit explain) and tests; stores receive keys
-// already built.
-func CounterKey(prefix, limiter string, r *Rule, id Identifier) string {
-	if prefix == "" {
-		prefix = DefaultKeyPrefix
-	}
-	return counterKey(prefix, limiter, r, id)
-}
-
-// BanKey returns the ban key paired with a counter key.
-func BanKey(counterKey string) string { return counterKey + banSuffix }
-
-// HashTag returns the part of key that Redis Cluster hashes: the content of the
-// first {...} with at least one byte, or the whole key.
-func HashTag(key string) string {
-	if s := strings.IndexByte(key, '{'); s >= 0 {
-		if e := strings.IndexByte(key[s+1:], '}'); e > 0 {
-			return key[s+1 : s+1+e]
-		}
-	}
-	return key
 }

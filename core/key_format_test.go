@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"github.com/ratekit/ratekit/internal/keys"
 	"math"
 	"strings"
 	"testing"
@@ -31,7 +32,7 @@ func referenceKey(prefix, limiter string, r *Rule, id Identifier) string {
 		switch {
 		case !ok:
 			k += "!"
-		case len(esc(v)) > MaxKeyValueLen:
+		case len(esc(v)) > keys.MaxValueLen:
 			sum := sha256.Sum256([]byte(v))
 			k += "#" + hex.EncodeToString(sum[:])
 		default:

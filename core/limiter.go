@@ -10,13 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 	"unsafe"
-)
 
-// Defaults for Config.
-const (
-	DefaultTimeout         = 100 * time.Millisecond
-	DefaultBreakerFailures = 3
-	DefaultBreakerCooldown = 500 * time.Millisecond
+	"github.com/ratekit/ratekit/internal/rulecheck"
 )
 
 // Config builds a Limiter. Only Name and Store are required.
@@ -43,12 +38,17 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock used for ResetAt (default time.Now).
 	Now func() time.Time
-	// Observer is told about every check, peek and clear (metrics, tracing).
-	// A panicking observer never changes a verdict.
-	Observer Observer
+	// Observer is told about every check, peek and clear (metrics, tracing:
+	// pass the Observe method of a core/observe observer, or observe.Multi
+	// of several). It must be safe for concurrent use and should not block;
+	// a panicking observer never changes a verdict.
+	Observer func(ctx context.Context, e Event)
 	// RuleSource, when set, supplies per-request rules evaluated before the
-	// limiter's own (the rules service of docs/design.md, Phase 3).
-	RuleSource RuleSource
+	// limiter's own (the highest tier: the rules service of docs/design.md,
+	// Phase 3). It must be fast and must not block for long: it runs on every
+	// check. It returns nil when it has no rules for the request (or cannot
+	// reach its backend: the local rules then serve alone).
+	RuleSource func(ctx context.Context, limiter string, id Identifier) *RuleSet
 	// Enforcement is the starting mode (default Enforce); Shadow counts but
 	// never blocks. SetEnforcement changes it at runtime.
 	Enforcement Enforcement
@@ -74,13 +74,13 @@ type Limiter struct {
 	timeout   time.Duration
 	logger    *slog.Logger
 	now       func() time.Time
-	observer  Observer
+	observer  func(ctx context.Context, e Event)
 	local     bool         // in-process store: no network, no timeout needed
 	mem       *MemoryStore // the store when it is the memory store: outcomes into a reused buffer
 	realClock bool         // now is time.Now (Config.Now unset)
 	bounded   bool         // the store returns by the context's deadline on its own
 	breaker   breaker
-	source    RuleSource
+	source    func(ctx context.Context, limiter string, id Identifier) *RuleSet
 	rules     atomic.Pointer[ruleSet]
 	mode      atomic.Int32 // Enforcement; see mode.go
 	blocked   *blockCache  // nil when disabled
@@ -91,18 +91,10 @@ type ruleSet struct {
 	original []Rule
 }
 
-// ErrCircuitOpen is the error of results answered by an open circuit breaker.
-var ErrCircuitOpen = errors.New("ratelimit: store circuit breaker open")
-
-// ErrCanceled is the error of results whose caller's context ended before the
-// store answered (the client went away). It is logged at no level and counted
-// as no store error: it says nothing about the store's health.
-var ErrCanceled = errors.New("ratelimit: check canceled by the caller")
-
 // New validates cfg and returns a Limiter. Invalid rules are rejected with an
 // error naming each bad rule.
 func New(cfg Config) (*Limiter, error) {
-	if !ValidName(cfg.Name) {
+	if !rulecheck.ValidName(cfg.Name) {
 		return nil, fmt.Errorf("ratelimit: limiter name %q must match ^[a-z0-9_]{1,64}$", cfg.Name)
 	}
 	if cfg.Store == nil {
@@ -134,7 +126,7 @@ func New(cfg Config) (*Limiter, error) {
 	}
 	_, l.local = cfg.Store.(interface{ inProcess() })
 	l.mem, _ = cfg.Store.(*MemoryStore)
-	if cb, ok := cfg.Store.(ContextBounded); ok {
+	if cb, ok := cfg.Store.(contextBounded); ok {
 		l.bounded = cb.ContextBounded()
 	}
 	l.breaker.threshold = cfg.Breaker.Failures
@@ -294,7 +286,7 @@ func (l *Limiter) rulesFor(ctx context.Context, id Identifier, extra *RuleSet) [
 	}
 	var remote *RuleSet
 	if l.source != nil {
-		remote = l.source.RulesFor(ctx, l.name, id)
+		remote = l.source(ctx, l.name, id)
 	}
 	if extra != nil || remote != nil {
 		rules = withPerRequest(rules, extra, remote)
@@ -349,8 +341,8 @@ func (l *Limiter) plan(ctx context.Context, p *plan, sc *scratch, rules []*compi
 		op.Limit, op.Period = c.limit, c.period
 		if !c.static {
 			var err error
-			if op.Limit, err = r.Limit.Resolve(ctx); err == nil {
-				op.Period, err = r.Period.Resolve(ctx)
+			if op.Limit, err = r.resolveLimit(ctx); err == nil {
+				op.Period, err = r.resolvePeriod(ctx)
 			}
 			if err != nil {
 				return r, err
@@ -417,7 +409,7 @@ func (l *Limiter) failOpen(ctx context.Context, err error, id Identifier) Result
 
 // interpret turns the store's outcomes into the evaluations and verdict of
 // res, and keeps the blocked cache in step with what the store said.
-func (l *Limiter) interpret(res *Result, p *plan, sc *scratch, outs []Outcome, mode Mode, start time.Time) {
+func (l *Limiter) interpret(res *Result, p *plan, sc *scratch, outs []OpResult, mode Mode, start time.Time) {
 	now := start
 	if !l.local {
 		// A network store answers later; in process the check's start is
@@ -480,17 +472,17 @@ func (c *compiledRule) matches(id Identifier) bool {
 }
 
 // eval calls the store under the timeout and the circuit breaker.
-func (l *Limiter) eval(ctx context.Context, mode Mode, ops []Op, sc *scratch, start time.Time) ([]Outcome, error) {
+func (l *Limiter) eval(ctx context.Context, mode Mode, ops []Op, sc *scratch, start time.Time) ([]OpResult, error) {
 	if !l.breaker.allow() {
 		l.ensureProber()
 		return nil, ErrCircuitOpen
 	}
-	var outs []Outcome
+	var outs []OpResult
 	var err error
 	switch {
 	case l.mem != nil:
 		if cap(sc.outs) < len(ops) {
-			sc.outs = make([]Outcome, len(ops))
+			sc.outs = make([]OpResult, len(ops))
 		}
 		var now time.Time
 		if l.realClock && l.mem.realClock {
@@ -507,7 +499,7 @@ func (l *Limiter) eval(ctx context.Context, mode Mode, ops []Op, sc *scratch, st
 		// A guard goroutine may still read its ops after a timeout: it gets
 		// its own copy, and the pooled buffer stays reusable.
 		gops := append([]Op(nil), ops...)
-		outs, err = callStore(l, ctx, func(ctx context.Context) ([]Outcome, error) { return evalStore(ctx, l.store, mode, gops) })
+		outs, err = callStore(l, ctx, func(ctx context.Context) ([]OpResult, error) { return evalStore(ctx, l.store, mode, gops) })
 	}
 	if err == nil && len(outs) != len(ops) {
 		err = fmt.Errorf("store returned %d outcomes for %d ops", len(outs), len(ops))
@@ -534,14 +526,14 @@ func (l *Limiter) record(ctx context.Context, err error) {
 }
 
 // evalStore calls store.Eval; a panic in the store becomes an error.
-func evalStore(ctx context.Context, store Store, mode Mode, ops []Op) (outs []Outcome, err error) {
+func evalStore(ctx context.Context, store Store, mode Mode, ops []Op) (outs []OpResult, err error) {
 	defer recoverStore(&err)
 	return store.Eval(ctx, mode, ops)
 }
 
 // evalBounded calls a ContextBounded store under the per-check timeout,
 // without the closure and goroutine of callStore.
-func (l *Limiter) evalBounded(ctx context.Context, mode Mode, ops []Op) ([]Outcome, error) {
+func (l *Limiter) evalBounded(ctx context.Context, mode Mode, ops []Op) ([]OpResult, error) {
 	ctx, cancel := l.withTimeout(ctx)
 	if cancel != nil {
 		defer cancel()
@@ -626,7 +618,7 @@ func (l *Limiter) Clear(ctx context.Context, id Identifier) (int, error) {
 func (l *Limiter) Keys(id Identifier) []string {
 	rules := l.rules.Load().rules
 	if l.source != nil { // per-request rules count too; Clear must reach their counters
-		if remote := l.source.RulesFor(context.Background(), l.name, id); remote != nil {
+		if remote := l.source(context.Background(), l.name, id); remote != nil {
 			rules = withPerRequest(rules, remote)
 		}
 	}
@@ -671,7 +663,7 @@ func btoi(b bool) int {
 // a pool; a guard goroutine, which may outlive the check, gets a copy.
 type scratch struct {
 	ops  []Op
-	outs []Outcome
+	outs []OpResult
 	crs  []*compiledRule // the rule of each op
 	// cached is the evaluation the blocked cache gave (plan.cached).
 	cached Evaluation

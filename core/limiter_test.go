@@ -16,7 +16,7 @@ import (
 )
 
 func basic(name string) ratelimit.Rule {
-	return ratelimit.Rule{Name: name, Characteristics: []string{"user"}, Limit: ratelimit.Static(5), Period: ratelimit.StaticPeriod(time.Minute)}
+	return ratelimit.Rule{Name: name, Characteristics: []string{"user"}, Limit: 5, Period: time.Minute}
 }
 
 func TestNewRejectsInvalidRules(t *testing.T) {
@@ -25,19 +25,24 @@ func TestNewRejectsInvalidRules(t *testing.T) {
 		rule ratelimit.Rule
 		want string
 	}{
-		{"bad name", ratelimit.Rule{Name: "Bad-Name", Limit: ratelimit.Static(1), Period: ratelimit.StaticPeriod(time.Second)}, `rule Bad-Name: name "Bad-Name" must match`},
-		{"missing limit", ratelimit.Rule{Name: "r", Period: ratelimit.StaticPeriod(time.Second)}, "rule r: limit and log rules require limit and period"},
-		{"missing period", ratelimit.Rule{Name: "r", Action: ratelimit.ActionLog, Limit: ratelimit.Static(1)}, "rule r: limit and log rules require limit and period"},
-		{"zero static limit", ratelimit.Rule{Name: "r", Limit: ratelimit.Static(-1), Period: ratelimit.StaticPeriod(time.Second)}, "rule r: limit -1 must be at least 1"},
-		{"tiny period", ratelimit.Rule{Name: "r", Limit: ratelimit.Static(1), Period: ratelimit.StaticPeriod(time.Microsecond)}, "rule r: period 1µs must be at least 1ms"},
+		{"bad name", ratelimit.Rule{Name: "Bad-Name", Limit: 1, Period: time.Second}, `rule Bad-Name: name "Bad-Name" must match`},
+		{"missing limit", ratelimit.Rule{Name: "r", Period: time.Second}, "rule r: limit and log rules require limit and period"},
+		{"missing period", ratelimit.Rule{Name: "r", Action: ratelimit.ActionLog, Limit: 1}, "rule r: limit and log rules require limit and period"},
+		{"zero static limit", ratelimit.Rule{Name: "r", Limit: -1, Period: time.Second}, "rule r: limit -1 must be at least 1"},
+		{"tiny period", ratelimit.Rule{Name: "r", Limit: 1, Period: time.Microsecond}, "rule r: period 1µs must be at least 1ms"},
+		{"negative period", ratelimit.Rule{Name: "r", Limit: 1, Period: -time.Second}, "rule r: period -1s must be at least 1ms"},
+		{"limit and resolver", ratelimit.Rule{Name: "r", Limit: 5, LimitFunc: func(context.Context) (int64, error) { return 5, nil }, Period: time.Second},
+			"rule r: both a limit and a LimitFunc are set"},
+		{"period and resolver", ratelimit.Rule{Name: "r", Limit: 5, Period: time.Second, PeriodFunc: func(context.Context) (time.Duration, error) { return time.Second, nil }},
+			"rule r: both a period and a PeriodFunc are set"},
 		{"unknown action", ratelimit.Rule{Name: "r", Action: "block"}, `rule r: action "block" is not limit, log or skip`},
 		{"ban on skip", ratelimit.Rule{Name: "r", Action: ratelimit.ActionSkip, BanFor: time.Minute}, "rule r: ban_for is not valid on skip rules"},
-		{"ban with distinct", ratelimit.Rule{Name: "r", Limit: ratelimit.Static(1), Period: ratelimit.StaticPeriod(time.Second), BanFor: time.Minute, CountDistinct: "u"}, "rule r: ban_for cannot be combined with count_distinct"},
+		{"ban with distinct", ratelimit.Rule{Name: "r", Limit: 1, Period: time.Second, BanFor: time.Minute, CountDistinct: "u"}, "rule r: ban_for cannot be combined with count_distinct"},
 		{"bad regex", ratelimit.Rule{Name: "r", Action: ratelimit.ActionSkip, Match: map[string]ratelimit.Matcher{"path": ratelimit.Regex(`(?<=x)`)}}, `rule r: match "path": invalid RE2 regex`},
 		{"huge regex", ratelimit.Rule{Name: "r", Action: ratelimit.ActionSkip, Match: map[string]ratelimit.Matcher{"path": ratelimit.Regex(strings.Repeat("a", 1025))}}, "regex is 1025 bytes, the limit is 1024"},
 		{"regex program too big", ratelimit.Rule{Name: "r", Action: ratelimit.ActionSkip, Match: map[string]ratelimit.Matcher{"path": ratelimit.Regex(`(\w+\s*\d+\w+\s*\d+){1000}`)}}, "instructions, the limit is 10000"},
 		{"zero matcher", ratelimit.Rule{Name: "r", Action: ratelimit.ActionSkip, Match: map[string]ratelimit.Matcher{"path": {}}}, `rule r: match "path": empty matcher`},
-		{"duplicate characteristic", ratelimit.Rule{Name: "r", Characteristics: []string{"ip", "ip"}, Limit: ratelimit.Static(1), Period: ratelimit.StaticPeriod(time.Second)}, `characteristic "ip" is listed twice`},
+		{"duplicate characteristic", ratelimit.Rule{Name: "r", Characteristics: []string{"ip", "ip"}, Limit: 1, Period: time.Second}, `characteristic "ip" is listed twice`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -108,7 +113,7 @@ type flakyStore struct {
 	hang   chan struct{}
 }
 
-func (s *flakyStore) Eval(ctx context.Context, m ratelimit.Mode, ops []ratelimit.Op) ([]ratelimit.Outcome, error) {
+func (s *flakyStore) Eval(ctx context.Context, m ratelimit.Mode, ops []ratelimit.Op) ([]ratelimit.OpResult, error) {
 	s.calls.Add(1)
 	if m == ratelimit.ModePeek {
 		s.peeks.Add(1)
@@ -147,7 +152,7 @@ func (c *manualClock) Add(d time.Duration) {
 
 func TestFailOpenTimeoutAndBreaker(t *testing.T) {
 	clk := &manualClock{now: time.Unix(1_800_000_000, 0)}
-	store := &flakyStore{inner: ratelimit.NewMemoryStore(ratelimit.WithMemoryClock(clk.Now)), hang: make(chan struct{})}
+	store := &flakyStore{inner: ratelimit.MemoryConfig{Now: clk.Now}.New(), hang: make(chan struct{})}
 	defer close(store.hang)
 	var logs syncBuffer // the background prober logs too
 	l, err := ratelimit.New(ratelimit.Config{
@@ -239,10 +244,10 @@ func TestCallerCancellationDoesNotTripBreaker(t *testing.T) {
 func TestObserverPanicNeverChangesVerdict(t *testing.T) {
 	var events []ratelimit.Event
 	l, _ := ratelimit.New(ratelimit.Config{Name: "lim", Store: ratelimit.NewMemoryStore(), Rules: []ratelimit.Rule{basic("r")},
-		Observer: ratelimit.Observers(
-			ratelimit.ObserverFunc(func(_ context.Context, e ratelimit.Event) { events = append(events, e) }),
-			ratelimit.ObserverFunc(func(context.Context, ratelimit.Event) { panic("metrics bug") }),
-		)})
+		Observer: func(_ context.Context, e ratelimit.Event) {
+			events = append(events, e)
+			panic("metrics bug")
+		}})
 	ctx := context.Background()
 	id := ratelimit.Identifier{"user": "u"}
 	for i := 0; i < 6; i++ {
@@ -263,9 +268,9 @@ func TestObserverPanicNeverChangesVerdict(t *testing.T) {
 
 func TestMemoryStoreReclaimsExpiredKeys(t *testing.T) {
 	clk := &manualClock{now: time.Unix(1_800_000_000, 0)}
-	store := ratelimit.NewMemoryStore(ratelimit.WithMemoryClock(clk.Now), ratelimit.WithSweepInterval(time.Second))
+	store := ratelimit.MemoryConfig{Now: clk.Now, SweepInterval: time.Second}.New()
 	l, _ := ratelimit.New(ratelimit.Config{Name: "lim", Store: store, Now: clk.Now,
-		Rules: []ratelimit.Rule{{Name: "r", Characteristics: []string{"user"}, Limit: ratelimit.Static(1), Period: ratelimit.StaticPeriod(time.Second)}}})
+		Rules: []ratelimit.Rule{{Name: "r", Characteristics: []string{"user"}, Limit: 1, Period: time.Second}}})
 	ctx := context.Background()
 	peak := 0
 	for i := 0; i < 50_000; i++ {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/ratekit/ratekit/internal/keys"
 )
 
 // MemoryStore is the embedded Store: counters in this process only. It suits a
@@ -42,42 +44,36 @@ type memEntry struct {
 	expire time.Time
 }
 
-// MemoryOption configures NewMemoryStore.
-type MemoryOption func(*MemoryStore)
-
-// WithMemoryClock sets the store's clock (for tests). The default is time.Now.
-func WithMemoryClock(now func() time.Time) MemoryOption {
-	return func(s *MemoryStore) { s.now, s.realClock = now, false }
+// MemoryConfig tunes a MemoryStore; its zero value gives NewMemoryStore's
+// defaults. Build the store with New.
+type MemoryConfig struct {
+	// Now is the store's clock (for tests; default time.Now).
+	Now func() time.Time
+	// Shards is the number of lock shards (default 64).
+	Shards int
+	// SweepInterval is how often a written shard drops its expired entries
+	// (default one second).
+	SweepInterval time.Duration
 }
 
-// WithShards sets the number of lock shards (default 64).
-func WithShards(n int) MemoryOption {
-	return func(s *MemoryStore) {
-		if n > 0 {
-			s.shards = make([]memShard, n)
-		}
-	}
-}
+// NewMemoryStore returns an empty in-process store with the default
+// configuration: MemoryConfig{}.New().
+func NewMemoryStore() *MemoryStore { return MemoryConfig{}.New() }
 
-// WithSweepInterval sets how often a written shard drops its expired entries
-// (default one second).
-func WithSweepInterval(d time.Duration) MemoryOption {
-	return func(s *MemoryStore) {
-		if d > 0 {
-			s.sweep = d
-		}
-	}
-}
-
-// NewMemoryStore returns an empty in-process store.
-func NewMemoryStore(opts ...MemoryOption) *MemoryStore {
+// New returns an empty in-process store configured by c.
+func (c MemoryConfig) New() *MemoryStore {
 	s := &MemoryStore{now: time.Now, seed: maphash.MakeSeed(), sweep: time.Second, realClock: true}
-	for _, o := range opts {
-		o(s)
+	if c.Now != nil {
+		s.now, s.realClock = c.Now, false
 	}
-	if s.shards == nil {
-		s.shards = make([]memShard, 64)
+	if c.SweepInterval > 0 {
+		s.sweep = c.SweepInterval
 	}
+	n := 64
+	if c.Shards > 0 {
+		n = c.Shards
+	}
+	s.shards = make([]memShard, n)
 	for i := range s.shards {
 		s.shards[i].m = make(map[string]*memEntry)
 	}
@@ -87,7 +83,7 @@ func NewMemoryStore(opts ...MemoryOption) *MemoryStore {
 func (s *MemoryStore) inProcess() {}
 
 func (s *MemoryStore) shard(key string) *memShard {
-	h := maphash.String(s.seed, HashTag(key))
+	h := maphash.String(s.seed, keys.HashTag(key))
 	return &s.shards[h%uint64(len(s.shards))]
 }
 
@@ -126,14 +122,14 @@ func (sh *memShard) maybeSweep(now time.Time, every time.Duration) {
 
 // Eval implements Store. A panic inside it (a bug) is returned as an error, so
 // the limiter fails open; no shard lock is ever left held.
-func (s *MemoryStore) Eval(ctx context.Context, mode Mode, ops []Op) ([]Outcome, error) {
-	return s.evalInto(ctx, mode, ops, make([]Outcome, len(ops)), time.Time{})
+func (s *MemoryStore) Eval(ctx context.Context, mode Mode, ops []Op) ([]OpResult, error) {
+	return s.evalInto(ctx, mode, ops, make([]OpResult, len(ops)), time.Time{})
 }
 
 // evalInto is Eval writing into out (len(out) == len(ops)), so that the
 // Limiter can hand it a reused buffer, and the current time when it has just
 // read it from the same clock (else now is zero and each op reads the clock).
-func (s *MemoryStore) evalInto(ctx context.Context, mode Mode, ops []Op, out []Outcome, now time.Time) (_ []Outcome, err error) {
+func (s *MemoryStore) evalInto(ctx context.Context, mode Mode, ops []Op, out []OpResult, now time.Time) (_ []OpResult, err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -150,7 +146,7 @@ func (s *MemoryStore) evalInto(ctx context.Context, mode Mode, ops []Op, out []O
 }
 
 // eval applies one op under the shard's lock, released even if apply panics.
-func (sh *memShard) eval(clock func() time.Time, now time.Time, sweep time.Duration, mode Mode, op *Op) Outcome {
+func (sh *memShard) eval(clock func() time.Time, now time.Time, sweep time.Duration, mode Mode, op *Op) OpResult {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	t := now
@@ -164,8 +160,8 @@ func (sh *memShard) eval(clock func() time.Time, now time.Time, sweep time.Durat
 	return o
 }
 
-func (sh *memShard) apply(now time.Time, mode Mode, op *Op) Outcome {
-	o := Outcome{Evaluated: true}
+func (sh *memShard) apply(now time.Time, mode Mode, op *Op) OpResult {
+	o := OpResult{Evaluated: true}
 	e := sh.get(op.Key, now)
 	if e != nil && (e.set != nil) != (op.Kind == OpDistinct) {
 		// A value of the other counting kind: keys encode the kind, so only a

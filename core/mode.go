@@ -10,17 +10,9 @@ import "fmt"
 // The mode is per limiter, not per rule: operators flip a whole limiter with
 // Config.Enforcement, Limiter.SetEnforcement, or the mode field of a rule
 // tier (rate_limits.yaml and the published document).
+//
+// Its values are Enforce and Shadow.
 type Enforcement int32
-
-const (
-	// Enforce obeys the rules: an exceeded limit rule blocks. The default.
-	Enforce Enforcement = iota
-	// Shadow counts exactly as Enforce would (same keys, same bans, same
-	// rules evaluated and skipped) but never blocks: Result.Action is always
-	// ActionAllow, Result.Shadow is set and Result.WouldBlock tells the
-	// verdict enforcement would have given.
-	Shadow
-)
 
 // String returns "enforce" or "shadow", the spelling of the config files.
 func (e Enforcement) String() string {
@@ -31,17 +23,6 @@ func (e Enforcement) String() string {
 		return "shadow"
 	}
 	return fmt.Sprintf("Enforcement(%d)", int32(e))
-}
-
-// ParseEnforcement parses "enforce" or "shadow".
-func ParseEnforcement(s string) (Enforcement, error) {
-	switch s {
-	case "enforce":
-		return Enforce, nil
-	case "shadow":
-		return Shadow, nil
-	}
-	return Enforce, fmt.Errorf("unknown limiter mode %q (want enforce or shadow)", s)
 }
 
 func (e Enforcement) valid() bool { return e == Enforce || e == Shadow }

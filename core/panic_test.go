@@ -11,9 +11,9 @@ import (
 // panicStore panics on every call, as a store with a bug would.
 type panicStore struct{ bounded bool }
 
-func (panicStore) Eval(context.Context, Mode, []Op) ([]Outcome, error) { panic("store bug") }
-func (panicStore) Delete(context.Context, []string) (int, error)       { panic("store bug") }
-func (s panicStore) ContextBounded() bool                              { return s.bounded }
+func (panicStore) Eval(context.Context, Mode, []Op) ([]OpResult, error) { panic("store bug") }
+func (panicStore) Delete(context.Context, []string) (int, error)        { panic("store bug") }
+func (s panicStore) ContextBounded() bool                               { return s.bounded }
 
 // localPanicStore is an in-process store (no timeout goroutine) that panics.
 type localPanicStore struct{ panicStore }
@@ -31,7 +31,7 @@ func TestStorePanicFailsOpen(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			l, err := New(Config{Name: "panics", Store: store, Rules: []Rule{{
-				Name: "r", Limit: Static(1), Period: StaticPeriod(time.Minute), Action: ActionLimit,
+				Name: "r", Limit: 1, Period: time.Minute, Action: ActionLimit,
 			}}})
 			if err != nil {
 				t.Fatal(err)
@@ -52,7 +52,7 @@ func TestStorePanicFailsOpen(t *testing.T) {
 // an op's key (only a caller building its own keys can make one) is treated
 // as absent; the shard stays usable from every goroutine afterwards.
 func TestMemoryStoreForeignKindEntry(t *testing.T) {
-	s := NewMemoryStore(WithShards(1))
+	s := MemoryConfig{Shards: 1}.New()
 	ctx := context.Background()
 	count := Op{Kind: OpCount, Key: "{k}", Cost: 1, Limit: 5, Period: time.Minute}
 	set := Op{Kind: OpDistinct, Key: "{k}", Member: "m", Cost: 1, Limit: 5, Period: time.Minute}
@@ -99,7 +99,7 @@ func FuzzOverrideKinds(f *testing.F) {
 		var setLimit int64 // the highest limit the set was counted under
 		for i, b := range steps {
 			limit := int64(b>>4)%4 + 1
-			r := Rule{Name: "r", Characteristics: []string{"ip"}, Limit: Static(limit), Period: StaticPeriod(time.Minute), Action: ActionLimit}
+			r := Rule{Name: "r", Characteristics: []string{"ip"}, Limit: limit, Period: time.Minute, Action: ActionLimit}
 			if b&1 == 1 {
 				r.CountDistinct = "user"
 			} else if b&2 == 2 {

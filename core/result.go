@@ -10,7 +10,7 @@ type Result struct {
 	// Limiter is the name of the limiter that produced the result.
 	Limiter string
 	// Action is ActionAllow or ActionBlock: what the caller should do.
-	Action Action
+	Action Verdict
 	// Exceeded reports whether any evaluated rule exceeded its limit (including
 	// shadow log rules, which never block).
 	Exceeded bool
@@ -74,7 +74,7 @@ type Evaluation struct {
 	// (WithRules or Config.RuleSource) rather than the limiter's own rules.
 	PerRequest bool
 	// Tier names the per-request tier the rule came from when its RuleSet
-	// was compiled with CompileTier (the rules service's client says
+	// was compiled with a tier name by CompileRules (the rules service's client says
 	// "remote"); "" otherwise.
 	Tier string
 }
@@ -165,7 +165,7 @@ func (r *Result) Enforcing() *Evaluation {
 // first, then exceeded, then least remaining (docs/design.md#the-result). Equal
 // evaluations rank by rule order, which the caller keeps by preferring the
 // earlier one. Adapters use it to pick one evaluation across several limiters.
-func MoreConstraining(a, b *Evaluation) bool {
+func (a *Evaluation) MoreConstraining(b *Evaluation) bool {
 	if a.Blocked != b.Blocked {
 		return a.Blocked
 	}
@@ -185,7 +185,7 @@ func mostConstraining(evs []Evaluation, enforcingOnly bool) *Evaluation {
 		if enforcingOnly && e.Rule.Action != ActionLimit {
 			continue
 		}
-		if best == nil || MoreConstraining(e, best) {
+		if best == nil || e.MoreConstraining(best) {
 			best = e
 		}
 	}

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"regexp/syntax"
 	"slices"
 	"sort"
 	"time"
+
+	"github.com/ratekit/ratekit/internal/keys"
+	"github.com/ratekit/ratekit/internal/rulecheck"
 )
 
 // Rule is one entry of a limiter's ordered rule list
@@ -31,11 +33,20 @@ type Rule struct {
 	// under one shared "missing" value (one bucket for all of them) instead of
 	// leaving the rule out.
 	CountMissing bool
-	// Limit is the threshold: a limit of 5 admits 5 and blocks the 6th.
-	// Required for limit and log rules.
-	Limit Limit
-	// Period is the length of the fixed window. Required for limit and log rules.
-	Period Period
+	// Limit is the threshold: a limit of 5 admits 5 and blocks the 6th. Limit
+	// and log rules need a Limit of at least 1 or a LimitFunc.
+	Limit int64
+	// LimitFunc, when set instead of Limit, resolves the limit on every check,
+	// for values held by the host application (docs/design.md#dynamic-values).
+	// It may return 0 to deny all; an error or a negative limit fails the
+	// check open.
+	LimitFunc func(ctx context.Context) (int64, error)
+	// Period is the length of the fixed window, at least 1ms. Limit and log
+	// rules need a Period or a PeriodFunc.
+	Period time.Duration
+	// PeriodFunc, when set instead of Period, resolves the window length on
+	// every check; an error or a period under 1ms fails the check open.
+	PeriodFunc func(ctx context.Context) (time.Duration, error)
 	// Action is ActionLimit (the default when empty), ActionLog or ActionSkip.
 	Action Action
 	// BanFor, when positive, keeps an exceeded rule exceeded for this long,
@@ -46,97 +57,22 @@ type Rule struct {
 	CountDistinct string
 }
 
-// Limit is a rule's threshold: Static or resolved at check time by a function.
-type Limit struct {
-	n  int64
-	fn func(context.Context) (int64, error)
-}
-
-// Static returns a fixed limit. It must be at least 1; a deny-all limit of 0
-// is expressed with a LimitFunc that returns 0.
-func Static(n int64) Limit { return Limit{n: n} }
-
-// LimitFunc returns a limit resolved on every check (for values held by the host
-// application, docs/design.md#dynamic-values). A resolver error fails the check open.
-func LimitFunc(fn func(ctx context.Context) (int64, error)) Limit { return Limit{fn: fn} }
-
-// IsSet reports whether the limit was given.
-func (l Limit) IsSet() bool { return l.fn != nil || l.n != 0 }
-
-// IsStatic reports whether the limit is a constant, and returns it.
-func (l Limit) IsStatic() (int64, bool) { return l.n, l.fn == nil }
-
-// Resolve returns the limit for one check.
-func (l Limit) Resolve(ctx context.Context) (int64, error) {
-	if l.fn == nil {
-		return l.n, nil
-	}
-	n, err := l.fn(ctx)
-	if err != nil {
-		return 0, err
-	}
-	if n < 0 {
-		return 0, fmt.Errorf("limit resolved to %d, want >= 0", n)
-	}
-	return n, nil
-}
-
-// Period is a rule's window length: StaticPeriod or resolved at check time.
-type Period struct {
-	d  time.Duration
-	fn func(context.Context) (time.Duration, error)
-}
-
-// StaticPeriod returns a fixed window length of at least one millisecond.
-func StaticPeriod(d time.Duration) Period { return Period{d: d} }
-
-// PeriodFunc returns a window length resolved on every check.
-func PeriodFunc(fn func(ctx context.Context) (time.Duration, error)) Period { return Period{fn: fn} }
-
-// IsSet reports whether the period was given.
-func (p Period) IsSet() bool { return p.fn != nil || p.d != 0 }
-
-// IsStatic reports whether the period is a constant, and returns it.
-func (p Period) IsStatic() (time.Duration, bool) { return p.d, p.fn == nil }
-
-// Resolve returns the period for one check.
-func (p Period) Resolve(ctx context.Context) (time.Duration, error) {
-	if p.fn == nil {
-		return p.d, nil
-	}
-	d, err := p.fn(ctx)
-	if err != nil {
-		return 0, err
-	}
-	if d < time.Millisecond {
-		return 0, fmt.Errorf("period resolved to %v, want >= 1ms", d)
-	}
-	return d, nil
-}
-
-// MatcherKind tells the form of a Matcher.
-type MatcherKind uint8
+// matcherKind tells the form of a Matcher.
+type matcherKind uint8
 
 const (
-	// MatchEqual matches one value exactly (after Canonical).
-	MatchEqual MatcherKind = iota + 1
-	// MatchRegex matches an RE2 regular expression (unanchored, as in RE2; anchor it yourself).
-	MatchRegex
-	// MatchOneOf matches any value of a set.
-	MatchOneOf
-)
-
-// Limits on regular expressions in rules: RE2 already runs in linear time; these
-// bound the memory and per-check work of a rule that operators may write.
-const (
-	MaxRegexLen   = 1024
-	MaxRegexInsts = 10000
+	// matchEqual matches one value exactly (canonical strings, see Identifier).
+	matchEqual matcherKind = iota + 1
+	// matchRegex matches an RE2 regular expression (unanchored, as in RE2; anchor it yourself).
+	matchRegex
+	// matchOneOf matches any value of a set.
+	matchOneOf
 )
 
 // Matcher is the value side of a Rule.Match entry. The explicit forms mirror the
 // YAML markers of the config files: a scalar (equality), {regex: ...} and {one_of: [...]}.
 type Matcher struct {
-	kind  MatcherKind
+	kind  matcherKind
 	value string
 	set   []string
 	re    *regexp.Regexp // compiled by Regex; nil with err set when invalid
@@ -144,26 +80,34 @@ type Matcher struct {
 }
 
 // Equal matches a property whose canonical value equals v.
-func Equal(v any) Matcher { return Matcher{kind: MatchEqual, value: Canonical(v)} }
+func Equal(v any) Matcher { return Matcher{kind: matchEqual, value: keys.Canonical(v)} }
 
-// Regex matches a property against an RE2 expression. The expression is
-// compiled (and bounded by MaxRegexLen and MaxRegexInsts) when the limiter is built.
+// Regex matches a property against an RE2 expression, unanchored as in RE2
+// (anchor it yourself). The expression is compiled, and bounded to 1024 bytes
+// and 10000 instructions, when the matcher is made; an invalid one is reported
+// when the limiter is built.
 func Regex(expr string) Matcher {
-	re, err := CompileRegex(expr)
-	return Matcher{kind: MatchRegex, value: expr, re: re, err: err}
+	re, err := rulecheck.CompileRegex(expr)
+	return Matcher{kind: matchRegex, value: expr, re: re, err: err}
 }
 
 // OneOf matches a property whose canonical value is one of vs. An empty set matches nothing.
 func OneOf(vs ...any) Matcher {
 	s := make([]string, len(vs))
 	for i, v := range vs {
-		s[i] = Canonical(v)
+		s[i] = keys.Canonical(v)
 	}
-	return Matcher{kind: MatchOneOf, set: s}
+	return Matcher{kind: matchOneOf, set: s}
 }
 
-// Kind returns the form of the matcher.
-func (m Matcher) Kind() MatcherKind { return m.kind }
+// IsEqual reports whether m was made by Equal.
+func (m Matcher) IsEqual() bool { return m.kind == matchEqual }
+
+// IsRegex reports whether m was made by Regex.
+func (m Matcher) IsRegex() bool { return m.kind == matchRegex }
+
+// IsOneOf reports whether m was made by OneOf.
+func (m Matcher) IsOneOf() bool { return m.kind == matchOneOf }
 
 // Value returns the equality value or the regular expression.
 func (m Matcher) Value() string { return m.value }
@@ -173,38 +117,14 @@ func (m Matcher) Values() []string { return append([]string(nil), m.set...) }
 
 func (m Matcher) String() string {
 	switch m.kind {
-	case MatchEqual:
+	case matchEqual:
 		return fmt.Sprintf("%q", m.value)
-	case MatchRegex:
+	case matchRegex:
 		return fmt.Sprintf("{regex: %q}", m.value)
-	case MatchOneOf:
+	case matchOneOf:
 		return fmt.Sprintf("{one_of: %q}", m.set)
 	}
 	return "<invalid matcher>"
-}
-
-var nameRE = regexp.MustCompile(`^[a-z0-9_]{1,64}$`)
-
-// ValidName reports whether s is a valid limiter or rule name (^[a-z0-9_]{1,64}$).
-func ValidName(s string) bool { return nameRE.MatchString(s) }
-
-// CompileRegex compiles a rule regex under the size bounds every rule obeys.
-func CompileRegex(expr string) (*regexp.Regexp, error) {
-	if len(expr) > MaxRegexLen {
-		return nil, fmt.Errorf("regex is %d bytes, the limit is %d", len(expr), MaxRegexLen)
-	}
-	re, err := syntax.Parse(expr, syntax.Perl)
-	if err != nil {
-		return nil, fmt.Errorf("invalid RE2 regex %q: %w", expr, err)
-	}
-	prog, err := syntax.Compile(re.Simplify())
-	if err != nil {
-		return nil, fmt.Errorf("invalid RE2 regex %q: %w", expr, err)
-	}
-	if len(prog.Inst) > MaxRegexInsts {
-		return nil, fmt.Errorf("regex %q compiles to %d instructions, the limit is %d", expr, len(prog.Inst), MaxRegexInsts)
-	}
-	return regexp.Compile(expr)
 }
 
 // RuleError is a rule that failed validation.
@@ -230,11 +150,36 @@ func (r *Rule) Validate() error {
 	return err
 }
 
-// ValidateRules checks a rule list as New and SetRules do: every rule valid and
-// names unique. All problems are reported, joined.
-func ValidateRules(rules []Rule) error {
-	_, err := compileRules(rules)
-	return err
+// resolveLimit returns the rule's limit for one check: Limit, or what
+// LimitFunc returns.
+func (r *Rule) resolveLimit(ctx context.Context) (int64, error) {
+	if r.LimitFunc == nil {
+		return r.Limit, nil
+	}
+	n, err := r.LimitFunc(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if n < 0 {
+		return 0, fmt.Errorf("limit resolved to %d, want >= 0", n)
+	}
+	return n, nil
+}
+
+// resolvePeriod returns the rule's window length for one check: Period, or
+// what PeriodFunc returns.
+func (r *Rule) resolvePeriod(ctx context.Context) (time.Duration, error) {
+	if r.PeriodFunc == nil {
+		return r.Period, nil
+	}
+	d, err := r.PeriodFunc(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if d < time.Millisecond {
+		return 0, fmt.Errorf("period resolved to %v, want >= 1ms", d)
+	}
+	return d, nil
 }
 
 // matchEntry is one Match entry of a compiled rule; a OneOf set is a map so
@@ -250,7 +195,7 @@ func (e *matchEntry) matches(id Identifier) bool {
 	if !ok {
 		return false
 	}
-	if e.m.kind == MatchOneOf {
+	if e.m.kind == matchOneOf {
 		_, ok := e.set[v]
 		return ok
 	}
@@ -261,11 +206,11 @@ func (e *matchEntry) matches(id Identifier) bool {
 // invalid regex matches nothing (New rejects rules holding one).
 func (m Matcher) Matches(v string) bool {
 	switch m.kind {
-	case MatchEqual:
+	case matchEqual:
 		return v == m.value
-	case MatchRegex:
+	case matchRegex:
 		return m.re != nil && m.re.MatchString(v)
-	case MatchOneOf:
+	case matchOneOf:
 		return slices.Contains(m.set, v)
 	}
 	return false
@@ -288,9 +233,9 @@ func (r *Rule) MatchFailures(id Identifier) []string {
 		case !ok:
 			out = append(out, fmt.Sprintf("%s: not in the identifier (want %s)", k, m))
 		case m.Matches(v):
-		case m.kind == MatchEqual:
+		case m.kind == matchEqual:
 			out = append(out, fmt.Sprintf("%s: %q is not %s", k, v, m))
-		case m.kind == MatchRegex:
+		case m.kind == matchRegex:
 			out = append(out, fmt.Sprintf("%s: %q does not match %s", k, v, m))
 		default:
 			out = append(out, fmt.Sprintf("%s: %q is not in %s", k, v, m))
@@ -306,9 +251,9 @@ type compiledRule struct {
 	limit  int64
 	period time.Duration
 	key    keyPlan // the constant parts of the rule's counter keys
-	// perRequest marks a rule of a per-request tier (WithRules, RuleSource).
+	// perRequest marks a rule of a per-request tier (WithRules, Config.RuleSource).
 	perRequest bool
-	tier       string // the per-request tier's name (CompileTier), for Evaluation.Tier
+	tier       string // the per-request tier's name (CompileRules), for Evaluation.Tier
 }
 
 // compileRule validates r, defaulting its Action, and precomputes what a check
@@ -316,7 +261,7 @@ type compiledRule struct {
 // and the key plan. Every problem is reported, joined.
 func compileRule(r *Rule) (*compiledRule, error) {
 	var errs []error
-	if !ValidName(r.Name) {
+	if !rulecheck.ValidName(r.Name) {
 		errs = append(errs, fmt.Errorf("name %q must match ^[a-z0-9_]{1,64}$", r.Name))
 	}
 	if r.Action == "" {
@@ -355,12 +300,12 @@ func compileMatch(match map[string]Matcher) ([]matchEntry, []error) {
 		m := match[k]
 		e := matchEntry{key: k, m: m}
 		switch m.kind {
-		case MatchEqual:
-		case MatchRegex:
+		case matchEqual:
+		case matchRegex:
 			if m.err != nil {
 				errs = append(errs, fmt.Errorf("match %q: %w", k, m.err))
 			}
-		case MatchOneOf:
+		case matchOneOf:
 			e.set = make(map[string]struct{}, len(m.set))
 			for _, v := range m.set {
 				e.set[v] = struct{}{}
@@ -407,15 +352,21 @@ func checkSkip(r *Rule) []error {
 // and keeps the limit and period when both are static.
 func (c *compiledRule) compileCounting(r *Rule) []error {
 	var errs []error
-	if !r.Limit.IsSet() || !r.Period.IsSet() {
+	n, d := r.Limit, r.Period
+	limStatic, perStatic := r.LimitFunc == nil, r.PeriodFunc == nil
+	if (limStatic && n == 0) || (perStatic && d == 0) {
 		errs = append(errs, errors.New("limit and log rules require limit and period"))
 	}
-	n, limStatic := r.Limit.IsStatic()
-	if r.Limit.IsSet() && limStatic && n < 1 {
+	if !limStatic && n != 0 {
+		errs = append(errs, errors.New("both a limit and a LimitFunc are set (set one)"))
+	}
+	if !perStatic && d != 0 {
+		errs = append(errs, errors.New("both a period and a PeriodFunc are set (set one)"))
+	}
+	if limStatic && n < 0 {
 		errs = append(errs, fmt.Errorf("limit %d must be at least 1 (a LimitFunc may return 0 to deny all)", n))
 	}
-	d, perStatic := r.Period.IsStatic()
-	if r.Period.IsSet() && perStatic && d < time.Millisecond {
+	if perStatic && (d < 0 || (d > 0 && d < time.Millisecond)) {
 		errs = append(errs, fmt.Errorf("period %v must be at least 1ms", d))
 	}
 	if r.BanFor < 0 || (r.BanFor > 0 && r.BanFor < time.Millisecond) {

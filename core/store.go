@@ -2,7 +2,6 @@ package ratelimit
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 )
@@ -12,7 +11,7 @@ import (
 // in order, with the semantics below. Implementations: NewMemoryStore (in this
 // package) and redisstore.New. Every Store must pass core/storetest.
 type Store interface {
-	// Eval applies ops in order and returns one Outcome per op.
+	// Eval applies ops in order and returns one OpResult per op.
 	//
 	// In ModeCheck each op is charged: a counter op adds Cost to its counter
 	// (starting a window of Period at the first write; the window is never
@@ -24,27 +23,24 @@ type Store interface {
 	// In ModePeek nothing is written; an op is exceeded when it is banned or when
 	// the count a check would reach (count + Cost, or the set size with Member
 	// added) exceeds Limit.
-	Eval(ctx context.Context, mode Mode, ops []Op) ([]Outcome, error)
+	Eval(ctx context.Context, mode Mode, ops []Op) ([]OpResult, error)
 
 	// Delete removes the given keys and returns how many existed.
 	Delete(ctx context.Context, keys []string) (int, error)
 }
 
-// ContextBounded is implemented by a Store that returns by its context's
+// contextBounded is implemented by a Store that returns by its context's
 // deadline on its own, whatever the network does (for go-redis: a client with
-// ContextTimeoutEnabled). The Limiter then calls it directly instead of
-// guarding each call with a goroutine, which saves allocations per check.
-type ContextBounded interface {
+// ContextTimeoutEnabled), by reporting true from ContextBounded. The Limiter
+// then calls it directly instead of guarding each call with a goroutine, which
+// saves allocations per check. A store outside this package implements it by
+// its method alone.
+type contextBounded interface {
 	ContextBounded() bool
 }
 
 // Mode selects between counting (ModeCheck) and reading (ModePeek).
 type Mode uint8
-
-const (
-	ModeCheck Mode = iota
-	ModePeek
-)
 
 func (m Mode) String() string {
 	if m == ModePeek {
@@ -53,15 +49,8 @@ func (m Mode) String() string {
 	return "check"
 }
 
-// OpKind selects what an Op counts.
+// OpKind selects what an Op counts: OpCount or OpDistinct.
 type OpKind uint8
-
-const (
-	// OpCount adds a (float) cost to a counter.
-	OpCount OpKind = iota
-	// OpDistinct adds a member to a set and counts its size.
-	OpDistinct
-)
 
 // Op is one counting rule's work within a check.
 type Op struct {
@@ -76,8 +65,8 @@ type Op struct {
 	Terminal bool          // an exceeded Terminal op stops the evaluation (ActionLimit)
 }
 
-// Outcome is what a Store reports for one Op.
-type Outcome struct {
+// OpResult is what a Store reports for one Op.
+type OpResult struct {
 	// Evaluated is false for ops after a terminal exceeded op.
 	Evaluated bool
 	// Count is the counter value (or set size) after the op.
@@ -90,10 +79,6 @@ type Outcome struct {
 	// Exceeded reports count > Limit, or an active ban.
 	Exceeded bool
 }
-
-// ErrStorePanic wraps a panic raised inside a Store: the check fails open with
-// it instead of crashing the caller.
-var ErrStorePanic = errors.New("ratelimit: store panicked")
 
 // recoverStore turns a panic in a store call into an error. Deferred by every
 // store call of the Limiter (and by the memory store itself), so that a bug in

@@ -66,8 +66,8 @@ func TestPanicIsRecovered(t *testing.T) {
 	l, err := ratelimit.New(ratelimit.Config{Name: "edge", Store: ratelimit.NewMemoryStore(), Rules: []ratelimit.Rule{{
 		Name:            "per_ip",
 		Characteristics: []string{"remote_address"},
-		Limit:           ratelimit.LimitFunc(func(context.Context) (int64, error) { panic("resolver bug") }),
-		Period:          ratelimit.StaticPeriod(time.Minute),
+		LimitFunc:       func(context.Context) (int64, error) { panic("resolver bug") },
+		Period:          time.Minute,
 		Action:          ratelimit.ActionLimit,
 	}}})
 	if err != nil {

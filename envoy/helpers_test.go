@@ -77,7 +77,7 @@ func newLimiter(t testing.TB, store ratelimit.Store, prefix string, m *observe.M
 	}
 	cfg := ratelimit.Config{Name: "edge", Store: store, KeyPrefix: prefix, Rules: rules, Timeout: 5 * time.Second}
 	if m != nil {
-		cfg.Observer = m
+		cfg.Observer = m.Observe
 	}
 	for _, o := range opts {
 		o(&cfg)

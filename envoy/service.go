@@ -460,18 +460,20 @@ func (s *Service) override(keys []string, o *rlcommonv3.RateLimitDescriptor_Rate
 	if set := s.overrides.get(key); set != nil {
 		return set, nil
 	}
-	limit := ratelimit.Static(int64(o.GetRequestsPerUnit()))
-	if o.GetRequestsPerUnit() == 0 {
+	limit := int64(o.GetRequestsPerUnit())
+	var limitFunc func(context.Context) (int64, error)
+	if limit == 0 {
 		// envoyproxy/ratelimit treats 0 requests per unit as "deny all"; a
 		// static limit must be at least 1, so a constant resolver says it.
-		limit = ratelimit.LimitFunc(func(context.Context) (int64, error) { return 0, nil })
+		limitFunc = func(context.Context) (int64, error) { return 0, nil }
 	}
-	set, err := ratelimit.CompileRules([]ratelimit.Rule{{
+	set, err := ratelimit.CompileRules("", []ratelimit.Rule{{
 		Name:            OverrideRulePrefix + strconv.FormatInt(int64(period/time.Second), 10) + "s",
 		Description:     "limit override sent by Envoy with the descriptor",
 		Characteristics: keys,
 		Limit:           limit,
-		Period:          ratelimit.StaticPeriod(period),
+		LimitFunc:       limitFunc,
+		Period:          period,
 		Action:          ratelimit.ActionLimit, // never shadow, as in envoyproxy/ratelimit
 	}})
 	if err != nil {
@@ -590,7 +592,7 @@ func domainLabel(s *Service, req *rlsv3.RateLimitRequest) string {
 }
 
 // validProperty reports whether k matches ^[a-z0-9_]{1,64}$, like
-// ratelimit.ValidName, without a regular expression: it runs for every entry
+// rulecheck.ValidName, without a regular expression: it runs for every entry
 // of every request.
 func validProperty(k string) bool {
 	if len(k) == 0 || len(k) > 64 {

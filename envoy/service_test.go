@@ -305,13 +305,13 @@ type countingStore struct {
 	calls atomic.Int64
 }
 
-func (s *countingStore) Eval(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.Op) ([]ratelimit.Outcome, error) {
+func (s *countingStore) Eval(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.Op) ([]ratelimit.OpResult, error) {
 	s.calls.Add(1)
 	return s.Store.Eval(ctx, mode, ops)
 }
 
 func (s *countingStore) ContextBounded() bool {
-	cb, ok := s.Store.(ratelimit.ContextBounded)
+	cb, ok := s.Store.(interface{ ContextBounded() bool })
 	return ok && cb.ContextBounded()
 }
 
@@ -483,8 +483,8 @@ func ExampleNewService() {
 			Name:            "per_ip",
 			Match:           map[string]ratelimit.Matcher{"remote_address": ratelimit.Regex(".*")},
 			Characteristics: []string{"remote_address"},
-			Limit:           ratelimit.Static(1),
-			Period:          ratelimit.StaticPeriod(time.Minute),
+			Limit:           1,
+			Period:          time.Minute,
 			Action:          ratelimit.ActionLimit,
 		}},
 	})

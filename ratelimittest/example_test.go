@@ -19,7 +19,7 @@ func Example() {
 		Name:  "api",
 		Store: store,
 		Now:   clock.Now,
-		Rules: []ratelimit.Rule{ratelimit.PerMinute("per_user", 2, "user")},
+		Rules: []ratelimit.Rule{{Name: "per_user", Characteristics: []string{"user"}, Limit: 2, Period: time.Minute}},
 	})
 	if err != nil {
 		panic(err)
@@ -51,7 +51,7 @@ func ExampleStore_FailWith() {
 		Name:  "api",
 		Store: store,
 		Now:   store.Clock().Now,
-		Rules: []ratelimit.Rule{ratelimit.PerSecond("per_ip", 10, "ip")},
+		Rules: []ratelimit.Rule{{Name: "per_ip", Characteristics: []string{"ip"}, Limit: 10, Period: time.Second}},
 	})
 	store.FailWith(errors.New("connection refused"))
 	r := limiter.Check(context.Background(), ratelimit.Identifier{"ip": "192.0.2.1"})
@@ -63,7 +63,7 @@ func ExampleStore_FailWith() {
 // A ban outlives its window; the clock moves past it.
 func ExampleStore_RuleBanned() {
 	store := ratelimittest.NewStore(nil)
-	rule := ratelimit.PerMinute("logins", 1, "ip")
+	rule := ratelimit.Rule{Name: "logins", Characteristics: []string{"ip"}, Limit: 1, Period: time.Minute}
 	rule.BanFor = 15 * time.Minute
 	limiter, _ := ratelimit.New(ratelimit.Config{Name: "sign_in", Store: store, Now: store.Clock().Now, Rules: []ratelimit.Rule{rule}})
 	ctx := context.Background()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	ratelimit "github.com/ratekit/ratekit/core"
+	ikeys "github.com/ratekit/ratekit/internal/keys"
 )
 
 // Clock is a clock that moves only when told to. It is safe for concurrent
@@ -69,7 +70,7 @@ func NewStore(clock *Clock) *Store {
 		clock = NewClock(time.Time{})
 	}
 	return &Store{
-		mem:   ratelimit.NewMemoryStore(ratelimit.WithMemoryClock(clock.Now)),
+		mem:   ratelimit.MemoryConfig{Now: clock.Now}.New(),
 		clock: clock,
 		kinds: map[string]ratelimit.OpKind{},
 	}
@@ -79,7 +80,7 @@ func NewStore(clock *Clock) *Store {
 func (s *Store) Clock() *Clock { return s.clock }
 
 // Eval implements ratelimit.Store.
-func (s *Store) Eval(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.Op) ([]ratelimit.Outcome, error) {
+func (s *Store) Eval(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.Op) ([]ratelimit.OpResult, error) {
 	s.mu.Lock()
 	s.calls++
 	err := s.err
@@ -139,15 +140,15 @@ func (s *Store) Banned(key string) bool {
 	return s.peek(key).Banned
 }
 
-func (s *Store) peek(key string) ratelimit.Outcome {
+func (s *Store) peek(key string) ratelimit.OpResult {
 	s.mu.Lock()
 	kind := s.kinds[key]
 	s.mu.Unlock()
 	out, err := s.mem.Eval(context.Background(), ratelimit.ModePeek, []ratelimit.Op{{
-		Kind: kind, Key: key, BanKey: ratelimit.BanKey(key), Limit: math.MaxInt64, Period: time.Nanosecond,
+		Kind: kind, Key: key, BanKey: ikeys.BanKey(key), Limit: math.MaxInt64, Period: time.Nanosecond,
 	}})
 	if err != nil || len(out) == 0 {
-		return ratelimit.Outcome{}
+		return ratelimit.OpResult{}
 	}
 	return out[0]
 }
@@ -158,7 +159,7 @@ func (s *Store) peek(key string) ratelimit.Outcome {
 func (s *Store) RuleCount(l *ratelimit.Limiter, rule string, id ratelimit.Identifier) float64 {
 	for _, r := range l.Rules() {
 		if r.Name == rule {
-			return s.Count(ratelimit.CounterKey(l.KeyPrefix(), l.Name(), &r, id))
+			return s.Count(counterKey(l, &r, id))
 		}
 	}
 	return 0
@@ -168,7 +169,7 @@ func (s *Store) RuleCount(l *ratelimit.Limiter, rule string, id ratelimit.Identi
 func (s *Store) RuleBanned(l *ratelimit.Limiter, rule string, id ratelimit.Identifier) bool {
 	for _, r := range l.Rules() {
 		if r.Name == rule {
-			return s.Banned(ratelimit.CounterKey(l.KeyPrefix(), l.Name(), &r, id))
+			return s.Banned(counterKey(l, &r, id))
 		}
 	}
 	return false
@@ -190,4 +191,10 @@ func (s *Store) Keys() []string {
 	}
 	sort.Strings(live)
 	return live
+}
+
+// counterKey returns the key limiter l counts rule r under for id.
+func counterKey(l *ratelimit.Limiter, r *ratelimit.Rule, id ratelimit.Identifier) string {
+	k, _ := ikeys.Counter(l.KeyPrefix(), l.Name(), r.Name, r.Characteristics, r.CountDistinct != "", id)
+	return k
 }

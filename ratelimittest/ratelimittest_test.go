@@ -9,6 +9,7 @@ import (
 	"time"
 
 	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/keys"
 	"github.com/ratekit/ratekit/ratelimittest"
 )
 
@@ -49,7 +50,7 @@ func newLimiter(t *testing.T, store *ratelimittest.Store, rules ...ratelimit.Rul
 // The store counts as the memory store does, on the test's clock.
 func TestStoreCounts(t *testing.T) {
 	ctx := context.Background()
-	distinct := ratelimit.PerHour("paths_per_user", 2, "user")
+	distinct := ratelimit.Rule{Name: "paths_per_user", Characteristics: []string{"user"}, Limit: 2, Period: time.Hour}
 	distinct.CountDistinct = "path"
 	distinct.Action = ratelimit.ActionLog
 	for _, tt := range []struct {
@@ -58,13 +59,13 @@ func TestStoreCounts(t *testing.T) {
 		ids     []ratelimit.Identifier
 		advance time.Duration
 		count   float64 // of the rule for ids[0], after advance
-		last    ratelimit.Action
+		last    ratelimit.Verdict
 	}{
-		{"within the window", ratelimit.PerMinute("per_user", 2, "user"),
+		{"within the window", ratelimit.Rule{Name: "per_user", Characteristics: []string{"user"}, Limit: 2, Period: time.Minute},
 			[]ratelimit.Identifier{{"user": "a"}, {"user": "a"}, {"user": "a"}}, 59 * time.Second, 3, ratelimit.ActionBlock},
-		{"window over", ratelimit.PerMinute("per_user", 2, "user"),
+		{"window over", ratelimit.Rule{Name: "per_user", Characteristics: []string{"user"}, Limit: 2, Period: time.Minute},
 			[]ratelimit.Identifier{{"user": "a"}, {"user": "a"}, {"user": "a"}}, time.Minute, 0, ratelimit.ActionAllow},
-		{"per characteristic", ratelimit.PerMinute("per_user", 2, "user"),
+		{"per characteristic", ratelimit.Rule{Name: "per_user", Characteristics: []string{"user"}, Limit: 2, Period: time.Minute},
 			[]ratelimit.Identifier{{"user": "a"}, {"user": "b"}, {"user": "b"}}, 0, 1, ratelimit.ActionAllow},
 		{"distinct values", distinct,
 			[]ratelimit.Identifier{{"user": "a", "path": "/x"}, {"user": "a", "path": "/x"}, {"user": "a", "path": "/y"}}, 0, 2, ratelimit.ActionAllow},
@@ -89,14 +90,16 @@ func TestStoreCounts(t *testing.T) {
 func TestStoreKeysCallsAndClear(t *testing.T) {
 	ctx := context.Background()
 	store := ratelimittest.NewStore(nil)
-	rule := ratelimit.PerMinute("per_ip", 1, "ip")
+	rule := ratelimit.Rule{Name: "per_ip", Characteristics: []string{"ip"}, Limit: 1, Period: time.Minute}
 	rule.BanFor = time.Hour
 	l := newLimiter(t, store, rule)
 	a, b := ratelimit.Identifier{"ip": "192.0.2.1"}, ratelimit.Identifier{"ip": "192.0.2.2"}
 	l.Check(ctx, a)
 	l.Check(ctx, a) // exceeds: banned for an hour
 	l.Check(ctx, b)
-	want := []string{ratelimit.CounterKey("", "api", &rule, a), ratelimit.CounterKey("", "api", &rule, b)}
+	ka, _ := keys.Counter(ratelimit.DefaultKeyPrefix, "api", rule.Name, rule.Characteristics, false, a)
+	kb, _ := keys.Counter(ratelimit.DefaultKeyPrefix, "api", rule.Name, rule.Characteristics, false, b)
+	want := []string{ka, kb}
 	slices.Sort(want)
 	if got := store.Keys(); !slices.Equal(got, want) {
 		t.Fatalf("Keys = %q, want %q", got, want)
@@ -128,7 +131,7 @@ func TestStoreKeysCallsAndClear(t *testing.T) {
 func TestStoreFailWith(t *testing.T) {
 	ctx := context.Background()
 	store := ratelimittest.NewStore(nil)
-	l := newLimiter(t, store, ratelimit.PerMinute("per_ip", 1, "ip"))
+	l := newLimiter(t, store, ratelimit.Rule{Name: "per_ip", Characteristics: []string{"ip"}, Limit: 1, Period: time.Minute})
 	id := ratelimit.Identifier{"ip": "192.0.2.1"}
 	down := errors.New("connection refused")
 	store.FailWith(down)

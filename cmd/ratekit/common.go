@@ -10,6 +10,7 @@ import (
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/config"
 	"github.com/ratekit/ratekit/core/rulestore"
+	"github.com/ratekit/ratekit/internal/rulecheck"
 )
 
 // Environment variables read by the commands that reach Redis. A flag on the
@@ -79,7 +80,7 @@ func (c *connFlags) check() error {
 	switch {
 	case c.redisURL == "":
 		return fmt.Errorf("no Redis: give --redis URL or set %s", envRedisURL)
-	case c.service != "" && !ratelimit.ValidName(c.service):
+	case c.service != "" && !rulecheck.ValidName(c.service):
 		return fmt.Errorf("--service %q must match ^[a-z0-9_]{1,64}$ (the copier template's service_name)", c.service)
 	}
 	return nil

@@ -218,7 +218,7 @@ func runExplain(ctx context.Context, out output, args []string) int {
 		rules, err := fetchRemoteRules(ctx, f.rulesService, f.service, f.limiter, id, local.available, f.timeout)
 		var set *ratelimit.RuleSet
 		if err == nil {
-			set, err = ratelimit.CompileTier(tiers.Remote, rules)
+			set, err = ratelimit.CompileRules(tiers.Remote, rules)
 		}
 		if err != nil {
 			remote.Error = err.Error() + " (the services run on their local tiers)"

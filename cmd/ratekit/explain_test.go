@@ -417,7 +417,7 @@ func TestExplainRuleStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	published := must(config.RulesToProto([]ratelimit.Rule{{Name: "per_ip", Characteristics: []string{"ip"},
-		Limit: ratelimit.Static(5), Period: ratelimit.StaticPeriod(time.Minute)}}))
+		Limit: 5, Period: time.Minute}}))
 	if _, err := store.Publish(ctx, &configv1.PublishRulesRequest{RateLimits: map[string]*configv1.RuleList{"api_request": published}}); err != nil {
 		t.Fatal(err)
 	}

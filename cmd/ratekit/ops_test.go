@@ -165,8 +165,8 @@ func TestServicePrefixes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rule := ratelimit.Rule{Name: "per_user", Characteristics: []string{"user"}, Limit: ratelimit.Static(5),
-			Period: ratelimit.StaticPeriod(time.Minute), Action: ratelimit.ActionLimit}
+		rule := ratelimit.Rule{Name: "per_user", Characteristics: []string{"user"}, Limit: 5,
+			Period: time.Minute, Action: ratelimit.ActionLimit}
 		if _, err := store.Seed(ctx, map[string]tiers.Set{"api_request": {Defaults: []ratelimit.Rule{rule}}}); err != nil {
 			t.Fatal(err)
 		}
@@ -241,7 +241,7 @@ func testRulesDryRun(t *testing.T, e *rulesCLI) {
 	}
 	if _, err := store.Seed(ctx, map[string]tiers.Set{"user_sign_in": {Defaults: []ratelimit.Rule{{
 		Name: "limit_user_sign_ins_by_username", Characteristics: []string{"username"}, Action: ratelimit.ActionLimit,
-		Limit: ratelimit.Static(5), Period: ratelimit.StaticPeriod(10 * time.Minute), BanFor: 15 * time.Minute,
+		Limit: 5, Period: 10 * time.Minute, BanFor: 15 * time.Minute,
 	}}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +312,7 @@ dry run: 2 changes, nothing written
 	check()
 
 	// gc: a limiter the list does not declare would be marked; no mark is written.
-	retired := ratelimit.Rule{Name: "r", Action: ratelimit.ActionLimit, Limit: ratelimit.Static(1), Period: ratelimit.StaticPeriod(time.Minute)}
+	retired := ratelimit.Rule{Name: "r", Action: ratelimit.ActionLimit, Limit: 1, Period: time.Minute}
 	if _, err := store.Seed(ctx, map[string]tiers.Set{"retired": {Defaults: []ratelimit.Rule{retired}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -390,13 +390,8 @@ func TestPublishAvailableCheck(t *testing.T) {
 func TestConflictMarkers(t *testing.T) {
 	conflicted := `rate_limits:
   user_sign_in:
-<<<<<<< HEAD
     - name: per_ip
       characteristics: [ip]
-=======
-    - name: per_ip_v2
-      characteristics: [ip]
->>>>>>> feature
       limit: 5
       period_s: 60
       action: limit

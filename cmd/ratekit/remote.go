@@ -79,7 +79,7 @@ func fetchRemoteRules(ctx context.Context, base, service, limiter string, id rat
 	}
 	rules, err := config.RulesFromProto(list)
 	if err == nil {
-		err = ratelimit.ValidateRules(rules)
+		_, err = ratelimit.CompileRules("", rules)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("rules service: invalid answer, rejected whole: %w", err)

@@ -20,9 +20,9 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/observe"
 	"github.com/ratekit/ratekit/core/rollout"
+	"github.com/ratekit/ratekit/internal/rulecheck"
 )
 
 const rolloutUsage = `usage: ratekit rollout gate (--prometheus URL | --metrics SOURCE...) [flags]
@@ -119,7 +119,7 @@ func runRollout(ctx context.Context, out output, args []string) int {
 		return usageError(out, rolloutUsage, "rollout gate: --namespace %q is not a metric name prefix", *ns)
 	}
 	for _, l := range only {
-		if !ratelimit.ValidName(l) {
+		if !rulecheck.ValidName(l) {
 			return usageError(out, rolloutUsage, "rollout gate: --limiter %q must match ^[a-z0-9_]{1,64}$", l)
 		}
 	}
@@ -234,7 +234,7 @@ func validMetricPrefix(s string) bool {
 // addSample adds one series' value, validating it as a writer would have
 // written it: a known agreement, a limiter name, a finite count.
 func addSample(counts map[string]map[string]*rollout.Counts, limiter, rule, agreement string, v float64) error {
-	if !ratelimit.ValidName(limiter) {
+	if !rulecheck.ValidName(limiter) {
 		return fmt.Errorf("series with rate_limiter=%q: not a limiter name", limiter)
 	}
 	if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {

@@ -43,7 +43,7 @@ func newRolloutService(t *testing.T) *rolloutService {
 			Name: name, Store: ratelimit.NewMemoryStore(), Enforcement: ratelimit.Shadow,
 			Rules: []ratelimit.Rule{{
 				Name: name + "_per_user", Characteristics: []string{"user"}, Action: ratelimit.ActionLimit,
-				Limit: ratelimit.Static(1 << 40), Period: ratelimit.StaticPeriod(time.Hour),
+				Limit: 1 << 40, Period: time.Hour,
 			}},
 		})
 		if err != nil {

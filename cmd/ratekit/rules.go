@@ -356,9 +356,8 @@ func rulesShow(ctx context.Context, e *rulesEnv, args []string) int {
 func describeRule(r ratelimit.Rule) string {
 	var b strings.Builder
 	b.WriteString(string(r.Action))
-	if n, ok := r.Limit.IsStatic(); ok && r.Limit.IsSet() {
-		d, _ := r.Period.IsStatic()
-		fmt.Fprintf(&b, " %d per %v", n, d)
+	if r.LimitFunc == nil && r.Limit != 0 {
+		fmt.Fprintf(&b, " %d per %v", r.Limit, r.Period)
 	}
 	if r.CountDistinct != "" {
 		fmt.Fprintf(&b, " distinct %s", r.CountDistinct)

@@ -113,7 +113,7 @@ func testRulesCLI(t *testing.T, e *rulesCLI) {
 	}
 	if _, err := store.Seed(ctx, map[string]tiers.Set{"user_sign_in": {Defaults: []ratelimit.Rule{{
 		Name: "limit_user_sign_ins_by_username", Characteristics: []string{"username"},
-		Limit: ratelimit.Static(5), Period: ratelimit.StaticPeriod(10 * time.Minute), BanFor: 15 * time.Minute,
+		Limit: 5, Period: 10 * time.Minute, BanFor: 15 * time.Minute,
 	}}}}); err != nil {
 		t.Fatal(err)
 	}

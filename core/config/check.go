@@ -5,7 +5,7 @@ import (
 	"sort"
 	"sync"
 
-	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/rulecheck"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
 
@@ -24,7 +24,7 @@ func (d *doc) checkRules(spec *configv1.LimiterSpec, at path, rules []*configv1.
 	}
 	declared := func(prop string) bool {
 		// An invalid name is reported by protovalidate already.
-		return props == nil || props[prop] || !ratelimit.ValidName(prop)
+		return props == nil || props[prop] || !rulecheck.ValidName(prop)
 	}
 	available := func() string { return quoteList(spec.GetAvailableProperties()) }
 	first := make(map[string]int, len(rules))
@@ -41,7 +41,7 @@ func (d *doc) checkRules(spec *configv1.LimiterSpec, at path, rules []*configv1.
 			if !declared(k) {
 				d.check(mp(), true, "match property %q is not one of the limiter's available_properties (%s)", k, available())
 			}
-			if re, ok := r.GetMatch()[k].GetKind().(*configv1.MatchValue_Regex); ok && re.Regex != "" && len(re.Regex) <= ratelimit.MaxRegexLen {
+			if re, ok := r.GetMatch()[k].GetKind().(*configv1.MatchValue_Regex); ok && re.Regex != "" && len(re.Regex) <= rulecheck.MaxRegexLen {
 				if err := checkRegex(re.Regex); err != nil {
 					d.check(mp(), false, "match %q: %v", k, err)
 				}
@@ -69,7 +69,7 @@ func (d *doc) checkRules(spec *configv1.LimiterSpec, at path, rules []*configv1.
 // maxRegexChecks bounds regexChecks.
 const maxRegexChecks = 4096
 
-// regexChecks remembers what ratelimit.CompileRegex said of each regex (nil
+// regexChecks remembers what rulecheck.CompileRegex said of each regex (nil
 // when it compiles within the core's bounds). Every process decodes a stored
 // document on every change, and compiling its regexes again cost more than
 // the rest of the decode; the answer depends on the text alone. It is emptied
@@ -79,7 +79,7 @@ var regexChecks struct {
 	m map[string]error
 }
 
-// checkRegex is ratelimit.CompileRegex's error for expr, remembered.
+// checkRegex is rulecheck.CompileRegex's error for expr, remembered.
 func checkRegex(expr string) error {
 	regexChecks.Lock()
 	err, ok := regexChecks.m[expr]
@@ -87,7 +87,7 @@ func checkRegex(expr string) error {
 	if ok {
 		return err
 	}
-	_, err = ratelimit.CompileRegex(expr) // outside the lock: it may be slow
+	_, err = rulecheck.CompileRegex(expr) // outside the lock: it may be slow
 	regexChecks.Lock()
 	if regexChecks.m == nil || len(regexChecks.m) >= maxRegexChecks {
 		regexChecks.m = make(map[string]error)
@@ -106,7 +106,7 @@ func (d *doc) checkRuleMap(field string, m map[string]*configv1.RuleList, availa
 		var spec *configv1.LimiterSpec
 		if available != nil {
 			spec = available.Spec(name)
-			if spec == nil && ratelimit.ValidName(name) {
+			if spec == nil && rulecheck.ValidName(name) {
 				d.check(at, true, "no limiter %q in %s (it declares %s)", name, available.source(), quoteList(available.Names()))
 			}
 		}

@@ -42,10 +42,10 @@ func RuleFromProto(r *configv1.Rule) (ratelimit.Rule, error) {
 	}
 	out.Action = a
 	if r.Limit != nil {
-		out.Limit = ratelimit.Static(int64(r.GetLimit()))
+		out.Limit = int64(r.GetLimit())
 	}
 	if r.PeriodS != nil {
-		out.Period = ratelimit.StaticPeriod(time.Duration(r.GetPeriodS()) * time.Second)
+		out.Period = time.Duration(r.GetPeriodS()) * time.Second
 	}
 	if r.BanForS != nil {
 		out.BanFor = time.Duration(r.GetBanForS()) * time.Second
@@ -120,8 +120,8 @@ func DefaultRuleToRule(d *configv1.DefaultRule) *configv1.Rule {
 
 // RuleToProto converts a core rule into the schema, for the rule store and
 // the publisher. Only static values can be stored: a rule whose limit is a
-// LimitFunc or whose period is a PeriodFunc is an error (resolve it and use
-// ratelimit.Static / ratelimit.StaticPeriod, as rulestore.Publisher does).
+// LimitFunc or whose period is a PeriodFunc is an error (resolve it into
+// Limit / Period, as rulestore.Publisher does).
 // Period and BanFor must be whole seconds, and the limit must fit uint32.
 func RuleToProto(r ratelimit.Rule) (*configv1.Rule, error) {
 	out := &configv1.Rule{
@@ -141,22 +141,21 @@ func RuleToProto(r ratelimit.Rule) (*configv1.Rule, error) {
 	} else {
 		errs = append(errs, fmt.Errorf("action %q is not limit, log or skip", r.Action))
 	}
-	if r.Limit.IsSet() {
-		n, static := r.Limit.IsStatic()
-		switch {
-		case !static:
-			errs = append(errs, errors.New("limit is a LimitFunc: only a resolved, static limit can be stored (use ratelimit.Static)"))
-		case n < 1 || n > math.MaxUint32:
-			errs = append(errs, fmt.Errorf("limit %d is outside 1..%d", n, uint32(math.MaxUint32)))
-		default:
-			out.Limit = proto.Uint32(uint32(n))
-		}
+	switch n := r.Limit; {
+	case r.LimitFunc != nil:
+		errs = append(errs, errors.New("limit is a LimitFunc: only a resolved, static limit can be stored (set Limit)"))
+	case n == 0: // unset
+	case n < 1 || n > math.MaxUint32:
+		errs = append(errs, fmt.Errorf("limit %d is outside 1..%d", n, uint32(math.MaxUint32)))
+	default:
+		out.Limit = proto.Uint32(uint32(n))
 	}
-	if r.Period.IsSet() {
-		d, static := r.Period.IsStatic()
-		if !static {
-			errs = append(errs, errors.New("period is a PeriodFunc: only a resolved, static period can be stored (use ratelimit.StaticPeriod)"))
-		} else if s, err := wholeSeconds("period", d); err != nil {
+	switch {
+	case r.PeriodFunc != nil:
+		errs = append(errs, errors.New("period is a PeriodFunc: only a resolved, static period can be stored (set Period)"))
+	case r.Period == 0: // unset
+	default:
+		if s, err := wholeSeconds("period", r.Period); err != nil {
 			errs = append(errs, err)
 		} else {
 			out.PeriodS = proto.Uint32(s)
@@ -173,12 +172,12 @@ func RuleToProto(r ratelimit.Rule) (*configv1.Rule, error) {
 		out.Match = make(map[string]*configv1.MatchValue, len(r.Match))
 		for _, k := range sortedKeys(r.Match) {
 			m := r.Match[k]
-			switch m.Kind() {
-			case ratelimit.MatchEqual:
+			switch {
+			case m.IsEqual():
 				out.Match[k] = &configv1.MatchValue{Kind: &configv1.MatchValue_Equality{Equality: m.Value()}}
-			case ratelimit.MatchRegex:
+			case m.IsRegex():
 				out.Match[k] = &configv1.MatchValue{Kind: &configv1.MatchValue_Regex{Regex: m.Value()}}
-			case ratelimit.MatchOneOf:
+			case m.IsOneOf():
 				out.Match[k] = &configv1.MatchValue{Kind: &configv1.MatchValue_OneOf{OneOf: &configv1.StringSet{Values: m.Values()}}}
 			default:
 				errs = append(errs, fmt.Errorf("match %q: empty matcher", k))

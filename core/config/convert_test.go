@@ -49,11 +49,11 @@ func TestRuleProtoRoundTrip(t *testing.T) {
 
 func TestCoreRuleRoundTrip(t *testing.T) {
 	rules := []ratelimit.Rule{
-		{Name: "a", Action: ratelimit.ActionLimit, Limit: ratelimit.Static(200), Period: ratelimit.StaticPeriod(time.Minute),
+		{Name: "a", Action: ratelimit.ActionLimit, Limit: 200, Period: time.Minute,
 			Characteristics: []string{"user"}, BanFor: time.Hour, Description: "d",
 			Match: map[string]ratelimit.Matcher{"request_type": ratelimit.Equal("api"), "path": ratelimit.Regex("^/x"), "plan": ratelimit.OneOf("free", "pro")}},
 		{Name: "b", Action: ratelimit.ActionSkip},
-		{Name: "c", Action: ratelimit.ActionLog, Limit: ratelimit.Static(1), Period: ratelimit.StaticPeriod(time.Second), CountDistinct: "user"},
+		{Name: "c", Action: ratelimit.ActionLog, Limit: 1, Period: time.Second, CountDistinct: "user"},
 	}
 	list, err := RulesToProto(rules)
 	if err != nil {
@@ -68,7 +68,7 @@ func TestCoreRuleRoundTrip(t *testing.T) {
 	}
 
 	// An empty action is the core's default, limit, and is stored explicitly.
-	p, err := RuleToProto(ratelimit.Rule{Name: "d", Limit: ratelimit.Static(1), Period: ratelimit.StaticPeriod(time.Second)})
+	p, err := RuleToProto(ratelimit.Rule{Name: "d", Limit: 1, Period: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,25 +78,25 @@ func TestCoreRuleRoundTrip(t *testing.T) {
 }
 
 func TestRuleToProtoErrors(t *testing.T) {
-	limitFn := ratelimit.LimitFunc(func(context.Context) (int64, error) { return 5, nil })
-	periodFn := ratelimit.PeriodFunc(func(context.Context) (time.Duration, error) { return time.Minute, nil })
-	minute := ratelimit.StaticPeriod(time.Minute)
+	limitFn := func(context.Context) (int64, error) { return 5, nil }
+	periodFn := func(context.Context) (time.Duration, error) { return time.Minute, nil }
+	minute := time.Minute
 	tests := []struct {
 		name string
 		rule ratelimit.Rule
 		want string
 	}{
-		{"limit func", ratelimit.Rule{Name: "r", Limit: limitFn, Period: minute},
-			"rule r: limit is a LimitFunc: only a resolved, static limit can be stored (use ratelimit.Static)"},
-		{"period func", ratelimit.Rule{Name: "r", Limit: ratelimit.Static(1), Period: periodFn},
-			"rule r: period is a PeriodFunc: only a resolved, static period can be stored (use ratelimit.StaticPeriod)"},
-		{"fractional period", ratelimit.Rule{Name: "r", Limit: ratelimit.Static(1), Period: ratelimit.StaticPeriod(1500 * time.Millisecond)},
+		{"limit func", ratelimit.Rule{Name: "r", LimitFunc: limitFn, Period: minute},
+			"rule r: limit is a LimitFunc: only a resolved, static limit can be stored (set Limit)"},
+		{"period func", ratelimit.Rule{Name: "r", Limit: 1, PeriodFunc: periodFn},
+			"rule r: period is a PeriodFunc: only a resolved, static period can be stored (set Period)"},
+		{"fractional period", ratelimit.Rule{Name: "r", Limit: 1, Period: 1500 * time.Millisecond},
 			"rule r: period 1.5s is not a whole number of seconds from 1s to 4294967295s"},
-		{"short ban", ratelimit.Rule{Name: "r", Limit: ratelimit.Static(1), Period: minute, BanFor: 500 * time.Millisecond},
+		{"short ban", ratelimit.Rule{Name: "r", Limit: 1, Period: minute, BanFor: 500 * time.Millisecond},
 			"rule r: ban_for 500ms is not a whole number of seconds from 1s to 4294967295s"},
-		{"limit too large", ratelimit.Rule{Name: "r", Limit: ratelimit.Static(math.MaxUint32 + 1), Period: minute},
+		{"limit too large", ratelimit.Rule{Name: "r", Limit: math.MaxUint32 + 1, Period: minute},
 			"rule r: limit 4294967296 is outside 1..4294967295"},
-		{"unknown action", ratelimit.Rule{Name: "r", Action: ratelimit.ActionBlock},
+		{"unknown action", ratelimit.Rule{Name: "r", Action: ratelimit.Action(ratelimit.ActionBlock)},
 			`rule r: action "block" is not limit, log or skip`},
 		{"empty matcher", ratelimit.Rule{Name: "r", Action: ratelimit.ActionSkip, Match: map[string]ratelimit.Matcher{"ip": {}}},
 			`rule r: match "ip": empty matcher`},

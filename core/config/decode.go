@@ -18,7 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
-	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/keys"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
 
@@ -552,7 +552,7 @@ func validUTF8(s string) string {
 }
 
 // str reads a scalar as text. Numbers and booleans are accepted and rendered
-// as ratelimit.Canonical renders identifier values, so `project_id: 42`
+// as an Identifier canonicalizes its values (keys.Canonical), so `project_id: 42`
 // matches the identifier value 42.
 func (d *doc) str(n *yaml.Node, name string) (string, bool) {
 	if n.Kind != yaml.ScalarNode {
@@ -565,7 +565,7 @@ func (d *doc) str(n *yaml.Node, name string) (string, bool) {
 	case "!!int", "!!float", "!!bool":
 		var v any
 		if err := n.Decode(&v); err == nil && v != nil {
-			return ratelimit.Canonical(v), true
+			return keys.Canonical(v), true
 		}
 	}
 	d.fail(false, "%s must be text, got %s", name, kindName(n))

@@ -83,7 +83,7 @@
 // cross-document checks run: limiters must
 // be declared in available_limiters.yaml, properties must be in their
 // limiter's available_properties, rule names unique within a limiter, regexes
-// valid RE2 within ratelimit.MaxRegexLen and ratelimit.MaxRegexInsts, and
+// valid RE2 within 1024 bytes and 10000 instructions (the bounds of ratelimit.Regex), and
 // skip rules within a limiter's allowed_skip_rules when it has that list.
 //
 // Every problem of a file is reported, as a *ValidationError whose lines read

@@ -53,8 +53,8 @@ func Example() {
 		return
 	}
 	for _, r := range rules {
-		limit, _ := r.Limit.IsStatic()
-		period, _ := r.Period.IsStatic()
+		limit, _ := r.Limit, r.LimitFunc == nil
+		period, _ := r.Period, r.PeriodFunc == nil
 		fmt.Println(r.Name, r.Action, limit, period, r.Match)
 	}
 	for _, s := range rateLimits.SkipRules() {

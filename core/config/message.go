@@ -4,7 +4,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
-	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/rulecheck"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
 
@@ -46,7 +46,7 @@ func (d *doc) checkNested(m protoreflect.Message, at path, limiter string, avail
 	md := m.Descriptor()
 	if fd := md.Fields().ByName("limiter"); fd != nil && fd.Kind() == protoreflect.StringKind && !fd.IsList() && !fd.IsMap() {
 		limiter = m.Get(fd).String()
-		if available != nil && available.Spec(limiter) == nil && ratelimit.ValidName(limiter) {
+		if available != nil && available.Spec(limiter) == nil && rulecheck.ValidName(limiter) {
 			d.check(at.field("limiter"), false, "no limiter %q in %s (it declares %s)", limiter, available.source(), quoteList(available.Names()))
 		}
 	}

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"fmt"
+
 	ratelimit "github.com/ratekit/ratekit/core"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
@@ -15,6 +17,18 @@ func ModeWord(m configv1.Mode) string {
 		return ratelimit.Shadow.String()
 	}
 	return ""
+}
+
+// ParseEnforcement parses a limiter mode in its config-file spelling,
+// "enforce" or "shadow".
+func ParseEnforcement(s string) (ratelimit.Enforcement, error) {
+	switch s {
+	case "enforce":
+		return ratelimit.Enforce, nil
+	case "shadow":
+		return ratelimit.Shadow, nil
+	}
+	return ratelimit.Enforce, fmt.Errorf("unknown limiter mode %q (want enforce or shadow)", s)
 }
 
 // ModeFromProto converts a rule list's mode; ok is false when it is unset (or

@@ -112,3 +112,16 @@ func TestModeConversions(t *testing.T) {
 		}
 	}
 }
+
+func TestParseEnforcement(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want ratelimit.Enforcement
+		ok   bool
+	}{{"enforce", ratelimit.Enforce, true}, {"shadow", ratelimit.Shadow, true}, {"Shadow", 0, false}, {"", 0, false}} {
+		got, err := ParseEnforcement(tc.in)
+		if (err == nil) != tc.ok || (tc.ok && (got != tc.want || got.String() != tc.in)) {
+			t.Errorf("ParseEnforcement(%q) = %v, %v", tc.in, got, err)
+		}
+	}
+}

@@ -128,8 +128,8 @@ func TestDesignExamplesAreValid(t *testing.T) {
 	wantDefaults := []ratelimit.Rule{{
 		Name:            "limit_user_sign_ins_by_username",
 		Characteristics: []string{"username"},
-		Limit:           ratelimit.Static(5),
-		Period:          ratelimit.StaticPeriod(10 * time.Minute),
+		Limit:           5,
+		Period:          10 * time.Minute,
 		Action:          ratelimit.ActionLimit,
 		BanFor:          15 * time.Minute,
 	}}
@@ -140,16 +140,16 @@ func TestDesignExamplesAreValid(t *testing.T) {
 		Name:            "user_sign_in_distinct_users_per_ip",
 		Description:     "distinct users attempting to sign in from a single IP",
 		Characteristics: []string{"ip"},
-		Limit:           ratelimit.Static(10),
-		Period:          ratelimit.StaticPeriod(time.Hour),
+		Limit:           10,
+		Period:          time.Hour,
 		Action:          ratelimit.ActionLimit,
 		CountDistinct:   "username",
 	}, {
 		Name:            "user_sign_in_ban_ip_after_failures",
 		Description:     "ban an IP for 15 minutes after 10 failed sign-ins in a minute",
 		Characteristics: []string{"ip"},
-		Limit:           ratelimit.Static(10),
-		Period:          ratelimit.StaticPeriod(time.Minute),
+		Limit:           10,
+		Period:          time.Minute,
 		Action:          ratelimit.ActionLimit,
 		BanFor:          15 * time.Minute,
 	}}
@@ -171,7 +171,7 @@ func TestDesignExamplesAreValid(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := ratelimit.ValidateRules(rules); err != nil {
+		if _, err := ratelimit.CompileRules("", rules); err != nil {
 			t.Errorf("%s: the core rejects the loaded rules: %v", name, err)
 		}
 	}
@@ -204,11 +204,11 @@ func TestValidDocuments(t *testing.T) {
 				{Name: "b", Action: ratelimit.ActionSkip, Match: map[string]ratelimit.Matcher{"user": ratelimit.Equal("1.5")}}}},
 		{"aliases", "rate_limits:\n  open:\n    - name: a\n      action: log\n      limit: &n 5\n      period_s: *n\n      match: &m {path: {regex: '^/api/'}}\n    - name: b\n      action: skip\n      match: *m\n", "open",
 			[]ratelimit.Rule{
-				{Name: "a", Action: ratelimit.ActionLog, Limit: ratelimit.Static(5), Period: ratelimit.StaticPeriod(5 * time.Second), Match: map[string]ratelimit.Matcher{"path": ratelimit.Regex("^/api/")}},
+				{Name: "a", Action: ratelimit.ActionLog, Limit: 5, Period: 5 * time.Second, Match: map[string]ratelimit.Matcher{"path": ratelimit.Regex("^/api/")}},
 				{Name: "b", Action: ratelimit.ActionSkip, Match: map[string]ratelimit.Matcher{"path": ratelimit.Regex("^/api/")}},
 			}},
 		{"count_missing opts into one bucket for callers without the property", "rate_limits:\n  open:\n    - name: per_user\n      action: limit\n      limit: 10\n      period_s: 60\n      characteristics: [user]\n      count_missing: true\n", "open",
-			[]ratelimit.Rule{{Name: "per_user", Action: ratelimit.ActionLimit, Limit: ratelimit.Static(10), Period: ratelimit.StaticPeriod(time.Minute), Characteristics: []string{"user"}, CountMissing: true}}},
+			[]ratelimit.Rule{{Name: "per_user", Action: ratelimit.ActionLimit, Limit: 10, Period: time.Minute, Characteristics: []string{"user"}, CountMissing: true}}},
 		{"the stored envelope is accepted too", "rate_limits:\n  open: {rules: [{name: a, action: skip}]}\n", "open",
 			[]ratelimit.Rule{{Name: "a", Action: ratelimit.ActionSkip}}},
 		{"JSON is YAML", `{"rate_limits":{"open":[{"name":"a","action":"skip","match":{"user":{"regex":"^bot"}}}]}}`, "open",
@@ -301,7 +301,7 @@ func TestInvalidRateLimitsKeepLastGoodRules(t *testing.T) {
 	good := l.Rules()
 	ctx := t.Context()
 	id := ratelimit.Identifier{"ip": "192.0.2.1"}
-	for i, want := range []ratelimit.Action{ratelimit.ActionAllow, ratelimit.ActionAllow, ratelimit.ActionBlock} {
+	for i, want := range []ratelimit.Verdict{ratelimit.ActionAllow, ratelimit.ActionAllow, ratelimit.ActionBlock} {
 		if got := l.Check(ctx, id).Action; got != want {
 			t.Fatalf("check %d = %v, want %v", i+1, got, want)
 		}

@@ -18,7 +18,7 @@ func ExampleGuard() {
 		Store: ratelimit.NewMemoryStore(),
 		Rules: []ratelimit.Rule{{
 			Name: "per_ip", Characteristics: []string{"ip"},
-			Limit: ratelimit.Static(1), Period: ratelimit.StaticPeriod(time.Minute),
+			Limit: 1, Period: time.Minute,
 		}},
 	})
 	g := &httpverdict.Guard{Limiters: []*ratelimit.Limiter{limiter}, Profile: httpverdict.IETF}
@@ -48,7 +48,7 @@ func ExampleMetered() {
 		Store: ratelimit.NewMemoryStore(),
 		Rules: []ratelimit.Rule{{
 			Name: "db_seconds_per_namespace", Characteristics: []string{"root_namespace"},
-			Limit: ratelimit.Static(300), Period: ratelimit.StaticPeriod(time.Minute),
+			Limit: 300, Period: time.Minute,
 		}},
 	})
 	g := &httpverdict.Guard{Deferred: []httpverdict.Deferred{httpverdict.Metered(db, "db_duration_s")}}

@@ -193,7 +193,7 @@ func TestSFString(t *testing.T) {
 // and the response headers; a blocked request reaches deny, not the handler.
 func TestHandleOutcome(t *testing.T) {
 	l, err := ratelimit.New(ratelimit.Config{Name: "misses", Store: ratelimit.NewMemoryStore(),
-		Rules: []ratelimit.Rule{{Name: "cache_misses", Limit: ratelimit.Static(1), Period: ratelimit.StaticPeriod(time.Minute)}}})
+		Rules: []ratelimit.Rule{{Name: "cache_misses", Limit: 1, Period: time.Minute}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,13 +14,13 @@ import (
 func BenchmarkCheck(b *testing.B) {
 	for _, bc := range []struct {
 		name string
-		obs  ratelimit.Observer
+		obs  func(context.Context, ratelimit.Event)
 	}{
 		{"none", nil},
-		{"metrics", observe.NewMetrics(observe.MetricsOptions{})},
-		{"tracing_no_span", observe.NewTracing()},
-		{"block_summary", observe.NewBlockSummary(observe.BlockSummaryOptions{Logger: slog.New(slog.DiscardHandler)})},
-		{"all", ratelimit.Observers(observe.NewMetrics(observe.MetricsOptions{}), observe.NewTracing(),
+		{"metrics", observe.NewMetrics(observe.MetricsOptions{}).Observe},
+		{"tracing_no_span", observe.NewTracing().Observe},
+		{"block_summary", observe.NewBlockSummary(observe.BlockSummaryOptions{Logger: slog.New(slog.DiscardHandler)}).Observe},
+		{"all", observe.Multi(observe.NewMetrics(observe.MetricsOptions{}), observe.NewTracing(),
 			observe.NewBlockSummary(observe.BlockSummaryOptions{Logger: slog.New(slog.DiscardHandler)}))},
 	} {
 		b.Run(bc.name, func(b *testing.B) {

@@ -38,7 +38,7 @@ type BlockSummaryOptions struct {
 	Now func() time.Time
 }
 
-// BlockSummary is a ratelimit.Observer that counts blocked checks per
+// BlockSummary is an Observer that counts blocked checks per
 // (limiter, rule) and logs them periodically, at INFO, as
 //
 //	msg=rate_limit_block_summary limiter=http_request rule=api_by_user block_count=42
@@ -74,8 +74,8 @@ type BlockSource interface {
 }
 
 var (
-	_ ratelimit.Observer = (*BlockSummary)(nil)
-	_ BlockSource        = (*BlockSummary)(nil)
+	_ Observer    = (*BlockSummary)(nil)
+	_ BlockSource = (*BlockSummary)(nil)
 )
 
 // NewBlockSummary returns a block summary observer.
@@ -102,7 +102,7 @@ func NewBlockSummary(opts BlockSummaryOptions) *BlockSummary {
 	return s
 }
 
-// Observe implements ratelimit.Observer: it counts blocked checks (peeks never
+// Observe implements Observer: it counts blocked checks (peeks never
 // count: peeking is how callers ask "would this block?").
 func (s *BlockSummary) Observe(_ context.Context, e ratelimit.Event) {
 	r := e.Result

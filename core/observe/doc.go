@@ -1,7 +1,7 @@
 // Package observe makes rate limiting visible: Prometheus metrics,
 // OpenTelemetry span attributes and a periodic slog block summary, each a
-// ratelimit.Observer that a limiter calls after every Check, Peek and Clear.
-// Combine them with ratelimit.Observers:
+// an Observer whose Observe method a limiter calls (Config.Observer) after
+// every Check, Peek and Clear. Combine them with Multi:
 //
 //	metrics := observe.NewMetrics(observe.MetricsOptions{})
 //	prometheus.MustRegister(metrics)
@@ -11,7 +11,7 @@
 //		Name:     "http_request",
 //		Store:    store,
 //		Rules:    rules,
-//		Observer: ratelimit.Observers(metrics, observe.NewTracing(), blocks),
+//		Observer: observe.Multi(metrics, observe.NewTracing(), blocks),
 //	})
 //
 // The package debugpage serves the limiters, their rules per tier and the

@@ -18,15 +18,15 @@ import (
 	"github.com/ratekit/ratekit/core/observe"
 )
 
-func exampleLimiter(obs ratelimit.Observer) *ratelimit.Limiter {
+func exampleLimiter(obs func(context.Context, ratelimit.Event)) *ratelimit.Limiter {
 	l, err := ratelimit.New(ratelimit.Config{
 		Name:  "http_request",
 		Store: ratelimit.NewMemoryStore(),
 		Rules: []ratelimit.Rule{{
 			Name:            "api_by_user",
 			Characteristics: []string{"user"},
-			Limit:           ratelimit.Static(2),
-			Period:          ratelimit.StaticPeriod(time.Minute),
+			Limit:           2,
+			Period:          time.Minute,
 		}},
 		Observer: obs,
 	})
@@ -41,7 +41,7 @@ func ExampleMetrics() {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(metrics) // serve it with promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 
-	limiter := exampleLimiter(metrics)
+	limiter := exampleLimiter(metrics.Observe)
 	for range 3 {
 		limiter.Check(context.Background(), ratelimit.Identifier{"user": "alice"})
 	}
@@ -67,7 +67,7 @@ func ExampleBlockSummary() {
 	}))
 	blocks := observe.NewBlockSummary(observe.BlockSummaryOptions{Logger: logger, Interval: time.Minute})
 	// In a service: go blocks.Run(ctx)
-	limiter := exampleLimiter(blocks)
+	limiter := exampleLimiter(blocks.Observe)
 	for range 5 {
 		limiter.Check(context.Background(), ratelimit.Identifier{"user": "mallory"})
 	}
@@ -79,7 +79,7 @@ func ExampleBlockSummary() {
 func ExampleTracing() {
 	exporter := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exporter))
-	limiter := exampleLimiter(observe.NewTracing())
+	limiter := exampleLimiter(observe.NewTracing().Observe)
 
 	ctx, span := tp.Tracer("server").Start(context.Background(), "GET /api/v4/user")
 	limiter.Check(ctx, ratelimit.Identifier{"user": "alice"})

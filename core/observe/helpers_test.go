@@ -9,6 +9,7 @@ import (
 	"time"
 
 	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/observe"
 )
 
 // storeKind is one backend the observer tests run against: a working store and
@@ -36,7 +37,7 @@ type failingStore struct{}
 
 var errDown = errors.New("store down")
 
-func (failingStore) Eval(context.Context, ratelimit.Mode, []ratelimit.Op) ([]ratelimit.Outcome, error) {
+func (failingStore) Eval(context.Context, ratelimit.Mode, []ratelimit.Op) ([]ratelimit.OpResult, error) {
 	return nil, errDown
 }
 func (failingStore) Delete(context.Context, []string) (int, error) { return 0, errDown }
@@ -44,24 +45,28 @@ func (failingStore) Delete(context.Context, []string) (int, error) { return 0, e
 // testRules exercises every evaluation result: skip, shadow (log) rules,
 // a blocking limit rule, a ban and a count_distinct rule.
 func testRules() []ratelimit.Rule {
-	min := ratelimit.StaticPeriod(time.Minute)
+	min := time.Minute
 	return []ratelimit.Rule{
 		{Name: "trusted", Action: ratelimit.ActionSkip, Match: map[string]ratelimit.Matcher{"ip": ratelimit.Equal("127.0.0.1")}},
-		{Name: "shadow_ip", Action: ratelimit.ActionLog, Characteristics: []string{"ip"}, Limit: ratelimit.Static(2), Period: min,
+		{Name: "shadow_ip", Action: ratelimit.ActionLog, Characteristics: []string{"ip"}, Limit: 2, Period: min,
 			Match: map[string]ratelimit.Matcher{"kind": ratelimit.OneOf("api", "login")}},
-		{Name: "per_user", Characteristics: []string{"user"}, Limit: ratelimit.Static(3), Period: min,
+		{Name: "per_user", Characteristics: []string{"user"}, Limit: 3, Period: min,
 			Match: map[string]ratelimit.Matcher{"kind": ratelimit.Equal("api")}},
-		{Name: "login_ban", Characteristics: []string{"ip"}, Limit: ratelimit.Static(1), Period: min, BanFor: time.Minute,
+		{Name: "login_ban", Characteristics: []string{"ip"}, Limit: 1, Period: min, BanFor: time.Minute,
 			Match: map[string]ratelimit.Matcher{"kind": ratelimit.Equal("login")}},
 		{Name: "paths", Action: ratelimit.ActionLog, Characteristics: []string{"user"}, CountDistinct: "path",
-			Limit: ratelimit.Static(5), Period: min, Match: map[string]ratelimit.Matcher{"kind": ratelimit.Equal("api")}},
+			Limit: 5, Period: min, Match: map[string]ratelimit.Matcher{"kind": ratelimit.Equal("api")}},
 	}
 }
 
-func newLimiter(t *testing.T, name string, store ratelimit.Store, prefix string, obs ratelimit.Observer) *ratelimit.Limiter {
+func newLimiter(t *testing.T, name string, store ratelimit.Store, prefix string, obs observe.Observer) *ratelimit.Limiter {
 	t.Helper()
+	var observer func(context.Context, ratelimit.Event)
+	if obs != nil {
+		observer = obs.Observe
+	}
 	l, err := ratelimit.New(ratelimit.Config{
-		Name: name, Store: store, KeyPrefix: prefix, Rules: testRules(), Observer: obs,
+		Name: name, Store: store, KeyPrefix: prefix, Rules: testRules(), Observer: observer,
 		Logger: discard, Timeout: time.Second,
 	})
 	if err != nil {
@@ -72,8 +77,8 @@ func newLimiter(t *testing.T, name string, store ratelimit.Store, prefix string,
 
 // scenario runs the checks whose metrics the tests assert. It returns the
 // verdicts so that tests can confirm what the store decided.
-func scenario(ctx context.Context, l *ratelimit.Limiter) []ratelimit.Action {
-	var got []ratelimit.Action
+func scenario(ctx context.Context, l *ratelimit.Limiter) []ratelimit.Verdict {
+	var got []ratelimit.Verdict
 	check := func(id ratelimit.Identifier) { got = append(got, l.Check(ctx, id).Action) }
 	check(ratelimit.Identifier{"ip": "127.0.0.1", "kind": "api", "user": "u0"}) // skip
 	for range 4 {                                                               // shadow_ip exceeds at 3, per_user blocks the 4th
@@ -89,7 +94,7 @@ func scenario(ctx context.Context, l *ratelimit.Limiter) []ratelimit.Action {
 	return got
 }
 
-var scenarioVerdicts = []ratelimit.Action{"allow", "allow", "allow", "allow", "block", "allow", "allow", "block", "block", "allow"}
+var scenarioVerdicts = []ratelimit.Verdict{"allow", "allow", "allow", "allow", "block", "allow", "allow", "block", "block", "allow"}
 
 // logRecorder is a slog.Handler that keeps every record.
 type logRecorder struct {

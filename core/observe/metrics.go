@@ -49,12 +49,12 @@ type MetricsOptions struct {
 	Now func() time.Time
 }
 
-// Metrics is a Prometheus collector and a ratelimit.Observer. Register it once
+// Metrics is a Prometheus collector and an Observer. Register it once
 // and give it to every limiter:
 //
 //	m := observe.NewMetrics(observe.MetricsOptions{})
 //	prometheus.MustRegister(m)
-//	limiter, _ := ratelimit.New(ratelimit.Config{..., Observer: m})
+//	limiter, _ := ratelimit.New(ratelimit.Config{..., Observer: m.Observe})
 //
 // Families (with the default namespace):
 //
@@ -97,7 +97,7 @@ type Metrics struct {
 var breakerStates = []string{"closed", "open", "half-open"}
 
 var (
-	_ ratelimit.Observer   = (*Metrics)(nil)
+	_ Observer             = (*Metrics)(nil)
 	_ prometheus.Collector = (*Metrics)(nil)
 )
 
@@ -186,7 +186,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// Observe implements ratelimit.Observer.
+// Observe implements Observer.
 func (m *Metrics) Observe(_ context.Context, e ratelimit.Event) {
 	r := e.Result
 	if r == nil { // clear: logs only
@@ -262,8 +262,8 @@ func (m *Metrics) Init(l *ratelimit.Limiter) {
 	m.duration.WithLabelValues(lim)
 	for _, r := range l.Rules() {
 		m.initEvaluations(lim, r)
-		n, okN := r.Limit.IsStatic()
-		d, okD := r.Period.IsStatic()
+		n, okN := r.Limit, r.LimitFunc == nil
+		d, okD := r.Period, r.PeriodFunc == nil
 		if r.Action == ratelimit.ActionSkip || !okN || !okD {
 			continue
 		}

@@ -180,10 +180,10 @@ ratelimit_rule_evaluations_total{action="skip",rate_limiter="api",result="skip",
 func TestMetricsResolvedLimit(t *testing.T) {
 	m := observe.NewMetrics(observe.MetricsOptions{})
 	limit := int64(7)
-	l, err := ratelimit.New(ratelimit.Config{Name: "dyn", Store: ratelimit.NewMemoryStore(), Observer: m, Rules: []ratelimit.Rule{{
-		Name:   "by_plan",
-		Limit:  ratelimit.LimitFunc(func(context.Context) (int64, error) { return limit, nil }),
-		Period: ratelimit.PeriodFunc(func(context.Context) (time.Duration, error) { return 90 * time.Second, nil }),
+	l, err := ratelimit.New(ratelimit.Config{Name: "dyn", Store: ratelimit.NewMemoryStore(), Observer: m.Observe, Rules: []ratelimit.Rule{{
+		Name:       "by_plan",
+		LimitFunc:  func(context.Context) (int64, error) { return limit, nil },
+		PeriodFunc: func(context.Context) (time.Duration, error) { return 90 * time.Second, nil },
 	}}})
 	if err != nil {
 		t.Fatal(err)
@@ -252,7 +252,7 @@ func TestOddEvents(t *testing.T) {
 	}
 	odd := ratelimit.Event{Kind: ratelimit.EventCheck, Limiter: "api", Result: &ratelimit.Result{Action: ratelimit.ActionBlock,
 		Exceeded: true, Evaluations: []ratelimit.Evaluation{{Exceeded: true, Blocked: true}}}}
-	for _, o := range []ratelimit.Observer{m, observe.NewTracing(), observe.NewBlockSummary(observe.BlockSummaryOptions{})} {
+	for _, o := range []observe.Observer{m, observe.NewTracing(), observe.NewBlockSummary(observe.BlockSummaryOptions{})} {
 		o.Observe(ctx, odd)
 	}
 	if got := observe.DecisionAttributes(odd); len(got) != 5 {
@@ -299,7 +299,7 @@ func TestMetricsBreakerState(t *testing.T) {
 			m := observe.NewMetrics(observe.MetricsOptions{})
 			// A cooldown far longer than the test: the breaker cannot turn
 			// half-open however slow the machine is.
-			l, err := ratelimit.New(ratelimit.Config{Name: "api", Store: c.store, Rules: testRules(), Observer: m,
+			l, err := ratelimit.New(ratelimit.Config{Name: "api", Store: c.store, Rules: testRules(), Observer: m.Observe,
 				Logger: discard, Timeout: time.Second, Breaker: ratelimit.BreakerConfig{Failures: 3, Cooldown: time.Hour}})
 			if err != nil {
 				t.Fatal(err)

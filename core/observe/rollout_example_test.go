@@ -22,7 +22,7 @@ func ExampleRolloutMetrics() {
 	limiter, _ := ratelimit.New(ratelimit.Config{
 		Name: "login", Store: ratelimit.NewMemoryStore(), Enforcement: ratelimit.Shadow,
 		Rules: []ratelimit.Rule{{Name: "per_ip", Characteristics: []string{"ip"}, Action: ratelimit.ActionLimit,
-			Limit: ratelimit.Static(1), Period: ratelimit.StaticPeriod(time.Minute)}},
+			Limit: 1, Period: time.Minute}},
 	})
 	rm.Init(limiter)
 	ro := rollout.New(limiter, rm)

@@ -30,7 +30,7 @@ func TestRolloutMetrics(t *testing.T) {
 		Rules: []ratelimit.Rule{{
 			Name: "per_user", Characteristics: []string{"user"}, Action: ratelimit.ActionLimit,
 			Match: map[string]ratelimit.Matcher{"user": ratelimit.Regex("^u")},
-			Limit: ratelimit.Static(2), Period: ratelimit.StaticPeriod(time.Minute),
+			Limit: 2, Period: time.Minute,
 		}},
 	})
 	if err != nil {
@@ -82,9 +82,9 @@ ratelimit_rollout_shadow{rate_limiter="checkout"} 1
 func TestShadowEvaluationsAreNotBlocks(t *testing.T) {
 	m := observe.NewMetrics(observe.MetricsOptions{})
 	l, err := ratelimit.New(ratelimit.Config{
-		Name: "shadowed", Store: ratelimit.NewMemoryStore(), Enforcement: ratelimit.Shadow, Observer: m,
+		Name: "shadowed", Store: ratelimit.NewMemoryStore(), Enforcement: ratelimit.Shadow, Observer: m.Observe,
 		Rules: []ratelimit.Rule{{Name: "tight", Characteristics: []string{"user"}, Action: ratelimit.ActionLimit,
-			Limit: ratelimit.Static(1), Period: ratelimit.StaticPeriod(time.Minute)}},
+			Limit: 1, Period: time.Minute}},
 	})
 	if err != nil {
 		t.Fatal(err)

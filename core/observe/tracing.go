@@ -35,7 +35,7 @@ const (
 	AttrErrorType      = attribute.Key("error.type")                // set only when the check failed open
 )
 
-// Tracing is a ratelimit.Observer that puts each Check and Peek decision on the
+// Tracing is an Observer that puts each Check and Peek decision on the
 // caller's current span, as attributes (OpenTelemetry plans to deprecate span
 // events in favour of attributes). A blocked request is not a span error, just
 // as HTTP server spans leave a 429 unset; a check that failed open (store down,
@@ -47,7 +47,7 @@ type Tracing struct {
 	tracer trace.Tracer
 }
 
-var _ ratelimit.Observer = (*Tracing)(nil)
+var _ Observer = (*Tracing)(nil)
 
 // TracingOption configures NewTracing.
 type TracingOption func(*Tracing)
@@ -72,7 +72,7 @@ func NewTracing(opts ...TracingOption) *Tracing {
 	return t
 }
 
-// Observe implements ratelimit.Observer.
+// Observe implements Observer.
 func (t *Tracing) Observe(ctx context.Context, e ratelimit.Event) {
 	if e.Result == nil || e.Kind == ratelimit.EventClear {
 		return

@@ -120,7 +120,7 @@ func TestTracingFailOpen(t *testing.T) {
 	for _, kind := range storeKinds() {
 		t.Run(kind.name, func(t *testing.T) {
 			l, err := ratelimit.New(ratelimit.Config{Name: "broken", Store: kind.broken(t), Rules: testRules(),
-				Observer: observe.NewTracing(), Breaker: ratelimit.BreakerConfig{Failures: 1, Cooldown: time.Hour},
+				Observer: observe.NewTracing().Observe, Breaker: ratelimit.BreakerConfig{Failures: 1, Cooldown: time.Hour},
 				Logger: discard, Timeout: time.Second})
 			if err != nil {
 				t.Fatal(err)

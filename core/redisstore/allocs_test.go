@@ -28,7 +28,7 @@ func TestDialCheckAllocations(t *testing.T) {
 			rules := make([]ratelimit.Rule, tt.rules)
 			for i := range rules {
 				rules[i] = ratelimit.Rule{Name: "r" + string(rune('a'+i)), Action: ratelimit.ActionLimit,
-					Characteristics: []string{"user"}, Limit: ratelimit.Static(1 << 40), Period: ratelimit.StaticPeriod(time.Hour)}
+					Characteristics: []string{"user"}, Limit: 1 << 40, Period: time.Hour}
 			}
 			l, err := ratelimit.New(ratelimit.Config{Name: "allocs", Store: s, KeyPrefix: redistest.Prefix(t), Rules: rules, Timeout: 5 * time.Second})
 			if err != nil {

@@ -74,16 +74,16 @@ func TestDecodeRejectsMalformedReplies(t *testing.T) {
 		{"1", "5", int64(0)},          // ttl not an integer
 		{"1", int64(5), "0"},          // bits not an integer
 	} {
-		if err := decode(res, make([]ratelimit.Outcome, 2), nil); err == nil {
+		if err := decode(res, make([]ratelimit.OpResult, 2), nil); err == nil {
 			t.Errorf("decode(%v) accepted", res)
 		}
 	}
-	out := make([]ratelimit.Outcome, 3)
+	out := make([]ratelimit.OpResult, 3)
 	if err := decode([]any{"0.5", int64(1500), int64(bitExceeded), int64(2), int64(10), int64(bitBanned | bitExceeded)}, out, []int{2, 0}); err != nil {
 		t.Fatal(err)
 	}
-	if out[2] != (ratelimit.Outcome{Evaluated: true, Count: 0.5, TTL: 1500 * time.Millisecond, Exceeded: true}) ||
-		out[0] != (ratelimit.Outcome{Evaluated: true, Count: 2, TTL: 10 * time.Millisecond, Banned: true, Exceeded: true}) ||
+	if out[2] != (ratelimit.OpResult{Evaluated: true, Count: 0.5, TTL: 1500 * time.Millisecond, Exceeded: true}) ||
+		out[0] != (ratelimit.OpResult{Evaluated: true, Count: 2, TTL: 10 * time.Millisecond, Banned: true, Exceeded: true}) ||
 		out[1].Evaluated {
 		t.Errorf("decoded %+v", out)
 	}

@@ -24,7 +24,7 @@ func BenchmarkLimiterCheck(b *testing.B) {
 				for i := range rules {
 					rules[i] = ratelimit.Rule{
 						Name: fmt.Sprint("rule", i), Action: ratelimit.ActionLimit, Characteristics: []string{"user"},
-						Limit: ratelimit.Static(1 << 50), Period: ratelimit.StaticPeriod(time.Hour),
+						Limit: 1 << 50, Period: time.Hour,
 					}
 				}
 				l, err := ratelimit.New(ratelimit.Config{Name: "bench", Store: New(c), Rules: rules, KeyPrefix: prefix, Timeout: 5 * time.Second})

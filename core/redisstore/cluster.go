@@ -20,7 +20,7 @@ import (
 //
 // Each stage is planned (shardsOf, stageEnd, groupShards), run (evalStage),
 // then its outcomes are read for a block (blockedIn).
-func (s *Store) evalSharded(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.Op, out []ratelimit.Outcome) ([]ratelimit.Outcome, error) {
+func (s *Store) evalSharded(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.Op, out []ratelimit.OpResult) ([]ratelimit.OpResult, error) {
 	shards, err := s.shardsOf(ops)
 	if err != nil {
 		return nil, err
@@ -78,7 +78,7 @@ func stageEnd(ops []ratelimit.Op, shards []shard, start int) int {
 // end of the check. Sequential semantics: nothing after the first block
 // counts, so the outcomes after it are cleared (in a peek, the later shards of
 // the stage were read, not written).
-func blockedIn(ops []ratelimit.Op, out []ratelimit.Outcome, start, end int) bool {
+func blockedIn(ops []ratelimit.Op, out []ratelimit.OpResult, start, end int) bool {
 	for i := start; i < end; i++ {
 		if out[i].Evaluated && out[i].Exceeded && ops[i].Terminal {
 			clear(out[i+1:])
@@ -91,7 +91,7 @@ func blockedIn(ops []ratelimit.Op, out []ratelimit.Outcome, start, end int) bool
 // evalStage evaluates the ops of one stage, given as groups of indexes into
 // ops, one group per shard: one script per group, all in one round trip, each
 // group's reply decoded into out.
-func (s *Store) evalStage(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.Op, groups [][]int, out []ratelimit.Outcome) error {
+func (s *Store) evalStage(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.Op, groups [][]int, out []ratelimit.OpResult) error {
 	if len(groups) == 1 { // the usual stage: one script call, no pipeline
 		keys, args := evalArgs(mode, ops, groups[0])
 		res, err := s.evaluate.Run(ctx, s.client, keys, args...).Slice()

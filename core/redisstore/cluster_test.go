@@ -7,6 +7,7 @@ import (
 	"time"
 
 	ratelimit "github.com/ratekit/ratekit/core"
+	ikeys "github.com/ratekit/ratekit/internal/keys"
 	"github.com/ratekit/ratekit/internal/redistest"
 )
 
@@ -61,9 +62,9 @@ func TestClusterKeyCompatibility(t *testing.T) {
 	c := redistest.ClusterClient(t)
 	prefix := redistest.Prefix(t)
 	rules := []ratelimit.Rule{
-		{Name: "by_ip", Action: ratelimit.ActionLimit, Characteristics: []string{"ip"}, Limit: ratelimit.Static(2), Period: ratelimit.StaticPeriod(time.Minute), BanFor: time.Hour},
-		{Name: "by_ip_path", Characteristics: []string{"ip", "path"}, Limit: ratelimit.Static(100), Period: ratelimit.StaticPeriod(time.Minute), Action: ratelimit.ActionLog, BanFor: time.Hour},
-		{Name: "users_per_ip", Action: ratelimit.ActionLimit, Characteristics: []string{"ip"}, CountDistinct: "user", Limit: ratelimit.Static(100), Period: ratelimit.StaticPeriod(time.Minute)},
+		{Name: "by_ip", Action: ratelimit.ActionLimit, Characteristics: []string{"ip"}, Limit: 2, Period: time.Minute, BanFor: time.Hour},
+		{Name: "by_ip_path", Characteristics: []string{"ip", "path"}, Limit: 100, Period: time.Minute, Action: ratelimit.ActionLog, BanFor: time.Hour},
+		{Name: "users_per_ip", Action: ratelimit.ActionLimit, Characteristics: []string{"ip"}, CountDistinct: "user", Limit: 100, Period: time.Minute},
 	}
 	l, err := ratelimit.New(ratelimit.Config{Name: "compat", Store: New(c), Rules: rules, KeyPrefix: prefix, Timeout: 10 * time.Second})
 	if err != nil {
@@ -91,9 +92,9 @@ func TestClusterKeyCompatibility(t *testing.T) {
 			}
 		}
 		for j := range rules {
-			key := ratelimit.CounterKey(prefix, "compat", &rules[j], id)
+			key, _ := ikeys.Counter(prefix, "compat", rules[j].Name, rules[j].Characteristics, rules[j].CountDistinct != "", id)
 			ks, err1 := c.ClusterKeySlot(ctx, key).Result()
-			bs, err2 := c.ClusterKeySlot(ctx, ratelimit.BanKey(key)).Result()
+			bs, err2 := c.ClusterKeySlot(ctx, ikeys.BanKey(key)).Result()
 			if err1 != nil || err2 != nil || ks != bs || ks != int64(slot(key)) {
 				t.Errorf("id %d rule %s: key %q slot %d, ban slot %d, ours %d (%v %v)", i, rules[j].Name, key, ks, bs, slot(key), err1, err2)
 			}

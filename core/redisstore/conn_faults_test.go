@@ -39,7 +39,7 @@ func TestDialFaults(t *testing.T) {
 		Store:     s,
 		KeyPrefix: redistest.Prefix(t),
 		Rules: []ratelimit.Rule{{Name: "per_user", Action: ratelimit.ActionLimit, Characteristics: []string{"user"},
-			Limit: ratelimit.Static(1 << 40), Period: ratelimit.StaticPeriod(time.Hour)}},
+			Limit: 1 << 40, Period: time.Hour}},
 		Timeout: timeout,
 		Breaker: ratelimit.BreakerConfig{Failures: 3, Cooldown: cooldown},
 		Logger:  slog.New(slog.DiscardHandler),

@@ -1,6 +1,8 @@
 package redisstore
 
-import ratelimit "github.com/ratekit/ratekit/core"
+import (
+	"github.com/ratekit/ratekit/internal/keys"
+)
 
 // crc16 is CRC16-XMODEM (polynomial 0x1021, initial value 0), the checksum
 // Redis Cluster uses to map a key to one of its 16384 slots.
@@ -31,7 +33,7 @@ var crc16Table = func() (t [256]uint16) {
 const numSlots = 16384
 
 // slot returns the Redis Cluster hash slot of key: CRC16 of its hash tag
-// (ratelimit.HashTag) modulo 16384, as CLUSTER KEYSLOT computes it.
+// (keys.HashTag) modulo 16384, as CLUSTER KEYSLOT computes it.
 func slot(key string) int {
-	return int(crc16(ratelimit.HashTag(key)) % numSlots)
+	return int(crc16(keys.HashTag(key)) % numSlots)
 }

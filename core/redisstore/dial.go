@@ -104,7 +104,7 @@ func (s *Store) Close() error {
 // evalConn is evalOne over the pipelined connections: EVALSHA, and EVAL when
 // the server lost the script (Dial loads it on every new connection, but a
 // SCRIPT FLUSH drops it).
-func (s *Store) evalConn(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.Op, out []ratelimit.Outcome) ([]ratelimit.Outcome, error) {
+func (s *Store) evalConn(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.Op, out []ratelimit.OpResult) ([]ratelimit.OpResult, error) {
 	r := getRequest()
 	r.cmd = appendEval(r.cmd[:0], false, mode, ops)
 	abandoned, err := s.pool.do(ctx, r)
@@ -129,7 +129,7 @@ func (s *Store) evalConn(ctx context.Context, mode ratelimit.Mode, ops []ratelim
 }
 
 // decodeReply is decode for a reply read by the pipelined connection.
-func decodeReply(r *request, out []ratelimit.Outcome) error {
+func decodeReply(r *request, out []ratelimit.OpResult) error {
 	if !r.array || len(r.vals)%3 != 0 || len(r.vals)/3 > len(out) {
 		return fmt.Errorf("redisstore: eval: %d reply values for %d ops", len(r.vals), len(out))
 	}

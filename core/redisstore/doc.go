@@ -74,7 +74,7 @@
 // # Redis Cluster and Ring
 //
 // A script may only touch keys of one hash slot. Counter keys carry a
-// {hash tag} (ratelimit.CounterKey), so a rule's counter and its ban share a
+// {hash tag} (internal/keys), so a rule's counter and its ban share a
 // slot, but different rules of one check usually live in different slots,
 // often on different nodes. On a cluster the store groups ops by slot
 // (CRC16 of the hash tag modulo 16384; by hash tag on a Ring, which does not

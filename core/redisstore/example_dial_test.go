@@ -23,7 +23,7 @@ func ExampleDial() {
 	limiter, err := ratelimit.New(ratelimit.Config{
 		Name:  "http_request",
 		Store: store,
-		Rules: []ratelimit.Rule{ratelimit.PerMinute("authenticated_api", 200, "user")},
+		Rules: []ratelimit.Rule{{Name: "authenticated_api", Characteristics: []string{"user"}, Limit: 200, Period: time.Minute}},
 	})
 	if err != nil {
 		panic(err)

@@ -23,8 +23,8 @@ func Example() {
 		Rules: []ratelimit.Rule{{
 			Name:            "authenticated_api",
 			Characteristics: []string{"user"},
-			Limit:           ratelimit.Static(200),
-			Period:          ratelimit.StaticPeriod(time.Minute),
+			Limit:           200,
+			Period:          time.Minute,
 			Action:          ratelimit.ActionLimit,
 		}},
 	})

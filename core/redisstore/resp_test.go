@@ -51,7 +51,7 @@ func TestReadReply(t *testing.T) {
 	if err != nil || !r.array || len(r.vals) != 3 || string(r.str(r.vals[0])) != "1.5" || r.vals[1].n != 60000 || r.vals[2].n != 2 {
 		t.Fatalf("array: %+v %v", r, err)
 	}
-	out := make([]ratelimit.Outcome, 1)
+	out := make([]ratelimit.OpResult, 1)
 	if err := decodeReply(r, out); err != nil || out[0].Count != 1.5 || out[0].TTL != time.Minute || !out[0].Exceeded || out[0].Banned {
 		t.Fatalf("decode: %+v %v", out, err)
 	}
@@ -91,7 +91,7 @@ func TestReadReply(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := decodeReply(r, make([]ratelimit.Outcome, 1)); err == nil {
+		if err := decodeReply(r, make([]ratelimit.OpResult, 1)); err == nil {
 			t.Errorf("decode %q: no error", bad)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	ratelimit "github.com/ratekit/ratekit/core"
+	ikeys "github.com/ratekit/ratekit/internal/keys"
 )
 
 //go:embed evaluate.lua
@@ -56,8 +57,8 @@ type Store struct {
 }
 
 var (
-	_ ratelimit.Store          = (*Store)(nil)
-	_ ratelimit.ContextBounded = (*Store)(nil)
+	_ ratelimit.Store                    = (*Store)(nil)
+	_ interface{ ContextBounded() bool } = (*Store)(nil) // the Limiter's contextBounded
 )
 
 // ContextBounded reports whether the client was built with
@@ -142,7 +143,7 @@ const (
 
 // Eval implements ratelimit.Store: one script call applies all ops in order,
 // in one round trip. On Redis Cluster ops are grouped by slot (see doc.go).
-func (s *Store) Eval(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.Op) ([]ratelimit.Outcome, error) {
+func (s *Store) Eval(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.Op) ([]ratelimit.OpResult, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -151,7 +152,7 @@ func (s *Store) Eval(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.O
 			return nil, fmt.Errorf("redisstore: op %d (%s): invalid cost %v", i, ops[i].Key, c)
 		}
 	}
-	out := make([]ratelimit.Outcome, len(ops))
+	out := make([]ratelimit.OpResult, len(ops))
 	if len(ops) == 0 {
 		return out, nil
 	}
@@ -168,7 +169,7 @@ func (s *Store) Eval(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.O
 // go-redis' own clients process a prepared command, which saves the copies
 // and conversions of Script.Run; other Clients (wrappers, which may intercept
 // EvalSha) go through Script.Run.
-func (s *Store) evalOne(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.Op, out []ratelimit.Outcome) ([]ratelimit.Outcome, error) {
+func (s *Store) evalOne(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.Op, out []ratelimit.OpResult) ([]ratelimit.OpResult, error) {
 	var res []any
 	var err error
 	if s.proc != nil {
@@ -300,7 +301,7 @@ func millis(d time.Duration) int64 {
 }
 
 // decode fills out[idx[j]] (out[j] when idx is nil) from evaluate.lua's reply.
-func decode(res []any, out []ratelimit.Outcome, idx []int) error {
+func decode(res []any, out []ratelimit.OpResult, idx []int) error {
 	n := len(out)
 	if idx != nil {
 		n = len(idx)
@@ -328,8 +329,8 @@ func decode(res []any, out []ratelimit.Outcome, idx []int) error {
 }
 
 // outcome is one op's Outcome from its three reply values.
-func outcome(count float64, ttlMillis, bits int64) ratelimit.Outcome {
-	return ratelimit.Outcome{
+func outcome(count float64, ttlMillis, bits int64) ratelimit.OpResult {
+	return ratelimit.OpResult{
 		Evaluated: true,
 		Count:     count,
 		TTL:       time.Duration(ttlMillis) * time.Millisecond,
@@ -407,7 +408,7 @@ type shard struct {
 
 func (s *Store) shardOf(key string) shard {
 	if s.sharding == byTag {
-		return shard{tag: ratelimit.HashTag(key)}
+		return shard{tag: ikeys.HashTag(key)}
 	}
 	return shard{slot: slot(key)}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	ratelimit "github.com/ratekit/ratekit/core"
+	ikeys "github.com/ratekit/ratekit/internal/keys"
 	"github.com/ratekit/ratekit/internal/redistest"
 )
 
@@ -24,7 +25,7 @@ type keyer string
 func newKeyer(t testing.TB) keyer { return keyer(redistest.Prefix(t)) }
 
 func (k keyer) key(name string) string { return string(k) + "{" + string(k) + name + "}" }
-func (k keyer) ban(name string) string { return ratelimit.BanKey(k.key(name)) }
+func (k keyer) ban(name string) string { return ikeys.BanKey(k.key(name)) }
 
 // count returns a counter op on name with the given limit and cost.
 func (k keyer) count(name string, limit int64, cost float64) ratelimit.Op {
@@ -38,11 +39,11 @@ func (k keyer) distinct(name, member string, limit int64) ratelimit.Op {
 func terminal(op ratelimit.Op) ratelimit.Op { op.Terminal = true; return op }
 
 func banned(op ratelimit.Op, d time.Duration) ratelimit.Op {
-	op.BanKey, op.BanFor = ratelimit.BanKey(op.Key), d
+	op.BanKey, op.BanFor = ikeys.BanKey(op.Key), d
 	return op
 }
 
-func eval(t testing.TB, s *Store, mode ratelimit.Mode, ops ...ratelimit.Op) []ratelimit.Outcome {
+func eval(t testing.TB, s *Store, mode ratelimit.Mode, ops ...ratelimit.Op) []ratelimit.OpResult {
 	t.Helper()
 	out, err := s.Eval(ctx, mode, ops)
 	if err != nil {
@@ -76,7 +77,7 @@ func ban(count float64, ttl time.Duration) want {
 
 var skipped = want{}
 
-func expectOutcomes(t testing.TB, step string, got []ratelimit.Outcome, ws ...want) {
+func expectOutcomes(t testing.TB, step string, got []ratelimit.OpResult, ws ...want) {
 	t.Helper()
 	for i, w := range ws {
 		g := got[i]
@@ -391,7 +392,7 @@ func TestMatchesMemoryStore(t *testing.T) {
 					op.Kind, op.Member = ratelimit.OpDistinct, string(rune('a'+rng.IntN(4)))
 				}
 				if tm.ban && rng.IntN(2) == 0 {
-					op.BanKey = ratelimit.BanKey(op.Key)
+					op.BanKey = ikeys.BanKey(op.Key)
 					if rng.IntN(3) > 0 {
 						op.BanFor = time.Duration(3+rng.IntN(3)) * time.Minute
 					}
@@ -450,7 +451,7 @@ func TestDelete(t *testing.T) {
 				op = banned(op, time.Hour)
 			}
 			ops = append(ops, op)
-			keys = append(keys, op.Key, ratelimit.BanKey(op.Key))
+			keys = append(keys, op.Key, ikeys.BanKey(op.Key))
 		}
 		eval(t, s, check, ops...)
 		n, err := s.Delete(ctx, append(keys, k.key("never")))

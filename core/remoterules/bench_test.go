@@ -6,12 +6,13 @@ import (
 
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/redisstore"
+	"github.com/ratekit/ratekit/core/remoterules"
 	"github.com/ratekit/ratekit/core/remoterules/rulesv1"
 	"github.com/ratekit/ratekit/internal/redistest"
 )
 
 // warmClient returns a client whose cache holds the answer for namespace 345.
-func warmClient(tb testing.TB) (*counting, ratelimit.RuleSource) {
+func warmClient(tb testing.TB) (*counting, *remoterules.Client) {
 	srv := &counting{RulesServiceServer: funcServer{f: func(context.Context, *rulesv1.GetRulesRequest) (*rulesv1.GetRulesResponse, error) {
 		r := answer(1 << 30)
 		r.CacheForS = 3600
@@ -69,7 +70,7 @@ func BenchmarkCheck(b *testing.B) {
 		b.Run(st.name+"/remote-warm", func(b *testing.B) {
 			store, prefix := st.store(b)
 			srv, c := warmClient(b)
-			l := newLimiter(b, store, prefix, c)
+			l := newLimiter(b, store, prefix, c.RulesFor)
 			b.ReportAllocs()
 			for b.Loop() {
 				l.Check(ctx, id)

@@ -19,6 +19,7 @@ import (
 	"github.com/ratekit/ratekit/core/observe"
 	"github.com/ratekit/ratekit/core/remoterules/rulesv1"
 	"github.com/ratekit/ratekit/core/tiers"
+	"github.com/ratekit/ratekit/internal/rulecheck"
 )
 
 // Defaults of Config.
@@ -86,7 +87,7 @@ type BreakerConfig struct {
 	Cooldown time.Duration
 }
 
-// Client is a ratelimit.RuleSource backed by the rules service: it answers
+// Client is the rules service's client; its RulesFor is a ratelimit.Config.RuleSource: it answers
 // each check from a cache keyed by limiter and by the values of the answer's
 // vary properties, asks the service only for shapes it has not seen (one call
 // per shape however many checks wait), serves stale answers while it
@@ -116,8 +117,8 @@ type Client struct {
 }
 
 var (
-	_ ratelimit.RuleSource = (*Client)(nil)
-	_ observe.RemoteSource = (*Client)(nil)
+	_ func(context.Context, string, ratelimit.Identifier) *ratelimit.RuleSet = (*Client)(nil).RulesFor // a Config.RuleSource
+	_ observe.RemoteSource                                                   = (*Client)(nil)
 )
 
 // shape is what a limiter's answers depend on: the vary properties of its
@@ -365,7 +366,7 @@ func (c *Client) accept(limiter string, id ratelimit.Identifier, resp *rulesv1.G
 		}
 		rules, err := config.RulesFromProto(resp.GetRules())
 		if err == nil {
-			set, err = ratelimit.CompileTier(tiers.Remote, rules)
+			set, err = ratelimit.CompileRules(tiers.Remote, rules)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("invalid answer for limiter %s: %w", limiter, err)
@@ -482,7 +483,7 @@ func bounded(b []byte) []byte {
 func sendable(id ratelimit.Identifier) map[string]string {
 	keys := make([]string, 0, len(id))
 	for k := range id {
-		if ratelimit.ValidName(k) {
+		if rulecheck.ValidName(k) {
 			keys = append(keys, k)
 		}
 	}

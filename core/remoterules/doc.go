@@ -1,5 +1,5 @@
 // Package remoterules is the client of the per-request rules service (the
-// source design's Phase 3): a ratelimit.RuleSource whose rules come first in
+// source design's Phase 3): a ratelimit.Config.RuleSource whose rules come first in
 // every check, above the file, published and default tiers, so limits can
 // differ per customer, namespace or plan and change without a deploy.
 //
@@ -9,7 +9,7 @@
 //		RulesService: rulesv1.NewRulesServiceClient(conn),
 //		Available:    available,                             // available_limiters.yaml: answers are checked against it
 //	})
-//	limiter, _ := ratelimit.New(ratelimit.Config{Name: "rack_request", Store: store, Rules: rules, RuleSource: remote})
+//	limiter, _ := ratelimit.New(ratelimit.Config{Name: "rack_request", Store: store, Rules: rules, RuleSource: remote.RulesFor})
 //
 // A rule of the answer named like a local rule replaces it and inherits its
 // counter (the name is part of the key). Its evaluation has PerRequest set

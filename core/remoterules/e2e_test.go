@@ -69,7 +69,7 @@ func TestNamespaceOverrideChangesVerdict(t *testing.T) {
 	if _, err := e.srv.Put(context.Background(), premium345()); err != nil {
 		t.Fatal(err)
 	}
-	l := newLimiter(t, e.store, e.prefix, newClient(t, e.rpc, "web", nil))
+	l := newLimiter(t, e.store, e.prefix, newClient(t, e.rpc, "web", nil).RulesFor)
 
 	allowed, last := checkN(t, l, ratelimit.Identifier{"root_namespace": "345", "ip": "10.0.0.1"}, 7)
 	if allowed != 5 || !last.Blocked() || last.Info.Limit != 5 {
@@ -90,7 +90,7 @@ func TestScopingByService(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Service api checks the same limiter name: web's override never reaches it.
-	l := newLimiter(t, e.store, e.prefix, newClient(t, e.rpc, "api", nil))
+	l := newLimiter(t, e.store, e.prefix, newClient(t, e.rpc, "api", nil).RulesFor)
 	allowed, last := checkN(t, l, ratelimit.Identifier{"root_namespace": "345"}, 4)
 	if allowed != 2 || last.Evaluations[0].PerRequest {
 		t.Fatalf("service api: %d allowed (want the default 2 of 4), evaluations %+v", allowed, last.Evaluations)
@@ -104,7 +104,7 @@ func TestOverrideByNameInheritsCounter(t *testing.T) {
 	e := newE2E(t)
 	id := ratelimit.Identifier{"root_namespace": "345"}
 	// Before the override: the default rule (limit 2) counts 2.
-	local := newLimiter(t, e.store, e.prefix, newClient(t, e.rpc, "web", nil))
+	local := newLimiter(t, e.store, e.prefix, newClient(t, e.rpc, "web", nil).RulesFor)
 	if allowed, _ := checkN(t, local, id, 2); allowed != 2 {
 		t.Fatalf("default tier: %d allowed, want 2", allowed)
 	}
@@ -113,7 +113,7 @@ func TestOverrideByNameInheritsCounter(t *testing.T) {
 	}
 	// A fresh client (no cached empty answer) sees the override: the count
 	// goes on from 2, so 3 more are allowed, not 5.
-	remote := newLimiter(t, e.store, e.prefix, newClient(t, e.rpc, "web", nil))
+	remote := newLimiter(t, e.store, e.prefix, newClient(t, e.rpc, "web", nil).RulesFor)
 	r := remote.Check(context.Background(), id)
 	if r.Blocked() || r.Info.Count != 3 || r.Info.Limit != 5 || !r.Evaluations[0].PerRequest {
 		t.Fatalf("first check under the override: %+v %+v (want count 3 of 5, inherited)", r, r.Info)

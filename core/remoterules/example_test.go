@@ -46,9 +46,9 @@ func ExampleNew() {
 	limiter, _ := ratelimit.New(ratelimit.Config{
 		Name:       "api",
 		Store:      ratelimit.NewMemoryStore(),
-		RuleSource: remote,
+		RuleSource: remote.RulesFor,
 		Rules: []ratelimit.Rule{{Name: "per_user", Characteristics: []string{"user"},
-			Limit: ratelimit.Static(2), Period: ratelimit.StaticPeriod(3600e9), Action: ratelimit.ActionLimit}},
+			Limit: 2, Period: 3600e9, Action: ratelimit.ActionLimit}},
 	})
 	for _, id := range []ratelimit.Identifier{{"user": "ann", "plan": "premium"}, {"user": "bob", "plan": "free"}} {
 		r := limiter.Check(context.Background(), id)

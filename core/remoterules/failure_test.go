@@ -108,7 +108,7 @@ func TestHangingServerCostsAtMostTheDeadlineThenNothing(t *testing.T) {
 		cfg.Breaker = remoterules.BreakerConfig{Failures: 3, Cooldown: time.Hour}
 	})
 	store := ratelimit.NewMemoryStore()
-	l := newLimiter(t, store, "", c)
+	l := newLimiter(t, store, "", c.RulesFor)
 	ctx := context.Background()
 	// Each check returns (the deadline bounds its wait) with the local verdict.
 	for i := 0; !c.Stats().Open; i++ {
@@ -157,7 +157,7 @@ func TestInvalidAnswerNeverApplies(t *testing.T) {
 				return tt.resp, nil
 			}}}
 			c := newClient(t, dial(t, startGRPC(t, srv).addr), "web", nil)
-			l := newLimiter(t, ratelimit.NewMemoryStore(), "", c)
+			l := newLimiter(t, ratelimit.NewMemoryStore(), "", c.RulesFor)
 			allowed := 0
 			for range 4 {
 				r := l.Check(context.Background(), ratelimit.Identifier{"root_namespace": "345"})
@@ -181,7 +181,7 @@ func TestInvalidAnswerNeverApplies(t *testing.T) {
 func TestLocalTiersServeWhenServiceGone(t *testing.T) {
 	// Nothing listens there: every call fails fast, then the breaker opens.
 	c := newClient(t, dial(t, redistest.UnusedAddr(t)), "web", func(cfg *remoterules.Config) { cfg.Timeout = 50 * time.Millisecond })
-	l := newLimiter(t, ratelimit.NewMemoryStore(), "", c)
+	l := newLimiter(t, ratelimit.NewMemoryStore(), "", c.RulesFor)
 	allowed := 0
 	for range 10 {
 		r := l.Check(context.Background(), ratelimit.Identifier{"root_namespace": "345"})
@@ -247,7 +247,7 @@ func TestBlackholeServerThenBreaker(t *testing.T) {
 		cfg.Timeout = 50 * time.Millisecond
 		cfg.Breaker = remoterules.BreakerConfig{Failures: 2, Cooldown: time.Hour}
 	})
-	l := newLimiter(t, ratelimit.NewMemoryStore(), "", c)
+	l := newLimiter(t, ratelimit.NewMemoryStore(), "", c.RulesFor)
 	ctx := context.Background()
 	for i := 0; !c.Stats().Open; i++ {
 		if i > 1000 {

@@ -120,7 +120,7 @@ func newClient(t testing.TB, rpc rulesv1.RulesServiceClient, service string, mod
 	return c
 }
 
-func newLimiter(t testing.TB, store ratelimit.Store, prefix string, src ratelimit.RuleSource) *ratelimit.Limiter {
+func newLimiter(t testing.TB, store ratelimit.Store, prefix string, src func(context.Context, string, ratelimit.Identifier) *ratelimit.RuleSet) *ratelimit.Limiter {
 	t.Helper()
 	defaults, err := mustAvailable(t).DefaultRules("rack_request")
 	if err != nil {

@@ -16,7 +16,7 @@ func Example() {
 		Enforcement: ratelimit.Shadow, // counts, never blocks
 		Rules: []ratelimit.Rule{{
 			Name: "per_user", Characteristics: []string{"user"}, Action: ratelimit.ActionLimit,
-			Limit: ratelimit.Static(2), Period: ratelimit.StaticPeriod(time.Minute),
+			Limit: 2, Period: time.Minute,
 		}},
 	})
 	if err != nil {

@@ -18,7 +18,7 @@ func limiter(t *testing.T, store ratelimit.Store, prefix string, mode ratelimit.
 		Name: "checkout", Store: store, KeyPrefix: prefix, Enforcement: mode,
 		Rules: []ratelimit.Rule{{
 			Name: "per_user", Characteristics: []string{"user"}, Action: ratelimit.ActionLimit,
-			Limit: ratelimit.Static(2), Period: ratelimit.StaticPeriod(time.Minute),
+			Limit: 2, Period: time.Minute,
 		}},
 	})
 	if err != nil {

@@ -127,7 +127,7 @@
 //
 // # Publishing application settings
 //
-// A Publisher replaces per-check functions (ratelimit.LimitFunc) with published values:
+// A Publisher replaces per-check functions (Rule.LimitFunc) with published values:
 // Register says once which setting is which rule's limit, PublishAll
 // resolves them all and publishes them in one batch (idempotent), and Run
 // reconciles on an interval, which also backfills at rollout and

@@ -71,8 +71,8 @@ func ExampleStore_Publish() {
 	rule, err := config.RuleToProto(ratelimit.Rule{
 		Name:            "limit_user_autocompletes_by_user", // the default's name: replaces it
 		Characteristics: []string{"user"},
-		Limit:           ratelimit.Static(25),
-		Period:          ratelimit.StaticPeriod(time.Minute),
+		Limit:           25,
+		Period:          time.Minute,
 		Action:          ratelimit.ActionLimit,
 	})
 	if err != nil {
@@ -106,7 +106,7 @@ func ExamplePublisher() {
 	err = publisher.Register("autocomplete_users", ratelimit.Rule{
 		Name:            "limit_user_autocompletes_by_user",
 		Characteristics: []string{"user"},
-		Period:          ratelimit.StaticPeriod(time.Minute),
+		Period:          time.Minute,
 		Action:          ratelimit.ActionLimit,
 	}, settings.AutocompleteUsersLimit)
 	if err != nil {
@@ -142,8 +142,8 @@ func ExampleDocumentTiers() {
 		log.Fatal(err)
 	}
 	for _, r := range t.Merged() {
-		n, _ := r.Limit.IsStatic()
-		d, _ := r.Period.IsStatic()
+		n, _ := r.Limit, r.LimitFunc == nil
+		d, _ := r.Period, r.PeriodFunc == nil
 		fmt.Printf("%s: %s %d per %v by %v\n", r.Name, r.Action, n, d, r.Characteristics)
 	}
 	// Output:

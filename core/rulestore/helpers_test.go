@@ -76,8 +76,8 @@ func rule(name string, limit int64) ratelimit.Rule {
 	return ratelimit.Rule{
 		Name:            name,
 		Characteristics: []string{"user"},
-		Limit:           ratelimit.Static(limit),
-		Period:          ratelimit.StaticPeriod(time.Minute),
+		Limit:           limit,
+		Period:          time.Minute,
 		Action:          ratelimit.ActionLimit,
 	}
 }
@@ -137,7 +137,7 @@ func limitOf(t testing.TB, rules []ratelimit.Rule, name string) int64 {
 	t.Helper()
 	for _, r := range rules {
 		if r.Name == name {
-			n, _ := r.Limit.IsStatic()
+			n, _ := r.Limit, r.LimitFunc == nil
 			return n
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/config"
+	"github.com/ratekit/ratekit/internal/rulecheck"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
 
@@ -66,23 +67,23 @@ func NewPublisher(store *Store, opts PublisherOptions) *Publisher {
 // Register declares a published rule of limiter: rule is the template (name,
 // characteristics, period, action, match...), limit resolves its limit at
 // every PublishAll. With a nil limit, rule.Limit is resolved instead (a
-// ratelimit.LimitFunc, or a static value); a PeriodFunc period is resolved
+// rule.LimitFunc, or a static value); a PeriodFunc period is resolved
 // the same way. The rule reuses the name of an application default to
 // replace it (and inherit its counter). Registering a limiter and rule name
 // twice is an error.
 func (p *Publisher) Register(limiter string, rule ratelimit.Rule, limit LimitResolver) error {
-	if !ratelimit.ValidName(limiter) {
+	if !rulecheck.ValidName(limiter) {
 		return fmt.Errorf("rulestore: register: limiter name %q must match ^[a-z0-9_]{1,64}$", limiter)
 	}
-	if limit != nil && rule.Limit.IsSet() {
+	if limit != nil && (rule.Limit != 0 || rule.LimitFunc != nil) {
 		return fmt.Errorf("rulestore: register %s/%s: the limit is given twice (in the rule and as a resolver)", limiter, rule.Name)
 	}
-	if limit == nil && !rule.Limit.IsSet() && rule.Action != ratelimit.ActionSkip {
+	if limit == nil && !(rule.Limit != 0 || rule.LimitFunc != nil) && rule.Action != ratelimit.ActionSkip {
 		return fmt.Errorf("rulestore: register %s/%s: no limit (give a resolver or rule.Limit)", limiter, rule.Name)
 	}
 	check := rule
 	if limit != nil {
-		check.Limit = ratelimit.Static(1) // stands in for the resolved value
+		check.Limit = 1 // stands in for the resolved value
 	}
 	if err := check.Validate(); err != nil {
 		return fmt.Errorf("rulestore: register %s: %w", limiter, err)
@@ -133,25 +134,28 @@ func (p *Publisher) PublishAll(ctx context.Context) (WriteResult, error) {
 
 func (reg registration) resolve(ctx context.Context) (*configv1.Rule, error) {
 	r := reg.rule
-	if r.Limit.IsSet() || reg.limit != nil {
+	if (r.Limit != 0 || r.LimitFunc != nil) || reg.limit != nil {
 		var n int64
 		var err error
-		if reg.limit != nil {
+		switch {
+		case reg.limit != nil:
 			n, err = reg.limit(ctx)
-		} else {
-			n, err = r.Limit.Resolve(ctx)
+		case r.LimitFunc != nil:
+			n, err = r.LimitFunc(ctx)
+		default:
+			n = r.Limit
 		}
 		if err != nil {
 			return nil, fmt.Errorf("resolve limit: %w", err)
 		}
-		r.Limit = ratelimit.Static(n)
+		r.Limit, r.LimitFunc = n, nil // Validate below rejects a value out of range
 	}
-	if r.Period.IsSet() {
-		d, err := r.Period.Resolve(ctx)
+	if r.PeriodFunc != nil {
+		d, err := r.PeriodFunc(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("resolve period: %w", err)
 		}
-		r.Period = ratelimit.StaticPeriod(d)
+		r.Period, r.PeriodFunc = d, nil
 	}
 	if err := r.Validate(); err != nil {
 		return nil, err

@@ -23,7 +23,7 @@ func template() ratelimit.Rule {
 	return ratelimit.Rule{
 		Name:            "limit_user_autocompletes_by_user",
 		Characteristics: []string{"user"},
-		Period:          ratelimit.StaticPeriod(time.Minute),
+		Period:          time.Minute,
 		Action:          ratelimit.ActionLimit,
 	}
 }
@@ -69,7 +69,7 @@ func TestPublisherIsIdempotent(t *testing.T) {
 		}
 		// A template carrying its own LimitFunc needs no separate resolver.
 		search := rule("search_by_user", 0)
-		search.Limit = ratelimit.LimitFunc(func(context.Context) (int64, error) { return 40, nil })
+		search.LimitFunc = func(context.Context) (int64, error) { return 40, nil }
 		if err := p.Register("search", search, nil); err != nil {
 			t.Fatal(err)
 		}
@@ -166,9 +166,9 @@ func TestRegisterErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	withLimit := template()
-	withLimit.Limit = ratelimit.Static(3)
+	withLimit.Limit = 3
 	noPeriod := template()
-	noPeriod.Period = ratelimit.Period{}
+	noPeriod.Period = 0
 	for name, call := range map[string]func() error{
 		"bad limiter":   func() error { return p.Register("Search", template(), limit) },
 		"duplicate":     func() error { return p.Register("search", template(), limit) },

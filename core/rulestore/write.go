@@ -19,6 +19,7 @@ import (
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/config"
 	"github.com/ratekit/ratekit/core/tiers"
+	"github.com/ratekit/ratekit/internal/rulecheck"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
 
@@ -101,7 +102,7 @@ func (s *Store) Seed(ctx context.Context, sets map[string]tiers.Set) (WriteResul
 	edits := make([]edit, 0, len(sets))
 	var errs []error
 	for _, name := range sortedKeys(sets) {
-		if !ratelimit.ValidName(name) {
+		if !rulecheck.ValidName(name) {
 			errs = append(errs, fmt.Errorf("limiter name %q must match ^[a-z0-9_]{1,64}$", name))
 			continue
 		}
@@ -221,13 +222,13 @@ func (s *Store) DeleteIf(ctx context.Context, limiter, version string, rules ...
 
 func (s *Store) delete(ctx context.Context, limiter string, version *string, rules []string) (WriteResult, error) {
 	switch {
-	case !ratelimit.ValidName(limiter):
+	case !rulecheck.ValidName(limiter):
 		return WriteResult{}, fmt.Errorf("rulestore: delete: limiter name %q must match ^[a-z0-9_]{1,64}$", limiter)
 	case len(rules) == 0:
 		return WriteResult{}, fmt.Errorf("rulestore: delete: no rule names given for limiter %s", limiter)
 	}
 	for _, r := range rules {
-		if !ratelimit.ValidName(r) {
+		if !rulecheck.ValidName(r) {
 			return WriteResult{}, fmt.Errorf("rulestore: delete: rule name %q must match ^[a-z0-9_]{1,64}$", r)
 		}
 	}
@@ -431,7 +432,7 @@ func effective(doc *configv1.LimiterRules, local tiers.Set) (tiers.Set, []rateli
 		return tiers.Set{}, nil, err
 	}
 	merged := t.Merged()
-	if err := ratelimit.ValidateRules(merged); err != nil {
+	if _, err := ratelimit.CompileRules("", merged); err != nil {
 		return tiers.Set{}, nil, fmt.Errorf("merged rules: %w", err)
 	}
 	return t, merged, nil

@@ -31,7 +31,7 @@ func TestConformanceMemory(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) *storetest.Harness {
 		clk := &fakeClock{now: time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)}
 		return &storetest.Harness{
-			Store:   ratelimit.NewMemoryStore(ratelimit.WithMemoryClock(clk.Now)),
+			Store:   ratelimit.MemoryConfig{Now: clk.Now}.New(),
 			Now:     clk.Now,
 			Advance: clk.Advance,
 			Prefix:  "test:",

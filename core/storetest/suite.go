@@ -51,8 +51,8 @@ func rule(name string, limit int64, period time.Duration, chars ...string) ratel
 	return ratelimit.Rule{
 		Name:            name,
 		Characteristics: chars,
-		Limit:           ratelimit.Static(limit),
-		Period:          ratelimit.StaticPeriod(period),
+		Limit:           limit,
+		Period:          period,
 		Action:          ratelimit.ActionLimit,
 	}
 }
@@ -65,7 +65,7 @@ func logRule(r ratelimit.Rule) ratelimit.Rule {
 }
 
 type want struct {
-	action    ratelimit.Action
+	action    ratelimit.Verdict
 	exceeded  bool
 	rule      string // "" means nil
 	count     float64
@@ -287,7 +287,7 @@ var cases = []testCase{
 		l := limiter(t, h,
 			with(rule("bypass", 0, 0), func(r *ratelimit.Rule) {
 				r.Action = ratelimit.ActionSkip
-				r.Limit, r.Period = ratelimit.Limit{}, ratelimit.Period{}
+				r.Limit, r.Period = 0, 0
 				r.Match = map[string]ratelimit.Matcher{"bypass": ratelimit.Equal("1")}
 			}),
 			rule("per_user", 1, time.Minute, "user"),
@@ -489,8 +489,8 @@ var cases = []testCase{
 		r := ratelimit.Rule{
 			Name:            "dynamic",
 			Characteristics: []string{"user"},
-			Limit:           ratelimit.LimitFunc(func(context.Context) (int64, error) { return limit.Load(), nil }),
-			Period:          ratelimit.PeriodFunc(func(context.Context) (time.Duration, error) { return 30 * time.Second, nil }),
+			LimitFunc:       func(context.Context) (int64, error) { return limit.Load(), nil },
+			PeriodFunc:      func(context.Context) (time.Duration, error) { return 30 * time.Second, nil },
 		}
 		l := limiter(t, h, r)
 		res := checkN(t, l, user1, 3)
@@ -504,7 +504,7 @@ var cases = []testCase{
 		expect(t, "0 denies all", l.Check(ctx, ratelimit.Identifier{"user": "new"}), want{action: ratelimit.ActionBlock, exceeded: true, rule: "dynamic", count: 1})
 		bad := r
 		bad.Name = "broken"
-		bad.Limit = ratelimit.LimitFunc(func(context.Context) (int64, error) { return 0, errors.New("settings unavailable") })
+		bad.LimitFunc = func(context.Context) (int64, error) { return 0, errors.New("settings unavailable") }
 		lb := limiter(t, h, bad)
 		if res := lb.Check(ctx, user1); res.Err == nil || res.Action != ratelimit.ActionAllow || res.Info != nil {
 			t.Fatalf("resolver error must fail open: %+v", res)
@@ -526,7 +526,7 @@ var cases = []testCase{
 			{distinct, want{action: ratelimit.ActionAllow, rule: "login", count: 1, remaining: 1}},
 			{volume, want{action: ratelimit.ActionAllow, rule: "login", count: 2, remaining: 0}},
 			{distinct, want{action: ratelimit.ActionAllow, rule: "login", count: 1, remaining: 1}},
-			{with(volume, func(r *ratelimit.Rule) { r.Limit = ratelimit.Static(5) }), want{action: ratelimit.ActionAllow, rule: "login", count: 3, remaining: 2}},
+			{with(volume, func(r *ratelimit.Rule) { r.Limit = 5 }), want{action: ratelimit.ActionAllow, rule: "login", count: 3, remaining: 2}},
 		} {
 			if err := l.SetRules([]ratelimit.Rule{step.rule}); err != nil {
 				t.Fatal(err)

@@ -10,13 +10,13 @@ import (
 )
 
 func rule(name string, limit int64) ratelimit.Rule {
-	return ratelimit.Rule{Name: name, Characteristics: []string{"user"}, Limit: ratelimit.Static(limit), Period: ratelimit.StaticPeriod(time.Minute)}
+	return ratelimit.Rule{Name: name, Characteristics: []string{"user"}, Limit: limit, Period: time.Minute}
 }
 
 func limits(rules []ratelimit.Rule) string {
 	var names []string
 	for _, x := range rules {
-		n, _ := x.Limit.IsStatic()
+		n, _ := x.Limit, x.LimitFunc == nil
 		names = append(names, fmt.Sprintf("%s=%d", x.Name, n))
 	}
 	return fmt.Sprint(names)
@@ -82,13 +82,13 @@ func TestCloneSharesNothing(t *testing.T) {
 }
 
 func ExampleSet_Rules() {
-	per := ratelimit.StaticPeriod(time.Minute)
+	per := time.Minute
 	set := tiers.Set{
-		File:     []ratelimit.Rule{{Name: "api_by_user", Limit: ratelimit.Static(50), Period: per}},
-		Defaults: []ratelimit.Rule{{Name: "api_by_user", Limit: ratelimit.Static(200), Period: per}, {Name: "api_by_ip", Limit: ratelimit.Static(500), Period: per}},
+		File:     []ratelimit.Rule{{Name: "api_by_user", Limit: 50, Period: per}},
+		Defaults: []ratelimit.Rule{{Name: "api_by_user", Limit: 200, Period: per}, {Name: "api_by_ip", Limit: 500, Period: per}},
 	}
 	for _, r := range set.Rules() {
-		n, _ := r.Rule.Limit.IsStatic()
+		n, _ := r.Rule.Limit, r.Rule.LimitFunc == nil
 		fmt.Printf("%-8s %-12s limit=%d overridden_by=%q\n", r.Tier, r.Rule.Name, n, r.OverriddenBy)
 	}
 	// Output:

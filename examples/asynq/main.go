@@ -107,8 +107,8 @@ func run(ctx context.Context, o options, out io.Writer) (stats, error) {
 		Rules: []ratelimit.Rule{{
 			Name:            "per_task_type",
 			Characteristics: []string{identifiers.TaskType, identifiers.Queue},
-			Limit:           ratelimit.Static(o.limit),
-			Period:          ratelimit.StaticPeriod(o.period),
+			Limit:           o.limit,
+			Period:          o.period,
 		}},
 	})
 	if err != nil {

@@ -111,7 +111,7 @@ func run(ctx context.Context, o options) error {
 
 // newServer returns a gRPC server with the Greeter, the health service and
 // reflection behind the rate-limit interceptors.
-func newServer(store ratelimit.Store, keyPrefix string, obs ratelimit.Observer) (*grpc.Server, *ratelimit.Limiter, error) {
+func newServer(store ratelimit.Store, keyPrefix string, obs func(context.Context, ratelimit.Event)) (*grpc.Server, *ratelimit.Limiter, error) {
 	limiter, err := ratelimit.New(ratelimit.Config{
 		Name:      "grpc_request",
 		Store:     store,
@@ -129,8 +129,8 @@ func newServer(store ratelimit.Store, keyPrefix string, obs ratelimit.Observer) 
 			Name:            "per_peer",
 			Description:     "5 calls per minute per client IP",
 			Characteristics: []string{identifiers.IP},
-			Limit:           ratelimit.Static(5),
-			Period:          ratelimit.StaticPeriod(time.Minute),
+			Limit:           5,
+			Period:          time.Minute,
 		}},
 	})
 	if err != nil {

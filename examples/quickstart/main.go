@@ -39,8 +39,8 @@ func run(ctx context.Context, out io.Writer, redisURL string) error {
 		Rules: []ratelimit.Rule{{
 			Name:            "failed_sign_ins_by_ip",
 			Characteristics: []string{"ip"},
-			Limit:           ratelimit.Static(3),
-			Period:          ratelimit.StaticPeriod(time.Minute),
+			Limit:           3,
+			Period:          time.Minute,
 			BanFor:          15 * time.Minute, // longer than the window
 		}},
 	})
@@ -59,8 +59,8 @@ func run(ctx context.Context, out io.Writer, redisURL string) error {
 			{
 				Name:            "per_user",
 				Characteristics: []string{"user"},
-				Limit:           ratelimit.Static(5),
-				Period:          ratelimit.StaticPeriod(time.Minute),
+				Limit:           5,
+				Period:          time.Minute,
 			},
 		},
 	})

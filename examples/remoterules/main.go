@@ -140,7 +140,7 @@ func run(ctx context.Context, out io.Writer, redisURL string) error {
 		return err
 	}
 	limiter, err := ratelimit.New(ratelimit.Config{
-		Name: "rack_request", Store: redisstore.New(rdb), KeyPrefix: "ratekit-example:", Rules: rules, RuleSource: remote,
+		Name: "rack_request", Store: redisstore.New(rdb), KeyPrefix: "ratekit-example:", Rules: rules, RuleSource: remote.RulesFor,
 	})
 	if err != nil {
 		return err

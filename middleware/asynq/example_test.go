@@ -24,8 +24,8 @@ func ExampleMiddleware() {
 		Rules: []ratelimit.Rule{{
 			Name:            "per_task_type",
 			Characteristics: []string{identifiers.TaskType},
-			Limit:           ratelimit.Static(2),
-			Period:          ratelimit.StaticPeriod(time.Minute),
+			Limit:           2,
+			Period:          time.Minute,
 		}},
 	})
 	if err != nil {
@@ -55,7 +55,7 @@ func ExampleMiddleware_server() {
 		Name:  "jobs",
 		Store: ratelimit.NewMemoryStore(), // redisstore.New(client) in production
 		Rules: []ratelimit.Rule{{Name: "per_task_type", Characteristics: []string{identifiers.TaskType},
-			Limit: ratelimit.Static(100), Period: ratelimit.StaticPeriod(time.Minute)}},
+			Limit: 100, Period: time.Minute}},
 	})
 	if err != nil {
 		log.Fatal(err)

@@ -26,8 +26,8 @@ func newLimiter(t *testing.T, name string, store ratelimit.Store, rules ...ratel
 }
 
 func rule(name string, limit int64, period time.Duration, action ratelimit.Action, chars ...string) ratelimit.Rule {
-	return ratelimit.Rule{Name: name, Characteristics: chars, Limit: ratelimit.Static(limit),
-		Period: ratelimit.StaticPeriod(period), Action: action}
+	return ratelimit.Rule{Name: name, Characteristics: chars, Limit: limit,
+		Period: period, Action: action}
 }
 
 // quiet drops the limiters' fail-open warnings, which the tests provoke.
@@ -36,7 +36,7 @@ var quiet = slog.New(slog.DiscardHandler)
 // failingStore fails every call, as a store that is down does.
 type failingStore struct{}
 
-func (failingStore) Eval(context.Context, ratelimit.Mode, []ratelimit.Op) ([]ratelimit.Outcome, error) {
+func (failingStore) Eval(context.Context, ratelimit.Mode, []ratelimit.Op) ([]ratelimit.OpResult, error) {
 	return nil, errors.New("store down")
 }
 func (failingStore) Delete(context.Context, []string) (int, error) {
@@ -237,8 +237,8 @@ func TestMiddleware(t *testing.T) {
 			limiters: func(t *testing.T) []*ratelimit.Limiter {
 				return []*ratelimit.Limiter{newLimiter(t, "jobs", nil, ratelimit.Rule{
 					Name: "tenant_a", Match: map[string]ratelimit.Matcher{"tenant": ratelimit.Equal("a")},
-					Characteristics: []string{"tenant", "task_type"}, Limit: ratelimit.Static(1),
-					Period: ratelimit.StaticPeriod(time.Minute)})}
+					Characteristics: []string{"tenant", "task_type"}, Limit: 1,
+					Period: time.Minute})}
 			},
 			opts: []Option{WithProperties(func(_ context.Context, t *asynq.Task, id ratelimit.Identifier) {
 				id["tenant"] = string(t.Payload())
@@ -350,7 +350,7 @@ func TestDefaultIdentifier(t *testing.T) {
 
 func TestWithIdentifierReplaces(t *testing.T) {
 	var seen ratelimit.Identifier
-	obs := ratelimit.ObserverFunc(func(_ context.Context, e ratelimit.Event) { seen = e.Identifier })
+	obs := func(_ context.Context, e ratelimit.Event) { seen = e.Identifier }
 	l, err := ratelimit.New(ratelimit.Config{Name: "jobs", Store: ratelimit.NewMemoryStore(), Observer: obs,
 		Rules: []ratelimit.Rule{rule("per_tenant", 1, time.Minute, ratelimit.ActionLimit, "tenant")}})
 	if err != nil {

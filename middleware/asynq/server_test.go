@@ -152,7 +152,7 @@ func (h *harness) waitState(t *testing.T, id string, state asynq.TaskState) *asy
 	}
 }
 
-func redisJobsLimiter(t *testing.T, client redis.UniversalClient, prefix string, obs ratelimit.Observer, limit int64, period time.Duration) *ratelimit.Limiter {
+func redisJobsLimiter(t *testing.T, client redis.UniversalClient, prefix string, obs func(context.Context, ratelimit.Event), limit int64, period time.Duration) *ratelimit.Limiter {
 	t.Helper()
 	l, err := ratelimit.New(ratelimit.Config{Name: "jobs", Store: redisstore.New(client), KeyPrefix: prefix, Observer: obs, Logger: quiet,
 		Rules: []ratelimit.Rule{rule("per_type", limit, period, ratelimit.ActionLimit, "task_type", "queue")}})
@@ -168,7 +168,7 @@ func redisJobsLimiter(t *testing.T, client redis.UniversalClient, prefix string,
 func TestServerRetriesAfterReset(t *testing.T) {
 	h := newHarness(t)
 	rec := &attempts{}
-	l := redisJobsLimiter(t, redistest.Client(t), redistest.Prefix(t), rec, 2, time.Second)
+	l := redisJobsLimiter(t, redistest.Client(t), redistest.Prefix(t), rec.Observe, 2, time.Second)
 	handled := make(chan string, 16)
 	h.serve(t, Middleware(l), handled)
 

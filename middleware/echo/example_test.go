@@ -19,8 +19,8 @@ func ExampleMiddleware() {
 		Rules: []ratelimit.Rule{{
 			Name:            "per_user",
 			Characteristics: []string{identifiers.User},
-			Limit:           ratelimit.Static(1),
-			Period:          ratelimit.StaticPeriod(time.Minute),
+			Limit:           1,
+			Period:          time.Minute,
 		}},
 	})
 	if err != nil {
@@ -54,7 +54,7 @@ func ExampleDecision() {
 	limiter, _ := ratelimit.New(ratelimit.Config{
 		Name:  "http_request",
 		Store: ratelimit.NewMemoryStore(),
-		Rules: []ratelimit.Rule{ratelimit.PerMinute("per_ip", 1, identifiers.IP)},
+		Rules: []ratelimit.Rule{{Name: "per_ip", Characteristics: []string{identifiers.IP}, Limit: 1, Period: time.Minute}},
 	})
 	e := echo.New()
 	e.HTTPErrorHandler = func(err error, c echo.Context) {

@@ -66,12 +66,12 @@ func newLimiter(t *testing.T, name string, limit int64, observe func(ratelimit.I
 	l, err := ratelimit.New(ratelimit.Config{
 		Name: name, Store: ratelimit.NewMemoryStore(),
 		Rules: []ratelimit.Rule{{Name: "r", Characteristics: []string{identifiers.IP},
-			Limit: ratelimit.Static(limit), Period: ratelimit.StaticPeriod(time.Minute)}},
-		Observer: ratelimit.ObserverFunc(func(_ context.Context, e ratelimit.Event) {
+			Limit: limit, Period: time.Minute}},
+		Observer: func(_ context.Context, e ratelimit.Event) {
 			if observe != nil {
 				observe(e.Identifier)
 			}
-		}),
+		},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -20,8 +20,8 @@ func ExampleMiddleware() {
 		Rules: []ratelimit.Rule{{
 			Name:            "per_endpoint_and_ip",
 			Characteristics: []string{identifiers.Endpoint, identifiers.IP},
-			Limit:           ratelimit.Static(1),
-			Period:          ratelimit.StaticPeriod(time.Minute),
+			Limit:           1,
+			Period:          time.Minute,
 		}},
 	})
 	if err != nil {

@@ -66,8 +66,8 @@ func newLimiter(t *testing.T, limit int64, observe func(ratelimit.Identifier)) *
 	l, err := ratelimit.New(ratelimit.Config{
 		Name: "http", Store: ratelimit.NewMemoryStore(),
 		Rules: []ratelimit.Rule{{Name: "r", Characteristics: []string{identifiers.IP},
-			Limit: ratelimit.Static(limit), Period: ratelimit.StaticPeriod(time.Minute)}},
-		Observer: ratelimit.ObserverFunc(func(_ context.Context, e ratelimit.Event) { observe(e.Identifier) }),
+			Limit: limit, Period: time.Minute}},
+		Observer: func(_ context.Context, e ratelimit.Event) { observe(e.Identifier) },
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -18,7 +18,7 @@ import (
 func BenchmarkUnaryInterceptor(b *testing.B) {
 	l, err := ratelimit.New(ratelimit.Config{Name: "api", Store: ratelimit.NewMemoryStore(),
 		Rules: []ratelimit.Rule{{Name: "per_ip", Characteristics: []string{identifiers.IP},
-			Limit: ratelimit.Static(1 << 40), Period: ratelimit.StaticPeriod(time.Hour)}}})
+			Limit: 1 << 40, Period: time.Hour}}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -32,8 +32,8 @@ func ExampleUnaryServerInterceptor() {
 		Rules: []ratelimit.Rule{{
 			Name:            "per_peer",
 			Characteristics: []string{identifiers.IP},
-			Limit:           ratelimit.Static(2),
-			Period:          ratelimit.StaticPeriod(time.Minute),
+			Limit:           2,
+			Period:          time.Minute,
 		}},
 	})
 	if err != nil {
@@ -83,12 +83,12 @@ func ExampleWithLimiters() {
 		return l
 	}
 	general := newLimiter("grpc_request", ratelimit.Rule{Name: "per_user", Characteristics: []string{identifiers.User},
-		Limit: ratelimit.Static(600), Period: ratelimit.StaticPeriod(time.Minute)})
+		Limit: 600, Period: time.Minute})
 	protected := newLimiter("grpc_protected", ratelimit.Rule{Name: "signup_per_ip",
 		Match:           map[string]ratelimit.Matcher{identifiers.GRPCMethod: ratelimit.Equal("/acme.Accounts/SignUp")},
-		Characteristics: []string{identifiers.IP}, Limit: ratelimit.Static(10), Period: ratelimit.StaticPeriod(time.Hour)})
+		Characteristics: []string{identifiers.IP}, Limit: 10, Period: time.Hour})
 	db := newLimiter("db_utilization", ratelimit.Rule{Name: "db_seconds_per_user", Characteristics: []string{identifiers.User},
-		Limit: ratelimit.Static(300), Period: ratelimit.StaticPeriod(time.Minute)})
+		Limit: 300, Period: time.Minute})
 
 	interceptor := ratelimitgrpc.UnaryServerInterceptor(general,
 		ratelimitgrpc.WithLimiters(protected),
@@ -122,7 +122,7 @@ func authInterceptor(ctx context.Context, req any, _ *grpc.UnaryServerInfo, hand
 func ExampleCountCodes() {
 	failures, err := ratelimit.New(ratelimit.Config{Name: "login_failures", Store: ratelimit.NewMemoryStore(),
 		Rules: []ratelimit.Rule{{Name: "per_ip", Characteristics: []string{identifiers.IP},
-			Limit: ratelimit.Static(2), Period: ratelimit.StaticPeriod(time.Minute)}}})
+			Limit: 2, Period: time.Minute}}})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -169,7 +169,9 @@ var quiet = slog.New(slog.DiscardHandler)
 
 type limiterOpt func(*ratelimit.Config)
 
-func observed(o ratelimit.Observer) limiterOpt { return func(c *ratelimit.Config) { c.Observer = o } }
+func observed(o func(context.Context, ratelimit.Event)) limiterOpt {
+	return func(c *ratelimit.Config) { c.Observer = o }
+}
 
 // redisLimiter builds a limiter on the test Redis (redistest.URL), with a key
 // prefix unique to the test.
@@ -197,8 +199,8 @@ func newLimiter(t *testing.T, cfg ratelimit.Config, opts ...limiterOpt) *ratelim
 }
 
 func rule(name string, limit int64, period time.Duration, action ratelimit.Action, chars ...string) ratelimit.Rule {
-	return ratelimit.Rule{Name: name, Characteristics: chars, Limit: ratelimit.Static(limit),
-		Period: ratelimit.StaticPeriod(period), Action: action}
+	return ratelimit.Rule{Name: name, Characteristics: chars, Limit: limit,
+		Period: period, Action: action}
 }
 
 func wantCode(t *testing.T, r reply, want codes.Code) {

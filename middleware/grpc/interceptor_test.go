@@ -196,7 +196,7 @@ func TestMultipleLimiters(t *testing.T) {
 	general := redisLimiter(t, "grpc_request", []ratelimit.Rule{rule("per_ip", 100, time.Minute, ratelimit.ActionLimit, identifiers.IP)})
 	protected := redisLimiter(t, "grpc_protected", []ratelimit.Rule{{
 		Name: "check_per_ip", Match: map[string]ratelimit.Matcher{identifiers.GRPCMethod: ratelimit.Equal(healthCheck)},
-		Characteristics: []string{identifiers.IP}, Limit: ratelimit.Static(1), Period: ratelimit.StaticPeriod(time.Minute),
+		Characteristics: []string{identifiers.IP}, Limit: 1, Period: time.Minute,
 	}})
 	env := start(t, unary(general, WithLimiters(protected)))
 
@@ -229,7 +229,7 @@ func TestIdentifierHooks(t *testing.T) {
 	perUser := []ratelimit.Rule{rule("per_user", 1, time.Minute, ratelimit.ActionLimit, identifiers.User)}
 	t.Run("default", func(t *testing.T) {
 		rec := &recorder{}
-		env := start(t, unary(memLimiter(t, "api", perUser, observed(rec))))
+		env := start(t, unary(memLimiter(t, "api", perUser, observed(rec.Observe))))
 		wantCode(t, env.check(t), codes.OK)
 		want := ratelimit.Identifier{identifiers.IP: "127.0.0.1", identifiers.GRPCService: "grpc.health.v1.Health",
 			identifiers.GRPCMethod: healthCheck, identifiers.Endpoint: healthCheck, identifiers.User: identifiers.Anonymous}
@@ -255,7 +255,7 @@ func TestIdentifierHooks(t *testing.T) {
 		ident := func(ctx context.Context, call *Call) ratelimit.Identifier {
 			return ratelimit.Identifier{"tenant": call.Metadata.Get("x-tenant")[0], identifiers.GRPCMethod: call.FullMethod}
 		}
-		l := memLimiter(t, "api", []ratelimit.Rule{rule("per_tenant", 1, time.Minute, ratelimit.ActionLimit, "tenant")}, observed(rec))
+		l := memLimiter(t, "api", []ratelimit.Rule{rule("per_tenant", 1, time.Minute, ratelimit.ActionLimit, "tenant")}, observed(rec.Observe))
 		env := start(t, unary(l, WithIdentifier(ident)))
 		wantCode(t, env.check(t, "x-tenant", "acme"), codes.OK)
 		if got := fmt.Sprint(rec.last(t)); got != fmt.Sprint(ratelimit.Identifier{"tenant": "acme", identifiers.GRPCMethod: healthCheck}) {
@@ -284,7 +284,7 @@ func TestTrustedProxies(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rec := &recorder{}
-			l := memLimiter(t, "api", []ratelimit.Rule{rule("per_ip", 10, time.Minute, ratelimit.ActionLimit, identifiers.IP)}, observed(rec))
+			l := memLimiter(t, "api", []ratelimit.Rule{rule("per_ip", 10, time.Minute, ratelimit.ActionLimit, identifiers.IP)}, observed(rec.Observe))
 			env := start(t, unary(l, WithTrustedProxies(identifiers.MustParseTrustedProxies(tt.trusted...))))
 			wantCode(t, env.check(t, tt.md...), codes.OK)
 			if got := rec.last(t)[identifiers.IP]; got != tt.want {
@@ -356,7 +356,7 @@ func TestOutcomeLimiter(t *testing.T) {
 func TestStream(t *testing.T) {
 	l := redisLimiter(t, "grpc_request", []ratelimit.Rule{rule("per_ip", 1, time.Minute, ratelimit.ActionLimit, identifiers.IP)})
 	rec := &recorder{}
-	counted := memLimiter(t, "seen", []ratelimit.Rule{rule("all", 100, time.Minute, ratelimit.ActionLimit)}, observed(rec))
+	counted := memLimiter(t, "seen", []ratelimit.Rule{rule("all", 100, time.Minute, ratelimit.ActionLimit)}, observed(rec.Observe))
 	env := start(t, grpc.ChainStreamInterceptor(StreamServerInterceptor(l, WithLimiters(counted))))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

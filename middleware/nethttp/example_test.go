@@ -20,8 +20,8 @@ func ExampleMiddleware() {
 			Name:            "hello_per_ip",
 			Match:           map[string]ratelimit.Matcher{identifiers.Endpoint: ratelimit.Equal("GET /hello")},
 			Characteristics: []string{identifiers.IP},
-			Limit:           ratelimit.Static(2),
-			Period:          ratelimit.StaticPeriod(time.Minute),
+			Limit:           2,
+			Period:          time.Minute,
 		}},
 	})
 	if err != nil {
@@ -55,7 +55,7 @@ func ExampleWithDeferred() {
 		Store: ratelimit.NewMemoryStore(),
 		Rules: []ratelimit.Rule{{
 			Name: "failed_logins_per_ip", Characteristics: []string{identifiers.IP},
-			Limit: ratelimit.Static(1), Period: ratelimit.StaticPeriod(time.Minute), BanFor: time.Hour,
+			Limit: 1, Period: time.Minute, BanFor: time.Hour,
 		}},
 	})
 	login := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -57,7 +57,7 @@ func newHandler(t *testing.T, s adaptertest.Setup) http.Handler {
 func TestStatusCapture(t *testing.T) {
 	counted, err := ratelimit.New(ratelimit.Config{
 		Name: "counted", Store: ratelimit.NewMemoryStore(),
-		Rules: []ratelimit.Rule{{Name: "r", Limit: ratelimit.Static(100), Period: ratelimit.StaticPeriod(time.Minute)}},
+		Rules: []ratelimit.Rule{{Name: "r", Limit: 100, Period: time.Minute}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -122,7 +122,7 @@ func BenchmarkMiddleware(b *testing.B) {
 	l, err := ratelimit.New(ratelimit.Config{
 		Name: "bench", Store: ratelimit.NewMemoryStore(),
 		Rules: []ratelimit.Rule{{Name: "per_ip", Characteristics: []string{"ip"},
-			Limit: ratelimit.Static(1 << 40), Period: ratelimit.StaticPeriod(time.Hour)}},
+			Limit: 1 << 40, Period: time.Hour}},
 	})
 	if err != nil {
 		b.Fatal(err)

@@ -160,13 +160,13 @@ func (s *suite) limiterOn(store ratelimit.Store, prefix, name string, rules ...r
 	l, err := ratelimit.New(ratelimit.Config{
 		Name: name, Store: store, KeyPrefix: prefix, Rules: rules,
 		Timeout: 250 * time.Millisecond,
-		Observer: ratelimit.ObserverFunc(func(_ context.Context, e ratelimit.Event) {
+		Observer: func(_ context.Context, e ratelimit.Event) {
 			if e.Kind == ratelimit.EventCheck {
 				s.mu.Lock()
 				s.ids = append(s.ids, e.Identifier)
 				s.mu.Unlock()
 			}
-		}),
+		},
 	})
 	if err != nil {
 		s.t.Fatalf("new limiter %s: %v", name, err)
@@ -282,6 +282,6 @@ func readFull(resp *http.Response, b []byte) (int, error) {
 func perIP(name string, limit int64, period time.Duration) ratelimit.Rule {
 	return ratelimit.Rule{
 		Name: name, Characteristics: []string{identifiers.IP},
-		Limit: ratelimit.Static(limit), Period: ratelimit.StaticPeriod(period),
+		Limit: limit, Period: period,
 	}
 }

@@ -160,7 +160,7 @@ func testSkip(s *suite) {
 
 func testCustomIdentifier(s *suite) {
 	rule := ratelimit.Rule{Name: "per_tenant", Characteristics: []string{"tenant"},
-		Limit: ratelimit.Static(1), Period: ratelimit.StaticPeriod(time.Minute)}
+		Limit: 1, Period: time.Minute}
 	srv := s.serve(Setup{
 		Limiters: []*ratelimit.Limiter{s.limiter("http", rule)},
 		Identifier: func(r *http.Request) ratelimit.Identifier {
@@ -179,7 +179,7 @@ func testProperties(s *suite) {
 	anon := perIP("unauthenticated", 1, time.Minute)
 	anon.Match = map[string]ratelimit.Matcher{identifiers.User: ratelimit.Equal(identifiers.Anonymous)}
 	authed := ratelimit.Rule{Name: "authenticated", Characteristics: []string{identifiers.User},
-		Limit: ratelimit.Static(2), Period: ratelimit.StaticPeriod(time.Minute)}
+		Limit: 2, Period: time.Minute}
 	srv := s.serve(Setup{
 		Limiters: []*ratelimit.Limiter{s.limiter("http", anon, authed)},
 		Properties: func(r *http.Request, id ratelimit.Identifier) {
@@ -240,7 +240,7 @@ func testEndpoint(s *suite) {
 
 func testCostHook(s *suite) {
 	db := ratelimit.Rule{Name: "db_seconds_per_ip", Characteristics: []string{identifiers.IP},
-		Limit: ratelimit.Static(1), Period: ratelimit.StaticPeriod(time.Minute)}
+		Limit: 1, Period: time.Minute}
 	dbLimiter := s.limiter("db_utilization", db)
 	srv := s.serve(Setup{
 		Limiters: []*ratelimit.Limiter{s.limiter("http", perIP("per_ip", 100, time.Minute))},
@@ -273,7 +273,7 @@ func testCostHook(s *suite) {
 
 func testOutcomeHook(s *suite) {
 	fails := ratelimit.Rule{Name: "failed_logins", Characteristics: []string{identifiers.IP},
-		Limit: ratelimit.Static(2), Period: ratelimit.StaticPeriod(time.Minute)}
+		Limit: 2, Period: time.Minute}
 	failLimiter := s.limiter("failed_auth", fails)
 	srv := s.serve(Setup{Deferred: []httpverdict.Deferred{httpverdict.CountStatus(failLimiter, http.StatusUnauthorized)}})
 	for i := 0; i < 3; i++ { // successes are not counted

@@ -246,18 +246,18 @@ func ruleView(r ratelimit.Rule) RuleView {
 	v := RuleView{Name: r.Name, Description: r.Description, Action: string(action), Match: map[string]any{},
 		Characteristics: append([]string{}, r.Characteristics...), CountDistinct: r.CountDistinct, BanFor: r.BanFor.Seconds()}
 	for k, m := range r.Match {
-		switch m.Kind() {
-		case ratelimit.MatchRegex:
+		switch {
+		case m.IsRegex():
 			v.Match[k] = map[string]string{"regex": m.Value()}
-		case ratelimit.MatchOneOf:
+		case m.IsOneOf():
 			v.Match[k] = map[string][]string{"one_of": m.Values()}
 		default:
 			v.Match[k] = m.Value()
 		}
 	}
 	if action != ratelimit.ActionSkip {
-		n, okN := r.Limit.IsStatic()
-		d, okD := r.Period.IsStatic()
+		n, okN := r.Limit, r.LimitFunc == nil
+		d, okD := r.Period, r.PeriodFunc == nil
 		if okN {
 			v.Limit = &n
 		}

@@ -21,10 +21,10 @@ func Example() {
 		Rules: []ratelimit.Rule{{
 			Name:            "api_by_user",
 			Characteristics: []string{"user"},
-			Limit:           ratelimit.Static(1),
-			Period:          ratelimit.StaticPeriod(time.Minute),
+			Limit:           1,
+			Period:          time.Minute,
 		}},
-		Observer: blocks,
+		Observer: blocks.Observe,
 	})
 	if err != nil {
 		panic(err)

@@ -41,32 +41,32 @@ func (s staticTiers) RefreshStatus(limiter string) (time.Time, error) {
 
 var (
 	fixtureNow = time.Date(2026, 5, 6, 7, 8, 9, 0, time.UTC)
-	minute     = ratelimit.StaticPeriod(time.Minute)
+	minute     = time.Minute
 )
 
 func fixtureTiers() tierState {
 	return tierState{Set: tiers.Set{
 		File: []ratelimit.Rule{{
 			Name: "per_user", Description: "<script>alert(1)</script> lowered for incident #42",
-			Characteristics: []string{"user"}, Limit: ratelimit.Static(3), Period: minute,
+			Characteristics: []string{"user"}, Limit: 3, Period: minute,
 			Match: map[string]ratelimit.Matcher{"kind": ratelimit.Equal("api")},
 		}},
 		Published: []ratelimit.Rule{
-			{Name: "shadow_ip", Action: ratelimit.ActionLog, Characteristics: []string{"ip"}, Limit: ratelimit.Static(2), Period: minute,
+			{Name: "shadow_ip", Action: ratelimit.ActionLog, Characteristics: []string{"ip"}, Limit: 2, Period: minute,
 				Match: map[string]ratelimit.Matcher{"kind": ratelimit.OneOf("api", "login")}},
-			{Name: "per_user", Characteristics: []string{"user"}, Limit: ratelimit.Static(25), Period: minute},
+			{Name: "per_user", Characteristics: []string{"user"}, Limit: 25, Period: minute},
 		},
 		Defaults: []ratelimit.Rule{
 			{Name: "trusted", Action: ratelimit.ActionSkip, Match: map[string]ratelimit.Matcher{"ip": ratelimit.Equal("127.0.0.1")}},
-			{Name: "per_user", Characteristics: []string{"user"}, Limit: ratelimit.Static(200), Period: minute},
-			{Name: "login_ban", Characteristics: []string{"ip"}, Limit: ratelimit.Static(1), Period: minute, BanFor: 15 * time.Minute,
+			{Name: "per_user", Characteristics: []string{"user"}, Limit: 200, Period: minute},
+			{Name: "login_ban", Characteristics: []string{"ip"}, Limit: 1, Period: minute, BanFor: 15 * time.Minute,
 				Match: map[string]ratelimit.Matcher{"kind": ratelimit.Equal("login")}},
 			{Name: "paths", Action: ratelimit.ActionLog, Characteristics: []string{"user"}, CountDistinct: "path",
-				Limit: ratelimit.Static(100), Period: ratelimit.StaticPeriod(time.Hour),
+				Limit: 100, Period: time.Hour,
 				Match: map[string]ratelimit.Matcher{"path": ratelimit.Regex(`^/api/`)}},
 			{Name: "by_plan", Characteristics: []string{"user"},
-				Limit:  ratelimit.LimitFunc(func(context.Context) (int64, error) { return 1000, nil }),
-				Period: ratelimit.StaticPeriod(time.Hour)},
+				LimitFunc: func(context.Context) (int64, error) { return 1000, nil },
+				Period:    time.Hour},
 		},
 	},
 		refreshedAt: fixtureNow.Add(-42 * time.Second),
@@ -89,7 +89,7 @@ func newFixture(t *testing.T) fixture {
 	ft := fixtureTiers()
 	prefix := redistest.Prefix(t)
 	api, err := ratelimit.New(ratelimit.Config{Name: "api", Store: redisstore.New(redistest.Client(t)), KeyPrefix: prefix,
-		Rules: ft.Merged(), Observer: blocks, Logger: slog.New(slog.DiscardHandler)})
+		Rules: ft.Merged(), Observer: blocks.Observe, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,9 +102,9 @@ func newFixture(t *testing.T) fixture {
 	blocks.Flush(ctx) // the per_user and login_ban blocks become the previous interval
 	api.Check(ctx, ratelimit.Identifier{"user": "u1", "kind": "api", "ip": "10.0.0.1", "path": "/api/v4/user"})
 
-	jobs, err := ratelimit.New(ratelimit.Config{Name: "jobs", Store: unreachable(t), Observer: blocks, Logger: slog.New(slog.DiscardHandler),
+	jobs, err := ratelimit.New(ratelimit.Config{Name: "jobs", Store: unreachable(t), Observer: blocks.Observe, Logger: slog.New(slog.DiscardHandler),
 		Breaker: ratelimit.BreakerConfig{Failures: 1, Cooldown: time.Hour},
-		Rules:   []ratelimit.Rule{{Name: "per_queue", Characteristics: []string{"queue"}, Limit: ratelimit.Static(10), Period: ratelimit.StaticPeriod(time.Second)}}})
+		Rules:   []ratelimit.Rule{{Name: "per_queue", Characteristics: []string{"queue"}, Limit: 10, Period: time.Second}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,7 @@ func rolloutPage(t *testing.T) *httptest.Server {
 		l, err := ratelimit.New(ratelimit.Config{Name: name, Store: store, KeyPrefix: redistest.Prefix(t), Enforcement: mode,
 			Logger: slog.New(slog.DiscardHandler),
 			Rules: []ratelimit.Rule{{Name: "per_user", Characteristics: []string{"user"}, Action: ratelimit.ActionLimit,
-				Limit: ratelimit.Static(2), Period: ratelimit.StaticPeriod(time.Minute)}}})
+				Limit: 2, Period: time.Minute}}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -39,7 +39,7 @@ func TestRuleStoreTiers(t *testing.T) {
 		t.Fatal(err)
 	}
 	pub, err := config.RulesToProto([]ratelimit.Rule{{Name: "login_ban", Characteristics: []string{"ip"},
-		Limit: ratelimit.Static(3), Period: ratelimit.StaticPeriod(time.Minute), BanFor: time.Hour}})
+		Limit: 3, Period: time.Minute, BanFor: time.Hour}})
 	if err != nil {
 		t.Fatal(err)
 	}

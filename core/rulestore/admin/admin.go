@@ -15,6 +15,7 @@ import (
 	"github.com/ratekit/ratekit/core/config"
 	"github.com/ratekit/ratekit/core/rulestore"
 	"github.com/ratekit/ratekit/core/tiers"
+	"github.com/ratekit/ratekit/internal/rulecheck"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
 
@@ -187,9 +188,9 @@ func (h *Handler) get(ctx context.Context, w http.ResponseWriter, r *http.Reques
 	// the client's, so only a rule name or a count is ever shown from it: a
 	// crafted link cannot put words on the page.
 	switch {
-	case ratelimit.ValidName(q.Get("saved")):
+	case rulecheck.ValidName(q.Get("saved")):
 		d.Message = fmt.Sprintf("Published rule %s: the services apply it at their next refresh.", q.Get("saved"))
-	case ratelimit.ValidName(q.Get("deleted")):
+	case rulecheck.ValidName(q.Get("deleted")):
 		d.Message = fmt.Sprintf("Deleted published rule %s.", q.Get("deleted"))
 	case q.Has("cleared"):
 		if n, err := strconv.Atoi(q.Get("cleared")); err == nil && n >= 0 {
@@ -263,7 +264,7 @@ func (h *Handler) save(ctx context.Context, w http.ResponseWriter, r *http.Reque
 
 func (h *Handler) delete(ctx context.Context, w http.ResponseWriter, r *http.Request, s session, lv *limiterView) {
 	rule, version := r.PostForm.Get("rule"), r.PostForm.Get("version")
-	if !ratelimit.ValidName(rule) {
+	if !rulecheck.ValidName(rule) {
 		h.fail(w, r, http.StatusBadRequest, fmt.Sprintf("%q is not a rule name (a-z, 0-9 and _, at most 64).", rule))
 		return
 	}

@@ -203,7 +203,7 @@ func (f *ruleForm) check(lv *limiterView, rule *configv1.Rule, available *config
 	}
 	with := lv.Tiers
 	with.Published = published
-	if err := ratelimit.ValidateRules(with.Merged()); err != nil {
+	if _, err := ratelimit.CompileRules("", with.Merged()); err != nil {
 		f.addError("", "the limiter's rules with this one are invalid: %v", err)
 	}
 }

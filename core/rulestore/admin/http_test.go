@@ -71,7 +71,7 @@ func (r remoteTiers) Tiers(string) (tiers.Set, bool) { return tiers.Set{Remote: 
 // The remote tier a process holds is shown above the others, and its rule
 // replaces the same-named rule below it.
 func TestRemoteTier(t *testing.T) {
-	remote := remoteTiers{{Name: "per_ip", Characteristics: []string{"ip"}, Limit: ratelimit.Static(1), Period: ratelimit.StaticPeriod(time.Second)}}
+	remote := remoteTiers{{Name: "per_ip", Characteristics: []string{"ip"}, Limit: 1, Period: time.Second}}
 	f := newFixtureOn(t, redistest.Client(t), nil, func(o *admin.Options) { o.Tiers = remote })
 	_, body := newBrowser(t, f).get("?limiter=api")
 	effective := body[strings.Index(body, "<h2>Effective rules"):strings.Index(body, "<h2>Tiers")]
@@ -181,7 +181,7 @@ func TestGetNeverWrites(t *testing.T) {
 	f := newFixture(t, allowAll)
 	b := newBrowser(t, f)
 	limiter, err := ratelimit.New(ratelimit.Config{Name: "api", Store: redisstore.New(f.client), KeyPrefix: f.keyPrefix,
-		Rules: []ratelimit.Rule{{Name: "per_ip", Characteristics: []string{"ip"}, Limit: ratelimit.Static(100), Period: ratelimit.StaticPeriod(60e9)}}})
+		Rules: []ratelimit.Rule{{Name: "per_ip", Characteristics: []string{"ip"}, Limit: 100, Period: 60e9}}})
 	if err != nil {
 		t.Fatal(err)
 	}

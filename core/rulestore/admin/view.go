@@ -15,6 +15,7 @@ import (
 	"github.com/ratekit/ratekit/core/config"
 	"github.com/ratekit/ratekit/core/rulestore"
 	"github.com/ratekit/ratekit/core/tiers"
+	"github.com/ratekit/ratekit/internal/rulecheck"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
 
@@ -131,7 +132,7 @@ func (lv *limiterView) publishedProto(name string) *configv1.Rule {
 // limiter reads one limiter's document and builds its view; the status is
 // for the error page.
 func (h *Handler) limiter(ctx context.Context, name string) (*limiterView, int, error) {
-	if !ratelimit.ValidName(name) {
+	if !rulecheck.ValidName(name) {
 		return nil, http.StatusBadRequest, fmt.Errorf("%q is not a limiter name (a-z, 0-9 and _, at most 64).", name)
 	}
 	doc, version, err := h.opts.Store.VersionedDocument(ctx, name)
@@ -259,10 +260,10 @@ func newRow(r ratelimit.Rule) ruleRow {
 	sort.Strings(keys)
 	for _, k := range keys {
 		m := r.Match[k]
-		switch m.Kind() {
-		case ratelimit.MatchRegex:
+		switch {
+		case m.IsRegex():
 			row.Match = append(row.Match, fmt.Sprintf("%s: {regex: %q}", k, m.Value()))
-		case ratelimit.MatchOneOf:
+		case m.IsOneOf():
 			q := m.Values()
 			for i := range q {
 				q[i] = strconv.Quote(q[i])
@@ -273,10 +274,10 @@ func newRow(r ratelimit.Rule) ruleRow {
 		}
 	}
 	if action != ratelimit.ActionSkip {
-		if n, ok := r.Limit.IsStatic(); ok {
+		if n, ok := r.Limit, r.LimitFunc == nil; ok {
 			row.Limit = strconv.FormatInt(n, 10)
 		}
-		if d, ok := r.Period.IsStatic(); ok {
+		if d, ok := r.Period, r.PeriodFunc == nil; ok {
 			row.Period = fmtDuration(d)
 		}
 	}

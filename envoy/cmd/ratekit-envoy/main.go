@@ -180,7 +180,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(grpcAd
 	var limiters []*ratelimit.Limiter
 	for _, name := range avail.Names() {
 		l, err := ratelimit.New(ratelimit.Config{Name: name, Store: store, KeyPrefix: f.keyPrefix,
-			Timeout: f.timeout, Logger: logger, Observer: ratelimit.Observers(metrics, blocks)})
+			Timeout: f.timeout, Logger: logger, Observer: observe.Multi(metrics, blocks)})
 		if err != nil {
 			return err
 		}

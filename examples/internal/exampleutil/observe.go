@@ -40,11 +40,11 @@ func NewObservability() *Observability {
 
 // Observer is the Config.Observer of the example's limiters: metrics, the
 // block summary and, after StartOTel, tracing.
-func (o *Observability) Observer() ratelimit.Observer {
+func (o *Observability) Observer() func(context.Context, ratelimit.Event) {
 	if o.tracing != nil {
-		return ratelimit.Observers(o.Metrics, o.Blocks, o.tracing)
+		return observe.Multi(o.Metrics, o.Blocks, o.tracing)
 	}
-	return ratelimit.Observers(o.Metrics, o.Blocks)
+	return observe.Multi(o.Metrics, o.Blocks)
 }
 
 // Run logs the block summary on its interval until ctx ends.

@@ -117,7 +117,7 @@ func TestStartOTel(t *testing.T) {
 		t.Fatal(err)
 	}
 	l, err := ratelimit.New(ratelimit.Config{Name: "otel_limiter", Store: ratelimit.NewMemoryStore(), Observer: obs.Observer(),
-		Rules: []ratelimit.Rule{{Name: "two", Characteristics: []string{"ip"}, Limit: ratelimit.Static(2), Period: ratelimit.StaticPeriod(time.Minute)}}})
+		Rules: []ratelimit.Rule{{Name: "two", Characteristics: []string{"ip"}, Limit: 2, Period: time.Minute}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,7 +40,7 @@ type NewHandler func(limiter *ratelimit.Limiter, tp identifiers.TrustedProxies) 
 // NewLimiter returns the examples' limiter: GET /hello, 5 requests per minute
 // per client IP. keyPrefix isolates test runs on a shared Redis ("" for the
 // default); obs (may be nil) receives every decision for metrics.
-func NewLimiter(store ratelimit.Store, keyPrefix string, obs ratelimit.Observer) (*ratelimit.Limiter, error) {
+func NewLimiter(store ratelimit.Store, keyPrefix string, obs func(context.Context, ratelimit.Event)) (*ratelimit.Limiter, error) {
 	l, err := ratelimit.New(ratelimit.Config{
 		Name:      "http_request",
 		Store:     store,
@@ -51,8 +51,8 @@ func NewLimiter(store ratelimit.Store, keyPrefix string, obs ratelimit.Observer)
 			Description:     "5 requests per minute per client IP",
 			Match:           map[string]ratelimit.Matcher{identifiers.Endpoint: ratelimit.Equal("GET /hello")},
 			Characteristics: []string{identifiers.IP},
-			Limit:           ratelimit.Static(5),
-			Period:          ratelimit.StaticPeriod(time.Minute),
+			Limit:           5,
+			Period:          time.Minute,
 		}},
 	})
 	if err != nil {

@@ -4,39 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"testing"
 	"time"
 
 	ratelimit "github.com/ratekit/ratekit/core"
 )
 
-func TestShorthandRules(t *testing.T) {
-	for _, tt := range []struct {
-		got    ratelimit.Rule
-		period time.Duration
-		chars  []string
-	}{
-		{ratelimit.PerSecond("r", 3, "ip"), time.Second, []string{"ip"}},
-		{ratelimit.PerMinute("r", 3, "user", "path"), time.Minute, []string{"user", "path"}},
-		{ratelimit.PerHour("r", 3), time.Hour, nil},
-		{ratelimit.PerPeriod("r", 3, 10*time.Minute, "ip"), 10 * time.Minute, []string{"ip"}},
-	} {
-		want := ratelimit.Rule{Name: "r", Characteristics: tt.chars, Limit: ratelimit.Static(3),
-			Period: ratelimit.StaticPeriod(tt.period), Action: ratelimit.ActionLimit}
-		if !reflect.DeepEqual(tt.got, want) {
-			t.Errorf("got %+v\nwant %+v", tt.got, want)
-		}
-		// The shorthand is a valid rule the limiter accepts.
-		if _, err := ratelimit.New(ratelimit.Config{Name: "l", Store: ratelimit.NewMemoryStore(), Rules: []ratelimit.Rule{tt.got}}); err != nil {
-			t.Errorf("%+v: %v", tt.got, err)
-		}
-	}
-}
-
 type downStore struct{}
 
-func (downStore) Eval(context.Context, ratelimit.Mode, []ratelimit.Op) ([]ratelimit.Outcome, error) {
+func (downStore) Eval(context.Context, ratelimit.Mode, []ratelimit.Op) ([]ratelimit.OpResult, error) {
 	return nil, errors.New("connection refused")
 }
 func (downStore) Delete(context.Context, []string) (int, error) {
@@ -47,9 +23,9 @@ func (downStore) Delete(context.Context, []string) (int, error) {
 // match, a store failure; and the values of Info otherwise.
 func TestResultAccessors(t *testing.T) {
 	skip := ratelimit.Rule{Name: "skip_office", Action: ratelimit.ActionSkip, Match: map[string]ratelimit.Matcher{"ip": ratelimit.Equal("192.0.2.1")}}
-	limit := ratelimit.PerMinute("per_ip", 1, "ip")
+	limit := ratelimit.Rule{Name: "per_ip", Characteristics: []string{"ip"}, Limit: 1, Period: time.Minute}
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	mem := ratelimit.NewMemoryStore(ratelimit.WithMemoryClock(func() time.Time { return now }))
+	mem := ratelimit.MemoryConfig{Now: func() time.Time { return now }}.New()
 	l, err := ratelimit.New(ratelimit.Config{Name: "l", Store: mem, Now: func() time.Time { return now }, Rules: []ratelimit.Rule{skip, limit}})
 	if err != nil {
 		t.Fatal(err)
@@ -96,7 +72,7 @@ func ExampleResult_Remaining() {
 	limiter, _ := ratelimit.New(ratelimit.Config{
 		Name:  "api",
 		Store: ratelimit.NewMemoryStore(),
-		Rules: []ratelimit.Rule{ratelimit.PerMinute("per_user", 100, "user")},
+		Rules: []ratelimit.Rule{{Name: "per_user", Characteristics: []string{"user"}, Limit: 100, Period: time.Minute}},
 	})
 	r := limiter.Check(context.Background(), ratelimit.Identifier{"user": "alice"})
 	fmt.Println(r.RuleName(), r.Limit(), r.Remaining())
@@ -105,13 +81,4 @@ func ExampleResult_Remaining() {
 	// Output:
 	// per_user 100 99
 	// "" 0 0
-}
-
-// The shorthand builds the common rule; the Rule literal stays for the rest.
-func ExamplePerMinute() {
-	signIn := ratelimit.PerMinute("sign_in_by_ip", 5, "ip")
-	signIn.BanFor = 15 * time.Minute
-	fmt.Println(signIn.Name, signIn.Characteristics, signIn.Action, signIn.BanFor)
-	// Output:
-	// sign_in_by_ip [ip] limit 15m0s
 }

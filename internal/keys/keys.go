@@ -1,0 +1,258 @@
+// Package keys encodes the counter keys, ban keys and set members that a
+// Limiter hands its Store, and the canonical strings of identifier values they
+// are built from. The limiter, the stores and the tools (ratekit explain,
+// ratelimittest) share it, so that they always agree on a key.
+package keys
+
+import (
+	"crypto/sha256"
+	"encoding"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// MaxValueLen is the longest encoded characteristic value kept verbatim in a
+// key; longer values are replaced by their SHA-256.
+const MaxValueLen = 200
+
+// Counter keys look like
+//
+//	<prefix>{<limiter>:<rule>:<prop>=<value>:<prop>=<value>}       volume counter
+//	<prefix>{<limiter>:<rule>:<prop>=<value>}:ban                  its ban
+//	<prefix>{<limiter>:<rule>:<prop>=<value>}:set                  distinct-value set
+//
+// The counting kind is part of a counter's identity: a rule that overrides
+// another of the same name (a higher tier replacing a default) inherits its
+// counter when both count the same way, and starts a fresh one when one counts
+// volume and the other distinct values, instead of meeting a value of the
+// wrong type (a crash in memory, WRONGTYPE in Redis).
+//
+// The braces are a Redis Cluster hash tag, so a counter and its ban share a
+// slot. Property names and values are escaped so that the key is injective:
+// ':' '=' '{' '}' '%' '!' '#' and bytes outside printable ASCII become %XX, so
+// no two different identifiers can produce the same key. Two markers that
+// escaping never produces stand for the special cases: "!" for a property the
+// identifier lacks, and "#<sha256 hex>" for a value whose escaped form is longer
+// than MaxValueLen.
+
+// Suffixes of a ban key and of a distinct-value set key.
+const (
+	BanSuffix = ":ban"
+	SetSuffix = ":set"
+)
+
+// escape marks the bytes that a key part escapes as %XX.
+var escape = func() (t [256]bool) {
+	for c := range t {
+		t[c] = c <= ' ' || c >= 0x7f
+	}
+	for _, c := range []byte(":={}%!#") {
+		t[c] = true
+	}
+	return t
+}()
+
+const hexDigits = "0123456789ABCDEF"
+
+// AppendEscaped appends s with the bytes that keys escape as %XX, copying the
+// runs in between whole.
+func AppendEscaped(b []byte, s string) []byte {
+	last := 0
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; escape[c] {
+			b = append(b, s[last:i]...)
+			b = append(b, '%', hexDigits[c>>4], hexDigits[c&15])
+			last = i + 1
+		}
+	}
+	return append(b, s[last:]...)
+}
+
+// AppendValue appends the encoded form of one present characteristic value:
+// escaped, or "#" and its SHA-256 when the escaped form is longer than
+// MaxValueLen.
+func AppendValue(b []byte, v string) []byte {
+	if len(v) <= MaxValueLen { // else its escaped form is longer still
+		start := len(b)
+		b = AppendEscaped(b, v)
+		if len(b)-start <= MaxValueLen {
+			return b
+		}
+		b = b[:start]
+	}
+	sum := sha256.Sum256([]byte(v))
+	b = append(b, '#')
+	return hex.AppendEncode(b, sum[:])
+}
+
+// Missing is the encoded value of a characteristic the identifier lacks:
+// escaping never produces it.
+const Missing = '!'
+
+// Counter builds the key of one rule (its name, characteristics and whether it
+// counts distinct values) of limiter for one identifier, and returns the first
+// characteristic the identifier lacks ("" when it has them all), reading each
+// property once. The limiter's compiled rules build the same bytes from parts
+// escaped in advance; tools (ratekit explain, ratelimittest) use this, so a key
+// a tool shows is the key the limiter counts under.
+func Counter(prefix, limiter, rule string, characteristics []string, distinct bool, id map[string]any) (key, missing string) {
+	b := make([]byte, 0, len(prefix)+len(limiter)+len(rule)+8+24*len(characteristics))
+	b = append(b, prefix...)
+	b = append(b, '{')
+	b = append(b, limiter...)
+	b = append(b, ':')
+	b = append(b, rule...)
+	for _, c := range characteristics {
+		b = append(b, ':')
+		b = AppendEscaped(b, c)
+		b = append(b, '=')
+		v, ok := Value(id, c)
+		if !ok {
+			if missing == "" {
+				missing = c
+			}
+			b = append(b, Missing)
+			continue
+		}
+		b = AppendValue(b, v)
+	}
+	b = append(b, '}')
+	if distinct {
+		b = append(b, SetSuffix...)
+	}
+	return string(b), missing
+}
+
+// BanKey returns the ban key paired with a counter key.
+func BanKey(counterKey string) string { return counterKey + BanSuffix }
+
+// HashTag returns the part of key that Redis Cluster hashes: the content of the
+// first {...} with at least one byte, or the whole key.
+func HashTag(key string) string {
+	if s := strings.IndexByte(key, '{'); s >= 0 {
+		if e := strings.IndexByte(key[s+1:], '}'); e > 0 {
+			return key[s+1 : s+1+e]
+		}
+	}
+	return key
+}
+
+// MaxMemberLen bounds a distinct-count member: a longer value (a client can
+// send a path of a megabyte) is stored as "#" and its SHA-256, as long key
+// values are, so one set can never hold more than about 65 bytes a member.
+const MaxMemberLen = MaxValueLen
+
+// Member returns the member a distinct-count rule stores for value v. It
+// is injective: a hashed member is "#" and 64 hex digits, and a short value
+// that itself starts with "#" gets one more "#", so no value can pose as the
+// hash of another.
+func Member(v string) string {
+	if len(v) > MaxMemberLen {
+		sum := sha256.Sum256([]byte(v))
+		return "#" + hex.EncodeToString(sum[:])
+	}
+	if len(v) > 0 && v[0] == '#' {
+		return "#" + v
+	}
+	return v
+}
+
+// Value returns the canonical string of property k of id and whether it is
+// present: a nil value (typed nil included) is absent.
+func Value(id map[string]any, k string) (string, bool) {
+	v, ok := id[k]
+	if !ok || isNil(v) {
+		return "", false
+	}
+	return Canonical(v), true
+}
+
+// Canonical renders an identifier value as the string used for matching and for
+// counter keys. Integers of any width render in decimal, so user_id 42 and
+// "42" are the same caller; floats use the shortest representation that round-trips;
+// booleans are "true"/"false"; times are RFC 3339 in UTC.
+func Canonical(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case []byte:
+		return string(x)
+	case int:
+		return strconv.FormatInt(int64(x), 10)
+	case int8:
+		return strconv.FormatInt(int64(x), 10)
+	case int16:
+		return strconv.FormatInt(int64(x), 10)
+	case int32:
+		return strconv.FormatInt(int64(x), 10)
+	case int64:
+		return strconv.FormatInt(x, 10)
+	case uint:
+		return strconv.FormatUint(uint64(x), 10)
+	case uint8:
+		return strconv.FormatUint(uint64(x), 10)
+	case uint16:
+		return strconv.FormatUint(uint64(x), 10)
+	case uint32:
+		return strconv.FormatUint(uint64(x), 10)
+	case uint64:
+		return strconv.FormatUint(x, 10)
+	case float32:
+		return formatFloat(float64(x), 32)
+	case float64:
+		return formatFloat(x, 64)
+	case bool:
+		return strconv.FormatBool(x)
+	case time.Time:
+		return x.UTC().Format(time.RFC3339Nano)
+	case fmt.Stringer:
+		if isNil(v) {
+			break // a typed nil (nil *url.URL) would panic in String
+		}
+		return x.String()
+	case encoding.TextMarshaler:
+		if isNil(v) {
+			break
+		}
+		b, err := x.MarshalText()
+		if err == nil {
+			return string(b)
+		}
+	case error:
+		if isNil(v) {
+			break
+		}
+		return x.Error()
+	}
+	return fmt.Sprint(v)
+}
+
+// isNil reports a nil value, including a typed nil (a nil pointer, map,
+// slice, func or channel in an interface): it carries no value, so an
+// identifier treats it as missing, and it never reaches a method that would
+// dereference it.
+func isNil(v any) bool {
+	switch v.(type) {
+	case nil:
+		return true
+	case string, int, int64, bool, float64:
+		return false // the common cases, without reflection
+	}
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
+		return rv.IsNil()
+	}
+	return false
+}
+
+func formatFloat(f float64, bits int) string {
+	if f == math.Trunc(f) && math.Abs(f) < 1e15 {
+		return strconv.FormatInt(int64(f), 10)
+	}
+	return strconv.FormatFloat(f, 'g', -1, bits)
+}
