@@ -390,8 +390,13 @@ func TestPublishAvailableCheck(t *testing.T) {
 func TestConflictMarkers(t *testing.T) {
 	conflicted := `rate_limits:
   user_sign_in:
+<<<<<<< HEAD
     - name: per_ip
       characteristics: [ip]
+=======
+    - name: per_ip_v2
+      characteristics: [ip]
+>>>>>>> feature
       limit: 5
       period_s: 60
       action: limit
