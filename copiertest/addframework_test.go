@@ -12,10 +12,15 @@ import (
 // require blocks tidy wrote), and updates to the current release adding gRPC.
 // Release 2.0.0 templated go.mod's require block, which tidy also writes, so
 // this update conflicted there; the current release never rewrites go.mod and
-// `make tidy` adds the gRPC adapter instead.
+// `make tidy` adds the gRPC adapter instead. Release 2.0.0 is built against
+// the ratekit it was released with (its code imports packages that have
+// moved since), and the update moves the service to this checkout's, as
+// `--data ratekit_path=...` does for a service that upgrades both.
 func TestUpdateAddsFramework(t *testing.T) {
 	prevSrc := filepath.Join(work, "addfw", "template-previous-src")
 	previousTemplate(t, prevSrc)
+	prevRatekit := filepath.Join(work, "addfw", "ratekit-previous")
+	previousRatekit(t, prevRatekit)
 	repo := filepath.Join(work, "addfw", "template")
 	for _, rel := range []struct{ src, version string }{{prevSrc, previousVersion}, {templateDir, currentVersion}} {
 		if out, err := publish(rel.src, repo, rel.version); err != nil {
@@ -24,7 +29,7 @@ func TestUpdateAddsFramework(t *testing.T) {
 	}
 
 	svc := filepath.Join(work, "addfw", "svc_addfw")
-	copierCopy(t, repo, svc, map[string]string{"frameworks": "[nethttp]", "ratekit_path": repoRoot}, "--vcs-ref", "v"+previousVersion)
+	copierCopy(t, repo, svc, map[string]string{"frameworks": "[nethttp]", "ratekit_path": prevRatekit}, "--vcs-ref", "v"+previousVersion)
 	env := projectEnv("REDIS_URL")
 	run(t, svc, env, "make", "tidy", "build")
 	if !strings.Contains(read(t, filepath.Join(svc, "go.mod")), "github.com/prometheus/client_golang") {
@@ -32,7 +37,8 @@ func TestUpdateAddsFramework(t *testing.T) {
 	}
 	gitCommitAll(t, svc, "copier copy v"+previousVersion+", make tidy")
 
-	out := run(t, svc, gitEnv(), "copier", "update", "--trust", "--defaults", "--data", "frameworks=[nethttp, grpc]")
+	out := run(t, svc, gitEnv(), "copier", "update", "--trust", "--defaults", "--data", "frameworks=[nethttp, grpc]",
+		"--data", "ratekit_path="+repoRoot)
 
 	if bad := conflictMarkers(t, svc); len(bad) > 0 {
 		t.Fatalf("update left conflicts in %v\n%s", bad, out)

@@ -97,6 +97,19 @@ func previousTemplate(t *testing.T, dir string) {
 	run(t, dir, nil, "tar", "-xf", archive)
 }
 
+// previousRatekit extracts the whole ratekit checkout at
+// previousTemplateCommit into dir: the ratekit that release previousVersion of
+// the template was built against.
+func previousRatekit(t *testing.T, dir string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	archive := filepath.Join(work, "previous-ratekit.tar")
+	run(t, repoRoot, nil, "git", "archive", "-o", archive, previousTemplateCommit)
+	run(t, dir, nil, "tar", "-xf", archive)
+}
+
 // goModJSON is what `go mod edit -json` reports of a go.mod.
 type goModJSON struct {
 	Module  struct{ Path string }

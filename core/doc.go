@@ -151,16 +151,12 @@
 // charge past a blocking rule (see package redisstore). Every store
 // passes the conformance suite in core/storetest.
 //
-// # Adapters: the request guard and the cost meter
+// # Adapters
 //
-// Framework adapters share Guard and Decision: a guard peeks its Deferred
-// limiters (charged after the handler with a cost known only then), checks
-// its limiters in order and stops at the first block, so later limiters never
-// count a rejected request. A Decision combines the results: a limiter that
-// failed open never blocks and contributes no headers; the rest are ranked by
-// Evaluation.MoreConstraining. WithMeter puts a request-scoped Meter in the context, to
-// which application code adds measured costs (AddCost(ctx, "db_duration_s",
-// 0.012)); Metered charges them after the handler.
+// The framework adapters (middleware/...) build an identifier per request and
+// check it against one or more limiters; what they share, the request guard
+// and the cost meter that handlers fill with adapter.AddCost, lives in
+// package middleware/adapter, outside the model.
 //
 // # Rule tiers
 //

@@ -8,22 +8,22 @@ import (
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 
 	ratelimit "github.com/ratekit/ratekit/core"
-	"github.com/ratekit/ratekit/core/httpverdict"
 	ratekitenvoy "github.com/ratekit/ratekit/envoy"
+	ratelimithttp "github.com/ratekit/ratekit/middleware/nethttp"
 )
 
 // Options.Headers picks the header profile, as in the HTTP adapters; every
 // profile sends Retry-After on OVER_LIMIT.
 func TestHeaderProfiles(t *testing.T) {
 	for _, c := range []struct {
-		profile  httpverdict.Profile
+		profile  ratelimithttp.Profile
 		allowed  []string
 		overOnly []string
 	}{
-		{httpverdict.IETF, []string{"RateLimit-Policy", "RateLimit"}, []string{"Retry-After", "Cache-Control"}},
-		{httpverdict.Legacy, []string{"RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"}, []string{"Retry-After"}},
-		{httpverdict.GitLab, []string{"RateLimit-Name", "RateLimit-Limit", "RateLimit-Observed", "RateLimit-Remaining", "RateLimit-Reset"}, []string{"RateLimit-ResetTime", "Retry-After"}},
-		{httpverdict.None, nil, []string{"Retry-After"}},
+		{ratelimithttp.IETF, []string{"RateLimit-Policy", "RateLimit"}, []string{"Retry-After", "Cache-Control"}},
+		{ratelimithttp.Legacy, []string{"RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"}, []string{"Retry-After"}},
+		{ratelimithttp.GitLab, []string{"RateLimit-Name", "RateLimit-Limit", "RateLimit-Observed", "RateLimit-Remaining", "RateLimit-Reset"}, []string{"RateLimit-ResetTime", "Retry-After"}},
+		{ratelimithttp.None, nil, []string{"Retry-After"}},
 	} {
 		t.Run(c.profile.String(), func(t *testing.T) {
 			l := newLimiter(t, ratelimit.NewMemoryStore(), "", nil)

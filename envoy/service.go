@@ -26,7 +26,8 @@ import (
 
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/config"
-	"github.com/ratekit/ratekit/core/httpverdict"
+	"github.com/ratekit/ratekit/middleware/adapter"
+	ratelimithttp "github.com/ratekit/ratekit/middleware/nethttp"
 )
 
 // Defaults for the bounds of Options.
@@ -73,8 +74,8 @@ type Options struct {
 	// UnknownDomain is the answer to a domain that selects no limiter.
 	UnknownDomain UnknownDomain
 	// Headers is the header profile of response_headers_to_add (default
-	// httpverdict.IETF, the profile the HTTP adapters default to).
-	Headers httpverdict.Profile
+	// ratelimithttp.IETF, the profile the HTTP adapters default to).
+	Headers ratelimithttp.Profile
 	// Bounds of what a caller controls; zero means the default.
 	MaxDescriptors int    // descriptors per request (DefaultMaxDescriptors)
 	MaxEntries     int    // entries per descriptor (DefaultMaxEntries)
@@ -101,7 +102,7 @@ type Service struct {
 	limiters  map[string]*ratelimit.Limiter // by domain
 	props     map[string]map[string]bool    // limiter -> allowed descriptor keys; nil: any
 	unknown   UnknownDomain
-	profile   httpverdict.Profile
+	profile   ratelimithttp.Profile
 	maxDesc   int
 	maxEnt    int
 	maxVal    int
@@ -239,7 +240,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		s.metrics.request(req.GetDomain(), "invalid")
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	d := ratelimit.Decision{Results: make([]ratelimit.Result, len(checks))}
+	d := adapter.Decision{Results: make([]ratelimit.Result, len(checks))}
 	checkAll(ctx, l, checks, d.Results, s.parallel)
 	now := s.now()
 	resp = &rlsv3.RateLimitResponse{
@@ -548,9 +549,9 @@ func currentLimit(e *ratelimit.Evaluation) *rlsv3.RateLimitResponse_RateLimit {
 var headerSpelling = func() map[string]string {
 	m := map[string]string{}
 	for _, name := range []string{
-		httpverdict.HeaderRateLimitPolicy, httpverdict.HeaderRateLimit, httpverdict.HeaderRateLimitLimit,
-		httpverdict.HeaderRateLimitRemaining, httpverdict.HeaderRateLimitReset, httpverdict.HeaderRateLimitName,
-		httpverdict.HeaderRateLimitObserved, httpverdict.HeaderRateLimitResetTime, httpverdict.HeaderRetryAfter,
+		ratelimithttp.HeaderRateLimitPolicy, ratelimithttp.HeaderRateLimit, ratelimithttp.HeaderRateLimitLimit,
+		ratelimithttp.HeaderRateLimitRemaining, ratelimithttp.HeaderRateLimitReset, ratelimithttp.HeaderRateLimitName,
+		ratelimithttp.HeaderRateLimitObserved, ratelimithttp.HeaderRateLimitResetTime, ratelimithttp.HeaderRetryAfter,
 	} {
 		m[http.CanonicalHeaderKey(name)] = name
 	}

@@ -2,8 +2,8 @@
 // handlers with ratekit limiters.
 //
 // Middleware checks every task before its handler runs, with the identifier
-// {task_type, queue} by default (extend it with WithProperties, replace it with
-// WithIdentifier). A blocked task is not run: the middleware returns a
+// {task_type, queue} by default (replace it with WithIdentifier; WithProperties
+// adds to whichever identifier is built, the same in every ratekit adapter). A blocked task is not run: the middleware returns a
 // *RateLimitError carrying RetryIn, the time until the blocking rule's window
 // resets. With the server configured as
 //
@@ -34,7 +34,7 @@
 //   - Fail-open: a limiter whose check fails (its store down or slow) never
 //     blocks the task: a rate limiter must not stop the work when its own
 //     store is unavailable. The other limiters are still checked, and a healthy
-//     one still blocks. The rule is ratelimit.Decision's, the same in the HTTP
+//     one still blocks. The rule is adapter.Decision's, the same in the HTTP
 //     and gRPC adapters (which also send no rate-limit headers or metadata
 //     from a failed limiter).
 //   - Never sleep in a handler to wait for a limit: that holds a worker and its
@@ -44,8 +44,9 @@
 //
 // Cost hooks (costs known after the work, docs/design.md#cost): WithDeferred adds limiters charged after
 // the handler. Metered charges what the task measured through
-// ratelimit.AddCost (database seconds, API calls), and CountFailures counts
+// adapter.AddCost (database seconds, API calls), and CountFailures counts
 // failed tasks only. Both are peeked before the handler, so a task whose scope
 // is already over budget is retried after the reset instead of running.
-// WithCost weighs tasks up front instead.
+// WithCost weighs tasks up front instead. WithClock sets the clock RetryIn is
+// computed with, read once per task.
 package ratelimitasynq

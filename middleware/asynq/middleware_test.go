@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hibiken/asynq"
 
 	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/middleware/adapter"
 )
 
 func newLimiter(t *testing.T, name string, store ratelimit.Store, rules ...ratelimit.Rule) *ratelimit.Limiter {
@@ -276,7 +278,7 @@ func TestMiddleware(t *testing.T) {
 			limiters: func(t *testing.T) []*ratelimit.Limiter {
 				return []*ratelimit.Limiter{newLimiter(t, "jobs", nil, rule("one", 1, 10*time.Second, ratelimit.ActionLimit))}
 			},
-			opts: []Option{WithJitter(3 * time.Second), withClock(func() time.Time { return clock })},
+			opts: []Option{WithJitter(3 * time.Second), WithClock(func() time.Time { return clock })},
 			task: asynq.NewTask("jittered", nil), n: 30, wantRan: 1, wantRule: "one",
 			check: func(t *testing.T, errs []error) {
 				seen := map[time.Duration]bool{}
@@ -371,6 +373,59 @@ func TestWithIdentifierReplaces(t *testing.T) {
 	}
 }
 
+// WithProperties adds to the identifier WithIdentifier built, as it does to
+// DefaultIdentifier.
+func TestWithPropertiesAfterWithIdentifier(t *testing.T) {
+	var seen ratelimit.Identifier
+	obs := func(_ context.Context, e ratelimit.Event) { seen = e.Identifier }
+	l, err := ratelimit.New(ratelimit.Config{Name: "jobs", Store: ratelimit.NewMemoryStore(), Observer: obs,
+		Rules: []ratelimit.Rule{rule("per_tenant_type", 1, time.Minute, ratelimit.ActionLimit, "tenant", "task_type")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mw := Middleware(l,
+		WithIdentifier(func(_ context.Context, t *asynq.Task) ratelimit.Identifier {
+			return ratelimit.Identifier{"tenant": string(t.Payload())}
+		}),
+		WithProperties(func(_ context.Context, t *asynq.Task, id ratelimit.Identifier) { id["task_type"] = t.Type() }))
+	errs, ran := run(t, mw, context.Background(), asynq.NewTask("a", []byte("acme")), 2)
+	if ran != 1 || errs[0] != nil || errs[1] == nil {
+		t.Fatalf("ran %d, errors %v; want 1 run then a rate-limit error", ran, errs)
+	}
+	if want := (ratelimit.Identifier{"tenant": "acme", "task_type": "a"}); fmt.Sprint(seen) != fmt.Sprint(want) {
+		t.Fatalf("identifier = %v, want %v", seen, want)
+	}
+	if _, ran := run(t, mw, context.Background(), asynq.NewTask("b", []byte("acme")), 1); ran != 1 {
+		t.Fatal("another task type of the tenant was blocked")
+	}
+}
+
+// The clock of WithClock is read once per checked task, blocked or not, and
+// RetryIn comes from that reading; a skipped task does not read it. The clock
+// stands an hour back, so the reset is more than an hour away by it.
+func TestClockReadOncePerTask(t *testing.T) {
+	var reads atomic.Int64
+	back := time.Now().Add(-time.Hour)
+	l := newLimiter(t, "jobs", nil, rule("one", 1, time.Minute, ratelimit.ActionLimit))
+	mw := Middleware(l,
+		WithClock(func() time.Time { reads.Add(1); return back }),
+		WithSkip(func(_ context.Context, t *asynq.Task) bool { return t.Type() == "critical" }))
+	errs, ran := run(t, mw, context.Background(), asynq.NewTask("a", nil), 2)
+	if ran != 1 || errs[0] != nil {
+		t.Fatalf("ran %d, errors %v; want 1 run then a rate-limit error", ran, errs)
+	}
+	if n := reads.Load(); n != 2 {
+		t.Fatalf("clock read %d times for 2 tasks, want 2", n)
+	}
+	rl, ok := AsRateLimitError(errs[1])
+	if !ok || rl.RetryIn < time.Hour+time.Minute {
+		t.Fatalf("error %v, want RetryIn over 1h1m by the clock an hour back", errs[1])
+	}
+	if _, ran := run(t, mw, context.Background(), asynq.NewTask("critical", nil), 1); ran != 1 || reads.Load() != 2 {
+		t.Fatalf("skipped task: ran %d, clock reads %d; want 1 and 2", ran, reads.Load())
+	}
+}
+
 func TestCostLimiters(t *testing.T) {
 	general := newLimiter(t, "jobs", nil, rule("many", 100, time.Minute, ratelimit.ActionLimit))
 	t.Run("metered", func(t *testing.T) {
@@ -378,7 +433,7 @@ func TestCostLimiters(t *testing.T) {
 		ran := 0
 		h := Middleware(general, WithDeferred(Metered(db, "db_s")))(asynq.HandlerFunc(func(ctx context.Context, _ *asynq.Task) error {
 			ran++
-			ratelimit.AddCost(ctx, "db_s", 3)
+			adapter.AddCost(ctx, "db_s", 3)
 			return nil
 		}))
 		task := asynq.NewTask("report", nil)

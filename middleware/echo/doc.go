@@ -10,8 +10,14 @@
 // returns an *echo.HTTPError (Code 429, a *DeniedError with the decision and
 // the problem details as Internal), so that Echo's HTTPErrorHandler renders
 // the 429 like every other error: the default handler writes the
-// application/problem+json details of httpverdict; a custom one may use
-// Decision (see httpverdict for header profiles, and WithRetryAfterJitter).
+// application/problem+json details of ratelimithttp; a custom one may use
+// Decision (see ratelimithttp for header profiles, and WithRetryAfterJitter).
+//
+// WithIdentifier replaces the identifier builder; WithProperties adds or
+// replaces properties of the identifier once it is built, by the default
+// builder or WithIdentifier's, the same in every ratekit adapter. WithCost
+// weighs requests (default 1), and WithClock sets the clock the headers are
+// computed with, read once per request.
 //
 // Register it with e.Use, not e.Pre: the endpoint property is the route
 // template, "GET " + c.Path() (e.g. "GET /users/:id"), which the router fills
@@ -32,9 +38,9 @@
 //
 // # Cost and outcome hooks
 //
-// WithDeferred adds limiters charged after the handler (httpverdict.Metered,
-// httpverdict.CountStatus) and peeked before it. The middleware puts a
-// ratelimit.Meter in the request context for ratelimit.AddCost. The status an
+// WithDeferred adds limiters charged after the handler (ratelimithttp.Metered,
+// ratelimithttp.CountStatus) and peeked before it. The middleware puts an
+// adapter.Meter in the request context for adapter.AddCost. The status an
 // outcome hook sees is the committed response status or, when the handler
 // returned an error without writing a response, the *echo.HTTPError code (500
 // for other errors), which is what Echo's error handler will send.
@@ -46,5 +52,5 @@
 // headers come from the limiters whose check succeeded, and a healthy limiter
 // still blocks beside a failed one. When every check failed, the response
 // carries no rate-limit headers, since there is nothing true to say. The rule
-// is ratelimit.Decision's, so the gRPC and asynq adapters follow it too.
+// is adapter.Decision's, so the gRPC and asynq adapters follow it too.
 package ratelimitecho

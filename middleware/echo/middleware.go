@@ -12,85 +12,107 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 	ratelimit "github.com/ratekit/ratekit/core"
-	"github.com/ratekit/ratekit/core/httpverdict"
 	"github.com/ratekit/ratekit/identifiers"
+	ratelimithttp "github.com/ratekit/ratekit/middleware/nethttp"
 )
 
 // Option configures Middleware.
-type Option func(*config)
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
 
 // DenyHandler answers a blocked request. The rate-limit headers, Retry-After
 // and Cache-Control are already set when it runs. Its error goes to Echo's
 // HTTPErrorHandler, as a handler's would.
-type DenyHandler func(c echo.Context, d *httpverdict.Decision) error
+type DenyHandler func(c echo.Context, d *ratelimithttp.Decision) error
 
 type config struct {
-	guard      httpverdict.Guard
-	proxies    identifiers.TrustedProxies
-	realIP     bool
-	identify   func(echo.Context) ratelimit.Identifier
-	properties func(echo.Context, ratelimit.Identifier)
-	deny       DenyHandler
-	skipper    middleware.Skipper
+	guard   ratelimithttp.Guard[echo.Context]
+	proxies identifiers.TrustedProxies
+	realIP  bool
+	deny    DenyHandler
 }
 
 // WithLimiters adds limiters checked after the first, in order.
 func WithLimiters(l ...*ratelimit.Limiter) Option {
-	return func(c *config) { c.guard.Limiters = append(c.guard.Limiters, l...) }
+	return optionFunc(func(c *config) { c.guard.Guard.Limiters = append(c.guard.Guard.Limiters, l...) })
 }
 
 // WithDeferred adds limiters charged after the handler with a cost known only
-// then (httpverdict.Metered, httpverdict.CountStatus), and peeked before it.
-func WithDeferred(d ...httpverdict.Deferred) Option {
-	return func(c *config) { c.guard.Deferred = append(c.guard.Deferred, d...) }
+// then (ratelimithttp.Metered, ratelimithttp.CountStatus), and peeked before it.
+func WithDeferred(d ...ratelimithttp.Deferred) Option {
+	return optionFunc(func(c *config) { c.guard.Guard.Deferred = append(c.guard.Guard.Deferred, d...) })
 }
 
-// WithIdentifier replaces the identifier builder entirely.
+// WithIdentifier replaces the identifier builder.
 func WithIdentifier(f func(echo.Context) ratelimit.Identifier) Option {
-	return func(c *config) { c.identify = f }
+	return optionFunc(func(c *config) {
+		c.guard.Identify = func(_ context.Context, ec echo.Context) ratelimit.Identifier { return f(ec) }
+	})
 }
 
-// WithProperties adds properties to the default identifier, for example the
+// WithProperties adds or replaces properties of the identifier once it is
+// built, by the default builder or WithIdentifier's, for example the
 // authenticated user an earlier auth middleware stored with c.Set.
 func WithProperties(f func(echo.Context, ratelimit.Identifier)) Option {
-	return func(c *config) { c.properties = f }
+	return optionFunc(func(c *config) {
+		c.guard.Properties = func(_ context.Context, ec echo.Context, id ratelimit.Identifier) { f(ec, id) }
+	})
+}
+
+// WithCost sets the cost the limiters checked before the handler charge for a
+// request (default 1), to weigh routes differently; 0 checks without counting.
+func WithCost(f func(echo.Context) float64) Option {
+	return optionFunc(func(c *config) {
+		c.guard.Cost = func(_ context.Context, ec echo.Context) float64 { return f(ec) }
+	})
+}
+
+// WithClock sets the clock the headers and Retry-After are computed with
+// (default time.Now), for tests. It is read once per checked request.
+func WithClock(now func() time.Time) Option {
+	return optionFunc(func(c *config) { c.guard.Now = now })
 }
 
 // WithTrustedProxies sets the proxies whose forwarding headers are believed.
 // By default nobody is trusted and the ip is the socket peer.
 func WithTrustedProxies(tp identifiers.TrustedProxies) Option {
-	return func(c *config) { c.proxies = tp }
+	return optionFunc(func(c *config) { c.proxies = tp })
 }
 
 // WithEchoIPExtractor takes the ip from c.RealIP(), for services that have
 // set e.IPExtractor. Without an IPExtractor, RealIP trusts forwarding headers
 // from anyone: do not use this option then.
 func WithEchoIPExtractor() Option {
-	return func(c *config) { c.realIP = true }
+	return optionFunc(func(c *config) { c.realIP = true })
 }
 
 // WithSkipper exempts requests for which s returns true.
 func WithSkipper(s middleware.Skipper) Option {
-	return func(c *config) { c.skipper = s }
+	return optionFunc(func(c *config) {
+		c.guard.Skip = func(_ context.Context, ec echo.Context) bool { return s(ec) }
+	})
 }
 
 // WithDenyHandler replaces the default deny, which returns a *DeniedError
 // for Echo's HTTPErrorHandler (see DeniedError).
 func WithDenyHandler(h DenyHandler) Option {
-	return func(c *config) { c.deny = h }
+	return optionFunc(func(c *config) { c.deny = h })
 }
 
-// WithProfile selects the rate-limit headers (default httpverdict.IETF).
-func WithProfile(p httpverdict.Profile) Option {
-	return func(c *config) { c.guard.Profile = p }
+// WithProfile selects the rate-limit headers (default ratelimithttp.IETF).
+func WithProfile(p ratelimithttp.Profile) Option {
+	return optionFunc(func(c *config) { c.guard.Profile = p })
 }
 
 // WithRetryAfterJitter adds a random delay of up to max (whole seconds) to the
 // Retry-After of blocked responses, so that clients blocked in one window do
 // not all retry at its reset; it is never below the real reset (see
-// httpverdict.Guard.RetryAfterJitter). The default is no jitter.
+// ratelimithttp.Guard.RetryAfterJitter). The default is no jitter.
 func WithRetryAfterJitter(max time.Duration) Option {
-	return func(c *config) { c.guard.RetryAfterJitter = max }
+	return optionFunc(func(c *config) { c.guard.RetryAfterJitter = max })
 }
 
 // Middleware returns Echo middleware that checks every request against limiter
@@ -98,33 +120,34 @@ func WithRetryAfterJitter(max time.Duration) Option {
 // all; a nil limiter in WithLimiters, or a Deferred without Limiter or Charge,
 // panics here. Register it with e.Use (or on a group), not e.Pre.
 func Middleware(limiter *ratelimit.Limiter, opts ...Option) echo.MiddlewareFunc {
-	c := &config{skipper: middleware.DefaultSkipper}
+	c := &config{}
 	if limiter != nil {
-		c.guard.Limiters = []*ratelimit.Limiter{limiter}
+		c.guard.Guard.Limiters = []*ratelimit.Limiter{limiter}
 	}
 	for _, o := range opts {
-		o(c)
+		o.apply(c)
 	}
-	if err := c.guard.Validate(); err != nil {
+	if err := c.guard.Init(c.defaultIdentifier); err != nil {
 		panic("ratelimitecho: " + err.Error()) // a programming error, found at start-up
-	}
-	if c.identify == nil {
-		c.identify = c.defaultIdentifier
-	}
-	if c.deny == nil {
-		c.deny = c.denyError
 	}
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(ec echo.Context) error {
-			if c.skipper(ec) {
+			ctx := ec.Request().Context()
+			if c.guard.Skipped(ctx, ec) {
 				return next(ec)
 			}
 			var err error
-			c.guard.Handle(ec.Request().Context(), c.identify(ec), ec.Response().Header(),
-				func(d *httpverdict.Decision) { err = c.deny(ec, d) },
-				func(ctx context.Context) int {
-					if ctx != ec.Request().Context() { // a cost meter was added
-						ec.SetRequest(ec.Request().WithContext(ctx))
+			c.guard.Handle(ctx, ec, ec.Response().Header(),
+				func(d *ratelimithttp.Decision, p *ratelimithttp.Problem) {
+					if c.deny != nil {
+						err = c.deny(ec, d)
+						return
+					}
+					err = denyError(ec, d, p)
+				},
+				func(hctx context.Context) int {
+					if hctx != ctx { // a cost meter was added
+						ec.SetRequest(ec.Request().WithContext(hctx))
 					}
 					err = next(ec)
 					return status(ec, err)
@@ -143,9 +166,9 @@ func Middleware(limiter *ratelimit.Limiter, opts ...Option) echo.MiddlewareFunc 
 // 429 its own way, as it does every other error, with the Content-Type it
 // chooses.
 type DeniedError struct {
-	Decision *httpverdict.Decision
+	Decision *ratelimithttp.Decision
 	// Problem is the RFC 9457 body the default handler writes.
-	Problem httpverdict.Problem
+	Problem ratelimithttp.Problem
 }
 
 func (e *DeniedError) Error() string {
@@ -154,7 +177,7 @@ func (e *DeniedError) Error() string {
 
 // Decision returns the decision of a request the middleware blocked, from the
 // error the middleware returned (or any error wrapping it).
-func Decision(err error) (*httpverdict.Decision, bool) {
+func Decision(err error) (*ratelimithttp.Decision, bool) {
 	var de *DeniedError
 	if errors.As(err, &de) {
 		return de.Decision, true
@@ -168,7 +191,7 @@ func Decision(err error) (*httpverdict.Decision, bool) {
 // application/problem+json (c.JSON would say application/json) without
 // mislabelling the body of a custom handler.
 type problemMessage struct {
-	p        httpverdict.Problem
+	p        ratelimithttp.Problem
 	rendered *bool
 }
 
@@ -182,31 +205,27 @@ func (m problemMessage) MarshalJSON() ([]byte, error) {
 	return json.Marshal(m.p)
 }
 
-// denyError is the default deny: an *echo.HTTPError for the HTTPErrorHandler.
-func (c *config) denyError(ec echo.Context, d *httpverdict.Decision) error {
-	p := httpverdict.NewProblem(d, c.guard.Clock())
+// denyError is the default deny: an *echo.HTTPError for the HTTPErrorHandler,
+// with p, the problem details of d.
+func denyError(ec echo.Context, d *ratelimithttp.Decision, p *ratelimithttp.Problem) error {
 	res := ec.Response()
 	res.Header().Set(echo.HeaderXContentTypeOptions, "nosniff")
 	rendered := new(bool)
 	res.Before(func() {
 		if *rendered {
-			res.Header().Set(echo.HeaderContentType, httpverdict.ContentTypeProblem)
+			res.Header().Set(echo.HeaderContentType, ratelimithttp.ContentTypeProblem)
 		}
 	})
-	return &echo.HTTPError{Code: p.Status, Message: problemMessage{p, rendered}, Internal: &DeniedError{Decision: d, Problem: p}}
+	return &echo.HTTPError{Code: p.Status, Message: problemMessage{*p, rendered}, Internal: &DeniedError{Decision: d, Problem: *p}}
 }
 
-func (c *config) defaultIdentifier(ec echo.Context) ratelimit.Identifier {
+func (c *config) defaultIdentifier(_ context.Context, ec echo.Context) ratelimit.Identifier {
 	r := ec.Request()
 	ip := identifiers.HTTPClientIP(r, c.proxies)
 	if c.realIP {
 		ip = identifiers.PeerAddr(ec.RealIP())
 	}
-	id := identifiers.NewHTTP(r, ip, identifiers.RouteEndpoint(r.Method, routePath(ec)))
-	if c.properties != nil {
-		c.properties(ec, id)
-	}
-	return id
+	return identifiers.NewHTTP(r, ip, identifiers.RouteEndpoint(r.Method, routePath(ec)))
 }
 
 // routePath returns the matched route template, or "" when no route matched.

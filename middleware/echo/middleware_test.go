@@ -13,10 +13,10 @@ import (
 
 	"github.com/labstack/echo/v4"
 	ratelimit "github.com/ratekit/ratekit/core"
-	"github.com/ratekit/ratekit/core/httpverdict"
-	"github.com/ratekit/ratekit/core/httpverdict/adaptertest"
 	"github.com/ratekit/ratekit/identifiers"
 	ratelimitecho "github.com/ratekit/ratekit/middleware/echo"
+	ratelimithttp "github.com/ratekit/ratekit/middleware/nethttp"
+	"github.com/ratekit/ratekit/middleware/nethttp/adaptertest"
 )
 
 // TestAdapter runs the shared HTTP adapter suite on a real Echo server.
@@ -47,8 +47,14 @@ func newEcho(t *testing.T, s adaptertest.Setup) http.Handler {
 	if s.Properties != nil {
 		opts = append(opts, ratelimitecho.WithProperties(func(c echo.Context, id ratelimit.Identifier) { s.Properties(c.Request(), id) }))
 	}
+	if s.Cost != nil {
+		opts = append(opts, ratelimitecho.WithCost(func(c echo.Context) float64 { return s.Cost(c.Request()) }))
+	}
+	if s.Now != nil {
+		opts = append(opts, ratelimitecho.WithClock(s.Now))
+	}
 	if s.Deny != nil {
-		opts = append(opts, ratelimitecho.WithDenyHandler(func(c echo.Context, d *httpverdict.Decision) error {
+		opts = append(opts, ratelimitecho.WithDenyHandler(func(c echo.Context, d *ratelimithttp.Decision) error {
 			s.Deny(c.Response(), d)
 			return nil
 		}))
@@ -98,7 +104,7 @@ func get(t *testing.T, srv *httptest.Server, method, path string, header ...stri
 func TestOutcomeFromReturnedError(t *testing.T) {
 	failed := newLimiter(t, "failed", 1, nil)
 	e := echo.New()
-	e.Use(ratelimitecho.Middleware(nil, ratelimitecho.WithDeferred(httpverdict.CountStatus(failed, http.StatusUnauthorized))))
+	e.Use(ratelimitecho.Middleware(nil, ratelimitecho.WithDeferred(ratelimithttp.CountStatus(failed, http.StatusUnauthorized))))
 	e.POST("/login", func(c echo.Context) error { return echo.NewHTTPError(http.StatusUnauthorized, "bad password") })
 	srv := httptest.NewServer(e)
 	defer srv.Close()

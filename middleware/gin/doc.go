@@ -7,7 +7,7 @@
 // For each request it builds an identifier (ip, method, path, endpoint, user),
 // checks it against each limiter, and either calls c.Next or aborts with 429,
 // rate-limit headers, Retry-After and an application/problem+json body
-// (rendered by httpverdict; see its documentation for header profiles).
+// (rendered by ratelimithttp; see its documentation for header profiles).
 // Headers are set before the abort, and the middleware returns right after
 // it, so no later handler runs.
 //
@@ -15,6 +15,12 @@
 // route's chain when the route is registered. The endpoint property is
 // "METHOD " + c.FullPath() (e.g. "GET /users/:id"); requests that match no
 // route get identifiers.Unmatched.
+//
+// WithIdentifier replaces the identifier builder; WithProperties adds or
+// replaces properties of the identifier once it is built, by the default
+// builder or WithIdentifier's, the same in every ratekit adapter. WithCost
+// weighs requests (default 1), and WithClock sets the clock the headers are
+// computed with, read once per request.
 //
 // # Client IP
 //
@@ -28,10 +34,10 @@
 //
 // # Cost and outcome hooks
 //
-// WithDeferred adds limiters charged after the handler (httpverdict.Metered,
-// httpverdict.CountStatus) and peeked before it. The middleware puts a
-// ratelimit.Meter in the request context (c.Request.Context()) for
-// ratelimit.AddCost; the outcome hooks see c.Writer.Status() after c.Next.
+// WithDeferred adds limiters charged after the handler (ratelimithttp.Metered,
+// ratelimithttp.CountStatus) and peeked before it. The middleware puts an
+// adapter.Meter in the request context (c.Request.Context()) for
+// adapter.AddCost; the outcome hooks see c.Writer.Status() after c.Next.
 //
 // # Fail-open
 //
@@ -40,5 +46,5 @@
 // headers come from the limiters whose check succeeded, and a healthy limiter
 // still blocks beside a failed one. When every check failed, the response
 // carries no rate-limit headers, since there is nothing true to say. The rule
-// is ratelimit.Decision's, so the gRPC and asynq adapters follow it too.
+// is adapter.Decision's, so the gRPC and asynq adapters follow it too.
 package ratelimitgin

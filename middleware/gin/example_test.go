@@ -8,9 +8,9 @@ import (
 
 	"github.com/gin-gonic/gin"
 	ratelimit "github.com/ratekit/ratekit/core"
-	"github.com/ratekit/ratekit/core/httpverdict"
 	"github.com/ratekit/ratekit/identifiers"
 	ratelimitgin "github.com/ratekit/ratekit/middleware/gin"
+	ratelimithttp "github.com/ratekit/ratekit/middleware/nethttp"
 )
 
 func ExampleMiddleware() {
@@ -30,7 +30,7 @@ func ExampleMiddleware() {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.Use(ratelimitgin.Middleware(limiter, // before the routes
-		ratelimitgin.WithProfile(httpverdict.Legacy),
+		ratelimitgin.WithProfile(ratelimithttp.Legacy),
 		ratelimitgin.WithSkip(func(c *gin.Context) bool { return c.FullPath() == "/healthz" }),
 	))
 	r.GET("/users/:id", func(c *gin.Context) { c.String(http.StatusOK, "user") })

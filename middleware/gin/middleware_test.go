@@ -10,10 +10,10 @@ import (
 
 	"github.com/gin-gonic/gin"
 	ratelimit "github.com/ratekit/ratekit/core"
-	"github.com/ratekit/ratekit/core/httpverdict"
-	"github.com/ratekit/ratekit/core/httpverdict/adaptertest"
 	"github.com/ratekit/ratekit/identifiers"
 	ratelimitgin "github.com/ratekit/ratekit/middleware/gin"
+	ratelimithttp "github.com/ratekit/ratekit/middleware/nethttp"
+	"github.com/ratekit/ratekit/middleware/nethttp/adaptertest"
 )
 
 func init() { gin.SetMode(gin.TestMode) }
@@ -48,8 +48,14 @@ func newGin(t *testing.T, s adaptertest.Setup) http.Handler {
 	if s.Properties != nil {
 		opts = append(opts, ratelimitgin.WithProperties(func(c *gin.Context, id ratelimit.Identifier) { s.Properties(c.Request, id) }))
 	}
+	if s.Cost != nil {
+		opts = append(opts, ratelimitgin.WithCost(func(c *gin.Context) float64 { return s.Cost(c.Request) }))
+	}
+	if s.Now != nil {
+		opts = append(opts, ratelimitgin.WithClock(s.Now))
+	}
 	if s.Deny != nil {
-		opts = append(opts, ratelimitgin.WithDenyHandler(func(c *gin.Context, d *httpverdict.Decision) {
+		opts = append(opts, ratelimitgin.WithDenyHandler(func(c *gin.Context, d *ratelimithttp.Decision) {
 			s.Deny(c.Writer, d)
 			c.Abort()
 		}))

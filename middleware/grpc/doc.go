@@ -14,7 +14,8 @@
 // DefaultIdentifier gives ip, grpc_service, grpc_method, endpoint (the full
 // method: gRPC routes are already templates) and user = "<anonymous>".
 // WithProperties adds the caller's principal and anything else the rules need;
-// WithIdentifier replaces the identifier. The ip is the socket peer's: the
+// WithIdentifier replaces the identifier, and WithProperties then adds to the
+// replacement, the same in every ratekit adapter. The ip is the socket peer's: the
 // x-forwarded-for, forwarded and x-real-ip metadata are believed only from
 // peers listed with WithTrustedProxies, so a client cannot pick its own IP.
 //
@@ -36,11 +37,11 @@
 // repeats the delay for clients whose retry policy lists RESOURCE_EXHAUSTED.
 // Allowed and blocked calls carry the rate-limit header metadata of the most
 // constraining enforcing rule, in the HTTP adapters' header profiles
-// (core/httpverdict), lower-cased: by default the IETF draft's
+// (ratelimithttp), lower-cased: by default the IETF draft's
 // ratelimit-policy ("rule";q=limit;w=window) and ratelimit
-// ("rule";r=remaining;t=seconds to reset); WithHeaderProfile(httpverdict.Legacy)
+// ("rule";r=remaining;t=seconds to reset); WithHeaderProfile(ratelimithttp.Legacy)
 // sends ratelimit-limit, ratelimit-remaining and ratelimit-reset instead,
-// httpverdict.GitLab GitLab's names. Shadow (log) rules never change a
+// ratelimithttp.GitLab GitLab's names. Shadow (log) rules never change a
 // response.
 //
 // # Fail-open
@@ -50,15 +51,18 @@
 // comes from the limiters whose check succeeded, and a healthy limiter still
 // blocks beside a failed one. When every check failed, the call carries no
 // rate-limit metadata, since there is nothing true to say. The rule is
-// ratelimit.Decision's, so the HTTP and asynq adapters follow it too.
+// adapter.Decision's, so the HTTP and asynq adapters follow it too.
 //
 // # Several limiters, skipping, costs
 //
 // WithLimiters adds limiters checked in order (a general one and one for
 // protected methods, say); the first to block rejects the call. WithSkip (with
 // SkipMethods) exempts calls such as health checks. WithCost weighs methods.
-// WithDeferred adds limiters charged after the handler: Metered charges what
-// the call measured through ratelimit.AddCost (database seconds; see docs/design.md#cost), and CountCodes counts only some outcomes, failed logins for example.
+// WithClock sets the clock the metadata, RetryInfo and pushback are computed
+// with, read once per call. WithDeferred adds limiters charged after the
+// handler: Metered charges what the call measured through adapter.AddCost
+// (database seconds; see docs/design.md#cost), and CountCodes counts only
+// some outcomes, failed logins for example.
 // Both are peeked before the handler, so a caller already over budget is
 // rejected without running it.
 package ratelimitgrpc

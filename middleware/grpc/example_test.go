@@ -99,7 +99,7 @@ func ExampleWithLimiters() {
 				id[identifiers.User] = "user:" + user
 			}
 		}),
-		// The handlers' database layer calls ratelimit.AddCost(ctx, "db_s", seconds).
+		// The handlers' database layer calls adapter.AddCost(ctx, "db_s", seconds).
 		ratelimitgrpc.WithDeferred(ratelimitgrpc.Metered(db, "db_s")),
 		ratelimitgrpc.WithDomain("api.example.com"),
 	)

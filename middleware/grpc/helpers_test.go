@@ -25,6 +25,7 @@ import (
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/redisstore"
 	"github.com/ratekit/ratekit/internal/redistest"
+	"github.com/ratekit/ratekit/middleware/adapter"
 )
 
 const (
@@ -46,7 +47,7 @@ func (w *work) do(ctx context.Context, in *wrapperspb.StringValue) (*wrapperspb.
 		if err != nil {
 			return nil, status.Error(codes.InvalidArgument, err.Error())
 		}
-		ratelimit.AddCost(ctx, "db_s", f)
+		adapter.AddCost(ctx, "db_s", f)
 	case v == "fail":
 		return nil, status.Error(codes.Unauthenticated, "bad credentials")
 	}

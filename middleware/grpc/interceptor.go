@@ -8,7 +8,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	ratelimit "github.com/ratekit/ratekit/core"
-	"github.com/ratekit/ratekit/core/httpverdict"
+	"github.com/ratekit/ratekit/middleware/adapter"
 )
 
 // UnaryServerInterceptor returns an interceptor that checks limiter (and those
@@ -70,48 +70,26 @@ func (s *meteredStream) Context() context.Context { return s.ctx }
 // charges of the deferred limiters.
 func (c *config) serve(ctx context.Context, call *Call, setHeader, setTrailer func(metadata.MD),
 	handler func(ctx context.Context) error) error {
-	if c.skip != nil && c.skip(ctx, call) {
+	if c.Skipped(ctx, call) {
 		return handler(ctx)
 	}
-	id := c.identifier(ctx, call)
-	var opts []ratelimit.CheckOption
-	if c.cost != nil {
-		opts = append(opts, ratelimit.Cost(c.cost(ctx, call)))
-	}
-	d := c.guard.Check(ctx, id, opts...)
-	now := time.Now()
+	ch := c.Check(ctx, call)
 	if !c.noMetadata {
-		if md := rateMetadata(c.profile, d, now); md != nil {
+		if md := rateMetadata(c.profile, ch.Decision, ch.Now); md != nil {
 			setHeader(md)
 		}
 	}
-	if res := d.BlockedBy(); res != nil {
-		extra := time.Duration(httpverdict.JitterSeconds(c.retryJitter)) * time.Second
+	if res := ch.Decision.BlockedBy(); res != nil {
+		extra := adapter.Jitter(c.retryJitter)
 		if !c.noPushback {
-			setTrailer(pushback(*res, now, extra))
+			setTrailer(pushback(*res, ch.Now, extra))
 		}
-		return c.denyErr(ctx, call, *res, now, extra)
+		return c.denyErr(ctx, call, *res, ch.Now, extra)
 	}
-	o := c.guard.Run(ctx, id, func(ctx context.Context) Outcome {
-		return Outcome{Call: call, Err: handler(ctx), Meter: ratelimit.MeterFrom(ctx)}
+	o := c.Guard.Run(ctx, ch.ID, func(ctx context.Context) Outcome {
+		return Outcome{Call: call, Err: handler(ctx), Meter: adapter.MeterFrom(ctx)}
 	})
 	return o.Err
-}
-
-func (c *config) identifier(ctx context.Context, call *Call) ratelimit.Identifier {
-	var id ratelimit.Identifier
-	if c.identify != nil {
-		id = c.identify(ctx, call)
-	} else {
-		id = DefaultIdentifier(call)
-	}
-	if c.properties != nil {
-		if id == nil {
-			id = ratelimit.Identifier{}
-		}
-		c.properties(ctx, call, id)
-	}
-	return id
 }
 
 func (c *config) denyErr(ctx context.Context, call *Call, res ratelimit.Result, now time.Time, extra time.Duration) error {

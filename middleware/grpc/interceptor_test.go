@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,10 +21,11 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	ratelimit "github.com/ratekit/ratekit/core"
-	"github.com/ratekit/ratekit/core/httpverdict"
 	"github.com/ratekit/ratekit/core/redisstore"
 	"github.com/ratekit/ratekit/identifiers"
 	"github.com/ratekit/ratekit/internal/redistest"
+	"github.com/ratekit/ratekit/middleware/adapter"
+	ratelimithttp "github.com/ratekit/ratekit/middleware/nethttp"
 )
 
 func TestUnaryAllowThenBlock(t *testing.T) {
@@ -264,6 +266,62 @@ func TestIdentifierHooks(t *testing.T) {
 		wantCode(t, env.check(t, "x-tenant", "acme"), codes.ResourceExhausted)
 		wantCode(t, env.check(t, "x-tenant", "globex"), codes.OK)
 	})
+	t.Run("properties added to a replaced identifier", func(t *testing.T) {
+		rec := &recorder{}
+		ident := func(ctx context.Context, call *Call) ratelimit.Identifier {
+			return ratelimit.Identifier{"tenant": call.Metadata.Get("x-tenant")[0]}
+		}
+		props := func(ctx context.Context, call *Call, id ratelimit.Identifier) {
+			id[identifiers.User] = "user:" + call.Metadata.Get("x-user")[0]
+		}
+		l := memLimiter(t, "api", []ratelimit.Rule{rule("per_tenant_user", 1, time.Minute, ratelimit.ActionLimit, "tenant", identifiers.User)}, observed(rec.Observe))
+		env := start(t, unary(l, WithIdentifier(ident), WithProperties(props)))
+		wantCode(t, env.check(t, "x-tenant", "acme", "x-user", "alice"), codes.OK)
+		if got, want := fmt.Sprint(rec.last(t)), fmt.Sprint(ratelimit.Identifier{"tenant": "acme", identifiers.User: "user:alice"}); got != want {
+			t.Fatalf("identifier = %s, want %s", got, want)
+		}
+		wantCode(t, env.check(t, "x-tenant", "acme", "x-user", "alice"), codes.ResourceExhausted)
+		wantCode(t, env.check(t, "x-tenant", "acme", "x-user", "bob"), codes.OK)
+	})
+}
+
+// The clock of WithClock is read once per checked call, blocked or not, and
+// the RetryInfo delay, the pushback trailer and the reset metadata all come
+// from that one reading. The clock stands an hour back, so the reset is more
+// than an hour away by it.
+func TestClock(t *testing.T) {
+	var reads atomic.Int64
+	back := time.Now().Add(-time.Hour)
+	clock := func() time.Time {
+		reads.Add(1)
+		return back
+	}
+	l := memLimiter(t, "grpc_request", []ratelimit.Rule{rule("per_ip", 1, time.Minute, ratelimit.ActionLimit, identifiers.IP)})
+	env := start(t, unary(l, WithClock(clock), WithSkip(SkipMethods("/grpc.health.v1.Health/List"))))
+	wantCode(t, env.check(t), codes.OK)
+	if n := reads.Load(); n != 1 {
+		t.Fatalf("clock read %d times for an allowed call, want 1", n)
+	}
+	r := env.check(t)
+	wantCode(t, r, codes.ResourceExhausted)
+	if n := reads.Load(); n != 2 {
+		t.Fatalf("clock read %d times for a blocked call, want 1", n-1)
+	}
+	ri, _, _ := details(t, r.err)
+	delay := ri.GetRetryDelay().AsDuration()
+	if delay < time.Hour+time.Minute {
+		t.Fatalf("RetryInfo delay = %v, want over 1h1m by the clock an hour back", delay)
+	}
+	if pb := r.trailer.Get(TrailerPushback); len(pb) != 1 || pb[0] != strconv.FormatInt(delay.Milliseconds(), 10) {
+		t.Fatalf("pushback %q, RetryInfo %v", pb, delay)
+	}
+	if md := strings.Join(r.header.Get(MetadataRateLimit), ""); !strings.HasSuffix(md, ";t="+strconv.FormatInt(int64(delay/time.Second), 10)) {
+		t.Fatalf("ratelimit metadata %q, want t= the RetryInfo delay %v", md, delay)
+	}
+	wantCode(t, env.list(t), codes.OK) // skipped: no check, no clock
+	if n := reads.Load(); n != 2 {
+		t.Fatalf("clock read for a skipped call (%d reads in all, want 2)", n)
+	}
 }
 
 func TestTrustedProxies(t *testing.T) {
@@ -399,8 +457,8 @@ func TestStreamMeter(t *testing.T) {
 	db := memLimiter(t, "db", []ratelimit.Rule{rule("db_s", 1, time.Minute, ratelimit.ActionLimit)})
 	var sawMeter bool
 	spy := func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		sawMeter = ratelimit.MeterFrom(ss.Context()) != nil
-		ratelimit.AddCost(ss.Context(), "db_s", 2)
+		sawMeter = adapter.MeterFrom(ss.Context()) != nil
+		adapter.AddCost(ss.Context(), "db_s", 2)
 		return handler(srv, ss)
 	}
 	env := start(t, grpc.ChainStreamInterceptor(StreamServerInterceptor(general, WithDeferred(Metered(db, "db_s"))), spy))
@@ -496,22 +554,22 @@ func TestNilLimiterPanics(t *testing.T) {
 // blocked calls; IETF is the default.
 func TestHeaderProfiles(t *testing.T) {
 	for _, tt := range []struct {
-		profile httpverdict.Profile
+		profile ratelimithttp.Profile
 		want    map[string]*regexp.Regexp // key: value on the second (blocked) call
 	}{
-		{httpverdict.IETF, map[string]*regexp.Regexp{
+		{ratelimithttp.IETF, map[string]*regexp.Regexp{
 			MetadataPolicy: regexp.MustCompile(`^"per_ip";q=1;w=60$`), MetadataRateLimit: regexp.MustCompile(`^"per_ip";r=0;t=([1-9]|[1-5][0-9]|60)$`)}},
-		{httpverdict.Legacy, map[string]*regexp.Regexp{
+		{ratelimithttp.Legacy, map[string]*regexp.Regexp{
 			MetadataLimit: regexp.MustCompile(`^1$`), MetadataRemaining: regexp.MustCompile(`^0$`), MetadataReset: regexp.MustCompile(`^([1-9]|[1-5][0-9]|60)$`)}},
-		{httpverdict.GitLab, map[string]*regexp.Regexp{
+		{ratelimithttp.GitLab, map[string]*regexp.Regexp{
 			"ratelimit-name": regexp.MustCompile(`^per_ip$`), MetadataLimit: regexp.MustCompile(`^1$`), "ratelimit-observed": regexp.MustCompile(`^2$`),
 			MetadataRemaining: regexp.MustCompile(`^0$`), MetadataReset: regexp.MustCompile(`^\d{10}$`), "ratelimit-resettime": regexp.MustCompile(` GMT$`)}},
-		{httpverdict.None, nil},
+		{ratelimithttp.None, nil},
 	} {
 		t.Run(tt.profile.String(), func(t *testing.T) {
 			l := memLimiter(t, "grpc_request", []ratelimit.Rule{rule("per_ip", 1, time.Minute, ratelimit.ActionLimit, identifiers.IP)})
 			opts := []Option{WithHeaderProfile(tt.profile)}
-			if tt.profile == httpverdict.IETF {
+			if tt.profile == ratelimithttp.IETF {
 				opts = nil // the default
 			}
 			env := start(t, unary(l, opts...))

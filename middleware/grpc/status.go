@@ -14,7 +14,8 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	ratelimit "github.com/ratekit/ratekit/core"
-	"github.com/ratekit/ratekit/core/httpverdict"
+	"github.com/ratekit/ratekit/middleware/adapter"
+	ratelimithttp "github.com/ratekit/ratekit/middleware/nethttp"
 )
 
 // Reason is the ErrorInfo reason of rate-limit errors. It tells a rate limit
@@ -26,7 +27,7 @@ const Reason = "RATE_LIMITED"
 // adapters' headers, lower-cased, in the profile chosen with
 // WithHeaderProfile: by default the IETF draft's ratelimit-policy and
 // ratelimit; MetadataLimit, MetadataRemaining and MetadataReset (reset in
-// seconds from now) with httpverdict.Legacy. They describe the most
+// seconds from now) with ratelimithttp.Legacy. They describe the most
 // constraining enforcing rule among the limiters whose check succeeded, and
 // are sent on allowed and blocked calls, never for shadow (log) rules. The
 // pushback trailer is read by gRPC clients whose retry policy lists
@@ -96,16 +97,16 @@ func denyStatus(call *Call, res ratelimit.Result, domain string, now time.Time, 
 }
 
 // rateMetadata renders d's enforcing evaluation as response header metadata
-// in profile p, with the HTTP adapters' code (core/httpverdict). Retry-After
+// in profile p, with the HTTP adapters' code (ratelimithttp). Retry-After
 // and Cache-Control, which HTTP adds to a 429, are left out: a blocked call
 // carries RetryInfo and the pushback trailer instead.
-func rateMetadata(p httpverdict.Profile, d *ratelimit.Decision, now time.Time) metadata.MD {
+func rateMetadata(p ratelimithttp.Profile, d *adapter.Decision, now time.Time) metadata.MD {
 	if d.Enforcing() == nil {
 		return nil
 	}
 	h := http.Header{}
 	p.SetHeaders(h, d, now)
-	h.Del(httpverdict.HeaderRetryAfter)
+	h.Del(ratelimithttp.HeaderRetryAfter)
 	h.Del("Cache-Control")
 	if len(h) == 0 {
 		return nil

@@ -1,13 +1,24 @@
-// Package ratelimithttp is the net/http rate-limit middleware.
+// Package ratelimithttp is the net/http rate-limit middleware, and the HTTP
+// kit that the Echo and Gin adapters build on: the request guard (Guard),
+// the header profiles (Profile), Retry-After and the 429 problem+json body
+// (Problem, WriteProblem). It imports only the standard library, core,
+// identifiers and middleware/adapter.
 //
 //	limiter, _ := ratelimit.New(ratelimit.Config{Name: "http_request", Store: store, Rules: rules})
 //	handler := ratelimithttp.Middleware(limiter, ratelimithttp.WithMux(mux))(mux)
 //
 // For each request it builds an identifier (identifiers.FromHTTP: ip, method,
 // path, endpoint, user), checks it against each limiter, and either calls the
-// next handler or answers 429. Rate-limit headers, Retry-After and the
-// problem+json body are rendered by httpverdict (see its documentation for the
-// header profiles).
+// next handler or answers 429 with rate-limit headers, Retry-After and the
+// problem+json body.
+//
+// # Identifier
+//
+// WithIdentifier replaces the builder; WithProperties adds or replaces
+// properties of the identifier once it is built, by the default builder or
+// WithIdentifier's (the user an auth middleware found, say), the same in
+// every ratekit adapter. WithCost weighs requests (default 1), and WithClock
+// sets the clock the headers are computed with, read once per request.
 //
 // # Endpoint
 //
@@ -24,10 +35,10 @@
 //
 // # Cost and outcome hooks
 //
-// WithDeferred adds limiters charged after the handler: httpverdict.Metered
-// charges the cost that application code reported with ratelimit.AddCost
-// (the middleware puts a ratelimit.Meter in the request context), and
-// httpverdict.CountStatus counts only some outcomes, such as failed logins.
+// WithDeferred adds limiters charged after the handler: Metered charges the
+// cost that application code reported with adapter.AddCost (the middleware
+// puts an adapter.Meter in the request context), and CountStatus counts only
+// some outcomes, such as failed logins.
 // Both are peeked before the handler, so callers already over the limit are
 // rejected without running it.
 //
@@ -38,5 +49,29 @@
 // headers come from the limiters whose check succeeded, and a healthy limiter
 // still blocks beside a failed one. When every check failed, the response
 // carries no rate-limit headers, since there is nothing true to say. The rule
-// is ratelimit.Decision's, so the gRPC and asynq adapters follow it too.
+// is adapter.Decision's, so the gRPC and asynq adapters follow it too.
+//
+// # Headers
+//
+// Rate-limit headers come from the most constraining evaluation of an
+// enforcing (limit) rule across every limiter that checked the request, so a
+// shadow (log) rule never changes what a client sees. The profiles:
+//
+//   - IETF (default): draft-ietf-httpapi-ratelimit-headers -08 and later, two
+//     Structured Fields, the policy named after the rule:
+//     RateLimit-Policy: "rule";q=<limit>;w=<window seconds>
+//     RateLimit: "rule";r=<remaining>;t=<seconds until reset>
+//   - Legacy: the drafts up to -06: RateLimit-Limit, RateLimit-Remaining and
+//     RateLimit-Reset, the last in seconds until reset (delta, not epoch).
+//   - GitLab: RateLimit-Name, RateLimit-Limit (normalised to requests per 60
+//     seconds), RateLimit-Observed, RateLimit-Remaining, RateLimit-Reset (Unix
+//     epoch seconds), plus RateLimit-ResetTime (HTTP-date) on a 429.
+//   - None: no rate-limit headers (Retry-After is still sent on a 429).
+//
+// A blocked request always gets Retry-After (seconds until the reset, rounded
+// up, never earlier than the reset) and Cache-Control: no-store, since a 429
+// must not be cached (RFC 6585 §4). The default body is RFC 9457
+// application/problem+json of type
+// https://iana.org/assignments/http-problem-types#quota-exceeded, listing the
+// violated rules in "violated-policies".
 package ratelimithttp

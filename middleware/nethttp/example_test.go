@@ -7,7 +7,6 @@ import (
 	"time"
 
 	ratelimit "github.com/ratekit/ratekit/core"
-	"github.com/ratekit/ratekit/core/httpverdict"
 	"github.com/ratekit/ratekit/identifiers"
 	ratelimithttp "github.com/ratekit/ratekit/middleware/nethttp"
 )
@@ -62,7 +61,7 @@ func ExampleWithDeferred() {
 		w.WriteHeader(http.StatusUnauthorized) // wrong password, every time
 	})
 	handler := ratelimithttp.Middleware(nil,
-		ratelimithttp.WithDeferred(httpverdict.CountStatus(failed, http.StatusUnauthorized)),
+		ratelimithttp.WithDeferred(ratelimithttp.CountStatus(failed, http.StatusUnauthorized)),
 	)(login)
 
 	for i := 0; i < 3; i++ {

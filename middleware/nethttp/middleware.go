@@ -6,81 +6,105 @@ import (
 	"time"
 
 	ratelimit "github.com/ratekit/ratekit/core"
-	"github.com/ratekit/ratekit/core/httpverdict"
 	"github.com/ratekit/ratekit/identifiers"
 )
 
 // Option configures Middleware.
-type Option func(*config)
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
 
 // DenyHandler answers a blocked request. The rate-limit headers, Retry-After
 // and Cache-Control are already set when it runs; it writes status and body.
-type DenyHandler func(w http.ResponseWriter, r *http.Request, d *httpverdict.Decision)
+type DenyHandler func(w http.ResponseWriter, r *http.Request, d *Decision)
 
 type config struct {
-	guard    httpverdict.Guard
-	ids      identifiers.HTTPOptions
-	identify func(*http.Request) ratelimit.Identifier
-	deny     DenyHandler
-	skip     func(*http.Request) bool
+	guard Guard[*http.Request]
+	ids   identifiers.HTTPOptions
+	deny  DenyHandler
 }
 
 // WithLimiters adds limiters checked after the first, in order (for example a
 // protected-paths limiter beside the general one).
 func WithLimiters(l ...*ratelimit.Limiter) Option {
-	return func(c *config) { c.guard.Limiters = append(c.guard.Limiters, l...) }
+	return optionFunc(func(c *config) { c.guard.Guard.Limiters = append(c.guard.Guard.Limiters, l...) })
 }
 
 // WithDeferred adds limiters charged after the handler with a cost known only
-// then (httpverdict.Metered, httpverdict.CountStatus), and peeked before it.
-func WithDeferred(d ...httpverdict.Deferred) Option {
-	return func(c *config) { c.guard.Deferred = append(c.guard.Deferred, d...) }
+// then (Metered, CountStatus), and peeked before it.
+func WithDeferred(d ...Deferred) Option {
+	return optionFunc(func(c *config) { c.guard.Guard.Deferred = append(c.guard.Guard.Deferred, d...) })
 }
 
-// WithIdentifier replaces the identifier builder entirely.
+// WithIdentifier replaces the identifier builder (identifiers.FromHTTP with
+// the trusted proxies and mux of the other options).
 func WithIdentifier(f func(*http.Request) ratelimit.Identifier) Option {
-	return func(c *config) { c.identify = f }
+	return optionFunc(func(c *config) {
+		c.guard.Identify = func(_ context.Context, r *http.Request) ratelimit.Identifier { return f(r) }
+	})
 }
 
-// WithProperties adds properties to the default identifier, for example the
+// WithProperties adds or replaces properties of the identifier once it is
+// built, by the default builder or WithIdentifier's, for example the
 // authenticated user set by an earlier auth middleware.
 func WithProperties(f func(*http.Request, ratelimit.Identifier)) Option {
-	return func(c *config) { c.ids.Properties = f }
+	return optionFunc(func(c *config) {
+		c.guard.Properties = func(_ context.Context, r *http.Request, id ratelimit.Identifier) { f(r, id) }
+	})
+}
+
+// WithCost sets the cost the limiters checked before the handler charge for a
+// request (default 1), to weigh endpoints differently; 0 checks without
+// counting.
+func WithCost(f func(*http.Request) float64) Option {
+	return optionFunc(func(c *config) {
+		c.guard.Cost = func(_ context.Context, r *http.Request) float64 { return f(r) }
+	})
+}
+
+// WithClock sets the clock the headers and Retry-After are computed with
+// (default time.Now), for tests. It is read once per checked request.
+func WithClock(now func() time.Time) Option {
+	return optionFunc(func(c *config) { c.guard.Now = now })
 }
 
 // WithTrustedProxies sets the proxies whose forwarding headers are believed.
 // By default nobody is trusted and the ip is the socket peer.
 func WithTrustedProxies(tp identifiers.TrustedProxies) Option {
-	return func(c *config) { c.ids.TrustedProxies = tp }
+	return optionFunc(func(c *config) { c.ids.TrustedProxies = tp })
 }
 
 // WithMux resolves the endpoint (the route pattern) with mux.Handler(r) before
 // the mux has routed the request; use it when the middleware wraps mux.
 func WithMux(mux *http.ServeMux) Option {
-	return func(c *config) { c.ids.Mux = mux }
+	return optionFunc(func(c *config) { c.ids.Mux = mux })
 }
 
 // WithSkip exempts requests for which f returns true (health checks, for example).
 func WithSkip(f func(*http.Request) bool) Option {
-	return func(c *config) { c.skip = f }
+	return optionFunc(func(c *config) {
+		c.guard.Skip = func(_ context.Context, r *http.Request) bool { return f(r) }
+	})
 }
 
 // WithDenyHandler replaces the default 429 problem+json response.
 func WithDenyHandler(h DenyHandler) Option {
-	return func(c *config) { c.deny = h }
+	return optionFunc(func(c *config) { c.deny = h })
 }
 
-// WithProfile selects the rate-limit headers (default httpverdict.IETF).
-func WithProfile(p httpverdict.Profile) Option {
-	return func(c *config) { c.guard.Profile = p }
+// WithProfile selects the rate-limit headers (default IETF).
+func WithProfile(p Profile) Option {
+	return optionFunc(func(c *config) { c.guard.Profile = p })
 }
 
 // WithRetryAfterJitter adds a random delay of up to max (whole seconds) to the
 // Retry-After of blocked responses, so that clients blocked in one window do
 // not all retry at its reset; it is never below the real reset (see
-// httpverdict.Guard.RetryAfterJitter). The default is no jitter.
+// Guard.RetryAfterJitter). The default is no jitter.
 func WithRetryAfterJitter(max time.Duration) Option {
-	return func(c *config) { c.guard.RetryAfterJitter = max }
+	return optionFunc(func(c *config) { c.guard.RetryAfterJitter = max })
 }
 
 // Middleware returns net/http middleware that checks every request against
@@ -90,38 +114,42 @@ func WithRetryAfterJitter(max time.Duration) Option {
 func Middleware(limiter *ratelimit.Limiter, opts ...Option) func(http.Handler) http.Handler {
 	c := &config{}
 	if limiter != nil {
-		c.guard.Limiters = []*ratelimit.Limiter{limiter}
+		c.guard.Guard.Limiters = []*ratelimit.Limiter{limiter}
 	}
 	for _, o := range opts {
-		o(c)
+		o.apply(c)
 	}
-	if err := c.guard.Validate(); err != nil {
+	ids := c.ids
+	if err := c.guard.Init(func(_ context.Context, r *http.Request) ratelimit.Identifier {
+		return identifiers.FromHTTP(r, ids)
+	}); err != nil {
 		panic("ratelimithttp: " + err.Error()) // a programming error, found at start-up
-	}
-	if c.identify == nil {
-		ids := c.ids
-		c.identify = func(r *http.Request) ratelimit.Identifier { return identifiers.FromHTTP(r, ids) }
-	}
-	if c.deny == nil {
-		c.deny = func(w http.ResponseWriter, _ *http.Request, d *httpverdict.Decision) {
-			httpverdict.WriteProblem(w, d, c.guard.Clock())
-		}
 	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if c.skip != nil && c.skip(r) {
+			ctx := r.Context()
+			if c.guard.Skipped(ctx, r) {
 				next.ServeHTTP(w, r)
 				return
 			}
-			c.guard.Handle(r.Context(), c.identify(r), w.Header(),
-				func(d *httpverdict.Decision) { c.deny(w, r, d) },
-				func(ctx context.Context) int {
-					if !c.guard.Metering() {
+			c.guard.Handle(ctx, r, w.Header(),
+				func(d *Decision, p *Problem) {
+					if c.deny != nil {
+						c.deny(w, r, d)
+						return
+					}
+					writeProblem(w, p)
+				},
+				func(hctx context.Context) int {
+					if !c.guard.Guard.Metering() { // nothing reads the status
 						next.ServeHTTP(w, r)
 						return 0
 					}
+					if hctx != ctx { // a cost meter was added
+						r = r.WithContext(hctx)
+					}
 					sw := &statusWriter{ResponseWriter: w}
-					next.ServeHTTP(sw, r.WithContext(ctx))
+					next.ServeHTTP(sw, r)
 					return sw.Status()
 				})
 		})

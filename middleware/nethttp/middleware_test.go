@@ -8,9 +8,8 @@ import (
 	"time"
 
 	ratelimit "github.com/ratekit/ratekit/core"
-	"github.com/ratekit/ratekit/core/httpverdict"
-	"github.com/ratekit/ratekit/core/httpverdict/adaptertest"
 	ratelimithttp "github.com/ratekit/ratekit/middleware/nethttp"
+	"github.com/ratekit/ratekit/middleware/nethttp/adaptertest"
 )
 
 // TestAdapter runs the shared HTTP adapter suite with the middleware wrapping
@@ -44,8 +43,14 @@ func newHandler(t *testing.T, s adaptertest.Setup) http.Handler {
 	if s.Properties != nil {
 		opts = append(opts, ratelimithttp.WithProperties(s.Properties))
 	}
+	if s.Cost != nil {
+		opts = append(opts, ratelimithttp.WithCost(s.Cost))
+	}
+	if s.Now != nil {
+		opts = append(opts, ratelimithttp.WithClock(s.Now))
+	}
 	if s.Deny != nil {
-		opts = append(opts, ratelimithttp.WithDenyHandler(func(w http.ResponseWriter, _ *http.Request, d *httpverdict.Decision) {
+		opts = append(opts, ratelimithttp.WithDenyHandler(func(w http.ResponseWriter, _ *http.Request, d *ratelimithttp.Decision) {
 			s.Deny(w, d)
 		}))
 	}
@@ -83,7 +88,7 @@ func TestStatusCapture(t *testing.T) {
 		_ = buf.Flush()
 	})
 	srv := httptest.NewServer(ratelimithttp.Middleware(nil,
-		ratelimithttp.WithDeferred(httpverdict.CountStatus(counted, http.StatusUnauthorized)))(mux))
+		ratelimithttp.WithDeferred(ratelimithttp.CountStatus(counted, http.StatusUnauthorized)))(mux))
 	defer srv.Close()
 
 	count := func() float64 {

@@ -42,12 +42,12 @@ import (
 
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/config"
-	"github.com/ratekit/ratekit/core/httpverdict"
 	"github.com/ratekit/ratekit/core/observe"
 	"github.com/ratekit/ratekit/core/observe/debugpage"
 	"github.com/ratekit/ratekit/core/redisstore"
 	"github.com/ratekit/ratekit/core/rulestore"
 	ratekitenvoy "github.com/ratekit/ratekit/envoy"
+	ratelimithttp "github.com/ratekit/ratekit/middleware/nethttp"
 )
 
 func main() {
@@ -140,7 +140,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(grpcAd
 		return err
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
-	profile, err := httpverdict.ParseProfile(f.headers)
+	profile, err := ratelimithttp.ParseProfile(f.headers)
 	if err != nil {
 		return fmt.Errorf("%w: -headers: %w", errUsage, err)
 	}

@@ -1,14 +1,16 @@
-package httpverdict_test
+package ratelimithttp_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"time"
 
 	ratelimit "github.com/ratekit/ratekit/core"
-	"github.com/ratekit/ratekit/core/httpverdict"
+	"github.com/ratekit/ratekit/middleware/adapter"
+	ratelimithttp "github.com/ratekit/ratekit/middleware/nethttp"
 )
 
 // A hand-written handler using a Guard directly; the adapters do exactly this.
@@ -21,15 +23,24 @@ func ExampleGuard() {
 			Limit: 1, Period: time.Minute,
 		}},
 	})
-	g := &httpverdict.Guard{Limiters: []*ratelimit.Limiter{limiter}, Profile: httpverdict.IETF}
+	g := &ratelimithttp.Guard[*http.Request]{Profile: ratelimithttp.IETF}
+	g.Guard.Limiters = []*ratelimit.Limiter{limiter}
+	if err := g.Init(func(context.Context, *http.Request) ratelimit.Identifier {
+		return ratelimit.Identifier{"ip": "192.0.2.1"}
+	}); err != nil {
+		panic(err)
+	}
 	handle := func(w http.ResponseWriter, r *http.Request) {
-		d := g.Check(r.Context(), ratelimit.Identifier{"ip": "192.0.2.1"})
-		g.SetHeaders(w.Header(), d)
-		if d.Blocked() {
-			httpverdict.WriteProblem(w, d, g.Clock())
-			return
-		}
-		fmt.Fprint(w, "hello")
+		g.Handle(r.Context(), r, w.Header(),
+			func(_ *ratelimithttp.Decision, p *ratelimithttp.Problem) {
+				w.Header().Set("Content-Type", ratelimithttp.ContentTypeProblem)
+				w.WriteHeader(p.Status)
+				_ = json.NewEncoder(w).Encode(p)
+			},
+			func(context.Context) int {
+				fmt.Fprint(w, "hello")
+				return http.StatusOK
+			})
 	}
 	for i := 0; i < 2; i++ {
 		w := httptest.NewRecorder()
@@ -51,14 +62,14 @@ func ExampleMetered() {
 			Limit: 300, Period: time.Minute,
 		}},
 	})
-	g := &httpverdict.Guard{Deferred: []httpverdict.Deferred{httpverdict.Metered(db, "db_duration_s")}}
+	g := adapter.Guard[ratelimithttp.Outcome]{Deferred: []ratelimithttp.Deferred{ratelimithttp.Metered(db, "db_duration_s")}}
 	id := ratelimit.Identifier{"root_namespace": "gitlab-org"}
 
-	ctx, meter := ratelimit.WithMeter(context.Background())
+	ctx, meter := adapter.WithMeter(context.Background())
 	if d := g.Check(ctx, id); !d.Blocked() { // peek: already over budget?
-		ratelimit.AddCost(ctx, "db_duration_s", 1.25) // the handler's database time
+		adapter.AddCost(ctx, "db_duration_s", 1.25) // the handler's database time
 	}
-	g.Settle(ctx, id, httpverdict.Outcome{Status: 200, Meter: meter})
+	g.Settle(ctx, id, ratelimithttp.Outcome{Status: 200, Meter: meter})
 
 	res := db.Peek(ctx, id, ratelimit.Cost(0))
 	fmt.Println(res.Info.Count)

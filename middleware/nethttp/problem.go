@@ -1,4 +1,4 @@
-package httpverdict
+package ratelimithttp
 
 import (
 	"encoding/json"
@@ -24,22 +24,41 @@ type Problem struct {
 
 // NewProblem returns the problem details of a blocked decision.
 func NewProblem(d *Decision, now time.Time) Problem {
+	p, _ := newProblem(d, now)
+	return p
+}
+
+// newProblem returns the problem details of a blocked decision and the
+// seconds until its reset (what Retry-After says without jitter), from one
+// pass over the blocking rules.
+func newProblem(d *Decision, now time.Time) (Problem, int64) {
+	blocking := d.Blocking()
+	var retry time.Duration
+	for _, e := range blocking {
+		retry = max(retry, e.Info.RetryAfter(now))
+	}
 	p := Problem{
 		Type:             ProblemTypeQuotaExceeded,
 		Title:            "Request cannot be satisfied as assigned quota has been exceeded",
 		Status:           http.StatusTooManyRequests,
-		ViolatedPolicies: d.ViolatedPolicies(),
+		ViolatedPolicies: make([]string, 0, len(blocking)),
 	}
-	if p.ViolatedPolicies == nil {
-		p.ViolatedPolicies = []string{}
+	for _, e := range blocking {
+		p.ViolatedPolicies = append(p.ViolatedPolicies, e.Rule.Name)
 	}
-	p.Detail = fmt.Sprintf("Rate limit exceeded; retry after %d seconds.", seconds(d.RetryAfter(now)))
-	return p
+	secs := seconds(retry)
+	p.Detail = fmt.Sprintf("Rate limit exceeded; retry after %d seconds.", secs)
+	return p, secs
 }
 
 // WriteProblem writes a 429 with d's problem+json body. Call SetHeaders first.
 func WriteProblem(w http.ResponseWriter, d *Decision, now time.Time) {
-	body, _ := json.Marshal(NewProblem(d, now)) // cannot fail: strings and ints only
+	p := NewProblem(d, now)
+	writeProblem(w, &p)
+}
+
+func writeProblem(w http.ResponseWriter, p *Problem) {
+	body, _ := json.Marshal(p) // cannot fail: strings and ints only
 	w.Header().Set("Content-Type", ContentTypeProblem)
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusTooManyRequests)

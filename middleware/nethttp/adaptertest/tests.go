@@ -4,13 +4,14 @@ import (
 	"context"
 	"net/http"
 	"reflect"
+	"sync/atomic"
 	"time"
 
 	ratelimit "github.com/ratekit/ratekit/core"
-	"github.com/ratekit/ratekit/core/httpverdict"
 	"github.com/ratekit/ratekit/core/redisstore"
 	"github.com/ratekit/ratekit/identifiers"
 	"github.com/ratekit/ratekit/internal/redistest"
+	ratelimithttp "github.com/ratekit/ratekit/middleware/nethttp"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -32,7 +33,7 @@ func testAllowAndBlock(s *suite) {
 }
 
 func testProfileLegacy(s *suite) {
-	srv := s.serve(Setup{Profile: httpverdict.Legacy, Limiters: []*ratelimit.Limiter{s.limiter("http", perIP("per_ip", 2, time.Minute))}})
+	srv := s.serve(Setup{Profile: ratelimithttp.Legacy, Limiters: []*ratelimit.Limiter{s.limiter("http", perIP("per_ip", 2, time.Minute))}})
 	r := s.do(srv, "GET", "/hello")
 	s.allowed(r, "hello")
 	s.header(r, "RateLimit-Limit", "2")
@@ -50,7 +51,7 @@ func testProfileLegacy(s *suite) {
 }
 
 func testProfileGitLab(s *suite) {
-	srv := s.serve(Setup{Profile: httpverdict.GitLab, Limiters: []*ratelimit.Limiter{
+	srv := s.serve(Setup{Profile: ratelimithttp.GitLab, Limiters: []*ratelimit.Limiter{
 		s.limiter("http", perIP("throttle_unauthenticated", 4, 2*time.Minute)),
 	}})
 	r := s.do(srv, "GET", "/hello")
@@ -79,7 +80,7 @@ func testProfileGitLab(s *suite) {
 }
 
 func testProfileNone(s *suite) {
-	srv := s.serve(Setup{Profile: httpverdict.None, Limiters: []*ratelimit.Limiter{s.limiter("http", perIP("per_ip", 1, time.Minute))}})
+	srv := s.serve(Setup{Profile: ratelimithttp.None, Limiters: []*ratelimit.Limiter{s.limiter("http", perIP("per_ip", 1, time.Minute))}})
 	r := s.do(srv, "GET", "/hello")
 	s.allowed(r, "hello")
 	s.noHeader(r, rateLimitHeaders...)
@@ -200,6 +201,82 @@ func testProperties(s *suite) {
 	}
 }
 
+// testPropertiesWithIdentifier: the properties hook adds to a custom
+// identifier as it does to the default one.
+func testPropertiesWithIdentifier(s *suite) {
+	rule := ratelimit.Rule{Name: "per_tenant_user", Characteristics: []string{"tenant", identifiers.User},
+		Limit: 1, Period: time.Minute}
+	srv := s.serve(Setup{
+		Limiters: []*ratelimit.Limiter{s.limiter("http", rule)},
+		Identifier: func(r *http.Request) ratelimit.Identifier {
+			return ratelimit.Identifier{"tenant": r.Header.Get("X-Tenant")}
+		},
+		Properties: func(r *http.Request, id ratelimit.Identifier) {
+			id[identifiers.User] = "user:" + r.Header.Get("X-User")
+		},
+	})
+	s.status(s.do(srv, "GET", "/hello", "X-Tenant", "a", "X-User", "1"), http.StatusOK)
+	s.blocked(s.do(srv, "GET", "/hello", "X-Tenant", "a", "X-User", "1"), 60, "per_tenant_user")
+	s.status(s.do(srv, "GET", "/hello", "X-Tenant", "a", "X-User", "2"), http.StatusOK)
+	want := ratelimit.Identifier{"tenant": "a", identifiers.User: "user:2"}
+	if id := s.lastIdentifier(); !reflect.DeepEqual(id, want) {
+		s.t.Errorf("identifier = %v, want %v: the custom identifier and the hook's properties", id, want)
+	}
+}
+
+// testRequestCost: the cost hook weighs each request before the handler.
+func testRequestCost(s *suite) {
+	l := s.limiter("http", perIP("per_ip", 5, time.Minute))
+	srv := s.serve(Setup{
+		Limiters: []*ratelimit.Limiter{l},
+		Cost: func(r *http.Request) float64 {
+			if r.URL.Path == "/work" {
+				return 3
+			}
+			return 1
+		},
+	})
+	s.allowed(s.do(srv, "GET", "/hello"), "hello")
+	s.allowed(s.do(srv, "GET", "/work"), "worked")
+	if c := s.count(l); c != 4 {
+		s.t.Fatalf("counted %v, want 4 (1 + 3)", c)
+	}
+	s.blocked(s.do(srv, "GET", "/work"), 60, "per_ip") // 4 + 3 is over 5
+	if n := s.calls["/work"].Load(); n != 1 {
+		s.t.Errorf("/work ran %d times, want 1", n)
+	}
+}
+
+// testClock: the adapter renders the verdict with its clock, read once per
+// checked request (so once per 429) and never for a skipped one. The clock
+// stands an hour back, so the reset is more than an hour away by it.
+func testClock(s *suite) {
+	var reads atomic.Int64
+	back := time.Now().Add(-time.Hour)
+	srv := s.serve(Setup{
+		Limiters: []*ratelimit.Limiter{s.limiter("http", perIP("per_ip", 1, time.Minute))},
+		Skip:     func(r *http.Request) bool { return r.URL.Path == "/health" },
+		Now: func() time.Time {
+			reads.Add(1)
+			return back
+		},
+	})
+	s.status(s.do(srv, "GET", "/hello"), http.StatusOK)
+	if n := reads.Load(); n != 1 {
+		s.t.Errorf("clock read %d times for an allowed request, want 1", n)
+	}
+	r := s.do(srv, "GET", "/hello")
+	s.status(r, http.StatusTooManyRequests)
+	if n := reads.Load(); n != 2 {
+		s.t.Errorf("clock read %d times for a 429, want 1", n-1)
+	}
+	s.intHeader(r, ratelimithttp.HeaderRetryAfter, 3660, 1<<40)
+	s.allowed(s.do(srv, "GET", "/health"), "ok")
+	if n := reads.Load(); n != 2 {
+		s.t.Errorf("clock read for a skipped request (%d reads in all, want 2)", n)
+	}
+}
+
 func testTrustedProxies(s *suite) {
 	// Nobody trusted: a spoofed X-Forwarded-For does not give a new bucket.
 	srv := s.serve(Setup{Limiters: []*ratelimit.Limiter{s.limiter("untrusted", perIP("per_ip", 1, time.Minute))}})
@@ -244,7 +321,7 @@ func testCostHook(s *suite) {
 	dbLimiter := s.limiter("db_utilization", db)
 	srv := s.serve(Setup{
 		Limiters: []*ratelimit.Limiter{s.limiter("http", perIP("per_ip", 100, time.Minute))},
-		Deferred: []httpverdict.Deferred{httpverdict.Metered(dbLimiter, "db_duration_s")},
+		Deferred: []ratelimithttp.Deferred{ratelimithttp.Metered(dbLimiter, "db_duration_s")},
 	})
 	count := func() float64 { return s.count(dbLimiter) }
 	r := s.do(srv, "GET", "/work?cost=0.7")
@@ -275,7 +352,7 @@ func testOutcomeHook(s *suite) {
 	fails := ratelimit.Rule{Name: "failed_logins", Characteristics: []string{identifiers.IP},
 		Limit: 2, Period: time.Minute}
 	failLimiter := s.limiter("failed_auth", fails)
-	srv := s.serve(Setup{Deferred: []httpverdict.Deferred{httpverdict.CountStatus(failLimiter, http.StatusUnauthorized)}})
+	srv := s.serve(Setup{Deferred: []ratelimithttp.Deferred{ratelimithttp.CountStatus(failLimiter, http.StatusUnauthorized)}})
 	for i := 0; i < 3; i++ { // successes are not counted
 		s.allowed(s.do(srv, "POST", "/login", "X-Password", "right"), "welcome")
 	}
@@ -294,7 +371,7 @@ func testOutcomeHook(s *suite) {
 func testDenyHandler(s *suite) {
 	srv := s.serve(Setup{
 		Limiters: []*ratelimit.Limiter{s.limiter("http", perIP("per_ip", 1, time.Minute))},
-		Deny: func(w http.ResponseWriter, d *httpverdict.Decision) {
+		Deny: func(w http.ResponseWriter, d *ratelimithttp.Decision) {
 			w.Header().Set("Content-Type", "text/plain")
 			w.WriteHeader(http.StatusServiceUnavailable)
 			_, _ = w.Write([]byte("slow down: " + d.ViolatedPolicies()[0]))
@@ -324,7 +401,7 @@ func testRetryAfterJitter(s *suite) {
 		r := s.do(srv, "GET", "/hello")
 		s.status(r, http.StatusTooManyRequests)
 		reset := s.ietf(r, "per_ip", 1, 60, 0)
-		ra := s.intHeader(r, httpverdict.HeaderRetryAfter, reset, reset+jitter)
+		ra := s.intHeader(r, ratelimithttp.HeaderRetryAfter, reset, reset+jitter)
 		seen[ra-reset] = true
 	}
 	if len(seen) < 2 { // 40 draws from 31 values all equal: about 1 in 31^39
@@ -369,7 +446,7 @@ func testFailOpen(s *suite) {
 	tight := s.limiterOn(ratelimit.NewMemoryStore(), "", "tight", perIP("tight_rule", 1, time.Minute))
 	srv = s.serve(Setup{
 		Limiters: []*ratelimit.Limiter{down, tight},
-		Deferred: []httpverdict.Deferred{httpverdict.CountStatus(overBudget, http.StatusOK)},
+		Deferred: []ratelimithttp.Deferred{ratelimithttp.CountStatus(overBudget, http.StatusOK)},
 	})
 	r = s.do(srv, "GET", "/hello")
 	s.allowed(r, "hello")

@@ -1,4 +1,4 @@
-package httpverdict
+package ratelimithttp
 
 import (
 	"fmt"
@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	ratelimit "github.com/ratekit/ratekit/core"
 )
 
 // Profile selects which rate-limit headers a response carries. The profiles
@@ -44,7 +42,7 @@ func ParseProfile(s string) (Profile, error) {
 			return Profile(p), nil
 		}
 	}
-	return 0, fmt.Errorf("httpverdict: unknown header profile %q (want ietf, legacy, gitlab or none)", s)
+	return 0, fmt.Errorf("ratelimithttp: unknown header profile %q (want ietf, legacy, gitlab or none)", s)
 }
 
 // Header names.
@@ -64,16 +62,21 @@ const (
 // it also sets Retry-After and Cache-Control: no-store, whatever the profile.
 // Call it before the response is written, on allowed and blocked requests alike.
 func (p Profile) SetHeaders(h http.Header, d *Decision, now time.Time) {
-	if e := d.Enforcing(); e != nil {
-		p.setRateLimit(h, e, d.Blocked(), now)
-	}
-	if d.Blocked() {
+	blocked := d.Blocked()
+	p.setRateLimit(h, d, blocked, now)
+	if blocked {
 		h.Set(HeaderRetryAfter, strconv.FormatInt(seconds(d.RetryAfter(now)), 10))
 		h.Set("Cache-Control", "no-store")
 	}
 }
 
-func (p Profile) setRateLimit(h http.Header, e *ratelimit.Evaluation, blocked bool, now time.Time) {
+// setRateLimit writes the rate-limit headers of d's enforcing evaluation, if
+// any; blocked is d.Blocked(), which the caller has already computed.
+func (p Profile) setRateLimit(h http.Header, d *Decision, blocked bool, now time.Time) {
+	e := d.Enforcing()
+	if e == nil {
+		return
+	}
 	info := &e.Info
 	remaining := int64(math.Floor(info.Remaining)) // never promise more than is left
 	reset := seconds(info.RetryAfter(now))

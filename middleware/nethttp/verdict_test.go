@@ -1,4 +1,4 @@
-package httpverdict
+package ratelimithttp
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/middleware/adapter"
 )
 
 var now = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
@@ -198,18 +199,19 @@ func TestHandleOutcome(t *testing.T) {
 		t.Fatal(err)
 	}
 	var seen []Outcome
-	g := &Guard{Deferred: []Deferred{{Limiter: l, PeekCost: 0, Charge: func(_ context.Context, o Outcome) (float64, bool) {
+	g := &Guard[*http.Request]{}
+	g.Guard.Deferred = []Deferred{{Limiter: l, PeekCost: 0, Charge: func(_ context.Context, o Outcome) (float64, bool) {
 		seen = append(seen, o)
 		return o.Meter.Value("miss_s"), o.Header.Get("X-Cache") == "miss"
-	}}}}
-	if err := g.Validate(); err != nil {
+	}}}
+	if err := g.Guard.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	denied := 0
 	for i := 0; i < 3; i++ {
 		h := http.Header{}
-		g.Handle(context.Background(), nil, h, func(*Decision) { denied++ }, func(ctx context.Context) int {
-			ratelimit.AddCost(ctx, "miss_s", 0.75)
+		g.Handle(context.Background(), nil, h, func(*Decision, *Problem) { denied++ }, func(ctx context.Context) int {
+			adapter.AddCost(ctx, "miss_s", 0.75)
 			h.Set("X-Cache", "miss")
 			return http.StatusTeapot
 		})
@@ -241,11 +243,11 @@ func TestRetryAfterJitter(t *testing.T) {
 		{"allowed: no Retry-After", 10 * time.Second, allowed, -1, -1},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			g := &Guard{RetryAfterJitter: tt.jitter, Now: func() time.Time { return now }}
+			g := &Guard[*http.Request]{RetryAfterJitter: tt.jitter}
 			seen := map[string]bool{}
 			for range 100 {
 				h := http.Header{}
-				g.SetHeaders(h, tt.d)
+				g.SetHeaders(h, tt.d, now)
 				v := h.Get(HeaderRetryAfter)
 				if tt.lo < 0 {
 					if v != "" {
@@ -263,5 +265,34 @@ func TestRetryAfterJitter(t *testing.T) {
 				t.Fatalf("no jitter in 100 responses: %v", seen)
 			}
 		})
+	}
+}
+
+// The middleware builds its configuration, guard included, once: an option
+// is applied when Middleware is called and never again per request, and the
+// clock is read once per request.
+func TestGuardBuiltOnce(t *testing.T) {
+	l, err := ratelimit.New(ratelimit.Config{Name: "http", Store: ratelimit.NewMemoryStore(),
+		Rules: []ratelimit.Rule{{Name: "per_ip", Characteristics: []string{"ip"},
+			Limit: 1, Period: time.Minute}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	applied, reads := 0, 0
+	counted := optionFunc(func(*config) { applied++ })
+	clock := WithClock(func() time.Time { reads++; return now })
+	h := Middleware(l, counted, clock)(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	codes := []int{}
+	for range 3 {
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest("GET", "/", nil)
+		h.ServeHTTP(w, r)
+		codes = append(codes, w.Code)
+	}
+	if !reflect.DeepEqual(codes, []int{200, 429, 429}) {
+		t.Fatalf("statuses %v, want 200 then two 429s", codes)
+	}
+	if applied != 1 || reads != 3 {
+		t.Fatalf("options applied %d times, clock read %d times for 3 requests; want 1 and 3", applied, reads)
 	}
 }

@@ -1,4 +1,4 @@
-package ratelimit_test
+package adapter_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/redisstore"
 	"github.com/ratekit/ratekit/internal/redistest"
+	"github.com/ratekit/ratekit/middleware/adapter"
 )
 
 // guardEnv builds the limiters of one guard test on one store.
@@ -45,9 +46,7 @@ func (e guardEnv) limiter(name string, limit int64, down, shadow bool) *ratelimi
 	e.t.Helper()
 	store := e.store
 	if down {
-		fs := &flakyStore{inner: ratelimit.NewMemoryStore()}
-		fs.mode.Store(1)
-		store = fs
+		store = downStore{}
 	}
 	action := ratelimit.ActionLimit
 	if shadow {
@@ -186,16 +185,16 @@ func TestGuardCheck(t *testing.T) {
 						byName[s.name] = l
 						return l
 					}
-					var g ratelimit.Guard[int]
+					var g adapter.Guard[int]
 					for _, s := range tt.limiters {
 						g.Limiters = append(g.Limiters, build(s))
 					}
 					for _, s := range tt.deferred {
-						d := ratelimit.CountWhen(build(s), func(int) bool { return true })
+						d := adapter.CountWhen(build(s), func(int) bool { return true })
 						d.PeekCost = s.peek
 						g.Deferred = append(g.Deferred, d)
 					}
-					var d *ratelimit.Decision
+					var d *adapter.Decision
 					for range tt.checks {
 						d = g.Check(ctx, guardID)
 					}
@@ -251,18 +250,18 @@ func TestGuardSettle(t *testing.T) {
 		{"zero cost", func(context.Context, outcome) (float64, bool) { return 0, true }, outcome{}, 0, 0, 0},
 		{"negative cost", func(context.Context, outcome) (float64, bool) { return -1, true }, outcome{}, 0, 0, 0},
 		{"fractional cost", func(context.Context, outcome) (float64, bool) { return 2.5, true }, outcome{}, 0, 2.5, 1},
-		{"counted outcome", ratelimit.CountWhen(nil, func(o outcome) bool { return o.failed }).Charge, outcome{failed: true}, 0, 1, 1},
-		{"uncounted outcome", ratelimit.CountWhen(nil, func(o outcome) bool { return o.failed }).Charge, outcome{}, 0, 0, 0},
-		{"metered", ratelimit.Metered[outcome](nil, "db_s").Charge, outcome{}, 1.25, 1.25, 1},
-		{"metered, nothing measured", ratelimit.Metered[outcome](nil, "db_s").Charge, outcome{}, 0, 0, 0},
+		{"counted outcome", adapter.CountWhen(nil, func(o outcome) bool { return o.failed }).Charge, outcome{failed: true}, 0, 1, 1},
+		{"uncounted outcome", adapter.CountWhen(nil, func(o outcome) bool { return o.failed }).Charge, outcome{}, 0, 0, 0},
+		{"metered", adapter.Metered[outcome](nil, "db_s").Charge, outcome{}, 1.25, 1.25, 1},
+		{"metered, nothing measured", adapter.Metered[outcome](nil, "db_s").Charge, outcome{}, 0, 0, 0},
 	}
 	for _, st := range guardStores {
 		t.Run(st.name, func(t *testing.T) {
 			for _, tt := range tests {
 				t.Run(tt.name, func(t *testing.T) {
 					l := st.env(t).limiter("deferred", 100, false, false)
-					g := ratelimit.Guard[outcome]{Deferred: []ratelimit.Deferred[outcome]{{Limiter: l, Charge: tt.charge}}}
-					ctx, m := ratelimit.WithMeter(context.Background())
+					g := adapter.Guard[outcome]{Deferred: []adapter.Deferred[outcome]{{Limiter: l, Charge: tt.charge}}}
+					ctx, m := adapter.WithMeter(context.Background())
 					m.Add("db_s", tt.meter)
 					if res := g.Settle(ctx, guardID, tt.o); len(res) != tt.results {
 						t.Errorf("%d results, want %d", len(res), tt.results)
@@ -274,6 +273,17 @@ func TestGuardSettle(t *testing.T) {
 			}
 		})
 	}
+}
+
+// downStore fails every call, as an unreachable store does.
+type downStore struct{}
+
+func (downStore) Eval(context.Context, ratelimit.Mode, []ratelimit.Op) ([]ratelimit.OpResult, error) {
+	return nil, errors.New("connection refused")
+}
+
+func (downStore) Delete(context.Context, []string) (int, error) {
+	return 0, errors.New("connection refused")
 }
 
 // ctxStore fails a call whose context is done, as a network store does.
@@ -293,9 +303,9 @@ func TestGuardSettleIgnoresCancellation(t *testing.T) {
 			e := st.env(t)
 			e.store = ctxStore{e.store}
 			l := e.limiter("db", 100, false, false)
-			g := ratelimit.Guard[outcome]{Deferred: []ratelimit.Deferred[outcome]{ratelimit.Metered[outcome](l, "db_s")}}
+			g := adapter.Guard[outcome]{Deferred: []adapter.Deferred[outcome]{adapter.Metered[outcome](l, "db_s")}}
 			ctx, cancel := context.WithCancel(context.Background())
-			ctx, m := ratelimit.WithMeter(ctx)
+			ctx, m := adapter.WithMeter(ctx)
 			m.Add("db_s", 3)
 			cancel()
 			if res := l.Check(ctx, guardID); !res.Failed() {
@@ -315,10 +325,10 @@ func TestGuardSettleIgnoresCancellation(t *testing.T) {
 func TestGuardRun(t *testing.T) {
 	e := guardEnv{t: t, store: ratelimit.NewMemoryStore()}
 	t.Run("without deferred limiters the context is the caller's", func(t *testing.T) {
-		g := ratelimit.Guard[outcome]{Limiters: []*ratelimit.Limiter{e.limiter("req", 5, false, false)}}
+		g := adapter.Guard[outcome]{Limiters: []*ratelimit.Limiter{e.limiter("req", 5, false, false)}}
 		ctx := context.Background()
 		o := g.Run(ctx, guardID, func(hctx context.Context) outcome {
-			if hctx != ctx || ratelimit.MeterFrom(hctx) != nil {
+			if hctx != ctx || adapter.MeterFrom(hctx) != nil {
 				t.Error("the handler got a new context although nothing is metered")
 			}
 			return outcome{failed: true}
@@ -329,13 +339,13 @@ func TestGuardRun(t *testing.T) {
 	})
 	t.Run("deferred limiters are charged from the meter and the outcome", func(t *testing.T) {
 		db, failures := e.limiter("db", 100, false, false), e.limiter("failures", 100, false, false)
-		g := ratelimit.Guard[outcome]{Deferred: []ratelimit.Deferred[outcome]{
-			ratelimit.Metered[outcome](db, "db_s"),
-			ratelimit.CountWhen(failures, func(o outcome) bool { return o.failed }),
+		g := adapter.Guard[outcome]{Deferred: []adapter.Deferred[outcome]{
+			adapter.Metered[outcome](db, "db_s"),
+			adapter.CountWhen(failures, func(o outcome) bool { return o.failed }),
 		}}
 		for _, failed := range []bool{true, false, true} {
 			g.Run(context.Background(), guardID, func(ctx context.Context) outcome {
-				ratelimit.AddCost(ctx, "db_s", 0.5)
+				adapter.AddCost(ctx, "db_s", 0.5)
 				return outcome{failed: failed}
 			})
 		}
@@ -348,10 +358,10 @@ func TestGuardRun(t *testing.T) {
 	})
 	t.Run("an outer meter is shared", func(t *testing.T) {
 		db := e.limiter("db_outer", 100, false, false)
-		g := ratelimit.Guard[outcome]{Deferred: []ratelimit.Deferred[outcome]{ratelimit.Metered[outcome](db, "db_s")}}
-		ctx, outer := ratelimit.WithMeter(context.Background())
+		g := adapter.Guard[outcome]{Deferred: []adapter.Deferred[outcome]{adapter.Metered[outcome](db, "db_s")}}
+		ctx, outer := adapter.WithMeter(context.Background())
 		g.Run(ctx, guardID, func(ctx context.Context) outcome {
-			ratelimit.AddCost(ctx, "db_s", 2)
+			adapter.AddCost(ctx, "db_s", 2)
 			return outcome{}
 		})
 		if outer.Value("db_s") != 2 || count(db) != 2 {
@@ -364,16 +374,16 @@ func TestGuardValidate(t *testing.T) {
 	l := guardEnv{t: t, store: ratelimit.NewMemoryStore()}.limiter("l", 1, false, false)
 	tests := []struct {
 		name string
-		g    ratelimit.Guard[outcome]
+		g    adapter.Guard[outcome]
 		want string
 	}{
-		{"zero", ratelimit.Guard[outcome]{}, ""},
-		{"valid", ratelimit.Guard[outcome]{Limiters: []*ratelimit.Limiter{l},
-			Deferred: []ratelimit.Deferred[outcome]{ratelimit.Metered[outcome](l, "x")}}, ""},
-		{"nil limiter", ratelimit.Guard[outcome]{Limiters: []*ratelimit.Limiter{l, nil}}, "limiter 1 is nil"},
-		{"nil deferred limiter", ratelimit.Guard[outcome]{Deferred: []ratelimit.Deferred[outcome]{ratelimit.Metered[outcome](nil, "x")}},
+		{"zero", adapter.Guard[outcome]{}, ""},
+		{"valid", adapter.Guard[outcome]{Limiters: []*ratelimit.Limiter{l},
+			Deferred: []adapter.Deferred[outcome]{adapter.Metered[outcome](l, "x")}}, ""},
+		{"nil limiter", adapter.Guard[outcome]{Limiters: []*ratelimit.Limiter{l, nil}}, "limiter 1 is nil"},
+		{"nil deferred limiter", adapter.Guard[outcome]{Deferred: []adapter.Deferred[outcome]{adapter.Metered[outcome](nil, "x")}},
 			"deferred limiter 0: nil Limiter or Charge"},
-		{"nil charge", ratelimit.Guard[outcome]{Deferred: []ratelimit.Deferred[outcome]{{Limiter: l}}},
+		{"nil charge", adapter.Guard[outcome]{Deferred: []adapter.Deferred[outcome]{{Limiter: l}}},
 			"deferred limiter 0: nil Limiter or Charge"},
 	}
 	for _, tt := range tests {
@@ -399,7 +409,7 @@ func TestDecisionIgnoresFailedResults(t *testing.T) {
 		Info: ratelimit.Info{Limit: 1, Period: time.Minute, Count: 2, ResetAt: time.Now().Add(time.Minute)}}
 	failed := ratelimit.Result{Limiter: "down", Action: ratelimit.ActionBlock, Err: errors.New("down"),
 		Evaluations: []ratelimit.Evaluation{ev}}
-	d := &ratelimit.Decision{Results: []ratelimit.Result{failed}}
+	d := &adapter.Decision{Results: []ratelimit.Result{failed}}
 	if d.Blocked() || d.BlockedBy() != nil || d.Enforcing() != nil || d.Blocking() != nil || d.RetryAfter(time.Now()) != 0 {
 		t.Errorf("a failed result counted: blocked %v, enforcing %v, blocking %v", d.Blocked(), d.Enforcing(), d.Blocking())
 	}
@@ -427,10 +437,10 @@ func ExampleGuard() {
 		return l
 	}
 	type outcome struct{ err error }
-	g := ratelimit.Guard[outcome]{
+	g := adapter.Guard[outcome]{
 		Limiters: []*ratelimit.Limiter{newLimiter("calls", 100)},
-		Deferred: []ratelimit.Deferred[outcome]{
-			ratelimit.CountWhen(newLimiter("failures", 2), func(o outcome) bool { return o.err != nil }),
+		Deferred: []adapter.Deferred[outcome]{
+			adapter.CountWhen(newLimiter("failures", 2), func(o outcome) bool { return o.err != nil }),
 		},
 	}
 	id := ratelimit.Identifier{"user": "user:42"}

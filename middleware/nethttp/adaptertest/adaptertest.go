@@ -3,8 +3,9 @@
 // fixed set of routes on a real server (httptest.NewServer), and the suite
 // drives it with a real client, against the in-memory store and a real Redis,
 // checking statuses, every header of each profile, the problem+json body,
-// shadow rules, fail-open, several limiters, skipping, custom identifiers,
-// trusted proxies, route templates, and the cost and outcome hooks.
+// shadow rules, fail-open, several limiters, skipping, custom identifiers and
+// extra properties, trusted proxies, route templates, request costs, the
+// clock, and the cost and outcome hooks.
 package adaptertest
 
 import (
@@ -18,10 +19,11 @@ import (
 	"time"
 
 	ratelimit "github.com/ratekit/ratekit/core"
-	"github.com/ratekit/ratekit/core/httpverdict"
 	"github.com/ratekit/ratekit/core/redisstore"
 	"github.com/ratekit/ratekit/identifiers"
 	"github.com/ratekit/ratekit/internal/redistest"
+	"github.com/ratekit/ratekit/middleware/adapter"
+	ratelimithttp "github.com/ratekit/ratekit/middleware/nethttp"
 )
 
 // Route is one route the adapter must serve. Pattern uses ServeMux syntax
@@ -37,17 +39,22 @@ type Route struct {
 // function, deny handler), so that the suite tests those options.
 type Setup struct {
 	Limiters       []*ratelimit.Limiter
-	Deferred       []httpverdict.Deferred
-	Profile        httpverdict.Profile
+	Deferred       []ratelimithttp.Deferred
+	Profile        ratelimithttp.Profile
 	TrustedProxies identifiers.TrustedProxies
 	// Skip, when set, exempts the requests it returns true for.
 	Skip func(r *http.Request) bool
 	// Identifier, when set, replaces the adapter's identifier builder.
 	Identifier func(r *http.Request) ratelimit.Identifier
-	// Properties, when set, adds properties to the default identifier.
+	// Properties, when set, adds properties to the identifier, whichever
+	// builder made it (the adapter's default or Identifier).
 	Properties func(r *http.Request, id ratelimit.Identifier)
+	// Cost, when set, is the cost each request charges the Limiters.
+	Cost func(r *http.Request) float64
+	// Now, when set, is the adapter's clock (its WithClock option).
+	Now func() time.Time
 	// Deny, when set, answers blocked requests instead of the default 429.
-	Deny func(w http.ResponseWriter, d *httpverdict.Decision)
+	Deny func(w http.ResponseWriter, d *ratelimithttp.Decision)
 	// RetryAfterJitter maps to the adapter's WithRetryAfterJitter.
 	RetryAfterJitter time.Duration
 	// Routes to register, on a router the adapter's middleware wraps.
@@ -101,7 +108,7 @@ func Run(t *testing.T, a Adapter) {
 		s := &suite{t: t, a: a, calls: map[string]*atomic.Int64{}}
 		for name, setup := range map[string]Setup{
 			"limiter":          {Limiters: []*ratelimit.Limiter{nil}},
-			"deferred limiter": {Deferred: []httpverdict.Deferred{httpverdict.Metered(nil, "db_duration_s")}},
+			"deferred limiter": {Deferred: []ratelimithttp.Deferred{ratelimithttp.Metered(nil, "db_duration_s")}},
 		} {
 			func() {
 				defer func() {
@@ -131,6 +138,9 @@ var tests = []struct {
 	{"skip", testSkip},
 	{"custom_identifier", testCustomIdentifier},
 	{"properties_hook", testProperties},
+	{"properties_with_identifier", testPropertiesWithIdentifier},
+	{"request_cost", testRequestCost},
+	{"clock", testClock},
 	{"trusted_proxies", testTrustedProxies},
 	{"endpoint_template", testEndpoint},
 	{"cost_hook", testCostHook},
@@ -222,7 +232,7 @@ func (s *suite) routes() []Route {
 			work.Add(1)
 			cost, _ := strconv.ParseFloat(r.URL.Query().Get("cost"), 64)
 			// What a database wrapper deep in the handler would do.
-			ratelimit.AddCost(r.Context(), "db_duration_s", cost)
+			adapter.AddCost(r.Context(), "db_duration_s", cost)
 			_, _ = w.Write([]byte("worked"))
 		}},
 		{"GET", "/health", func(w http.ResponseWriter, r *http.Request) {

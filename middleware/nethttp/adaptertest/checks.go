@@ -8,13 +8,13 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/ratekit/ratekit/core/httpverdict"
+	ratelimithttp "github.com/ratekit/ratekit/middleware/nethttp"
 )
 
 var rateLimitHeaders = []string{
-	httpverdict.HeaderRateLimitPolicy, httpverdict.HeaderRateLimit, httpverdict.HeaderRateLimitLimit,
-	httpverdict.HeaderRateLimitRemaining, httpverdict.HeaderRateLimitReset, httpverdict.HeaderRateLimitName,
-	httpverdict.HeaderRateLimitObserved, httpverdict.HeaderRateLimitResetTime,
+	ratelimithttp.HeaderRateLimitPolicy, ratelimithttp.HeaderRateLimit, ratelimithttp.HeaderRateLimitLimit,
+	ratelimithttp.HeaderRateLimitRemaining, ratelimithttp.HeaderRateLimitReset, ratelimithttp.HeaderRateLimitName,
+	ratelimithttp.HeaderRateLimitObserved, ratelimithttp.HeaderRateLimitResetTime,
 }
 
 func (s *suite) status(r response, want int) {
@@ -56,10 +56,10 @@ var rateLimitRE = regexp.MustCompile(`^"([a-z0-9_]+)";r=(\d+);t=(\d+)$`)
 // ietf checks the IETF profile's two fields and returns t.
 func (s *suite) ietf(r response, policy string, limit, window, remaining int64) int64 {
 	s.t.Helper()
-	s.header(r, httpverdict.HeaderRateLimitPolicy, `"`+policy+`";q=`+strconv.FormatInt(limit, 10)+`;w=`+strconv.FormatInt(window, 10))
-	m := rateLimitRE.FindStringSubmatch(r.header.Get(httpverdict.HeaderRateLimit))
+	s.header(r, ratelimithttp.HeaderRateLimitPolicy, `"`+policy+`";q=`+strconv.FormatInt(limit, 10)+`;w=`+strconv.FormatInt(window, 10))
+	m := rateLimitRE.FindStringSubmatch(r.header.Get(ratelimithttp.HeaderRateLimit))
 	if m == nil {
-		s.t.Fatalf("RateLimit = %q, want \"name\";r=N;t=N", r.header.Get(httpverdict.HeaderRateLimit))
+		s.t.Fatalf("RateLimit = %q, want \"name\";r=N;t=N", r.header.Get(ratelimithttp.HeaderRateLimit))
 	}
 	if m[1] != policy || m[2] != strconv.FormatInt(remaining, 10) {
 		s.t.Errorf("RateLimit = %q, want policy %q with r=%d", m[0], policy, remaining)
@@ -68,7 +68,7 @@ func (s *suite) ietf(r response, policy string, limit, window, remaining int64) 
 	if tt < 1 || tt > window {
 		s.t.Errorf("RateLimit t=%d, want within (0, %d]", tt, window)
 	}
-	s.noHeader(r, httpverdict.HeaderRateLimitLimit, httpverdict.HeaderRateLimitRemaining, httpverdict.HeaderRateLimitReset)
+	s.noHeader(r, ratelimithttp.HeaderRateLimitLimit, ratelimithttp.HeaderRateLimitRemaining, ratelimithttp.HeaderRateLimitReset)
 	return tt
 }
 
@@ -79,7 +79,7 @@ func (s *suite) allowed(r response, body string) {
 	if r.body != body {
 		s.t.Errorf("body = %q, want %q", r.body, body)
 	}
-	s.noHeader(r, httpverdict.HeaderRetryAfter, httpverdict.HeaderRateLimitResetTime)
+	s.noHeader(r, ratelimithttp.HeaderRetryAfter, ratelimithttp.HeaderRateLimitResetTime)
 	if cc := r.header.Get("Cache-Control"); cc == "no-store" {
 		s.t.Error("an allowed response carries Cache-Control: no-store")
 	}
@@ -90,9 +90,9 @@ func (s *suite) allowed(r response, body string) {
 func (s *suite) blocked(r response, window int64, violated ...string) int64 {
 	s.t.Helper()
 	s.status(r, http.StatusTooManyRequests)
-	ra := s.intHeader(r, httpverdict.HeaderRetryAfter, 1, window)
+	ra := s.intHeader(r, ratelimithttp.HeaderRetryAfter, 1, window)
 	s.header(r, "Cache-Control", "no-store")
-	s.header(r, "Content-Type", httpverdict.ContentTypeProblem)
+	s.header(r, "Content-Type", ratelimithttp.ContentTypeProblem)
 	s.header(r, "X-Content-Type-Options", "nosniff")
 	var p map[string]any
 	if err := json.Unmarshal([]byte(r.body), &p); err != nil {

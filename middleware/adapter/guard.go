@@ -1,10 +1,12 @@
-package ratelimit
+package adapter
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"time"
+
+	ratelimit "github.com/ratekit/ratekit/core"
 )
 
 // Guard runs the checks of one request, call or task for an adapter, the same
@@ -16,7 +18,7 @@ type Guard[O any] struct {
 	// Limiters are checked (counted) before the handler, in order. The first
 	// that blocks ends the checks: later limiters do not count a request that
 	// is rejected anyway.
-	Limiters []*Limiter
+	Limiters []*ratelimit.Limiter
 	// Deferred limiters are peeked before the handler and charged after it.
 	Deferred []Deferred[O]
 }
@@ -27,7 +29,7 @@ type Guard[O any] struct {
 // response, and it is made even when the caller has gone away, because the
 // resources were spent.
 type Deferred[O any] struct {
-	Limiter *Limiter
+	Limiter *ratelimit.Limiter
 	// Charge returns the cost to count once the handler has finished, and
 	// whether to count at all. ctx is the handler's context without its
 	// cancellation; it carries the request's Meter.
@@ -44,7 +46,7 @@ type Deferred[O any] struct {
 // positive. Run gives the handler a context with a Meter. Callers already over
 // budget are rejected before the handler; one call may overshoot (its cost is
 // known only afterwards), and the next is then rejected.
-func Metered[O any](l *Limiter, name string) Deferred[O] {
+func Metered[O any](l *ratelimit.Limiter, name string) Deferred[O] {
 	return Deferred[O]{Limiter: l, Charge: func(ctx context.Context, _ O) (float64, bool) {
 		v := MeterFrom(ctx).Value(name)
 		return v, v > 0
@@ -55,7 +57,7 @@ func Metered[O any](l *Limiter, name string) Deferred[O] {
 // failed logins only. Before the handler (PeekCost 1), callers whom one more
 // counted outcome would put over the limit are rejected: with a limit of 5,
 // the attempt after five counted outcomes is.
-func CountWhen[O any](l *Limiter, counted func(o O) bool) Deferred[O] {
+func CountWhen[O any](l *ratelimit.Limiter, counted func(o O) bool) Deferred[O] {
 	return Deferred[O]{Limiter: l, PeekCost: 1, Charge: func(_ context.Context, o O) (float64, bool) {
 		return 1, counted(o)
 	}}
@@ -86,13 +88,13 @@ func (g *Guard[O]) Metering() bool { return len(g.Deferred) > 0 }
 // Check decides whether the request identified by id may proceed. Deferred
 // limiters are peeked first (peeks count nothing, so a request they reject is
 // not charged to the counting limiters), then Limiters are checked in order
-// with opts (a Cost, say), stopping at the first that blocks. A peek's result
+// with opts (a ratelimit.Cost, say), stopping at the first that blocks. A peek's result
 // is part of the decision only when it blocks: the headers of an allowed
 // response describe the request limits, not a resource budget in other units.
-func (g *Guard[O]) Check(ctx context.Context, id Identifier, opts ...CheckOption) *Decision {
-	d := &Decision{Results: make([]Result, 0, len(g.Limiters)+1)}
+func (g *Guard[O]) Check(ctx context.Context, id ratelimit.Identifier, opts ...ratelimit.CheckOption) *Decision {
+	d := &Decision{Results: make([]ratelimit.Result, 0, len(g.Limiters)+1)}
 	for _, df := range g.Deferred {
-		if res := df.Limiter.Peek(ctx, id, Cost(df.PeekCost)); res.Blocked() && !res.Failed() {
+		if res := df.Limiter.Peek(ctx, id, ratelimit.Cost(df.PeekCost)); res.Blocked() && !res.Failed() {
 			d.Results = append(d.Results, res)
 			return d
 		}
@@ -111,7 +113,7 @@ func (g *Guard[O]) Check(ctx context.Context, id Identifier, opts ...CheckOption
 // handler's context carries a Meter (for AddCost), and once it returns the
 // Deferred limiters are charged with its outcome (Settle); otherwise handler
 // runs with ctx as is. It returns the handler's outcome.
-func (g *Guard[O]) Run(ctx context.Context, id Identifier, handler func(ctx context.Context) O) O {
+func (g *Guard[O]) Run(ctx context.Context, id ratelimit.Identifier, handler func(ctx context.Context) O) O {
 	if !g.Metering() {
 		return handler(ctx)
 	}
@@ -126,12 +128,12 @@ func (g *Guard[O]) Run(ctx context.Context, id Identifier, handler func(ctx cont
 // carries the Meter that Metered reads). Settle runs without ctx's
 // cancellation, so a caller that hangs up still pays for the work it caused.
 // It returns the results of the checks it made.
-func (g *Guard[O]) Settle(ctx context.Context, id Identifier, o O) []Result {
+func (g *Guard[O]) Settle(ctx context.Context, id ratelimit.Identifier, o O) []ratelimit.Result {
 	ctx = context.WithoutCancel(ctx)
-	var out []Result
+	var out []ratelimit.Result
 	for _, df := range g.Deferred {
 		if cost, ok := df.Charge(ctx, o); ok && cost > 0 {
-			out = append(out, df.Limiter.Check(ctx, id, Cost(cost)))
+			out = append(out, df.Limiter.Check(ctx, id, ratelimit.Cost(cost)))
 		}
 	}
 	return out
@@ -148,7 +150,7 @@ func (g *Guard[O]) Settle(ctx context.Context, id Identifier, o O) []Result {
 type Decision struct {
 	// Results holds one result per limiter check, in order, and the result of
 	// a deferred limiter's peek when it blocked.
-	Results []Result
+	Results []ratelimit.Result
 }
 
 // Blocked reports whether any result that did not fail open blocks.
@@ -156,7 +158,7 @@ func (d *Decision) Blocked() bool { return d.BlockedBy() != nil }
 
 // BlockedBy returns the first result that blocks (the Check stops there), or
 // nil when the request may proceed.
-func (d *Decision) BlockedBy() *Result {
+func (d *Decision) BlockedBy() *ratelimit.Result {
 	for i := range d.Results {
 		if r := &d.Results[i]; r.Blocked() && !r.Failed() {
 			return r
@@ -176,13 +178,13 @@ func (d *Decision) Failed() bool {
 }
 
 // Enforcing returns the most constraining evaluation of an enforcing (limit)
-// rule across the results that did not fail open, ranked by MoreConstraining:
+// rule across the results that did not fail open, ranked by ratelimit.Evaluation.MoreConstraining:
 // blocking first, then exceeded, then least remaining, ties to the earlier
 // limiter. It is nil when no enforcing rule was evaluated (nothing matched,
 // skip, shadow rules only, or fail-open), and then adapters send no rate-limit
 // headers or metadata.
-func (d *Decision) Enforcing() *Evaluation {
-	var best *Evaluation
+func (d *Decision) Enforcing() *ratelimit.Evaluation {
+	var best *ratelimit.Evaluation
 	for i := range d.Results {
 		if d.Results[i].Failed() {
 			continue
@@ -196,8 +198,8 @@ func (d *Decision) Enforcing() *Evaluation {
 }
 
 // Blocking returns the evaluations that block the request.
-func (d *Decision) Blocking() []*Evaluation {
-	var out []*Evaluation
+func (d *Decision) Blocking() []*ratelimit.Evaluation {
+	var out []*ratelimit.Evaluation
 	for i := range d.Results {
 		if d.Results[i].Failed() {
 			continue
