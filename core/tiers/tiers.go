@@ -70,7 +70,7 @@ func Merge(tiers ...[]ratelimit.Rule) []ratelimit.Rule {
 			out = append(out, r)
 		}
 		// Marked after the whole tier: two rules of one name in one tier are
-		// for ValidateRules to reject, not for Merge to drop.
+		// for the limiter (ratelimit.New, SetRules) to reject, not for Merge to drop.
 		for _, r := range t {
 			seen[r.Name] = true
 		}
