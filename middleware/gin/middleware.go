@@ -36,32 +36,38 @@ type config struct {
 	deny     DenyHandler
 }
 
-// WithLimiters adds limiters checked after the first, in order: see ratelimithttp.WithLimiters.
+// WithLimiters adds limiters checked after the first, in order; see
+// ratelimithttp.WithLimiters.
 func WithLimiters(l ...*ratelimit.Limiter) Option {
 	return sharedOption(ratelimithttp.WithLimiters(l...))
 }
 
-// WithDeferred adds limiters charged after the handler and peeked before it: see ratelimithttp.WithDeferred.
+// WithDeferred adds limiters charged after the handler and peeked before it; see
+// ratelimithttp.WithDeferred.
 func WithDeferred(d ...ratelimithttp.Deferred) Option {
 	return sharedOption(ratelimithttp.WithDeferred(d...))
 }
 
-// WithClock sets the clock the headers and Retry-After are computed with: see ratelimithttp.WithClock.
+// WithClock sets the clock the headers and Retry-After are computed with; see
+// ratelimithttp.WithClock.
 func WithClock(now func() time.Time) Option {
 	return sharedOption(ratelimithttp.WithClock(now))
 }
 
-// WithTrustedProxies sets the proxies whose forwarding headers are believed: see ratelimithttp.WithTrustedProxies.
+// WithTrustedProxies sets the proxies whose forwarding headers are believed; see
+// ratelimithttp.WithTrustedProxies.
 func WithTrustedProxies(tp identifiers.TrustedProxies) Option {
 	return sharedOption(ratelimithttp.WithTrustedProxies(tp))
 }
 
-// WithProfile selects the rate-limit headers (default ratelimithttp.IETF): see ratelimithttp.WithProfile.
+// WithProfile selects the rate-limit headers (default ratelimithttp.IETF); see
+// ratelimithttp.WithProfile.
 func WithProfile(p ratelimithttp.Profile) Option {
 	return sharedOption(ratelimithttp.WithProfile(p))
 }
 
-// WithRetryAfterJitter adds a random delay of up to max to Retry-After: see ratelimithttp.WithRetryAfterJitter.
+// WithRetryAfterJitter adds a random delay of up to max to Retry-After; see
+// ratelimithttp.WithRetryAfterJitter.
 func WithRetryAfterJitter(max time.Duration) Option {
 	return sharedOption(ratelimithttp.WithRetryAfterJitter(max))
 }
