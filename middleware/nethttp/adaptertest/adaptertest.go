@@ -14,11 +14,9 @@ package adaptertest
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -122,12 +120,7 @@ func Run(t *testing.T, a Adapter) {
 		} {
 			func() {
 				defer func() {
-					r := recover()
-					if r == nil {
-						t.Errorf("nil %s: the middleware was built; want a panic at start-up", name)
-					} else if msg := fmt.Sprint(r); a.Package != "" && !strings.HasPrefix(msg, a.Package+": ") {
-						t.Errorf("nil %s: panic %q; want it prefixed with %q", name, msg, a.Package+": ")
-					}
+					s.startupPanic("nil "+name, recover())
 				}()
 				setup.Routes = s.routes()
 				a.New(t, setup)
