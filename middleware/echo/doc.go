@@ -19,6 +19,11 @@
 // weighs requests (default 1), and WithClock sets the clock the headers are
 // computed with, read once per request.
 //
+// WithLimiters, WithDeferred, WithClock, WithTrustedProxies, WithProfile and
+// WithRetryAfterJitter are the options every HTTP adapter shares: each is its
+// ratelimithttp namesake (a ratelimithttp.SharedOption) as an Option of this
+// package, documented there.
+//
 // Register it with e.Use, not e.Pre: the endpoint property is the route
 // template, "GET " + c.Path() (e.g. "GET /users/:id"), which the router fills
 // only after routing; e.Pre middleware sees an empty path. Requests that match

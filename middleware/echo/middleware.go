@@ -16,12 +16,20 @@ import (
 	ratelimithttp "github.com/ratekit/ratekit/middleware/nethttp"
 )
 
-// Option configures Middleware.
+// Option configures Middleware: an option of this package, Echo's own or one
+// every HTTP adapter shares (WithLimiters, WithDeferred, WithClock,
+// WithTrustedProxies, WithProfile, WithRetryAfterJitter: see their
+// ratelimithttp namesakes).
 type Option interface{ apply(*config) }
 
 type optionFunc func(*config)
 
 func (f optionFunc) apply(c *config) { f(c) }
+
+// sharedOption is a ratelimithttp.SharedOption as an Option of this package.
+type sharedOption ratelimithttp.SharedOption
+
+func (o sharedOption) apply(c *config) { o(&c.Shared) }
 
 // DenyHandler answers a blocked request. The rate-limit headers, Retry-After
 // and Cache-Control are already set when it runs. Its error goes to Echo's
@@ -29,27 +37,51 @@ func (f optionFunc) apply(c *config) { f(c) }
 type DenyHandler func(c echo.Context, d *ratelimithttp.Decision) error
 
 type config struct {
-	guard   ratelimithttp.Guard[echo.Context]
-	proxies identifiers.TrustedProxies
-	realIP  bool
-	deny    DenyHandler
+	ratelimithttp.Config[echo.Context]
+	realIP bool
+	deny   DenyHandler
 }
 
-// WithLimiters adds limiters checked after the first, in order.
+// WithLimiters adds limiters checked after the first, in order; see
+// ratelimithttp.WithLimiters.
 func WithLimiters(l ...*ratelimit.Limiter) Option {
-	return optionFunc(func(c *config) { c.guard.Guard.Limiters = append(c.guard.Guard.Limiters, l...) })
+	return sharedOption(ratelimithttp.WithLimiters(l...))
 }
 
-// WithDeferred adds limiters charged after the handler with a cost known only
-// then (ratelimithttp.Metered, ratelimithttp.CountStatus), and peeked before it.
+// WithDeferred adds limiters charged after the handler and peeked before it; see
+// ratelimithttp.WithDeferred.
 func WithDeferred(d ...ratelimithttp.Deferred) Option {
-	return optionFunc(func(c *config) { c.guard.Guard.Deferred = append(c.guard.Guard.Deferred, d...) })
+	return sharedOption(ratelimithttp.WithDeferred(d...))
+}
+
+// WithClock sets the clock the headers and Retry-After are computed with; see
+// ratelimithttp.WithClock.
+func WithClock(now func() time.Time) Option {
+	return sharedOption(ratelimithttp.WithClock(now))
+}
+
+// WithTrustedProxies sets the proxies whose forwarding headers are believed; see
+// ratelimithttp.WithTrustedProxies.
+func WithTrustedProxies(tp identifiers.TrustedProxies) Option {
+	return sharedOption(ratelimithttp.WithTrustedProxies(tp))
+}
+
+// WithProfile selects the rate-limit headers (default ratelimithttp.IETF); see
+// ratelimithttp.WithProfile.
+func WithProfile(p ratelimithttp.Profile) Option {
+	return sharedOption(ratelimithttp.WithProfile(p))
+}
+
+// WithRetryAfterJitter adds a random delay of up to max to Retry-After; see
+// ratelimithttp.WithRetryAfterJitter.
+func WithRetryAfterJitter(max time.Duration) Option {
+	return sharedOption(ratelimithttp.WithRetryAfterJitter(max))
 }
 
 // WithIdentifier replaces the identifier builder.
 func WithIdentifier(f func(echo.Context) ratelimit.Identifier) Option {
 	return optionFunc(func(c *config) {
-		c.guard.Identify = func(_ context.Context, ec echo.Context) ratelimit.Identifier { return f(ec) }
+		c.Guard.Identify = func(_ context.Context, ec echo.Context) ratelimit.Identifier { return f(ec) }
 	})
 }
 
@@ -58,7 +90,7 @@ func WithIdentifier(f func(echo.Context) ratelimit.Identifier) Option {
 // authenticated user an earlier auth middleware stored with c.Set.
 func WithProperties(f func(echo.Context, ratelimit.Identifier)) Option {
 	return optionFunc(func(c *config) {
-		c.guard.Properties = func(_ context.Context, ec echo.Context, id ratelimit.Identifier) { f(ec, id) }
+		c.Guard.Properties = func(_ context.Context, ec echo.Context, id ratelimit.Identifier) { f(ec, id) }
 	})
 }
 
@@ -66,20 +98,8 @@ func WithProperties(f func(echo.Context, ratelimit.Identifier)) Option {
 // request (default 1), to weigh routes differently; 0 checks without counting.
 func WithCost(f func(echo.Context) float64) Option {
 	return optionFunc(func(c *config) {
-		c.guard.Cost = func(_ context.Context, ec echo.Context) float64 { return f(ec) }
+		c.Guard.Cost = func(_ context.Context, ec echo.Context) float64 { return f(ec) }
 	})
-}
-
-// WithClock sets the clock the headers and Retry-After are computed with
-// (default time.Now), for tests. It is read once per checked request.
-func WithClock(now func() time.Time) Option {
-	return optionFunc(func(c *config) { c.guard.Now = now })
-}
-
-// WithTrustedProxies sets the proxies whose forwarding headers are believed.
-// By default nobody is trusted and the ip is the socket peer.
-func WithTrustedProxies(tp identifiers.TrustedProxies) Option {
-	return optionFunc(func(c *config) { c.proxies = tp })
 }
 
 // WithEchoIPExtractor takes the ip from c.RealIP(), for services that have
@@ -92,7 +112,7 @@ func WithEchoIPExtractor() Option {
 // WithSkipper exempts requests for which s returns true.
 func WithSkipper(s middleware.Skipper) Option {
 	return optionFunc(func(c *config) {
-		c.guard.Skip = func(_ context.Context, ec echo.Context) bool { return s(ec) }
+		c.Guard.Skip = func(_ context.Context, ec echo.Context) bool { return s(ec) }
 	})
 }
 
@@ -102,42 +122,21 @@ func WithDenyHandler(h DenyHandler) Option {
 	return optionFunc(func(c *config) { c.deny = h })
 }
 
-// WithProfile selects the rate-limit headers (default ratelimithttp.IETF).
-func WithProfile(p ratelimithttp.Profile) Option {
-	return optionFunc(func(c *config) { c.guard.Profile = p })
-}
-
-// WithRetryAfterJitter adds a random delay of up to max (whole seconds) to the
-// Retry-After of blocked responses, so that clients blocked in one window do
-// not all retry at its reset; it is never below the real reset (see
-// ratelimithttp.Guard.RetryAfterJitter). The default is no jitter.
-func WithRetryAfterJitter(max time.Duration) Option {
-	return optionFunc(func(c *config) { c.guard.RetryAfterJitter = max })
-}
-
 // Middleware returns Echo middleware that checks every request against limiter
 // and the limiters of WithLimiters. limiter may be nil when options give them
 // all; a nil limiter in WithLimiters, or a Deferred without Limiter or Charge,
 // panics here. Register it with e.Use (or on a group), not e.Pre.
 func Middleware(limiter *ratelimit.Limiter, opts ...Option) echo.MiddlewareFunc {
 	c := &config{}
-	if limiter != nil {
-		c.guard.Guard.Limiters = []*ratelimit.Limiter{limiter}
-	}
-	for _, o := range opts {
-		o.apply(c)
-	}
-	if err := c.guard.Init(c.defaultIdentifier); err != nil {
-		panic("ratelimitecho: " + err.Error()) // a programming error, found at start-up
-	}
+	ratelimithttp.Build(&c.Config, "ratelimitecho", limiter, opts, func(o Option) { o.apply(c) }, c.defaultIdentifier)
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(ec echo.Context) error {
 			ctx := ec.Request().Context()
-			if c.guard.Skipped(ctx, ec) {
+			if c.Guard.Skipped(ctx, ec) {
 				return next(ec)
 			}
 			var err error
-			c.guard.Handle(ctx, ec, ec.Response().Header(),
+			c.Guard.Handle(ctx, ec, ec.Response().Header(),
 				func(d *ratelimithttp.Decision, p *ratelimithttp.Problem) {
 					if c.deny != nil {
 						err = c.deny(ec, d)
@@ -221,7 +220,7 @@ func denyError(ec echo.Context, d *ratelimithttp.Decision, p *ratelimithttp.Prob
 
 func (c *config) defaultIdentifier(_ context.Context, ec echo.Context) ratelimit.Identifier {
 	r := ec.Request()
-	ip := identifiers.HTTPClientIP(r, c.proxies)
+	ip := identifiers.HTTPClientIP(r, c.TrustedProxies)
 	if c.realIP {
 		ip = identifiers.PeerAddr(ec.RealIP())
 	}

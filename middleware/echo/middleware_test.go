@@ -26,6 +26,7 @@ func TestAdapter(t *testing.T) {
 		Endpoint: func(method, pattern string) string {
 			return method + " " + strings.ReplaceAll(strings.ReplaceAll(pattern, "{", ":"), "}", "")
 		},
+		Package: "ratelimitecho",
 	})
 }
 

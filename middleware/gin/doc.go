@@ -22,6 +22,11 @@
 // weighs requests (default 1), and WithClock sets the clock the headers are
 // computed with, read once per request.
 //
+// WithLimiters, WithDeferred, WithClock, WithTrustedProxies, WithProfile and
+// WithRetryAfterJitter are the options every HTTP adapter shares: each is its
+// ratelimithttp namesake (a ratelimithttp.SharedOption) as an Option of this
+// package, documented there.
+//
 // # Client IP
 //
 // The ip property is the socket peer, resolved through WithTrustedProxies:

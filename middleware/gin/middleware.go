@@ -10,12 +10,20 @@ import (
 	ratelimithttp "github.com/ratekit/ratekit/middleware/nethttp"
 )
 
-// Option configures Middleware.
+// Option configures Middleware: an option of this package, Gin's own or one
+// every HTTP adapter shares (WithLimiters, WithDeferred, WithClock,
+// WithTrustedProxies, WithProfile, WithRetryAfterJitter: see their
+// ratelimithttp namesakes).
 type Option interface{ apply(*config) }
 
 type optionFunc func(*config)
 
 func (f optionFunc) apply(c *config) { f(c) }
+
+// sharedOption is a ratelimithttp.SharedOption as an Option of this package.
+type sharedOption ratelimithttp.SharedOption
+
+func (o sharedOption) apply(c *config) { o(&c.Shared) }
 
 // DenyHandler answers a blocked request. The rate-limit headers, Retry-After
 // and Cache-Control are already set when it runs; it must write the response
@@ -23,27 +31,51 @@ func (f optionFunc) apply(c *config) { f(c) }
 type DenyHandler func(c *gin.Context, d *ratelimithttp.Decision)
 
 type config struct {
-	guard    ratelimithttp.Guard[*gin.Context]
-	proxies  identifiers.TrustedProxies
+	ratelimithttp.Config[*gin.Context]
 	clientIP bool
 	deny     DenyHandler
 }
 
-// WithLimiters adds limiters checked after the first, in order.
+// WithLimiters adds limiters checked after the first, in order; see
+// ratelimithttp.WithLimiters.
 func WithLimiters(l ...*ratelimit.Limiter) Option {
-	return optionFunc(func(c *config) { c.guard.Guard.Limiters = append(c.guard.Guard.Limiters, l...) })
+	return sharedOption(ratelimithttp.WithLimiters(l...))
 }
 
-// WithDeferred adds limiters charged after the handler with a cost known only
-// then (ratelimithttp.Metered, ratelimithttp.CountStatus), and peeked before it.
+// WithDeferred adds limiters charged after the handler and peeked before it; see
+// ratelimithttp.WithDeferred.
 func WithDeferred(d ...ratelimithttp.Deferred) Option {
-	return optionFunc(func(c *config) { c.guard.Guard.Deferred = append(c.guard.Guard.Deferred, d...) })
+	return sharedOption(ratelimithttp.WithDeferred(d...))
+}
+
+// WithClock sets the clock the headers and Retry-After are computed with; see
+// ratelimithttp.WithClock.
+func WithClock(now func() time.Time) Option {
+	return sharedOption(ratelimithttp.WithClock(now))
+}
+
+// WithTrustedProxies sets the proxies whose forwarding headers are believed; see
+// ratelimithttp.WithTrustedProxies.
+func WithTrustedProxies(tp identifiers.TrustedProxies) Option {
+	return sharedOption(ratelimithttp.WithTrustedProxies(tp))
+}
+
+// WithProfile selects the rate-limit headers (default ratelimithttp.IETF); see
+// ratelimithttp.WithProfile.
+func WithProfile(p ratelimithttp.Profile) Option {
+	return sharedOption(ratelimithttp.WithProfile(p))
+}
+
+// WithRetryAfterJitter adds a random delay of up to max to Retry-After; see
+// ratelimithttp.WithRetryAfterJitter.
+func WithRetryAfterJitter(max time.Duration) Option {
+	return sharedOption(ratelimithttp.WithRetryAfterJitter(max))
 }
 
 // WithIdentifier replaces the identifier builder.
 func WithIdentifier(f func(*gin.Context) ratelimit.Identifier) Option {
 	return optionFunc(func(c *config) {
-		c.guard.Identify = func(_ context.Context, gc *gin.Context) ratelimit.Identifier { return f(gc) }
+		c.Guard.Identify = func(_ context.Context, gc *gin.Context) ratelimit.Identifier { return f(gc) }
 	})
 }
 
@@ -52,7 +84,7 @@ func WithIdentifier(f func(*gin.Context) ratelimit.Identifier) Option {
 // authenticated user an earlier auth middleware stored with c.Set.
 func WithProperties(f func(*gin.Context, ratelimit.Identifier)) Option {
 	return optionFunc(func(c *config) {
-		c.guard.Properties = func(_ context.Context, gc *gin.Context, id ratelimit.Identifier) { f(gc, id) }
+		c.Guard.Properties = func(_ context.Context, gc *gin.Context, id ratelimit.Identifier) { f(gc, id) }
 	})
 }
 
@@ -60,20 +92,8 @@ func WithProperties(f func(*gin.Context, ratelimit.Identifier)) Option {
 // request (default 1), to weigh routes differently; 0 checks without counting.
 func WithCost(f func(*gin.Context) float64) Option {
 	return optionFunc(func(c *config) {
-		c.guard.Cost = func(_ context.Context, gc *gin.Context) float64 { return f(gc) }
+		c.Guard.Cost = func(_ context.Context, gc *gin.Context) float64 { return f(gc) }
 	})
-}
-
-// WithClock sets the clock the headers and Retry-After are computed with
-// (default time.Now), for tests. It is read once per checked request.
-func WithClock(now func() time.Time) Option {
-	return optionFunc(func(c *config) { c.guard.Now = now })
-}
-
-// WithTrustedProxies sets the proxies whose forwarding headers are believed.
-// By default nobody is trusted and the ip is the socket peer.
-func WithTrustedProxies(tp identifiers.TrustedProxies) Option {
-	return optionFunc(func(c *config) { c.proxies = tp })
 }
 
 // WithGinClientIP takes the ip from c.ClientIP(), for services that have
@@ -86,7 +106,7 @@ func WithGinClientIP() Option {
 // WithSkip exempts requests for which f returns true.
 func WithSkip(f func(*gin.Context) bool) Option {
 	return optionFunc(func(c *config) {
-		c.guard.Skip = func(_ context.Context, gc *gin.Context) bool { return f(gc) }
+		c.Guard.Skip = func(_ context.Context, gc *gin.Context) bool { return f(gc) }
 	})
 }
 
@@ -95,41 +115,20 @@ func WithDenyHandler(h DenyHandler) Option {
 	return optionFunc(func(c *config) { c.deny = h })
 }
 
-// WithProfile selects the rate-limit headers (default ratelimithttp.IETF).
-func WithProfile(p ratelimithttp.Profile) Option {
-	return optionFunc(func(c *config) { c.guard.Profile = p })
-}
-
-// WithRetryAfterJitter adds a random delay of up to max (whole seconds) to the
-// Retry-After of blocked responses, so that clients blocked in one window do
-// not all retry at its reset; it is never below the real reset (see
-// ratelimithttp.Guard.RetryAfterJitter). The default is no jitter.
-func WithRetryAfterJitter(max time.Duration) Option {
-	return optionFunc(func(c *config) { c.guard.RetryAfterJitter = max })
-}
-
 // Middleware returns Gin middleware that checks every request against limiter
 // and the limiters of WithLimiters. limiter may be nil when options give them
 // all; a nil limiter in WithLimiters, or a Deferred without Limiter or Charge,
 // panics here. Register it with Use before the routes.
 func Middleware(limiter *ratelimit.Limiter, opts ...Option) gin.HandlerFunc {
 	c := &config{}
-	if limiter != nil {
-		c.guard.Guard.Limiters = []*ratelimit.Limiter{limiter}
-	}
-	for _, o := range opts {
-		o.apply(c)
-	}
-	if err := c.guard.Init(c.defaultIdentifier); err != nil {
-		panic("ratelimitgin: " + err.Error()) // a programming error, found at start-up
-	}
+	ratelimithttp.Build(&c.Config, "ratelimitgin", limiter, opts, func(o Option) { o.apply(c) }, c.defaultIdentifier)
 	return func(gc *gin.Context) {
 		ctx := gc.Request.Context()
-		if c.guard.Skipped(ctx, gc) {
+		if c.Guard.Skipped(ctx, gc) {
 			gc.Next()
 			return
 		}
-		c.guard.Handle(ctx, gc, gc.Writer.Header(),
+		c.Guard.Handle(ctx, gc, gc.Writer.Header(),
 			func(d *ratelimithttp.Decision, p *ratelimithttp.Problem) {
 				if c.deny != nil {
 					c.deny(gc, d)
@@ -152,7 +151,7 @@ func Middleware(limiter *ratelimit.Limiter, opts ...Option) gin.HandlerFunc {
 
 func (c *config) defaultIdentifier(_ context.Context, gc *gin.Context) ratelimit.Identifier {
 	r := gc.Request
-	ip := identifiers.HTTPClientIP(r, c.proxies)
+	ip := identifiers.HTTPClientIP(r, c.TrustedProxies)
 	if c.clientIP {
 		ip = identifiers.PeerAddr(gc.ClientIP())
 	}

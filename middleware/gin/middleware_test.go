@@ -27,6 +27,7 @@ func TestAdapter(t *testing.T) {
 	adaptertest.Run(t, adaptertest.Adapter{
 		New:      newGin,
 		Endpoint: func(method, pattern string) string { return method + " " + ginPath(pattern) },
+		Package:  "ratelimitgin",
 	})
 }
 

@@ -1,7 +1,11 @@
 // Package ratelimithttp is the net/http rate-limit middleware, and the HTTP
 // kit that the Echo and Gin adapters build on: the request guard (Guard),
 // the header profiles (Profile), Retry-After and the 429 problem+json body
-// (Problem, WriteProblem). It imports only the standard library, core,
+// (Problem, WriteProblem), and the options that do not depend on the
+// framework (SharedOption: WithLimiters, WithDeferred, WithClock,
+// WithTrustedProxies, WithProfile, WithRetryAfterJitter), which ratelimitecho
+// and ratelimitgin re-export under the same names, and the prelude of every
+// adapter's Middleware (Build). It imports only the standard library, core,
 // identifiers and middleware/adapter.
 //
 //	limiter, _ := ratelimit.New(ratelimit.Config{Name: "http_request", Store: store, Rules: rules})

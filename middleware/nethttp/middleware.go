@@ -3,13 +3,13 @@ package ratelimithttp
 import (
 	"context"
 	"net/http"
-	"time"
 
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/identifiers"
 )
 
-// Option configures Middleware.
+// Option configures Middleware: an option of this package, or a SharedOption,
+// which every HTTP adapter takes.
 type Option interface{ apply(*config) }
 
 type optionFunc func(*config)
@@ -21,28 +21,16 @@ func (f optionFunc) apply(c *config) { f(c) }
 type DenyHandler func(w http.ResponseWriter, r *http.Request, d *Decision)
 
 type config struct {
-	guard Guard[*http.Request]
-	ids   identifiers.HTTPOptions
-	deny  DenyHandler
-}
-
-// WithLimiters adds limiters checked after the first, in order (for example a
-// protected-paths limiter beside the general one).
-func WithLimiters(l ...*ratelimit.Limiter) Option {
-	return optionFunc(func(c *config) { c.guard.Guard.Limiters = append(c.guard.Guard.Limiters, l...) })
-}
-
-// WithDeferred adds limiters charged after the handler with a cost known only
-// then (Metered, CountStatus), and peeked before it.
-func WithDeferred(d ...Deferred) Option {
-	return optionFunc(func(c *config) { c.guard.Guard.Deferred = append(c.guard.Guard.Deferred, d...) })
+	Config[*http.Request]
+	mux  *http.ServeMux
+	deny DenyHandler
 }
 
 // WithIdentifier replaces the identifier builder (identifiers.FromHTTP with
 // the trusted proxies and mux of the other options).
 func WithIdentifier(f func(*http.Request) ratelimit.Identifier) Option {
 	return optionFunc(func(c *config) {
-		c.guard.Identify = func(_ context.Context, r *http.Request) ratelimit.Identifier { return f(r) }
+		c.Guard.Identify = func(_ context.Context, r *http.Request) ratelimit.Identifier { return f(r) }
 	})
 }
 
@@ -51,7 +39,7 @@ func WithIdentifier(f func(*http.Request) ratelimit.Identifier) Option {
 // authenticated user set by an earlier auth middleware.
 func WithProperties(f func(*http.Request, ratelimit.Identifier)) Option {
 	return optionFunc(func(c *config) {
-		c.guard.Properties = func(_ context.Context, r *http.Request, id ratelimit.Identifier) { f(r, id) }
+		c.Guard.Properties = func(_ context.Context, r *http.Request, id ratelimit.Identifier) { f(r, id) }
 	})
 }
 
@@ -60,32 +48,20 @@ func WithProperties(f func(*http.Request, ratelimit.Identifier)) Option {
 // counting.
 func WithCost(f func(*http.Request) float64) Option {
 	return optionFunc(func(c *config) {
-		c.guard.Cost = func(_ context.Context, r *http.Request) float64 { return f(r) }
+		c.Guard.Cost = func(_ context.Context, r *http.Request) float64 { return f(r) }
 	})
-}
-
-// WithClock sets the clock the headers and Retry-After are computed with
-// (default time.Now), for tests. It is read once per checked request.
-func WithClock(now func() time.Time) Option {
-	return optionFunc(func(c *config) { c.guard.Now = now })
-}
-
-// WithTrustedProxies sets the proxies whose forwarding headers are believed.
-// By default nobody is trusted and the ip is the socket peer.
-func WithTrustedProxies(tp identifiers.TrustedProxies) Option {
-	return optionFunc(func(c *config) { c.ids.TrustedProxies = tp })
 }
 
 // WithMux resolves the endpoint (the route pattern) with mux.Handler(r) before
 // the mux has routed the request; use it when the middleware wraps mux.
 func WithMux(mux *http.ServeMux) Option {
-	return optionFunc(func(c *config) { c.ids.Mux = mux })
+	return optionFunc(func(c *config) { c.mux = mux })
 }
 
 // WithSkip exempts requests for which f returns true (health checks, for example).
 func WithSkip(f func(*http.Request) bool) Option {
 	return optionFunc(func(c *config) {
-		c.guard.Skip = func(_ context.Context, r *http.Request) bool { return f(r) }
+		c.Guard.Skip = func(_ context.Context, r *http.Request) bool { return f(r) }
 	})
 }
 
@@ -94,45 +70,21 @@ func WithDenyHandler(h DenyHandler) Option {
 	return optionFunc(func(c *config) { c.deny = h })
 }
 
-// WithProfile selects the rate-limit headers (default IETF).
-func WithProfile(p Profile) Option {
-	return optionFunc(func(c *config) { c.guard.Profile = p })
-}
-
-// WithRetryAfterJitter adds a random delay of up to max (whole seconds) to the
-// Retry-After of blocked responses, so that clients blocked in one window do
-// not all retry at its reset; it is never below the real reset (see
-// Guard.RetryAfterJitter). The default is no jitter.
-func WithRetryAfterJitter(max time.Duration) Option {
-	return optionFunc(func(c *config) { c.guard.RetryAfterJitter = max })
-}
-
 // Middleware returns net/http middleware that checks every request against
 // limiter and the limiters of WithLimiters. limiter may be nil when options
 // give them all; a nil limiter in WithLimiters, or a Deferred without Limiter
 // or Charge, panics here (a programming error found at start-up).
 func Middleware(limiter *ratelimit.Limiter, opts ...Option) func(http.Handler) http.Handler {
 	c := &config{}
-	if limiter != nil {
-		c.guard.Guard.Limiters = []*ratelimit.Limiter{limiter}
-	}
-	for _, o := range opts {
-		o.apply(c)
-	}
-	ids := c.ids
-	if err := c.guard.Init(func(_ context.Context, r *http.Request) ratelimit.Identifier {
-		return identifiers.FromHTTP(r, ids)
-	}); err != nil {
-		panic("ratelimithttp: " + err.Error()) // a programming error, found at start-up
-	}
+	Build(&c.Config, "ratelimithttp", limiter, opts, func(o Option) { o.apply(c) }, c.defaultIdentifier)
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			ctx := r.Context()
-			if c.guard.Skipped(ctx, r) {
+			if c.Guard.Skipped(ctx, r) {
 				next.ServeHTTP(w, r)
 				return
 			}
-			c.guard.Handle(ctx, r, w.Header(),
+			c.Guard.Handle(ctx, r, w.Header(),
 				func(d *Decision, p *Problem) {
 					if c.deny != nil {
 						c.deny(w, r, d)
@@ -141,7 +93,7 @@ func Middleware(limiter *ratelimit.Limiter, opts ...Option) func(http.Handler) h
 					writeProblem(w, p)
 				},
 				func(hctx context.Context) int {
-					if !c.guard.Guard.Metering() { // nothing reads the status
+					if !c.Guard.Guard.Metering() { // nothing reads the status
 						next.ServeHTTP(w, r)
 						return 0
 					}
@@ -154,6 +106,10 @@ func Middleware(limiter *ratelimit.Limiter, opts ...Option) func(http.Handler) h
 				})
 		})
 	}
+}
+
+func (c *config) defaultIdentifier(_ context.Context, r *http.Request) ratelimit.Identifier {
+	return identifiers.FromHTTP(r, identifiers.HTTPOptions{TrustedProxies: c.TrustedProxies, Mux: c.mux})
 }
 
 // statusWriter records the response status for outcome hooks. Unwrap lets

@@ -18,6 +18,7 @@ func TestAdapter(t *testing.T) {
 	adaptertest.Run(t, adaptertest.Adapter{
 		New:      newHandler,
 		Endpoint: func(method, pattern string) string { return method + " " + pattern },
+		Package:  "ratelimithttp",
 	})
 }
 

@@ -5,7 +5,11 @@
 // checking statuses, every header of each profile, the problem+json body,
 // shadow rules, fail-open, several limiters, skipping, custom identifiers and
 // extra properties, trusted proxies, route templates, request costs, the
-// clock, and the cost and outcome hooks.
+// clock, the cost and outcome hooks, and the panic a nil limiter raises at
+// start-up. Every option the adapters share (ratelimithttp.SharedOption:
+// WithLimiters, WithDeferred, WithClock, WithTrustedProxies, WithProfile,
+// WithRetryAfterJitter) is a field of Setup, so each adapter's namesake is
+// tested through it.
 package adaptertest
 
 import (
@@ -68,6 +72,10 @@ type Adapter struct {
 	// Endpoint returns the endpoint property the adapter reports for a
 	// request to the route (method, ServeMux-style pattern).
 	Endpoint func(method, pattern string) string
+	// Package is the adapter's package name, which begins the message of
+	// the panic its Middleware raises on a programming error ("ratelimitgin:
+	// limiter 0 is nil"). Empty skips that check.
+	Package string
 }
 
 // env is one store under test.
@@ -112,9 +120,7 @@ func Run(t *testing.T, a Adapter) {
 		} {
 			func() {
 				defer func() {
-					if recover() == nil {
-						t.Errorf("nil %s: the middleware was built; want a panic at start-up", name)
-					}
+					s.startupPanic("nil "+name, recover())
 				}()
 				setup.Routes = s.routes()
 				a.New(t, setup)

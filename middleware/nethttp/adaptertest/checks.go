@@ -17,6 +17,21 @@ var rateLimitHeaders = []string{
 	ratelimithttp.HeaderRateLimitObserved, ratelimithttp.HeaderRateLimitResetTime,
 }
 
+// startupPanic checks r, what recover returned from building the adapter with
+// a programming error (what): a panic, whose message begins with the
+// adapter's package name when the adapter gives it.
+func (s *suite) startupPanic(what string, r any) {
+	s.t.Helper()
+	if r == nil {
+		s.t.Errorf("%s: the middleware was built; want a panic at start-up", what)
+		return
+	}
+	msg, _ := r.(string)
+	if prefix := s.a.Package + ": "; s.a.Package != "" && (len(msg) < len(prefix) || msg[:len(prefix)] != prefix) {
+		s.t.Errorf("%s: panic %v; want a message beginning with %q", what, r, prefix)
+	}
+}
+
 func (s *suite) status(r response, want int) {
 	s.t.Helper()
 	if r.status != want {
