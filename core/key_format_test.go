@@ -3,10 +3,11 @@ package ratelimit
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"github.com/ratekit/ratekit/internal/keys"
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/ratekit/ratekit/internal/keys"
 )
 
 // referenceKey is the counter key format written out plainly, byte by byte:
@@ -67,7 +68,7 @@ func FuzzCounterKeyFormat(f *testing.F) {
 			t.Fatalf("counterKey = %q, want %q", got, want)
 		}
 		p := newKeyPlan(r) // what compileRule keeps
-		b, _ := p.appendKey([]byte("junk before"), keyHead(DefaultKeyPrefix, "lim"), id)
+		b, _ := p.Append([]byte("junk before"), keys.Head(DefaultKeyPrefix, "lim"), id)
 		if got := string(b); got != "junk before"+want {
 			t.Fatalf("the plan appended %q, want %q", got, "junk before"+want)
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/ratekit/ratekit/internal/keys"
 	"github.com/ratekit/ratekit/internal/rulecheck"
 )
 
@@ -70,7 +71,7 @@ type Limiter struct {
 	name      string
 	store     Store
 	prefix    string
-	head      string // keyHead(prefix, name): the start of every counter key
+	head      string // keys.Head(prefix, name): the start of every counter key
 	timeout   time.Duration
 	logger    *slog.Logger
 	now       func() time.Time
@@ -114,7 +115,7 @@ func New(cfg Config) (*Limiter, error) {
 	if l.prefix == "" {
 		l.prefix = DefaultKeyPrefix
 	}
-	l.head = keyHead(l.prefix, l.name)
+	l.head = keys.Head(l.prefix, l.name)
 	if l.timeout <= 0 {
 		l.timeout = DefaultTimeout
 	}
@@ -375,20 +376,20 @@ func (l *Limiter) plan(ctx context.Context, p *plan, sc *scratch, rules []*compi
 // the key, when id lacks a characteristic the rule does not count as missing.
 func (l *Limiter) appendKeys(ctx context.Context, p *plan, sc *scratch, c *compiledRule, id Identifier, op *Op) bool {
 	from := len(sc.keys)
-	keys, missing := c.key.appendKey(sc.keys, l.head, id)
+	buf, missing := c.key.Append(sc.keys, l.head, id)
 	r := c.rule
 	if missing != "" && !r.CountMissing {
-		sc.keys = keys[:from]
+		sc.keys = buf[:from]
 		l.degrade(ctx, p, "rate_limit_missing_characteristic", r, missing)
 		return false
 	}
-	n := len(keys) - from
+	n := len(buf) - from
 	if r.BanFor > 0 {
 		// The ban key is the counter key and a suffix: one string holds both.
-		keys = append(keys, banSuffix...)
+		buf = append(buf, banSuffix...)
 	}
-	sc.keys = keys
-	both := borrowString(keys[from:])
+	sc.keys = buf
+	both := borrowString(buf[from:])
 	op.Key = both[:n]
 	if r.BanFor > 0 {
 		op.BanKey, op.BanFor = both, r.BanFor
@@ -627,7 +628,7 @@ func (l *Limiter) Keys(id Identifier) []string {
 		if !c.rule.Action.counts() {
 			continue
 		}
-		b, _ := c.key.appendKey(nil, l.head, id)
+		b, _ := c.key.Append(nil, l.head, id)
 		k := string(b)
 		keys = append(keys, k, k+banSuffix)
 	}

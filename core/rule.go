@@ -250,7 +250,7 @@ type compiledRule struct {
 	static bool // limit and period both static
 	limit  int64
 	period time.Duration
-	key    keyPlan // the constant parts of the rule's counter keys
+	key    keys.Plan // the constant parts of the rule's counter keys
 	// perRequest marks a rule of a per-request tier (WithRules, Config.RuleSource).
 	perRequest bool
 	tier       string // the per-request tier's name (CompileRules), for Evaluation.Tier

@@ -94,23 +94,42 @@ func AppendValue(b []byte, v string) []byte {
 // escaping never produces it.
 const Missing = '!'
 
-// Counter builds the key of one rule (its name, characteristics and whether it
-// counts distinct values) of limiter for one identifier, and returns the first
-// characteristic the identifier lacks ("" when it has them all), reading each
-// property once. The limiter's compiled rules build the same bytes from parts
-// escaped in advance; tools (ratekit explain, ratelimittest) use this, so a key
-// a tool shows is the key the limiter counts under.
-func Counter(prefix, limiter, rule string, characteristics []string, distinct bool, id map[string]any) (key, missing string) {
-	b := make([]byte, 0, len(prefix)+len(limiter)+len(rule)+8+24*len(characteristics))
-	b = append(b, prefix...)
-	b = append(b, '{')
-	b = append(b, limiter...)
-	b = append(b, ':')
-	b = append(b, rule...)
-	for _, c := range characteristics {
-		b = append(b, ':')
-		b = AppendEscaped(b, c)
-		b = append(b, '=')
+// Plan holds the parts of a rule's counter keys that do not depend on the
+// identifier, escaped once (when a limiter compiles the rule), so that a check
+// only appends them and the identifier's values.
+type Plan struct {
+	name  string   // ":<rule>", after "<prefix>{<limiter>"
+	chars []string // the characteristics, to read from the identifier
+	props []string // ":<escaped characteristic>=" for each characteristic
+	tail  string   // "}", or "}:set" for a count_distinct rule
+}
+
+// NewPlan returns the key plan of a rule: its name, its characteristics and
+// whether it counts distinct values.
+func NewPlan(rule string, characteristics []string, distinct bool) Plan {
+	p := Plan{name: ":" + rule, chars: characteristics, tail: "}"}
+	p.props = make([]string, len(characteristics))
+	for i, c := range characteristics {
+		p.props[i] = string(append(AppendEscaped([]byte{':'}, c), '='))
+	}
+	if distinct {
+		p.tail += SetSuffix
+	}
+	return p
+}
+
+// Head is the start of every counter key of a limiter: the prefix and the
+// opening of the hash tag with the limiter's name.
+func Head(prefix, limiter string) string { return prefix + "{" + limiter }
+
+// Append appends the counter key of the plan for id after head (see Head)
+// and returns the first characteristic the identifier lacks ("" when it has
+// them all), reading each property once.
+func (p *Plan) Append(b []byte, head string, id map[string]any) (_ []byte, missing string) {
+	b = append(b, head...)
+	b = append(b, p.name...)
+	for i, c := range p.chars {
+		b = append(b, p.props[i]...)
 		v, ok := Value(id, c)
 		if !ok {
 			if missing == "" {
@@ -121,10 +140,17 @@ func Counter(prefix, limiter, rule string, characteristics []string, distinct bo
 		}
 		b = AppendValue(b, v)
 	}
-	b = append(b, '}')
-	if distinct {
-		b = append(b, SetSuffix...)
-	}
+	return append(b, p.tail...), missing
+}
+
+// Counter builds the key of one rule (its name, characteristics and whether it
+// counts distinct values) of limiter for one identifier, and returns the first
+// characteristic the identifier lacks ("" when it has them all). A limiter
+// keeps the rule's Plan instead; tools (ratekit explain, ratelimittest) use
+// this, so a key a tool shows is the key the limiter counts under.
+func Counter(prefix, limiter, rule string, characteristics []string, distinct bool, id map[string]any) (key, missing string) {
+	p := NewPlan(rule, characteristics, distinct)
+	b, missing := p.Append(nil, Head(prefix, limiter), id)
 	return string(b), missing
 }
 
