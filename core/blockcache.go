@@ -229,13 +229,7 @@ func (c *blockCache) remove(keys []string) {
 	}
 	c.gen.Add(1)
 	for _, k := range keys {
-		sh := c.shard(k)
-		sh.mu.Lock()
-		if _, ok := sh.m[k]; ok {
-			delete(sh.m, k)
-			c.n.Add(-1)
-		}
-		sh.mu.Unlock()
+		c.drop(k)
 	}
 }
 
