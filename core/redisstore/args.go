@@ -1,53 +1,150 @@
 package redisstore
 
 import (
+	"math"
 	"strconv"
+	"sync/atomic"
 
 	ratelimit "github.com/ratekit/ratekit/core"
 )
 
 // The KEYS and ARGV of evaluate.lua, shared by the go-redis path (which needs
 // []any arguments) and the pipelined connection (which writes RESP directly),
-// so that both send the very same bytes for the same ops.
+// so that both send the very same bytes for the same ops. evaluate.lua's
+// header describes the layout.
 
-// modeArg is ARGV[1] of evaluate.lua.
-func modeArg(mode ratelimit.Mode) string {
-	if mode == ratelimit.ModePeek {
-		return "1"
+// maxShortCost is the largest cost the short form takes: every whole float64
+// up to it prints exactly as an integer.
+const maxShortCost = 1 << 53
+
+// short reports whether op takes the script's short form: a counter charged
+// with a whole positive cost, without a ban, in a check. It is the usual op,
+// and the short form spares the script most of its work.
+func short(mode ratelimit.Mode, op *ratelimit.Op) bool {
+	if mode != ratelimit.ModeCheck || op.Kind != ratelimit.OpCount || op.BanKey != "" {
+		return false
 	}
-	return "0"
+	c, ok := wholeCost(op.Cost)
+	return ok && c > 0
 }
 
-// banKeyOf is op's KEYS entry for its ban: the counter key again when the op
-// has no ban, so that the script's KEYS stay two per op.
-func banKeyOf(op *ratelimit.Op) string {
-	if op.BanKey == "" {
-		return op.Key
-	}
-	return op.BanKey
+// opCodes are the codes of ARGV: the general form's "g<kind><flags><peek>",
+// indexed by kind*8 + flags*2 + peek, then the short form's "n" and "t".
+var opCodes = [18]string{
+	"g000", "g001", "g010", "g011", "g020", "g021", "g030", "g031",
+	"g100", "g101", "g110", "g111", "g120", "g121", "g130", "g131",
+	"n", "t",
 }
 
-// appendSpec appends op's ARGV spec, "<kind> <flags> <limit> <period_ms>
-// <ban_ms> <cost>", to buf.
-func appendSpec(buf []byte, op *ratelimit.Op) []byte {
-	kind, flags := byte('0'), byte('0')
+// opCodeArgs are opCodes converted to interfaces once: converting a string
+// that is not a constant to an interface allocates.
+var opCodeArgs = func() (a [len(opCodes)]any) {
+	for i, c := range opCodes {
+		a[i] = c
+	}
+	return a
+}()
+
+// opCode is the index in opCodes of op's code.
+func opCode(mode ratelimit.Mode, op *ratelimit.Op) int {
+	if short(mode, op) {
+		if op.Terminal {
+			return 17
+		}
+		return 16
+	}
+	i := 0
 	if op.Kind == ratelimit.OpDistinct {
-		kind = '1'
+		i += 8
 	}
 	if op.Terminal {
-		flags++
+		i += 2
 	}
 	if op.BanKey != "" {
-		flags += 2
+		i += 4
 	}
-	buf = append(buf, kind, ' ', flags, ' ')
+	if mode == ratelimit.ModePeek {
+		i++
+	}
+	return i
+}
+
+// keyCount is the number of KEYS of op: its key, and its ban key if any.
+func keyCount(op *ratelimit.Op) int {
+	if op.BanKey == "" {
+		return 1
+	}
+	return 2
+}
+
+// isShort reports whether code (an index in opCodes) is of the short form.
+func isShort(code int) bool { return code >= 16 }
+
+// argCount is the number of ARGV of an op whose code is code: the code, the
+// fields (see appendFields) and, in the general form, the member.
+func argCount(code int) int {
+	if isShort(code) {
+		return 1 + 3
+	}
+	return 1 + 4 + 1
+}
+
+// appendFields appends op's numeric fields to buf, ending each at the index
+// it appends to ends: limit, period_ms and cost in the short form; limit,
+// period_ms, ban_ms and cost in the general form (whose member is op.Member,
+// passed as it is).
+func appendFields(buf []byte, ends []int, code int, op *ratelimit.Op) ([]byte, []int) {
 	buf = strconv.AppendInt(buf, op.Limit, 10)
-	buf = append(buf, ' ')
+	ends = append(ends, len(buf))
 	buf = strconv.AppendInt(buf, millis(op.Period), 10)
-	buf = append(buf, ' ')
+	ends = append(ends, len(buf))
+	if isShort(code) { // a whole cost, so the conversion is exact
+		buf = strconv.AppendInt(buf, int64(op.Cost), 10)
+		return buf, append(ends, len(buf))
+	}
 	buf = strconv.AppendInt(buf, millis(op.BanFor), 10)
-	buf = append(buf, ' ')
-	return strconv.AppendFloat(buf, op.Cost, 'g', -1, 64)
+	ends = append(ends, len(buf))
+	if c, ok := wholeCost(op.Cost); ok {
+		buf = strconv.AppendInt(buf, c, 10)
+	} else {
+		buf = strconv.AppendFloat(buf, op.Cost, 'g', -1, 64)
+	}
+	return buf, append(ends, len(buf))
+}
+
+// wholeCost returns cost as an integer when it is one that prints exactly as
+// one: costs are written in decimal digits where they can be, which the
+// script's INCRBY takes.
+func wholeCost(cost float64) (int64, bool) {
+	if cost < -maxShortCost || cost > maxShortCost || cost != math.Trunc(cost) {
+		return 0, false
+	}
+	return int64(cost), true
+}
+
+// numArg is n as an argument of the go-redis path: a decimal string in an
+// interface, which costs an allocation to make. Most numbers repeat from check
+// to check (a rule's limit and period, a cost of 1), so they are kept in a
+// small table with one slot per hash of n: a repeated number costs nothing, a
+// colliding one replaces the slot's. The table is fixed-size, so numbers that
+// a client picks (a cost, a dynamic limit) cannot grow it.
+func numArg(n int64) any {
+	slot := &numArgs[uint64(n*-7046029254386353131)>>(64-numArgBits)]
+	if a := slot.Load(); a != nil && a.n == n {
+		return a.v
+	}
+	a := &boxedNum{n: n, v: strconv.FormatInt(n, 10)}
+	slot.Store(a)
+	return a.v
+}
+
+const numArgBits = 8
+
+var numArgs [1 << numArgBits]atomic.Pointer[boxedNum]
+
+type boxedNum struct {
+	n int64
+	v any
 }
 
 // RESP encoding of commands, appended to a caller's buffer: nothing is boxed
@@ -75,19 +172,16 @@ func appendBulkBytes(dst, b []byte) []byte {
 	return append(dst, '\r', '\n')
 }
 
-// appendSpecBulk appends op's spec as a bulk string, formatted on the stack
-// (the longest spec: three int64s, a float64 and separators, under 96 bytes).
-func appendSpecBulk(dst []byte, op *ratelimit.Op) []byte {
-	var tmp [96]byte
-	return appendBulkBytes(dst, appendSpec(tmp[:0], op))
-}
-
 // appendEval appends the whole evaluate.lua call for ops to dst as RESP:
 // EVALSHA <sha> (or EVAL <source> when eval is set), the key count, KEYS and
 // ARGV exactly as the go-redis path sends them (evalCmd).
 func appendEval(dst []byte, eval bool, mode ratelimit.Mode, ops []ratelimit.Op) []byte {
-	n := len(ops)
-	dst = appendArrayHeader(dst, 3+2*n+1+2*n)
+	nkeys, nargs := 0, 0
+	for i := range ops {
+		nkeys += keyCount(&ops[i])
+		nargs += argCount(opCode(mode, &ops[i]))
+	}
+	dst = appendArrayHeader(dst, 3+nkeys+nargs)
 	if eval {
 		dst = appendBulk(dst, "EVAL")
 		dst = appendBulk(dst, evaluateLua)
@@ -95,16 +189,28 @@ func appendEval(dst []byte, eval bool, mode ratelimit.Mode, ops []ratelimit.Op) 
 		dst = appendBulk(dst, "EVALSHA")
 		dst = appendBulk(dst, evaluateHash)
 	}
-	var tmp [20]byte
-	dst = appendBulkBytes(dst, strconv.AppendInt(tmp[:0], int64(2*n), 10))
+	var tmp [96]byte // the fields of one op: four int64s or a float64, and their ends
+	dst = appendBulkBytes(dst, strconv.AppendInt(tmp[:0], int64(nkeys), 10))
 	for i := range ops {
 		dst = appendBulk(dst, ops[i].Key)
-		dst = appendBulk(dst, banKeyOf(&ops[i]))
+		if ops[i].BanKey != "" {
+			dst = appendBulk(dst, ops[i].BanKey)
+		}
 	}
-	dst = appendBulk(dst, modeArg(mode))
+	var endsArr [4]int
 	for i := range ops {
-		dst = appendSpecBulk(dst, &ops[i])
-		dst = appendBulk(dst, ops[i].Member)
+		op := &ops[i]
+		code := opCode(mode, op)
+		dst = appendBulk(dst, opCodes[code])
+		buf, ends := appendFields(tmp[:0], endsArr[:0], code, op)
+		start := 0
+		for _, end := range ends {
+			dst = appendBulkBytes(dst, buf[start:end])
+			start = end
+		}
+		if !isShort(code) {
+			dst = appendBulk(dst, op.Member)
+		}
 	}
 	return dst
 }

@@ -15,24 +15,33 @@ func TestEvalArgs(t *testing.T) {
 		{Kind: ratelimit.OpCount, Key: "{c}", Cost: 1e21, Limit: 1 << 62, Period: time.Nanosecond},
 	}
 	keys, args := evalArgs(ratelimit.ModePeek, ops, nil)
-	if got := fmt.Sprint(keys); got != "[{a} {a}:ban {b} {b} {c} {c}]" {
+	if got := fmt.Sprint(keys); got != "[{a} {a}:ban {b} {c}]" {
 		t.Errorf("keys = %s", got)
 	}
-	want := `[1 0 3 5 2 3600000 0.25  1 0 -1 60000 0 1 m:1 0 0 4611686018427387904 1 0 1e+21 ]`
+	// A peek takes the general form for every op: code, limit, period, ban,
+	// cost, member.
+	want := `[g031 5 2 3600000 0.25  g101 -1 60000 0 1 m:1 g001 4611686018427387904 1 0 1e+21 ]`
 	if got := fmt.Sprint(args); got != want {
 		t.Errorf("args = %s\nwant   %s", got, want)
 	}
 	keys, args = evalArgs(ratelimit.ModeCheck, ops, []int{2, 0})
-	if fmt.Sprint(keys) != "[{c} {c} {a} {a}:ban]" || args[0] != "0" || len(args) != 5 {
+	if fmt.Sprint(keys) != "[{c} {a} {a}:ban]" || fmt.Sprint(args) != "[g000 4611686018427387904 1 0 1e+21  g030 5 2 3600000 0.25 ]" {
 		t.Errorf("subset: keys %v args %v", keys, args)
 	}
-	many := make([]ratelimit.Op, 20) // more than the stack scratch space
-	for i := range many {
-		many[i] = ratelimit.Op{Key: fmt.Sprint(i), Cost: 1.5, Limit: 1 << 40, Period: time.Hour, BanFor: time.Hour}
+	// The short form: a counter with a whole positive cost and no ban, in a
+	// check. A ban duration without a ban key is no ban.
+	usual := []ratelimit.Op{
+		{Key: "{d}", Cost: 3, Limit: 10, Period: time.Second, Terminal: true},
+		{Key: "{e}", Cost: 1, Limit: 1 << 40, Period: time.Hour, BanFor: time.Hour},
+		{Key: "{f}", Cost: 1.5, Limit: 1, Period: time.Hour},
+		{Key: "{g}", Cost: 1 << 53, Limit: 1, Period: time.Hour},
+		{Key: "{h}", Cost: 1<<53 + 2, Limit: 1, Period: time.Hour},
+		{Key: "{i}", Cost: 0, Limit: 1, Period: time.Hour},
 	}
-	_, args = evalArgs(ratelimit.ModeCheck, many, nil)
-	if args[39] != "0 0 1099511627776 3600000 3600000 1.5" {
-		t.Errorf("op 19 spec = %q", args[39])
+	keys, args = evalArgs(ratelimit.ModeCheck, usual, nil)
+	want = `[t 10 1000 3 n 1099511627776 3600000 1 g000 1 3600000 0 1.5  n 1 3600000 9007199254740992 g000 1 3600000 0 9.007199254740994e+15  g000 1 3600000 0 0 ]`
+	if fmt.Sprint(keys) != "[{d} {e} {f} {g} {h} {i}]" || fmt.Sprint(args) != want {
+		t.Errorf("short form: keys %v\nargs %v\nwant %s", keys, args, want)
 	}
 }
 
@@ -57,11 +66,11 @@ func TestEvalCmd(t *testing.T) {
 			}
 		}
 	}
-	// One op without a ban: the slice, the specs string, the spec and the key
-	// (converted once, used as counter and ban key) are all that allocates.
+	// One op without a ban: the slice and the key are all that allocates; the
+	// numbers repeat, and are converted once.
 	one := []ratelimit.Op{{Key: "{user:1}", Cost: 1, Limit: 100, Period: time.Minute, Terminal: true}}
-	if n := testing.AllocsPerRun(100, func() { evalCmd(ratelimit.ModeCheck, one) }); n > 4 {
-		t.Errorf("evalCmd of one op: %v allocations, want at most 4", n)
+	if n := testing.AllocsPerRun(100, func() { evalCmd(ratelimit.ModeCheck, one) }); n > 2 {
+		t.Errorf("evalCmd of one op: %v allocations, want at most 2", n)
 	}
 }
 

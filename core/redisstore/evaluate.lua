@@ -1,15 +1,19 @@
 -- evaluate.lua: apply a check's ops in order (ratelimit.Store.Eval semantics).
 --
--- KEYS[2i-1], KEYS[2i]: counter (or set) key and ban key of op i; the ban key
---   repeats the counter key when the op has no ban.
--- ARGV[1]: "0" check, "1" peek.
--- ARGV[2i]: "<kind> <flags> <limit> <period_ms> <ban_ms> <cost>" of op i, where
---   kind is 0 (count) or 1 (distinct) and flags is 1 (terminal) + 2 (has ban key).
--- ARGV[2i+1]: the member of a distinct op ("" otherwise).
+-- KEYS: each op's counter (or set) key, followed by its ban key when it has a
+--   ban.
+-- ARGV: each op's code, followed by its fields. The code says which fields:
+--   'n', 't': a counter charged with a whole positive cost, without a ban, in
+--            a check (the usual op); 't' when terminal. Fields: limit,
+--            period_ms, cost.
+--   'g<kind><flags><peek>': any op. kind is 0 (count) or 1 (distinct); flags
+--            is 1 (terminal) + 2 (has a ban key); peek is 1 in a peek, 0 in a
+--            check. Fields: limit, period_ms, ban_ms, cost, member (of a
+--            distinct op; "" otherwise).
 --
 -- Returns three values per evaluated op, stopping after an exceeded terminal op:
---   count: the counter as Redis stores it (a string: Lua numbers would be
---          truncated to integers) or the set size;
+--   count: the counter (an integer, or a string when fractional: Lua numbers
+--          would be truncated to integers) or the set size;
 --   ttl:   milliseconds left in the window, or in the ban when banned; the
 --          period when the key does not exist;
 --   bits:  1 banned, 2 exceeded.
@@ -17,86 +21,70 @@
 -- Windows run on Redis's clock: a window is the key's TTL, set on the first
 -- write and never extended.
 --
--- The script runs on every check, so the usual cases are kept to the fewest
--- commands: a counter charged with a whole cost is INCRBY and PTTL (and
--- PEXPIRE on its first write), a rule without a ban never looks for one, and
--- a key's type is asked only after a command on it failed.
-local peek = ARGV[1] == '1'
+-- The script runs on every check, so the usual op costs the fewest commands
+-- (INCRBY and PTTL, and PEXPIRE on its first write) and the least Lua: its
+-- fields are separate arguments compared or converted only when used, with no
+-- pattern matching, and the general code below is not even defined unless an
+-- op needs it.
 
--- Keys encode the counting kind, so a value of another type is foreign (an
--- older version's key, a hand-written one): it is replaced with a fresh
--- counter rather than failing every check with WRONGTYPE; a peek, which
--- writes nothing, treats it as absent. foreign is called after a command on
--- key failed (which wrote nothing) and reports whether that was the reason.
-local function foreign(key, want)
-  if redis.call('TYPE', key)['ok'] == want then
-    return false
-  end
-  if not peek then redis.call('DEL', key) end
-  return true
-end
+local general -- function(key, bankey, kind, terminal, hasban, peek, limit, period, banfor, cost, member)
 
--- read returns the reply of GET or SCARD on key, or nil when key holds a
--- foreign value (the one way these commands fail).
-local function read(cmd, key, want)
-  local r = redis.pcall(cmd, key)
-  if type(r) == 'table' then
-    if foreign(key, want) then return nil end
-    return redis.call(cmd, key)
-  end
-  return r
-end
-
-local out, nout = {}, 0
-for i = 1, #KEYS / 2 do
-  local key = KEYS[2 * i - 1]
-  local kind, flags, limit, period, banfor, cost =
-    string.match(ARGV[2 * i], '^(%d) (%d+) (%S+) (%d+) (%d+) (%S+)$')
-  if not kind then
-    return redis.error_reply('ERR ratekit: bad op spec ' .. tostring(ARGV[2 * i]))
-  end
-  -- tonumber is dear (strtod), so the usual fields are compared as strings and
-  -- the others converted only when used.
-  local terminal, hasban
-  if flags == '0' or flags == '1' or flags == '2' or flags == '3' then
-    terminal, hasban = flags == '1' or flags == '3', flags == '2' or flags == '3'
-  else
-    flags = tonumber(flags)
-    terminal, hasban = flags % 2 == 1, flags >= 2
-  end
-  -- A whole positive cost, which INCRBY takes.
-  local whole = string.find(cost, '^[1-9]%d*$') ~= nil
-  local distinct = kind == '1'
-  local count, ttl, bits = '0', nil, 0
-
-  local bttl = -2
-  if hasban then
-    bttl = redis.call('PTTL', KEYS[2 * i])
-  end
-  if bttl ~= -2 then
-    -- An active ban: exceeded, not charged, reset at the ban's end.
-    if distinct then
-      local n = read('SCARD', key, 'set')
-      if n and n > 0 then count = n end
-    else
-      count = read('GET', key, 'string') or '0'
+local function define()
+  -- Keys encode the counting kind, so a value of another type is foreign (an
+  -- older version's key, a hand-written one): it is replaced with a fresh
+  -- counter rather than failing every check with WRONGTYPE; a peek, which
+  -- writes nothing, treats it as absent. foreign is called after a command on
+  -- key failed (which wrote nothing) and reports whether that was the reason.
+  local function foreign(key, want, peek)
+    if redis.call('TYPE', key)['ok'] == want then
+      return false
     end
-    if bttl < 0 then bttl = 0 end
-    ttl, bits = bttl, 3
-  else
+    if not peek then redis.call('DEL', key) end
+    return true
+  end
+
+  -- read returns the reply of GET or SCARD on key, or nil when key holds a
+  -- foreign value (the one way these commands fail).
+  local function read(cmd, key, want, peek)
+    local r = redis.pcall(cmd, key)
+    if type(r) == 'table' then
+      if foreign(key, want, peek) then return nil end
+      return redis.call(cmd, key)
+    end
+    return r
+  end
+
+  general = function(key, bankey, distinct, hasban, peek, limit, period, banfor, cost, member)
+    local count, ttl, bits = 0, nil, 0
+    local bttl = -2
+    if hasban then
+      bttl = redis.call('PTTL', bankey)
+    end
+    if bttl ~= -2 then
+      -- An active ban: exceeded, not charged, reset at the ban's end.
+      if distinct then
+        local n = read('SCARD', key, 'set', peek)
+        if n and n > 0 then count = n end
+      else
+        count = read('GET', key, 'string', peek) or 0
+      end
+      if bttl < 0 then bttl = 0 end
+      return count, bttl, 3
+    end
     limit = tonumber(limit)
-    local charge = not peek and (whole or tonumber(cost) > 0)
+    local costn = tonumber(cost)
+    local charge = not peek and costn > 0
     local would
     if charge then
       if distinct then
-        local n = read('SCARD', key, 'set') or 0
+        local n = read('SCARD', key, 'set', peek) or 0
         -- A set already over its limit stays exceeded whatever is added, so it
         -- stops growing: a client cannot inflate it past limit + 1 members.
         if n <= limit then
-          n = n + redis.call('SADD', key, ARGV[2 * i + 1])
+          n = n + redis.call('SADD', key, member)
           would = n
         else
-          would = n + 1 - redis.call('SISMEMBER', key, ARGV[2 * i + 1])
+          would = n + 1 - redis.call('SISMEMBER', key, member)
         end
         count = n
       else
@@ -104,15 +92,15 @@ for i = 1, #KEYS / 2 do
         -- takes whole costs and whole counters only: anything else (a
         -- fractional cost now or before, a foreign value) takes INCRBYFLOAT.
         local r
-        if whole then
+        if string.find(cost, '^[1-9]%d*$') then
           r = redis.pcall('INCRBY', key, cost)
         end
         if type(r) == 'number' then
-          count, would = string.format('%.0f', r), r
+          count, would = r, r
         else
           r = redis.pcall('INCRBYFLOAT', key, cost)
           if type(r) == 'table' then
-            foreign(key, 'string')
+            foreign(key, 'string', peek)
             r = redis.call('INCRBYFLOAT', key, cost) -- the error again, unless foreign
           end
           count, would = r, tonumber(r)
@@ -125,50 +113,88 @@ for i = 1, #KEYS / 2 do
         redis.call('PEXPIRE', key, period) -- first write: the window starts
       end
     else
-      local costn = tonumber(cost)
       local pttl = redis.call('PTTL', key)
       local n
       if pttl ~= -2 then
         if distinct then
-          n = read('SCARD', key, 'set')
+          n = read('SCARD', key, 'set', peek)
         else
-          n = read('GET', key, 'string')
+          n = read('GET', key, 'string', peek)
         end
         if n == nil then pttl = -2 end
       end
       if distinct then
         n = n or 0
         would = n
-        if peek and costn > 0 and (pttl == -2 or redis.call('SISMEMBER', key, ARGV[2 * i + 1]) == 0) then
+        if peek and costn > 0 and (pttl == -2 or redis.call('SISMEMBER', key, member) == 0) then
           would = n + 1
         end
         count = n
       else
-        count = n or '0'
+        count = n or 0
         would = tonumber(count)
         if peek then would = would + costn end
       end
       if pttl >= 0 then ttl = pttl end
     end
     if would > limit then
-      bits = bits + 2
+      bits = 2
       if charge and hasban then
         banfor = tonumber(banfor)
         if banfor > 0 then
-          redis.call('SET', KEYS[2 * i], '1', 'PX', banfor)
-          ttl, bits = banfor, bits + 1
+          redis.call('SET', bankey, '1', 'PX', banfor)
+          ttl, bits = banfor, 3
         end
       end
     end
+    return count, ttl or tonumber(period), bits
+  end
+end
+
+local out, nout, k, a = nil, 0, 1, 1
+while ARGV[a] do
+  local code, key = ARGV[a], KEYS[k]
+  local count, ttl, bits, terminal
+  if code == 'n' or code == 't' then
+    terminal = code == 't'
+    local period = ARGV[a + 2]
+    local r = redis.pcall('INCRBY', key, ARGV[a + 3])
+    if type(r) == 'number' then
+      local pttl = redis.call('PTTL', key)
+      if pttl == -1 then
+        redis.call('PEXPIRE', key, period) -- first write: the window starts
+        pttl = tonumber(period)
+      end
+      count, ttl, bits = r, pttl, 0
+      if r > tonumber(ARGV[a + 1]) then bits = 2 end
+    else -- a fractional or foreign value: INCRBY wrote nothing
+      if not general then define() end
+      count, ttl, bits = general(key, nil, false, false, false, ARGV[a + 1], period, '0', ARGV[a + 3], '')
+    end
+    k, a = k + 1, a + 4
+  else
+    local kind, flags, peek = string.byte(code, 2, 4)
+    if code:sub(1, 1) ~= 'g' or not peek then
+      return redis.error_reply('ERR ratekit: bad op code ' .. code)
+    end
+    flags = flags - 48
+    terminal = flags % 2 == 1
+    local hasban = flags >= 2
+    local bankey = key
+    if hasban then bankey = KEYS[k + 1]; k = k + 2 else k = k + 1 end
+    if not general then define() end
+    count, ttl, bits = general(key, bankey, kind == 49, hasban, peek == 49,
+      ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5])
+    a = a + 6
   end
   if nout == 0 then
-    out = {count, ttl or tonumber(period), bits} -- sized at once: most checks are one op
+    out = {count, ttl, bits} -- sized at once: most checks are one op
   else
-    out[nout + 1], out[nout + 2], out[nout + 3] = count, ttl or tonumber(period), bits
+    out[nout + 1], out[nout + 2], out[nout + 3] = count, ttl, bits
   end
   nout = nout + 3
-  if terminal and bits % 4 >= 2 then
+  if terminal and bits >= 2 then
     break
   end
 end
-return out
+return out or {}

@@ -221,17 +221,18 @@ func evalProcess(ctx context.Context, p processor, mode ratelimit.Mode, ops []ra
 
 // evalCmd is the whole EVALSHA command of evaluate.lua for ops, in one slice:
 // the name, the hash, the key count, KEYS and ARGV as evalArgs builds them.
-// A key used twice (an op without a ban key) is converted once.
 func evalCmd(mode ratelimit.Mode, ops []ratelimit.Op) []any {
-	cmd := make([]any, 3, 3+2*len(ops)+1+2*len(ops))
-	cmd[0], cmd[1], cmd[2] = "evalsha", evaluateSHA, 2*len(ops)
+	nkeys := 0
 	for i := range ops {
-		key := any(ops[i].Key)
-		ban := key // converted once when the op has no ban key
+		nkeys += keyCount(&ops[i])
+	}
+	cmd := make([]any, 3, 3+nkeys+6*len(ops))
+	cmd[0], cmd[1], cmd[2] = "evalsha", evaluateSHA, nkeys
+	for i := range ops {
+		cmd = append(cmd, ops[i].Key)
 		if ops[i].BanKey != "" {
-			ban = ops[i].BanKey
+			cmd = append(cmd, ops[i].BanKey)
 		}
-		cmd = append(cmd, key, ban)
 	}
 	return appendArgv(cmd, mode, ops, nil)
 }
@@ -246,40 +247,37 @@ func evalArgs(mode ratelimit.Mode, ops []ratelimit.Op, idx []int) ([]string, []a
 	keys := make([]string, 0, 2*n)
 	for j := range n {
 		op := opAt(ops, idx, j)
-		keys = append(keys, op.Key, banKeyOf(op))
+		keys = append(keys, op.Key)
+		if op.BanKey != "" {
+			keys = append(keys, op.BanKey)
+		}
 	}
-	return keys, appendArgv(make([]any, 0, 1+2*n), mode, ops, idx)
+	return keys, appendArgv(make([]any, 0, 6*n), mode, ops, idx)
 }
 
 // appendArgv appends the ARGV of evaluate.lua for ops[idx] (all ops when idx
-// is nil) to args: the mode, then each op's spec and member.
+// is nil) to args: each op's code, fields (as appendFields writes them) and,
+// in the general form, member.
 func appendArgv(args []any, mode ratelimit.Mode, ops []ratelimit.Op, idx []int) []any {
 	n := len(ops)
 	if idx != nil {
 		n = len(idx)
 	}
-	if mode == ratelimit.ModePeek { // constants: converting them to any costs nothing
-		args = append(args, "1")
-	} else {
-		args = append(args, "0")
-	}
-	// All specs share one string so that each arg costs no copy of its own;
-	// the scratch space stays on the stack for usual checks.
-	var bufArr [320]byte
-	var endsArr [8]int
-	buf, ends := bufArr[:0], endsArr[:0]
-	if n > len(endsArr) {
-		ends = make([]int, 0, n)
-	}
 	for j := range n {
-		buf = appendSpec(buf, opAt(ops, idx, j))
-		ends = append(ends, len(buf))
-	}
-	specs := string(buf)
-	start := 0
-	for j := range n {
-		args = append(args, specs[start:ends[j]], opAt(ops, idx, j).Member)
-		start = ends[j]
+		op := opAt(ops, idx, j)
+		code := opCode(mode, op)
+		args = append(args, opCodeArgs[code], numArg(op.Limit), numArg(millis(op.Period)))
+		if isShort(code) {
+			args = append(args, numArg(int64(op.Cost)))
+			continue
+		}
+		args = append(args, numArg(millis(op.BanFor)))
+		if c, ok := wholeCost(op.Cost); ok {
+			args = append(args, numArg(c))
+		} else {
+			args = append(args, strconv.FormatFloat(op.Cost, 'g', -1, 64))
+		}
+		args = append(args, op.Member)
 	}
 	return args
 }
