@@ -49,6 +49,7 @@ type Store struct {
 	evaluate *redis.Script // evaluateScript; a field so tests can send one unknown to the server
 	bounded  bool          // the client honours context deadlines
 	proc     processor     // client, when it is one of go-redis' own clients
+	raw      bool          // client is a *redis.Client: checks go through evalRaw
 
 	// Dial: the pipelined connections (client is nil), and their options.
 	pool  *connPool
@@ -98,6 +99,7 @@ func New(client Client, opts ...Option) *Store {
 	}
 	switch c := client.(type) {
 	case *redis.Client:
+		s.raw = true
 		s.bounded = c.Options().ContextTimeoutEnabled
 	case *redis.ClusterClient:
 		s.sharding = bySlot
@@ -167,9 +169,16 @@ func (s *Store) Eval(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.O
 
 // evalOne applies all ops in one script call: EVALSHA, or EVAL after NOSCRIPT.
 // go-redis' own clients process a prepared command, which saves the copies
-// and conversions of Script.Run; other Clients (wrappers, which may intercept
+// and conversions of Script.Run (a *redis.Client a pooled one whose reply is
+// read raw: see evalRaw); other Clients (wrappers, which may intercept
 // EvalSha) go through Script.Run.
 func (s *Store) evalOne(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.Op, out []ratelimit.OpResult) ([]ratelimit.OpResult, error) {
+	if s.raw {
+		if err := evalRaw(ctx, s.proc, mode, ops, out); err != nil {
+			return nil, err
+		}
+		return out, nil
+	}
 	var res []any
 	var err error
 	if s.proc != nil {
