@@ -1,12 +1,46 @@
 package redisstore
 
 import (
+	"context"
+	"net"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/internal/redistest"
 )
+
+// checkAllocations checks that a check of rules (limit rules on one
+// characteristic) through a Limiter on s allocates at most max, plus extra
+// under -race, where sync.Pool drops a share of what is put back.
+func checkAllocations(t *testing.T, s ratelimit.Store, rules int, max, extra float64) {
+	t.Helper()
+	rs := make([]ratelimit.Rule, rules)
+	for i := range rs {
+		rs[i] = ratelimit.Rule{Name: "r" + string(rune('a'+i)), Action: ratelimit.ActionLimit,
+			Characteristics: []string{"user"}, Limit: 1 << 40, Period: time.Hour}
+	}
+	l, err := ratelimit.New(ratelimit.Config{Name: "allocs", Store: s, KeyPrefix: redistest.Prefix(t), Rules: rs, Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := ratelimit.Identifier{"user": "u"}
+	l.Check(ctx, id) // the counters exist from here on
+	if raceEnabled {
+		max += extra
+	}
+	got := testing.AllocsPerRun(200, func() {
+		if r := l.Check(ctx, id); r.Err != nil || !r.Matched {
+			t.Fatalf("check: %+v", r)
+		}
+	})
+	t.Logf("%v allocations per check", got)
+	if got > max {
+		t.Fatalf("%v allocations per check, want at most %v", got, max)
+	}
+}
 
 // TestDialCheckAllocations pins the allocations of a check through a Limiter
 // on a Store from Dial: requests and reply buffers are pooled, so what is left
@@ -14,41 +48,65 @@ import (
 // evaluations it hands to the caller) and the outcomes. Under -race sync.Pool
 // drops some of the reused buffers, so the bound is looser there.
 func TestDialCheckAllocations(t *testing.T) {
-	tests := []struct {
-		name  string
-		rules int
-		max   float64
-	}{
-		{"1 rule", 1, 10},
-		{"5 rules", 5, 14},
-	}
 	s := dialStore(t, redistest.URL(t))
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			rules := make([]ratelimit.Rule, tt.rules)
-			for i := range rules {
-				rules[i] = ratelimit.Rule{Name: "r" + string(rune('a'+i)), Action: ratelimit.ActionLimit,
-					Characteristics: []string{"user"}, Limit: 1 << 40, Period: time.Hour}
-			}
-			l, err := ratelimit.New(ratelimit.Config{Name: "allocs", Store: s, KeyPrefix: redistest.Prefix(t), Rules: rules, Timeout: 5 * time.Second})
-			if err != nil {
-				t.Fatal(err)
-			}
-			id := ratelimit.Identifier{"user": "u"}
-			l.Check(ctx, id) // the counters exist from here on
-			max := tt.max
-			if raceEnabled {
-				max += 8 // a dropped request costs its struct, channel and buffers
-			}
-			got := testing.AllocsPerRun(200, func() {
-				if r := l.Check(ctx, id); r.Err != nil || !r.Matched {
-					t.Fatalf("check: %+v", r)
-				}
-			})
-			t.Logf("%v allocations per check", got)
-			if got > max {
-				t.Fatalf("%v allocations per check, want at most %v", got, max)
-			}
-		})
+	t.Run("1 rule", func(t *testing.T) { checkAllocations(t, s, 1, 10, 8) })
+	t.Run("5 rules", func(t *testing.T) { checkAllocations(t, s, 5, 14, 8) })
+}
+
+// TestClientCheckAllocations pins the allocations of a check on a Store from
+// New with a *redis.Client (built with ContextTimeoutEnabled, as doc.go
+// advises): the command and its reply buffer are pooled (evalRaw), so the
+// store adds only the outcomes to what a check costs on the Dial path; the
+// rest is go-redis' own. Per check, with one rule: the Limiter's timeout
+// context (4: context.WithTimeout), its channel (1: go-redis' pool calls
+// ctx.Done), the counter key and the evaluations (2), the outcomes (1), and
+// go-redis' health check of the pooled connection (3: SyscallConn and
+// rawConn.Read), which a connection that hides its SyscallConn spares (see
+// doc.go, "Allocations").
+func TestClientCheckAllocations(t *testing.T) {
+	client := func(t *testing.T, dialer func(context.Context, string, string) (net.Conn, error)) *redis.Client {
+		opt, err := redis.ParseURL(redistest.URL(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		opt.ContextTimeoutEnabled = true
+		opt.Dialer = dialer
+		c := redis.NewClient(opt)
+		t.Cleanup(func() { _ = c.Close() })
+		return c
 	}
+	s := New(client(t, nil))
+	t.Run("1 rule", func(t *testing.T) { checkAllocations(t, s, 1, 11, 8) })
+	t.Run("5 rules", func(t *testing.T) { checkAllocations(t, s, 5, 11, 8) })
+	s = New(client(t, plainDialer))
+	t.Run("no health check/1 rule", func(t *testing.T) { checkAllocations(t, s, 1, 8, 8) })
+}
+
+// plainDialer dials TCP connections that hide their SyscallConn, which turns
+// off go-redis' health check of pooled connections (see doc.go).
+func plainDialer(ctx context.Context, network, addr string) (net.Conn, error) {
+	c, err := (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 5 * time.Minute}).DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return struct{ net.Conn }{c}, nil
+}
+
+// TestGoRedisCheckAllocations bounds the allocations of a check through
+// go-redis' other clients, which keep a redis.Cmd per check (a cluster client
+// routes by key and caches the slot in the command; the autopipeliner may run
+// a command after Process returns): on a cluster client built with
+// ContextTimeoutEnabled, the Dial path's 8 and go-redis' health check (3), the
+// Cmd, its args and boxed key (3), the reply ([]any and a boxed TTL: 2). The
+// autopipeliner is never context-bounded (the Limiter guards each check with
+// a goroutine), and batches in go-redis' own structures.
+func TestGoRedisCheckAllocations(t *testing.T) {
+	t.Run("cluster/1 rule", func(t *testing.T) {
+		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: redistest.ClusterAddrs(t), ContextTimeoutEnabled: true})
+		t.Cleanup(func() { _ = c.Close() })
+		checkAllocations(t, New(c), 1, 17, 8)
+	})
+	t.Run("autopipeliner/1 rule", func(t *testing.T) {
+		checkAllocations(t, New(autoPipeliner(t, redistest.Client(t))), 1, 36, 8)
+	})
 }

@@ -61,15 +61,21 @@ func TestEvalCmd(t *testing.T) {
 				want = append(want, k)
 			}
 			want = append(want, args...)
-			if got := evalCmd(mode, ops[:n]); fmt.Sprintf("%#v", got) != fmt.Sprintf("%#v", want) {
+			if got := evalCmd(mode, ops[:n], nil); fmt.Sprintf("%#v", got) != fmt.Sprintf("%#v", want) {
 				t.Errorf("%s, %d ops: command\n%#v\nwant\n%#v", mode, n, got, want)
 			}
+		}
+		// A group of a cluster stage: ops[idx], as if they were all the ops.
+		idx := []int{2, 0}
+		sub := []ratelimit.Op{ops[2], ops[0]}
+		if got, want := evalCmd(mode, ops, idx), evalCmd(mode, sub, nil); fmt.Sprintf("%#v", got) != fmt.Sprintf("%#v", want) {
+			t.Errorf("%s, ops %v: command\n%#v\nwant\n%#v", mode, idx, got, want)
 		}
 	}
 	// One op without a ban: the slice and the key are all that allocates; the
 	// numbers repeat, and are converted once.
 	one := []ratelimit.Op{{Key: "{user:1}", Cost: 1, Limit: 100, Period: time.Minute, Terminal: true}}
-	if n := testing.AllocsPerRun(100, func() { evalCmd(ratelimit.ModeCheck, one) }); n > 2 {
+	if n := testing.AllocsPerRun(100, func() { evalCmd(ratelimit.ModeCheck, one, nil) }); n > 2 {
 		t.Errorf("evalCmd of one op: %v allocations, want at most 2", n)
 	}
 }

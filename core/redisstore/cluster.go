@@ -21,6 +21,12 @@ import (
 // Each stage is planned (shardsOf, stageEnd, groupShards), run (evalStage),
 // then its outcomes are read for a block (blockedIn).
 func (s *Store) evalSharded(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.Op, out []ratelimit.OpResult) ([]ratelimit.OpResult, error) {
+	if s.oneShard(ops) { // the usual check: one stage of one script, nothing to plan
+		if err := s.evalGroup(ctx, mode, ops, nil, out); err != nil {
+			return nil, err
+		}
+		return out, nil
+	}
 	shards, err := s.shardsOf(ops)
 	if err != nil {
 		return nil, err
@@ -39,6 +45,18 @@ func (s *Store) evalSharded(ctx context.Context, mode ratelimit.Mode, ops []rate
 		start = end
 	}
 	return out, nil
+}
+
+// oneShard reports whether all keys of ops, ban keys included, live on one
+// shard: then the check is one stage, and its one group is all of ops.
+func (s *Store) oneShard(ops []ratelimit.Op) bool {
+	first := s.shardOf(ops[0].Key)
+	for i := range ops {
+		if i > 0 && s.shardOf(ops[i].Key) != first || ops[i].BanKey != "" && s.shardOf(ops[i].BanKey) != first {
+			return false
+		}
+	}
+	return true
 }
 
 // shardsOf returns the shard of each op. An op's ban key must share its
@@ -93,12 +111,7 @@ func blockedIn(ops []ratelimit.Op, out []ratelimit.OpResult, start, end int) boo
 // group's reply decoded into out.
 func (s *Store) evalStage(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.Op, groups [][]int, out []ratelimit.OpResult) error {
 	if len(groups) == 1 { // the usual stage: one script call, no pipeline
-		keys, args := evalArgs(mode, ops, groups[0])
-		res, err := s.evaluate.Run(ctx, s.client, keys, args...).Slice()
-		if err != nil {
-			return fmt.Errorf("redisstore: eval: %w", err)
-		}
-		return decode(res, out, groups[0])
+		return s.evalGroup(ctx, mode, ops, groups[0], out)
 	}
 	calls := make([]scriptCall, len(groups))
 	for g, idx := range groups {
@@ -118,6 +131,26 @@ func (s *Store) evalStage(ctx context.Context, mode ratelimit.Mode, ops []rateli
 		}
 	}
 	return nil
+}
+
+// evalGroup evaluates ops[idx] (all ops when idx is nil), which share a
+// shard, in one script call, and decodes the reply into out. go-redis' own
+// clients process a prepared command, which routes by its first key as
+// Script.Run's does, without Script.Run's copies; other Clients go through
+// Script.Run.
+func (s *Store) evalGroup(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.Op, idx []int, out []ratelimit.OpResult) error {
+	var res []any
+	var err error
+	if s.proc != nil {
+		res, err = evalProcess(ctx, s.proc, mode, ops, idx)
+	} else {
+		keys, args := evalArgs(mode, ops, idx)
+		res, err = s.evaluate.Run(ctx, s.client, keys, args...).Slice()
+	}
+	if err != nil {
+		return fmt.Errorf("redisstore: eval: %w", err)
+	}
+	return decode(res, out, idx)
 }
 
 // groupShards partitions start..end-1 by shard, keeping the order within each.

@@ -212,6 +212,9 @@ func evalRaw(ctx context.Context, p processor, mode ratelimit.Mode, ops []rateli
 	if err := readReply(e.br, &e.r); err != nil {
 		return fmt.Errorf("redisstore: eval: %w", err)
 	}
+	if e.br.Buffered() > 0 || e.rd.Len() > 0 { // one reply, and nothing else
+		return fmt.Errorf("redisstore: eval: %w: %d bytes after the reply", errProtocol, e.br.Buffered()+e.rd.Len())
+	}
 	if e.r.err != nil {
 		return fmt.Errorf("redisstore: eval: %w", e.r.err)
 	}

@@ -19,7 +19,7 @@ func TestAppendEvalMatchesEvalCmd(t *testing.T) {
 		{Kind: ratelimit.OpDistinct, Key: "k2", BanKey: "k2:ban", Member: "m", Cost: 1, Limit: 3, Period: time.Hour, BanFor: time.Minute},
 	}
 	for _, mode := range []ratelimit.Mode{ratelimit.ModeCheck, ratelimit.ModePeek} {
-		args := evalCmd(mode, ops)
+		args := evalCmd(mode, ops, nil)
 		var want []byte
 		want = appendArrayHeader(want, len(args))
 		for _, a := range args {

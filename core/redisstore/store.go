@@ -182,7 +182,7 @@ func (s *Store) evalOne(ctx context.Context, mode ratelimit.Mode, ops []ratelimi
 	var res []any
 	var err error
 	if s.proc != nil {
-		res, err = evalProcess(ctx, s.proc, mode, ops)
+		res, err = evalProcess(ctx, s.proc, mode, ops, nil)
 	} else {
 		keys, args := evalArgs(mode, ops, nil)
 		res, err = s.evaluate.Run(ctx, s.client, keys, args...).Slice()
@@ -210,16 +210,16 @@ var (
 	evaluateSrc any = evaluateLua
 )
 
-// evalProcess runs evaluate.lua on ops as one prepared EVALSHA, and as EVAL
-// when the server does not have the script cached (after a restart, a
-// failover or SCRIPT FLUSH).
-func evalProcess(ctx context.Context, p processor, mode ratelimit.Mode, ops []ratelimit.Op) ([]any, error) {
-	args := evalCmd(mode, ops)
-	cmd := redis.NewCmd(ctx, args...)
+// evalProcess runs evaluate.lua on ops[idx] (all ops when idx is nil) as one
+// prepared EVALSHA, and as EVAL when the server does not have the script
+// cached (after a restart, a failover or SCRIPT FLUSH).
+func evalProcess(ctx context.Context, p processor, mode ratelimit.Mode, ops []ratelimit.Op, idx []int) ([]any, error) {
+	args := evalCmd(mode, ops, idx)
+	cmd := newEvalCmd(ctx, args)
 	err := p.Process(ctx, cmd)
 	if err != nil && isNoScript(err) { // HasErrorPrefix allocates even for nil
 		args[0], args[1] = "eval", evaluateSrc
-		cmd = redis.NewCmd(ctx, args...)
+		cmd = newEvalCmd(ctx, args)
 		err = p.Process(ctx, cmd)
 	}
 	if err != nil {
@@ -228,22 +228,40 @@ func evalProcess(ctx context.Context, p processor, mode ratelimit.Mode, ops []ra
 	return cmd.Slice()
 }
 
-// evalCmd is the whole EVALSHA command of evaluate.lua for ops, in one slice:
-// the name, the hash, the key count, KEYS and ARGV as evalArgs builds them.
-func evalCmd(mode ratelimit.Mode, ops []ratelimit.Op) []any {
-	nkeys := 0
-	for i := range ops {
-		nkeys += keyCount(&ops[i])
+// newEvalCmd returns the command of args, an evalCmd, with what a cluster
+// client would otherwise look up per command: the position of KEYS[1], which
+// it routes by (as EvalSha sets it), and the step between keys, which spares
+// it a lookup of the command's COMMAND INFO (and, with ContextTimeoutEnabled,
+// a timeout context for it) on every check.
+func newEvalCmd(ctx context.Context, args []any) *redis.Cmd {
+	cmd := redis.NewCmd(ctx, args...)
+	cmd.SetFirstKeyPos(3)
+	cmd.SetStepCount(1)
+	return cmd
+}
+
+// evalCmd is the whole EVALSHA command of evaluate.lua for ops[idx] (all ops
+// when idx is nil), in one slice: the name, the hash, the key count, KEYS and
+// ARGV as evalArgs builds them.
+func evalCmd(mode ratelimit.Mode, ops []ratelimit.Op, idx []int) []any {
+	n := len(ops)
+	if idx != nil {
+		n = len(idx)
 	}
-	cmd := make([]any, 3, 3+nkeys+6*len(ops))
+	nkeys := 0
+	for j := range n {
+		nkeys += keyCount(opAt(ops, idx, j))
+	}
+	cmd := make([]any, 3, 3+nkeys+6*n)
 	cmd[0], cmd[1], cmd[2] = "evalsha", evaluateSHA, nkeys
-	for i := range ops {
-		cmd = append(cmd, ops[i].Key)
-		if ops[i].BanKey != "" {
-			cmd = append(cmd, ops[i].BanKey)
+	for j := range n {
+		op := opAt(ops, idx, j)
+		cmd = append(cmd, op.Key)
+		if op.BanKey != "" {
+			cmd = append(cmd, op.BanKey)
 		}
 	}
-	return appendArgv(cmd, mode, ops, nil)
+	return appendArgv(cmd, mode, ops, idx)
 }
 
 // evalArgs builds the KEYS and ARGV of evaluate.lua for ops[idx] (all ops when
