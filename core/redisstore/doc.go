@@ -124,10 +124,46 @@
 // Limiter then fails open); the groups that succeeded keep their charges.
 //
 // Scripts are cached per node and lost on restart, failover or SCRIPT FLUSH.
-// Single calls fall back from EVALSHA to EVAL through redis.Script.Run;
-// go-redis does not do so inside pipelines (go-redis#3228), so the store
+// Single calls fall back from EVALSHA to EVAL on NOSCRIPT (redis.Script.Run
+// does it for a Client that is not one of go-redis' own); go-redis does not
+// do so inside pipelines (go-redis#3228), so the store
 // re-sends the groups that got NOSCRIPT with EVAL, in one more round trip,
 // which also caches the script on those nodes again.
+//
+// # Allocations
+//
+// On Dial's connections and on a *redis.Client a check allocates nothing in
+// the store but its outcomes: requests, commands and reply buffers are pooled
+// (on a *redis.Client go-redis hands over the raw reply of a pooled command, so
+// a hook that keeps a command past its call must copy what it needs). What
+// remains is the Limiter's own (its per-check timeout context, the keys, the
+// evaluations) and go-redis': a cluster client or autopipeliner builds a
+// redis.Cmd per check and decodes its reply into interfaces, and every client
+// checks the health of each connection it takes from its pool, a
+// non-blocking peek through the connection's SyscallConn that costs 3
+// allocations.
+//
+// The health check notices, before use, a connection that the server closed
+// while it sat in the pool (an idle timeout, a restart). Connections that hide
+// their SyscallConn skip it (TLS connections always do), so a client whose
+// Dialer wraps its connections does without it:
+//
+//	opt.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+//		d := net.Dialer{Timeout: 5 * time.Second, KeepAlive: 5 * time.Minute}
+//		c, err := d.DialContext(ctx, network, addr)
+//		if err != nil {
+//			return nil, err
+//		}
+//		return struct{ net.Conn }{c}, nil // no SyscallConn: no health check
+//	}
+//
+// A dead connection is then found when it is used: the command fails before
+// any reply is read, and go-redis retries it on another connection, up to
+// MaxRetries times (3 by default). After a server restart a check fails (and
+// the Limiter fails open) when it meets more dead connections than that, until
+// the pool has used them all up; a ConnMaxIdleTime below the server's timeout
+// keeps idle connections from dying in the pool. Take it where the
+// allocations matter more.
 //
 // # What the store does not do
 //
