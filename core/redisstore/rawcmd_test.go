@@ -29,6 +29,12 @@ func TestRawEvalMatchesAppendEval(t *testing.T) {
 		{{Kind: ratelimit.OpCount, Key: "{longer key}:b", BanKey: "{longer key}:b:ban", Cost: 3, Limit: 1, Period: time.Minute, BanFor: time.Hour}},
 		{{Kind: ratelimit.OpCount, Key: "x", Cost: 1, Limit: 10, Period: time.Minute}},
 	}
+	var many []ratelimit.Op // longer than maxPooledArgs: made afresh each time
+	for i := range 12 {
+		many = append(many, ratelimit.Op{Kind: ratelimit.OpDistinct, Key: fmt.Sprint("{m}:", i), BanKey: fmt.Sprint("{m}:", i, ":ban"),
+			Member: fmt.Sprint("member", i), Cost: 1, Limit: int64(i), Period: time.Minute, BanFor: time.Minute})
+	}
+	checks = append(checks, many)
 	for round := range 2 { // the second round reuses pooled commands
 		for _, mode := range []ratelimit.Mode{ratelimit.ModeCheck, ratelimit.ModePeek} {
 			for i, ops := range checks {
