@@ -17,12 +17,19 @@ import (
 // under -race, where sync.Pool drops a share of what is put back.
 func checkAllocations(t *testing.T, s ratelimit.Store, rules int, max, extra float64) {
 	t.Helper()
+	checkAllocationsCtx(t, ctx, s, rules, max, extra)
+}
+
+// checkAllocationsCtx is checkAllocations for checks under ctx. The Limiter's
+// Timeout is an hour, so that a deadline of ctx comes first.
+func checkAllocationsCtx(t *testing.T, ctx context.Context, s ratelimit.Store, rules int, max, extra float64) {
+	t.Helper()
 	rs := make([]ratelimit.Rule, rules)
 	for i := range rs {
 		rs[i] = ratelimit.Rule{Name: "r" + string(rune('a'+i)), Action: ratelimit.ActionLimit,
 			Characteristics: []string{"user"}, Limit: 1 << 40, Period: time.Hour}
 	}
-	l, err := ratelimit.New(ratelimit.Config{Name: "allocs", Store: s, KeyPrefix: redistest.Prefix(t), Rules: rs, Timeout: 5 * time.Second})
+	l, err := ratelimit.New(ratelimit.Config{Name: "allocs", Store: s, KeyPrefix: redistest.Prefix(t), Rules: rs, Timeout: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,8 +85,15 @@ func TestClientCheckAllocations(t *testing.T) {
 	s := New(client(t, nil))
 	t.Run("1 rule", func(t *testing.T) { checkAllocations(t, s, 1, 11, 8) })
 	t.Run("5 rules", func(t *testing.T) { checkAllocations(t, s, 5, 11, 8) })
+	// A caller whose context has a deadline within Config.Timeout (a server's
+	// request deadline) spares the Limiter its timeout context, and go-redis'
+	// ctx.Done the channel: 5 fewer.
+	deadline, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	t.Run("caller deadline/1 rule", func(t *testing.T) { checkAllocationsCtx(t, deadline, s, 1, 6, 8) })
 	s = New(client(t, plainDialer))
 	t.Run("no health check/1 rule", func(t *testing.T) { checkAllocations(t, s, 1, 8, 8) })
+	t.Run("no health check, caller deadline/1 rule", func(t *testing.T) { checkAllocationsCtx(t, deadline, s, 1, 3, 8) })
 }
 
 // plainDialer dials TCP connections that hide their SyscallConn, which turns
