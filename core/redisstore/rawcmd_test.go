@@ -231,3 +231,58 @@ func TestRawEvalConcurrentShapes(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestRawEvalGivenUp: on a hung server a Limiter gives up on checks that
+// go-redis still waits on (a client without ContextTimeoutEnabled, guarded
+// by the Limiter); their pooled commands are reused only once go-redis has
+// returned them, and checks succeed again once the server answers.
+func TestRawEvalGivenUp(t *testing.T) {
+	redistest.URL(t)
+	srv := redistest.StartServer(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, ReadTimeout: 300 * time.Millisecond, MaxRetries: -1})
+	t.Cleanup(func() { _ = c.Close() })
+	l, err := ratelimit.New(ratelimit.Config{Name: "given_up", Store: New(c), KeyPrefix: redistest.Prefix(t), Timeout: 50 * time.Millisecond,
+		Rules: []ratelimit.Rule{{Name: "r", Action: ratelimit.ActionLimit, Characteristics: []string{"user"}, Limit: 1 << 40, Period: time.Hour}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(user string) ratelimit.Result { return l.Check(ctx, ratelimit.Identifier{"user": user}) }
+	if r := check("u"); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	srv.Pause(t)
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			if r := check(fmt.Sprint("u", i)); r.Err == nil {
+				t.Error("a check on a hung server succeeded")
+			}
+		})
+	}
+	wg.Wait()
+	srv.Resume(t)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r := check("v")
+		if r.Err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no success within 30s of SIGCONT: %v", r.Err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for i := range 8 { // the pooled commands, given up or not, serve new checks
+		wg.Go(func() {
+			user := fmt.Sprint("w", i)
+			for n := 1; n <= 20; n++ {
+				r := check(user)
+				if r.Err != nil || len(r.Evaluations) != 1 || r.Evaluations[0].Info.Count != float64(n) {
+					t.Errorf("%s, check %d: %+v", user, n, r)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
