@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	ratelimit "github.com/ratekit/ratekit/core"
 	ikeys "github.com/ratekit/ratekit/internal/keys"
 	"github.com/ratekit/ratekit/internal/redistest"
@@ -162,4 +164,81 @@ func TestClusterModeOption(t *testing.T) {
 	if got := New(newRing(t)).sharding; got != byTag {
 		t.Errorf("ring: sharding %d", got)
 	}
+}
+
+// TestClusterRedirects: a check follows MOVED (a slot that moved since the
+// client loaded the slot map) and ASK (a slot being migrated) as go-redis'
+// cluster client follows them for its own commands. Private cluster: the
+// slots are moved for real.
+func TestClusterRedirects(t *testing.T) {
+	addrs := startCluster(t)
+	nodes := make([]*redis.Client, len(addrs))
+	ids := make([]string, len(addrs))
+	for i, a := range addrs {
+		nodes[i] = redis.NewClient(&redis.Options{Addr: a})
+		t.Cleanup(func() { _ = nodes[i].Close() })
+		id, err := nodes[i].Do(ctx, "CLUSTER", "MYID").Text()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = id
+	}
+	owner := func(s int) int { return s * len(addrs) / numSlots } // startCluster gives each master a third, in order
+	c := newHookedCluster(t, addrs)
+	s, k := New(c.ClusterClient), newKeyer(t)
+	eval(t, s, check, k.count("warm", 10, 1)) // the client has the slot map from here on
+
+	t.Run("MOVED", func(t *testing.T) {
+		op := k.count("moved", 10, 1)
+		sl := slot(op.Key)
+		from := owner(sl)
+		to := (from + 1) % len(addrs)
+		for _, n := range nodes { // an empty slot may simply be reassigned
+			if err := n.Do(ctx, "CLUSTER", "SETSLOT", sl, "NODE", ids[to]).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c.takeAll()
+		expectOutcomes(t, "moved", eval(t, s, check, op), ok(1, time.Minute))
+		redirected(t, c, addrs[from], addrs[to])
+		if v := nodes[to].Get(ctx, op.Key).Val(); v != "1" {
+			t.Fatalf("counter on the new owner = %q, want 1", v)
+		}
+		expectOutcomes(t, "moved again", eval(t, s, check, op), ok(2, time.Minute))
+	})
+	t.Run("ASK", func(t *testing.T) {
+		op := k.count("ask", 10, 1)
+		sl := slot(op.Key)
+		from := owner(sl)
+		to := (from + 1) % len(addrs)
+		if err := nodes[to].Do(ctx, "CLUSTER", "SETSLOT", sl, "IMPORTING", ids[from]).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := nodes[from].Do(ctx, "CLUSTER", "SETSLOT", sl, "MIGRATING", ids[to]).Err(); err != nil {
+			t.Fatal(err)
+		}
+		// The key is not on its owner, which is migrating the slot: ASK.
+		c.takeAll()
+		expectOutcomes(t, "asked", eval(t, s, check, op), ok(1, time.Minute))
+		redirected(t, c, addrs[from], addrs[to])
+		if n := nodes[from].Exists(ctx, op.Key).Val(); n != 0 {
+			t.Fatalf("the counter was written on the migrating node")
+		}
+		if v := c.Get(ctx, op.Key).Val(); v != "1" { // asked too
+			t.Fatalf("counter on the importing node = %q, want 1", v)
+		}
+	})
+}
+
+// redirected checks that the last check went to node from, then to node to.
+func redirected(t *testing.T, c *hookedCluster, from, to string) {
+	t.Helper()
+	_, per := c.takeAll()
+	if f := per[from]; len(f) == 0 || !strings.Contains(f[0], "evalsha") {
+		t.Errorf("the old owner %s saw %v, want the EVALSHA it redirected", from, f)
+	}
+	if len(per[to]) == 0 {
+		t.Errorf("the new owner %s saw nothing (all: %v)", to, per)
+	}
+	t.Logf("nodes: %v", per)
 }
