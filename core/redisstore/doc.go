@@ -134,14 +134,14 @@
 //
 // On Dial's connections and on a *redis.Client a check allocates nothing in
 // the store but its outcomes: requests, commands and reply buffers are pooled
-// (on a *redis.Client go-redis hands over the raw reply of a pooled command, so
-// a hook that keeps a command past its call must copy what it needs). What
-// remains is the Limiter's own (its per-check timeout context, the keys, the
-// evaluations) and go-redis': a cluster client or autopipeliner builds a
-// redis.Cmd per check and decodes its reply into interfaces, and every client
-// checks the health of each connection it takes from its pool, a
-// non-blocking peek through the connection's SyscallConn that costs 3
-// allocations.
+// (go-redis hands over the raw reply of a pooled command, so a hook that keeps
+// a command past its call must copy what it needs). A cluster or ring client
+// takes a fresh command for each check on one shard (2 allocations); the
+// autopipeliner a redis.Cmd, whose reply go-redis decodes into interfaces.
+// What remains is the Limiter's own (its per-check timeout context, the keys,
+// the evaluations) and go-redis': every client checks the health of each
+// connection it takes from its pool, a non-blocking peek through the
+// connection's SyscallConn that costs 3 allocations.
 //
 // The health check notices, before use, a connection that the server closed
 // while it sat in the pool (an idle timeout, a restart). Connections that hide

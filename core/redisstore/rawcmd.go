@@ -13,19 +13,33 @@ import (
 	ratelimit "github.com/ratekit/ratekit/core"
 )
 
-// The go-redis path of a *redis.Client: a check is one pooled command whose
-// reply go-redis streams, as raw RESP, into the command's own buffer, where
-// the pipelined connection's reader (readReply, decodeReply) decodes it. The
-// usual command (redis.NewCmd and its args) costs the Cmd, the args slice, a
-// boxed string per key, and for the reply an []any and a boxed int64 per
-// value of 256 or more; this one allocates nothing in steady state.
+// The go-redis path of go-redis' clients: a check on one shard is one pooled
+// command whose reply go-redis streams, as raw RESP, into the command's own
+// buffer, where the pipelined connection's reader (readReply, decodeReply)
+// decodes it. The usual command (redis.NewCmd and its args) costs the Cmd, the
+// args slice, a boxed string per key, and for the reply an []any, its box and
+// a boxed int64 per value of 256 or more; on a *redis.Client this one
+// allocates nothing in steady state.
 //
-// It is used for *redis.Client only, whose Process runs the command
-// synchronously on the caller's goroutine and has let go of it when it returns
-// (cluster clients route by key and follow redirects, and the autopipeliner
-// may run a command after Process returns: they keep redis.Cmd). A hook that
-// keeps a command past its call must copy what it needs (cmd.String(),
-// cmd.Args() with each argument formatted): the command is reused afterwards.
+// It serves the clients whose Process runs the command synchronously on the
+// caller's goroutine and has let go of it when it returns: *redis.Client, and
+// *redis.ClusterClient and *redis.Ring, which route it to a node's
+// *redis.Client (the autopipeliner may run a command after Process returns:
+// it keeps redis.Cmd). A cluster or ring client routes the command by its
+// first key, and a cluster client keeps the command's slot in it, so for them
+// (rawRouted) the first key is a string and the Cmd is made afresh for each
+// call: 2 allocations. A hook that keeps a command past its call must copy
+// what it needs (cmd.String(), cmd.Args() with each argument formatted): the
+// command's arguments are reused afterwards.
+
+// rawMode says whether, and how, a Store's checks go through evalRaw.
+type rawMode uint8
+
+const (
+	rawNone   rawMode = iota // a Client that is not go-redis' own, or an autopipeliner
+	rawReused                // *redis.Client: the whole command is pooled
+	rawRouted                // *redis.ClusterClient, *redis.Ring: a fresh Cmd, and KEYS[1] a string
+)
 
 // rawEval is one evaluate.lua call: a redis.RawWriteToCmd whose writer is
 // reply, and the arguments it sends. Its length (len(args)) is fixed when it is
@@ -95,9 +109,7 @@ func getRawEval(nargs int) *rawEval {
 			return e
 		}
 	}
-	e := &rawEval{args: make([]any, nargs)}
-	// The Cmd's context is only read by Clone; the call's own goes to Process.
-	e.RawWriteToCmd = redis.NewRawWriteToCmd(context.Background(), &e.reply, e.args...)
+	e := &rawEval{args: make([]any, nargs)} // its Cmd is made by run
 	e.br = bufio.NewReaderSize(&e.rd, 256)
 	return e
 }
@@ -133,7 +145,7 @@ func rawEvalShape(mode ratelimit.Mode, ops []ratelimit.Op) (nargs, nstrs, size i
 
 // fill writes the EVALSHA command for ops into e.args, with the KEYS and ARGV
 // of evalCmd.
-func (e *rawEval) fill(mode ratelimit.Mode, ops []ratelimit.Op, nstrs, size int) {
+func (e *rawEval) fill(raw rawMode, mode ratelimit.Mode, ops []ratelimit.Op, nstrs, size int) {
 	if cap(e.strs) < nstrs {
 		e.strs = make([]bulkArg, nstrs)
 	}
@@ -148,7 +160,11 @@ func (e *rawEval) fill(mode ratelimit.Mode, ops []ratelimit.Op, nstrs, size int)
 	}
 	a := append(e.args[:0], "evalsha", evaluateSHA, nkeys)
 	for i := range ops {
-		a = append(a, e.str(ops[i].Key))
+		if i == 0 && raw == rawRouted {
+			a = append(a, ops[0].Key) // routed by: go-redis reads it as a string
+		} else {
+			a = append(a, e.str(ops[i].Key))
+		}
 		if ops[i].BanKey != "" {
 			a = append(a, e.str(ops[i].BanKey))
 		}
@@ -184,25 +200,32 @@ func (e *rawEval) str(s string) *bulkArg {
 }
 
 // run processes e once, with a fresh reply.
-func (e *rawEval) run(ctx context.Context, p processor) error {
+func (e *rawEval) run(ctx context.Context, p processor, raw rawMode) error {
 	e.reply.buf = e.reply.buf[:0]
+	if raw == rawRouted || e.RawWriteToCmd == nil {
+		// The Cmd's context is only read by Clone; the call's own goes to Process.
+		e.RawWriteToCmd = redis.NewRawWriteToCmd(context.Background(), &e.reply, e.args...)
+		e.SetFirstKeyPos(3) // see newEvalCmd
+		e.SetStepCount(1)
+		return p.Process(ctx, e)
+	}
 	e.SetErr(nil)
 	e.SetVal(0)
 	return p.Process(ctx, e)
 }
 
-// evalRaw is evalProcess for a *redis.Client: it runs evaluate.lua on ops as
+// evalRaw is evalProcess for go-redis' clients but the autopipeliner: it runs evaluate.lua on ops as
 // EVALSHA, and as EVAL when the server does not have the script cached, and
 // decodes the reply into out.
-func evalRaw(ctx context.Context, p processor, mode ratelimit.Mode, ops []ratelimit.Op, out []ratelimit.OpResult) error {
+func evalRaw(ctx context.Context, p processor, raw rawMode, mode ratelimit.Mode, ops []ratelimit.Op, out []ratelimit.OpResult) error {
 	nargs, nstrs, size := rawEvalShape(mode, ops)
 	e := getRawEval(nargs)
 	defer putRawEval(e)
-	e.fill(mode, ops, nstrs, size)
-	err := e.run(ctx, p)
+	e.fill(raw, mode, ops, nstrs, size)
+	err := e.run(ctx, p, raw)
 	if err != nil && isNoScript(err) { // HasErrorPrefix allocates even for nil
 		e.args[0], e.args[1] = "eval", evaluateSrc
-		err = e.run(ctx, p)
+		err = e.run(ctx, p, raw)
 	}
 	if err != nil {
 		return fmt.Errorf("redisstore: eval: %w", err)

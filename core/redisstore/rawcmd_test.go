@@ -35,15 +35,19 @@ func TestRawEvalMatchesAppendEval(t *testing.T) {
 			Member: fmt.Sprint("member", i), Cost: 1, Limit: int64(i), Period: time.Minute, BanFor: time.Minute})
 	}
 	checks = append(checks, many)
-	for round := range 2 { // the second round reuses pooled commands
+	for round := range 4 { // rounds 2 and 3 reuse pooled commands
+		raw := []rawMode{rawReused, rawRouted}[round%2]
 		for _, mode := range []ratelimit.Mode{ratelimit.ModeCheck, ratelimit.ModePeek} {
 			for i, ops := range checks {
 				nargs, nstrs, size := rawEvalShape(mode, ops)
 				e := getRawEval(nargs)
-				e.fill(mode, ops, nstrs, size)
+				e.fill(raw, mode, ops, nstrs, size)
+				if _, ok := e.args[3].(string); ok != (raw == rawRouted) {
+					t.Errorf("round %d: KEYS[1] is %T", round, e.args[3])
+				}
 				var got []byte
-				got = appendArrayHeader(got, len(e.Args()))
-				for _, a := range e.Args() {
+				got = appendArrayHeader(got, len(e.args))
+				for _, a := range e.args {
 					switch a := a.(type) {
 					case string:
 						got = appendBulk(got, a)

@@ -49,7 +49,7 @@ type Store struct {
 	evaluate *redis.Script // evaluateScript; a field so tests can send one unknown to the server
 	bounded  bool          // the client honours context deadlines
 	proc     processor     // client, when it is one of go-redis' own clients
-	raw      bool          // client is a *redis.Client: checks go through evalRaw
+	raw      rawMode       // how checks on one shard go through evalRaw, if they do
 
 	// Dial: the pipelined connections (client is nil), and their options.
 	pool  *connPool
@@ -99,12 +99,14 @@ func New(client Client, opts ...Option) *Store {
 	}
 	switch c := client.(type) {
 	case *redis.Client:
-		s.raw = true
+		s.raw = rawReused
 		s.bounded = c.Options().ContextTimeoutEnabled
 	case *redis.ClusterClient:
+		s.raw = rawRouted
 		s.sharding = bySlot
 		s.bounded = c.Options().ContextTimeoutEnabled
 	case *redis.Ring:
+		s.raw = rawRouted
 		s.sharding = byTag
 		s.bounded = c.Options().ContextTimeoutEnabled
 	case *redis.AutoPipeliner:
@@ -169,12 +171,12 @@ func (s *Store) Eval(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.O
 
 // evalOne applies all ops in one script call: EVALSHA, or EVAL after NOSCRIPT.
 // go-redis' own clients process a prepared command, which saves the copies
-// and conversions of Script.Run (a *redis.Client a pooled one whose reply is
-// read raw: see evalRaw); other Clients (wrappers, which may intercept
-// EvalSha) go through Script.Run.
+// and conversions of Script.Run (a pooled one whose reply is read raw, see
+// evalRaw, but on an autopipeliner); other Clients (wrappers, which may
+// intercept EvalSha) go through Script.Run.
 func (s *Store) evalOne(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.Op, out []ratelimit.OpResult) ([]ratelimit.OpResult, error) {
-	if s.raw {
-		if err := evalRaw(ctx, s.proc, mode, ops, out); err != nil {
+	if s.raw != rawNone {
+		if err := evalRaw(ctx, s.proc, s.raw, mode, ops, out); err != nil {
 			return nil, err
 		}
 		return out, nil
