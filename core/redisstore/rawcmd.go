@@ -13,7 +13,7 @@ import (
 	ratelimit "github.com/ratekit/ratekit/core"
 )
 
-// The go-redis path of go-redis' clients: a check on one shard is one pooled
+// A check on one shard through one of go-redis' own clients is one pooled
 // command whose reply go-redis streams, as raw RESP, into the command's own
 // buffer, where the pipelined connection's reader (readReply, decodeReply)
 // decodes it. The usual command (redis.NewCmd and its args) costs the Cmd, the
@@ -214,9 +214,9 @@ func (e *rawEval) run(ctx context.Context, p processor, raw rawMode) error {
 	return p.Process(ctx, e)
 }
 
-// evalRaw is evalProcess for go-redis' clients but the autopipeliner: it runs evaluate.lua on ops as
-// EVALSHA, and as EVAL when the server does not have the script cached, and
-// decodes the reply into out.
+// evalRaw is evalProcess for go-redis' clients but the autopipeliner, with
+// ops on one shard: it runs evaluate.lua on ops as EVALSHA, and as EVAL when
+// the server does not have the script cached, and decodes the reply into out.
 func evalRaw(ctx context.Context, p processor, raw rawMode, mode ratelimit.Mode, ops []ratelimit.Op, out []ratelimit.OpResult) error {
 	nargs, nstrs, size := rawEvalShape(mode, ops)
 	e := getRawEval(nargs)
