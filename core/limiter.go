@@ -263,6 +263,9 @@ func (l *Limiter) evaluate(ctx context.Context, res *Result, mode Mode, id Ident
 		l.interpret(res, &p, sc, outs, mode, start)
 	}
 	if p.cached {
+		if res.Evaluations == nil { // no op was sent: interpret left no room
+			res.Evaluations = sc.evaluations(1)
+		}
 		res.Evaluations = append(res.Evaluations, sc.cached)
 		res.Exceeded = true
 		res.Action = ActionBlock
@@ -417,7 +420,7 @@ func (l *Limiter) interpret(res *Result, p *plan, sc *scratch, outs []OpResult, 
 		// as good as a second clock read.
 		now = l.now()
 	}
-	res.Evaluations = make([]Evaluation, 0, len(outs)+btoi(p.cached))
+	res.Evaluations = sc.evaluations(len(outs) + btoi(p.cached))
 	for i := range outs {
 		out, op, c := &outs[i], &sc.ops[i], sc.crs[i]
 		if !out.Evaluated {
@@ -672,6 +675,32 @@ type scratch struct {
 	// reads them in place (see borrowString); for any other store ownKeys
 	// copies them into one string first.
 	keys []byte
+	// evals is the unused rest of a block of evaluations that checks carve
+	// their Result.Evaluations from (see evaluations).
+	evals []Evaluation
+}
+
+// evalBlock is how many evaluations one allocation holds for the checks that
+// share a scratch. A Result that a caller keeps keeps its whole block alive:
+// a few hundred bytes at most beyond its own.
+const evalBlock = 8
+
+// evaluations returns an empty slice with room for n evaluations, for a
+// Result. The evaluations reach the caller, who may keep them: each slice is
+// a part of the block of its own that no later check touches (its capacity
+// ends where the next part starts, so an append by the caller copies), and
+// the scratch forgets it. A check thus allocates once per evalBlock
+// evaluations instead of once per check.
+func (sc *scratch) evaluations(n int) []Evaluation {
+	if n > evalBlock/2 {
+		return make([]Evaluation, 0, n) // many rules: a block would last only a check or two
+	}
+	if len(sc.evals) < n {
+		sc.evals = make([]Evaluation, evalBlock)
+	}
+	evs := sc.evals[:0:n]
+	sc.evals = sc.evals[n:]
+	return evs
 }
 
 var scratchPool = sync.Pool{New: func() any {
