@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -72,6 +73,10 @@ type Limiter struct {
 	store     Store
 	prefix    string
 	head      string // keys.Head(prefix, name): the start of every counter key
+	// tagFrom is where the hash tag of every counter key starts (just after
+	// the '{' of head), for the memory store's shard; 0 when the prefix holds
+	// a '{' of its own and the tag is the store's to find.
+	tagFrom int
 	timeout   time.Duration
 	logger    *slog.Logger
 	now       func() time.Time
@@ -116,6 +121,9 @@ func New(cfg Config) (*Limiter, error) {
 		l.prefix = DefaultKeyPrefix
 	}
 	l.head = keys.Head(l.prefix, l.name)
+	if !strings.Contains(l.prefix, "{") {
+		l.tagFrom = len(l.prefix) + 1
+	}
 	if l.timeout <= 0 {
 		l.timeout = DefaultTimeout
 	}
@@ -492,7 +500,7 @@ func (l *Limiter) eval(ctx context.Context, mode Mode, ops []Op, sc *scratch, st
 		if l.realClock && l.mem.realClock {
 			now = start // both on time.Now: the check's start time serves the store
 		}
-		outs, err = l.mem.evalInto(ctx, mode, ops, sc.outs[:len(ops)], now)
+		outs, err = l.mem.evalInto(ctx, mode, ops, sc.outs[:len(ops)], now, l.tagFrom)
 	case l.local:
 		outs, err = evalStore(ctx, l.store, mode, ops) // in-process: no timeout, no closure to allocate
 	default:

@@ -83,8 +83,25 @@ func (c MemoryConfig) New() *MemoryStore {
 func (s *MemoryStore) inProcess() {}
 
 func (s *MemoryStore) shard(key string) *memShard {
-	h := maphash.String(s.seed, keys.HashTag(key))
+	return s.shardOfTag(keys.HashTag(key))
+}
+
+func (s *MemoryStore) shardOfTag(tag string) *memShard {
+	h := maphash.String(s.seed, tag)
 	return &s.shards[h%uint64(len(s.shards))]
+}
+
+// shardFrom is shard for a key whose hash tag is known to start at tagFrom
+// (just after its '{') and to end at its last '}', as in every key a Limiter
+// builds: finding the tag is then a short walk back from the end of the key
+// instead of two scans from its start. tagFrom 0 means unknown.
+func (s *MemoryStore) shardFrom(key string, tagFrom int) *memShard {
+	if tagFrom > 0 {
+		if e := strings.LastIndexByte(key, '}'); e > tagFrom {
+			return s.shardOfTag(key[tagFrom:e])
+		}
+	}
+	return s.shard(key)
 }
 
 // Len returns the number of live and not yet swept entries (for tests and metrics).
@@ -123,13 +140,15 @@ func (sh *memShard) maybeSweep(now time.Time, every time.Duration) {
 // Eval implements Store. A panic inside it (a bug) is returned as an error, so
 // the limiter fails open; no shard lock is ever left held.
 func (s *MemoryStore) Eval(ctx context.Context, mode Mode, ops []Op) ([]OpResult, error) {
-	return s.evalInto(ctx, mode, ops, make([]OpResult, len(ops)), time.Time{})
+	return s.evalInto(ctx, mode, ops, make([]OpResult, len(ops)), time.Time{}, 0)
 }
 
 // evalInto is Eval writing into out (len(out) == len(ops)), so that the
 // Limiter can hand it a reused buffer, and the current time when it has just
 // read it from the same clock (else now is zero and each op reads the clock).
-func (s *MemoryStore) evalInto(ctx context.Context, mode Mode, ops []Op, out []OpResult, now time.Time) (_ []OpResult, err error) {
+// tagFrom is where the hash tag of every op's key starts, when the Limiter
+// knows it (see shardFrom), else 0.
+func (s *MemoryStore) evalInto(ctx context.Context, mode Mode, ops []Op, out []OpResult, now time.Time, tagFrom int) (_ []OpResult, err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -137,7 +156,7 @@ func (s *MemoryStore) evalInto(ctx context.Context, mode Mode, ops []Op, out []O
 	clear(out)
 	for i := range ops {
 		op := &ops[i]
-		out[i] = s.shard(op.Key).eval(s.now, now, s.sweep, mode, op)
+		out[i] = s.shardFrom(op.Key, tagFrom).eval(s.now, now, s.sweep, mode, op)
 		if out[i].Exceeded && op.Terminal {
 			break
 		}

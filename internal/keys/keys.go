@@ -192,6 +192,9 @@ func Member(v string) string {
 // present: a nil value (typed nil included) is absent.
 func Value(id map[string]any, k string) (string, bool) {
 	v, ok := id[k]
+	if s, isString := v.(string); isString { // the common case, without the type switches below
+		return s, true
+	}
 	if !ok || isNil(v) {
 		return "", false
 	}
