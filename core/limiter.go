@@ -178,6 +178,7 @@ func (l *Limiter) SetRules(rules []Rule) error {
 	for i, c := range compiled {
 		orig[i] = *c.rule
 		c.rule = &orig[i]
+		c.key = c.key.WithHead(l.head) // the rule's keys all start alike
 	}
 	l.rules.Store(&ruleSet{rules: compiled, original: orig})
 	l.blocked.reset() // a cached block may rest on a rule that changed
