@@ -73,10 +73,7 @@ type Limiter struct {
 	store     Store
 	prefix    string
 	head      string // keys.Head(prefix, name): the start of every counter key
-	// tagFrom is where the hash tag of every counter key starts (just after
-	// the '{' of head), for the memory store's shard; 0 when the prefix holds
-	// a '{' of its own and the tag is the store's to find.
-	tagFrom int
+	tagFrom   int    // where the hash tag of every counter key starts, or 0 (see New)
 	timeout   time.Duration
 	logger    *slog.Logger
 	now       func() time.Time
@@ -122,6 +119,9 @@ func New(cfg Config) (*Limiter, error) {
 	}
 	l.head = keys.Head(l.prefix, l.name)
 	if !strings.Contains(l.prefix, "{") {
+		// The tag starts just after the '{' of head: the memory store then
+		// need not look for it. A prefix with a '{' of its own would move
+		// the tag into the prefix, so the store finds it itself.
 		l.tagFrom = len(l.prefix) + 1
 	}
 	if l.timeout <= 0 {
