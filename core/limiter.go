@@ -201,20 +201,24 @@ func Cost(c float64) CheckOption { return func(o *checkOpts) { o.cost = c } }
 // Check counts the request against every applicable rule and returns the verdict.
 // It never returns an error: a store failure gives ActionAllow with Result.Err set
 // (fail-open), logged at WARN.
-func (l *Limiter) Check(ctx context.Context, id Identifier, opts ...CheckOption) Result {
-	return l.run(ctx, ModeCheck, id, opts)
+func (l *Limiter) Check(ctx context.Context, id Identifier, opts ...CheckOption) (res Result) {
+	l.run(ctx, &res, ModeCheck, id, opts)
+	return res
 }
 
 // Peek returns the verdict that Check with the same options would give, without
 // counting, banning or extending anything.
-func (l *Limiter) Peek(ctx context.Context, id Identifier, opts ...CheckOption) Result {
-	return l.run(ctx, ModePeek, id, opts)
+func (l *Limiter) Peek(ctx context.Context, id Identifier, opts ...CheckOption) (res Result) {
+	l.run(ctx, &res, ModePeek, id, opts)
+	return res
 }
 
-// run evaluates a check or peek, applies the enforcement mode it started in
-// and tells the observer (which sees the shadowed verdict). Written without
-// deferred closures so that, without an observer, the Result stays on the stack.
-func (l *Limiter) run(ctx context.Context, mode Mode, id Identifier, opts []CheckOption) Result {
+// run evaluates a check or peek into *res (the caller's zero Result, filled
+// in place rather than copied from here), applies the enforcement mode it
+// started in and tells the observer (which sees the shadowed verdict).
+// Written without deferred closures so that, without an observer, the Result
+// stays on the stack.
+func (l *Limiter) run(ctx context.Context, res *Result, mode Mode, id Identifier, opts []CheckOption) {
 	start := l.now()
 	enf := Enforcement(l.mode.Load())
 	o := checkOpts{cost: 1}
@@ -222,16 +226,15 @@ func (l *Limiter) run(ctx context.Context, mode Mode, id Identifier, opts []Chec
 		o = applyOpts(opts)
 	}
 	if l.observer == nil {
-		var res Result
-		l.evaluate(ctx, &res, mode, id, o, start)
-		l.applyMode(&res, enf)
-		return res
+		l.evaluate(ctx, res, mode, id, o, start)
+		l.applyMode(res, enf)
+		return
 	}
-	res := new(Result) // the observer gets a pointer: it lives on the heap
-	l.evaluate(ctx, res, mode, id, o, start)
-	l.applyMode(res, enf)
-	l.observe(ctx, Event{Kind: eventKind(mode), Limiter: l.name, Identifier: id, Result: res, Duration: l.now().Sub(start)})
-	return *res
+	hres := new(Result) // the observer gets a pointer: this one lives on the heap
+	l.evaluate(ctx, hres, mode, id, o, start)
+	l.applyMode(hres, enf)
+	l.observe(ctx, Event{Kind: eventKind(mode), Limiter: l.name, Identifier: id, Result: hres, Duration: l.now().Sub(start)})
+	*res = *hres
 }
 
 // applyOpts is apart from run so that only a check with options pays for the
@@ -249,7 +252,7 @@ func applyOpts(opts []CheckOption) checkOpts {
 // which the caller holds so that it is filled in place rather than copied.
 func (l *Limiter) evaluate(ctx context.Context, res *Result, mode Mode, id Identifier, o checkOpts, start time.Time) {
 	res.Limiter, res.Action = l.name, ActionAllow
-	if math.IsNaN(o.cost) || math.IsInf(o.cost, 0) || o.cost < 0 {
+	if !(o.cost >= 0 && o.cost <= math.MaxFloat64) { // negative, infinite or NaN
 		res.Err = fmt.Errorf("ratelimit: invalid cost %v", o.cost)
 		l.warn(ctx, res.Err, nil, id)
 		return
@@ -722,8 +725,14 @@ func putScratch(sc *scratch) {
 	if cap(sc.ops) > 64 || cap(sc.keys) > 16<<10 {
 		return // too big to keep
 	}
-	clear(sc.ops) // drop the key and member strings of the ops used
-	clear(sc.crs)
+	// Drop the key and member strings of the ops used and their rules, field
+	// by field: for the few ops of a check that is cheaper than clear, which
+	// goes through the runtime's bulk write barrier.
+	for i := range sc.ops {
+		op := &sc.ops[i]
+		op.Key, op.BanKey, op.Member = "", "", ""
+		sc.crs[i] = nil
+	}
 	if sc.cached.Rule != nil {
 		sc.cached = Evaluation{}
 	}

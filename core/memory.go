@@ -156,7 +156,7 @@ func (s *MemoryStore) evalInto(ctx context.Context, mode Mode, ops []Op, out []O
 	clear(out)
 	for i := range ops {
 		op := &ops[i]
-		out[i] = s.shardFrom(op.Key, tagFrom).eval(s.now, now, s.sweep, mode, op)
+		s.shardFrom(op.Key, tagFrom).eval(s.now, now, s.sweep, mode, op, &out[i])
 		if out[i].Exceeded && op.Terminal {
 			break
 		}
@@ -164,23 +164,25 @@ func (s *MemoryStore) evalInto(ctx context.Context, mode Mode, ops []Op, out []O
 	return out, nil
 }
 
-// eval applies one op under the shard's lock, released even if apply panics.
-func (sh *memShard) eval(clock func() time.Time, now time.Time, sweep time.Duration, mode Mode, op *Op) OpResult {
+// eval applies one op under the shard's lock, released even if apply panics,
+// into *o (a zero OpResult).
+func (sh *memShard) eval(clock func() time.Time, now time.Time, sweep time.Duration, mode Mode, op *Op, o *OpResult) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	t := now
 	if t.IsZero() {
 		t = clock()
 	}
-	o := sh.apply(t, mode, op)
+	sh.apply(t, mode, op, o)
 	if mode == ModeCheck {
 		sh.maybeSweep(t, sweep)
 	}
-	return o
 }
 
-func (sh *memShard) apply(now time.Time, mode Mode, op *Op) OpResult {
-	o := OpResult{Evaluated: true}
+// apply evaluates op into *o, which is zero: written in place, an OpResult
+// is not copied out of each call.
+func (sh *memShard) apply(now time.Time, mode Mode, op *Op, o *OpResult) {
+	o.Evaluated = true
 	e := sh.get(op.Key, now)
 	if e != nil && (e.set != nil) != (op.Kind == OpDistinct) {
 		// A value of the other counting kind: keys encode the kind, so only a
@@ -200,7 +202,7 @@ func (sh *memShard) apply(now time.Time, mode Mode, op *Op) OpResult {
 					o.Count = float64(len(e.set))
 				}
 			}
-			return o
+			return
 		}
 	}
 	charge := mode == ModeCheck && op.Cost > 0
@@ -263,7 +265,6 @@ func (sh *memShard) apply(now time.Time, mode Mode, op *Op) OpResult {
 		sh.m[strings.Clone(op.BanKey)] = &memEntry{expire: now.Add(op.BanFor)}
 		o.Banned, o.TTL = true, op.BanFor
 	}
-	return o
 }
 
 // Delete implements Store.
