@@ -319,18 +319,20 @@ type plan struct {
 	// cached: the blocked cache answered a limit rule (its evaluation is in
 	// the scratch): it ended the rule list, and is not sent.
 	cached bool
-	gen    uint64 // the blocked cache's generation before the store call
+	gen    uint64          // the blocked cache's generation before the store call
+	rules  []*compiledRule // the check's rules, which sc.ri indexes
 }
 
 // plan walks the rules in order and appends the op of each applicable
-// counting rule to sc.ops (its rule to sc.crs), until a skip rule or a rule
+// counting rule to sc.ops (its rule's index to sc.ri), until a skip rule or a rule
 // the blocked cache answers. A limit or period resolver's error is returned
 // with its rule: the check then fails open.
 func (l *Limiter) plan(ctx context.Context, p *plan, sc *scratch, rules []*compiledRule, id Identifier, cost float64, start time.Time) (*Rule, error) {
 	if l.blocked != nil {
 		p.gen = l.blocked.generation()
 	}
-	for _, c := range rules {
+	p.rules = rules
+	for i, c := range rules {
 		if !c.matches(id) {
 			continue
 		}
@@ -378,7 +380,7 @@ func (l *Limiter) plan(ctx context.Context, p *plan, sc *scratch, rules []*compi
 			}
 		}
 		sc.ops = append(sc.ops, op)
-		sc.crs = append(sc.crs, c)
+		sc.ri = append(sc.ri, i)
 	}
 	if l.mem == nil {
 		sc.ownKeys()
@@ -434,14 +436,17 @@ func (l *Limiter) interpret(res *Result, p *plan, sc *scratch, outs []OpResult, 
 	}
 	res.Evaluations = sc.evaluations(len(outs) + btoi(p.cached))
 	for i := range outs {
-		out, op, c := &outs[i], &sc.ops[i], sc.crs[i]
+		out, op, c := &outs[i], &sc.ops[i], p.rules[sc.ri[i]]
 		if !out.Evaluated {
 			break
 		}
 		// Filled in place: an Evaluation is large to build and then copy.
 		res.Evaluations = res.Evaluations[:i+1]
 		ev := &res.Evaluations[i]
-		ev.Rule, ev.Exceeded, ev.PerRequest, ev.Tier = c.rule, out.Exceeded, c.perRequest, c.tier
+		ev.Rule, ev.Exceeded, ev.PerRequest = c.rule, out.Exceeded, c.perRequest
+		if c.tier != "" { // the evaluations start zero: no pointer to write else
+			ev.Tier = c.tier
+		}
 		ev.Blocked = out.Exceeded && op.Terminal
 		ev.Info = Info{
 			Limit:     op.Limit,
@@ -680,22 +685,30 @@ func btoi(b bool) int {
 type scratch struct {
 	ops  []Op
 	outs []OpResult
-	crs  []*compiledRule // the rule of each op
+	// ri holds the index of each op's rule in plan.rules: unlike the rule
+	// itself, an index is no pointer, which the garbage collector's write
+	// barrier would see on every write while it marks.
+	ri []int
 	// cached is the evaluation the blocked cache gave (plan.cached).
 	cached Evaluation
 	// keys holds the keys of ops, in order and nothing else: the memory store
 	// reads them in place (see borrowString); for any other store ownKeys
 	// copies them into one string first.
 	keys []byte
-	// evals is the unused rest of a block of evaluations that checks carve
-	// their Result.Evaluations from (see evaluations).
+	// evals is a block of evaluations that checks carve their
+	// Result.Evaluations from (see evaluations); those from next on are free.
+	// An index, not a shrinking slice: no pointer written per check.
 	evals []Evaluation
+	next  int
+	// owned: ownKeys gave the ops a string of their own (see putScratch).
+	owned bool
 }
 
 // evalBlock is how many evaluations one allocation holds for the checks that
-// share a scratch. A Result that a caller keeps keeps its whole block alive:
-// a few hundred bytes at most beyond its own.
-const evalBlock = 8
+// share a scratch: eleven fill a 1152-byte size class of the allocator on
+// 64-bit platforms. A Result that a caller keeps keeps its whole block alive:
+// a kilobyte at most beyond its own.
+const evalBlock = 11
 
 // evaluations returns an empty slice with room for n evaluations, for a
 // Result. The evaluations reach the caller, who may keep them: each slice is
@@ -707,16 +720,16 @@ func (sc *scratch) evaluations(n int) []Evaluation {
 	if n > evalBlock/2 {
 		return make([]Evaluation, 0, n) // many rules: a block would last only a check or two
 	}
-	if len(sc.evals) < n {
-		sc.evals = make([]Evaluation, evalBlock)
+	if len(sc.evals)-sc.next < n {
+		sc.evals, sc.next = make([]Evaluation, evalBlock), 0
 	}
-	evs := sc.evals[:0:n]
-	sc.evals = sc.evals[n:]
+	evs := sc.evals[sc.next : sc.next : sc.next+n]
+	sc.next += n
 	return evs
 }
 
 var scratchPool = sync.Pool{New: func() any {
-	return &scratch{ops: make([]Op, 0, 8), crs: make([]*compiledRule, 0, 8), keys: make([]byte, 0, 256)}
+	return &scratch{ops: make([]Op, 0, 8), ri: make([]int, 0, 8), keys: make([]byte, 0, 256)}
 }}
 
 func getScratch() *scratch { return scratchPool.Get().(*scratch) }
@@ -725,18 +738,25 @@ func putScratch(sc *scratch) {
 	if cap(sc.ops) > 64 || cap(sc.keys) > 16<<10 {
 		return // too big to keep
 	}
-	// Drop the key and member strings of the ops used and their rules, field
-	// by field: for the few ops of a check that is cheaper than clear, which
-	// goes through the runtime's bulk write barrier.
+	// Drop what the ops hold beyond the scratch's own bytes: the members of
+	// distinct ops (the caller's values) and the string ownKeys made, so that
+	// a pooled scratch keeps no more of a request than its key buffer does.
+	// Keys borrowed from that buffer are left: the next check overwrites
+	// them, and every pointer written costs a write barrier while the
+	// garbage collector marks.
 	for i := range sc.ops {
 		op := &sc.ops[i]
-		op.Key, op.BanKey, op.Member = "", "", ""
-		sc.crs[i] = nil
+		if sc.owned {
+			op.Key, op.BanKey = "", ""
+		}
+		if op.Member != "" {
+			op.Member = ""
+		}
 	}
 	if sc.cached.Rule != nil {
 		sc.cached = Evaluation{}
 	}
-	sc.ops, sc.crs, sc.keys = sc.ops[:0], sc.crs[:0], sc.keys[:0]
+	sc.ops, sc.ri, sc.keys, sc.owned = sc.ops[:0], sc.ri[:0], sc.keys[:0], false
 	scratchPool.Put(sc)
 }
 
@@ -748,6 +768,7 @@ func (sc *scratch) ownKeys() {
 		return
 	}
 	all := string(sc.keys)
+	sc.owned = true
 	off := 0
 	for i := range sc.ops {
 		op := &sc.ops[i]
