@@ -260,7 +260,11 @@ func (l *Limiter) evaluate(ctx context.Context, res *Result, mode Mode, id Ident
 	sc := getScratch()   // ops, outcomes and keys never reach the Result:
 	defer putScratch(sc) // checks reuse them
 	var p plan
-	if r, err := l.plan(ctx, &p, sc, l.rulesFor(ctx, id, o.extra), id, o.cost, start); err != nil {
+	rules := l.rules.Load().rules
+	if o.extra != nil || l.source != nil {
+		rules = l.withTiers(ctx, rules, id, o.extra)
+	}
+	if r, err := l.plan(ctx, &p, sc, rules, id, o.cost, start); err != nil {
 		*res = Result{Limiter: l.name, Action: ActionAllow, Err: fmt.Errorf("ratelimit: rule %s: resolve: %w", r.Name, err)}
 		l.warn(ctx, res.Err, r, id)
 		return
@@ -293,13 +297,10 @@ func (l *Limiter) evaluate(ctx context.Context, res *Result, mode Mode, id Ident
 	}
 }
 
-// rulesFor returns the rules of one check: the limiter's, under the
-// per-request tiers of WithRules and the RuleSource, if any.
-func (l *Limiter) rulesFor(ctx context.Context, id Identifier, extra *RuleSet) []*compiledRule {
-	rules := l.rules.Load().rules
-	if extra == nil && l.source == nil {
-		return rules
-	}
+// withTiers returns the rules of one check that has per-request tiers (from
+// WithRules or the RuleSource): the limiter's rules under them. A check
+// without any takes the limiter's rules as they are, without this call.
+func (l *Limiter) withTiers(ctx context.Context, rules []*compiledRule, id Identifier, extra *RuleSet) []*compiledRule {
 	var remote *RuleSet
 	if l.source != nil {
 		remote = l.source(ctx, l.name, id)
@@ -525,7 +526,9 @@ func (l *Limiter) eval(ctx context.Context, mode Mode, ops []Op, sc *scratch, st
 	if err == nil && len(outs) != len(ops) {
 		err = fmt.Errorf("store returned %d outcomes for %d ops", len(outs), len(ops))
 	}
-	l.record(ctx, err)
+	if err != nil || !l.breaker.steady() {
+		l.record(ctx, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("ratelimit: store %s: %w", mode, err)
 	}

@@ -156,7 +156,7 @@ func (s *MemoryStore) evalInto(ctx context.Context, mode Mode, ops []Op, out []O
 	clear(out)
 	for i := range ops {
 		op := &ops[i]
-		s.shardFrom(op.Key, tagFrom).eval(s.now, now, s.sweep, mode, op, &out[i])
+		s.shardFrom(op.Key, tagFrom).eval(s, now, mode, op, &out[i])
 		if out[i].Exceeded && op.Terminal {
 			break
 		}
@@ -166,16 +166,15 @@ func (s *MemoryStore) evalInto(ctx context.Context, mode Mode, ops []Op, out []O
 
 // eval applies one op under the shard's lock, released even if apply panics,
 // into *o (a zero OpResult).
-func (sh *memShard) eval(clock func() time.Time, now time.Time, sweep time.Duration, mode Mode, op *Op, o *OpResult) {
+func (sh *memShard) eval(s *MemoryStore, now time.Time, mode Mode, op *Op, o *OpResult) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	t := now
-	if t.IsZero() {
-		t = clock()
+	if now.IsZero() {
+		now = s.now()
 	}
-	sh.apply(t, mode, op, o)
+	sh.apply(now, mode, op, o)
 	if mode == ModeCheck {
-		sh.maybeSweep(t, sweep)
+		sh.maybeSweep(now, s.sweep)
 	}
 }
 
