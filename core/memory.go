@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/ratekit/ratekit/internal/keys"
 )
@@ -35,8 +36,14 @@ type memShard struct {
 	mu        sync.Mutex
 	m         map[string]*memEntry
 	nextSweep time.Time
-	_         [40]byte // keep shards on separate cache lines
+	// Pad the fields above to 128 bytes (TestMemShardSize): a shard then has
+	// two cache lines of its own, also against adjacent-line prefetch, so
+	// that checks on other shards never contend for its lines.
+	_ [128 - memShardFields%128]byte
 }
+
+// memShardFields is the size of memShard's fields, before its padding.
+const memShardFields = unsafe.Sizeof(sync.Mutex{}) + unsafe.Sizeof(map[string]*memEntry(nil)) + unsafe.Sizeof(time.Time{})
 
 type memEntry struct {
 	count  float64

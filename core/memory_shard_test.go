@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // TestShardFromMatchesShard proves that the shortcut a Limiter gives the memory
@@ -38,5 +39,14 @@ func TestShardFromMatchesShard(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestMemShardSize keeps the padding of memShard in step with its fields: a
+// multiple of 128 bytes, so that no two shards share a cache line (or an
+// adjacent pair of them).
+func TestMemShardSize(t *testing.T) {
+	if n := unsafe.Sizeof(memShard{}); n%128 != 0 {
+		t.Fatalf("memShard is %d bytes, want a multiple of 128: adjust its padding", n)
 	}
 }
