@@ -123,13 +123,22 @@ func (s *MemoryStore) Len() int {
 	return n
 }
 
-func (sh *memShard) get(key string, now time.Time) *memEntry {
+// get returns the entry of key and the time it has left at now; an entry
+// with none left is deleted and reads as absent. Checking the expiry by the
+// time left (Sub, which uses the monotonic clock readings when both times
+// have one, as Before does) hands the caller its TTL without a second clock
+// computation.
+func (sh *memShard) get(key string, now time.Time) (*memEntry, time.Duration) {
 	e := sh.m[key]
-	if e != nil && !now.Before(e.expire) {
-		delete(sh.m, key)
-		return nil
+	if e == nil {
+		return nil, 0
 	}
-	return e
+	ttl := e.expire.Sub(now)
+	if ttl <= 0 {
+		delete(sh.m, key)
+		return nil, 0
+	}
+	return e, ttl
 }
 
 func (sh *memShard) maybeSweep(now time.Time, every time.Duration) {
@@ -189,7 +198,7 @@ func (sh *memShard) eval(s *MemoryStore, now time.Time, mode Mode, op *Op, o *Op
 // is not copied out of each call.
 func (sh *memShard) apply(now time.Time, mode Mode, op *Op, o *OpResult) {
 	o.Evaluated = true
-	e := sh.get(op.Key, now)
+	e, ttl := sh.get(op.Key, now)
 	if e != nil && (e.set != nil) != (op.Kind == OpDistinct) {
 		// A value of the other counting kind: keys encode the kind, so only a
 		// caller that built its own keys gets here. It reads as absent and a
@@ -199,9 +208,12 @@ func (sh *memShard) apply(now time.Time, mode Mode, op *Op, o *OpResult) {
 		}
 		e = nil
 	}
+	if e == nil {
+		ttl = op.Period // no window yet, or one this check starts (now+Period)
+	}
 	if op.BanKey != "" {
-		if b := sh.get(op.BanKey, now); b != nil {
-			o.Banned, o.Exceeded, o.TTL = true, true, b.expire.Sub(now)
+		if b, left := sh.get(op.BanKey, now); b != nil {
+			o.Banned, o.Exceeded, o.TTL = true, true, left
 			if e != nil {
 				o.Count = e.count
 				if op.Kind == OpDistinct {
@@ -263,10 +275,7 @@ func (sh *memShard) apply(now time.Time, mode Mode, op *Op, o *OpResult) {
 		}
 	}
 	o.Exceeded = would > float64(op.Limit)
-	o.TTL = op.Period
-	if e != nil {
-		o.TTL = e.expire.Sub(now)
-	}
+	o.TTL = ttl
 	if charge && o.Exceeded && op.BanFor > 0 && op.BanKey != "" {
 		sh.m[strings.Clone(op.BanKey)] = &memEntry{expire: now.Add(op.BanFor)}
 		o.Banned, o.TTL = true, op.BanFor
@@ -283,7 +292,7 @@ func (s *MemoryStore) Delete(ctx context.Context, keys []string) (int, error) {
 	for _, k := range keys {
 		sh := s.shard(k)
 		sh.mu.Lock()
-		if sh.get(k, now) != nil {
+		if e, _ := sh.get(k, now); e != nil {
 			delete(sh.m, k)
 			n++
 		}
