@@ -445,7 +445,7 @@ func (l *Limiter) interpret(res *Result, p *plan, sc *scratch, outs []OpResult, 
 		res.Evaluations = res.Evaluations[:i+1]
 		ev := &res.Evaluations[i]
 		ev.Rule, ev.Exceeded, ev.PerRequest = c.rule, out.Exceeded, c.perRequest
-		if c.tier != "" { // the evaluations start zero: no pointer to write else
+		if c.tier != "" { // the block starts zeroed: a pointer is written only when there is one
 			ev.Tier = c.tier
 		}
 		ev.Blocked = out.Exceeded && op.Terminal
