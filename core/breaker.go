@@ -51,6 +51,13 @@ func (b *breaker) allow() bool {
 	return false
 }
 
+// steady reports that a success has nothing to change: the breaker is
+// disabled, or closed with no failure counted. Small enough to inline, so
+// that a check on a healthy store pays no call to record.
+func (b *breaker) steady() bool {
+	return b.threshold < 0 || (b.failures.Load() == 0 && !b.open.Load())
+}
+
 func (b *breaker) record(ok bool) breakerChange {
 	if b.threshold < 0 {
 		return breakerSame

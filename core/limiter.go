@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -72,6 +73,7 @@ type Limiter struct {
 	store     Store
 	prefix    string
 	head      string // keys.Head(prefix, name): the start of every counter key
+	tagFrom   int    // where the hash tag of every counter key starts, or 0 (see New)
 	timeout   time.Duration
 	logger    *slog.Logger
 	now       func() time.Time
@@ -116,6 +118,12 @@ func New(cfg Config) (*Limiter, error) {
 		l.prefix = DefaultKeyPrefix
 	}
 	l.head = keys.Head(l.prefix, l.name)
+	if !strings.Contains(l.prefix, "{") {
+		// The tag starts just after the '{' of head: the memory store then
+		// need not look for it. A prefix with a '{' of its own would move
+		// the tag into the prefix, so the store finds it itself.
+		l.tagFrom = len(l.prefix) + 1
+	}
 	if l.timeout <= 0 {
 		l.timeout = DefaultTimeout
 	}
@@ -170,6 +178,7 @@ func (l *Limiter) SetRules(rules []Rule) error {
 	for i, c := range compiled {
 		orig[i] = *c.rule
 		c.rule = &orig[i]
+		c.key = c.key.WithHead(l.head) // the rule's keys all start alike
 	}
 	l.rules.Store(&ruleSet{rules: compiled, original: orig})
 	l.blocked.reset() // a cached block may rest on a rule that changed
@@ -192,20 +201,24 @@ func Cost(c float64) CheckOption { return func(o *checkOpts) { o.cost = c } }
 // Check counts the request against every applicable rule and returns the verdict.
 // It never returns an error: a store failure gives ActionAllow with Result.Err set
 // (fail-open), logged at WARN.
-func (l *Limiter) Check(ctx context.Context, id Identifier, opts ...CheckOption) Result {
-	return l.run(ctx, ModeCheck, id, opts)
+func (l *Limiter) Check(ctx context.Context, id Identifier, opts ...CheckOption) (res Result) {
+	l.run(ctx, &res, ModeCheck, id, opts)
+	return res
 }
 
 // Peek returns the verdict that Check with the same options would give, without
 // counting, banning or extending anything.
-func (l *Limiter) Peek(ctx context.Context, id Identifier, opts ...CheckOption) Result {
-	return l.run(ctx, ModePeek, id, opts)
+func (l *Limiter) Peek(ctx context.Context, id Identifier, opts ...CheckOption) (res Result) {
+	l.run(ctx, &res, ModePeek, id, opts)
+	return res
 }
 
-// run evaluates a check or peek, applies the enforcement mode it started in
-// and tells the observer (which sees the shadowed verdict). Written without
-// deferred closures so that, without an observer, the Result stays on the stack.
-func (l *Limiter) run(ctx context.Context, mode Mode, id Identifier, opts []CheckOption) Result {
+// run evaluates a check or peek into *res (the caller's zero Result, filled
+// in place rather than copied from here), applies the enforcement mode it
+// started in and tells the observer (which sees the shadowed verdict).
+// Written without deferred closures so that, without an observer, the Result
+// stays on the stack.
+func (l *Limiter) run(ctx context.Context, res *Result, mode Mode, id Identifier, opts []CheckOption) {
 	start := l.now()
 	enf := Enforcement(l.mode.Load())
 	o := checkOpts{cost: 1}
@@ -213,16 +226,15 @@ func (l *Limiter) run(ctx context.Context, mode Mode, id Identifier, opts []Chec
 		o = applyOpts(opts)
 	}
 	if l.observer == nil {
-		var res Result
-		l.evaluate(ctx, &res, mode, id, o, start)
-		l.applyMode(&res, enf)
-		return res
+		l.evaluate(ctx, res, mode, id, o, start)
+		l.applyMode(res, enf)
+		return
 	}
-	res := new(Result) // the observer gets a pointer: it lives on the heap
-	l.evaluate(ctx, res, mode, id, o, start)
-	l.applyMode(res, enf)
-	l.observe(ctx, Event{Kind: eventKind(mode), Limiter: l.name, Identifier: id, Result: res, Duration: l.now().Sub(start)})
-	return *res
+	hres := new(Result) // the observer gets a pointer: this one lives on the heap
+	l.evaluate(ctx, hres, mode, id, o, start)
+	l.applyMode(hres, enf)
+	l.observe(ctx, Event{Kind: eventKind(mode), Limiter: l.name, Identifier: id, Result: hres, Duration: l.now().Sub(start)})
+	*res = *hres
 }
 
 // applyOpts is apart from run so that only a check with options pays for the
@@ -240,7 +252,7 @@ func applyOpts(opts []CheckOption) checkOpts {
 // which the caller holds so that it is filled in place rather than copied.
 func (l *Limiter) evaluate(ctx context.Context, res *Result, mode Mode, id Identifier, o checkOpts, start time.Time) {
 	res.Limiter, res.Action = l.name, ActionAllow
-	if math.IsNaN(o.cost) || math.IsInf(o.cost, 0) || o.cost < 0 {
+	if !(o.cost >= 0 && o.cost <= math.MaxFloat64) { // negative, infinite or NaN
 		res.Err = fmt.Errorf("ratelimit: invalid cost %v", o.cost)
 		l.warn(ctx, res.Err, nil, id)
 		return
@@ -248,7 +260,11 @@ func (l *Limiter) evaluate(ctx context.Context, res *Result, mode Mode, id Ident
 	sc := getScratch()   // ops, outcomes and keys never reach the Result:
 	defer putScratch(sc) // checks reuse them
 	var p plan
-	if r, err := l.plan(ctx, &p, sc, l.rulesFor(ctx, id, o.extra), id, o.cost, start); err != nil {
+	rules := l.rules.Load().rules
+	if o.extra != nil || l.source != nil {
+		rules = l.withTiers(ctx, rules, id, o.extra)
+	}
+	if r, err := l.plan(ctx, &p, sc, rules, id, o.cost, start); err != nil {
 		*res = Result{Limiter: l.name, Action: ActionAllow, Err: fmt.Errorf("ratelimit: rule %s: resolve: %w", r.Name, err)}
 		l.warn(ctx, res.Err, r, id)
 		return
@@ -263,6 +279,9 @@ func (l *Limiter) evaluate(ctx context.Context, res *Result, mode Mode, id Ident
 		l.interpret(res, &p, sc, outs, mode, start)
 	}
 	if p.cached {
+		if res.Evaluations == nil { // no op was sent: interpret left no room
+			res.Evaluations = sc.evaluations(1)
+		}
 		res.Evaluations = append(res.Evaluations, sc.cached)
 		res.Exceeded = true
 		res.Action = ActionBlock
@@ -278,13 +297,10 @@ func (l *Limiter) evaluate(ctx context.Context, res *Result, mode Mode, id Ident
 	}
 }
 
-// rulesFor returns the rules of one check: the limiter's, under the
-// per-request tiers of WithRules and the RuleSource, if any.
-func (l *Limiter) rulesFor(ctx context.Context, id Identifier, extra *RuleSet) []*compiledRule {
-	rules := l.rules.Load().rules
-	if extra == nil && l.source == nil {
-		return rules
-	}
+// withTiers returns the rules of one check that has per-request tiers (from
+// WithRules or the RuleSource): the limiter's rules under them. A check
+// without any takes the limiter's rules as they are, without this call.
+func (l *Limiter) withTiers(ctx context.Context, rules []*compiledRule, id Identifier, extra *RuleSet) []*compiledRule {
 	var remote *RuleSet
 	if l.source != nil {
 		remote = l.source(ctx, l.name, id)
@@ -304,18 +320,20 @@ type plan struct {
 	// cached: the blocked cache answered a limit rule (its evaluation is in
 	// the scratch): it ended the rule list, and is not sent.
 	cached bool
-	gen    uint64 // the blocked cache's generation before the store call
+	gen    uint64          // the blocked cache's generation before the store call
+	rules  []*compiledRule // the check's rules, which sc.ri indexes
 }
 
 // plan walks the rules in order and appends the op of each applicable
-// counting rule to sc.ops (its rule to sc.crs), until a skip rule or a rule
+// counting rule to sc.ops (its rule's index to sc.ri), until a skip rule or a rule
 // the blocked cache answers. A limit or period resolver's error is returned
 // with its rule: the check then fails open.
 func (l *Limiter) plan(ctx context.Context, p *plan, sc *scratch, rules []*compiledRule, id Identifier, cost float64, start time.Time) (*Rule, error) {
 	if l.blocked != nil {
 		p.gen = l.blocked.generation()
 	}
-	for _, c := range rules {
+	p.rules = rules
+	for i, c := range rules {
 		if !c.matches(id) {
 			continue
 		}
@@ -363,7 +381,7 @@ func (l *Limiter) plan(ctx context.Context, p *plan, sc *scratch, rules []*compi
 			}
 		}
 		sc.ops = append(sc.ops, op)
-		sc.crs = append(sc.crs, c)
+		sc.ri = append(sc.ri, i)
 	}
 	if l.mem == nil {
 		sc.ownKeys()
@@ -417,16 +435,19 @@ func (l *Limiter) interpret(res *Result, p *plan, sc *scratch, outs []OpResult, 
 		// as good as a second clock read.
 		now = l.now()
 	}
-	res.Evaluations = make([]Evaluation, 0, len(outs)+btoi(p.cached))
+	res.Evaluations = sc.evaluations(len(outs) + btoi(p.cached))
 	for i := range outs {
-		out, op, c := &outs[i], &sc.ops[i], sc.crs[i]
+		out, op, c := &outs[i], &sc.ops[i], p.rules[sc.ri[i]]
 		if !out.Evaluated {
 			break
 		}
 		// Filled in place: an Evaluation is large to build and then copy.
 		res.Evaluations = res.Evaluations[:i+1]
 		ev := &res.Evaluations[i]
-		ev.Rule, ev.Exceeded, ev.PerRequest, ev.Tier = c.rule, out.Exceeded, c.perRequest, c.tier
+		ev.Rule, ev.Exceeded, ev.PerRequest = c.rule, out.Exceeded, c.perRequest
+		if c.tier != "" { // the block starts zeroed: a pointer is written only when there is one
+			ev.Tier = c.tier
+		}
 		ev.Blocked = out.Exceeded && op.Terminal
 		ev.Info = Info{
 			Limit:     op.Limit,
@@ -489,7 +510,7 @@ func (l *Limiter) eval(ctx context.Context, mode Mode, ops []Op, sc *scratch, st
 		if l.realClock && l.mem.realClock {
 			now = start // both on time.Now: the check's start time serves the store
 		}
-		outs, err = l.mem.evalInto(ctx, mode, ops, sc.outs[:len(ops)], now)
+		outs, err = l.mem.evalInto(ctx, mode, ops, sc.outs[:len(ops)], now, l.tagFrom)
 	case l.local:
 		outs, err = evalStore(ctx, l.store, mode, ops) // in-process: no timeout, no closure to allocate
 	default:
@@ -505,7 +526,9 @@ func (l *Limiter) eval(ctx context.Context, mode Mode, ops []Op, sc *scratch, st
 	if err == nil && len(outs) != len(ops) {
 		err = fmt.Errorf("store returned %d outcomes for %d ops", len(outs), len(ops))
 	}
-	l.record(ctx, err)
+	if err != nil || !l.breaker.steady() {
+		l.record(ctx, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("ratelimit: store %s: %w", mode, err)
 	}
@@ -665,17 +688,51 @@ func btoi(b bool) int {
 type scratch struct {
 	ops  []Op
 	outs []OpResult
-	crs  []*compiledRule // the rule of each op
+	// ri holds the index of each op's rule in plan.rules: unlike the rule
+	// itself, an index is no pointer, which the garbage collector's write
+	// barrier would see on every write while it marks.
+	ri []int
 	// cached is the evaluation the blocked cache gave (plan.cached).
 	cached Evaluation
 	// keys holds the keys of ops, in order and nothing else: the memory store
 	// reads them in place (see borrowString); for any other store ownKeys
 	// copies them into one string first.
 	keys []byte
+	// evals is a block of evaluations that checks carve their
+	// Result.Evaluations from (see evaluations); those from next on are free.
+	// An index, not a shrinking slice: no pointer written per check.
+	evals []Evaluation
+	next  int
+	// owned: ownKeys gave the ops a string of their own (see putScratch).
+	owned bool
+}
+
+// evalBlock is how many evaluations one allocation holds for the checks that
+// share a scratch: eleven fill a 1152-byte size class of the allocator on
+// 64-bit platforms. A Result that a caller keeps keeps its whole block alive:
+// a kilobyte at most beyond its own.
+const evalBlock = 11
+
+// evaluations returns an empty slice with room for n evaluations, for a
+// Result. The evaluations reach the caller, who may keep them: each slice is
+// a part of the block of its own that no later check touches (its capacity
+// ends where the next part starts, so an append by the caller copies), and
+// the scratch forgets it. A check thus allocates once per evalBlock
+// evaluations instead of once per check.
+func (sc *scratch) evaluations(n int) []Evaluation {
+	if n > evalBlock/2 {
+		return make([]Evaluation, 0, n) // many rules: a block would last only a check or two
+	}
+	if len(sc.evals)-sc.next < n {
+		sc.evals, sc.next = make([]Evaluation, evalBlock), 0
+	}
+	evs := sc.evals[sc.next : sc.next : sc.next+n]
+	sc.next += n
+	return evs
 }
 
 var scratchPool = sync.Pool{New: func() any {
-	return &scratch{ops: make([]Op, 0, 8), crs: make([]*compiledRule, 0, 8), keys: make([]byte, 0, 256)}
+	return &scratch{ops: make([]Op, 0, 8), ri: make([]int, 0, 8), keys: make([]byte, 0, 256)}
 }}
 
 func getScratch() *scratch { return scratchPool.Get().(*scratch) }
@@ -684,12 +741,25 @@ func putScratch(sc *scratch) {
 	if cap(sc.ops) > 64 || cap(sc.keys) > 16<<10 {
 		return // too big to keep
 	}
-	clear(sc.ops) // drop the key and member strings of the ops used
-	clear(sc.crs)
+	// Drop what the ops hold beyond the scratch's own bytes: the members of
+	// distinct ops (the caller's values) and the string ownKeys made, so that
+	// a pooled scratch keeps no more of a request than its key buffer does.
+	// Keys borrowed from that buffer are left: the next check overwrites
+	// them, and every pointer written costs a write barrier while the
+	// garbage collector marks.
+	for i := range sc.ops {
+		op := &sc.ops[i]
+		if sc.owned {
+			op.Key, op.BanKey = "", ""
+		}
+		if op.Member != "" {
+			op.Member = ""
+		}
+	}
 	if sc.cached.Rule != nil {
 		sc.cached = Evaluation{}
 	}
-	sc.ops, sc.crs, sc.keys = sc.ops[:0], sc.crs[:0], sc.keys[:0]
+	sc.ops, sc.ri, sc.keys, sc.owned = sc.ops[:0], sc.ri[:0], sc.keys[:0], false
 	scratchPool.Put(sc)
 }
 
@@ -701,6 +771,7 @@ func (sc *scratch) ownKeys() {
 		return
 	}
 	all := string(sc.keys)
+	sc.owned = true
 	off := 0
 	for i := range sc.ops {
 		op := &sc.ops[i]

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/ratekit/ratekit/internal/keys"
 )
@@ -35,8 +36,14 @@ type memShard struct {
 	mu        sync.Mutex
 	m         map[string]*memEntry
 	nextSweep time.Time
-	_         [40]byte // keep shards on separate cache lines
+	// Pad the fields above to 128 bytes (TestMemShardSize): a shard then has
+	// two cache lines of its own, also against adjacent-line prefetch, so
+	// that checks on other shards never contend for its lines.
+	_ [128 - memShardFields%128]byte
 }
+
+// memShardFields is the size of memShard's fields, before its padding.
+const memShardFields = unsafe.Sizeof(sync.Mutex{}) + unsafe.Sizeof(map[string]*memEntry(nil)) + unsafe.Sizeof(time.Time{})
 
 type memEntry struct {
 	count  float64
@@ -83,8 +90,25 @@ func (c MemoryConfig) New() *MemoryStore {
 func (s *MemoryStore) inProcess() {}
 
 func (s *MemoryStore) shard(key string) *memShard {
-	h := maphash.String(s.seed, keys.HashTag(key))
+	return s.shardOfTag(keys.HashTag(key))
+}
+
+func (s *MemoryStore) shardOfTag(tag string) *memShard {
+	h := maphash.String(s.seed, tag)
 	return &s.shards[h%uint64(len(s.shards))]
+}
+
+// shardFrom is shard for a key whose hash tag is known to start at tagFrom
+// (just after its '{') and to end at its last '}', as in every key a Limiter
+// builds: finding the tag is then a short walk back from the end of the key
+// instead of two scans from its start. tagFrom 0 means unknown.
+func (s *MemoryStore) shardFrom(key string, tagFrom int) *memShard {
+	if tagFrom > 0 {
+		if e := strings.LastIndexByte(key, '}'); e > tagFrom {
+			return s.shardOfTag(key[tagFrom:e])
+		}
+	}
+	return s.shard(key)
 }
 
 // Len returns the number of live and not yet swept entries (for tests and metrics).
@@ -99,13 +123,22 @@ func (s *MemoryStore) Len() int {
 	return n
 }
 
-func (sh *memShard) get(key string, now time.Time) *memEntry {
+// get returns the entry of key and the time it has left at now; an entry
+// with none left is deleted and reads as absent. Checking the expiry by the
+// time left (Sub, which uses the monotonic clock readings when both times
+// have one, as Before does) hands the caller its TTL without a second clock
+// computation.
+func (sh *memShard) get(key string, now time.Time) (*memEntry, time.Duration) {
 	e := sh.m[key]
-	if e != nil && !now.Before(e.expire) {
-		delete(sh.m, key)
-		return nil
+	if e == nil {
+		return nil, 0
 	}
-	return e
+	ttl := e.expire.Sub(now)
+	if ttl <= 0 {
+		delete(sh.m, key)
+		return nil, 0
+	}
+	return e, ttl
 }
 
 func (sh *memShard) maybeSweep(now time.Time, every time.Duration) {
@@ -123,13 +156,15 @@ func (sh *memShard) maybeSweep(now time.Time, every time.Duration) {
 // Eval implements Store. A panic inside it (a bug) is returned as an error, so
 // the limiter fails open; no shard lock is ever left held.
 func (s *MemoryStore) Eval(ctx context.Context, mode Mode, ops []Op) ([]OpResult, error) {
-	return s.evalInto(ctx, mode, ops, make([]OpResult, len(ops)), time.Time{})
+	return s.evalInto(ctx, mode, ops, make([]OpResult, len(ops)), time.Time{}, 0)
 }
 
 // evalInto is Eval writing into out (len(out) == len(ops)), so that the
 // Limiter can hand it a reused buffer, and the current time when it has just
 // read it from the same clock (else now is zero and each op reads the clock).
-func (s *MemoryStore) evalInto(ctx context.Context, mode Mode, ops []Op, out []OpResult, now time.Time) (_ []OpResult, err error) {
+// tagFrom is where the hash tag of every op's key starts, when the Limiter
+// knows it (see shardFrom), else 0.
+func (s *MemoryStore) evalInto(ctx context.Context, mode Mode, ops []Op, out []OpResult, now time.Time, tagFrom int) (_ []OpResult, err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -137,7 +172,7 @@ func (s *MemoryStore) evalInto(ctx context.Context, mode Mode, ops []Op, out []O
 	clear(out)
 	for i := range ops {
 		op := &ops[i]
-		out[i] = s.shard(op.Key).eval(s.now, now, s.sweep, mode, op)
+		s.shardFrom(op.Key, tagFrom).eval(s, now, mode, op, &out[i])
 		if out[i].Exceeded && op.Terminal {
 			break
 		}
@@ -145,24 +180,25 @@ func (s *MemoryStore) evalInto(ctx context.Context, mode Mode, ops []Op, out []O
 	return out, nil
 }
 
-// eval applies one op under the shard's lock, released even if apply panics.
-func (sh *memShard) eval(clock func() time.Time, now time.Time, sweep time.Duration, mode Mode, op *Op) OpResult {
+// eval applies one op under the shard's lock, released even if apply panics,
+// into *o (a zero OpResult).
+func (sh *memShard) eval(s *MemoryStore, now time.Time, mode Mode, op *Op, o *OpResult) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	t := now
-	if t.IsZero() {
-		t = clock()
+	if now.IsZero() {
+		now = s.now()
 	}
-	o := sh.apply(t, mode, op)
+	sh.apply(now, mode, op, o)
 	if mode == ModeCheck {
-		sh.maybeSweep(t, sweep)
+		sh.maybeSweep(now, s.sweep)
 	}
-	return o
 }
 
-func (sh *memShard) apply(now time.Time, mode Mode, op *Op) OpResult {
-	o := OpResult{Evaluated: true}
-	e := sh.get(op.Key, now)
+// apply evaluates op into *o, which is zero: written in place, an OpResult
+// is not copied out of each call.
+func (sh *memShard) apply(now time.Time, mode Mode, op *Op, o *OpResult) {
+	o.Evaluated = true
+	e, ttl := sh.get(op.Key, now)
 	if e != nil && (e.set != nil) != (op.Kind == OpDistinct) {
 		// A value of the other counting kind: keys encode the kind, so only a
 		// caller that built its own keys gets here. It reads as absent and a
@@ -172,16 +208,19 @@ func (sh *memShard) apply(now time.Time, mode Mode, op *Op) OpResult {
 		}
 		e = nil
 	}
+	if e == nil {
+		ttl = op.Period // no window yet, or one this check starts (now+Period)
+	}
 	if op.BanKey != "" {
-		if b := sh.get(op.BanKey, now); b != nil {
-			o.Banned, o.Exceeded, o.TTL = true, true, b.expire.Sub(now)
+		if b, left := sh.get(op.BanKey, now); b != nil {
+			o.Banned, o.Exceeded, o.TTL = true, true, left
 			if e != nil {
 				o.Count = e.count
 				if op.Kind == OpDistinct {
 					o.Count = float64(len(e.set))
 				}
 			}
-			return o
+			return
 		}
 	}
 	charge := mode == ModeCheck && op.Cost > 0
@@ -236,15 +275,11 @@ func (sh *memShard) apply(now time.Time, mode Mode, op *Op) OpResult {
 		}
 	}
 	o.Exceeded = would > float64(op.Limit)
-	o.TTL = op.Period
-	if e != nil {
-		o.TTL = e.expire.Sub(now)
-	}
+	o.TTL = ttl
 	if charge && o.Exceeded && op.BanFor > 0 && op.BanKey != "" {
 		sh.m[strings.Clone(op.BanKey)] = &memEntry{expire: now.Add(op.BanFor)}
 		o.Banned, o.TTL = true, op.BanFor
 	}
-	return o
 }
 
 // Delete implements Store.
@@ -257,7 +292,7 @@ func (s *MemoryStore) Delete(ctx context.Context, keys []string) (int, error) {
 	for _, k := range keys {
 		sh := s.shard(k)
 		sh.mu.Lock()
-		if sh.get(k, now) != nil {
+		if e, _ := sh.get(k, now); e != nil {
 			delete(sh.m, k)
 			n++
 		}

@@ -102,6 +102,10 @@ type Plan struct {
 	chars []string // the characteristics, to read from the identifier
 	props []string // ":<escaped characteristic>=" for each characteristic
 	tail  string   // "}", or "}:set" for a count_distinct rule
+	// head is the head of the limiter the plan was compiled for (see
+	// WithHead), "" if none; start is head, name and the first of props
+	// joined: under head a key starts with one append instead of three.
+	head, start string
 }
 
 // NewPlan returns the key plan of a rule: its name, its characteristics and
@@ -118,6 +122,17 @@ func NewPlan(rule string, characteristics []string, distinct bool) Plan {
 	return p
 }
 
+// WithHead returns p with the start of its keys under head (see Head)
+// joined once: a limiter compiles its own rules for its own head. Append
+// under any other head still builds the key from the parts.
+func (p Plan) WithHead(head string) Plan {
+	p.head, p.start = head, head+p.name
+	if len(p.props) > 0 {
+		p.start += p.props[0]
+	}
+	return p
+}
+
 // Head is the start of every counter key of a limiter: the prefix and the
 // opening of the hash tag with the limiter's name.
 func Head(prefix, limiter string) string { return prefix + "{" + limiter }
@@ -126,10 +141,19 @@ func Head(prefix, limiter string) string { return prefix + "{" + limiter }
 // and returns the first characteristic the identifier lacks ("" when it has
 // them all), reading each property once.
 func (p *Plan) Append(b []byte, head string, id map[string]any) (_ []byte, missing string) {
-	b = append(b, head...)
-	b = append(b, p.name...)
+	if p.head != "" && head == p.head {
+		b = append(b, p.start...) // head, name and the first property's name
+	} else {
+		b = append(b, head...)
+		b = append(b, p.name...)
+		if len(p.props) > 0 {
+			b = append(b, p.props[0]...)
+		}
+	}
 	for i, c := range p.chars {
-		b = append(b, p.props[i]...)
+		if i > 0 {
+			b = append(b, p.props[i]...)
+		}
 		v, ok := Value(id, c)
 		if !ok {
 			if missing == "" {
@@ -192,6 +216,9 @@ func Member(v string) string {
 // present: a nil value (typed nil included) is absent.
 func Value(id map[string]any, k string) (string, bool) {
 	v, ok := id[k]
+	if s, isString := v.(string); isString { // the common case, without the type switches below
+		return s, true
+	}
 	if !ok || isNil(v) {
 		return "", false
 	}

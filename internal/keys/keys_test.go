@@ -100,3 +100,25 @@ func TestCanonicalTypedNil(t *testing.T) {
 		t.Fatalf("typed nil is present as %q", v)
 	}
 }
+
+// TestPlanWithHead proves that a plan with its head joined builds the keys the
+// plain plan builds, under its own head and under any other.
+func TestPlanWithHead(t *testing.T) {
+	ids := []map[string]any{{}, {"a": "x:y", "b": 7}, {"b": nil}}
+	for _, chars := range [][]string{nil, {"a"}, {"a", "b"}, {"b", "a", "c"}} {
+		for _, distinct := range []bool{false, true} {
+			plain := NewPlan("rule", chars, distinct)
+			joined := plain.WithHead(Head(prefix, "lim"))
+			for _, head := range []string{Head(prefix, "lim"), Head(prefix, "other"), Head("x{", "lim")} {
+				for _, id := range ids {
+					want, wantMissing := plain.Append([]byte("junk"), head, id)
+					got, gotMissing := joined.Append([]byte("junk"), head, id)
+					if string(got) != string(want) || gotMissing != wantMissing {
+						t.Errorf("chars %v, head %q, id %v: with head %q (missing %q), plain %q (missing %q)",
+							chars, head, id, got, gotMissing, want, wantMissing)
+					}
+				}
+			}
+		}
+	}
+}
