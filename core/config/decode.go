@@ -712,9 +712,10 @@ func editDistance(a, b string) int {
 	return prev[len(b)]
 }
 
-// validate runs protovalidate and records each violation as a problem.
+// validate runs protovalidate and records each violation as a problem. The
+// rules that validRule proves valid are skipped (see skipValidRules).
 func (d *doc) validate(msg proto.Message) {
-	err := protovalidate.Validate(msg)
+	err := protovalidate.Validate(msg, protovalidate.WithFilter(&skipValidRules{}))
 	if err == nil {
 		return
 	}
