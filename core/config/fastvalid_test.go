@@ -270,7 +270,7 @@ func TestSkipValidRulesSameViolations(t *testing.T) {
 		sort.Strings(lines) // maps are walked in random order
 		return strings.Join(lines, "\n")
 	}
-	for i := range 5_000 {
+	for i := range 3_000 {
 		var msg proto.Message
 		if i%2 == 0 {
 			msg = &configv1.LimiterRules{FileRules: list(), PublishedRules: list(), DefaultRules: list()}

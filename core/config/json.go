@@ -95,7 +95,14 @@ func MarshalRule(r *configv1.Rule) ([]byte, error) {
 // unique rule names within each tier, regexes valid RE2. Errors are a
 // *ValidationError whose positions are line:column in data.
 func UnmarshalLimiterRules(data []byte) (*configv1.LimiterRules, error) {
+	return unmarshalLimiterRules(data, false)
+}
+
+// unmarshalLimiterRules is UnmarshalLimiterRules; reflective stores every
+// value through protoreflect (see setTyped), for tests.
+func unmarshalLimiterRules(data []byte, reflective bool) (*configv1.LimiterRules, error) {
 	d := newDoc("")
+	d.reflective = reflective
 	msg := &configv1.LimiterRules{}
 	var nodes *validJSON
 	parse := func(data []byte) (*yaml.Node, error) {
