@@ -619,7 +619,9 @@ func (d *doc) uint32(n *yaml.Node, name string) (uint32, bool) {
 	v, ok := decimal(n.Value)
 	var err error
 	if !ok { // YAML's other spellings of integers: 0x1F, 1_000, ...
-		err = n.Decode(&v)
+		var y int64 // its own variable: Decode takes its address, which moves it to the heap
+		err = n.Decode(&y)
+		v = y
 	}
 	if err != nil || v > math.MaxUint32 {
 		d.fail(false, "%s must be at most %d, got %s", name, uint32(math.MaxUint32), n.Value)
