@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sort"
@@ -258,8 +259,8 @@ func TestSkipValidRulesSameViolations(t *testing.T) {
 		if err == nil {
 			return "valid"
 		}
-		ve, ok := err.(*protovalidate.ValidationError)
-		if !ok {
+		var ve *protovalidate.ValidationError
+		if !errors.As(err, &ve) {
 			return err.Error()
 		}
 		lines := make([]string, 0, len(ve.Violations))
