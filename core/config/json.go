@@ -117,7 +117,8 @@ func unmarshalLimiterRules(data []byte, reflective bool) (*configv1.LimiterRules
 	}
 	err := d.result(msg)
 	if nodes != nil {
-		// The message and the errors hold no node: the strings are their own.
+		// The message and the errors hold no node: their strings are their
+		// own or cut from the copy of the document, never from a node.
 		d.root = nil
 		nodes.release()
 	}
@@ -545,16 +546,19 @@ func (s *validJSON) value() *yaml.Node {
 // (they are most of it). Others are unquoted by encoding/json, which replaces
 // invalid UTF-8 exactly as its tokenizer does.
 func (s *validJSON) str() string {
-	start, escaped := s.i, false
+	start, escaped, bits := s.i, false, byte(0)
 	// Bytes of multi-byte characters are never '"' or '\\': scan bytes.
 	for s.i++; s.data[s.i] != '"'; s.i++ {
-		if s.data[s.i] == '\\' {
+		c := s.data[s.i]
+		bits |= c
+		if c == '\\' {
 			escaped = true
 			s.i++ // the escaped byte, which may be '"'
 		}
 	}
 	s.i++
-	if body := s.text[start+1 : s.i-1]; !escaped && utf8.ValidString(body) {
+	// ASCII (no byte with the high bit) is valid UTF-8.
+	if body := s.text[start+1 : s.i-1]; !escaped && (bits < utf8.RuneSelf || utf8.ValidString(body)) {
 		return body
 	}
 	var v string
