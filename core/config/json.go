@@ -93,7 +93,9 @@ func MarshalRule(r *configv1.Rule) ([]byte, error) {
 // UnmarshalLimiterRules decodes a stored document strictly (unknown fields,
 // duplicate keys and wrong types are errors) and validates it: protovalidate,
 // unique rule names within each tier, regexes valid RE2. Errors are a
-// *ValidationError whose positions are line:column in data.
+// *ValidationError whose positions are line:column in data. The message's
+// strings are cut from one copy of data, which they keep alive together
+// (data itself is not kept).
 func UnmarshalLimiterRules(data []byte) (*configv1.LimiterRules, error) {
 	return unmarshalLimiterRules(data, false)
 }
