@@ -58,6 +58,9 @@ type doc struct {
 	recording bool      // the walk of index: record positions, fill a scratch message
 	valPos    map[string]position
 	keyPos    map[string]position
+
+	reflective bool     // store every value through protoreflect (see setTyped), for tests
+	u32        []uint32 // see uint32Ptr
 }
 
 func newDoc(file string) *doc {
@@ -311,7 +314,10 @@ func (d *doc) message(n *yaml.Node, m protoreflect.Message) {
 	}
 	if md.FullName() == matchValueName && n.Kind == yaml.ScalarNode {
 		if s, ok := d.str(n, "match value"); ok {
-			m.Set(md.Fields().ByName("equality"), protoreflect.ValueOfString(s))
+			fd, v := md.Fields().ByName("equality"), protoreflect.ValueOfString(s)
+			if !d.setTyped(m, fd, v) {
+				m.Set(fd, v)
+			}
 		}
 		return
 	}
@@ -435,9 +441,13 @@ func (d *doc) value(n *yaml.Node, m protoreflect.Message, fd protoreflect.FieldD
 	case fd.IsList():
 		d.list(n, m, fd)
 	case fd.Kind() == protoreflect.MessageKind:
-		d.message(n, m.Mutable(fd).Message())
+		sub := d.mutableTyped(m, fd)
+		if sub == nil {
+			sub = m.Mutable(fd).Message()
+		}
+		d.message(n, sub)
 	default:
-		if v, ok := d.scalar(n, fd); ok {
+		if v, ok := d.scalar(n, fd); ok && !d.setTyped(m, fd, v) {
 			m.Set(fd, v)
 		}
 	}
@@ -448,7 +458,11 @@ func (d *doc) mapping(n *yaml.Node, m protoreflect.Message, fd protoreflect.Fiel
 		d.fail(false, "%s must be a mapping (name: value lines), got %s", fd.Name(), kindName(n))
 		return
 	}
-	out := m.Mutable(fd).Map()
+	match := d.matchTyped(m, fd, len(n.Content)/2)
+	var out protoreflect.Map
+	if match == nil {
+		out = m.Mutable(fd).Map()
+	}
 	vd := fd.MapValue()
 	what := func(k string) string { return fmt.Sprintf("%s %q", noun(d.at, true), k) }
 	firsts := firstKeys(n)
@@ -460,6 +474,13 @@ func (d *doc) mapping(n *yaml.Node, m protoreflect.Message, fd protoreflect.Fiel
 		d.subscript(&k.Value, -1)
 		d.record(k, v)
 		if !d.duplicate(n, i, firsts, what) {
+			if match != nil {
+				val := &configv1.MatchValue{}
+				d.message(v, val.ProtoReflect())
+				match[validUTF8(k.Value)] = val
+				d.subscript(nil, -1)
+				continue
+			}
 			key := protoreflect.ValueOfString(validUTF8(k.Value)).MapKey()
 			if vd.Kind() == protoreflect.MessageKind {
 				// The entry is kept even when its value is badly shaped, so
@@ -480,10 +501,28 @@ func (d *doc) list(n *yaml.Node, m protoreflect.Message, fd protoreflect.FieldDe
 		d.fail(false, "%s must be a list, got %s", fd.Name(), kindName(n))
 		return
 	}
-	out := m.Mutable(fd).List()
+	typed, ok := d.listTyped(m, fd, len(n.Content))
+	var out protoreflect.List
+	if !ok {
+		out = m.Mutable(fd).List()
+	}
 	for i, item := range n.Content {
 		d.subscript(nil, i)
 		d.record(nil, item)
+		switch {
+		case typed.rules != nil:
+			r := &configv1.Rule{}
+			d.message(item, r.ProtoReflect())
+			*typed.rules = append(*typed.rules, r)
+			continue
+		case typed.strs != nil:
+			s := "" // a placeholder when the value is bad, as below
+			if val, ok := d.scalar(item, fd); ok {
+				s = val.String()
+			}
+			*typed.strs = append(*typed.strs, s)
+			continue
+		}
 		if fd.Kind() == protoreflect.MessageKind {
 			val := out.NewElement()
 			d.message(item, val.Message())
@@ -580,7 +619,9 @@ func (d *doc) uint32(n *yaml.Node, name string) (uint32, bool) {
 	v, ok := decimal(n.Value)
 	var err error
 	if !ok { // YAML's other spellings of integers: 0x1F, 1_000, ...
-		err = n.Decode(&v)
+		var y int64 // its own variable: Decode takes its address, which moves it to the heap
+		err = n.Decode(&y)
+		v = y
 	}
 	if err != nil || v > math.MaxUint32 {
 		d.fail(false, "%s must be at most %d, got %s", name, uint32(math.MaxUint32), n.Value)
@@ -712,9 +753,10 @@ func editDistance(a, b string) int {
 	return prev[len(b)]
 }
 
-// validate runs protovalidate and records each violation as a problem.
+// validate runs protovalidate and records each violation as a problem. The
+// rules that validRule proves valid are skipped (see skipValidRules).
 func (d *doc) validate(msg proto.Message) {
-	err := protovalidate.Validate(msg)
+	err := protovalidate.Validate(msg, protovalidate.WithFilter(&skipValidRules{}))
 	if err == nil {
 		return
 	}

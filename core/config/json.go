@@ -93,9 +93,18 @@ func MarshalRule(r *configv1.Rule) ([]byte, error) {
 // UnmarshalLimiterRules decodes a stored document strictly (unknown fields,
 // duplicate keys and wrong types are errors) and validates it: protovalidate,
 // unique rule names within each tier, regexes valid RE2. Errors are a
-// *ValidationError whose positions are line:column in data.
+// *ValidationError whose positions are line:column in data. The message's
+// strings are cut from one copy of data, which they keep alive together
+// (data itself is not kept).
 func UnmarshalLimiterRules(data []byte) (*configv1.LimiterRules, error) {
+	return unmarshalLimiterRules(data, false)
+}
+
+// unmarshalLimiterRules is UnmarshalLimiterRules; reflective stores every
+// value through protoreflect (see setTyped), for tests.
+func unmarshalLimiterRules(data []byte, reflective bool) (*configv1.LimiterRules, error) {
 	d := newDoc("")
+	d.reflective = reflective
 	msg := &configv1.LimiterRules{}
 	var nodes *validJSON
 	parse := func(data []byte) (*yaml.Node, error) {
@@ -103,14 +112,15 @@ func UnmarshalLimiterRules(data []byte) (*configv1.LimiterRules, error) {
 			return parseJSONTokens(data)
 		}
 		nodes = newValidJSON(data)
-		return nodes.value(false), nil
+		return nodes.value(), nil
 	}
 	if d.decode(data, msg, parse) {
 		d.validateLimiterRules(msg)
 	}
 	err := d.result(msg)
 	if nodes != nil {
-		// The message and the errors hold no node: the strings are their own.
+		// The message and the errors hold no node: their strings are their
+		// own or cut from the copy of the document, never from a node.
 		d.root = nil
 		nodes.release()
 	}
@@ -230,13 +240,13 @@ func (e *jsonSyntaxError) Error() string { return fmt.Sprintf("%d:%d: %s", e.lin
 // the errors quote. Both give the same nodes (FuzzParseJSONPaths).
 func parseJSON(data []byte) (*yaml.Node, error) {
 	if json.Valid(data) {
-		return newValidJSON(data).value(false), nil
+		return newValidJSON(data).value(), nil
 	}
 	return parseJSONTokens(data)
 }
 
 func newValidJSON(data []byte) *validJSON {
-	return &validJSON{data: data, p: jsonParser{data: data, atLine: 1, atCol: 1}}
+	return &validJSON{data: data, text: string(data), p: jsonParser{data: data, atLine: 1, atCol: 1}}
 }
 
 // parseJSONTokens is parseJSON with encoding/json's tokenizer, for any input.
@@ -391,14 +401,14 @@ func (p *jsonParser) value() (*yaml.Node, error) {
 // every value becomes the node encoding/json's tokens would give.
 type validJSON struct {
 	data     []byte
+	text     string // data, copied once: the values read are cut from it
 	i        int
-	p        jsonParser        // positions only
-	slab     []yaml.Node       // nodes are cut from here: one allocation for many
-	slabs    []*[]yaml.Node    // every slab taken, for release
-	kids     []*yaml.Node      // containers' children are cut from here
-	kidSlabs []*[]*yaml.Node   // every slab of children taken, for release
-	keys     map[string]string // member names read, to share them
-	stack    []*yaml.Node      // the children of the open containers
+	p        jsonParser      // positions only
+	slab     []yaml.Node     // nodes are cut from here: one allocation for many
+	slabs    []*[]yaml.Node  // every slab taken, for release
+	kids     []*yaml.Node    // containers' children are cut from here
+	kidSlabs []*[]*yaml.Node // every slab of children taken, for release
+	stack    []*yaml.Node    // the children of the open containers
 }
 
 // slabNodes is the length of a node slab.
@@ -473,8 +483,8 @@ func (s *validJSON) space() {
 	}
 }
 
-// value reads the value at s.i; key tells that it is a member name.
-func (s *validJSON) value(key bool) *yaml.Node {
+// value reads the value at s.i.
+func (s *validJSON) value() *yaml.Node {
 	s.space()
 	line, col := s.p.pos(int64(s.i))
 	n := s.node()
@@ -490,11 +500,11 @@ func (s *validJSON) value(key bool) *yaml.Node {
 		s.space()
 		base := len(s.stack)
 		for s.data[s.i] != end {
-			s.stack = append(s.stack, s.value(n.Kind == yaml.MappingNode))
+			s.stack = append(s.stack, s.value())
 			s.space()
 			if n.Kind == yaml.MappingNode {
 				s.i++ // ':'
-				s.stack = append(s.stack, s.value(false))
+				s.stack = append(s.stack, s.value())
 				s.space()
 			}
 			if s.data[s.i] == ',' {
@@ -509,7 +519,7 @@ func (s *validJSON) value(key bool) *yaml.Node {
 			s.stack = s.stack[:base]
 		}
 	case '"':
-		n.Tag, n.Value = "!!str", s.str(key)
+		n.Tag, n.Value = "!!str", s.str()
 	case 't':
 		n.Tag, n.Value = "!!bool", "true"
 		s.i += len("true")
@@ -524,7 +534,7 @@ func (s *validJSON) value(key bool) *yaml.Node {
 		for s.i < len(s.data) && strings.IndexByte("+-.eE0123456789", s.data[s.i]) >= 0 {
 			s.i++
 		}
-		n.Tag, n.Value = "!!int", string(s.data[start:s.i])
+		n.Tag, n.Value = "!!int", s.text[start:s.i]
 		if strings.ContainsAny(n.Value, ".eE") {
 			n.Tag = "!!float"
 		}
@@ -532,41 +542,28 @@ func (s *validJSON) value(key bool) *yaml.Node {
 	return n
 }
 
-// maxKeys bounds the member names a read shares.
-const maxKeys = 256
-
-// str reads the string at s.i. Plain strings (no escape, valid UTF-8, as
-// stored documents are) are copied; others are unquoted by encoding/json,
-// which replaces invalid UTF-8 exactly as its tokenizer does. A member name
-// (key) is copied once per read: every rule repeats the same few.
-func (s *validJSON) str(key bool) string {
-	start, escaped := s.i, false
+// str reads the string at s.i. A plain string (no escape, valid UTF-8, as
+// stored documents are) is cut from s.text: reading allocates nothing for
+// it, and the strings of the message read share one copy of the document
+// (they are most of it). Others are unquoted by encoding/json, which replaces
+// invalid UTF-8 exactly as its tokenizer does.
+func (s *validJSON) str() string {
+	start, escaped, bits := s.i, false, byte(0)
 	// Bytes of multi-byte characters are never '"' or '\\': scan bytes.
 	for s.i++; s.data[s.i] != '"'; s.i++ {
-		if s.data[s.i] == '\\' {
+		c := s.data[s.i]
+		bits |= c
+		if c == '\\' {
 			escaped = true
 			s.i++ // the escaped byte, which may be '"'
 		}
 	}
 	s.i++
-	raw := s.data[start:s.i]
-	if body := raw[1 : len(raw)-1]; !escaped && utf8.Valid(body) {
-		if !key {
-			return string(body)
-		}
-		if k, ok := s.keys[string(body)]; ok { // the conversion does not allocate
-			return k
-		}
-		k := string(body)
-		if s.keys == nil {
-			s.keys = make(map[string]string)
-		}
-		if len(s.keys) < maxKeys {
-			s.keys[k] = k
-		}
-		return k
+	// ASCII (no byte with the high bit) is valid UTF-8.
+	if body := s.text[start+1 : s.i-1]; !escaped && (bits < utf8.RuneSelf || utf8.ValidString(body)) {
+		return body
 	}
 	var v string
-	_ = json.Unmarshal(raw, &v) // cannot fail: the document is valid
+	_ = json.Unmarshal(s.data[start:s.i], &v) // cannot fail: the document is valid
 	return v
 }
