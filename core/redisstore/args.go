@@ -147,6 +147,20 @@ type boxedNum struct {
 	v any
 }
 
+// appendNumArgs appends op's code and numeric fields (see appendFields) to
+// args as the go-redis path passes them.
+func appendNumArgs(args []any, code int, op *ratelimit.Op) []any {
+	args = append(args, opCodeArgs[code], numArg(op.Limit), numArg(millis(op.Period)))
+	if isShort(code) {
+		return append(args, numArg(int64(op.Cost)))
+	}
+	args = append(args, numArg(millis(op.BanFor)))
+	if c, ok := wholeCost(op.Cost); ok {
+		return append(args, numArg(c))
+	}
+	return append(args, strconv.FormatFloat(op.Cost, 'g', -1, 64))
+}
+
 // RESP encoding of commands, appended to a caller's buffer: nothing is boxed
 // and nothing allocates once the buffer has grown to the usual size.
 

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"strconv"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
@@ -172,16 +171,9 @@ func (e *rawEval) fill(raw rawMode, mode ratelimit.Mode, ops []ratelimit.Op, nst
 	for i := range ops {
 		op := &ops[i]
 		code := opCode(mode, op)
-		a = append(a, opCodeArgs[code], numArg(op.Limit), numArg(millis(op.Period)))
+		a = appendNumArgs(a, code, op)
 		if isShort(code) {
-			a = append(a, numArg(int64(op.Cost)))
 			continue
-		}
-		a = append(a, numArg(millis(op.BanFor)))
-		if c, ok := wholeCost(op.Cost); ok {
-			a = append(a, numArg(c))
-		} else {
-			a = append(a, strconv.FormatFloat(op.Cost, 'g', -1, 64))
 		}
 		a = append(a, e.str(op.Member))
 	}

@@ -295,16 +295,9 @@ func appendArgv(args []any, mode ratelimit.Mode, ops []ratelimit.Op, idx []int) 
 	for j := range n {
 		op := opAt(ops, idx, j)
 		code := opCode(mode, op)
-		args = append(args, opCodeArgs[code], numArg(op.Limit), numArg(millis(op.Period)))
+		args = appendNumArgs(args, code, op)
 		if isShort(code) {
-			args = append(args, numArg(int64(op.Cost)))
 			continue
-		}
-		args = append(args, numArg(millis(op.BanFor)))
-		if c, ok := wholeCost(op.Cost); ok {
-			args = append(args, numArg(c))
-		} else {
-			args = append(args, strconv.FormatFloat(op.Cost, 'g', -1, 64))
 		}
 		args = append(args, op.Member)
 	}
