@@ -212,7 +212,7 @@ func (c *conn) isUp() bool { return c.up.Load() }
 // again, unless ctx ended first: then the connection recycles it once its
 // reply has been read, which keeps the replies in order.
 func (p *connPool) do(ctx context.Context, r *request) (abandoned bool, err error) {
-	if err := p.pick().send(r); err != nil {
+	if err := p.send(r); err != nil {
 		return false, err
 	}
 	select {
@@ -226,6 +226,9 @@ func (p *connPool) do(ctx context.Context, r *request) (abandoned bool, err erro
 		return false, nil
 	}
 }
+
+// send queues r on the next connection; see conn.send.
+func (p *connPool) send(r *request) error { return p.pick().send(r) }
 
 // send queues r, or fails at once when the connection is down or its queue
 // full: a check never waits for a server that is gone.
@@ -526,7 +529,11 @@ func (c *conn) read(s *session, br *bufio.Reader) {
 			s.end(fmt.Errorf("%w: a reply to no request", errProtocol))
 			return
 		}
-		if err := readReply(br, r); err != nil {
+		read := readReply
+		if r.replies > 0 {
+			read = readReplies
+		}
+		if err := read(br, r); err != nil {
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
 				err = errHung

@@ -105,6 +105,14 @@ func (s *Store) Close() error {
 // the server lost the script (Dial loads it on every new connection, but a
 // SCRIPT FLUSH drops it).
 func (s *Store) evalConn(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.Op, out []ratelimit.OpResult) ([]ratelimit.OpResult, error) {
+	if plainOps(mode, ops) && !s.noPlain.Load() {
+		return s.evalPlain(ctx, ops, out)
+	}
+	return s.evalScript(ctx, mode, ops, out)
+}
+
+// evalScript is evalConn with the script.
+func (s *Store) evalScript(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.Op, out []ratelimit.OpResult) ([]ratelimit.OpResult, error) {
 	r := getRequest()
 	r.cmd = appendEval(r.cmd[:0], false, mode, ops)
 	abandoned, err := s.pool.do(ctx, r)

@@ -40,7 +40,8 @@
 // wrapper whose type hides a cluster client, force the cluster path with
 // WithClusterMode(true). Build a go-redis client with ContextTimeoutEnabled,
 // so that the Limiter needs no guard goroutine per check. Both stores send
-// the same script call, byte for byte, and share the counters.
+// the same script call, byte for byte (but for Dial's plain form, below), and
+// share the counters.
 //
 // # One round trip per check
 //
@@ -54,6 +55,17 @@
 // limit: with a limit of 50, exactly 50 of any number of concurrent checks are
 // allowed. Peek runs the same script in read-only mode (PTTL, GET, SCARD,
 // SISMEMBER only).
+//
+// A Store from Dial sends the usual check, whose rules are counters charged a
+// whole cost without a ban and of which only the last may block, as plain
+// commands instead: INCRBY, PEXPIRE NX and PTTL per rule, in the same one
+// write. Nothing the script does is needed there (no ban to read, no rule to
+// stop at), INCRBY is atomic on its own, so the outcomes are the script's, and
+// Redis spends well under half the time on them that it spends on EVALSHA.
+// A counter INCRBY refuses (it holds a fraction, or a value of another type)
+// costs a second round trip, through the script; a server before Redis 7.0,
+// which has no PEXPIRE NX, gets the script for every check once one has found
+// that out.
 //
 // # Redis time, not client time
 //

@@ -21,11 +21,12 @@
 -- Windows run on Redis's clock: a window is the key's TTL, set on the first
 -- write and never extended.
 --
--- The script runs on every check, so the usual op costs the fewest commands
--- (INCRBY and PTTL, and PEXPIRE on its first write) and the least Lua: its
--- fields are separate arguments compared or converted only when used, with no
--- pattern matching, and the general code below is not even defined unless an
--- op needs it.
+-- The script runs on every check of a go-redis client (Dial sends the usual
+-- check as plain commands instead, see plain.go), so the usual op costs the
+-- fewest commands (INCRBY and PTTL, and PEXPIRE on its first write) and the
+-- least Lua: its fields are separate arguments compared or converted only
+-- when used, with no pattern matching, and the general code below is not even
+-- defined unless an op needs it.
 
 local general -- function(key, bankey, kind, terminal, hasban, peek, limit, period, banfor, cost, member)
 

@@ -23,6 +23,7 @@ type request struct {
 	array    bool
 	err      error // a Redis error reply (a replyError), or why the command got no reply
 	noScript bool  // err is NOSCRIPT: the server does not have the script cached
+	replies  int   // several commands, whose replies are read as one value each (0: one command)
 
 	// state hands the request over between the caller and the connection:
 	// whoever moves it out of pending decides who returns it to the pool.
@@ -53,7 +54,7 @@ func putRequest(r *request) {
 	if cap(r.cmd) > 64<<10 || cap(r.data) > 64<<10 || cap(r.vals) > 1024 {
 		return
 	}
-	r.cmd, r.vals, r.data, r.array, r.err, r.noScript = r.cmd[:0], r.vals[:0], r.data[:0], false, nil, false
+	r.cmd, r.vals, r.data, r.array, r.err, r.noScript, r.replies = r.cmd[:0], r.vals[:0], r.data[:0], false, nil, false, 0
 	r.state.Store(reqPending)
 	requests.Put(r)
 }
@@ -128,6 +129,35 @@ func readReply(br *bufio.Reader, r *request) error {
 		}
 		if err := readValue(br, r, line); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// readReplies reads the r.replies replies of a request of several commands
+// into r.vals, one value each: an error reply is a value of kind '-' whose
+// text is r.str of it, and does not fail the request.
+func readReplies(br *bufio.Reader, r *request) error {
+	r.vals, r.data, r.array, r.err, r.noScript = r.vals[:0], r.data[:0], false, nil, false
+	for range r.replies {
+		line, err := readLine(br)
+		if err != nil {
+			return err
+		}
+		switch line[0] {
+		case '*': // never the reply of the commands sent this way
+			if err := skipArray(br, line, 1); err != nil {
+				return err
+			}
+			r.vals = append(r.vals, respVal{kind: '*'})
+		case '-':
+			off := len(r.data)
+			r.data = append(r.data, line[1:]...)
+			r.vals = append(r.vals, respVal{kind: '-', off: off, end: len(r.data)})
+		default:
+			if err := readValue(br, r, line); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

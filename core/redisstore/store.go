@@ -8,6 +8,7 @@ import (
 	"net"
 	"reflect"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -52,9 +53,10 @@ type Store struct {
 	raw      rawMode       // how checks on one shard go through evalRaw, if they do
 
 	// Dial: the pipelined connections (client is nil), and their options.
-	pool  *connPool
-	conns int
-	dial  func(ctx context.Context, network, addr string) (net.Conn, error)
+	pool    *connPool
+	conns   int
+	dial    func(ctx context.Context, network, addr string) (net.Conn, error)
+	noPlain atomic.Bool // the server refused PEXPIRE NX (before Redis 7.0): no plain form
 }
 
 var (

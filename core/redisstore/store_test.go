@@ -344,73 +344,77 @@ func concurrentAdmission(t *testing.T, s *Store, c redis.UniversalClient) {
 // TestMatchesMemoryStore applies random checks, peeks and deletes to Redis and
 // to the reference MemoryStore and requires identical outcomes.
 func TestMatchesMemoryStore(t *testing.T) {
-	forEachTarget(t, func(t *testing.T, c redis.UniversalClient) {
-		seed := uint64(time.Now().UnixNano())
-		t.Logf("seed %d", seed)
-		rng := rand.New(rand.NewPCG(seed, 1))
-		s, mem, k := New(c), ratelimit.NewMemoryStore(), newKeyer(t)
-		type tmpl struct {
-			name     string
-			distinct bool
-			ban      bool
+	forEachTarget(t, func(t *testing.T, c redis.UniversalClient) { matchesMemoryStore(t, New(c)) })
+	// The pipelined connections, whose usual checks take the plain form.
+	t.Run("dial", func(t *testing.T) { matchesMemoryStore(t, dialStore(t, redistest.URL(t))) })
+}
+
+func matchesMemoryStore(t *testing.T, s *Store) {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 1))
+	mem, k := ratelimit.NewMemoryStore(), newKeyer(t)
+	type tmpl struct {
+		name     string
+		distinct bool
+		ban      bool
+	}
+	// "c1" and "c3" also appear as sets: a key holding the other kind (a
+	// foreign or older writer's) is treated as absent by both stores.
+	tmpls := []tmpl{{"c1", false, true}, {"c2", false, false}, {"c3", false, true}, {"d1", true, true}, {"d2", true, false}, {"c1", true, true}, {"c3", true, false}}
+	costs := []float64{0, 0.25, 0.5, 1, 2}
+	var all []string
+	for _, tm := range tmpls {
+		all = append(all, k.key(tm.name), k.ban(tm.name))
+	}
+	for step := range 400 {
+		if rng.IntN(10) == 0 {
+			var keys []string
+			for _, key := range all {
+				if rng.IntN(3) == 0 {
+					keys = append(keys, key)
+				}
+			}
+			n1, err1 := s.Delete(ctx, keys)
+			n2, _ := mem.Delete(ctx, keys)
+			if err1 != nil || n1 != n2 {
+				t.Fatalf("step %d: delete %v = %d, %v; memory store %d", step, keys, n1, err1, n2)
+			}
+			continue
 		}
-		// "c1" and "c3" also appear as sets: a key holding the other kind (a
-		// foreign or older writer's) is treated as absent by both stores.
-		tmpls := []tmpl{{"c1", false, true}, {"c2", false, false}, {"c3", false, true}, {"d1", true, true}, {"d2", true, false}, {"c1", true, true}, {"c3", true, false}}
-		costs := []float64{0, 0.25, 0.5, 1, 2}
-		var all []string
-		for _, tm := range tmpls {
-			all = append(all, k.key(tm.name), k.ban(tm.name))
+		mode := check
+		if rng.IntN(3) == 0 {
+			mode = peek
 		}
-		for step := range 400 {
-			if rng.IntN(10) == 0 {
-				var keys []string
-				for _, key := range all {
-					if rng.IntN(3) == 0 {
-						keys = append(keys, key)
-					}
-				}
-				n1, err1 := s.Delete(ctx, keys)
-				n2, _ := mem.Delete(ctx, keys)
-				if err1 != nil || n1 != n2 {
-					t.Fatalf("step %d: delete %v = %d, %v; memory store %d", step, keys, n1, err1, n2)
-				}
-				continue
+		ops := make([]ratelimit.Op, 1+rng.IntN(5))
+		for i := range ops {
+			tm := tmpls[rng.IntN(len(tmpls))]
+			op := ratelimit.Op{
+				Key: k.key(tm.name), Limit: int64(rng.IntN(5)), Cost: costs[rng.IntN(len(costs))],
+				Period: time.Duration(1+rng.IntN(3)) * time.Minute, Terminal: rng.IntN(2) == 0,
 			}
-			mode := check
-			if rng.IntN(3) == 0 {
-				mode = peek
+			if tm.distinct {
+				op.Kind, op.Member = ratelimit.OpDistinct, string(rune('a'+rng.IntN(4)))
 			}
-			ops := make([]ratelimit.Op, 1+rng.IntN(5))
-			for i := range ops {
-				tm := tmpls[rng.IntN(len(tmpls))]
-				op := ratelimit.Op{
-					Key: k.key(tm.name), Limit: int64(rng.IntN(5)), Cost: costs[rng.IntN(len(costs))],
-					Period: time.Duration(1+rng.IntN(3)) * time.Minute, Terminal: rng.IntN(2) == 0,
+			if tm.ban && rng.IntN(2) == 0 {
+				op.BanKey = ikeys.BanKey(op.Key)
+				if rng.IntN(3) > 0 {
+					op.BanFor = time.Duration(3+rng.IntN(3)) * time.Minute
 				}
-				if tm.distinct {
-					op.Kind, op.Member = ratelimit.OpDistinct, string(rune('a'+rng.IntN(4)))
-				}
-				if tm.ban && rng.IntN(2) == 0 {
-					op.BanKey = ikeys.BanKey(op.Key)
-					if rng.IntN(3) > 0 {
-						op.BanFor = time.Duration(3+rng.IntN(3)) * time.Minute
-					}
-				}
-				ops[i] = op
 			}
-			got := eval(t, s, mode, ops...)
-			exp, _ := mem.Eval(ctx, mode, ops)
-			for i := range ops {
-				g, w := got[i], exp[i]
-				ttlOK := g.TTL <= w.TTL+time.Second && g.TTL >= w.TTL-time.Second
-				g.TTL, w.TTL = 0, 0
-				if g != w || !ttlOK {
-					t.Fatalf("step %d (%s, seed %d): op %d %+v\n got %+v\nwant %+v", step, mode, seed, i, ops[i], got[i], exp[i])
-				}
+			ops[i] = op
+		}
+		got := eval(t, s, mode, ops...)
+		exp, _ := mem.Eval(ctx, mode, ops)
+		for i := range ops {
+			g, w := got[i], exp[i]
+			ttlOK := g.TTL <= w.TTL+time.Second && g.TTL >= w.TTL-time.Second
+			g.TTL, w.TTL = 0, 0
+			if g != w || !ttlOK {
+				t.Fatalf("step %d (%s, seed %d): op %d %+v\n got %+v\nwant %+v", step, mode, seed, i, ops[i], got[i], exp[i])
 			}
 		}
-	})
+	}
 }
 
 func TestEvalEdgeCases(t *testing.T) {
