@@ -227,6 +227,16 @@ func (p *connPool) do(ctx context.Context, r *request) (abandoned bool, err erro
 	}
 }
 
+// call is do, with the reply's error (an error reply, or why the request got
+// none) returned as err.
+func (p *connPool) call(ctx context.Context, r *request) (abandoned bool, err error) {
+	abandoned, err = p.do(ctx, r)
+	if err == nil {
+		err = r.err
+	}
+	return abandoned, err
+}
+
 // send queues r on the next connection; see conn.send.
 func (p *connPool) send(r *request) error { return p.pick().send(r) }
 

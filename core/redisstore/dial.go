@@ -115,17 +115,14 @@ func (s *Store) evalConn(ctx context.Context, mode ratelimit.Mode, ops []ratelim
 func (s *Store) evalScript(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.Op, out []ratelimit.OpResult) ([]ratelimit.OpResult, error) {
 	r := getRequest()
 	r.cmd = appendEval(r.cmd[:0], false, mode, ops)
-	abandoned, err := s.pool.do(ctx, r)
-	if err == nil && r.noScript {
+	abandoned, err := s.pool.call(ctx, r)
+	if !abandoned && r.noScript {
 		r.state.Store(reqPending)
 		r.cmd = appendEval(r.cmd[:0], true, mode, ops)
-		abandoned, err = s.pool.do(ctx, r)
+		abandoned, err = s.pool.call(ctx, r)
 	}
 	if !abandoned {
 		defer putRequest(r)
-	}
-	if err == nil {
-		err = r.err
 	}
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: eval: %w", err)
@@ -172,12 +169,9 @@ func (s *Store) deleteConn(ctx context.Context, keys []string) (int, error) {
 	for _, k := range keys {
 		r.cmd = appendBulk(r.cmd, k)
 	}
-	abandoned, err := s.pool.do(ctx, r)
+	abandoned, err := s.pool.call(ctx, r)
 	if !abandoned {
 		defer putRequest(r)
-	}
-	if err == nil {
-		err = r.err
 	}
 	if err == nil && (r.array || len(r.vals) != 1 || r.vals[0].kind != ':') {
 		err = errors.New("unexpected reply")

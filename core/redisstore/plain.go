@@ -67,12 +67,9 @@ func (s *Store) evalPlain(ctx context.Context, ops []ratelimit.Op, out []ratelim
 	r := getRequest()
 	r.cmd = appendPlain(r.cmd[:0], ops)
 	r.replies = plainReplies * len(ops)
-	abandoned, err := s.pool.do(ctx, r)
+	abandoned, err := s.pool.call(ctx, r)
 	if !abandoned {
 		defer putRequest(r)
-	}
-	if err == nil {
-		err = r.err
 	}
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: eval: %w", err)
@@ -152,12 +149,9 @@ func (s *Store) startWindow(ctx context.Context, op *ratelimit.Op) error {
 	r.cmd = appendBulk(r.cmd, "1")
 	r.cmd = appendBulk(r.cmd, op.Key)
 	r.cmd = appendBulkBytes(r.cmd, strconv.AppendInt(tmp[:0], millis(op.Period), 10))
-	abandoned, err := s.pool.do(ctx, r)
+	abandoned, err := s.pool.call(ctx, r)
 	if !abandoned {
 		defer putRequest(r)
-	}
-	if err == nil {
-		err = r.err
 	}
 	if err != nil {
 		return fmt.Errorf("redisstore: eval: start the window of %s: %w", op.Key, err)
