@@ -38,7 +38,8 @@ type Config struct {
 	Breaker BreakerConfig
 	// Logger receives WARN records on fail-open (default slog.Default()).
 	Logger *slog.Logger
-	// Now is the clock used for ResetAt (default time.Now).
+	// Now is the clock used for ResetAt (default the real clock: time.Now's
+	// time, read more cheaply, see clock.go).
 	Now func() time.Time
 	// Observer is told about every check, peek and clear (metrics, tracing:
 	// pass the Observe method of a core/observe observer, or observe.Multi
@@ -80,7 +81,7 @@ type Limiter struct {
 	observer  func(ctx context.Context, e Event)
 	local     bool         // in-process store: no network, no timeout needed
 	mem       *MemoryStore // the store when it is the memory store: outcomes into a reused buffer
-	realClock bool         // now is time.Now (Config.Now unset)
+	realClock bool         // now is the real clock (Config.Now unset)
 	bounded   bool         // the store returns by the context's deadline on its own
 	breaker   breaker
 	source    func(ctx context.Context, limiter string, id Identifier) *RuleSet
@@ -131,7 +132,7 @@ func New(cfg Config) (*Limiter, error) {
 		l.logger = slog.Default()
 	}
 	if l.now == nil {
-		l.now, l.realClock = time.Now, true
+		l.now, l.realClock = now, true
 	}
 	_, l.local = cfg.Store.(interface{ inProcess() })
 	l.mem, _ = cfg.Store.(*MemoryStore)
@@ -508,7 +509,7 @@ func (l *Limiter) eval(ctx context.Context, mode Mode, ops []Op, sc *scratch, st
 		}
 		var now time.Time
 		if l.realClock && l.mem.realClock {
-			now = start // both on time.Now: the check's start time serves the store
+			now = start // both on the real clock: the check's start time serves the store
 		}
 		outs, err = l.mem.evalInto(ctx, mode, ops, sc.outs[:len(ops)], now, l.tagFrom)
 	case l.local:

@@ -25,8 +25,8 @@ type MemoryStore struct {
 	seed   maphash.Seed
 	shards []memShard
 	sweep  time.Duration
-	// realClock: now is time.Now, so a Limiter on the real clock can hand
-	// the store the time it already read (time.Now is costly on some VMs).
+	// realClock: now is the real clock (see now), so a Limiter on it can
+	// hand the store the time it already read.
 	realClock bool
 }
 
@@ -54,7 +54,7 @@ type memEntry struct {
 // MemoryConfig tunes a MemoryStore; its zero value gives NewMemoryStore's
 // defaults. Build the store with New.
 type MemoryConfig struct {
-	// Now is the store's clock (for tests; default time.Now).
+	// Now is the store's clock (for tests; default the real clock).
 	Now func() time.Time
 	// Shards is the number of lock shards (default 64).
 	Shards int
@@ -69,7 +69,7 @@ func NewMemoryStore() *MemoryStore { return MemoryConfig{}.New() }
 
 // New returns an empty in-process store configured by c.
 func (c MemoryConfig) New() *MemoryStore {
-	s := &MemoryStore{now: time.Now, seed: maphash.MakeSeed(), sweep: time.Second, realClock: true}
+	s := &MemoryStore{now: now, seed: maphash.MakeSeed(), sweep: time.Second, realClock: true}
 	if c.Now != nil {
 		s.now, s.realClock = c.Now, false
 	}
