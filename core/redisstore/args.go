@@ -77,11 +77,34 @@ func keyCount(op *ratelimit.Op) int {
 	return 2
 }
 
+// evalShape is the size of the evaluate.lua command for some ops: its
+// length (name, hash and key count included), its number of KEYS, and its
+// string arguments (keys and members): how many, and their total length.
+type evalShape struct{ nargs, nkeys, nstrs, size int }
+
+func evalShapeOf(mode ratelimit.Mode, ops []ratelimit.Op) evalShape {
+	sh := evalShape{nargs: 3}
+	for i := range ops {
+		op := &ops[i]
+		k := keyCount(op)
+		code := opCode(mode, op)
+		sh.nargs += k + argCount(code)
+		sh.nkeys += k
+		sh.nstrs += k
+		sh.size += len(op.Key) + len(op.BanKey)
+		if !isShort(code) {
+			sh.nstrs++
+			sh.size += len(op.Member)
+		}
+	}
+	return sh
+}
+
 // isShort reports whether code (an index in opCodes) is of the short form.
 func isShort(code int) bool { return code >= 16 }
 
 // argCount is the number of ARGV of an op whose code is code: the code, the
-// fields (see appendFields) and, in the general form, the member.
+// fields (see fieldsOf) and, in the general form, the member.
 func argCount(code int) int {
 	if isShort(code) {
 		return 1 + 3
@@ -89,27 +112,22 @@ func argCount(code int) int {
 	return 1 + 4 + 1
 }
 
-// appendFields appends op's numeric fields to buf, ending each at the index
-// it appends to ends: limit, period_ms and cost in the short form; limit,
-// period_ms, ban_ms and cost in the general form (whose member is op.Member,
-// passed as it is).
-func appendFields(buf []byte, ends []int, code int, op *ratelimit.Op) ([]byte, []int) {
-	buf = strconv.AppendInt(buf, op.Limit, 10)
-	ends = append(ends, len(buf))
-	buf = strconv.AppendInt(buf, millis(op.Period), 10)
-	ends = append(ends, len(buf))
-	if isShort(code) { // a whole cost, so the conversion is exact
-		buf = strconv.AppendInt(buf, int64(op.Cost), 10)
-		return buf, append(ends, len(buf))
+// fieldsOf returns op's numeric fields as integers: limit, period_ms and,
+// in the general form, ban_ms, then the cost, which the short form always has
+// whole. A general form's cost that is not whole is not among them (fracCost):
+// it follows them as a float. The general form's member comes after all.
+func fieldsOf(code int, op *ratelimit.Op) (f [4]int64, n int, fracCost bool) {
+	f[0], f[1] = op.Limit, millis(op.Period)
+	if isShort(code) {
+		f[2] = int64(op.Cost)
+		return f, 3, false
 	}
-	buf = strconv.AppendInt(buf, millis(op.BanFor), 10)
-	ends = append(ends, len(buf))
+	f[2] = millis(op.BanFor)
 	if c, ok := wholeCost(op.Cost); ok {
-		buf = strconv.AppendInt(buf, c, 10)
-	} else {
-		buf = strconv.AppendFloat(buf, op.Cost, 'g', -1, 64)
+		f[3] = c
+		return f, 4, false
 	}
-	return buf, append(ends, len(buf))
+	return f, 3, true
 }
 
 // wholeCost returns cost as an integer when it is one that prints exactly as
@@ -147,18 +165,18 @@ type boxedNum struct {
 	v any
 }
 
-// appendNumArgs appends op's code and numeric fields (see appendFields) to
-// args as the go-redis path passes them.
+// appendNumArgs appends op's code and numeric fields (see fieldsOf) to args
+// as the go-redis path passes them.
 func appendNumArgs(args []any, code int, op *ratelimit.Op) []any {
-	args = append(args, opCodeArgs[code], numArg(op.Limit), numArg(millis(op.Period)))
-	if isShort(code) {
-		return append(args, numArg(int64(op.Cost)))
+	args = append(args, opCodeArgs[code])
+	f, n, frac := fieldsOf(code, op)
+	for _, v := range f[:n] {
+		args = append(args, numArg(v))
 	}
-	args = append(args, numArg(millis(op.BanFor)))
-	if c, ok := wholeCost(op.Cost); ok {
-		return append(args, numArg(c))
+	if frac {
+		args = append(args, strconv.FormatFloat(op.Cost, 'g', -1, 64))
 	}
-	return append(args, strconv.FormatFloat(op.Cost, 'g', -1, 64))
+	return args
 }
 
 // RESP encoding of commands, appended to a caller's buffer: nothing is boxed
@@ -190,12 +208,8 @@ func appendBulkBytes(dst, b []byte) []byte {
 // EVALSHA <sha> (or EVAL <source> when eval is set), the key count, KEYS and
 // ARGV exactly as the go-redis path sends them (evalCmd).
 func appendEval(dst []byte, eval bool, mode ratelimit.Mode, ops []ratelimit.Op) []byte {
-	nkeys, nargs := 0, 0
-	for i := range ops {
-		nkeys += keyCount(&ops[i])
-		nargs += argCount(opCode(mode, &ops[i]))
-	}
-	dst = appendArrayHeader(dst, 3+nkeys+nargs)
+	sh := evalShapeOf(mode, ops)
+	dst = appendArrayHeader(dst, sh.nargs)
 	if eval {
 		dst = appendBulk(dst, "EVAL")
 		dst = appendBulk(dst, evaluateLua)
@@ -203,24 +217,24 @@ func appendEval(dst []byte, eval bool, mode ratelimit.Mode, ops []ratelimit.Op) 
 		dst = appendBulk(dst, "EVALSHA")
 		dst = appendBulk(dst, evaluateHash)
 	}
-	var tmp [96]byte // the fields of one op: four int64s or a float64, and their ends
-	dst = appendBulkBytes(dst, strconv.AppendInt(tmp[:0], int64(nkeys), 10))
+	var tmp [32]byte // one number: an int64, or a float64 as 'g' prints it
+	dst = appendBulkBytes(dst, strconv.AppendInt(tmp[:0], int64(sh.nkeys), 10))
 	for i := range ops {
 		dst = appendBulk(dst, ops[i].Key)
 		if ops[i].BanKey != "" {
 			dst = appendBulk(dst, ops[i].BanKey)
 		}
 	}
-	var endsArr [4]int
 	for i := range ops {
 		op := &ops[i]
 		code := opCode(mode, op)
 		dst = appendBulk(dst, opCodes[code])
-		buf, ends := appendFields(tmp[:0], endsArr[:0], code, op)
-		start := 0
-		for _, end := range ends {
-			dst = appendBulkBytes(dst, buf[start:end])
-			start = end
+		f, n, frac := fieldsOf(code, op)
+		for _, v := range f[:n] {
+			dst = appendBulkBytes(dst, strconv.AppendInt(tmp[:0], v, 10))
+		}
+		if frac {
+			dst = appendBulkBytes(dst, strconv.AppendFloat(tmp[:0], op.Cost, 'g', -1, 64))
 		}
 		if !isShort(code) {
 			dst = appendBulk(dst, op.Member)

@@ -22,16 +22,7 @@ import (
 // then its outcomes are read for a block (blockedIn).
 func (s *Store) evalSharded(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.Op, out []ratelimit.OpResult) ([]ratelimit.OpResult, error) {
 	if s.oneShard(ops) { // the usual check: one stage of one script, nothing to plan
-		var err error
-		if s.raw != rawNone {
-			err = evalRaw(ctx, s.proc, s.raw, mode, ops, out)
-		} else {
-			err = s.evalGroup(ctx, mode, ops, nil, out)
-		}
-		if err != nil {
-			return nil, err
-		}
-		return out, nil
+		return s.evalOne(ctx, mode, ops, out)
 	}
 	shards, err := s.shardsOf(ops)
 	if err != nil {

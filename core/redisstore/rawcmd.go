@@ -122,42 +122,18 @@ func putRawEval(e *rawEval) {
 	rawEvals[len(e.args)].Put(e)
 }
 
-// rawEvalShape returns the length of the evaluate.lua command for ops (as
-// appendEval writes it), the number of its string arguments (keys and
-// members) and their total size.
-func rawEvalShape(mode ratelimit.Mode, ops []ratelimit.Op) (nargs, nstrs, size int) {
-	nargs = 3
-	for i := range ops {
-		op := &ops[i]
-		k := keyCount(op)
-		code := opCode(mode, op)
-		nargs += k + argCount(code)
-		nstrs += k
-		size += len(op.Key) + len(op.BanKey)
-		if !isShort(code) {
-			nstrs++
-			size += len(op.Member)
-		}
-	}
-	return nargs, nstrs, size
-}
-
 // fill writes the EVALSHA command for ops into e.args, with the KEYS and ARGV
 // of evalCmd.
-func (e *rawEval) fill(raw rawMode, mode ratelimit.Mode, ops []ratelimit.Op, nstrs, size int) {
-	if cap(e.strs) < nstrs {
-		e.strs = make([]bulkArg, nstrs)
+func (e *rawEval) fill(raw rawMode, mode ratelimit.Mode, ops []ratelimit.Op, sh evalShape) {
+	if cap(e.strs) < sh.nstrs {
+		e.strs = make([]bulkArg, sh.nstrs)
 	}
 	e.strs = e.strs[:0]
-	if cap(e.bytes) < size {
-		e.bytes = make([]byte, 0, size)
+	if cap(e.bytes) < sh.size {
+		e.bytes = make([]byte, 0, sh.size)
 	}
 	e.bytes = e.bytes[:0]
-	nkeys := 0
-	for i := range ops {
-		nkeys += keyCount(&ops[i])
-	}
-	a := append(e.args[:0], "evalsha", evaluateSHA, nkeys)
+	a := append(e.args[:0], "evalsha", evaluateSHA, sh.nkeys)
 	for i := range ops {
 		if i == 0 && raw == rawRouted {
 			a = append(a, ops[0].Key) // routed by: go-redis reads it as a string
@@ -210,10 +186,10 @@ func (e *rawEval) run(ctx context.Context, p processor, raw rawMode) error {
 // ops on one shard: it runs evaluate.lua on ops as EVALSHA, and as EVAL when
 // the server does not have the script cached, and decodes the reply into out.
 func evalRaw(ctx context.Context, p processor, raw rawMode, mode ratelimit.Mode, ops []ratelimit.Op, out []ratelimit.OpResult) error {
-	nargs, nstrs, size := rawEvalShape(mode, ops)
-	e := getRawEval(nargs)
+	sh := evalShapeOf(mode, ops)
+	e := getRawEval(sh.nargs)
 	defer putRawEval(e)
-	e.fill(raw, mode, ops, nstrs, size)
+	e.fill(raw, mode, ops, sh)
 	err := e.run(ctx, p, raw)
 	if err != nil && isNoScript(err) { // HasErrorPrefix allocates even for nil
 		e.args[0], e.args[1] = "eval", evaluateSrc

@@ -39,9 +39,9 @@ func TestRawEvalMatchesAppendEval(t *testing.T) {
 		raw := []rawMode{rawReused, rawRouted}[round%2]
 		for _, mode := range []ratelimit.Mode{ratelimit.ModeCheck, ratelimit.ModePeek} {
 			for i, ops := range checks {
-				nargs, nstrs, size := rawEvalShape(mode, ops)
-				e := getRawEval(nargs)
-				e.fill(raw, mode, ops, nstrs, size)
+				sh := evalShapeOf(mode, ops)
+				e := getRawEval(sh.nargs)
+				e.fill(raw, mode, ops, sh)
 				if _, ok := e.args[3].(string); ok != (raw == rawRouted) {
 					t.Errorf("round %d: KEYS[1] is %T", round, e.args[3])
 				}

@@ -171,30 +171,20 @@ func (s *Store) Eval(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.O
 	return s.evalSharded(ctx, mode, ops, out)
 }
 
-// evalOne applies all ops in one script call: EVALSHA, or EVAL after NOSCRIPT.
+// evalOne applies all ops, which share a shard, in one script call: EVALSHA,
+// or EVAL after NOSCRIPT.
 // go-redis' own clients process a prepared command, which saves the copies
 // and conversions of Script.Run (a pooled one whose reply is read raw, see
 // evalRaw, but on an autopipeliner); other Clients (wrappers, which may
 // intercept EvalSha) go through Script.Run.
 func (s *Store) evalOne(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.Op, out []ratelimit.OpResult) ([]ratelimit.OpResult, error) {
-	if s.raw != rawNone {
-		if err := evalRaw(ctx, s.proc, s.raw, mode, ops, out); err != nil {
-			return nil, err
-		}
-		return out, nil
-	}
-	var res []any
 	var err error
-	if s.proc != nil {
-		res, err = evalProcess(ctx, s.proc, mode, ops, nil)
+	if s.raw != rawNone {
+		err = evalRaw(ctx, s.proc, s.raw, mode, ops, out)
 	} else {
-		keys, args := evalArgs(mode, ops, nil)
-		res, err = s.evaluate.Run(ctx, s.client, keys, args...).Slice()
+		err = s.evalGroup(ctx, mode, ops, nil, out)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("redisstore: eval: %w", err)
-	}
-	if err := decode(res, out, nil); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -287,7 +277,7 @@ func evalArgs(mode ratelimit.Mode, ops []ratelimit.Op, idx []int) ([]string, []a
 }
 
 // appendArgv appends the ARGV of evaluate.lua for ops[idx] (all ops when idx
-// is nil) to args: each op's code, fields (as appendFields writes them) and,
+// is nil) to args: each op's code, fields (see fieldsOf) and,
 // in the general form, member.
 func appendArgv(args []any, mode ratelimit.Mode, ops []ratelimit.Op, idx []int) []any {
 	n := len(ops)
