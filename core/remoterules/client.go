@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"buf.build/go/protovalidate"
+	"google.golang.org/protobuf/proto"
 
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/config"
@@ -26,6 +27,7 @@ import (
 const (
 	DefaultTimeout    = 50 * time.Millisecond
 	DefaultMaxEntries = 10_000
+	DefaultMaxBytes   = 64 << 20
 	DefaultCacheFor   = 30 * time.Second
 	DefaultStaleFor   = 10 * time.Minute
 	DefaultFailures   = 3
@@ -39,6 +41,10 @@ const (
 	maxSentValueBytes = 4096
 	// maxKeyBytes bounds a cache key; a longer one is stored as its SHA-256.
 	maxKeyBytes = 512
+	// compiledBytesPerByte estimates a compiled rule set's heap from its
+	// rules' encoded size: measured at about 24 for plain rules and 52 for
+	// rules carrying long regexes, so 64 overestimates both.
+	compiledBytesPerByte = 64
 )
 
 // Config configures a Client.
@@ -59,9 +65,15 @@ type Config struct {
 	// (default DefaultTimeout). A check never waits longer: on a timeout it
 	// runs on the local tiers alone.
 	Timeout time.Duration
-	// MaxEntries bounds the cache (default DefaultMaxEntries); the least
-	// recently used answer is evicted first.
+	// MaxEntries bounds the number of cached answers (default
+	// DefaultMaxEntries); the least recently used answer is evicted first.
 	MaxEntries int
+	// MaxBytes bounds the cache's estimated heap (default DefaultMaxBytes):
+	// each cached answer's key and bookkeeping, plus once each compiled rule
+	// set the answers share, estimated at 64 bytes per byte of its encoded
+	// rules. The least recently used answers are evicted until both bounds
+	// hold; the newest answer is kept even when it alone exceeds MaxBytes.
+	MaxBytes int64
 	// CacheFor and StaleFor are the lifetimes of an answer that leaves
 	// cache_for_s or stale_for_s at 0 (defaults DefaultCacheFor,
 	// DefaultStaleFor). A negative StaleFor means no stale serving.
@@ -112,7 +124,7 @@ type Client struct {
 	br       breaker
 
 	stats struct {
-		hits, misses, stale, calls, failures, invalid, skipped atomic.Int64
+		hits, misses, stale, calls, failures, invalid, skipped, compiled atomic.Int64
 	}
 }
 
@@ -130,7 +142,8 @@ type shape struct {
 
 type entry struct {
 	key        string
-	rules      *ratelimit.RuleSet // nil: an empty answer, cached too
+	set        *compiled          // shared with every answer of the same rules
+	rules      *ratelimit.RuleSet // set.rules; nil: an empty answer, cached too
 	revision   string
 	freshUntil time.Time
 	staleUntil time.Time
@@ -176,7 +189,12 @@ func New(cfg Config) (*Client, error) {
 	if c.lru.max <= 0 {
 		c.lru.max = DefaultMaxEntries
 	}
+	c.lru.maxBytes = cfg.MaxBytes
+	if c.lru.maxBytes <= 0 {
+		c.lru.maxBytes = DefaultMaxBytes
+	}
 	c.lru.items = map[string]*entry{}
+	c.lru.sets = map[string]*compiled{}
 	c.br = breaker{threshold: cfg.Breaker.Failures, cooldown: orDefault(cfg.Breaker.Cooldown, DefaultCooldown)}
 	if c.br.threshold == 0 {
 		c.br.threshold = DefaultFailures
@@ -334,11 +352,11 @@ func (c *Client) staleEntry(key string) *ratelimit.RuleSet {
 }
 
 // accept validates an answer and caches it. An invalid answer is rejected
-// whole: nothing of it is cached or applied.
+// whole: nothing of it is cached or applied. Rules already compiled for
+// another identifier's answer (same limiter, revision and rules: the same
+// override selected them) are shared, not validated and compiled again, so
+// distinct identifiers cost a cache entry each, never a rule set each.
 func (c *Client) accept(limiter string, id ratelimit.Identifier, resp *rulesv1.GetRulesResponse, reqKey string) (*ratelimit.RuleSet, error) {
-	if err := protovalidate.Validate(resp); err != nil {
-		return nil, fmt.Errorf("invalid answer for limiter %s: %w", limiter, err)
-	}
 	now := c.now()
 	fresh := time.Duration(resp.GetCacheForS()) * time.Second
 	if fresh == 0 {
@@ -349,6 +367,9 @@ func (c *Client) accept(limiter string, id ratelimit.Identifier, resp *rulesv1.G
 		stale = c.staleFor
 	}
 	if resp.GetNotModified() {
+		if err := protovalidate.Validate(resp); err != nil {
+			return nil, fmt.Errorf("invalid answer for limiter %s: %w", limiter, err)
+		}
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		e := c.lru.items[reqKey]
@@ -359,18 +380,25 @@ func (c *Client) accept(limiter string, id ratelimit.Identifier, resp *rulesv1.G
 		c.lru.touch(e)
 		return e.rules, nil
 	}
-	var set *ratelimit.RuleSet
-	if len(resp.GetRules().GetRules()) > 0 {
-		if err := config.ValidateRuleList(limiter, resp.GetRules(), c.avail); err != nil {
+	sel, size, err := selection(limiter, resp)
+	if err != nil {
+		return nil, fmt.Errorf("invalid answer for limiter %s: %w", limiter, err)
+	}
+	c.mu.Lock()
+	cs := c.lru.set(sel)
+	c.mu.Unlock()
+	if cs != nil {
+		// The rules passed every check when first compiled; the rest of the
+		// answer is checked alone.
+		if err := protovalidate.Validate(envelope(resp)); err != nil {
 			return nil, fmt.Errorf("invalid answer for limiter %s: %w", limiter, err)
 		}
-		rules, err := config.RulesFromProto(resp.GetRules())
-		if err == nil {
-			set, err = ratelimit.CompileRules(tiers.Remote, rules)
-		}
+	} else {
+		rules, err := c.compile(limiter, resp)
 		if err != nil {
 			return nil, fmt.Errorf("invalid answer for limiter %s: %w", limiter, err)
 		}
+		cs = &compiled{key: sel, rules: rules, cost: int64(size) * compiledBytesPerByte}
 	}
 	// The answer is cached under the key of its own vary list, which differs
 	// from the request's key on a limiter's first call or when the server's
@@ -384,8 +412,50 @@ func (c *Client) accept(limiter string, id ratelimit.Identifier, resp *rulesv1.G
 			c.lru.remove(e)
 		}
 	}
-	c.lru.add(&entry{key: key, rules: set, revision: resp.GetRevision(), freshUntil: now.Add(fresh), staleUntil: now.Add(fresh + stale)})
-	return set, nil
+	e := &entry{key: key, set: cs, revision: resp.GetRevision(), freshUntil: now.Add(fresh), staleUntil: now.Add(fresh + stale)}
+	c.lru.add(e)
+	return e.rules, nil
+}
+
+// compile validates an answer whole and compiles its rules (nil when it has
+// none).
+func (c *Client) compile(limiter string, resp *rulesv1.GetRulesResponse) (*ratelimit.RuleSet, error) {
+	if err := protovalidate.Validate(resp); err != nil {
+		return nil, err
+	}
+	if len(resp.GetRules().GetRules()) == 0 {
+		return nil, nil
+	}
+	if err := config.ValidateRuleList(limiter, resp.GetRules(), c.avail); err != nil {
+		return nil, err
+	}
+	rules, err := config.RulesFromProto(resp.GetRules())
+	if err != nil {
+		return nil, err
+	}
+	c.stats.compiled.Add(1)
+	return ratelimit.CompileRules(tiers.Remote, rules)
+}
+
+// selection keys an answer's rules by what selected them: the limiter, the
+// document revision and the rules themselves (the matched override's, or the
+// default ones), as the SHA-256 of their deterministic encoding. size is that
+// encoding's length.
+func selection(limiter string, resp *rulesv1.GetRulesResponse) (key string, size int, err error) {
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(resp.GetRules())
+	if err != nil {
+		return "", 0, fmt.Errorf("encode rules: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	k := appendField(nil, 's', limiter)
+	k = appendField(k, 'r', resp.GetRevision())
+	return string(append(k, sum[:]...)), len(b), nil
+}
+
+// envelope is an answer without its rules, to validate the rest of it.
+func envelope(resp *rulesv1.GetRulesResponse) *rulesv1.GetRulesResponse {
+	return &rulesv1.GetRulesResponse{CacheForS: resp.GetCacheForS(), StaleForS: resp.GetStaleForS(),
+		Revision: resp.GetRevision(), Vary: resp.GetVary()}
 }
 
 // shapeFor records vary as the limiter's shape, returning it.
@@ -515,19 +585,22 @@ type Stats struct {
 	Failures int64 // calls that failed (error, timeout or invalid answer)
 	Invalid  int64 // answers rejected by validation (also in Failures)
 	Skipped  int64 // checks with no usable cached answer and the breaker open: no call, local tiers only
+	Compiled int64 // answers whose rules were validated and compiled (the others shared a cached rule set)
 	Entries  int   // answers cached now
+	Sets     int   // distinct compiled rule sets cached now
+	Bytes    int64 // the cache's estimated heap now (see Config.MaxBytes)
 	Open     bool  // the breaker is open now
 }
 
 // Stats returns the client's counters.
 func (c *Client) Stats() Stats {
 	c.mu.Lock()
-	n, open := len(c.lru.items), c.br.isOpen()
+	n, sets, bytes, open := len(c.lru.items), len(c.lru.sets), c.lru.bytes, c.br.isOpen()
 	c.mu.Unlock()
 	return Stats{
 		Hits: c.stats.hits.Load(), Stale: c.stats.stale.Load(), Misses: c.stats.misses.Load(),
 		Calls: c.stats.calls.Load(), Failures: c.stats.failures.Load(), Invalid: c.stats.invalid.Load(),
-		Skipped: c.stats.skipped.Load(), Entries: n, Open: open,
+		Skipped: c.stats.skipped.Load(), Compiled: c.stats.compiled.Load(), Entries: n, Sets: sets, Bytes: bytes, Open: open,
 	}
 }
 

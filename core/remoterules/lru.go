@@ -1,13 +1,39 @@
 package remoterules
 
-import "time"
+import (
+	"time"
 
-// lru is the answer cache: a map and a recency list, guarded by Client.mu.
+	ratelimit "github.com/ratekit/ratekit/core"
+)
+
+// lru is the answer cache, guarded by Client.mu: a map of answers keyed by
+// limiter and vary values with a recency list, and the compiled rule sets
+// those answers share, keyed by what selects them. It is bounded by entries
+// (max) and by estimated bytes (maxBytes: every entry's own cost plus, once,
+// every compiled set an entry refers to).
 type lru struct {
 	max        int
+	maxBytes   int64
+	bytes      int64
 	items      map[string]*entry
-	head, tail *entry // most and least recently used
+	sets       map[string]*compiled // by selection key; present while an entry refers to it
+	head, tail *entry               // most and least recently used
 }
+
+// compiled is one validated, compiled answer's rules, shared by every entry
+// whose answer carried the same rules.
+type compiled struct {
+	key   string
+	rules *ratelimit.RuleSet // nil: an empty answer
+	cost  int64              // estimated heap bytes of rules
+	refs  int                // entries referring to it
+}
+
+// entryOverhead estimates an entry's heap bytes besides its key: the struct,
+// its map slot and the key's string header.
+const entryOverhead = 192
+
+func (e *entry) cost() int64 { return int64(len(e.key)) + entryOverhead }
 
 // get looks key up without allocating (the conversion is optimised away).
 func (l *lru) get(key []byte) *entry { return l.items[string(key)] }
@@ -20,10 +46,25 @@ func (l *lru) touch(e *entry) {
 	l.pushFront(e)
 }
 
+// set returns the cached compiled set under key, or nil.
+func (l *lru) set(key string) *compiled { return l.sets[key] }
+
+// add caches e, which refers to e.set, then evicts least recently used
+// entries while either bound is exceeded; e itself is never evicted, so an
+// answer larger than maxBytes is still cached, alone.
 func (l *lru) add(e *entry) {
+	if cs := l.sets[e.set.key]; cs != nil {
+		e.set = cs // a set compiled concurrently for the same selection
+	} else {
+		l.sets[e.set.key] = e.set
+		l.bytes += e.set.cost
+	}
+	e.set.refs++
+	e.rules = e.set.rules
 	l.items[e.key] = e
+	l.bytes += e.cost()
 	l.pushFront(e)
-	for len(l.items) > l.max && l.tail != nil {
+	for (len(l.items) > l.max || l.bytes > l.maxBytes) && l.tail != nil && l.tail != e {
 		l.remove(l.tail)
 	}
 }
@@ -31,6 +72,11 @@ func (l *lru) add(e *entry) {
 func (l *lru) remove(e *entry) {
 	l.unlink(e)
 	delete(l.items, e.key)
+	l.bytes -= e.cost()
+	if e.set.refs--; e.set.refs == 0 {
+		delete(l.sets, e.set.key)
+		l.bytes -= e.set.cost
+	}
 }
 
 func (l *lru) pushFront(e *entry) {
