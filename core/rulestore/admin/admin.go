@@ -15,6 +15,7 @@ import (
 	"github.com/ratekit/ratekit/core/config"
 	"github.com/ratekit/ratekit/core/rulestore"
 	"github.com/ratekit/ratekit/core/tiers"
+	"github.com/ratekit/ratekit/internal/httpguard"
 	"github.com/ratekit/ratekit/internal/rulecheck"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
@@ -66,6 +67,12 @@ type Options struct {
 	// Authorize is the host's authorization hook for writes. Without it the
 	// page is read-only: it shows everything and changes nothing.
 	Authorize Authorizer
+	// AllowedHosts are the Host names the page answers to ("name" on any
+	// port, "name:port", or "*" for any). Empty: on a loopback listener only
+	// localhost, 127.0.0.1 and [::1] (any port), so a hostile name resolved
+	// to 127.0.0.1 (DNS rebinding) is refused; on other listeners any Host.
+	// Set it when the page is reached through a proxy or by a name.
+	AllowedHosts []string
 	// Logger receives one audit record per write (default slog.Default()).
 	Logger *slog.Logger
 	// Timeout bounds the Redis calls of one request (default DefaultTimeout).
@@ -112,6 +119,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	setHeaders(w)
 	ctx, cancel := context.WithTimeout(r.Context(), h.opts.Timeout)
 	defer cancel()
+	if !httpguard.HostAllowed(r, h.opts.AllowedHosts) {
+		msg := "Refused: this page does not answer to the name " + r.Host + "; open it as localhost or 127.0.0.1, or add the name to its allowed hosts."
+		if r.Method == http.MethodPost {
+			h.refused(ctx, r, "", msg)
+		}
+		h.fail(w, r, http.StatusForbidden, msg)
+		return
+	}
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
 		h.get(ctx, w, r)

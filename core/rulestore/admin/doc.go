@@ -37,7 +37,11 @@
 // is HTML-escaped by html/template. Mount it on an internal listener, behind
 // the host's authentication. The origin check compares the browser's Origin
 // header with the request's Host: a reverse proxy in front must pass the
-// Host through unchanged.
+// Host through unchanged. Against DNS rebinding (a hostile name resolved to
+// 127.0.0.1 makes the attacker's page same-origin with the loopback page),
+// a page served on a loopback listener answers only to localhost, 127.0.0.1
+// and [::1] unless Options.AllowedHosts names others; any other Host gets
+// 403 before anything is read or written.
 //
 // The audit record of "lift ban / clear" names the identifier (its property
 // values), since that is what the action changed.

@@ -1,0 +1,71 @@
+package httpguard_test
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/ratekit/ratekit/internal/httpguard"
+)
+
+// The Host check on a real loopback listener: loopback names pass, any other
+// name is refused unless allowed.
+func TestHostAllowed(t *testing.T) {
+	var allowed []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !httpguard.HostAllowed(r, allowed) {
+			w.WriteHeader(http.StatusForbidden)
+		}
+	}))
+	defer srv.Close()
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	tests := []struct {
+		host    string
+		allowed []string
+		want    int
+	}{
+		{"127.0.0.1:" + port, nil, http.StatusOK},
+		{"localhost:" + port, nil, http.StatusOK},
+		{"LOCALHOST", nil, http.StatusOK},
+		{"[::1]:" + port, nil, http.StatusOK},
+		{"127.0.0.2:" + port, nil, http.StatusOK},
+		{"evil.example:" + port, nil, http.StatusForbidden},
+		{"evil.example", nil, http.StatusForbidden},
+		{"localhost.evil.example:" + port, nil, http.StatusForbidden},
+		{"admin.internal:" + port, []string{"admin.internal"}, http.StatusOK},
+		{"admin.internal:1", []string{"admin.internal:" + port}, http.StatusForbidden},
+		{"admin.internal:" + port, []string{"admin.internal:" + port}, http.StatusOK},
+		{"127.0.0.1:" + port, []string{"admin.internal"}, http.StatusForbidden},
+		{"anything:" + port, []string{"*"}, http.StatusOK},
+	}
+	for _, tt := range tests {
+		allowed = tt.allowed
+		req, err := http.NewRequest(http.MethodGet, srv.URL, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = tt.host
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != tt.want {
+			t.Errorf("Host %q, allowed %q: %d, want %d", tt.host, tt.allowed, resp.StatusCode, tt.want)
+		}
+	}
+}
+
+func TestLoopbackAddr(t *testing.T) {
+	for addr, want := range map[string]bool{
+		"127.0.0.1:8080": true, "localhost:1": true, "[::1]:80": true,
+		":8080": false, "0.0.0.0:80": false, "10.0.0.1:80": false, "bogus": false,
+	} {
+		if got := httpguard.LoopbackAddr(addr); got != want {
+			t.Errorf("LoopbackAddr(%q) = %v, want %v", addr, got, want)
+		}
+	}
+}
