@@ -34,7 +34,17 @@
 //
 // PUT and DELETE honour If-Match (a PUT body's revision works too): another
 // revision than the stored one answers 409. An invalid document answers 400
-// naming every problem and its rule. ParseOverrideFile and Apply are the
+// naming every problem and its rule.
+//
+// Security: PUT and DELETE pass Config.Authorize (who may write, named in
+// the audit log) before their body is read; without a hook only clients
+// connecting from loopback may write. Each write logs one INFO record
+// "rate_limit_rules_write" (who, op, service, limiter, outcome, revision),
+// each refusal one WARN record "rate_limit_rules_refused". On a loopback
+// listener every request must name a loopback Host (localhost, 127.0.0.1,
+// [::1]) unless Config.AllowedHosts names others, against DNS rebinding.
+// A stored document's size is checked in Redis (HSTRLEN) before it is read:
+// one over MaxDocumentBytes is refused without crossing the wire. ParseOverrideFile and Apply are the
 // `ratekit-rules apply` command: a YAML file of documents, checked whole with
 // file, line and rule, then PUT one by one.
 package rulesserver

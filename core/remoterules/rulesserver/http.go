@@ -3,8 +3,11 @@ package rulesserver
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
+	"strconv"
 
 	"buf.build/go/protovalidate"
 	"google.golang.org/grpc/codes"
@@ -13,6 +16,7 @@ import (
 
 	"github.com/ratekit/ratekit/core/config"
 	"github.com/ratekit/ratekit/core/remoterules/rulesv1"
+	"github.com/ratekit/ratekit/internal/httpguard"
 )
 
 // Handler is the management API, JSON over HTTP (protojson of
@@ -27,27 +31,84 @@ import (
 // PUT and DELETE honour If-Match (or, for PUT, the body's revision): a
 // revision other than the stored one answers 409. An invalid document answers
 // 400 with every problem; errors are {"error": "..."}.
+//
+// Every request must name an allowed Host (Config.AllowedHosts; on a
+// loopback listener, loopback names only), or it gets 403. PUT and DELETE
+// pass Config.Authorize first (without it, only loopback clients may
+// write), before the body is read, and each one is audited.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("PUT /v1/overrides/{service}/{limiter}", s.handlePut)
+	mux.HandleFunc("PUT /v1/overrides/{service}/{limiter}", s.authorized("put", s.handlePut))
 	mux.HandleFunc("GET /v1/overrides/{service}/{limiter}", s.handleGet)
-	mux.HandleFunc("DELETE /v1/overrides/{service}/{limiter}", s.handleDelete)
+	mux.HandleFunc("DELETE /v1/overrides/{service}/{limiter}", s.authorized("delete", s.handleDelete))
 	mux.HandleFunc("POST /v1/rules", s.handleRules)
-	return mux
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !httpguard.HostAllowed(r, s.hosts) {
+			msg := "Host " + strconv.Quote(r.Host) + " is not a name this server answers to (see rulesserver.Config.AllowedHosts)"
+			if r.Method != http.MethodGet && r.Method != http.MethodHead {
+				s.refused(r, "", "", msg)
+			}
+			writeError(w, http.StatusForbidden, msg)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// authorized runs a write handler for whoever Config.Authorize (or, without
+// it, a loopback connection) lets write, and audits its outcome.
+func (s *Server) authorized(op string, next func(http.ResponseWriter, *http.Request) (*rulesv1.OverrideDocument, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var who string
+		switch {
+		case s.authorize != nil:
+			var ok bool
+			if who, ok = s.authorize(r); !ok {
+				s.refused(r, op, who, "not authorized")
+				writeError(w, http.StatusForbidden, "not authorized to change override documents")
+				return
+			}
+		case httpguard.RemoteLoopback(r):
+			who = "loopback"
+		default:
+			msg := "writes from a non-loopback client need an authorization hook (rulesserver.Config.Authorize; ratekit-rules serve -write-token-file)"
+			s.refused(r, op, "", msg)
+			writeError(w, http.StatusForbidden, msg)
+			return
+		}
+		doc, err := next(w, r)
+		attrs := []slog.Attr{slog.String("who", who), slog.String("op", op),
+			slog.String("service", r.PathValue("service")), slog.String("limiter", r.PathValue("limiter")),
+			slog.String("outcome", outcome(err)), slog.String("if_match", unquote(r.Header.Get("If-Match"))),
+			slog.String("remote_addr", r.RemoteAddr)}
+		if doc != nil {
+			attrs = append(attrs, slog.String("revision", doc.GetRevision()))
+		}
+		if err != nil {
+			attrs = append(attrs, slog.String("error", err.Error()))
+		}
+		s.logger.LogAttrs(r.Context(), slog.LevelInfo, "rate_limit_rules_write", attrs...)
+	}
+}
+
+// refused logs a management request turned away.
+func (s *Server) refused(r *http.Request, op, who, why string) {
+	s.logger.LogAttrs(r.Context(), slog.LevelWarn, "rate_limit_rules_refused", slog.String("who", who),
+		slog.String("op", op), slog.String("method", r.Method), slog.String("path", r.URL.Path),
+		slog.String("host", r.Host), slog.String("reason", why), slog.String("remote_addr", r.RemoteAddr))
 }
 
 var jsonOut = protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: false}
 
-func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxDocumentBytes))
+func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) (*rulesv1.OverrideDocument, error) {
+	body, err := readBody(w, r)
 	if err != nil {
-		writeError(w, http.StatusRequestEntityTooLarge, "read body: "+err.Error())
-		return
+		return nil, err
 	}
 	doc := &rulesv1.OverrideDocument{}
 	if err := protojson.Unmarshal(body, doc); err != nil {
 		writeError(w, http.StatusBadRequest, "decode override document: "+err.Error())
-		return
+		return nil, fmt.Errorf("decode override document: %w", err)
 	}
 	service, limiter := r.PathValue("service"), r.PathValue("limiter")
 	if doc.Service == "" {
@@ -57,8 +118,9 @@ func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) {
 		doc.Limiter = limiter
 	}
 	if doc.Service != service || doc.Limiter != limiter {
-		writeError(w, http.StatusBadRequest, "the document names "+doc.Service+"/"+doc.Limiter+", the path "+service+"/"+limiter)
-		return
+		msg := "the document names " + doc.Service + "/" + doc.Limiter + ", the path " + service + "/" + limiter
+		writeError(w, http.StatusBadRequest, msg)
+		return nil, errors.New(msg)
 	}
 	if m := r.Header.Get("If-Match"); m != "" {
 		doc.Revision = unquote(m)
@@ -66,9 +128,26 @@ func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) {
 	out, err := s.Put(r.Context(), doc)
 	if err != nil {
 		writeError(w, statusOf(err), err.Error())
-		return
+		return nil, err
 	}
 	writeDoc(w, out)
+	return out, nil
+}
+
+// readBody reads a request body of at most MaxDocumentBytes, answering the
+// error itself: 413 over the bound, 400 for a body that failed (a client
+// cut off by the server's read timeout, for one).
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxDocumentBytes))
+	if err != nil {
+		code := http.StatusBadRequest
+		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
+			code = http.StatusRequestEntityTooLarge
+		}
+		writeError(w, code, "read body: "+err.Error())
+		return nil, fmt.Errorf("read body: %w", err)
+	}
+	return body, nil
 }
 
 func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
@@ -80,20 +159,20 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 	writeDoc(w, doc)
 }
 
-func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) (*rulesv1.OverrideDocument, error) {
 	if err := s.Delete(r.Context(), r.PathValue("service"), r.PathValue("limiter"), unquote(r.Header.Get("If-Match"))); err != nil {
 		writeError(w, statusOf(err), err.Error())
-		return
+		return nil, err
 	}
 	w.WriteHeader(http.StatusNoContent)
+	return nil, nil
 }
 
 // handleRules answers a GetRulesRequest (protojson) as GetRules does, for
 // operators and scripts asking which rules a request would get.
 func (s *Server) handleRules(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxDocumentBytes))
+	body, err := readBody(w, r)
 	if err != nil {
-		writeError(w, http.StatusRequestEntityTooLarge, "read body: "+err.Error())
 		return
 	}
 	req := &rulesv1.GetRulesRequest{}

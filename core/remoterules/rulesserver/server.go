@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"sort"
 	"sync"
 	"time"
@@ -55,10 +56,28 @@ type Config struct {
 	// leave them at 0, and for (service, limiter) pairs with no document.
 	CacheFor time.Duration
 	StaleFor time.Duration
-	// Logger receives an ERROR record for each invalid stored document
-	// (default slog.Default()).
+	// Logger receives an ERROR record for each invalid stored document, and
+	// the management API's audit records: one INFO "rate_limit_rules_write"
+	// per PUT or DELETE (who, what, outcome) and one WARN
+	// "rate_limit_rules_refused" per request turned away (default
+	// slog.Default()).
 	Logger *slog.Logger
+	// Authorize is the management API's authorization hook for writes (PUT,
+	// DELETE): it names who writes, for the audit log, or refuses (ok
+	// false: 403). Without it only clients connecting from a loopback
+	// address may write (audited as "loopback"); reads are never refused.
+	Authorize Authorizer
+	// AllowedHosts are the Host names the management API answers to ("name"
+	// on any port, "name:port", or "*" for any). Empty: on a loopback
+	// listener only localhost, 127.0.0.1 and [::1] (any port), so a hostile
+	// name resolved to 127.0.0.1 (DNS rebinding) is refused; on other
+	// listeners any Host.
+	AllowedHosts []string
 }
+
+// Authorizer decides whether a management request may write and names who
+// makes it, for the audit log; ok false refuses it.
+type Authorizer func(r *http.Request) (who string, ok bool)
 
 // Server is the reference rules service: GetRules answers from override
 // documents in Redis, and Put, Get and Delete (and Handler, their HTTP form)
@@ -72,6 +91,8 @@ type Server struct {
 	cacheFor  uint32
 	staleFor  uint32
 	logger    *slog.Logger
+	authorize Authorizer
+	hosts     []string
 
 	// docs holds the last decoded, validated document per key with its
 	// revision, so an unchanged document costs GetRules one round trip and
@@ -101,6 +122,8 @@ func New(cfg Config) (*Server, error) {
 		cacheFor:  seconds(cfg.CacheFor, DefaultCacheFor),
 		staleFor:  seconds(cfg.StaleFor, DefaultStaleFor),
 		logger:    cfg.Logger,
+		authorize: cfg.Authorize,
+		hosts:     cfg.AllowedHosts,
 		answers: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ratekit_rules_server_answers_total",
 			Help: "GetRules answers, by outcome (override, default, empty, not_modified, invalid_request, error).",
@@ -247,11 +270,14 @@ func (s *Server) Validate(doc *rulesv1.OverrideDocument) error {
 const maxCachedDocs = 10_000
 
 // loadScript returns the stored revision, and the body only when the
-// revision differs from the caller's (ARGV[1]).
+// revision differs from the caller's (ARGV[1]) and the body is at most
+// ARGV[2] bytes: a larger one is answered by its size alone, never read.
 var loadScript = redis.NewScript(`
 local rev = redis.call('HGET', KEYS[1], 'rev')
 if not rev then return {} end
 if rev == ARGV[1] then return {rev} end
+local n = redis.call('HSTRLEN', KEYS[1], 'body')
+if n > tonumber(ARGV[2]) then return {rev, '', tostring(n)} end
 return {rev, redis.call('HGET', KEYS[1], 'body') or ''}
 `)
 
@@ -261,7 +287,7 @@ func (s *Server) load(ctx context.Context, service, limiter string) (*rulesv1.Ov
 	s.mu.Lock()
 	cached := s.docs[key]
 	s.mu.Unlock()
-	res, err := loadScript.Run(ctx, s.rdb, []string{key}, cached.GetRevision()).StringSlice()
+	res, err := loadScript.Run(ctx, s.rdb, []string{key}, cached.GetRevision(), MaxDocumentBytes).StringSlice()
 	if err != nil {
 		return nil, fmt.Errorf("read override document %s/%s: %w", service, limiter, err)
 	}
@@ -271,10 +297,15 @@ func (s *Server) load(ctx context.Context, service, limiter string) (*rulesv1.Ov
 	if len(res) == 1 && cached != nil && res[0] == cached.GetRevision() {
 		return cached, nil
 	}
-	if len(res) != 2 {
+	var doc *rulesv1.OverrideDocument
+	switch len(res) {
+	case 2:
+		doc, err = s.decodeStored(service, limiter, res[0], res[1])
+	case 3:
+		err = fmt.Errorf("%w: stored override document %s/%s holds %s bytes", ErrTooLarge, service, limiter, res[2])
+	default:
 		return nil, fmt.Errorf("read override document %s/%s: unexpected reply %q", service, limiter, res)
 	}
-	doc, err := s.decodeStored(service, limiter, res[0], res[1])
 	if err == nil {
 		s.mu.Lock()
 		if len(s.docs) >= maxCachedDocs {

@@ -1,8 +1,8 @@
 // Command ratekit-rules is the reference rules service of ratekit (the
 // per-request rules of the source design's Phase 3) and its apply tool.
 //
-//	ratekit-rules serve -redis redis://127.0.0.1:6379 -grpc :8081 -http :8082 [-available web=available_limiters.yaml]
-//	ratekit-rules apply -server http://127.0.0.1:8082 overrides.yaml
+//	ratekit-rules serve -redis redis://127.0.0.1:6379 [-grpc 127.0.0.1:8081] [-http 127.0.0.1:8082] [-write-token-file FILE] [-available web=available_limiters.yaml]
+//	ratekit-rules apply -server http://127.0.0.1:8082 [-token-file FILE] overrides.yaml
 //	ratekit-rules apply -check overrides.yaml
 //	ratekit-rules get -server http://127.0.0.1:8082 -service web -limiter rack_request root_namespace=345 plan=premium
 //
@@ -12,11 +12,20 @@
 // on -http. It stops gracefully on SIGINT or SIGTERM. apply checks a file of
 // override documents whole and PUTs each one; -check only checks it. get
 // prints the answer a request with that identifier would get (POST /v1/rules).
+//
+// serve listens on loopback by default. Management writes (PUT, DELETE) need
+// the bearer token of -write-token-file (Authorization: Bearer TOKEN); without
+// one, only loopback clients may write. Every write is logged (slog record
+// "rate_limit_rules_write": who, what, outcome) and every refusal too. The
+// HTTP listener answers only to loopback Host names when on loopback (DNS
+// rebinding) unless -allowed-hosts names others, and cuts off clients slower
+// than -read-timeout and -write-timeout.
 package main
 
 import (
 	"bytes"
 	"context"
+	"crypto/subtle"
 	"errors"
 	"flag"
 	"fmt"
@@ -42,6 +51,7 @@ import (
 	"github.com/ratekit/ratekit/core/config"
 	"github.com/ratekit/ratekit/core/remoterules/rulesserver"
 	"github.com/ratekit/ratekit/core/remoterules/rulesv1"
+	"github.com/ratekit/ratekit/internal/httpguard"
 )
 
 func main() {
@@ -54,8 +64,9 @@ func main() {
 }
 
 const usage = `usage:
-  ratekit-rules serve [-redis URL | -redis-cluster host:port,...] [-grpc ADDR] [-http ADDR] [-available SERVICE=FILE]...
-  ratekit-rules apply (-server URL | -check) [-available SERVICE=FILE]... FILE
+  ratekit-rules serve [-redis URL | -redis-cluster host:port,...] [-grpc ADDR] [-http ADDR] [-write-token-file FILE]
+                      [-allowed-hosts NAME,...] [-read-timeout D] [-write-timeout D] [-available SERVICE=FILE]...
+  ratekit-rules apply (-server URL [-token-file FILE] | -check) [-available SERVICE=FILE]... FILE
   ratekit-rules get -server URL -service NAME -limiter NAME [PROPERTY=VALUE]...`
 
 // run is main without the process: ready, when set, receives the listeners'
@@ -93,17 +104,42 @@ func (a availableFlag) Set(v string) error {
 	return nil
 }
 
+// The listen addresses of serve: loopback, so that nothing is reachable from
+// another host unless an operator says so.
+const (
+	defaultGRPCAddr = "127.0.0.1:8081"
+	defaultHTTPAddr = "127.0.0.1:8082"
+)
+
 func serve(ctx context.Context, args []string, ready func(string, string)) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	redisURL := fs.String("redis", "redis://127.0.0.1:6379", "Redis URL of the override documents")
 	cluster := fs.String("redis-cluster", "", "Redis Cluster node addresses (comma-separated), instead of -redis")
-	grpcAddr := fs.String("grpc", ":8081", "gRPC listen address (RulesService, health, reflection)")
-	httpAddr := fs.String("http", ":8082", "HTTP listen address (management API, /metrics, /healthz)")
+	grpcAddr := fs.String("grpc", defaultGRPCAddr, "gRPC listen address (RulesService, health, reflection)")
+	httpAddr := fs.String("http", defaultHTTPAddr, "HTTP listen address (management API, /metrics, /healthz)")
 	prefix := fs.String("key-prefix", rulesserver.DefaultKeyPrefix, "Redis key prefix")
+	tokenFile := fs.String("write-token-file", "", "file holding the bearer token PUT and DELETE must carry (default: loopback clients only may write)")
+	hosts := fs.String("allowed-hosts", "", "comma-separated Host names the HTTP API answers to (default on loopback: localhost, 127.0.0.1, [::1])")
+	readTimeout := fs.Duration("read-timeout", httpguard.ReadTimeout, "bound on reading one HTTP request, body included")
+	writeTimeout := fs.Duration("write-timeout", httpguard.WriteTimeout, "bound on answering one HTTP request")
 	available := availableFlag{}
 	fs.Var(available, "available", "SERVICE=available_limiters.yaml: cross-check that service's documents (repeatable)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *readTimeout <= 0 || *writeTimeout <= 0 {
+		return errors.New("-read-timeout and -write-timeout must be positive")
+	}
+	cfg := rulesserver.Config{KeyPrefix: *prefix, Available: available}
+	if *hosts != "" {
+		cfg.AllowedHosts = strings.Split(*hosts, ",")
+	}
+	if *tokenFile != "" {
+		token, err := readToken(*tokenFile)
+		if err != nil {
+			return err
+		}
+		cfg.Authorize = bearer(token)
 	}
 	var rdb redis.UniversalClient
 	if *cluster != "" {
@@ -116,7 +152,8 @@ func serve(ctx context.Context, args []string, ready func(string, string)) error
 		rdb = redis.NewClient(opt)
 	}
 	defer rdb.Close()
-	srv, err := rulesserver.New(rulesserver.Config{Redis: rdb, KeyPrefix: *prefix, Available: available})
+	cfg.Redis = rdb
+	srv, err := rulesserver.New(cfg)
 	if err != nil {
 		return err
 	}
@@ -149,12 +186,15 @@ func serve(ctx context.Context, args []string, ready func(string, string)) error
 		}
 		_, _ = io.WriteString(w, "ok\n")
 	})
-	httpSrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	httpSrv := httpguard.Server(mux)
+	httpSrv.ReadTimeout, httpSrv.WriteTimeout = *readTimeout, *writeTimeout
+	httpSrv.ReadHeaderTimeout = min(httpSrv.ReadHeaderTimeout, *readTimeout)
 
 	errc := make(chan error, 2)
 	go func() { errc <- gs.Serve(gl) }()
 	go func() { errc <- httpSrv.Serve(hl) }()
-	slog.Info("ratekit-rules: serving", slog.String("grpc", gl.Addr().String()), slog.String("http", hl.Addr().String()))
+	slog.Info("ratekit-rules: serving", slog.String("grpc", gl.Addr().String()), slog.String("http", hl.Addr().String()),
+		slog.Bool("write_token", cfg.Authorize != nil))
 	if ready != nil {
 		ready(gl.Addr().String(), hl.Addr().String())
 	}
@@ -184,6 +224,7 @@ func apply(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("apply", flag.ContinueOnError)
 	server := fs.String("server", "", "management API base URL, e.g. http://127.0.0.1:8082")
 	check := fs.Bool("check", false, "only check the file")
+	tokenFile := fs.String("token-file", "", "file holding the bearer token of the server's -write-token-file")
 	available := availableFlag{}
 	fs.Var(available, "available", "SERVICE=available_limiters.yaml: cross-check that service's documents (repeatable)")
 	if err := fs.Parse(args); err != nil {
@@ -207,7 +248,15 @@ func apply(ctx context.Context, args []string, out io.Writer) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	stored, err := rulesserver.Apply(ctx, &http.Client{Timeout: 10 * time.Second}, *server, f)
+	client := &http.Client{Timeout: 10 * time.Second}
+	if *tokenFile != "" {
+		token, err := readToken(*tokenFile)
+		if err != nil {
+			return err
+		}
+		client.Transport = withToken{token: token}
+	}
+	stored, err := rulesserver.Apply(ctx, client, *server, f)
 	for _, d := range stored {
 		fmt.Fprintf(out, "%s/%s: revision %s\n", d.GetService(), d.GetLimiter(), d.GetRevision())
 	}
@@ -266,4 +315,39 @@ func get(ctx context.Context, args []string, out io.Writer) error {
 	}
 	_, err = fmt.Fprintf(out, "%s\n", pretty)
 	return err
+}
+
+// readToken reads a bearer token file: its content without surrounding
+// space, at least 16 bytes.
+func readToken(file string) (string, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("read token: %w", err)
+	}
+	token := strings.TrimSpace(string(b))
+	if len(token) < 16 {
+		return "", fmt.Errorf("token file %s: the token must be at least 16 bytes", file)
+	}
+	return token, nil
+}
+
+// bearer authorizes the requests carrying Authorization: Bearer token,
+// audited as "token".
+func bearer(token string) rulesserver.Authorizer {
+	want := []byte("Bearer " + token)
+	return func(r *http.Request) (string, bool) {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			return "", false
+		}
+		return "token", true
+	}
+}
+
+// withToken sends the bearer token with every request.
+type withToken struct{ token string }
+
+func (t withToken) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+t.token)
+	return http.DefaultTransport.RoundTrip(r)
 }

@@ -1,0 +1,125 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ratekit/ratekit/internal/httpguard"
+	"github.com/ratekit/ratekit/internal/redistest"
+)
+
+// startServe runs serve with extra flags on loopback port 0 against the
+// real Redis, returning its HTTP address; it stops with the test.
+func startServe(t *testing.T, extra ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	addrs := make(chan string, 1)
+	done := make(chan error, 1)
+	args := append([]string{"serve", "-redis", redistest.URL(t), "-grpc", "127.0.0.1:0", "-http", "127.0.0.1:0", "-key-prefix", redistest.Prefix(t)}, extra...)
+	go func() { done <- run(ctx, args, io.Discard, func(_, h string) { addrs <- h }) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Error("serve did not stop within 30s")
+		}
+	})
+	select {
+	case a := <-addrs:
+		return a
+	case err := <-done:
+		t.Fatalf("serve ended: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not listen within 30s")
+	}
+	return ""
+}
+
+func TestServeListensOnLoopbackByDefault(t *testing.T) {
+	for _, a := range []string{defaultGRPCAddr, defaultHTTPAddr} {
+		if !httpguard.LoopbackAddr(a) {
+			t.Errorf("default listen address %s is not loopback", a)
+		}
+	}
+}
+
+// A PUT whose body never completes is cut off by the server's read timeout:
+// the server answers and closes the connection instead of holding it.
+func TestSlowBodyPutIsCutOff(t *testing.T) {
+	addr := startServe(t, "-read-timeout", "300ms")
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "PUT /v1/overrides/web/rack_request HTTP/1.1\r\nHost: "+addr+
+		"\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{\"service\": \"web\""); err != nil {
+		t.Fatal(err)
+	}
+	// The client sends nothing more. A generous deadline: only a server that
+	// never closes reaches it.
+	if err := conn.SetReadDeadline(time.Now().Add(60 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(conn)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Fatalf("the server held a slow-body PUT open (read %q)", got)
+	}
+	if !bytes.HasPrefix(got, []byte("HTTP/1.1 400")) && len(got) != 0 {
+		t.Fatalf("answer to a cut-off PUT: %q", got)
+	}
+	r, err := http.Get("http://" + addr + "/v1/overrides/web/rack_request")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = r.Body.Close()
+	if r.StatusCode != http.StatusNotFound {
+		t.Fatalf("after the cut-off PUT: %s, want 404 (nothing stored)", r.Status)
+	}
+}
+
+// With -write-token-file, PUT needs the token even from loopback, and apply
+// sends it with -token-file.
+func TestWriteToken(t *testing.T) {
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte("0123456789abcdef-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := startServe(t, "-write-token-file", tokenFile)
+	base := "http://" + addr
+	file := filepath.Join(dir, "overrides.yaml")
+	if err := os.WriteFile(file, []byte(overrides), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := run(context.Background(), []string{"apply", "-server", base, file}, io.Discard, nil)
+	if err == nil || !strings.Contains(err.Error(), "403") {
+		t.Fatalf("apply without the token: %v, want 403", err)
+	}
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"apply", "-server", base, "-token-file", tokenFile, file}, &out, nil); err != nil ||
+		!strings.Contains(out.String(), "web/rack_request: revision 1-") {
+		t.Fatalf("apply with the token: %v %q", err, out.String())
+	}
+	req, _ := http.NewRequest(http.MethodDelete, base+"/v1/overrides/web/rack_request", nil)
+	req.Header.Set("Authorization", "Bearer wrong-token-0123456789")
+	r, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = r.Body.Close()
+	if r.StatusCode != http.StatusForbidden {
+		t.Fatalf("DELETE with a wrong token: %s", r.Status)
+	}
+}
