@@ -136,7 +136,7 @@ func runAdmin(ctx context.Context, out output, args []string) int {
 		fmt.Fprintf(out.stderr, "ratekit admin: %v\n", err)
 		return exitInvalid
 	}
-	srv := &http.Server{Handler: page, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+	srv := &http.Server{Handler: page, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute,
 		WriteTimeout: 30 * time.Second, MaxHeaderBytes: 64 << 10}
 	mode := "read-only"
 	if writer != "" {

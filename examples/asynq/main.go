@@ -122,7 +122,7 @@ func run(ctx context.Context, o options, out io.Writer) (stats, error) {
 		if err != nil {
 			return st, fmt.Errorf("listen %s: %w", o.metricsAddr, err)
 		}
-		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
 		go func() { _ = hs.Serve(lis) }()
 		defer hs.Close()
 		fmt.Fprintf(out, "metrics at http://%s/metrics, debug page at http://%s/debug/ratelimit\n", lis.Addr(), lis.Addr())

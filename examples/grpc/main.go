@@ -155,7 +155,7 @@ func serveObservability(ctx context.Context, o options, obs *exampleutil.Observa
 	}
 	mux := http.NewServeMux()
 	obs.Mount(mux, limiter)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
 	log.Printf("metrics at http://%s/metrics, debug page at http://%s/debug/ratelimit", lis.Addr(), lis.Addr())
 	if o.metricsReady != nil {
 		o.metricsReady(lis.Addr())

@@ -192,7 +192,7 @@ func serveHTTP(h http.Handler) (string, func(), error) {
 	if err != nil {
 		return "", nil, err
 	}
-	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
 	go func() { _ = hs.Serve(l) }()
 	return l.Addr().String(), func() { _ = hs.Close() }, nil
 }

@@ -69,3 +69,11 @@ func TestLoopbackAddr(t *testing.T) {
 		}
 	}
 }
+
+// Server sets every timeout: a zero one means "never" to net/http.
+func TestServerTimeouts(t *testing.T) {
+	s := httpguard.Server(http.NotFoundHandler())
+	if s.ReadHeaderTimeout <= 0 || s.ReadTimeout <= 0 || s.WriteTimeout <= 0 || s.IdleTimeout <= 0 || s.MaxHeaderBytes <= 0 {
+		t.Fatalf("server without a bound: %+v", s)
+	}
+}

@@ -5,7 +5,7 @@
 // one set of counters.
 //
 //	ratekit-envoy -available available_limiters.yaml [-rate-limits rate_limits.yaml] \
-//	    -redis-url redis://redis:6379 [-listen :8081] [-http :9090] [-domain envoy_domain=limiter]
+//	    -redis-url redis://redis:6379 [-listen 127.0.0.1:8081] [-http 127.0.0.1:9090] [-domain envoy_domain=limiter]
 //
 // It serves on -listen the RateLimitService, gRPC health
 // (grpc.health.v1.Health, overall and per service) and reflection, and on
@@ -13,6 +13,10 @@
 // and recent blocks; keep that port internal) and /healthz. SIGINT or
 // SIGTERM drains it: health turns NOT_SERVING, calls in flight finish (up to
 // -drain), then it exits 0. See the package documentation of ratekitenvoy for the mapping.
+//
+// Both listeners are on loopback by default: give -listen an address the
+// gateway reaches (for example :8081 in a container) and keep -http internal.
+// The HTTP server cuts off clients slower than its read and write timeouts.
 package main
 
 import (
@@ -47,6 +51,7 @@ import (
 	"github.com/ratekit/ratekit/core/redisstore"
 	"github.com/ratekit/ratekit/core/rulestore"
 	ratekitenvoy "github.com/ratekit/ratekit/envoy"
+	"github.com/ratekit/ratekit/internal/httpguard"
 	ratelimithttp "github.com/ratekit/ratekit/middleware/nethttp"
 )
 
@@ -85,6 +90,13 @@ func (d domains) Set(v string) error {
 	return nil
 }
 
+// The listen addresses by default: loopback, so that nothing is reachable
+// from another host unless an operator says so.
+const (
+	defaultListen = "127.0.0.1:8081"
+	defaultHTTP   = "127.0.0.1:9090"
+)
+
 type flags struct {
 	available, rateLimits   string
 	redisURL                string
@@ -105,8 +117,8 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.StringVar(&f.rateLimits, "rate-limits", "", "rate_limits.yaml (optional): the operators' file tier")
 	fs.StringVar(&f.redisURL, "redis-url", "", "Redis for counters and rules (required), redis://host:port/db")
 	fs.BoolVar(&f.cluster, "redis-cluster", false, "-redis-url is a Redis Cluster URL (redis://host:port?addr=host2:port2...)")
-	fs.StringVar(&f.listen, "listen", ":8081", "gRPC address: RateLimitService, health, reflection")
-	fs.StringVar(&f.httpAddr, "http", ":9090", "HTTP address: /metrics, /debug/ratelimit and /healthz (empty: none; keep it internal)")
+	fs.StringVar(&f.listen, "listen", defaultListen, "gRPC address: RateLimitService, health, reflection (:8081 for every interface)")
+	fs.StringVar(&f.httpAddr, "http", defaultHTTP, "HTTP address: /metrics, /debug/ratelimit and /healthz (empty: none; keep it internal)")
 	fs.Var(f.domains, "domain", "envoy_domain=limiter, repeatable (a domain not mapped selects the limiter of its name)")
 	fs.StringVar(&f.unknownDomain, "unknown-domain", "error", "answer to a domain that selects no limiter: error (NOT_FOUND) or ok")
 	fs.StringVar(&f.headers, "headers", "ietf", "rate-limit headers added to responses: ietf, legacy, gitlab or none")
@@ -237,7 +249,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(grpcAd
 		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 		mux.Handle("GET /debug/ratelimit", debugpage.New(debugpage.Options{Tiers: rules, Blocks: blocks}, limiters...))
 		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok\n") })
-		hsrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		hsrv = httpguard.Server(mux)
 	}
 
 	ctx, cancel := context.WithCancel(ctx)

@@ -128,7 +128,7 @@ func Run(ctx context.Context, name string, o Options, newHandler NewHandler) err
 		return fmt.Errorf("listen %s: %w", o.Addr, err)
 	}
 	defer lis.Close()
-	servers := []serving{{&http.Server{Handler: limited, ReadHeaderTimeout: 10 * time.Second}, lis}}
+	servers := []serving{{&http.Server{Handler: limited, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}, lis}}
 	log.Printf("%s: GET http://%s/hello, 5 requests per minute per client IP, store: %s", name, lis.Addr(), what)
 	if o.InternalAddr != "" {
 		// /metrics and /debug/ratelimit on a listener of their own: the debug
@@ -148,7 +148,7 @@ func Run(ctx context.Context, name string, o Options, newHandler NewHandler) err
 			return fmt.Errorf("listen %s: %w", o.InternalAddr, err)
 		}
 		defer ilis.Close()
-		servers = append(servers, serving{&http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}, ilis})
+		servers = append(servers, serving{&http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}, ilis})
 		log.Printf("%s: metrics at http://%s/metrics, debug page at http://%s/debug/ratelimit", name, ilis.Addr(), ilis.Addr())
 		if o.InternalReady != nil {
 			o.InternalReady(ilis.Addr())
