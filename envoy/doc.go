@@ -69,8 +69,13 @@
 // # Failure
 //
 // The service fails open per ratekit's rules: a descriptor whose check fails
-// (Redis down or slow, the breaker open) is OK, without current_limit, and
-// counted in ratekit_envoy_fail_open_descriptors_total; each check is bounded
+// (Redis down or slow, the breaker open) is OK and counted in
+// ratekit_envoy_fail_open_descriptors_total. Since nothing was counted, its
+// status carries no limit at all: no current_limit, limit_remaining nor
+// duration_until_reset on the wire, and no rate-limit headers, so a gateway
+// never reads an outage as "exhausted" (limit_remaining is a proto3 scalar:
+// a dump that prints defaults shows it as 0; a status reports a limit only
+// when current_limit is set). Each check is bounded
 // by the limiter's Timeout and, once the breaker opens, does not touch Redis.
 // So Envoy's failure_mode_deny matters only when ratekit-envoy itself cannot
 // be reached. A malformed request (no descriptors, a bad or undeclared key,
