@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"sync"
 	"time"
 )
 
@@ -84,13 +85,26 @@ type batchItem struct {
 	err   error
 }
 
+// batchPool holds the item lists of finished batches.
+var batchPool = sync.Pool{New: func() any { return new([]batchItem) }}
+
 func runBatch(ctx context.Context, res []Result, mode Mode, reqs []Request) {
-	items := make([]batchItem, len(reqs))
+	pooled := batchPool.Get().(*[]batchItem)
+	items := *pooled
+	if cap(items) < len(reqs) {
+		items = make([]batchItem, len(reqs))
+	}
+	items = items[:len(reqs)]
 	defer func() {
 		for i := range items {
 			if items[i].sc != nil {
 				putScratch(items[i].sc)
 			}
+		}
+		if cap(items) <= 64 { // a huge batch's list is not worth keeping
+			clear(items)
+			*pooled = items[:0]
+			batchPool.Put(pooled)
 		}
 	}()
 	for i := range reqs {
