@@ -255,8 +255,11 @@ the measured time divided by the requests.
 	if note == "" {
 		note = fmt.Sprintf("%d CPUs (%s/%s)", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH)
 	}
-	fmt.Fprintf(b, "Run on %s, %s, %s, %v per row after a %v warm-up, servers, Redis and load generator\n", time.Now().UTC().Format("2006-01-02"), note, redisVersion, o.duration, o.warmup)
-	fmt.Fprintf(b, "on one machine.\n\n")
+	fmt.Fprintf(b, "A request's descriptors are one round trip for ratekit-envoy only on a Redis store that implements\n")
+	fmt.Fprintf(b, "`ratelimit.BatchStore`; Redis µs per request shows which it ran on (a script per descriptor costs\n")
+	fmt.Fprintf(b, "about five times one with 5 descriptors).\n\n")
+	fmt.Fprintf(b, "Run on %s: %s; %s; each row %v after a %v warm-up;\n", time.Now().UTC().Format("2006-01-02"), note, redisVersion, o.duration, o.warmup)
+	fmt.Fprintf(b, "servers, Redis and load generator on the same machine.\n\n")
 	fmt.Fprintf(b, "| descriptors per request | callers | envoyproxy/ratelimit | ratekit-envoy | ratio | Redis µs per request (envoy / ratekit) |\n")
 	fmt.Fprintf(b, "|---|--:|--:|--:|--:|---|\n")
 	for _, r := range rows {
