@@ -20,6 +20,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -30,6 +31,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -60,7 +62,7 @@ func main() {
 type options struct {
 	duration, warmup time.Duration
 	callers, descs   []int
-	conns            int
+	conns, rounds    int
 	root, redisBin   string
 	out, readme      string
 	note             string
@@ -75,6 +77,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	callers := fs.String("callers", "1,64,256", "concurrent callers, comma-separated")
 	descs := fs.String("descriptors", "1,5", "descriptors per request, comma-separated")
 	fs.IntVar(&o.conns, "conns", 4, "gRPC connections the callers share")
+	fs.IntVar(&o.rounds, "rounds", 2, "rounds of every row and server, alternating the servers; the table has each row's median")
 	fs.StringVar(&o.root, "root", "", "the ratekit checkout (default: the directory above the working one that holds go.work)")
 	fs.StringVar(&o.redisBin, "redis-server", "redis-server", "the redis-server binary")
 	fs.StringVar(&o.out, "out", "", "also write the results as a Markdown section to this file")
@@ -90,8 +93,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if o.descs, err = ints(*descs); err != nil {
 		return nil, fmt.Errorf("-descriptors: %w", err)
 	}
-	if o.conns < 1 || o.duration <= 0 {
-		return nil, errors.New("-conns and -duration must be positive")
+	if o.conns < 1 || o.rounds < 1 || o.duration <= 0 {
+		return nil, errors.New("-conns, -rounds and -duration must be positive")
 	}
 	if o.root == "" {
 		if o.root, err = findRoot(); err != nil {
@@ -128,10 +131,10 @@ func findRoot() (string, error) {
 	}
 }
 
-// row is one line of the table.
+// row is one line of the table: each server's measures, one per round.
 type row struct {
 	descs, callers int
-	peer, ratekit  measure
+	peer, ratekit  []measure
 }
 
 // measure is one server's run of a row.
@@ -183,14 +186,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	servers := []struct {
 		name  string
 		start func(ctx context.Context, logs io.Writer) (string, func(), error)
-		into  func(*row) *measure
+		into  func(*row) *[]measure
 	}{
 		{"envoyproxy/ratelimit", func(ctx context.Context, logs io.Writer) (string, func(), error) {
 			return startPeer(ctx, peerBin, configs, redisAddr, logs)
-		}, func(r *row) *measure { return &r.peer }},
+		}, func(r *row) *[]measure { return &r.peer }},
 		{"ratekit-envoy", func(ctx context.Context, logs io.Writer) (string, func(), error) {
 			return startRatekit(ctx, ratekitBin, configs, redisAddr, logs)
-		}, func(r *row) *measure { return &r.ratekit }},
+		}, func(r *row) *[]measure { return &r.ratekit }},
 	}
 	var rows []row
 	for _, d := range o.descs {
@@ -198,23 +201,26 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			rows = append(rows, row{descs: d, callers: c})
 		}
 	}
-	for _, srv := range servers {
-		var logs bytes.Buffer
-		addr, stop, err := srv.start(ctx, &logs)
-		if err != nil {
-			return fmt.Errorf("%s: %w\n%s", srv.name, err, logs.String())
-		}
-		for i := range rows {
-			r := &rows[i]
-			logf("%s: %d descriptor(s), %d caller(s)", srv.name, r.descs, r.callers)
-			m, err := drive(ctx, addr, rdb, o, r.descs, r.callers)
+	for round := 1; round <= o.rounds; round++ {
+		for _, srv := range servers {
+			var logs bytes.Buffer
+			addr, stop, err := srv.start(ctx, &logs)
 			if err != nil {
-				stop()
-				return fmt.Errorf("%s, %d descriptors, %d callers: %w\n%s", srv.name, r.descs, r.callers, err, logs.String())
+				return fmt.Errorf("%s: %w\n%s", srv.name, err, logs.String())
 			}
-			*srv.into(r) = m
+			for i := range rows {
+				r := &rows[i]
+				logf("round %d of %d, %s: %d descriptor(s), %d caller(s)", round, o.rounds, srv.name, r.descs, r.callers)
+				m, err := drive(ctx, addr, rdb, o, r.descs, r.callers)
+				if err != nil {
+					stop()
+					return fmt.Errorf("%s, %d descriptors, %d callers: %w\n%s", srv.name, r.descs, r.callers, err, logs.String())
+				}
+				ms := srv.into(r)
+				*ms = append(*ms, m)
+			}
+			stop()
 		}
-		stop()
 	}
 
 	var b strings.Builder
@@ -258,17 +264,25 @@ the measured time divided by the requests.
 	fmt.Fprintf(b, "A request's descriptors are one round trip for ratekit-envoy only on a Redis store that implements\n")
 	fmt.Fprintf(b, "`ratelimit.BatchStore`; Redis µs per request shows which it ran on (a script per descriptor costs\n")
 	fmt.Fprintf(b, "about five times one with 5 descriptors).\n\n")
-	fmt.Fprintf(b, "Run on %s: %s; %s; each row %v after a %v warm-up;\n", time.Now().UTC().Format("2006-01-02"), note, redisVersion, o.duration, o.warmup)
-	fmt.Fprintf(b, "servers, Redis and load generator on the same machine.\n\n")
+	fmt.Fprintf(b, "Run on %s: %s; %s; each row %v after a %v warm-up, %d round(s) alternating the\n", time.Now().UTC().Format("2006-01-02"), note, redisVersion, o.duration, o.warmup, o.rounds)
+	fmt.Fprintf(b, "servers, each server's figures those of its median round; servers, Redis and load generator on the same machine.\n\n")
 	fmt.Fprintf(b, "| descriptors per request | callers | envoyproxy/ratelimit | ratekit-envoy | ratio | Redis µs per request (envoy / ratekit) |\n")
 	fmt.Fprintf(b, "|---|--:|--:|--:|--:|---|\n")
 	for _, r := range rows {
+		peer, ratekit := median(r.peer), median(r.ratekit)
 		fmt.Fprintf(b, "| %d | %d | %s/s | %s/s | %.2f× | %.1f / %.1f |\n", r.descs, r.callers,
-			thousands(r.peer.perSecond()), thousands(r.ratekit.perSecond()), r.ratekit.perSecond()/r.peer.perSecond(),
-			r.peer.redisPerRequest(), r.ratekit.redisPerRequest())
+			thousands(peer.perSecond()), thousands(ratekit.perSecond()), ratekit.perSecond()/peer.perSecond(),
+			peer.redisPerRequest(), ratekit.redisPerRequest())
 	}
 	fmt.Fprintf(b, "\nCompare the ratios of one run. Absolute figures mean something only from a quiet many-core machine\n")
 	fmt.Fprintf(b, "with Redis, each server and the load generator on cores of their own.\n")
+}
+
+// median returns the measure of median requests/s (the lower middle one of
+// an even count).
+func median(ms []measure) measure {
+	sorted := slices.SortedFunc(slices.Values(ms), func(a, b measure) int { return cmp.Compare(a.perSecond(), b.perSecond()) })
+	return sorted[(len(sorted)-1)/2]
 }
 
 // spliceReadme replaces the README's section (from its heading to the end)

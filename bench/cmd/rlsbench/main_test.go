@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 )
@@ -68,5 +69,15 @@ func TestSumUsecAndThousands(t *testing.T) {
 	}
 	if _, err := ints("1,0"); err == nil || !strings.Contains(err.Error(), `"0"`) {
 		t.Fatalf("ints accepted 0: %v", err)
+	}
+}
+
+func TestMedian(t *testing.T) {
+	ms := []measure{{requests: 30, elapsed: time.Second}, {requests: 10, elapsed: time.Second}, {requests: 20, elapsed: time.Second}}
+	if got := median(ms).requests; got != 20 {
+		t.Fatalf("median of 30, 10, 20: %d", got)
+	}
+	if got := median(ms[:2]).requests; got != 10 {
+		t.Fatalf("median of 30, 10: %d, want the lower", got)
 	}
 }
