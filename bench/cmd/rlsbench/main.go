@@ -265,7 +265,7 @@ the measured time divided by the requests.
 	fmt.Fprintf(b, "`ratelimit.BatchStore`; Redis µs per request shows which it ran on (a script per descriptor costs\n")
 	fmt.Fprintf(b, "about five times one with 5 descriptors).\n\n")
 	fmt.Fprintf(b, "Run on %s: %s; %s; each row %v after a %v warm-up, %d round(s) alternating the\n", time.Now().UTC().Format("2006-01-02"), note, redisVersion, o.duration, o.warmup, o.rounds)
-	fmt.Fprintf(b, "servers, each server's figures those of its median round; servers, Redis and load generator on the same machine.\n\n")
+	fmt.Fprintf(b, "servers (each figure is from the server's median round); servers, Redis and load generator on one machine.\n\n")
 	fmt.Fprintf(b, "| descriptors per request | callers | envoyproxy/ratelimit | ratekit-envoy | ratio | Redis µs per request (envoy / ratekit) |\n")
 	fmt.Fprintf(b, "|---|--:|--:|--:|--:|---|\n")
 	for _, r := range rows {
