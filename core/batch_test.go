@@ -486,3 +486,41 @@ func TestCheckBatchObserverAndNilLimiter(t *testing.T) {
 		t.Fatalf("events: %+v", events)
 	}
 }
+
+// BenchmarkCheckBatch compares a batch of five one-rule checks with the same
+// five checks one by one, on the memory store and on ratelimittest's store
+// (a BatchStore: one call per batch instead of five).
+func BenchmarkCheckBatch(b *testing.B) {
+	stores := []struct {
+		name string
+		new  func() ratelimit.Store
+	}{
+		{"memory", func() ratelimit.Store { return ratelimit.NewMemoryStore() }},
+		{"batch_store", func() ratelimit.Store { return ratelimittest.NewStore(nil) }},
+	}
+	for _, st := range stores {
+		l, err := ratelimit.New(ratelimit.Config{Name: "bench", Store: st.new(), Rules: benchRules(1), Timeout: time.Minute})
+		if err != nil {
+			b.Fatal(err)
+		}
+		reqs := make([]ratelimit.Request, 5)
+		for i := range reqs {
+			reqs[i] = ratelimit.Request{Limiter: l, Identifier: ratelimit.Identifier{"user": fmt.Sprintf("u%d", i)}}
+		}
+		ctx := context.Background()
+		b.Run(st.name+"/batch", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				ratelimit.CheckBatch(ctx, reqs)
+			}
+		})
+		b.Run(st.name+"/one_by_one", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				for _, rq := range reqs {
+					l.Check(ctx, rq.Identifier)
+				}
+			}
+		})
+	}
+}
