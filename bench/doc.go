@@ -21,4 +21,9 @@
 //
 // Compare ratios within one run, not absolute figures across runs: a shared
 // 2-core VM is noisy.
+//
+// `make bench-rls` (cmd/rlsbench) compares ratekit-envoy with
+// envoyproxy/ratelimit, each a server of its own on one fresh Redis, driven
+// by go-control-plane's RLS client; it writes rls.md, which run.sh keeps at
+// the end of README.md.
 package bench

@@ -67,5 +67,10 @@ go run ./cmd/benchtable \
 	-command "go test -run '^\$' -bench '^BenchmarkCheck\$' -benchmem $flags ./bench" \
 	-rounds "$rounds" \
 	<"$out" >README.md.new
+if [[ -f rls.md ]]; then
+	# The RateLimitService comparison (make bench-rls) keeps its section.
+	printf '\n' >>README.md.new
+	cat rls.md >>README.md.new
+fi
 mv README.md.new README.md
 echo "run.sh: wrote $here/README.md"

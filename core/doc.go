@@ -151,6 +151,14 @@
 // charge past a blocking rule (see package redisstore). Every store
 // passes the conformance suite in core/storetest.
 //
+// # Batches
+//
+// CheckBatch checks several requests at once, of one limiter or several
+// (the descriptors of an Envoy request, the limiters of an HTTP route):
+// each result is what its Check alone would give, and the checks whose
+// limiters share a store that implements BatchStore reach it in one call,
+// one round trip. A store without BatchStore gets one Eval per check.
+//
 // # Adapters
 //
 // The framework adapters (middleware/...) build an identifier per request and

@@ -83,6 +83,7 @@ type Limiter struct {
 	mem       *MemoryStore // the store when it is the memory store: outcomes into a reused buffer
 	realClock bool         // now is the real clock (Config.Now unset)
 	bounded   bool         // the store returns by the context's deadline on its own
+	batch     BatchStore   // the store when CheckBatch may send it several checks at once, else nil
 	breaker   breaker
 	source    func(ctx context.Context, limiter string, id Identifier) *RuleSet
 	rules     atomic.Pointer[ruleSet]
@@ -136,6 +137,7 @@ func New(cfg Config) (*Limiter, error) {
 	}
 	_, l.local = cfg.Store.(interface{ inProcess() })
 	l.mem, _ = cfg.Store.(*MemoryStore)
+	l.batch = batchStore(cfg.Store, l.mem != nil)
 	if cb, ok := cfg.Store.(contextBounded); ok {
 		l.bounded = cb.ContextBounded()
 	}
@@ -252,25 +254,12 @@ func applyOpts(opts []CheckOption) checkOpts {
 // rules, calls the store and turns the outcomes into *res (a zero Result),
 // which the caller holds so that it is filled in place rather than copied.
 func (l *Limiter) evaluate(ctx context.Context, res *Result, mode Mode, id Identifier, o checkOpts, start time.Time) {
-	res.Limiter, res.Action = l.name, ActionAllow
-	if !(o.cost >= 0 && o.cost <= math.MaxFloat64) { // negative, infinite or NaN
-		res.Err = fmt.Errorf("ratelimit: invalid cost %v", o.cost)
-		l.warn(ctx, res.Err, nil, id)
-		return
-	}
 	sc := getScratch()   // ops, outcomes and keys never reach the Result:
 	defer putScratch(sc) // checks reuse them
 	var p plan
-	rules := l.rules.Load().rules
-	if o.extra != nil || l.source != nil {
-		rules = l.withTiers(ctx, rules, id, o.extra)
-	}
-	if r, err := l.plan(ctx, &p, sc, rules, id, o.cost, start); err != nil {
-		*res = Result{Limiter: l.name, Action: ActionAllow, Err: fmt.Errorf("ratelimit: rule %s: resolve: %w", r.Name, err)}
-		l.warn(ctx, res.Err, r, id)
+	if !l.prepare(ctx, res, &p, sc, id, o, start) {
 		return
 	}
-	res.Matched, res.Degraded = p.matched, p.degraded
 	if len(sc.ops) > 0 {
 		outs, err := l.eval(ctx, mode, sc.ops, sc, start)
 		if err != nil {
@@ -279,6 +268,35 @@ func (l *Limiter) evaluate(ctx context.Context, res *Result, mode Mode, id Ident
 		}
 		l.interpret(res, &p, sc, outs, mode, start)
 	}
+	l.finish(res, &p, sc)
+}
+
+// prepare is the part of a check before the store call: it validates the
+// cost and plans the rules into sc.ops. It reports false when the check is
+// already answered in *res (an invalid cost, a failing resolver).
+func (l *Limiter) prepare(ctx context.Context, res *Result, p *plan, sc *scratch, id Identifier, o checkOpts, start time.Time) bool {
+	res.Limiter, res.Action = l.name, ActionAllow
+	if !(o.cost >= 0 && o.cost <= math.MaxFloat64) { // negative, infinite or NaN
+		res.Err = fmt.Errorf("ratelimit: invalid cost %v", o.cost)
+		l.warn(ctx, res.Err, nil, id)
+		return false
+	}
+	rules := l.rules.Load().rules
+	if o.extra != nil || l.source != nil {
+		rules = l.withTiers(ctx, rules, id, o.extra)
+	}
+	if r, err := l.plan(ctx, p, sc, rules, id, o.cost, start); err != nil {
+		*res = Result{Limiter: l.name, Action: ActionAllow, Err: fmt.Errorf("ratelimit: rule %s: resolve: %w", r.Name, err)}
+		l.warn(ctx, res.Err, r, id)
+		return false
+	}
+	res.Matched, res.Degraded = p.matched, p.degraded
+	return true
+}
+
+// finish is the part of a check after the store's outcomes were interpreted:
+// the blocked cache's answer, a skip, and the most constraining rule.
+func (l *Limiter) finish(res *Result, p *plan, sc *scratch) {
 	if p.cached {
 		if res.Evaluations == nil { // no op was sent: interpret left no room
 			res.Evaluations = sc.evaluations(1)
@@ -570,10 +588,14 @@ func (l *Limiter) evalBounded(ctx context.Context, mode Mode, ops []Op) ([]OpRes
 // comes first already bounds the call: then ctx is kept as it is, which saves
 // the timer and allocations of a derived context, and cancel is nil.
 func (l *Limiter) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= l.timeout {
+	return withTimeout(ctx, l.timeout)
+}
+
+func withTimeout(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= timeout {
 		return ctx, nil
 	}
-	return context.WithTimeout(ctx, l.timeout)
+	return context.WithTimeout(ctx, timeout)
 }
 
 // callStore runs f under the per-check timeout. A store outside this process
@@ -581,10 +603,16 @@ func (l *Limiter) withTimeout(ctx context.Context) (context.Context, context.Can
 // ignores deadlines (a socket that accepts but never answers) still cannot hold
 // the caller past the timeout.
 func callStore[T any](l *Limiter, ctx context.Context, f func(context.Context) (T, error)) (T, error) {
+	return callStoreWithin(l, l.timeout, ctx, f)
+}
+
+// callStoreWithin is callStore under another timeout than the limiter's
+// (CheckBatch: the shortest of the batch's limiters).
+func callStoreWithin[T any](l *Limiter, timeout time.Duration, ctx context.Context, f func(context.Context) (T, error)) (T, error) {
 	if l.local {
 		return f(ctx) // in-process: nothing to wait for
 	}
-	ctx, cancel := l.withTimeout(ctx)
+	ctx, cancel := withTimeout(ctx, timeout)
 	if cancel != nil {
 		defer cancel()
 	}

@@ -36,9 +36,10 @@
 //     limiter's own rules still apply below it.
 //   - Every descriptor is checked, even after one is over the limit
 //     (envoyproxy/ratelimit does the same), so each status is true. They
-//     are checked in order, or concurrently with Options.Concurrent (one
-//     round trip of waiting instead of one per descriptor, where the network
-//     is slower than a goroutine).
+//     are checked together with ratelimit.CheckBatch: each as if it were
+//     sent alone, and all in one store call (one round trip) on a store
+//     that implements ratelimit.BatchStore. Options.Concurrent checks them
+//     concurrently instead, one call each, for a store without it.
 //
 // Rules select their descriptors with match: a rule whose characteristic a
 // descriptor lacks is left out of that check and the check is degraded

@@ -81,12 +81,12 @@ type Options struct {
 	MaxEntries     int    // entries per descriptor (DefaultMaxEntries)
 	MaxValueLen    int    // bytes per entry value (DefaultMaxValueLen)
 	MaxHits        uint64 // hits_addend, request or descriptor (DefaultMaxHits)
-	// Concurrent checks a request's descriptors concurrently instead of one
-	// after the other. Where a store round trip costs more than a goroutine
-	// (Redis over a real network), a request then waits about one round trip
-	// instead of one per descriptor. Against a loopback Redis on a loaded
-	// 2-core machine it measured no faster than the sequential default (see
-	// BenchmarkShouldRateLimit), hence off by default.
+	// Concurrent checks a request's descriptors with one Check each, run
+	// concurrently, instead of one ratelimit.CheckBatch (the default), which
+	// sends them all in one store call when the store implements
+	// ratelimit.BatchStore and one after the other when it does not. Only
+	// for a store without BatchStore over a real network, where one round
+	// trip per descriptor costs more than a goroutine each.
 	Concurrent bool
 	// Logger receives ERROR records for recovered panics (default slog.Default()).
 	Logger *slog.Logger
@@ -198,13 +198,6 @@ func (s *Service) Register(r grpc.ServiceRegistrar) { rlsv3.RegisterRateLimitSer
 // Metrics returns the service's Prometheus collector (register it once).
 func (s *Service) Metrics() *Metrics { return s.metrics }
 
-// check is one descriptor, validated and ready to be checked.
-type check struct {
-	id   ratelimit.Identifier
-	cost float64
-	over *ratelimit.RuleSet // the descriptor's limit override, or nil
-}
-
 // ShouldRateLimit implements RateLimitServiceServer. A malformed request is
 // answered INVALID_ARGUMENT before anything is counted; a store failure fails
 // open (the descriptor is OK, the error is counted).
@@ -235,28 +228,34 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		return nil, status.Errorf(codes.NotFound, "ratekitenvoy: unknown domain %q (served: %s)",
 			truncate(req.GetDomain()), strings.Join(sortedKeys(s.limiters), ", "))
 	}
-	checks, err := s.parse(l, req)
+	reqs, overs, err := s.parse(l, req)
 	if err != nil {
 		s.metrics.request(req.GetDomain(), "invalid")
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	d := adapter.Decision{Results: make([]ratelimit.Result, len(checks))}
-	checkAll(ctx, l, checks, d.Results, s.parallel)
+	d := adapter.Decision{Results: s.checkAll(ctx, l, reqs)}
 	now := s.now()
+	n := len(reqs)
 	resp = &rlsv3.RateLimitResponse{
 		OverallCode: rlsv3.RateLimitResponse_OK,
-		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(checks)),
+		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, n),
 	}
+	// The statuses, limits and durations of the answer are allocated in one
+	// block each rather than one message per descriptor.
+	sts := make([]rlsv3.RateLimitResponse_DescriptorStatus, n)
+	var lims []rlsv3.RateLimitResponse_RateLimit
+	var durs []durationpb.Duration
 	failed := 0
 	for i := range d.Results {
 		r := &d.Results[i]
-		if checks[i].over != nil && !r.Blocked() && overrideBlocked(r) {
+		if overs != nil && overs[i] && !r.Blocked() && overrideBlocked(r) {
 			// The override's own verdict stands even when the limiter's
 			// result was softened (a limiter run in a shadow mode): like
 			// envoyproxy/ratelimit, a limit sent by the gateway is never shadow.
 			r.Action = ratelimit.ActionBlock
 		}
-		st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+		st := &sts[i]
+		st.Code = rlsv3.RateLimitResponse_OK
 		if r.Failed() {
 			if !errors.Is(r.Err, ratelimit.ErrCanceled) {
 				failed++
@@ -267,16 +266,21 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 				resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 			}
 			if e := r.Enforcing(); e != nil {
-				st.CurrentLimit = currentLimit(e)
+				if lims == nil {
+					lims, durs = make([]rlsv3.RateLimitResponse_RateLimit, n), make([]durationpb.Duration, n)
+				}
+				st.CurrentLimit = currentLimit(&lims[i], e)
 				st.LimitRemaining = uint32(min(math.Floor(e.Info.Remaining), math.MaxUint32))
-				st.DurationUntilReset = durationpb.New(max(e.Info.ResetAt.Sub(now), 0))
+				st.DurationUntilReset = setDuration(&durs[i], max(e.Info.ResetAt.Sub(now), 0))
 			}
 		}
 		resp.Statuses[i] = st
 	}
-	h := http.Header{}
+	h := headerPool.Get().(http.Header)
 	s.profile.SetHeaders(h, &d, now)
 	resp.ResponseHeadersToAdd = headerValues(h)
+	clear(h) // the answer holds the values themselves, not h's slices
+	headerPool.Put(h)
 	code := "ok"
 	if resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT {
 		code = "over_limit"
@@ -288,29 +292,27 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	return resp, nil
 }
 
-// checkAll checks every descriptor, in order or (parallel) concurrently: the
-// checks are independent, each its own identifier, as Envoy's descriptors
-// are. A panic in a concurrent check is carried back to the caller's
-// goroutine, where ShouldRateLimit recovers it.
-func checkAll(ctx context.Context, l *ratelimit.Limiter, checks []check, out []ratelimit.Result, parallel bool) {
-	one := func(i int) {
-		c := &checks[i]
-		var opts [2]ratelimit.CheckOption
-		o := append(opts[:0], ratelimit.Cost(c.cost))
-		if c.over != nil {
-			o = append(o, ratelimit.WithRules(c.over))
-		}
-		out[i] = l.Check(ctx, c.id, o...)
+// headerPool holds the emptied header maps that answers are rendered from.
+var headerPool = sync.Pool{New: func() any { return http.Header{} }}
+
+// checkAll checks every descriptor: one Check for one descriptor, else one
+// ratelimit.CheckBatch (one store call for all of them), or with
+// Options.Concurrent a Check each, run concurrently. The checks are
+// independent, each its own identifier, as Envoy's descriptors are. A panic
+// in a concurrent check is carried back to the caller's goroutine, where
+// ShouldRateLimit recovers it.
+func (s *Service) checkAll(ctx context.Context, l *ratelimit.Limiter, reqs []ratelimit.Request) []ratelimit.Result {
+	if len(reqs) == 1 {
+		return []ratelimit.Result{l.Check(ctx, reqs[0].Identifier, reqs[0].Options...)}
 	}
-	if !parallel || len(checks) == 1 {
-		for i := range checks {
-			one(i)
-		}
-		return
+	if !s.parallel {
+		return ratelimit.CheckBatch(ctx, reqs)
 	}
+	out := make([]ratelimit.Result, len(reqs))
+	one := func(i int) { out[i] = l.Check(ctx, reqs[i].Identifier, reqs[i].Options...) }
 	var wg sync.WaitGroup
-	panics := make([]any, len(checks))
-	for i := 1; i < len(checks); i++ {
+	panics := make([]any, len(reqs))
+	for i := 1; i < len(reqs); i++ {
 		wg.Go(func() {
 			defer func() { panics[i] = recover() }()
 			one(i)
@@ -326,6 +328,7 @@ func checkAll(ctx context.Context, l *ratelimit.Limiter, checks []check, out []r
 			panic(p)
 		}
 	}
+	return out
 }
 
 // overrideBlocked reports whether r's evaluation of a descriptor's limit
@@ -351,33 +354,62 @@ func (s *Service) checkDomain(domain string) string {
 	return ""
 }
 
-// parse validates the whole request and returns one check per descriptor. The
+// parse validates the whole request and returns one check per descriptor,
+// and which descriptors carry a limit override (nil when none does). The
 // first problem found is returned, naming the descriptor, entry and key.
-func (s *Service) parse(l *ratelimit.Limiter, req *rlsv3.RateLimitRequest) ([]check, error) {
+func (s *Service) parse(l *ratelimit.Limiter, req *rlsv3.RateLimitRequest) ([]ratelimit.Request, []bool, error) {
 	descs := req.GetDescriptors()
 	switch {
 	case len(descs) == 0:
-		return nil, errors.New("ratekitenvoy: no descriptors")
+		return nil, nil, errors.New("ratekitenvoy: no descriptors")
 	case len(descs) > s.maxDesc:
-		return nil, fmt.Errorf("ratekitenvoy: %d descriptors, over the limit of %d", len(descs), s.maxDesc)
+		return nil, nil, fmt.Errorf("ratekitenvoy: %d descriptors, over the limit of %d", len(descs), s.maxDesc)
 	}
 	hits := uint64(req.GetHitsAddend())
 	if hits == 0 {
 		hits = 1 // Envoy: an unset hits_addend adds 1
 	}
 	if hits > s.maxHits {
-		return nil, fmt.Errorf("ratekitenvoy: hits_addend %d is over the limit of %d", hits, s.maxHits)
+		return nil, nil, fmt.Errorf("ratekitenvoy: hits_addend %d is over the limit of %d", hits, s.maxHits)
 	}
 	allowed := s.props[l.Name()] // nil without Options.Available
-	checks := make([]check, len(descs))
+	reqs := make([]ratelimit.Request, len(descs))
+	var overs []bool
+	var opts []ratelimit.CheckOption // the options of every check, in one block
 	for i, d := range descs {
-		c, err := s.parseDescriptor(descAt(i), d, hits, allowed, l.Name())
+		id, cost, over, err := s.parseDescriptor(descAt(i), d, hits, allowed, l.Name())
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		checks[i] = c
+		reqs[i] = ratelimit.Request{Limiter: l, Identifier: id}
+		if cost == 1 && over == nil {
+			continue // the defaults: no options
+		}
+		if opts == nil {
+			opts = make([]ratelimit.CheckOption, 0, 2*(len(descs)-i))
+		}
+		from := len(opts)
+		opts = append(opts, costOption(cost))
+		if over != nil {
+			opts = append(opts, ratelimit.WithRules(over))
+			if overs == nil {
+				overs = make([]bool, len(descs))
+			}
+			overs[i] = true
+		}
+		reqs[i].Options = opts[from:len(opts):len(opts)]
 	}
-	return checks, nil
+	return reqs, overs, nil
+}
+
+// costZero is the option of the common hits_addend 0 (a read), built once.
+var costZero = ratelimit.Cost(0)
+
+func costOption(cost float64) ratelimit.CheckOption {
+	if cost == 0 {
+		return costZero
+	}
+	return ratelimit.Cost(cost)
 }
 
 // descAt names a descriptor in errors; formatted only when one is returned.
@@ -385,50 +417,55 @@ type descAt int
 
 func (i descAt) String() string { return "descriptor #" + strconv.Itoa(int(i)) }
 
-func (s *Service) parseDescriptor(at descAt, d *rlcommonv3.RateLimitDescriptor, hits uint64, allowed map[string]bool, limiter string) (check, error) {
+// parseDescriptor validates one descriptor and returns its identifier, its
+// cost and its compiled limit override (nil without one).
+func (s *Service) parseDescriptor(at descAt, d *rlcommonv3.RateLimitDescriptor, hits uint64, allowed map[string]bool, limiter string) (ratelimit.Identifier, float64, *ratelimit.RuleSet, error) {
 	entries := d.GetEntries()
 	switch {
 	case d == nil:
-		return check{}, fmt.Errorf("ratekitenvoy: %s is null", at)
+		return nil, 0, nil, fmt.Errorf("ratekitenvoy: %s is null", at)
 	case len(entries) == 0:
-		return check{}, fmt.Errorf("ratekitenvoy: %s has no entries", at)
+		return nil, 0, nil, fmt.Errorf("ratekitenvoy: %s has no entries", at)
 	case len(entries) > s.maxEnt:
-		return check{}, fmt.Errorf("ratekitenvoy: %s has %d entries, over the limit of %d", at, len(entries), s.maxEnt)
+		return nil, 0, nil, fmt.Errorf("ratekitenvoy: %s has %d entries, over the limit of %d", at, len(entries), s.maxEnt)
 	case d.GetIsNegativeHits():
-		return check{}, fmt.Errorf("ratekitenvoy: %s: is_negative_hits (a refund) is not supported: ratekit counters only grow within a window", at)
+		return nil, 0, nil, fmt.Errorf("ratekitenvoy: %s: is_negative_hits (a refund) is not supported: ratekit counters only grow within a window", at)
 	}
-	c := check{id: make(ratelimit.Identifier, len(entries)), cost: float64(hits)}
-	keys := make([]string, len(entries))
+	id := make(ratelimit.Identifier, len(entries))
+	cost := float64(hits)
 	for j, e := range entries {
 		k, v := e.GetKey(), e.GetValue()
 		switch {
 		case !validProperty(k):
-			return check{}, fmt.Errorf("ratekitenvoy: %s entry #%d: key %q must match ^[a-z0-9_]{1,64}$ (descriptor keys are identifier properties)", at, j, truncate(k))
+			return nil, 0, nil, fmt.Errorf("ratekitenvoy: %s entry #%d: key %q must match ^[a-z0-9_]{1,64}$ (descriptor keys are identifier properties)", at, j, truncate(k))
 		case allowed != nil && !allowed[k]:
-			return check{}, fmt.Errorf("ratekitenvoy: %s entry #%d: key %q is not an available property of limiter %s (have %s)", at, j, k, limiter, strings.Join(sortedKeys(allowed), ", "))
+			return nil, 0, nil, fmt.Errorf("ratekitenvoy: %s entry #%d: key %q is not an available property of limiter %s (have %s)", at, j, k, limiter, strings.Join(sortedKeys(allowed), ", "))
 		case len(v) > s.maxVal:
-			return check{}, fmt.Errorf("ratekitenvoy: %s entry #%d (%s): value is %d bytes, over the limit of %d", at, j, k, len(v), s.maxVal)
+			return nil, 0, nil, fmt.Errorf("ratekitenvoy: %s entry #%d (%s): value is %d bytes, over the limit of %d", at, j, k, len(v), s.maxVal)
 		}
-		if _, dup := c.id[k]; dup {
-			return check{}, fmt.Errorf("ratekitenvoy: %s entry #%d: key %q appears twice", at, j, k)
+		if _, dup := id[k]; dup {
+			return nil, 0, nil, fmt.Errorf("ratekitenvoy: %s entry #%d: key %q appears twice", at, j, k)
 		}
-		c.id[k] = v
-		keys[j] = k
+		id[k] = v
 	}
 	if h := d.GetHitsAddend(); h != nil {
 		if h.GetValue() > s.maxHits {
-			return check{}, fmt.Errorf("ratekitenvoy: %s: hits_addend %d is over the limit of %d", at, h.GetValue(), s.maxHits)
+			return nil, 0, nil, fmt.Errorf("ratekitenvoy: %s: hits_addend %d is over the limit of %d", at, h.GetValue(), s.maxHits)
 		}
-		c.cost = float64(h.GetValue()) // 0 is allowed: it reads without counting
+		cost = float64(h.GetValue()) // 0 is allowed: it reads without counting
 	}
+	var over *ratelimit.RuleSet
 	if o := d.GetLimit(); o != nil {
-		set, err := s.override(keys, o)
-		if err != nil {
-			return check{}, fmt.Errorf("ratekitenvoy: %s: limit override: %w", at, err)
+		keys := make([]string, len(entries))
+		for j, e := range entries {
+			keys[j] = e.GetKey()
 		}
-		c.over = set
+		var err error
+		if over, err = s.override(keys, o); err != nil {
+			return nil, 0, nil, fmt.Errorf("ratekitenvoy: %s: limit override: %w", at, err)
+		}
 	}
-	return c, nil
+	return id, cost, over, nil
 }
 
 var unitDurations = map[typev3.RateLimitUnit]time.Duration{
@@ -525,11 +562,10 @@ var responseUnits = []struct {
 // per the longest unit that divides the window, with unit_multiplier for the
 // rest (a 90s window is 90 SECOND, a 2h one 2 HOUR). A window of no whole
 // seconds has unit UNKNOWN.
-func currentLimit(e *ratelimit.Evaluation) *rlsv3.RateLimitResponse_RateLimit {
-	cl := &rlsv3.RateLimitResponse_RateLimit{
-		Name:            e.Rule.Name,
-		RequestsPerUnit: uint32(min(max(e.Info.Limit, 0), math.MaxUint32)),
-	}
+// It fills and returns cl, a zero message.
+func currentLimit(cl *rlsv3.RateLimitResponse_RateLimit, e *ratelimit.Evaluation) *rlsv3.RateLimitResponse_RateLimit {
+	cl.Name = e.Rule.Name
+	cl.RequestsPerUnit = uint32(min(max(e.Info.Limit, 0), math.MaxUint32))
 	p := e.Info.Period
 	for _, u := range responseUnits {
 		if p >= u.d && p%u.d == 0 {
@@ -558,20 +594,38 @@ var headerSpelling = func() map[string]string {
 	return m
 }()
 
+// setDuration fills and returns pb, a zero message, with d: durationpb.New
+// into a message the caller allocated.
+func setDuration(pb *durationpb.Duration, d time.Duration) *durationpb.Duration {
+	pb.Seconds, pb.Nanos = int64(d/time.Second), int32(d%time.Second)
+	return pb
+}
+
 // headerValues turns h into Envoy's header list, sorted by name so answers
-// are stable.
+// are stable, with the values in one block.
 func headerValues(h http.Header) []*corev3.HeaderValue {
-	if len(h) == 0 {
+	n := 0
+	for _, vs := range h {
+		n += len(vs)
+	}
+	if n == 0 {
 		return nil
 	}
-	out := make([]*corev3.HeaderValue, 0, len(h))
-	for _, k := range sortedKeys(h) {
-		name := k
-		if spelled, ok := headerSpelling[k]; ok {
-			name = spelled
+	block := make([]corev3.HeaderValue, n)
+	out := make([]*corev3.HeaderValue, 0, n)
+	for k, vs := range h {
+		for _, v := range vs {
+			hv := &block[len(out)]
+			hv.Key, hv.Value = k, v
+			out = append(out, hv)
 		}
-		for _, v := range h[k] {
-			out = append(out, &corev3.HeaderValue{Key: name, Value: v})
+	}
+	// By the canonical name, keeping each name's values in order; then the
+	// names are spelled as the headers define them.
+	slices.SortStableFunc(out, func(a, b *corev3.HeaderValue) int { return strings.Compare(a.Key, b.Key) })
+	for _, hv := range out {
+		if spelled, ok := headerSpelling[hv.Key]; ok {
+			hv.Key = spelled
 		}
 	}
 	return out

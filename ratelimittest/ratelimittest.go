@@ -62,7 +62,10 @@ type Store struct {
 	err   error
 }
 
-var _ ratelimit.Store = (*Store)(nil)
+var (
+	_ ratelimit.Store      = (*Store)(nil)
+	_ ratelimit.BatchStore = (*Store)(nil)
+)
 
 // NewStore returns an empty store on clock (a new Clock at Start when nil).
 func NewStore(clock *Clock) *Store {
@@ -81,21 +84,40 @@ func (s *Store) Clock() *Clock { return s.clock }
 
 // Eval implements ratelimit.Store.
 func (s *Store) Eval(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.Op) ([]ratelimit.OpResult, error) {
-	s.mu.Lock()
-	s.calls++
-	err := s.err
-	if err == nil && mode == ratelimit.ModeCheck {
-		for _, op := range ops {
-			if op.Cost > 0 {
-				s.kinds[op.Key] = op.Kind
-			}
-		}
-	}
-	s.mu.Unlock()
-	if err != nil {
+	if err := s.call(mode, ops); err != nil {
 		return nil, err
 	}
 	return s.mem.Eval(ctx, mode, ops)
+}
+
+// EvalBatch implements ratelimit.BatchStore: a whole batch is one call, as
+// it is one round trip on Redis.
+func (s *Store) EvalBatch(ctx context.Context, mode ratelimit.Mode, batch [][]ratelimit.Op) ([][]ratelimit.OpResult, error) {
+	if err := s.call(mode, batch...); err != nil {
+		return nil, err
+	}
+	return s.mem.EvalBatch(ctx, mode, batch)
+}
+
+// call counts one store call and records the keys it charges, or returns
+// the error the store was told to fail with.
+func (s *Store) call(mode ratelimit.Mode, batch ...[]ratelimit.Op) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls++
+	if s.err != nil {
+		return s.err
+	}
+	if mode == ratelimit.ModeCheck {
+		for _, ops := range batch {
+			for _, op := range ops {
+				if op.Cost > 0 {
+					s.kinds[op.Key] = op.Kind
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // Delete implements ratelimit.Store (Limiter.Clear calls it).
@@ -119,8 +141,9 @@ func (s *Store) FailWith(err error) {
 	s.mu.Unlock()
 }
 
-// Calls returns how many Eval and Delete calls reached the store, failed
-// ones included: a test proves "no store work" by its not moving.
+// Calls returns how many Eval, EvalBatch and Delete calls reached the store,
+// failed ones included: a test proves "no store work" by its not moving, and
+// one round trip per batch by its moving by one.
 func (s *Store) Calls() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -1,0 +1,83 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+)
+
+func TestVerify(t *testing.T) {
+	good := func() *rlsv3.RateLimitResponse {
+		return &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK, Statuses: []*rlsv3.RateLimitResponse_DescriptorStatus{
+			{Code: rlsv3.RateLimitResponse_OK, CurrentLimit: &rlsv3.RateLimitResponse_RateLimit{RequestsPerUnit: limitPerMinute}},
+		}}
+	}
+	if err := verify(good(), 1); err != nil {
+		t.Fatalf("a good answer: %v", err)
+	}
+	tests := []struct {
+		name   string
+		change func(*rlsv3.RateLimitResponse)
+	}{
+		{"over limit", func(r *rlsv3.RateLimitResponse) { r.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT }},
+		{"failed open: no current_limit", func(r *rlsv3.RateLimitResponse) { r.Statuses[0].CurrentLimit = nil }},
+		{"another limit", func(r *rlsv3.RateLimitResponse) { r.Statuses[0].CurrentLimit.RequestsPerUnit = 5 }},
+		{"a status missing", func(r *rlsv3.RateLimitResponse) { r.Statuses = nil }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := good()
+			tt.change(r)
+			if err := verify(r, 1); err == nil {
+				t.Fatal("accepted")
+			}
+		})
+	}
+}
+
+func TestSpliceReadme(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "README.md")
+	if err := os.WriteFile(path, []byte("# peers\n\ntable\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, sec := range []string{sectionHeading + "\n\nfirst\n", sectionHeading + "\n\nsecond\n"} {
+		if err := spliceReadme(path, sec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "# peers\n\ntable\n\n" + sectionHeading + "\n\nsecond\n"; string(b) != want {
+		t.Fatalf("README:\n%s\nwant:\n%s", b, want)
+	}
+}
+
+func TestSumUsecAndThousands(t *testing.T) {
+	info := "# Commandstats\r\ncmdstat_evalsha:calls=10,usec=95,usec_per_call=9.50,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_incrby:calls=5,usec=5,usec_per_call=1.00\r\n"
+	if got, err := sumUsec(info); err != nil || got != 100 {
+		t.Fatalf("sumUsec = %v, %v; want 100", got, err)
+	}
+	if got := thousands(1234567.4); got != "1,234,567" {
+		t.Fatalf("thousands: %s", got)
+	}
+	if _, err := ints("1,0"); err == nil || !strings.Contains(err.Error(), `"0"`) {
+		t.Fatalf("ints accepted 0: %v", err)
+	}
+}
+
+func TestMedian(t *testing.T) {
+	ms := []measure{{requests: 30, elapsed: time.Second}, {requests: 10, elapsed: time.Second}, {requests: 20, elapsed: time.Second}}
+	if got := median(ms).requests; got != 20 {
+		t.Fatalf("median of 30, 10, 20: %d", got)
+	}
+	if got := median(ms[:2]).requests; got != 10 {
+		t.Fatalf("median of 30, 10: %d, want the lower", got)
+	}
+}

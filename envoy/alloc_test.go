@@ -1,0 +1,55 @@
+package ratekitenvoy_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+
+	rlcommonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	ratelimit "github.com/ratekit/ratekit/core"
+	ratekitenvoy "github.com/ratekit/ratekit/envoy"
+)
+
+// TestShouldRateLimitAllocations bounds the allocations of an answer on the
+// memory store, in process: the request's identifiers, the answer's messages
+// (in one block per kind) and its headers, and nothing per descriptor beyond
+// its identifier and its part of the blocks. The bounds leave room for the
+// race detector and a garbage collection emptying the pools; before the
+// descriptors went through one batch an answer took 32 and 68.
+func TestShouldRateLimitAllocations(t *testing.T) {
+	for _, tt := range []struct {
+		descriptors int
+		max         float64
+	}{
+		{1, 28},
+		{5, 44},
+	} {
+		t.Run(strconv.Itoa(tt.descriptors), func(t *testing.T) {
+			l := newLimiter(t, ratelimit.NewMemoryStore(), "", nil)
+			svc, err := ratekitenvoy.NewService([]*ratelimit.Limiter{l}, ratekitenvoy.Options{Available: available(t)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := &rlsv3.RateLimitRequest{Domain: "edge"}
+			for i := range tt.descriptors {
+				req.Descriptors = append(req.Descriptors, &rlcommonv3.RateLimitDescriptor{Entries: []*rlcommonv3.RateLimitDescriptor_Entry{{Key: "remote_address", Value: "10.9.0." + strconv.Itoa(i)}}})
+			}
+			ctx := context.Background()
+			got := testing.AllocsPerRun(500, func() {
+				resp, err := svc.ShouldRateLimit(ctx, req)
+				if err != nil || resp.GetStatuses()[0].GetCurrentLimit() == nil {
+					t.Fatalf("answer %v, %v", resp, err)
+				}
+			})
+			max := tt.max
+			if raceEnabled {
+				max += 4 * float64(tt.descriptors)
+			}
+			if got > max {
+				t.Fatalf("%v allocations per answer of %d descriptors, want at most %v", got, tt.descriptors, max)
+			}
+		})
+	}
+}

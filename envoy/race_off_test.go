@@ -1,0 +1,5 @@
+//go:build !race
+
+package ratekitenvoy_test
+
+const raceEnabled = false
