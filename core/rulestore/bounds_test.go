@@ -165,9 +165,11 @@ func TestInvalidStoredDocumentCanBeShrunkOrRemoved(t *testing.T) {
 		}
 
 		for what, set := range map[string]func(key string) error{
-			"garbage":   func(key string) error { return c.Set(ctx, key, "not json", 0).Err() },
-			"a hash":    func(key string) error { return c.HSet(ctx, key, "published_rules", "{}").Err() },
-			"too large": func(key string) error { return c.Set(ctx, key, strings.Repeat(" ", ratelimit.MaxDocumentBytes+1), 0).Err() },
+			"garbage": func(key string) error { return c.Set(ctx, key, "not json", 0).Err() },
+			"a hash":  func(key string) error { return c.HSet(ctx, key, "published_rules", "{}").Err() },
+			"too large": func(key string) error {
+				return c.Set(ctx, key, strings.Repeat(" ", ratelimit.MaxDocumentBytes+1), 0).Err()
+			},
 		} {
 			if err := c.Del(ctx, s.Key("search")).Err(); err != nil {
 				t.Fatal(err)

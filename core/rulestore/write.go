@@ -64,7 +64,7 @@ func checkLocal(local tiers.Set) error {
 	if m := local.Mode; m != nil && *m != ratelimit.Enforce && *m != ratelimit.Shadow {
 		return fmt.Errorf("mode %v is neither enforce nor shadow", *m)
 	}
-	return nil
+	return local.CheckBounds()
 }
 
 // Revision returns the store's write counter: it moves on every write that
