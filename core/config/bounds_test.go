@@ -138,7 +138,7 @@ func TestOversizedDocumentIsRefusedBeforeParsing(t *testing.T) {
 	runtime.ReadMemStats(&before)
 	_, err = LoadRateLimits(path, available)
 	runtime.ReadMemStats(&after)
-	if err == nil || !strings.Contains(err.Error(), "is larger than 1048576 bytes") {
+	if err == nil || !strings.Contains(err.Error(), "rate_limits.yaml:1:1: the file is larger than 1048576 bytes") {
 		t.Fatalf("LoadRateLimits: %v", err)
 	}
 	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 1<<20 {

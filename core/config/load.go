@@ -117,17 +117,22 @@ func readFile(path string) ([]byte, error) {
 // ReadBounded reads a configuration document of at most MaxFileSize bytes
 // from f (opened from path, which names it in errors). A regular file whose
 // size is over the bound is refused before any of it is read; any other
-// reader stops one byte past it.
+// reader stops one byte past it. A file over the bound is an invalid
+// document: the error is a *ValidationError at its first line.
 func ReadBounded(path string, f *os.File) ([]byte, error) {
+	tooLarge := func() error {
+		return &ValidationError{Errors: []*Error{{File: path, Line: 1, Column: 1,
+			Message: fmt.Sprintf("the file is larger than %d bytes, the bound of every rules document (docs/limits.md)", MaxFileSize)}}}
+	}
 	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() > MaxFileSize {
-		return nil, fmt.Errorf("%s is larger than %d bytes (%d; docs/limits.md)", path, MaxFileSize, fi.Size())
+		return nil, tooLarge()
 	}
 	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
 	if len(data) > MaxFileSize {
-		return nil, fmt.Errorf("%s is larger than %d bytes (docs/limits.md)", path, MaxFileSize)
+		return nil, tooLarge()
 	}
 	return data, nil
 }
