@@ -197,18 +197,23 @@ func (s *Store) Document(ctx context.Context, limiter string) (*configv1.Limiter
 // VersionedDocument reads a limiter's stored document and its Version: a
 // nil document and "" when the limiter has none. An editor passes the
 // version back to PublishIf or DeleteIf. A document no process would load
-// gives an error wrapping ErrInvalidDocument.
+// gives an error wrapping ErrInvalidDocument, with its version when it is a
+// string within ratelimit.MaxDocumentBytes.
 func (s *Store) VersionedDocument(ctx context.Context, limiter string) (*configv1.LimiterRules, string, error) {
 	key := s.Key(limiter)
 	sts, err := s.readStored(ctx, []string{key})
 	if err != nil {
 		return nil, "", fmt.Errorf("rulestore: read %s: %w", key, err)
 	}
-	doc, err := sts[0].decode(key)
-	if err != nil || doc == nil {
-		return nil, "", err
+	version := ""
+	if st := sts[0]; st.present && st.bad == nil {
+		version = Version([]byte(st.raw)) // also of an invalid document: DeleteIf shrinks it
 	}
-	return doc, Version([]byte(sts[0].raw)), nil
+	doc, err := sts[0].decode(key)
+	if err != nil {
+		return nil, version, err
+	}
+	return doc, version, nil
 }
 
 // Entry is one limiter of the index, as List reads it.

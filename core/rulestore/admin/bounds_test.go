@@ -88,6 +88,39 @@ func TestInvalidDocumentNeverWedgesThePage(t *testing.T) {
 	if _, v2, _ := f.store.VersionedDocument(ctx, "api"); v2 != v {
 		t.Fatal("a refused save changed the document")
 	}
+	// Rules saved one by one cannot add up past the byte bound either: the
+	// save that would is refused with 422, and the document stays readable.
+	values := make([]string, 1000)
+	for i := range values {
+		values[i] = fmt.Sprintf("project_%040d", i)
+	}
+	refused := false
+	for i := 0; i < 40 && !refused; i++ {
+		_, jv, err := f.store.VersionedDocument(ctx, "jobs")
+		if err != nil {
+			t.Fatal(err)
+		}
+		big := url.Values{"csrf": {token}, "op": {"save"}, "limiter": {"jobs"}, "version": {jv}, "mode": {"add"},
+			"name": {fmt.Sprintf("big%d", i)}, "action": {"limit"}, "limit": {"100"}, "period_s": {"1"},
+			"match_kind.queue": {"one_of"}, "match_value.queue": {strings.Join(values, "\n")}}
+		resp, body := b.post("?limiter=jobs", big, f.srv.URL)
+		switch resp.StatusCode {
+		case http.StatusSeeOther:
+		case http.StatusUnprocessableEntity:
+			if !strings.Contains(body, "bytes, at most 1048576") {
+				t.Fatalf("save %d refused for another reason:\n%s", i+1, body)
+			}
+			refused = true
+		default:
+			t.Fatalf("save %d: %d\n%s", i+1, resp.StatusCode, body)
+		}
+	}
+	if !refused {
+		t.Fatal("40 saves of 50 kB rules were all accepted")
+	}
+	if _, err := f.store.Document(ctx, "jobs"); err != nil {
+		t.Fatalf("the document at the byte bound must stay readable: %v", err)
+	}
 	// Editing a published rule keeps the count: saved.
 	edit := saveForm(token, v, "per_user_strict")
 	edit.Set("mode", "edit")
