@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -38,5 +39,45 @@ func TestValidateReportsBounds(t *testing.T) {
 	code, _, stderr = ratekit(t, dir, "validate", "--available-limiters", "available_limiters.yaml", "--rate-limits", "huge.yaml")
 	if want := "huge.yaml:1:1: the file is larger than 1048576 bytes, the bound of every rules document (docs/limits.md)\n"; code != 1 || stderr != want {
 		t.Fatalf("exit %d, stderr:\n%s\nwant exit 1 and:\n%s", code, stderr, want)
+	}
+}
+
+// `rules remove` takes away a document no service would load (here a key
+// of another Redis type), after which publishing works again; it refuses a
+// valid document and a missing one, so it never reports a removal it did
+// not make.
+func TestRulesRemoveInvalidDocument(t *testing.T) {
+	e := newRulesCLI(t, false)
+	ctx := context.Background()
+	key := e.prefix + "user_sign_in"
+	if err := e.client.HSet(ctx, key, "published_rules", "x").Err(); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := e.run(t, "publish", "--file", "publish.yaml", "--available-limiters", "available_limiters.yaml")
+	if code != 1 || !strings.Contains(stderr, "is a Redis hash, not a string") {
+		t.Fatalf("publish onto a hash: exit %d\n%s", code, stderr)
+	}
+	code, stdout, stderr := e.run(t, "remove", "user_sign_in", "--dry-run")
+	if code != 0 || !strings.Contains(stdout, "would remove "+key) {
+		t.Fatalf("dry run: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if n, _ := e.client.Exists(ctx, key).Result(); n != 1 {
+		t.Fatal("the dry run removed the key")
+	}
+	code, stdout, stderr = e.run(t, "remove", "user_sign_in")
+	if code != 0 || !strings.Contains(stdout, "removed "+key) {
+		t.Fatalf("remove: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if code, _, stderr := e.run(t, "remove", "user_sign_in"); code != 1 || !strings.Contains(stderr, "nothing removed: limiter user_sign_in has no document") {
+		t.Fatalf("remove of nothing: exit %d\n%s", code, stderr)
+	}
+	if code, _, stderr := e.run(t, "publish", "--file", "publish.yaml", "--available-limiters", "available_limiters.yaml"); code != 0 {
+		t.Fatalf("publish after the removal: exit %d\n%s", code, stderr)
+	}
+	if code, _, stderr := e.run(t, "remove", "user_sign_in"); code != 1 || !strings.Contains(stderr, "is valid") {
+		t.Fatalf("remove of a valid document: exit %d\n%s", code, stderr)
+	}
+	if _, ok := e.raw(t, "user_sign_in"); !ok {
+		t.Fatal("a valid document was removed")
 	}
 }
