@@ -30,7 +30,7 @@ const (
 	MaxMatchEntries = 32
 	// MaxOneOfValues bounds the values of one OneOf matcher.
 	MaxOneOfValues = 1024
-	// MaxRegexLen bounds a Regex matcher's expression, in bytes; it must
+	// MaxRegexLen (1024) bounds a Regex matcher's expression, in bytes; it must
 	// also compile to at most 10000 RE2 instructions.
 	MaxRegexLen = rulecheck.MaxRegexLen
 	// MaxDocumentBytes bounds one rules document before it is parsed: a
