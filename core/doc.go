@@ -27,6 +27,12 @@
 // present in the identifier and matches: Equal (canonical string equality),
 // Regex (RE2, bounded to 1024 bytes and 10000 instructions) or OneOf.
 //
+// A rule list is bounded (the Max constants, docs/limits.md): at most
+// MaxRules rules once its tiers are merged, MaxRulesPerTier per tier,
+// MaxCharacteristics characteristics and MaxMatchEntries match entries per
+// rule, MaxOneOfValues values per OneOf. Each rule a check evaluates may cost
+// a key in the store, so the bound is what keeps a check within its timeout.
+//
 //   - skip is terminal: evaluation stops and the result is allow, with the skip
 //     rule as Result.Rule and no Info. Counting rules before it have already
 //     been charged (they appear in Evaluations).

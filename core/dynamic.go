@@ -11,8 +11,9 @@ type RuleSet struct {
 }
 
 // CompileRules validates rules exactly as New and SetRules do (every rule
-// valid, names unique; all problems reported, joined) and compiles them into a
-// RuleSet. On error nothing is returned: a list is used whole or not at all.
+// valid, names unique, at most MaxRules; all problems reported, joined) and
+// compiles them into a RuleSet. On error nothing is returned: a list is used
+// whole or not at all.
 // tier names the set: the evaluations of its rules carry it in
 // Evaluation.Tier, so a result says where each rule came from (the rules
 // service's client names its tier "remote"); it may be "".
@@ -53,8 +54,9 @@ func (s *RuleSet) Len() int {
 // stacks on top of Config.RuleSource: WithRules's set comes first.
 func WithRules(s *RuleSet) CheckOption { return func(o *checkOpts) { o.extra = s } }
 
-// withPerRequest merges the per-request tiers (highest first) over base.
-func withPerRequest(base []*compiledRule, tiers ...*RuleSet) []*compiledRule {
+// withPerRequest merges the per-request tiers (highest first) over base. A
+// merge longer than MaxRules gives base alone, with over set.
+func withPerRequest(base []*compiledRule, tiers ...*RuleSet) (_ []*compiledRule, over bool) {
 	n := len(base)
 	for _, t := range tiers {
 		n += t.Len()
@@ -85,5 +87,8 @@ func withPerRequest(base []*compiledRule, tiers ...*RuleSet) []*compiledRule {
 			out = append(out, c)
 		}
 	}
-	return out
+	if len(out) > MaxRules {
+		return base, true
+	}
+	return out, false
 }

@@ -50,7 +50,9 @@ type Config struct {
 	// limiter's own (the highest tier: the rules service of docs/design.md,
 	// Phase 3). It must be fast and must not block for long: it runs on every
 	// check. It returns nil when it has no rules for the request (or cannot
-	// reach its backend: the local rules then serve alone).
+	// reach its backend: the local rules then serve alone). When its set
+	// and the limiter's rules together pass MaxRules, the check leaves the
+	// set out, logs a WARN and reports Degraded.
 	RuleSource func(ctx context.Context, limiter string, id Identifier) *RuleSet
 	// Enforcement is the starting mode (default Enforce); Shadow counts but
 	// never blocks. SetEnforcement changes it at runtime.
@@ -169,7 +171,8 @@ func (l *Limiter) Rules() []Rule {
 	return append([]Rule(nil), l.rules.Load().original...)
 }
 
-// SetRules validates rules and, only if all are valid, replaces the rule list
+// SetRules validates rules (each within the bounds of docs/limits.md, at
+// most MaxRules of them) and, only if all are valid, replaces the rule list
 // atomically; checks in flight finish with the old list. On error the limiter
 // keeps its previous rules.
 func (l *Limiter) SetRules(rules []Rule) error {
@@ -283,7 +286,12 @@ func (l *Limiter) prepare(ctx context.Context, res *Result, p *plan, sc *scratch
 	}
 	rules := l.rules.Load().rules
 	if o.extra != nil || l.source != nil {
-		rules = l.withTiers(ctx, rules, id, o.extra)
+		var over bool
+		if rules, over = l.withTiers(ctx, rules, id, o.extra); over {
+			p.degraded = true
+			l.logger.LogAttrs(ctx, slog.LevelWarn, "rate_limit_per_request_rules_left_out",
+				slog.String("limiter", l.name), slog.Int("max_rules", MaxRules))
+		}
 	}
 	if r, err := l.plan(ctx, p, sc, rules, id, o.cost, start); err != nil {
 		*res = Result{Limiter: l.name, Action: ActionAllow, Err: fmt.Errorf("ratelimit: rule %s: resolve: %w", r.Name, err)}
@@ -318,16 +326,18 @@ func (l *Limiter) finish(res *Result, p *plan, sc *scratch) {
 
 // withTiers returns the rules of one check that has per-request tiers (from
 // WithRules or the RuleSource): the limiter's rules under them. A check
-// without any takes the limiter's rules as they are, without this call.
-func (l *Limiter) withTiers(ctx context.Context, rules []*compiledRule, id Identifier, extra *RuleSet) []*compiledRule {
+// without any takes the limiter's rules as they are, without this call. When
+// the merged list would pass MaxRules, the per-request tiers are left out
+// (over is true): the check's cost stays bounded by its local rules.
+func (l *Limiter) withTiers(ctx context.Context, rules []*compiledRule, id Identifier, extra *RuleSet) (_ []*compiledRule, over bool) {
 	var remote *RuleSet
 	if l.source != nil {
 		remote = l.source(ctx, l.name, id)
 	}
 	if extra != nil || remote != nil {
-		rules = withPerRequest(rules, extra, remote)
+		return withPerRequest(rules, extra, remote)
 	}
-	return rules
+	return rules, false
 }
 
 // plan is what a check gathers from its rules besides the ops (which are in
@@ -672,7 +682,7 @@ func (l *Limiter) Keys(id Identifier) []string {
 	rules := l.rules.Load().rules
 	if l.source != nil { // per-request rules count too; Clear must reach their counters
 		if remote := l.source(context.Background(), l.name, id); remote != nil {
-			rules = withPerRequest(rules, remote)
+			rules, _ = withPerRequest(rules, remote)
 		}
 	}
 	var keys []string

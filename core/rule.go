@@ -270,6 +270,7 @@ func compileRule(r *Rule) (*compiledRule, error) {
 	if !r.Action.isRuleAction() {
 		errs = append(errs, fmt.Errorf("action %q is not limit, log or skip", r.Action))
 	}
+	errs = append(errs, checkRuleShape(r)...)
 	c := &compiledRule{rule: r, key: newKeyPlan(r)}
 	var err []error
 	c.match, err = compileMatch(r.Match)
@@ -381,6 +382,9 @@ func (c *compiledRule) compileCounting(r *Rule) []error {
 }
 
 func compileRules(rules []Rule) ([]*compiledRule, error) {
+	if err := checkRuleCount(len(rules)); err != nil {
+		return nil, err // before compiling: the list's size is the cost to bound
+	}
 	var errs []error
 	out := make([]*compiledRule, 0, len(rules))
 	names := map[string]int{}

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 
 	ratelimit "github.com/ratekit/ratekit/core"
@@ -115,14 +114,7 @@ func readConfig(path string) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, config.MaxFileSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	if len(data) > config.MaxFileSize {
-		return nil, fmt.Errorf("%s is larger than %d bytes", path, config.MaxFileSize)
-	}
-	return data, nil
+	return config.ReadBounded(path, f)
 }
 
 // loadAvailable reads available_limiters.yaml as config.LoadAvailableLimiters

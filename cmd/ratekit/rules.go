@@ -41,7 +41,12 @@ commands:
                         validated first, with its limiters and properties
                         checked against available_limiters.yaml
   delete LIMITER RULE...
-                        remove published rules (all or nothing)
+                        remove published rules (all or nothing); also shrinks
+                        a document over its bounds (docs/limits.md)
+  remove LIMITER        delete a document that no service would load (invalid
+                        JSON, over its bounds, a key of another Redis type):
+                        publishing to it is refused until then; a valid
+                        document is refused (delete its rules instead)
   gc --available-limiters FILE
                         mark documents of limiters FILE no longer declares and
                         delete those marked longer than --grace ago
@@ -53,7 +58,7 @@ flags:
                               checked against the schema only, so a limiter or
                               property the services do not declare is accepted
   --file FILE                 rules to publish (publish)
-  --dry-run                   publish, delete, gc: read the store and print what
+  --dry-run                   publish, delete, remove, gc: read the store and print what
                               would change, rule by rule (+ added, ~ changed,
                               - removed, = unchanged), writing nothing
   --grace D                   orphans older than this are deleted (gc; default 7d)
@@ -67,7 +72,7 @@ exit codes: 0 success; 1 invalid input, rule not found or Redis failure;
 
 func init() {
 	commands["rules"] = command{
-		summary: "list, show, publish, delete and garbage-collect rules in the Redis rule store",
+		summary: "list, show, publish, delete, remove and garbage-collect rules in the Redis rule store",
 		usage:   rulesUsage,
 		run:     runRules,
 	}
@@ -93,7 +98,7 @@ type rulesEnv struct {
 
 func runRules(ctx context.Context, out output, args []string) int {
 	if len(args) == 0 {
-		return usageError(out, rulesUsage, "rules needs a command: list, show, publish, delete or gc")
+		return usageError(out, rulesUsage, "rules needs a command: list, show, publish, delete, remove or gc")
 	}
 	sub, args := args[0], args[1:]
 	if sub == "-h" || sub == "-help" || sub == "--help" || sub == "help" {
@@ -101,9 +106,9 @@ func runRules(ctx context.Context, out output, args []string) int {
 		return exitOK
 	}
 	run, nargs := map[string]func(context.Context, *rulesEnv, []string) int{
-		"list": rulesList, "show": rulesShow, "publish": rulesPublish, "delete": rulesDelete, "gc": rulesGC,
+		"list": rulesList, "show": rulesShow, "publish": rulesPublish, "delete": rulesDelete, "remove": rulesRemove, "gc": rulesGC,
 	}[sub], map[string][2]int{ // min, max positional arguments (-1: any)
-		"list": {0, 0}, "show": {1, 1}, "publish": {0, 0}, "delete": {2, -1}, "gc": {0, 0},
+		"list": {0, 0}, "show": {1, 1}, "publish": {0, 0}, "delete": {2, -1}, "remove": {1, 1}, "gc": {0, 0},
 	}[sub]
 	if run == nil {
 		return usageError(out, rulesUsage, "unknown rules command %q", sub)
@@ -134,7 +139,7 @@ func runRules(ctx context.Context, out output, args []string) int {
 	}
 	switch {
 	case f.dryRun && (sub == "list" || sub == "show"):
-		return usageError(out, rulesUsage, "rules %s only reads: --dry-run is for publish, delete and gc", sub)
+		return usageError(out, rulesUsage, "rules %s only reads: --dry-run is for publish, delete, remove and gc", sub)
 	case len(pos) < nargs[0] || (nargs[1] >= 0 && len(pos) > nargs[1]):
 		return usageError(out, rulesUsage, "rules %s: wrong arguments %q", sub, pos)
 	case f.timeout <= 0:
@@ -422,6 +427,35 @@ func rulesDelete(ctx context.Context, e *rulesEnv, args []string) int {
 		return e.fail(err)
 	}
 	fmt.Fprintf(e.out.stdout, "deleted from %s: %s (revision %d)\n", args[0], strings.Join(args[1:], ", "), res.Revision)
+	return exitOK
+}
+
+// rulesRemove deletes a document no service would load: the one way, with
+// delete, to write to it. A valid document or none is refused, so the
+// command never reports a removal it did not make.
+func rulesRemove(ctx context.Context, e *rulesEnv, args []string) int {
+	limiter := args[0]
+	doc, _, err := e.store.VersionedDocument(ctx, limiter)
+	switch {
+	case err == nil && doc == nil:
+		return e.fail(fmt.Errorf("nothing removed: limiter %s has no document (key %s)", limiter, e.store.Key(limiter)))
+	case err == nil:
+		return e.fail(fmt.Errorf("nothing removed: the document of %s is valid; remove its published rules with `ratekit rules delete`", limiter))
+	case !errors.Is(err, rulestore.ErrInvalidDocument):
+		return e.fail(err)
+	}
+	if e.f.dryRun {
+		fmt.Fprintf(e.out.stdout, "would remove %s (%v); nothing written (--dry-run)\n", e.store.Key(limiter), err)
+		return exitOK
+	}
+	res, rerr := e.store.Remove(ctx, limiter)
+	if rerr != nil {
+		return e.fail(rerr)
+	}
+	if len(res.Changed) == 0 {
+		return e.fail(fmt.Errorf("nothing removed: the document of %s was gone already", limiter))
+	}
+	fmt.Fprintf(e.out.stdout, "removed %s, which no service would load (%v) (revision %d)\n", e.store.Key(limiter), err, res.Revision)
 	return exitOK
 }
 

@@ -244,7 +244,7 @@ func TestRulesCLIUsage(t *testing.T) {
 		{[]string{"rules", "publish", "--redis", unused}, 2, "rules publish needs --file FILE"},
 		{[]string{"rules", "publish", "--redis", unused, "--file", "nope.yaml", "--skip-available-check"}, 2, "nope.yaml: no such file"},
 		{[]string{"rules", "publish", "--redis", unused, "--file", "rules.yaml"}, 2, "rules publish needs --available-limiters FILE"},
-		{[]string{"rules", "show", "--redis", unused, "--dry-run", "lim"}, 2, "--dry-run is for publish, delete and gc"},
+		{[]string{"rules", "show", "--redis", unused, "--dry-run", "lim"}, 2, "--dry-run is for publish, delete, remove and gc"},
 		{[]string{"rules", "gc", "--redis", unused}, 2, "rules gc needs --available-limiters FILE"},
 		{[]string{"rules", "gc", "--redis", unused, "--available-limiters", "nope.yaml"}, 2, "nope.yaml: no such file"},
 		{[]string{"rules", "gc", "--redis", unused, "--grace", "soon"}, 2, `--grace: "soon" is not a positive duration`},

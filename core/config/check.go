@@ -5,6 +5,7 @@ import (
 	"sort"
 	"sync"
 
+	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/internal/rulecheck"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
@@ -27,8 +28,12 @@ func (d *doc) checkRules(spec *configv1.LimiterSpec, at path, rules []*configv1.
 		return props == nil || props[prop] || !rulecheck.ValidName(prop)
 	}
 	available := func() string { return quoteList(spec.GetAvailableProperties()) }
+	if n := len(rules); n > ratelimit.MaxRulesPerTier {
+		d.check(at.at(ratelimit.MaxRulesPerTier), false, "%d rules in this list, at most %d per tier (docs/limits.md); this is the first rule over the limit", n, ratelimit.MaxRulesPerTier)
+	}
 	first := make(map[string]int, len(rules))
 	for i, r := range rules {
+		d.checkShape(at.at(i), r)
 		if name := r.GetName(); name != "" {
 			if prev, dup := first[name]; dup {
 				d.check(at.at(i).field("name"), false, "rule name %q is used twice in this limiter (first at line %d)", name, d.lookup(at.at(prev).field("name"), false).line)
@@ -62,6 +67,22 @@ func (d *doc) checkRules(spec *configv1.LimiterSpec, at path, rules []*configv1.
 			} else {
 				d.check(at.at(i).field("action"), false, "skip rule %q is not in the limiter's allowed_skip_rules (%s); a skip bypasses the limiter for every request it matches", r.GetName(), quoteList(allow.GetNames()))
 			}
+		}
+	}
+}
+
+// checkShape reports the bounds of the core's rule model that rule r at
+// path at breaks; protovalidate already bounds each string.
+func (d *doc) checkShape(at path, r *configv1.Rule) {
+	if n := len(r.GetCharacteristics()); n > ratelimit.MaxCharacteristics {
+		d.check(at.field("characteristics"), false, "%d characteristics, at most %d (docs/limits.md)", n, ratelimit.MaxCharacteristics)
+	}
+	if n := len(r.GetMatch()); n > ratelimit.MaxMatchEntries {
+		d.check(at.field("match"), false, "%d match entries, at most %d (docs/limits.md)", n, ratelimit.MaxMatchEntries)
+	}
+	for k, v := range r.GetMatch() {
+		if n := len(v.GetOneOf().GetValues()); n > ratelimit.MaxOneOfValues {
+			d.check(at.field("match").key(k), false, "match %q: one_of has %d values, at most %d (docs/limits.md)", k, n, ratelimit.MaxOneOfValues)
 		}
 	}
 }

@@ -52,6 +52,7 @@ type doc struct {
 	structural []problem // shape errors of the walk
 	checks     []problem // protovalidate and cross-document errors
 	budget     int
+	nodes      int // the node budget of a walk (maxNodes unless set)
 	overBudget bool
 
 	index     sync.Once // builds keyPos and valPos on the first lookup
@@ -64,7 +65,7 @@ type doc struct {
 }
 
 func newDoc(file string) *doc {
-	return &doc{file: file, budget: maxNodes}
+	return &doc{file: file, budget: maxNodes, nodes: maxNodes}
 }
 
 // decode fills msg from YAML (or JSON) data. It returns false when nothing
@@ -72,6 +73,11 @@ func newDoc(file string) *doc {
 // where a number belongs) msg holds everything else, so that later checks
 // still report the other problems of the file.
 func (d *doc) decode(data []byte, msg proto.Message, parse func([]byte) (*yaml.Node, error)) bool {
+	if len(data) > MaxFileSize { // before parsing: parsing costs many times the bytes
+		d.structural = append(d.structural, problem{line: 1, col: 1,
+			msg: fmt.Sprintf("the document is %d bytes, at most %d (docs/limits.md)", len(data), MaxFileSize)})
+		return false
+	}
 	n, err := parse(data)
 	if err != nil {
 		d.structural = append(d.structural, syntaxProblem(err))
@@ -95,7 +101,7 @@ func (d *doc) positions() {
 			return
 		}
 		at, structural, budget, overBudget := d.at, d.structural, d.budget, d.overBudget
-		d.recording, d.budget, d.overBudget, d.at = true, maxNodes, false, make(path, 0, 8)
+		d.recording, d.budget, d.overBudget, d.at = true, d.nodes, false, make(path, 0, 8)
 		d.message(d.root, d.rootType.New())
 		d.at, d.structural, d.budget, d.overBudget, d.recording = at, structural, budget, overBudget, false
 	})
@@ -220,7 +226,7 @@ func (d *doc) visit(n *yaml.Node) *yaml.Node {
 			d.overBudget = true
 			if !d.recording {
 				d.structural = append(d.structural, problem{line: n.Line, col: n.Column,
-					msg: fmt.Sprintf("the document is too large: over %d YAML nodes once aliases are expanded", maxNodes)})
+					msg: fmt.Sprintf("the document is too large: over %d YAML nodes once aliases are expanded", d.nodes)})
 			}
 		}
 		return nil

@@ -84,7 +84,13 @@
 // be declared in available_limiters.yaml, properties must be in their
 // limiter's available_properties, rule names unique within a limiter, regexes
 // valid RE2 within 1024 bytes and 10000 instructions (the bounds of ratelimit.Regex), and
-// skip rules within a limiter's allowed_skip_rules when it has that list.
+// skip rules within a limiter's allowed_skip_rules when it has that list,
+// and the bounds of the rules model (docs/limits.md: at most
+// ratelimit.MaxRulesPerTier rules per list, ratelimit.MaxCharacteristics
+// characteristics, ratelimit.MaxMatchEntries match entries and
+// ratelimit.MaxOneOfValues one_of values per rule). A document over
+// MaxFileSize (ratelimit.MaxDocumentBytes, 1 MiB) is refused before it is
+// read or parsed.
 //
 // Every problem of a file is reported, as a *ValidationError whose lines read
 //

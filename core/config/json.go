@@ -105,6 +105,9 @@ func UnmarshalLimiterRules(data []byte) (*configv1.LimiterRules, error) {
 func unmarshalLimiterRules(data []byte, reflective bool) (*configv1.LimiterRules, error) {
 	d := newDoc("")
 	d.reflective = reflective
+	// JSON has no aliases: its nodes are bounded by its bytes (MaxFileSize),
+	// and any document a writer may store must be readable.
+	d.budget, d.nodes = MaxFileSize, MaxFileSize
 	msg := &configv1.LimiterRules{}
 	var nodes *validJSON
 	parse := func(data []byte) (*yaml.Node, error) {

@@ -10,6 +10,7 @@ import (
 	"go.yaml.in/yaml/v3"
 	"google.golang.org/protobuf/proto"
 
+	ratelimit "github.com/ratekit/ratekit/core"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
 
@@ -68,7 +69,7 @@ func BenchmarkUnmarshalLimiterRules(b *testing.B) {
 		shape string
 		doc   func(testing.TB, int) []byte
 	}{{"design", designDocument}, {"rich", storedDocument}} {
-		for _, n := range []int{100, 800} {
+		for _, n := range []int{100, ratelimit.MaxRulesPerTier} {
 			data := bc.doc(b, n)
 			b.Run(fmt.Sprintf("%s/rules=%d", bc.shape, n), func(b *testing.B) {
 				b.SetBytes(int64(len(data)))
@@ -130,11 +131,11 @@ func dumpNode(n *yaml.Node) string {
 // into a long single-line document with multi-byte text, and after a line
 // break: every error names the line and the rune column of its value.
 func TestUnmarshalLargeDocumentErrorPositions(t *testing.T) {
-	data := string(storedDocument(t, 800))
-	// Break the line before rule 500, and give rules 10 and 700 a limit of 0
+	data := string(storedDocument(t, ratelimit.MaxRulesPerTier))
+	// Break the line before rule 150, and give rules 10 and 200 a limit of 0
 	// (which protovalidate rejects).
-	data = strings.Replace(data, `{"name":"rule_500"`, "\n"+`{"name":"rule_500"`, 1)
-	for _, i := range []int{10, 700} {
+	data = strings.Replace(data, `{"name":"rule_150"`, "\n"+`{"name":"rule_150"`, 1)
+	for _, i := range []int{10, 200} {
 		old := fmt.Sprintf(`{"name":"rule_%d","description":"débit limité — 制限","limit":%d,`, i, 100+i)
 		data = strings.Replace(data, old, fmt.Sprintf(`{"name":"rule_%d","description":"débit limité — 制限","limit":0,`, i), 1)
 	}
@@ -147,14 +148,14 @@ func TestUnmarshalLargeDocumentErrorPositions(t *testing.T) {
 		return fmt.Sprintf("%d:%d: rule_%d: limit must be at least 1, got 0", line, col, i)
 	}
 	_, err := UnmarshalLimiterRules([]byte(data))
-	assertErrors(t, err, []string{want(10), want(700)})
-	if !strings.HasPrefix(want(700), "2:") {
-		t.Fatalf("rule 700 should be on line 2: %s", want(700))
+	assertErrors(t, err, []string{want(10), want(200)})
+	if !strings.HasPrefix(want(200), "2:") {
+		t.Fatalf("rule 200 should be on line 2: %s", want(200))
 	}
 
 	// Invalid JSON deep in the document goes through encoding/json's
 	// tokenizer: its position is exact too.
-	bad := strings.Replace(data, `"limit":0,`, `"limit":nope,`, 2) // rules 10 and 700: the first is reported
+	bad := strings.Replace(data, `"limit":0,`, `"limit":nope,`, 2) // rules 10 and 200: the first is reported
 	off := strings.Index(bad, "nope")
 	_, err = UnmarshalLimiterRules([]byte(bad))
 	assertErrors(t, err, []string{fmt.Sprintf("%d:%d: invalid JSON: invalid character 'o' in literal null (expecting 'u')",

@@ -15,8 +15,11 @@ import (
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
 
-// MaxFileSize bounds the configuration files read by the Load functions.
-const MaxFileSize = 8 << 20
+// MaxFileSize bounds the configuration files read by the Load functions, and
+// every document the Parse and Unmarshal functions accept: the core's
+// MaxDocumentBytes (docs/limits.md). A larger one is refused before it is
+// read whole or parsed.
+const MaxFileSize = ratelimit.MaxDocumentBytes
 
 // AvailableLimiters is a valid available_limiters.yaml: the contract of which
 // limiters exist, their properties and default rules, shipped with the
@@ -108,12 +111,28 @@ func readFile(path string) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
+	return ReadBounded(path, f)
+}
+
+// ReadBounded reads a configuration document of at most MaxFileSize bytes
+// from f (opened from path, which names it in errors). A regular file whose
+// size is over the bound is refused before any of it is read; any other
+// reader stops one byte past it. A file over the bound is an invalid
+// document: the error is a *ValidationError at its first line.
+func ReadBounded(path string, f *os.File) ([]byte, error) {
+	tooLarge := func() error {
+		return &ValidationError{Errors: []*Error{{File: path, Line: 1, Column: 1,
+			Message: fmt.Sprintf("the file is larger than %d bytes, the bound of every rules document (docs/limits.md)", MaxFileSize)}}}
+	}
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() > MaxFileSize {
+		return nil, tooLarge()
+	}
 	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
 	if len(data) > MaxFileSize {
-		return nil, fmt.Errorf("%s is larger than %d bytes", path, MaxFileSize)
+		return nil, tooLarge()
 	}
 	return data, nil
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	ratelimit "github.com/ratekit/ratekit/core"
 )
 
 // rateLimitsYAML is a rate_limits.yaml of n rules for the pipelines_create
@@ -27,7 +29,7 @@ func BenchmarkParseRateLimits(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, n := range []int{100, 800} {
+	for _, n := range []int{100, ratelimit.MaxRulesPerTier} {
 		data := rateLimitsYAML(n)
 		b.Run(fmt.Sprintf("rules=%d", n), func(b *testing.B) {
 			b.SetBytes(int64(len(data)))

@@ -59,8 +59,8 @@
 // default prefix, "ratekit:rules:{rules}:", therefore puts every key of the
 // store under one hash tag: one slot, one node (and its replicas). That node
 // serves all rule-store traffic, which is small by design: a document per
-// limiter, read once per refresh interval per process (one MGET for all of
-// a process's limiters), written at human pace. In exchange every write,
+// limiter, read once per refresh interval per process (one read script for
+// all of a process's limiters), written at human pace. In exchange every write,
 // however many limiters it spans, is one atomic script, and the index can
 // never disagree with the documents. Counters, the heavy traffic, live
 // elsewhere and spread over the cluster (package redisstore). On a
@@ -77,9 +77,15 @@
 // into the document and reassembles its canonical envelope. Before that the
 // client validates the request (protovalidate, and with Options.Available the
 // cross-document checks: limiter declared, properties available, skip rules
-// allowed) and reads the batch's documents to refuse editing one that a
-// process could not load; any problem fails the whole batch before anything
-// is written. A document that would come out identical is not rewritten:
+// allowed, the bounds of docs/limits.md) and reads the batch's documents to
+// refuse editing one that a process could not load; the script itself
+// refuses a result over a bound (more than ratelimit.MaxRulesPerTier rules
+// in a tier, more than ratelimit.MaxDocumentBytes bytes: ErrOverBounds), so
+// batches that are each valid cannot add up to a document no reader
+// accepts. Any problem fails the whole batch before anything is written.
+// A document that no process would load (ErrInvalidDocument: written past
+// the store, by hand or by another SDK) never wedges the store: Delete still
+// shrinks it, and Remove deletes it whatever the key holds. A document that would come out identical is not rewritten:
 // repeating a write writes nothing, and WriteResult.Changed and the revision
 // say so.
 //
@@ -93,7 +99,7 @@
 // # The replica
 //
 // Bind hands a limiter to the store. Refresh (every Options.Interval in Run,
-// never per check) reads the bound limiters' documents in one MGET and, for
+// never per check) reads the bound limiters' documents in one script call and, for
 // each document that changed, merges its tiers and gives the list to
 // (*ratelimit.Limiter).SetRules, which swaps it atomically: a check never
 // waits for a refresh. What a limiter runs on:
@@ -103,8 +109,12 @@
 //   - the last good copy when Redis fails: a brief outage never turns into a
 //     silent fleet-wide change of limits;
 //   - the last good copy when a document is invalid or its merged list is
-//     rejected: the problem is logged (once per bad document) and reported
-//     to Options.Metrics;
+//     rejected, when it is over ratelimit.MaxDocumentBytes, or when the key
+//     holds another Redis type: the problem is logged (once per bad
+//     document) and reported to Options.Metrics. Redis never sends a
+//     document over the byte bound (the read script answers with its size),
+//     and a rejected document is remembered, not parsed again, while it
+//     stays as it is;
 //   - the tiers given to Bind (the rules compiled into the application) when
 //     no document was ever loaded (Redis down at start) or the document is
 //     gone (a flushed store, until the reconciler repopulates it).

@@ -26,7 +26,8 @@ type binding struct {
 	tiers       tiers.Set // what the limiter enforces now
 	refreshedAt time.Time // last successful refresh
 	err         error     // last refresh's error
-	rejected    string    // last rejected document, logged once
+	rejected    string    // what the last rejected key held (see rejection): logged once, never parsed again
+	rejectErr   error     // why it was rejected
 	stale       bool      // local tiers changed: apply again even if the document did not
 }
 
@@ -88,7 +89,7 @@ func (s *Store) SetLocal(ctx context.Context, limiter string, local tiers.Set) e
 	b.local, b.stale = local, true
 	present, raw := b.present, b.raw
 	s.mu.Unlock()
-	if err := s.apply(b, s.Key(limiter), raw, present); err != nil {
+	if err := s.apply(b, s.Key(limiter), stored{present: present, raw: raw}); err != nil {
 		s.mu.Lock()
 		b.local, b.stale = old, false
 		s.mu.Unlock()
@@ -145,7 +146,7 @@ func (s *Store) Refresh(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	vals, err := s.client.MGet(ctx, keys...).Result()
+	sts, err := s.readStored(ctx, keys)
 	if err != nil {
 		err = fmt.Errorf("rulestore: refresh: %w", err)
 		s.mu.Lock()
@@ -160,20 +161,40 @@ func (s *Store) Refresh(ctx context.Context) error {
 	}
 	var errs []error
 	for i, b := range bs {
-		raw, present := vals[i].(string)
-		if err := s.apply(b, keys[i], raw, present); err != nil {
+		if err := s.apply(b, keys[i], sts[i]); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// apply makes one limiter follow its document raw (present false: none).
-func (s *Store) apply(b *binding, key, raw string, present bool) error {
+// rejection identifies what a rejected key held: the document itself, or
+// the type or size that kept it from being read.
+func (st stored) rejection() string {
+	if st.bad != nil {
+		return st.fingerprint
+	}
+	return st.raw
+}
+
+// apply makes one limiter follow its document st. A key that holds what was
+// rejected last time is rejected again without being parsed: a bad document
+// costs one parse, not one per refresh.
+func (s *Store) apply(b *binding, key string, st stored) error {
 	name := b.lim.Name()
+	present, raw := st.present, st.raw
 	s.mu.RLock()
-	same := !b.stale && present == b.present && raw == b.raw // already enforced
+	same := !b.stale && st.bad == nil && present == b.present && raw == b.raw // already enforced
+	again := !same && !b.stale && present && b.rejected != "" && b.rejected == st.rejection()
 	s.mu.RUnlock()
+	if again {
+		s.mu.Lock()
+		err := b.rejectErr
+		b.err = err
+		s.mu.Unlock()
+		s.report(name, err)
+		return err
+	}
 	var t tiers.Set
 	err := func() error {
 		if same {
@@ -183,7 +204,7 @@ func (s *Store) apply(b *binding, key, raw string, present bool) error {
 		if !present {
 			t, merged, _ = effective(nil, b.local) // checked by Bind
 		} else {
-			doc, err := config.UnmarshalLimiterRules([]byte(raw))
+			doc, err := st.decode(key)
 			if err == nil {
 				err = s.checkRead(name, doc)
 			}
@@ -201,11 +222,11 @@ func (s *Store) apply(b *binding, key, raw string, present bool) error {
 		return nil
 	}()
 	s.mu.Lock()
-	logRejection := err != nil && raw != b.rejected
+	logRejection := err != nil && st.rejection() != b.rejected
 	if err != nil {
-		b.rejected = raw
+		b.rejected, b.rejectErr = st.rejection(), err
 	} else {
-		b.rejected = ""
+		b.rejected, b.rejectErr = "", nil
 		if !same {
 			b.present, b.raw, b.tiers = present, raw, t
 		}

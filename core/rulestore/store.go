@@ -184,40 +184,36 @@ func (s *Store) revKey() string     { return s.prefix + revSuffix }
 // ErrNoDocument is returned by Document for a limiter without a document.
 var ErrNoDocument = errors.New("rulestore: no document")
 
-// Document reads a limiter's stored document.
+// Document reads a limiter's stored document. The error wraps ErrNoDocument
+// when there is none, and ErrInvalidDocument when no process would load it.
 func (s *Store) Document(ctx context.Context, limiter string) (*configv1.LimiterRules, error) {
-	vals, err := s.client.MGet(ctx, s.Key(limiter)).Result()
-	if err != nil {
-		return nil, fmt.Errorf("rulestore: read %s: %w", s.Key(limiter), err)
-	}
-	raw, ok := vals[0].(string)
-	if !ok {
+	doc, _, err := s.VersionedDocument(ctx, limiter)
+	if err == nil && doc == nil {
 		return nil, fmt.Errorf("%w for limiter %s (key %s)", ErrNoDocument, limiter, s.Key(limiter))
 	}
-	doc, err := config.UnmarshalLimiterRules([]byte(raw))
-	if err != nil {
-		return nil, fmt.Errorf("rulestore: document %s is invalid: %w", s.Key(limiter), err)
-	}
-	return doc, nil
+	return doc, err
 }
 
 // VersionedDocument reads a limiter's stored document and its Version: a
 // nil document and "" when the limiter has none. An editor passes the
-// version back to PublishIf or DeleteIf.
+// version back to PublishIf or DeleteIf. A document no process would load
+// gives an error wrapping ErrInvalidDocument, with its version when it is a
+// string within ratelimit.MaxDocumentBytes.
 func (s *Store) VersionedDocument(ctx context.Context, limiter string) (*configv1.LimiterRules, string, error) {
-	vals, err := s.client.MGet(ctx, s.Key(limiter)).Result()
+	key := s.Key(limiter)
+	sts, err := s.readStored(ctx, []string{key})
 	if err != nil {
-		return nil, "", fmt.Errorf("rulestore: read %s: %w", s.Key(limiter), err)
+		return nil, "", fmt.Errorf("rulestore: read %s: %w", key, err)
 	}
-	raw, ok := vals[0].(string)
-	if !ok {
-		return nil, "", nil
+	version := ""
+	if st := sts[0]; st.present && st.bad == nil {
+		version = Version([]byte(st.raw)) // also of an invalid document: DeleteIf shrinks it
 	}
-	doc, err := config.UnmarshalLimiterRules([]byte(raw))
+	doc, err := sts[0].decode(key)
 	if err != nil {
-		return nil, "", fmt.Errorf("rulestore: document %s is invalid: %w", s.Key(limiter), err)
+		return nil, version, err
 	}
-	return doc, Version([]byte(raw)), nil
+	return doc, version, nil
 }
 
 // Entry is one limiter of the index, as List reads it.
@@ -226,11 +222,12 @@ type Entry struct {
 	Key     string
 	// Document is the decoded document; nil when it is missing or invalid.
 	Document *configv1.LimiterRules
-	// Err says why Document is nil: ErrNoDocument (indexed but gone) or the
-	// validation error of a document that cannot be read.
+	// Err says why Document is nil: ErrNoDocument (indexed but gone), or an
+	// error wrapping ErrInvalidDocument (and the validation error, if any) for
+	// a document no process would load.
 	Err error
-	// Version is the document's Version ("" when it is missing), for
-	// PublishIf and DeleteIf.
+	// Version is the document's Version ("" when it is missing, or is not a
+	// string within ratelimit.MaxDocumentBytes), for PublishIf and DeleteIf.
 	Version string
 	// OrphanSince is when GC first found the limiter missing from
 	// available_limiters.yaml (zero: not an orphan).
@@ -255,20 +252,21 @@ func (s *Store) List(ctx context.Context) ([]Entry, error) {
 	for i, n := range names {
 		keys[i] = s.Key(n)
 	}
-	vals, err := s.client.MGet(ctx, keys...).Result()
+	sts, err := s.readStored(ctx, keys)
 	if err != nil {
 		return nil, fmt.Errorf("rulestore: read documents: %w", err)
 	}
 	out := make([]Entry, len(names))
 	for i, n := range names {
 		e := Entry{Limiter: n, Key: keys[i]}
-		if raw, ok := vals[i].(string); !ok {
+		switch st := sts[i]; {
+		case !st.present:
 			e.Err = ErrNoDocument
-		} else {
-			e.Version = Version([]byte(raw))
-			if e.Document, e.Err = config.UnmarshalLimiterRules([]byte(raw)); e.Err != nil {
-				e.Document = nil
+		default:
+			if st.bad == nil {
+				e.Version = Version([]byte(st.raw))
 			}
+			e.Document, e.Err = st.decode(keys[i])
 		}
 		if ms, ok := marks[n]; ok {
 			if v, err := strconv.ParseInt(ms, 10, 64); err == nil {

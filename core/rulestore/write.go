@@ -64,7 +64,7 @@ func checkLocal(local tiers.Set) error {
 	if m := local.Mode; m != nil && *m != ratelimit.Enforce && *m != ratelimit.Shadow {
 		return fmt.Errorf("mode %v is neither enforce nor shadow", *m)
 	}
-	return nil
+	return local.CheckBounds()
 }
 
 // Revision returns the store's write counter: it moves on every write that
@@ -236,6 +236,25 @@ func (s *Store) delete(ctx context.Context, limiter string, version *string, rul
 	return s.update(ctx, "delete", []edit{{Limiter: limiter, Op: "delete", Names: rules, Expect: version}})
 }
 
+// Remove deletes a limiter's whole document and its index entry, whatever
+// the key holds: also a document that no process would load, or a key of
+// another Redis type, which every other write refuses to edit. The bound
+// services run on their local tiers (file and default) from their next
+// refresh and write them again when they next seed. Removing a limiter
+// without a document changes nothing.
+func (s *Store) Remove(ctx context.Context, limiter string) (WriteResult, error) {
+	if !rulecheck.ValidName(limiter) {
+		return WriteResult{}, fmt.Errorf("rulestore: remove: limiter name %q must match ^[a-z0-9_]{1,64}$", limiter)
+	}
+	return s.update(ctx, "remove", []edit{{Limiter: limiter, Op: "remove"}})
+}
+
+// ErrOverBounds is returned (wrapped) by a write that would leave a document
+// over a bound every reader enforces (docs/limits.md): more than
+// ratelimit.MaxRulesPerTier rules in a tier, or more than
+// ratelimit.MaxDocumentBytes bytes. Nothing is written.
+var ErrOverBounds = errors.New("rulestore: over a bound of the rules model")
+
 // ErrConflict is returned (wrapped) by PublishIf and DeleteIf when a
 // limiter's document is no longer at the version the caller read.
 var ErrConflict = errors.New("rulestore: conflict")
@@ -281,7 +300,7 @@ func notPublished(doc *configv1.LimiterRules, rule string) string {
 // edit is one limiter's part of a write.lua plan.
 type edit struct {
 	Limiter  string      `json:"limiter"`
-	Op       string      `json:"op"`              // publish, seed or delete
+	Op       string      `json:"op"`              // publish, seed, delete or remove
 	Rules    [][2]string `json:"rules,omitempty"` // publish: name, rule bytes
 	File     []string    `json:"file,omitempty"`  // seed: rule bytes
 	Defaults []string    `json:"defaults,omitempty"`
@@ -314,7 +333,7 @@ func (s *Store) update(ctx context.Context, op string, edits []edit) (WriteResul
 	for _, e := range edits {
 		keys = append(keys, s.Key(e.Limiter))
 	}
-	docs, err := s.readDocs(ctx, edits)
+	docs, err := s.readDocs(ctx, op, edits)
 	if err != nil {
 		return WriteResult{}, fmt.Errorf("rulestore: %s: %w", op, err)
 	}
@@ -322,7 +341,7 @@ func (s *Store) update(ctx context.Context, op string, edits []edit) (WriteResul
 	if err != nil {
 		return WriteResult{}, fmt.Errorf("rulestore: %s: %w", op, err)
 	}
-	res, err := writeScript.Run(ctx, s.client, keys, plan).Slice()
+	res, err := writeScript.Run(ctx, s.client, keys, plan, ratelimit.MaxRulesPerTier, ratelimit.MaxDocumentBytes).Slice()
 	if err != nil {
 		return WriteResult{}, fmt.Errorf("rulestore: %s: write: %w", op, err)
 	}
@@ -335,7 +354,9 @@ func (s *Store) update(ctx context.Context, op string, edits []edit) (WriteResul
 		sort.Strings(out.Changed)
 		return out, nil
 	case -1:
-		return WriteResult{}, fmt.Errorf("rulestore: %s: stored document %s cannot be read; fix or remove it: %v", op, s.Key(res[1].(string)), res[2])
+		return WriteResult{}, fmt.Errorf("rulestore: %s: %w: %s cannot be read (%v); Remove it", op, ErrInvalidDocument, s.Key(res[1].(string)), res[2])
+	case -4:
+		return WriteResult{}, fmt.Errorf("%w: limiter %s: %v (docs/limits.md); nothing was written", ErrOverBounds, res[1], res[2])
 	case -3:
 		lim := res[1].(string)
 		return WriteResult{}, fmt.Errorf("%w: limiter %s: its document was changed by another writer since it was read (version %q, now %q); nothing was written",
@@ -351,29 +372,37 @@ func (s *Store) update(ctx context.Context, op string, edits []edit) (WriteResul
 	return WriteResult{}, fmt.Errorf("rulestore: %s: unexpected reply %v", op, res)
 }
 
-// readDocs reads and validates the documents of edits' limiters.
-func (s *Store) readDocs(ctx context.Context, edits []edit) (map[string]*configv1.LimiterRules, error) {
+// readDocs reads and validates the documents of edits' limiters. A
+// publish or seed refuses to edit a document that no process would load
+// (its result would be rejected too); a delete only shrinks one, and a
+// remove takes it whole, so they proceed.
+func (s *Store) readDocs(ctx context.Context, op string, edits []edit) (map[string]*configv1.LimiterRules, error) {
 	keys := make([]string, len(edits))
 	for i, e := range edits {
 		keys[i] = s.Key(e.Limiter)
 	}
-	vals, err := s.client.MGet(ctx, keys...).Result()
+	sts, err := s.readStored(ctx, keys)
 	if err != nil {
 		return nil, fmt.Errorf("read documents: %w", err)
 	}
 	docs := map[string]*configv1.LimiterRules{}
 	var errs []error
 	for i, e := range edits {
-		raw, ok := vals[i].(string)
-		if !ok {
-			continue
+		doc, err := sts[i].decode(keys[i])
+		if err == nil && doc != nil {
+			err = s.checkRead(e.Limiter, doc)
 		}
-		doc, err := config.UnmarshalLimiterRules([]byte(raw))
-		if err != nil {
-			errs = append(errs, fmt.Errorf("stored document %s is invalid; fix or remove it before writing: %w", keys[i], err))
-			continue
+		switch {
+		case err == nil:
+			if doc != nil {
+				docs[e.Limiter] = doc
+			}
+		case op == "publish" || op == "seed":
+			if !errors.Is(err, ErrInvalidDocument) {
+				err = fmt.Errorf("%w: %s: %w", ErrInvalidDocument, keys[i], err)
+			}
+			errs = append(errs, fmt.Errorf("%w (Delete can shrink it and Remove take it away; nothing else writes to it)", err))
 		}
-		docs[e.Limiter] = doc
 	}
 	return docs, errors.Join(errs...)
 }

@@ -17,10 +17,13 @@
 -- KEYS[2]   revision counter
 -- KEYS[3..] documents, one per edit of the plan, in order
 -- ARGV[1]   the plan, JSON: one edit per document
+-- ARGV[2]   the most rules a tier may hold (ratelimit.MaxRulesPerTier)
+-- ARGV[3]   the most bytes a document may hold (ratelimit.MaxDocumentBytes)
 --   {"limiter":"x","op":"publish","rules":[["name","{rule json}"],...],"mode":"\"shadow\""}
 --   {"limiter":"x","op":"seed","file":["{rule}",...],"defaults":[...],"file_mode":"\"shadow\""}
 -- (mode and file_mode are optional JSON strings, already encoded)
 --   {"limiter":"x","op":"delete","names":["name",...]}
+--   {"limiter":"x","op":"remove"}: the whole key, whatever it holds
 --   any edit may carry "expect":"<sha1 hex of the document, '' for none>":
 --   the compare-and-set of PublishIf and DeleteIf
 --
@@ -29,7 +32,10 @@
 -- when something was written); {-1, limiter, reason} when a stored document
 -- cannot be read; {-2, limiter, name...} when delete names rules that are not
 -- published; {-3, limiter, version} when a document is not at its expected
--- version. On an error nothing is written.
+-- version; {-4, limiter, reason} when a publish or seed would leave a
+-- document over a bound that every reader enforces (a delete only shrinks
+-- one, so it may proceed on a document that is already over). On an error
+-- nothing is written.
 
 local function skip_ws(s, i)
   return s:find('[^ \t\r\n]', i) or #s + 1
@@ -171,9 +177,34 @@ local function list(v)
 end
 
 local plan = cjson.decode(ARGV[1])
+local max_rules, max_bytes = tonumber(ARGV[2]), tonumber(ARGV[3])
+
+-- over returns why tiers, encoded as doc, break a bound (nil when none).
+local function over(tiers, doc)
+  for _, name in ipairs(tier_names) do
+    local t = tiers[name]
+    if t and #t.rules > max_rules then
+      return name .. ' would hold ' .. #t.rules .. ' rules, at most ' .. max_rules
+    end
+  end
+  if doc and #doc > max_bytes then
+    return 'the document would be ' .. #doc .. ' bytes, at most ' .. max_bytes
+  end
+  return nil
+end
+
 local writes = {}
 for i, edit in ipairs(plan) do
-  local cur = redis.call('GET', KEYS[i + 2])
+  local kind = redis.call('TYPE', KEYS[i + 2])
+  if type(kind) == 'table' then kind = kind.ok end
+  local cur = nil
+  if edit.op == 'remove' then
+    kind = 'none' -- whatever the key holds goes
+  elseif kind ~= 'none' and kind ~= 'string' then
+    return {-1, edit.limiter, 'the key is a Redis ' .. kind .. ', not a string'}
+  elseif kind == 'string' then
+    cur = redis.call('GET', KEYS[i + 2])
+  end
   local tiers = {}
   if cur then
     local ok, res = pcall(parse, cur)
@@ -212,24 +243,38 @@ for i, edit in ipairs(plan) do
       tiers.default_rules = tier_of(defaults)
     end
   elseif edit.op == 'delete' then
+    -- by sets, in one pass: a delete may shrink a tier of any size
     local t = tiers.published_rules or {rules = {}, names = {}}
     local missing = {-2, edit.limiter}
-    local names = list(edit.names)
+    local names, held, drop = list(edit.names), {}, {}
+    for _, n in ipairs(t.names) do held[n] = true end
     for _, n in ipairs(names) do
-      if not index_of(t.names, n) then missing[#missing + 1] = n end
+      if not held[n] then missing[#missing + 1] = n end
+      drop[n] = true
     end
     if #missing > 2 then return missing end
-    for _, n in ipairs(names) do
-      local at = index_of(t.names, n)
-      table.remove(t.rules, at)
-      table.remove(t.names, at)
+    local kept = {rules = {}, names = {}, mode = t.mode}
+    for j, n in ipairs(t.names) do
+      if not drop[n] then
+        kept.rules[#kept.rules + 1] = t.rules[j]
+        kept.names[#kept.names + 1] = n
+      end
     end
+    t = kept
     if #t.rules == 0 and not t.mode then t = nil end -- a published mode outlives its rules
     tiers.published_rules = t
+  elseif edit.op == 'remove' then
+    cur = redis.call('EXISTS', KEYS[i + 2]) == 1 and '' or nil
+    tiers = {}
   else
     return redis.error_reply('unknown op ' .. tostring(edit.op))
   end
-  writes[i] = {edit.limiter, cur, encode(tiers)}
+  local new = encode(tiers)
+  if edit.op == 'publish' or edit.op == 'seed' then
+    local why = over(tiers, new)
+    if why then return {-4, edit.limiter, why} end
+  end
+  writes[i] = {edit.limiter, cur, new}
 end
 
 local out = {1, 0}

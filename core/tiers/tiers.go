@@ -11,6 +11,8 @@
 package tiers
 
 import (
+	"errors"
+	"fmt"
 	"slices"
 
 	ratelimit "github.com/ratekit/ratekit/core"
@@ -37,6 +39,19 @@ type Set struct {
 	// that sets one, like rate_limits.yaml's `limiter: {mode: shadow}`; nil
 	// when none does, and the limiter keeps the mode it was configured with.
 	Mode *ratelimit.Enforcement
+}
+
+// CheckBounds reports every tier of s holding more than
+// ratelimit.MaxRulesPerTier rules (docs/limits.md); nil when none does. The
+// merged list is then at most ratelimit.MaxRules long.
+func (s Set) CheckBounds() error {
+	var errs []error
+	for i, t := range [][]ratelimit.Rule{s.Remote, s.File, s.Published, s.Defaults} {
+		if len(t) > ratelimit.MaxRulesPerTier {
+			errs = append(errs, fmt.Errorf("tier %s holds %d rules, at most %d", Names()[i], len(t), ratelimit.MaxRulesPerTier))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Merged returns the list the limiter evaluates:

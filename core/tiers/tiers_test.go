@@ -96,3 +96,26 @@ func ExampleSet_Rules() {
 	// default  api_by_user  limit=200 overridden_by="file"
 	// default  api_by_ip    limit=500 overridden_by=""
 }
+
+func TestCheckBounds(t *testing.T) {
+	n := func(k int) []ratelimit.Rule {
+		out := make([]ratelimit.Rule, k)
+		for i := range out {
+			out[i] = rule(fmt.Sprintf("r%d", i), 1)
+		}
+		return out
+	}
+	full := n(ratelimit.MaxRulesPerTier)
+	ok := tiers.Set{Remote: full, File: full, Published: full, Defaults: full}
+	if err := ok.CheckBounds(); err != nil {
+		t.Fatalf("full tiers: %v", err)
+	}
+	if got := len(tiers.Merge(n(ratelimit.MaxRulesPerTier), n(ratelimit.MaxRulesPerTier))); got > ratelimit.MaxRules {
+		t.Fatalf("merged %d", got)
+	}
+	over := tiers.Set{Published: n(ratelimit.MaxRulesPerTier + 1), Defaults: n(ratelimit.MaxRulesPerTier + 2)}
+	err := over.CheckBounds()
+	if err == nil || err.Error() != "tier published holds 257 rules, at most 256\ntier default holds 258 rules, at most 256" {
+		t.Fatalf("over: %v", err)
+	}
+}

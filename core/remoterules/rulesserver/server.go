@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/config"
 	"github.com/ratekit/ratekit/core/remoterules/rulesv1"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
@@ -29,8 +30,9 @@ const (
 	DefaultKeyPrefix = "ratekit:rules:"
 	DefaultCacheFor  = 30 * time.Second
 	DefaultStaleFor  = 10 * time.Minute
-	// MaxDocumentBytes bounds an override document, written or read.
-	MaxDocumentBytes = 1 << 20
+	// MaxDocumentBytes bounds an override document, written or read: the
+	// rules model's bound on every rules document (docs/limits.md).
+	MaxDocumentBytes = ratelimit.MaxDocumentBytes
 )
 
 // Errors of the document operations.

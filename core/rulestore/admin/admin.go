@@ -207,6 +207,8 @@ func (h *Handler) get(ctx context.Context, w http.ResponseWriter, r *http.Reques
 		d.Message = fmt.Sprintf("Published rule %s: the services apply it at their next refresh.", q.Get("saved"))
 	case rulecheck.ValidName(q.Get("deleted")):
 		d.Message = fmt.Sprintf("Deleted published rule %s.", q.Get("deleted"))
+	case q.Has("removed"):
+		d.Message = "Removed the invalid document: the services run on their own files until they seed it again."
 	case q.Has("cleared"):
 		if n, err := strconv.Atoi(q.Get("cleared")); err == nil && n >= 0 {
 			d.Message = fmt.Sprintf("Cleared %d counter and ban key(s) for the identifier.", n)
@@ -249,6 +251,8 @@ func (h *Handler) post(ctx context.Context, w http.ResponseWriter, r *http.Reque
 		h.delete(ctx, w, r, s, lv)
 	case "clear":
 		h.clear(ctx, w, r, s, lv)
+	case "remove":
+		h.remove(ctx, w, r, s, lv)
 	default:
 		h.fail(w, r, http.StatusBadRequest, fmt.Sprintf("Unknown operation %q.", op))
 	}
@@ -313,10 +317,36 @@ func (h *Handler) writeFailed(ctx context.Context, w http.ResponseWriter, s sess
 	case errors.Is(err, rulestore.ErrRuleNotFound):
 		status = http.StatusNotFound
 		f.Errors[""] = append(f.Errors[""], err.Error())
+	case errors.Is(err, rulestore.ErrOverBounds), errors.Is(err, rulestore.ErrInvalidDocument):
+		// what was asked, not the store, is the problem: nothing was written
+		status = http.StatusUnprocessableEntity
+		f.Errors[""] = append(f.Errors[""], "Nothing was changed: "+err.Error())
 	default:
 		f.Errors[""] = append(f.Errors[""], "Nothing was changed: "+err.Error())
 	}
 	h.render(w, status, d)
+}
+
+// remove takes away a document no process would load, whatever the key
+// holds: the one write that still works on it besides deleting rules. A
+// valid document is never removed from here (its rules are deleted one by
+// one, and the file and default tiers are the services' own).
+func (h *Handler) remove(ctx context.Context, w http.ResponseWriter, r *http.Request, s session, lv *limiterView) {
+	if lv.DocumentError == "" {
+		h.fail(w, r, http.StatusConflict, fmt.Sprintf("The document of limiter %s is valid: delete its published rules instead.", lv.Name))
+		return
+	}
+	if r.PostForm.Get("confirm") != "yes" {
+		h.fail(w, r, http.StatusBadRequest, "Removing the document needs the confirmation: use the form under the error.")
+		return
+	}
+	res, err := h.opts.Store.Remove(ctx, lv.Name)
+	if err != nil {
+		h.fail(w, r, http.StatusBadGateway, "Nothing was removed: "+err.Error())
+		return
+	}
+	h.audit(ctx, r, s, "remove", lv.Name, "", lv.Version, res, slog.String("document_error", lv.DocumentError))
+	redirect(w, r, url.Values{"limiter": {lv.Name}, "removed": {"1"}})
 }
 
 func (h *Handler) clear(ctx context.Context, w http.ResponseWriter, r *http.Request, s session, lv *limiterView) {

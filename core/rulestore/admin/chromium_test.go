@@ -2,6 +2,7 @@ package admin_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -295,6 +296,49 @@ func TestChromium(t *testing.T) {
 		}
 		if !strings.Contains(f.audit.String(), `"op":"clear"`) {
 			t.Fatalf("no audit line for the clear: %s", f.audit)
+		}
+	})
+
+	t.Run("invalid document", func(t *testing.T) {
+		// The document key turned into a hash: the service keeps its last
+		// good rules, and the page offers to remove it.
+		key := f.store.Key("api")
+		if err := f.client.Del(ctx, key).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.client.HSet(ctx, key, "published_rules", "x").Err(); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if _, err := service.RefreshStatus("api"); errors.Is(err, rulestore.ErrInvalidDocument) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the service never rejected the hash")
+			}
+		}
+		if !slices.ContainsFunc(limiter.Rules(), func(r ratelimit.Rule) bool { return r.Name == "login_ban" }) {
+			t.Fatal("the service dropped its published rules")
+		}
+		c.do(t, chromedp.Navigate(page), chromedp.WaitVisible(chromedp.CSS(`#document-error`)))
+		if msg := c.text(t, `#document-error`); !strings.Contains(msg, "is a Redis hash, not a string") {
+			t.Fatalf("document error %q", msg)
+		}
+		c.screenshot(t, "invalid-document")
+		c.do(t, chromedp.Click(chromedp.CSS(`#confirm-remove`)), chromedp.WaitVisible(chromedp.CSS(`#message`)))
+		if msg := c.text(t, `#message`); !strings.Contains(msg, "Removed the invalid document") || c.exists(t, `#remove-form`) {
+			t.Fatalf("message %q", msg)
+		}
+		if n, _ := f.client.Exists(ctx, key).Result(); n != 0 {
+			t.Fatal("the key is still there")
+		}
+		c.do(t, chromedp.Navigate(page), fillRule("after_removal", "4", "60", "", "ip"),
+			chromedp.Click(chromedp.CSS(`#save`)), chromedp.WaitVisible(chromedp.CSS(`#message`)))
+		if msg := c.text(t, `#message`); !strings.Contains(msg, "Published rule after_removal") {
+			t.Fatalf("save after the removal: %q", msg)
+		}
+		if !strings.Contains(f.audit.String(), `"op":"remove"`) {
+			t.Fatalf("no audit line for the removal: %s", f.audit)
 		}
 	})
 

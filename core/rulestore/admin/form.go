@@ -203,6 +203,10 @@ func (f *ruleForm) check(lv *limiterView, rule *configv1.Rule, available *config
 	}
 	with := lv.Tiers
 	with.Published = published
+	if err := with.CheckBounds(); err != nil {
+		f.addError("", "%v (docs/limits.md): delete a published rule first", err)
+		return
+	}
 	if _, err := ratelimit.CompileRules("", with.Merged()); err != nil {
 		f.addError("", "the limiter's rules with this one are invalid: %v", err)
 	}

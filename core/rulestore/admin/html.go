@@ -117,7 +117,11 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
 <p class="meta">Properties: {{range .Properties}}<code>{{.}}</code> {{else}}none{{end}}
  · Skip rules: {{if .SkipsRestricted}}{{if .AllowedSkips}}only {{range .AllowedSkips}}<code>{{.}}</code> {{end}}{{else}}not allowed{{end}}{{else}}any name{{end}}
  · Document <code>{{.Key}}</code>: {{if .HasDocument}}version <code id="version">{{short .Version}}</code>{{else}}<span id="version">none yet</span>{{end}}</p>
-{{- with .DocumentError}}<p class="notice bad" role="alert">The stored document is invalid, the services keep their last good rules: {{.}}</p>{{end}}
+{{- with .DocumentError}}<p class="notice bad" role="alert" id="document-error">The stored document is invalid, the services keep their last good rules: {{.}}</p>{{end}}
+{{- end}}
+{{- if and .Limiter .Limiter.DocumentError .Limiter.Declared .Session.CanWrite}}
+<form method="post" action="?limiter={{.Limiter.Name}}" id="remove-form" class="notice warn"><p>Publishing to it is refused until it is valid again. <strong>Remove the document</strong> <code>{{.Limiter.Key}}</code>? Its published rules are lost; the services run on their own files (rate_limits.yaml and the defaults) until they seed it again.</p>
+<input type="hidden" name="csrf" value="{{.Session.CSRF}}"><input type="hidden" name="op" value="remove"><input type="hidden" name="limiter" value="{{.Limiter.Name}}"><input type="hidden" name="confirm" value="yes"><button type="submit" class="danger" id="confirm-remove">Remove the invalid document</button></form>
 {{- end}}
 {{- with .Message}}<p class="notice ok" id="message" role="status">{{.}}</p>{{end}}
 {{- if .Conflict}}<p class="notice warn" id="conflict" role="alert">Someone else changed the rules of this limiter since you opened this page; nothing was saved. The rules below are the current ones.</p>{{end}}

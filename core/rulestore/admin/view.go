@@ -140,7 +140,7 @@ func (h *Handler) limiter(ctx context.Context, name string) (*limiterView, int, 
 	if err == nil && doc == nil {
 		e.Err = rulestore.ErrNoDocument
 	}
-	if err != nil && !errors.As(err, new(*config.ValidationError)) {
+	if err != nil && !errors.Is(err, rulestore.ErrInvalidDocument) {
 		return nil, http.StatusBadGateway, fmt.Errorf("Could not read the rule store: %w", err)
 	}
 	return h.limiterFrom(name, e)

@@ -1,0 +1,66 @@
+package ratelimit
+
+import (
+	"fmt"
+
+	"github.com/ratekit/ratekit/internal/rulecheck"
+)
+
+// Maxima of the rules model (docs/limits.md). Every path that writes or
+// reads rules enforces them: New and SetRules, CompileRules, a check that
+// merges per-request tiers, the config loader and `ratekit validate`, the
+// rule store's publish and replica, the admin page, the rules service and
+// its client. Each rule a check evaluates may cost one store key, so the
+// number of rules bounds a check's work: about 16,500 rules made a check
+// on Redis outlast its 100ms timeout and fail open.
+const (
+	// MaxRulesPerTier bounds one tier of a limiter: the rules of
+	// rate_limits.yaml, of the published tier, of the application's
+	// defaults, and of one answer of a rules service (a RuleSet).
+	MaxRulesPerTier = 256
+	// MaxRules bounds the list a limiter evaluates once its tiers are
+	// merged (remote ++ file ++ published ++ default): New, SetRules and
+	// CompileRules refuse a longer list, and a check whose per-request
+	// tiers would take the merged list past it leaves them out (the
+	// result is Degraded).
+	MaxRules = 4 * MaxRulesPerTier
+	// MaxCharacteristics bounds a rule's Characteristics.
+	MaxCharacteristics = 16
+	// MaxMatchEntries bounds the entries of a rule's Match.
+	MaxMatchEntries = 32
+	// MaxOneOfValues bounds the values of one OneOf matcher.
+	MaxOneOfValues = 1024
+	// MaxRegexLen (1024) bounds a Regex matcher's expression, in bytes; it must
+	// also compile to at most 10000 RE2 instructions.
+	MaxRegexLen = rulecheck.MaxRegexLen
+	// MaxDocumentBytes bounds one rules document before it is parsed: a
+	// configuration file (available_limiters.yaml, rate_limits.yaml), a
+	// limiter's document in the rule store, a publish payload, a rules
+	// service's override document.
+	MaxDocumentBytes = 1 << 20
+)
+
+// checkRuleShape reports the bounds r's lists break.
+func checkRuleShape(r *Rule) []error {
+	var errs []error
+	if n := len(r.Characteristics); n > MaxCharacteristics {
+		errs = append(errs, fmt.Errorf("%d characteristics, at most %d", n, MaxCharacteristics))
+	}
+	if n := len(r.Match); n > MaxMatchEntries {
+		errs = append(errs, fmt.Errorf("%d match entries, at most %d", n, MaxMatchEntries))
+	}
+	for k, m := range r.Match {
+		if n := len(m.set); n > MaxOneOfValues {
+			errs = append(errs, fmt.Errorf("match %q: one_of has %d values, at most %d", k, n, MaxOneOfValues))
+		}
+	}
+	return errs
+}
+
+// checkRuleCount refuses a rule list longer than MaxRules.
+func checkRuleCount(n int) error {
+	if n > MaxRules {
+		return fmt.Errorf("%d rules, at most %d once the tiers are merged", n, MaxRules)
+	}
+	return nil
+}

@@ -1,0 +1,147 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	ratelimit "github.com/ratekit/ratekit/core"
+	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
+)
+
+const boundsAvailable = `available_limiters:
+  api:
+    description: bounds
+    available_properties: [p0, p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11, p12, p13, p14, p15, p16, p17, p18, p19, p20, p21, p22, p23, p24, p25, p26, p27, p28, p29, p30, p31, p32, p33]
+`
+
+// rulesYAML writes n rules for limiter api, one line each.
+func rulesYAML(n int, extra string) string {
+	var b strings.Builder
+	b.WriteString("rate_limits:\n  api:\n")
+	for i := range n {
+		fmt.Fprintf(&b, "    - {name: r%d, action: limit, limit: 1, period_s: 60%s}\n", i, extra)
+	}
+	return b.String()
+}
+
+func props(n int, format string) string {
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = fmt.Sprintf(format, i)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Every bound of the rule model is reported by the YAML loader (and so by
+// ratekit validate) with file, line and rule.
+func TestBoundsInRateLimitsYAML(t *testing.T) {
+	available := mustAvailable(t, boundsAvailable)
+	values := props(ratelimit.MaxOneOfValues+1, "v%d")
+	tests := []struct {
+		name, yaml string
+		want       string // "" when valid
+	}{
+		{"MaxRulesPerTier rules", rulesYAML(ratelimit.MaxRulesPerTier, ""), ""},
+		{"one rule over the tier's bound", rulesYAML(ratelimit.MaxRulesPerTier+1, ""),
+			"r.yaml:259:7: api/r256: 257 rules in this list, at most 256 per tier (docs/limits.md); this is the first rule over the limit"},
+		{"characteristics", rulesYAML(1, ", characteristics: ["+props(ratelimit.MaxCharacteristics+1, "p%d")+"]"),
+			"r.yaml:3:74: api/r0: 17 characteristics, at most 16 (docs/limits.md)"},
+		{"match entries", rulesYAML(1, ", match: {"+props(ratelimit.MaxMatchEntries+1, "p%d: x")+"}"),
+			"r.yaml:3:64: api/r0: 33 match entries, at most 32 (docs/limits.md)"},
+		{"one_of values", rulesYAML(1, ", match: {p0: {one_of: ["+values+"]}}"),
+			"r.yaml:3:69: api/r0: match \"p0\": one_of has 1025 values, at most 1024 (docs/limits.md)"},
+		{"regex", rulesYAML(1, ", match: {p0: {regex: "+strings.Repeat("a", ratelimit.MaxRegexLen+1)+"}}"),
+			`r.yaml:3:77: api/r0: match "p0": regex is 1025 bytes long; at most 1024 are allowed`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ParseRateLimits("r.yaml", []byte(tt.yaml), available)
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatal(err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Fatalf("error:\n%v\nwant it to contain:\n%s", err, tt.want)
+			}
+		})
+	}
+}
+
+// The same bounds hold for a document of the rule store and a publish
+// request: what the write path refuses, the read path refuses too.
+func TestBoundsInStoredDocumentsAndPublish(t *testing.T) {
+	rules := &configv1.RuleList{}
+	for i := range ratelimit.MaxRulesPerTier + 1 {
+		limit, period := uint32(1), uint32(60)
+		rules.Rules = append(rules.Rules, &configv1.Rule{Name: fmt.Sprintf("r%d", i), Action: configv1.Action_ACTION_LIMIT, Limit: &limit, PeriodS: &period})
+	}
+	req := &configv1.PublishRulesRequest{RateLimits: map[string]*configv1.RuleList{"api": rules}}
+	if err := ValidatePublishRulesRequest(req, nil); err == nil || !strings.Contains(err.Error(), "api/r256: 257 rules in this list") {
+		t.Fatalf("publish: %v", err)
+	}
+	doc := &configv1.LimiterRules{PublishedRules: rules}
+	if err := ValidateLimiterRules(doc); err == nil || !strings.Contains(err.Error(), "257 rules in this list") {
+		t.Fatalf("validate document: %v", err)
+	}
+	if _, err := MarshalLimiterRules(doc); err == nil {
+		t.Fatal("a document over the bound was marshalled")
+	}
+	raw := []byte(`{"published_rules":{"rules":[`)
+	for i, r := range rules.Rules {
+		b, err := MarshalRule(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i > 0 {
+			raw = append(raw, ',')
+		}
+		raw = append(raw, b...)
+	}
+	raw = append(raw, "]}}"...)
+	if _, err := UnmarshalLimiterRules(raw); err == nil || !strings.Contains(err.Error(), "r256: 257 rules in this list") {
+		t.Fatalf("read document: %v", err)
+	}
+}
+
+// A document over MaxFileSize is refused before it is parsed: refusing an
+// 8 MiB one allocates far less than parsing it would (hundreds of MB).
+func TestOversizedDocumentIsRefusedBeforeParsing(t *testing.T) {
+	big := []byte(rulesYAML(1, "")) // valid, then padded with a comment
+	big = append(big, '#')
+	for len(big) < 8<<20 {
+		big = append(big, 'x')
+	}
+	available := mustAvailable(t, boundsAvailable)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, err := ParseRateLimits("r.yaml", big, available)
+	runtime.ReadMemStats(&after)
+	if err == nil || !strings.Contains(err.Error(), "r.yaml:1:1: the document is 8388608 bytes, at most 1048576") {
+		t.Fatalf("ParseRateLimits: %v", err)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 4<<20 {
+		t.Errorf("refusing an 8 MiB document allocated %d bytes", alloc)
+	}
+	if _, err := UnmarshalLimiterRules(big); err == nil || !strings.Contains(err.Error(), "at most 1048576") {
+		t.Fatalf("UnmarshalLimiterRules: %v", err)
+	}
+
+	path := filepath.Join(t.TempDir(), "rate_limits.yaml")
+	if err := os.WriteFile(path, big, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, err = LoadRateLimits(path, available)
+	runtime.ReadMemStats(&after)
+	if err == nil || !strings.Contains(err.Error(), "rate_limits.yaml:1:1: the file is larger than 1048576 bytes") {
+		t.Fatalf("LoadRateLimits: %v", err)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 1<<20 {
+		t.Errorf("refusing an 8 MiB file allocated %d bytes: it was read", alloc)
+	}
+}

@@ -1,0 +1,131 @@
+package admin_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"runtime"
+	"strings"
+	"testing"
+
+	ratelimit "github.com/ratekit/ratekit/core"
+	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
+)
+
+// The page never wedges on a stored document no process would load: it
+// renders such a document without reading it whole (an 11.6 MB one costs
+// the page a few kB), refuses a save with 422 and says why, offers to
+// remove it, and saves work again after the removal. A save that would take
+// the published tier past ratelimit.MaxRulesPerTier is refused with 422
+// before anything is written.
+func TestInvalidDocumentNeverWedgesThePage(t *testing.T) {
+	f := newFixture(t, allowAll)
+	b := newBrowser(t, f)
+	token := b.csrf()
+	key := f.store.Key("api")
+
+	if err := f.client.Set(ctx, key, `{"pad":"`+strings.Repeat("x", 11_600_000)+`"}`, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	code, body := b.get("?limiter=api")
+	runtime.ReadMemStats(&after)
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 8<<20 {
+		t.Fatalf("rendering the page of an 11.6 MB document allocated %d bytes", alloc)
+	}
+	for _, want := range []string{`id="document-error"`, "holds 11600010 bytes, at most 1048576", `id="remove-form"`} {
+		if code != http.StatusOK || !strings.Contains(body, want) {
+			t.Fatalf("page of an oversized document lacks %s (status %d)\n%s", want, code, body)
+		}
+	}
+	resp, body := b.post("?limiter=api", saveForm(token, "", "per_user_strict"), f.srv.URL)
+	if resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(body, "Remove take it away") {
+		t.Fatalf("save onto an invalid document: %d\n%s", resp.StatusCode, body)
+	}
+	// The index page lists it as invalid instead of failing.
+	if code, body := b.get(""); code != http.StatusOK || !strings.Contains(body, "document invalid") {
+		t.Fatalf("index: %d\n%s", code, body)
+	}
+	// Remove needs its confirmation, then takes the document away.
+	remove := url.Values{"csrf": {token}, "op": {"remove"}, "limiter": {"api"}}
+	if resp, body := b.post("?limiter=api", remove, f.srv.URL); resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("remove without confirm: %d\n%s", resp.StatusCode, body)
+	}
+	remove.Set("confirm", "yes")
+	if resp, body := b.post("?limiter=api", remove, f.srv.URL); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("remove: %d\n%s", resp.StatusCode, body)
+	}
+	if n, _ := f.client.Exists(ctx, key).Result(); n != 0 {
+		t.Fatal("the document is still there")
+	}
+	if !strings.Contains(f.audit.String(), `"op":"remove","limiter":"api"`) {
+		t.Fatalf("no audit line for the removal:\n%s", f.audit.String())
+	}
+	// A valid document is not removed from the page.
+	if resp, body := b.post("?limiter=api", remove, f.srv.URL); resp.StatusCode != http.StatusConflict {
+		t.Fatalf("remove of a valid (absent) document: %d\n%s", resp.StatusCode, body)
+	}
+	if resp, body := b.post("?limiter=api", saveForm(token, "", "per_user_strict"), f.srv.URL); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("save after the removal: %d\n%s", resp.StatusCode, body)
+	}
+
+	// Fill the published tier to its bound; one more rule is refused.
+	list := &configv1.RuleList{}
+	for i := range ratelimit.MaxRulesPerTier - 1 {
+		limit, period := uint32(5), uint32(60)
+		list.Rules = append(list.Rules, &configv1.Rule{Name: fmt.Sprintf("r%d", i), Action: configv1.Action_ACTION_LIMIT, Limit: &limit, PeriodS: &period})
+	}
+	if _, err := f.store.Publish(ctx, &configv1.PublishRulesRequest{RateLimits: map[string]*configv1.RuleList{"api": list}}); err != nil {
+		t.Fatal(err)
+	}
+	_, v, _ := f.store.VersionedDocument(ctx, "api")
+	resp, body = b.post("?limiter=api", saveForm(token, v, "one_too_many"), f.srv.URL)
+	if resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(body, "tier published holds 257 rules, at most 256") {
+		t.Fatalf("save over the tier bound: %d\n%s", resp.StatusCode, body)
+	}
+	if _, v2, _ := f.store.VersionedDocument(ctx, "api"); v2 != v {
+		t.Fatal("a refused save changed the document")
+	}
+	// Rules saved one by one cannot add up past the byte bound either: the
+	// save that would is refused with 422, and the document stays readable.
+	values := make([]string, 1000)
+	for i := range values {
+		values[i] = fmt.Sprintf("project_%040d", i)
+	}
+	refused := false
+	for i := 0; i < 40 && !refused; i++ {
+		_, jv, err := f.store.VersionedDocument(ctx, "jobs")
+		if err != nil {
+			t.Fatal(err)
+		}
+		big := url.Values{"csrf": {token}, "op": {"save"}, "limiter": {"jobs"}, "version": {jv}, "mode": {"add"},
+			"name": {fmt.Sprintf("big%d", i)}, "action": {"limit"}, "limit": {"100"}, "period_s": {"1"},
+			"match_kind.queue": {"one_of"}, "match_value.queue": {strings.Join(values, "\n")}}
+		resp, body := b.post("?limiter=jobs", big, f.srv.URL)
+		switch resp.StatusCode {
+		case http.StatusSeeOther:
+		case http.StatusUnprocessableEntity:
+			if !strings.Contains(body, "bytes, at most 1048576") {
+				t.Fatalf("save %d refused for another reason:\n%s", i+1, body)
+			}
+			refused = true
+		default:
+			t.Fatalf("save %d: %d\n%s", i+1, resp.StatusCode, body)
+		}
+	}
+	if !refused {
+		t.Fatal("40 saves of 50 kB rules were all accepted")
+	}
+	if _, err := f.store.Document(ctx, "jobs"); err != nil {
+		t.Fatalf("the document at the byte bound must stay readable: %v", err)
+	}
+	// Editing a published rule keeps the count: saved.
+	edit := saveForm(token, v, "per_user_strict")
+	edit.Set("mode", "edit")
+	edit.Set("limit", "3")
+	if resp, body := b.post("?limiter=api", edit, f.srv.URL); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("edit at the bound: %d\n%s", resp.StatusCode, body)
+	}
+}
