@@ -25,7 +25,10 @@
 //
 // Rules are evaluated in order. A rule applies when every Match entry is
 // present in the identifier and matches: Equal (canonical string equality),
-// Regex (RE2, bounded to 1024 bytes and 10000 instructions) or OneOf.
+// Regex (RE2, bounded to 1024 bytes and 10000 instructions) or OneOf. One
+// entry is special: a match on the HTTP method (PropertyMethod, "method") that
+// accepts "GET" accepts "HEAD" too, because servers answer HEAD with the GET
+// handler; a rule that counts by method keeps HEAD and GET in separate counters.
 //
 //   - skip is terminal: evaluation stops and the result is allow, with the skip
 //     rule as Result.Rule and no Info. Counting rules before it have already
