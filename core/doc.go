@@ -148,7 +148,9 @@
 // # Stores
 //
 // A Store applies the counting operations the limiter builds (see Store, Op
-// and OpResult). NewMemoryStore is the embedded default for one process;
+// and OpResult). NewMemoryStore is the embedded default for one process (it
+// reclaims expired entries in the background, a bounded number per interval,
+// until Close);
 // redisstore.New counts in Redis, evaluating every rule of a check in one Lua
 // script call, and on Redis Cluster in stages of pipelined calls that never
 // charge past a blocking rule (see package redisstore). Every store
