@@ -204,6 +204,8 @@ func (sh *memShard) eval(s *MemoryStore, now time.Time, mode Mode, op *Op, o *Op
 	if now.IsZero() {
 		now = s.now()
 	}
+	// evalHot knows one algorithm, the fixed window: an op counted any other
+	// way must not reach it.
 	if mode == ModeCheck && op.Kind == OpCount && op.BanKey == "" && op.Cost > 0 && sh.evalHot(now, op, o) {
 		return
 	}
