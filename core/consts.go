@@ -48,6 +48,12 @@ const (
 	// Anonymous is the value of the "user" property for unauthenticated
 	// callers. The angle brackets keep it from colliding with any real user name.
 	Anonymous = "<anonymous>"
+	// PropertyMethod is the identifier property of the HTTP method
+	// (identifiers.Method). A Match entry on it that accepts "GET" also
+	// accepts "HEAD": HTTP servers, Go's ServeMux among them, answer HEAD with
+	// the GET handler, so a rule that limits GET must count HEAD too or it
+	// could be walked past. A matcher that accepts "HEAD" itself is unchanged.
+	PropertyMethod = "method"
 	// DefaultKeyPrefix starts every counter key unless Config.KeyPrefix is set.
 	DefaultKeyPrefix = "ratekit:rl:"
 

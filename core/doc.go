@@ -25,7 +25,10 @@
 //
 // Rules are evaluated in order. A rule applies when every Match entry is
 // present in the identifier and matches: Equal (canonical string equality),
-// Regex (RE2, bounded to 1024 bytes and 10000 instructions) or OneOf.
+// Regex (RE2, bounded to 1024 bytes and 10000 instructions) or OneOf. One
+// entry is special: a match on the HTTP method (PropertyMethod, "method") that
+// accepts "GET" accepts "HEAD" too, because servers answer HEAD with the GET
+// handler; a rule that counts by method keeps HEAD and GET in separate counters.
 //
 // A rule list is bounded (the Max constants, docs/limits.md): at most
 // MaxRules rules once its tiers are merged, MaxRulesPerTier per tier,
@@ -151,7 +154,9 @@
 // # Stores
 //
 // A Store applies the counting operations the limiter builds (see Store, Op
-// and OpResult). NewMemoryStore is the embedded default for one process;
+// and OpResult). NewMemoryStore is the embedded default for one process (it
+// reclaims expired entries in the background, a bounded number per interval,
+// until Close);
 // redisstore.New counts in Redis, evaluating every rule of a check in one Lua
 // script call, and on Redis Cluster in stages of pipelined calls that never
 // charge past a blocking rule (see package redisstore). Every store

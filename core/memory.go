@@ -4,8 +4,10 @@ import (
 	"context"
 	"hash/maphash"
 	"math"
+	"math/bits"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -16,26 +18,34 @@ import (
 // single process, tests and the quickstart; use redisstore for a fleet.
 //
 // Keys are spread over independently locked shards by their hash tag, so a
-// counter and its ban live in one shard and unrelated keys never contend for one
-// lock. Expired entries are dropped when read and swept from a shard at most once
-// per sweep interval while it is being written, so memory stays bounded by the
-// keys live within their windows, without a background goroutine.
+// counter and its ban live in one shard. The usual charge (a counter that
+// exists, no ban) takes its shard's lock for reading only and adds
+// atomically, so concurrent checks of one busy key, or of keys sharing a
+// shard, do not queue on the lock; creating, expiring and banning take it
+// for writing. Expired entries are dropped when read, swept from a shard at
+// most once per sweep interval while it is being written, and reclaimed in
+// the background, a bounded number per interval, from shards that nothing
+// writes any more (see Close), so memory stays bounded by the keys live
+// within their windows.
 type MemoryStore struct {
 	now    func() time.Time
 	seed   maphash.Seed
 	shards []memShard
+	mask   uint64 // len(shards)-1: a power of two
 	sweep  time.Duration
 	// realClock: now is the real clock (see now), so a Limiter on it can
 	// hand the store the time it already read.
 	realClock bool
+	janitor   janitor
 }
 
 var _ Store = (*MemoryStore)(nil)
 
 type memShard struct {
-	mu        sync.Mutex
+	mu        sync.RWMutex // read-held by evalHot, write-held by everything else
 	m         map[string]*memEntry
 	nextSweep time.Time
+	peak      int // the largest len(m) the background sweep saw (see shrink)
 	// Pad the fields above to 128 bytes (TestMemShardSize): a shard then has
 	// two cache lines of its own, also against adjacent-line prefetch, so
 	// that checks on other shards never contend for its lines.
@@ -43,10 +53,10 @@ type memShard struct {
 }
 
 // memShardFields is the size of memShard's fields, before its padding.
-const memShardFields = unsafe.Sizeof(sync.Mutex{}) + unsafe.Sizeof(map[string]*memEntry(nil)) + unsafe.Sizeof(time.Time{})
+const memShardFields = unsafe.Sizeof(sync.RWMutex{}) + unsafe.Sizeof(map[string]*memEntry(nil)) + unsafe.Sizeof(time.Time{}) + unsafe.Sizeof(0)
 
 type memEntry struct {
-	count  float64
+	count  float64 // first: 64-bit aligned for evalHot's atomic adds on every platform
 	set    map[string]struct{}
 	expire time.Time
 }
@@ -56,10 +66,12 @@ type memEntry struct {
 type MemoryConfig struct {
 	// Now is the store's clock (for tests; default the real clock).
 	Now func() time.Time
-	// Shards is the number of lock shards (default 64).
+	// Shards is the number of lock shards, rounded up to a power of two
+	// (default 64).
 	Shards int
-	// SweepInterval is how often a written shard drops its expired entries
-	// (default one second).
+	// SweepInterval is how often a written shard drops its expired entries,
+	// and how often the background sweep reclaims expired entries of every
+	// shard (default one second).
 	SweepInterval time.Duration
 }
 
@@ -80,10 +92,13 @@ func (c MemoryConfig) New() *MemoryStore {
 	if c.Shards > 0 {
 		n = c.Shards
 	}
+	n = 1 << bits.Len(uint(n-1)) // a power of two: the shard is a mask of the hash
 	s.shards = make([]memShard, n)
+	s.mask = uint64(n - 1)
 	for i := range s.shards {
 		s.shards[i].m = make(map[string]*memEntry)
 	}
+	s.janitor.init(s)
 	return s
 }
 
@@ -95,7 +110,7 @@ func (s *MemoryStore) shard(key string) *memShard {
 
 func (s *MemoryStore) shardOfTag(tag string) *memShard {
 	h := maphash.String(s.seed, tag)
-	return &s.shards[h%uint64(len(s.shards))]
+	return &s.shards[h&s.mask]
 }
 
 // shardFrom is shard for a key whose hash tag is known to start at tagFrom
@@ -177,20 +192,64 @@ func (s *MemoryStore) evalInto(ctx context.Context, mode Mode, ops []Op, out []O
 			break
 		}
 	}
+	if mode == ModeCheck {
+		s.janitor.wake() // one atomic load while the sweep is scheduled
+	}
 	return out, nil
 }
 
-// eval applies one op under the shard's lock, released even if apply panics,
-// into *o (a zero OpResult).
+// eval applies one op into *o (a zero OpResult): the common one through
+// evalHot, any other under the shard's lock, released even if apply panics.
 func (sh *memShard) eval(s *MemoryStore, now time.Time, mode Mode, op *Op, o *OpResult) {
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
 	if now.IsZero() {
 		now = s.now()
 	}
+	// evalHot knows one algorithm, the fixed window: an op counted any other
+	// way must not reach it.
+	if mode == ModeCheck && op.Kind == OpCount && op.BanKey == "" && op.Cost > 0 && sh.evalHot(now, op, o) {
+		return
+	}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
 	sh.apply(now, mode, op, o)
 	if mode == ModeCheck {
 		sh.maybeSweep(now, s.sweep)
+	}
+}
+
+// evalHot charges a fixed-window counter that exists and is live, the
+// common op of a busy key, under the shard's read lock with an atomic add, so
+// that the checks of one key (or of keys sharing the shard) never queue on
+// the lock; apply, under the write lock, creates, expires, bans and
+// replaces entries, so it never runs beside an add. It reports false, having
+// changed nothing, when the op needs apply.
+func (sh *memShard) evalHot(now time.Time, op *Op, o *OpResult) bool {
+	sh.mu.RLock()
+	e := sh.m[op.Key]
+	if e == nil || e.set != nil {
+		sh.mu.RUnlock()
+		return false
+	}
+	ttl := e.expire.Sub(now)
+	if ttl <= 0 {
+		sh.mu.RUnlock()
+		return false
+	}
+	count := addFloat(&e.count, op.Cost)
+	sh.mu.RUnlock()
+	o.Evaluated, o.Count, o.Exceeded, o.TTL = true, count, count > float64(op.Limit), ttl
+	return true
+}
+
+// addFloat adds d to *f atomically and returns the sum.
+func addFloat(f *float64, d float64) float64 {
+	p := (*uint64)(unsafe.Pointer(f))
+	for {
+		old := atomic.LoadUint64(p)
+		sum := math.Float64frombits(old) + d
+		if atomic.CompareAndSwapUint64(p, old, math.Float64bits(sum)) {
+			return sum
+		}
 	}
 }
 

@@ -188,12 +188,18 @@ type matchEntry struct {
 	key string
 	m   Matcher
 	set map[string]struct{}
+	// headAsGet: the entry is on PropertyMethod and accepts GET but not HEAD,
+	// so HEAD matches it as well (see PropertyMethod).
+	headAsGet bool
 }
 
 func (e *matchEntry) matches(id Identifier) bool {
 	v, ok := id.Get(e.key)
 	if !ok {
 		return false
+	}
+	if e.headAsGet && v == methodHead {
+		return true
 	}
 	if e.m.kind == matchOneOf {
 		_, ok := e.set[v]
@@ -216,6 +222,17 @@ func (m Matcher) Matches(v string) bool {
 	return false
 }
 
+const (
+	methodGet  = "GET"
+	methodHead = "HEAD"
+)
+
+// headAsGet reports whether a Match entry of key on m lets HEAD through as
+// GET: HTTP servers serve HEAD with the GET handler (see PropertyMethod).
+func headAsGet(key string, m Matcher) bool {
+	return key == PropertyMethod && m.Matches(methodGet) && !m.Matches(methodHead)
+}
+
 // MatchFailures explains why r does not apply to id: one line per Match entry
 // that id fails, in property order; nil when r applies. Tools such as
 // ratekit explain show it; the hot path uses the compiled rule instead.
@@ -232,7 +249,7 @@ func (r *Rule) MatchFailures(id Identifier) []string {
 		switch {
 		case !ok:
 			out = append(out, fmt.Sprintf("%s: not in the identifier (want %s)", k, m))
-		case m.Matches(v):
+		case m.Matches(v), v == methodHead && headAsGet(k, m):
 		case m.kind == matchEqual:
 			out = append(out, fmt.Sprintf("%s: %q is not %s", k, v, m))
 		case m.kind == matchRegex:
@@ -299,7 +316,7 @@ func compileMatch(match map[string]Matcher) ([]matchEntry, []error) {
 	entries := make([]matchEntry, 0, len(keys))
 	for _, k := range keys {
 		m := match[k]
-		e := matchEntry{key: k, m: m}
+		e := matchEntry{key: k, m: m, headAsGet: headAsGet(k, m)}
 		switch m.kind {
 		case matchEqual:
 		case matchRegex:

@@ -124,6 +124,13 @@
 //	    period_s: 60
 //	    action: limit
 //
+// Envoy's remote_address action sends the whole client address, so every IPv6
+// address is a client of its own, where the ratekit adapters key an IPv6
+// client by its /64 (identifiers.SetIP). To do the same at the gateway, send
+// Envoy's masked_remote_address action with v6_prefix_mask_len: 64 (descriptor
+// key masked_remote_address, value "2001:db8::/64") and declare that key. A
+// rule matching method GET applies to HEAD as well (ratelimit.PropertyMethod).
+//
 // Run the server beside Envoy:
 //
 //	ratekit-envoy -available available_limiters.yaml -rate-limits rate_limits.yaml \

@@ -13,6 +13,20 @@
 // gRPC adapter resolves IPs from metadata the same way HTTP adapters do from
 // headers.
 //
+// The client IP fills two properties (SetIP). IP ("ip") is what rules count
+// clients by: an IPv4 address as is (IPv4-mapped IPv6 addresses are IPv4),
+// an IPv6 address aggregated to its network, "2001:db8::/64" by default
+// (DefaultIPv6Prefix; the adapters' WithIPv6Prefix and HTTPOptions.IPv6Prefix
+// set another length, 128 keeps addresses apart), because one subscriber or
+// host holds a whole /64 and would otherwise be 2^64 clients. IPFull
+// ("ip_full") is the whole address, for matching or counting one address.
+//
+// # Method
+//
+// The method property is the request's HTTP method as sent. A rule matching
+// method GET also applies to HEAD, which servers answer with the GET handler
+// (ratelimit.PropertyMethod).
+//
 // # Endpoint
 //
 // The endpoint property is always a route template ("GET /users/{id}"), never

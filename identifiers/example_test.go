@@ -40,6 +40,6 @@ func ExampleFromHTTP() {
 			}
 		},
 	})
-	fmt.Println(id[identifiers.IP], id[identifiers.Endpoint], id[identifiers.User])
-	// Output: 2001:db8::5 GET /projects/{id} user:123
+	fmt.Println(id[identifiers.IP], id[identifiers.IPFull], id[identifiers.Endpoint], id[identifiers.User])
+	// Output: 2001:db8::/64 2001:db8::5 GET /projects/{id} user:123
 }

@@ -17,6 +17,10 @@ type HTTPOptions struct {
 	// outer mux may already have set r.Pattern to its own, coarser pattern).
 	// Set it when the middleware wraps the whole ServeMux.
 	Mux *http.ServeMux
+	// IPv6Prefix is the prefix length IPv6 client addresses are aggregated to
+	// in the ip property (default DefaultIPv6Prefix, /64; 128 keeps every
+	// address apart); ip_full always holds the whole address. See IPValue.
+	IPv6Prefix int
 	// Properties, when set, is called last to add or replace properties, for
 	// example the authenticated user found by an earlier auth middleware:
 	//
@@ -28,16 +32,17 @@ type HTTPOptions struct {
 	Properties func(r *http.Request, id ratelimit.Identifier)
 }
 
-// FromHTTP builds the identifier of a net/http request: ip (see
-// TrustedProxies), method, path, endpoint (the ServeMux pattern, e.g.
-// "GET /users/{id}", or Unmatched) and user (Anonymous unless Properties sets
-// it).
+// FromHTTP builds the identifier of a net/http request: ip and ip_full (see
+// TrustedProxies and SetIP), method, path, endpoint (the ServeMux pattern,
+// e.g. "GET /users/{id}", or Unmatched) and user (Anonymous unless Properties
+// sets it).
 func FromHTTP(r *http.Request, o HTTPOptions) ratelimit.Identifier {
 	pattern := r.Pattern
 	if o.Mux != nil {
 		_, pattern = o.Mux.Handler(r)
 	}
-	id := NewHTTP(r, HTTPClientIP(r, o.TrustedProxies), pattern)
+	id := NewHTTP(r, netip.Addr{}, pattern)
+	SetIP(id, HTTPClientIP(r, o.TrustedProxies), o.IPv6Prefix)
 	if o.Properties != nil {
 		o.Properties(r, id)
 	}
@@ -51,8 +56,9 @@ func HTTPClientIP(r *http.Request, tp TrustedProxies) netip.Addr {
 }
 
 // NewHTTP builds the identifier of an HTTP request from parts a framework has
-// resolved: the client IP (omitted when invalid) and the endpoint template
-// (Unmatched when empty). It sets ip, method, path, endpoint, and user =
+// resolved: the client IP (omitted when invalid; an IPv6 one aggregated to
+// its /64, see SetIP for another prefix) and the endpoint template (Unmatched
+// when empty). It sets ip, ip_full, method, path, endpoint, and user =
 // Anonymous. Framework adapters call it; services use FromHTTP or the adapters.
 func NewHTTP(r *http.Request, clientIP netip.Addr, endpoint string) ratelimit.Identifier {
 	id := ratelimit.Identifier{
@@ -61,9 +67,7 @@ func NewHTTP(r *http.Request, clientIP netip.Addr, endpoint string) ratelimit.Id
 		Endpoint: EndpointOrUnmatched(endpoint),
 		User:     Anonymous,
 	}
-	if clientIP.IsValid() {
-		id[IP] = clientIP.String()
-	}
+	SetIP(id, clientIP, DefaultIPv6Prefix)
 	return id
 }
 

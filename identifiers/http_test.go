@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"reflect"
 	"testing"
 
@@ -28,46 +29,55 @@ func TestFromHTTP(t *testing.T) {
 	}{
 		{
 			name: "unrouted request without mux is unmatched", method: "GET", target: "/users/42", remote: "203.0.113.7:5555",
-			want: ratelimit.Identifier{IP: "203.0.113.7", Method: "GET", Path: "/users/42", Endpoint: Unmatched, User: Anonymous},
+			want: ratelimit.Identifier{IP: "203.0.113.7", IPFull: "203.0.113.7", Method: "GET", Path: "/users/42", Endpoint: Unmatched, User: Anonymous},
 		},
 		{
 			name: "pattern already set by ServeMux", method: "GET", target: "/users/42", remote: "203.0.113.7:5555", pattern: "GET /users/{id}",
-			want: ratelimit.Identifier{IP: "203.0.113.7", Method: "GET", Path: "/users/42", Endpoint: "GET /users/{id}", User: Anonymous},
+			want: ratelimit.Identifier{IP: "203.0.113.7", IPFull: "203.0.113.7", Method: "GET", Path: "/users/42", Endpoint: "GET /users/{id}", User: Anonymous},
 		},
 		{
 			name: "mux resolves the pattern up front", method: "GET", target: "/users/42", remote: "203.0.113.7:5555", opts: HTTPOptions{Mux: mux},
-			want: ratelimit.Identifier{IP: "203.0.113.7", Method: "GET", Path: "/users/42", Endpoint: "GET /users/{id}", User: Anonymous},
+			want: ratelimit.Identifier{IP: "203.0.113.7", IPFull: "203.0.113.7", Method: "GET", Path: "/users/42", Endpoint: "GET /users/{id}", User: Anonymous},
 		},
 		{
 			name: "mux wins over an outer mux's pattern", method: "GET", target: "/users/42", remote: "203.0.113.7:5555",
 			pattern: "/", opts: HTTPOptions{Mux: mux},
-			want: ratelimit.Identifier{IP: "203.0.113.7", Method: "GET", Path: "/users/42", Endpoint: "GET /users/{id}", User: Anonymous},
+			want: ratelimit.Identifier{IP: "203.0.113.7", IPFull: "203.0.113.7", Method: "GET", Path: "/users/42", Endpoint: "GET /users/{id}", User: Anonymous},
 		},
 		{
 			name: "mux: prefix pattern", method: "POST", target: "/static/a/b.css", remote: "203.0.113.7:5555", opts: HTTPOptions{Mux: mux},
-			want: ratelimit.Identifier{IP: "203.0.113.7", Method: "POST", Path: "/static/a/b.css", Endpoint: "/static/", User: Anonymous},
+			want: ratelimit.Identifier{IP: "203.0.113.7", IPFull: "203.0.113.7", Method: "POST", Path: "/static/a/b.css", Endpoint: "/static/", User: Anonymous},
 		},
 		{
 			name: "mux: no route is unmatched", method: "GET", target: "/nope", remote: "203.0.113.7:5555", opts: HTTPOptions{Mux: mux},
-			want: ratelimit.Identifier{IP: "203.0.113.7", Method: "GET", Path: "/nope", Endpoint: Unmatched, User: Anonymous},
+			want: ratelimit.Identifier{IP: "203.0.113.7", IPFull: "203.0.113.7", Method: "GET", Path: "/nope", Endpoint: Unmatched, User: Anonymous},
 		},
 		{
 			name: "mux: wrong method is unmatched", method: "DELETE", target: "/users/42", remote: "203.0.113.7:5555", opts: HTTPOptions{Mux: mux},
-			want: ratelimit.Identifier{IP: "203.0.113.7", Method: "DELETE", Path: "/users/42", Endpoint: Unmatched, User: Anonymous},
+			want: ratelimit.Identifier{IP: "203.0.113.7", IPFull: "203.0.113.7", Method: "DELETE", Path: "/users/42", Endpoint: Unmatched, User: Anonymous},
 		},
 		{
 			name: "spoofed XFF from an untrusted peer is ignored", method: "GET", target: "/", remote: "203.0.113.7:5555",
 			headers: map[string]string{"X-Forwarded-For": "1.1.1.1"}, opts: HTTPOptions{TrustedProxies: lb},
-			want: ratelimit.Identifier{IP: "203.0.113.7", Method: "GET", Path: "/", Endpoint: Unmatched, User: Anonymous},
+			want: ratelimit.Identifier{IP: "203.0.113.7", IPFull: "203.0.113.7", Method: "GET", Path: "/", Endpoint: Unmatched, User: Anonymous},
 		},
 		{
 			name: "XFF from a trusted proxy", method: "GET", target: "/", remote: "10.0.0.2:5555",
 			headers: map[string]string{"X-Forwarded-For": "1.1.1.1, 198.51.100.9"}, opts: HTTPOptions{TrustedProxies: lb},
-			want: ratelimit.Identifier{IP: "198.51.100.9", Method: "GET", Path: "/", Endpoint: Unmatched, User: Anonymous},
+			want: ratelimit.Identifier{IP: "198.51.100.9", IPFull: "198.51.100.9", Method: "GET", Path: "/", Endpoint: Unmatched, User: Anonymous},
 		},
 		{
-			name: "IPv6 peer", method: "GET", target: "/", remote: "[2001:db8::7]:5555",
-			want: ratelimit.Identifier{IP: "2001:db8::7", Method: "GET", Path: "/", Endpoint: Unmatched, User: Anonymous},
+			name: "IPv6 peer: ip is its /64", method: "GET", target: "/", remote: "[2001:db8::7]:5555",
+			want: ratelimit.Identifier{IP: "2001:db8::/64", IPFull: "2001:db8::7", Method: "GET", Path: "/", Endpoint: Unmatched, User: Anonymous},
+		},
+		{
+			name: "IPv6 peer: ip is its /48 by option", method: "GET", target: "/", remote: "[2001:db8:1:2::7]:5555",
+			opts: HTTPOptions{IPv6Prefix: 48},
+			want: ratelimit.Identifier{IP: "2001:db8:1::/48", IPFull: "2001:db8:1:2::7", Method: "GET", Path: "/", Endpoint: Unmatched, User: Anonymous},
+		},
+		{
+			name: "IPv4-mapped IPv6 peer is IPv4", method: "GET", target: "/", remote: "[::ffff:203.0.113.7]:5555",
+			want: ratelimit.Identifier{IP: "203.0.113.7", IPFull: "203.0.113.7", Method: "GET", Path: "/", Endpoint: Unmatched, User: Anonymous},
 		},
 		{
 			name: "unix socket peer has no ip", method: "GET", target: "/", remote: "@",
@@ -82,7 +92,7 @@ func TestFromHTTP(t *testing.T) {
 				}
 				id[RequestType] = "api"
 			}},
-			want: ratelimit.Identifier{IP: "203.0.113.7", Method: "GET", Path: "/", Endpoint: Unmatched, User: "user:42", RequestType: "api"},
+			want: ratelimit.Identifier{IP: "203.0.113.7", IPFull: "203.0.113.7", Method: "GET", Path: "/", Endpoint: Unmatched, User: "user:42", RequestType: "api"},
 		},
 	}
 	for _, tc := range tests {
@@ -119,7 +129,7 @@ func TestFromHTTPOnRealServer(t *testing.T) {
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	id := <-got
-	want := ratelimit.Identifier{IP: "127.0.0.1", Method: "GET", Path: "/items/7", Endpoint: "GET /items/{id}", User: Anonymous}
+	want := ratelimit.Identifier{IP: "127.0.0.1", IPFull: "127.0.0.1", Method: "GET", Path: "/items/7", Endpoint: "GET /items/{id}", User: Anonymous}
 	if !reflect.DeepEqual(id, want) {
 		t.Errorf("identifier = %v, want %v", id, want)
 	}
@@ -137,5 +147,43 @@ func TestRouteEndpoint(t *testing.T) {
 	}
 	if Anonymous != ratelimit.Anonymous {
 		t.Error("Anonymous differs from ratelimit.Anonymous")
+	}
+}
+
+func TestIPValue(t *testing.T) {
+	tests := []struct {
+		addr string
+		bits int
+		want string
+	}{
+		{"192.0.2.1", 0, "192.0.2.1"},
+		{"192.0.2.1", 56, "192.0.2.1"},
+		{"::ffff:192.0.2.1", 0, "192.0.2.1"},
+		{"2001:db8::1", 0, "2001:db8::/64"},
+		{"2001:db8::ffff:1", 64, "2001:db8::/64"},
+		{"2001:db8:0:1::1", 0, "2001:db8:0:1::/64"},
+		{"2001:db8:0:1::1", 56, "2001:db8::/56"},
+		{"2001:db8:aa:ff00::1", 56, "2001:db8:aa:ff00::/56"},
+		{"2001:db8::1", 128, "2001:db8::1"},
+		{"fe80::1%eth0", 0, "fe80::/64"},
+		{"2001:db8::1", 1, "::/1"},
+	}
+	for _, tt := range tests {
+		if got := IPValue(netip.MustParseAddr(tt.addr), tt.bits); got != tt.want {
+			t.Errorf("IPValue(%s, %d) = %q, want %q", tt.addr, tt.bits, got, tt.want)
+		}
+	}
+	if got := IPValue(netip.Addr{}, 0); got != "" {
+		t.Errorf("IPValue(zero) = %q, want empty", got)
+	}
+	for _, bits := range []int{-1, 0, 129} {
+		if CheckIPv6Prefix(bits) == nil {
+			t.Errorf("CheckIPv6Prefix(%d) = nil, want an error", bits)
+		}
+	}
+	for _, bits := range []int{1, 48, 64, 128} {
+		if err := CheckIPv6Prefix(bits); err != nil {
+			t.Errorf("CheckIPv6Prefix(%d) = %v", bits, err)
+		}
 	}
 }

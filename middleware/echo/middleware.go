@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/netip"
 	"reflect"
 	"strings"
 	"time"
@@ -18,7 +19,7 @@ import (
 
 // Option configures Middleware: an option of this package, Echo's own or one
 // every HTTP adapter shares (WithLimiters, WithDeferred, WithClock,
-// WithTrustedProxies, WithProfile, WithRetryAfterJitter: see their
+// WithTrustedProxies, WithIPv6Prefix, WithProfile, WithRetryAfterJitter: see their
 // ratelimithttp namesakes).
 type Option interface{ apply(*config) }
 
@@ -64,6 +65,12 @@ func WithClock(now func() time.Time) Option {
 // ratelimithttp.WithTrustedProxies.
 func WithTrustedProxies(tp identifiers.TrustedProxies) Option {
 	return sharedOption(ratelimithttp.WithTrustedProxies(tp))
+}
+
+// WithIPv6Prefix sets the prefix length IPv6 client addresses are aggregated
+// to in the ip property (default /64); see ratelimithttp.WithIPv6Prefix.
+func WithIPv6Prefix(bits int) Option {
+	return sharedOption(ratelimithttp.WithIPv6Prefix(bits))
 }
 
 // WithProfile selects the rate-limit headers (default ratelimithttp.IETF); see
@@ -224,7 +231,9 @@ func (c *config) defaultIdentifier(_ context.Context, ec echo.Context) ratelimit
 	if c.realIP {
 		ip = identifiers.PeerAddr(ec.RealIP())
 	}
-	return identifiers.NewHTTP(r, ip, identifiers.RouteEndpoint(r.Method, routePath(ec)))
+	id := identifiers.NewHTTP(r, netip.Addr{}, identifiers.RouteEndpoint(r.Method, routePath(ec)))
+	identifiers.SetIP(id, ip, c.IPv6Prefix)
+	return id
 }
 
 // routePath returns the matched route template, or "" when no route matched.

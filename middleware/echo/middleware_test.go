@@ -39,6 +39,9 @@ func newEcho(t *testing.T, s adaptertest.Setup) http.Handler {
 		ratelimitecho.WithRetryAfterJitter(s.RetryAfterJitter),
 		ratelimitecho.WithTrustedProxies(s.TrustedProxies),
 	}
+	if s.IPv6Prefix != 0 {
+		opts = append(opts, ratelimitecho.WithIPv6Prefix(s.IPv6Prefix))
+	}
 	if s.Skip != nil {
 		opts = append(opts, ratelimitecho.WithSkipper(func(c echo.Context) bool { return s.Skip(c.Request()) }))
 	}

@@ -22,14 +22,16 @@
 // weighs requests (default 1), and WithClock sets the clock the headers are
 // computed with, read once per request.
 //
-// WithLimiters, WithDeferred, WithClock, WithTrustedProxies, WithProfile and
+// WithLimiters, WithDeferred, WithClock, WithTrustedProxies, WithIPv6Prefix, WithProfile and
 // WithRetryAfterJitter are the options every HTTP adapter shares: each is its
 // ratelimithttp namesake (a ratelimithttp.SharedOption) as an Option of this
 // package, documented there.
 //
 // # Client IP
 //
-// The ip property is the socket peer, resolved through WithTrustedProxies:
+// The ip property is the socket peer, resolved through WithTrustedProxies (an
+// IPv6 peer as its /64 network, WithIPv6Prefix sets another length; ip_full
+// holds the whole address, see identifiers.SetIP):
 // forwarding headers are believed only from proxies listed there. The
 // middleware does not call c.ClientIP() by default, because Gin's default
 // engine trusts every proxy, so any client could pick its own rate-limit

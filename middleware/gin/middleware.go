@@ -2,6 +2,7 @@ package ratelimitgin
 
 import (
 	"context"
+	"net/netip"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -12,7 +13,7 @@ import (
 
 // Option configures Middleware: an option of this package, Gin's own or one
 // every HTTP adapter shares (WithLimiters, WithDeferred, WithClock,
-// WithTrustedProxies, WithProfile, WithRetryAfterJitter: see their
+// WithTrustedProxies, WithIPv6Prefix, WithProfile, WithRetryAfterJitter: see their
 // ratelimithttp namesakes).
 type Option interface{ apply(*config) }
 
@@ -58,6 +59,12 @@ func WithClock(now func() time.Time) Option {
 // ratelimithttp.WithTrustedProxies.
 func WithTrustedProxies(tp identifiers.TrustedProxies) Option {
 	return sharedOption(ratelimithttp.WithTrustedProxies(tp))
+}
+
+// WithIPv6Prefix sets the prefix length IPv6 client addresses are aggregated
+// to in the ip property (default /64); see ratelimithttp.WithIPv6Prefix.
+func WithIPv6Prefix(bits int) Option {
+	return sharedOption(ratelimithttp.WithIPv6Prefix(bits))
 }
 
 // WithProfile selects the rate-limit headers (default ratelimithttp.IETF); see
@@ -155,5 +162,7 @@ func (c *config) defaultIdentifier(_ context.Context, gc *gin.Context) ratelimit
 	if c.clientIP {
 		ip = identifiers.PeerAddr(gc.ClientIP())
 	}
-	return identifiers.NewHTTP(r, ip, identifiers.RouteEndpoint(r.Method, gc.FullPath()))
+	id := identifiers.NewHTTP(r, netip.Addr{}, identifiers.RouteEndpoint(r.Method, gc.FullPath()))
+	identifiers.SetIP(id, ip, c.IPv6Prefix)
+	return id
 }

@@ -40,6 +40,9 @@ func newGin(t *testing.T, s adaptertest.Setup) http.Handler {
 		ratelimitgin.WithRetryAfterJitter(s.RetryAfterJitter),
 		ratelimitgin.WithTrustedProxies(s.TrustedProxies),
 	}
+	if s.IPv6Prefix != 0 {
+		opts = append(opts, ratelimitgin.WithIPv6Prefix(s.IPv6Prefix))
+	}
 	if s.Skip != nil {
 		opts = append(opts, ratelimitgin.WithSkip(func(c *gin.Context) bool { return s.Skip(c.Request) }))
 	}

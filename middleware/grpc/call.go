@@ -26,12 +26,17 @@ type Call struct {
 	// ClientIP is Peer, or the address a trusted proxy forwarded in the
 	// x-forwarded-for, forwarded or x-real-ip metadata (see WithTrustedProxies).
 	ClientIP netip.Addr
+	// IPv6Prefix is the prefix length DefaultIdentifier aggregates an IPv6
+	// ClientIP to in the ip property (WithIPv6Prefix; 0 means
+	// identifiers.DefaultIPv6Prefix): pass it to identifiers.SetIP in a
+	// custom identifier.
+	IPv6Prefix int
 	// Metadata is the incoming request metadata (do not modify it).
 	Metadata metadata.MD
 }
 
-func newCall(ctx context.Context, fullMethod string, stream bool, tp identifiers.TrustedProxies) *Call {
-	c := &Call{FullMethod: fullMethod, Stream: stream}
+func newCall(ctx context.Context, fullMethod string, stream bool, tp identifiers.TrustedProxies, ipv6Bits int) *Call {
+	c := &Call{FullMethod: fullMethod, Stream: stream, IPv6Prefix: ipv6Bits}
 	c.Service, c.Method = splitMethod(fullMethod)
 	if p, ok := peer.FromContext(ctx); ok {
 		c.Peer = identifiers.AddrFromNet(p.Addr)
@@ -51,7 +56,9 @@ func splitMethod(full string) (service, method string) {
 }
 
 // DefaultIdentifier is the identifier of a call unless WithIdentifier replaces
-// it: ip (the client IP, omitted when the transport has none), grpc_service,
+// it: ip and ip_full (the client IP, an IPv6 one aggregated to its prefix of
+// call.IPv6Prefix bits in ip; see identifiers.SetIP; both omitted when the
+// transport has none), grpc_service,
 // grpc_method and endpoint (both the full method, which is already a
 // low-cardinality route), and user = identifiers.Anonymous (set the caller's
 // principal with WithProperties).
@@ -62,9 +69,7 @@ func DefaultIdentifier(call *Call) ratelimit.Identifier {
 		identifiers.Endpoint:    call.FullMethod,
 		identifiers.User:        identifiers.Anonymous,
 	}
-	if call.ClientIP.IsValid() {
-		id[identifiers.IP] = call.ClientIP.String()
-	}
+	identifiers.SetIP(id, call.ClientIP, call.IPv6Prefix)
 	return id
 }
 

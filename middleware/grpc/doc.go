@@ -18,6 +18,8 @@
 // replacement, the same in every ratekit adapter. The ip is the socket peer's: the
 // x-forwarded-for, forwarded and x-real-ip metadata are believed only from
 // peers listed with WithTrustedProxies, so a client cannot pick its own IP.
+// An IPv6 client's ip is its /64 network ("2001:db8::/64"; WithIPv6Prefix sets
+// another length) and ip_full its whole address (identifiers.SetIP).
 //
 // # Verdict
 //

@@ -27,7 +27,7 @@ func UnaryServerInterceptor(limiter *ratelimit.Limiter, opts ...Option) grpc.Una
 	c := newConfig(limiter, opts)
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		var resp any
-		err := c.serve(ctx, newCall(ctx, info.FullMethod, false, c.proxies),
+		err := c.serve(ctx, newCall(ctx, info.FullMethod, false, c.proxies, c.ipv6Bits),
 			func(md metadata.MD) { _ = grpc.SetHeader(ctx, md) }, // fails only if headers were sent, which no handler has done yet
 			func(md metadata.MD) { _ = grpc.SetTrailer(ctx, md) },
 			func(ctx context.Context) (err error) {
@@ -45,7 +45,7 @@ func StreamServerInterceptor(limiter *ratelimit.Limiter, opts ...Option) grpc.St
 	c := newConfig(limiter, opts)
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		ctx := ss.Context()
-		return c.serve(ctx, newCall(ctx, info.FullMethod, true, c.proxies),
+		return c.serve(ctx, newCall(ctx, info.FullMethod, true, c.proxies, c.ipv6Bits),
 			func(md metadata.MD) { _ = ss.SetHeader(md) },
 			ss.SetTrailer,
 			func(hctx context.Context) error {

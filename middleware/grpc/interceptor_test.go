@@ -233,7 +233,7 @@ func TestIdentifierHooks(t *testing.T) {
 		rec := &recorder{}
 		env := start(t, unary(memLimiter(t, "api", perUser, observed(rec.Observe))))
 		wantCode(t, env.check(t), codes.OK)
-		want := ratelimit.Identifier{identifiers.IP: "127.0.0.1", identifiers.GRPCService: "grpc.health.v1.Health",
+		want := ratelimit.Identifier{identifiers.IP: "127.0.0.1", identifiers.IPFull: "127.0.0.1", identifiers.GRPCService: "grpc.health.v1.Health",
 			identifiers.GRPCMethod: healthCheck, identifiers.Endpoint: healthCheck, identifiers.User: identifiers.Anonymous}
 		if got := rec.last(t); fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Fatalf("identifier = %v, want %v", got, want)
@@ -336,7 +336,7 @@ func TestTrustedProxies(t *testing.T) {
 		{"other proxies trusted, not this peer", []string{"10.0.0.0/8"}, []string{"x-forwarded-for", "203.0.113.9"}, "127.0.0.1"},
 		{"trusted peer: rightmost untrusted hop", []string{"127.0.0.1/32"}, []string{"x-forwarded-for", "198.51.100.1, 203.0.113.9"}, "203.0.113.9"},
 		{"trusted peer and trusted hop skipped", []string{"127.0.0.1", "10.0.0.0/8"}, []string{"x-forwarded-for", "198.51.100.1, 10.1.2.3"}, "198.51.100.1"},
-		{"trusted peer: x-real-ip", []string{"127.0.0.0/8"}, []string{"x-real-ip", "2001:db8::7"}, "2001:db8::7"},
+		{"trusted peer: x-real-ip, IPv6 keyed by its /64", []string{"127.0.0.0/8"}, []string{"x-real-ip", "2001:db8::7"}, "2001:db8::/64"},
 		{"trusted peer without metadata", []string{"127.0.0.1"}, nil, "127.0.0.1"},
 	}
 	for _, tt := range tests {
@@ -350,6 +350,50 @@ func TestTrustedProxies(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestIPv6Prefix: the addresses of one IPv6 network are one client (/64 by
+// default, WithIPv6Prefix's length otherwise), and ip_full keeps the address.
+func TestIPv6Prefix(t *testing.T) {
+	tests := []struct {
+		name   string
+		opts   []Option
+		same   []string // addresses that share one counter
+		other  string   // an address of another network
+		wantIP string   // the ip property of same[0]
+	}{
+		{"default /64", nil, []string{"2001:db8::1", "2001:db8::2", "2001:db8::3"}, "2001:db8:0:1::1", "2001:db8::/64"},
+		{"/56", []Option{WithIPv6Prefix(56)}, []string{"2001:db8:0:1::1", "2001:db8:0:2::1", "2001:db8:0:ff::1"}, "2001:db8:0:100::1", "2001:db8::/56"},
+		{"/128", []Option{WithIPv6Prefix(128)}, []string{"2001:db8::1"}, "2001:db8::2", "2001:db8::1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := &recorder{}
+			n := int64(len(tt.same) - 1)
+			l := memLimiter(t, "api", []ratelimit.Rule{rule("per_ip", max(n, 1), time.Minute, ratelimit.ActionLimit, identifiers.IP)}, observed(rec.Observe))
+			opts := append([]Option{WithTrustedProxies(identifiers.MustParseTrustedProxies("127.0.0.0/8"))}, tt.opts...)
+			env := start(t, unary(l, opts...))
+			for i, a := range tt.same {
+				want := codes.OK
+				if int64(i) >= max(n, 1) {
+					want = codes.ResourceExhausted
+				}
+				wantCode(t, env.check(t, "x-forwarded-for", a), want)
+				if i == 0 {
+					if id := rec.last(t); id[identifiers.IP] != tt.wantIP || id[identifiers.IPFull] != a {
+						t.Fatalf("ip, ip_full = %v, %v; want %s, %s", id[identifiers.IP], id[identifiers.IPFull], tt.wantIP, a)
+					}
+				}
+			}
+			wantCode(t, env.check(t, "x-forwarded-for", tt.other), codes.OK)
+		})
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("WithIPv6Prefix(129) did not panic")
+		}
+	}()
+	WithIPv6Prefix(129)
 }
 
 func TestWithCost(t *testing.T) {

@@ -28,6 +28,7 @@ type DenyFunc func(ctx context.Context, call *Call, res ratelimit.Result) error
 type config struct {
 	adapter.Options[*Call, Outcome]
 	proxies     identifiers.TrustedProxies
+	ipv6Bits    int
 	deny        DenyFunc
 	domain      string
 	noMetadata  bool
@@ -49,6 +50,17 @@ func WithLimiters(limiters ...*ratelimit.Limiter) Option {
 // own IP by sending metadata.
 func WithTrustedProxies(tp identifiers.TrustedProxies) Option {
 	return optionFunc(func(c *config) { c.proxies = tp })
+}
+
+// WithIPv6Prefix sets the prefix length IPv6 client addresses are aggregated
+// to in the ip property (default identifiers.DefaultIPv6Prefix, /64: one
+// network is one client; 128 keeps every address apart); ip_full always holds
+// the whole address. It panics unless 1 <= bits <= 128.
+func WithIPv6Prefix(bits int) Option {
+	if err := identifiers.CheckIPv6Prefix(bits); err != nil {
+		panic("ratelimitgrpc: " + err.Error()) // a programming error, found at start-up
+	}
+	return optionFunc(func(c *config) { c.ipv6Bits = bits })
 }
 
 // WithIdentifier replaces DefaultIdentifier. Start from DefaultIdentifier(call)

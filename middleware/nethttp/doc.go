@@ -3,7 +3,7 @@
 // the header profiles (Profile), Retry-After and the 429 problem+json body
 // (Problem, WriteProblem), and the options that do not depend on the
 // framework (SharedOption: WithLimiters, WithDeferred, WithClock,
-// WithTrustedProxies, WithProfile, WithRetryAfterJitter), which ratelimitecho
+// WithTrustedProxies, WithIPv6Prefix, WithProfile, WithRetryAfterJitter), which ratelimitecho
 // and ratelimitgin re-export under the same names, and the prelude of every
 // adapter's Middleware (Build). It imports only the standard library, core,
 // identifiers and middleware/adapter.
@@ -35,7 +35,16 @@
 // # Client IP
 //
 // The ip property is the socket peer. Forwarding headers are believed only
-// from proxies listed with WithTrustedProxies.
+// from proxies listed with WithTrustedProxies. An IPv6 client is keyed by its
+// /64 network ("2001:db8::/64"; WithIPv6Prefix sets another length), and
+// ip_full holds the whole address (see identifiers.SetIP).
+//
+// # HEAD
+//
+// ServeMux serves HEAD with a "GET /x" route's handler, and ratekit matches
+// likewise: a rule whose match on method accepts GET also applies to HEAD
+// (see ratelimit.PropertyMethod), so a client blocked on GET is blocked on
+// HEAD too.
 //
 // # Cost and outcome hooks
 //

@@ -109,7 +109,7 @@ func Middleware(limiter *ratelimit.Limiter, opts ...Option) func(http.Handler) h
 }
 
 func (c *config) defaultIdentifier(_ context.Context, r *http.Request) ratelimit.Identifier {
-	return identifiers.FromHTTP(r, identifiers.HTTPOptions{TrustedProxies: c.TrustedProxies, Mux: c.mux})
+	return identifiers.FromHTTP(r, identifiers.HTTPOptions{TrustedProxies: c.TrustedProxies, Mux: c.mux, IPv6Prefix: c.IPv6Prefix})
 }
 
 // statusWriter records the response status for outcome hooks. Unwrap lets

@@ -4,10 +4,12 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/identifiers"
 	ratelimithttp "github.com/ratekit/ratekit/middleware/nethttp"
 	"github.com/ratekit/ratekit/middleware/nethttp/adaptertest"
 )
@@ -34,6 +36,9 @@ func newHandler(t *testing.T, s adaptertest.Setup) http.Handler {
 		ratelimithttp.WithProfile(s.Profile),
 		ratelimithttp.WithRetryAfterJitter(s.RetryAfterJitter),
 		ratelimithttp.WithTrustedProxies(s.TrustedProxies),
+	}
+	if s.IPv6Prefix != 0 {
+		opts = append(opts, ratelimithttp.WithIPv6Prefix(s.IPv6Prefix))
 	}
 	if s.Skip != nil {
 		opts = append(opts, ratelimithttp.WithSkip(s.Skip))
@@ -145,5 +150,52 @@ func BenchmarkMiddleware(b *testing.B) {
 		if w.Code != http.StatusOK {
 			b.Fatalf("status %d", w.Code)
 		}
+	}
+}
+
+// TestHeadCountsAsGet: ServeMux serves HEAD /hello with the "GET /hello"
+// handler, so a rule on method GET must stop HEAD too once GET is blocked;
+// a rule on another method does not catch HEAD.
+func TestHeadCountsAsGet(t *testing.T) {
+	store := ratelimit.NewMemoryStore()
+	limiter, err := ratelimit.New(ratelimit.Config{Name: "head", Store: store, Rules: []ratelimit.Rule{
+		{Name: "writes", Match: map[string]ratelimit.Matcher{identifiers.Method: ratelimit.Equal("POST")},
+			Characteristics: []string{identifiers.IP}, Limit: 1, Period: time.Minute},
+		{Name: "reads", Match: map[string]ratelimit.Matcher{identifiers.Method: ratelimit.Equal("GET")},
+			Characteristics: []string{identifiers.IP}, Limit: 2, Period: time.Minute},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var served atomic.Int64
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /hello", func(w http.ResponseWriter, r *http.Request) { served.Add(1) })
+	srv := httptest.NewServer(ratelimithttp.Middleware(limiter, ratelimithttp.WithMux(mux))(mux))
+	defer srv.Close()
+	do := func(method string) int {
+		t.Helper()
+		req, err := http.NewRequest(method, srv.URL+"/hello", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for i, want := range []int{http.StatusOK, http.StatusOK, http.StatusTooManyRequests} {
+		if got := do("GET"); got != want {
+			t.Fatalf("GET #%d: %d, want %d", i+1, got, want)
+		}
+	}
+	for i := range 3 {
+		if got := do("HEAD"); got != http.StatusTooManyRequests {
+			t.Fatalf("HEAD #%d after GET was blocked: %d, want 429", i+1, got)
+		}
+	}
+	if n := served.Load(); n != 2 {
+		t.Errorf("the GET handler ran %d times, want 2", n)
 	}
 }

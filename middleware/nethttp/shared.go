@@ -24,6 +24,10 @@ type Shared struct {
 	// TrustedProxies are the proxies whose forwarding headers the default
 	// identifier builder believes.
 	TrustedProxies identifiers.TrustedProxies
+	// IPv6Prefix is the prefix length the default identifier builder
+	// aggregates IPv6 client addresses to in the ip property (0:
+	// identifiers.DefaultIPv6Prefix).
+	IPv6Prefix int
 	// Profile selects the rate-limit headers.
 	Profile Profile
 	// RetryAfterJitter is the most random delay added to Retry-After.
@@ -59,6 +63,18 @@ func WithClock(now func() time.Time) SharedOption {
 // By default nobody is trusted and the ip is the socket peer.
 func WithTrustedProxies(tp identifiers.TrustedProxies) SharedOption {
 	return func(s *Shared) { s.TrustedProxies = tp }
+}
+
+// WithIPv6Prefix sets the prefix length IPv6 client addresses are aggregated
+// to in the ip property (default identifiers.DefaultIPv6Prefix, /64: one
+// network is one client, so an attacker holding a /64 is not 2^64 clients;
+// 128 keeps every address apart). ip_full always holds the whole address. It
+// panics unless 1 <= bits <= 128.
+func WithIPv6Prefix(bits int) SharedOption {
+	if err := identifiers.CheckIPv6Prefix(bits); err != nil {
+		panic("ratelimithttp: " + err.Error()) // a programming error, found at start-up
+	}
+	return func(s *Shared) { s.IPv6Prefix = bits }
 }
 
 // WithProfile selects the rate-limit headers (default IETF).

@@ -166,7 +166,7 @@ func Run(ctx context.Context, name string, o Options, newHandler NewHandler) err
 const exampleLimiters = `available_limiters:
   http_request:
     description: "GET /hello of the HTTP examples"
-    available_properties: [ip, endpoint, user, method]
+    available_properties: [ip, ip_full, endpoint, user, method]
     default_rules:
       - name: hello_per_ip
         description: "5 requests per minute per client IP"

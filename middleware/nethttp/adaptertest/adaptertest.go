@@ -46,6 +46,8 @@ type Setup struct {
 	Deferred       []ratelimithttp.Deferred
 	Profile        ratelimithttp.Profile
 	TrustedProxies identifiers.TrustedProxies
+	// IPv6Prefix, when not 0, maps to the adapter's WithIPv6Prefix.
+	IPv6Prefix int
 	// Skip, when set, exempts the requests it returns true for.
 	Skip func(r *http.Request) bool
 	// Identifier, when set, replaces the adapter's identifier builder.
@@ -148,6 +150,7 @@ var tests = []struct {
 	{"request_cost", testRequestCost},
 	{"clock", testClock},
 	{"trusted_proxies", testTrustedProxies},
+	{"ipv6_prefix", testIPv6Prefix},
 	{"endpoint_template", testEndpoint},
 	{"cost_hook", testCostHook},
 	{"outcome_hook", testOutcomeHook},

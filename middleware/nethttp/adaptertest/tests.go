@@ -3,6 +3,7 @@ package adaptertest
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"sync/atomic"
 	"time"
@@ -298,11 +299,43 @@ func testTrustedProxies(s *suite) {
 	s.blocked(s.do(srv, "GET", "/hello", "X-Forwarded-For", "198.51.100.1"), 60, "per_ip")
 }
 
+// testIPv6Prefix: an IPv6 client is keyed by its /64 network, so the
+// addresses of one network share a counter (a client holding a /64 is one
+// client, not 2^64); WithIPv6Prefix sets another length, ip_full keeps the
+// whole address, and an IPv4-mapped address stays IPv4.
+func testIPv6Prefix(s *suite) {
+	tp := identifiers.MustParseTrustedProxies("127.0.0.0/8", "::1")
+	from := func(srv *httptest.Server, addr string) response {
+		return s.do(srv, "GET", "/hello", "X-Forwarded-For", addr)
+	}
+	wantIP := func(ip, full string) {
+		s.t.Helper()
+		id := s.lastIdentifier()
+		if id[identifiers.IP] != ip || id[identifiers.IPFull] != full {
+			s.t.Errorf("ip, ip_full = %v, %v; want %s, %s", id[identifiers.IP], id[identifiers.IPFull], ip, full)
+		}
+	}
+	srv := s.serve(Setup{Limiters: []*ratelimit.Limiter{s.limiter("per_64", perIP("per_ip", 2, time.Minute))}, TrustedProxies: tp})
+	s.status(from(srv, "2001:db8::1"), http.StatusOK)
+	wantIP("2001:db8::/64", "2001:db8::1")
+	s.status(from(srv, "2001:db8::2"), http.StatusOK)
+	s.blocked(from(srv, "2001:db8::3"), 60, "per_ip")
+	s.status(from(srv, "2001:db8:0:1::1"), http.StatusOK) // another /64
+	s.status(from(srv, "::ffff:198.51.100.7"), http.StatusOK)
+	wantIP("198.51.100.7", "198.51.100.7")
+
+	srv = s.serve(Setup{Limiters: []*ratelimit.Limiter{s.limiter("per_56", perIP("per_ip", 1, time.Minute))}, TrustedProxies: tp, IPv6Prefix: 56})
+	s.status(from(srv, "2001:db8:0:1::1"), http.StatusOK)
+	wantIP("2001:db8::/56", "2001:db8:0:1::1")
+	s.blocked(from(srv, "2001:db8:0:2::1"), 60, "per_ip")   // the same /56
+	s.status(from(srv, "2001:db8:0:100::1"), http.StatusOK) // another /56
+}
+
 func testEndpoint(s *suite) {
 	srv := s.serve(Setup{Limiters: []*ratelimit.Limiter{s.limiter("http", perIP("per_ip", 100, time.Minute))}})
 	s.allowed(s.do(srv, "GET", "/items/42"), "item")
 	want := ratelimit.Identifier{
-		identifiers.IP: "127.0.0.1", identifiers.Method: "GET", identifiers.Path: "/items/42",
+		identifiers.IP: "127.0.0.1", identifiers.IPFull: "127.0.0.1", identifiers.Method: "GET", identifiers.Path: "/items/42",
 		identifiers.Endpoint: s.a.Endpoint("GET", "/items/{id}"), identifiers.User: identifiers.Anonymous,
 	}
 	if id := s.lastIdentifier(); !reflect.DeepEqual(id, want) {
