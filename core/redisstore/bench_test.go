@@ -15,7 +15,7 @@ import (
 func BenchmarkLimiterCheck(b *testing.B) {
 	for _, tg := range targets[:2] { // standalone, cluster
 		b.Run(tg.name, func(b *testing.B) {
-			c := tg.client(b)
+			_, c := tg.store(b)
 			hook := &tripHook{} // counts only: no allocations of its own
 			c.AddHook(hook)
 			prefix := redistest.Prefix(b)
@@ -67,7 +67,8 @@ func BenchmarkLimiterCheck(b *testing.B) {
 func BenchmarkEval(b *testing.B) {
 	for _, tg := range targets[:2] {
 		b.Run(tg.name, func(b *testing.B) {
-			s, k := New(tg.client(b)), newKeyer(b)
+			s, _ := tg.store(b)
+			k := newKeyer(b)
 			for _, n := range []int{1, 5} {
 				ops := make([]ratelimit.Op, n)
 				for i := range ops {
