@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
 )
 
@@ -275,4 +276,33 @@ func hideURL(err error) error {
 		return fmt.Errorf("redis URL: %w (the URL is not shown: it may hold a password)", ue.Err)
 	}
 	return fmt.Errorf("redis URL: %w", err)
+}
+
+// GoRedisOptions returns go-redis options for the deployment that o (from
+// ParseURL) names, for a program that needs a go-redis client beside its
+// Store (a rule store, a job queue) and one URL for both:
+// redis.NewUniversalClient builds a failover client when o names a Sentinel
+// master, a cluster client for several addresses (set IsClusterMode for one
+// address of a cluster), and a plain client otherwise.
+func GoRedisOptions(o rueidis.ClientOption) *redis.UniversalOptions {
+	u := &redis.UniversalOptions{
+		Addrs:       append([]string(nil), o.InitAddress...),
+		Username:    o.Username,
+		Password:    o.Password,
+		DB:          o.SelectDB,
+		TLSConfig:   o.TLSConfig,
+		DialTimeout: o.Dialer.Timeout,
+		ClientName:  o.ClientName,
+		MasterName:  o.Sentinel.MasterSet,
+	}
+	if o.DialCtxFn != nil { // a Unix socket (see ParseURL), or a custom dialer
+		dial := o.DialCtxFn
+		u.Dialer = func(ctx context.Context, _, addr string) (net.Conn, error) {
+			return dial(ctx, addr, &o.Dialer, o.TLSConfig)
+		}
+	}
+	if o.Sentinel.MasterSet != "" { // the sentinels' own credentials
+		u.SentinelUsername, u.SentinelPassword = o.Sentinel.Username, o.Sentinel.Password
+	}
+	return u
 }

@@ -1,12 +1,17 @@
 package redisstore_test
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekit/ratekit/core/redisstore"
+	"github.com/ratekit/ratekit/internal/redistest"
 )
 
 // No error of ParseURL shows the password of the URL it refuses.
@@ -72,4 +77,30 @@ func ExampleParseURL() {
 	_, err := redisstore.ParseURL("redis://:hunter2@localhost:port/0")
 	fmt.Println("REDIS_URL:", err)
 	// Output: REDIS_URL: redis URL: invalid port ":port" after host (the URL is not shown: it may hold a password)
+}
+
+// TestGoRedisOptions: the go-redis options of a URL reach the same
+// deployment as Dial, on one server and through the sentinels.
+func TestGoRedisOptions(t *testing.T) {
+	for _, url := range []string{redistest.URL(t) + "/2", redistest.SentinelURL(t)} {
+		o, err := redisstore.ParseURL(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := redis.NewUniversalClient(redisstore.GoRedisOptions(o))
+		key := redistest.Prefix(t) + "k"
+		if err := c.Set(context.Background(), key, "v", time.Minute).Err(); err != nil {
+			t.Fatalf("%s: %v", url, err)
+		}
+		s, err := redisstore.Open(context.Background(), redisstore.Options{Client: o, RequireConnection: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := s.Delete(context.Background(), []string{key})
+		_ = s.Close()
+		_ = c.Close()
+		if err != nil || n != 1 {
+			t.Fatalf("%s: the store deleted %d keys (%v), want the go-redis client's one", url, n, err)
+		}
+	}
 }
