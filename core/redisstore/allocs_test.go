@@ -149,8 +149,8 @@ func TestDialEvalAllocations(t *testing.T) {
 			})
 			t.Logf("%v allocations per Eval", got)
 			max := tt.max
-			if raceEnabled {
-				max += 8
+			if raceEnabled { // sync.Pool drops a share of rueidis' pooled commands
+				max += 4 * float64(len(tt.ops))
 			}
 			if got > max {
 				t.Fatalf("%v allocations per Eval, want at most %v", got, max)

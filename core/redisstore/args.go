@@ -77,40 +77,8 @@ func keyCount(op *ratelimit.Op) int {
 	return 2
 }
 
-// evalShape is the size of the evaluate.lua command for some ops: its
-// length (name, hash and key count included), its number of KEYS, and its
-// string arguments (keys and members): how many, and their total length.
-type evalShape struct{ nargs, nkeys, nstrs, size int }
-
-func evalShapeOf(mode ratelimit.Mode, ops []ratelimit.Op) evalShape {
-	sh := evalShape{nargs: 3}
-	for i := range ops {
-		op := &ops[i]
-		k := keyCount(op)
-		code := opCode(mode, op)
-		sh.nargs += k + argCount(code)
-		sh.nkeys += k
-		sh.nstrs += k
-		sh.size += len(op.Key) + len(op.BanKey)
-		if !isShort(code) {
-			sh.nstrs++
-			sh.size += len(op.Member)
-		}
-	}
-	return sh
-}
-
 // isShort reports whether code (an index in opCodes) is of the short form.
 func isShort(code int) bool { return code >= 16 }
-
-// argCount is the number of ARGV of an op whose code is code: the code, the
-// fields (see fieldsOf) and, in the general form, the member.
-func argCount(code int) int {
-	if isShort(code) {
-		return 1 + 3
-	}
-	return 1 + 4 + 1
-}
 
 // fieldsOf returns op's numeric fields as integers: limit, period_ms and,
 // in the general form, ban_ms, then the cost, which the short form always has
