@@ -63,11 +63,12 @@ var (
 	_ interface{ ContextBounded() bool } = (*Store)(nil) // the Limiter's contextBounded
 )
 
-// ContextBounded reports whether the client was built with
-// ContextTimeoutEnabled, so that every call returns by its context's
-// deadline; the Limiter then skips its guard goroutine per check. Without it
-// go-redis waits for its own ReadTimeout (3s by default) and the Limiter guards
-// each call instead: either way a check never waits past Config.Timeout.
+// ContextBounded reports whether every call returns by its context's
+// deadline: always for a Store from Dial or Open (rueidis honours it), and
+// for New when the go-redis client was built with ContextTimeoutEnabled. The
+// Limiter then skips its guard goroutine per check. Otherwise go-redis waits
+// for its own ReadTimeout (3s by default) and the Limiter guards each call
+// instead: either way a check never waits past Config.Timeout.
 func (s *Store) ContextBounded() bool { return s.bounded }
 
 // Option configures New.
