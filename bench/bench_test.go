@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"runtime"
@@ -86,19 +87,23 @@ func autoPipelineStore(t testing.TB, e env) ratelimit.Store {
 	return redisstore.New(ap)
 }
 
-// connStore is a Store from redisstore.Dial: ratekit's own pipelined
-// connections instead of go-redis. Every write on them counts as a round trip
-// (one write carries all the checks queued meanwhile).
+// connStore is a Store from redisstore.Dial: a rueidis client, whose
+// auto-pipelining writes the checks of concurrent callers together. Every
+// write on its connections counts as a round trip (one write carries all the
+// checks queued meanwhile).
 func connStore(t testing.TB, e env) ratelimit.Store {
-	var d net.Dialer
-	s, err := redisstore.Dial(context.Background(), redistest.URL(t), redisstore.WithDialer(
-		func(ctx context.Context, network, addr string) (net.Conn, error) {
-			c, err := d.DialContext(ctx, network, addr)
-			if err != nil {
-				return nil, err
-			}
-			return writeCounter{c, e.trips}, nil
-		}))
+	o, err := redisstore.ParseURL(redistest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.DialCtxFn = func(ctx context.Context, addr string, d *net.Dialer, _ *tls.Config) (net.Conn, error) {
+		c, err := d.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return nil, err
+		}
+		return writeCounter{c, e.trips}, nil
+	}
+	s, err := redisstore.Open(context.Background(), redisstore.Options{Client: o, RequireConnection: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,8 +66,8 @@ func (c *fakeClock) Add(d time.Duration) {
 }
 
 // cacheStores returns the real stores the blocked-cache tests run on: the
-// memory store, and the Redis store on the standalone server and the cluster
-// when their variables are set.
+// memory store, and the Redis store (from New on go-redis and from Dial) on
+// the standalone server and the cluster when their variables are set.
 func cacheStores(t *testing.T, clk *fakeClock) map[string]func(t *testing.T) (ratelimit.Store, string) {
 	return map[string]func(t *testing.T) (ratelimit.Store, string){
 		"memory": func(t *testing.T) (ratelimit.Store, string) {
@@ -79,7 +79,29 @@ func cacheStores(t *testing.T, clk *fakeClock) map[string]func(t *testing.T) (ra
 		"cluster": func(t *testing.T) (ratelimit.Store, string) {
 			return redisstore.New(redistest.ClusterClient(t)), redistest.Prefix(t)
 		},
+		"dial": func(t *testing.T) (ratelimit.Store, string) {
+			return dialStore(t, redistest.URL(t)), redistest.Prefix(t)
+		},
+		"dial_cluster": func(t *testing.T) (ratelimit.Store, string) {
+			return dialStore(t, redistest.ClusterURL(t)), redistest.Prefix(t)
+		},
 	}
+}
+
+// dialStore returns a connected Store from redisstore.Open on url, closed at
+// cleanup.
+func dialStore(t *testing.T, url string) *redisstore.Store {
+	t.Helper()
+	o, err := redisstore.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := redisstore.Open(context.Background(), redisstore.Options{Client: o, RequireConnection: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
 }
 
 func bannedRule() ratelimit.Rule {

@@ -6,7 +6,7 @@
 //
 //	limiter, err := ratelimit.New(ratelimit.Config{
 //		Name:  "http_request",
-//		Store: ratelimit.NewMemoryStore(), // or redisstore.New(redisClient)
+//		Store: ratelimit.NewMemoryStore(), // or redisstore.Dial(ctx, redisURL)
 //		Rules: []ratelimit.Rule{{
 //			Name:            "authenticated_api",
 //			Characteristics: []string{"user"},
@@ -156,11 +156,11 @@
 // A Store applies the counting operations the limiter builds (see Store, Op
 // and OpResult). NewMemoryStore is the embedded default for one process (it
 // reclaims expired entries in the background, a bounded number per interval,
-// until Close);
-// redisstore.New counts in Redis, evaluating every rule of a check in one Lua
-// script call, and on Redis Cluster in stages of pipelined calls that never
-// charge past a blocking rule (see package redisstore). Every store
-// passes the conformance suite in core/storetest.
+// until Close); redisstore.Dial (or redisstore.New on a go-redis client)
+// counts in Redis, evaluating every rule of a check in one Lua script call
+// (or plain commands for the usual check), and on Redis Cluster in stages of
+// pipelined calls that never charge past a blocking rule (see package
+// redisstore). Every store passes the conformance suite in core/storetest.
 //
 // # Batches
 //

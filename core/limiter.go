@@ -21,7 +21,8 @@ type Config struct {
 	// Name identifies the limiter (^[a-z0-9_]{1,64}$); it is the first part
 	// of every counter key, so two limiters never share a counter.
 	Name string
-	// Store keeps the counters: NewMemoryStore() or redisstore.New(client).
+	// Store keeps the counters: NewMemoryStore(), redisstore.Dial(ctx, url)
+	// or redisstore.New(goRedisClient).
 	Store Store
 	// Rules is the ordered rule list. It can be replaced later with SetRules
 	// (the rule store does so when tiers change).
@@ -105,7 +106,7 @@ func New(cfg Config) (*Limiter, error) {
 		return nil, fmt.Errorf("ratelimit: limiter name %q must match ^[a-z0-9_]{1,64}$", cfg.Name)
 	}
 	if cfg.Store == nil {
-		return nil, fmt.Errorf("ratelimit: limiter %s: Store is nil (use NewMemoryStore or redisstore.New)", cfg.Name)
+		return nil, fmt.Errorf("ratelimit: limiter %s: Store is nil (use NewMemoryStore or redisstore.Dial)", cfg.Name)
 	}
 	l := &Limiter{
 		name:     cfg.Name,

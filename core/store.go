@@ -9,7 +9,7 @@ import (
 // Store keeps counters, distinct-value sets and bans. The Limiter decides which
 // rules apply and builds their keys; a Store only applies a check's operations,
 // in order, with the semantics below. Implementations: NewMemoryStore (in this
-// package) and redisstore.New. Every Store must pass core/storetest.
+// package) and redisstore's (Dial, New). Every Store must pass core/storetest.
 type Store interface {
 	// Eval applies ops in order and returns one OpResult per op.
 	//

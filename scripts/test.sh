@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Runs every test of every module, as CI does. On a fresh Debian machine it
 # installs what the tests need (redis-server from Debian's packages, copier from
-# PyPI, chromium and prometheus/promtool from Debian's packages), starts a standalone Redis and a 3-master Redis Cluster on free loopback
-# ports, exports RATEKIT_TEST_REDIS_URL / RATEKIT_TEST_REDIS_CLUSTER, runs
+# PyPI, chromium and prometheus/promtool from Debian's packages), starts a standalone Redis, a 3-master Redis Cluster and a Sentinel
+# setup (one master, one replica, one sentinel) on free loopback ports,
+# exports RATEKIT_TEST_REDIS_URL / RATEKIT_TEST_REDIS_CLUSTER /
+# RATEKIT_TEST_REDIS_SENTINEL, runs
 # gofmt, then in each module the go mod tidy check, go vet, golangci-lint
 # (installed from the Go module proxy, configured by .golangci.yml) and
 # go test -race, and stops the servers.
@@ -144,7 +146,32 @@ if [ -z "${RATEKIT_TEST_REDIS_CLUSTER:-}" ]; then
   RATEKIT_TEST_REDIS_CLUSTER=$(IFS=,; echo "${nodes[*]}")
   export RATEKIT_TEST_REDIS_CLUSTER
 fi
-log "redis: $RATEKIT_TEST_REDIS_URL  cluster: $RATEKIT_TEST_REDIS_CLUSTER"
+if [ -z "${RATEKIT_TEST_REDIS_SENTINEL:-}" ]; then
+  master=$(free_port)
+  start_redis "$master"
+  replica=$(free_port)
+  start_redis "$replica" --replicaof 127.0.0.1 "$master"
+  sentinel=$(free_port)
+  mkdir -p "$RUNDIR/sentinel-$sentinel"
+  # A sentinel rewrites its configuration file: it must be a file of its own.
+  printf 'port %s
+bind 127.0.0.1
+sentinel monitor mymaster 127.0.0.1 %s 1
+sentinel down-after-milliseconds mymaster 2000
+sentinel failover-timeout mymaster 5000
+' \
+    "$sentinel" "$master" >"$RUNDIR/sentinel-$sentinel/sentinel.conf"
+  redis-server "$RUNDIR/sentinel-$sentinel/sentinel.conf" --sentinel --dir "$RUNDIR/sentinel-$sentinel" \
+    --logfile "$RUNDIR/sentinel-$sentinel/sentinel.log" --daemonize no &
+  PIDS+=($!)
+  for _ in $(seq 1 100); do
+    redis-cli -p "$sentinel" sentinel get-master-addr-by-name mymaster 2>/dev/null | grep -q "$master" &&
+      redis-cli -p "$replica" info replication 2>/dev/null | grep -q 'master_link_status:up' && break
+    sleep 0.1
+  done
+  export RATEKIT_TEST_REDIS_SENTINEL="127.0.0.1:$sentinel/mymaster"
+fi
+log "redis: $RATEKIT_TEST_REDIS_URL  cluster: $RATEKIT_TEST_REDIS_CLUSTER  sentinel: $RATEKIT_TEST_REDIS_SENTINEL"
 
 log "gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.git/*'))

@@ -12,22 +12,20 @@ import (
 // redisClient connects to Redis for the CLI's commands. An operator waiting on
 // a terminal wants a prompt answer: a refused connection is not redialled five
 // times, and go-redis's own log lines are silenced (the error is reported).
+// It takes the URLs of redisstore.Dial (one server, a cluster's nodes, or
+// sentinels with master_set); cluster forces the cluster client for a URL of
+// one node. The CLI's rule store needs go-redis, and the counters share its
+// client (redisstore.New).
 func redisClient(url string, cluster bool) (redis.UniversalClient, error) {
 	redis.SetLogger(quietRedisLogger{})
-	if cluster {
-		opt, err := redisstore.ParseClusterURL(url) // its errors never quote the URL (a password)
-		if err != nil {
-			return nil, err
-		}
-		opt.DialerRetries = cmp.Or(opt.DialerRetries, 1)
-		return redis.NewClusterClient(opt), nil
-	}
-	opt, err := redisstore.ParseURL(url)
+	opt, err := redisstore.ParseURL(url) // its errors never quote the URL (a password)
 	if err != nil {
 		return nil, err
 	}
-	opt.DialerRetries = cmp.Or(opt.DialerRetries, 1)
-	return redis.NewClient(opt), nil
+	uo := redisstore.GoRedisOptions(opt)
+	uo.IsClusterMode = cluster
+	uo.DialerRetries = cmp.Or(uo.DialerRetries, 1)
+	return redis.NewUniversalClient(uo), nil
 }
 
 type quietRedisLogger struct{}

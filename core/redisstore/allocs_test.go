@@ -34,7 +34,9 @@ func checkAllocationsCtx(t *testing.T, ctx context.Context, s ratelimit.Store, r
 		t.Fatal(err)
 	}
 	id := ratelimit.Identifier{"user": "u"}
-	l.Check(ctx, id) // the counters exist from here on
+	for range 100 { // the counters exist from here on, and rueidis dialled its connections
+		l.Check(ctx, id)
+	}
 	if raceEnabled {
 		max += extra
 	}
@@ -49,27 +51,26 @@ func checkAllocationsCtx(t *testing.T, ctx context.Context, s ratelimit.Store, r
 	}
 }
 
-// TestDialCheckAllocations pins the allocations of a check through a Limiter
-// on a Store from Dial: requests and reply buffers are pooled, so what is left
-// is the Limiter's own (its per-check timeout context, the counter key, the
-// evaluations it hands to the caller) and the outcomes. Under -race sync.Pool
-// drops some of the reused buffers, so the bound is looser there.
+// TestDialCheckAllocations bounds the allocations of a check through a
+// Limiter on a Store from Dial: the Limiter's own (its per-check timeout
+// context, the counter key, the evaluations it hands to the caller), the
+// store's (TestDialEvalAllocations) and what rueidis' reader goroutine
+// allocates for the reply, which AllocsPerRun counts too. Under -race
+// sync.Pool drops some of the reused buffers, so the bound is looser there.
 func TestDialCheckAllocations(t *testing.T) {
 	s := dialStore(t, redistest.URL(t))
-	t.Run("1 rule", func(t *testing.T) { checkAllocations(t, s, 1, 10, 8) })
+	t.Run("1 rule", func(t *testing.T) { checkAllocations(t, s, 1, 12, 8) })
 	t.Run("5 rules", func(t *testing.T) { checkAllocations(t, s, 5, 14, 8) })
 }
 
-// TestClientCheckAllocations pins the allocations of a check on a Store from
-// New with a *redis.Client (built with ContextTimeoutEnabled, as doc.go
-// advises): the command and its reply buffer are pooled (evalRaw), so the
-// store adds only the outcomes to what a check costs on the Dial path; the
-// rest is go-redis' own. Per check, with one rule: the Limiter's timeout
-// context (4: context.WithTimeout), its channel (1: go-redis' pool calls
-// ctx.Done), the counter key and the evaluations (2), the outcomes (1), and
-// go-redis' health check of the pooled connection (3: SyscallConn and
-// rawConn.Read), which a connection that hides its SyscallConn spares (see
-// doc.go, "Allocations").
+// TestClientCheckAllocations bounds the allocations of a check on a Store
+// from New with a *redis.Client (built with ContextTimeoutEnabled, as doc.go
+// advises). Per check, with one rule: the Limiter's timeout context (4:
+// context.WithTimeout), its channel (1: go-redis' pool calls ctx.Done), the
+// counter key and the evaluations (2), the outcomes (1), the command and its
+// arguments, the reply go-redis decodes into interfaces, and go-redis' health
+// check of the pooled connection (3: SyscallConn and rawConn.Read), which a
+// connection that hides its SyscallConn spares (see doc.go, "Allocations").
 func TestClientCheckAllocations(t *testing.T) {
 	client := func(t *testing.T, dialer func(context.Context, string, string) (net.Conn, error)) *redis.Client {
 		opt, err := redis.ParseURL(redistest.URL(t))
@@ -83,17 +84,17 @@ func TestClientCheckAllocations(t *testing.T) {
 		return c
 	}
 	s := New(client(t, nil))
-	t.Run("1 rule", func(t *testing.T) { checkAllocations(t, s, 1, 11, 8) })
-	t.Run("5 rules", func(t *testing.T) { checkAllocations(t, s, 5, 11, 8) })
+	t.Run("1 rule", func(t *testing.T) { checkAllocations(t, s, 1, 17, 8) })
+	t.Run("5 rules", func(t *testing.T) { checkAllocations(t, s, 5, 26, 8) })
 	// A caller whose context has a deadline within Config.Timeout (a server's
 	// request deadline) spares the Limiter its timeout context, and go-redis'
 	// ctx.Done the channel: 5 fewer.
 	deadline, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	t.Run("caller deadline/1 rule", func(t *testing.T) { checkAllocationsCtx(t, deadline, s, 1, 6, 8) })
+	t.Run("caller deadline/1 rule", func(t *testing.T) { checkAllocationsCtx(t, deadline, s, 1, 12, 8) })
 	s = New(client(t, plainDialer))
-	t.Run("no health check/1 rule", func(t *testing.T) { checkAllocations(t, s, 1, 8, 8) })
-	t.Run("no health check, caller deadline/1 rule", func(t *testing.T) { checkAllocationsCtx(t, deadline, s, 1, 3, 8) })
+	t.Run("no health check/1 rule", func(t *testing.T) { checkAllocations(t, s, 1, 14, 8) })
+	t.Run("no health check, caller deadline/1 rule", func(t *testing.T) { checkAllocationsCtx(t, deadline, s, 1, 9, 8) })
 }
 
 // plainDialer dials TCP connections that hide their SyscallConn, which turns
@@ -107,20 +108,53 @@ func plainDialer(ctx context.Context, network, addr string) (net.Conn, error) {
 }
 
 // TestGoRedisCheckAllocations bounds the allocations of a check through
-// go-redis' other clients. A cluster client built with ContextTimeoutEnabled:
-// the Dial path's 8, go-redis' health check (3), and the command, which is
-// made afresh for each check (a cluster client keeps the slot in it) with its
-// first key boxed (2). The autopipeliner keeps a redis.Cmd (it may run a
-// command after Process returns) whose reply go-redis decodes into
-// interfaces, is never context-bounded (the Limiter guards each check with a
-// goroutine), and batches in go-redis' own structures.
+// go-redis' other clients: a cluster client built with ContextTimeoutEnabled
+// costs what a *redis.Client does; the autopipeliner is never context-bounded
+// (the Limiter guards each check with a goroutine), and batches in go-redis'
+// own structures.
 func TestGoRedisCheckAllocations(t *testing.T) {
 	t.Run("cluster/1 rule", func(t *testing.T) {
 		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: redistest.ClusterAddrs(t), ContextTimeoutEnabled: true})
 		t.Cleanup(func() { _ = c.Close() })
-		checkAllocations(t, New(c), 1, 13, 8)
+		checkAllocations(t, New(c), 1, 17, 8)
 	})
 	t.Run("autopipeliner/1 rule", func(t *testing.T) {
 		checkAllocations(t, New(autoPipeliner(t, redistest.Client(t))), 1, 36, 8)
 	})
+}
+
+// TestDialEvalAllocations bounds the allocations of the store alone on the
+// rueidis path, at most 6 per Eval: the outcomes, the command slice and
+// rueidis' results (commands are pooled by rueidis, numbers by numStr), and
+// what rueidis' reader goroutine allocates for the reply.
+func TestDialEvalAllocations(t *testing.T) {
+	s, k := dialStore(t, redistest.URL(t)), newKeyer(t)
+	for _, tt := range []struct {
+		name string
+		ops  []ratelimit.Op
+		max  float64
+	}{
+		{"plain 1 op", []ratelimit.Op{terminal(k.count("p1", 1<<40, 1))}, 6},
+		{"plain 5 ops", []ratelimit.Op{k.count("p1", 1<<40, 1), k.count("p2", 1<<40, 1), k.count("p3", 1<<40, 1), k.count("p4", 1<<40, 1), terminal(k.count("p5", 1<<40, 1))}, 6},
+		{"script 1 op with ban", []ratelimit.Op{terminal(banned(k.count("s1", 1<<40, 1), time.Hour))}, 6},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			for range 100 { // rueidis dials its pipelined connections on first use
+				eval(t, s, check, tt.ops...)
+			}
+			got := testing.AllocsPerRun(200, func() {
+				if _, err := s.Eval(ctx, check, tt.ops); err != nil {
+					t.Fatal(err)
+				}
+			})
+			t.Logf("%v allocations per Eval", got)
+			max := tt.max
+			if raceEnabled { // sync.Pool drops a share of rueidis' pooled commands
+				max += 4 * float64(len(tt.ops))
+			}
+			if got > max {
+				t.Fatalf("%v allocations per Eval, want at most %v", got, max)
+			}
+		})
+	}
 }

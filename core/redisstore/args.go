@@ -9,8 +9,8 @@ import (
 )
 
 // The KEYS and ARGV of evaluate.lua, shared by the go-redis path (which needs
-// []any arguments) and the pipelined connection (which writes RESP directly),
-// so that both send the very same bytes for the same ops. evaluate.lua's
+// []any arguments) and the rueidis path (which needs strings), so that both
+// send the very same command for the same ops. evaluate.lua's
 // header describes the layout.
 
 // maxShortCost is the largest cost the short form takes: every whole float64
@@ -77,40 +77,8 @@ func keyCount(op *ratelimit.Op) int {
 	return 2
 }
 
-// evalShape is the size of the evaluate.lua command for some ops: its
-// length (name, hash and key count included), its number of KEYS, and its
-// string arguments (keys and members): how many, and their total length.
-type evalShape struct{ nargs, nkeys, nstrs, size int }
-
-func evalShapeOf(mode ratelimit.Mode, ops []ratelimit.Op) evalShape {
-	sh := evalShape{nargs: 3}
-	for i := range ops {
-		op := &ops[i]
-		k := keyCount(op)
-		code := opCode(mode, op)
-		sh.nargs += k + argCount(code)
-		sh.nkeys += k
-		sh.nstrs += k
-		sh.size += len(op.Key) + len(op.BanKey)
-		if !isShort(code) {
-			sh.nstrs++
-			sh.size += len(op.Member)
-		}
-	}
-	return sh
-}
-
 // isShort reports whether code (an index in opCodes) is of the short form.
 func isShort(code int) bool { return code >= 16 }
-
-// argCount is the number of ARGV of an op whose code is code: the code, the
-// fields (see fieldsOf) and, in the general form, the member.
-func argCount(code int) int {
-	if isShort(code) {
-		return 1 + 3
-	}
-	return 1 + 4 + 1
-}
 
 // fieldsOf returns op's numeric fields as integers: limit, period_ms and,
 // in the general form, ban_ms, then the cost, which the short form always has
@@ -146,14 +114,20 @@ func wholeCost(cost float64) (int64, bool) {
 // small table with one slot per hash of n: a repeated number costs nothing, a
 // colliding one replaces the slot's. The table is fixed-size, so numbers that
 // a client picks (a cost, a dynamic limit) cannot grow it.
-func numArg(n int64) any {
+func numArg(n int64) any { return cachedNum(n).v }
+
+// numStr is n as an argument of the rueidis path, from the same table.
+func numStr(n int64) string { return cachedNum(n).s }
+
+func cachedNum(n int64) *boxedNum {
 	slot := &numArgs[uint64(n*-7046029254386353131)>>(64-numArgBits)]
 	if a := slot.Load(); a != nil && a.n == n {
-		return a.v
+		return a
 	}
-	a := &boxedNum{n: n, v: strconv.FormatInt(n, 10)}
+	s := strconv.FormatInt(n, 10)
+	a := &boxedNum{n: n, s: s, v: s}
 	slot.Store(a)
-	return a.v
+	return a
 }
 
 const numArgBits = 8
@@ -162,7 +136,8 @@ var numArgs [1 << numArgBits]atomic.Pointer[boxedNum]
 
 type boxedNum struct {
 	n int64
-	v any
+	s string
+	v any // s, boxed
 }
 
 // appendNumArgs appends op's code and numeric fields (see fieldsOf) to args
@@ -177,68 +152,4 @@ func appendNumArgs(args []any, code int, op *ratelimit.Op) []any {
 		args = append(args, strconv.FormatFloat(op.Cost, 'g', -1, 64))
 	}
 	return args
-}
-
-// RESP encoding of commands, appended to a caller's buffer: nothing is boxed
-// and nothing allocates once the buffer has grown to the usual size.
-
-func appendArrayHeader(dst []byte, n int) []byte {
-	dst = append(dst, '*')
-	dst = strconv.AppendInt(dst, int64(n), 10)
-	return append(dst, '\r', '\n')
-}
-
-func appendBulk(dst []byte, s string) []byte {
-	dst = append(dst, '$')
-	dst = strconv.AppendInt(dst, int64(len(s)), 10)
-	dst = append(dst, '\r', '\n')
-	dst = append(dst, s...)
-	return append(dst, '\r', '\n')
-}
-
-func appendBulkBytes(dst, b []byte) []byte {
-	dst = append(dst, '$')
-	dst = strconv.AppendInt(dst, int64(len(b)), 10)
-	dst = append(dst, '\r', '\n')
-	dst = append(dst, b...)
-	return append(dst, '\r', '\n')
-}
-
-// appendEval appends the whole evaluate.lua call for ops to dst as RESP:
-// EVALSHA <sha> (or EVAL <source> when eval is set), the key count, KEYS and
-// ARGV exactly as the go-redis path sends them (evalCmd).
-func appendEval(dst []byte, eval bool, mode ratelimit.Mode, ops []ratelimit.Op) []byte {
-	sh := evalShapeOf(mode, ops)
-	dst = appendArrayHeader(dst, sh.nargs)
-	if eval {
-		dst = appendBulk(dst, "EVAL")
-		dst = appendBulk(dst, evaluateLua)
-	} else {
-		dst = appendBulk(dst, "EVALSHA")
-		dst = appendBulk(dst, evaluateHash)
-	}
-	var tmp [32]byte // one number: an int64, or a float64 as 'g' prints it
-	dst = appendBulkBytes(dst, strconv.AppendInt(tmp[:0], int64(sh.nkeys), 10))
-	for i := range ops {
-		dst = appendBulk(dst, ops[i].Key)
-		if ops[i].BanKey != "" {
-			dst = appendBulk(dst, ops[i].BanKey)
-		}
-	}
-	for i := range ops {
-		op := &ops[i]
-		code := opCode(mode, op)
-		dst = appendBulk(dst, opCodes[code])
-		f, n, frac := fieldsOf(code, op)
-		for _, v := range f[:n] {
-			dst = appendBulkBytes(dst, strconv.AppendInt(tmp[:0], v, 10))
-		}
-		if frac {
-			dst = appendBulkBytes(dst, strconv.AppendFloat(tmp[:0], op.Cost, 'g', -1, 64))
-		}
-		if !isShort(code) {
-			dst = appendBulk(dst, op.Member)
-		}
-	}
-	return dst
 }

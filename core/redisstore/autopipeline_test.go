@@ -6,6 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/storetest"
 	"github.com/ratekit/ratekit/internal/redistest"
 )
@@ -23,23 +24,32 @@ func autoPipeliner(t testing.TB, c redis.UniversalClient) *redis.AutoPipeliner {
 	return ap
 }
 
-// TestAutoPipelinerDetected: an autopipeliner spreads keys as the client it
-// batches for, and is never context-bounded (the Limiter keeps its guard).
+// TestAutoPipelinerDetected: an autopipeliner counts as one server until a
+// check spanning slots is answered CROSSSLOT, which charges nothing; that
+// check and every later one are then grouped by slot. It is never
+// context-bounded (the Limiter keeps its guard).
 func TestAutoPipelinerDetected(t *testing.T) {
 	for _, tt := range []struct {
 		target
 		want sharding
 	}{{targets[0], single}, {targets[1], bySlot}} {
 		t.Run(tt.name, func(t *testing.T) {
-			c := tt.client(t)
-			s := New(autoPipeliner(t, c))
-			if s.sharding != tt.want {
-				t.Errorf("sharding %d, want %d", s.sharding, tt.want)
-			}
+			_, c := tt.store(t)
+			s, k := New(autoPipeliner(t, c)), newKeyer(t)
 			if s.ContextBounded() {
 				t.Error("an autopipeliner reported context-bounded: queued commands ignore their context")
 			}
-			if got := New(autoPipeliner(t, c), WithClusterMode(false)).sharding; got != single {
+			a, b := k.count("a", 10, 1), k.count(nameInOtherSlot(k, "b", k.key("a")), 10, 1)
+			expectOutcomes(t, "spanning slots", eval(t, s, check, a, b), ok(1, time.Minute), ok(1, time.Minute))
+			expectOutcomes(t, "again", eval(t, s, check, a, b), ok(2, time.Minute), ok(2, time.Minute))
+			if got := s.shardingNow(); got != tt.want {
+				t.Errorf("sharding %d, want %d", got, tt.want)
+			}
+			forced := New(autoPipeliner(t, c), WithClusterMode(false))
+			if _, err := forced.Eval(ctx, check, []ratelimit.Op{a, b}); tt.want == bySlot && err == nil {
+				t.Error("forced off: a check spanning slots did not fail")
+			}
+			if got := forced.shardingNow(); got != single {
 				t.Errorf("forced off: sharding %d", got)
 			}
 		})
@@ -52,7 +62,7 @@ func TestAutoPipelinerDetected(t *testing.T) {
 func TestConformanceAutoPipeline(t *testing.T) {
 	for _, tg := range targets[:2] {
 		t.Run(tg.name, func(t *testing.T) {
-			c := tg.client(t)
+			_, c := tg.store(t)
 			ap := autoPipeliner(t, c)
 			storetest.Run(t, func(t *testing.T) *storetest.Harness {
 				prefix, clk := redistest.Prefix(t), &shiftedClock{}
@@ -73,7 +83,7 @@ func TestConformanceAutoPipeline(t *testing.T) {
 func TestConcurrentAdmissionAutoPipeline(t *testing.T) {
 	for _, tg := range targets[:2] {
 		t.Run(tg.name, func(t *testing.T) {
-			c := tg.client(t)
+			_, c := tg.store(t)
 			concurrentAdmission(t, New(autoPipeliner(t, c)), c)
 		})
 	}

@@ -9,15 +9,30 @@ import (
 	"github.com/ratekit/ratekit/internal/redistest"
 )
 
+// benchTargets are the targets the benchmarks run on: go-redis and Dial, on
+// the standalone server and on the cluster.
+func benchTargets() []target {
+	var ts []target
+	for _, tg := range targets {
+		switch tg.name {
+		case "standalone", "cluster", "dial", "dial_cluster":
+			ts = append(ts, tg)
+		}
+	}
+	return ts
+}
+
 // BenchmarkLimiterCheck measures a Limiter Check through the Redis store with
 // 1 and 5 limit rules (5 hash tags: up to 5 slots, on every cluster node),
-// serial and parallel, and reports round trips per check.
+// serial and with 64 callers on 2 CPUs, and reports round trips per check through go-redis.
 func BenchmarkLimiterCheck(b *testing.B) {
-	for _, tg := range targets[:2] { // standalone, cluster
+	for _, tg := range benchTargets() {
 		b.Run(tg.name, func(b *testing.B) {
-			c := tg.client(b)
+			s, c := tg.store(b)
 			hook := &tripHook{} // counts only: no allocations of its own
-			c.AddHook(hook)
+			if s.dialed == nil {
+				c.AddHook(hook)
+			}
 			prefix := redistest.Prefix(b)
 			for _, n := range []int{1, 5} {
 				rules := make([]ratelimit.Rule, n)
@@ -27,7 +42,7 @@ func BenchmarkLimiterCheck(b *testing.B) {
 						Limit: 1 << 50, Period: time.Hour,
 					}
 				}
-				l, err := ratelimit.New(ratelimit.Config{Name: "bench", Store: New(c), Rules: rules, KeyPrefix: prefix, Timeout: 5 * time.Second})
+				l, err := ratelimit.New(ratelimit.Config{Name: "bench", Store: s, Rules: rules, KeyPrefix: prefix, Timeout: 5 * time.Second})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -38,6 +53,9 @@ func BenchmarkLimiterCheck(b *testing.B) {
 					}
 				}
 				report := func(b *testing.B, before int64) {
+					if s.dialed != nil {
+						return
+					}
 					b.ReportMetric(float64(hook.N.Load()-before)/float64(b.N), "roundtrips/op")
 				}
 				b.Run(fmt.Sprintf("rules=%d/serial", n), func(b *testing.B) {
@@ -48,9 +66,10 @@ func BenchmarkLimiterCheck(b *testing.B) {
 					}
 					report(b, before)
 				})
-				b.Run(fmt.Sprintf("rules=%d/parallel", n), func(b *testing.B) {
+				b.Run(fmt.Sprintf("rules=%d/c64", n), func(b *testing.B) {
 					b.ReportAllocs()
 					before := hook.N.Load()
+					b.SetParallelism(32) // 64 callers on 2 CPUs
 					b.RunParallel(func(pb *testing.PB) {
 						for pb.Next() {
 							check(b)
@@ -65,9 +84,10 @@ func BenchmarkLimiterCheck(b *testing.B) {
 
 // BenchmarkEval measures the store alone: one Eval of 1 and 5 counter ops.
 func BenchmarkEval(b *testing.B) {
-	for _, tg := range targets[:2] {
+	for _, tg := range benchTargets() {
 		b.Run(tg.name, func(b *testing.B) {
-			s, k := New(tg.client(b)), newKeyer(b)
+			s, _ := tg.store(b)
+			k := newKeyer(b)
 			for _, n := range []int{1, 5} {
 				ops := make([]ratelimit.Op, n)
 				for i := range ops {

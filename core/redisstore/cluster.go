@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
 
 	ratelimit "github.com/ratekit/ratekit/core"
 )
@@ -107,6 +108,13 @@ func blockedIn(ops []ratelimit.Op, out []ratelimit.OpResult, start, end int) boo
 // ops, one group per shard: one script per group, all in one round trip, each
 // group's reply decoded into out.
 func (s *Store) evalStage(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.Op, groups [][]int, out []ratelimit.OpResult) error {
+	if s.dialed != nil {
+		c, err := s.dialed.get()
+		if err != nil {
+			return err
+		}
+		return s.evalScripts(ctx, c, mode, ops, groups, out)
+	}
 	if len(groups) == 1 { // the usual stage: one script call, no pipeline
 		return s.evalGroup(ctx, mode, ops, groups[0], out)
 	}
@@ -136,6 +144,13 @@ func (s *Store) evalStage(ctx context.Context, mode ratelimit.Mode, ops []rateli
 // Script.Run's does, without Script.Run's copies; other Clients go through
 // Script.Run.
 func (s *Store) evalGroup(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.Op, idx []int, out []ratelimit.OpResult) error {
+	if s.dialed != nil {
+		c, err := s.dialed.get()
+		if err != nil {
+			return err
+		}
+		return s.evalScripts(ctx, c, mode, ops, [][]int{idx}, out)
+	}
 	var res []any
 	var err error
 	if s.proc != nil {
@@ -208,6 +223,14 @@ func (s *Store) runPipelined(ctx context.Context, script *redis.Script, calls []
 	return cmds, nil
 }
 
+// isNoScript reports whether err is Redis' NOSCRIPT answer, from go-redis or
+// rueidis.
 func isNoScript(err error) bool {
+	if err == nil { // HasErrorPrefix allocates even for nil
+		return false
+	}
+	if re, ok := rueidis.IsRedisErr(err); ok {
+		return re.IsNoScript()
+	}
 	return redis.HasErrorPrefix(err, "NOSCRIPT")
 }

@@ -168,8 +168,9 @@ func TestClusterModeOption(t *testing.T) {
 
 // TestClusterRedirects: a check follows MOVED (a slot that moved since the
 // client loaded the slot map) and ASK (a slot being migrated) as go-redis'
-// cluster client follows them for its own commands. Private cluster: the
-// slots are moved for real.
+// cluster client follows them for its own commands, and so does a Store from
+// Dial, in the plain form and the script. Private cluster: the slots are
+// moved for real.
 func TestClusterRedirects(t *testing.T) {
 	addrs := startCluster(t)
 	nodes := make([]*redis.Client, len(addrs))
@@ -187,6 +188,10 @@ func TestClusterRedirects(t *testing.T) {
 	c := newHookedCluster(t, addrs)
 	s, k := New(c.ClusterClient), newKeyer(t)
 	eval(t, s, check, k.count("warm", 10, 1)) // the client has the slot map from here on
+	// A Store from Dial on the same cluster, its rueidis client following the
+	// same redirections, for the plain form and the script.
+	d := dialStore(t, "redis://"+addrs[0]+"?addr="+strings.Join(addrs[1:], "&addr="))
+	eval(t, d, check, k.count("warm", 10, 1))
 
 	t.Run("MOVED", func(t *testing.T) {
 		op := k.count("moved", 10, 1)
@@ -205,6 +210,11 @@ func TestClusterRedirects(t *testing.T) {
 			t.Fatalf("counter on the new owner = %q, want 1", v)
 		}
 		expectOutcomes(t, "moved again", eval(t, s, check, op), ok(2, time.Minute))
+		expectOutcomes(t, "moved, dial", eval(t, d, check, op), ok(3, time.Minute))
+		expectOutcomes(t, "moved, dial script", eval(t, d, check, banned(op, time.Hour)), ok(4, time.Minute))
+		if v := nodes[to].Get(ctx, op.Key).Val(); v != "4" {
+			t.Fatalf("counter on the new owner = %q, want 4", v)
+		}
 	})
 	t.Run("ASK", func(t *testing.T) {
 		op := k.count("ask", 10, 1)
@@ -226,6 +236,16 @@ func TestClusterRedirects(t *testing.T) {
 		}
 		if v := c.Get(ctx, op.Key).Val(); v != "1" { // asked too
 			t.Fatalf("counter on the importing node = %q, want 1", v)
+		}
+		expectOutcomes(t, "asked, dial", eval(t, d, check, op), ok(2, time.Minute))
+		// The script, with one key: a counter and its ban key would be a
+		// multi-key request, which Redis answers TRYAGAIN until the
+		// migration ends.
+		half := op
+		half.Cost = 0.5
+		expectOutcomes(t, "asked, dial script", eval(t, d, check, half), ok(2.5, time.Minute))
+		if n := nodes[from].Exists(ctx, op.Key).Val(); n != 0 {
+			t.Fatalf("the counter was written on the migrating node through Dial")
 		}
 	})
 }

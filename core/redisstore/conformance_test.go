@@ -11,38 +11,22 @@ import (
 	"github.com/ratekit/ratekit/internal/redistest"
 )
 
-// TestConformance runs the store conformance suite on a standalone Redis and
-// on a 3-master Redis Cluster. Time advances by shortening key TTLs.
+// TestConformance runs the store conformance suite on every target: go-redis
+// clients of a standalone Redis, a 3-master Redis Cluster and a Ring, and
+// stores from Dial on the standalone server, the cluster and a Sentinel
+// setup. Time advances by shortening key TTLs.
 func TestConformance(t *testing.T) {
-	forEachTarget(t, func(t *testing.T, c redis.UniversalClient) {
+	forEachTarget(t, func(t *testing.T, s *Store, c redis.UniversalClient) {
 		storetest.Run(t, func(t *testing.T) *storetest.Harness {
 			prefix, clk := redistest.Prefix(t), &shiftedClock{}
 			return &storetest.Harness{
-				Store:        New(c),
+				Store:        s,
 				Now:          clk.Now,
 				Advance:      func(t testing.TB, d time.Duration) { advance(t, c, prefix, d); clk.Add(d) },
 				Prefix:       prefix,
 				TTLTolerance: time.Second,
 			}
 		})
-	})
-}
-
-// TestConformanceDial runs the conformance suite on a Store from Dial, its
-// pipelined connections against the standalone Redis; a go-redis client
-// shortens the TTLs.
-func TestConformanceDial(t *testing.T) {
-	c := redistest.Client(t)
-	s := dialStore(t, redistest.URL(t))
-	storetest.Run(t, func(t *testing.T) *storetest.Harness {
-		prefix, clk := redistest.Prefix(t), &shiftedClock{}
-		return &storetest.Harness{
-			Store:        s,
-			Now:          clk.Now,
-			Advance:      func(t testing.TB, d time.Duration) { advance(t, c, prefix, d); clk.Add(d) },
-			Prefix:       prefix,
-			TTLTolerance: time.Second,
-		}
 	})
 }
 

@@ -2,182 +2,307 @@ package redisstore
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
-	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
 )
 
-// Defaults of Dial.
-const (
-	defaultConns       = 2
-	defaultDialTimeout = 5 * time.Second
-	defaultReadTimeout = 3 * time.Second
-)
+// ErrClosed is the error of a call on a Store from Dial or Open after Close.
+var ErrClosed = errors.New("redisstore: store closed")
 
-// WithConns sets how many connections a Store from Dial opens (default 2,
-// at most 16). Each connection pipelines all the checks its callers send
-// concurrently, so a few carry any number of callers; more than one lets
-// checks go on over the others while one is re-dialled. New ignores it.
-func WithConns(n int) Option {
-	return func(s *Store) { s.conns = min(max(n, 1), 16) }
+// ErrNotConnected is the error of a call on a Store from Dial or Open that has
+// not connected yet: the Limiter fails open, and its breaker opens, until
+// the store connects in the background. The error of a call wraps it with
+// the last connection attempt's error.
+var ErrNotConnected = errors.New("redisstore: not connected to Redis yet")
+
+// Options configures Open.
+type Options struct {
+	// Client is the configuration of the rueidis client the store talks
+	// through: the addresses (InitAddress: one server, several Cluster nodes,
+	// or the sentinels when Sentinel.MasterSet is set), credentials, TLS,
+	// dialer and pipelining. ParseURL fills it from a URL. Open turns off
+	// rueidis' client-side caching, which the store never uses.
+	Client rueidis.ClientOption
+
+	// RequireConnection makes Open fail when it cannot connect within its
+	// context: a wrong address or password then stops the service at
+	// start-up. By default Open returns a Store that keeps connecting in the
+	// background, so that a service starts while Redis is down.
+	RequireConnection bool
+
+	wrap func(rueidis.Client) rueidis.Client // tests: wraps the client once connected
 }
 
-// WithDialer replaces the net.Dialer that a Store from Dial connects with,
-// for instance to go through a proxy or to count connections in a test. TLS
-// (rediss://) is layered on top of the connection it returns. New ignores it.
-func WithDialer(dial func(ctx context.Context, network, addr string) (net.Conn, error)) Option {
-	return func(s *Store) { s.dial = dial }
-}
-
-// Dial returns a Store on the standalone Redis at url, over its own few
-// pipelined connections instead of a go-redis client: concurrent checks are
-// written together and their replies read together, so a check costs a small
-// share of a round trip and allocates nothing in the store. It is the store
-// to use for a single Redis server (see the package documentation for when
-// New fits better).
-//
-// url is as for ParseURL: redis://[[user]:password@]host:port[/db],
-// rediss:// for TLS or unix:///path/to/socket, with the dial_timeout (default 5s) and read_timeout
-// (default 3s) query options; other options of go-redis' pool do not apply.
-// A read timeout is how long a connection waits for a reply before it counts
-// the server as hung, fails its pending checks and dials again; a check
-// itself waits no longer than its context (the Limiter's Config.Timeout).
-//
-// Dial connects before it returns, within ctx and the dial timeout, so that
-// a wrong address or password fails at start-up; connections that break
-// later are re-dialled in the background while the checks that need them
-// fail (the Limiter then fails open). Close the Store when done.
-func Dial(ctx context.Context, url string, opts ...Option) (*Store, error) {
+// Dial returns a Store on the Redis at url: a standalone server, a Redis
+// Cluster or a Sentinel-monitored master, through one rueidis client. url is
+// as for ParseURL. Dial is Open with the options of the URL: it waits within
+// ctx for a first connection attempt and, when that fails, returns the Store
+// anyway, still connecting in the background (its checks fail with
+// ErrNotConnected meanwhile, and the Limiter fails open). Use Open with
+// RequireConnection to fail at start-up instead. Close the Store when done.
+func Dial(ctx context.Context, url string) (*Store, error) {
 	o, err := ParseURL(url)
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{evaluate: evaluateScript, bounded: true, conns: defaultConns}
-	for _, opt := range opts {
-		opt(s)
+	return Open(ctx, Options{Client: o})
+}
+
+// Open returns a Store on a rueidis client built from o.Client. Concurrent
+// checks are pipelined over a few connections per server (rueidis'
+// auto-pipelining); on a Cluster the commands of one round trip are sent to
+// every node involved at once. Open waits within ctx for the first connection
+// attempt; see Options.RequireConnection for what happens when it fails.
+func Open(ctx context.Context, o Options) (*Store, error) {
+	if len(o.Client.InitAddress) == 0 {
+		return nil, errors.New("redisstore: no Redis address")
 	}
-	s.sharding = single // one server, whatever WithClusterMode said
-	cfg := connConfig{
-		network:     o.Network,
-		addr:        o.Addr,
-		user:        o.Username,
-		password:    o.Password,
-		db:          o.DB,
-		tls:         o.TLSConfig,
-		dialTimeout: o.DialTimeout,
-		readTimeout: o.ReadTimeout,
-		dial:        s.dial,
-	}
-	if cfg.network == "" {
-		cfg.network = "tcp"
-	}
-	if cfg.dialTimeout <= 0 {
-		cfg.dialTimeout = defaultDialTimeout
-	}
-	if cfg.readTimeout <= 0 {
-		cfg.readTimeout = defaultReadTimeout
-	}
-	if cfg.dial == nil {
-		var d net.Dialer
-		cfg.dial = d.DialContext
-	}
-	s.pool, err = newConnPool(ctx, cfg, s.conns)
-	if err != nil {
-		return nil, fmt.Errorf("redisstore: %w", err)
+	life, cancel := context.WithCancel(context.Background())
+	s := &Store{evaluate: evaluateScript, bounded: true, dialed: &dialed{cancel: cancel, done: make(chan struct{})}}
+	opt := o.Client
+	opt.InitAddress = append([]string(nil), opt.InitAddress...) // rueidis may shuffle it
+	opt.DisableCache = true
+	opt.DialCtxFn = cancelOnClose(life, opt.DialCtxFn)
+	first := make(chan error, 1)
+	go s.dialed.connect(life, s, opt, o.wrap, first)
+	select {
+	case err := <-first:
+		if err != nil && o.RequireConnection {
+			_ = s.Close()
+			return nil, fmt.Errorf("redisstore: connect: %w", err)
+		}
+	case <-ctx.Done():
+		if o.RequireConnection {
+			_ = s.Close()
+			return nil, fmt.Errorf("redisstore: connect: %w", ctx.Err())
+		}
 	}
 	return s, nil
 }
 
-// Close closes the connections of a Store from Dial: pending and later calls
-// fail with ErrClosed. It returns when the connections' goroutines have
-// ended. For a Store from New it does nothing: the caller owns the client.
+// dialed is the state of a Store from Open: its client once connected, and
+// the background connection attempts until then.
+type dialed struct {
+	client  atomic.Pointer[rueidisClient] // nil until connected
+	lastErr atomic.Pointer[error]         // the last failed connection attempt
+	noPlain atomic.Bool                   // the server refused PEXPIRE NX (before Redis 7.0): no plain form
+	closed  atomic.Bool                   // Close was called
+	cancel  context.CancelFunc            // ends the connection attempts
+	done    chan struct{}                 // closed when connect has returned
+	once    sync.Once
+}
+
+// rueidisClient is a connected client, in a struct for atomic.Pointer.
+type rueidisClient struct{ rueidis.Client }
+
+// Back-off between connection attempts while Redis is unreachable.
+const (
+	minRetryDelay = 50 * time.Millisecond
+	maxRetryDelay = time.Second
+)
+
+// connect builds the rueidis client, retrying until it connects or life
+// ends. rueidis reconnects a connected client's broken connections itself;
+// only the first connection, which tells a Cluster from a single server and
+// finds a Sentinel's master, needs this loop. The first attempt's outcome is
+// sent on first.
+func (d *dialed) connect(life context.Context, s *Store, opt rueidis.ClientOption, wrap func(rueidis.Client) rueidis.Client, first chan<- error) {
+	defer close(d.done)
+	delay := minRetryDelay
+	for attempt := 0; ; attempt++ {
+		c, err := rueidis.NewClient(opt)
+		if err == nil {
+			if life.Err() != nil { // closed while connecting
+				c.Close()
+				err = ErrClosed
+			} else {
+				if c.Mode() == rueidis.ClientModeCluster {
+					s.sharding = bySlot // read only after client is loaded
+				}
+				if wrap != nil {
+					c = wrap(c)
+				}
+				d.client.Store(&rueidisClient{c})
+			}
+		} else {
+			d.lastErr.Store(&err)
+		}
+		if attempt == 0 {
+			first <- err
+		}
+		if err == nil || life.Err() != nil {
+			return
+		}
+		select {
+		case <-life.Done():
+			return
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, maxRetryDelay)
+	}
+}
+
+// get returns the connected client, or the error of a call made before the
+// store connected.
+func (d *dialed) get() (*rueidisClient, error) {
+	if d.closed.Load() {
+		return nil, ErrClosed
+	}
+	if c := d.client.Load(); c != nil {
+		return c, nil
+	}
+	if err := d.lastErr.Load(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNotConnected, *err)
+	}
+	return nil, ErrNotConnected
+}
+
+// cancelOnClose wraps dial (rueidis' own dialing when nil) so that Close also
+// ends a dial in progress, which would otherwise keep Close waiting for the
+// dial timeout.
+func cancelOnClose(life context.Context, dial func(context.Context, string, *net.Dialer, *tls.Config) (net.Conn, error)) func(context.Context, string, *net.Dialer, *tls.Config) (net.Conn, error) {
+	return func(ctx context.Context, addr string, d *net.Dialer, cfg *tls.Config) (net.Conn, error) {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(life, cancel)()
+		if dial != nil {
+			return dial(ctx, addr, d, cfg)
+		}
+		if cfg != nil {
+			return (&tls.Dialer{NetDialer: d, Config: cfg}).DialContext(ctx, "tcp", addr)
+		}
+		return d.DialContext(ctx, "tcp", addr)
+	}
+}
+
+// Close closes the client of a Store from Dial or Open, or stops its
+// connection attempts: pending and later calls fail. It returns when the
+// client is closed. For a Store from New it does nothing: the caller owns the
+// client.
 func (s *Store) Close() error {
-	if s.pool != nil {
-		s.pool.close()
+	d := s.dialed
+	if d == nil {
+		return nil
 	}
+	d.once.Do(func() {
+		d.closed.Store(true)
+		d.cancel()
+		<-d.done
+		if c := d.client.Load(); c != nil {
+			c.Close()
+		}
+	})
 	return nil
 }
 
-// evalConn is evalOne over the pipelined connections: EVALSHA, and EVAL when
-// the server lost the script (Dial loads it on every new connection, but a
-// SCRIPT FLUSH drops it).
-func (s *Store) evalConn(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.Op, out []ratelimit.OpResult) ([]ratelimit.OpResult, error) {
-	if plainOps(mode, ops) && !s.noPlain.Load() {
-		return s.evalPlain(ctx, ops, out)
-	}
-	return s.evalScript(ctx, mode, ops, out)
-}
-
-// evalScript is evalConn with the script.
-func (s *Store) evalScript(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.Op, out []ratelimit.OpResult) ([]ratelimit.OpResult, error) {
-	r := getRequest()
-	r.cmd = appendEval(r.cmd[:0], false, mode, ops)
-	abandoned, err := s.pool.call(ctx, r)
-	if !abandoned && r.noScript {
-		r.state.Store(reqPending)
-		r.cmd = appendEval(r.cmd[:0], true, mode, ops)
-		abandoned, err = s.pool.call(ctx, r)
-	}
-	if !abandoned {
-		defer putRequest(r)
-	}
+// ParseURL returns the rueidis client options of a Redis URL, with errors
+// that never contain the URL (it may hold a password, and start-up errors end
+// in logs). It accepts rueidis' URLs:
+//
+//   - redis://[[user]:password@]host:port[/db]: one server; rediss:// for TLS,
+//     unix:///path/to/socket for a Unix socket;
+//   - redis://host1:port1?addr=host2:port2&addr=host3:port3: a Redis Cluster,
+//     from any of its nodes (a single address that turns out to be a cluster
+//     node works too);
+//   - redis://sentinel1:port?addr=sentinel2:port&master_set=mymaster: the
+//     master that the sentinels name mymaster, followed across failovers;
+//
+// with the query options dial_timeout and write_timeout (how long a
+// connection waits for replies before it counts the server as hung, 10s by
+// default), client_name, protocol=2 (RESP2) and, for TLS, skip_verify.
+// redis-sentinel://[[user]:password@]host:port[,host:port...]/mastername is
+// accepted as well, as the Sentinel form.
+func ParseURL(raw string) (rueidis.ClientOption, error) {
+	raw, err := sentinelURL(raw)
 	if err != nil {
-		return nil, fmt.Errorf("redisstore: eval: %w", err)
+		return rueidis.ClientOption{}, err
 	}
-	if err := decodeReply(r, out); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-// decodeReply is decode for a reply read by the pipelined connection.
-func decodeReply(r *request, out []ratelimit.OpResult) error {
-	if !r.array || len(r.vals)%3 != 0 || len(r.vals)/3 > len(out) {
-		return fmt.Errorf("redisstore: eval: %d reply values for %d ops", len(r.vals), len(out))
-	}
-	for j := range len(r.vals) / 3 {
-		c, ttl, b := r.vals[3*j], r.vals[3*j+1], r.vals[3*j+2]
-		var count float64
-		var err error
-		switch c.kind {
-		case '$':
-			count, err = parseCount(r.str(c))
-		case ':':
-			count = float64(c.n)
-		default:
-			err = errors.New("unexpected reply type")
-		}
-		if err != nil {
-			return fmt.Errorf("redisstore: eval: op %d count: %w", j, err)
-		}
-		if ttl.kind != ':' || b.kind != ':' {
-			return fmt.Errorf("redisstore: eval: op %d: unexpected reply types %q %q", j, ttl.kind, b.kind)
-		}
-		out[j] = outcome(count, ttl.n, b.n)
-	}
-	return nil
-}
-
-// deleteConn is Delete over the pipelined connections: one DEL.
-func (s *Store) deleteConn(ctx context.Context, keys []string) (int, error) {
-	r := getRequest()
-	r.cmd = appendArrayHeader(r.cmd[:0], 1+len(keys))
-	r.cmd = appendBulk(r.cmd, "DEL")
-	for _, k := range keys {
-		r.cmd = appendBulk(r.cmd, k)
-	}
-	abandoned, err := s.pool.call(ctx, r)
-	if !abandoned {
-		defer putRequest(r)
-	}
-	if err == nil && (r.array || len(r.vals) != 1 || r.vals[0].kind != ':') {
-		err = errors.New("unexpected reply")
-	}
+	o, err := rueidis.ParseURL(raw)
 	if err != nil {
-		return 0, fmt.Errorf("redisstore: delete: %w", err)
+		return rueidis.ClientOption{}, hideURL(err)
 	}
-	return int(r.vals[0].n), nil
+	return o, nil
+}
+
+// sentinelURL rewrites redis-sentinel://auth@h1:p1,h2:p2/master?q into
+// rueidis' form, redis://auth@h1:p1?addr=h2:p2&master_set=master&q, and
+// returns other URLs as they are.
+func sentinelURL(raw string) (string, error) {
+	rest, ok := strings.CutPrefix(raw, "redis-sentinel://")
+	if !ok {
+		return raw, nil
+	}
+	rest, query, _ := strings.Cut(rest, "?")
+	auth, hosts := "", rest
+	if i := strings.LastIndexByte(rest, '@'); i >= 0 {
+		auth, hosts = rest[:i+1], rest[i+1:]
+	}
+	hosts, master, _ := strings.Cut(hosts, "/")
+	if master == "" {
+		return "", errors.New("redis URL: redis-sentinel:// needs the master name as its path (the URL is not shown: it may hold a password)")
+	}
+	addrs := strings.Split(hosts, ",")
+	q := url.Values{}
+	for _, a := range addrs[1:] {
+		q.Add("addr", a)
+	}
+	q.Set("master_set", master)
+	if query != "" {
+		query = "&" + query
+	}
+	return "redis://" + auth + addrs[0] + "?" + q.Encode() + query, nil
+}
+
+// hideURL rewrites a parse error of net/url, which quotes the whole URL, to
+// its cause alone.
+func hideURL(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		var esc url.EscapeError
+		if errors.As(ue.Err, &esc) {
+			// The escape is a piece of the URL, possibly of the password.
+			return errors.New("redis URL: invalid %-escape (the URL is not shown: it may hold a password)")
+		}
+		return fmt.Errorf("redis URL: %w (the URL is not shown: it may hold a password)", ue.Err)
+	}
+	return fmt.Errorf("redis URL: %w", err)
+}
+
+// GoRedisOptions returns go-redis options for the deployment that o (from
+// ParseURL) names, for a program that needs a go-redis client beside its
+// Store (a rule store, a job queue) and one URL for both:
+// redis.NewUniversalClient builds a failover client when o names a Sentinel
+// master, a cluster client for several addresses (set IsClusterMode for one
+// address of a cluster), and a plain client otherwise.
+func GoRedisOptions(o rueidis.ClientOption) *redis.UniversalOptions {
+	u := &redis.UniversalOptions{
+		Addrs:       append([]string(nil), o.InitAddress...),
+		Username:    o.Username,
+		Password:    o.Password,
+		DB:          o.SelectDB,
+		TLSConfig:   o.TLSConfig,
+		DialTimeout: o.Dialer.Timeout,
+		ClientName:  o.ClientName,
+		MasterName:  o.Sentinel.MasterSet,
+	}
+	if o.DialCtxFn != nil { // a Unix socket (see ParseURL), or a custom dialer
+		dial := o.DialCtxFn
+		u.Dialer = func(ctx context.Context, _, addr string) (net.Conn, error) {
+			return dial(ctx, addr, &o.Dialer, o.TLSConfig)
+		}
+	}
+	if o.Sentinel.MasterSet != "" { // the sentinels' own credentials
+		u.SentinelUsername, u.SentinelPassword = o.Sentinel.Username, o.Sentinel.Password
+	}
+	return u
 }

@@ -4,7 +4,7 @@
 //
 //	store, err := redisstore.Dial(ctx, "redis://localhost:6379")
 //	if err != nil {
-//		return err // unreachable server, wrong password: the URL is never shown
+//		return err // a malformed URL: its error never shows the URL
 //	}
 //	defer store.Close()
 //	limiter, err := ratelimit.New(ratelimit.Config{
@@ -15,33 +15,46 @@
 //
 // # Dial or New
 //
-// Dial is the store for a standalone Redis, and the default for new services.
-// It speaks RESP over a few connections of its own (WithConns, default 2)
-// rather than through a go-redis pool. Each connection pipelines: the checks
-// that concurrent callers send while a write is in progress go out together
-// in the next write, and their replies are read in order as they come, so
-// with many callers in flight a write and a read carry many checks. There is
-// no linger timer: a lone caller writes its check at once, itself. Requests
-// and reply buffers are pooled, so a check allocates nothing in the store. A
-// check waits for its reply no longer than its context (the Limiter's
-// Config.Timeout); a connection that breaks, or gets no reply for the read
-// timeout while checks wait (a hung server), fails all its pending checks at
-// once and is re-dialled in the background, and while it is down checks fail
-// at once: the Limiter fails open and its breaker opens. Close the store to
-// stop its goroutines.
+// Dial is the default store, for a standalone Redis, a Redis Cluster or a
+// master that Sentinel monitors, through one github.com/redis/rueidis client:
 //
-// New takes a go-redis v9 client instead: for Redis Cluster
-// (*redis.ClusterClient), a Ring, Sentinel (redis.NewFailoverClient), or to
-// share an existing client's pool, hooks (tracing, metrics) and options. It
+//	redisstore.Dial(ctx, "redis://:password@host:6379/0")                       // one server
+//	redisstore.Dial(ctx, "redis://node1:6379?addr=node2:6379&addr=node3:6379")  // a Cluster
+//	redisstore.Dial(ctx, "redis://sentinel1:26379?master_set=mymaster")         // Sentinel
+//	redisstore.Dial(ctx, "redis-sentinel://sentinel1:26379,sentinel2:26379/mymaster")
+//
+// (ParseURL lists the forms and options; rediss:// is TLS, unix:// a Unix
+// socket.) Open takes the rueidis options themselves (TLS, ACL credentials,
+// dialer, pipelining) and RequireConnection. rueidis pipelines automatically:
+// the checks that concurrent callers send go out together on a few
+// connections per server, and their replies are read in order as they come;
+// a lone caller's check goes out at once. On a Cluster, the commands of one
+// round trip go to all the nodes involved at once (DoMulti), and MOVED and
+// ASK redirections and failovers are followed by rueidis. A check waits for
+// its reply no longer than its context (the Limiter's Config.Timeout).
+//
+// A service starts while Redis is down: Dial waits within its context for a
+// first connection attempt and, when it fails, returns the Store anyway and
+// keeps connecting in the background. Until it connects, checks fail at once
+// with ErrNotConnected (wrapping the last attempt's error): the Limiter fails
+// open and its breaker opens. Open with RequireConnection fails at start-up
+// instead. Once connected, rueidis re-dials broken connections itself, while
+// the checks that need them fail. Close the store to stop its goroutines.
+//
+// New takes a go-redis v9 client instead, for a service that shares its
+// existing client's pool, hooks (tracing, metrics) and options: a Cluster
+// (*redis.ClusterClient), a Ring, Sentinel (redis.NewFailoverClient). It
 // accepts *redis.Client, *redis.ClusterClient and *redis.Ring, detected by
-// type, and go-redis' *redis.AutoPipeliner of a client or cluster client,
-// which batches concurrent callers' checks into one pipeline (worth it with
-// many checks in flight per process; see the repository README). For a
-// wrapper whose type hides a cluster client, force the cluster path with
-// WithClusterMode(true). Build a go-redis client with ContextTimeoutEnabled,
-// so that the Limiter needs no guard goroutine per check. Both stores send
-// the same script call, byte for byte (but for Dial's plain form, below), and
-// share the counters.
+// type, and go-redis' *redis.AutoPipeliner, which batches concurrent callers'
+// checks into one pipeline. Any other client (an autopipeliner, a wrapper) is
+// counted as one server until Redis answers a check CROSSSLOT (a cluster
+// refuses a command whose keys span slots before running any of it): that
+// check and every later one are then grouped by slot. WithClusterMode sets
+// the mode instead. Build a go-redis client with ContextTimeoutEnabled, so
+// that the Limiter needs no guard goroutine per check. Both stores send the
+// same script call (but for Dial's plain form, below), and share the
+// counters. GoRedisOptions gives the go-redis options of a Dial URL, for a
+// program that needs both clients.
 //
 // # One round trip per check
 //
@@ -91,7 +104,8 @@
 // often on different nodes. On a cluster the store groups ops by slot
 // (CRC16 of the hash tag modulo 16384; by hash tag on a Ring, which does not
 // use slots) and runs one script per group, the groups of one round trip in
-// one pipeline, the nodes working in parallel.
+// one pipeline (one DoMulti on a Store from Dial), the nodes working in
+// parallel.
 //
 // Evaluation is sequential, as on one node: no op is ever charged after a
 // limit rule that blocks. The ops of a check are cut into stages. A stage
@@ -136,24 +150,22 @@
 // Limiter then fails open); the groups that succeeded keep their charges.
 //
 // Scripts are cached per node and lost on restart, failover or SCRIPT FLUSH.
-// Single calls fall back from EVALSHA to EVAL on NOSCRIPT (redis.Script.Run
-// does it for a Client that is not one of go-redis' own); go-redis does not
-// do so inside pipelines (go-redis#3228), so the store
-// re-sends the groups that got NOSCRIPT with EVAL, in one more round trip,
-// which also caches the script on those nodes again.
+// Calls that get NOSCRIPT are sent again as EVAL, in one more round trip,
+// which also caches the script on those nodes again: single calls and the
+// scripts of a pipeline (go-redis does not fall back inside pipelines,
+// go-redis#3228) or of a DoMulti alike.
 //
 // # Allocations
 //
-// On Dial's connections and on a *redis.Client a check allocates nothing in
-// the store but its outcomes: requests, commands and reply buffers are pooled
-// (go-redis hands over the raw reply of a pooled command, so a hook that keeps
-// a command past its call must copy what it needs). A cluster or ring client
-// takes a fresh command for each check on one shard (2 allocations); the
-// autopipeliner a redis.Cmd, whose reply go-redis decodes into interfaces.
+// On a Store from Dial an Eval allocates at most 6 times: the outcomes, the
+// command slice and rueidis' results (rueidis pools its commands; the numbers
+// of the usual check are kept as strings in a fixed table), and what
+// rueidis' reader allocates for the reply. Through go-redis a check also
+// pays for the command, its arguments as interfaces and the decoded reply.
 // What remains is the Limiter's own (its per-check timeout context, the keys,
-// the evaluations) and go-redis': every client checks the health of each
-// connection it takes from its pool, a non-blocking peek through the
-// connection's SyscallConn that costs 3 allocations.
+// the evaluations) and, on go-redis, its pool's health check of each
+// connection it takes, a non-blocking peek through the connection's
+// SyscallConn that costs 3 allocations.
 //
 // The health check notices, before use, a connection that the server closed
 // while it sat in the pool (an idle timeout, a restart). Connections that hide
@@ -180,7 +192,7 @@
 // # What the store does not do
 //
 // Timeouts and circuit breaking belong to the Limiter, which runs every store
-// call under its per-check timeout; the store passes the context to go-redis,
-// or waits on it over its own connections, and adds no deadline of its own
-// (the read timeout of Dial only decides when a connection is given up).
+// call under its per-check timeout; the store passes the context to go-redis
+// or rueidis and adds no deadline of its own (the write_timeout of a Dial URL
+// only decides when rueidis gives a connection up).
 package redisstore

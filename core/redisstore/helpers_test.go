@@ -14,16 +14,26 @@ import (
 
 var ctx = context.Background()
 
-// target is one Redis deployment under test.
+// target is one Redis deployment under test, and one way to reach it: a
+// Store, and a go-redis client that reads and shortens its keys.
 type target struct {
-	name   string
-	client func(t testing.TB) redis.UniversalClient
+	name  string
+	store func(t testing.TB) (*Store, redis.UniversalClient)
 }
 
 var targets = []target{
-	{"standalone", func(t testing.TB) redis.UniversalClient { return redistest.Client(t) }},
-	{"cluster", func(t testing.TB) redis.UniversalClient { return redistest.ClusterClient(t) }},
-	{"ring", newRing},
+	{"standalone", func(t testing.TB) (*Store, redis.UniversalClient) { c := redistest.Client(t); return New(c), c }},
+	{"cluster", func(t testing.TB) (*Store, redis.UniversalClient) { c := redistest.ClusterClient(t); return New(c), c }},
+	{"ring", func(t testing.TB) (*Store, redis.UniversalClient) { c := newRing(t); return New(c), c }},
+	{"dial", func(t testing.TB) (*Store, redis.UniversalClient) {
+		return dialStore(t, redistest.URL(t)), redistest.Client(t)
+	}},
+	{"dial_cluster", func(t testing.TB) (*Store, redis.UniversalClient) {
+		return dialStore(t, redistest.ClusterURL(t)), redistest.ClusterClient(t)
+	}},
+	{"dial_sentinel", func(t testing.TB) (*Store, redis.UniversalClient) {
+		return dialStore(t, redistest.SentinelURL(t)), redistest.SentinelClient(t)
+	}},
 }
 
 // newRing returns a Ring over two private servers: keys are spread by hash
@@ -39,11 +49,14 @@ func newRing(t testing.TB) redis.UniversalClient {
 	return r
 }
 
-// forEachTarget runs f as one subtest per deployment; a subtest skips when
-// its deployment's environment variable is unset.
-func forEachTarget(t *testing.T, f func(t *testing.T, c redis.UniversalClient)) {
+// forEachTarget runs f as one subtest per target; a subtest skips when its
+// deployment's environment variable is unset.
+func forEachTarget(t *testing.T, f func(t *testing.T, s *Store, c redis.UniversalClient)) {
 	for _, tg := range targets {
-		t.Run(tg.name, func(t *testing.T) { f(t, tg.client(t)) })
+		t.Run(tg.name, func(t *testing.T) {
+			s, c := tg.store(t)
+			f(t, s, c)
+		})
 	}
 }
 
@@ -123,12 +136,16 @@ func advance(t testing.TB, c redis.UniversalClient, prefix string, d time.Durati
 	}
 }
 
-// dialStore returns a Store from Dial on url, closed at cleanup.
-func dialStore(t testing.TB, url string, opts ...Option) *Store {
+// dialStore returns a Store from Open on url, connected, closed at cleanup.
+func dialStore(t testing.TB, url string) *Store {
 	t.Helper()
-	s, err := Dial(ctx, url, opts...)
+	o, err := ParseURL(url)
 	if err != nil {
-		t.Fatalf("dial %s: %v", url, err)
+		t.Fatalf("parse %s: %v", url, err)
+	}
+	s, err := Open(ctx, Options{Client: o, RequireConnection: true})
+	if err != nil {
+		t.Fatalf("open %s: %v", url, err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
 	return s

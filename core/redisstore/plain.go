@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/redis/rueidis"
+
 	ratelimit "github.com/ratekit/ratekit/core"
 )
 
-// The plain form of a check on the pipelined connections: per op, INCRBY,
+// The plain form of a check on a Store from Dial or Open: per op, INCRBY,
 // PEXPIRE NX and PTTL, written together, instead of the script. It serves the
 // checks that need nothing only the script gives: every op a counter charged
 // with a whole cost, without a ban (the script's short form), and no op but
@@ -41,58 +43,43 @@ func plainOps(mode ratelimit.Mode, ops []ratelimit.Op) bool {
 	return true
 }
 
-// plainReplies is the number of replies of an op's commands in the plain form.
-const plainReplies = 3
-
-// appendPlain appends the commands of the plain form of ops, for each op in
-// order: INCRBY key cost, PEXPIRE key period NX, PTTL key.
-func appendPlain(dst []byte, ops []ratelimit.Op) []byte {
-	var tmp [24]byte
+// evalPlain is evalDialed in the plain form: ops satisfy plainOps. Each op's
+// three commands are on one key, so rueidis sends them to one server, in
+// order, on one connection.
+func (s *Store) evalPlain(ctx context.Context, c rueidis.Client, ops []ratelimit.Op, out []ratelimit.OpResult) ([]ratelimit.OpResult, error) {
+	cmds := make(rueidis.Commands, 0, 3*len(ops))
 	for i := range ops {
 		op := &ops[i]
-		dst = append(dst, "*3\r\n$6\r\nINCRBY\r\n"...)
-		dst = appendBulk(dst, op.Key)
-		dst = appendBulkBytes(dst, strconv.AppendInt(tmp[:0], int64(op.Cost), 10)) // whole: short
-		dst = append(dst, "*4\r\n$7\r\nPEXPIRE\r\n"...)
-		dst = appendBulk(dst, op.Key)
-		dst = appendBulkBytes(dst, strconv.AppendInt(tmp[:0], millis(op.Period), 10))
-		dst = append(dst, "$2\r\nNX\r\n*2\r\n$4\r\nPTTL\r\n"...)
-		dst = appendBulk(dst, op.Key)
+		// Arbitrary takes the numbers as strings, which numStr keeps: the
+		// typed builders format each number afresh.
+		cmds = append(cmds,
+			c.B().Arbitrary("INCRBY").Keys(op.Key).Args(numStr(int64(op.Cost))).Build(), // whole: short
+			c.B().Arbitrary("PEXPIRE").Keys(op.Key).Args(numStr(millis(op.Period)), "NX").Build(),
+			c.B().Pttl().Key(op.Key).Build())
 	}
-	return dst
-}
-
-// evalPlain is evalConn in the plain form: ops satisfy plainOps.
-func (s *Store) evalPlain(ctx context.Context, ops []ratelimit.Op, out []ratelimit.OpResult) ([]ratelimit.OpResult, error) {
-	r := getRequest()
-	r.cmd = appendPlain(r.cmd[:0], ops)
-	r.replies = plainReplies * len(ops)
-	abandoned, err := s.pool.call(ctx, r)
-	if !abandoned {
-		defer putRequest(r)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("redisstore: eval: %w", err)
-	}
-	if len(r.vals) != plainReplies*len(ops) {
-		return nil, fmt.Errorf("redisstore: eval: %d replies for %d ops", len(r.vals), len(ops))
-	}
+	res := c.DoMulti(ctx, cmds...)
 	var refused []int
 	for j := range ops {
 		op := &ops[j]
-		count, expire, pttl := r.vals[plainReplies*j], r.vals[plainReplies*j+1], r.vals[plainReplies*j+2]
-		if count.kind == '-' { // a fractional or foreign value: nothing was written
-			refused = append(refused, j)
+		count, err := res[3*j].ToInt64()
+		if err != nil {
+			if _, ok := rueidis.IsRedisErr(err); !ok {
+				return nil, fmt.Errorf("redisstore: eval: %w", err)
+			}
+			refused = append(refused, j) // a fractional or foreign value: nothing was written
 			continue
 		}
-		if count.kind != ':' || pttl.kind != ':' {
-			return nil, fmt.Errorf("redisstore: eval: op %d: unexpected reply types %q %q", j, count.kind, pttl.kind)
+		ttl, err := res[3*j+2].ToInt64()
+		if err != nil {
+			return nil, fmt.Errorf("redisstore: eval: op %d: %w", j, err)
 		}
-		ttl := pttl.n
-		if expire.kind == '-' { // no NX before Redis 7.0
-			s.noPlain.Store(true)
+		if err := res[3*j+1].Error(); err != nil {
+			if _, ok := rueidis.IsRedisErr(err); !ok {
+				return nil, fmt.Errorf("redisstore: eval: %w", err)
+			}
+			s.dialed.noPlain.Store(true) // no NX before Redis 7.0
 			if ttl == -1 {
-				if err := s.startWindow(ctx, op); err != nil {
+				if err := startWindow(ctx, c, op); err != nil {
 					return nil, err
 				}
 			}
@@ -104,13 +91,13 @@ func (s *Store) evalPlain(ctx context.Context, ops []ratelimit.Op, out []ratelim
 			ttl = 0
 		}
 		var bits int64
-		if count.n > op.Limit {
+		if count > op.Limit {
 			bits = bitExceeded
 		}
-		out[j] = outcome(float64(count.n), ttl, bits)
+		out[j] = outcome(float64(count), ttl, bits)
 	}
 	if refused != nil {
-		return s.evalRefused(ctx, ops, refused, out)
+		return s.evalRefused(ctx, c, ops, refused, out)
 	}
 	return out, nil
 }
@@ -118,17 +105,18 @@ func (s *Store) evalPlain(ctx context.Context, ops []ratelimit.Op, out []ratelim
 // evalRefused evaluates with the script the ops whose INCRBY was refused,
 // which charged nothing. Only the last op may be terminal, so evaluating them
 // after the others changes no outcome.
-func (s *Store) evalRefused(ctx context.Context, ops []ratelimit.Op, refused []int, out []ratelimit.OpResult) ([]ratelimit.OpResult, error) {
-	sub := make([]ratelimit.Op, len(refused))
-	for i, j := range refused {
-		sub[i] = ops[j]
+func (s *Store) evalRefused(ctx context.Context, c rueidis.Client, ops []ratelimit.Op, refused []int, out []ratelimit.OpResult) ([]ratelimit.OpResult, error) {
+	groups := [][]int{refused}
+	if s.sharding != single { // one script per slot
+		groups = s.group(len(refused), func(i int) string { return ops[refused[i]].Key })
+		for _, g := range groups {
+			for i := range g {
+				g[i] = refused[g[i]]
+			}
+		}
 	}
-	res, err := s.evalScript(ctx, ratelimit.ModeCheck, sub, make([]ratelimit.OpResult, len(sub)))
-	if err != nil {
+	if err := s.evalScripts(ctx, c, ratelimit.ModeCheck, ops, groups, out); err != nil {
 		return nil, err
-	}
-	for i, j := range refused {
-		out[j] = res[i]
 	}
 	return out, nil
 }
@@ -140,20 +128,9 @@ const startWindowLua = "if redis.call('PTTL', KEYS[1]) == -1 then redis.call('PE
 
 // startWindow sets the window of op's counter, which its first write left
 // without a TTL on a server that refused PEXPIRE NX.
-func (s *Store) startWindow(ctx context.Context, op *ratelimit.Op) error {
-	r := getRequest()
-	var tmp [24]byte
-	r.cmd = appendArrayHeader(r.cmd[:0], 5)
-	r.cmd = appendBulk(r.cmd, "EVAL")
-	r.cmd = appendBulk(r.cmd, startWindowLua)
-	r.cmd = appendBulk(r.cmd, "1")
-	r.cmd = appendBulk(r.cmd, op.Key)
-	r.cmd = appendBulkBytes(r.cmd, strconv.AppendInt(tmp[:0], millis(op.Period), 10))
-	abandoned, err := s.pool.call(ctx, r)
-	if !abandoned {
-		defer putRequest(r)
-	}
-	if err != nil {
+func startWindow(ctx context.Context, c rueidis.Client, op *ratelimit.Op) error {
+	cmd := c.B().Eval().Script(startWindowLua).Numkeys(1).Key(op.Key).Arg(strconv.FormatInt(millis(op.Period), 10)).Build()
+	if err := c.Do(ctx, cmd).Error(); err != nil && !rueidis.IsRedisNil(err) {
 		return fmt.Errorf("redisstore: eval: start the window of %s: %w", op.Key, err)
 	}
 	return nil

@@ -1,62 +1,103 @@
 package redisstore
 
 import (
-	"bytes"
 	"context"
-	"net"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
+
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/internal/redistest"
 )
 
-// recordingDialer dials TCP and keeps everything written on its connections,
-// after passing each write through rewrite when it is set.
-type recordingDialer struct {
+// recordingClient is a rueidis client that keeps the names of the commands
+// sent through it, after passing each through rewrite when it is set.
+type recordingClient struct {
+	rueidis.Client
 	mu      sync.Mutex
-	written bytes.Buffer
-	rewrite func([]byte) []byte
+	sent    []string
+	trips   int // calls of Do and DoMulti: round trips
+	rewrite func(c rueidis.Client, cmd rueidis.Completed) rueidis.Completed
 }
 
-func (d *recordingDialer) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	var nd net.Dialer
-	c, err := nd.DialContext(ctx, network, addr)
-	if err != nil {
-		return nil, err
+func (r *recordingClient) record(cmd rueidis.Completed) rueidis.Completed {
+	r.mu.Lock()
+	r.sent = append(r.sent, cmd.Commands()[0])
+	r.mu.Unlock()
+	if r.rewrite != nil {
+		return r.rewrite(r.Client, cmd)
 	}
-	return &recordedConn{Conn: c, d: d}, nil
+	return cmd
 }
 
-// take returns what was written since the last take.
-func (d *recordingDialer) take() string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	s := d.written.String()
-	d.written.Reset()
+func (r *recordingClient) trip() {
+	r.mu.Lock()
+	r.trips++
+	r.mu.Unlock()
+}
+
+func (r *recordingClient) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	r.trip()
+	return r.Client.Do(ctx, r.record(cmd))
+}
+
+func (r *recordingClient) DoMulti(ctx context.Context, cmds ...rueidis.Completed) []rueidis.RedisResult {
+	r.trip()
+	for i := range cmds {
+		cmds[i] = r.record(cmds[i])
+	}
+	return r.Client.DoMulti(ctx, cmds...)
+}
+
+// take returns the commands sent since the last take, space-separated.
+func (r *recordingClient) take() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := strings.Join(r.sent, " ")
+	r.sent = nil
 	return s
 }
 
-type recordedConn struct {
-	net.Conn
-	d *recordingDialer
+// takeTrips returns the round trips since the last takeTrips.
+func (r *recordingClient) takeTrips() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := r.trips
+	r.trips = 0
+	return n
 }
 
-func (c *recordedConn) Write(b []byte) (int, error) {
-	c.d.mu.Lock()
-	if c.d.rewrite != nil {
-		b = c.d.rewrite(bytes.Clone(b))
+// recordedStore returns a Store from Open on the standalone test server whose
+// client is r.
+func recordedStore(t *testing.T, r *recordingClient) *Store {
+	t.Helper()
+	return recordedStoreOn(t, redistest.URL(t), r)
+}
+
+// recordedStoreOn is recordedStore on the Redis at url.
+func recordedStoreOn(t *testing.T, url string, r *recordingClient) *Store {
+	t.Helper()
+	o, err := ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
 	}
-	c.d.written.Write(b)
-	c.d.mu.Unlock()
-	return c.Conn.Write(b)
+	s, err := Open(ctx, Options{Client: o, RequireConnection: true, wrap: func(c rueidis.Client) rueidis.Client {
+		r.Client = c
+		return r
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
 }
 
 const (
-	sentINCRBY  = "$6\r\nINCRBY\r\n"
-	sentEVALSHA = "$7\r\nEVALSHA\r\n"
+	sentINCRBY  = "INCRBY"
+	sentEVALSHA = "EVALSHA"
 )
 
 func TestPlainOps(t *testing.T) {
@@ -92,10 +133,9 @@ func TestPlainOps(t *testing.T) {
 // TestPlainForm: the usual check is sent as plain commands, the others as the
 // script, and both give the script's outcomes.
 func TestPlainForm(t *testing.T) {
-	d := &recordingDialer{}
-	s, k := dialStore(t, redistest.URL(t), WithDialer(d.dial)), newKeyer(t)
+	d := &recordingClient{}
+	s, k := recordedStore(t, d), newKeyer(t)
 	c := redistest.Client(t)
-	d.take() // the greeting
 
 	op := terminal(k.count("a", 2, 1))
 	expectOutcomes(t, "1", eval(t, s, check, op), ok(1, time.Minute))
@@ -141,8 +181,8 @@ func TestPlainForm(t *testing.T) {
 // TestPlainRefused: a counter INCRBY refuses (a fractional count, a value of
 // another type) is evaluated by the script, with the script's outcome.
 func TestPlainRefused(t *testing.T) {
-	d := &recordingDialer{}
-	s, k := dialStore(t, redistest.URL(t), WithDialer(d.dial)), newKeyer(t)
+	d := &recordingClient{}
+	s, k := recordedStore(t, d), newKeyer(t)
 	c := redistest.Client(t)
 
 	frac := terminal(k.count("frac", 10, 1))
@@ -178,10 +218,13 @@ func TestPlainRefused(t *testing.T) {
 // answers "unknown command") still gets its windows, and the Store sends the
 // script from then on.
 func TestPlainWithoutNX(t *testing.T) {
-	d := &recordingDialer{rewrite: func(b []byte) []byte {
-		return bytes.ReplaceAll(b, []byte("$7\r\nPEXPIRE\r\n"), []byte("$7\r\nPEXPIRX\r\n"))
+	d := &recordingClient{rewrite: func(c rueidis.Client, cmd rueidis.Completed) rueidis.Completed {
+		if args := cmd.Commands(); args[0] == "PEXPIRE" {
+			return c.B().Arbitrary("PEXPIRX").Keys(args[1]).Args(args[2:]...).Build()
+		}
+		return cmd
 	}}
-	s, k := dialStore(t, redistest.URL(t), WithDialer(d.dial)), newKeyer(t)
+	s, k := recordedStore(t, d), newKeyer(t)
 	c := redistest.Client(t)
 
 	op := terminal(k.count("old", 5, 1))
@@ -189,7 +232,7 @@ func TestPlainWithoutNX(t *testing.T) {
 	if got := pttl(t, c, op.Key); got <= 0 || got > time.Minute {
 		t.Fatalf("PTTL = %v: the window was not started", got)
 	}
-	if !s.noPlain.Load() {
+	if !s.dialed.noPlain.Load() {
 		t.Fatal("the Store did not notice the refused NX")
 	}
 	d.take()

@@ -273,33 +273,55 @@ func nameOf(k keyer, key string) string {
 	return strings.TrimSuffix(strings.TrimPrefix(key, string(k)+"{"+string(k)), "}")
 }
 
+// clusterStore is a Store on the test cluster and a count of its round trips.
+type clusterStore struct {
+	name  string
+	s     *Store
+	trips func() int // round trips since the last call
+}
+
+// clusterStores returns a Store on the test cluster from New (a go-redis
+// cluster client, its round trips counted by a hook) and one from Dial (its
+// rueidis client's Do and DoMulti calls counted).
+func clusterStores(t *testing.T) []clusterStore {
+	c := newHookedCluster(t, redistest.ClusterAddrs(t))
+	r := &recordingClient{}
+	return []clusterStore{
+		{"go-redis", New(c.ClusterClient), func() int { all, _ := c.takeAll(); return len(all) }},
+		{"dial", recordedStoreOn(t, redistest.ClusterURL(t), r), r.takeTrips},
+	}
+}
+
 // TestClusterNothingChargedPastABlock: an early op blocks; the later ops, in
 // other slots, are never sent, so no other caller can ever see their charge
 // (nothing to undo), and the check costs one round trip.
 func TestClusterNothingChargedPastABlock(t *testing.T) {
-	c := newHookedCluster(t, redistest.ClusterAddrs(t))
-	s, k := New(c.ClusterClient), newKeyer(t)
-	ops := blockingCheck(t, s, k)
-	before := snapshot(t, c.ClusterClient, k)
-	c.takeAll()
-	out := eval(t, s, check, ops...)
-	all, _ := c.takeAll()
-	expectOutcomes(t, "blocked", out, over(1, time.Minute), skipped, skipped, skipped, skipped, skipped, skipped, skipped)
-	if len(all) != 1 {
-		t.Errorf("round trips %v, want one (the blocking op's stage)", all)
-	}
-	after := snapshot(t, c.ClusterClient, k)
-	delete(after, ops[0].Key) // the blocking counter is rightly charged
-	delete(before, ops[0].Key)
-	if fmt.Sprint(before) != fmt.Sprint(after) {
-		t.Fatalf("state changed past the block:\nbefore %q\nafter  %q", before, after)
-	}
+	for _, cs := range clusterStores(t) {
+		t.Run(cs.name, func(t *testing.T) {
+			c := redistest.ClusterClient(t)
+			s, k := cs.s, newKeyer(t)
+			ops := blockingCheck(t, s, k)
+			before := snapshot(t, c, k)
+			cs.trips()
+			out := eval(t, s, check, ops...)
+			expectOutcomes(t, "blocked", out, over(1, time.Minute), skipped, skipped, skipped, skipped, skipped, skipped, skipped)
+			if n := cs.trips(); n != 1 {
+				t.Errorf("%d round trips, want one (the blocking op's stage)", n)
+			}
+			after := snapshot(t, c, k)
+			delete(after, ops[0].Key) // the blocking counter is rightly charged
+			delete(before, ops[0].Key)
+			if fmt.Sprint(before) != fmt.Sprint(after) {
+				t.Fatalf("state changed past the block:\nbefore %q\nafter  %q", before, after)
+			}
 
-	// A peek writes nothing: one round trip for every shard, the same verdict.
-	c.takeAll()
-	expectOutcomes(t, "peek", eval(t, s, ratelimit.ModePeek, ops...), over(1, time.Minute), skipped)
-	if all, _ := c.takeAll(); len(all) != 1 {
-		t.Errorf("peek round trips %v, want one", all)
+			// A peek writes nothing: one round trip for every shard, the same verdict.
+			cs.trips()
+			expectOutcomes(t, "peek", eval(t, s, ratelimit.ModePeek, ops...), over(1, time.Minute), skipped)
+			if n := cs.trips(); n != 1 {
+				t.Errorf("peek: %d round trips, want one", n)
+			}
+		})
 	}
 }
 
@@ -307,25 +329,30 @@ func TestClusterNothingChargedPastABlock(t *testing.T) {
 // allow: ops before a terminal op, and ops of the terminal op's own shard,
 // share its round trip; an op of another shard after it waits for its verdict.
 func TestClusterStages(t *testing.T) {
-	c := newHookedCluster(t, redistest.ClusterAddrs(t))
-	s, k := New(c.ClusterClient), newKeyer(t)
-	a := k.count("a", 100, 1)
-	b := k.count(nameInOtherSlot(k, "b", a.Key), 100, 1)
-	for _, tt := range []struct {
-		name string
-		ops  []ratelimit.Op
-		want int
-	}{
-		{"log rules only: one stage", []ratelimit.Op{a, b}, 1},
-		{"shadow then limit: one stage", []ratelimit.Op{b, terminal(a)}, 1},
-		{"limit then another shard: two stages", []ratelimit.Op{terminal(a), b}, 2},
-		{"limit, another shard, its own shard again: three stages", []ratelimit.Op{terminal(a), terminal(b), a}, 3},
-	} {
-		c.takeAll()
-		eval(t, s, check, tt.ops...)
-		if all, _ := c.takeAll(); len(all) != tt.want {
-			t.Errorf("%s: round trips %v, want %d", tt.name, all, tt.want)
-		}
+	for _, cs := range clusterStores(t) {
+		t.Run(cs.name, func(t *testing.T) {
+			s, k := cs.s, newKeyer(t)
+			a := k.count("a", 100, 1)
+			b := k.count(nameInOtherSlot(k, "b", a.Key), 100, 1)
+			ba := banned(a, time.Hour) // not the plain form on a Store from Dial
+			for _, tt := range []struct {
+				name string
+				ops  []ratelimit.Op
+				want int
+			}{
+				{"log rules only: one stage", []ratelimit.Op{a, b}, 1},
+				{"shadow then limit: one stage", []ratelimit.Op{b, terminal(a)}, 1},
+				{"shadow then banning limit: one stage", []ratelimit.Op{b, terminal(ba)}, 1},
+				{"limit then another shard: two stages", []ratelimit.Op{terminal(a), b}, 2},
+				{"limit, another shard, its own shard again: three stages", []ratelimit.Op{terminal(a), terminal(b), a}, 3},
+			} {
+				cs.trips()
+				eval(t, s, check, tt.ops...)
+				if n := cs.trips(); n != tt.want {
+					t.Errorf("%s: %d round trips, want %d", tt.name, n, tt.want)
+				}
+			}
+		})
 	}
 }
 
@@ -437,7 +464,7 @@ func startCluster(t *testing.T) []string {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if cond() {
 			return
 		}

@@ -5,8 +5,6 @@ import (
 	_ "embed"
 	"fmt"
 	"math"
-	"net"
-	"reflect"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -45,18 +43,19 @@ const (
 
 // Store is a ratelimit.Store on Redis. It is safe for concurrent use.
 type Store struct {
-	client   Client
+	client   Client // New: the go-redis client
 	sharding sharding
 	evaluate *redis.Script // evaluateScript; a field so tests can send one unknown to the server
 	bounded  bool          // the client honours context deadlines
 	proc     processor     // client, when it is one of go-redis' own clients
-	raw      rawMode       // how checks on one shard go through evalRaw, if they do
 
-	// Dial: the pipelined connections (client is nil), and their options.
-	pool    *connPool
-	conns   int
-	dial    func(ctx context.Context, network, addr string) (net.Conn, error)
-	noPlain atomic.Bool // the server refused PEXPIRE NX (before Redis 7.0): no plain form
+	// learn: New could not tell a cluster from the client's type (an
+	// autopipeliner, a wrapper), so the Store counts it as one server until
+	// the server answers CROSSSLOT; clustered records that answer.
+	learn     bool
+	clustered atomic.Bool
+
+	dialed *dialed // Dial and Open: the rueidis client (client is nil)
 }
 
 var (
@@ -64,24 +63,28 @@ var (
 	_ interface{ ContextBounded() bool } = (*Store)(nil) // the Limiter's contextBounded
 )
 
-// ContextBounded reports whether the client was built with
-// ContextTimeoutEnabled, so that every call returns by its context's
-// deadline; the Limiter then skips its guard goroutine per check. Without it
-// go-redis waits for its own ReadTimeout (3s by default) and the Limiter guards
-// each call instead: either way a check never waits past Config.Timeout.
+// ContextBounded reports whether every call returns by its context's
+// deadline: always for a Store from Dial or Open (rueidis honours it), and
+// for New when the go-redis client was built with ContextTimeoutEnabled. The
+// Limiter then skips its guard goroutine per check. Otherwise go-redis waits
+// for its own ReadTimeout (3s by default) and the Limiter guards each call
+// instead: either way a check never waits past Config.Timeout.
 func (s *Store) ContextBounded() bool { return s.bounded }
 
-// Option configures New or Dial.
+// Option configures New.
 type Option func(*Store)
 
 // WithClusterMode forces (true) or rules out (false) the Redis Cluster
 // evaluation path, for clients whose type does not tell, such as a wrapper
-// around *redis.ClusterClient. By default New detects *redis.ClusterClient,
-// *redis.Ring and a *redis.AutoPipeliner of a client or cluster client. Forced cluster mode groups keys by hash slot; a *redis.Ring is
-// always grouped by hash tag unless cluster mode is forced off. Dial ignores
-// it: a Store from Dial talks to one server.
+// around *redis.ClusterClient. By default New detects *redis.ClusterClient
+// and *redis.Ring by type, and counts any other client (a wrapper, an
+// *redis.AutoPipeliner) as one server until a check is answered CROSSSLOT,
+// which nothing runs on: the check is then sent again grouped by slot, as
+// every later one. Forced cluster mode groups keys by hash slot; a
+// *redis.Ring is always grouped by hash tag unless cluster mode is forced off.
 func WithClusterMode(on bool) Option {
 	return func(s *Store) {
+		s.learn = false
 		switch {
 		case !on:
 			s.sharding = single
@@ -94,29 +97,25 @@ func WithClusterMode(on bool) Option {
 // New returns a Store that keeps its counters in the Redis behind client.
 // The store does not own client: closing it is the caller's business.
 func New(client Client, opts ...Option) *Store {
-	s := &Store{client: client, evaluate: evaluateScript}
-	switch client.(type) {
-	case *redis.Client, *redis.ClusterClient, *redis.Ring, *redis.AutoPipeliner:
-		s.proc = client.(processor)
-	}
+	s := &Store{client: client, evaluate: evaluateScript, learn: true}
 	switch c := client.(type) {
 	case *redis.Client:
-		s.raw = rawReused
+		s.proc, s.learn = c, false
 		s.bounded = c.Options().ContextTimeoutEnabled
 	case *redis.ClusterClient:
-		s.raw = rawRouted
+		s.proc, s.learn = c, false
 		s.sharding = bySlot
 		s.bounded = c.Options().ContextTimeoutEnabled
 	case *redis.Ring:
-		s.raw = rawRouted
+		s.proc, s.learn = c, false
 		s.sharding = byTag
 		s.bounded = c.Options().ContextTimeoutEnabled
 	case *redis.AutoPipeliner:
-		// Keys are spread as by the client the pipeliner batches for. It is
-		// never bounded: a queued command ignores its caller's context (go-redis
-		// runs each batch on the pipeliner's own), so the Limiter keeps its
-		// guard to answer within Config.Timeout.
-		s.sharding = autoPipelineSharding(c)
+		// It is never bounded: a queued command ignores its caller's context
+		// (go-redis runs each batch on the pipeliner's own), so the Limiter
+		// keeps its guard to answer within Config.Timeout. Whether it batches
+		// for a cluster client is learnt from the first CROSSSLOT.
+		s.proc = c
 	}
 	for _, o := range opts {
 		o(s)
@@ -124,21 +123,13 @@ func New(client Client, opts ...Option) *Store {
 	return s
 }
 
-// autoPipelineSharding returns the sharding of the client behind ap. go-redis
-// does not export it, so its dynamic type is read by reflection (reading a
-// type, never a value); if go-redis ever renames the field the pipeliner
-// counts as one server, which WithClusterMode(true) overrides, and
-// TestAutoPipelinerDetected fails.
-func autoPipelineSharding(ap *redis.AutoPipeliner) sharding {
-	f := reflect.ValueOf(ap).Elem().FieldByName("pipeliner")
-	if !f.IsValid() || f.Kind() != reflect.Interface || f.IsNil() {
-		return single
-	}
-	switch f.Elem().Type() {
-	case reflect.TypeFor[*redis.ClusterClient]():
+// shardingNow is how keys map to servers: the Store's own sharding, or by
+// slot once a client New could not tell answered CROSSSLOT.
+func (s *Store) shardingNow() sharding {
+	if s.learn && s.clustered.Load() {
 		return bySlot
 	}
-	return single // *redis.Client (go-redis has no autopipeliner for a Ring)
+	return s.sharding
 }
 
 // Result bits of evaluate.lua, per op.
@@ -162,29 +153,34 @@ func (s *Store) Eval(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.O
 	if len(ops) == 0 {
 		return out, nil
 	}
-	if s.pool != nil {
-		return s.evalConn(ctx, mode, ops, out)
+	if s.dialed != nil {
+		return s.evalDialed(ctx, mode, ops, out)
 	}
-	if s.sharding == single {
-		return s.evalOne(ctx, mode, ops, out)
+	if s.shardingNow() != single {
+		return s.evalSharded(ctx, mode, ops, out)
 	}
-	return s.evalSharded(ctx, mode, ops, out)
+	res, err := s.evalOne(ctx, mode, ops, out)
+	if err != nil && s.learnCluster(err) {
+		return s.evalSharded(ctx, mode, ops, out)
+	}
+	return res, err
+}
+
+// learnCluster reports whether err is a CROSSSLOT answer to a Store that
+// learns its sharding, and records that its client is a cluster's. Redis
+// Cluster refuses a command whose keys span slots before running any of it.
+func (s *Store) learnCluster(err error) bool {
+	if !s.learn || err == nil || !redis.HasErrorPrefix(err, "CROSSSLOT") {
+		return false
+	}
+	s.clustered.Store(true)
+	return true
 }
 
 // evalOne applies all ops, which share a shard, in one script call: EVALSHA,
-// or EVAL after NOSCRIPT.
-// go-redis' own clients process a prepared command, which saves the copies
-// and conversions of Script.Run (a pooled one whose reply is read raw, see
-// evalRaw, but on an autopipeliner); other Clients (wrappers, which may
-// intercept EvalSha) go through Script.Run.
+// or EVAL after NOSCRIPT (see evalGroup).
 func (s *Store) evalOne(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.Op, out []ratelimit.OpResult) ([]ratelimit.OpResult, error) {
-	var err error
-	if s.raw != rawNone {
-		err = evalRaw(ctx, s.proc, s.raw, mode, ops, out)
-	} else {
-		err = s.evalGroup(ctx, mode, ops, nil, out)
-	}
-	if err != nil {
+	if err := s.evalGroup(ctx, mode, ops, nil, out); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -211,7 +207,7 @@ func evalProcess(ctx context.Context, p processor, mode ratelimit.Mode, ops []ra
 	args := evalCmd(mode, ops, idx)
 	cmd := newEvalCmd(ctx, args)
 	err := p.Process(ctx, cmd)
-	if err != nil && isNoScript(err) { // HasErrorPrefix allocates even for nil
+	if isNoScript(err) {
 		args[0], args[1] = "eval", evaluateSrc
 		cmd = newEvalCmd(ctx, args)
 		err = p.Process(ctx, cmd)
@@ -367,15 +363,17 @@ func (s *Store) Delete(ctx context.Context, keys []string) (int, error) {
 	if len(keys) == 0 {
 		return 0, nil
 	}
-	if s.pool != nil {
-		return s.deleteConn(ctx, keys)
+	if s.dialed != nil {
+		return s.deleteDialed(ctx, keys)
 	}
-	if s.sharding == single {
+	if s.shardingNow() == single {
 		n, err := s.client.Del(ctx, keys...).Result()
-		if err != nil {
-			return 0, fmt.Errorf("redisstore: delete: %w", err)
+		if !s.learnCluster(err) {
+			if err != nil {
+				return 0, fmt.Errorf("redisstore: delete: %w", err)
+			}
+			return int(n), nil
 		}
-		return int(n), nil
 	}
 	groups := s.group(len(keys), func(i int) string { return keys[i] })
 	pipe := s.client.Pipeline()
@@ -419,7 +417,7 @@ type shard struct {
 }
 
 func (s *Store) shardOf(key string) shard {
-	if s.sharding == byTag {
+	if s.shardingNow() == byTag {
 		return shard{tag: ikeys.HashTag(key)}
 	}
 	return shard{slot: slot(key)}

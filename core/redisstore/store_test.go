@@ -112,8 +112,8 @@ const (
 )
 
 func TestCounter(t *testing.T) {
-	forEachTarget(t, func(t *testing.T, c redis.UniversalClient) {
-		s, k := New(c), newKeyer(t)
+	forEachTarget(t, func(t *testing.T, s *Store, c redis.UniversalClient) {
+		k := newKeyer(t)
 		op := k.count("a", 2, 1)
 		expectOutcomes(t, "peek missing", eval(t, s, peek, op), ok(0, time.Minute))
 		expectOutcomes(t, "1", eval(t, s, check, op), ok(1, time.Minute))
@@ -129,8 +129,8 @@ func TestCounter(t *testing.T) {
 }
 
 func TestFractionalCost(t *testing.T) {
-	forEachTarget(t, func(t *testing.T, c redis.UniversalClient) {
-		s, k := New(c), newKeyer(t)
+	forEachTarget(t, func(t *testing.T, s *Store, c redis.UniversalClient) {
+		k := newKeyer(t)
 		expectOutcomes(t, "0.25", eval(t, s, check, k.count("a", 1, 0.25)), ok(0.25, time.Minute))
 		expectOutcomes(t, "+0.5", eval(t, s, check, k.count("a", 1, 0.5)), ok(0.75, time.Minute))
 		expectOutcomes(t, "peek +0.5", eval(t, s, peek, k.count("a", 1, 0.5)), over(0.75, time.Minute))
@@ -143,8 +143,8 @@ func TestFractionalCost(t *testing.T) {
 }
 
 func TestCostZeroWritesNothing(t *testing.T) {
-	forEachTarget(t, func(t *testing.T, c redis.UniversalClient) {
-		s, k := New(c), newKeyer(t)
+	forEachTarget(t, func(t *testing.T, s *Store, c redis.UniversalClient) {
+		k := newKeyer(t)
 		ops := []ratelimit.Op{banned(k.count("a", 1, 0), time.Hour), k.distinct("d", "m", 1)}
 		ops[1].Cost = 0
 		expectOutcomes(t, "missing", eval(t, s, check, ops...), ok(0, time.Minute), ok(0, time.Minute))
@@ -163,8 +163,8 @@ func TestCostZeroWritesNothing(t *testing.T) {
 }
 
 func TestDistinct(t *testing.T) {
-	forEachTarget(t, func(t *testing.T, c redis.UniversalClient) {
-		s, k := New(c), newKeyer(t)
+	forEachTarget(t, func(t *testing.T, s *Store, c redis.UniversalClient) {
+		k := newKeyer(t)
 		d := func(m string) ratelimit.Op { return k.distinct("ips", m, 2) }
 		expectOutcomes(t, "peek new on missing", eval(t, s, peek, d("a")), ok(0, time.Minute))
 		expectOutcomes(t, "a", eval(t, s, check, d("a")), ok(1, time.Minute))
@@ -185,8 +185,8 @@ func TestDistinct(t *testing.T) {
 }
 
 func TestBanOutlivesWindow(t *testing.T) {
-	forEachTarget(t, func(t *testing.T, c redis.UniversalClient) {
-		s, k := New(c), newKeyer(t)
+	forEachTarget(t, func(t *testing.T, s *Store, c redis.UniversalClient) {
+		k := newKeyer(t)
 		op := terminal(banned(k.count("login", 1, 1), 10*time.Minute))
 		expectOutcomes(t, "1", eval(t, s, check, op), ok(1, time.Minute))
 		expectOutcomes(t, "2 starts the ban", eval(t, s, check, op), ban(2, 10*time.Minute))
@@ -207,8 +207,8 @@ func TestBanOutlivesWindow(t *testing.T) {
 }
 
 func TestShadowBanContinues(t *testing.T) {
-	forEachTarget(t, func(t *testing.T, c redis.UniversalClient) {
-		s, k := New(c), newKeyer(t)
+	forEachTarget(t, func(t *testing.T, s *Store, c redis.UniversalClient) {
+		k := newKeyer(t)
 		ops := []ratelimit.Op{banned(k.count("shadow", 0, 1), time.Hour), terminal(k.count("enforced", 5, 1))}
 		expectOutcomes(t, "shadow ban starts", eval(t, s, check, ops...), ban(1, time.Hour), ok(1, time.Minute))
 		expectOutcomes(t, "shadow banned", eval(t, s, check, ops...), ban(1, time.Hour), ok(2, time.Minute))
@@ -216,8 +216,8 @@ func TestShadowBanContinues(t *testing.T) {
 }
 
 func TestWindowNeverExtended(t *testing.T) {
-	forEachTarget(t, func(t *testing.T, c redis.UniversalClient) {
-		s, k := New(c), newKeyer(t)
+	forEachTarget(t, func(t *testing.T, s *Store, c redis.UniversalClient) {
+		k := newKeyer(t)
 		for _, op := range []ratelimit.Op{k.count("a", 10, 1), k.distinct("d", "x", 10)} {
 			eval(t, s, check, op)
 			c.PExpire(ctx, op.Key, 5*time.Second) // as if 55s had passed
@@ -237,8 +237,8 @@ func TestWindowNeverExtended(t *testing.T) {
 }
 
 func TestTerminalStopsEvaluation(t *testing.T) {
-	forEachTarget(t, func(t *testing.T, c redis.UniversalClient) {
-		s, k := New(c), newKeyer(t)
+	forEachTarget(t, func(t *testing.T, s *Store, c redis.UniversalClient) {
+		k := newKeyer(t)
 		ops := []ratelimit.Op{
 			k.count("log", 0, 1), // exceeded, not terminal: evaluation goes on
 			terminal(k.count("limit", 0, 1)),
@@ -258,8 +258,8 @@ func TestTerminalStopsEvaluation(t *testing.T) {
 
 // TestPeekNeverMutates compares every key's DUMP and PTTL around peeks.
 func TestPeekNeverMutates(t *testing.T) {
-	forEachTarget(t, func(t *testing.T, c redis.UniversalClient) {
-		s, k := New(c), newKeyer(t)
+	forEachTarget(t, func(t *testing.T, s *Store, c redis.UniversalClient) {
+		k := newKeyer(t)
 		eval(t, s, check, k.count("a", 1, 2.5), k.distinct("d", "x", 1), banned(k.count("b", 0, 1), time.Hour))
 		snapshot := func() map[string]string {
 			m := map[string]string{}
@@ -299,7 +299,7 @@ func TestPeekNeverMutates(t *testing.T) {
 // checks pass. On a cluster the second op lives in another slot, so the
 // compensation of the blocking path is exercised under contention too.
 func TestConcurrentAdmission(t *testing.T) {
-	forEachTarget(t, func(t *testing.T, c redis.UniversalClient) { concurrentAdmission(t, New(c), c) })
+	forEachTarget(t, func(t *testing.T, s *Store, c redis.UniversalClient) { concurrentAdmission(t, s, c) })
 }
 
 // concurrentAdmission is TestConcurrentAdmission on s, whose keys c reads.
@@ -344,9 +344,7 @@ func concurrentAdmission(t *testing.T, s *Store, c redis.UniversalClient) {
 // TestMatchesMemoryStore applies random checks, peeks and deletes to Redis and
 // to the reference MemoryStore and requires identical outcomes.
 func TestMatchesMemoryStore(t *testing.T) {
-	forEachTarget(t, func(t *testing.T, c redis.UniversalClient) { matchesMemoryStore(t, New(c)) })
-	// The pipelined connections, whose usual checks take the plain form.
-	t.Run("dial", func(t *testing.T) { matchesMemoryStore(t, dialStore(t, redistest.URL(t))) })
+	forEachTarget(t, func(t *testing.T, s *Store, _ redis.UniversalClient) { matchesMemoryStore(t, s) })
 }
 
 func matchesMemoryStore(t *testing.T, s *Store) {
@@ -418,8 +416,8 @@ func matchesMemoryStore(t *testing.T, s *Store) {
 }
 
 func TestEvalEdgeCases(t *testing.T) {
-	forEachTarget(t, func(t *testing.T, c redis.UniversalClient) {
-		s, k := New(c), newKeyer(t)
+	forEachTarget(t, func(t *testing.T, s *Store, c redis.UniversalClient) {
+		k := newKeyer(t)
 		if out, err := s.Eval(ctx, check, nil); err != nil || len(out) != 0 {
 			t.Fatalf("no ops: %v, %v", out, err)
 		}
@@ -445,8 +443,8 @@ func TestEvalEdgeCases(t *testing.T) {
 }
 
 func TestDelete(t *testing.T) {
-	forEachTarget(t, func(t *testing.T, c redis.UniversalClient) {
-		s, k := New(c), newKeyer(t)
+	forEachTarget(t, func(t *testing.T, s *Store, c redis.UniversalClient) {
+		k := newKeyer(t)
 		var ops []ratelimit.Op
 		var keys []string
 		for i := range 6 {

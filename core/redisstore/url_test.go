@@ -1,11 +1,17 @@
 package redisstore_test
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekit/ratekit/core/redisstore"
+	"github.com/ratekit/ratekit/internal/redistest"
 )
 
 // No error of ParseURL shows the password of the URL it refuses.
@@ -18,30 +24,51 @@ func TestParseURLHidesPassword(t *testing.T) {
 		{"bad scheme", "http://user:s3cr3t-pw@localhost:6379/0", "invalid URL scheme"},
 		{"bad database", "redis://user:s3cr3t-pw@localhost:6379/x", "invalid database number"},
 		{"control character", "redis://user:s3cr3t-pw@local\x7fhost:6379/0", "redis URL"},
+		{"sentinel without master", "redis-sentinel://user:s3cr3t-pw@localhost:26379", "master name"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := redisstore.ParseURL(c.url)
 			if err == nil {
 				t.Fatalf("ParseURL(%q) accepted it", c.url)
 			}
-			// A cluster URL has no database: that case parses there.
-			_, clusterErr := redisstore.ParseClusterURL(c.url)
-			for _, err := range []error{err, clusterErr} {
-				if err != nil && strings.Contains(err.Error(), "s3cr3t") {
-					t.Errorf("error shows the password: %v", err)
-				}
-			}
-			if clusterErr == nil && c.name != "bad database" {
-				t.Errorf("ParseClusterURL(%q) accepted it", c.url)
+			if strings.Contains(err.Error(), "s3cr3t") {
+				t.Errorf("error shows the password: %v", err)
 			}
 			if !strings.Contains(err.Error(), c.want) {
 				t.Errorf("error %q lacks %q", err, c.want)
 			}
 		})
 	}
-	o, err := redisstore.ParseURL("redis://user:s3cr3t-pw@localhost:6379/2")
-	if err != nil || o.Addr != "localhost:6379" || o.Password != "s3cr3t-pw" || o.DB != 2 {
-		t.Fatalf("ParseURL of a valid URL: %+v, %v", o, err)
+}
+
+// TestParseURL: one server, a Cluster's nodes, and sentinels in both forms.
+func TestParseURL(t *testing.T) {
+	for _, c := range []struct {
+		url          string
+		addrs        []string
+		user, pw     string
+		db           int
+		master       string
+		tls, unixDia bool
+	}{
+		{url: "redis://user:s3cr3t-pw@localhost:6379/2", addrs: []string{"localhost:6379"}, user: "user", pw: "s3cr3t-pw", db: 2},
+		{url: "rediss://h:6380", addrs: []string{"h:6380"}, tls: true},
+		{url: "unix:///run/redis.sock", addrs: []string{"/run/redis.sock"}, unixDia: true},
+		{url: "redis://a:7001?addr=b:7002&addr=c:7003", addrs: []string{"a:7001", "b:7002", "c:7003"}},
+		{url: "redis://s1:26379?addr=s2:26379&master_set=mymaster", addrs: []string{"s1:26379", "s2:26379"}, master: "mymaster"},
+		{url: "redis-sentinel://:pw@s1:26379,s2:26380/mymaster?dial_timeout=2s", addrs: []string{"s1:26379", "s2:26380"}, pw: "pw", master: "mymaster"},
+	} {
+		t.Run(c.url, func(t *testing.T) {
+			o, err := redisstore.ParseURL(c.url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(o.InitAddress, c.addrs) || o.Username != c.user || o.Password != c.pw || o.SelectDB != c.db ||
+				o.Sentinel.MasterSet != c.master || (o.TLSConfig != nil) != c.tls || (o.DialCtxFn != nil) != c.unixDia {
+				t.Fatalf("ParseURL(%q) = addrs %v user %q password %q db %d master %q tls %v unix %v",
+					c.url, o.InitAddress, o.Username, o.Password, o.SelectDB, o.Sentinel.MasterSet, o.TLSConfig != nil, o.DialCtxFn != nil)
+			}
+		})
 	}
 }
 
@@ -50,4 +77,30 @@ func ExampleParseURL() {
 	_, err := redisstore.ParseURL("redis://:hunter2@localhost:port/0")
 	fmt.Println("REDIS_URL:", err)
 	// Output: REDIS_URL: redis URL: invalid port ":port" after host (the URL is not shown: it may hold a password)
+}
+
+// TestGoRedisOptions: the go-redis options of a URL reach the same
+// deployment as Dial, on one server and through the sentinels.
+func TestGoRedisOptions(t *testing.T) {
+	for _, url := range []string{redistest.URL(t) + "/2", redistest.SentinelURL(t)} {
+		o, err := redisstore.ParseURL(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := redis.NewUniversalClient(redisstore.GoRedisOptions(o))
+		key := redistest.Prefix(t) + "k"
+		if err := c.Set(context.Background(), key, "v", time.Minute).Err(); err != nil {
+			t.Fatalf("%s: %v", url, err)
+		}
+		s, err := redisstore.Open(context.Background(), redisstore.Options{Client: o, RequireConnection: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := s.Delete(context.Background(), []string{key})
+		_ = s.Close()
+		_ = c.Close()
+		if err != nil || n != 1 {
+			t.Fatalf("%s: the store deleted %d keys (%v), want the go-redis client's one", url, n, err)
+		}
+	}
 }

@@ -11,9 +11,8 @@ import (
 	"io"
 	"log"
 	"os"
+	"strings"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/redisstore"
@@ -123,16 +122,13 @@ func openStore(redisURL string) (ratelimit.Store, func(), error) {
 	if redisURL == "" {
 		return ratelimit.NewMemoryStore(), func() {}, nil
 	}
-	opt, err := redisstore.ParseURL(redisURL) // its errors never show the URL's password
+	// With Redis down the store is made all the same: checks fail open until
+	// it connects. Its errors never show the URL's password.
+	store, err := redisstore.Dial(context.Background(), redisURL)
 	if err != nil {
 		return nil, nil, fmt.Errorf("REDIS_URL: %w", err)
 	}
-	client := redis.NewClient(opt)
-	if err := client.Ping(context.Background()).Err(); err != nil {
-		_ = client.Close()
-		return nil, nil, fmt.Errorf("redis %s: %w", opt.Addr, err) // the address, never the URL: it may hold a password
-	}
-	return redisstore.New(client), func() { _ = client.Close() }, nil
+	return store, func() { _ = store.Close() }, nil
 }
 
 func storeName(redisURL string) string {
@@ -141,7 +137,7 @@ func storeName(redisURL string) string {
 	}
 	// The address only: the URL may hold a password.
 	if opt, err := redisstore.ParseURL(redisURL); err == nil {
-		return "redis " + opt.Addr
+		return "redis " + strings.Join(opt.InitAddress, ",")
 	}
 	return "redis"
 }

@@ -4,8 +4,9 @@
 //
 // RATEKIT_TEST_REDIS_URL is redis://host:port of a standalone server;
 // RATEKIT_TEST_REDIS_CLUSTER is a comma-separated host:port list of a 3-master
-// cluster. When a variable is unset the tests that need it skip, saying how to
-// run them; when it is set, they never skip.
+// cluster; RATEKIT_TEST_REDIS_SENTINEL is host:port[,host:port...]/master of
+// the sentinels of a master with a replica. When a variable is unset the tests
+// that need it skip, saying how to run them; when it is set, they never skip.
 package redistest
 
 import (
@@ -25,9 +26,10 @@ import (
 )
 
 const (
-	EnvURL     = "RATEKIT_TEST_REDIS_URL"
-	EnvCluster = "RATEKIT_TEST_REDIS_CLUSTER"
-	howTo      = "run ./scripts/test.sh (or make test), which starts redis-server and a local cluster and sets %s"
+	EnvURL      = "RATEKIT_TEST_REDIS_URL"
+	EnvCluster  = "RATEKIT_TEST_REDIS_CLUSTER"
+	EnvSentinel = "RATEKIT_TEST_REDIS_SENTINEL"
+	howTo       = "run ./scripts/test.sh (or make test), which starts redis-server, a local cluster and a sentinel setup and sets %s"
 )
 
 // URL returns the standalone test server's URL, or skips the test.
@@ -48,6 +50,48 @@ func ClusterAddrs(t testing.TB) []string {
 		t.Skipf("%s not set: "+howTo, EnvCluster, EnvCluster)
 	}
 	return strings.Split(v, ",")
+}
+
+// ClusterURL returns the test cluster as a redisstore.Dial URL
+// (redis://node1?addr=node2&addr=node3), or skips the test.
+func ClusterURL(t testing.TB) string {
+	t.Helper()
+	addrs := ClusterAddrs(t)
+	return "redis://" + addrs[0] + "?addr=" + strings.Join(addrs[1:], "&addr=")
+}
+
+// Sentinel returns the sentinel addresses and the master name of the test
+// sentinel setup, or skips the test.
+func Sentinel(t testing.TB) (addrs []string, master string) {
+	t.Helper()
+	v := os.Getenv(EnvSentinel)
+	if v == "" {
+		t.Skipf("%s not set: "+howTo, EnvSentinel, EnvSentinel)
+	}
+	hosts, master, ok := strings.Cut(v, "/")
+	if !ok || master == "" {
+		t.Fatalf("%s = %q, want host:port[,host:port...]/master", EnvSentinel, v)
+	}
+	return strings.Split(hosts, ","), master
+}
+
+// SentinelURL returns the test sentinel setup as a redisstore.Dial URL
+// (redis-sentinel://host:port[,host:port...]/master), or skips the test.
+func SentinelURL(t testing.TB) string {
+	t.Helper()
+	addrs, master := Sentinel(t)
+	return "redis-sentinel://" + strings.Join(addrs, ",") + "/" + master
+}
+
+// SentinelClient returns a go-redis client of the test sentinel setup's
+// master, closed at cleanup.
+func SentinelClient(t testing.TB) *redis.Client {
+	t.Helper()
+	addrs, master := Sentinel(t)
+	c := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: master, SentinelAddrs: addrs})
+	t.Cleanup(func() { _ = c.Close() })
+	ping(t, c)
+	return c
 }
 
 // Client returns a client of the standalone test server, closed at cleanup.

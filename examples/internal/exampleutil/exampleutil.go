@@ -6,6 +6,7 @@ package exampleutil
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 
@@ -14,30 +15,35 @@ import (
 )
 
 // NewStore returns the embedded store, or Redis when redisURL is set, with a
-// description for the start-up log and a close function.
+// description for the start-up log and a close function. With Redis down the
+// program starts all the same: its checks fail open until the store connects.
 func NewStore(ctx context.Context, redisURL string) (ratelimit.Store, string, func(), error) {
 	if redisURL == "" {
 		return ratelimit.NewMemoryStore(), "embedded in-memory (set REDIS_URL for Redis)", func() {}, nil
 	}
-	client, err := NewRedisClient(ctx, redisURL)
+	opt, err := redisstore.ParseURL(redisURL) // its errors never show the URL's password
 	if err != nil {
 		return nil, "", nil, err
 	}
-	return redisstore.New(client), "redis " + client.Options().Addr, func() { _ = client.Close() }, nil
+	store, err := redisstore.Dial(ctx, redisURL)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	return store, "redis " + strings.Join(opt.InitAddress, ","), func() { _ = store.Close() }, nil
 }
 
-// NewRedisClient connects to the Redis at redisURL (redis://host:port/db) and
-// checks that it answers. The URL is left out of errors: it may hold a
-// password.
-func NewRedisClient(ctx context.Context, redisURL string) (*redis.Client, error) {
+// NewRedisClient connects a go-redis client to the Redis at redisURL (any URL
+// redisstore.Dial takes) and checks that it answers, for a program that needs
+// go-redis itself. The URL is left out of errors: it may hold a password.
+func NewRedisClient(ctx context.Context, redisURL string) (redis.UniversalClient, error) {
 	opt, err := redisstore.ParseURL(redisURL)
 	if err != nil {
 		return nil, err
 	}
-	client := redis.NewClient(opt)
+	client := redis.NewUniversalClient(redisstore.GoRedisOptions(opt))
 	if err := client.Ping(ctx).Err(); err != nil {
 		_ = client.Close()
-		return nil, fmt.Errorf("redis %s: %w", opt.Addr, err)
+		return nil, fmt.Errorf("redis %s: %w", strings.Join(opt.InitAddress, ","), err)
 	}
 	return client, nil
 }

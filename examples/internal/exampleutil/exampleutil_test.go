@@ -2,6 +2,7 @@ package exampleutil
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -34,20 +35,29 @@ func TestNewStore(t *testing.T) {
 			t.Errorf("store %T %q, want Redis", s, what)
 		}
 	})
+	t.Run("bad URL", func(t *testing.T) {
+		if _, _, _, err := NewStore(ctx, "redis://:hunter2@host:port"); err == nil || strings.Contains(err.Error(), "hunter2") {
+			t.Fatalf("NewStore with a bad URL: %v; want an error without the password", err)
+		}
+	})
+	// A program starts while its Redis is down: the store is made, and its
+	// checks fail (the limiter fails open) until Redis answers.
 	for name, url := range map[string]string{
-		"bad URL":      "::not a url",
 		"unused port":  "redis://" + redistest.UnusedAddr(t),
 		"secret in it": "redis://:hunter2@" + redistest.UnusedAddr(t),
 	} {
 		t.Run(name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond) // go-redis retries a refused dial with backoff
-			defer cancel()
-			_, _, _, err := NewStore(ctx, url)
-			if err == nil {
-				t.Fatal("no error")
+			s, what, closeStore, err := NewStore(ctx, url)
+			if err != nil {
+				t.Fatalf("NewStore with Redis down: %v", err)
 			}
-			if strings.Contains(err.Error(), "hunter2") {
-				t.Errorf("error %q shows the password", err)
+			defer closeStore()
+			if strings.Contains(what, "hunter2") {
+				t.Errorf("description %q shows the password", what)
+			}
+			_, err = s.Eval(ctx, ratelimit.ModeCheck, []ratelimit.Op{{Kind: ratelimit.OpCount, Key: "k", Cost: 1, Limit: 1, Period: time.Second}})
+			if !errors.Is(err, redisstore.ErrNotConnected) || strings.Contains(err.Error(), "hunter2") {
+				t.Errorf("check with Redis down: %v; want ErrNotConnected without the password", err)
 			}
 		})
 	}

@@ -1,0 +1,205 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/rueidis"
+
+	ratelimit "github.com/ratekit/ratekit/core"
+)
+
+// The rueidis path: a Store from Dial or Open sends its commands through a
+// rueidis client, whose auto-pipelining writes the commands of concurrent
+// callers together on a few connections per server, and whose DoMulti sends
+// the commands of one round trip to every Cluster node they live on at once.
+
+// evalDialed is Eval on a Store from Dial or Open.
+func (s *Store) evalDialed(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.Op, out []ratelimit.OpResult) ([]ratelimit.OpResult, error) {
+	c, err := s.dialed.get()
+	if err != nil {
+		return nil, err
+	}
+	if plainOps(mode, ops) && !s.dialed.noPlain.Load() {
+		return s.evalPlain(ctx, c, ops, out)
+	}
+	if s.sharding == single {
+		if err := s.evalScripts(ctx, c, mode, ops, nil, out); err != nil {
+			return nil, err
+		}
+		return out, nil
+	}
+	return s.evalSharded(ctx, mode, ops, out)
+}
+
+// evalScripts runs evaluate.lua once per group of ops (groups holds indexes
+// into ops, one group per shard; nil is all of ops in one), all in one round
+// trip, and decodes each reply into out. A script the server lost (a restart,
+// a failover, SCRIPT FLUSH) answers NOSCRIPT: those calls run again as EVAL,
+// which caches the script on that server again.
+func (s *Store) evalScripts(ctx context.Context, c rueidis.Client, mode ratelimit.Mode, ops []ratelimit.Op, groups [][]int, out []ratelimit.OpResult) error {
+	if len(groups) <= 1 { // one script call: Do, no slices
+		var idx []int
+		if len(groups) == 1 {
+			idx = groups[0]
+		}
+		res := c.Do(ctx, evalCommand(c, false, mode, ops, idx))
+		if isNoScript(res.Error()) {
+			res = c.Do(ctx, evalCommand(c, true, mode, ops, idx))
+		}
+		return decodeResult(res, out, idx)
+	}
+	cmds := make(rueidis.Commands, len(groups))
+	for g, idx := range groups {
+		cmds[g] = evalCommand(c, false, mode, ops, idx)
+	}
+	res := c.DoMulti(ctx, cmds...)
+	var retry []int
+	for g := range res {
+		if err := res[g].Error(); err != nil {
+			if !isNoScript(err) {
+				return fmt.Errorf("redisstore: eval: %w", err)
+			}
+			retry = append(retry, g)
+		}
+	}
+	if retry != nil {
+		cmds = cmds[:0]
+		for _, g := range retry {
+			cmds = append(cmds, evalCommand(c, true, mode, ops, groups[g]))
+		}
+		for i, r := range c.DoMulti(ctx, cmds...) {
+			res[retry[i]] = r
+		}
+	}
+	for g, idx := range groups {
+		if err := decodeResult(res[g], out, idx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// evalCommand is the evaluate.lua call for ops[idx] (all ops when idx is
+// nil): EVALSHA, or EVAL with the source, with the KEYS and ARGV of evalCmd.
+// The keys of one call share a slot: rueidis routes the call by them.
+func evalCommand(c rueidis.Client, eval bool, mode ratelimit.Mode, ops []ratelimit.Op, idx []int) rueidis.Completed {
+	n := len(ops)
+	if idx != nil {
+		n = len(idx)
+	}
+	nkeys := 0
+	for j := range n {
+		nkeys += keyCount(opAt(ops, idx, j))
+	}
+	name, script := "EVALSHA", evaluateHash
+	if eval {
+		name, script = "EVAL", evaluateLua
+	}
+	cmd := c.B().Arbitrary(name, script, strconv.Itoa(nkeys))
+	for j := range n {
+		op := opAt(ops, idx, j)
+		cmd = cmd.Keys(op.Key)
+		if op.BanKey != "" {
+			cmd = cmd.Keys(op.BanKey)
+		}
+	}
+	for j := range n {
+		op := opAt(ops, idx, j)
+		code := opCode(mode, op)
+		cmd = cmd.Args(opCodes[code])
+		f, nf, frac := fieldsOf(code, op)
+		for _, v := range f[:nf] {
+			cmd = cmd.Args(numStr(v))
+		}
+		if frac {
+			cmd = cmd.Args(strconv.FormatFloat(op.Cost, 'g', -1, 64))
+		}
+		if !isShort(code) {
+			cmd = cmd.Args(op.Member)
+		}
+	}
+	return cmd.Build()
+}
+
+// decodeResult fills out[idx[j]] (out[j] when idx is nil) from the reply of
+// one evaluate.lua call.
+func decodeResult(res rueidis.RedisResult, out []ratelimit.OpResult, idx []int) error {
+	vals, err := res.ToArray()
+	if err != nil {
+		return fmt.Errorf("redisstore: eval: %w", err)
+	}
+	n := len(out)
+	if idx != nil {
+		n = len(idx)
+	}
+	if len(vals)%3 != 0 || len(vals)/3 > n {
+		return fmt.Errorf("redisstore: eval: %d reply values for %d ops", len(vals), n)
+	}
+	for j := range len(vals) / 3 {
+		count, err := messageCount(&vals[3*j])
+		if err != nil {
+			return fmt.Errorf("redisstore: eval: op %d count: %w", j, err)
+		}
+		ttl, err1 := vals[3*j+1].ToInt64()
+		bits, err2 := vals[3*j+2].ToInt64()
+		if err1 != nil || err2 != nil {
+			return fmt.Errorf("redisstore: eval: op %d: unexpected reply types", j)
+		}
+		i := j
+		if idx != nil {
+			i = idx[j]
+		}
+		out[i] = outcome(count, ttl, bits)
+	}
+	return nil
+}
+
+// messageCount is a count of evaluate.lua's reply: an integer, or a decimal
+// string for a fractional count.
+func messageCount(m *rueidis.RedisMessage) (float64, error) {
+	if m.IsInt64() {
+		n, err := m.ToInt64()
+		return float64(n), err
+	}
+	s, err := m.ToString()
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseFloat(s, 64)
+}
+
+// deleteDialed is Delete on a Store from Dial or Open: one DEL per shard, in
+// one round trip.
+func (s *Store) deleteDialed(ctx context.Context, keys []string) (int, error) {
+	c, err := s.dialed.get()
+	if err != nil {
+		return 0, err
+	}
+	var cmds rueidis.Commands
+	if s.sharding == single {
+		cmds = rueidis.Commands{c.B().Del().Key(keys...).Build()}
+	} else {
+		for _, g := range s.group(len(keys), func(i int) string { return keys[i] }) {
+			gk := make([]string, len(g))
+			for j, k := range g {
+				gk[j] = keys[k]
+			}
+			cmds = append(cmds, c.B().Del().Key(gk...).Build())
+		}
+	}
+	n := 0
+	for _, r := range c.DoMulti(ctx, cmds...) {
+		v, cerr := r.AsInt64()
+		if cerr != nil {
+			err = firstErr(err, cerr)
+			continue
+		}
+		n += int(v)
+	}
+	if err != nil {
+		return n, fmt.Errorf("redisstore: delete: %w", err)
+	}
+	return n, nil
+}
