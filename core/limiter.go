@@ -344,7 +344,7 @@ func (l *Limiter) plan(ctx context.Context, p *plan, sc *scratch, rules []*compi
 			p.skip = c
 			break
 		}
-		op := Op{Kind: OpCount, Cost: cost, Terminal: r.Action == ActionLimit}
+		op := Op{Kind: r.Algorithm.opKind(), Cost: cost, Terminal: r.Action == ActionLimit}
 		from := len(sc.keys)
 		if !l.appendKeys(ctx, p, sc, c, id, &op) {
 			continue
@@ -366,6 +366,12 @@ func (l *Limiter) plan(ctx context.Context, p *plan, sc *scratch, rules []*compi
 			}
 			if err != nil {
 				return r, err
+			}
+		}
+		if op.Kind == OpTokenBucket {
+			op.Burst = r.Burst
+			if op.Burst == 0 {
+				op.Burst = op.Limit
 			}
 		}
 		if op.Terminal && l.blocked.any() {

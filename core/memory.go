@@ -49,6 +49,7 @@ type memEntry struct {
 	count  float64
 	set    map[string]struct{}
 	expire time.Time
+	prev   float64 // a sliding window's previous window count (memory_algo.go)
 }
 
 // MemoryConfig tunes a MemoryStore; its zero value gives NewMemoryStore's
@@ -197,6 +198,10 @@ func (sh *memShard) eval(s *MemoryStore, now time.Time, mode Mode, op *Op, o *Op
 // apply evaluates op into *o, which is zero: written in place, an OpResult
 // is not copied out of each call.
 func (sh *memShard) apply(now time.Time, mode Mode, op *Op, o *OpResult) {
+	if op.Kind >= OpSliding {
+		sh.applyAlgorithm(now, mode, op, o)
+		return
+	}
 	o.Evaluated = true
 	e, ttl := sh.get(op.Key, now)
 	if e != nil && (e.set != nil) != (op.Kind == OpDistinct) {

@@ -195,6 +195,6 @@ func (s *Store) Keys() []string {
 
 // counterKey returns the key limiter l counts rule r under for id.
 func counterKey(l *ratelimit.Limiter, r *ratelimit.Rule, id ratelimit.Identifier) string {
-	k, _ := ikeys.Counter(l.KeyPrefix(), l.Name(), r.Name, r.Characteristics, r.CountDistinct != "", id)
+	k, _ := ikeys.Counter(l.KeyPrefix(), l.Name(), r.Name, r.Characteristics, ikeys.Suffix(r.CountDistinct != "", string(r.Algorithm)), id)
 	return k
 }

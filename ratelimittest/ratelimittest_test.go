@@ -97,8 +97,8 @@ func TestStoreKeysCallsAndClear(t *testing.T) {
 	l.Check(ctx, a)
 	l.Check(ctx, a) // exceeds: banned for an hour
 	l.Check(ctx, b)
-	ka, _ := keys.Counter(ratelimit.DefaultKeyPrefix, "api", rule.Name, rule.Characteristics, false, a)
-	kb, _ := keys.Counter(ratelimit.DefaultKeyPrefix, "api", rule.Name, rule.Characteristics, false, b)
+	ka, _ := keys.Counter(ratelimit.DefaultKeyPrefix, "api", rule.Name, rule.Characteristics, "", a)
+	kb, _ := keys.Counter(ratelimit.DefaultKeyPrefix, "api", rule.Name, rule.Characteristics, "", b)
 	want := []string{ka, kb}
 	slices.Sort(want)
 	if got := store.Keys(); !slices.Equal(got, want) {

@@ -30,9 +30,11 @@ func short(mode ratelimit.Mode, op *ratelimit.Op) bool {
 
 // opCodes are the codes of ARGV: the general form's "g<kind><flags><peek>",
 // indexed by kind*8 + flags*2 + peek, then the short form's "n" and "t".
-var opCodes = [18]string{
+var opCodes = [34]string{
 	"g000", "g001", "g010", "g011", "g020", "g021", "g030", "g031",
 	"g100", "g101", "g110", "g111", "g120", "g121", "g130", "g131",
+	"g200", "g201", "g210", "g211", "g220", "g221", "g230", "g231",
+	"g300", "g301", "g310", "g311", "g320", "g321", "g330", "g331",
 	"n", "t",
 }
 
@@ -49,14 +51,11 @@ var opCodeArgs = func() (a [len(opCodes)]any) {
 func opCode(mode ratelimit.Mode, op *ratelimit.Op) int {
 	if short(mode, op) {
 		if op.Terminal {
-			return 17
+			return 33
 		}
-		return 16
+		return 32
 	}
-	i := 0
-	if op.Kind == ratelimit.OpDistinct {
-		i += 8
-	}
+	i := int(op.Kind&3) * 8
 	if op.Terminal {
 		i += 2
 	}
@@ -101,10 +100,11 @@ func evalShapeOf(mode ratelimit.Mode, ops []ratelimit.Op) evalShape {
 }
 
 // isShort reports whether code (an index in opCodes) is of the short form.
-func isShort(code int) bool { return code >= 16 }
+func isShort(code int) bool { return code >= 32 }
 
 // argCount is the number of ARGV of an op whose code is code: the code, the
-// fields (see fieldsOf) and, in the general form, the member.
+// fields (see fieldsOf) and, in the general form, the member (a token
+// bucket's burst in its place).
 func argCount(code int) int {
 	if isShort(code) {
 		return 1 + 3
@@ -237,6 +237,10 @@ func appendEval(dst []byte, eval bool, mode ratelimit.Mode, ops []ratelimit.Op) 
 			dst = appendBulkBytes(dst, strconv.AppendFloat(tmp[:0], op.Cost, 'g', -1, 64))
 		}
 		if !isShort(code) {
+			if op.Kind == ratelimit.OpTokenBucket {
+				dst = appendBulkBytes(dst, strconv.AppendInt(tmp[:0], op.Burst, 10))
+				continue
+			}
 			dst = appendBulk(dst, op.Member)
 		}
 	}

@@ -151,6 +151,10 @@ func (e *rawEval) fill(raw rawMode, mode ratelimit.Mode, ops []ratelimit.Op, sh 
 		if isShort(code) {
 			continue
 		}
+		if op.Kind == ratelimit.OpTokenBucket {
+			a = append(a, numArg(op.Burst)) // the burst in the member's place
+			continue
+		}
 		a = append(a, e.str(op.Member))
 	}
 	if len(a) != len(e.args) {

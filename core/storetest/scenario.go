@@ -46,6 +46,8 @@ type scenarioRule struct {
 	Action          string               `yaml:"action"`
 	BanForS         float64              `yaml:"ban_for_s"`
 	CountDistinct   string               `yaml:"count_distinct"`
+	Algorithm       string               `yaml:"algorithm"`
+	Burst           int64                `yaml:"burst"`
 }
 
 type scenarioStep struct {
@@ -200,6 +202,8 @@ func (r *scenarioRule) rule() (ratelimit.Rule, error) {
 		Action:          ratelimit.Action(r.Action),
 		BanFor:          seconds(r.BanForS),
 		CountDistinct:   r.CountDistinct,
+		Algorithm:       ratelimit.Algorithm(r.Algorithm),
+		Burst:           r.Burst,
 	}
 	if r.Action == "" {
 		return out, fmt.Errorf("action is required")
