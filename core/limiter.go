@@ -382,7 +382,7 @@ func (l *Limiter) plan(ctx context.Context, p *plan, sc *scratch, rules []*compi
 				p.cached = true
 				sc.cached = Evaluation{Rule: r, Exceeded: true, Blocked: true, PerRequest: c.perRequest, Info: Info{
 					Limit: op.Limit, Period: op.Period, Count: e.count,
-					Remaining: remaining(op.Limit, e.count), ResetAt: e.until, Banned: e.banned,
+					Remaining: op.remaining(e.count), ResetAt: e.until, Banned: e.banned,
 				}}
 				break
 			}
@@ -460,7 +460,7 @@ func (l *Limiter) interpret(res *Result, p *plan, sc *scratch, outs []OpResult, 
 			Limit:     op.Limit,
 			Period:    op.Period,
 			Count:     out.Count,
-			Remaining: remaining(op.Limit, out.Count),
+			Remaining: op.remaining(out.Count),
 			ResetAt:   now.Add(out.TTL),
 			Banned:    out.Banned,
 		}
@@ -671,6 +671,15 @@ func (l *Limiter) warn(ctx context.Context, err error, r *Rule, id Identifier) {
 		attrs = append(attrs, slog.String("rule", r.Name))
 	}
 	l.logger.LogAttrs(ctx, slog.LevelWarn, "rate_limit_error", attrs...)
+}
+
+// remaining is what op leaves at count: of its limit, or for a token bucket
+// of its burst (the tokens a client may spend now).
+func (op *Op) remaining(count float64) float64 {
+	if op.Kind == OpTokenBucket {
+		return remaining(op.Burst, count)
+	}
+	return remaining(op.Limit, count)
 }
 
 // remaining is math.Max(limit-count, 0), NaN included, without the call:
