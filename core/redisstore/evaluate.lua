@@ -6,6 +6,8 @@
 --   'n', 't': a counter charged with a whole positive cost, without a ban, in
 --            a check (the usual op); 't' when terminal. Fields: limit,
 --            period_ms, cost.
+--   'b', 'B': the same with a ban (its key follows the counter's in KEYS);
+--            'B' when terminal. Fields: limit, period_ms, ban_ms, cost.
 --   'g<kind><flags><peek>': any op. kind is 0 (count), 1 (distinct), 2
 --            (sliding window) or 3 (token bucket); flags is 1 (terminal) + 2
 --            (has a ban key); peek is 1 in a peek, 0 in a check. Fields:
@@ -271,7 +273,45 @@ local out, nout, k, a = nil, 0, 1, 1
 while ARGV[a] do
   local code, key = ARGV[a], KEYS[k]
   local count, ttl, bits, terminal
-  if code == 'n' or code == 't' then
+  if code == 'b' or code == 'B' then
+    -- The usual banning op (a login counter): the ban, then the counter,
+    -- without the general code. Anything unusual (a fractional or foreign
+    -- value) takes the general code, which wrote nothing meanwhile.
+    terminal = code == 'B'
+    local bankey, period = KEYS[k + 1], ARGV[a + 2]
+    local bttl = redis.call('PTTL', bankey)
+    local r
+    if bttl ~= -2 then
+      r = redis.pcall('GET', key)
+      if type(r) ~= 'table' then
+        if bttl < 0 then bttl = 0 end
+        count, ttl, bits = r or 0, bttl, 3
+      end
+    else
+      r = redis.pcall('INCRBY', key, ARGV[a + 4])
+      if type(r) == 'number' then
+        local pttl = redis.call('PTTL', key)
+        if pttl == -1 then
+          redis.call('PEXPIRE', key, period) -- first write: the window starts
+          pttl = tonumber(period)
+        end
+        count, ttl, bits = r, pttl, 0
+        if r > tonumber(ARGV[a + 1]) then
+          bits = 2
+          local banfor = tonumber(ARGV[a + 3])
+          if banfor > 0 then
+            redis.call('SET', bankey, '1', 'PX', banfor)
+            ttl, bits = banfor, 3
+          end
+        end
+      end
+    end
+    if type(r) == 'table' then
+      if not general then define() end
+      count, ttl, bits = general(key, bankey, false, true, false, ARGV[a + 1], period, ARGV[a + 3], ARGV[a + 4], '')
+    end
+    k, a = k + 2, a + 5
+  elseif code == 'n' or code == 't' then
     terminal = code == 't'
     local period = ARGV[a + 2]
     local r = redis.pcall('INCRBY', key, ARGV[a + 3])
