@@ -77,7 +77,7 @@ func (sh *memShard) applyAlgorithm(now time.Time, mode Mode, op *Op, o *OpResult
 		// Nothing taken: the count is what it was, and a bucket that would
 		// admit the op is full again when it was going to be.
 		o.Count = v.before
-		if !v.exceeded && op.Kind == OpTokenBucket {
+		if !v.exceeded && op.Kind == OpTokenBucket && op.Limit > 0 && op.Burst > 0 {
 			o.TTL = left
 		}
 	}
