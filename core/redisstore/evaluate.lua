@@ -273,7 +273,24 @@ local out, nout, k, a = nil, 0, 1, 1
 while ARGV[a] do
   local code, key = ARGV[a], KEYS[k]
   local count, ttl, bits, terminal
-  if code == 'b' or code == 'B' then
+  if code == 'n' or code == 't' then
+    terminal = code == 't'
+    local period = ARGV[a + 2]
+    local r = redis.pcall('INCRBY', key, ARGV[a + 3])
+    if type(r) == 'number' then
+      local pttl = redis.call('PTTL', key)
+      if pttl == -1 then
+        redis.call('PEXPIRE', key, period) -- first write: the window starts
+        pttl = tonumber(period)
+      end
+      count, ttl, bits = r, pttl, 0
+      if r > tonumber(ARGV[a + 1]) then bits = 2 end
+    else -- a fractional or foreign value: INCRBY wrote nothing
+      if not general then define() end
+      count, ttl, bits = general(key, nil, false, false, false, ARGV[a + 1], period, '0', ARGV[a + 3], '')
+    end
+    k, a = k + 1, a + 4
+  elseif code == 'b' or code == 'B' then
     -- The usual banning op (a login counter): the ban, then the counter,
     -- without the general code. Anything unusual (a fractional or foreign
     -- value) takes the general code, which wrote nothing meanwhile.
@@ -311,23 +328,6 @@ while ARGV[a] do
       count, ttl, bits = general(key, bankey, false, true, false, ARGV[a + 1], period, ARGV[a + 3], ARGV[a + 4], '')
     end
     k, a = k + 2, a + 5
-  elseif code == 'n' or code == 't' then
-    terminal = code == 't'
-    local period = ARGV[a + 2]
-    local r = redis.pcall('INCRBY', key, ARGV[a + 3])
-    if type(r) == 'number' then
-      local pttl = redis.call('PTTL', key)
-      if pttl == -1 then
-        redis.call('PEXPIRE', key, period) -- first write: the window starts
-        pttl = tonumber(period)
-      end
-      count, ttl, bits = r, pttl, 0
-      if r > tonumber(ARGV[a + 1]) then bits = 2 end
-    else -- a fractional or foreign value: INCRBY wrote nothing
-      if not general then define() end
-      count, ttl, bits = general(key, nil, false, false, false, ARGV[a + 1], period, '0', ARGV[a + 3], '')
-    end
-    k, a = k + 1, a + 4
   else
     local kind, flags, peek = string.byte(code, 2, 4)
     if code:sub(1, 1) ~= 'g' or not peek then
