@@ -37,6 +37,12 @@ const (
 	OpCount OpKind = 0
 	// OpDistinct adds a member to a set and counts its size.
 	OpDistinct OpKind = 1
+	// OpSliding adds a cost to a sliding window's estimate, unless that
+	// would exceed the limit.
+	OpSliding OpKind = 2
+	// OpTokenBucket takes a cost's tokens from a bucket (GCRA), unless it
+	// lacks them.
+	OpTokenBucket OpKind = 3
 
 	// EventCheck reports a Check.
 	EventCheck EventKind = 0

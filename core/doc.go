@@ -45,9 +45,13 @@
 //     rule reports Exceeded and evaluation continues (shadow mode).
 //   - Exceeded means count > limit: a limit of 5 admits 5 and blocks the 6th.
 //
-// Windows are fixed and start at the first hit of a key: the window's expiry is
-// set when the counter is created and never extended. ResetAt is now plus the
-// remaining window (or ban).
+// By default windows are fixed and start at the first hit of a key: the
+// window's expiry is set when the counter is created and never extended.
+// ResetAt is now plus the remaining window (or ban). A rule's Algorithm may
+// instead be SlidingWindow (a two-window estimate that smooths the boundary
+// burst) or TokenBucket (GCRA with a Burst); neither charges a check it
+// rejects, and a rejected check's ResetAt is when it would pass
+// (docs/design.md#algorithms).
 //
 // BanFor keeps an exceeded rule exceeded for that long, in a separate state
 // that outlives the window. While a ban is active the rule blocks (limit) or

@@ -11,11 +11,11 @@ import "github.com/ratekit/ratekit/internal/keys"
 const banSuffix = keys.BanSuffix
 
 func newKeyPlan(r *Rule) keys.Plan {
-	return keys.NewPlan(r.Name, r.Characteristics, r.CountDistinct != "")
+	return keys.NewPlan(r.Name, r.Characteristics, keys.Suffix(r.CountDistinct != "", string(r.Algorithm)))
 }
 
 // counterKey builds the key of one rule for one identifier.
 func counterKey(prefix, limiter string, r *Rule, id Identifier) string {
-	k, _ := keys.Counter(prefix, limiter, r.Name, r.Characteristics, r.CountDistinct != "", id)
+	k, _ := keys.Counter(prefix, limiter, r.Name, r.Characteristics, keys.Suffix(r.CountDistinct != "", string(r.Algorithm)), id)
 	return k
 }

@@ -373,7 +373,7 @@ func (l *Limiter) plan(ctx context.Context, p *plan, sc *scratch, rules []*compi
 			p.skip = c
 			break
 		}
-		op := Op{Kind: OpCount, Cost: cost, Terminal: r.Action == ActionLimit}
+		op := Op{Kind: r.Algorithm.opKind(), Cost: cost, Terminal: r.Action == ActionLimit}
 		from := len(sc.keys)
 		if !l.appendKeys(ctx, p, sc, c, id, &op) {
 			continue
@@ -397,6 +397,12 @@ func (l *Limiter) plan(ctx context.Context, p *plan, sc *scratch, rules []*compi
 				return r, err
 			}
 		}
+		if op.Kind == OpTokenBucket {
+			op.Burst = r.Burst
+			if op.Burst == 0 {
+				op.Burst = op.Limit
+			}
+		}
 		if op.Terminal && l.blocked.any() {
 			if e, ok := l.blocked.get(&op, start); ok {
 				sc.keys = sc.keys[:from]
@@ -405,7 +411,7 @@ func (l *Limiter) plan(ctx context.Context, p *plan, sc *scratch, rules []*compi
 				p.cached = true
 				sc.cached = Evaluation{Rule: r, Exceeded: true, Blocked: true, PerRequest: c.perRequest, Info: Info{
 					Limit: op.Limit, Period: op.Period, Count: e.count,
-					Remaining: remaining(op.Limit, e.count), ResetAt: e.until, Banned: e.banned,
+					Remaining: op.remaining(e.count), ResetAt: e.until, Banned: e.banned,
 				}}
 				break
 			}
@@ -483,7 +489,7 @@ func (l *Limiter) interpret(res *Result, p *plan, sc *scratch, outs []OpResult, 
 			Limit:     op.Limit,
 			Period:    op.Period,
 			Count:     out.Count,
-			Remaining: remaining(op.Limit, out.Count),
+			Remaining: op.remaining(out.Count),
 			ResetAt:   now.Add(out.TTL),
 			Banned:    out.Banned,
 		}
@@ -704,6 +710,15 @@ func (l *Limiter) warn(ctx context.Context, err error, r *Rule, id Identifier) {
 		attrs = append(attrs, slog.String("rule", r.Name))
 	}
 	l.logger.LogAttrs(ctx, slog.LevelWarn, "rate_limit_error", attrs...)
+}
+
+// remaining is what op leaves at count: of its limit, or for a token bucket
+// of its burst (the tokens a client may spend now).
+func (op *Op) remaining(count float64) float64 {
+	if op.Kind == OpTokenBucket {
+		return remaining(op.Burst, count)
+	}
+	return remaining(op.Limit, count)
 }
 
 // remaining is math.Max(limit-count, 0), NaN included, without the call:

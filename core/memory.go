@@ -59,6 +59,7 @@ type memEntry struct {
 	count  float64 // first: 64-bit aligned for evalHot's atomic adds on every platform
 	set    map[string]struct{}
 	expire time.Time
+	prev   float64 // a sliding window's previous window count (memory_algo.go)
 }
 
 // MemoryConfig tunes a MemoryStore; its zero value gives NewMemoryStore's
@@ -256,6 +257,10 @@ func addFloat(f *float64, d float64) float64 {
 // apply evaluates op into *o, which is zero: written in place, an OpResult
 // is not copied out of each call.
 func (sh *memShard) apply(now time.Time, mode Mode, op *Op, o *OpResult) {
+	if op.Kind >= OpSliding {
+		sh.applyAlgorithm(now, mode, op, o)
+		return
+	}
 	o.Evaluated = true
 	e, ttl := sh.get(op.Key, now)
 	if e != nil && (e.set != nil) != (op.Kind == OpDistinct) {

@@ -53,8 +53,52 @@ type Rule struct {
 	// without counting, even after the window expires (docs/design.md#bans).
 	BanFor time.Duration
 	// CountDistinct counts distinct values of this property instead of request
-	// volume. It cannot be combined with BanFor.
+	// volume. It cannot be combined with BanFor, and counts in fixed windows
+	// only.
 	CountDistinct string
+	// Algorithm is how the rule counts: FixedWindow (the default when empty),
+	// SlidingWindow or TokenBucket (docs/design.md#algorithms). It is part of
+	// the counter's identity: changing it starts a fresh counter.
+	Algorithm Algorithm
+	// Burst is a TokenBucket rule's capacity: how many requests (of cost 1)
+	// it admits at once after a quiet spell; 0 means Limit. It refills at
+	// Limit per Period.
+	Burst int64
+}
+
+// Algorithm is how a rule counts (docs/design.md#algorithms).
+type Algorithm string
+
+const (
+	// FixedWindow counts in a window of Period that starts at a counter's
+	// first hit; every check is charged, blocked ones too.
+	FixedWindow Algorithm = "fixed_window"
+	// SlidingWindow estimates the count over the last Period from two fixed
+	// windows: the previous one weighted by the part of it still inside the
+	// sliding period, plus the current one. A check it rejects is not charged.
+	SlidingWindow Algorithm = "sliding_window"
+	// TokenBucket is GCRA: a bucket of Burst tokens refilled at Limit per
+	// Period. A check it rejects is not charged.
+	TokenBucket Algorithm = "token_bucket"
+)
+
+// MaxBurst bounds a token bucket's Burst.
+const MaxBurst = 1 << 40
+
+// valid reports whether a is one of the algorithms ("" is FixedWindow).
+func (a Algorithm) valid() bool {
+	return a == "" || a == FixedWindow || a == SlidingWindow || a == TokenBucket
+}
+
+// opKind is the store op kind of a rule counting with a.
+func (a Algorithm) opKind() OpKind {
+	switch a {
+	case SlidingWindow:
+		return OpSliding
+	case TokenBucket:
+		return OpTokenBucket
+	}
+	return OpCount
 }
 
 // matcherKind tells the form of a Matcher.
@@ -363,6 +407,9 @@ func checkSkip(r *Rule) []error {
 	if r.CountDistinct != "" {
 		errs = append(errs, errors.New("count_distinct is not valid on skip rules"))
 	}
+	if r.Algorithm != "" || r.Burst != 0 {
+		errs = append(errs, errors.New("algorithm and burst are not valid on skip rules"))
+	}
 	return errs
 }
 
@@ -393,8 +440,27 @@ func (c *compiledRule) compileCounting(r *Rule) []error {
 	if r.BanFor != 0 && r.CountDistinct != "" {
 		errs = append(errs, errors.New("ban_for cannot be combined with count_distinct"))
 	}
+	errs = append(errs, checkAlgorithm(r)...)
 	c.static = limStatic && perStatic
 	c.limit, c.period = n, d
+	return errs
+}
+
+// checkAlgorithm rejects an unknown algorithm and the fields it cannot use.
+func checkAlgorithm(r *Rule) []error {
+	var errs []error
+	if !r.Algorithm.valid() {
+		errs = append(errs, fmt.Errorf("algorithm %q is not fixed_window, sliding_window or token_bucket", r.Algorithm))
+	}
+	if r.CountDistinct != "" && r.Algorithm != "" && r.Algorithm != FixedWindow {
+		errs = append(errs, fmt.Errorf("count_distinct counts in fixed windows only, not with algorithm %s", r.Algorithm))
+	}
+	if r.Burst != 0 && r.Algorithm != TokenBucket {
+		errs = append(errs, errors.New("burst is valid with algorithm token_bucket only"))
+	}
+	if r.Burst < 0 || r.Burst > MaxBurst {
+		errs = append(errs, fmt.Errorf("burst %d must be between 1 and %d", r.Burst, int64(MaxBurst)))
+	}
 	return errs
 }
 

@@ -23,6 +23,11 @@ type Store interface {
 	// In ModePeek nothing is written; an op is exceeded when it is banned or when
 	// the count a check would reach (count + Cost, or the set size with Member
 	// added) exceeds Limit.
+	//
+	// OpSliding and OpTokenBucket ops count by their algorithm
+	// (docs/design.md#algorithms): they are charged only when not exceeded,
+	// their Count is the estimate (sliding) or the tokens in use (bucket),
+	// and an exceeded op's TTL is the time until the same op would pass.
 	Eval(ctx context.Context, mode Mode, ops []Op) ([]OpResult, error)
 
 	// Delete removes the given keys and returns how many existed.
@@ -63,6 +68,7 @@ type Op struct {
 	Period   time.Duration // window length, set on the first write
 	BanFor   time.Duration // ban length once exceeded; 0 for none
 	Terminal bool          // an exceeded Terminal op stops the evaluation (ActionLimit)
+	Burst    int64         // OpTokenBucket: the bucket's capacity (>= 1)
 }
 
 // OpResult is what a Store reports for one Op.

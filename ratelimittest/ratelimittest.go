@@ -57,7 +57,7 @@ type Store struct {
 	clock *Clock
 
 	mu    sync.Mutex
-	kinds map[string]ratelimit.OpKind // every key a check charged, with its kind
+	kinds map[string]ratelimit.Op // every key a check charged, with its last op's kind, limit, period and burst
 	calls int
 	err   error
 }
@@ -75,7 +75,7 @@ func NewStore(clock *Clock) *Store {
 	return &Store{
 		mem:   ratelimit.MemoryConfig{Now: clock.Now}.New(),
 		clock: clock,
-		kinds: map[string]ratelimit.OpKind{},
+		kinds: map[string]ratelimit.Op{},
 	}
 }
 
@@ -112,7 +112,10 @@ func (s *Store) call(mode ratelimit.Mode, batch ...[]ratelimit.Op) error {
 		for _, ops := range batch {
 			for _, op := range ops {
 				if op.Cost > 0 {
-					s.kinds[op.Key] = op.Kind
+					// What a count needs to be read again (a sliding window's
+					// estimate and a bucket's tokens depend on them), not the
+					// key strings the limiter lends.
+					s.kinds[op.Key] = ratelimit.Op{Kind: op.Kind, Limit: op.Limit, Period: op.Period, Burst: op.Burst}
 				}
 			}
 		}
@@ -165,11 +168,13 @@ func (s *Store) Banned(key string) bool {
 
 func (s *Store) peek(key string) ratelimit.OpResult {
 	s.mu.Lock()
-	kind := s.kinds[key]
+	op := s.kinds[key]
 	s.mu.Unlock()
-	out, err := s.mem.Eval(context.Background(), ratelimit.ModePeek, []ratelimit.Op{{
-		Kind: kind, Key: key, BanKey: ikeys.BanKey(key), Limit: math.MaxInt64, Period: time.Nanosecond,
-	}})
+	if op.Kind < ratelimit.OpSliding { // the count does not depend on them
+		op.Limit, op.Period = math.MaxInt64, time.Nanosecond
+	}
+	op.Key, op.BanKey = key, ikeys.BanKey(key)
+	out, err := s.mem.Eval(context.Background(), ratelimit.ModePeek, []ratelimit.Op{op})
 	if err != nil || len(out) == 0 {
 		return ratelimit.OpResult{}
 	}
@@ -218,6 +223,6 @@ func (s *Store) Keys() []string {
 
 // counterKey returns the key limiter l counts rule r under for id.
 func counterKey(l *ratelimit.Limiter, r *ratelimit.Rule, id ratelimit.Identifier) string {
-	k, _ := ikeys.Counter(l.KeyPrefix(), l.Name(), r.Name, r.Characteristics, r.CountDistinct != "", id)
+	k, _ := ikeys.Counter(l.KeyPrefix(), l.Name(), r.Name, r.Characteristics, ikeys.Suffix(r.CountDistinct != "", string(r.Algorithm)), id)
 	return k
 }

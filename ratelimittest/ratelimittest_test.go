@@ -69,6 +69,13 @@ func TestStoreCounts(t *testing.T) {
 			[]ratelimit.Identifier{{"user": "a"}, {"user": "b"}, {"user": "b"}}, 0, 1, ratelimit.ActionAllow},
 		{"distinct values", distinct,
 			[]ratelimit.Identifier{{"user": "a", "path": "/x"}, {"user": "a", "path": "/x"}, {"user": "a", "path": "/y"}}, 0, 2, ratelimit.ActionAllow},
+		// The sliding window's estimate: 2 in the previous window, weighted by
+		// the half of it still inside the sliding minute.
+		{"sliding window", ratelimit.Rule{Name: "per_user", Characteristics: []string{"user"}, Limit: 2, Period: time.Minute, Algorithm: ratelimit.SlidingWindow},
+			[]ratelimit.Identifier{{"user": "a"}, {"user": "a"}, {"user": "a"}}, 90 * time.Second, 1, ratelimit.ActionAllow},
+		// A token bucket's tokens in use: 2 taken, one back after 30s.
+		{"token bucket", ratelimit.Rule{Name: "per_user", Characteristics: []string{"user"}, Limit: 2, Period: time.Minute, Algorithm: ratelimit.TokenBucket},
+			[]ratelimit.Identifier{{"user": "a"}, {"user": "a"}, {"user": "a"}}, 30 * time.Second, 1, ratelimit.ActionAllow},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			store := ratelimittest.NewStore(nil)
@@ -97,8 +104,8 @@ func TestStoreKeysCallsAndClear(t *testing.T) {
 	l.Check(ctx, a)
 	l.Check(ctx, a) // exceeds: banned for an hour
 	l.Check(ctx, b)
-	ka, _ := keys.Counter(ratelimit.DefaultKeyPrefix, "api", rule.Name, rule.Characteristics, false, a)
-	kb, _ := keys.Counter(ratelimit.DefaultKeyPrefix, "api", rule.Name, rule.Characteristics, false, b)
+	ka, _ := keys.Counter(ratelimit.DefaultKeyPrefix, "api", rule.Name, rule.Characteristics, "", a)
+	kb, _ := keys.Counter(ratelimit.DefaultKeyPrefix, "api", rule.Name, rule.Characteristics, "", b)
 	want := []string{ka, kb}
 	slices.Sort(want)
 	if got := store.Keys(); !slices.Equal(got, want) {

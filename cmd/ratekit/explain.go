@@ -123,19 +123,22 @@ const (
 
 // ruleExplanation is one effective rule's part in the decision.
 type ruleExplanation struct {
-	Position   int        `json:"position"`
-	Tier       string     `json:"tier"`
-	Name       string     `json:"name"`
-	Action     string     `json:"action"`
-	Matched    bool       `json:"matched"`
-	Mismatches []string   `json:"mismatches,omitempty"` // why the rule does not match
-	State      string     `json:"state"`
-	Reason     string     `json:"reason,omitempty"` // for not_evaluated and degraded
-	Count      *float64   `json:"count,omitempty"`  // current count (distinct values for count_distinct)
-	Limit      *int64     `json:"limit,omitempty"`
-	Remaining  *float64   `json:"remaining,omitempty"`
-	ResetAt    *time.Time `json:"reset_at,omitempty"` // window end, or ban expiry when banned
-	Banned     bool       `json:"banned,omitempty"`
+	Position   int      `json:"position"`
+	Tier       string   `json:"tier"`
+	Name       string   `json:"name"`
+	Action     string   `json:"action"`
+	Algorithm  string   `json:"algorithm,omitempty"` // sliding_window or token_bucket; absent for the fixed window
+	Matched    bool     `json:"matched"`
+	Mismatches []string `json:"mismatches,omitempty"` // why the rule does not match
+	State      string   `json:"state"`
+	Reason     string   `json:"reason,omitempty"` // for not_evaluated and degraded
+	Count      *float64 `json:"count,omitempty"`  // current count (distinct values for count_distinct)
+	Limit      *int64   `json:"limit,omitempty"`
+	Remaining  *float64 `json:"remaining,omitempty"`
+	// ResetAt is the window's end, or the ban's when banned; for a sliding
+	// window or token bucket that blocks, when the same check would pass.
+	ResetAt *time.Time `json:"reset_at,omitempty"`
+	Banned  bool       `json:"banned,omitempty"`
 }
 
 // overriddenRule is a lower-tier rule replaced by a higher tier's rule of the same name.
@@ -512,6 +515,9 @@ func explain(l *ratelimit.Limiter, ts tiers.Set, sources []tierSummary, id ratel
 	// The remote tier (a rules service's answer) comes first, as in a check.
 	for i, r := range tiers.Merge(ts.Remote, l.Rules()) {
 		re := ruleExplanation{Position: i + 1, Tier: tierOf[r.Name], Name: r.Name, Action: string(r.Action)}
+		if r.Algorithm != ratelimit.FixedWindow {
+			re.Algorithm = string(r.Algorithm)
+		}
 		re.Mismatches = r.MatchFailures(id)
 		re.Matched = len(re.Mismatches) == 0
 		ev := evals[r.Name]
@@ -635,15 +641,25 @@ func explainRuleLine(r ruleExplanation, now time.Time) string {
 		return strings.ReplaceAll(r.State, "_", " ") + ": " + r.Reason
 	}
 	counts := fmt.Sprintf("count %g of %d, remaining %g", *r.Count, *r.Limit, *r.Remaining)
+	// What the reset time means depends on the algorithm.
+	passes, resets := "window resets in", "window resets in"
+	switch ratelimit.Algorithm(r.Algorithm) {
+	case ratelimit.SlidingWindow:
+		counts = "sliding window estimate: " + counts
+		passes, resets = "a check passes again in", "window ends in"
+	case ratelimit.TokenBucket:
+		counts = "token bucket: " + strings.Replace(counts, "count", "tokens in use", 1)
+		passes, resets = "a check passes again in", "bucket full in"
+	}
 	switch r.State {
 	case stateBanned:
 		return fmt.Sprintf("BANNED until %s (in %s): exceeded without counting; %s", r.ResetAt.UTC().Format(time.RFC3339), explainUntil(now, *r.ResetAt), counts)
 	case stateBlock:
-		return fmt.Sprintf("BLOCK: a check now exceeds the limit; %s, window resets in %s", counts, explainUntil(now, *r.ResetAt))
+		return fmt.Sprintf("BLOCK: a check now exceeds the limit; %s, %s %s", counts, passes, explainUntil(now, *r.ResetAt))
 	case stateExceeded:
-		return fmt.Sprintf("exceeded (log rule: reported, never blocks); %s, window resets in %s", counts, explainUntil(now, *r.ResetAt))
+		return fmt.Sprintf("exceeded (log rule: reported, never blocks); %s, %s %s", counts, passes, explainUntil(now, *r.ResetAt))
 	}
-	return fmt.Sprintf("allow: %s, window resets in %s", counts, explainUntil(now, *r.ResetAt))
+	return fmt.Sprintf("allow: %s, %s %s", counts, resets, explainUntil(now, *r.ResetAt))
 }
 
 func explainUntil(now, t time.Time) string {

@@ -88,6 +88,12 @@ type explainEnv struct {
 
 func newExplainEnv(t *testing.T, client redisstore.Client, redisURL string, cluster bool) *explainEnv {
 	t.Helper()
+	return newExplainEnvWith(t, client, redisURL, cluster, explainRateLimits)
+}
+
+// newExplainEnvWith is newExplainEnv with rate_limits.yaml of its own.
+func newExplainEnvWith(t *testing.T, client redisstore.Client, redisURL string, cluster bool, explainRateLimits string) *explainEnv {
+	t.Helper()
 	dir := t.TempDir()
 	e := &explainEnv{available: filepath.Join(dir, "available_limiters.yaml"),
 		rateLimits: filepath.Join(dir, "rate_limits.yaml"), prefix: redistest.Prefix(t), redisURL: redisURL, cluster: cluster}
@@ -405,6 +411,36 @@ func must[T any](v T, err error) T {
 // With a document in the rule store, explain shows the tiers the services
 // enforce: the stored file and default tiers and the published one, even
 // without the files; an invalid document leaves the local tiers in force.
+// explain tells a token bucket's verdict in its own terms: tokens in use,
+// and when a blocked check passes again (the exact GCRA retry, not a window
+// end). The bucket refills while the test runs (one token per 30 minutes), so
+// the figures are read with that margin.
+func TestExplainAlgorithms(t *testing.T) {
+	t.Parallel()
+	e := newExplainEnvWith(t, redistest.Client(t), redistest.URL(t), false, `rate_limits:
+  api_request:
+    - {name: per_user, action: limit, characteristics: [user], limit: 2, period_s: 3600, algorithm: token_bucket}
+    - {name: per_ip, action: log, characteristics: [ip], limit: 100, period_s: 3600, algorithm: sliding_window}
+`)
+	e.check(t, 2, ratelimit.Identifier{"user": "dora", "ip": "10.0.0.9"})
+	ex := e.explainJSON(t, "user=dora", "ip=10.0.0.9")
+	r := ex.Rules[0]
+	if r.Name != "per_user" || r.State != stateBlock || r.Algorithm != "token_bucket" || *r.Count < 1.9 || *r.Count > 2 {
+		t.Fatalf("per_user %+v (count %v): want a token bucket blocking with about 2 tokens in use", r, *r.Count)
+	}
+	if ex.Verdict.Action != "block" || ex.Verdict.RetryAfter < 1700 || ex.Verdict.RetryAfter > 1800 {
+		t.Fatalf("verdict %+v: want retry in just under 30 minutes (the next token)", ex.Verdict)
+	}
+	stdout, stderr, code := e.run(t, e.flags("user=dora", "ip=10.0.0.9")...)
+	if code != 0 || !regexp.MustCompile(`token bucket: tokens in use [0-9.e+-]+ of 2, remaining [0-9.e+-]+, a check passes again in (29m\d+s|30m0s)`).MatchString(stdout) {
+		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
+	}
+	stdout, _, _ = e.run(t, e.flags("user=erin", "ip=10.0.0.9")...)
+	if !regexp.MustCompile(`allow: sliding window estimate: count 2 of 100, remaining 98, window ends in (5\dm\d+s|1h0m0s)`).MatchString(stdout) {
+		t.Fatalf("sliding window line:\n%s", stdout)
+	}
+}
+
 func TestExplainRuleStore(t *testing.T) {
 	client := redistest.Client(t)
 	e := newExplainEnv(t, client, redistest.URL(t), false)

@@ -169,6 +169,51 @@ rate_limits.yaml: not checked: bad_available.yaml is invalid
 	}
 }
 
+// validate accepts the algorithm fields and rejects the combinations the
+// algorithms do not support, each with file, line and rule.
+func TestValidateAlgorithms(t *testing.T) {
+	dir := writeFiles(t, map[string]string{
+		"available_limiters.yaml": readFixture(t, "available_limiters.yaml"),
+		"good.yaml": `rate_limits:
+  user_sign_in:
+    - {name: bucket, limit: 5, period_s: 60, action: limit, algorithm: token_bucket, burst: 10, characteristics: [ip]}
+    - {name: sliding, limit: 5, period_s: 60, action: log, algorithm: sliding_window, ban_for_s: 60, characteristics: [ip]}
+`,
+		"bad.yaml": `rate_limits:
+  user_sign_in:
+    - name: distinct
+      limit: 5
+      period_s: 60
+      action: limit
+      characteristics: [ip]
+      count_distinct: ip
+      algorithm: token_bucket
+    - name: burst
+      limit: 5
+      period_s: 60
+      action: limit
+      burst: 3
+    - name: typo
+      limit: 5
+      period_s: 60
+      action: limit
+      algorithm: sliding
+`,
+	})
+	code, stdout, stderr := ratekit(t, dir, "validate", "--available-limiters", "available_limiters.yaml", "--rate-limits", "good.yaml")
+	if code != 0 || stderr != "" || !strings.HasSuffix(stdout, "OK\n") {
+		t.Fatalf("good.yaml: exit %d, stderr:\n%s", code, stderr)
+	}
+	code, _, stderr = ratekit(t, dir, "validate", "--available-limiters", "available_limiters.yaml", "--rate-limits", "bad.yaml")
+	want := `bad.yaml:3:7: user_sign_in/distinct: count_distinct counts in fixed windows only
+bad.yaml:10:7: user_sign_in/burst: burst is valid with algorithm token_bucket only
+bad.yaml:19:18: user_sign_in/typo: algorithm must be one of fixed_window, sliding_window, token_bucket, got the value "sliding"
+`
+	if code != 1 || stderr != want {
+		t.Fatalf("bad.yaml: exit %d, stderr:\n%s\nwant exit 1 and:\n%s", code, stderr, want)
+	}
+}
+
 func TestUsageAndUnreadable(t *testing.T) {
 	dir := writeFiles(t, map[string]string{"available_limiters.yaml": readFixture(t, "available_limiters.yaml")})
 	if err := os.Mkdir(filepath.Join(dir, "a_directory"), 0o755); err != nil {

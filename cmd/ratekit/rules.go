@@ -373,6 +373,12 @@ func describeRule(r ratelimit.Rule) string {
 	if r.BanFor > 0 {
 		fmt.Fprintf(&b, ", ban %v", r.BanFor)
 	}
+	switch {
+	case r.Algorithm == ratelimit.TokenBucket && r.Burst > 0:
+		fmt.Fprintf(&b, ", token_bucket burst %d", r.Burst)
+	case r.Algorithm != "" && r.Algorithm != ratelimit.FixedWindow:
+		fmt.Fprintf(&b, ", %s", r.Algorithm)
+	}
 	if p, err := config.RuleToProto(r); err == nil {
 		b.WriteString(", match " + describeMatch(p))
 	}

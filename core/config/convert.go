@@ -18,6 +18,20 @@ var actionToCore = map[configv1.Action]ratelimit.Action{
 	configv1.Action_ACTION_SKIP:  ratelimit.ActionSkip,
 }
 
+var algorithmToCore = map[configv1.Algorithm]ratelimit.Algorithm{
+	configv1.Algorithm_ALGORITHM_UNSPECIFIED:    "",
+	configv1.Algorithm_ALGORITHM_FIXED_WINDOW:   ratelimit.FixedWindow,
+	configv1.Algorithm_ALGORITHM_SLIDING_WINDOW: ratelimit.SlidingWindow,
+	configv1.Algorithm_ALGORITHM_TOKEN_BUCKET:   ratelimit.TokenBucket,
+}
+
+var algorithmFromCore = map[ratelimit.Algorithm]configv1.Algorithm{
+	"":                      configv1.Algorithm_ALGORITHM_UNSPECIFIED,
+	ratelimit.FixedWindow:   configv1.Algorithm_ALGORITHM_FIXED_WINDOW,
+	ratelimit.SlidingWindow: configv1.Algorithm_ALGORITHM_SLIDING_WINDOW,
+	ratelimit.TokenBucket:   configv1.Algorithm_ALGORITHM_TOKEN_BUCKET,
+}
+
 var actionFromCore = map[ratelimit.Action]configv1.Action{
 	ratelimit.ActionLimit: configv1.Action_ACTION_LIMIT,
 	ratelimit.ActionLog:   configv1.Action_ACTION_LOG,
@@ -41,6 +55,14 @@ func RuleFromProto(r *configv1.Rule) (ratelimit.Rule, error) {
 		return ratelimit.Rule{}, fmt.Errorf("rule %s: action %v is not limit, log or skip", r.GetName(), r.GetAction())
 	}
 	out.Action = a
+	alg, ok := algorithmToCore[r.GetAlgorithm()]
+	if !ok {
+		return ratelimit.Rule{}, fmt.Errorf("rule %s: algorithm %v is not fixed_window, sliding_window or token_bucket", r.GetName(), r.GetAlgorithm())
+	}
+	out.Algorithm = alg
+	if r.Burst != nil {
+		out.Burst = int64(r.GetBurst())
+	}
 	if r.Limit != nil {
 		out.Limit = int64(r.GetLimit())
 	}
@@ -108,6 +130,8 @@ func DefaultRuleToRule(d *configv1.DefaultRule) *configv1.Rule {
 		BanForS:         d.BanForS,
 		CountDistinct:   d.GetCountDistinct(),
 		CountMissing:    d.GetCountMissing(),
+		Algorithm:       d.GetAlgorithm(),
+		Burst:           d.Burst,
 	}
 	if len(d.GetMatch()) > 0 {
 		r.Match = make(map[string]*configv1.MatchValue, len(d.GetMatch()))
@@ -140,6 +164,18 @@ func RuleToProto(r ratelimit.Rule) (*configv1.Rule, error) {
 		out.Action = a
 	} else {
 		errs = append(errs, fmt.Errorf("action %q is not limit, log or skip", r.Action))
+	}
+	if a, ok := algorithmFromCore[r.Algorithm]; ok {
+		out.Algorithm = a
+	} else {
+		errs = append(errs, fmt.Errorf("algorithm %q is not fixed_window, sliding_window or token_bucket", r.Algorithm))
+	}
+	switch n := r.Burst; {
+	case n == 0: // unset: the limit
+	case n < 1 || n > math.MaxUint32:
+		errs = append(errs, fmt.Errorf("burst %d is outside 1..%d", n, uint32(math.MaxUint32)))
+	default:
+		out.Burst = proto.Uint32(uint32(n))
 	}
 	switch n := r.Limit; {
 	case r.LimitFunc != nil:

@@ -140,3 +140,46 @@ func TestDefaultRuleToRuleCopies(t *testing.T) {
 		t.Fatalf("the converted rule shares memory with the default rule: %v", r)
 	}
 }
+
+// TestAlgorithmConversion: a rule's algorithm and burst survive the way
+// from a file through the core rule and back, and a rule without them stays
+// a fixed window.
+func TestAlgorithmConversion(t *testing.T) {
+	available := mustAvailable(t, guardedAvailable)
+	r, err := ParseRateLimits("r.yaml", []byte(`rate_limits:
+  open:
+    - {name: bucket, limit: 10, period_s: 60, action: limit, algorithm: token_bucket, burst: 30}
+    - {name: sliding, limit: 10, period_s: 60, action: log, algorithm: sliding_window}
+    - {name: fixed, limit: 10, period_s: 60, action: limit}
+`), available)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules, err := RulesFromProto(r.Proto.GetRateLimits()["open"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		alg   ratelimit.Algorithm
+		burst int64
+	}{{ratelimit.TokenBucket, 30}, {ratelimit.SlidingWindow, 0}, {"", 0}}
+	for i, w := range want {
+		if rules[i].Algorithm != w.alg || rules[i].Burst != w.burst {
+			t.Fatalf("rule %s: algorithm %q burst %d, want %q %d", rules[i].Name, rules[i].Algorithm, rules[i].Burst, w.alg, w.burst)
+		}
+		back, err := RuleToProto(rules[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !proto.Equal(back, r.Proto.GetRateLimits()["open"].GetRules()[i]) {
+			t.Fatalf("rule %s: back to proto %v", rules[i].Name, back)
+		}
+	}
+	if _, err := RuleToProto(ratelimit.Rule{Name: "x", Action: ratelimit.ActionLimit, Algorithm: "leaky"}); err == nil || !strings.Contains(err.Error(), `algorithm "leaky"`) {
+		t.Fatalf("RuleToProto of an unknown algorithm: %v", err)
+	}
+	d := DefaultRuleToRule(&configv1.DefaultRule{Name: "d", Action: configv1.Action_ACTION_LIMIT, Algorithm: configv1.Algorithm_ALGORITHM_TOKEN_BUCKET, Burst: proto.Uint32(3)})
+	if d.GetAlgorithm() != configv1.Algorithm_ALGORITHM_TOKEN_BUCKET || d.GetBurst() != 3 {
+		t.Fatalf("DefaultRuleToRule dropped the algorithm: %v", d)
+	}
+}

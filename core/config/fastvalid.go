@@ -43,7 +43,10 @@ func validRule(r *configv1.Rule) bool {
 			return false
 		}
 	}
-	for _, p := range []*uint32{r.Limit, r.PeriodS, r.BanForS} {
+	if r.Algorithm < configv1.Algorithm_ALGORITHM_UNSPECIFIED || r.Algorithm > configv1.Algorithm_ALGORITHM_TOKEN_BUCKET {
+		return false // defined_only
+	}
+	for _, p := range []*uint32{r.Limit, r.PeriodS, r.BanForS, r.Burst} {
 		if p != nil && *p < 1 {
 			return false
 		}
@@ -66,6 +69,12 @@ func validRule(r *configv1.Rule) bool {
 	case r.CountMissing && (len(r.Characteristics) == 0 || skip): // count_missing_requires_characteristics
 		return false
 	case r.CountDistinct != "" && skip: // count_distinct_requires_threshold
+		return false
+	case (r.Algorithm != configv1.Algorithm_ALGORITHM_UNSPECIFIED || r.Burst != nil) && skip: // algorithm_requires_threshold
+		return false
+	case r.CountDistinct != "" && r.Algorithm > configv1.Algorithm_ALGORITHM_FIXED_WINDOW: // count_distinct_fixed_window
+		return false
+	case r.Burst != nil && r.Algorithm != configv1.Algorithm_ALGORITHM_TOKEN_BUCKET: // burst_requires_token_bucket
 		return false
 	}
 	return true

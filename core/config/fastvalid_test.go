@@ -55,10 +55,11 @@ func TestValidRuleSchemaPinned(t *testing.T) {
 }
 
 const wantSchema = `
-message Rule: [buf.validate.message]:{cel:{id:"limit_requires_threshold" message:"limit and log rules require limit and period_s" expression:"this.action == 3 || (has(this.limit) && has(this.period_s))"} cel:{id:"ban_excludes_count_distinct" message:"ban_for_s cannot be combined with count_distinct" expression:"!has(this.ban_for_s) || this.count_distinct == ''"} cel:{id:"ban_requires_threshold" message:"ban_for_s is not valid on skip rules" expression:"!has(this.ban_for_s) || this.action != 3"} cel:{id:"count_missing_requires_characteristics" message:"count_missing needs characteristics and is not valid on skip rules" expression:"!this.count_missing || (size(this.characteristics) > 0 && this.action != 3)"} cel:{id:"count_distinct_requires_threshold" message:"count_distinct is not valid on skip rules" expression:"this.count_distinct == '' || this.action != 3"}}
+message Rule: [buf.validate.message]:{cel:{id:"limit_requires_threshold" message:"limit and log rules require limit and period_s" expression:"this.action == 3 || (has(this.limit) && has(this.period_s))"} cel:{id:"ban_excludes_count_distinct" message:"ban_for_s cannot be combined with count_distinct" expression:"!has(this.ban_for_s) || this.count_distinct == ''"} cel:{id:"ban_requires_threshold" message:"ban_for_s is not valid on skip rules" expression:"!has(this.ban_for_s) || this.action != 3"} cel:{id:"count_missing_requires_characteristics" message:"count_missing needs characteristics and is not valid on skip rules" expression:"!this.count_missing || (size(this.characteristics) > 0 && this.action != 3)"} cel:{id:"count_distinct_requires_threshold" message:"count_distinct is not valid on skip rules" expression:"this.count_distinct == '' || this.action != 3"} cel:{id:"algorithm_requires_threshold" message:"algorithm and burst are not valid on skip rules" expression:"(this.algorithm == 0 && !has(this.burst)) || this.action != 3"} cel:{id:"count_distinct_fixed_window" message:"count_distinct counts in fixed windows only" expression:"this.count_distinct == '' || this.algorithm <= 1"} cel:{id:"burst_requires_token_bucket" message:"burst is valid with algorithm token_bucket only" expression:"!has(this.burst) || this.algorithm == 3"}}
   oneof _limit:
   oneof _period_s:
   oneof _ban_for_s:
+  oneof _burst:
   field 1 description optional string presence=false: [buf.validate.field]:{string:{max_len:1024}}
   field 2 action optional enum presence=false: [buf.validate.field]:{required:true enum:{defined_only:true}}
   field 3 characteristics repeated string presence=false: [buf.validate.field]:{repeated:{unique:true items:{string:{pattern:"^[a-z0-9_]{1,64}$"}}}}
@@ -69,6 +70,8 @@ message Rule: [buf.validate.message]:{cel:{id:"limit_requires_threshold" message
   field 8 ban_for_s optional uint32 presence=true: [buf.validate.field]:{uint32:{gte:1}}
   field 9 name optional string presence=false: [buf.validate.field]:{string:{pattern:"^[a-z0-9_]{1,64}$"}}
   field 10 count_missing optional bool presence=false:
+  field 11 algorithm optional enum presence=false: [buf.validate.field]:{enum:{defined_only:true}}
+  field 12 burst optional uint32 presence=true: [buf.validate.field]:{uint32:{gte:1}}
 message MatchValue:
   oneof kind: [buf.validate.oneof]:{required:true}
   field 1 equality optional string presence=true: [buf.validate.field]:{string:{max_len:4096}}
@@ -136,6 +139,12 @@ func randomRule(rng *rand.Rand) *configv1.Rule {
 			r.CountDistinct = "ip"
 		}
 		r.CountMissing = len(r.Characteristics) > 0 && rng.IntN(2) == 0
+		if r.CountDistinct == "" && rng.IntN(2) == 0 {
+			r.Algorithm = configv1.Algorithm(rng.IntN(4))
+			if r.Algorithm == configv1.Algorithm_ALGORITHM_TOKEN_BUCKET && rng.IntN(2) == 0 {
+				r.Burst = proto.Uint32(uint32(1 + rng.IntN(20)))
+			}
+		}
 	}
 	for range rng.IntN(3) {
 		if r.Match == nil {
@@ -155,7 +164,7 @@ func randomRule(rng *rand.Rand) *configv1.Rule {
 
 	// Then some fields drawn again.
 	for range rng.IntN(4) {
-		switch rng.IntN(10) {
+		switch rng.IntN(12) {
 		case 0:
 			r.Name = name()
 		case 1:
@@ -179,6 +188,10 @@ func randomRule(rng *rand.Rand) *configv1.Rule {
 				r.Match = map[string]*configv1.MatchValue{}
 			}
 			r.Match[pick("path", "tier", "ip", "Bad", "")] = randomMatchValue(rng)
+		case 10:
+			r.Algorithm = configv1.Algorithm(rng.IntN(6))
+		case 11:
+			r.Burst = num()
 		}
 	}
 	return r

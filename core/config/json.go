@@ -27,7 +27,7 @@ import (
 // Tiers appear in alphabetical order and only when set; a tier that sets the
 // limiter's mode writes it first: {"mode":"shadow","rules":[...]}. A rule is written as
 // name, description, limit, period_s, action, characteristics,
-// count_missing (only when true), count_distinct, ban_for_s, match; unset optional fields and empty strings
+// count_missing (only when true), count_distinct, ban_for_s, algorithm (only when set), burst, match; unset optional fields and empty strings
 // are left out, characteristics and match are always written. Match keys are
 // sorted; a value is a JSON string (equality), {"regex":"..."} or
 // {"one_of":[...]}.
@@ -186,6 +186,11 @@ func (w *jsonWriter) rule(r *configv1.Rule) {
 		w.str(r.GetCountDistinct())
 	}
 	w.optUint("ban_for_s", r.BanForS)
+	if a := r.GetAlgorithm(); a != configv1.Algorithm_ALGORITHM_UNSPECIFIED {
+		w.field("algorithm")
+		w.str(enumWords(a.Descriptor())[a-1]) // validated: defined
+	}
+	w.optUint("burst", r.Burst)
 	w.field("match")
 	w.WriteByte('{')
 	for i, k := range sortedKeys(r.GetMatch()) {

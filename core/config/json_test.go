@@ -65,6 +65,10 @@ func TestLimiterRulesRoundTrip(t *testing.T) {
 	}
 	distinct := &configv1.Rule{Name: "distinct", Action: configv1.Action_ACTION_LIMIT, Limit: proto.Uint32(10), PeriodS: proto.Uint32(3600), CountDistinct: "user", Characteristics: []string{"ip"}}
 	skip := &configv1.Rule{Name: "skip_all", Action: configv1.Action_ACTION_SKIP}
+	bucket := &configv1.Rule{Name: "bucket", Action: configv1.Action_ACTION_LIMIT, Limit: proto.Uint32(10), PeriodS: proto.Uint32(60),
+		Algorithm: configv1.Algorithm_ALGORITHM_TOKEN_BUCKET, Burst: proto.Uint32(25), BanForS: proto.Uint32(5)}
+	sliding := &configv1.Rule{Name: "sliding", Action: configv1.Action_ACTION_LOG, Limit: proto.Uint32(10), PeriodS: proto.Uint32(60),
+		Algorithm: configv1.Algorithm_ALGORITHM_SLIDING_WINDOW}
 	tests := []struct {
 		name string
 		doc  *configv1.LimiterRules
@@ -74,6 +78,8 @@ func TestLimiterRulesRoundTrip(t *testing.T) {
 		{"empty tier is kept", &configv1.LimiterRules{FileRules: &configv1.RuleList{}}, `{"file_rules":{"rules":[]}}`},
 		{"every field", &configv1.LimiterRules{FileRules: &configv1.RuleList{Rules: []*configv1.Rule{full}}},
 			`{"file_rules":{"rules":[{"name":"every_field","description":"quotes \" and <html> & unicode é","limit":4294967295,"period_s":1,"action":"log","characteristics":["ip","user"],"count_missing":true,"ban_for_s":900,"match":{"empty":"","path":{"regex":"^/api/v\\d+/"},"plan":{"one_of":["free","bronze"]},"user":"<anonymous>"}}]}}`},
+		{"algorithms", &configv1.LimiterRules{PublishedRules: &configv1.RuleList{Rules: []*configv1.Rule{bucket, sliding}}},
+			`{"published_rules":{"rules":[{"name":"bucket","limit":10,"period_s":60,"action":"limit","characteristics":[],"ban_for_s":5,"algorithm":"token_bucket","burst":25,"match":{}},{"name":"sliding","limit":10,"period_s":60,"action":"log","characteristics":[],"algorithm":"sliding_window","match":{}}]}}`},
 		{"three tiers in alphabetical order", &configv1.LimiterRules{
 			PublishedRules: &configv1.RuleList{Rules: []*configv1.Rule{skip}},
 			FileRules:      &configv1.RuleList{Rules: []*configv1.Rule{distinct}},
@@ -112,7 +118,7 @@ func TestUnmarshalLimiterRulesErrors(t *testing.T) {
 		{"empty", "", []string{`1:1: invalid JSON: unexpected end of the document`}},
 		{"unknown tier", `{"fil_rules":{"rules":[]}}`, []string{`1:2: unknown field "fil_rules" (did you mean "file_rules"?)`}},
 		{"unknown rule field", "{\"file_rules\":{\"rules\":[\n{\"name\":\"a\",\"action\":\"skip\",\"match\":{},\"characteristics\":[],\"colour\":1}]}}",
-			[]string{`2:61: a: unknown field "colour"; a rule takes action, ban_for_s, characteristics, count_distinct, count_missing, description, limit, match, name, period_s`}},
+			[]string{`2:61: a: unknown field "colour"; a rule takes action, algorithm, ban_for_s, burst, characteristics, count_distinct, count_missing, description, limit, match, name, period_s`}},
 		{"protojson enum spelling is not the stored spelling", `{"file_rules":{"rules":[{"name":"a","action":"ACTION_SKIP"}]}}`,
 			[]string{`1:46: a: action must be one of limit, log, skip, got the value "ACTION_SKIP"`}},
 		{"action is required in stored documents", `{"file_rules":{"rules":[{"name":"a","limit":1,"period_s":1}]}}`,

@@ -15,6 +15,9 @@ var celRules = map[string]bool{
 	"ban_requires_threshold":                 true,
 	"count_distinct_requires_threshold":      true,
 	"count_missing_requires_characteristics": true,
+	"algorithm_requires_threshold":           true,
+	"count_distinct_fixed_window":            true,
+	"burst_requires_token_bucket":            true,
 }
 
 // noun names what a path points at, for messages.

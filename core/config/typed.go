@@ -28,6 +28,8 @@ var (
 	ruleBanForS      = ruleFields.ByName("ban_for_s").Number()
 	ruleNameField    = ruleFields.ByName("name").Number()
 	ruleCountMissing = ruleFields.ByName("count_missing").Number()
+	ruleAlgorithm    = ruleFields.ByName("algorithm").Number()
+	ruleBurst        = ruleFields.ByName("burst").Number()
 
 	matchValueFields = (&configv1.MatchValue{}).ProtoReflect().Descriptor().Fields()
 	matchEquality    = matchValueFields.ByName("equality").Number()
@@ -74,6 +76,10 @@ func (d *doc) setTyped(m protoreflect.Message, fd protoreflect.FieldDescriptor, 
 			x.CountDistinct = v.String()
 		case ruleCountMissing:
 			x.CountMissing = v.Bool()
+		case ruleAlgorithm:
+			x.Algorithm = configv1.Algorithm(v.Enum())
+		case ruleBurst:
+			x.Burst = d.uint32Ptr(uint32(v.Uint()))
 		default:
 			return false
 		}

@@ -12,18 +12,34 @@ import (
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
 
-// ruleJSON writes r as MarshalLimiterRules would, valid or not: an action
-// that has no word is written as its number (which the walk refuses).
+// ruleJSON writes r as MarshalLimiterRules would, valid or not: an action or
+// algorithm that has no word is written as its number (which the walk
+// refuses).
 func ruleJSON(w *jsonWriter, r *configv1.Rule) {
-	if a := r.GetAction(); a >= 1 && int(a) <= len(enumWords(a.Descriptor())) {
+	a, alg := r.GetAction(), r.GetAlgorithm()
+	validAction := a >= 1 && int(a) <= len(enumWords(a.Descriptor()))
+	validAlg := alg >= 0 && int(alg) <= len(enumWords(alg.Descriptor()))
+	if validAction && validAlg {
 		w.rule(r)
 		return
 	}
 	c := proto.Clone(r).(*configv1.Rule)
-	c.Action = configv1.Action_ACTION_LIMIT
+	if !validAction {
+		c.Action = configv1.Action_ACTION_LIMIT
+	}
+	if !validAlg {
+		c.Algorithm = configv1.Algorithm_ALGORITHM_TOKEN_BUCKET
+	}
 	var inner jsonWriter
 	inner.rule(c)
-	w.WriteString(strings.Replace(inner.String(), `"action":"limit"`, fmt.Sprintf(`"action":%d`, r.GetAction()), 1))
+	out := inner.String()
+	if !validAction {
+		out = strings.Replace(out, `"action":"limit"`, fmt.Sprintf(`"action":%d`, a), 1)
+	}
+	if !validAlg {
+		out = strings.Replace(out, `"algorithm":"token_bucket"`, fmt.Sprintf(`"algorithm":%d`, alg), 1)
+	}
+	w.WriteString(out)
 }
 
 // randomStoredDocument writes a document of random rules, valid or not, in

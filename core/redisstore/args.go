@@ -28,12 +28,25 @@ func short(mode ratelimit.Mode, op *ratelimit.Op) bool {
 	return ok && c > 0
 }
 
+// shortBan reports whether op takes the script's short form with a ban: a
+// counter charged with a whole positive cost, with a ban, in a check.
+func shortBan(mode ratelimit.Mode, op *ratelimit.Op) bool {
+	if mode != ratelimit.ModeCheck || op.Kind != ratelimit.OpCount || op.BanKey == "" {
+		return false
+	}
+	c, ok := wholeCost(op.Cost)
+	return ok && c > 0
+}
+
 // opCodes are the codes of ARGV: the general form's "g<kind><flags><peek>",
-// indexed by kind*8 + flags*2 + peek, then the short form's "n" and "t".
-var opCodes = [18]string{
+// indexed by kind*8 + flags*2 + peek, then the short forms' "n" and "t"
+// (without a ban) and "b" and "B" (with one), each non-terminal, terminal.
+var opCodes = [36]string{
 	"g000", "g001", "g010", "g011", "g020", "g021", "g030", "g031",
 	"g100", "g101", "g110", "g111", "g120", "g121", "g130", "g131",
-	"n", "t",
+	"g200", "g201", "g210", "g211", "g220", "g221", "g230", "g231",
+	"g300", "g301", "g310", "g311", "g320", "g321", "g330", "g331",
+	"n", "t", "b", "B",
 }
 
 // opCodeArgs are opCodes converted to interfaces once: converting a string
@@ -49,14 +62,17 @@ var opCodeArgs = func() (a [len(opCodes)]any) {
 func opCode(mode ratelimit.Mode, op *ratelimit.Op) int {
 	if short(mode, op) {
 		if op.Terminal {
-			return 17
+			return 33
 		}
-		return 16
+		return 32
 	}
-	i := 0
-	if op.Kind == ratelimit.OpDistinct {
-		i += 8
+	if shortBan(mode, op) {
+		if op.Terminal {
+			return 35
+		}
+		return 34
 	}
+	i := int(op.Kind&3) * 8
 	if op.Terminal {
 		i += 2
 	}
@@ -78,15 +94,19 @@ func keyCount(op *ratelimit.Op) int {
 }
 
 // isShort reports whether code (an index in opCodes) is of the short form.
-func isShort(code int) bool { return code >= 16 }
+func isShort(code int) bool { return code >= 32 }
 
 // fieldsOf returns op's numeric fields as integers: limit, period_ms and,
-// in the general form, ban_ms, then the cost, which the short form always has
-// whole. A general form's cost that is not whole is not among them (fracCost):
+// in the general form and the short form with a ban, ban_ms, then the cost,
+// which the short forms always have whole. A general form's cost that is not whole is not among them (fracCost):
 // it follows them as a float. The general form's member comes after all.
 func fieldsOf(code int, op *ratelimit.Op) (f [4]int64, n int, fracCost bool) {
 	f[0], f[1] = op.Limit, millis(op.Period)
-	if isShort(code) {
+	switch {
+	case code >= 34: // with a ban: whole cost
+		f[2], f[3] = millis(op.BanFor), int64(op.Cost)
+		return f, 4, false
+	case isShort(code):
 		f[2] = int64(op.Cost)
 		return f, 3, false
 	}

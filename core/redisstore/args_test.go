@@ -43,6 +43,22 @@ func TestEvalArgs(t *testing.T) {
 	if fmt.Sprint(keys) != "[{d} {e} {f} {g} {h} {i}]" || fmt.Sprint(args) != want {
 		t.Errorf("short form: keys %v\nargs %v\nwant %s", keys, args, want)
 	}
+	// The short form with a ban, and the algorithms: a sliding window and a
+	// token bucket (its burst in the member's place) take the general form.
+	other := []ratelimit.Op{
+		{Key: "{j}", BanKey: "{j}:ban", Cost: 2, Limit: 5, Period: time.Minute, BanFor: time.Hour, Terminal: true},
+		{Key: "{k}", BanKey: "{k}:ban", Cost: 1, Limit: 5, Period: time.Minute},
+		{Kind: ratelimit.OpSliding, Key: "{l}", Cost: 1, Limit: 5, Period: time.Minute, Terminal: true},
+		{Kind: ratelimit.OpTokenBucket, Key: "{m}", BanKey: "{m}:ban", Cost: 0.5, Limit: 5, Period: time.Minute, Burst: 7, BanFor: time.Second},
+	}
+	keys, args = evalArgs(ratelimit.ModeCheck, other, nil)
+	want = `[B 5 60000 3600000 2 b 5 60000 0 1 g210 5 60000 0 1  g320 5 60000 1000 0.5 7]`
+	if fmt.Sprint(keys) != "[{j} {j}:ban {k} {k}:ban {l} {m} {m}:ban]" || fmt.Sprint(args) != want {
+		t.Errorf("bans and algorithms: keys %v\nargs %v\nwant %s", keys, args, want)
+	}
+	if _, args = evalArgs(ratelimit.ModePeek, other[3:], nil); fmt.Sprint(args) != `[g321 5 60000 1000 0.5 7]` {
+		t.Errorf("token bucket peek: args %v", args)
+	}
 }
 
 // TestEvalCmd: the prepared command is exactly what Script.EvalSha sends for

@@ -94,7 +94,7 @@ func TestClusterKeyCompatibility(t *testing.T) {
 			}
 		}
 		for j := range rules {
-			key, _ := ikeys.Counter(prefix, "compat", rules[j].Name, rules[j].Characteristics, rules[j].CountDistinct != "", id)
+			key, _ := ikeys.Counter(prefix, "compat", rules[j].Name, rules[j].Characteristics, ikeys.Suffix(rules[j].CountDistinct != "", string(rules[j].Algorithm)), id)
 			ks, err1 := c.ClusterKeySlot(ctx, key).Result()
 			bs, err2 := c.ClusterKeySlot(ctx, ikeys.BanKey(key)).Result()
 			if err1 != nil || err2 != nil || ks != bs || ks != int64(slot(key)) {

@@ -91,6 +91,18 @@
 // the check. The script needs no TIME call: a fixed window anchored at the
 // first hit is exactly a key with a TTL.
 //
+// The other algorithms (docs/design.md#algorithms) keep their time in the TTL
+// too, never as a timestamp. A sliding window is a hash of this window's and
+// the previous window's counts whose TTL runs to one period after this
+// window's end (a TTL over the period: this window is on; within it: this
+// window ended and is now the previous one; none: both are gone). A token
+// bucket (GCRA) is a string whose TTL runs to when the bucket is full again,
+// rounded up to a millisecond, the rounding kept in its value. Both take the
+// script's general form, with their formulas in milliseconds (those of the
+// memory store, in core/memory_algo.go), so the conformance scenarios hold
+// both stores to the same figures. Dial's plain form is for fixed windows
+// only.
+//
 // Whole costs count with INCRBY, exactly. A fractional cost (or one added to
 // a counter that holds a fraction) counts with INCRBYFLOAT (long double,
 // printed with 17 digits), so fractional costs such as 0.1+0.2 may differ

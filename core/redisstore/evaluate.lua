@@ -6,10 +6,13 @@
 --   'n', 't': a counter charged with a whole positive cost, without a ban, in
 --            a check (the usual op); 't' when terminal. Fields: limit,
 --            period_ms, cost.
---   'g<kind><flags><peek>': any op. kind is 0 (count) or 1 (distinct); flags
---            is 1 (terminal) + 2 (has a ban key); peek is 1 in a peek, 0 in a
---            check. Fields: limit, period_ms, ban_ms, cost, member (of a
---            distinct op; "" otherwise).
+--   'b', 'B': the same with a ban (its key follows the counter's in KEYS);
+--            'B' when terminal. Fields: limit, period_ms, ban_ms, cost.
+--   'g<kind><flags><peek>': any op. kind is 0 (count), 1 (distinct), 2
+--            (sliding window) or 3 (token bucket); flags is 1 (terminal) + 2
+--            (has a ban key); peek is 1 in a peek, 0 in a check. Fields:
+--            limit, period_ms, ban_ms, cost, member (of a distinct op; the
+--            burst of a token bucket; "" otherwise).
 --
 -- Returns three values per evaluated op, stopping after an exceeded terminal op:
 --   count: the counter (an integer, or a string when fractional: Lua numbers
@@ -19,7 +22,9 @@
 --   bits:  1 banned, 2 exceeded.
 --
 -- Windows run on Redis's clock: a window is the key's TTL, set on the first
--- write and never extended.
+-- write and never extended. The sliding window and token bucket keep their
+-- time in their key's TTL too (see algorithm below), never as a timestamp,
+-- so that a key means the same whatever the clock of the server reading it.
 --
 -- The script runs on every check of a go-redis client (Dial sends the usual
 -- check as plain commands instead, see plain.go), so the usual op costs the
@@ -152,6 +157,118 @@ local function define()
   end
 end
 
+local algorithm -- function(key, bankey, bucket, hasban, peek, limit, period, banfor, cost, burst)
+
+-- defineAlgorithm defines algorithm: a sliding window or token bucket op,
+-- with the formulas of the memory store (core/memory_algo.go), in
+-- milliseconds. Neither charges an exceeded op; an exceeded op's ttl is the
+-- time until the same op would pass.
+--
+-- A sliding window is a hash {c: this window's count, p: the previous
+-- window's} whose TTL runs to one period after this window's end: a TTL
+-- over the period means this window is on, one within it that this window
+-- ended (its count is now the previous one), none that both are gone.
+-- A token bucket (GCRA) is a string whose TTL runs to when the bucket is full
+-- again, rounded up to a millisecond; its value is what the rounding added.
+local function defineAlgorithm()
+  local function fmt(n)
+    if n == math.floor(n) and n < 2^53 then return n end
+    return string.format('%.17g', n) -- a reply number would be truncated
+  end
+  -- value returns the reply of cmd or, when the key holds a foreign value
+  -- (a hand-written one: keys encode the algorithm), nil after deleting it
+  -- in a check.
+  local function value(peek, ...)
+    local r = redis.pcall(...)
+    if type(r) == 'table' and r['err'] then
+      if not peek then redis.call('DEL', (select(2, ...))) end
+      return nil
+    end
+    return r
+  end
+
+  algorithm = function(key, bankey, bucket, hasban, peek, limit, period, banfor, cost, burst)
+    limit, period = tonumber(limit), tonumber(period)
+    local costn = tonumber(cost)
+    local bttl = -2
+    if hasban then bttl = redis.call('PTTL', bankey) end
+    local charge = not peek and costn > 0 and bttl == -2
+    local pttl = redis.call('PTTL', key)
+    local before, count, ttl, exceeded
+    if bucket then
+      burst = tonumber(burst)
+      local d = 0
+      if pttl > 0 then
+        d = pttl - (tonumber(value(peek, 'GET', key)) or pttl)
+        if d < 0 then d = 0 end
+      end
+      if limit <= 0 or burst <= 0 then -- a limit of 0 denies all
+        before, count, ttl, exceeded = 0, 0, period, costn > 0
+      else
+        local t = period / limit
+        before = d / t
+        if before + costn <= burst + 1e-9 then
+          count, ttl, exceeded = before + costn, d + costn * t, false
+          if charge then
+            local ms = math.max(math.ceil(ttl), 1)
+            redis.call('SET', key, fmt(ms - ttl), 'PX', ms)
+          elseif bttl == -2 then
+            ttl = d -- not charged: full again when it was going to be
+          end
+        else
+          count, ttl, exceeded = before, d + costn * t - burst * t, true
+        end
+      end
+    else
+      local cur, prev, rem, fresh = 0, 0, period, true
+      if pttl > period then
+        local v = value(peek, 'HMGET', key, 'c', 'p')
+        if v then cur, prev, rem, fresh = tonumber(v[1]) or 0, tonumber(v[2]) or 0, pttl - period, false end
+      elseif pttl > 0 then
+        prev, rem = tonumber(value(peek, 'HGET', key, 'c')) or 0, pttl
+      end
+      before = prev * rem / period + cur
+      count, ttl, exceeded = before, rem, false
+      if before + costn <= limit then
+        if charge then
+          count = before + costn
+          if fresh then
+            redis.call('HSET', key, 'c', cur + costn, 'p', prev)
+            redis.call('PEXPIRE', key, rem + period)
+          else
+            redis.call('HINCRBYFLOAT', key, 'c', cost)
+          end
+        end
+      else
+        exceeded = true
+        if prev > 0 and limit - cur - costn >= 0 then
+          ttl = rem - (limit - cur - costn) * period / prev
+        elseif costn > limit then
+          ttl = rem + period
+        elseif cur > limit - costn then
+          ttl = rem + period * (1 - (limit - costn) / cur)
+        end
+      end
+    end
+    if bttl ~= -2 then
+      if bttl < 0 then bttl = 0 end
+      return fmt(before), bttl, 3
+    end
+    if not charge then count = before end
+    local bits = 0
+    if exceeded then
+      bits = 2
+      banfor = tonumber(banfor)
+      if not peek and costn > 0 and hasban and banfor > 0 then
+        redis.call('SET', bankey, '1', 'PX', banfor)
+        ttl, bits = banfor, 3
+      end
+    end
+    if ttl < 0 then ttl = 0 end
+    return fmt(count), math.ceil(ttl), bits
+  end
+end
+
 local out, nout, k, a = nil, 0, 1, 1
 while ARGV[a] do
   local code, key = ARGV[a], KEYS[k]
@@ -173,6 +290,44 @@ while ARGV[a] do
       count, ttl, bits = general(key, nil, false, false, false, ARGV[a + 1], period, '0', ARGV[a + 3], '')
     end
     k, a = k + 1, a + 4
+  elseif code == 'b' or code == 'B' then
+    -- The usual banning op (a login counter): the ban, then the counter,
+    -- without the general code. Anything unusual (a fractional or foreign
+    -- value) takes the general code, which wrote nothing meanwhile.
+    terminal = code == 'B'
+    local bankey, period = KEYS[k + 1], ARGV[a + 2]
+    local bttl = redis.call('PTTL', bankey)
+    local r
+    if bttl ~= -2 then
+      r = redis.pcall('GET', key)
+      if type(r) ~= 'table' then
+        if bttl < 0 then bttl = 0 end
+        count, ttl, bits = r or 0, bttl, 3
+      end
+    else
+      r = redis.pcall('INCRBY', key, ARGV[a + 4])
+      if type(r) == 'number' then
+        local pttl = redis.call('PTTL', key)
+        if pttl == -1 then
+          redis.call('PEXPIRE', key, period) -- first write: the window starts
+          pttl = tonumber(period)
+        end
+        count, ttl, bits = r, pttl, 0
+        if r > tonumber(ARGV[a + 1]) then
+          bits = 2
+          local banfor = tonumber(ARGV[a + 3])
+          if banfor > 0 then
+            redis.call('SET', bankey, '1', 'PX', banfor)
+            ttl, bits = banfor, 3
+          end
+        end
+      end
+    end
+    if type(r) == 'table' then
+      if not general then define() end
+      count, ttl, bits = general(key, bankey, false, true, false, ARGV[a + 1], period, ARGV[a + 3], ARGV[a + 4], '')
+    end
+    k, a = k + 2, a + 5
   else
     local kind, flags, peek = string.byte(code, 2, 4)
     if code:sub(1, 1) ~= 'g' or not peek then
@@ -183,9 +338,15 @@ while ARGV[a] do
     local hasban = flags >= 2
     local bankey = key
     if hasban then bankey = KEYS[k + 1]; k = k + 2 else k = k + 1 end
-    if not general then define() end
-    count, ttl, bits = general(key, bankey, kind == 49, hasban, peek == 49,
-      ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5])
+    if kind >= 50 then
+      if not algorithm then defineAlgorithm() end
+      count, ttl, bits = algorithm(key, bankey, kind == 51, hasban, peek == 49,
+        ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5])
+    else
+      if not general then define() end
+      count, ttl, bits = general(key, bankey, kind == 49, hasban, peek == 49,
+        ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5])
+    end
     a = a + 6
   end
   if nout == 0 then

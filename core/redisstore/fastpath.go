@@ -116,9 +116,14 @@ func evalCommand(c rueidis.Client, eval bool, mode ratelimit.Mode, ops []ratelim
 		if frac {
 			cmd = cmd.Args(strconv.FormatFloat(op.Cost, 'g', -1, 64))
 		}
-		if !isShort(code) {
-			cmd = cmd.Args(op.Member)
+		if isShort(code) {
+			continue
 		}
+		if op.Kind == ratelimit.OpTokenBucket {
+			cmd = cmd.Args(numStr(op.Burst)) // the burst in the member's place
+			continue
+		}
+		cmd = cmd.Args(op.Member)
 	}
 	return cmd.Build()
 }

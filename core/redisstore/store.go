@@ -287,6 +287,10 @@ func appendArgv(args []any, mode ratelimit.Mode, ops []ratelimit.Op, idx []int) 
 		if isShort(code) {
 			continue
 		}
+		if op.Kind == ratelimit.OpTokenBucket {
+			args = append(args, numArg(op.Burst))
+			continue
+		}
 		args = append(args, op.Member)
 	}
 	return args

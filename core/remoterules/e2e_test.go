@@ -3,6 +3,7 @@ package remoterules_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/redisstore"
@@ -184,5 +185,34 @@ func TestRevalidationNotModified(t *testing.T) {
 	}
 	if st := c.Stats(); st.Failures != 0 || st.Stale != 1 || st.Hits != 1 || st.Calls != 2 || e.calls.calls.Load() != 2 {
 		t.Fatalf("stats %+v: want 1 stale serve, then a hit, 2 calls, no failure", st)
+	}
+}
+
+// An override that changes the algorithm of a default rule (by name) counts
+// by the new algorithm, on a fresh counter: the default's 2 hits are not
+// inherited, and the token bucket's burst is what the first checks get.
+func TestOverrideWithAlgorithm(t *testing.T) {
+	e := newE2E(t)
+	id := ratelimit.Identifier{"root_namespace": "345"}
+	local := newLimiter(t, e.store, e.prefix, newClient(t, e.rpc, "web", nil).RulesFor)
+	if allowed, _ := checkN(t, local, id, 2); allowed != 2 {
+		t.Fatalf("default tier: %d allowed, want 2", allowed)
+	}
+	bucket := limitRule("per_namespace", 1) // one per hour
+	bucket.Algorithm, bucket.Burst = configv1.Algorithm_ALGORITHM_TOKEN_BUCKET, u32(4)
+	doc := premium345()
+	doc.Overrides[0].Rules.Rules = []*configv1.Rule{bucket}
+	if _, err := e.srv.Put(context.Background(), doc); err != nil {
+		t.Fatal(err)
+	}
+	remote := newLimiter(t, e.store, e.prefix, newClient(t, e.rpc, "web", nil).RulesFor)
+	allowed, last := checkN(t, remote, id, 6)
+	if allowed != 4 || !last.Blocked() || last.Evaluations[0].Rule.Algorithm != ratelimit.TokenBucket {
+		t.Fatalf("token bucket override: %d allowed of 6 (want the burst, 4, on a fresh counter), last %+v", allowed, last)
+	}
+	// GCRA: the next token comes an hour / 1 after the bucket filled; the
+	// blocked check is told when that is, not the end of a window.
+	if ra := time.Until(last.Info.ResetAt); ra > time.Hour || ra < 59*time.Minute {
+		t.Fatalf("retry in %v, want about an hour", ra)
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 // Run runs every conformance case against fresh harnesses from newHarness.
 func Run(t *testing.T, newHarness NewHarness) {
+	t.Run("Scenarios", func(t *testing.T) { RunScenarios(t, newHarness) })
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			c.run(t, newHarness(t))

@@ -25,8 +25,10 @@ const MaxValueLen = 200
 //	<prefix>{<limiter>:<rule>:<prop>=<value>:<prop>=<value>}       volume counter
 //	<prefix>{<limiter>:<rule>:<prop>=<value>}:ban                  its ban
 //	<prefix>{<limiter>:<rule>:<prop>=<value>}:set                  distinct-value set
+//	<prefix>{<limiter>:<rule>:<prop>=<value>}:sw                   sliding window
+//	<prefix>{<limiter>:<rule>:<prop>=<value>}:tb                   token bucket
 //
-// The counting kind is part of a counter's identity: a rule that overrides
+// The counting kind and the algorithm are part of a counter's identity: a rule that overrides
 // another of the same name (a higher tier replacing a default) inherits its
 // counter when both count the same way, and starts a fresh one when one counts
 // volume and the other distinct values, instead of meeting a value of the
@@ -44,7 +46,26 @@ const MaxValueLen = 200
 const (
 	BanSuffix = ":ban"
 	SetSuffix = ":set"
+	// The suffixes of the keys of the sliding window and token bucket
+	// algorithms; a fixed window's key has none.
+	SlidingSuffix = ":sw"
+	BucketSuffix  = ":tb"
 )
+
+// Suffix returns the suffix of a rule's counter key: by its counting kind
+// (distinct) and algorithm ("", "fixed_window", "sliding_window",
+// "token_bucket").
+func Suffix(distinct bool, algorithm string) string {
+	switch {
+	case distinct:
+		return SetSuffix
+	case algorithm == "sliding_window":
+		return SlidingSuffix
+	case algorithm == "token_bucket":
+		return BucketSuffix
+	}
+	return ""
+}
 
 // escape marks the bytes that a key part escapes as %XX.
 var escape = func() (t [256]bool) {
@@ -101,7 +122,7 @@ type Plan struct {
 	name  string   // ":<rule>", after "<prefix>{<limiter>"
 	chars []string // the characteristics, to read from the identifier
 	props []string // ":<escaped characteristic>=" for each characteristic
-	tail  string   // "}", or "}:set" for a count_distinct rule
+	tail  string   // "}" and the rule's Suffix
 	// head is the head of the limiter the plan was compiled for (see
 	// WithHead), "" if none; start is head, name and the first of props
 	// joined: under head a key starts with one append instead of three.
@@ -109,16 +130,14 @@ type Plan struct {
 }
 
 // NewPlan returns the key plan of a rule: its name, its characteristics and
-// whether it counts distinct values.
-func NewPlan(rule string, characteristics []string, distinct bool) Plan {
+// the suffix of its kind and algorithm (see Suffix).
+func NewPlan(rule string, characteristics []string, suffix string) Plan {
 	p := Plan{name: ":" + rule, chars: characteristics, tail: "}"}
 	p.props = make([]string, len(characteristics))
 	for i, c := range characteristics {
 		p.props[i] = string(append(AppendEscaped([]byte{':'}, c), '='))
 	}
-	if distinct {
-		p.tail += SetSuffix
-	}
+	p.tail += suffix
 	return p
 }
 
@@ -167,13 +186,13 @@ func (p *Plan) Append(b []byte, head string, id map[string]any) (_ []byte, missi
 	return append(b, p.tail...), missing
 }
 
-// Counter builds the key of one rule (its name, characteristics and whether it
-// counts distinct values) of limiter for one identifier, and returns the first
+// Counter builds the key of one rule (its name, characteristics and the
+// suffix of its kind and algorithm, see Suffix) of limiter for one identifier, and returns the first
 // characteristic the identifier lacks ("" when it has them all). A limiter
 // keeps the rule's Plan instead; tools (ratekit explain, ratelimittest) use
 // this, so a key a tool shows is the key the limiter counts under.
-func Counter(prefix, limiter, rule string, characteristics []string, distinct bool, id map[string]any) (key, missing string) {
-	p := NewPlan(rule, characteristics, distinct)
+func Counter(prefix, limiter, rule string, characteristics []string, suffix string, id map[string]any) (key, missing string) {
+	p := NewPlan(rule, characteristics, suffix)
 	b, missing := p.Append(nil, Head(prefix, limiter), id)
 	return string(b), missing
 }

@@ -31,8 +31,8 @@ func FuzzCounterKeyInjective(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, a1 string, a1ok bool, b1 string, b1ok bool, a2 string, a2ok bool, b2 string, b2ok bool) {
 		id1, id2 := id(a1, a1ok, b1, b1ok), id(a2, a2ok, b2, b2ok)
-		k1, _ := Counter(prefix, "lim", "pair", chars, false, id1)
-		k2, _ := Counter(prefix, "lim", "pair", chars, false, id2)
+		k1, _ := Counter(prefix, "lim", "pair", chars, "", id1)
+		k2, _ := Counter(prefix, "lim", "pair", chars, "", id2)
 		same := a1ok == a2ok && b1ok == b2ok && (!a1ok || a1 == a2) && (!b1ok || b1 == b2)
 		if same != (k1 == k2) {
 			t.Fatalf("identifiers %v and %v: keys %q and %q (same identifier: %v)", id1, id2, k1, k2, same)
@@ -63,14 +63,14 @@ func TestCounterKeyShape(t *testing.T) {
 		{map[string]any{"ip": "{a}", "user": 42}, "ratekit:rl:{lim:by_ip:ip=%7Ba%7D:user=42}"},
 	}
 	for _, tt := range tests {
-		if got, _ := Counter(prefix, "lim", "by_ip", chars, false, tt.id); got != tt.want {
+		if got, _ := Counter(prefix, "lim", "by_ip", chars, "", tt.id); got != tt.want {
 			t.Errorf("Counter(%v) = %q, want %q", tt.id, got, tt.want)
 		}
 	}
 	long := strings.Repeat("x", 201)
 	sum := sha256.Sum256([]byte(long))
 	want := "ratekit:rl:{lim:by_ip:ip=#" + hex.EncodeToString(sum[:]) + ":user=!}"
-	if got, _ := Counter(prefix, "lim", "by_ip", chars, false, map[string]any{"ip": long}); got != want {
+	if got, _ := Counter(prefix, "lim", "by_ip", chars, "", map[string]any{"ip": long}); got != want {
 		t.Errorf("long value key = %q, want %q", got, want)
 	}
 }
@@ -106,8 +106,8 @@ func TestCanonicalTypedNil(t *testing.T) {
 func TestPlanWithHead(t *testing.T) {
 	ids := []map[string]any{{}, {"a": "x:y", "b": 7}, {"b": nil}}
 	for _, chars := range [][]string{nil, {"a"}, {"a", "b"}, {"b", "a", "c"}} {
-		for _, distinct := range []bool{false, true} {
-			plain := NewPlan("rule", chars, distinct)
+		for _, suffix := range []string{"", SetSuffix, SlidingSuffix, BucketSuffix} {
+			plain := NewPlan("rule", chars, suffix)
 			joined := plain.WithHead(Head(prefix, "lim"))
 			for _, head := range []string{Head(prefix, "lim"), Head(prefix, "other"), Head("x{", "lim")} {
 				for _, id := range ids {

@@ -24,7 +24,7 @@ const (
 // ruleForm is the rule editor: the values typed (kept as typed, so an
 // invalid form comes back as it was sent) and the problems per field. The
 // field keys are the schema's: name, action, limit, period_s, ban_for_s,
-// count_distinct, characteristics, description, match.PROPERTY; "" is the
+// algorithm, burst, count_distinct, characteristics, description, match.PROPERTY; "" is the
 // rule as a whole.
 type ruleForm struct {
 	Edit        bool   // editing a published rule: the name is fixed
@@ -35,6 +35,8 @@ type ruleForm struct {
 	Limit       string
 	Period      string
 	Ban         string
+	Algorithm   string // "" (fixed window), sliding_window or token_bucket
+	Burst       string
 	Distinct    string
 	Missing     bool // count_missing
 	Chars       []string
@@ -66,6 +68,10 @@ func formFromRule(r *configv1.Rule, version string, edit bool) *ruleForm {
 		return strconv.FormatUint(uint64(*p), 10)
 	}
 	f.Limit, f.Period, f.Ban = opt(r.Limit), opt(r.PeriodS), opt(r.BanForS)
+	if a := r.GetAlgorithm(); a != configv1.Algorithm_ALGORITHM_UNSPECIFIED {
+		f.Algorithm = strings.ToLower(strings.TrimPrefix(a.String(), "ALGORITHM_"))
+	}
+	f.Burst = opt(r.Burst)
 	f.Distinct, f.Chars = r.GetCountDistinct(), slices.Clone(r.GetCharacteristics())
 	f.Missing = r.GetCountMissing()
 	for k, m := range r.GetMatch() {
@@ -90,6 +96,7 @@ func parseForm(v url.Values, lv *limiterView) *ruleForm {
 	f.Description = v.Get("description")
 	f.Action = v.Get("action")
 	f.Limit, f.Period, f.Ban = strings.TrimSpace(v.Get("limit")), strings.TrimSpace(v.Get("period_s")), strings.TrimSpace(v.Get("ban_for_s"))
+	f.Algorithm, f.Burst = v.Get("algorithm"), strings.TrimSpace(v.Get("burst"))
 	f.Distinct = v.Get("count_distinct")
 	f.Missing = v.Get("count_missing") == "on"
 	for _, c := range v["characteristics"] {
@@ -151,6 +158,17 @@ func (f *ruleForm) toProto() *configv1.Rule {
 		return &v
 	}
 	r.Limit, r.PeriodS, r.BanForS = num("limit", f.Limit), num("period_s", f.Period), num("ban_for_s", f.Ban)
+	r.Burst = num("burst", f.Burst)
+	switch f.Algorithm {
+	case "", "fixed_window":
+		// The default, stored as unset: a rule means what it meant.
+	case "sliding_window":
+		r.Algorithm = configv1.Algorithm_ALGORITHM_SLIDING_WINDOW
+	case "token_bucket":
+		r.Algorithm = configv1.Algorithm_ALGORITHM_TOKEN_BUCKET
+	default:
+		f.addError("algorithm", "choose fixed_window, sliding_window or token_bucket")
+	}
 	if len(f.Match) > 0 {
 		r.Match = map[string]*configv1.MatchValue{}
 	}
@@ -231,6 +249,10 @@ func fieldOf(e *config.Error) string {
 			return "count_distinct"
 		case strings.HasPrefix(e.Message, "count_missing"):
 			return "count_missing"
+		case strings.HasPrefix(e.Message, "algorithm"):
+			return "algorithm"
+		case strings.HasPrefix(e.Message, "burst"):
+			return "burst"
 		}
 		return ""
 	}

@@ -44,6 +44,9 @@ func TestInvalidRuleShowsFieldErrors(t *testing.T) {
 		{"count_missing without characteristics", func(v url.Values) { v.Del("characteristics"); v.Set("count_missing", "on") }, "count_missing", "count_missing needs characteristics"},
 		{"skip not allowed", func(v url.Values) { v.Set("action", "skip") }, "action", "allowed_skip_rules (trusted_ip)"},
 		{"unknown action", func(v url.Values) { v.Set("action", "drop") }, "action", "choose limit, log or skip"},
+		{"unknown algorithm", func(v url.Values) { v.Set("algorithm", "leaky") }, "algorithm", "choose fixed_window, sliding_window or token_bucket"},
+		{"count_distinct off a fixed window", func(v url.Values) { v.Set("algorithm", "sliding_window"); v.Set("count_distinct", "path") }, "count_distinct", "counts in fixed windows only"},
+		{"burst off a token bucket", func(v url.Values) { v.Set("burst", "5") }, "burst", "valid with algorithm token_bucket only"},
 		{"long description", func(v url.Values) { v.Set("description", strings.Repeat("x", 1025)) }, "description", "1024"},
 		{"name of a published rule", func(v url.Values) {}, "name", ""}, // set up below: a second add of the same name
 	}

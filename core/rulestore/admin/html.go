@@ -72,12 +72,13 @@ func (f *ruleForm) HasChar(p string) bool { return slices.Contains(f.Chars, p) }
 func (f *ruleForm) MatchOf(p string) matchField { return f.Match[p] }
 
 var page = template.Must(template.New("page").Funcs(template.FuncMap{
-	"style":   func() template.CSS { return template.CSS(style) },
-	"join":    strings.Join,
-	"short":   short,
-	"pub":     func(p pageData, rows []ruleRow) pubRows { return pubRows{p, rows} },
-	"actions": func() []string { return []string{"limit", "log", "skip"} },
-	"idfield": func(p string) identifierField { return identifierField{Property: p} },
+	"style":      func() template.CSS { return template.CSS(style) },
+	"join":       strings.Join,
+	"short":      short,
+	"pub":        func(p pageData, rows []ruleRow) pubRows { return pubRows{p, rows} },
+	"actions":    func() []string { return []string{"limit", "log", "skip"} },
+	"algorithms": func() []string { return []string{"fixed_window", "sliding_window", "token_bucket"} },
+	"idfield":    func(p string) identifierField { return identifierField{Property: p} },
 }).Parse(`<!doctype html>
 <html lang="en">
 <head>
@@ -156,7 +157,7 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
 {{- else}}<p class="none">No rules.</p>{{end}}
 {{- end}}
 {{- define "cells" -}}
-<td class="num">{{.Index}}</td><td><code>{{.Name}}</code>{{with .Description}}<br><small class="description">{{.}}</small>{{end}}{{range .Replaces}}<br><span class="override">replaces {{.}} <code>{{$.Name}}</code></span>{{end}}{{with .OverriddenBy}}<br><span class="override">replaced by {{.}} <code>{{$.Name}}</code></span>{{end}}</td><td>{{.Tier}}</td><td class="action-{{.Action}}">{{if eq .Action "skip"}}<span class="bypass" title="a skip rule bypasses the limiter for every request it matches">skip (bypass)</span>{{else}}{{.Action}}{{end}}</td><td>{{range .Match}}<code>{{.}}</code> {{else}}<span class="none">every request</span>{{end}}</td><td>{{with .Characteristics}}{{join . ", "}}{{else}}<span class="none">—</span>{{end}}{{with .CountDistinct}}<br>distinct <code>{{.}}</code>{{end}}</td><td class="num">{{.Limit}}</td><td>{{.Period}}</td><td>{{.Ban}}</td>
+<td class="num">{{.Index}}</td><td><code>{{.Name}}</code>{{with .Description}}<br><small class="description">{{.}}</small>{{end}}{{range .Replaces}}<br><span class="override">replaces {{.}} <code>{{$.Name}}</code></span>{{end}}{{with .OverriddenBy}}<br><span class="override">replaced by {{.}} <code>{{$.Name}}</code></span>{{end}}</td><td>{{.Tier}}</td><td class="action-{{.Action}}">{{if eq .Action "skip"}}<span class="bypass" title="a skip rule bypasses the limiter for every request it matches">skip (bypass)</span>{{else}}{{.Action}}{{end}}</td><td>{{range .Match}}<code>{{.}}</code> {{else}}<span class="none">every request</span>{{end}}</td><td>{{with .Characteristics}}{{join . ", "}}{{else}}<span class="none">—</span>{{end}}{{with .CountDistinct}}<br>distinct <code>{{.}}</code>{{end}}</td><td class="num">{{.Limit}}{{with .Algorithm}}<br><small class="algorithm">{{.}}</small>{{end}}</td><td>{{.Period}}</td><td>{{.Ban}}</td>
 {{- end}}
 {{- define "published" -}}
 {{- if .Rows}}
@@ -186,6 +187,8 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
 <label for="f-limit">Limit</label><div><input type="number" min="1" id="f-limit" name="limit" value="{{.Limit}}"{{if .FieldErrors "limit"}} aria-invalid="true"{{end}}><div data-error-for="limit">{{template "errs" (.FieldErrors "limit")}}</div></div>
 <label for="f-period">Period (seconds)</label><div><input type="number" min="1" id="f-period" name="period_s" value="{{.Period}}"{{if .FieldErrors "period_s"}} aria-invalid="true"{{end}}><div data-error-for="period_s">{{template "errs" (.FieldErrors "period_s")}}</div></div>
 <label for="f-ban">Ban (seconds)</label><div><input type="number" min="1" id="f-ban" name="ban_for_s" value="{{.Ban}}"{{if .FieldErrors "ban_for_s"}} aria-invalid="true"{{end}}><div class="hint">keep blocking this long once the limit is crossed; empty for none</div><div data-error-for="ban_for_s">{{template "errs" (.FieldErrors "ban_for_s")}}</div></div>
+<label for="f-algorithm">Algorithm</label><div><select id="f-algorithm" name="algorithm"{{if .FieldErrors "algorithm"}} aria-invalid="true"{{end}}>{{$g := .Algorithm}}{{range $opt := algorithms}}<option value="{{$opt}}"{{if or (eq $opt $g) (and (eq $g "") (eq $opt "fixed_window"))}} selected{{end}}>{{$opt}}</option>{{end}}</select><div class="hint">fixed_window counts per window; sliding_window smooths the window boundary; token_bucket allows a burst, then a steady rate (a change starts a fresh counter)</div><div data-error-for="algorithm">{{template "errs" (.FieldErrors "algorithm")}}</div></div>
+<label for="f-burst">Burst</label><div><input type="number" min="1" id="f-burst" name="burst" value="{{.Burst}}"{{if .FieldErrors "burst"}} aria-invalid="true"{{end}}><div class="hint">token_bucket only: how many at once; empty for the limit</div><div data-error-for="burst">{{template "errs" (.FieldErrors "burst")}}</div></div>
 <label>Characteristics</label><div><fieldset><legend class="hint">one counter per distinct value of</legend>{{$f := .}}{{range $lv.Properties}}<label><input type="checkbox" name="characteristics" value="{{.}}"{{if $f.HasChar .}} checked{{end}}> {{.}}</label> {{end}}</fieldset><div data-error-for="characteristics">{{template "errs" (.FieldErrors "characteristics")}}</div></div>
 <label for="f-missing">Count missing</label><div><label><input type="checkbox" id="f-missing" name="count_missing"{{if .Missing}} checked{{end}}{{if .FieldErrors "count_missing"}} aria-invalid="true"{{end}}> callers without a characteristic share one counter</label><div class="hint">off: the rule does not apply to them (the check is marked degraded)</div><div data-error-for="count_missing">{{template "errs" (.FieldErrors "count_missing")}}</div></div>
 <label for="f-distinct">Count distinct</label><div><select id="f-distinct" name="count_distinct"{{if .FieldErrors "count_distinct"}} aria-invalid="true"{{end}}><option value="">— (count requests)</option>{{$d := .Distinct}}{{range $lv.Properties}}<option value="{{.}}"{{if eq . $d}} selected{{end}}>{{.}}</option>{{end}}</select><div data-error-for="count_distinct">{{template "errs" (.FieldErrors "count_distinct")}}</div></div>

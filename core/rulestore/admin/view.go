@@ -116,6 +116,7 @@ type ruleRow struct {
 	CountDistinct   string
 	Limit, Period   string
 	Ban             string
+	Algorithm       string // sliding_window or token_bucket (with its burst); "" for the fixed window
 	OverriddenBy    string // the tier whose same-named rule replaces this one
 	Replaces        []string
 }
@@ -283,6 +284,12 @@ func newRow(r ratelimit.Rule) ruleRow {
 	}
 	if r.BanFor > 0 {
 		row.Ban = fmtDuration(r.BanFor)
+	}
+	switch {
+	case r.Algorithm == ratelimit.TokenBucket && r.Burst > 0:
+		row.Algorithm = fmt.Sprintf("token_bucket, burst %d", r.Burst)
+	case r.Algorithm != "" && r.Algorithm != ratelimit.FixedWindow:
+		row.Algorithm = string(r.Algorithm)
 	}
 	return row
 }

@@ -90,6 +90,60 @@ func (Action) EnumDescriptor() ([]byte, []int) {
 	return file_ratelimit_config_v1_config_proto_rawDescGZIP(), []int{0}
 }
 
+// How a rule counts (docs/design.md#algorithms). In YAML and JSON:
+// fixed_window, sliding_window, token_bucket; absent is the fixed window.
+type Algorithm int32
+
+const (
+	Algorithm_ALGORITHM_UNSPECIFIED    Algorithm = 0
+	Algorithm_ALGORITHM_FIXED_WINDOW   Algorithm = 1
+	Algorithm_ALGORITHM_SLIDING_WINDOW Algorithm = 2
+	Algorithm_ALGORITHM_TOKEN_BUCKET   Algorithm = 3
+)
+
+// Enum value maps for Algorithm.
+var (
+	Algorithm_name = map[int32]string{
+		0: "ALGORITHM_UNSPECIFIED",
+		1: "ALGORITHM_FIXED_WINDOW",
+		2: "ALGORITHM_SLIDING_WINDOW",
+		3: "ALGORITHM_TOKEN_BUCKET",
+	}
+	Algorithm_value = map[string]int32{
+		"ALGORITHM_UNSPECIFIED":    0,
+		"ALGORITHM_FIXED_WINDOW":   1,
+		"ALGORITHM_SLIDING_WINDOW": 2,
+		"ALGORITHM_TOKEN_BUCKET":   3,
+	}
+)
+
+func (x Algorithm) Enum() *Algorithm {
+	p := new(Algorithm)
+	*p = x
+	return p
+}
+
+func (x Algorithm) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Algorithm) Descriptor() protoreflect.EnumDescriptor {
+	return file_ratelimit_config_v1_config_proto_enumTypes[1].Descriptor()
+}
+
+func (Algorithm) Type() protoreflect.EnumType {
+	return &file_ratelimit_config_v1_config_proto_enumTypes[1]
+}
+
+func (x Algorithm) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Algorithm.Descriptor instead.
+func (Algorithm) EnumDescriptor() ([]byte, []int) {
+	return file_ratelimit_config_v1_config_proto_rawDescGZIP(), []int{1}
+}
+
 type Mode int32
 
 const (
@@ -123,11 +177,11 @@ func (x Mode) String() string {
 }
 
 func (Mode) Descriptor() protoreflect.EnumDescriptor {
-	return file_ratelimit_config_v1_config_proto_enumTypes[1].Descriptor()
+	return file_ratelimit_config_v1_config_proto_enumTypes[2].Descriptor()
 }
 
 func (Mode) Type() protoreflect.EnumType {
-	return &file_ratelimit_config_v1_config_proto_enumTypes[1]
+	return &file_ratelimit_config_v1_config_proto_enumTypes[2]
 }
 
 func (x Mode) Number() protoreflect.EnumNumber {
@@ -136,7 +190,7 @@ func (x Mode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Mode.Descriptor instead.
 func (Mode) EnumDescriptor() ([]byte, []int) {
-	return file_ratelimit_config_v1_config_proto_rawDescGZIP(), []int{1}
+	return file_ratelimit_config_v1_config_proto_rawDescGZIP(), []int{2}
 }
 
 // The contract of available_limiters.yaml: which limiters exist, which
@@ -320,7 +374,10 @@ type DefaultRule struct {
 	CountDistinct   string                 `protobuf:"bytes,9,opt,name=count_distinct,json=countDistinct,proto3" json:"count_distinct,omitempty"`
 	// As Rule.count_missing: count identifiers lacking a characteristic as one
 	// shared bucket instead of leaving the rule out for them.
-	CountMissing  bool `protobuf:"varint,10,opt,name=count_missing,json=countMissing,proto3" json:"count_missing,omitempty"`
+	CountMissing bool `protobuf:"varint,10,opt,name=count_missing,json=countMissing,proto3" json:"count_missing,omitempty"`
+	// As Rule.algorithm and Rule.burst.
+	Algorithm     Algorithm `protobuf:"varint,11,opt,name=algorithm,proto3,enum=ratelimit.config.v1.Algorithm" json:"algorithm,omitempty"`
+	Burst         *uint32   `protobuf:"varint,12,opt,name=burst,proto3,oneof" json:"burst,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -423,6 +480,20 @@ func (x *DefaultRule) GetCountMissing() bool {
 		return x.CountMissing
 	}
 	return false
+}
+
+func (x *DefaultRule) GetAlgorithm() Algorithm {
+	if x != nil {
+		return x.Algorithm
+	}
+	return Algorithm_ALGORITHM_UNSPECIFIED
+}
+
+func (x *DefaultRule) GetBurst() uint32 {
+	if x != nil && x.Burst != nil {
+		return *x.Burst
+	}
+	return 0
 }
 
 // rate_limits.yaml: limiter name to its rules, evaluated before the defaults.
@@ -545,7 +616,14 @@ type Rule struct {
 	// bucket. Off (the default), such a rule does not apply to them and the
 	// check is marked degraded, so a missing property never silently folds
 	// every caller into one counter.
-	CountMissing  bool `protobuf:"varint,10,opt,name=count_missing,json=countMissing,proto3" json:"count_missing,omitempty"`
+	CountMissing bool `protobuf:"varint,10,opt,name=count_missing,json=countMissing,proto3" json:"count_missing,omitempty"`
+	// How the rule counts (docs/design.md#algorithms); unspecified is the
+	// fixed window. A change of algorithm under the same name starts a fresh
+	// counter.
+	Algorithm Algorithm `protobuf:"varint,11,opt,name=algorithm,proto3,enum=ratelimit.config.v1.Algorithm" json:"algorithm,omitempty"`
+	// A token bucket's capacity (default: the limit). It refills at limit per
+	// period_s.
+	Burst         *uint32 `protobuf:"varint,12,opt,name=burst,proto3,oneof" json:"burst,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -648,6 +726,20 @@ func (x *Rule) GetCountMissing() bool {
 		return x.CountMissing
 	}
 	return false
+}
+
+func (x *Rule) GetAlgorithm() Algorithm {
+	if x != nil {
+		return x.Algorithm
+	}
+	return Algorithm_ALGORITHM_UNSPECIFIED
+}
+
+func (x *Rule) GetBurst() uint32 {
+	if x != nil && x.Burst != nil {
+		return *x.Burst
+	}
+	return 0
 }
 
 // The value side of a match entry. YAML writes equality as a plain scalar,
@@ -922,8 +1014,7 @@ const file_ratelimit_config_v1_config_proto_rawDesc = "" +
 	"\rdefault_rules\x18\x03 \x03(\v2 .ratelimit.config.v1.DefaultRuleR\fdefaultRules\x12T\n" +
 	"\x12allowed_skip_rules\x18\x04 \x01(\v2&.ratelimit.config.v1.SkipRuleAllowListR\x10allowedSkipRules\"J\n" +
 	"\x11SkipRuleAllowList\x125\n" +
-	"\x05names\x18\x01 \x03(\tB\x1f\xbaH\x1c\x92\x01\x19\x18\x01\"\x15r\x132\x11^[a-z0-9_]{1,64}$R\x05names\"\xf1\n" +
-	"\n" +
+	"\x05names\x18\x01 \x03(\tB\x1f\xbaH\x1c\x92\x01\x19\x18\x01\"\x15r\x132\x11^[a-z0-9_]{1,64}$R\x05names\"\xef\x0e\n" +
 	"\vDefaultRule\x12I\n" +
 	"\x0fcharacteristics\x18\x01 \x03(\tB\x1f\xbaH\x1c\x92\x01\x19\x18\x01\"\x15r\x132\x11^[a-z0-9_]{1,64}$R\x0fcharacteristics\x12\"\n" +
 	"\x05limit\x18\x02 \x01(\rB\a\xbaH\x04*\x02(\x01H\x00R\x05limit\x88\x01\x01\x12'\n" +
@@ -935,20 +1026,26 @@ const file_ratelimit_config_v1_config_proto_rawDesc = "" +
 	"\vdescription\x18\b \x01(\tB\b\xbaH\x05r\x03\x18\x80\bR\vdescription\x12B\n" +
 	"\x0ecount_distinct\x18\t \x01(\tB\x1b\xbaH\x18\xd8\x01\x01r\x132\x11^[a-z0-9_]{1,64}$R\rcountDistinct\x12#\n" +
 	"\rcount_missing\x18\n" +
-	" \x01(\bR\fcountMissing\x1aY\n" +
+	" \x01(\bR\fcountMissing\x12F\n" +
+	"\talgorithm\x18\v \x01(\x0e2\x1e.ratelimit.config.v1.AlgorithmB\b\xbaH\x05\x82\x01\x02\x10\x01R\talgorithm\x12\"\n" +
+	"\x05burst\x18\f \x01(\rB\a\xbaH\x04*\x02(\x01H\x03R\x05burst\x88\x01\x01\x1aY\n" +
 	"\n" +
 	"MatchEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x125\n" +
-	"\x05value\x18\x02 \x01(\v2\x1f.ratelimit.config.v1.MatchValueR\x05value:\x028\x01:\xb8\x05\xbaH\xb4\x05\x1a\x87\x01\n" +
+	"\x05value\x18\x02 \x01(\v2\x1f.ratelimit.config.v1.MatchValueR\x05value:\x028\x01:\xc0\b\xbaH\xbc\b\x1a\x87\x01\n" +
 	"\x18limit_requires_threshold\x12.limit and log rules require limit and period_s\x1a;this.action == 3 || (has(this.limit) && has(this.period_s))\x1a\x82\x01\n" +
 	"\x1bban_excludes_count_distinct\x120ban_for_s cannot be combined with count_distinct\x1a1!has(this.ban_for_s) || this.count_distinct == ''\x1ah\n" +
 	"\x16ban_requires_threshold\x12$ban_for_s is not valid on skip rules\x1a(!has(this.ban_for_s) || this.action != 3\x1a}\n" +
 	"!count_distinct_requires_threshold\x12)count_distinct is not valid on skip rules\x1a-this.count_distinct == '' || this.action != 3\x1a\xb9\x01\n" +
-	"&count_missing_requires_characteristics\x12Bcount_missing needs characteristics and is not valid on skip rules\x1aK!this.count_missing || (size(this.characteristics) > 0 && this.action != 3)B\b\n" +
+	"&count_missing_requires_characteristics\x12Bcount_missing needs characteristics and is not valid on skip rules\x1aK!this.count_missing || (size(this.characteristics) > 0 && this.action != 3)\x1a\x8e\x01\n" +
+	"\x1calgorithm_requires_threshold\x12/algorithm and burst are not valid on skip rules\x1a=(this.algorithm == 0 && !has(this.burst)) || this.action != 3\x1a|\n" +
+	"\x1bcount_distinct_fixed_window\x12+count_distinct counts in fixed windows only\x1a0this.count_distinct == '' || this.algorithm <= 1\x1aw\n" +
+	"\x1bburst_requires_token_bucket\x12/burst is valid with algorithm token_bucket only\x1a'!has(this.burst) || this.algorithm == 3B\b\n" +
 	"\x06_limitB\v\n" +
 	"\t_period_sB\f\n" +
 	"\n" +
-	"_ban_for_s\"\xdb\x01\n" +
+	"_ban_for_sB\b\n" +
+	"\x06_burst\"\xdb\x01\n" +
 	"\n" +
 	"RateLimits\x12o\n" +
 	"\vrate_limits\x18\x01 \x03(\v2/.ratelimit.config.v1.RateLimits.RateLimitsEntryB\x1d\xbaH\x1a\x9a\x01\x17\"\x15r\x132\x11^[a-z0-9_]{1,64}$R\n" +
@@ -958,8 +1055,7 @@ const file_ratelimit_config_v1_config_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\v2\x1d.ratelimit.config.v1.RuleListR\x05value:\x028\x01\"t\n" +
 	"\bRuleList\x12/\n" +
 	"\x05rules\x18\x01 \x03(\v2\x19.ratelimit.config.v1.RuleR\x05rules\x127\n" +
-	"\x04mode\x18\x02 \x01(\x0e2\x19.ratelimit.config.v1.ModeB\b\xbaH\x05\x82\x01\x02\x10\x01R\x04mode\"\xe3\n" +
-	"\n" +
+	"\x04mode\x18\x02 \x01(\x0e2\x19.ratelimit.config.v1.ModeB\b\xbaH\x05\x82\x01\x02\x10\x01R\x04mode\"\xe1\x0e\n" +
 	"\x04Rule\x12*\n" +
 	"\vdescription\x18\x01 \x01(\tB\b\xbaH\x05r\x03\x18\x80\bR\vdescription\x12@\n" +
 	"\x06action\x18\x02 \x01(\x0e2\x1b.ratelimit.config.v1.ActionB\v\xbaH\b\xc8\x01\x01\x82\x01\x02\x10\x01R\x06action\x12I\n" +
@@ -971,20 +1067,26 @@ const file_ratelimit_config_v1_config_proto_rawDesc = "" +
 	"\tban_for_s\x18\b \x01(\rB\a\xbaH\x04*\x02(\x01H\x02R\abanForS\x88\x01\x01\x12,\n" +
 	"\x04name\x18\t \x01(\tB\x18\xbaH\x15r\x132\x11^[a-z0-9_]{1,64}$R\x04name\x12#\n" +
 	"\rcount_missing\x18\n" +
-	" \x01(\bR\fcountMissing\x1aY\n" +
+	" \x01(\bR\fcountMissing\x12F\n" +
+	"\talgorithm\x18\v \x01(\x0e2\x1e.ratelimit.config.v1.AlgorithmB\b\xbaH\x05\x82\x01\x02\x10\x01R\talgorithm\x12\"\n" +
+	"\x05burst\x18\f \x01(\rB\a\xbaH\x04*\x02(\x01H\x03R\x05burst\x88\x01\x01\x1aY\n" +
 	"\n" +
 	"MatchEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x125\n" +
-	"\x05value\x18\x02 \x01(\v2\x1f.ratelimit.config.v1.MatchValueR\x05value:\x028\x01:\xb8\x05\xbaH\xb4\x05\x1a\x87\x01\n" +
+	"\x05value\x18\x02 \x01(\v2\x1f.ratelimit.config.v1.MatchValueR\x05value:\x028\x01:\xc0\b\xbaH\xbc\b\x1a\x87\x01\n" +
 	"\x18limit_requires_threshold\x12.limit and log rules require limit and period_s\x1a;this.action == 3 || (has(this.limit) && has(this.period_s))\x1a\x82\x01\n" +
 	"\x1bban_excludes_count_distinct\x120ban_for_s cannot be combined with count_distinct\x1a1!has(this.ban_for_s) || this.count_distinct == ''\x1ah\n" +
 	"\x16ban_requires_threshold\x12$ban_for_s is not valid on skip rules\x1a(!has(this.ban_for_s) || this.action != 3\x1a\xb9\x01\n" +
 	"&count_missing_requires_characteristics\x12Bcount_missing needs characteristics and is not valid on skip rules\x1aK!this.count_missing || (size(this.characteristics) > 0 && this.action != 3)\x1a}\n" +
-	"!count_distinct_requires_threshold\x12)count_distinct is not valid on skip rules\x1a-this.count_distinct == '' || this.action != 3B\b\n" +
+	"!count_distinct_requires_threshold\x12)count_distinct is not valid on skip rules\x1a-this.count_distinct == '' || this.action != 3\x1a\x8e\x01\n" +
+	"\x1calgorithm_requires_threshold\x12/algorithm and burst are not valid on skip rules\x1a=(this.algorithm == 0 && !has(this.burst)) || this.action != 3\x1a|\n" +
+	"\x1bcount_distinct_fixed_window\x12+count_distinct counts in fixed windows only\x1a0this.count_distinct == '' || this.algorithm <= 1\x1aw\n" +
+	"\x1bburst_requires_token_bucket\x12/burst is valid with algorithm token_bucket only\x1a'!has(this.burst) || this.algorithm == 3B\b\n" +
 	"\x06_limitB\v\n" +
 	"\t_period_sB\f\n" +
 	"\n" +
-	"_ban_for_s\"\xa0\x01\n" +
+	"_ban_for_sB\b\n" +
+	"\x06_burst\"\xa0\x01\n" +
 	"\n" +
 	"MatchValue\x12&\n" +
 	"\bequality\x18\x01 \x01(\tB\b\xbaH\x05r\x03\x18\x80 H\x00R\bequality\x12\"\n" +
@@ -1011,7 +1113,12 @@ const file_ratelimit_config_v1_config_proto_rawDesc = "" +
 	"\fACTION_LIMIT\x10\x01\x12\x0e\n" +
 	"\n" +
 	"ACTION_LOG\x10\x02\x12\x0f\n" +
-	"\vACTION_SKIP\x10\x03*?\n" +
+	"\vACTION_SKIP\x10\x03*|\n" +
+	"\tAlgorithm\x12\x19\n" +
+	"\x15ALGORITHM_UNSPECIFIED\x10\x00\x12\x1a\n" +
+	"\x16ALGORITHM_FIXED_WINDOW\x10\x01\x12\x1c\n" +
+	"\x18ALGORITHM_SLIDING_WINDOW\x10\x02\x12\x1a\n" +
+	"\x16ALGORITHM_TOKEN_BUCKET\x10\x03*?\n" +
 	"\x04Mode\x12\x14\n" +
 	"\x10MODE_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fMODE_ENFORCE\x10\x01\x12\x0f\n" +
@@ -1029,54 +1136,57 @@ func file_ratelimit_config_v1_config_proto_rawDescGZIP() []byte {
 	return file_ratelimit_config_v1_config_proto_rawDescData
 }
 
-var file_ratelimit_config_v1_config_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_ratelimit_config_v1_config_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
 var file_ratelimit_config_v1_config_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_ratelimit_config_v1_config_proto_goTypes = []any{
 	(Action)(0),                 // 0: ratelimit.config.v1.Action
-	(Mode)(0),                   // 1: ratelimit.config.v1.Mode
-	(*AvailableLimiters)(nil),   // 2: ratelimit.config.v1.AvailableLimiters
-	(*LimiterSpec)(nil),         // 3: ratelimit.config.v1.LimiterSpec
-	(*SkipRuleAllowList)(nil),   // 4: ratelimit.config.v1.SkipRuleAllowList
-	(*DefaultRule)(nil),         // 5: ratelimit.config.v1.DefaultRule
-	(*RateLimits)(nil),          // 6: ratelimit.config.v1.RateLimits
-	(*RuleList)(nil),            // 7: ratelimit.config.v1.RuleList
-	(*Rule)(nil),                // 8: ratelimit.config.v1.Rule
-	(*MatchValue)(nil),          // 9: ratelimit.config.v1.MatchValue
-	(*StringSet)(nil),           // 10: ratelimit.config.v1.StringSet
-	(*LimiterRules)(nil),        // 11: ratelimit.config.v1.LimiterRules
-	(*PublishRulesRequest)(nil), // 12: ratelimit.config.v1.PublishRulesRequest
-	nil,                         // 13: ratelimit.config.v1.AvailableLimiters.AvailableLimitersEntry
-	nil,                         // 14: ratelimit.config.v1.DefaultRule.MatchEntry
-	nil,                         // 15: ratelimit.config.v1.RateLimits.RateLimitsEntry
-	nil,                         // 16: ratelimit.config.v1.Rule.MatchEntry
-	nil,                         // 17: ratelimit.config.v1.PublishRulesRequest.RateLimitsEntry
+	(Algorithm)(0),              // 1: ratelimit.config.v1.Algorithm
+	(Mode)(0),                   // 2: ratelimit.config.v1.Mode
+	(*AvailableLimiters)(nil),   // 3: ratelimit.config.v1.AvailableLimiters
+	(*LimiterSpec)(nil),         // 4: ratelimit.config.v1.LimiterSpec
+	(*SkipRuleAllowList)(nil),   // 5: ratelimit.config.v1.SkipRuleAllowList
+	(*DefaultRule)(nil),         // 6: ratelimit.config.v1.DefaultRule
+	(*RateLimits)(nil),          // 7: ratelimit.config.v1.RateLimits
+	(*RuleList)(nil),            // 8: ratelimit.config.v1.RuleList
+	(*Rule)(nil),                // 9: ratelimit.config.v1.Rule
+	(*MatchValue)(nil),          // 10: ratelimit.config.v1.MatchValue
+	(*StringSet)(nil),           // 11: ratelimit.config.v1.StringSet
+	(*LimiterRules)(nil),        // 12: ratelimit.config.v1.LimiterRules
+	(*PublishRulesRequest)(nil), // 13: ratelimit.config.v1.PublishRulesRequest
+	nil,                         // 14: ratelimit.config.v1.AvailableLimiters.AvailableLimitersEntry
+	nil,                         // 15: ratelimit.config.v1.DefaultRule.MatchEntry
+	nil,                         // 16: ratelimit.config.v1.RateLimits.RateLimitsEntry
+	nil,                         // 17: ratelimit.config.v1.Rule.MatchEntry
+	nil,                         // 18: ratelimit.config.v1.PublishRulesRequest.RateLimitsEntry
 }
 var file_ratelimit_config_v1_config_proto_depIdxs = []int32{
-	13, // 0: ratelimit.config.v1.AvailableLimiters.available_limiters:type_name -> ratelimit.config.v1.AvailableLimiters.AvailableLimitersEntry
-	5,  // 1: ratelimit.config.v1.LimiterSpec.default_rules:type_name -> ratelimit.config.v1.DefaultRule
-	4,  // 2: ratelimit.config.v1.LimiterSpec.allowed_skip_rules:type_name -> ratelimit.config.v1.SkipRuleAllowList
+	14, // 0: ratelimit.config.v1.AvailableLimiters.available_limiters:type_name -> ratelimit.config.v1.AvailableLimiters.AvailableLimitersEntry
+	6,  // 1: ratelimit.config.v1.LimiterSpec.default_rules:type_name -> ratelimit.config.v1.DefaultRule
+	5,  // 2: ratelimit.config.v1.LimiterSpec.allowed_skip_rules:type_name -> ratelimit.config.v1.SkipRuleAllowList
 	0,  // 3: ratelimit.config.v1.DefaultRule.action:type_name -> ratelimit.config.v1.Action
-	14, // 4: ratelimit.config.v1.DefaultRule.match:type_name -> ratelimit.config.v1.DefaultRule.MatchEntry
-	15, // 5: ratelimit.config.v1.RateLimits.rate_limits:type_name -> ratelimit.config.v1.RateLimits.RateLimitsEntry
-	8,  // 6: ratelimit.config.v1.RuleList.rules:type_name -> ratelimit.config.v1.Rule
-	1,  // 7: ratelimit.config.v1.RuleList.mode:type_name -> ratelimit.config.v1.Mode
-	0,  // 8: ratelimit.config.v1.Rule.action:type_name -> ratelimit.config.v1.Action
-	16, // 9: ratelimit.config.v1.Rule.match:type_name -> ratelimit.config.v1.Rule.MatchEntry
-	10, // 10: ratelimit.config.v1.MatchValue.one_of:type_name -> ratelimit.config.v1.StringSet
-	7,  // 11: ratelimit.config.v1.LimiterRules.file_rules:type_name -> ratelimit.config.v1.RuleList
-	7,  // 12: ratelimit.config.v1.LimiterRules.published_rules:type_name -> ratelimit.config.v1.RuleList
-	7,  // 13: ratelimit.config.v1.LimiterRules.default_rules:type_name -> ratelimit.config.v1.RuleList
-	17, // 14: ratelimit.config.v1.PublishRulesRequest.rate_limits:type_name -> ratelimit.config.v1.PublishRulesRequest.RateLimitsEntry
-	3,  // 15: ratelimit.config.v1.AvailableLimiters.AvailableLimitersEntry.value:type_name -> ratelimit.config.v1.LimiterSpec
-	9,  // 16: ratelimit.config.v1.DefaultRule.MatchEntry.value:type_name -> ratelimit.config.v1.MatchValue
-	7,  // 17: ratelimit.config.v1.RateLimits.RateLimitsEntry.value:type_name -> ratelimit.config.v1.RuleList
-	9,  // 18: ratelimit.config.v1.Rule.MatchEntry.value:type_name -> ratelimit.config.v1.MatchValue
-	7,  // 19: ratelimit.config.v1.PublishRulesRequest.RateLimitsEntry.value:type_name -> ratelimit.config.v1.RuleList
-	20, // [20:20] is the sub-list for method output_type
-	20, // [20:20] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	15, // 4: ratelimit.config.v1.DefaultRule.match:type_name -> ratelimit.config.v1.DefaultRule.MatchEntry
+	1,  // 5: ratelimit.config.v1.DefaultRule.algorithm:type_name -> ratelimit.config.v1.Algorithm
+	16, // 6: ratelimit.config.v1.RateLimits.rate_limits:type_name -> ratelimit.config.v1.RateLimits.RateLimitsEntry
+	9,  // 7: ratelimit.config.v1.RuleList.rules:type_name -> ratelimit.config.v1.Rule
+	2,  // 8: ratelimit.config.v1.RuleList.mode:type_name -> ratelimit.config.v1.Mode
+	0,  // 9: ratelimit.config.v1.Rule.action:type_name -> ratelimit.config.v1.Action
+	17, // 10: ratelimit.config.v1.Rule.match:type_name -> ratelimit.config.v1.Rule.MatchEntry
+	1,  // 11: ratelimit.config.v1.Rule.algorithm:type_name -> ratelimit.config.v1.Algorithm
+	11, // 12: ratelimit.config.v1.MatchValue.one_of:type_name -> ratelimit.config.v1.StringSet
+	8,  // 13: ratelimit.config.v1.LimiterRules.file_rules:type_name -> ratelimit.config.v1.RuleList
+	8,  // 14: ratelimit.config.v1.LimiterRules.published_rules:type_name -> ratelimit.config.v1.RuleList
+	8,  // 15: ratelimit.config.v1.LimiterRules.default_rules:type_name -> ratelimit.config.v1.RuleList
+	18, // 16: ratelimit.config.v1.PublishRulesRequest.rate_limits:type_name -> ratelimit.config.v1.PublishRulesRequest.RateLimitsEntry
+	4,  // 17: ratelimit.config.v1.AvailableLimiters.AvailableLimitersEntry.value:type_name -> ratelimit.config.v1.LimiterSpec
+	10, // 18: ratelimit.config.v1.DefaultRule.MatchEntry.value:type_name -> ratelimit.config.v1.MatchValue
+	8,  // 19: ratelimit.config.v1.RateLimits.RateLimitsEntry.value:type_name -> ratelimit.config.v1.RuleList
+	10, // 20: ratelimit.config.v1.Rule.MatchEntry.value:type_name -> ratelimit.config.v1.MatchValue
+	8,  // 21: ratelimit.config.v1.PublishRulesRequest.RateLimitsEntry.value:type_name -> ratelimit.config.v1.RuleList
+	22, // [22:22] is the sub-list for method output_type
+	22, // [22:22] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_ratelimit_config_v1_config_proto_init() }
@@ -1096,7 +1206,7 @@ func file_ratelimit_config_v1_config_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ratelimit_config_v1_config_proto_rawDesc), len(file_ratelimit_config_v1_config_proto_rawDesc)),
-			NumEnums:      2,
+			NumEnums:      3,
 			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   0,

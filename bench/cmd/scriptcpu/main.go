@@ -1,0 +1,183 @@
+// Command scriptcpu measures the Redis CPU that ratekit's check script costs
+// per call, as Redis itself reports it (INFO commandstats, usec_per_call of
+// EVALSHA), for the shapes of check that matter: one rule with a ban, five
+// rules, and one rule of each algorithm. It resets the server's statistics,
+// so point it at a Redis of its own:
+//
+//	go run ./cmd/scriptcpu -redis redis://127.0.0.1:6379 -n 20000
+//
+// The figures are the server's CPU per call; the client and the network are
+// not in them. They vary with the machine: compare shapes and versions of
+// the script on one machine, not across machines.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/redisstore"
+)
+
+func main() {
+	url := flag.String("redis", "redis://127.0.0.1:6379", "Redis URL (its statistics are reset)")
+	n := flag.Int("n", 20000, "checks per shape")
+	keys := flag.Int("keys", 1000, "distinct identifiers the checks spread over")
+	only := flag.String("shapes", "", "measure only the shapes whose name contains this")
+	rounds := flag.Int("rounds", 5, "rounds per shape; the least figure of each is reported (a busy machine only adds)")
+	flag.Parse()
+	opt, err := redis.ParseURL(*url)
+	if err != nil {
+		log.Fatal(err)
+	}
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+	ctx := context.Background()
+	rule := func(name string, limit int64, f func(*ratelimit.Rule)) ratelimit.Rule {
+		r := ratelimit.Rule{Name: name, Characteristics: []string{"user"}, Limit: limit, Period: time.Hour, Action: ratelimit.ActionLimit}
+		if f != nil {
+			f(&r)
+		}
+		return r
+	}
+	five := make([]ratelimit.Rule, 5)
+	for i := range five {
+		five[i] = rule(fmt.Sprintf("r%d", i), 1<<40, nil)
+	}
+	shapes := []struct {
+		name  string
+		rules []ratelimit.Rule
+	}{
+		{"1 rule with a ban", []ratelimit.Rule{rule("login", 1<<40, func(r *ratelimit.Rule) { r.BanFor = time.Hour })}},
+		{"5 rules", five},
+		{"1 rule", []ratelimit.Rule{rule("one", 1<<40, nil)}},
+		{"1 sliding window", []ratelimit.Rule{rule("sliding", 1<<40, func(r *ratelimit.Rule) { r.Algorithm = ratelimit.SlidingWindow })}},
+		{"1 token bucket", []ratelimit.Rule{rule("bucket", 1<<40, func(r *ratelimit.Rule) { r.Algorithm = ratelimit.TokenBucket })}},
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "shape\tcalls\tµs per EVALSHA\tmain thread CPU µs per call\tcommands inside per call\t")
+	for _, sh := range shapes {
+		if !strings.Contains(sh.name, *only) {
+			continue
+		}
+		best, bestCPU := -1.0, -1.0
+		var calls, inner int64
+		for range *rounds {
+			c, u, cpu, in := measure(ctx, rdb, sh.rules, *n, *keys)
+			if best < 0 || u < best {
+				best = u
+			}
+			if bestCPU < 0 || cpu < bestCPU {
+				bestCPU = cpu
+			}
+			calls, inner = c, in
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.2f\t%.1f\t\n", sh.name, calls, best, bestCPU, float64(inner)/float64(max(calls, 1)))
+	}
+	tw.Flush()
+}
+
+// measure runs n checks of rules over keys identifiers on a fresh key
+// prefix and returns what INFO commandstats says of them, and the CPU time
+// of Redis's main thread per check (the script and the request's I/O, which a
+// busy machine inflates less than it does wall time); it deletes its keys
+// afterwards.
+func measure(ctx context.Context, rdb *redis.Client, rules []ratelimit.Rule, n, keys int) (calls int64, usec, cpu float64, inner int64) {
+	prefix := fmt.Sprintf("scriptcpu:%d:", time.Now().UnixNano())
+	l, err := ratelimit.New(ratelimit.Config{Name: "scriptcpu", Store: redisstore.New(rdb), KeyPrefix: prefix, Rules: rules, Timeout: 5 * time.Second})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ids := make([]ratelimit.Identifier, keys)
+	for i := range ids {
+		ids[i] = ratelimit.Identifier{"user": "u" + strconv.Itoa(i)}
+	}
+	l.Check(ctx, ids[0]) // loads the script
+	if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
+		log.Fatal(err)
+	}
+	cpu0 := mainThreadCPU(ctx, rdb)
+	for i := range n {
+		if r := l.Check(ctx, ids[i%len(ids)]); r.Err != nil {
+			log.Fatal(r.Err)
+		}
+	}
+	cpu = (mainThreadCPU(ctx, rdb) - cpu0) * 1e6 / float64(n)
+	stats, err := rdb.Info(ctx, "commandstats").Result()
+	if err != nil {
+		log.Fatal(err)
+	}
+	calls, usec, inner = commandStats(stats)
+	var cursor uint64
+	for {
+		ks, next, err := rdb.Scan(ctx, cursor, prefix+"*", 1000).Result()
+		if err != nil {
+			log.Fatal(err)
+		}
+		if len(ks) > 0 {
+			rdb.Del(ctx, ks...)
+		}
+		if cursor = next; cursor == 0 {
+			break
+		}
+	}
+	return calls, usec, cpu, inner
+}
+
+// mainThreadCPU returns the user and system CPU seconds of Redis's main
+// thread so far.
+func mainThreadCPU(ctx context.Context, rdb *redis.Client) float64 {
+	info, err := rdb.Info(ctx, "cpu").Result()
+	if err != nil {
+		log.Fatal(err)
+	}
+	total := 0.0
+	for _, line := range strings.Split(info, "\n") {
+		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+		if k == "used_cpu_user_main_thread" || k == "used_cpu_sys_main_thread" {
+			f, _ := strconv.ParseFloat(v, 64)
+			total += f
+		}
+	}
+	return total
+}
+
+// commandStats returns the calls and usec_per_call of EVALSHA, and how many
+// other commands ran meanwhile (the calls the script made, the statistics
+// commands of this program aside).
+func commandStats(info string) (calls int64, usecPerCall float64, inner int64) {
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		var c int64
+		var u float64
+		for _, kv := range strings.Split(rest, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			switch k {
+			case "calls":
+				c, _ = strconv.ParseInt(v, 10, 64)
+			case "usec_per_call":
+				u, _ = strconv.ParseFloat(v, 64)
+			}
+		}
+		switch name {
+		case "cmdstat_evalsha":
+			calls, usecPerCall = c, u
+		case "cmdstat_config", "cmdstat_info":
+		default:
+			inner += c
+		}
+	}
+	return calls, usecPerCall, inner
+}

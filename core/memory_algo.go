@@ -1,0 +1,153 @@
+package ratelimit
+
+import (
+	"math"
+	"strings"
+	"time"
+)
+
+// The sliding window and token bucket of the memory store
+// (docs/design.md#algorithms). redisstore's evaluate.lua computes the same
+// with the same formulas; the conformance scenarios hold both to them.
+
+// algoEps absorbs floating-point error when a token bucket is compared with
+// its capacity, so that Burst checks of cost 1 fill it exactly.
+const algoEps = 1e-9
+
+// applyAlgorithm evaluates an OpSliding or OpTokenBucket op into *o (zero).
+//
+// A sliding window entry holds the current window's count (count) and the
+// previous one's (prev), and expires one Period after the current window
+// ends, when neither counts any more. A token bucket entry holds nothing but
+// its expiry: the bucket's theoretical arrival time (GCRA), when it is full
+// again.
+func (sh *memShard) applyAlgorithm(now time.Time, mode Mode, op *Op, o *OpResult) {
+	o.Evaluated = true
+	e, left := sh.get(op.Key, now)
+	if e != nil && e.set != nil { // a foreign value: see apply
+		if mode == ModeCheck {
+			delete(sh.m, op.Key)
+		}
+		e, left = nil, 0
+	}
+	var banLeft time.Duration
+	if op.BanKey != "" {
+		if b, l := sh.get(op.BanKey, now); b != nil {
+			banLeft = l
+		}
+	}
+	charge := mode == ModeCheck && op.Cost > 0
+	var v algoVerdict
+	if op.Kind == OpSliding {
+		cur, prev, rem := 0.0, 0.0, op.Period
+		switch {
+		case e == nil:
+		case left > op.Period: // within the current window
+			cur, prev, rem = e.count, e.prev, left-op.Period
+		default: // the window ended: it is now the previous one
+			prev, rem = e.count, left
+		}
+		v = sliding(cur, prev, float64(rem), float64(op.Period), op.Limit, op.Cost)
+		if charge && !v.exceeded && banLeft == 0 {
+			if e == nil || left <= op.Period {
+				if e == nil {
+					e = &memEntry{}
+					sh.m[strings.Clone(op.Key)] = e // the limiter lends its keys
+				}
+				e.count, e.prev, e.expire = cur, prev, now.Add(rem+op.Period)
+			}
+			e.count += op.Cost
+		}
+	} else {
+		v = bucket(float64(left), float64(op.Period), op.Limit, op.Burst, op.Cost)
+		if charge && !v.exceeded && banLeft == 0 {
+			if e == nil {
+				e = &memEntry{}
+				sh.m[strings.Clone(op.Key)] = e
+			}
+			e.expire = now.Add(time.Duration(v.tat))
+		}
+	}
+	if banLeft > 0 {
+		o.Banned, o.Exceeded, o.TTL, o.Count = true, true, banLeft, v.before
+		return
+	}
+	o.Exceeded, o.Count, o.TTL = v.exceeded, v.count, ceilDuration(v.ttl)
+	if !charge {
+		// Nothing taken: the count is what it was, and a bucket that would
+		// admit the op is full again when it was going to be.
+		o.Count = v.before
+		if !v.exceeded && op.Kind == OpTokenBucket && op.Limit > 0 && op.Burst > 0 {
+			o.TTL = left
+		}
+	}
+	if charge && v.exceeded && op.BanFor > 0 && op.BanKey != "" {
+		sh.m[strings.Clone(op.BanKey)] = &memEntry{expire: now.Add(op.BanFor)}
+		o.Banned, o.TTL = true, op.BanFor
+	}
+}
+
+// algoVerdict is what an algorithm says of one op, in the op's time unit
+// (nanoseconds here, milliseconds in the Redis script).
+type algoVerdict struct {
+	exceeded bool
+	before   float64 // the count before the op
+	count    float64 // the count after it: before, plus the cost when it passes
+	ttl      float64 // passed: until the window ends or the bucket is full; exceeded: until the same op passes
+	tat      float64 // token bucket: the time from now until it is full once the op is charged
+}
+
+// sliding is the verdict of a sliding window whose current window counts cur
+// and ends in rem, and whose previous one counted prev, for an op of cost
+// over period and limit. The estimate weights prev by the part of the
+// previous window still inside the sliding period (rem/period).
+func sliding(cur, prev, rem, period float64, limit int64, cost float64) algoVerdict {
+	l := float64(limit)
+	est := prev*rem/period + cur
+	v := algoVerdict{before: est, count: est, ttl: rem}
+	if est+cost <= l {
+		v.count = est + cost
+		return v
+	}
+	v.exceeded = true
+	switch {
+	case prev > 0 && l-cur-cost >= 0:
+		// Within this window, once enough of the previous one slid out.
+		v.ttl = rem - (l-cur-cost)*period/prev
+	case cost > l:
+		v.ttl = rem + period // never: report when both windows are gone
+	case cur > l-cost:
+		// In the next window, once enough of this one slid out.
+		v.ttl = rem + period*(1-(l-cost)/cur)
+	}
+	return v
+}
+
+// bucket is the verdict of a token bucket (GCRA) that is full again in d
+// (0 when full), refilled at limit per period, holding burst tokens, for an
+// op of cost tokens.
+func bucket(d, period float64, limit, burst int64, cost float64) algoVerdict {
+	if limit <= 0 || burst <= 0 { // a limit of 0 denies all
+		return algoVerdict{exceeded: cost > 0, ttl: period}
+	}
+	t := period / float64(limit) // one token's refill time
+	used := d / t
+	v := algoVerdict{before: used, count: used, ttl: d, tat: d}
+	if used+cost <= float64(burst)+algoEps {
+		v.count, v.tat = used+cost, d+cost*t
+		v.ttl = v.tat
+		return v
+	}
+	v.exceeded = true
+	v.ttl = d + cost*t - float64(burst)*t // until enough tokens came back
+	return v
+}
+
+// ceilDuration is d nanoseconds, rounded up: a caller told to wait this long
+// never comes back early.
+func ceilDuration(d float64) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return time.Duration(math.Ceil(d))
+}

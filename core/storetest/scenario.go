@@ -1,0 +1,389 @@
+package storetest
+
+import (
+	"bytes"
+	"fmt"
+	"io/fs"
+	"math"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/ratekit/ratekit/conformance"
+	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/tiers"
+)
+
+// The scenario runner: conformance/README.md documents the format it reads.
+
+// scenario is one file of conformance/scenarios.
+type scenario struct {
+	Description string         `yaml:"description"`
+	Rules       []scenarioRule `yaml:"rules"`
+	Tiers       *scenarioTiers `yaml:"tiers"`
+	Steps       []scenarioStep `yaml:"steps"`
+}
+
+// scenarioTiers are rule tiers merged by name, highest first.
+type scenarioTiers struct {
+	Remote    []scenarioRule `yaml:"remote"`
+	File      []scenarioRule `yaml:"file"`
+	Published []scenarioRule `yaml:"published"`
+	Default   []scenarioRule `yaml:"default"`
+}
+
+// scenarioRule is a rule as rate_limits.yaml spells it.
+type scenarioRule struct {
+	Name            string               `yaml:"name"`
+	Match           map[string]yaml.Node `yaml:"match"`
+	Characteristics []string             `yaml:"characteristics"`
+	CountMissing    bool                 `yaml:"count_missing"`
+	Limit           int64                `yaml:"limit"`
+	PeriodS         float64              `yaml:"period_s"`
+	Action          string               `yaml:"action"`
+	BanForS         float64              `yaml:"ban_for_s"`
+	CountDistinct   string               `yaml:"count_distinct"`
+	Algorithm       string               `yaml:"algorithm"`
+	Burst           int64                `yaml:"burst"`
+}
+
+type scenarioStep struct {
+	Check    map[string]any  `yaml:"check"`
+	Peek     map[string]any  `yaml:"peek"`
+	Clear    map[string]any  `yaml:"clear"`
+	AdvanceS float64         `yaml:"advance_s"`
+	SetRules []scenarioRule  `yaml:"set_rules"`
+	SetTiers *scenarioTiers  `yaml:"set_tiers"`
+	Cost     *float64        `yaml:"cost"`
+	Repeat   int             `yaml:"repeat"`
+	Expect   *scenarioExpect `yaml:"expect"`
+	line     int
+}
+
+// scenarioExpect is what a step's result must be; an absent field is not checked.
+type scenarioExpect struct {
+	Action      *string              `yaml:"action"`
+	Exceeded    *bool                `yaml:"exceeded"`
+	Rule        *string              `yaml:"rule"` // "" for none
+	Skipped     *bool                `yaml:"skipped"`
+	Degraded    *bool                `yaml:"degraded"`
+	Matched     *bool                `yaml:"matched"`
+	Count       *float64             `yaml:"count"`
+	Remaining   *float64             `yaml:"remaining"`
+	Limit       *int64               `yaml:"limit"`
+	Banned      *bool                `yaml:"banned"`
+	ResetS      *float64             `yaml:"reset_s"`
+	NoInfo      bool                 `yaml:"no_info"`
+	Evaluations []scenarioEvaluation `yaml:"evaluations"`
+	Cleared     *int                 `yaml:"cleared"`
+}
+
+type scenarioEvaluation struct {
+	Rule      string   `yaml:"rule"`
+	Exceeded  *bool    `yaml:"exceeded"`
+	Blocked   *bool    `yaml:"blocked"`
+	Count     *float64 `yaml:"count"`
+	Remaining *float64 `yaml:"remaining"`
+	Banned    *bool    `yaml:"banned"`
+	ResetS    *float64 `yaml:"reset_s"`
+}
+
+// RunScenarios runs every file of conformance/scenarios on fresh harnesses
+// from newHarness, one subtest per file.
+func RunScenarios(t *testing.T, newHarness NewHarness) {
+	scenarios := conformance.Scenarios()
+	names, err := fs.Glob(scenarios, "*.yaml")
+	if err != nil || len(names) == 0 {
+		t.Fatalf("no scenarios: %v", err)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		t.Run(strings.TrimSuffix(name, ".yaml"), func(t *testing.T) {
+			data, err := fs.ReadFile(scenarios, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sc, err := parseScenario(data)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			sc.run(t, name, newHarness(t))
+		})
+	}
+}
+
+// parseScenario reads one file strictly: an unknown field is an error, so
+// that a typo never turns an expectation into no expectation.
+func parseScenario(data []byte) (*scenario, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	var sc scenario
+	if err := dec.Decode(&sc); err != nil {
+		return nil, err
+	}
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, err
+	}
+	// Step line numbers, for messages.
+	if len(root.Content) == 1 {
+		m := root.Content[0]
+		for i := 0; i+1 < len(m.Content); i += 2 {
+			if m.Content[i].Value == "steps" {
+				for j, s := range m.Content[i+1].Content {
+					if j < len(sc.Steps) {
+						sc.Steps[j].line = s.Line
+					}
+				}
+			}
+		}
+	}
+	if len(sc.Steps) == 0 {
+		return nil, fmt.Errorf("no steps")
+	}
+	if (sc.Rules == nil) == (sc.Tiers == nil) {
+		return nil, fmt.Errorf("want exactly one of rules and tiers")
+	}
+	return &sc, nil
+}
+
+func (sc *scenario) run(t *testing.T, file string, h *Harness) {
+	rules, err := sc.rules(sc.Rules, sc.Tiers)
+	if err != nil {
+		t.Fatalf("%s: rules: %v", file, err)
+	}
+	l := limiter(t, h, rules...)
+	for i := range sc.Steps {
+		st := &sc.Steps[i]
+		at := fmt.Sprintf("%s:%d (step %d)", file, st.line, i+1)
+		if err := st.run(t, h, l, sc); err != nil {
+			t.Fatalf("%s: %v", at, err)
+		}
+	}
+}
+
+func (sc *scenario) rules(list []scenarioRule, ts *scenarioTiers) ([]ratelimit.Rule, error) {
+	if ts == nil {
+		return convertRules(list)
+	}
+	var set [4][]ratelimit.Rule
+	for i, l := range [][]scenarioRule{ts.Remote, ts.File, ts.Published, ts.Default} {
+		rs, err := convertRules(l)
+		if err != nil {
+			return nil, err
+		}
+		set[i] = rs
+	}
+	return tiers.Merge(set[:]...), nil
+}
+
+func convertRules(list []scenarioRule) ([]ratelimit.Rule, error) {
+	out := make([]ratelimit.Rule, 0, len(list))
+	for _, r := range list {
+		rr, err := r.rule()
+		if err != nil {
+			return nil, fmt.Errorf("rule %s: %w", r.Name, err)
+		}
+		out = append(out, rr)
+	}
+	return out, nil
+}
+
+func (r *scenarioRule) rule() (ratelimit.Rule, error) {
+	out := ratelimit.Rule{
+		Name:            r.Name,
+		Characteristics: r.Characteristics,
+		CountMissing:    r.CountMissing,
+		Limit:           r.Limit,
+		Period:          seconds(r.PeriodS),
+		Action:          ratelimit.Action(r.Action),
+		BanFor:          seconds(r.BanForS),
+		CountDistinct:   r.CountDistinct,
+		Algorithm:       ratelimit.Algorithm(r.Algorithm),
+		Burst:           r.Burst,
+	}
+	if r.Action == "" {
+		return out, fmt.Errorf("action is required")
+	}
+	for k, n := range r.Match {
+		m, err := matcher(&n)
+		if err != nil {
+			return out, fmt.Errorf("match %s: %w", k, err)
+		}
+		if out.Match == nil {
+			out.Match = map[string]ratelimit.Matcher{}
+		}
+		out.Match[k] = m
+	}
+	return out, nil
+}
+
+// matcher reads a match value: a scalar (equality), {regex: ...} or {one_of: [...]}.
+func matcher(n *yaml.Node) (ratelimit.Matcher, error) {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		return ratelimit.Equal(n.Value), nil
+	case yaml.MappingNode:
+		var m struct {
+			Regex *string  `yaml:"regex"`
+			OneOf []string `yaml:"one_of"`
+		}
+		if err := n.Decode(&m); err != nil {
+			return ratelimit.Matcher{}, err
+		}
+		if m.Regex != nil {
+			return ratelimit.Regex(*m.Regex), nil
+		}
+		vs := make([]any, len(m.OneOf))
+		for i, v := range m.OneOf {
+			vs[i] = v
+		}
+		return ratelimit.OneOf(vs...), nil
+	}
+	return ratelimit.Matcher{}, fmt.Errorf("want a scalar, {regex: ...} or {one_of: [...]}")
+}
+
+func seconds(s float64) time.Duration { return time.Duration(math.Round(s * float64(time.Second))) }
+
+func (st *scenarioStep) run(t *testing.T, h *Harness, l *ratelimit.Limiter, sc *scenario) error {
+	switch {
+	case st.AdvanceS > 0:
+		h.Advance(t, seconds(st.AdvanceS))
+		return nil
+	case st.SetRules != nil || st.SetTiers != nil:
+		rules, err := sc.rules(st.SetRules, st.SetTiers)
+		if err != nil {
+			return err
+		}
+		return l.SetRules(rules)
+	case st.Clear != nil:
+		n, err := l.Clear(ctx, st.Clear)
+		if err != nil {
+			return err
+		}
+		if e := st.Expect; e != nil && e.Cleared != nil && n != *e.Cleared {
+			return fmt.Errorf("cleared %d keys, want %d", n, *e.Cleared)
+		}
+		return nil
+	case st.Check != nil || st.Peek != nil:
+		var opts []ratelimit.CheckOption
+		if st.Cost != nil {
+			opts = append(opts, ratelimit.Cost(*st.Cost))
+		}
+		var r ratelimit.Result
+		for range max(st.Repeat, 1) {
+			if st.Check != nil {
+				r = l.Check(ctx, st.Check, opts...)
+			} else {
+				r = l.Peek(ctx, st.Peek, opts...)
+			}
+			if r.Err != nil {
+				return fmt.Errorf("unexpected error: %w", r.Err)
+			}
+		}
+		if st.Expect == nil {
+			return nil
+		}
+		return st.Expect.verify(h, &r)
+	}
+	return fmt.Errorf("empty step")
+}
+
+// countTol is how far a count may be from the expected one: the stores that
+// run on a real clock (Redis) see a few milliseconds pass between steps,
+// which moves the time-weighted counts of the sliding window a little.
+func countTol(h *Harness) float64 {
+	if h.TTLTolerance > 0 {
+		return 0.02
+	}
+	return 1e-9
+}
+
+func (e *scenarioExpect) verify(h *Harness, r *ratelimit.Result) error {
+	var errs []string
+	fail := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
+	if e.Action != nil && string(r.Action) != *e.Action {
+		fail("action %s, want %s", r.Action, *e.Action)
+	}
+	if e.Exceeded != nil && r.Exceeded != *e.Exceeded {
+		fail("exceeded %v, want %v", r.Exceeded, *e.Exceeded)
+	}
+	if e.Skipped != nil && r.Skipped != *e.Skipped {
+		fail("skipped %v, want %v", r.Skipped, *e.Skipped)
+	}
+	if e.Degraded != nil && r.Degraded != *e.Degraded {
+		fail("degraded %v, want %v", r.Degraded, *e.Degraded)
+	}
+	if e.Matched != nil && r.Matched != *e.Matched {
+		fail("matched %v, want %v", r.Matched, *e.Matched)
+	}
+	if e.Rule != nil && r.RuleName() != *e.Rule {
+		fail("rule %q, want %q", r.RuleName(), *e.Rule)
+	}
+	if e.NoInfo && r.Info != nil {
+		fail("info %+v, want none", *r.Info)
+	}
+	if info := r.Info; info == nil {
+		if e.Count != nil || e.Remaining != nil || e.Limit != nil || e.Banned != nil || e.ResetS != nil {
+			fail("no info, want count/remaining/limit/banned/reset")
+		}
+	} else {
+		errs = append(errs, checkInfo(h, "", info, e.Count, e.Remaining, e.Banned, e.ResetS)...)
+		if e.Limit != nil && info.Limit != *e.Limit {
+			fail("limit %d, want %d", info.Limit, *e.Limit)
+		}
+	}
+	if e.Evaluations != nil {
+		if len(r.Evaluations) != len(e.Evaluations) {
+			names := make([]string, len(r.Evaluations))
+			for i := range r.Evaluations {
+				names[i] = r.Evaluations[i].Rule.Name
+			}
+			fail("evaluated %v, want %d evaluations", names, len(e.Evaluations))
+		} else {
+			for i, we := range e.Evaluations {
+				ev := &r.Evaluations[i]
+				at := fmt.Sprintf("evaluation %d: ", i+1)
+				if ev.Rule.Name != we.Rule {
+					fail("%srule %s, want %s", at, ev.Rule.Name, we.Rule)
+				}
+				if we.Exceeded != nil && ev.Exceeded != *we.Exceeded {
+					fail("%sexceeded %v, want %v", at, ev.Exceeded, *we.Exceeded)
+				}
+				if we.Blocked != nil && ev.Blocked != *we.Blocked {
+					fail("%sblocked %v, want %v", at, ev.Blocked, *we.Blocked)
+				}
+				errs = append(errs, checkInfo(h, at, &ev.Info, we.Count, we.Remaining, we.Banned, we.ResetS)...)
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%s\n\tresult: action=%s exceeded=%v rule=%q info=%+v", strings.Join(errs, "; "), r.Action, r.Exceeded, r.RuleName(), r.Info)
+	}
+	return nil
+}
+
+func checkInfo(h *Harness, at string, info *ratelimit.Info, count, rem *float64, banned *bool, resetS *float64) []string {
+	var errs []string
+	tol := countTol(h)
+	if count != nil && math.Abs(info.Count-*count) > tol {
+		errs = append(errs, fmt.Sprintf("%scount %v, want %v", at, info.Count, *count))
+	}
+	if rem != nil && math.Abs(info.Remaining-*rem) > tol {
+		errs = append(errs, fmt.Sprintf("%sremaining %v, want %v", at, info.Remaining, *rem))
+	}
+	if banned != nil && info.Banned != *banned {
+		errs = append(errs, fmt.Sprintf("%sbanned %v, want %v", at, info.Banned, *banned))
+	}
+	if resetS != nil {
+		want := seconds(*resetS)
+		got := info.ResetAt.Sub(h.Now())
+		if got > want+10*time.Millisecond || got < want-h.TTLTolerance-10*time.Millisecond {
+			errs = append(errs, fmt.Sprintf("%sreset in %v, want %v (tolerance %v)", at, got, want, h.TTLTolerance))
+		}
+	}
+	return errs
+}
