@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	ratelimit "github.com/ratekit/ratekit/core"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
 
@@ -75,6 +76,8 @@ func randomStoredDocument(rng *rand.Rand) ([]byte, *configv1.LimiterRules) {
 			}
 			ruleJSON(w, r)
 			allValid = allValid && validRule(r) && !slices.ContainsFunc(list.Rules, func(o *configv1.Rule) bool { return o.GetName() == r.GetName() })
+			// The bounds of docs/limits.md are checked beside the schema's rules.
+			allValid = allValid && len(r.GetCharacteristics()) <= ratelimit.MaxCharacteristics
 			for _, v := range r.GetMatch() {
 				if re, ok := v.GetKind().(*configv1.MatchValue_Regex); ok && checkRegex(re.Regex) != nil {
 					allValid = false
