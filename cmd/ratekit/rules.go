@@ -390,6 +390,9 @@ func rulesPublish(ctx context.Context, e *rulesEnv, _ []string) int {
 	if err != nil {
 		return report(e.out.stderr, err)
 	}
+	for _, w := range config.ExemptionWarnings(e.f.file, e.avail, req.GetRateLimits()) {
+		fmt.Fprintf(e.out.stderr, "warning: %v\n", w)
+	}
 	if e.f.dryRun {
 		return e.publishDiff(ctx, req)
 	}
