@@ -196,10 +196,11 @@ func Run(ctx context.Context, name string, o Options, newHandler NewHandler) err
 	return serve(ctx, servers)
 }
 
-// exampleLimiters declares the examples' limiter for the rule store and the
-// admin page: the properties its rules may use, and NewLimiter's rule as its
-// default (a service keeps its defaults in this file only).
-const exampleLimiters = `available_limiters:
+// AvailableLimiters declares the examples' limiter for the rule store, the
+// admin page and `ratekit rules publish --available-limiters`: the
+// properties its rules may use, and NewLimiter's rules as its defaults (a
+// service keeps its defaults in this file only).
+const AvailableLimiters = `available_limiters:
   http_request:
     description: "GET /hello of the HTTP examples"
     available_properties: [ip, endpoint, path, user, method]
@@ -232,7 +233,7 @@ func rulesPrefix(o Options) string {
 // to it within a second), shows its tiers on obs's debug page and returns the
 // admin page that edits them.
 func adminPage(ctx context.Context, o Options, limiter *ratelimit.Limiter, obs *exampleutil.Observability) (http.Handler, func(), error) {
-	available, err := config.ParseAvailableLimiters("examples", []byte(exampleLimiters))
+	available, err := config.ParseAvailableLimiters("examples", []byte(AvailableLimiters))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -113,7 +113,7 @@ func adminServed(t *testing.T, internal string) {
 // debug page shows the tiers the limiter enforces.
 func incidentRuleSparesHealthChecks(t *testing.T, public, internal string, o Options) {
 	t.Helper()
-	available, err := config.ParseAvailableLimiters("examples", []byte(exampleLimiters))
+	available, err := config.ParseAvailableLimiters("examples", []byte(AvailableLimiters))
 	if err != nil {
 		t.Fatal(err)
 	}
