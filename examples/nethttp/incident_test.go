@@ -71,7 +71,7 @@ func TestIncidentPath(t *testing.T) {
 	addrc, internalc, done := make(chan net.Addr, 1), make(chan net.Addr, 1), make(chan error, 1)
 	o := httpexample.Options{Addr: "127.0.0.1:0", InternalAddr: "127.0.0.1:0", RedisURL: url,
 		TrustedProxies: []string{"127.0.0.1/32"}, // the test plays clients of its own addresses
-		Ready: func(a net.Addr) { addrc <- a }, InternalReady: func(a net.Addr) { internalc <- a }}
+		Ready:          func(a net.Addr) { addrc <- a }, InternalReady: func(a net.Addr) { internalc <- a }}
 	go func() { done <- httpexample.Run(ctx, "net/http", o, newHandler) }()
 	var public string
 	select {
