@@ -345,3 +345,37 @@ func TestTemplateCopies(t *testing.T) {
 		}
 	}
 }
+
+// Every recording rule and alert keeps job and namespace in its
+// aggregations (services share limiter names), and every alert links a
+// section of docs/runbook.md that exists.
+func TestRulesKeepServicesApartAndLinkRunbooks(t *testing.T) {
+	b, err := os.ReadFile(rulesFile(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := string(b)
+	for _, m := range regexp.MustCompile(`\b(by|on) \(([^)]*)\)`).FindAllStringSubmatch(rules, -1) {
+		labels := strings.Split(m[2], ", ")
+		if !slices.Contains(labels, "job") || !slices.Contains(labels, "namespace") {
+			t.Errorf("%s drops job or namespace", m[0])
+		}
+	}
+	runbook, err := os.ReadFile(filepath.Join(dir(t), "..", "docs", "runbook.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	alerts := regexp.MustCompile(`(?m)^\s*- alert: (\S+)$`).FindAllStringSubmatch(rules, -1)
+	if len(alerts) == 0 {
+		t.Fatal("no alerts")
+	}
+	for _, a := range alerts {
+		url := "https://github.com/ratekit/ratekit/blob/main/docs/runbook.md#" + strings.ToLower(a[1])
+		if !strings.Contains(rules, `runbook_url: "`+url+`"`) {
+			t.Errorf("alert %s has no runbook_url %s", a[1], url)
+		}
+		if !strings.Contains(string(runbook), "\n## "+a[1]+"\n") {
+			t.Errorf("docs/runbook.md has no section ## %s", a[1])
+		}
+	}
+}
