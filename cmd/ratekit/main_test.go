@@ -201,7 +201,7 @@ func TestUsageAndUnreadable(t *testing.T) {
 
 func TestHelp(t *testing.T) {
 	code, stdout, _ := ratekit(t, t.TempDir(), "help")
-	if code != 0 || !strings.Contains(stdout, "\n  validate  check available_limiters.yaml and rate_limits.yaml (for CI)\n") {
+	if code != 0 || !strings.Contains(stdout, "\n  validate    check available_limiters.yaml and rate_limits.yaml (for CI)\n") {
 		t.Fatalf("exit %d, stdout:\n%s", code, stdout)
 	}
 	for _, args := range [][]string{{"help", "validate"}, {"validate", "-h"}} {
