@@ -120,6 +120,11 @@ func TestIncidentPath(t *testing.T) {
 	if !strings.Contains(out, "block") || !strings.Contains(out, "hello_per_ip") {
 		t.Fatalf("explain does not show the block:\n%s", out)
 	}
+	say("\n# 3a. clear under the wrong prefix (no --service) clears nothing, fails and names the right one")
+	out = ratekit(1, append([]string{"clear", "--limiter", "http_request", "--available-limiters", available}, id...)...)
+	if !strings.Contains(out, "rerun with --service examples") {
+		t.Fatalf("clear without --service:\n%s", out)
+	}
 	say("\n# 3. clear lifts it, verified by the next request")
 	out = ratekit(0, append([]string{"clear", "--service", "examples", "--limiter", "http_request", "--available-limiters", available}, id...)...)
 	if !strings.Contains(out, "cleared 1 key") {
