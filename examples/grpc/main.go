@@ -20,6 +20,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -115,7 +116,7 @@ func newServer(store ratelimit.Store, keyPrefix string, obs func(context.Context
 	limiter, err := ratelimit.New(ratelimit.Config{
 		Name:      "grpc_request",
 		Store:     store,
-		KeyPrefix: keyPrefix,
+		KeyPrefix: cmp.Or(keyPrefix, exampleutil.KeyPrefix), // `ratekit --service examples`
 		Observer:  obs,
 		Rules: []ratelimit.Rule{{
 			// A load balancer's health checks must always get an answer, and

@@ -37,16 +37,11 @@ import (
 // from tp.
 type NewHandler func(limiter *ratelimit.Limiter, tp identifiers.TrustedProxies) (http.Handler, error)
 
-// Service is the examples' service name in Redis: their counters and rules
-// live under the prefixes `ratekit --service examples` assumes, like those
-// of a service made from the copier template.
-const Service = "examples"
-
-// Prefixes of the examples' keys in Redis: the ratekit CLI's for --service
-// examples.
+// The examples' prefixes in Redis, those of `ratekit --service examples`
+// (exampleutil.Service).
 const (
-	KeyPrefix   = "ratekit:" + Service + ":rl:"
-	RulesPrefix = "ratekit:rules:{" + Service + "}:"
+	KeyPrefix   = exampleutil.KeyPrefix
+	RulesPrefix = exampleutil.RulesPrefix
 )
 
 // NewLimiter returns the examples' limiter: GET /hello, 5 requests per minute
@@ -184,7 +179,7 @@ func Run(ctx context.Context, name string, o Options, newHandler NewHandler) err
 		servers = append(servers, serving{&http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}, ilis})
 		log.Printf("%s: metrics at http://%s/metrics, debug page at http://%s/debug/ratelimit", name, ilis.Addr(), ilis.Addr())
 		if page != nil {
-			log.Printf("%s: admin page at http://%s/admin/ratelimit/ (rules under %q; `ratekit --service %s` reaches them)", name, ilis.Addr(), rulesPrefix(o), Service)
+			log.Printf("%s: admin page at http://%s/admin/ratelimit/ (rules under %q; `ratekit --service %s` reaches them)", name, ilis.Addr(), rulesPrefix(o), exampleutil.Service)
 		}
 		if o.InternalReady != nil {
 			o.InternalReady(ilis.Addr())
