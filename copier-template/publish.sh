@@ -91,6 +91,10 @@ published_ratekit_version:
   type: str
   default: "${ratekit_version:-v0.1.0}"
   when: false
+template_published:
+  type: bool
+  default: true
+  when: false
 EOF
 git_ add -A
 git_ commit -q --allow-empty -m "ratekit service template $tag"

@@ -232,7 +232,8 @@ func checkRuns(t *testing.T, c renderCase, dst string) {
 		env = append(env, prefix+"_RULES_SERVICE_ADDR="+freeAddr(t))
 	}
 	// Elsewhere than the project: available_limiters.yaml is built in.
-	p := start(t, t.TempDir(), bin, c.redisEnv, env)
+	cwd := t.TempDir()
+	p := start(t, cwd, bin, c.redisEnv, env)
 
 	metrics := p.waitGet(t, "http://"+internal+"/metrics")
 	if !strings.Contains(metrics, `rate_limiter="db_utilization"`) {
@@ -256,6 +257,25 @@ func checkRuns(t *testing.T, c renderCase, dst string) {
 	}
 	if got := strings.Contains(debug, `"rules_service": {`); got != remote || (remote && !strings.Contains(debug, `"service": "`+c.service+`"`)) {
 		t.Errorf("/debug/ratelimit shows the rules service: %v, want %v:\n%s", got, remote, debug)
+	}
+	// The start line says where everything is.
+	for _, want := range []string{`"msg":"` + c.service + ` started"`, `"internal":"` + internal + `"`, `"http://` + internal + `/debug/ratelimit"`,
+		`"store":"memory, per process`, `"db_utilization (`, `"default_rules":"built into the binary (shipped.go)"`,
+		`"rate_limits":"rate_limits.yaml (absent: no operator rules)"`, `"rate_limits_reload":"when changed (checked every 30s) and on SIGHUP"`,
+		`"counters_prefix":"ratekit:` + c.service + `:rl:"`} {
+		if !strings.Contains(p.logs(), want) {
+			t.Errorf("the start log line lacks %s:\n%s", want, p.logs())
+		}
+	}
+	// SIGHUP reloads rate_limits.yaml at once (the poll is every 30s).
+	write(t, filepath.Join(cwd, "rate_limits.yaml"), "rate_limits:\n  db_utilization:\n    - name: sighup_rule\n      characteristics: [root_namespace]\n      limit: 7\n      period_s: 60\n      action: limit\n")
+	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(httpBody(t, "http://"+internal+"/debug/ratelimit?format=json"), `"sighup_rule"`); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("rate_limits.yaml not reloaded 20s after SIGHUP:\n%s", p.logs())
+		}
 	}
 	if err := p.stop(15 * time.Second); err != nil {
 		t.Fatalf("%v:\n%s", err, p.logs())

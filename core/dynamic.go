@@ -54,8 +54,11 @@ func (s *RuleSet) Len() int {
 // stacks on top of Config.RuleSource: WithRules's set comes first.
 func WithRules(s *RuleSet) CheckOption { return func(o *checkOpts) { o.extra = s } }
 
-// withPerRequest merges the per-request tiers (highest first) over base. A
-// merge longer than MaxRules gives base alone, with over set.
+// withPerRequest merges the per-request tiers (highest first) over base. The
+// skip rules that open base are its exemptions (health checks): they stay
+// first unless a per-request tier replaces one by name
+// (docs/design.md#exemptions). A merge longer than MaxRules gives base
+// alone, with over set.
 func withPerRequest(base []*compiledRule, tiers ...*RuleSet) (_ []*compiledRule, over bool) {
 	n := len(base)
 	for _, t := range tiers {
@@ -72,6 +75,15 @@ func withPerRequest(base []*compiledRule, tiers ...*RuleSet) (_ []*compiledRule,
 		}
 		return false
 	}
+	lead := 0
+	for lead < len(base) && base[lead].rule.Action == ActionSkip {
+		lead++
+	}
+	for _, c := range base[:lead] {
+		if !seen(c.rule.Name, len(tiers)) {
+			out = append(out, c)
+		}
+	}
 	for i, t := range tiers {
 		if t == nil {
 			continue
@@ -82,7 +94,7 @@ func withPerRequest(base []*compiledRule, tiers ...*RuleSet) (_ []*compiledRule,
 			}
 		}
 	}
-	for _, c := range base {
+	for _, c := range base[lead:] {
 		if !seen(c.rule.Name, len(tiers)) {
 			out = append(out, c)
 		}

@@ -86,3 +86,49 @@ func TestCompileTierNamesEvaluations(t *testing.T) {
 		t.Fatal("an invalid rule compiled")
 	}
 }
+
+// TestExemptionsHoldAgainstPerRequestTiers: the skip rules that open the
+// limiter's rules (health checks) are evaluated before a per-request tier's
+// match-all rule, unless that tier replaces one by name.
+func TestExemptionsHoldAgainstPerRequestTiers(t *testing.T) {
+	ctx := context.Background()
+	base := []Rule{
+		{Name: "skip_health_checks", Action: ActionSkip, Match: map[string]Matcher{"path": OneOf("/healthz", "/readyz")}},
+		{Name: "per_ip", Characteristics: []string{"ip"}, Limit: 100, Period: time.Minute},
+	}
+	incident := []Rule{{Name: "incident", Characteristics: []string{"ip"}, Limit: 2, Period: time.Minute}}
+	tests := []struct {
+		name        string
+		remote      []Rule
+		wantBlocked bool // the third /healthz check
+	}{
+		{"match-all rule", incident, false},
+		{"exemption overridden by name", append(incident, Rule{Name: "skip_health_checks", Characteristics: []string{"ip"}, Limit: 1, Period: time.Minute}), true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			set, err := CompileRules("remote", tt.remote)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, err := New(Config{Name: "t", Store: NewMemoryStore(), Rules: base, RuleSource: (&staticSource{set: set}).RulesFor})
+			if err != nil {
+				t.Fatal(err)
+			}
+			health := Identifier{"ip": "10.0.0.1", "path": "/healthz"}
+			var r Result
+			for range 3 {
+				r = l.Check(ctx, health)
+			}
+			if r.Blocked() != tt.wantBlocked {
+				t.Fatalf("third /healthz: blocked %v, want %v (%+v)", r.Blocked(), tt.wantBlocked, r)
+			}
+			for range 3 {
+				r = l.Check(ctx, Identifier{"ip": "10.0.0.1", "path": "/api"})
+			}
+			if !r.Blocked() || r.Rule.Name != "incident" {
+				t.Fatalf("third /api: %+v, want blocked by the incident rule", r)
+			}
+		})
+	}
+}

@@ -11,14 +11,13 @@ import (
 	"os"
 	"time"
 
-	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/config"
 	"github.com/ratekit/ratekit/core/redisstore"
 	"github.com/ratekit/ratekit/core/rulestore"
 	"github.com/ratekit/ratekit/core/rulestore/admin"
 )
 
-const adminUsage = `usage: ratekit admin --redis URL --available-limiters FILE [flags]
+const adminUsage = `usage: ratekit admin [--redis URL] --available-limiters FILE [flags]
 
 Serves the rule store's admin page: every limiter with its file, published
 and default tiers and the effective list; a form that publishes, edits and
@@ -35,14 +34,13 @@ with --writer unless --allow-remote-writes is given (put it behind your own
 authenticating proxy then).
 
 example:
-  ratekit admin --redis redis://10.0.0.5:6379 \
+  ratekit admin --redis redis://10.0.0.5:6379 --service checkout \
       --available-limiters config/available_limiters.yaml \
       --rate-limits config/rate_limits.yaml --writer alice
   # then open http://127.0.0.1:8089/
 
 flags:
-  --redis URL                 the Redis of the rule store and the counters (required)
-  --cluster                   URL is a Redis Cluster URL (redis://host:port?addr=host2:port2...)
+` + connUsage + `
   --available-limiters FILE   the application's available_limiters.yaml (required)
   --rate-limits FILE          the operators' rate_limits.yaml: shown as the file
                               tier of a limiter whose document lacks one
@@ -50,8 +48,6 @@ flags:
                               picks a free one)
   --writer NAME               enable writes, audited under NAME (default: read-only)
   --allow-remote-writes       allow --writer on a non-loopback --listen address
-  --rules-prefix PREFIX       the rule store's key prefix (default "` + rulestore.DefaultPrefix + `")
-  --key-prefix PREFIX         the counters' key prefix (default "` + ratelimit.DefaultKeyPrefix + `")
   --timeout D                 bound on the Redis calls of one page (default 5s)
 
 exit codes: 0 stopped by an interrupt; 1 invalid config or the server
@@ -67,25 +63,25 @@ func init() {
 
 func runAdmin(ctx context.Context, out output, args []string) int {
 	fs := flag.NewFlagSet("admin", flag.ContinueOnError)
-	var redisURL, availablePath, rateLimitsPath, listen, writer, rulesPrefix, keyPrefix string
-	var cluster, allowRemote bool
+	var availablePath, rateLimitsPath, listen, writer string
+	var allowRemote bool
 	var timeout time.Duration
-	fs.StringVar(&redisURL, "redis", "", "")
-	fs.BoolVar(&cluster, "cluster", false, "")
+	var c connFlags
+	c.register(fs)
 	fs.StringVar(&availablePath, "available-limiters", "", "")
 	fs.StringVar(&rateLimitsPath, "rate-limits", "", "")
 	fs.StringVar(&listen, "listen", "127.0.0.1:8089", "")
 	fs.StringVar(&writer, "writer", "", "")
 	fs.BoolVar(&allowRemote, "allow-remote-writes", false, "")
-	fs.StringVar(&rulesPrefix, "rules-prefix", rulestore.DefaultPrefix, "")
-	fs.StringVar(&keyPrefix, "key-prefix", ratelimit.DefaultKeyPrefix, "")
 	fs.DurationVar(&timeout, "timeout", admin.DefaultTimeout, "")
 	if ok, code := parseFlags(fs, adminUsage, args, out); !ok {
 		return code
 	}
+	c.resolve()
+	if err := c.check(); err != nil {
+		return usageError(out, adminUsage, "%v", err)
+	}
 	switch {
-	case redisURL == "":
-		return usageError(out, adminUsage, "admin needs --redis URL")
 	case availablePath == "":
 		return usageError(out, adminUsage, "admin needs --available-limiters FILE")
 	case fs.NArg() > 0:
@@ -110,19 +106,19 @@ func runAdmin(ctx context.Context, out output, args []string) int {
 			return report(out.stderr, err)
 		}
 	}
-	client, err := redisClient(redisURL, cluster)
+	client, err := redisClient(c.redisURL, c.cluster)
 	if err != nil {
 		return usageError(out, adminUsage, "--redis: %v", err)
 	}
 	defer client.Close()
 	logger := slog.New(slog.NewJSONHandler(out.stderr, nil))
-	store, err := rulestore.New(client, rulestore.Options{Prefix: rulesPrefix, Available: available, Timeout: timeout,
-		Logger: logger, ClusterMode: cluster})
+	store, err := rulestore.New(client, rulestore.Options{Prefix: c.rulesPrefix, Available: available, Timeout: timeout,
+		Logger: logger, ClusterMode: c.cluster})
 	if err != nil {
 		return usageError(out, adminUsage, "--rules-prefix: %v", err)
 	}
 	opts := admin.Options{Store: store, Available: available, RateLimits: rateLimits,
-		Counters: redisstore.New(client), KeyPrefix: keyPrefix, Logger: logger, Timeout: timeout}
+		Counters: redisstore.New(client), KeyPrefix: c.keyPrefix, Logger: logger, Timeout: timeout}
 	if writer != "" {
 		opts.Authorize = func(*http.Request) (string, bool) { return writer, true }
 	}
@@ -142,7 +138,7 @@ func runAdmin(ctx context.Context, out output, args []string) int {
 	if writer != "" {
 		mode = "writes as " + writer
 	}
-	fmt.Fprintf(out.stdout, "ratekit admin: serving http://%s/ (%s); interrupt to stop\n", ln.Addr(), mode)
+	fmt.Fprintf(out.stdout, "ratekit admin: serving http://%s/ (%s; rules under %q, counters under %q); interrupt to stop\n", ln.Addr(), mode, c.rulesPrefix, c.keyPrefix)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	select {

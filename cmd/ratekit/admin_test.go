@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -17,6 +18,7 @@ import (
 	"github.com/ratekit/ratekit/core/config"
 	"github.com/ratekit/ratekit/core/rulestore"
 	"github.com/ratekit/ratekit/internal/redistest"
+	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
 
 type lockedBuffer struct {
@@ -165,7 +167,8 @@ func TestAdminUsage(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--available-limiters", avail}, "admin needs --redis URL"},
+		{[]string{"--available-limiters", avail}, "no Redis: give --redis URL or set RATEKIT_REDIS_URL"},
+		{[]string{"--redis", "redis://127.0.0.1:1", "--available-limiters", avail, "--service", "Bad-Name"}, `--service "Bad-Name" must match`},
 		{[]string{"--redis", "redis://127.0.0.1:1"}, "admin needs --available-limiters FILE"},
 		{[]string{"--redis", "redis://127.0.0.1:1", "--available-limiters", avail, "--writer", "bob", "--listen", "0.0.0.0:0"}, "not a loopback address"},
 		{[]string{"--redis", "redis://127.0.0.1:1", "--available-limiters", avail, "extra"}, "unexpected arguments"},
@@ -179,5 +182,35 @@ func TestAdminUsage(t *testing.T) {
 		if got := loopback(addr); got != want {
 			t.Errorf("loopback(%q) = %v, want %v", addr, got, want)
 		}
+	}
+}
+
+// Like every command that reaches Redis, admin reads RATEKIT_REDIS_URL and
+// takes --service: the page then reads that service's rule documents.
+func TestAdminEnvAndService(t *testing.T) {
+	dir := writeFiles(t, map[string]string{"available_limiters.yaml": readFixture(t, "available_limiters.yaml")})
+	service := fmt.Sprintf("adm%d", time.Now().UnixNano()) // a service of this run alone
+	store, err := rulestore.New(redistest.Client(t), rulestore.Options{Prefix: "ratekit:rules:{" + service + "}:"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim, per := uint32(7), uint32(60)
+	if _, err := store.Publish(context.Background(), &configv1.PublishRulesRequest{RateLimits: map[string]*configv1.RuleList{"user_sign_in": {Rules: []*configv1.Rule{
+		{Name: "published_for_" + service, Action: configv1.Action_ACTION_LIMIT, Limit: &lim, PeriodS: &per, Characteristics: []string{"ip"}},
+	}}}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = store.Delete(context.Background(), "user_sign_in", "published_for_"+service) })
+	t.Setenv("RATEKIT_REDIS_URL", redistest.URL(t))
+	base, _, stop := startAdmin(t, "--service", service, "--available-limiters", filepath.Join(dir, "available_limiters.yaml"))
+	defer stop()
+	resp, err := http.Get(base + "?limiter=user_sign_in")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "published_for_"+service) {
+		t.Fatalf("the page does not show the service's published rule: %d\n%s", resp.StatusCode, body)
 	}
 }

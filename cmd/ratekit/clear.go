@@ -36,8 +36,13 @@ PROPERTY=VALUE pairs are the identifier, exactly as the service builds it:
 a key the limiter does not know is named in a warning, since a typo clears
 nothing. Flags may come before or after the identifier.
 
-exit codes: 0 cleared (or nothing to clear); 1 invalid config, unknown
-limiter or Redis failure; 2 usage error or unreadable file`
+When no key of the identifier exists under the counters' prefix, nothing
+is cleared and the exit code is 1; the keys are searched under every other
+prefix (a bounded SCAN) and, when found, the prefix to use is named.
+
+exit codes: 0 cleared; 1 nothing to clear (the keys are missing or under
+another prefix), invalid config, unknown limiter or Redis failure; 2 usage
+error or unreadable file`
 
 func init() {
 	commands["clear"] = command{
@@ -107,6 +112,24 @@ func runClear(ctx context.Context, out output, args []string) int {
 	sort.Strings(present)
 	w := out.stdout
 	fmt.Fprintf(w, "limiter %s, identifier %s, counters under %q\n", f.limiter, describeIdentifier(id), f.keyPrefix)
+	if len(present) == 0 {
+		// Clearing nothing is never a success: the operator may have the
+		// wrong prefix (another service's, or the library's default).
+		other, err := findElsewhere(ctx, client, f.keyPrefix, f.limiter, limiter.Keys(id), f.timeout)
+		switch {
+		case err != nil:
+			fmt.Fprintf(out.stderr, "ratekit clear: nothing to clear under %q, and %v\n", f.keyPrefix, err)
+		case len(other.prefixes) > 0:
+			fmt.Fprintf(out.stderr, "ratekit clear: nothing cleared: no counter or ban of this identifier under %q, but its keys exist under another prefix: %s\n", f.keyPrefix, other.describe(f.service))
+		default:
+			note := ""
+			if other.truncated {
+				note = fmt.Sprintf(" (the search stopped after %d keys per node)", maxScanKeys)
+			}
+			fmt.Fprintf(out.stderr, "ratekit clear: nothing to clear: no counter or ban of this identifier under %q, nor under another prefix%s; check the identifier (ratekit explain)\n", f.keyPrefix, note)
+		}
+		return exitInvalid
+	}
 	list := func(verb string) {
 		for _, k := range present {
 			kind := "counter"

@@ -236,6 +236,9 @@ func runExplain(ctx context.Context, out output, args []string) int {
 	ex.RuleStore = state
 	ex.Remote = remote
 	ex.Warnings = identifierWarnings(id, local.properties, limiter.Rules())
+	if w := prefixWarning(ctx, b.client, f, limiter.Keys(id)); w != "" {
+		ex.Warnings = append(ex.Warnings, w)
+	}
 	for _, w := range ex.Warnings {
 		fmt.Fprintf(out.stderr, "warning: %s\n", w)
 	}
@@ -668,4 +671,23 @@ func explainUntil(now, t time.Time) string {
 		d = 0
 	}
 	return d.Round(time.Second).String()
+}
+
+// prefixWarning warns when no key of the identifier exists under the
+// counters' prefix but some exist under another: the counts shown (zero)
+// are not the service's.
+func prefixWarning(ctx context.Context, client redis.UniversalClient, f explainFlags, keys []string) string {
+	for _, k := range keys {
+		rctx, cancel := context.WithTimeout(ctx, f.timeout)
+		n, err := client.Exists(rctx, k).Result()
+		cancel()
+		if err != nil || n > 0 {
+			return ""
+		}
+	}
+	other, err := findElsewhere(ctx, client, f.keyPrefix, f.limiter, keys, f.timeout)
+	if err != nil || len(other.prefixes) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("no counter of this identifier under %q, so the counts below are zero, but its keys exist under another prefix: %s", f.keyPrefix, other.describe(f.service))
 }

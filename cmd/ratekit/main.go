@@ -126,8 +126,25 @@ func parseFlags(fs *flag.FlagSet, usage string, args []string, out output) (bool
 	return true, exitOK
 }
 
-// usageError reports a usage problem and returns exitUsage.
+// usageError reports a usage problem, with one line saying where the
+// command's help is (not the whole help: the problem stays visible), and
+// returns exitUsage.
 func usageError(out output, usage, format string, args ...any) int {
-	fmt.Fprintf(out.stderr, "ratekit: "+format+"\n\n%s\n", append(args, strings.TrimRight(usage, "\n"))...)
+	fmt.Fprintf(out.stderr, "ratekit: "+format+"\n", args...)
+	fmt.Fprintf(out.stderr, "run '%s --help' for usage\n", usageName(usage))
 	return exitUsage
+}
+
+// usageName returns the command a usage text is for: the lower-case words
+// after "usage:" ("ratekit rules publish").
+func usageName(usage string) string {
+	words := strings.Fields(strings.TrimPrefix(usage, "usage:"))
+	n := 0
+	for n < len(words) && strings.Trim(words[n], "abcdefghijklmnopqrstuvwxyz") == "" {
+		n++
+	}
+	if n == 0 {
+		return "ratekit"
+	}
+	return strings.Join(words[:n], " ")
 }

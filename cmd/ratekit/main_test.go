@@ -246,7 +246,7 @@ func TestUsageAndUnreadable(t *testing.T) {
 
 func TestHelp(t *testing.T) {
 	code, stdout, _ := ratekit(t, t.TempDir(), "help")
-	if code != 0 || !strings.Contains(stdout, "\n  validate  check available_limiters.yaml and rate_limits.yaml (for CI)\n") {
+	if code != 0 || !strings.Contains(stdout, "\n  validate    check available_limiters.yaml and rate_limits.yaml (for CI)\n") {
 		t.Fatalf("exit %d, stdout:\n%s", code, stdout)
 	}
 	for _, args := range [][]string{{"help", "validate"}, {"validate", "-h"}} {
@@ -276,6 +276,33 @@ func TestRedisURLErrorHidesPassword(t *testing.T) {
 		_, err := redisClient("redis://user:s3cret-pw@127.0.0.1:notaport/0", cluster)
 		if err == nil || strings.Contains(err.Error(), "s3cret-pw") {
 			t.Fatalf("cluster=%v: error %v must exist and not show the password", cluster, err)
+		}
+	}
+}
+
+// A usage error is the problem and one line naming the command's help, not
+// the whole help; a Redis address without its scheme gets the URL to write.
+func TestUsageErrorIsShort(t *testing.T) {
+	dir := t.TempDir()
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"rules", "publish", "--redis", "redis://127.0.0.1:1"}, "ratekit: rules publish needs --file FILE\nrun 'ratekit rules publish --help' for usage\n"},
+		{[]string{"rules", "publish", "--redis", "127.0.0.1:6379", "--file", "x.yaml"}, "ratekit: --redis: \"127.0.0.1:6379\" is not a URL: did you mean redis://127.0.0.1:6379?\nrun 'ratekit rules publish --help' for usage\n"},
+		{[]string{"rules", "list", "--redis", "alice:secret@127.0.0.1:6379"}, "ratekit: --redis: not a URL: write it redis://[user:pass@]host:port[/db] (rediss:// for TLS)\nrun 'ratekit rules list --help' for usage\n"},
+		{[]string{"clear", "--bogus"}, "ratekit: flag provided but not defined: -bogus\nrun 'ratekit clear --help' for usage\n"},
+		{[]string{"rollout", "gate"}, "run 'ratekit rollout gate --help' for usage\n"},
+		{[]string{"explain", "--redis", "127.0.0.1:6379", "--limiter", "x", "a=b"}, "did you mean redis://127.0.0.1:6379?"},
+	} {
+		code, _, stderr := ratekit(t, dir, tt.args...)
+		if code != exitUsage || !strings.Contains(stderr, tt.want) || strings.Count(stderr, "\n") > 2 {
+			t.Errorf("%q: exit %d, stderr:\n%s\nwant exit 2 and %q in at most two lines", tt.args, code, stderr, tt.want)
+		}
+	}
+	for usage, want := range map[string]string{rulesUsage: "ratekit rules", rolloutUsage: "ratekit rollout gate", clearUsage: "ratekit clear", "": "ratekit"} {
+		if got := usageName(usage); got != want {
+			t.Errorf("usageName(%.30q) = %q, want %q", usage, got, want)
 		}
 	}
 }

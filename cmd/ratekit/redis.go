@@ -3,6 +3,9 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
+	"fmt"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 
@@ -18,6 +21,9 @@ import (
 // client (redisstore.New).
 func redisClient(url string, cluster bool) (redis.UniversalClient, error) {
 	redis.SetLogger(quietRedisLogger{})
+	if err := schemeless(url); err != nil {
+		return nil, err
+	}
 	opt, err := redisstore.ParseURL(url) // its errors never quote the URL (a password)
 	if err != nil {
 		return nil, err
@@ -31,3 +37,16 @@ func redisClient(url string, cluster bool) (redis.UniversalClient, error) {
 type quietRedisLogger struct{}
 
 func (quietRedisLogger) Printf(context.Context, string, ...any) {}
+
+// schemeless explains a Redis address given without its scheme, which Go's
+// URL parser would report as "first path segment in URL cannot contain
+// colon". The address is quoted only when it holds no credentials.
+func schemeless(url string) error {
+	if strings.Contains(url, "://") {
+		return nil
+	}
+	if strings.Contains(url, "@") {
+		return errors.New("not a URL: write it redis://[user:pass@]host:port[/db] (rediss:// for TLS)")
+	}
+	return fmt.Errorf("%q is not a URL: did you mean redis://%s?", url, url)
+}

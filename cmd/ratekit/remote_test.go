@@ -48,8 +48,8 @@ func TestExplainRemoteTier(t *testing.T) {
 	remoteFlags := []string{"--rules-service", rs.URL, "--service", "web"}
 
 	ex := e.expectRules(t, []string{
-		"1 remote per_user allow 3/10", // the file's counter, the service's limit
-		"2 file skip_health no_match",
+		"1 file skip_health no_match",  // a skip opening the local rules holds against the remote tier
+		"2 remote per_user allow 3/10", // the file's counter, the service's limit
 		"3 file distinct_paths allow 1/2",
 		"4 default login_by_ip no_match",
 		"5 default per_ip allow 3/1000",

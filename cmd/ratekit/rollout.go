@@ -71,12 +71,15 @@ func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
 func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 
 type gateReport struct {
-	Source        string        `json:"source"`
-	Window        string        `json:"window,omitempty"`
-	MaxDivergence float64       `json:"max_divergence"`
-	MinDecisions  uint64        `json:"min_decisions"`
-	Pass          bool          `json:"pass"`
-	Limiters      []gateLimiter `json:"limiters"`
+	Source        string  `json:"source"`
+	Window        string  `json:"window,omitempty"`
+	MaxDivergence float64 `json:"max_divergence"`
+	MinDecisions  uint64  `json:"min_decisions"`
+	Pass          bool    `json:"pass"`
+	// Reason says why the gate failed as a whole ("" when limiters were
+	// judged: each carries its own reason).
+	Reason   string        `json:"reason,omitempty"`
+	Limiters []gateLimiter `json:"limiters"`
 }
 
 type gateLimiter struct {
@@ -180,6 +183,10 @@ func runRollout(ctx context.Context, out output, args []string) int {
 		rep.Pass = rep.Pass && v.Pass
 		rep.Limiters = append(rep.Limiters, gateLimiter{Verdict: v, Rules: rules})
 	}
+	if len(rep.Limiters) == 0 {
+		rep.Limiters = []gateLimiter{} // [] in JSON, never null
+		rep.Reason = noSeries(family, rep.Source)
+	}
 	if *asJSON {
 		enc := json.NewEncoder(out.stdout)
 		enc.SetIndent("", "  ")
@@ -195,7 +202,7 @@ func runRollout(ctx context.Context, out output, args []string) int {
 
 func printGate(w io.Writer, rep gateReport, family string) {
 	if len(rep.Limiters) == 0 {
-		fmt.Fprintf(w, "no %s series in %s: nothing to judge (is observe.RolloutMetrics registered and rollout.New given it?)\n", family, rep.Source)
+		fmt.Fprintln(w, rep.Reason)
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -390,4 +397,9 @@ func queryPrometheus(ctx context.Context, base, family string, window time.Durat
 		}
 	}
 	return counts, nil
+}
+
+// noSeries is the reason of a gate that found nothing to judge.
+func noSeries(family, source string) string {
+	return fmt.Sprintf("no %s series in %s: nothing to judge (is observe.RolloutMetrics registered and rollout.New given it?)", family, source)
 }

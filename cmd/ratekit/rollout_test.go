@@ -150,6 +150,17 @@ func TestRolloutGateMetrics(t *testing.T) {
 	if code, stdout, _ := ratekit(t, dir, "rollout", "gate", "--metrics", empty); code != exitInvalid || !strings.Contains(stdout, "nothing to judge") {
 		t.Fatalf("empty scrape: exit %d\n%s", code, stdout)
 	}
+	// --json says why too, with an empty list rather than null.
+	code, stdout, _ = ratekit(t, dir, "rollout", "gate", "--json", "--metrics", empty)
+	var rep struct {
+		Pass     bool
+		Reason   string
+		Limiters []json.RawMessage
+	}
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil || code != exitInvalid || rep.Pass ||
+		!strings.Contains(rep.Reason, "nothing to judge") || rep.Limiters == nil || !strings.Contains(stdout, `"limiters": []`) {
+		t.Fatalf("empty scrape --json: exit %d, %v\n%s", code, err, stdout)
+	}
 }
 
 // TestRolloutGateBadInput: what is read is validated like what is written,

@@ -94,6 +94,7 @@ type rulesEnv struct {
 	grace time.Duration
 	store *rulestore.Store
 	redis redis.UniversalClient
+	usage string // the help text, naming the subcommand
 }
 
 func runRules(ctx context.Context, out output, args []string) int {
@@ -113,6 +114,7 @@ func runRules(ctx context.Context, out output, args []string) int {
 	if run == nil {
 		return usageError(out, rulesUsage, "unknown rules command %q", sub)
 	}
+	usage := strings.Replace(rulesUsage, "rules COMMAND", "rules "+sub, 1) // names the subcommand in hints
 	fs := flag.NewFlagSet("rules "+sub, flag.ContinueOnError)
 	var f rulesFlags
 	f.connFlags.register(fs)
@@ -129,26 +131,26 @@ func runRules(ctx context.Context, out output, args []string) int {
 	fs.StringVar(&f.grace, "grace", "7d", "")
 	fs.BoolVar(&f.asJSON, "json", false, "")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "")
-	pos, ok, code := parseArgs(fs, rulesUsage, args, out)
+	pos, ok, code := parseArgs(fs, usage, args, out)
 	if !ok {
 		return code
 	}
 	f.resolve()
 	if err := f.check(); err != nil {
-		return usageError(out, rulesUsage, "rules %s: %v", sub, err)
+		return usageError(out, usage, "rules %s: %v", sub, err)
 	}
 	switch {
 	case f.dryRun && (sub == "list" || sub == "show"):
-		return usageError(out, rulesUsage, "rules %s only reads: --dry-run is for publish, delete, remove and gc", sub)
+		return usageError(out, usage, "rules %s only reads: --dry-run is for publish, delete, remove and gc", sub)
 	case len(pos) < nargs[0] || (nargs[1] >= 0 && len(pos) > nargs[1]):
-		return usageError(out, rulesUsage, "rules %s: wrong arguments %q", sub, pos)
+		return usageError(out, usage, "rules %s: wrong arguments %q", sub, pos)
 	case f.timeout <= 0:
-		return usageError(out, rulesUsage, "--timeout must be positive, got %v", f.timeout)
+		return usageError(out, usage, "--timeout must be positive, got %v", f.timeout)
 	}
-	env := &rulesEnv{out: out, f: f}
+	env := &rulesEnv{out: out, f: f, usage: usage}
 	var err error
 	if env.grace, err = parseDays(f.grace); err != nil {
-		return usageError(out, rulesUsage, "--grace: %v", err)
+		return usageError(out, usage, "--grace: %v", err)
 	}
 	if f.available != "" {
 		if env.avail, err = loadAvailable(f.available); err != nil {
@@ -157,13 +159,13 @@ func runRules(ctx context.Context, out output, args []string) int {
 	}
 	client, err := redisClient(f.redisURL, f.cluster)
 	if err != nil {
-		return usageError(out, rulesUsage, "--redis: %v", err)
+		return usageError(out, usage, "--redis: %v", err)
 	}
 	defer client.Close()
 	env.redis = client
 	env.store, err = rulestore.New(client, rulestore.Options{Prefix: f.rulesPrefix, Available: env.avail, GCGrace: env.grace})
 	if err != nil {
-		return usageError(out, rulesUsage, "%v", err)
+		return usageError(out, usage, "%v", err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
@@ -387,10 +389,10 @@ func describeRule(r ratelimit.Rule) string {
 
 func rulesPublish(ctx context.Context, e *rulesEnv, _ []string) int {
 	if e.f.file == "" {
-		return usageError(e.out, rulesUsage, "rules publish needs --file FILE")
+		return usageError(e.out, e.usage, "rules publish needs --file FILE")
 	}
 	if e.avail == nil && !e.f.skipAvailable {
-		return usageError(e.out, rulesUsage, "rules publish needs --available-limiters FILE to check the file's limiters and properties against what the services declare (--skip-available-check publishes without that check)")
+		return usageError(e.out, e.usage, "rules publish needs --available-limiters FILE to check the file's limiters and properties against what the services declare (--skip-available-check publishes without that check)")
 	}
 	data, err := readConfig(e.f.file)
 	if err != nil {
@@ -400,6 +402,9 @@ func rulesPublish(ctx context.Context, e *rulesEnv, _ []string) int {
 	req, err := config.ParsePublishRulesRequest(e.f.file, data, e.avail)
 	if err != nil {
 		return report(e.out.stderr, err)
+	}
+	for _, w := range config.ExemptionWarnings(e.f.file, e.avail, req.GetRateLimits()) {
+		fmt.Fprintf(e.out.stderr, "warning: %v\n", w)
 	}
 	if e.f.dryRun {
 		return e.publishDiff(ctx, req)
@@ -467,7 +472,7 @@ func rulesRemove(ctx context.Context, e *rulesEnv, args []string) int {
 
 func rulesGC(ctx context.Context, e *rulesEnv, _ []string) int {
 	if e.avail == nil {
-		return usageError(e.out, rulesUsage, "rules gc needs --available-limiters FILE: without the list of limiters nothing is collected")
+		return usageError(e.out, e.usage, "rules gc needs --available-limiters FILE: without the list of limiters nothing is collected")
 	}
 	if e.f.dryRun {
 		return e.gcDiff(ctx)

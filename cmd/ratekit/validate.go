@@ -62,7 +62,7 @@ func runValidate(_ context.Context, out output, args []string) int {
 	if *availablePath == "" {
 		return usageError(out, validateUsage, "validate needs --available-limiters FILE")
 	}
-	res := validateResult{Errors: []validateError{}, Limiters: []validateLimiter{}, SkipRules: []validateSkip{}}
+	res := validateResult{Errors: []validateError{}, Limiters: []validateLimiter{}, SkipRules: []validateSkip{}, Warnings: []validateError{}}
 	fail := func(err error) int {
 		if !*asJSON {
 			return report(out.stderr, err)
@@ -92,11 +92,19 @@ func runValidate(_ context.Context, out output, args []string) int {
 			return fail(err)
 		}
 	}
+	var warnings []*config.Error
+	if rateLimits != nil {
+		warnings = rateLimits.ExemptionWarnings(available)
+	}
 	if *asJSON {
 		res.Valid = true
 		res.Limiters, res.SkipRules = jsonSummary(available, rateLimits)
+		res.Warnings = jsonErrors(&config.ValidationError{Errors: warnings})
 		writeJSON(out.stdout, res)
 		return exitOK
+	}
+	for _, w := range warnings {
+		fmt.Fprintf(out.stderr, "warning: %v\n", w)
 	}
 	summarize(out.stdout, available, rateLimits)
 	return exitOK
@@ -108,6 +116,9 @@ type validateResult struct {
 	Errors    []validateError   `json:"errors"`
 	Limiters  []validateLimiter `json:"limiters"`
 	SkipRules []validateSkip    `json:"skip_rules"`
+	// Warnings are rules that a default exemption (skip_health_checks)
+	// still overrules, or that replace one: valid, but worth a look.
+	Warnings []validateError `json:"warnings"`
 }
 
 type validateError struct {

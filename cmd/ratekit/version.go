@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"runtime/debug"
+
+	"github.com/ratekit/ratekit/internal/buildinfo"
 )
 
 const versionUsage = `usage: ratekit version
@@ -37,28 +39,5 @@ func runVersion(_ context.Context, out output, args []string) int {
 }
 
 // versionLine renders the build information: "ratekit VERSION (go VERSION,
-// revision REV, TIME, modified)".
-func versionLine(bi *debug.BuildInfo, ok bool) string {
-	if !ok {
-		return "ratekit (unknown version: built without module information)"
-	}
-	version := bi.Main.Version
-	if version == "" {
-		version = "(devel)"
-	}
-	s := "ratekit " + version + " (" + bi.GoVersion
-	settings := map[string]string{}
-	for _, kv := range bi.Settings {
-		settings[kv.Key] = kv.Value
-	}
-	if rev := settings["vcs.revision"]; rev != "" {
-		s += ", revision " + rev
-		if t := settings["vcs.time"]; t != "" {
-			s += " " + t
-		}
-		if settings["vcs.modified"] == "true" {
-			s += ", modified"
-		}
-	}
-	return s + ")"
-}
+// revision REV TIME, modified)".
+func versionLine(bi *debug.BuildInfo, ok bool) string { return buildinfo.Format("ratekit", bi, ok) }

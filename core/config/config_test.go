@@ -117,10 +117,10 @@ func TestParseAvailableLimitersErrors(t *testing.T) {
 			[]string{`a.yaml:8:17: lim/skip_everything: skip rule "skip_everything" is not in the limiter's allowed_skip_rules (skip_health); a skip bypasses the limiter for every request it matches`}},
 		{"skip default with skips forbidden", availableBase + "    allowed_skip_rules: []\n    default_rules:\n      - name: skip_everything\n        action: skip\n",
 			[]string{`a.yaml:8:17: lim/skip_everything: skip rules are not allowed on this limiter: its allowed_skip_rules list is empty (a skip bypasses the limiter for every request it matches)`}},
-		{"syntax error", "available_limiters:\n  a: [\n", []string{`a.yaml:2: invalid YAML: did not find expected node content`}},
-		{"tab indentation", "available_limiters:\n\ta: {}\n", []string{`a.yaml:2: invalid YAML: found character that cannot start any token`}},
+		{"syntax error", "available_limiters:\n  a: [\n", []string{`a.yaml:2:3: invalid YAML: did not find expected node content`}},
+		{"tab indentation", "available_limiters:\n\ta: {}\n", []string{`a.yaml:2:1: invalid YAML: found character that cannot start any token (a tab in the indentation: YAML indents with spaces only; replace it with spaces)`}},
 		{"two documents", availableBase + "---\navailable_limiters: {}\n",
-			[]string{`a.yaml:5: invalid YAML: the file holds a second YAML document (after ---); put everything in one`}},
+			[]string{`a.yaml:5:1: invalid YAML: the file holds a second YAML document (after ---); put everything in one`}},
 		{"merge keys", "base: &b {description: d}\navailable_limiters:\n  a:\n    <<: *b\n", []string{
 			`a.yaml:1:1: unknown field "base"; the document takes available_limiters`,
 			`a.yaml:4:5: a: YAML merge keys (<<) and keys that are not plain names are not supported`,

@@ -80,7 +80,7 @@ func (d *doc) decode(data []byte, msg proto.Message, parse func([]byte) (*yaml.N
 	}
 	n, err := parse(data)
 	if err != nil {
-		d.structural = append(d.structural, syntaxProblem(err))
+		d.structural = append(d.structural, syntaxProblem(data, err))
 		return false
 	}
 	m := msg.ProtoReflect()
@@ -148,10 +148,18 @@ func parseYAML(data []byte) (n *yaml.Node, err error) {
 
 var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
-func syntaxProblem(err error) problem {
+// syntaxProblem places a parser error at the line and column of the real
+// problem where locateSyntaxError finds it, with a hint.
+func syntaxProblem(data []byte, err error) problem {
 	msg := err.Error()
 	if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
 		line, _ := strconv.Atoi(m[1])
+		if l, c, hint := locateSyntaxError(data, line, m[2]); l > 0 {
+			if hint != "" {
+				hint = " (" + hint + ")"
+			}
+			return problem{msg: "invalid YAML: " + m[2] + hint, line: l, col: c}
+		}
 		return problem{msg: "invalid YAML: " + m[2], line: line}
 	}
 	var je *jsonSyntaxError

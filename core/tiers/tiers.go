@@ -8,12 +8,20 @@
 // available_limiters.yaml). A rule whose name appears in a higher tier
 // replaces the rule of that name in every lower tier and, because the name
 // is part of the counter key, inherits its counter (docs/design.md#tiers).
+//
+// Exemptions: the skip rules that open the lowest tier (the application's
+// health and readiness exemptions, such as skip_health_checks) are evaluated
+// before every tier, so that an incident rule matching every request
+// (`match: {}`) published or deployed above them never rate-limits health
+// checks. An operator overrides an exemption only explicitly, with a rule of
+// the same name in a higher tier (docs/design.md#exemptions).
 package tiers
 
 import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	ratelimit "github.com/ratekit/ratekit/core"
 )
@@ -73,13 +81,25 @@ func (s Set) Clone() Set {
 // Merge builds one evaluation list from rule tiers given highest first
 // (remote ++ file ++ published ++ default). A rule whose name appears in a
 // higher tier removes the lower tiers' rules of that name; the survivor keeps
-// the name, and so the counter. Rules keep their order within their tier.
+// the name, and so the counter. Rules keep their order within their tier,
+// except the lowest tier's exemptions (Exemptions), which no higher tier
+// names: they come first.
 func Merge(tiers ...[]ratelimit.Rule) []ratelimit.Rule {
 	seen := map[string]bool{}
 	var out []ratelimit.Rule
+	var lowest []ratelimit.Rule
+	if len(tiers) > 0 {
+		lowest = tiers[len(tiers)-1]
+	}
+	held := heldExemptions(tiers)
+	for _, r := range Exemptions(lowest) {
+		if held[r.Name] {
+			out = append(out, r)
+		}
+	}
 	for _, t := range tiers {
 		for _, r := range t {
-			if seen[r.Name] {
+			if seen[r.Name] || held[r.Name] {
 				continue
 			}
 			out = append(out, r)
@@ -93,6 +113,110 @@ func Merge(tiers ...[]ratelimit.Rule) []ratelimit.Rule {
 	return out
 }
 
+// Exemptions returns the skip rules that open rules, before its first
+// counting rule: in the lowest tier, the exemptions that hold against every
+// higher tier (ratelimit.Limiter keeps them ahead of its per-request tiers
+// too).
+func Exemptions(rules []ratelimit.Rule) []ratelimit.Rule {
+	n := 0
+	for n < len(rules) && rules[n].Action == ratelimit.ActionSkip {
+		n++
+	}
+	return rules[:n]
+}
+
+// heldExemptions names the lowest tier's exemptions that no higher tier
+// overrides by name.
+func heldExemptions(tiers [][]ratelimit.Rule) map[string]bool {
+	if len(tiers) == 0 {
+		return nil
+	}
+	ex := Exemptions(tiers[len(tiers)-1])
+	if len(ex) == 0 {
+		return nil
+	}
+	held := make(map[string]bool, len(ex))
+	for _, r := range ex {
+		held[r.Name] = true
+	}
+	for _, t := range tiers[:len(tiers)-1] {
+		for _, r := range t {
+			delete(held, r.Name)
+		}
+	}
+	return held
+}
+
+// ShadowedExemptions returns the exemptions of defaults that r would
+// override by name, and those that r could match if it came first: what an
+// operator should be warned about before publishing r (an incident rule with
+// `match: {}` would otherwise be a surprise only for health checks). Each
+// entry is the exemption's name and why.
+func ShadowedExemptions(r ratelimit.Rule, defaults []ratelimit.Rule) []string {
+	var out []string
+	for _, ex := range Exemptions(defaults) {
+		switch {
+		case ex.Name == r.Name && r.Action != ratelimit.ActionSkip:
+			out = append(out, fmt.Sprintf("rule %q replaces the exemption %q of the default tier: requests it exempted (%s) are now counted", r.Name, ex.Name, describeMatch(ex.Match)))
+		case ex.Name == r.Name:
+		case r.Action != ratelimit.ActionSkip && overlaps(r.Match, ex.Match):
+			out = append(out, fmt.Sprintf("rule %q matches requests that the default exemption %q skips (%s); the exemption still holds for them (override it by name to count them)", r.Name, ex.Name, describeMatch(ex.Match)))
+		}
+	}
+	return out
+}
+
+// overlaps reports whether a request could match both a and b: every key
+// they share must be able to hold one value accepted by both. A regex is
+// assumed to overlap.
+func overlaps(a, b map[string]ratelimit.Matcher) bool {
+	for k, ma := range a {
+		mb, ok := b[k]
+		if !ok {
+			continue
+		}
+		va, vb := values(ma), values(mb)
+		if va == nil || vb == nil {
+			continue // a regex: may match
+		}
+		if !slices.ContainsFunc(va, func(v string) bool { return slices.Contains(vb, v) }) {
+			return false
+		}
+	}
+	return true
+}
+
+// values returns the values a matcher accepts, nil for a regex.
+func values(m ratelimit.Matcher) []string {
+	switch {
+	case m.IsEqual():
+		return []string{m.Value()}
+	case m.IsOneOf():
+		if v := m.Values(); v != nil {
+			return v
+		}
+		return []string{} // an empty set: overlaps nothing
+
+	}
+	return nil
+}
+
+func describeMatch(m map[string]ratelimit.Matcher) string {
+	if len(m) == 0 {
+		return "every request"
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + ": " + m[k].String()
+	}
+	return strings.Join(parts, ", ")
+}
+
 // Rule is a rule with the tier it comes from.
 type Rule struct {
 	Tier string
@@ -101,10 +225,14 @@ type Rule struct {
 	// which replaces this one (and inherits its counter); "" for a rule the
 	// limiter evaluates.
 	OverriddenBy string
+	// Exemption marks a default-tier exemption that holds against every
+	// tier: the limiter evaluates it first.
+	Exemption bool
 }
 
-// Rules lists every tier's rules, highest tier first, marking those a higher
-// tier overrides. The rules with an empty OverriddenBy, in order, are exactly
+// Rules lists every tier's rules, highest tier first after the exemptions
+// that hold (which the limiter evaluates first), marking those a higher tier
+// overrides. The rules with an empty OverriddenBy, in order, are exactly
 // s.Merged().
 func (s Set) Rules() []Rule {
 	tiers := []struct {
@@ -112,9 +240,18 @@ func (s Set) Rules() []Rule {
 		rules []ratelimit.Rule
 	}{{Remote, s.Remote}, {File, s.File}, {Published, s.Published}, {Default, s.Defaults}}
 	owner := map[string]string{} // rule name -> highest tier holding it
+	held := heldExemptions([][]ratelimit.Rule{s.Remote, s.File, s.Published, s.Defaults})
 	var out []Rule
+	for _, r := range Exemptions(s.Defaults) {
+		if held[r.Name] {
+			out = append(out, Rule{Tier: Default, Rule: r, Exemption: true})
+		}
+	}
 	for _, tier := range tiers {
 		for _, r := range tier.rules {
+			if tier.name == Default && held[r.Name] {
+				continue
+			}
 			out = append(out, Rule{Tier: tier.name, Rule: r, OverriddenBy: owner[r.Name]})
 		}
 		for _, r := range tier.rules {

@@ -2,6 +2,7 @@ package tiers_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -117,5 +118,84 @@ func TestCheckBounds(t *testing.T) {
 	err := over.CheckBounds()
 	if err == nil || err.Error() != "tier published holds 257 rules, at most 256\ntier default holds 258 rules, at most 256" {
 		t.Fatalf("over: %v", err)
+	}
+}
+
+// TestExemptionsHoldAgainstEveryTier: the skip rules that open the default
+// tier come before every higher tier's rules, match-all ones included, unless
+// a higher tier names them; Rules lists them first too.
+func TestExemptionsHoldAgainstEveryTier(t *testing.T) {
+	skip := ratelimit.Rule{Name: "skip_health_checks", Action: ratelimit.ActionSkip,
+		Match: map[string]ratelimit.Matcher{"path": ratelimit.OneOf("/healthz", "/readyz")}}
+	incident := rule("incident", 2)
+	incident.Match = map[string]ratelimit.Matcher{}
+	defaults := []ratelimit.Rule{skip, rule("per_user", 10), {Name: "late_skip", Action: ratelimit.ActionSkip}}
+	overridden := rule("skip_health_checks", 1)
+	tests := []struct {
+		name string
+		set  tiers.Set
+		want string
+	}{
+		{"published", tiers.Set{Published: []ratelimit.Rule{incident}, Defaults: defaults},
+			"[default/skip_health_checks published/incident default/per_user default/late_skip]"},
+		{"file", tiers.Set{File: []ratelimit.Rule{incident}, Defaults: defaults},
+			"[default/skip_health_checks file/incident default/per_user default/late_skip]"},
+		{"remote", tiers.Set{Remote: []ratelimit.Rule{incident}, Defaults: defaults},
+			"[default/skip_health_checks remote/incident default/per_user default/late_skip]"},
+		{"overridden by name", tiers.Set{Published: []ratelimit.Rule{incident, overridden}, Defaults: defaults},
+			"[published/incident published/skip_health_checks default/per_user default/late_skip]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var listed []string
+			for _, r := range tt.set.Rules() {
+				if r.OverriddenBy == "" {
+					listed = append(listed, r.Tier+"/"+r.Rule.Name)
+				}
+			}
+			if fmt.Sprint(listed) != tt.want {
+				t.Fatalf("Rules = %v\nwant    %s", listed, tt.want)
+			}
+			var merged []string
+			for _, r := range tt.set.Merged() {
+				merged = append(merged, r.Name)
+			}
+			var names []string
+			for _, l := range listed {
+				names = append(names, l[strings.Index(l, "/")+1:])
+			}
+			if fmt.Sprint(merged) != fmt.Sprint(names) {
+				t.Fatalf("Merged = %v, Rules lists %v", merged, names)
+			}
+		})
+	}
+}
+
+func TestShadowedExemptions(t *testing.T) {
+	defaults := []ratelimit.Rule{{Name: "skip_health_checks", Action: ratelimit.ActionSkip,
+		Match: map[string]ratelimit.Matcher{"path": ratelimit.OneOf("/healthz", "/readyz")}}}
+	withMatch := func(r ratelimit.Rule, m map[string]ratelimit.Matcher) ratelimit.Rule { r.Match = m; return r }
+	tests := []struct {
+		name string
+		rule ratelimit.Rule
+		want string // a substring of the one warning, "" for none
+	}{
+		{"match all", rule("incident", 2), `"incident" matches requests that the default exemption "skip_health_checks" skips`},
+		{"same path", withMatch(rule("x", 2), map[string]ratelimit.Matcher{"path": ratelimit.Equal("/healthz")}), "skips"},
+		{"other path", withMatch(rule("x", 2), map[string]ratelimit.Matcher{"path": ratelimit.Equal("/api")}), ""},
+		{"regex path", withMatch(rule("x", 2), map[string]ratelimit.Matcher{"path": ratelimit.Regex("^/")}), "skips"},
+		{"override by name", rule("skip_health_checks", 2), `replaces the exemption "skip_health_checks"`},
+		{"a skip", ratelimit.Rule{Name: "skip_more", Action: ratelimit.ActionSkip}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := tiers.ShadowedExemptions(tt.rule, defaults)
+			switch {
+			case tt.want == "" && len(got) != 0:
+				t.Fatalf("warnings %q, want none", got)
+			case tt.want != "" && (len(got) != 1 || !strings.Contains(got[0], tt.want)):
+				t.Fatalf("warnings %q, want one with %q", got, tt.want)
+			}
+		})
 	}
 }

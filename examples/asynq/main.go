@@ -12,6 +12,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -102,7 +103,7 @@ func run(ctx context.Context, o options, out io.Writer) (stats, error) {
 	limiter, err := ratelimit.New(ratelimit.Config{
 		Name:      "jobs",
 		Store:     redisstore.New(rdb),
-		KeyPrefix: o.keyPrefix,
+		KeyPrefix: cmp.Or(o.keyPrefix, exampleutil.KeyPrefix), // `ratekit --service examples`
 		Observer:  obs.Observer(),
 		Rules: []ratelimit.Rule{{
 			Name:            "per_task_type",

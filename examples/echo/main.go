@@ -2,9 +2,9 @@
 // by the ratelimitecho middleware. The sixth request within a minute gets 429
 // with Retry-After, RateLimit headers and a problem+json body.
 //
-//	go run ./examples/echo -addr localhost:8080                                # embedded in-memory store
-//	REDIS_URL=redis://127.0.0.1:6379 go run ./examples/echo -addr localhost:8080  # Redis, shared by every replica
-//	for i in 1 2 3 4 5 6; do curl -si localhost:8080/hello | head -1; done
+//	go run ./examples/echo -addr localhost:8081                                # embedded in-memory store
+//	REDIS_URL=redis://127.0.0.1:6379 go run ./examples/echo -addr localhost:8081  # Redis, shared by every replica
+//	for i in 1 2 3 4 5 6; do curl -si localhost:8081/hello | head -1; done
 package main
 
 import (
@@ -31,5 +31,6 @@ func newHandler(limiter *ratelimit.Limiter, tp identifiers.TrustedProxies) (http
 	e.IPExtractor = echo.ExtractIPDirect()
 	e.Use(ratelimitecho.Middleware(limiter, ratelimitecho.WithTrustedProxies(tp))) // e.Use, not e.Pre: the route is known
 	e.GET("/hello", func(c echo.Context) error { return c.String(http.StatusOK, "hello\n") })
+	e.GET("/healthz", func(c echo.Context) error { return c.String(http.StatusOK, "ok\n") }) // skip_health_checks
 	return e, nil
 }

@@ -2,9 +2,9 @@
 // by the ratelimitgin middleware. The sixth request within a minute gets 429
 // with Retry-After, RateLimit headers and a problem+json body.
 //
-//	go run ./examples/gin -addr localhost:8080                                # embedded in-memory store
-//	REDIS_URL=redis://127.0.0.1:6379 go run ./examples/gin -addr localhost:8080  # Redis, shared by every replica
-//	for i in 1 2 3 4 5 6; do curl -si localhost:8080/hello | head -1; done
+//	go run ./examples/gin -addr localhost:8082                                # embedded in-memory store
+//	REDIS_URL=redis://127.0.0.1:6379 go run ./examples/gin -addr localhost:8082  # Redis, shared by every replica
+//	for i in 1 2 3 4 5 6; do curl -si localhost:8082/hello | head -1; done
 package main
 
 import (
@@ -36,5 +36,6 @@ func newHandler(limiter *ratelimit.Limiter, tp identifiers.TrustedProxies) (http
 	r.Use(gin.Recovery())
 	r.Use(ratelimitgin.Middleware(limiter, ratelimitgin.WithTrustedProxies(tp))) // before the routes
 	r.GET("/hello", func(c *gin.Context) { c.String(http.StatusOK, "hello\n") })
+	r.GET("/healthz", func(c *gin.Context) { c.String(http.StatusOK, "ok\n") }) // skip_health_checks
 	return r, nil
 }

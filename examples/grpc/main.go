@@ -14,12 +14,13 @@
 //	grpcurl -plaintext -v -d '"ratekit"' localhost:50051 ratekit.example.v1.Greeter/SayHello
 //	grpcurl -plaintext localhost:50051 grpc.health.v1.Health/Check   # never limited
 //
-// /metrics and /debug/ratelimit are on -metrics-addr (default localhost:9100),
+// /metrics and /debug/ratelimit are on -metrics-addr (default localhost:9103),
 // never on the gRPC port. With OTEL_EXPORTER_OTLP_ENDPOINT set, checks are
 // also spans and the metrics are pushed over OTLP/HTTP.
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -45,7 +46,7 @@ import (
 
 func main() {
 	addr := flag.String("addr", "localhost:50051", "listen address")
-	metricsAddr := flag.String("metrics-addr", "localhost:9100", `HTTP address of /metrics and /debug/ratelimit ("" for none)`)
+	metricsAddr := flag.String("metrics-addr", "localhost:9103", `HTTP address of /metrics and /debug/ratelimit ("" for none)`)
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -115,7 +116,7 @@ func newServer(store ratelimit.Store, keyPrefix string, obs func(context.Context
 	limiter, err := ratelimit.New(ratelimit.Config{
 		Name:      "grpc_request",
 		Store:     store,
-		KeyPrefix: keyPrefix,
+		KeyPrefix: cmp.Or(keyPrefix, exampleutil.KeyPrefix), // `ratekit --service examples`
 		Observer:  obs,
 		Rules: []ratelimit.Rule{{
 			// A load balancer's health checks must always get an answer, and

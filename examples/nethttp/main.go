@@ -34,6 +34,9 @@ func newHandler(limiter *ratelimit.Limiter, tp identifiers.TrustedProxies) (http
 	mux.HandleFunc("GET /hello", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "hello")
 	})
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, "ok") // never limited: the limiter's skip_health_checks
+	})
 	mw := ratelimithttp.Middleware(limiter,
 		ratelimithttp.WithMux(mux), // it wraps the whole mux: resolve the route pattern up front
 		ratelimithttp.WithTrustedProxies(tp),

@@ -1,9 +1,8 @@
-package observability
+package main
 
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -18,11 +17,8 @@ import (
 	"testing"
 	"time"
 
-	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/examples/internal/httpexample"
-	"github.com/ratekit/ratekit/identifiers"
 	"github.com/ratekit/ratekit/internal/redistest"
-	ratelimithttp "github.com/ratekit/ratekit/middleware/nethttp"
 )
 
 // The binaries of Debian's prometheus package; the test command sets both.
@@ -181,13 +177,6 @@ func TestPrometheusEvaluatesRules(t *testing.T) {
 	})
 }
 
-// newHandler is the net/http example's: GET /hello behind the middleware.
-func newHandler(limiter *ratelimit.Limiter, tp identifiers.TrustedProxies) (http.Handler, error) {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /hello", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello\n") })
-	return ratelimithttp.Middleware(limiter, ratelimithttp.WithMux(mux), ratelimithttp.WithTrustedProxies(tp))(mux), nil
-}
-
 // startPrometheus runs prometheus with the shipped rules, scraping target
 // every second, and returns its base URL.
 func startPrometheus(t *testing.T, bin, target string) string {
@@ -197,16 +186,7 @@ func startPrometheus(t *testing.T, bin, target string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	config := fmt.Sprintf(`global:
-  scrape_interval: 1s
-  evaluation_interval: 1s
-rule_files:
-  - %q
-scrape_configs:
-  - job_name: ratekit_example
-    static_configs:
-      - targets: [%q]
-`, rules, target)
+	config := prometheusConfig(rules, target)
 	if err := os.WriteFile(filepath.Join(tmp, "prometheus.yml"), []byte(config), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -344,4 +324,61 @@ func TestTemplateCopies(t *testing.T) {
 			t.Errorf("copier-template/template/observability/%s differs from observability/%s: copy it", f, f)
 		}
 	}
+}
+
+// Every recording rule and alert keeps job and namespace in its
+// aggregations (services share limiter names), and every alert links a
+// section of docs/runbook.md that exists.
+func TestRulesKeepServicesApartAndLinkRunbooks(t *testing.T) {
+	b, err := os.ReadFile(rulesFile(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := string(b)
+	for _, m := range regexp.MustCompile(`\b(by|on) \(([^)]*)\)`).FindAllStringSubmatch(rules, -1) {
+		labels := strings.Split(m[2], ", ")
+		if !slices.Contains(labels, "job") || !slices.Contains(labels, "namespace") {
+			t.Errorf("%s drops job or namespace", m[0])
+		}
+	}
+	runbook, err := os.ReadFile(filepath.Join(dir(t), "..", "docs", "runbook.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	alerts := regexp.MustCompile(`(?m)^\s*- alert: (\S+)$`).FindAllStringSubmatch(rules, -1)
+	if len(alerts) == 0 {
+		t.Fatal("no alerts")
+	}
+	for _, a := range alerts {
+		url := "https://github.com/ratekit/ratekit/blob/main/docs/runbook.md#" + strings.ToLower(a[1])
+		if !strings.Contains(rules, `runbook_url: "`+url+`"`) {
+			t.Errorf("alert %s has no runbook_url %s", a[1], url)
+		}
+		if !strings.Contains(string(runbook), "\n## "+a[1]+"\n") {
+			t.Errorf("docs/runbook.md has no section ## %s", a[1])
+		}
+	}
+}
+
+// The package is a program: run starts the example and a Prometheus that
+// loads the shipped rules and scrapes it.
+func TestProgramRuns(t *testing.T) {
+	binary(t, EnvPrometheus, "prometheus")
+	if p := os.Getenv(EnvPrometheus); p != "" {
+		t.Setenv("PATH", filepath.Dir(p)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	prom := freeAddr(t)
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, "127.0.0.1:0", "127.0.0.1:0", prom) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	}()
+	waitFor(t, "http://"+prom, "the shipped rules loaded and the example scraped", func() bool {
+		return strings.Contains(getBody("http://"+prom+"/api/v1/rules"), `"RatekitFailingOpen"`) &&
+			len(query(t, "http://"+prom, `up{job="ratekit_example"} == 1`)) == 1
+	})
 }

@@ -68,7 +68,7 @@ func TestChromium(t *testing.T) {
 	api := section(t, dom, "api")
 	rules := api[strings.Index(api, `<table class="rules">`):strings.Index(api, `<table class="overridden">`)]
 	if got := attrs(rules, `<tr data-rule="([a-z_]+)" data-tier="([a-z]+)"`); !slices.Equal(got, []string{
-		"per_user file", "shadow_ip published", "trusted default", "login_ban default", "paths default", "by_plan default"}) {
+		"trusted default", "per_user file", "shadow_ip published", "login_ban default", "paths default", "by_plan default"}) {
 		t.Fatalf("effective rules %v", got)
 	}
 	if got := attrs(api, `<tr data-rule="([a-z_]+)" data-tier="([a-z]+)" data-overridden-by="([a-z]+)"`); !slices.Equal(got, []string{

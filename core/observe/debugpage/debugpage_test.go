@@ -79,7 +79,8 @@ func TestHTML(t *testing.T) {
 		}
 		for _, want := range []string{
 			`<section class="limiter" id="limiter-api" data-limiter="api">`,
-			`<tr data-rule="per_user" data-tier="file" data-action="limit"><td class="num">1</td>`,
+			`<tr data-rule="trusted" data-tier="default" data-action="skip"><td class="num">1</td>`, // an exemption: first
+			`<tr data-rule="per_user" data-tier="file" data-action="limit"><td class="num">2</td>`,
 			`&lt;script&gt;alert(1)&lt;/script&gt; lowered for incident #42`,
 			`<span data-blocks="3">1 / 2 / 3</span>`,
 			`<tr data-rule="per_user" data-tier="default" data-overridden-by="file">`,

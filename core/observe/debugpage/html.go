@@ -37,6 +37,7 @@ var contentSecurityPolicy = func() string {
 var page = template.Must(template.New("page").Funcs(template.FuncMap{
 	"style":    func() template.CSS { return template.CSS(style) },
 	"ago":      ago,
+	"age":      func(s float64) string { return age(time.Duration(s * float64(time.Second))) },
 	"seconds":  func(s float64) string { return fmtDuration(time.Duration(s * float64(time.Second))) },
 	"rfc3339":  func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 	"matchers": matchers,
@@ -77,7 +78,7 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
 <dt>Key prefix</dt><dd><code>{{.KeyPrefix}}</code></dd>
 <dt>Rule store</dt><dd class="rule-store">
 {{- with .RuleStore}}
-{{- if .RefreshedAt}}refreshed <span data-replica-age="{{printf "%.0f" (deref .ReplicaAge)}}">{{seconds (deref .ReplicaAge)}} ago</span> (<time datetime="{{rfc3339 .RefreshedAt}}">{{rfc3339 .RefreshedAt}}</time>)
+{{- if .RefreshedAt}}refreshed <span data-replica-age="{{printf "%.0f" (deref .ReplicaAge)}}">{{age (deref .ReplicaAge)}} ago</span> (<time datetime="{{rfc3339 .RefreshedAt}}">{{rfc3339 .RefreshedAt}}</time>)
 {{- else}}<span class="error" data-replica-age="never">never refreshed: serving the compiled tiers</span>{{end}}
 {{- with .RefreshError}}; <span class="error refresh-error">last refresh failed: {{.}}</span>{{end}}
 {{- else}}<span class="none">not managed by a rule store</span>{{end -}}
@@ -179,6 +180,19 @@ func fmtDuration(d time.Duration) string {
 		s = strings.TrimSuffix(s, "0m")
 	}
 	return s
+}
+
+// age prints a measured duration to a precision a reader needs: whole
+// milliseconds under a second, tenths of a second under a minute, whole
+// seconds above.
+func age(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return fmtDuration(d.Round(time.Millisecond))
+	case d < time.Minute:
+		return fmtDuration(d.Round(100 * time.Millisecond))
+	}
+	return fmtDuration(d.Round(time.Second))
 }
 
 func ago(now, t time.Time) string {

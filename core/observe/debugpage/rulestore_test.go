@@ -57,7 +57,7 @@ func TestRuleStoreTiers(t *testing.T) {
 	for _, r := range v.Rules {
 		got = append(got, r.Tier+" "+r.Name)
 	}
-	if want := []string{"file per_user", "published login_ban", "default trusted"}; !slices.Equal(got, want) {
+	if want := []string{"default trusted", "file per_user", "published login_ban"}; !slices.Equal(got, want) {
 		t.Fatalf("effective rules %q, want %q", got, want)
 	}
 	got = nil

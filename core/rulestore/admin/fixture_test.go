@@ -41,6 +41,11 @@ const availableYAML = `available_limiters:
   jobs:
     description: "background jobs"
     available_properties: [queue]
+    allowed_skip_rules: [skip_health_checks]
+    default_rules:
+      - name: skip_health_checks
+        match: {queue: health}
+        action: skip
 `
 
 const rateLimitsYAML = `rate_limits:

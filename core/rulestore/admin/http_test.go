@@ -292,3 +292,28 @@ func TestEscaping(t *testing.T) {
 		}
 	}
 }
+
+// A published rule that matches what a default exemption skips is named in
+// a warning on the limiter's page; one that cannot match it is not.
+func TestExemptionWarnings(t *testing.T) {
+	f := newFixture(t, nil)
+	lim, per := uint32(2), uint32(60)
+	b := newBrowser(t, f)
+	publish := func(name string, match map[string]*configv1.MatchValue) {
+		t.Helper()
+		if _, err := f.store.Publish(ctx, &configv1.PublishRulesRequest{RateLimits: map[string]*configv1.RuleList{"jobs": {Rules: []*configv1.Rule{
+			{Name: name, Action: configv1.Action_ACTION_LIMIT, Limit: &lim, PeriodS: &per, Match: match},
+		}}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish("mail_only", map[string]*configv1.MatchValue{"queue": {Kind: &configv1.MatchValue_Equality{Equality: "mail"}}})
+	if _, body := b.get("?limiter=jobs"); strings.Contains(body, `id="exemption-warnings"`) {
+		t.Fatalf("a warning for a rule that cannot match the exemption:\n%s", body)
+	}
+	publish("incident", nil)
+	_, body := b.get("?limiter=jobs")
+	if !strings.Contains(body, `id="exemption-warnings"`) || !strings.Contains(body, `rule &#34;incident&#34; matches requests that the default exemption &#34;skip_health_checks&#34; skips`) {
+		t.Fatalf("no warning for a match-all rule:\n%s", body)
+	}
+}

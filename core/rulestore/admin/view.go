@@ -93,8 +93,11 @@ type limiterView struct {
 	Effective []ratelimit.Rule
 	Rows      []ruleRow // effective rules, evaluation order
 	Overrides []ruleRow // rules replaced by a higher tier's rule of the same name
-	Published []ruleRow
-	TierRows  []tierRows // every tier, highest first
+	// ExemptionWarnings name the rules of higher tiers that replace or match
+	// what a default exemption (skip_health_checks) exempts.
+	ExemptionWarnings []string
+	Published         []ruleRow
+	TierRows          []tierRows // every tier, highest first
 
 	published *configv1.RuleList // for the edit form
 }
@@ -245,6 +248,11 @@ func (lv *limiterView) build() {
 		lv.TierRows = append(lv.TierRows, tierRows{Tier: tier, Source: src, Rows: byTier[tier]})
 	}
 	lv.Published = byTier[tiers.Published]
+	for _, higher := range [][]ratelimit.Rule{lv.Tiers.Remote, lv.Tiers.File, lv.Tiers.Published} {
+		for _, r := range higher {
+			lv.ExemptionWarnings = append(lv.ExemptionWarnings, tiers.ShadowedExemptions(r, lv.Tiers.Defaults)...)
+		}
+	}
 }
 
 func newRow(r ratelimit.Rule) ruleRow {

@@ -51,11 +51,16 @@ import (
 	"github.com/ratekit/ratekit/core/redisstore"
 	"github.com/ratekit/ratekit/core/rulestore"
 	ratekitenvoy "github.com/ratekit/ratekit/envoy"
+	"github.com/ratekit/ratekit/internal/buildinfo"
 	"github.com/ratekit/ratekit/internal/httpguard"
 	ratelimithttp "github.com/ratekit/ratekit/middleware/nethttp"
 )
 
 func main() {
+	if len(os.Args) == 2 && (os.Args[1] == "-version" || os.Args[1] == "--version") {
+		fmt.Println(buildinfo.Line("ratekit-envoy"))
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stderr, nil)
 	stop()

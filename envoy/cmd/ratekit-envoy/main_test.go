@@ -7,6 +7,8 @@ import (
 	"flag"
 	"io"
 	"net/http"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -248,5 +250,17 @@ func TestUsageErrors(t *testing.T) {
 	err := run(context.Background(), []string{"-available", "missing.yaml", "-redis-url", "redis://127.0.0.1:1"}, io.Discard, nil)
 	if err == nil || errors.Is(err, errUsage) || !strings.Contains(err.Error(), "missing.yaml") {
 		t.Errorf("missing file: %v", err)
+	}
+}
+
+// The built binary answers -version without its required flags.
+func TestVersion(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "ratekit-envoy")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	out, err := exec.Command(bin, "-version").Output()
+	if err != nil || !strings.HasPrefix(string(out), "ratekit-envoy ") || !strings.Contains(string(out), "(go") {
+		t.Fatalf("-version: %v, %q", err, out)
 	}
 }

@@ -47,3 +47,15 @@ func NewRedisClient(ctx context.Context, redisURL string) (redis.UniversalClient
 	}
 	return client, nil
 }
+
+// Service is the examples' service name in Redis: their counters and rules
+// live under the prefixes `ratekit --service examples` assumes, like those
+// of a service made from the copier template.
+const Service = "examples"
+
+// Prefixes of the examples' keys in Redis: the ratekit CLI's for --service
+// examples.
+const (
+	KeyPrefix   = "ratekit:" + Service + ":rl:"
+	RulesPrefix = "ratekit:rules:{" + Service + "}:"
+)

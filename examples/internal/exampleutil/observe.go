@@ -22,6 +22,9 @@ type Observability struct {
 	Registry *prometheus.Registry
 	Metrics  *observe.Metrics
 	Blocks   *observe.BlockSummary
+	// Tiers, when the example binds its limiters to a rule store, shows
+	// their rule tiers on the debug page (set it before Mount).
+	Tiers debugpage.TierSource
 
 	tracing *observe.Tracing // set by StartOTel when OpenTelemetry is configured
 }
@@ -56,7 +59,7 @@ func (o *Observability) Mount(mux *http.ServeMux, limiters ...*ratelimit.Limiter
 		o.Metrics.Init(l)
 	}
 	mux.Handle("GET /metrics", promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{}))
-	mux.Handle("GET /debug/ratelimit", debugpage.New(debugpage.Options{Blocks: o.Blocks}, limiters...))
+	mux.Handle("GET /debug/ratelimit", debugpage.New(debugpage.Options{Blocks: o.Blocks, Tiers: o.Tiers}, limiters...))
 }
 
 // Observed checks an example's /metrics and /debug/ratelimit at url after

@@ -37,16 +37,33 @@ import (
 // from tp.
 type NewHandler func(limiter *ratelimit.Limiter, tp identifiers.TrustedProxies) (http.Handler, error)
 
+// The examples' prefixes in Redis, those of `ratekit --service examples`
+// (exampleutil.Service).
+const (
+	KeyPrefix   = exampleutil.KeyPrefix
+	RulesPrefix = exampleutil.RulesPrefix
+)
+
 // NewLimiter returns the examples' limiter: GET /hello, 5 requests per minute
-// per client IP. keyPrefix isolates test runs on a shared Redis ("" for the
-// default); obs (may be nil) receives every decision for metrics.
+// per client IP; /healthz and /readyz are never limited (skip_health_checks,
+// an exemption that holds against every rule tier). keyPrefix isolates test
+// runs on a shared Redis ("" for KeyPrefix); obs (may be nil) receives every
+// decision for metrics.
 func NewLimiter(store ratelimit.Store, keyPrefix string, obs func(context.Context, ratelimit.Event)) (*ratelimit.Limiter, error) {
+	if keyPrefix == "" {
+		keyPrefix = KeyPrefix
+	}
 	l, err := ratelimit.New(ratelimit.Config{
 		Name:      "http_request",
 		Store:     store,
 		KeyPrefix: keyPrefix,
 		Observer:  obs,
 		Rules: []ratelimit.Rule{{
+			Name:        "skip_health_checks",
+			Description: "Orchestrator probes are never limited",
+			Action:      ratelimit.ActionSkip,
+			Match:       map[string]ratelimit.Matcher{identifiers.Path: ratelimit.OneOf("/healthz", "/readyz")},
+		}, {
 			Name:            "hello_per_ip",
 			Description:     "5 requests per minute per client IP",
 			Match:           map[string]ratelimit.Matcher{identifiers.Endpoint: ratelimit.Equal("GET /hello")},
@@ -71,17 +88,26 @@ type Options struct {
 	// AdminWriter, with Redis, lets the internal listener's admin page
 	// (/admin/ratelimit/) publish rules, in this name; "" keeps it read-only.
 	AdminWriter    string
-	KeyPrefix      string   // counter key prefix ("" for the default)
+	KeyPrefix      string   // counter key prefix ("" for KeyPrefix; tests isolate their runs)
 	TrustedProxies []string // CIDRs of proxies whose X-Forwarded-For is believed
 	Ready          func(net.Addr)
 	InternalReady  func(net.Addr) // told the internal listener's address (tests)
 }
 
+// Ports are each HTTP example's default listeners, distinct so that the
+// examples run side by side (examples/README.md lists them).
+var Ports = map[string]struct{ Addr, InternalAddr string }{
+	"net/http": {"localhost:8080", "localhost:9100"},
+	"echo":     {"localhost:8081", "localhost:9101"},
+	"gin":      {"localhost:8082", "localhost:9102"},
+}
+
 // Main parses -addr and -trusted-proxies, reads REDIS_URL and serves the
 // example until SIGINT or SIGTERM.
 func Main(name string, newHandler NewHandler) {
-	addr := flag.String("addr", "localhost:8080", "listen address")
-	internal := flag.String("internal-addr", "localhost:9100", `address of /metrics and /debug/ratelimit, never the public one ("" for none)`)
+	ports := Ports[name]
+	addr := flag.String("addr", ports.Addr, "listen address")
+	internal := flag.String("internal-addr", ports.InternalAddr, `address of /metrics, /debug/ratelimit and (with REDIS_URL) /admin/ratelimit/, never the public one ("" for none)`)
 	proxies := flag.String("trusted-proxies", "", "comma-separated CIDRs of proxies whose X-Forwarded-For is believed")
 	writer := flag.String("admin-writer", "", "with REDIS_URL: let the admin page on the internal listener publish rules, in this name (read-only when empty)")
 	flag.Parse()
@@ -129,20 +155,22 @@ func Run(ctx context.Context, name string, o Options, newHandler NewHandler) err
 	}
 	defer lis.Close()
 	servers := []serving{{&http.Server{Handler: limited, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}, lis}}
-	log.Printf("%s: GET http://%s/hello, 5 requests per minute per client IP, store: %s", name, lis.Addr(), what)
+	log.Printf("%s: GET http://%s/hello, 5 requests per minute per client IP; http://%s/healthz never limited; store: %s, counters under %q", name, lis.Addr(), lis.Addr(), what, limiter.KeyPrefix())
 	if o.InternalAddr != "" {
 		// /metrics and /debug/ratelimit on a listener of their own: the debug
 		// page shows rules and recent blocks, nothing for the public port.
 		mux := http.NewServeMux()
-		obs.Mount(mux, limiter)
+		var page http.Handler
 		if o.RedisURL != "" {
-			page, stopRules, err := adminPage(ctx, o, limiter)
+			var stopRules func()
+			page, stopRules, err = adminPage(ctx, o, limiter, obs)
 			if err != nil {
 				return err
 			}
 			defer stopRules()
 			mux.Handle("/admin/ratelimit/", http.StripPrefix("/admin/ratelimit", page))
 		}
+		obs.Mount(mux, limiter)
 		ilis, err := net.Listen("tcp", o.InternalAddr)
 		if err != nil {
 			return fmt.Errorf("listen %s: %w", o.InternalAddr, err)
@@ -150,6 +178,9 @@ func Run(ctx context.Context, name string, o Options, newHandler NewHandler) err
 		defer ilis.Close()
 		servers = append(servers, serving{&http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}, ilis})
 		log.Printf("%s: metrics at http://%s/metrics, debug page at http://%s/debug/ratelimit", name, ilis.Addr(), ilis.Addr())
+		if page != nil {
+			log.Printf("%s: admin page at http://%s/admin/ratelimit/ (rules under %q; `ratekit --service %s` reaches them)", name, ilis.Addr(), rulesPrefix(o), exampleutil.Service)
+		}
 		if o.InternalReady != nil {
 			o.InternalReady(ilis.Addr())
 		}
@@ -160,14 +191,21 @@ func Run(ctx context.Context, name string, o Options, newHandler NewHandler) err
 	return serve(ctx, servers)
 }
 
-// exampleLimiters declares the examples' limiter for the rule store and the
-// admin page: the properties its rules may use, and NewLimiter's rule as its
-// default (a service keeps its defaults in this file only).
-const exampleLimiters = `available_limiters:
+// AvailableLimiters declares the examples' limiter for the rule store, the
+// admin page and `ratekit rules publish --available-limiters`: the
+// properties its rules may use, and NewLimiter's rules as its defaults (a
+// service keeps its defaults in this file only).
+const AvailableLimiters = `available_limiters:
   http_request:
     description: "GET /hello of the HTTP examples"
-    available_properties: [ip, ip_full, endpoint, user, method]
+    available_properties: [ip, ip_full, endpoint, path, user, method]
+    allowed_skip_rules: [skip_health_checks]
     default_rules:
+      - name: skip_health_checks
+        description: "Orchestrator probes are never limited"
+        action: skip
+        match:
+          path: {one_of: ["/healthz", "/readyz"]}
       - name: hello_per_ip
         description: "5 requests per minute per client IP"
         action: limit
@@ -177,10 +215,20 @@ const exampleLimiters = `available_limiters:
         period_s: 60
 `
 
+// rulesPrefix is the rule store's prefix: RulesPrefix, or one derived from a
+// test's own counter prefix.
+func rulesPrefix(o Options) string {
+	if o.KeyPrefix != "" {
+		return "ratekit:rules:{" + o.KeyPrefix + "}:"
+	}
+	return RulesPrefix
+}
+
 // adminPage binds limiter to a Redis rule store (rules published there apply
-// to it within a second) and returns the admin page that edits them.
-func adminPage(ctx context.Context, o Options, limiter *ratelimit.Limiter) (http.Handler, func(), error) {
-	available, err := config.ParseAvailableLimiters("examples", []byte(exampleLimiters))
+// to it within a second), shows its tiers on obs's debug page and returns the
+// admin page that edits them.
+func adminPage(ctx context.Context, o Options, limiter *ratelimit.Limiter, obs *exampleutil.Observability) (http.Handler, func(), error) {
+	available, err := config.ParseAvailableLimiters("examples", []byte(AvailableLimiters))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -188,11 +236,7 @@ func adminPage(ctx context.Context, o Options, limiter *ratelimit.Limiter) (http
 	if err != nil {
 		return nil, nil, err
 	}
-	prefix := "ratekit:rules:{examples}:"
-	if o.KeyPrefix != "" {
-		prefix = "ratekit:rules:{" + o.KeyPrefix + "}:"
-	}
-	rules, err := rulestore.New(client, rulestore.Options{Prefix: prefix, Available: available, Interval: time.Second})
+	rules, err := rulestore.New(client, rulestore.Options{Prefix: rulesPrefix(o), Available: available, Interval: time.Second})
 	var local tiers.Set
 	if err == nil {
 		local, err = config.Tiers(available, nil, limiter.Name())
@@ -204,6 +248,7 @@ func adminPage(ctx context.Context, o Options, limiter *ratelimit.Limiter) (http
 		_ = client.Close()
 		return nil, nil, err
 	}
+	obs.Tiers = rules // the debug page shows the tiers the limiter enforces
 	rctx, cancel := context.WithCancel(ctx)
 	go rules.Run(rctx)
 	var authorize admin.Authorizer

@@ -8,9 +8,12 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/config"
 	"github.com/ratekit/ratekit/core/redisstore"
+	"github.com/ratekit/ratekit/core/rulestore"
 	"github.com/ratekit/ratekit/examples/internal/exampleutil"
 	"github.com/ratekit/ratekit/identifiers"
 	"github.com/ratekit/ratekit/internal/redistest"
@@ -61,6 +64,7 @@ func Test(t *testing.T, name string, newHandler NewHandler) {
 				exampleutil.NotServed(t, public)
 				if mode == "redis" {
 					adminServed(t, internal)
+					incidentRuleSparesHealthChecks(t, public, internal, o)
 				}
 			case err := <-done:
 				t.Fatalf("run: %v", err)
@@ -100,4 +104,72 @@ func adminServed(t *testing.T, internal string) {
 	if resp.StatusCode != http.StatusForbidden {
 		t.Fatalf("a write to the read-only admin page: %d, want 403", resp.StatusCode)
 	}
+}
+
+// incidentRuleSparesHealthChecks publishes an incident rule matching every
+// request (limit 2 per IP) into the example's rule store: once it is
+// enforced, /hello is blocked but /healthz answers 200 every time (the
+// default skip_health_checks holds against the published tier), and the
+// debug page shows the tiers the limiter enforces.
+func incidentRuleSparesHealthChecks(t *testing.T, public, internal string, o Options) {
+	t.Helper()
+	available, err := config.ParseAvailableLimiters("examples", []byte(AvailableLimiters))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := rulestore.New(redistest.Client(t), rulestore.Options{Prefix: rulesPrefix(o), Available: available})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := config.ParsePublishRulesRequest("incident.yaml", []byte(`rate_limits:
+  http_request:
+    rules:
+      - name: incident_per_ip
+        action: limit
+        match: {}
+        characteristics: [ip]
+        limit: 2
+        period_s: 60
+`), available)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Publish(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	// The example refreshes its replica every second: wait until the
+	// debug page lists the published rule.
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(getBody(t, internal+"/debug/ratelimit?format=json"), `"incident_per_ip"`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the published rule never reached the debug page: %s", getBody(t, internal+"/debug/ratelimit?format=json"))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	page := getBody(t, internal+"/debug/ratelimit")
+	if strings.Contains(page, "not managed by a rule store") || !strings.Contains(page, "published") {
+		t.Errorf("the debug page does not show the limiter's tiers:\n%s", page)
+	}
+	for i := 1; i <= 6; i++ {
+		resp, err := http.Get(public + "/healthz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET /healthz #%d under a match-all incident rule: %d %s, want 200", i, resp.StatusCode, b)
+		}
+	}
+}
+
+func getBody(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
 }

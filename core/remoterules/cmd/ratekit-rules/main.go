@@ -51,6 +51,7 @@ import (
 	"github.com/ratekit/ratekit/core/config"
 	"github.com/ratekit/ratekit/core/remoterules/rulesserver"
 	"github.com/ratekit/ratekit/core/remoterules/rulesv1"
+	"github.com/ratekit/ratekit/internal/buildinfo"
 	"github.com/ratekit/ratekit/internal/httpguard"
 )
 
@@ -64,6 +65,7 @@ func main() {
 }
 
 const usage = `usage:
+  ratekit-rules -version
   ratekit-rules serve [-redis URL | -redis-cluster host:port,...] [-grpc ADDR] [-http ADDR] [-write-token-file FILE]
                       [-allowed-hosts NAME,...] [-read-timeout D] [-write-timeout D] [-available SERVICE=FILE]...
   ratekit-rules apply (-server URL [-token-file FILE] | -check) [-available SERVICE=FILE]... FILE
@@ -82,6 +84,9 @@ func run(ctx context.Context, args []string, out io.Writer, ready func(grpcAddr,
 		return apply(ctx, args[1:], out)
 	case "get":
 		return get(ctx, args[1:], out)
+	case "-version", "--version", "version":
+		_, err := fmt.Fprintln(out, buildinfo.Line("ratekit-rules"))
+		return err
 	}
 	return fmt.Errorf("unknown command %q\n%s", args[0], usage)
 }

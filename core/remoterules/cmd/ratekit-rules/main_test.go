@@ -134,3 +134,12 @@ func TestApplyRejectsInvalidFileWhole(t *testing.T) {
 		t.Fatalf("error %v, want it to name bad.yaml, line 11 and the rule", err)
 	}
 }
+
+func TestVersion(t *testing.T) {
+	for _, arg := range []string{"-version", "--version", "version"} {
+		var out strings.Builder
+		if err := run(context.Background(), []string{arg}, &out, nil); err != nil || !strings.HasPrefix(out.String(), "ratekit-rules ") || !strings.Contains(out.String(), "(go") {
+			t.Errorf("%s: %v, %q", arg, err, out.String())
+		}
+	}
+}

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// maxScanKeys bounds the keys one search for another prefix examines on each
+// Redis node (SCAN, so Redis is never blocked): a large keyspace is searched
+// partly, and the report says so.
+const maxScanKeys = 100_000
+
+// elsewhere is what a search for an identifier's keys under other prefixes
+// found.
+type elsewhere struct {
+	prefixes  map[string]int // prefix -> keys found under it
+	truncated bool           // a node held more than maxScanKeys keys
+}
+
+// findElsewhere looks for the keys of limiterKeys (all under prefix) under
+// any other prefix. A counter key is the prefix then a hash tag naming the
+// limiter, rule and identifier, so the same counter kept under another
+// prefix ends with the same text; one SCAN per node, bounded by maxScanKeys.
+func findElsewhere(ctx context.Context, client redis.UniversalClient, prefix, limiter string, limiterKeys []string, timeout time.Duration) (elsewhere, error) {
+	found := elsewhere{prefixes: map[string]int{}}
+	suffixes := map[string]bool{}
+	for _, k := range limiterKeys {
+		if s, ok := strings.CutPrefix(k, prefix); ok {
+			suffixes[s] = true
+		}
+	}
+	if len(suffixes) == 0 {
+		return found, nil
+	}
+	// Limiter names are [a-z0-9_]: nothing to escape but the brace.
+	pattern := `*\{` + limiter + `:*`
+	var mu sync.Mutex
+	scan := func(ctx context.Context, node redis.Cmdable) error {
+		var cursor uint64
+		for scanned := 0; ; {
+			sctx, cancel := context.WithTimeout(ctx, timeout)
+			keys, next, err := node.Scan(sctx, cursor, pattern, 1000).Result()
+			cancel()
+			if err != nil {
+				return err
+			}
+			scanned += 1000
+			mu.Lock()
+			for _, k := range keys {
+				for s := range suffixes {
+					if p, ok := strings.CutSuffix(k, s); ok && p != prefix {
+						found.prefixes[p]++
+					}
+				}
+			}
+			mu.Unlock()
+			if cursor = next; cursor == 0 {
+				return nil
+			}
+			if scanned >= maxScanKeys {
+				mu.Lock()
+				found.truncated = true
+				mu.Unlock()
+				return nil
+			}
+		}
+	}
+	var err error
+	if cc, ok := client.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error { return scan(ctx, node) })
+	} else {
+		err = scan(ctx, client)
+	}
+	if err != nil {
+		return found, fmt.Errorf("search other prefixes: %w", err)
+	}
+	return found, nil
+}
+
+// describe says where the keys were found and what to run instead.
+func (e elsewhere) describe(service string) string {
+	var b strings.Builder
+	prefixes := slices.Sorted(maps.Keys(e.prefixes))
+	for i, p := range prefixes {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%q (%s)", p, count(e.prefixes[p], "key"))
+	}
+	hint := "--key-prefix '" + prefixes[0] + "'"
+	if name, ok := serviceOf(prefixes[0]); ok && name != service {
+		hint = "--service " + name + " (or " + hint + ")"
+	}
+	return fmt.Sprintf("%s; rerun with %s", b.String(), hint)
+}
+
+// serviceOf returns the service whose counters live under prefix, as the
+// copier template (and --service) names it: "ratekit:NAME:rl:".
+func serviceOf(prefix string) (string, bool) {
+	rest, ok := strings.CutPrefix(prefix, "ratekit:")
+	if !ok {
+		return "", false
+	}
+	name, ok := strings.CutSuffix(rest, ":rl:")
+	if !ok || name == "" || strings.Contains(name, ":") {
+		return "", false
+	}
+	return name, true
+}

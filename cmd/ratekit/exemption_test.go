@@ -1,0 +1,65 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/ratekit/ratekit/internal/redistest"
+)
+
+const exemptAvailable = `available_limiters:
+  http_request:
+    description: "HTTP requests"
+    available_properties: [ip, path]
+    allowed_skip_rules: [skip_health_checks]
+    default_rules:
+      - name: skip_health_checks
+        action: skip
+        match:
+          path: {one_of: [/healthz, /readyz]}
+      - name: per_ip
+        characteristics: [ip]
+        limit: 100
+        period_s: 60
+        action: limit
+`
+
+// incidentYAML is an incident rule matching every request, and one that
+// cannot match a health check.
+const incidentYAML = `rate_limits:
+  http_request:
+    - name: api_only
+      characteristics: [ip]
+      limit: 10
+      period_s: 60
+      action: limit
+      match: {path: /api}
+    - name: incident_per_ip
+      characteristics: [ip]
+      limit: 2
+      period_s: 60
+      action: limit
+      match: {}
+`
+
+// TestExemptionWarnings: validate and rules publish --dry-run name the rule
+// that matches what the default skip_health_checks exempts (validate with
+// its line), and only that one.
+func TestExemptionWarnings(t *testing.T) {
+	dir := writeFiles(t, map[string]string{"available_limiters.yaml": exemptAvailable, "incident.yaml": incidentYAML})
+	want := `http_request/incident_per_ip: rule "incident_per_ip" matches requests that the default exemption "skip_health_checks" skips (path: {one_of: ["/healthz" "/readyz"]})`
+	code, stdout, stderr := ratekit(t, dir, "validate", "--available-limiters", "available_limiters.yaml", "--rate-limits", "incident.yaml")
+	if code != 0 || stderr != "warning: incident.yaml:9:7: "+want+"; the exemption still holds for them (override it by name to count them)\n" {
+		t.Fatalf("validate: exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
+	}
+	code, stdout, _ = ratekit(t, dir, "validate", "--json", "--available-limiters", "available_limiters.yaml", "--rate-limits", "incident.yaml")
+	if code != 0 || !strings.Contains(stdout, `"warnings": [`) || !strings.Contains(stdout, `"rule": "incident_per_ip"`) {
+		t.Fatalf("validate --json: exit %d\n%s", code, stdout)
+	}
+	prefix := redistest.Prefix(t) + "{rules}:"
+	code, stdout, stderr = ratekit(t, dir, "rules", "publish", "--dry-run", "--redis", redistest.URL(t), "--rules-prefix", prefix,
+		"--file", "incident.yaml", "--available-limiters", "available_limiters.yaml")
+	if code != 0 || !strings.Contains(stderr, "warning: incident.yaml: "+want) || strings.Contains(stderr, "api_only") {
+		t.Fatalf("publish --dry-run: exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
+	}
+}
