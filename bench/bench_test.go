@@ -66,6 +66,8 @@ var contenders = []contender{
 	{name: "ratekit_1rule_autopipeline", group: groupRedis1, build: ratekit(1, autoPipelineStore)},
 	{name: "ratekit_1rule_conn", group: groupRedis1, build: ratekit(1, connStore)},
 	{name: "ratekit_1rule_banned_client", group: groupRedis1, banned: true, build: ratekitBanned},
+	{name: "ratekit_1rule_sliding_conn", group: groupRedis1, build: ratekitAlgorithm(ratelimit.SlidingWindow, connStore)},
+	{name: "ratekit_1rule_token_conn", group: groupRedis1, build: ratekitAlgorithm(ratelimit.TokenBucket, connStore)},
 	{name: "ulule", group: groupRedis1, build: ululeRedis(1)},
 	{name: "redis_rate", group: groupRedis1, build: redisRate(1)},
 	{name: "ratekit_5rules", group: groupRedis5, build: ratekit(5, redisStore)},
@@ -141,11 +143,21 @@ func ratekitLimiter(t testing.TB, store ratelimit.Store, prefix string, rules []
 }
 
 func ratekit(n int, store func(testing.TB, env) ratelimit.Store) func(testing.TB, env, int) checker {
+	return ratekitRules(n, ratelimit.FixedWindow, store)
+}
+
+// ratekitAlgorithm is one rule counted by alg: its cost beside the fixed
+// window's ratekit_1rule_conn.
+func ratekitAlgorithm(alg ratelimit.Algorithm, store func(testing.TB, env) ratelimit.Store) func(testing.TB, env, int) checker {
+	return ratekitRules(1, alg, store)
+}
+
+func ratekitRules(n int, alg ratelimit.Algorithm, store func(testing.TB, env) ratelimit.Store) func(testing.TB, env, int) checker {
 	return func(t testing.TB, e env, limit int) checker {
 		rules := make([]ratelimit.Rule, n)
 		for i := range rules {
 			rules[i] = ratelimit.Rule{Name: fmt.Sprintf("rule_%d", i), Action: ratelimit.ActionLimit,
-				Characteristics: []string{"user"}, Limit: int64(limit), Period: time.Hour}
+				Characteristics: []string{"user"}, Limit: int64(limit), Period: time.Hour, Algorithm: alg}
 		}
 		l := ratekitLimiter(t, store(t, e), e.prefix, rules)
 		ids := identifiers()
