@@ -14,7 +14,7 @@ var _ ratelimit.BatchStore = (*Store)(nil)
 
 // EvalBatch implements ratelimit.BatchStore: the checks of batch, each
 // applied as Eval would apply it, check after check, in as few round trips as
-// that order allows (see doc.go, "Batches").
+// that order allows (see Batches in the package documentation).
 //
 // On a Store from Dial or Open every check's first stage goes out in one
 // DoMulti: on one server (standalone or Sentinel) that is the whole batch in
