@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -289,5 +290,74 @@ func TestEvalBatchInvalid(t *testing.T) {
 	outs, err := s.EvalBatch(ctx, check, [][]ratelimit.Op{nil, {ok}, {}})
 	if err != nil || len(outs) != 3 || len(outs[0]) != 0 || len(outs[2]) != 0 || outs[1][0].Count != 1 {
 		t.Fatalf("got %v, %v", outs, err)
+	}
+}
+
+// TestEvalBatchScriptFlushed: after SCRIPT FLUSH (as after a restart or a
+// failover) a batch of script calls is sent again as EVAL, in one more round
+// trip, and counts as before; the next batch is one round trip again.
+func TestEvalBatchScriptFlushed(t *testing.T) {
+	srv := redistest.StartServer(t)
+	rc := &recordingClient{}
+	s := recordedStoreOn(t, srv.URL(), rc)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { _ = c.Close() })
+	k := newKeyer(t)
+	batch := [][]ratelimit.Op{
+		{terminal(banned(k.count("a", 10, 1), time.Hour))},
+		{k.count("a", 10, 1), terminal(banned(k.count("b", 10, 1), time.Hour))},
+	}
+	for i := 1; i <= 2; i++ {
+		if err := c.ScriptFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		rc.take()
+		outs, err := s.EvalBatch(ctx, check, batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := rc.take(), "EVALSHA EVALSHA EVAL EVAL"; got != want {
+			t.Errorf("after flush: sent %q, want %q", got, want)
+		}
+		if a1, a2, b := outs[0][0].Count, outs[1][0].Count, outs[1][1].Count; a1 != float64(4*i-3) || a2 != float64(4*i-2) || b != float64(2*i-1) {
+			t.Errorf("after flush %d: counts a %v, a %v, b %v", i, a1, a2, b)
+		}
+		rc.takeTrips()
+		if _, err := s.EvalBatch(ctx, check, batch); err != nil {
+			t.Fatal(err)
+		}
+		if n := rc.takeTrips(); n != 1 {
+			t.Errorf("%d round trips once cached, want 1", n)
+		}
+	}
+}
+
+// TestEvalBatchHungServer: a batch on a server that never answers returns
+// when its context ends (the Store is ContextBounded, so the Limiter runs it
+// without a guard goroutine).
+func TestEvalBatchHungServer(t *testing.T) {
+	srv := redistest.StartServer(t)
+	s := dialStore(t, srv.URL()+"?write_timeout=300ms&dial_timeout=300ms")
+	k := newKeyer(t)
+	batch := [][]ratelimit.Op{{k.count("a", 10, 1)}, {k.count("b", 10, 1)}}
+	if _, err := s.EvalBatch(ctx, check, batch); err != nil {
+		t.Fatal(err)
+	}
+	srv.Pause(t)
+	defer srv.Resume(t)
+	cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.EvalBatch(cctx, check, batch)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("EvalBatch on a stopped server with a deadline: %v, want DeadlineExceeded", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("EvalBatch on a stopped server still waits 30s after its deadline")
 	}
 }
