@@ -147,6 +147,32 @@
 // common characteristic set; the Limiter's blocked-key cache (see package
 // ratelimit) answers callers already blocked or banned without Redis at all.
 //
+// # Batches
+//
+// The Store implements ratelimit.BatchStore: ratelimit.CheckBatch (an RLS
+// request's descriptors, an HTTP request's limiters) sends it the ops of
+// several checks in one EvalBatch call. Each check is applied as Eval
+// applies it, check after check, and a check's block ends that check only.
+// On a Store from Dial, one server (standalone or Sentinel) gets the whole
+// batch in one round trip: one DoMulti with each check's plain-form
+// commands, or its script call. The plain form serves a batch whose checks
+// all take it in Eval; otherwise every check of the batch is a script call
+// (an INCRBY that a value written by another check's script refuses would
+// be evaluated again only after the later checks). On a Cluster a round
+// trip carries the next stage of every check still running, so a batch
+// costs as many round trips as its longest check has stages, and nothing is
+// charged past a block. A stage that writes a key which an earlier check of
+// the batch still has to write in a later stage waits for it, so that every
+// key sees the writes in batch order; commands on one key go to one server
+// on one connection, in order. After NOSCRIPT the calls concerned are sent
+// again as EVAL; a script cached by another client between two calls of one
+// round trip could then let a later check's call run before an earlier one
+// on that node, as if the two checks were concurrent.
+//
+// Through go-redis (New), a single server's batch is one pipeline of script
+// calls; a Cluster, a Ring or a client New cannot classify gets one Eval per
+// check.
+//
 // A stored value of the other counting kind (a set where a counter belongs,
 // from an older version of this store or written by hand) is replaced by a
 // fresh counter when a check writes, and reads as absent in a peek: a wrong

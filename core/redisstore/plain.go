@@ -47,7 +47,20 @@ func plainOps(mode ratelimit.Mode, ops []ratelimit.Op) bool {
 // three commands are on one key, so rueidis sends them to one server, in
 // order, on one connection.
 func (s *Store) evalPlain(ctx context.Context, c rueidis.Client, ops []ratelimit.Op, out []ratelimit.OpResult) ([]ratelimit.OpResult, error) {
-	cmds := make(rueidis.Commands, 0, 3*len(ops))
+	cmds := appendPlain(make(rueidis.Commands, 0, 3*len(ops)), c, ops)
+	refused, err := s.decodePlain(ctx, c, ops, c.DoMulti(ctx, cmds...), out, nil)
+	if err != nil {
+		return nil, err
+	}
+	if refused != nil {
+		return s.evalRefused(ctx, c, ops, refused, out)
+	}
+	return out, nil
+}
+
+// appendPlain appends the plain-form commands of ops to cmds: INCRBY,
+// PEXPIRE NX and PTTL per op.
+func appendPlain(cmds rueidis.Commands, c rueidis.Client, ops []ratelimit.Op) rueidis.Commands {
 	for i := range ops {
 		op := &ops[i]
 		// Arbitrary takes the numbers as strings, which numStr keeps: the
@@ -57,8 +70,13 @@ func (s *Store) evalPlain(ctx context.Context, c rueidis.Client, ops []ratelimit
 			c.B().Arbitrary("PEXPIRE").Keys(op.Key).Args(numStr(millis(op.Period)), "NX").Build(),
 			c.B().Pttl().Key(op.Key).Build())
 	}
-	res := c.DoMulti(ctx, cmds...)
-	var refused []int
+	return cmds
+}
+
+// decodePlain fills out from res, the replies of appendPlain's commands for
+// ops, and appends to refused the index of every op whose INCRBY was refused
+// (which wrote nothing): the script must evaluate those.
+func (s *Store) decodePlain(ctx context.Context, c rueidis.Client, ops []ratelimit.Op, res []rueidis.RedisResult, out []ratelimit.OpResult, refused []int) ([]int, error) {
 	for j := range ops {
 		op := &ops[j]
 		count, err := res[3*j].ToInt64()
@@ -96,10 +114,7 @@ func (s *Store) evalPlain(ctx context.Context, c rueidis.Client, ops []ratelimit
 		}
 		out[j] = outcome(float64(count), ttl, bits)
 	}
-	if refused != nil {
-		return s.evalRefused(ctx, c, ops, refused, out)
-	}
-	return out, nil
+	return refused, nil
 }
 
 // evalRefused evaluates with the script the ops whose INCRBY was refused,

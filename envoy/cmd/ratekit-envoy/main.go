@@ -7,6 +7,14 @@
 //	ratekit-envoy -available available_limiters.yaml [-rate-limits rate_limits.yaml] \
 //	    -redis-url redis://redis:6379 [-listen 127.0.0.1:8081] [-http 127.0.0.1:9090] [-domain envoy_domain=limiter]
 //
+// -redis-url (or $RATEKIT_REDIS_URL) takes the URLs of redisstore.Dial: one
+// server (redis://host:6379/0), a Redis Cluster
+// (redis://node1:6379?addr=node2:6379&addr=node3:6379) or a master that
+// Sentinel monitors (redis-sentinel://s1:26379,s2:26379/mymaster). The
+// counters go through redisstore.Dial's store, which checks all the
+// descriptors of a request in one round trip (one per stage on a Cluster);
+// the rule store reads through a go-redis client on the same URL.
+//
 // It serves on -listen the RateLimitService, gRPC health
 // (grpc.health.v1.Health, overall and per service) and reflection, and on
 // -http /metrics (Prometheus), /debug/ratelimit (the limiters' rules by tier
@@ -78,6 +86,10 @@ func main() {
 
 var errUsage = errors.New("usage")
 
+// envRedisURL is the environment variable that -redis-url defaults to, as
+// for the ratekit command.
+const envRedisURL = "RATEKIT_REDIS_URL"
+
 // domains is the repeatable -domain flag: envoy_domain=limiter.
 type domains map[string]string
 
@@ -120,8 +132,8 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&f.available, "available", "", "available_limiters.yaml (required): the limiters served, one per Envoy domain")
 	fs.StringVar(&f.rateLimits, "rate-limits", "", "rate_limits.yaml (optional): the operators' file tier")
-	fs.StringVar(&f.redisURL, "redis-url", "", "Redis for counters and rules (required), redis://host:port/db")
-	fs.BoolVar(&f.cluster, "redis-cluster", false, "-redis-url is a Redis Cluster URL (redis://host:port?addr=host2:port2...)")
+	fs.StringVar(&f.redisURL, "redis-url", "", "Redis for counters and rules (required; default $"+envRedisURL+"): redis://host:port/db, a Cluster redis://node1:port?addr=node2:port..., or redis-sentinel://host:port,.../master")
+	fs.BoolVar(&f.cluster, "redis-cluster", false, "-redis-url names one node of a Redis Cluster (a URL with several addr is one already)")
 	fs.StringVar(&f.listen, "listen", defaultListen, "gRPC address: RateLimitService, health, reflection (:8081 for every interface)")
 	fs.StringVar(&f.httpAddr, "http", defaultHTTP, "HTTP address: /metrics, /debug/ratelimit and /healthz (empty: none; keep it internal)")
 	fs.Var(f.domains, "domain", "envoy_domain=limiter, repeatable (a domain not mapped selects the limiter of its name)")
@@ -136,13 +148,16 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	if err := fs.Parse(args); err != nil {
 		return nil, fmt.Errorf("%w: %w", errUsage, err)
 	}
+	if f.redisURL == "" {
+		f.redisURL = os.Getenv(envRedisURL)
+	}
 	switch {
 	case fs.NArg() > 0:
 		return nil, fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
 	case f.available == "":
 		return nil, fmt.Errorf("%w: -available is required", errUsage)
 	case f.redisURL == "":
-		return nil, fmt.Errorf("%w: -redis-url is required", errUsage)
+		return nil, fmt.Errorf("%w: -redis-url (or $%s) is required", errUsage, envRedisURL)
 	case f.unknownDomain != "error" && f.unknownDomain != "ok":
 		return nil, fmt.Errorf("%w: -unknown-domain %q: want error or ok", errUsage, f.unknownDomain)
 	}
@@ -176,11 +191,22 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(grpcAd
 		return err
 	}
 
-	client, err := redisClient(f.redisURL, f.cluster)
+	opt, err := redisstore.ParseURL(f.redisURL) // its errors never quote the URL (a password)
+	if err != nil {
+		return fmt.Errorf("-redis-url: %w", err)
+	}
+	uo := redisstore.GoRedisOptions(opt)
+	uo.IsClusterMode = f.cluster
+	client := redis.NewUniversalClient(uo)
+	defer client.Close()
+	// The counters' store: while Redis is down it keeps connecting in the
+	// background and the checks fail open, as the rule replica starts on the
+	// local tiers.
+	store, err := redisstore.Open(ctx, redisstore.Options{Client: opt})
 	if err != nil {
 		return fmt.Errorf("redis: %w", err)
 	}
-	defer client.Close()
+	defer store.Close()
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -193,7 +219,6 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(grpcAd
 	if err != nil {
 		return err
 	}
-	store := redisstore.New(client)
 	var limiters []*ratelimit.Limiter
 	for _, name := range avail.Names() {
 		l, err := ratelimit.New(ratelimit.Config{Name: name, Store: store, KeyPrefix: f.keyPrefix,
@@ -316,21 +341,4 @@ func domainList(limiters []*ratelimit.Limiter, mapped map[string]string) []strin
 		out = append(out, d+"="+l)
 	}
 	return out
-}
-
-// redisClient builds the client from the URL. The URL is left out of errors:
-// it may hold a password.
-func redisClient(url string, cluster bool) (redis.UniversalClient, error) {
-	if cluster {
-		opt, err := redis.ParseClusterURL(url)
-		if err != nil {
-			return nil, errors.New("-redis-url is not a valid Redis Cluster URL")
-		}
-		return redis.NewClusterClient(opt), nil
-	}
-	opt, err := redis.ParseURL(url)
-	if err != nil {
-		return nil, errors.New("-redis-url is not a valid Redis URL")
-	}
-	return redis.NewClient(opt), nil
 }

@@ -55,6 +55,16 @@ func TestServe(t *testing.T) {
 		url := "redis://" + addrs[0] + "?addr=" + strings.Join(addrs[1:], "&addr=")
 		testServe(t, redistest.ClusterClient(t), "-redis-url", url, "-redis-cluster")
 	})
+	t.Run("cluster_url", func(t *testing.T) { // several addr: a cluster without -redis-cluster
+		testServe(t, redistest.ClusterClient(t), "-redis-url", redistest.ClusterURL(t))
+	})
+	t.Run("sentinel", func(t *testing.T) {
+		testServe(t, redistest.SentinelClient(t), "-redis-url", redistest.SentinelURL(t))
+	})
+	t.Run("env", func(t *testing.T) {
+		t.Setenv(envRedisURL, redistest.URL(t))
+		testServe(t, redistest.Client(t))
+	})
 }
 
 func testServe(t *testing.T, client redis.UniversalClient, redisFlags ...string) {
@@ -228,12 +238,13 @@ rate_limits:
 }
 
 func TestUsageErrors(t *testing.T) {
+	t.Setenv(envRedisURL, "") // the required -redis-url has no default here
 	for _, c := range []struct {
 		args []string
 		want string
 	}{
 		{nil, "-available is required"},
-		{[]string{"-available", "x.yaml"}, "-redis-url is required"},
+		{[]string{"-available", "x.yaml"}, "-redis-url (or $RATEKIT_REDIS_URL) is required"},
 		{[]string{"-available", "x.yaml", "-redis-url", "redis://x", "-unknown-domain", "maybe"}, "-unknown-domain"},
 		{[]string{"-available", "x.yaml", "-redis-url", "redis://x", "-domain", "nolimiter"}, "envoy_domain=limiter"},
 		{[]string{"-available", "x.yaml", "-redis-url", "redis://x", "extra"}, "unexpected arguments"},
@@ -262,5 +273,14 @@ func TestVersion(t *testing.T) {
 	out, err := exec.Command(bin, "-version").Output()
 	if err != nil || !strings.HasPrefix(string(out), "ratekit-envoy ") || !strings.Contains(string(out), "(go") {
 		t.Fatalf("-version: %v, %q", err, out)
+	}
+}
+
+// A malformed -redis-url fails at start with an error that never shows the
+// URL: it may hold a password.
+func TestBadRedisURL(t *testing.T) {
+	err := run(context.Background(), []string{"-available", "../../example/available_limiters.yaml", "-redis-url", "redis://u:s3cr%zz@h:1"}, io.Discard, nil)
+	if err == nil || !strings.Contains(err.Error(), "-redis-url") || strings.Contains(err.Error(), "s3cr") {
+		t.Fatalf("got %v, want an error about -redis-url without the password", err)
 	}
 }
