@@ -292,14 +292,16 @@ func (st *scenarioStep) run(t *testing.T, h *Harness, l *ratelimit.Limiter, sc *
 	return fmt.Errorf("empty step")
 }
 
-// countTol is how far a count may be from the expected one: the stores that
-// run on a real clock (Redis) see a few milliseconds pass between steps,
-// which moves the time-weighted counts of the sliding window a little.
-func countTol(h *Harness) float64 {
-	if h.TTLTolerance > 0 {
-		return 0.02
+// countTol is how far a count may be from the expected one. The stores that
+// run on a real clock (Redis) see time pass between steps, which moves the
+// time-weighted estimate of a sliding window and the refill of a token
+// bucket by at most limit/period per second: their counts may drift by what
+// TTLTolerance of real time can move. A fixed window's count is exact.
+func countTol(h *Harness, rule *ratelimit.Rule, info *ratelimit.Info) float64 {
+	if h.TTLTolerance <= 0 || rule == nil || (rule.Algorithm != ratelimit.SlidingWindow && rule.Algorithm != ratelimit.TokenBucket) || info.Period <= 0 {
+		return 1e-9
 	}
-	return 1e-9
+	return float64(info.Limit)*h.TTLTolerance.Seconds()/info.Period.Seconds() + 1e-9
 }
 
 func (e *scenarioExpect) verify(h *Harness, r *ratelimit.Result) error {
@@ -331,7 +333,7 @@ func (e *scenarioExpect) verify(h *Harness, r *ratelimit.Result) error {
 			fail("no info, want count/remaining/limit/banned/reset")
 		}
 	} else {
-		errs = append(errs, checkInfo(h, "", info, e.Count, e.Remaining, e.Banned, e.ResetS)...)
+		errs = append(errs, checkInfo(h, "", r.Rule, info, e.Count, e.Remaining, e.Banned, e.ResetS)...)
 		if e.Limit != nil && info.Limit != *e.Limit {
 			fail("limit %d, want %d", info.Limit, *e.Limit)
 		}
@@ -356,7 +358,7 @@ func (e *scenarioExpect) verify(h *Harness, r *ratelimit.Result) error {
 				if we.Blocked != nil && ev.Blocked != *we.Blocked {
 					fail("%sblocked %v, want %v", at, ev.Blocked, *we.Blocked)
 				}
-				errs = append(errs, checkInfo(h, at, &ev.Info, we.Count, we.Remaining, we.Banned, we.ResetS)...)
+				errs = append(errs, checkInfo(h, at, ev.Rule, &ev.Info, we.Count, we.Remaining, we.Banned, we.ResetS)...)
 			}
 		}
 	}
@@ -366,9 +368,9 @@ func (e *scenarioExpect) verify(h *Harness, r *ratelimit.Result) error {
 	return nil
 }
 
-func checkInfo(h *Harness, at string, info *ratelimit.Info, count, rem *float64, banned *bool, resetS *float64) []string {
+func checkInfo(h *Harness, at string, rule *ratelimit.Rule, info *ratelimit.Info, count, rem *float64, banned *bool, resetS *float64) []string {
 	var errs []string
-	tol := countTol(h)
+	tol := countTol(h, rule, info)
 	if count != nil && math.Abs(info.Count-*count) > tol {
 		errs = append(errs, fmt.Sprintf("%scount %v, want %v", at, info.Count, *count))
 	}
