@@ -1,0 +1,152 @@
+package ratelimitheaders
+
+import (
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Profile selects which rate-limit headers a response carries. The profiles
+// disagree on what RateLimit-Reset means (delta seconds for Legacy, epoch
+// seconds for GitLab), so pick the one your clients read.
+type Profile uint8
+
+const (
+	// IETF sends RateLimit-Policy and RateLimit (draft-ietf-httpapi-ratelimit-headers -08+).
+	IETF Profile = iota
+	// Legacy sends RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset (delta seconds).
+	Legacy
+	// GitLab sends GitLab's RateLimit-Name/-Limit/-Observed/-Remaining/-Reset (epoch) and, on 429, RateLimit-ResetTime.
+	GitLab
+	// None sends no rate-limit headers.
+	None
+)
+
+var profileNames = [...]string{IETF: "ietf", Legacy: "legacy", GitLab: "gitlab", None: "none"}
+
+func (p Profile) String() string {
+	if int(p) < len(profileNames) {
+		return profileNames[p]
+	}
+	return fmt.Sprintf("Profile(%d)", uint8(p))
+}
+
+// ParseProfile parses "ietf", "legacy", "gitlab" or "none" (case-insensitive),
+// for services that take the profile from configuration.
+func ParseProfile(s string) (Profile, error) {
+	for p, name := range profileNames {
+		if strings.EqualFold(s, name) {
+			return Profile(p), nil
+		}
+	}
+	return 0, fmt.Errorf("ratelimitheaders: unknown header profile %q (want ietf, legacy, gitlab or none)", s)
+}
+
+// Header names.
+const (
+	HeaderRateLimitPolicy    = "RateLimit-Policy"
+	HeaderRateLimit          = "RateLimit"
+	HeaderRateLimitLimit     = "RateLimit-Limit"
+	HeaderRateLimitRemaining = "RateLimit-Remaining"
+	HeaderRateLimitReset     = "RateLimit-Reset"
+	HeaderRateLimitName      = "RateLimit-Name"
+	HeaderRateLimitObserved  = "RateLimit-Observed"
+	HeaderRateLimitResetTime = "RateLimit-ResetTime"
+	HeaderRetryAfter         = "Retry-After"
+)
+
+// SetHeaders writes d's rate-limit headers in profile p into h. When d blocks
+// it also sets Retry-After and Cache-Control: no-store, whatever the profile.
+// extra, when at least a second, is added to Retry-After only (a random
+// jitter, so that clients blocked in one window do not all come back at its
+// reset: draft-ietf-httpapi-ratelimit-headers, section 8.5); the RateLimit
+// fields keep stating the real reset, and so does NewProblem. Call it before
+// the response is written, on allowed and blocked requests alike.
+func (p Profile) SetHeaders(h http.Header, d *Decision, now time.Time, extra time.Duration) {
+	blocked := d.Blocked()
+	p.setRateLimit(h, d, blocked, now)
+	if blocked {
+		retry := seconds(d.RetryAfter(now)) + int64(extra/time.Second)
+		h.Set(HeaderRetryAfter, strconv.FormatInt(retry, 10))
+		h.Set("Cache-Control", "no-store")
+	}
+}
+
+// Fields returns d's rate-limit fields in profile p with lower-case names,
+// for transports whose header names are lower case (gRPC metadata, HTTP/2):
+// what SetHeaders writes, less Retry-After and Cache-Control, which such a
+// transport states its own way. It is nil when there are none.
+func (p Profile) Fields(d *Decision, now time.Time) map[string][]string {
+	h := http.Header{}
+	p.setRateLimit(h, d, d.Blocked(), now)
+	if len(h) == 0 {
+		return nil
+	}
+	out := make(map[string][]string, len(h))
+	for k, v := range h {
+		out[strings.ToLower(k)] = v
+	}
+	return out
+}
+
+// setRateLimit writes the rate-limit headers of d's enforcing evaluation, if
+// any; blocked is d.Blocked(), which the caller has already computed.
+func (p Profile) setRateLimit(h http.Header, d *Decision, blocked bool, now time.Time) {
+	e := d.Enforcing()
+	if e == nil {
+		return
+	}
+	info := &e.Info
+	remaining := int64(math.Floor(info.Remaining)) // never promise more than is left
+	reset := seconds(info.RetryAfter(now))
+	switch p {
+	case IETF:
+		name := sfString(e.Rule.Name)
+		h.Set(HeaderRateLimitPolicy, fmt.Sprintf("%s;q=%d;w=%d", name, info.Limit, max(seconds(info.Period), 1)))
+		h.Set(HeaderRateLimit, fmt.Sprintf("%s;r=%d;t=%d", name, remaining, reset))
+	case Legacy:
+		h.Set(HeaderRateLimitLimit, strconv.FormatInt(info.Limit, 10))
+		h.Set(HeaderRateLimitRemaining, strconv.FormatInt(remaining, 10))
+		h.Set(HeaderRateLimitReset, strconv.FormatInt(reset, 10))
+	case GitLab:
+		resetAt := now.Add(time.Duration(reset) * time.Second)
+		perMinute := int64(math.Ceil(float64(info.Limit) * float64(time.Minute) / float64(info.Period)))
+		h.Set(HeaderRateLimitName, e.Rule.Name)
+		h.Set(HeaderRateLimitLimit, strconv.FormatInt(perMinute, 10))
+		h.Set(HeaderRateLimitObserved, strconv.FormatInt(int64(math.Ceil(info.Count)), 10))
+		h.Set(HeaderRateLimitRemaining, strconv.FormatInt(remaining, 10))
+		h.Set(HeaderRateLimitReset, strconv.FormatInt(resetAt.Unix(), 10))
+		if blocked {
+			h.Set(HeaderRateLimitResetTime, resetAt.UTC().Format(http.TimeFormat))
+		}
+	}
+}
+
+// seconds returns d in whole seconds, rounded up.
+func seconds(d time.Duration) int64 {
+	return int64(math.Ceil(d.Seconds()))
+}
+
+// sfString serialises s as an RFC 9651 sf-string. Rule names are
+// [a-z0-9_], so escaping never happens in practice; characters outside
+// printable ASCII, which an sf-string cannot hold, are replaced by '?'.
+func sfString(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c < 0x20 || c > 0x7e:
+			b.WriteByte('?')
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}

@@ -1,0 +1,51 @@
+package ratelimitheaders
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// ProblemTypeQuotaExceeded is the problem type of a 429 (draft-ietf-httpapi-ratelimit-headers §5).
+const ProblemTypeQuotaExceeded = "https://iana.org/assignments/http-problem-types#quota-exceeded"
+
+// ContentTypeProblem is the media type of RFC 9457 problem details.
+const ContentTypeProblem = "application/problem+json"
+
+// Problem is the RFC 9457 body of a blocked request.
+type Problem struct {
+	Type             string   `json:"type"`
+	Title            string   `json:"title"`
+	Status           int      `json:"status"`
+	Detail           string   `json:"detail,omitempty"`
+	ViolatedPolicies []string `json:"violated-policies"`
+}
+
+// NewProblem returns the problem details of a blocked decision.
+func NewProblem(d *Decision, now time.Time) Problem {
+	blocking := d.Blocking()
+	p := Problem{
+		Type:             ProblemTypeQuotaExceeded,
+		Title:            "Request cannot be satisfied as assigned quota has been exceeded",
+		Status:           http.StatusTooManyRequests,
+		ViolatedPolicies: make([]string, 0, len(blocking)),
+	}
+	var retry time.Duration
+	for _, e := range blocking {
+		retry = max(retry, e.Info.RetryAfter(now))
+		p.ViolatedPolicies = append(p.ViolatedPolicies, e.Rule.Name)
+	}
+	p.Detail = fmt.Sprintf("Rate limit exceeded; retry after %d seconds.", seconds(retry))
+	return p
+}
+
+// WriteProblem writes a 429 with p as its problem+json body. Call
+// Profile.SetHeaders first.
+func WriteProblem(w http.ResponseWriter, p *Problem) {
+	body, _ := json.Marshal(p) // cannot fail: strings and ints only
+	w.Header().Set("Content-Type", ContentTypeProblem)
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusTooManyRequests)
+	_, _ = w.Write(body)
+}

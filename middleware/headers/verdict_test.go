@@ -1,0 +1,249 @@
+package ratelimitheaders
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strconv"
+	"testing"
+	"time"
+
+	ratelimit "github.com/ratekit/ratekit/core"
+)
+
+var now = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+
+func rule(name string, a ratelimit.Action) *ratelimit.Rule {
+	return &ratelimit.Rule{Name: name, Action: a}
+}
+
+// eval builds an evaluation of a rule with limit/period and count, resetting in reset.
+func eval(r *ratelimit.Rule, limit int64, period time.Duration, count float64, reset time.Duration) ratelimit.Evaluation {
+	ex := count > float64(limit)
+	return ratelimit.Evaluation{
+		Rule: r, Exceeded: ex, Blocked: ex && r.Action == ratelimit.ActionLimit,
+		Info: ratelimit.Info{Limit: limit, Period: period, Count: count, Remaining: max(float64(limit)-count, 0), ResetAt: now.Add(reset)},
+	}
+}
+
+func result(evs ...ratelimit.Evaluation) ratelimit.Result {
+	res := ratelimit.Result{Action: ratelimit.ActionAllow, Evaluations: evs, Matched: len(evs) > 0}
+	for _, e := range evs {
+		if e.Blocked {
+			res.Action = ratelimit.ActionBlock
+		}
+		res.Exceeded = res.Exceeded || e.Exceeded
+	}
+	return res
+}
+
+func headers(p Profile, d *Decision) http.Header {
+	h := http.Header{}
+	p.SetHeaders(h, d, now, 0)
+	return h
+}
+
+func TestProfiles(t *testing.T) {
+	limit := rule("per_ip", ratelimit.ActionLimit)
+	allowed := &Decision{Results: []ratelimit.Result{result(eval(limit, 5, time.Minute, 2, 42500*time.Millisecond))}}
+	blocked := &Decision{Results: []ratelimit.Result{result(eval(limit, 5, time.Minute, 6, 42500*time.Millisecond))}}
+	tests := []struct {
+		name string
+		p    Profile
+		d    *Decision
+		want http.Header
+	}{
+		{"ietf allowed", IETF, allowed, http.Header{
+			"Ratelimit-Policy": {`"per_ip";q=5;w=60`},
+			"Ratelimit":        {`"per_ip";r=3;t=43`},
+		}},
+		{"ietf blocked", IETF, blocked, http.Header{
+			"Ratelimit-Policy": {`"per_ip";q=5;w=60`},
+			"Ratelimit":        {`"per_ip";r=0;t=43`},
+			"Retry-After":      {"43"},
+			"Cache-Control":    {"no-store"},
+		}},
+		{"legacy allowed", Legacy, allowed, http.Header{
+			"Ratelimit-Limit": {"5"}, "Ratelimit-Remaining": {"3"}, "Ratelimit-Reset": {"43"},
+		}},
+		{"gitlab allowed", GitLab, allowed, http.Header{
+			"Ratelimit-Name": {"per_ip"}, "Ratelimit-Limit": {"5"}, "Ratelimit-Observed": {"2"},
+			"Ratelimit-Remaining": {"3"}, "Ratelimit-Reset": {"1777636843"},
+		}},
+		{"gitlab blocked", GitLab, blocked, http.Header{
+			"Ratelimit-Name": {"per_ip"}, "Ratelimit-Limit": {"5"}, "Ratelimit-Observed": {"6"},
+			"Ratelimit-Remaining": {"0"}, "Ratelimit-Reset": {"1777636843"},
+			"Ratelimit-Resettime": {"Fri, 01 May 2026 12:00:43 GMT"},
+			"Retry-After":         {"43"}, "Cache-Control": {"no-store"},
+		}},
+		{"none blocked", None, blocked, http.Header{"Retry-After": {"43"}, "Cache-Control": {"no-store"}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := headers(tc.p, tc.d); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("headers\n got %v\nwant %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestGitLabNormalisesToAMinute(t *testing.T) {
+	d := &Decision{Results: []ratelimit.Result{result(eval(rule("r", ratelimit.ActionLimit), 1000, time.Hour, 10.5, time.Hour))}}
+	h := headers(GitLab, d)
+	if h.Get("RateLimit-Limit") != "17" || h.Get("RateLimit-Observed") != "11" || h.Get("RateLimit-Remaining") != "989" {
+		t.Errorf("got %v; want limit ceil(1000*60/3600)=17, observed rounded up, remaining rounded down", h)
+	}
+}
+
+func TestIETFSubSecondWindowAndFractionalRemaining(t *testing.T) {
+	d := &Decision{Results: []ratelimit.Result{result(eval(rule("r", ratelimit.ActionLimit), 3, 200*time.Millisecond, 0.25, 150*time.Millisecond))}}
+	h := headers(IETF, d)
+	if h.Get("RateLimit-Policy") != `"r";q=3;w=1` || h.Get("RateLimit") != `"r";r=2;t=1` {
+		t.Errorf("got %v; want w at least 1, remaining rounded down, t rounded up", h)
+	}
+}
+
+func TestShadowAndFailOpenSendNoHeaders(t *testing.T) {
+	shadow := rule("shadow", ratelimit.ActionLog)
+	for name, d := range map[string]*Decision{
+		"shadow only, exceeded": {Results: []ratelimit.Result{result(eval(shadow, 1, time.Minute, 9, time.Minute))}},
+		"fail-open":             {Results: []ratelimit.Result{{Action: ratelimit.ActionAllow, Err: errors.New("redis down")}}},
+		"no match":              {Results: []ratelimit.Result{{Action: ratelimit.ActionAllow}}},
+		"no limiters":           {},
+	} {
+		for _, p := range []Profile{IETF, Legacy, GitLab, None} {
+			if h := headers(p, d); len(h) != 0 {
+				t.Errorf("%s, %s: headers %v, want none", name, p, h)
+			}
+		}
+	}
+}
+
+func TestEnforcingAcrossLimiters(t *testing.T) {
+	shadow := rule("shadow", ratelimit.ActionLog)
+	a, b, c := rule("a", ratelimit.ActionLimit), rule("b", ratelimit.ActionLimit), rule("c", ratelimit.ActionLimit)
+	d := &Decision{Results: []ratelimit.Result{
+		result(eval(shadow, 1, time.Minute, 5, time.Minute), eval(a, 100, time.Minute, 10, time.Minute)),
+		{Action: ratelimit.ActionAllow, Err: errors.New("down")},
+		result(eval(b, 10, time.Minute, 5, time.Minute), eval(c, 10, time.Minute, 5, time.Minute)),
+	}}
+	if e := d.Enforcing(); e == nil || e.Rule != b {
+		t.Fatalf("enforcing = %+v, want b (least remaining, earliest on ties; shadow ignored)", e)
+	}
+	if d.Blocked() || !d.Failed() {
+		t.Errorf("Blocked=%v Failed=%v", d.Blocked(), d.Failed())
+	}
+	d.Results = append(d.Results, result(eval(c, 1, time.Minute, 2, 10*time.Second)))
+	d.Results = append(d.Results, result(eval(a, 1, time.Minute, 2, 30500*time.Millisecond)))
+	if e := d.Enforcing(); e == nil || e.Rule != c || !e.Blocked {
+		t.Fatalf("enforcing = %+v, want the first blocking evaluation", e)
+	}
+	if got := d.ViolatedPolicies(); !reflect.DeepEqual(got, []string{"c", "a"}) {
+		t.Errorf("violated = %v", got)
+	}
+	if got := d.RetryAfter(now); got != 31*time.Second {
+		t.Errorf("RetryAfter = %v, want the latest reset rounded up (31s)", got)
+	}
+}
+
+func TestWriteProblem(t *testing.T) {
+	d := &Decision{Results: []ratelimit.Result{result(eval(rule("per_ip", ratelimit.ActionLimit), 5, time.Minute, 6, 9*time.Second))}}
+	w := httptest.NewRecorder()
+	p := NewProblem(d, now)
+	WriteProblem(w, &p)
+	if w.Code != 429 || w.Header().Get("Content-Type") != "application/problem+json" {
+		t.Errorf("status %d, content type %q", w.Code, w.Header().Get("Content-Type"))
+	}
+	want := `{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded",` +
+		`"title":"Request cannot be satisfied as assigned quota has been exceeded","status":429,` +
+		`"detail":"Rate limit exceeded; retry after 9 seconds.","violated-policies":["per_ip"]}`
+	if w.Body.String() != want {
+		t.Errorf("body\n got %s\nwant %s", w.Body, want)
+	}
+}
+
+func TestParseProfile(t *testing.T) {
+	for _, p := range []Profile{IETF, Legacy, GitLab, None} {
+		got, err := ParseProfile(p.String())
+		if err != nil || got != p {
+			t.Errorf("ParseProfile(%q) = %v, %v", p, got, err)
+		}
+	}
+	if p, err := ParseProfile("GitLab"); err != nil || p != GitLab {
+		t.Errorf("case-insensitive parse: %v %v", p, err)
+	}
+	if _, err := ParseProfile("x-ratelimit"); err == nil {
+		t.Error("unknown profile accepted")
+	}
+	if Profile(9).String() != "Profile(9)" {
+		t.Error(Profile(9).String())
+	}
+}
+
+func TestSFString(t *testing.T) {
+	for in, want := range map[string]string{"per_ip": `"per_ip"`, `a"b\c`: `"a\"b\\c"`, "é\n": `"???"`} {
+		if got := sfString(in); got != want {
+			t.Errorf("sfString(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+// extra lengthens Retry-After only, in whole seconds, and only on a block.
+func TestSetHeadersExtra(t *testing.T) {
+	blocked := &Decision{Results: []ratelimit.Result{result(eval(rule("r", ratelimit.ActionLimit), 5, time.Minute, 6, 9*time.Second))}}
+	allowed := &Decision{Results: []ratelimit.Result{result(eval(rule("r", ratelimit.ActionLimit), 5, time.Minute, 2, 9*time.Second))}}
+	for _, tt := range []struct {
+		name  string
+		extra time.Duration
+		d     *Decision
+		want  string // Retry-After; "" for none
+	}{
+		{"none", 0, blocked, "9"},
+		{"under a second is none", 900 * time.Millisecond, blocked, "9"},
+		{"ten seconds", 10 * time.Second, blocked, "19"},
+		{"allowed: no Retry-After", 10 * time.Second, allowed, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := http.Header{}
+			IETF.SetHeaders(h, tt.d, now, tt.extra)
+			if got := h.Get(HeaderRetryAfter); got != tt.want {
+				t.Fatalf("Retry-After %q, want %q", got, tt.want)
+			}
+			if got := h.Get(HeaderRateLimit); got != `"r";r=0;t=9` && got != `"r";r=3;t=9` {
+				t.Fatalf("RateLimit %q states the jitter", got)
+			}
+		})
+	}
+}
+
+// Fields are SetHeaders' rate-limit fields with lower-case names, without
+// Retry-After and Cache-Control; nil when nothing enforcing was evaluated.
+func TestFields(t *testing.T) {
+	limit := rule("per_ip", ratelimit.ActionLimit)
+	blocked := &Decision{Results: []ratelimit.Result{result(eval(limit, 5, time.Minute, 6, 9*time.Second))}}
+	shadow := &Decision{Results: []ratelimit.Result{result(eval(rule("log", ratelimit.ActionLog), 5, time.Minute, 6, 9*time.Second))}}
+	for _, tt := range []struct {
+		name string
+		p    Profile
+		d    *Decision
+		want map[string][]string
+	}{
+		{"ietf", IETF, blocked, map[string][]string{
+			"ratelimit-policy": {`"per_ip";q=5;w=60`}, "ratelimit": {`"per_ip";r=0;t=9`}}},
+		{"legacy", Legacy, blocked, map[string][]string{
+			"ratelimit-limit": {"5"}, "ratelimit-remaining": {"0"}, "ratelimit-reset": {"9"}}},
+		{"gitlab", GitLab, blocked, map[string][]string{
+			"ratelimit-name": {"per_ip"}, "ratelimit-limit": {"5"}, "ratelimit-observed": {"6"},
+			"ratelimit-remaining": {"0"}, "ratelimit-reset": {strconv.FormatInt(now.Add(9*time.Second).Unix(), 10)},
+			"ratelimit-resettime": {now.Add(9 * time.Second).Format(http.TimeFormat)}}},
+		{"none", None, blocked, nil},
+		{"shadow only", IETF, shadow, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.p.Fields(tt.d, now); !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("Fields = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
