@@ -1,0 +1,95 @@
+package guard_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/guard"
+)
+
+// Properties are merged into whatever identifier is built: the default
+// builder's, a custom one, or none (nil becomes an empty identifier).
+func TestOptionsIdentifier(t *testing.T) {
+	def := func(_ context.Context, r string) ratelimit.Identifier { return ratelimit.Identifier{"default": r} }
+	custom := func(_ context.Context, r string) ratelimit.Identifier { return ratelimit.Identifier{"custom": r} }
+	none := func(context.Context, string) ratelimit.Identifier { return nil }
+	props := func(_ context.Context, r string, id ratelimit.Identifier) { id["user"] = "user:" + r }
+	for _, tt := range []struct {
+		name     string
+		identify func(context.Context, string) ratelimit.Identifier
+		props    func(context.Context, string, ratelimit.Identifier)
+		want     string
+	}{
+		{"default", nil, nil, "map[default:r]"},
+		{"default and properties", nil, props, "map[default:r user:user:r]"},
+		{"custom", custom, nil, "map[custom:r]"},
+		{"custom and properties", custom, props, "map[custom:r user:user:r]"},
+		{"nil and properties", none, props, "map[user:user:r]"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			o := guard.Options[string, struct{}]{Identify: tt.identify, Properties: tt.props}
+			o.Init("test", def)
+			if got := fmt.Sprint(o.Identifier(context.Background(), "r")); got != tt.want {
+				t.Fatalf("identifier = %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+// Check charges the request's cost, reads the clock once and returns both
+// with the identifier; Init reports a nil limiter.
+func TestOptionsCheck(t *testing.T) {
+	e := guardEnv{t: t, store: ratelimit.NewMemoryStore()}
+	l := e.limiter("req", 5, false, false)
+	reads := 0
+	at := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	o := guard.Options[string, struct{}]{
+		Cost: func(_ context.Context, r string) float64 { return map[string]float64{"cheap": 1, "bulk": 4}[r] },
+		Now:  func() time.Time { reads++; return at },
+	}
+	o.Guard.Limiters = []*ratelimit.Limiter{l}
+	o.Init("test", func(context.Context, string) ratelimit.Identifier { return guardID })
+	c := o.Check(context.Background(), "bulk")
+	if c.Decision.Blocked() || !c.Now.Equal(at) || c.ID["user"] != "u1" || count(l) != 4 {
+		t.Fatalf("check: blocked %v, now %v, id %v, counted %v; want allowed at %v, u1, 4", c.Decision.Blocked(), c.Now, c.ID, count(l), at)
+	}
+	if c := o.Check(context.Background(), "bulk"); !c.Decision.Blocked() {
+		t.Fatal("4 + 4 over a limit of 5 was allowed")
+	}
+	if reads != 2 {
+		t.Fatalf("clock read %d times for 2 checks, want 2", reads)
+	}
+	if o.Skipped(context.Background(), "bulk") {
+		t.Fatal("skipped without a Skip hook")
+	}
+	bad := guard.Options[string, struct{}]{}
+	bad.Guard.Limiters = []*ratelimit.Limiter{nil}
+	defer func() {
+		if r := recover(); r != "test: limiter 0 is nil" {
+			t.Fatalf("Init with a nil limiter panicked with %v, want %q", r, "test: limiter 0 is nil")
+		}
+	}()
+	bad.Init("test", nil)
+}
+
+func TestJitter(t *testing.T) {
+	for _, max := range []time.Duration{0, 900 * time.Millisecond} {
+		if j := guard.Jitter(max); j != 0 {
+			t.Errorf("Jitter(%v) = %v, want 0", max, j)
+		}
+	}
+	seen := map[time.Duration]bool{}
+	for range 200 {
+		j := guard.Jitter(3 * time.Second)
+		if j < 0 || j > 3*time.Second || j%time.Second != 0 {
+			t.Fatalf("Jitter(3s) = %v, want whole seconds in [0s, 3s]", j)
+		}
+		seen[j] = true
+	}
+	if len(seen) < 2 { // 200 draws from 4 values all equal: about 1 in 4^199
+		t.Fatalf("Jitter(3s) took %d distinct values", len(seen))
+	}
+}
