@@ -87,7 +87,7 @@ func (c *config) serve(ctx context.Context, call *Call, setHeader, setTrailer fu
 		}
 		return c.denyErr(ctx, call, *res, ch.Now, extra)
 	}
-	o := c.Guard.Run(ctx, ch.ID, func(ctx context.Context) Outcome {
+	o := c.Run(ctx, ch.ID, func(ctx context.Context) Outcome {
 		return Outcome{Call: call, Err: handler(ctx), Meter: adapter.MeterFrom(ctx)}
 	})
 	return o.Err

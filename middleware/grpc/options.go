@@ -146,7 +146,7 @@ type Outcome struct {
 // WithDeferred adds limiters charged after the handler (see Metered and
 // CountCodes).
 func WithDeferred(d ...Deferred) Option {
-	return optionFunc(func(c *config) { c.Guard.Deferred = append(c.Guard.Deferred, d...) })
+	return optionFunc(func(c *config) { c.Deferred = append(c.Deferred, d...) })
 }
 
 // Metered charges l with the named cost that the handler reported through
