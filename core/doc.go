@@ -177,9 +177,9 @@
 // # Adapters
 //
 // The framework adapters (middleware/...) build an identifier per request and
-// check it against one or more limiters; what they share, the request guard
-// and the cost meter that handlers fill with adapter.AddCost, lives in
-// package middleware/adapter, outside the model.
+// check it against one or more limiters, outside the model: the cost meter
+// that handlers fill with adapter.AddCost is package middleware/adapter's,
+// the rendering of a verdict (headers, problem body) middleware/headers'.
 //
 // # Rule tiers
 //

@@ -60,7 +60,7 @@
 //   - response_headers_to_add carries the rate-limit headers of the most
 //     constraining enforcing rule across all descriptors in the profile of
 //     Options.Headers (IETF RateLimit-Policy and RateLimit by default, the
-//     HTTP adapters' profiles, from middleware/nethttp), and on OVER_LIMIT
+//     HTTP adapters' profiles, from middleware/headers), and on OVER_LIMIT
 //     Retry-After and Cache-Control: no-store. Envoy adds them to the 429 it
 //     sends, and to the upstream's response when the request is allowed.
 //   - Shadow (log) rules count and show in the limiter's metrics

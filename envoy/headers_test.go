@@ -9,21 +9,21 @@ import (
 
 	ratelimit "github.com/ratekit/ratekit/core"
 	ratekitenvoy "github.com/ratekit/ratekit/envoy"
-	ratelimithttp "github.com/ratekit/ratekit/middleware/nethttp"
+	ratelimitheaders "github.com/ratekit/ratekit/middleware/headers"
 )
 
 // Options.Headers picks the header profile, as in the HTTP adapters; every
 // profile sends Retry-After on OVER_LIMIT.
 func TestHeaderProfiles(t *testing.T) {
 	for _, c := range []struct {
-		profile  ratelimithttp.Profile
+		profile  ratelimitheaders.Profile
 		allowed  []string
 		overOnly []string
 	}{
-		{ratelimithttp.IETF, []string{"RateLimit-Policy", "RateLimit"}, []string{"Retry-After", "Cache-Control"}},
-		{ratelimithttp.Legacy, []string{"RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"}, []string{"Retry-After"}},
-		{ratelimithttp.GitLab, []string{"RateLimit-Name", "RateLimit-Limit", "RateLimit-Observed", "RateLimit-Remaining", "RateLimit-Reset"}, []string{"RateLimit-ResetTime", "Retry-After"}},
-		{ratelimithttp.None, nil, []string{"Retry-After"}},
+		{ratelimitheaders.IETF, []string{"RateLimit-Policy", "RateLimit"}, []string{"Retry-After", "Cache-Control"}},
+		{ratelimitheaders.Legacy, []string{"RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"}, []string{"Retry-After"}},
+		{ratelimitheaders.GitLab, []string{"RateLimit-Name", "RateLimit-Limit", "RateLimit-Observed", "RateLimit-Remaining", "RateLimit-Reset"}, []string{"RateLimit-ResetTime", "Retry-After"}},
+		{ratelimitheaders.None, nil, []string{"Retry-After"}},
 	} {
 		t.Run(c.profile.String(), func(t *testing.T) {
 			l := newLimiter(t, ratelimit.NewMemoryStore(), "", nil)

@@ -26,8 +26,7 @@ import (
 
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/config"
-	"github.com/ratekit/ratekit/middleware/adapter"
-	ratelimithttp "github.com/ratekit/ratekit/middleware/nethttp"
+	ratelimitheaders "github.com/ratekit/ratekit/middleware/headers"
 )
 
 // Defaults for the bounds of Options.
@@ -74,8 +73,8 @@ type Options struct {
 	// UnknownDomain is the answer to a domain that selects no limiter.
 	UnknownDomain UnknownDomain
 	// Headers is the header profile of response_headers_to_add (default
-	// ratelimithttp.IETF, the profile the HTTP adapters default to).
-	Headers ratelimithttp.Profile
+	// ratelimitheaders.IETF, the profile the HTTP adapters default to).
+	Headers ratelimitheaders.Profile
 	// Bounds of what a caller controls; zero means the default.
 	MaxDescriptors int    // descriptors per request (DefaultMaxDescriptors)
 	MaxEntries     int    // entries per descriptor (DefaultMaxEntries)
@@ -102,7 +101,7 @@ type Service struct {
 	limiters  map[string]*ratelimit.Limiter // by domain
 	props     map[string]map[string]bool    // limiter -> allowed descriptor keys; nil: any
 	unknown   UnknownDomain
-	profile   ratelimithttp.Profile
+	profile   ratelimitheaders.Profile
 	maxDesc   int
 	maxEnt    int
 	maxVal    int
@@ -233,7 +232,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		s.metrics.request(req.GetDomain(), "invalid")
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	d := adapter.Decision{Results: s.checkAll(ctx, l, reqs)}
+	d := ratelimitheaders.Decision{Results: s.checkAll(ctx, l, reqs)}
 	now := s.now()
 	n := len(reqs)
 	resp = &rlsv3.RateLimitResponse{
@@ -277,7 +276,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		resp.Statuses[i] = st
 	}
 	h := headerPool.Get().(http.Header)
-	s.profile.SetHeaders(h, &d, now)
+	s.profile.SetHeaders(h, &d, now, 0)
 	resp.ResponseHeadersToAdd = headerValues(h)
 	clear(h) // the answer holds the values themselves, not h's slices
 	headerPool.Put(h)
@@ -585,9 +584,9 @@ func currentLimit(cl *rlsv3.RateLimitResponse_RateLimit, e *ratelimit.Evaluation
 var headerSpelling = func() map[string]string {
 	m := map[string]string{}
 	for _, name := range []string{
-		ratelimithttp.HeaderRateLimitPolicy, ratelimithttp.HeaderRateLimit, ratelimithttp.HeaderRateLimitLimit,
-		ratelimithttp.HeaderRateLimitRemaining, ratelimithttp.HeaderRateLimitReset, ratelimithttp.HeaderRateLimitName,
-		ratelimithttp.HeaderRateLimitObserved, ratelimithttp.HeaderRateLimitResetTime, ratelimithttp.HeaderRetryAfter,
+		ratelimitheaders.HeaderRateLimitPolicy, ratelimitheaders.HeaderRateLimit, ratelimitheaders.HeaderRateLimitLimit,
+		ratelimitheaders.HeaderRateLimitRemaining, ratelimitheaders.HeaderRateLimitReset, ratelimitheaders.HeaderRateLimitName,
+		ratelimitheaders.HeaderRateLimitObserved, ratelimitheaders.HeaderRateLimitResetTime, ratelimitheaders.HeaderRetryAfter,
 	} {
 		m[http.CanonicalHeaderKey(name)] = name
 	}

@@ -34,7 +34,7 @@
 //   - Fail-open: a limiter whose check fails (its store down or slow) never
 //     blocks the task: a rate limiter must not stop the work when its own
 //     store is unavailable. The other limiters are still checked, and a healthy
-//     one still blocks. The rule is adapter.Decision's, the same in the HTTP
+//     one still blocks. The rule is ratelimitheaders.Decision's, the same in the HTTP
 //     and gRPC adapters (which also send no rate-limit headers or metadata
 //     from a failed limiter).
 //   - Never sleep in a handler to wait for a limit: that holds a worker and its

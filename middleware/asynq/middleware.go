@@ -8,6 +8,7 @@ import (
 
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/identifiers"
+	"github.com/ratekit/ratekit/internal/guard"
 	"github.com/ratekit/ratekit/middleware/adapter"
 )
 
@@ -25,7 +26,7 @@ type optionFunc func(*config)
 func (f optionFunc) apply(c *config) { f(c) }
 
 type config struct {
-	adapter.Options[*asynq.Task, Outcome]
+	guard.Options[*asynq.Task, Outcome]
 	deny   DenyFunc
 	jitter time.Duration
 }
@@ -33,7 +34,7 @@ type config struct {
 // WithLimiters adds limiters, checked in order after the first one. The first
 // limiter that blocks ends the check: later limiters are not counted.
 func WithLimiters(limiters ...*ratelimit.Limiter) Option {
-	return optionFunc(func(c *config) { c.Guard.Limiters = append(c.Guard.Limiters, limiters...) })
+	return optionFunc(func(c *config) { c.Limiters = append(c.Limiters, limiters...) })
 }
 
 // WithIdentifier replaces DefaultIdentifier. Start from DefaultIdentifier(ctx, t)
@@ -88,14 +89,14 @@ type Outcome struct {
 // WithDeferred adds limiters charged after the handler (see Metered and
 // CountFailures).
 func WithDeferred(d ...Deferred) Option {
-	return optionFunc(func(c *config) { c.Guard.Deferred = append(c.Guard.Deferred, d...) })
+	return optionFunc(func(c *config) { c.Deferred = append(c.Deferred, d...) })
 }
 
 // Metered charges l with the named cost that the handler reported through
 // adapter.AddCost(ctx, name, v) (database seconds, partner API calls). The
 // middleware gives the handler a context with an adapter.Meter.
 func Metered(l *ratelimit.Limiter, name string) Deferred {
-	return adapter.Metered[Outcome](l, name)
+	return guard.Metered[Outcome](l, name)
 }
 
 // CountFailures charges l with 1 for each task whose handler failed (IsFailure),
@@ -103,7 +104,7 @@ func Metered(l *ratelimit.Limiter, name string) Deferred {
 // most the limit's number of failing attempts per window. Before the handler,
 // a task is blocked when one more failure would exceed the limit.
 func CountFailures(l *ratelimit.Limiter) Deferred {
-	return adapter.CountWhen(l, func(o Outcome) bool { return IsFailure(o.Err) })
+	return guard.CountWhen(l, func(o Outcome) bool { return IsFailure(o.Err) })
 }
 
 // WithClock sets the clock RetryIn is computed with (default time.Now), for
@@ -138,13 +139,11 @@ func DefaultIdentifier(ctx context.Context, t *asynq.Task) ratelimit.Identifier 
 // limiter is nil: that is a programming error found at start-up.
 func Middleware(limiter *ratelimit.Limiter, opts ...Option) asynq.MiddlewareFunc {
 	c := &config{}
-	c.Guard.Limiters = []*ratelimit.Limiter{limiter}
+	c.Limiters = []*ratelimit.Limiter{limiter}
 	for _, o := range opts {
 		o.apply(c)
 	}
-	if err := c.Init(DefaultIdentifier); err != nil {
-		panic("ratelimitasynq: Middleware: " + err.Error()) // a programming error, found at start-up
-	}
+	c.Init("ratelimitasynq: Middleware", DefaultIdentifier) // panics on a nil limiter: found at start-up
 	return func(next asynq.Handler) asynq.Handler {
 		return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
 			if c.Skipped(ctx, t) {
@@ -154,7 +153,7 @@ func Middleware(limiter *ratelimit.Limiter, opts ...Option) asynq.MiddlewareFunc
 			if res := ch.Decision.BlockedBy(); res != nil {
 				return c.blocked(ctx, t, *res, ch.Now)
 			}
-			o := c.Guard.Run(ctx, ch.ID, func(ctx context.Context) Outcome {
+			o := c.Run(ctx, ch.ID, func(ctx context.Context) Outcome {
 				return Outcome{Task: t, Err: next.ProcessTask(ctx, t), Meter: adapter.MeterFrom(ctx)}
 			})
 			return o.Err
@@ -171,7 +170,7 @@ func (c *config) blocked(ctx context.Context, t *asynq.Task, res ratelimit.Resul
 	if res.Info != nil {
 		reset = res.Info.ResetAt
 	}
-	err.RetryIn = retryIn(now, reset) + adapter.Jitter(c.jitter)
+	err.RetryIn = retryIn(now, reset) + guard.Jitter(c.jitter)
 	if c.deny != nil {
 		return c.deny(ctx, t, res, err)
 	}

@@ -10,8 +10,8 @@
 // returns an *echo.HTTPError (Code 429, a *DeniedError with the decision and
 // the problem details as Internal), so that Echo's HTTPErrorHandler renders
 // the 429 like every other error: the default handler writes the
-// application/problem+json details of ratelimithttp; a custom one may use
-// Decision (see ratelimithttp for header profiles, and WithRetryAfterJitter).
+// application/problem+json details of ratelimitheaders; a custom one may use
+// Decision (see ratelimitheaders for header profiles, and WithRetryAfterJitter).
 //
 // WithIdentifier replaces the identifier builder; WithProperties adds or
 // replaces properties of the identifier once it is built, by the default
@@ -20,9 +20,8 @@
 // computed with, read once per request.
 //
 // WithLimiters, WithDeferred, WithClock, WithTrustedProxies, WithIPv6Prefix, WithProfile and
-// WithRetryAfterJitter are the options every HTTP adapter shares: each is its
-// ratelimithttp namesake (a ratelimithttp.SharedOption) as an Option of this
-// package, documented there.
+// WithRetryAfterJitter are the options every HTTP adapter offers, the same
+// in ratelimithttp, ratelimitecho and ratelimitgin.
 //
 // Register it with e.Use, not e.Pre: the endpoint property is the route
 // template, "GET " + c.Path() (e.g. "GET /users/:id"), which the router fills
@@ -45,8 +44,8 @@
 //
 // # Cost and outcome hooks
 //
-// WithDeferred adds limiters charged after the handler (ratelimithttp.Metered,
-// ratelimithttp.CountStatus) and peeked before it. The middleware puts an
+// WithDeferred adds limiters charged after the handler (Metered,
+// CountStatus) and peeked before it. The middleware puts an
 // adapter.Meter in the request context for adapter.AddCost. The status an
 // outcome hook sees is the committed response status or, when the handler
 // returned an error without writing a response, the *echo.HTTPError code (500
@@ -59,5 +58,5 @@
 // headers come from the limiters whose check succeeded, and a healthy limiter
 // still blocks beside a failed one. When every check failed, the response
 // carries no rate-limit headers, since there is nothing true to say. The rule
-// is adapter.Decision's, so the gRPC and asynq adapters follow it too.
+// is ratelimitheaders.Decision's, so every adapter follows it.
 package ratelimitecho

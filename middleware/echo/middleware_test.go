@@ -14,9 +14,9 @@ import (
 	"github.com/labstack/echo/v4"
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/identifiers"
+	"github.com/ratekit/ratekit/internal/adaptertest"
 	ratelimitecho "github.com/ratekit/ratekit/middleware/echo"
-	ratelimithttp "github.com/ratekit/ratekit/middleware/nethttp"
-	"github.com/ratekit/ratekit/middleware/nethttp/adaptertest"
+	ratelimitheaders "github.com/ratekit/ratekit/middleware/headers"
 )
 
 // TestAdapter runs the shared HTTP adapter suite on a real Echo server.
@@ -58,7 +58,7 @@ func newEcho(t *testing.T, s adaptertest.Setup) http.Handler {
 		opts = append(opts, ratelimitecho.WithClock(s.Now))
 	}
 	if s.Deny != nil {
-		opts = append(opts, ratelimitecho.WithDenyHandler(func(c echo.Context, d *ratelimithttp.Decision) error {
+		opts = append(opts, ratelimitecho.WithDenyHandler(func(c echo.Context, d *ratelimitheaders.Decision) error {
 			s.Deny(c.Response(), d)
 			return nil
 		}))
@@ -108,7 +108,7 @@ func get(t *testing.T, srv *httptest.Server, method, path string, header ...stri
 func TestOutcomeFromReturnedError(t *testing.T) {
 	failed := newLimiter(t, "failed", 1, nil)
 	e := echo.New()
-	e.Use(ratelimitecho.Middleware(nil, ratelimitecho.WithDeferred(ratelimithttp.CountStatus(failed, http.StatusUnauthorized))))
+	e.Use(ratelimitecho.Middleware(nil, ratelimitecho.WithDeferred(ratelimitecho.CountStatus(failed, http.StatusUnauthorized))))
 	e.POST("/login", func(c echo.Context) error { return echo.NewHTTPError(http.StatusUnauthorized, "bad password") })
 	srv := httptest.NewServer(e)
 	defer srv.Close()

@@ -7,7 +7,7 @@
 // For each request it builds an identifier (ip, method, path, endpoint, user),
 // checks it against each limiter, and either calls c.Next or aborts with 429,
 // rate-limit headers, Retry-After and an application/problem+json body
-// (rendered by ratelimithttp; see its documentation for header profiles).
+// (rendered by ratelimitheaders; see its documentation for header profiles).
 // Headers are set before the abort, and the middleware returns right after
 // it, so no later handler runs.
 //
@@ -23,9 +23,8 @@
 // computed with, read once per request.
 //
 // WithLimiters, WithDeferred, WithClock, WithTrustedProxies, WithIPv6Prefix, WithProfile and
-// WithRetryAfterJitter are the options every HTTP adapter shares: each is its
-// ratelimithttp namesake (a ratelimithttp.SharedOption) as an Option of this
-// package, documented there.
+// WithRetryAfterJitter are the options every HTTP adapter offers, the same
+// in ratelimithttp, ratelimitecho and ratelimitgin.
 //
 // # Client IP
 //
@@ -41,8 +40,8 @@
 //
 // # Cost and outcome hooks
 //
-// WithDeferred adds limiters charged after the handler (ratelimithttp.Metered,
-// ratelimithttp.CountStatus) and peeked before it. The middleware puts an
+// WithDeferred adds limiters charged after the handler (Metered,
+// CountStatus) and peeked before it. The middleware puts an
 // adapter.Meter in the request context (c.Request.Context()) for
 // adapter.AddCost; the outcome hooks see c.Writer.Status() after c.Next.
 //
@@ -53,5 +52,5 @@
 // headers come from the limiters whose check succeeded, and a healthy limiter
 // still blocks beside a failed one. When every check failed, the response
 // carries no rate-limit headers, since there is nothing true to say. The rule
-// is adapter.Decision's, so the gRPC and asynq adapters follow it too.
+// is ratelimitheaders.Decision's, so every adapter follows it.
 package ratelimitgin

@@ -10,7 +10,7 @@ import (
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/identifiers"
 	ratelimitgin "github.com/ratekit/ratekit/middleware/gin"
-	ratelimithttp "github.com/ratekit/ratekit/middleware/nethttp"
+	ratelimitheaders "github.com/ratekit/ratekit/middleware/headers"
 )
 
 func ExampleMiddleware() {
@@ -30,7 +30,7 @@ func ExampleMiddleware() {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.Use(ratelimitgin.Middleware(limiter, // before the routes
-		ratelimitgin.WithProfile(ratelimithttp.Legacy),
+		ratelimitgin.WithProfile(ratelimitheaders.Legacy),
 		ratelimitgin.WithSkip(func(c *gin.Context) bool { return c.FullPath() == "/healthz" }),
 	))
 	r.GET("/users/:id", func(c *gin.Context) { c.String(http.StatusOK, "user") })

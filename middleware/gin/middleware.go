@@ -8,81 +8,105 @@ import (
 	"github.com/gin-gonic/gin"
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/identifiers"
-	ratelimithttp "github.com/ratekit/ratekit/middleware/nethttp"
+	"github.com/ratekit/ratekit/internal/guard"
+	"github.com/ratekit/ratekit/middleware/adapter"
+	ratelimitheaders "github.com/ratekit/ratekit/middleware/headers"
 )
 
-// Option configures Middleware: an option of this package, Gin's own or one
-// every HTTP adapter shares (WithLimiters, WithDeferred, WithClock,
-// WithTrustedProxies, WithIPv6Prefix, WithProfile, WithRetryAfterJitter: see their
-// ratelimithttp namesakes).
+// Option configures Middleware. The options every HTTP adapter offers
+// (WithLimiters, WithDeferred, WithClock, WithTrustedProxies, WithIPv6Prefix,
+// WithProfile, WithRetryAfterJitter) behave as in ratelimithttp.
 type Option interface{ apply(*config) }
 
 type optionFunc func(*config)
 
 func (f optionFunc) apply(c *config) { f(c) }
 
-// sharedOption is a ratelimithttp.SharedOption as an Option of this package.
-type sharedOption ratelimithttp.SharedOption
-
-func (o sharedOption) apply(c *config) { o(&c.Shared) }
-
 // DenyHandler answers a blocked request. The rate-limit headers, Retry-After
 // and Cache-Control are already set when it runs; it must write the response
 // and abort (c.AbortWithStatusJSON, c.AbortWithStatus).
-type DenyHandler func(c *gin.Context, d *ratelimithttp.Decision)
+type DenyHandler func(c *gin.Context, d *ratelimitheaders.Decision)
 
 type config struct {
-	ratelimithttp.Config[*gin.Context]
+	guard.HTTP[*gin.Context]
 	clientIP bool
 	deny     DenyHandler
 }
 
-// WithLimiters adds limiters checked after the first, in order; see
-// ratelimithttp.WithLimiters.
+// Outcome is what is known once the handler has finished, which a
+// Deferred's Charge reads: Status, Meter (the request's cost meter, filled
+// through adapter.AddCost) and Header (the response headers). It is the same
+// type in every HTTP adapter.
+type Outcome = guard.Outcome
+
+// Deferred is a limiter charged after the handler, with a cost known only
+// then (see adapter.Deferred); before the handler it is peeked. Build one
+// with Metered or CountStatus, or by hand with a Charge that reads the
+// Outcome.
+type Deferred = adapter.Deferred[Outcome]
+
+// Metered charges l with the named cost from the request's meter (for example
+// "db_duration_s", added through adapter.AddCost), when it is positive.
+// Callers already over budget are blocked before the handler.
+func Metered(l *ratelimit.Limiter, cost string) Deferred { return guard.Metered[Outcome](l, cost) }
+
+// CountStatus charges l with 1 only for responses with one of the statuses,
+// for example http.StatusUnauthorized to count failed logins. Callers whom one
+// more such outcome would put over the limit are blocked before the handler.
+func CountStatus(l *ratelimit.Limiter, statuses ...int) Deferred {
+	return guard.CountStatus(l, statuses...)
+}
+
+// WithLimiters adds limiters checked after the first, in order.
 func WithLimiters(l ...*ratelimit.Limiter) Option {
-	return sharedOption(ratelimithttp.WithLimiters(l...))
+	return optionFunc(func(c *config) { c.Limiters = append(c.Limiters, l...) })
 }
 
-// WithDeferred adds limiters charged after the handler and peeked before it; see
-// ratelimithttp.WithDeferred.
-func WithDeferred(d ...ratelimithttp.Deferred) Option {
-	return sharedOption(ratelimithttp.WithDeferred(d...))
+// WithDeferred adds limiters charged after the handler (Metered,
+// CountStatus) and peeked before it.
+func WithDeferred(d ...Deferred) Option {
+	return optionFunc(func(c *config) { c.Deferred = append(c.Deferred, d...) })
 }
 
-// WithClock sets the clock the headers and Retry-After are computed with; see
-// ratelimithttp.WithClock.
+// WithClock sets the clock the headers and Retry-After are computed with
+// (default time.Now), for tests. It is read once per checked request.
 func WithClock(now func() time.Time) Option {
-	return sharedOption(ratelimithttp.WithClock(now))
+	return optionFunc(func(c *config) { c.Now = now })
 }
 
-// WithTrustedProxies sets the proxies whose forwarding headers are believed; see
-// ratelimithttp.WithTrustedProxies.
+// WithTrustedProxies sets the proxies whose forwarding headers are believed.
+// By default nobody is trusted and the ip is the socket peer.
 func WithTrustedProxies(tp identifiers.TrustedProxies) Option {
-	return sharedOption(ratelimithttp.WithTrustedProxies(tp))
+	return optionFunc(func(c *config) { c.TrustedProxies = tp })
 }
 
 // WithIPv6Prefix sets the prefix length IPv6 client addresses are aggregated
-// to in the ip property (default /64); see ratelimithttp.WithIPv6Prefix.
+// to in the ip property (default identifiers.DefaultIPv6Prefix, /64; 128
+// keeps every address apart). It panics unless 1 <= bits <= 128.
 func WithIPv6Prefix(bits int) Option {
-	return sharedOption(ratelimithttp.WithIPv6Prefix(bits))
+	if err := identifiers.CheckIPv6Prefix(bits); err != nil {
+		panic("ratelimitgin: " + err.Error()) // a programming error, found at start-up
+	}
+	return optionFunc(func(c *config) { c.IPv6Prefix = bits })
 }
 
-// WithProfile selects the rate-limit headers (default ratelimithttp.IETF); see
-// ratelimithttp.WithProfile.
-func WithProfile(p ratelimithttp.Profile) Option {
-	return sharedOption(ratelimithttp.WithProfile(p))
+// WithProfile selects the rate-limit headers (default ratelimitheaders.IETF).
+func WithProfile(p ratelimitheaders.Profile) Option {
+	return optionFunc(func(c *config) { c.Profile = p })
 }
 
-// WithRetryAfterJitter adds a random delay of up to max to Retry-After; see
-// ratelimithttp.WithRetryAfterJitter.
+// WithRetryAfterJitter adds a random delay of up to max (whole seconds) to the
+// Retry-After of blocked responses, so that clients blocked in one window do
+// not all retry at its reset; the RateLimit fields and the problem keep
+// stating the real reset. The default is no jitter.
 func WithRetryAfterJitter(max time.Duration) Option {
-	return sharedOption(ratelimithttp.WithRetryAfterJitter(max))
+	return optionFunc(func(c *config) { c.RetryAfterJitter = max })
 }
 
 // WithIdentifier replaces the identifier builder.
 func WithIdentifier(f func(*gin.Context) ratelimit.Identifier) Option {
 	return optionFunc(func(c *config) {
-		c.Guard.Identify = func(_ context.Context, gc *gin.Context) ratelimit.Identifier { return f(gc) }
+		c.Identify = func(_ context.Context, gc *gin.Context) ratelimit.Identifier { return f(gc) }
 	})
 }
 
@@ -91,7 +115,7 @@ func WithIdentifier(f func(*gin.Context) ratelimit.Identifier) Option {
 // authenticated user an earlier auth middleware stored with c.Set.
 func WithProperties(f func(*gin.Context, ratelimit.Identifier)) Option {
 	return optionFunc(func(c *config) {
-		c.Guard.Properties = func(_ context.Context, gc *gin.Context, id ratelimit.Identifier) { f(gc, id) }
+		c.Properties = func(_ context.Context, gc *gin.Context, id ratelimit.Identifier) { f(gc, id) }
 	})
 }
 
@@ -99,7 +123,7 @@ func WithProperties(f func(*gin.Context, ratelimit.Identifier)) Option {
 // request (default 1), to weigh routes differently; 0 checks without counting.
 func WithCost(f func(*gin.Context) float64) Option {
 	return optionFunc(func(c *config) {
-		c.Guard.Cost = func(_ context.Context, gc *gin.Context) float64 { return f(gc) }
+		c.Cost = func(_ context.Context, gc *gin.Context) float64 { return f(gc) }
 	})
 }
 
@@ -113,7 +137,7 @@ func WithGinClientIP() Option {
 // WithSkip exempts requests for which f returns true.
 func WithSkip(f func(*gin.Context) bool) Option {
 	return optionFunc(func(c *config) {
-		c.Guard.Skip = func(_ context.Context, gc *gin.Context) bool { return f(gc) }
+		c.Skip = func(_ context.Context, gc *gin.Context) bool { return f(gc) }
 	})
 }
 
@@ -128,19 +152,25 @@ func WithDenyHandler(h DenyHandler) Option {
 // panics here. Register it with Use before the routes.
 func Middleware(limiter *ratelimit.Limiter, opts ...Option) gin.HandlerFunc {
 	c := &config{}
-	ratelimithttp.Build(&c.Config, "ratelimitgin", limiter, opts, func(o Option) { o.apply(c) }, c.defaultIdentifier)
+	if limiter != nil {
+		c.Limiters = []*ratelimit.Limiter{limiter}
+	}
+	for _, o := range opts {
+		o.apply(c)
+	}
+	c.Init("ratelimitgin", c.defaultIdentifier)
 	return func(gc *gin.Context) {
 		ctx := gc.Request.Context()
-		if c.Guard.Skipped(ctx, gc) {
+		if c.Skipped(ctx, gc) {
 			gc.Next()
 			return
 		}
-		c.Guard.Handle(ctx, gc, gc.Writer.Header(),
-			func(d *ratelimithttp.Decision, p *ratelimithttp.Problem) {
+		c.Handle(ctx, gc, gc.Writer.Header(),
+			func(d *ratelimitheaders.Decision, p *ratelimitheaders.Problem) {
 				if c.deny != nil {
 					c.deny(gc, d)
 				} else {
-					gc.Header("Content-Type", ratelimithttp.ContentTypeProblem) // kept by AbortWithStatusJSON
+					gc.Header("Content-Type", ratelimitheaders.ContentTypeProblem) // kept by AbortWithStatusJSON
 					gc.Header("X-Content-Type-Options", "nosniff")
 					gc.AbortWithStatusJSON(p.Status, p)
 				}

@@ -11,9 +11,9 @@ import (
 	"github.com/gin-gonic/gin"
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/identifiers"
+	"github.com/ratekit/ratekit/internal/adaptertest"
 	ratelimitgin "github.com/ratekit/ratekit/middleware/gin"
-	ratelimithttp "github.com/ratekit/ratekit/middleware/nethttp"
-	"github.com/ratekit/ratekit/middleware/nethttp/adaptertest"
+	ratelimitheaders "github.com/ratekit/ratekit/middleware/headers"
 )
 
 func init() { gin.SetMode(gin.TestMode) }
@@ -59,7 +59,7 @@ func newGin(t *testing.T, s adaptertest.Setup) http.Handler {
 		opts = append(opts, ratelimitgin.WithClock(s.Now))
 	}
 	if s.Deny != nil {
-		opts = append(opts, ratelimitgin.WithDenyHandler(func(c *gin.Context, d *ratelimithttp.Decision) {
+		opts = append(opts, ratelimitgin.WithDenyHandler(func(c *gin.Context, d *ratelimitheaders.Decision) {
 			s.Deny(c.Writer, d)
 			c.Abort()
 		}))

@@ -39,32 +39,17 @@
 // repeats the delay for clients whose retry policy lists RESOURCE_EXHAUSTED.
 // Allowed and blocked calls carry the rate-limit header metadata of the most
 // constraining enforcing rule, in the HTTP adapters' header profiles
-// (ratelimithttp), lower-cased: by default the IETF draft's
-// ratelimit-policy ("rule";q=limit;w=window) and ratelimit
-// ("rule";r=remaining;t=seconds to reset); WithHeaderProfile(ratelimithttp.Legacy)
-// sends ratelimit-limit, ratelimit-remaining and ratelimit-reset instead,
-// ratelimithttp.GitLab GitLab's names. Shadow (log) rules never change a
-// response.
+// (ratelimitheaders), lower-cased: by default the IETF draft's
+// ratelimit-policy and ratelimit (WithHeaderProfile picks another). Shadow
+// (log) rules never change a response, and a limiter whose check fails open
+// (its store down) never blocks and contributes no metadata (see
+// ratelimitheaders.Decision).
 //
-// # Fail-open
+// # Costs
 //
-// A limiter whose check fails (its store down or slow) lets the call through
-// and never blocks it; it contributes no rate-limit metadata. The metadata
-// comes from the limiters whose check succeeded, and a healthy limiter still
-// blocks beside a failed one. When every check failed, the call carries no
-// rate-limit metadata, since there is nothing true to say. The rule is
-// adapter.Decision's, so the HTTP and asynq adapters follow it too.
-//
-// # Several limiters, skipping, costs
-//
-// WithLimiters adds limiters checked in order (a general one and one for
-// protected methods, say); the first to block rejects the call. WithSkip (with
-// SkipMethods) exempts calls such as health checks. WithCost weighs methods.
-// WithClock sets the clock the metadata, RetryInfo and pushback are computed
-// with, read once per call. WithDeferred adds limiters charged after the
-// handler: Metered charges what the call measured through adapter.AddCost
-// (database seconds; see docs/design.md#cost), and CountCodes counts only
-// some outcomes, failed logins for example.
-// Both are peeked before the handler, so a caller already over budget is
-// rejected without running it.
+// WithDeferred adds limiters charged after the handler: Metered charges what
+// the call measured through adapter.AddCost (database seconds; see
+// docs/design.md#cost), and CountCodes counts only some outcomes, failed
+// logins for example. Both are peeked before the handler, so a caller already
+// over budget is rejected without running it.
 package ratelimitgrpc

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/guard"
 	"github.com/ratekit/ratekit/middleware/adapter"
 )
 
@@ -27,7 +28,7 @@ func UnaryServerInterceptor(limiter *ratelimit.Limiter, opts ...Option) grpc.Una
 	c := newConfig(limiter, opts)
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		var resp any
-		err := c.serve(ctx, newCall(ctx, info.FullMethod, false, c.proxies, c.ipv6Bits),
+		err := c.serve(ctx, newCall(ctx, info.FullMethod, false, c.TrustedProxies, c.IPv6Prefix),
 			func(md metadata.MD) { _ = grpc.SetHeader(ctx, md) }, // fails only if headers were sent, which no handler has done yet
 			func(md metadata.MD) { _ = grpc.SetTrailer(ctx, md) },
 			func(ctx context.Context) (err error) {
@@ -45,7 +46,7 @@ func StreamServerInterceptor(limiter *ratelimit.Limiter, opts ...Option) grpc.St
 	c := newConfig(limiter, opts)
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		ctx := ss.Context()
-		return c.serve(ctx, newCall(ctx, info.FullMethod, true, c.proxies, c.ipv6Bits),
+		return c.serve(ctx, newCall(ctx, info.FullMethod, true, c.TrustedProxies, c.IPv6Prefix),
 			func(md metadata.MD) { _ = ss.SetHeader(md) },
 			ss.SetTrailer,
 			func(hctx context.Context) error {
@@ -75,18 +76,18 @@ func (c *config) serve(ctx context.Context, call *Call, setHeader, setTrailer fu
 	}
 	ch := c.Check(ctx, call)
 	if !c.noMetadata {
-		if md := rateMetadata(c.profile, ch.Decision, ch.Now); md != nil {
+		if md := c.Profile.Fields(ch.Decision, ch.Now); md != nil {
 			setHeader(md)
 		}
 	}
 	if res := ch.Decision.BlockedBy(); res != nil {
-		extra := adapter.Jitter(c.retryJitter)
+		extra := guard.Jitter(c.RetryAfterJitter)
 		if !c.noPushback {
 			setTrailer(pushback(*res, ch.Now, extra))
 		}
 		return c.denyErr(ctx, call, *res, ch.Now, extra)
 	}
-	o := c.Guard.Run(ctx, ch.ID, func(ctx context.Context) Outcome {
+	o := c.Run(ctx, ch.ID, func(ctx context.Context) Outcome {
 		return Outcome{Call: call, Err: handler(ctx), Meter: adapter.MeterFrom(ctx)}
 	})
 	return o.Err

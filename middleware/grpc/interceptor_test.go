@@ -25,7 +25,7 @@ import (
 	"github.com/ratekit/ratekit/identifiers"
 	"github.com/ratekit/ratekit/internal/redistest"
 	"github.com/ratekit/ratekit/middleware/adapter"
-	ratelimithttp "github.com/ratekit/ratekit/middleware/nethttp"
+	ratelimitheaders "github.com/ratekit/ratekit/middleware/headers"
 )
 
 func TestUnaryAllowThenBlock(t *testing.T) {
@@ -598,22 +598,22 @@ func TestNilLimiterPanics(t *testing.T) {
 // blocked calls; IETF is the default.
 func TestHeaderProfiles(t *testing.T) {
 	for _, tt := range []struct {
-		profile ratelimithttp.Profile
+		profile ratelimitheaders.Profile
 		want    map[string]*regexp.Regexp // key: value on the second (blocked) call
 	}{
-		{ratelimithttp.IETF, map[string]*regexp.Regexp{
+		{ratelimitheaders.IETF, map[string]*regexp.Regexp{
 			MetadataPolicy: regexp.MustCompile(`^"per_ip";q=1;w=60$`), MetadataRateLimit: regexp.MustCompile(`^"per_ip";r=0;t=([1-9]|[1-5][0-9]|60)$`)}},
-		{ratelimithttp.Legacy, map[string]*regexp.Regexp{
+		{ratelimitheaders.Legacy, map[string]*regexp.Regexp{
 			MetadataLimit: regexp.MustCompile(`^1$`), MetadataRemaining: regexp.MustCompile(`^0$`), MetadataReset: regexp.MustCompile(`^([1-9]|[1-5][0-9]|60)$`)}},
-		{ratelimithttp.GitLab, map[string]*regexp.Regexp{
+		{ratelimitheaders.GitLab, map[string]*regexp.Regexp{
 			"ratelimit-name": regexp.MustCompile(`^per_ip$`), MetadataLimit: regexp.MustCompile(`^1$`), "ratelimit-observed": regexp.MustCompile(`^2$`),
 			MetadataRemaining: regexp.MustCompile(`^0$`), MetadataReset: regexp.MustCompile(`^\d{10}$`), "ratelimit-resettime": regexp.MustCompile(` GMT$`)}},
-		{ratelimithttp.None, nil},
+		{ratelimitheaders.None, nil},
 	} {
 		t.Run(tt.profile.String(), func(t *testing.T) {
 			l := memLimiter(t, "grpc_request", []ratelimit.Rule{rule("per_ip", 1, time.Minute, ratelimit.ActionLimit, identifiers.IP)})
 			opts := []Option{WithHeaderProfile(tt.profile)}
-			if tt.profile == ratelimithttp.IETF {
+			if tt.profile == ratelimitheaders.IETF {
 				opts = nil // the default
 			}
 			env := start(t, unary(l, opts...))

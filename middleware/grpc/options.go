@@ -10,8 +10,9 @@ import (
 
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/identifiers"
+	"github.com/ratekit/ratekit/internal/guard"
 	"github.com/ratekit/ratekit/middleware/adapter"
-	ratelimithttp "github.com/ratekit/ratekit/middleware/nethttp"
+	ratelimitheaders "github.com/ratekit/ratekit/middleware/headers"
 )
 
 // Option configures the interceptors.
@@ -26,22 +27,19 @@ func (f optionFunc) apply(c *config) { f(c) }
 type DenyFunc func(ctx context.Context, call *Call, res ratelimit.Result) error
 
 type config struct {
-	adapter.Options[*Call, Outcome]
-	proxies     identifiers.TrustedProxies
-	ipv6Bits    int
-	deny        DenyFunc
-	domain      string
-	noMetadata  bool
-	profile     ratelimithttp.Profile
-	retryJitter time.Duration
-	noPushback  bool
+	guard.Options[*Call, Outcome]
+	guard.Settings
+	deny       DenyFunc
+	domain     string
+	noMetadata bool
+	noPushback bool
 }
 
 // WithLimiters adds limiters, checked in order after the first one before the
 // handler runs. The first limiter that blocks rejects the call; the limiters
 // after it are not counted.
 func WithLimiters(limiters ...*ratelimit.Limiter) Option {
-	return optionFunc(func(c *config) { c.Guard.Limiters = append(c.Guard.Limiters, limiters...) })
+	return optionFunc(func(c *config) { c.Limiters = append(c.Limiters, limiters...) })
 }
 
 // WithTrustedProxies sets the proxies whose forwarding metadata
@@ -49,7 +47,7 @@ func WithLimiters(limiters ...*ratelimit.Limiter) Option {
 // trusted and the client IP is the socket peer, so a client cannot choose its
 // own IP by sending metadata.
 func WithTrustedProxies(tp identifiers.TrustedProxies) Option {
-	return optionFunc(func(c *config) { c.proxies = tp })
+	return optionFunc(func(c *config) { c.TrustedProxies = tp })
 }
 
 // WithIPv6Prefix sets the prefix length IPv6 client addresses are aggregated
@@ -60,7 +58,7 @@ func WithIPv6Prefix(bits int) Option {
 	if err := identifiers.CheckIPv6Prefix(bits); err != nil {
 		panic("ratelimitgrpc: " + err.Error()) // a programming error, found at start-up
 	}
-	return optionFunc(func(c *config) { c.ipv6Bits = bits })
+	return optionFunc(func(c *config) { c.IPv6Prefix = bits })
 }
 
 // WithIdentifier replaces DefaultIdentifier. Start from DefaultIdentifier(call)
@@ -110,7 +108,7 @@ func WithDenyHandler(f DenyFunc) Option { return optionFunc(func(c *config) { c.
 func WithDomain(domain string) Option { return optionFunc(func(c *config) { c.domain = domain }) }
 
 // WithoutMetadata stops the rate-limit response header metadata (the same as
-// WithHeaderProfile(ratelimithttp.None)).
+// WithHeaderProfile(ratelimitheaders.None)).
 func WithoutMetadata() Option { return optionFunc(func(c *config) { c.noMetadata = true }) }
 
 // WithRetryJitter adds a random delay of up to max (whole seconds) to the
@@ -119,27 +117,23 @@ func WithoutMetadata() Option { return optionFunc(func(c *config) { c.noMetadata
 // real reset, and the rate-limit metadata keeps stating the real reset. The
 // default is no jitter.
 func WithRetryJitter(max time.Duration) Option {
-	return optionFunc(func(c *config) { c.retryJitter = max })
+	return optionFunc(func(c *config) { c.RetryAfterJitter = max })
 }
 
 // WithHeaderProfile selects the rate-limit response header metadata, with the
 // same profiles and values as the HTTP adapters' headers, lower-cased:
-// ratelimithttp.IETF (the default: ratelimit-policy and ratelimit),
-// ratelimithttp.Legacy (ratelimit-limit, -remaining, -reset), ratelimithttp.GitLab
-// or ratelimithttp.None.
-func WithHeaderProfile(p ratelimithttp.Profile) Option {
-	return optionFunc(func(c *config) { c.profile = p })
+// ratelimitheaders.IETF (the default: ratelimit-policy and ratelimit),
+// ratelimitheaders.Legacy (ratelimit-limit, -remaining, -reset),
+// ratelimitheaders.GitLab or ratelimitheaders.None.
+func WithHeaderProfile(p ratelimitheaders.Profile) Option {
+	return optionFunc(func(c *config) { c.Profile = p })
 }
 
 // WithoutPushback stops the grpc-retry-pushback-ms trailer on blocked calls.
 func WithoutPushback() Option { return optionFunc(func(c *config) { c.noPushback = true }) }
 
 // Deferred is a limiter charged after the handler, with a cost known only
-// then (docs/design.md#cost): an adapter.Deferred whose Charge reads the
-// call's Outcome. Before the handler it is peeked, and a caller it would block
-// is rejected without running the handler. The charge after the handler never
-// changes the call's response; it is made even when the client has gone away,
-// because the resources were spent.
+// then: an adapter.Deferred whose Charge reads the call's Outcome.
 type Deferred = adapter.Deferred[Outcome]
 
 // Outcome is what is known once the handler has returned.
@@ -152,18 +146,13 @@ type Outcome struct {
 // WithDeferred adds limiters charged after the handler (see Metered and
 // CountCodes).
 func WithDeferred(d ...Deferred) Option {
-	return optionFunc(func(c *config) { c.Guard.Deferred = append(c.Guard.Deferred, d...) })
+	return optionFunc(func(c *config) { c.Deferred = append(c.Deferred, d...) })
 }
 
 // Metered charges l with the named cost that the handler reported through
-// adapter.AddCost(ctx, name, v), for example the database seconds a
-// database wrapper measured. The interceptor gives the handler a context with
-// an adapter.Meter. Callers already over budget are rejected before the
-// handler; a single call may overshoot (its cost is known only afterwards),
-// and the next one is then rejected.
-func Metered(l *ratelimit.Limiter, name string) Deferred {
-	return adapter.Metered[Outcome](l, name)
-}
+// adapter.AddCost(ctx, name, v), database seconds say. Callers already over
+// budget are rejected before the handler; one call may overshoot.
+func Metered(l *ratelimit.Limiter, name string) Deferred { return guard.Metered[Outcome](l, name) }
 
 // CountCodes charges l with 1 only for calls whose handler returned one of the
 // status codes, for example codes.Unauthenticated to count failed logins.
@@ -171,17 +160,15 @@ func Metered(l *ratelimit.Limiter, name string) Deferred {
 // limit are rejected: with a limit of 5, the attempt after five failures is.
 func CountCodes(l *ratelimit.Limiter, cs ...codes.Code) Deferred {
 	cs = slices.Clone(cs)
-	return adapter.CountWhen(l, func(o Outcome) bool { return slices.Contains(cs, status.Code(o.Err)) })
+	return guard.CountWhen(l, func(o Outcome) bool { return slices.Contains(cs, status.Code(o.Err)) })
 }
 
 func newConfig(limiter *ratelimit.Limiter, opts []Option) *config {
 	c := &config{}
-	c.Guard.Limiters = []*ratelimit.Limiter{limiter}
+	c.Limiters = []*ratelimit.Limiter{limiter}
 	for _, o := range opts {
 		o.apply(c)
 	}
-	if err := c.Init(func(_ context.Context, call *Call) ratelimit.Identifier { return DefaultIdentifier(call) }); err != nil {
-		panic("ratelimitgrpc: " + err.Error()) // a programming error, found at start-up
-	}
+	c.Init("ratelimitgrpc", func(_ context.Context, call *Call) ratelimit.Identifier { return DefaultIdentifier(call) })
 	return c
 }

@@ -2,9 +2,7 @@ package ratelimitgrpc
 
 import (
 	"fmt"
-	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -14,8 +12,6 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	ratelimit "github.com/ratekit/ratekit/core"
-	"github.com/ratekit/ratekit/middleware/adapter"
-	ratelimithttp "github.com/ratekit/ratekit/middleware/nethttp"
 )
 
 // Reason is the ErrorInfo reason of rate-limit errors. It tells a rate limit
@@ -27,7 +23,7 @@ const Reason = "RATE_LIMITED"
 // adapters' headers, lower-cased, in the profile chosen with
 // WithHeaderProfile: by default the IETF draft's ratelimit-policy and
 // ratelimit; MetadataLimit, MetadataRemaining and MetadataReset (reset in
-// seconds from now) with ratelimithttp.Legacy. They describe the most
+// seconds from now) with ratelimitheaders.Legacy. They describe the most
 // constraining enforcing rule among the limiters whose check succeeded, and
 // are sent on allowed and blocked calls, never for shadow (log) rules. The
 // pushback trailer is read by gRPC clients whose retry policy lists
@@ -94,28 +90,6 @@ func denyStatus(call *Call, res ratelimit.Result, domain string, now time.Time, 
 		return st
 	}
 	return ds
-}
-
-// rateMetadata renders d's enforcing evaluation as response header metadata
-// in profile p, with the HTTP adapters' code (ratelimithttp). Retry-After
-// and Cache-Control, which HTTP adds to a 429, are left out: a blocked call
-// carries RetryInfo and the pushback trailer instead.
-func rateMetadata(p ratelimithttp.Profile, d *adapter.Decision, now time.Time) metadata.MD {
-	if d.Enforcing() == nil {
-		return nil
-	}
-	h := http.Header{}
-	p.SetHeaders(h, d, now)
-	h.Del(ratelimithttp.HeaderRetryAfter)
-	h.Del("Cache-Control")
-	if len(h) == 0 {
-		return nil
-	}
-	md := make(metadata.MD, len(h))
-	for k, v := range h {
-		md[strings.ToLower(k)] = v
-	}
-	return md
 }
 
 func pushback(res ratelimit.Result, now time.Time, extra time.Duration) metadata.MD {

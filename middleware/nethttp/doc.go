@@ -1,12 +1,8 @@
-// Package ratelimithttp is the net/http rate-limit middleware, and the HTTP
-// kit that the Echo and Gin adapters build on: the request guard (Guard),
-// the header profiles (Profile), Retry-After and the 429 problem+json body
-// (Problem, WriteProblem), and the options that do not depend on the
-// framework (SharedOption: WithLimiters, WithDeferred, WithClock,
-// WithTrustedProxies, WithIPv6Prefix, WithProfile, WithRetryAfterJitter), which ratelimitecho
-// and ratelimitgin re-export under the same names, and the prelude of every
-// adapter's Middleware (Build). It imports only the standard library, core,
-// identifiers and middleware/adapter.
+// Package ratelimithttp is the net/http rate-limit middleware. The header
+// profiles, Retry-After and the 429 problem+json body it renders are package
+// ratelimitheaders' (middleware/headers), shared with the Echo, Gin and gRPC
+// adapters and the Envoy service; the cost meter and Deferred are package
+// adapter's.
 //
 //	limiter, _ := ratelimit.New(ratelimit.Config{Name: "http_request", Store: store, Rules: rules})
 //	handler := ratelimithttp.Middleware(limiter, ratelimithttp.WithMux(mux))(mux)
@@ -62,13 +58,14 @@
 // headers come from the limiters whose check succeeded, and a healthy limiter
 // still blocks beside a failed one. When every check failed, the response
 // carries no rate-limit headers, since there is nothing true to say. The rule
-// is adapter.Decision's, so the gRPC and asynq adapters follow it too.
+// is ratelimitheaders.Decision's, so every adapter follows it.
 //
 // # Headers
 //
 // Rate-limit headers come from the most constraining evaluation of an
 // enforcing (limit) rule across every limiter that checked the request, so a
-// shadow (log) rule never changes what a client sees. The profiles:
+// shadow (log) rule never changes what a client sees. WithProfile selects
+// the profile (a ratelimitheaders.Profile):
 //
 //   - IETF (default): draft-ietf-httpapi-ratelimit-headers -08 and later, two
 //     Structured Fields, the policy named after the rule:
@@ -80,6 +77,8 @@
 //     seconds), RateLimit-Observed, RateLimit-Remaining, RateLimit-Reset (Unix
 //     epoch seconds), plus RateLimit-ResetTime (HTTP-date) on a 429.
 //   - None: no rate-limit headers (Retry-After is still sent on a 429).
+//
+// WithRetryAfterJitter adds a random delay to Retry-After only.
 //
 // A blocked request always gets Retry-After (seconds until the reset, rounded
 // up, never earlier than the reset) and Cache-Control: no-store, since a 429

@@ -8,6 +8,7 @@ import (
 
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/identifiers"
+	"github.com/ratekit/ratekit/middleware/adapter"
 	ratelimithttp "github.com/ratekit/ratekit/middleware/nethttp"
 )
 
@@ -75,4 +76,32 @@ func ExampleWithDeferred() {
 	// 401
 	// 429
 	// 429
+}
+
+// Charge a resource budget after the handler with the cost it measured: the
+// handler reports its database time with adapter.AddCost, and the request
+// after the budget is spent is rejected without running the handler.
+func ExampleMetered() {
+	db, _ := ratelimit.New(ratelimit.Config{
+		Name:  "db_utilization",
+		Store: ratelimit.NewMemoryStore(),
+		Rules: []ratelimit.Rule{{
+			Name: "db_seconds_per_ip", Characteristics: []string{"ip"},
+			Limit: 2, Period: time.Minute,
+		}},
+	})
+	handler := ratelimithttp.Middleware(nil,
+		ratelimithttp.WithDeferred(ratelimithttp.Metered(db, "db_duration_s")),
+	)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		adapter.AddCost(r.Context(), "db_duration_s", 1.25) // the handler's database time
+	}))
+	for i := 1; i <= 3; i++ {
+		w := httptest.NewRecorder()
+		handler.ServeHTTP(w, httptest.NewRequest("GET", "/report", nil))
+		fmt.Println(i, w.Code)
+	}
+	// Output:
+	// 1 200
+	// 2 200
+	// 3 429
 }

@@ -3,13 +3,16 @@ package ratelimithttp
 import (
 	"context"
 	"net/http"
+	"time"
 
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/identifiers"
+	"github.com/ratekit/ratekit/internal/guard"
+	"github.com/ratekit/ratekit/middleware/adapter"
+	ratelimitheaders "github.com/ratekit/ratekit/middleware/headers"
 )
 
-// Option configures Middleware: an option of this package, or a SharedOption,
-// which every HTTP adapter takes.
+// Option configures Middleware.
 type Option interface{ apply(*config) }
 
 type optionFunc func(*config)
@@ -17,20 +20,99 @@ type optionFunc func(*config)
 func (f optionFunc) apply(c *config) { f(c) }
 
 // DenyHandler answers a blocked request. The rate-limit headers, Retry-After
-// and Cache-Control are already set when it runs; it writes status and body.
-type DenyHandler func(w http.ResponseWriter, r *http.Request, d *Decision)
+// and Cache-Control are already set when it runs; it writes status and body
+// (ratelimitheaders.WriteProblem writes the default one).
+type DenyHandler func(w http.ResponseWriter, r *http.Request, d *ratelimitheaders.Decision)
 
 type config struct {
-	Config[*http.Request]
+	guard.HTTP[*http.Request]
 	mux  *http.ServeMux
 	deny DenyHandler
+}
+
+// Outcome is what is known once the handler has finished, which a
+// Deferred's Charge reads: Status (the response status, 200 if the handler
+// never set one), Meter (the request's cost meter, filled through
+// adapter.AddCost) and Header (the response headers). Echo's and Gin's
+// adapters share it.
+type Outcome = guard.Outcome
+
+// Deferred is a limiter charged after the handler, with a cost known only
+// then (see adapter.Deferred). Before the handler it is peeked, and a caller
+// it would block is rejected without running the handler. Build one with
+// Metered or CountStatus, or by hand with a Charge that reads the Outcome.
+type Deferred = adapter.Deferred[Outcome]
+
+// Metered charges l with the named cost from the request's meter (for example
+// "db_duration_s", added by a database wrapper through adapter.AddCost), when
+// it is positive. Before the handler, callers already over budget are
+// blocked.
+func Metered(l *ratelimit.Limiter, cost string) Deferred { return guard.Metered[Outcome](l, cost) }
+
+// CountStatus charges l with 1 only for responses with one of the statuses,
+// for example http.StatusUnauthorized to count failed logins only. Before the
+// handler, callers whom one more such outcome would put over the limit are
+// blocked: with a limit of 5, the sixth attempt after five failures is
+// rejected.
+func CountStatus(l *ratelimit.Limiter, statuses ...int) Deferred {
+	return guard.CountStatus(l, statuses...)
+}
+
+// WithLimiters adds limiters checked after the first, in order (for example a
+// protected-paths limiter beside the general one).
+func WithLimiters(l ...*ratelimit.Limiter) Option {
+	return optionFunc(func(c *config) { c.Limiters = append(c.Limiters, l...) })
+}
+
+// WithDeferred adds limiters charged after the handler with a cost known only
+// then (Metered, CountStatus), and peeked before it.
+func WithDeferred(d ...Deferred) Option {
+	return optionFunc(func(c *config) { c.Deferred = append(c.Deferred, d...) })
+}
+
+// WithClock sets the clock the headers and Retry-After are computed with
+// (default time.Now), for tests. It is read once per checked request.
+func WithClock(now func() time.Time) Option {
+	return optionFunc(func(c *config) { c.Now = now })
+}
+
+// WithTrustedProxies sets the proxies whose forwarding headers are believed.
+// By default nobody is trusted and the ip is the socket peer.
+func WithTrustedProxies(tp identifiers.TrustedProxies) Option {
+	return optionFunc(func(c *config) { c.TrustedProxies = tp })
+}
+
+// WithIPv6Prefix sets the prefix length IPv6 client addresses are aggregated
+// to in the ip property (default identifiers.DefaultIPv6Prefix, /64: one
+// network is one client, so an attacker holding a /64 is not 2^64 clients;
+// 128 keeps every address apart). ip_full always holds the whole address. It
+// panics unless 1 <= bits <= 128.
+func WithIPv6Prefix(bits int) Option {
+	if err := identifiers.CheckIPv6Prefix(bits); err != nil {
+		panic("ratelimithttp: " + err.Error()) // a programming error, found at start-up
+	}
+	return optionFunc(func(c *config) { c.IPv6Prefix = bits })
+}
+
+// WithProfile selects the rate-limit headers (default ratelimitheaders.IETF).
+func WithProfile(p ratelimitheaders.Profile) Option {
+	return optionFunc(func(c *config) { c.Profile = p })
+}
+
+// WithRetryAfterJitter adds a random delay of up to max (whole seconds) to the
+// Retry-After of blocked responses, so that clients blocked in one window do
+// not all retry at its reset (draft-ietf-httpapi-ratelimit-headers, section
+// 8.5). It is never below the real reset, and the RateLimit fields and the
+// problem details keep stating the real reset. The default is no jitter.
+func WithRetryAfterJitter(max time.Duration) Option {
+	return optionFunc(func(c *config) { c.RetryAfterJitter = max })
 }
 
 // WithIdentifier replaces the identifier builder (identifiers.FromHTTP with
 // the trusted proxies and mux of the other options).
 func WithIdentifier(f func(*http.Request) ratelimit.Identifier) Option {
 	return optionFunc(func(c *config) {
-		c.Guard.Identify = func(_ context.Context, r *http.Request) ratelimit.Identifier { return f(r) }
+		c.Identify = func(_ context.Context, r *http.Request) ratelimit.Identifier { return f(r) }
 	})
 }
 
@@ -39,7 +121,7 @@ func WithIdentifier(f func(*http.Request) ratelimit.Identifier) Option {
 // authenticated user set by an earlier auth middleware.
 func WithProperties(f func(*http.Request, ratelimit.Identifier)) Option {
 	return optionFunc(func(c *config) {
-		c.Guard.Properties = func(_ context.Context, r *http.Request, id ratelimit.Identifier) { f(r, id) }
+		c.Properties = func(_ context.Context, r *http.Request, id ratelimit.Identifier) { f(r, id) }
 	})
 }
 
@@ -48,7 +130,7 @@ func WithProperties(f func(*http.Request, ratelimit.Identifier)) Option {
 // counting.
 func WithCost(f func(*http.Request) float64) Option {
 	return optionFunc(func(c *config) {
-		c.Guard.Cost = func(_ context.Context, r *http.Request) float64 { return f(r) }
+		c.Cost = func(_ context.Context, r *http.Request) float64 { return f(r) }
 	})
 }
 
@@ -61,7 +143,7 @@ func WithMux(mux *http.ServeMux) Option {
 // WithSkip exempts requests for which f returns true (health checks, for example).
 func WithSkip(f func(*http.Request) bool) Option {
 	return optionFunc(func(c *config) {
-		c.Guard.Skip = func(_ context.Context, r *http.Request) bool { return f(r) }
+		c.Skip = func(_ context.Context, r *http.Request) bool { return f(r) }
 	})
 }
 
@@ -76,24 +158,30 @@ func WithDenyHandler(h DenyHandler) Option {
 // or Charge, panics here (a programming error found at start-up).
 func Middleware(limiter *ratelimit.Limiter, opts ...Option) func(http.Handler) http.Handler {
 	c := &config{}
-	Build(&c.Config, "ratelimithttp", limiter, opts, func(o Option) { o.apply(c) }, c.defaultIdentifier)
+	if limiter != nil {
+		c.Limiters = []*ratelimit.Limiter{limiter}
+	}
+	for _, o := range opts {
+		o.apply(c)
+	}
+	c.Init("ratelimithttp", c.defaultIdentifier)
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			ctx := r.Context()
-			if c.Guard.Skipped(ctx, r) {
+			if c.Skipped(ctx, r) {
 				next.ServeHTTP(w, r)
 				return
 			}
-			c.Guard.Handle(ctx, r, w.Header(),
-				func(d *Decision, p *Problem) {
+			c.Handle(ctx, r, w.Header(),
+				func(d *ratelimitheaders.Decision, p *ratelimitheaders.Problem) {
 					if c.deny != nil {
 						c.deny(w, r, d)
 						return
 					}
-					writeProblem(w, p)
+					ratelimitheaders.WriteProblem(w, p)
 				},
 				func(hctx context.Context) int {
-					if !c.Guard.Guard.Metering() { // nothing reads the status
+					if !c.Metering() { // nothing reads the status
 						next.ServeHTTP(w, r)
 						return 0
 					}

@@ -10,8 +10,9 @@ import (
 
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/identifiers"
+	"github.com/ratekit/ratekit/internal/adaptertest"
+	ratelimitheaders "github.com/ratekit/ratekit/middleware/headers"
 	ratelimithttp "github.com/ratekit/ratekit/middleware/nethttp"
-	"github.com/ratekit/ratekit/middleware/nethttp/adaptertest"
 )
 
 // TestAdapter runs the shared HTTP adapter suite with the middleware wrapping
@@ -56,7 +57,7 @@ func newHandler(t *testing.T, s adaptertest.Setup) http.Handler {
 		opts = append(opts, ratelimithttp.WithClock(s.Now))
 	}
 	if s.Deny != nil {
-		opts = append(opts, ratelimithttp.WithDenyHandler(func(w http.ResponseWriter, _ *http.Request, d *ratelimithttp.Decision) {
+		opts = append(opts, ratelimithttp.WithDenyHandler(func(w http.ResponseWriter, _ *http.Request, d *ratelimitheaders.Decision) {
 			s.Deny(w, d)
 		}))
 	}

@@ -61,7 +61,7 @@ import (
 	ratekitenvoy "github.com/ratekit/ratekit/envoy"
 	"github.com/ratekit/ratekit/internal/buildinfo"
 	"github.com/ratekit/ratekit/internal/httpguard"
-	ratelimithttp "github.com/ratekit/ratekit/middleware/nethttp"
+	ratelimitheaders "github.com/ratekit/ratekit/middleware/headers"
 )
 
 func main() {
@@ -172,7 +172,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(grpcAd
 		return err
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
-	profile, err := ratelimithttp.ParseProfile(f.headers)
+	profile, err := ratelimitheaders.ParseProfile(f.headers)
 	if err != nil {
 		return fmt.Errorf("%w: -headers: %w", errUsage, err)
 	}

@@ -6,7 +6,7 @@
 // shadow rules, fail-open, several limiters, skipping, custom identifiers and
 // extra properties, trusted proxies, route templates, request costs, the
 // clock, the cost and outcome hooks, and the panic a nil limiter raises at
-// start-up. Every option the adapters share (ratelimithttp.SharedOption:
+// start-up. Every option the HTTP adapters share (
 // WithLimiters, WithDeferred, WithClock, WithTrustedProxies, WithProfile,
 // WithRetryAfterJitter) is a field of Setup, so each adapter's namesake is
 // tested through it.
@@ -25,9 +25,10 @@ import (
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/redisstore"
 	"github.com/ratekit/ratekit/identifiers"
+	"github.com/ratekit/ratekit/internal/guard"
 	"github.com/ratekit/ratekit/internal/redistest"
 	"github.com/ratekit/ratekit/middleware/adapter"
-	ratelimithttp "github.com/ratekit/ratekit/middleware/nethttp"
+	ratelimitheaders "github.com/ratekit/ratekit/middleware/headers"
 )
 
 // Route is one route the adapter must serve. Pattern uses ServeMux syntax
@@ -43,8 +44,8 @@ type Route struct {
 // function, deny handler), so that the suite tests those options.
 type Setup struct {
 	Limiters       []*ratelimit.Limiter
-	Deferred       []ratelimithttp.Deferred
-	Profile        ratelimithttp.Profile
+	Deferred       []adapter.Deferred[guard.Outcome]
+	Profile        ratelimitheaders.Profile
 	TrustedProxies identifiers.TrustedProxies
 	// IPv6Prefix, when not 0, maps to the adapter's WithIPv6Prefix.
 	IPv6Prefix int
@@ -60,7 +61,7 @@ type Setup struct {
 	// Now, when set, is the adapter's clock (its WithClock option).
 	Now func() time.Time
 	// Deny, when set, answers blocked requests instead of the default 429.
-	Deny func(w http.ResponseWriter, d *ratelimithttp.Decision)
+	Deny func(w http.ResponseWriter, d *ratelimitheaders.Decision)
 	// RetryAfterJitter maps to the adapter's WithRetryAfterJitter.
 	RetryAfterJitter time.Duration
 	// Routes to register, on a router the adapter's middleware wraps.
@@ -118,7 +119,7 @@ func Run(t *testing.T, a Adapter) {
 		s := &suite{t: t, a: a, calls: map[string]*atomic.Int64{}}
 		for name, setup := range map[string]Setup{
 			"limiter":          {Limiters: []*ratelimit.Limiter{nil}},
-			"deferred limiter": {Deferred: []ratelimithttp.Deferred{ratelimithttp.Metered(nil, "db_duration_s")}},
+			"deferred limiter": {Deferred: []adapter.Deferred[guard.Outcome]{guard.Metered[guard.Outcome](nil, "db_duration_s")}},
 		} {
 			func() {
 				defer func() {

@@ -8,13 +8,13 @@ import (
 	"strconv"
 	"time"
 
-	ratelimithttp "github.com/ratekit/ratekit/middleware/nethttp"
+	ratelimitheaders "github.com/ratekit/ratekit/middleware/headers"
 )
 
 var rateLimitHeaders = []string{
-	ratelimithttp.HeaderRateLimitPolicy, ratelimithttp.HeaderRateLimit, ratelimithttp.HeaderRateLimitLimit,
-	ratelimithttp.HeaderRateLimitRemaining, ratelimithttp.HeaderRateLimitReset, ratelimithttp.HeaderRateLimitName,
-	ratelimithttp.HeaderRateLimitObserved, ratelimithttp.HeaderRateLimitResetTime,
+	ratelimitheaders.HeaderRateLimitPolicy, ratelimitheaders.HeaderRateLimit, ratelimitheaders.HeaderRateLimitLimit,
+	ratelimitheaders.HeaderRateLimitRemaining, ratelimitheaders.HeaderRateLimitReset, ratelimitheaders.HeaderRateLimitName,
+	ratelimitheaders.HeaderRateLimitObserved, ratelimitheaders.HeaderRateLimitResetTime,
 }
 
 // startupPanic checks r, what recover returned from building the adapter with
@@ -71,10 +71,10 @@ var rateLimitRE = regexp.MustCompile(`^"([a-z0-9_]+)";r=(\d+);t=(\d+)$`)
 // ietf checks the IETF profile's two fields and returns t.
 func (s *suite) ietf(r response, policy string, limit, window, remaining int64) int64 {
 	s.t.Helper()
-	s.header(r, ratelimithttp.HeaderRateLimitPolicy, `"`+policy+`";q=`+strconv.FormatInt(limit, 10)+`;w=`+strconv.FormatInt(window, 10))
-	m := rateLimitRE.FindStringSubmatch(r.header.Get(ratelimithttp.HeaderRateLimit))
+	s.header(r, ratelimitheaders.HeaderRateLimitPolicy, `"`+policy+`";q=`+strconv.FormatInt(limit, 10)+`;w=`+strconv.FormatInt(window, 10))
+	m := rateLimitRE.FindStringSubmatch(r.header.Get(ratelimitheaders.HeaderRateLimit))
 	if m == nil {
-		s.t.Fatalf("RateLimit = %q, want \"name\";r=N;t=N", r.header.Get(ratelimithttp.HeaderRateLimit))
+		s.t.Fatalf("RateLimit = %q, want \"name\";r=N;t=N", r.header.Get(ratelimitheaders.HeaderRateLimit))
 	}
 	if m[1] != policy || m[2] != strconv.FormatInt(remaining, 10) {
 		s.t.Errorf("RateLimit = %q, want policy %q with r=%d", m[0], policy, remaining)
@@ -83,7 +83,7 @@ func (s *suite) ietf(r response, policy string, limit, window, remaining int64) 
 	if tt < 1 || tt > window {
 		s.t.Errorf("RateLimit t=%d, want within (0, %d]", tt, window)
 	}
-	s.noHeader(r, ratelimithttp.HeaderRateLimitLimit, ratelimithttp.HeaderRateLimitRemaining, ratelimithttp.HeaderRateLimitReset)
+	s.noHeader(r, ratelimitheaders.HeaderRateLimitLimit, ratelimitheaders.HeaderRateLimitRemaining, ratelimitheaders.HeaderRateLimitReset)
 	return tt
 }
 
@@ -94,7 +94,7 @@ func (s *suite) allowed(r response, body string) {
 	if r.body != body {
 		s.t.Errorf("body = %q, want %q", r.body, body)
 	}
-	s.noHeader(r, ratelimithttp.HeaderRetryAfter, ratelimithttp.HeaderRateLimitResetTime)
+	s.noHeader(r, ratelimitheaders.HeaderRetryAfter, ratelimitheaders.HeaderRateLimitResetTime)
 	if cc := r.header.Get("Cache-Control"); cc == "no-store" {
 		s.t.Error("an allowed response carries Cache-Control: no-store")
 	}
@@ -105,9 +105,9 @@ func (s *suite) allowed(r response, body string) {
 func (s *suite) blocked(r response, window int64, violated ...string) int64 {
 	s.t.Helper()
 	s.status(r, http.StatusTooManyRequests)
-	ra := s.intHeader(r, ratelimithttp.HeaderRetryAfter, 1, window)
+	ra := s.intHeader(r, ratelimitheaders.HeaderRetryAfter, 1, window)
 	s.header(r, "Cache-Control", "no-store")
-	s.header(r, "Content-Type", ratelimithttp.ContentTypeProblem)
+	s.header(r, "Content-Type", ratelimitheaders.ContentTypeProblem)
 	s.header(r, "X-Content-Type-Options", "nosniff")
 	var p map[string]any
 	if err := json.Unmarshal([]byte(r.body), &p); err != nil {

@@ -1,4 +1,4 @@
-package adapter_test
+package guard_test
 
 import (
 	"context"
@@ -11,8 +11,10 @@ import (
 
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/redisstore"
+	"github.com/ratekit/ratekit/internal/guard"
 	"github.com/ratekit/ratekit/internal/redistest"
 	"github.com/ratekit/ratekit/middleware/adapter"
+	ratelimitheaders "github.com/ratekit/ratekit/middleware/headers"
 )
 
 // guardEnv builds the limiters of one guard test on one store.
@@ -185,18 +187,18 @@ func TestGuardCheck(t *testing.T) {
 						byName[s.name] = l
 						return l
 					}
-					var g adapter.Guard[int]
+					var g guard.Guard[int]
 					for _, s := range tt.limiters {
 						g.Limiters = append(g.Limiters, build(s))
 					}
 					for _, s := range tt.deferred {
-						d := adapter.CountWhen(build(s), func(int) bool { return true })
+						d := guard.CountWhen(build(s), func(int) bool { return true })
 						d.PeekCost = s.peek
 						g.Deferred = append(g.Deferred, d)
 					}
-					var d *adapter.Decision
+					var d *ratelimitheaders.Decision
 					for range tt.checks {
-						d = g.Check(ctx, guardID)
+						d = g.Decide(ctx, guardID)
 					}
 					var got []string
 					for _, r := range d.Results {
@@ -250,17 +252,17 @@ func TestGuardSettle(t *testing.T) {
 		{"zero cost", func(context.Context, outcome) (float64, bool) { return 0, true }, outcome{}, 0, 0, 0},
 		{"negative cost", func(context.Context, outcome) (float64, bool) { return -1, true }, outcome{}, 0, 0, 0},
 		{"fractional cost", func(context.Context, outcome) (float64, bool) { return 2.5, true }, outcome{}, 0, 2.5, 1},
-		{"counted outcome", adapter.CountWhen(nil, func(o outcome) bool { return o.failed }).Charge, outcome{failed: true}, 0, 1, 1},
-		{"uncounted outcome", adapter.CountWhen(nil, func(o outcome) bool { return o.failed }).Charge, outcome{}, 0, 0, 0},
-		{"metered", adapter.Metered[outcome](nil, "db_s").Charge, outcome{}, 1.25, 1.25, 1},
-		{"metered, nothing measured", adapter.Metered[outcome](nil, "db_s").Charge, outcome{}, 0, 0, 0},
+		{"counted outcome", guard.CountWhen(nil, func(o outcome) bool { return o.failed }).Charge, outcome{failed: true}, 0, 1, 1},
+		{"uncounted outcome", guard.CountWhen(nil, func(o outcome) bool { return o.failed }).Charge, outcome{}, 0, 0, 0},
+		{"metered", guard.Metered[outcome](nil, "db_s").Charge, outcome{}, 1.25, 1.25, 1},
+		{"metered, nothing measured", guard.Metered[outcome](nil, "db_s").Charge, outcome{}, 0, 0, 0},
 	}
 	for _, st := range guardStores {
 		t.Run(st.name, func(t *testing.T) {
 			for _, tt := range tests {
 				t.Run(tt.name, func(t *testing.T) {
 					l := st.env(t).limiter("deferred", 100, false, false)
-					g := adapter.Guard[outcome]{Deferred: []adapter.Deferred[outcome]{{Limiter: l, Charge: tt.charge}}}
+					g := guard.Guard[outcome]{Deferred: []adapter.Deferred[outcome]{{Limiter: l, Charge: tt.charge}}}
 					ctx, m := adapter.WithMeter(context.Background())
 					m.Add("db_s", tt.meter)
 					if res := g.Settle(ctx, guardID, tt.o); len(res) != tt.results {
@@ -303,7 +305,7 @@ func TestGuardSettleIgnoresCancellation(t *testing.T) {
 			e := st.env(t)
 			e.store = ctxStore{e.store}
 			l := e.limiter("db", 100, false, false)
-			g := adapter.Guard[outcome]{Deferred: []adapter.Deferred[outcome]{adapter.Metered[outcome](l, "db_s")}}
+			g := guard.Guard[outcome]{Deferred: []adapter.Deferred[outcome]{guard.Metered[outcome](l, "db_s")}}
 			ctx, cancel := context.WithCancel(context.Background())
 			ctx, m := adapter.WithMeter(ctx)
 			m.Add("db_s", 3)
@@ -325,7 +327,7 @@ func TestGuardSettleIgnoresCancellation(t *testing.T) {
 func TestGuardRun(t *testing.T) {
 	e := guardEnv{t: t, store: ratelimit.NewMemoryStore()}
 	t.Run("without deferred limiters the context is the caller's", func(t *testing.T) {
-		g := adapter.Guard[outcome]{Limiters: []*ratelimit.Limiter{e.limiter("req", 5, false, false)}}
+		g := guard.Guard[outcome]{Limiters: []*ratelimit.Limiter{e.limiter("req", 5, false, false)}}
 		ctx := context.Background()
 		o := g.Run(ctx, guardID, func(hctx context.Context) outcome {
 			if hctx != ctx || adapter.MeterFrom(hctx) != nil {
@@ -339,9 +341,9 @@ func TestGuardRun(t *testing.T) {
 	})
 	t.Run("deferred limiters are charged from the meter and the outcome", func(t *testing.T) {
 		db, failures := e.limiter("db", 100, false, false), e.limiter("failures", 100, false, false)
-		g := adapter.Guard[outcome]{Deferred: []adapter.Deferred[outcome]{
-			adapter.Metered[outcome](db, "db_s"),
-			adapter.CountWhen(failures, func(o outcome) bool { return o.failed }),
+		g := guard.Guard[outcome]{Deferred: []adapter.Deferred[outcome]{
+			guard.Metered[outcome](db, "db_s"),
+			guard.CountWhen(failures, func(o outcome) bool { return o.failed }),
 		}}
 		for _, failed := range []bool{true, false, true} {
 			g.Run(context.Background(), guardID, func(ctx context.Context) outcome {
@@ -358,7 +360,7 @@ func TestGuardRun(t *testing.T) {
 	})
 	t.Run("an outer meter is shared", func(t *testing.T) {
 		db := e.limiter("db_outer", 100, false, false)
-		g := adapter.Guard[outcome]{Deferred: []adapter.Deferred[outcome]{adapter.Metered[outcome](db, "db_s")}}
+		g := guard.Guard[outcome]{Deferred: []adapter.Deferred[outcome]{guard.Metered[outcome](db, "db_s")}}
 		ctx, outer := adapter.WithMeter(context.Background())
 		g.Run(ctx, guardID, func(ctx context.Context) outcome {
 			adapter.AddCost(ctx, "db_s", 2)
@@ -374,16 +376,16 @@ func TestGuardValidate(t *testing.T) {
 	l := guardEnv{t: t, store: ratelimit.NewMemoryStore()}.limiter("l", 1, false, false)
 	tests := []struct {
 		name string
-		g    adapter.Guard[outcome]
+		g    guard.Guard[outcome]
 		want string
 	}{
-		{"zero", adapter.Guard[outcome]{}, ""},
-		{"valid", adapter.Guard[outcome]{Limiters: []*ratelimit.Limiter{l},
-			Deferred: []adapter.Deferred[outcome]{adapter.Metered[outcome](l, "x")}}, ""},
-		{"nil limiter", adapter.Guard[outcome]{Limiters: []*ratelimit.Limiter{l, nil}}, "limiter 1 is nil"},
-		{"nil deferred limiter", adapter.Guard[outcome]{Deferred: []adapter.Deferred[outcome]{adapter.Metered[outcome](nil, "x")}},
+		{"zero", guard.Guard[outcome]{}, ""},
+		{"valid", guard.Guard[outcome]{Limiters: []*ratelimit.Limiter{l},
+			Deferred: []adapter.Deferred[outcome]{guard.Metered[outcome](l, "x")}}, ""},
+		{"nil limiter", guard.Guard[outcome]{Limiters: []*ratelimit.Limiter{l, nil}}, "limiter 1 is nil"},
+		{"nil deferred limiter", guard.Guard[outcome]{Deferred: []adapter.Deferred[outcome]{guard.Metered[outcome](nil, "x")}},
 			"deferred limiter 0: nil Limiter or Charge"},
-		{"nil charge", adapter.Guard[outcome]{Deferred: []adapter.Deferred[outcome]{{Limiter: l}}},
+		{"nil charge", guard.Guard[outcome]{Deferred: []adapter.Deferred[outcome]{{Limiter: l}}},
 			"deferred limiter 0: nil Limiter or Charge"},
 	}
 	for _, tt := range tests {
@@ -401,28 +403,6 @@ func TestGuardValidate(t *testing.T) {
 	}
 }
 
-// Hand-made results: a result that failed open never blocks and contributes
-// no evaluation, whatever else it carries.
-func TestDecisionIgnoresFailedResults(t *testing.T) {
-	limit := &ratelimit.Rule{Name: "r", Action: ratelimit.ActionLimit}
-	ev := ratelimit.Evaluation{Rule: limit, Exceeded: true, Blocked: true,
-		Info: ratelimit.Info{Limit: 1, Period: time.Minute, Count: 2, ResetAt: time.Now().Add(time.Minute)}}
-	failed := ratelimit.Result{Limiter: "down", Action: ratelimit.ActionBlock, Err: errors.New("down"),
-		Evaluations: []ratelimit.Evaluation{ev}}
-	d := &adapter.Decision{Results: []ratelimit.Result{failed}}
-	if d.Blocked() || d.BlockedBy() != nil || d.Enforcing() != nil || d.Blocking() != nil || d.RetryAfter(time.Now()) != 0 {
-		t.Errorf("a failed result counted: blocked %v, enforcing %v, blocking %v", d.Blocked(), d.Enforcing(), d.Blocking())
-	}
-	if !d.Failed() {
-		t.Error("Failed = false")
-	}
-	ok := ratelimit.Result{Limiter: "up", Action: ratelimit.ActionBlock, Evaluations: []ratelimit.Evaluation{ev}}
-	d.Results = append(d.Results, ok)
-	if by := d.BlockedBy(); by == nil || by.Limiter != "up" || d.Enforcing() != &d.Results[1].Evaluations[0] {
-		t.Errorf("blocked by %+v, want up", by)
-	}
-}
-
 // A minimal adapter: the guard checks each call, runs the handler when
 // allowed, and counts failed calls after it; a caller with two failures is
 // turned away before the handler runs.
@@ -437,15 +417,15 @@ func ExampleGuard() {
 		return l
 	}
 	type outcome struct{ err error }
-	g := adapter.Guard[outcome]{
+	g := guard.Guard[outcome]{
 		Limiters: []*ratelimit.Limiter{newLimiter("calls", 100)},
 		Deferred: []adapter.Deferred[outcome]{
-			adapter.CountWhen(newLimiter("failures", 2), func(o outcome) bool { return o.err != nil }),
+			guard.CountWhen(newLimiter("failures", 2), func(o outcome) bool { return o.err != nil }),
 		},
 	}
 	id := ratelimit.Identifier{"user": "user:42"}
 	for i := 1; i <= 4; i++ {
-		d := g.Check(context.Background(), id)
+		d := g.Decide(context.Background(), id)
 		if d.Blocked() {
 			fmt.Printf("call %d: blocked by %v, retry in %v\n", i, d.ViolatedPolicies(), d.RetryAfter(time.Now()).Round(time.Minute))
 			continue

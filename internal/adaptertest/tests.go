@@ -11,8 +11,10 @@ import (
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/redisstore"
 	"github.com/ratekit/ratekit/identifiers"
+	"github.com/ratekit/ratekit/internal/guard"
 	"github.com/ratekit/ratekit/internal/redistest"
-	ratelimithttp "github.com/ratekit/ratekit/middleware/nethttp"
+	"github.com/ratekit/ratekit/middleware/adapter"
+	ratelimitheaders "github.com/ratekit/ratekit/middleware/headers"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -34,7 +36,7 @@ func testAllowAndBlock(s *suite) {
 }
 
 func testProfileLegacy(s *suite) {
-	srv := s.serve(Setup{Profile: ratelimithttp.Legacy, Limiters: []*ratelimit.Limiter{s.limiter("http", perIP("per_ip", 2, time.Minute))}})
+	srv := s.serve(Setup{Profile: ratelimitheaders.Legacy, Limiters: []*ratelimit.Limiter{s.limiter("http", perIP("per_ip", 2, time.Minute))}})
 	r := s.do(srv, "GET", "/hello")
 	s.allowed(r, "hello")
 	s.header(r, "RateLimit-Limit", "2")
@@ -52,7 +54,7 @@ func testProfileLegacy(s *suite) {
 }
 
 func testProfileGitLab(s *suite) {
-	srv := s.serve(Setup{Profile: ratelimithttp.GitLab, Limiters: []*ratelimit.Limiter{
+	srv := s.serve(Setup{Profile: ratelimitheaders.GitLab, Limiters: []*ratelimit.Limiter{
 		s.limiter("http", perIP("throttle_unauthenticated", 4, 2*time.Minute)),
 	}})
 	r := s.do(srv, "GET", "/hello")
@@ -81,7 +83,7 @@ func testProfileGitLab(s *suite) {
 }
 
 func testProfileNone(s *suite) {
-	srv := s.serve(Setup{Profile: ratelimithttp.None, Limiters: []*ratelimit.Limiter{s.limiter("http", perIP("per_ip", 1, time.Minute))}})
+	srv := s.serve(Setup{Profile: ratelimitheaders.None, Limiters: []*ratelimit.Limiter{s.limiter("http", perIP("per_ip", 1, time.Minute))}})
 	r := s.do(srv, "GET", "/hello")
 	s.allowed(r, "hello")
 	s.noHeader(r, rateLimitHeaders...)
@@ -271,7 +273,7 @@ func testClock(s *suite) {
 	if n := reads.Load(); n != 2 {
 		s.t.Errorf("clock read %d times for a 429, want 1", n-1)
 	}
-	s.intHeader(r, ratelimithttp.HeaderRetryAfter, 3660, 1<<40)
+	s.intHeader(r, ratelimitheaders.HeaderRetryAfter, 3660, 1<<40)
 	s.allowed(s.do(srv, "GET", "/health"), "ok")
 	if n := reads.Load(); n != 2 {
 		s.t.Errorf("clock read for a skipped request (%d reads in all, want 2)", n)
@@ -354,7 +356,7 @@ func testCostHook(s *suite) {
 	dbLimiter := s.limiter("db_utilization", db)
 	srv := s.serve(Setup{
 		Limiters: []*ratelimit.Limiter{s.limiter("http", perIP("per_ip", 100, time.Minute))},
-		Deferred: []ratelimithttp.Deferred{ratelimithttp.Metered(dbLimiter, "db_duration_s")},
+		Deferred: []adapter.Deferred[guard.Outcome]{guard.Metered[guard.Outcome](dbLimiter, "db_duration_s")},
 	})
 	count := func() float64 { return s.count(dbLimiter) }
 	r := s.do(srv, "GET", "/work?cost=0.7")
@@ -385,7 +387,7 @@ func testOutcomeHook(s *suite) {
 	fails := ratelimit.Rule{Name: "failed_logins", Characteristics: []string{identifiers.IP},
 		Limit: 2, Period: time.Minute}
 	failLimiter := s.limiter("failed_auth", fails)
-	srv := s.serve(Setup{Deferred: []ratelimithttp.Deferred{ratelimithttp.CountStatus(failLimiter, http.StatusUnauthorized)}})
+	srv := s.serve(Setup{Deferred: []adapter.Deferred[guard.Outcome]{guard.CountStatus(failLimiter, http.StatusUnauthorized)}})
 	for i := 0; i < 3; i++ { // successes are not counted
 		s.allowed(s.do(srv, "POST", "/login", "X-Password", "right"), "welcome")
 	}
@@ -404,7 +406,7 @@ func testOutcomeHook(s *suite) {
 func testDenyHandler(s *suite) {
 	srv := s.serve(Setup{
 		Limiters: []*ratelimit.Limiter{s.limiter("http", perIP("per_ip", 1, time.Minute))},
-		Deny: func(w http.ResponseWriter, d *ratelimithttp.Decision) {
+		Deny: func(w http.ResponseWriter, d *ratelimitheaders.Decision) {
 			w.Header().Set("Content-Type", "text/plain")
 			w.WriteHeader(http.StatusServiceUnavailable)
 			_, _ = w.Write([]byte("slow down: " + d.ViolatedPolicies()[0]))
@@ -434,7 +436,7 @@ func testRetryAfterJitter(s *suite) {
 		r := s.do(srv, "GET", "/hello")
 		s.status(r, http.StatusTooManyRequests)
 		reset := s.ietf(r, "per_ip", 1, 60, 0)
-		ra := s.intHeader(r, ratelimithttp.HeaderRetryAfter, reset, reset+jitter)
+		ra := s.intHeader(r, ratelimitheaders.HeaderRetryAfter, reset, reset+jitter)
 		seen[ra-reset] = true
 	}
 	if len(seen) < 2 { // 40 draws from 31 values all equal: about 1 in 31^39
@@ -479,7 +481,7 @@ func testFailOpen(s *suite) {
 	tight := s.limiterOn(ratelimit.NewMemoryStore(), "", "tight", perIP("tight_rule", 1, time.Minute))
 	srv = s.serve(Setup{
 		Limiters: []*ratelimit.Limiter{down, tight},
-		Deferred: []ratelimithttp.Deferred{ratelimithttp.CountStatus(overBudget, http.StatusOK)},
+		Deferred: []adapter.Deferred[guard.Outcome]{guard.CountStatus(overBudget, http.StatusOK)},
 	})
 	r = s.do(srv, "GET", "/hello")
 	s.allowed(r, "hello")

@@ -1,4 +1,4 @@
-package adapter
+package guard
 
 import (
 	"context"
@@ -6,18 +6,19 @@ import (
 	"time"
 
 	ratelimit "github.com/ratekit/ratekit/core"
+	ratelimitheaders "github.com/ratekit/ratekit/middleware/headers"
 )
 
 // Options are the settings every adapter shares, and the steps every request
 // takes through them. R is what the adapter's hooks are told about a request
 // (an *http.Request, an echo.Context, a gRPC call, an asynq task); O is what
-// is known once its handler has finished. An adapter embeds Options in its
+// is known once its handler has finished. An adapter keeps Options in its
 // configuration, fills it from its own options and calls Init once they are
 // all applied.
 type Options[R, O any] struct {
 	// Guard holds the limiters checked before the handler and the deferred
 	// limiters charged after it.
-	Guard Guard[O]
+	Guard[O]
 	// Identify builds the identifier of a request. Init sets the adapter's
 	// default builder when it is nil.
 	Identify func(ctx context.Context, r R) ratelimit.Identifier
@@ -39,15 +40,19 @@ type Options[R, O any] struct {
 
 // Init completes o once the adapter's options are applied: def becomes the
 // identifier builder unless one was set, and the guard is validated (see
-// Guard.Validate), so that a nil limiter shows at start-up.
-func (o *Options[R, O]) Init(def func(ctx context.Context, r R) ratelimit.Identifier) error {
+// Guard.Validate). A nil limiter, or a Deferred without Limiter or Charge,
+// panics with name (the adapter's package) as prefix: a programming error,
+// found at start-up rather than on the first request.
+func (o *Options[R, O]) Init(name string, def func(ctx context.Context, r R) ratelimit.Identifier) {
 	if o.Identify == nil {
 		o.Identify = def
 	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return o.Guard.Validate()
+	if err := o.Validate(); err != nil {
+		panic(name + ": " + err.Error())
+	}
 }
 
 // Skipped reports whether the request is exempt from every check.
@@ -77,22 +82,21 @@ type Checked struct {
 	// ID is the request's identifier.
 	ID ratelimit.Identifier
 	// Decision is the verdict of the guard's checks.
-	Decision *Decision
+	Decision *ratelimitheaders.Decision
 	// Now is the request's one reading of the clock, taken after the checks;
 	// every delay the adapter renders is computed from it.
 	Now time.Time
 }
 
 // Check runs the checks every adapter makes before the handler: it builds
-// the identifier, checks the guard with the request's cost and reads the
-// clock once.
+// the identifier, decides with the request's cost and reads the clock once.
 func (o *Options[R, O]) Check(ctx context.Context, r R) Checked {
 	id := o.Identifier(ctx, r)
-	var d *Decision
+	var d *ratelimitheaders.Decision
 	if o.Cost != nil {
-		d = o.Guard.Check(ctx, id, ratelimit.Cost(o.Cost(ctx, r)))
+		d = o.Decide(ctx, id, ratelimit.Cost(o.Cost(ctx, r)))
 	} else {
-		d = o.Guard.Check(ctx, id)
+		d = o.Decide(ctx, id)
 	}
 	return Checked{ID: id, Decision: d, Now: o.clock()}
 }

@@ -1,7 +1,6 @@
-package ratelimithttp
+package ratelimitheaders
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	ratelimit "github.com/ratekit/ratekit/core"
-	"github.com/ratekit/ratekit/middleware/adapter"
 )
 
 var now = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
@@ -42,7 +40,7 @@ func result(evs ...ratelimit.Evaluation) ratelimit.Result {
 
 func headers(p Profile, d *Decision) http.Header {
 	h := http.Header{}
-	p.SetHeaders(h, d, now)
+	p.SetHeaders(h, d, now, 0)
 	return h
 }
 
@@ -152,7 +150,8 @@ func TestEnforcingAcrossLimiters(t *testing.T) {
 func TestWriteProblem(t *testing.T) {
 	d := &Decision{Results: []ratelimit.Result{result(eval(rule("per_ip", ratelimit.ActionLimit), 5, time.Minute, 6, 9*time.Second))}}
 	w := httptest.NewRecorder()
-	WriteProblem(w, d, now)
+	p := NewProblem(d, now)
+	WriteProblem(w, &p)
 	if w.Code != 429 || w.Header().Get("Content-Type") != "application/problem+json" {
 		t.Errorf("status %d, content type %q", w.Code, w.Header().Get("Content-Type"))
 	}
@@ -190,109 +189,61 @@ func TestSFString(t *testing.T) {
 	}
 }
 
-// Handle gives a Deferred's Charge the status, the meter the handler filled
-// and the response headers; a blocked request reaches deny, not the handler.
-func TestHandleOutcome(t *testing.T) {
-	l, err := ratelimit.New(ratelimit.Config{Name: "misses", Store: ratelimit.NewMemoryStore(),
-		Rules: []ratelimit.Rule{{Name: "cache_misses", Limit: 1, Period: time.Minute}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var seen []Outcome
-	g := &Guard[*http.Request]{}
-	g.Guard.Deferred = []Deferred{{Limiter: l, PeekCost: 0, Charge: func(_ context.Context, o Outcome) (float64, bool) {
-		seen = append(seen, o)
-		return o.Meter.Value("miss_s"), o.Header.Get("X-Cache") == "miss"
-	}}}
-	if err := g.Guard.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	denied := 0
-	for i := 0; i < 3; i++ {
-		h := http.Header{}
-		g.Handle(context.Background(), nil, h, func(*Decision, *Problem) { denied++ }, func(ctx context.Context) int {
-			adapter.AddCost(ctx, "miss_s", 0.75)
-			h.Set("X-Cache", "miss")
-			return http.StatusTeapot
-		})
-	}
-	// 0.75, then 1.5 (over 1): the third request is blocked by the peek.
-	if len(seen) != 2 || denied != 1 {
-		t.Fatalf("charged %d times, denied %d; want 2 and 1", len(seen), denied)
-	}
-	if o := seen[0]; o.Status != http.StatusTeapot || o.Meter.Value("miss_s") != 0.75 || o.Header.Get("X-Cache") != "miss" {
-		t.Errorf("outcome %+v", o)
-	}
-	if res := l.Peek(context.Background(), nil, ratelimit.Cost(0)); res.Info == nil || res.Info.Count != 1.5 {
-		t.Errorf("counted %+v, want 1.5", res.Info)
-	}
-}
-
-func TestRetryAfterJitter(t *testing.T) {
+// extra lengthens Retry-After only, in whole seconds, and only on a block.
+func TestSetHeadersExtra(t *testing.T) {
 	blocked := &Decision{Results: []ratelimit.Result{result(eval(rule("r", ratelimit.ActionLimit), 5, time.Minute, 6, 9*time.Second))}}
 	allowed := &Decision{Results: []ratelimit.Result{result(eval(rule("r", ratelimit.ActionLimit), 5, time.Minute, 2, 9*time.Second))}}
 	for _, tt := range []struct {
-		name   string
-		jitter time.Duration
-		d      *Decision
-		lo, hi int64 // Retry-After bounds; -1: no Retry-After
+		name  string
+		extra time.Duration
+		d     *Decision
+		want  string // Retry-After; "" for none
 	}{
-		{"none", 0, blocked, 9, 9},
-		{"under a second is none", 900 * time.Millisecond, blocked, 9, 9},
-		{"ten seconds", 10 * time.Second, blocked, 9, 19},
-		{"allowed: no Retry-After", 10 * time.Second, allowed, -1, -1},
+		{"none", 0, blocked, "9"},
+		{"under a second is none", 900 * time.Millisecond, blocked, "9"},
+		{"ten seconds", 10 * time.Second, blocked, "19"},
+		{"allowed: no Retry-After", 10 * time.Second, allowed, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			g := &Guard[*http.Request]{RetryAfterJitter: tt.jitter}
-			seen := map[string]bool{}
-			for range 100 {
-				h := http.Header{}
-				g.SetHeaders(h, tt.d, now)
-				v := h.Get(HeaderRetryAfter)
-				if tt.lo < 0 {
-					if v != "" {
-						t.Fatalf("Retry-After %q on an allowed request", v)
-					}
-					continue
-				}
-				n, err := strconv.ParseInt(v, 10, 64)
-				if err != nil || n < tt.lo || n > tt.hi {
-					t.Fatalf("Retry-After %q, want [%d, %d]", v, tt.lo, tt.hi)
-				}
-				seen[v] = true
+			h := http.Header{}
+			IETF.SetHeaders(h, tt.d, now, tt.extra)
+			if got := h.Get(HeaderRetryAfter); got != tt.want {
+				t.Fatalf("Retry-After %q, want %q", got, tt.want)
 			}
-			if tt.hi > tt.lo && len(seen) < 2 {
-				t.Fatalf("no jitter in 100 responses: %v", seen)
+			if got := h.Get(HeaderRateLimit); got != `"r";r=0;t=9` && got != `"r";r=3;t=9` {
+				t.Fatalf("RateLimit %q states the jitter", got)
 			}
 		})
 	}
 }
 
-// The middleware builds its configuration, guard included, once: an option
-// is applied when Middleware is called and never again per request, and the
-// clock is read once per request.
-func TestGuardBuiltOnce(t *testing.T) {
-	l, err := ratelimit.New(ratelimit.Config{Name: "http", Store: ratelimit.NewMemoryStore(),
-		Rules: []ratelimit.Rule{{Name: "per_ip", Characteristics: []string{"ip"},
-			Limit: 1, Period: time.Minute}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	applied, reads := 0, 0
-	counted := optionFunc(func(*config) { applied++ })
-	clock := WithClock(func() time.Time { reads++; return now })
-	h := Middleware(l, counted, clock)(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
-	codes := []int{}
-	for range 3 {
-		w := httptest.NewRecorder()
-		r := httptest.NewRequest("GET", "/", nil)
-		h.ServeHTTP(w, r)
-		codes = append(codes, w.Code)
-	}
-	if !reflect.DeepEqual(codes, []int{200, 429, 429}) {
-		t.Fatalf("statuses %v, want 200 then two 429s", codes)
-	}
-	if applied != 1 || reads != 3 {
-		t.Fatalf("options applied %d times, clock read %d times for 3 requests; want 1 and 3", applied, reads)
+// Fields are SetHeaders' rate-limit fields with lower-case names, without
+// Retry-After and Cache-Control; nil when nothing enforcing was evaluated.
+func TestFields(t *testing.T) {
+	limit := rule("per_ip", ratelimit.ActionLimit)
+	blocked := &Decision{Results: []ratelimit.Result{result(eval(limit, 5, time.Minute, 6, 9*time.Second))}}
+	shadow := &Decision{Results: []ratelimit.Result{result(eval(rule("log", ratelimit.ActionLog), 5, time.Minute, 6, 9*time.Second))}}
+	for _, tt := range []struct {
+		name string
+		p    Profile
+		d    *Decision
+		want map[string][]string
+	}{
+		{"ietf", IETF, blocked, map[string][]string{
+			"ratelimit-policy": {`"per_ip";q=5;w=60`}, "ratelimit": {`"per_ip";r=0;t=9`}}},
+		{"legacy", Legacy, blocked, map[string][]string{
+			"ratelimit-limit": {"5"}, "ratelimit-remaining": {"0"}, "ratelimit-reset": {"9"}}},
+		{"gitlab", GitLab, blocked, map[string][]string{
+			"ratelimit-name": {"per_ip"}, "ratelimit-limit": {"5"}, "ratelimit-observed": {"6"},
+			"ratelimit-remaining": {"0"}, "ratelimit-reset": {strconv.FormatInt(now.Add(9*time.Second).Unix(), 10)},
+			"ratelimit-resettime": {now.Add(9 * time.Second).Format(http.TimeFormat)}}},
+		{"none", None, blocked, nil},
+		{"shadow only", IETF, shadow, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.p.Fields(tt.d, now); !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("Fields = %v, want %v", got, tt.want)
+			}
+		})
 	}
 }

@@ -1,4 +1,4 @@
-package ratelimithttp
+package ratelimitheaders
 
 import (
 	"fmt"
@@ -42,7 +42,7 @@ func ParseProfile(s string) (Profile, error) {
 			return Profile(p), nil
 		}
 	}
-	return 0, fmt.Errorf("ratelimithttp: unknown header profile %q (want ietf, legacy, gitlab or none)", s)
+	return 0, fmt.Errorf("ratelimitheaders: unknown header profile %q (want ietf, legacy, gitlab or none)", s)
 }
 
 // Header names.
@@ -60,14 +60,36 @@ const (
 
 // SetHeaders writes d's rate-limit headers in profile p into h. When d blocks
 // it also sets Retry-After and Cache-Control: no-store, whatever the profile.
-// Call it before the response is written, on allowed and blocked requests alike.
-func (p Profile) SetHeaders(h http.Header, d *Decision, now time.Time) {
+// extra, when at least a second, is added to Retry-After only (a random
+// jitter, so that clients blocked in one window do not all come back at its
+// reset: draft-ietf-httpapi-ratelimit-headers, section 8.5); the RateLimit
+// fields keep stating the real reset, and so does NewProblem. Call it before
+// the response is written, on allowed and blocked requests alike.
+func (p Profile) SetHeaders(h http.Header, d *Decision, now time.Time, extra time.Duration) {
 	blocked := d.Blocked()
 	p.setRateLimit(h, d, blocked, now)
 	if blocked {
-		h.Set(HeaderRetryAfter, strconv.FormatInt(seconds(d.RetryAfter(now)), 10))
+		retry := seconds(d.RetryAfter(now)) + int64(extra/time.Second)
+		h.Set(HeaderRetryAfter, strconv.FormatInt(retry, 10))
 		h.Set("Cache-Control", "no-store")
 	}
+}
+
+// Fields returns d's rate-limit fields in profile p with lower-case names,
+// for transports whose header names are lower case (gRPC metadata, HTTP/2):
+// what SetHeaders writes, less Retry-After and Cache-Control, which such a
+// transport states its own way. It is nil when there are none.
+func (p Profile) Fields(d *Decision, now time.Time) map[string][]string {
+	h := http.Header{}
+	p.setRateLimit(h, d, d.Blocked(), now)
+	if len(h) == 0 {
+		return nil
+	}
+	out := make(map[string][]string, len(h))
+	for k, v := range h {
+		out[strings.ToLower(k)] = v
+	}
+	return out
 }
 
 // setRateLimit writes the rate-limit headers of d's enforcing evaluation, if

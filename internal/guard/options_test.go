@@ -1,4 +1,4 @@
-package adapter_test
+package guard_test
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"time"
 
 	ratelimit "github.com/ratekit/ratekit/core"
-	"github.com/ratekit/ratekit/middleware/adapter"
+	"github.com/ratekit/ratekit/internal/guard"
 )
 
 // Properties are merged into whatever identifier is built: the default
@@ -30,10 +30,8 @@ func TestOptionsIdentifier(t *testing.T) {
 		{"nil and properties", none, props, "map[user:user:r]"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			o := adapter.Options[string, struct{}]{Identify: tt.identify, Properties: tt.props}
-			if err := o.Init(def); err != nil {
-				t.Fatal(err)
-			}
+			o := guard.Options[string, struct{}]{Identify: tt.identify, Properties: tt.props}
+			o.Init("test", def)
 			if got := fmt.Sprint(o.Identifier(context.Background(), "r")); got != tt.want {
 				t.Fatalf("identifier = %s, want %s", got, tt.want)
 			}
@@ -48,14 +46,12 @@ func TestOptionsCheck(t *testing.T) {
 	l := e.limiter("req", 5, false, false)
 	reads := 0
 	at := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
-	o := adapter.Options[string, struct{}]{
+	o := guard.Options[string, struct{}]{
 		Cost: func(_ context.Context, r string) float64 { return map[string]float64{"cheap": 1, "bulk": 4}[r] },
 		Now:  func() time.Time { reads++; return at },
 	}
 	o.Guard.Limiters = []*ratelimit.Limiter{l}
-	if err := o.Init(func(context.Context, string) ratelimit.Identifier { return guardID }); err != nil {
-		t.Fatal(err)
-	}
+	o.Init("test", func(context.Context, string) ratelimit.Identifier { return guardID })
 	c := o.Check(context.Background(), "bulk")
 	if c.Decision.Blocked() || !c.Now.Equal(at) || c.ID["user"] != "u1" || count(l) != 4 {
 		t.Fatalf("check: blocked %v, now %v, id %v, counted %v; want allowed at %v, u1, 4", c.Decision.Blocked(), c.Now, c.ID, count(l), at)
@@ -69,22 +65,25 @@ func TestOptionsCheck(t *testing.T) {
 	if o.Skipped(context.Background(), "bulk") {
 		t.Fatal("skipped without a Skip hook")
 	}
-	bad := adapter.Options[string, struct{}]{}
+	bad := guard.Options[string, struct{}]{}
 	bad.Guard.Limiters = []*ratelimit.Limiter{nil}
-	if err := bad.Init(nil); err == nil {
-		t.Fatal("Init accepted a nil limiter")
-	}
+	defer func() {
+		if r := recover(); r != "test: limiter 0 is nil" {
+			t.Fatalf("Init with a nil limiter panicked with %v, want %q", r, "test: limiter 0 is nil")
+		}
+	}()
+	bad.Init("test", nil)
 }
 
 func TestJitter(t *testing.T) {
 	for _, max := range []time.Duration{0, 900 * time.Millisecond} {
-		if j := adapter.Jitter(max); j != 0 {
+		if j := guard.Jitter(max); j != 0 {
 			t.Errorf("Jitter(%v) = %v, want 0", max, j)
 		}
 	}
 	seen := map[time.Duration]bool{}
 	for range 200 {
-		j := adapter.Jitter(3 * time.Second)
+		j := guard.Jitter(3 * time.Second)
 		if j < 0 || j > 3*time.Second || j%time.Second != 0 {
 			t.Fatalf("Jitter(3s) = %v, want whole seconds in [0s, 3s]", j)
 		}

@@ -1,4 +1,4 @@
-package ratelimithttp
+package ratelimitheaders
 
 import (
 	"encoding/json"
@@ -24,40 +24,25 @@ type Problem struct {
 
 // NewProblem returns the problem details of a blocked decision.
 func NewProblem(d *Decision, now time.Time) Problem {
-	p, _ := newProblem(d, now)
-	return p
-}
-
-// newProblem returns the problem details of a blocked decision and the
-// seconds until its reset (what Retry-After says without jitter), from one
-// pass over the blocking rules.
-func newProblem(d *Decision, now time.Time) (Problem, int64) {
 	blocking := d.Blocking()
-	var retry time.Duration
-	for _, e := range blocking {
-		retry = max(retry, e.Info.RetryAfter(now))
-	}
 	p := Problem{
 		Type:             ProblemTypeQuotaExceeded,
 		Title:            "Request cannot be satisfied as assigned quota has been exceeded",
 		Status:           http.StatusTooManyRequests,
 		ViolatedPolicies: make([]string, 0, len(blocking)),
 	}
+	var retry time.Duration
 	for _, e := range blocking {
+		retry = max(retry, e.Info.RetryAfter(now))
 		p.ViolatedPolicies = append(p.ViolatedPolicies, e.Rule.Name)
 	}
-	secs := seconds(retry)
-	p.Detail = fmt.Sprintf("Rate limit exceeded; retry after %d seconds.", secs)
-	return p, secs
+	p.Detail = fmt.Sprintf("Rate limit exceeded; retry after %d seconds.", seconds(retry))
+	return p
 }
 
-// WriteProblem writes a 429 with d's problem+json body. Call SetHeaders first.
-func WriteProblem(w http.ResponseWriter, d *Decision, now time.Time) {
-	p := NewProblem(d, now)
-	writeProblem(w, &p)
-}
-
-func writeProblem(w http.ResponseWriter, p *Problem) {
+// WriteProblem writes a 429 with p as its problem+json body. Call
+// Profile.SetHeaders first.
+func WriteProblem(w http.ResponseWriter, p *Problem) {
 	body, _ := json.Marshal(p) // cannot fail: strings and ints only
 	w.Header().Set("Content-Type", ContentTypeProblem)
 	w.Header().Set("X-Content-Type-Options", "nosniff")

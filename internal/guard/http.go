@@ -1,0 +1,89 @@
+package guard
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"time"
+
+	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/identifiers"
+	"github.com/ratekit/ratekit/middleware/adapter"
+	ratelimitheaders "github.com/ratekit/ratekit/middleware/headers"
+)
+
+// Outcome is what an HTTP adapter knows once the handler has finished; the
+// Charge of its deferred limiters reads it.
+type Outcome struct {
+	Status int            // the response status (200 if the handler never set one)
+	Meter  *adapter.Meter // the request's cost meter
+	Header http.Header    // the response headers
+}
+
+// CountStatus charges l with 1 only for responses with one of the statuses
+// (see CountWhen).
+func CountStatus(l *ratelimit.Limiter, statuses ...int) adapter.Deferred[Outcome] {
+	statuses = slices.Clone(statuses)
+	return CountWhen(l, func(o Outcome) bool { return slices.Contains(statuses, o.Status) })
+}
+
+// Settings are what an adapter's options set beside Options that do not
+// depend on the transport: who may forward a client address, and how the
+// verdict is rendered.
+type Settings struct {
+	// TrustedProxies are the proxies whose forwarding headers (or metadata)
+	// the default identifier builder believes.
+	TrustedProxies identifiers.TrustedProxies
+	// IPv6Prefix is the prefix length the default identifier builder
+	// aggregates IPv6 client addresses to (0: identifiers.DefaultIPv6Prefix).
+	IPv6Prefix int
+	// Profile selects the rate-limit headers or metadata (default IETF).
+	Profile ratelimitheaders.Profile
+	// RetryAfterJitter is the most random delay added to the retry delay of
+	// a blocked caller (see Jitter).
+	RetryAfterJitter time.Duration
+}
+
+// HTTP is what every HTTP adapter (net/http, Echo, Gin) runs a request
+// through: the options all adapters share, the settings, and how the verdict
+// becomes headers. R is what the adapter's hooks are told about a request (an
+// *http.Request, an echo.Context, a *gin.Context). The adapter's public
+// options set its fields directly; the zero value checks nothing.
+type HTTP[R any] struct {
+	Options[R, Outcome]
+	Settings
+}
+
+// Handle runs one request through the guard, the same way in every HTTP
+// adapter: Check (one clock read), then the headers on header; when the
+// decision blocks, deny answers with the decision and its problem details,
+// and the handler does not run. Otherwise next runs the handler with ctx and
+// returns the response status. When the guard meters (it has Deferred
+// limiters), ctx carries an adapter.Meter, and the Deferred limiters are
+// charged with the status, the meter and header once next returns; otherwise
+// ctx is the caller's and the status is unused. Skipping is left to the
+// adapter (see Options.Skipped), which knows how to call its handler.
+func (g *HTTP[R]) Handle(ctx context.Context, r R, header http.Header,
+	deny func(d *ratelimitheaders.Decision, p *ratelimitheaders.Problem), next func(ctx context.Context) (status int)) {
+	c := g.Check(ctx, r)
+	if p := g.SetHeaders(header, c.Decision, c.Now); p != nil {
+		deny(c.Decision, p)
+		return
+	}
+	g.Run(ctx, c.ID, func(ctx context.Context) Outcome {
+		return Outcome{Status: next(ctx), Meter: adapter.MeterFrom(ctx), Header: header}
+	})
+}
+
+// SetHeaders writes d's headers in the guard's profile at now, with the
+// guard's Retry-After jitter (see ratelimitheaders.Profile.SetHeaders). When d
+// blocks it returns the problem details of the 429; otherwise nil.
+func (g *HTTP[R]) SetHeaders(h http.Header, d *ratelimitheaders.Decision, now time.Time) *ratelimitheaders.Problem {
+	if !d.Blocked() {
+		g.Profile.SetHeaders(h, d, now, 0)
+		return nil
+	}
+	g.Profile.SetHeaders(h, d, now, Jitter(g.RetryAfterJitter))
+	p := ratelimitheaders.NewProblem(d, now)
+	return &p
+}
