@@ -11,11 +11,11 @@ import (
 	"os"
 	"time"
 
+	"github.com/ratekit/ratekit/controlplane/config"
+	"github.com/ratekit/ratekit/controlplane/rulestore"
 	ratelimit "github.com/ratekit/ratekit/core"
-	"github.com/ratekit/ratekit/core/config"
 	"github.com/ratekit/ratekit/core/redisstore"
-	"github.com/ratekit/ratekit/core/rulestore"
-	"github.com/ratekit/ratekit/core/rulestore/admin"
+	"github.com/ratekit/ratekit/pages/admin"
 )
 
 const adminUsage = `usage: ratekit admin --redis URL --available-limiters FILE [flags]
