@@ -94,7 +94,7 @@
 // Version (the SHA-1 of its bytes), and PublishIf and DeleteIf write only if
 // the document still has it, checked inside the same script; otherwise they
 // write nothing and return ErrConflict, so a save never silently overwrites
-// a change its author did not see. Package admin is such an editor.
+// a change its author did not see. The admin page (pages/admin) is such an editor.
 //
 // # The replica
 //
