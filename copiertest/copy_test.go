@@ -172,9 +172,9 @@ func checkGoMod(t *testing.T, module string, frameworks []string, dst string) {
 func checkRemoteModule(t *testing.T, c renderCase, dst string) {
 	t.Helper()
 	m := readGoMod(t, dst)
-	const mod = "github.com/ratekit/ratekit/core/remoterules"
+	const mod = "github.com/ratekit/ratekit/controlplane/remoterules"
 	want := c.answers["rules_service"] == "true"
-	if got := m.replaces()[mod] == filepath.Join(repoRoot, "core", "remoterules") && m.requires()[mod] != ""; got != want {
+	if got := m.replaces()[mod] == filepath.Join(repoRoot, "controlplane", "remoterules") && m.requires()[mod] != ""; got != want {
 		t.Errorf("go.mod requires %s from the checkout = %v, want %v: replaces %v", mod, got, want, m.replaces())
 	}
 }

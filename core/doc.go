@@ -141,7 +141,7 @@
 // has asked for a minute. A caller's own cancellation never counts against the
 // store: its result allows with Err wrapping ErrCanceled, logs no warning,
 // leaves the breaker as it was, and is not counted as a store error by
-// core/observe. A panic inside a store is recovered: the check fails open
+// observability/observe. A panic inside a store is recovered: the check fails open
 // with Err wrapping ErrStorePanic, and the memory store never holds a lock
 // across code that can panic.
 //

@@ -43,7 +43,7 @@ type Config struct {
 	// time, read more cheaply, see clock.go).
 	Now func() time.Time
 	// Observer is told about every check, peek and clear (metrics, tracing:
-	// pass the Observe method of a core/observe observer, or observe.Multi
+	// pass the Observe method of an observability/observe observer, or observe.Multi
 	// of several). It must be safe for concurrent use and should not block;
 	// a panicking observer never changes a verdict.
 	Observer func(ctx context.Context, e Event)

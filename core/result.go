@@ -30,7 +30,7 @@ type Result struct {
 	Err error
 	// Degraded reports that a counting rule was left out because the
 	// identifier lacks one of its characteristics or its count_distinct
-	// property (logged at WARN, counted as a failed check by core/observe).
+	// property (logged at WARN, counted as a failed check by observability/observe).
 	Degraded bool
 	// Evaluations lists every counting rule evaluated, in rule order.
 	Evaluations []Evaluation

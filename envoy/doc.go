@@ -64,7 +64,7 @@
 //     Retry-After and Cache-Control: no-store. Envoy adds them to the 429 it
 //     sends, and to the upstream's response when the request is allowed.
 //   - Shadow (log) rules count and show in the limiter's metrics
-//     (ratelimit_rule_evaluations_total{result="log"}, core/observe) and never
+//     (ratelimit_rule_evaluations_total{result="log"}, observability/observe) and never
 //     block nor change the answer.
 //
 // # Failure

@@ -8,7 +8,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/ratekit/ratekit/core/config"
+	"github.com/ratekit/ratekit/controlplane/config"
 )
 
 // The example Envoy bootstrap is valid YAML wired as the docs say: the

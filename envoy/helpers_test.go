@@ -13,10 +13,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/ratekit/ratekit/controlplane/config"
 	ratelimit "github.com/ratekit/ratekit/core"
-	"github.com/ratekit/ratekit/core/config"
-	"github.com/ratekit/ratekit/core/observe"
 	ratekitenvoy "github.com/ratekit/ratekit/envoy"
+	"github.com/ratekit/ratekit/observability/observe"
 )
 
 // availableYAML declares the limiter the tests serve, with Envoy's usual

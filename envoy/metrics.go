@@ -11,7 +11,7 @@ const unknownDomainLabel = "<unknown>"
 
 // Metrics is the service's Prometheus collector. Per-rule outcomes (blocks,
 // shadow rules exceeded, store errors) are counted by the limiters' own
-// observer (core/observe); these count what only the gateway sees.
+// observer (observability/observe); these count what only the gateway sees.
 //
 //   - ratekit_envoy_requests_total{domain,code}: ShouldRateLimit calls by
 //     answer: ok, over_limit, invalid (INVALID_ARGUMENT), unknown_domain

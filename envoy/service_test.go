@@ -16,14 +16,14 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/ratekit/ratekit/controlplane/config"
+	"github.com/ratekit/ratekit/controlplane/rulestore"
 	ratelimit "github.com/ratekit/ratekit/core"
-	"github.com/ratekit/ratekit/core/config"
-	"github.com/ratekit/ratekit/core/observe"
 	"github.com/ratekit/ratekit/core/redisstore"
-	"github.com/ratekit/ratekit/core/rulestore"
 	"github.com/ratekit/ratekit/core/tiers"
 	ratekitenvoy "github.com/ratekit/ratekit/envoy"
 	"github.com/ratekit/ratekit/internal/redistest"
+	"github.com/ratekit/ratekit/observability/observe"
 )
 
 // redisGateway serves the "edge" limiter on the real test Redis.

@@ -8,7 +8,7 @@ require (
 	github.com/labstack/echo/v4 v4.15.4
 	github.com/prometheus/client_golang v1.25.0
 	github.com/ratekit/ratekit v0.0.0
-	github.com/ratekit/ratekit/core/remoterules v0.0.0
+	github.com/ratekit/ratekit/controlplane/remoterules v0.0.0
 	github.com/redis/go-redis/v9 v9.23.0
 	go.opentelemetry.io/contrib/bridges/prometheus v0.72.0
 	go.opentelemetry.io/otel v1.47.0
@@ -105,4 +105,4 @@ replace github.com/ratekit/ratekit/middleware/echo => ../middleware/echo
 
 replace github.com/ratekit/ratekit/middleware/gin => ../middleware/gin
 
-replace github.com/ratekit/ratekit/core/remoterules => ../core/remoterules
+replace github.com/ratekit/ratekit/controlplane/remoterules => ../controlplane/remoterules

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fails when the committed generated Go of proto/ (under proto/ and
-# core/remoterules/rulesv1) differs from what
+# controlplane/remoterules/rulesv1) differs from what
 # scripts/gen-proto.sh produces now (a .proto edited without regenerating, or a
 # generated file edited by hand). Offline and a few seconds: it regenerates into
 # a temporary directory and compares. The protoc version line of the header is
@@ -24,7 +24,7 @@ while IFS= read -r f; do
 done < <(find "$TMP/out" -name '*.pb.go' | sort)
 while IFS= read -r f; do
   [ -f "$TMP/out/$f" ] || stale+=("$f (no .proto generates it any more)")
-done < <(find proto core/remoterules -name '*.pb.go' -not -path 'proto/internal/*' | sort)
+done < <(find proto controlplane/remoterules -name '*.pb.go' -not -path 'proto/internal/*' | sort)
 
 if [ ${#stale[@]} -gt 0 ]; then
   echo "check-generated: generated code is stale; run scripts/gen-proto.sh and commit the result:" >&2

@@ -2,7 +2,7 @@
 # Regenerates the Go code of every .proto file under proto/. Each file's Go
 # lands where its go_package points inside this repository: the config schema
 # beside its .proto, the rules service (ratekit/rules/v1) in
-# core/remoterules/rulesv1, the remoterules module, because its gRPC stubs
+# controlplane/remoterules/rulesv1, the remoterules module, because its gRPC stubs
 # import google.golang.org/grpc and the root module never does. Works offline
 # on a fresh machine with only Debian packages and the Go module proxy:
 #   - protoc comes from Debian's protobuf-compiler (installed if missing);

@@ -11,10 +11,10 @@ import (
 	"os"
 	"time"
 
-	"github.com/ratekit/ratekit/core/config"
+	"github.com/ratekit/ratekit/controlplane/config"
+	"github.com/ratekit/ratekit/controlplane/rulestore"
 	"github.com/ratekit/ratekit/core/redisstore"
-	"github.com/ratekit/ratekit/core/rulestore"
-	"github.com/ratekit/ratekit/core/rulestore/admin"
+	"github.com/ratekit/ratekit/pages/admin"
 )
 
 const adminUsage = `usage: ratekit admin [--redis URL] --available-limiters FILE [flags]

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratekit/ratekit/core/config"
-	"github.com/ratekit/ratekit/core/rulestore"
+	"github.com/ratekit/ratekit/controlplane/config"
+	"github.com/ratekit/ratekit/controlplane/rulestore"
 	"github.com/ratekit/ratekit/internal/redistest"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/ratekit/ratekit/controlplane/config"
+	"github.com/ratekit/ratekit/controlplane/rulestore"
 	ratelimit "github.com/ratekit/ratekit/core"
-	"github.com/ratekit/ratekit/core/config"
-	"github.com/ratekit/ratekit/core/rulestore"
 	"github.com/ratekit/ratekit/internal/rulecheck"
 )
 

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ratekit/ratekit/core/config"
-	"github.com/ratekit/ratekit/core/rulestore"
+	"github.com/ratekit/ratekit/controlplane/config"
+	"github.com/ratekit/ratekit/controlplane/rulestore"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
 

@@ -18,12 +18,12 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratekit/ratekit/controlplane/config"
+	"github.com/ratekit/ratekit/controlplane/rulestore"
 	ratelimit "github.com/ratekit/ratekit/core"
-	"github.com/ratekit/ratekit/core/config"
-	"github.com/ratekit/ratekit/core/observe"
 	"github.com/ratekit/ratekit/core/redisstore"
-	"github.com/ratekit/ratekit/core/rulestore"
 	"github.com/ratekit/ratekit/core/tiers"
+	"github.com/ratekit/ratekit/observability/observe"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
 

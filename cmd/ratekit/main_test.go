@@ -91,7 +91,7 @@ func writeFiles(t *testing.T, files map[string]string) string {
 
 func readFixture(t *testing.T, name string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "core", "config", "testdata", name))
+	b, err := os.ReadFile(filepath.Join("..", "..", "controlplane", "config", "testdata", name))
 	if err != nil {
 		t.Fatal(err)
 	}

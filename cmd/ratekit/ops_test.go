@@ -14,9 +14,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratekit/ratekit/controlplane/rulestore"
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/redisstore"
-	"github.com/ratekit/ratekit/core/rulestore"
 	"github.com/ratekit/ratekit/core/tiers"
 	"github.com/ratekit/ratekit/internal/redistest"
 )

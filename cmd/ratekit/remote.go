@@ -12,8 +12,8 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/ratekit/ratekit/controlplane/config"
 	ratelimit "github.com/ratekit/ratekit/core"
-	"github.com/ratekit/ratekit/core/config"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
 

@@ -20,9 +20,9 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/ratekit/ratekit/core/observe"
-	"github.com/ratekit/ratekit/core/rollout"
+	"github.com/ratekit/ratekit/controlplane/rollout"
 	"github.com/ratekit/ratekit/internal/rulecheck"
+	"github.com/ratekit/ratekit/observability/observe"
 )
 
 const rolloutUsage = `usage: ratekit rollout gate (--prometheus URL | --metrics SOURCE...) [flags]

@@ -19,9 +19,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/ratekit/ratekit/controlplane/rollout"
 	ratelimit "github.com/ratekit/ratekit/core"
-	"github.com/ratekit/ratekit/core/observe"
-	"github.com/ratekit/ratekit/core/rollout"
+	"github.com/ratekit/ratekit/observability/observe"
 )
 
 // rolloutService is a service under rollout: two limiters in shadow mode

@@ -16,9 +16,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratekit/ratekit/controlplane/config"
+	"github.com/ratekit/ratekit/controlplane/rulestore"
 	ratelimit "github.com/ratekit/ratekit/core"
-	"github.com/ratekit/ratekit/core/config"
-	"github.com/ratekit/ratekit/core/rulestore"
 	"github.com/ratekit/ratekit/core/tiers"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/ratekit/ratekit/core/config"
+	"github.com/ratekit/ratekit/controlplane/config"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
 

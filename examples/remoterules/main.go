@@ -3,7 +3,7 @@
 //
 //	REDIS_URL=redis://127.0.0.1:6379 go run ./examples/remoterules
 //
-// It starts the reference rules server (core/remoterules/rulesserver) on
+// It starts the reference rules server (controlplane/remoterules/rulesserver) on
 // loopback, applies an override document through its management API, and runs
 // one limiter whose remote tier comes from that server: namespace 345 (plan
 // premium) gets 6 requests per minute, every other namespace the file's 3.
@@ -24,12 +24,12 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/ratekit/ratekit/controlplane/config"
+	"github.com/ratekit/ratekit/controlplane/remoterules"
+	"github.com/ratekit/ratekit/controlplane/remoterules/rulesserver"
+	"github.com/ratekit/ratekit/controlplane/remoterules/rulesv1"
 	ratelimit "github.com/ratekit/ratekit/core"
-	"github.com/ratekit/ratekit/core/config"
 	"github.com/ratekit/ratekit/core/redisstore"
-	"github.com/ratekit/ratekit/core/remoterules"
-	"github.com/ratekit/ratekit/core/remoterules/rulesserver"
-	"github.com/ratekit/ratekit/core/remoterules/rulesv1"
 )
 
 const availableLimiters = `available_limiters:

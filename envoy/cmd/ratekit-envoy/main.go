@@ -52,16 +52,16 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/ratekit/ratekit/controlplane/config"
+	"github.com/ratekit/ratekit/controlplane/rulestore"
 	ratelimit "github.com/ratekit/ratekit/core"
-	"github.com/ratekit/ratekit/core/config"
-	"github.com/ratekit/ratekit/core/observe"
-	"github.com/ratekit/ratekit/core/observe/debugpage"
 	"github.com/ratekit/ratekit/core/redisstore"
-	"github.com/ratekit/ratekit/core/rulestore"
 	ratekitenvoy "github.com/ratekit/ratekit/envoy"
 	"github.com/ratekit/ratekit/internal/buildinfo"
 	"github.com/ratekit/ratekit/internal/httpguard"
 	ratelimitheaders "github.com/ratekit/ratekit/middleware/headers"
+	"github.com/ratekit/ratekit/observability/observe"
+	"github.com/ratekit/ratekit/pages/debug"
 )
 
 func main() {
@@ -277,7 +277,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(grpcAd
 		}
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		mux.Handle("GET /debug/ratelimit", debugpage.New(debugpage.Options{Tiers: rules, Blocks: blocks}, limiters...))
+		mux.Handle("GET /debug/ratelimit", debug.New(debug.Options{Tiers: rules, Blocks: blocks}, limiters...))
 		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 		hsrv = httpguard.Server(mux)
 	}

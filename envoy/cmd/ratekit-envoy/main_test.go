@@ -22,8 +22,8 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 
-	"github.com/ratekit/ratekit/core/config"
-	"github.com/ratekit/ratekit/core/rulestore"
+	"github.com/ratekit/ratekit/controlplane/config"
+	"github.com/ratekit/ratekit/controlplane/rulestore"
 	"github.com/ratekit/ratekit/internal/redistest"
 )
 

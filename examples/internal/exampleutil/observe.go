@@ -11,8 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	ratelimit "github.com/ratekit/ratekit/core"
-	"github.com/ratekit/ratekit/core/observe"
-	"github.com/ratekit/ratekit/core/observe/debugpage"
+	"github.com/ratekit/ratekit/observability/observe"
+	"github.com/ratekit/ratekit/pages/debug"
 )
 
 // Observability is what every example exposes next to its service:
@@ -24,7 +24,7 @@ type Observability struct {
 	Blocks   *observe.BlockSummary
 	// Tiers, when the example binds its limiters to a rule store, shows
 	// their rule tiers on the debug page (set it before Mount).
-	Tiers debugpage.TierSource
+	Tiers debug.TierSource
 
 	tracing *observe.Tracing // set by StartOTel when OpenTelemetry is configured
 }
@@ -59,7 +59,7 @@ func (o *Observability) Mount(mux *http.ServeMux, limiters ...*ratelimit.Limiter
 		o.Metrics.Init(l)
 	}
 	mux.Handle("GET /metrics", promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{}))
-	mux.Handle("GET /debug/ratelimit", debugpage.New(debugpage.Options{Blocks: o.Blocks, Tiers: o.Tiers}, limiters...))
+	mux.Handle("GET /debug/ratelimit", debug.New(debug.Options{Blocks: o.Blocks, Tiers: o.Tiers}, limiters...))
 }
 
 // Observed checks an example's /metrics and /debug/ratelimit at url after

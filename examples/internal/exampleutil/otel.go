@@ -15,7 +15,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
-	"github.com/ratekit/ratekit/core/observe"
+	"github.com/ratekit/ratekit/observability/observe"
 )
 
 // OTelEnabled reports whether the standard OpenTelemetry environment asks for

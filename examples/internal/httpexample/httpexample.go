@@ -22,14 +22,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratekit/ratekit/controlplane/config"
+	"github.com/ratekit/ratekit/controlplane/rulestore"
 	ratelimit "github.com/ratekit/ratekit/core"
-	"github.com/ratekit/ratekit/core/config"
 	"github.com/ratekit/ratekit/core/redisstore"
-	"github.com/ratekit/ratekit/core/rulestore"
-	"github.com/ratekit/ratekit/core/rulestore/admin"
 	"github.com/ratekit/ratekit/core/tiers"
 	"github.com/ratekit/ratekit/examples/internal/exampleutil"
 	"github.com/ratekit/ratekit/identifiers"
+	"github.com/ratekit/ratekit/pages/admin"
 )
 
 // NewHandler builds an example's handler: GET /hello behind the framework's

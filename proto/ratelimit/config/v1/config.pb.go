@@ -2,7 +2,7 @@
 // rate_limits.yaml, the per-limiter document of the rule store and the publish
 // payload (docs/design.md explains each, with the source design's section
 // numbers). YAML and the stored JSON are
-// serialisations of these messages; core/config reads and writes both.
+// serialisations of these messages; controlplane/config reads and writes both.
 //
 // The source design (a Japanese document ratekit follows; see docs/design.md)
 // writes `edition = "2026"`, which no protobuf compiler

@@ -1,0 +1,61 @@
+package remoterules_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/ratekit/ratekit/controlplane/remoterules/rulesv1"
+	ratelimit "github.com/ratekit/ratekit/core"
+	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
+)
+
+// An answer that breaks a bound of the rules model (docs/limits.md) is
+// rejected whole, as the rule store and the config files reject it: the
+// local rules serve alone. At the bound it applies.
+func TestAnswerOverBoundsNeverApplies(t *testing.T) {
+	oneOf := func(n int) *configv1.Rule {
+		r := limitRule("per_namespace", 1)
+		vs := make([]string, n)
+		for i := range vs {
+			vs[i] = fmt.Sprintf("v%d", i)
+		}
+		r.Match = map[string]*configv1.MatchValue{"root_namespace": {Kind: &configv1.MatchValue_OneOf{OneOf: &configv1.StringSet{Values: append(vs[:n-1], "345")}}}}
+		return r
+	}
+	rules := func(n int) []*configv1.Rule {
+		out := []*configv1.Rule{limitRule("per_namespace", 1)}
+		for i := range n - 1 {
+			out = append(out, limitRule(fmt.Sprintf("r%d", i), 1000))
+		}
+		return out
+	}
+	tests := []struct {
+		name  string
+		rules []*configv1.Rule
+		apply bool
+	}{
+		{"one_of at the bound", []*configv1.Rule{oneOf(ratelimit.MaxOneOfValues)}, true},
+		{"one_of over the bound", []*configv1.Rule{oneOf(ratelimit.MaxOneOfValues + 1)}, false},
+		{"rules at the bound", rules(ratelimit.MaxRulesPerTier), true},
+		{"rules over the bound", rules(ratelimit.MaxRulesPerTier + 1), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp := &rulesv1.GetRulesResponse{Rules: &configv1.RuleList{Rules: tt.rules}}
+			srv := &counting{RulesServiceServer: funcServer{f: func(context.Context, *rulesv1.GetRulesRequest) (*rulesv1.GetRulesResponse, error) {
+				return resp, nil
+			}}}
+			c := newClient(t, dial(t, startGRPC(t, srv).addr), "web", nil)
+			l := newLimiter(t, ratelimit.NewMemoryStore(), "", c.RulesFor)
+			r := l.Check(context.Background(), ratelimit.Identifier{"root_namespace": "345"})
+			applied := len(r.Evaluations) > 0 && r.Evaluations[0].PerRequest
+			if applied != tt.apply {
+				t.Fatalf("applied %v, want %v (stats %+v)", applied, tt.apply, c.Stats())
+			}
+			if st := c.Stats(); !tt.apply && st.Invalid == 0 {
+				t.Fatalf("stats %+v: the answer is not counted invalid", st)
+			}
+		})
+	}
+}

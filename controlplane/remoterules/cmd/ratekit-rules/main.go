@@ -1,0 +1,358 @@
+// Command ratekit-rules is the reference rules service of ratekit (the
+// per-request rules of the source design's Phase 3) and its apply tool.
+//
+//	ratekit-rules serve -redis redis://127.0.0.1:6379 [-grpc 127.0.0.1:8081] [-http 127.0.0.1:8082] [-write-token-file FILE] [-available web=available_limiters.yaml]
+//	ratekit-rules apply -server http://127.0.0.1:8082 [-token-file FILE] overrides.yaml
+//	ratekit-rules apply -check overrides.yaml
+//	ratekit-rules get -server http://127.0.0.1:8082 -service web -limiter rack_request root_namespace=345 plan=premium
+//
+// serve answers ratekit.rules.v1.RulesService/GetRules on -grpc (with gRPC
+// health and reflection) from override documents in Redis, and serves the
+// management API (/v1/overrides/{service}/{limiter}), /metrics and /healthz
+// on -http. It stops gracefully on SIGINT or SIGTERM. apply checks a file of
+// override documents whole and PUTs each one; -check only checks it. get
+// prints the answer a request with that identifier would get (POST /v1/rules).
+//
+// serve listens on loopback by default. Management writes (PUT, DELETE) need
+// the bearer token of -write-token-file (Authorization: Bearer TOKEN); without
+// one, only loopback clients may write. Every write is logged (slog record
+// "rate_limit_rules_write": who, what, outcome) and every refusal too. The
+// HTTP listener answers only to loopback Host names when on loopback (DNS
+// rebinding) unless -allowed-hosts names others, and cuts off clients slower
+// than -read-timeout and -write-timeout.
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/ratekit/ratekit/controlplane/config"
+	"github.com/ratekit/ratekit/controlplane/remoterules/rulesserver"
+	"github.com/ratekit/ratekit/controlplane/remoterules/rulesv1"
+	"github.com/ratekit/ratekit/internal/buildinfo"
+	"github.com/ratekit/ratekit/internal/httpguard"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, nil); err != nil {
+		fmt.Fprintln(os.Stderr, "ratekit-rules:", err)
+		os.Exit(1)
+	}
+}
+
+const usage = `usage:
+  ratekit-rules -version
+  ratekit-rules serve [-redis URL | -redis-cluster host:port,...] [-grpc ADDR] [-http ADDR] [-write-token-file FILE]
+                      [-allowed-hosts NAME,...] [-read-timeout D] [-write-timeout D] [-available SERVICE=FILE]...
+  ratekit-rules apply (-server URL [-token-file FILE] | -check) [-available SERVICE=FILE]... FILE
+  ratekit-rules get -server URL -service NAME -limiter NAME [PROPERTY=VALUE]...`
+
+// run is main without the process: ready, when set, receives the listeners'
+// addresses once serve listens (tests use it).
+func run(ctx context.Context, args []string, out io.Writer, ready func(grpcAddr, httpAddr string)) error {
+	if len(args) == 0 {
+		return errors.New(usage) //nolint:staticcheck // ST1005: the usage text, printed as is
+	}
+	switch args[0] {
+	case "serve":
+		return serve(ctx, args[1:], ready)
+	case "apply":
+		return apply(ctx, args[1:], out)
+	case "get":
+		return get(ctx, args[1:], out)
+	case "-version", "--version", "version":
+		_, err := fmt.Fprintln(out, buildinfo.Line("ratekit-rules"))
+		return err
+	}
+	return fmt.Errorf("unknown command %q\n%s", args[0], usage)
+}
+
+// availableFlag collects -available SERVICE=FILE.
+type availableFlag map[string]*config.AvailableLimiters
+
+func (a availableFlag) String() string { return "" }
+
+func (a availableFlag) Set(v string) error {
+	service, file, ok := strings.Cut(v, "=")
+	if !ok {
+		return fmt.Errorf("want SERVICE=FILE, got %q", v)
+	}
+	av, err := config.LoadAvailableLimiters(file)
+	if err != nil {
+		return fmt.Errorf("load available limiters of %s: %w", service, err)
+	}
+	a[service] = av
+	return nil
+}
+
+// The listen addresses of serve: loopback, so that nothing is reachable from
+// another host unless an operator says so.
+const (
+	defaultGRPCAddr = "127.0.0.1:8081"
+	defaultHTTPAddr = "127.0.0.1:8082"
+)
+
+func serve(ctx context.Context, args []string, ready func(string, string)) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	redisURL := fs.String("redis", "redis://127.0.0.1:6379", "Redis URL of the override documents")
+	cluster := fs.String("redis-cluster", "", "Redis Cluster node addresses (comma-separated), instead of -redis")
+	grpcAddr := fs.String("grpc", defaultGRPCAddr, "gRPC listen address (RulesService, health, reflection)")
+	httpAddr := fs.String("http", defaultHTTPAddr, "HTTP listen address (management API, /metrics, /healthz)")
+	prefix := fs.String("key-prefix", rulesserver.DefaultKeyPrefix, "Redis key prefix")
+	tokenFile := fs.String("write-token-file", "", "file holding the bearer token PUT and DELETE must carry (default: loopback clients only may write)")
+	hosts := fs.String("allowed-hosts", "", "comma-separated Host names the HTTP API answers to (default on loopback: localhost, 127.0.0.1, [::1])")
+	readTimeout := fs.Duration("read-timeout", httpguard.ReadTimeout, "bound on reading one HTTP request, body included")
+	writeTimeout := fs.Duration("write-timeout", httpguard.WriteTimeout, "bound on answering one HTTP request")
+	available := availableFlag{}
+	fs.Var(available, "available", "SERVICE=available_limiters.yaml: cross-check that service's documents (repeatable)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *readTimeout <= 0 || *writeTimeout <= 0 {
+		return errors.New("-read-timeout and -write-timeout must be positive")
+	}
+	cfg := rulesserver.Config{KeyPrefix: *prefix, Available: available}
+	if *hosts != "" {
+		cfg.AllowedHosts = strings.Split(*hosts, ",")
+	}
+	if *tokenFile != "" {
+		token, err := readToken(*tokenFile)
+		if err != nil {
+			return err
+		}
+		cfg.Authorize = bearer(token)
+	}
+	var rdb redis.UniversalClient
+	if *cluster != "" {
+		rdb = redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(*cluster, ",")})
+	} else {
+		opt, err := redis.ParseURL(*redisURL)
+		if err != nil {
+			return fmt.Errorf("parse -redis: %w", err)
+		}
+		rdb = redis.NewClient(opt)
+	}
+	defer rdb.Close()
+	cfg.Redis = rdb
+	srv, err := rulesserver.New(cfg)
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(srv)
+
+	gl, err := net.Listen("tcp", *grpcAddr)
+	if err != nil {
+		return fmt.Errorf("listen gRPC: %w", err)
+	}
+	hl, err := net.Listen("tcp", *httpAddr)
+	if err != nil {
+		_ = gl.Close()
+		return fmt.Errorf("listen HTTP: %w", err)
+	}
+	gs := grpc.NewServer()
+	rulesv1.RegisterRulesServiceServer(gs, srv)
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(gs, hs)
+	hs.SetServingStatus(rulesv1.RulesService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	reflection.Register(gs)
+
+	mux := http.NewServeMux()
+	mux.Handle("/v1/", srv.Handler())
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		if err := rdb.Ping(r.Context()).Err(); err != nil {
+			http.Error(w, "redis: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	httpSrv := httpguard.Server(mux)
+	httpSrv.ReadTimeout, httpSrv.WriteTimeout = *readTimeout, *writeTimeout
+	httpSrv.ReadHeaderTimeout = min(httpSrv.ReadHeaderTimeout, *readTimeout)
+
+	errc := make(chan error, 2)
+	go func() { errc <- gs.Serve(gl) }()
+	go func() { errc <- httpSrv.Serve(hl) }()
+	slog.Info("ratekit-rules: serving", slog.String("grpc", gl.Addr().String()), slog.String("http", hl.Addr().String()),
+		slog.Bool("write_token", cfg.Authorize != nil))
+	if ready != nil {
+		ready(gl.Addr().String(), hl.Addr().String())
+	}
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	// Graceful: report NOT_SERVING, finish in-flight calls, then stop.
+	hs.Shutdown()
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = httpSrv.Shutdown(sctx)
+	done := make(chan struct{})
+	go func() { gs.GracefulStop(); close(done) }()
+	select {
+	case <-done:
+	case <-sctx.Done():
+		gs.Stop()
+	}
+	if errors.Is(err, http.ErrServerClosed) || errors.Is(err, grpc.ErrServerStopped) {
+		err = nil
+	}
+	return err
+}
+
+func apply(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("apply", flag.ContinueOnError)
+	server := fs.String("server", "", "management API base URL, e.g. http://127.0.0.1:8082")
+	check := fs.Bool("check", false, "only check the file")
+	tokenFile := fs.String("token-file", "", "file holding the bearer token of the server's -write-token-file")
+	available := availableFlag{}
+	fs.Var(available, "available", "SERVICE=available_limiters.yaml: cross-check that service's documents (repeatable)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 || (*server == "") == !*check {
+		return errors.New(usage) //nolint:staticcheck // ST1005: the usage text, printed as is
+	}
+	file := fs.Arg(0)
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	f, err := rulesserver.ParseOverrideFile(file, data, available)
+	if err != nil {
+		return err
+	}
+	if *check {
+		fmt.Fprintf(out, "%s: %d documents OK\n", file, len(f.GetDocuments()))
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	client := &http.Client{Timeout: 10 * time.Second}
+	if *tokenFile != "" {
+		token, err := readToken(*tokenFile)
+		if err != nil {
+			return err
+		}
+		client.Transport = withToken{token: token}
+	}
+	stored, err := rulesserver.Apply(ctx, client, *server, f)
+	for _, d := range stored {
+		fmt.Fprintf(out, "%s/%s: revision %s\n", d.GetService(), d.GetLimiter(), d.GetRevision())
+	}
+	return err
+}
+
+func get(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("get", flag.ContinueOnError)
+	server := fs.String("server", "", "management API base URL, e.g. http://127.0.0.1:8082")
+	service := fs.String("service", "", "the calling service")
+	limiter := fs.String("limiter", "", "the limiter")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *server == "" || *service == "" || *limiter == "" {
+		return errors.New(usage) //nolint:staticcheck // ST1005: the usage text, printed as is
+	}
+	req := &rulesv1.GetRulesRequest{Service: *service, Limiter: *limiter, Identifier: map[string]string{}}
+	for _, kv := range fs.Args() {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return fmt.Errorf("identifier: want PROPERTY=VALUE, got %q", kv)
+		}
+		req.Identifier[k] = v
+	}
+	body, err := protojson.Marshal(req)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(*server, "/")+"/v1/rules", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	hr.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(hr)
+	if err != nil {
+		return fmt.Errorf("get rules: %w", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, rulesserver.MaxDocumentBytes))
+	if err != nil {
+		return fmt.Errorf("get rules: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("get rules: %s: %s", resp.Status, bytes.TrimSpace(b))
+	}
+	answer := &rulesv1.GetRulesResponse{}
+	if err := protojson.Unmarshal(b, answer); err != nil {
+		return fmt.Errorf("get rules: decode answer: %w", err)
+	}
+	pretty, err := protojson.MarshalOptions{Multiline: true, UseProtoNames: true}.Marshal(answer)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(out, "%s\n", pretty)
+	return err
+}
+
+// readToken reads a bearer token file: its content without surrounding
+// space, at least 16 bytes.
+func readToken(file string) (string, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("read token: %w", err)
+	}
+	token := strings.TrimSpace(string(b))
+	if len(token) < 16 {
+		return "", fmt.Errorf("token file %s: the token must be at least 16 bytes", file)
+	}
+	return token, nil
+}
+
+// bearer authorizes the requests carrying Authorization: Bearer token,
+// audited as "token".
+func bearer(token string) rulesserver.Authorizer {
+	want := []byte("Bearer " + token)
+	return func(r *http.Request) (string, bool) {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			return "", false
+		}
+		return "token", true
+	}
+}
+
+// withToken sends the bearer token with every request.
+type withToken struct{ token string }
+
+func (t withToken) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+t.token)
+	return http.DefaultTransport.RoundTrip(r)
+}

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+
+	"github.com/ratekit/ratekit/controlplane/remoterules/rulesv1"
+	"github.com/ratekit/ratekit/internal/redistest"
+)
+
+const overrides = `documents:
+  - service: web
+    limiter: rack_request
+    overrides:
+      - selector: {plan: premium}
+        rules:
+          - name: per_ns
+            action: limit
+            characteristics: [root_namespace]
+            limit: 5000
+            period_s: 60
+`
+
+// TestServeApplyAndGracefulStop runs the binary's serve on loopback against
+// the real Redis, applies a file through the management API, reads it back
+// over gRPC, checks health and reflection, and stops it with its context.
+func TestServeApplyAndGracefulStop(t *testing.T) {
+	url := redistest.URL(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	addrs := make(chan [2]string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"serve", "-redis", url, "-grpc", "127.0.0.1:0", "-http", "127.0.0.1:0", "-key-prefix", redistest.Prefix(t)},
+			io.Discard, func(g, h string) { addrs <- [2]string{g, h} })
+	}()
+	var a [2]string
+	select {
+	case a = <-addrs:
+	case err := <-done:
+		t.Fatalf("serve ended: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not listen within 30s")
+	}
+	grpcAddr, base := a[0], "http://"+a[1]
+
+	file := filepath.Join(t.TempDir(), "overrides.yaml")
+	if err := os.WriteFile(file, []byte(overrides), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := run(ctx, []string{"apply", "-check", file}, &out, nil); err != nil || !strings.Contains(out.String(), "1 documents OK") {
+		t.Fatalf("apply -check: %v %q", err, out.String())
+	}
+	out.Reset()
+	if err := run(ctx, []string{"apply", "-server", base, file}, &out, nil); err != nil || !strings.Contains(out.String(), "web/rack_request: revision 1-") {
+		t.Fatalf("apply: %v %q", err, out.String())
+	}
+
+	out.Reset()
+	if err := run(ctx, []string{"get", "-server", base, "-service", "web", "-limiter", "rack_request", "plan=premium"}, &out, nil); err != nil ||
+		!strings.Contains(out.String(), `"limit"`) || !strings.Contains(out.String(), "5000") {
+		t.Fatalf("get: %v %q", err, out.String())
+	}
+
+	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	resp, err := rulesv1.NewRulesServiceClient(conn).GetRules(ctx, &rulesv1.GetRulesRequest{Service: "web", Limiter: "rack_request", Identifier: map[string]string{"plan": "premium"}})
+	if err != nil || resp.GetRules().GetRules()[0].GetLimit() != 5000 {
+		t.Fatalf("GetRules: %v %v", resp, err)
+	}
+	h, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: "ratekit.rules.v1.RulesService"})
+	if err != nil || h.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health: %v %v", h, err)
+	}
+	stream, err := reflectionpb.NewServerReflectionClient(conn).ServerReflectionInfo(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}}); err != nil {
+		t.Fatal(err)
+	}
+	rr, err := stream.Recv()
+	if err != nil || !strings.Contains(rr.String(), "ratekit.rules.v1.RulesService") {
+		t.Fatalf("reflection: %v %v", rr, err)
+	}
+	_ = stream.CloseSend()
+
+	for path, want := range map[string]string{"/healthz": "ok", "/metrics": `ratekit_rules_server_answers_total{outcome="override"} 2`} {
+		r, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(r.Body)
+		r.Body.Close()
+		if !strings.Contains(string(b), want) {
+			t.Fatalf("%s: %s, want %q", path, b, want)
+		}
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("serve after cancel: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not stop within 30s")
+	}
+}
+
+func TestApplyRejectsInvalidFileWhole(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(file, []byte(strings.Replace(overrides, "period_s: 60", "period_s: sixty", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The server is never reached: the file fails its checks first.
+	err := run(context.Background(), []string{"apply", "-server", "http://" + redistest.UnusedAddr(t), file}, io.Discard, nil)
+	if err == nil || !strings.Contains(err.Error(), "bad.yaml:11:23: per_ns: period_s must be a whole number") {
+		t.Fatalf("error %v, want it to name bad.yaml, line 11 and the rule", err)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	for _, arg := range []string{"-version", "--version", "version"} {
+		var out strings.Builder
+		if err := run(context.Background(), []string{arg}, &out, nil); err != nil || !strings.HasPrefix(out.String(), "ratekit-rules ") || !strings.Contains(out.String(), "(go") {
+			t.Errorf("%s: %v, %q", arg, err, out.String())
+		}
+	}
+}

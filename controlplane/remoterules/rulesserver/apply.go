@@ -1,0 +1,99 @@
+package rulesserver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/ratekit/ratekit/controlplane/config"
+	"github.com/ratekit/ratekit/controlplane/remoterules/rulesv1"
+)
+
+// ParseOverrideFile reads an apply file (YAML or JSON):
+//
+//	documents:
+//	  - service: web
+//	    limiter: rack_request
+//	    cache_for_s: 30
+//	    default_rules: []
+//	    overrides:
+//	      - selector: {root_namespace: "345"}
+//	        rules:
+//	          - name: limit_rack_requests_by_ip   # replaces the file's rule, keeps its counter
+//	            action: limit
+//	            characteristics: [ip]
+//	            limit: 5000
+//	            period_s: 60
+//
+// Rules are written as in rate_limits.yaml. The file is checked whole, with
+// errors naming file, line and rule; available, keyed by service, adds the
+// cross-document checks for the services it knows.
+func ParseOverrideFile(file string, data []byte, available map[string]*config.AvailableLimiters) (*rulesv1.OverrideFile, error) {
+	f := &rulesv1.OverrideFile{}
+	if err := config.ParseMessage(file, data, f, nil); err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	for i, d := range f.GetDocuments() {
+		pair := d.GetService() + "/" + d.GetLimiter()
+		if seen[pair] {
+			return nil, fmt.Errorf("%s: documents[%d]: %s is given twice", file, i, pair)
+		}
+		seen[pair] = true
+		if a := available[d.GetService()]; a != nil {
+			if err := config.ValidateMessage(d, a); err != nil {
+				return nil, fmt.Errorf("%s: documents[%d] (%s): %w", file, i, pair, err)
+			}
+		}
+	}
+	return f, nil
+}
+
+// Apply PUTs every document of f to the management API at base (for example
+// http://rules:8082), in order, and returns the stored documents with their
+// revisions. It stops at the first failure, naming the document.
+func Apply(ctx context.Context, client *http.Client, base string, f *rulesv1.OverrideFile) ([]*rulesv1.OverrideDocument, error) {
+	if client == nil {
+		client = http.DefaultClient
+	}
+	var out []*rulesv1.OverrideDocument
+	for _, d := range f.GetDocuments() {
+		body, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(d)
+		if err != nil {
+			return out, fmt.Errorf("apply %s/%s: %w", d.GetService(), d.GetLimiter(), err)
+		}
+		u := strings.TrimRight(base, "/") + "/v1/overrides/" + url.PathEscape(d.GetService()) + "/" + url.PathEscape(d.GetLimiter())
+		req, err := http.NewRequestWithContext(ctx, http.MethodPut, u, bytes.NewReader(body))
+		if err != nil {
+			return out, fmt.Errorf("apply %s/%s: %w", d.GetService(), d.GetLimiter(), err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			return out, fmt.Errorf("apply %s/%s: %w", d.GetService(), d.GetLimiter(), err)
+		}
+		b, err := io.ReadAll(io.LimitReader(resp.Body, MaxDocumentBytes))
+		_ = resp.Body.Close()
+		if err != nil {
+			return out, fmt.Errorf("apply %s/%s: read answer: %w", d.GetService(), d.GetLimiter(), err)
+		}
+		if resp.StatusCode != http.StatusOK {
+			var e struct{ Error string }
+			_ = json.Unmarshal(b, &e)
+			return out, fmt.Errorf("apply %s/%s: %s: %s", d.GetService(), d.GetLimiter(), resp.Status, e.Error)
+		}
+		stored := &rulesv1.OverrideDocument{}
+		if err := protojson.Unmarshal(b, stored); err != nil {
+			return out, fmt.Errorf("apply %s/%s: decode answer: %w", d.GetService(), d.GetLimiter(), err)
+		}
+		out = append(out, stored)
+	}
+	return out, nil
+}

@@ -1,0 +1,285 @@
+package rulesserver_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/ratekit/ratekit/controlplane/remoterules/rulesserver"
+	"github.com/ratekit/ratekit/controlplane/remoterules/rulesv1"
+	"github.com/ratekit/ratekit/internal/redistest"
+)
+
+// logBuffer collects a server's JSON log records.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// records returns the records whose msg is msg.
+func (l *logBuffer) records(t *testing.T, msg string) []map[string]any {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(l.b.String()), "\n") {
+		var rec map[string]any
+		if line == "" {
+			continue
+		}
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if rec["msg"] == msg {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
+// managed is a Server whose management API runs on a real loopback HTTP
+// server, logging into log.
+type managed struct {
+	srv  *rulesserver.Server
+	hs   *httptest.Server
+	log  *logBuffer
+	port string
+}
+
+func newManaged(t *testing.T, cfg rulesserver.Config, wrap func(http.Handler) http.Handler) *managed {
+	t.Helper()
+	m := &managed{log: &logBuffer{}}
+	cfg.Redis, cfg.KeyPrefix, cfg.Logger = redistest.Client(t), redistest.Prefix(t), slog.New(slog.NewJSONHandler(m.log, nil))
+	var err error
+	if m.srv, err = rulesserver.New(cfg); err != nil {
+		t.Fatal(err)
+	}
+	h := m.srv.Handler()
+	if wrap != nil {
+		h = wrap(h)
+	}
+	m.hs = httptest.NewServer(h)
+	t.Cleanup(m.hs.Close)
+	_, m.port, _ = net.SplitHostPort(m.hs.Listener.Addr().String())
+	return m
+}
+
+func (m *managed) url() string { return m.hs.URL + "/v1/overrides/web/rack_request" }
+
+// stored reports whether a document of web/rack_request is stored.
+func (m *managed) stored(t *testing.T) bool {
+	t.Helper()
+	_, err := m.srv.Get(context.Background(), "web", "rack_request")
+	if err != nil && !errors.Is(err, rulesserver.ErrNotFound) {
+		t.Fatal(err)
+	}
+	return err == nil
+}
+
+// DNS rebinding: a request naming a hostile Host on the loopback listener is
+// refused, read or write, and writes nothing; a loopback Host is served.
+func TestRebindingHostRefused(t *testing.T) {
+	m := newManaged(t, rulesserver.Config{}, nil)
+	for _, host := range []string{"evil.example:" + m.port, "evil.example", "127.0.0.1.evil.example:" + m.port} {
+		for _, method := range []string{http.MethodPut, http.MethodGet} {
+			resp, body := doHost(t, method, m.url(), docJSON, host, "Origin", "http://"+host)
+			if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "not a name this server answers to") {
+				t.Fatalf("%s with Host %s: %s %s, want 403", method, host, resp.Status, body)
+			}
+		}
+	}
+	if m.stored(t) {
+		t.Fatal("a PUT with a hostile Host stored the document")
+	}
+	if n := len(m.log.records(t, "rate_limit_rules_refused")); n != 3 {
+		t.Errorf("%d refusal records, want one per refused PUT (3)", n)
+	}
+	for _, host := range []string{"localhost:" + m.port, "127.0.0.1:" + m.port, "[::1]:" + m.port} {
+		if resp, body := doHost(t, http.MethodPut, m.url(), docJSON, host); resp.StatusCode != http.StatusOK {
+			t.Fatalf("PUT with Host %s: %s %s", host, resp.Status, body)
+		}
+	}
+	if resp, body := doHost(t, http.MethodDelete, m.url(), "", "evil.example:"+m.port); resp.StatusCode != http.StatusForbidden || !m.stored(t) {
+		t.Fatalf("DELETE with a hostile Host: %s %s, stored %v", resp.Status, body, m.stored(t))
+	}
+
+	// AllowedHosts replaces the loopback names.
+	m = newManaged(t, rulesserver.Config{AllowedHosts: []string{"rules.internal"}}, nil)
+	if resp, body := doHost(t, http.MethodPut, m.url(), docJSON, "rules.internal:"+m.port); resp.StatusCode != http.StatusOK {
+		t.Fatalf("PUT with an allowed Host: %s %s", resp.Status, body)
+	}
+	if resp, _ := doHost(t, http.MethodGet, m.url(), "", "127.0.0.1:"+m.port); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("GET with a Host outside AllowedHosts: %s", resp.Status)
+	}
+}
+
+// doHost is do with the request's Host set to host.
+func doHost(t *testing.T, method, url, body, host string, hdr ...string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = host
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+// fromRemote makes the real server see its client at a non-loopback
+// address, as a client on another host is seen.
+func fromRemote(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.RemoteAddr = "203.0.113.7:40000"
+		h.ServeHTTP(w, r)
+	})
+}
+
+// Without an authorization hook only loopback clients write; with one, its
+// verdict decides, before the body is read, and every write is audited
+// with who, what and the outcome.
+func TestWriteAuthorization(t *testing.T) {
+	m := newManaged(t, rulesserver.Config{}, fromRemote)
+	if resp, body := do(t, http.MethodPut, m.url(), docJSON); resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "authorization hook") {
+		t.Fatalf("remote PUT without a hook: %s %s, want 403", resp.Status, body)
+	}
+	if m.stored(t) {
+		t.Fatal("a remote PUT without a hook stored the document")
+	}
+	if resp, _ := do(t, http.MethodGet, m.url(), ""); resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("remote GET: %s, want 404 (reads need no hook)", resp.Status)
+	}
+	if recs := m.log.records(t, "rate_limit_rules_refused"); len(recs) != 1 || recs[0]["op"] != "put" || recs[0]["remote_addr"] != "203.0.113.7:40000" {
+		t.Fatalf("refusal records %v", recs)
+	}
+
+	var bodies atomic.Int64 // requests the hook let through
+	token := func(r *http.Request) (string, bool) {
+		ok := subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), []byte("Bearer s3cret")) == 1
+		if ok {
+			bodies.Add(1)
+			return "ci-deployer", true
+		}
+		return "", false
+	}
+	m = newManaged(t, rulesserver.Config{Authorize: token}, fromRemote)
+	if resp, body := do(t, http.MethodPut, m.url(), docJSON, "Authorization", "Bearer wrong"); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("PUT with a wrong token: %s %s", resp.Status, body)
+	}
+	resp, body := do(t, http.MethodPut, m.url(), docJSON, "Authorization", "Bearer s3cret")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("PUT with the token: %s %s", resp.Status, body)
+	}
+	rev := mustDoc(t, body).GetRevision()
+	if resp, body := do(t, http.MethodPut, m.url(), `{"service": "web"`, "Authorization", "Bearer s3cret"); resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("malformed PUT: %s %s", resp.Status, body)
+	}
+	if resp, body := do(t, http.MethodDelete, m.url(), "", "Authorization", "Bearer s3cret", "If-Match", `"`+rev+`"`); resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("DELETE with the token: %s %s", resp.Status, body)
+	}
+	writes := m.log.records(t, "rate_limit_rules_write")
+	want := []map[string]any{
+		{"who": "ci-deployer", "op": "put", "service": "web", "limiter": "rack_request", "outcome": "ok", "revision": rev},
+		{"who": "ci-deployer", "op": "put", "outcome": "error"},
+		{"who": "ci-deployer", "op": "delete", "outcome": "ok", "if_match": rev},
+	}
+	if len(writes) != len(want) || bodies.Load() != 3 {
+		t.Fatalf("%d write records for 3 authorized writes: %v", len(writes), writes)
+	}
+	for i, w := range want {
+		for k, v := range w {
+			if writes[i][k] != v {
+				t.Errorf("write record %d: %s = %v, want %v (%v)", i, k, writes[i][k], v, writes[i])
+			}
+		}
+	}
+	if n := len(m.log.records(t, "rate_limit_rules_refused")); n != 1 {
+		t.Errorf("%d refusal records, want 1 (the wrong token)", n)
+	}
+}
+
+// countingConn counts the bytes a Redis client reads.
+type countingConn struct {
+	net.Conn
+	n *atomic.Int64
+}
+
+func (c countingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+// A stored document over MaxDocumentBytes is refused by its size: its body
+// never crosses the wire (it used to be read whole, then refused).
+func TestOversizedStoredDocumentNotRead(t *testing.T) {
+	var read atomic.Int64
+	opt, err := redis.ParseURL(redistest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return countingConn{Conn: c, n: &read}, nil
+	}
+	rdb := redis.NewClient(opt)
+	t.Cleanup(func() { _ = rdb.Close() })
+	prefix := redistest.Prefix(t)
+	s, err := rulesserver.New(rulesserver.Config{Redis: rdb, KeyPrefix: prefix, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	const size = 8 << 20
+	if err := rdb.HSet(ctx, prefix+"web:rack_request", "rev", "1-abc", "body", strings.Repeat("x", size)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	read.Store(0)
+	if _, err := s.Get(ctx, "web", "rack_request"); !errors.Is(err, rulesserver.ErrTooLarge) || !strings.Contains(err.Error(), "8388608 bytes") {
+		t.Fatalf("Get of an oversized stored document: %v, want ErrTooLarge naming its size", err)
+	}
+	if _, err := s.GetRules(ctx, &rulesv1.GetRulesRequest{Service: "web", Limiter: "rack_request"}); status.Code(err) != codes.Unavailable {
+		t.Fatalf("GetRules: %v, want Unavailable", err)
+	}
+	if n := read.Load(); n > 64<<10 {
+		t.Fatalf("read %d bytes from Redis for two refusals of a %d-byte document, want under 64 KiB", n, size)
+	}
+	// A valid document replaces it and is read again.
+	if _, err := s.Put(ctx, mustDoc(t, docJSON)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Get(ctx, "web", "rack_request"); err != nil {
+		t.Fatalf("Get after a valid PUT: %v", err)
+	}
+}

@@ -1,0 +1,465 @@
+package rulesserver
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	"buf.build/go/protovalidate"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/ratekit/ratekit/controlplane/config"
+	"github.com/ratekit/ratekit/controlplane/remoterules/rulesv1"
+	ratelimit "github.com/ratekit/ratekit/core"
+	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
+)
+
+// Defaults of Config.
+const (
+	DefaultKeyPrefix = "ratekit:rules:"
+	DefaultCacheFor  = 30 * time.Second
+	DefaultStaleFor  = 10 * time.Minute
+	// MaxDocumentBytes bounds an override document, written or read: the
+	// rules model's bound on every rules document (docs/limits.md).
+	MaxDocumentBytes = ratelimit.MaxDocumentBytes
+)
+
+// Errors of the document operations.
+var (
+	ErrNotFound = errors.New("rulesserver: no override document")
+	ErrConflict = errors.New("rulesserver: revision conflict")
+	ErrTooLarge = fmt.Errorf("rulesserver: override document over %d bytes", MaxDocumentBytes)
+)
+
+// Config configures a Server.
+type Config struct {
+	// Redis holds the override documents (a standalone client or a cluster
+	// client: each document is one key). Required.
+	Redis redis.UniversalClient
+	// KeyPrefix starts every key (default DefaultKeyPrefix).
+	KeyPrefix string
+	// Available optionally maps a service name to its available_limiters.yaml:
+	// a document of that service must then name a declared limiter and only
+	// its properties, and respect its skip allow-list. Documents of other
+	// services get the checks that need no such file.
+	Available map[string]*config.AvailableLimiters
+	// CacheFor and StaleFor are the lifetimes answered for documents that
+	// leave them at 0, and for (service, limiter) pairs with no document.
+	CacheFor time.Duration
+	StaleFor time.Duration
+	// Logger receives an ERROR record for each invalid stored document, and
+	// the management API's audit records: one INFO "rate_limit_rules_write"
+	// per PUT or DELETE (who, what, outcome) and one WARN
+	// "rate_limit_rules_refused" per request turned away (default
+	// slog.Default()).
+	Logger *slog.Logger
+	// Authorize is the management API's authorization hook for writes (PUT,
+	// DELETE): it names who writes, for the audit log, or refuses (ok
+	// false: 403). Without it only clients connecting from a loopback
+	// address may write (audited as "loopback"); reads are never refused.
+	Authorize Authorizer
+	// AllowedHosts are the Host names the management API answers to ("name"
+	// on any port, "name:port", or "*" for any). Empty: on a loopback
+	// listener only localhost, 127.0.0.1 and [::1] (any port), so a hostile
+	// name resolved to 127.0.0.1 (DNS rebinding) is refused; on other
+	// listeners any Host.
+	AllowedHosts []string
+}
+
+// Authorizer decides whether a management request may write and names who
+// makes it, for the audit log; ok false refuses it.
+type Authorizer func(r *http.Request) (who string, ok bool)
+
+// Server is the reference rules service: GetRules answers from override
+// documents in Redis, and Put, Get and Delete (and Handler, their HTTP form)
+// manage them.
+type Server struct {
+	rulesv1.UnimplementedRulesServiceServer
+
+	rdb       redis.UniversalClient
+	prefix    string
+	available map[string]*config.AvailableLimiters
+	cacheFor  uint32
+	staleFor  uint32
+	logger    *slog.Logger
+	authorize Authorizer
+	hosts     []string
+
+	// docs holds the last decoded, validated document per key with its
+	// revision, so an unchanged document costs GetRules one round trip and
+	// no decoding. Cleared whole when it reaches maxCachedDocs.
+	mu   sync.Mutex
+	docs map[string]*rulesv1.OverrideDocument
+
+	answers *prometheus.CounterVec
+	ops     *prometheus.CounterVec
+	latency prometheus.Histogram
+}
+
+var (
+	_ rulesv1.RulesServiceServer = (*Server)(nil)
+	_ prometheus.Collector       = (*Server)(nil)
+)
+
+// New returns a Server.
+func New(cfg Config) (*Server, error) {
+	if cfg.Redis == nil {
+		return nil, errors.New("rulesserver: Config.Redis is nil")
+	}
+	s := &Server{
+		rdb:       cfg.Redis,
+		prefix:    cfg.KeyPrefix,
+		available: cfg.Available,
+		cacheFor:  seconds(cfg.CacheFor, DefaultCacheFor),
+		staleFor:  seconds(cfg.StaleFor, DefaultStaleFor),
+		logger:    cfg.Logger,
+		authorize: cfg.Authorize,
+		hosts:     cfg.AllowedHosts,
+		answers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratekit_rules_server_answers_total",
+			Help: "GetRules answers, by outcome (override, default, empty, not_modified, invalid_request, error).",
+		}, []string{"outcome"}),
+		ops: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratekit_rules_server_documents_total",
+			Help: "Management operations on override documents, by operation and outcome.",
+		}, []string{"op", "outcome"}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "ratekit_rules_server_get_rules_seconds",
+			Help:    "Latency of GetRules.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1},
+		}),
+	}
+	if s.prefix == "" {
+		s.prefix = DefaultKeyPrefix
+	}
+	s.docs = map[string]*rulesv1.OverrideDocument{}
+	if s.logger == nil {
+		s.logger = slog.Default()
+	}
+	return s, nil
+}
+
+func seconds(d, def time.Duration) uint32 {
+	if d <= 0 {
+		d = def
+	}
+	return uint32(max(1, d/time.Second))
+}
+
+// Describe implements prometheus.Collector.
+func (s *Server) Describe(ch chan<- *prometheus.Desc) {
+	s.answers.Describe(ch)
+	s.ops.Describe(ch)
+	s.latency.Describe(ch)
+}
+
+// Collect implements prometheus.Collector.
+func (s *Server) Collect(ch chan<- prometheus.Metric) {
+	s.answers.Collect(ch)
+	s.ops.Collect(ch)
+	s.latency.Collect(ch)
+}
+
+// key is the Redis key of a (service, limiter) document. Both names are
+// validated first and hold no ':', so distinct pairs never share a key.
+func (s *Server) key(service, limiter string) string { return s.prefix + service + ":" + limiter }
+
+// GetRules answers the rules of the document of (service, limiter): those of
+// the most specific override whose selector the identifier matches, else the
+// document's default rules. vary lists every selector property, so a client
+// caches one answer per combination of their values.
+func (s *Server) GetRules(ctx context.Context, req *rulesv1.GetRulesRequest) (*rulesv1.GetRulesResponse, error) {
+	start := time.Now()
+	defer func() { s.latency.Observe(time.Since(start).Seconds()) }()
+	if err := protovalidate.Validate(req); err != nil {
+		s.answers.WithLabelValues("invalid_request").Inc()
+		return nil, status.Errorf(codes.InvalidArgument, "get rules: %v", err)
+	}
+	doc, err := s.load(ctx, req.GetService(), req.GetLimiter())
+	if errors.Is(err, ErrNotFound) {
+		s.answers.WithLabelValues("empty").Inc()
+		return &rulesv1.GetRulesResponse{Rules: &configv1.RuleList{}, CacheForS: s.cacheFor, StaleForS: s.staleFor}, nil
+	}
+	if err != nil {
+		s.answers.WithLabelValues("error").Inc()
+		return nil, status.Errorf(codes.Unavailable, "get rules: %v", err)
+	}
+	resp, matched := Answer(doc, req.GetIdentifier())
+	if resp.CacheForS == 0 {
+		resp.CacheForS = s.cacheFor
+	}
+	if resp.StaleForS == 0 {
+		resp.StaleForS = s.staleFor
+	}
+	outcome := "default"
+	if matched {
+		outcome = "override"
+	}
+	if kr := req.GetKnownRevision(); kr != "" && kr == resp.Revision {
+		outcome = "not_modified"
+		resp.NotModified, resp.Rules = true, nil
+	}
+	s.answers.WithLabelValues(outcome).Inc()
+	return resp, nil
+}
+
+// Answer computes the answer of doc for identifier: the rules of the most
+// specific matching override (most selector properties, document order among
+// equals), else the default rules; vary is every selector property, sorted.
+// matched reports that an override, not the default, made the answer.
+func Answer(doc *rulesv1.OverrideDocument, identifier map[string]string) (resp *rulesv1.GetRulesResponse, matched bool) {
+	overrides := append([]*rulesv1.Override(nil), doc.GetOverrides()...)
+	sort.SliceStable(overrides, func(i, j int) bool { return len(overrides[i].GetSelector()) > len(overrides[j].GetSelector()) })
+	vary := map[string]struct{}{}
+	for _, o := range overrides {
+		for k := range o.GetSelector() {
+			vary[k] = struct{}{}
+		}
+	}
+	resp = &rulesv1.GetRulesResponse{
+		Rules:     doc.GetDefaultRules(),
+		CacheForS: doc.GetCacheForS(),
+		StaleForS: doc.GetStaleForS(),
+		Revision:  doc.GetRevision(),
+		Vary:      make([]string, 0, len(vary)),
+	}
+	for k := range vary {
+		resp.Vary = append(resp.Vary, k)
+	}
+	sort.Strings(resp.Vary)
+	for _, o := range overrides {
+		if selects(o.GetSelector(), identifier) {
+			resp.Rules, matched = o.GetRules(), true
+			break
+		}
+	}
+	if resp.Rules == nil {
+		resp.Rules = &configv1.RuleList{}
+	}
+	return resp, matched
+}
+
+func selects(selector, identifier map[string]string) bool {
+	for k, v := range selector {
+		if got, ok := identifier[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+// Validate checks a document as Put does: protovalidate, the rule checks of
+// rate_limits.yaml, and, when the service's available_limiters.yaml is
+// configured, the cross-document checks.
+func (s *Server) Validate(doc *rulesv1.OverrideDocument) error {
+	if err := config.ValidateMessage(doc, s.available[doc.GetService()]); err != nil {
+		return fmt.Errorf("override document %s/%s: %w", doc.GetService(), doc.GetLimiter(), err)
+	}
+	return nil
+}
+
+const maxCachedDocs = 10_000
+
+// loadScript returns the stored revision, and the body only when the
+// revision differs from the caller's (ARGV[1]) and the body is at most
+// ARGV[2] bytes: a larger one is answered by its size alone, never read.
+var loadScript = redis.NewScript(`
+local rev = redis.call('HGET', KEYS[1], 'rev')
+if not rev then return {} end
+if rev == ARGV[1] then return {rev} end
+local n = redis.call('HSTRLEN', KEYS[1], 'body')
+if n > tonumber(ARGV[2]) then return {rev, '', tostring(n)} end
+return {rev, redis.call('HGET', KEYS[1], 'body') or ''}
+`)
+
+// load reads and validates the stored document of (service, limiter).
+func (s *Server) load(ctx context.Context, service, limiter string) (*rulesv1.OverrideDocument, error) {
+	key := s.key(service, limiter)
+	s.mu.Lock()
+	cached := s.docs[key]
+	s.mu.Unlock()
+	res, err := loadScript.Run(ctx, s.rdb, []string{key}, cached.GetRevision(), MaxDocumentBytes).StringSlice()
+	if err != nil {
+		return nil, fmt.Errorf("read override document %s/%s: %w", service, limiter, err)
+	}
+	if len(res) == 0 {
+		return nil, ErrNotFound
+	}
+	if len(res) == 1 && cached != nil && res[0] == cached.GetRevision() {
+		return cached, nil
+	}
+	var doc *rulesv1.OverrideDocument
+	switch len(res) {
+	case 2:
+		doc, err = s.decodeStored(service, limiter, res[0], res[1])
+	case 3:
+		err = fmt.Errorf("%w: stored override document %s/%s holds %s bytes", ErrTooLarge, service, limiter, res[2])
+	default:
+		return nil, fmt.Errorf("read override document %s/%s: unexpected reply %q", service, limiter, res)
+	}
+	if err == nil {
+		s.mu.Lock()
+		if len(s.docs) >= maxCachedDocs {
+			clear(s.docs)
+		}
+		s.docs[key] = doc
+		s.mu.Unlock()
+	}
+	if err != nil {
+		s.logger.Error("rulesserver: invalid override document in Redis; answering an error so clients keep their last answer or their local tiers",
+			slog.String("service", service), slog.String("limiter", limiter), slog.Any("error", err))
+		return nil, err
+	}
+	return doc, nil
+}
+
+// decodeStored validates a document read from Redis exactly as a written one.
+func (s *Server) decodeStored(service, limiter, rev, body string) (*rulesv1.OverrideDocument, error) {
+	if len(body) > MaxDocumentBytes {
+		return nil, ErrTooLarge
+	}
+	doc := &rulesv1.OverrideDocument{}
+	if err := proto.Unmarshal([]byte(body), doc); err != nil {
+		return nil, fmt.Errorf("decode stored override document %s/%s: %w", service, limiter, err)
+	}
+	if doc.GetService() != service || doc.GetLimiter() != limiter {
+		return nil, fmt.Errorf("stored override document %s/%s names %s/%s", service, limiter, doc.GetService(), doc.GetLimiter())
+	}
+	doc.Revision = rev
+	if err := s.Validate(doc); err != nil {
+		return nil, err
+	}
+	return doc, nil
+}
+
+// Get returns the stored document of (service, limiter), or ErrNotFound.
+func (s *Server) Get(ctx context.Context, service, limiter string) (*rulesv1.OverrideDocument, error) {
+	if err := validPair(service, limiter); err != nil {
+		return nil, err
+	}
+	return s.load(ctx, service, limiter)
+}
+
+// putScript stores a document when the expected revision (ARGV[1], "" for
+// any) holds. The revision counts writes of the key, so a reader comparing
+// revisions sees every change; an identical body is a no-op (idempotent PUT).
+var putScript = redis.NewScript(`
+local rev = redis.call('HGET', KEYS[1], 'rev')
+if ARGV[1] ~= '' and ARGV[1] ~= (rev or '') then return {'conflict', rev or ''} end
+if rev and redis.call('HGET', KEYS[1], 'body') == ARGV[2] then return {'same', rev} end
+local n = 1
+if rev then n = (tonumber(string.match(rev, '^%d+')) or 0) + 1 end
+local newrev = tostring(n) .. '-' .. ARGV[3]
+redis.call('HSET', KEYS[1], 'rev', newrev, 'body', ARGV[2])
+return {'ok', newrev}
+`)
+
+// deleteScript deletes a document when the expected revision holds.
+var deleteScript = redis.NewScript(`
+local rev = redis.call('HGET', KEYS[1], 'rev')
+if not rev then return {'missing', ''} end
+if ARGV[1] ~= '' and ARGV[1] ~= rev then return {'conflict', rev} end
+redis.call('DEL', KEYS[1])
+return {'ok', rev}
+`)
+
+// Put validates doc and stores it whole, replacing the document of its
+// (service, limiter). When doc.Revision is set it must equal the stored
+// revision (ErrConflict otherwise); storing an identical document changes
+// nothing. It returns the stored document with its revision.
+func (s *Server) Put(ctx context.Context, doc *rulesv1.OverrideDocument) (*rulesv1.OverrideDocument, error) {
+	out, err := s.put(ctx, doc)
+	s.ops.WithLabelValues("put", outcome(err)).Inc()
+	return out, err
+}
+
+func (s *Server) put(ctx context.Context, doc *rulesv1.OverrideDocument) (*rulesv1.OverrideDocument, error) {
+	if err := s.Validate(doc); err != nil {
+		return nil, err
+	}
+	expect := doc.GetRevision()
+	stored := proto.Clone(doc).(*rulesv1.OverrideDocument)
+	stored.Revision = ""
+	// Stored as proto's deterministic binary encoding: byte-stable, so an
+	// identical document is recognised and leaves the revision alone.
+	canon, err := proto.MarshalOptions{Deterministic: true}.Marshal(stored)
+	if err != nil {
+		return nil, fmt.Errorf("encode override document: %w", err)
+	}
+	if len(canon) > MaxDocumentBytes {
+		return nil, ErrTooLarge
+	}
+	sum := sha256.Sum256(canon)
+	hash := hex.EncodeToString(sum[:6])
+	res, err := putScript.Run(ctx, s.rdb, []string{s.key(doc.GetService(), doc.GetLimiter())}, expect, string(canon), hash).StringSlice()
+	if err != nil {
+		return nil, fmt.Errorf("store override document %s/%s: %w", doc.GetService(), doc.GetLimiter(), err)
+	}
+	if res[0] == "conflict" {
+		return nil, fmt.Errorf("%w: override document %s/%s is at revision %q, not %q", ErrConflict, doc.GetService(), doc.GetLimiter(), res[1], expect)
+	}
+	stored.Revision = res[1]
+	return stored, nil
+}
+
+func outcome(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, ErrConflict):
+		return "conflict"
+	case errors.Is(err, ErrNotFound):
+		return "not_found"
+	default:
+		var ve *config.ValidationError
+		if errors.As(err, &ve) {
+			return "invalid"
+		}
+		return "error"
+	}
+}
+
+// Delete removes the document of (service, limiter). A non-empty revision
+// must equal the stored one. It returns ErrNotFound when there is none.
+func (s *Server) Delete(ctx context.Context, service, limiter, revision string) error {
+	err := s.delete(ctx, service, limiter, revision)
+	s.ops.WithLabelValues("delete", outcome(err)).Inc()
+	return err
+}
+
+func (s *Server) delete(ctx context.Context, service, limiter, revision string) error {
+	if err := validPair(service, limiter); err != nil {
+		return err
+	}
+	res, err := deleteScript.Run(ctx, s.rdb, []string{s.key(service, limiter)}, revision).StringSlice()
+	if err != nil {
+		return fmt.Errorf("delete override document %s/%s: %w", service, limiter, err)
+	}
+	switch res[0] {
+	case "missing":
+		return fmt.Errorf("%w for %s/%s", ErrNotFound, service, limiter)
+	case "conflict":
+		return fmt.Errorf("%w: override document %s/%s is at revision %q, not %q", ErrConflict, service, limiter, res[1], revision)
+	}
+	return nil
+}
+
+// validPair checks a (service, limiter) pair named outside a document.
+func validPair(service, limiter string) error {
+	req := &rulesv1.GetRulesRequest{Service: service, Limiter: limiter}
+	if err := protovalidate.Validate(req); err != nil {
+		return fmt.Errorf("override document %q/%q: %w", service, limiter, err)
+	}
+	return nil
+}

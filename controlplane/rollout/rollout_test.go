@@ -1,0 +1,143 @@
+package rollout_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/ratekit/ratekit/controlplane/rollout"
+	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/redisstore"
+	"github.com/ratekit/ratekit/internal/redistest"
+)
+
+func limiter(t *testing.T, store ratelimit.Store, prefix string, mode ratelimit.Enforcement) *ratelimit.Limiter {
+	t.Helper()
+	l, err := ratelimit.New(ratelimit.Config{
+		Name: "checkout", Store: store, KeyPrefix: prefix, Enforcement: mode,
+		Rules: []ratelimit.Rule{{
+			Name: "per_user", Characteristics: []string{"user"}, Action: ratelimit.ActionLimit,
+			Limit: 2, Period: time.Minute,
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func TestCompareAgreements(t *testing.T) {
+	rule := &ratelimit.Rule{Name: "per_user"}
+	blockedEval := []ratelimit.Evaluation{{Rule: rule, Blocked: true, Exceeded: true}}
+	for _, tc := range []struct {
+		name      string
+		res       ratelimit.Result
+		legacy    bool
+		want      rollout.Agreement
+		wantBlock bool
+		wantRule  string
+	}{
+		{"both allow", ratelimit.Result{Action: ratelimit.ActionAllow, Rule: rule}, false, rollout.Agree, false, "per_user"},
+		{"both block", ratelimit.Result{Action: ratelimit.ActionBlock, Rule: rule, Evaluations: blockedEval}, true, rollout.Agree, true, "per_user"},
+		{"new only, enforcing", ratelimit.Result{Action: ratelimit.ActionBlock, Rule: rule, Evaluations: blockedEval}, false, rollout.NewOnly, true, "per_user"},
+		{"legacy only, enforcing", ratelimit.Result{Action: ratelimit.ActionAllow}, true, rollout.LegacyOnly, false, rollout.NoRule},
+		{"shadow would block, legacy allows", ratelimit.Result{Action: ratelimit.ActionAllow, Shadow: true, Rule: rule, Evaluations: blockedEval}, false, rollout.NewOnly, false, "per_user"},
+		{"shadow would block, legacy blocks", ratelimit.Result{Action: ratelimit.ActionAllow, Shadow: true, Rule: rule, Evaluations: blockedEval}, true, rollout.Agree, true, "per_user"},
+		{"shadow allows, legacy blocks", ratelimit.Result{Action: ratelimit.ActionAllow, Shadow: true}, true, rollout.LegacyOnly, true, rollout.NoRule},
+		{"fail-open is not compared", ratelimit.Result{Action: ratelimit.ActionAllow, Err: errors.New("down")}, true, rollout.Failed, false, rollout.NoRule},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tally := rollout.NewTally()
+			ro := rollout.New(limiter(t, ratelimit.NewMemoryStore(), "", ratelimit.Enforce), tally)
+			d := ro.Compare(context.Background(), tc.res, tc.legacy)
+			if d.Agreement != tc.want || d.Block() != tc.wantBlock || d.Rule != tc.wantRule {
+				t.Fatalf("agreement=%s block=%v rule=%s, want %s %v %s", d.Agreement, d.Block(), d.Rule, tc.want, tc.wantBlock, tc.wantRule)
+			}
+			div, ok := tally.Divergence("checkout")
+			if !ok || len(div.Rules) != 1 || div.Rules[0].Rule != tc.wantRule {
+				t.Fatalf("tally: %+v", div)
+			}
+			var want rollout.Counts
+			want.Add(tc.want, 1)
+			if div.Total != want {
+				t.Fatalf("tally total %+v, want %+v", div.Total, want)
+			}
+		})
+	}
+}
+
+func TestGate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		c    rollout.Counts
+		pass bool
+	}{
+		{"below threshold", rollout.Counts{Agree: 9960, NewOnly: 20, LegacyOnly: 20, Failed: 500}, true}, // 0.40 %
+		{"exactly 0.5 % fails", rollout.Counts{Agree: 9950, NewOnly: 50}, false},                         // "fewer than"
+		{"above", rollout.Counts{Agree: 900, LegacyOnly: 100}, false},                                    // 10 %
+		{"too little traffic", rollout.Counts{Agree: 999}, false},                                        // under MinDecisions
+		{"failed decisions do not count as traffic", rollout.Counts{Agree: 10, Failed: 5000}, false},     //
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := rollout.Gate("x", tc.c, rollout.MaxDivergence, rollout.MinDecisions)
+			if v.Pass != tc.pass || v.Reason == "" {
+				t.Fatalf("Gate(%+v) = %+v, want pass=%v", tc.c, v, tc.pass)
+			}
+		})
+	}
+}
+
+type panicky struct{}
+
+func (panicky) RecordDecision(context.Context, string, *rollout.Decision) { panic("boom") }
+
+func TestRecorderPanicNeverReachesTheRequest(t *testing.T) {
+	ro := rollout.New(limiter(t, ratelimit.NewMemoryStore(), "", ratelimit.Shadow), panicky{})
+	d := ro.Check(context.Background(), ratelimit.Identifier{"user": "u"}, true)
+	if !d.Block() || d.Agreement != rollout.LegacyOnly {
+		t.Fatalf("decision %+v", d)
+	}
+}
+
+// TestRolloutOnRedis walks the rollout on a real Redis: in shadow the legacy
+// decision is obeyed and divergence is tallied; after switching to enforce
+// the limiter's verdict is obeyed, on counters the shadow checks made.
+func TestRolloutOnRedis(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		client func(t *testing.T) ratelimit.Store
+	}{
+		{"standalone", func(t *testing.T) ratelimit.Store { return redisstore.New(redistest.Client(t)) }},
+		{"cluster", func(t *testing.T) ratelimit.Store { return redisstore.New(redistest.ClusterClient(t)) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := limiter(t, tc.client(t), redistest.Prefix(t), ratelimit.Shadow)
+			tally := rollout.NewTally()
+			ro := rollout.New(l, tally)
+			ctx := context.Background()
+			alice := ratelimit.Identifier{"user": "alice"}
+			// The legacy check admits 3 per minute, the new rule 2.
+			for n := 1; n <= 4; n++ {
+				d := ro.Check(ctx, alice, n > 3)
+				if d.Result.Err != nil {
+					t.Fatal(d.Result.Err)
+				}
+				if d.Block() != (n > 3) {
+					t.Fatalf("shadow request %d: block=%v, want the legacy decision %v", n, d.Block(), n > 3)
+				}
+			}
+			div, _ := tally.Divergence("checkout")
+			if div.Total != (rollout.Counts{Agree: 3, NewOnly: 1}) {
+				t.Fatalf("tally %+v", div.Total)
+			}
+			if err := l.SetEnforcement(ratelimit.Enforce); err != nil {
+				t.Fatal(err)
+			}
+			d := ro.Check(ctx, alice, false)
+			if !d.Block() || d.Agreement != rollout.NewOnly || d.Rule != "per_user" {
+				t.Fatalf("after enforce: block=%v agreement=%s rule=%s", d.Block(), d.Agreement, d.Rule)
+			}
+		})
+	}
+}

@@ -1,0 +1,315 @@
+package rulestore
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekit/ratekit/controlplane/config"
+	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/redistest"
+	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
+)
+
+// manyRules returns n rules named prefix0, prefix1, ...
+func manyRules(n int, prefix string) []ratelimit.Rule {
+	out := make([]ratelimit.Rule, n)
+	for i := range out {
+		out[i] = rule(fmt.Sprintf("%s%d", prefix, i), 5)
+	}
+	return out
+}
+
+// publishedDoc is the stored JSON of a document whose published tier holds
+// rules, written as another writer (a hand-made SET) would.
+func publishedDoc(t testing.TB, rules []ratelimit.Rule) string {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString(`{"published_rules":{"rules":[`)
+	for i, r := range rules {
+		p, err := config.RuleToProto(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		j, err := config.MarshalRule(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(j)
+	}
+	b.WriteString(`]}}`)
+	return b.String()
+}
+
+// The write path refuses what the read path would reject, before storing
+// anything: a 20,000-rule publish, a publish that would take the published
+// tier past ratelimit.MaxRulesPerTier, one that would take the document past
+// ratelimit.MaxDocumentBytes. A normal publish works right after each.
+func TestPublishOverBoundsIsRefusedBeforeStoring(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, c redis.UniversalClient) {
+		s := newStore(t, c, Options{})
+
+		_, err := s.Publish(ctx, request(t, map[string][]ratelimit.Rule{"search": manyRules(20_000, "r")}))
+		var ve *config.ValidationError
+		if !errors.As(err, &ve) || !strings.Contains(err.Error(), "search/r256: 20000 rules in this list, at most 256 per tier") {
+			t.Fatalf("20,000-rule publish: %v", err)
+		}
+		t.Logf("20,000-rule publish: %v", firstLine(err))
+		if v, ok := raw(t, c, s.Key("search")); ok {
+			t.Fatalf("stored by a refused publish: %d bytes", len(v))
+		}
+		mustPublish(t, s, "search", rule("normal", 3))
+
+		// Rules accumulate over batches, each valid alone: the batch that
+		// would take the tier over the bound is refused inside the write.
+		for i := 0; i < ratelimit.MaxRulesPerTier-1; i += 85 {
+			mustPublish(t, s, "search", manyRules(ratelimit.MaxRulesPerTier, "acc")[i:min(i+85, ratelimit.MaxRulesPerTier-1)]...)
+		}
+		before, _ := raw(t, c, s.Key("search"))
+		rev, _ := s.Revision(ctx)
+		_, err = s.Publish(ctx, request(t, map[string][]ratelimit.Rule{"search": {rule("one_too_many", 1)}}))
+		if !errors.Is(err, ErrOverBounds) || !strings.Contains(err.Error(), "published_rules would hold 257 rules, at most 256") {
+			t.Fatalf("publish over the tier bound: %v", err)
+		}
+		if after, _ := raw(t, c, s.Key("search")); after != before {
+			t.Fatal("a refused publish changed the document")
+		}
+		if r, _ := s.Revision(ctx); r != rev {
+			t.Fatalf("revision moved from %d to %d", rev, r)
+		}
+		// Replacing a rule by name keeps the count: accepted.
+		mustPublish(t, s, "search", rule("normal", 4))
+		if _, err := s.Document(ctx, "search"); err != nil {
+			t.Fatalf("the full document must read back: %v", err)
+		}
+
+		// Bytes: rules each of about 10 kB.
+		big := func(i int) *configv1.Rule {
+			r := protoRule(t, fmt.Sprintf("big%d", i), 5)
+			vs := make([]string, 1000)
+			for j := range vs {
+				vs[j] = fmt.Sprintf("value_%04d", j)
+			}
+			r.Match = map[string]*configv1.MatchValue{"user": {Kind: &configv1.MatchValue_OneOf{OneOf: &configv1.StringSet{Values: vs}}}}
+			return r
+		}
+		var refused error
+		for i := 0; i < 200 && refused == nil; i += 10 {
+			batch := &configv1.RuleList{}
+			for j := range 10 {
+				batch.Rules = append(batch.Rules, big(i+j))
+			}
+			_, refused = s.Publish(ctx, &configv1.PublishRulesRequest{RateLimits: map[string]*configv1.RuleList{"projects": batch}})
+		}
+		if !errors.Is(refused, ErrOverBounds) || !strings.Contains(refused.Error(), "bytes, at most 1048576") {
+			t.Fatalf("publish over the byte bound: %v", refused)
+		}
+		if _, err := s.Document(ctx, "projects"); err != nil {
+			t.Fatalf("the document under the byte bound must read back: %v", err)
+		}
+		mustPublish(t, s, "search", rule("normal", 5))
+		mustPublish(t, s, "projects", rule("after_refusal", 2))
+	})
+}
+
+func firstLine(err error) string {
+	s, _, _ := strings.Cut(err.Error(), "\n")
+	return s
+}
+
+func mustPublish(t *testing.T, s *Store, limiter string, rules ...ratelimit.Rule) {
+	t.Helper()
+	if _, err := s.Publish(ctx, request(t, map[string][]ratelimit.Rule{limiter: rules})); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A stored document that no process would load (written past the store:
+// by hand, by another SDK) never wedges the store: Delete shrinks it, Remove
+// takes it away whatever the key holds, and writing works again after.
+func TestInvalidStoredDocumentCanBeShrunkOrRemoved(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, c redis.UniversalClient) {
+		s := newStore(t, c, Options{})
+		huge := manyRules(20_000, "r")
+		if err := c.Set(ctx, s.Key("search"), publishedDoc(t, huge), 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.SAdd(ctx, s.indexKey(), "search").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Document(ctx, "search"); !errors.Is(err, ErrInvalidDocument) {
+			t.Fatalf("Document of a 20,000-rule document: %v", err)
+		}
+		_, err := s.Publish(ctx, request(t, map[string][]ratelimit.Rule{"search": {rule("x", 1)}}))
+		if !errors.Is(err, ErrInvalidDocument) || !strings.Contains(err.Error(), "Remove") {
+			t.Fatalf("publish onto it: %v", err)
+		}
+		// Delete shrinks it back under the bound.
+		var drop []string
+		for _, r := range huge[ratelimit.MaxRulesPerTier:] {
+			drop = append(drop, r.Name)
+		}
+		if _, err := s.Delete(ctx, "search", drop...); err != nil {
+			t.Fatalf("delete: %v", err)
+		}
+		if d, err := s.Document(ctx, "search"); err != nil || len(d.GetPublishedRules().GetRules()) != ratelimit.MaxRulesPerTier {
+			t.Fatalf("after delete: %v", err)
+		}
+
+		for what, set := range map[string]func(key string) error{
+			"garbage": func(key string) error { return c.Set(ctx, key, "not json", 0).Err() },
+			"a hash":  func(key string) error { return c.HSet(ctx, key, "published_rules", "{}").Err() },
+			"too large": func(key string) error {
+				return c.Set(ctx, key, strings.Repeat(" ", ratelimit.MaxDocumentBytes+1), 0).Err()
+			},
+		} {
+			if err := c.Del(ctx, s.Key("search")).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := set(s.Key("search")); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Publish(ctx, request(t, map[string][]ratelimit.Rule{"search": {rule("x", 1)}})); !errors.Is(err, ErrInvalidDocument) {
+				t.Fatalf("%s: publish onto it: %v", what, err)
+			}
+			res, err := s.Remove(ctx, "search")
+			if err != nil || len(res.Changed) != 1 {
+				t.Fatalf("%s: remove: %+v %v", what, res, err)
+			}
+			if n, _ := c.Exists(ctx, s.Key("search")).Result(); n != 0 {
+				t.Fatalf("%s: still there after Remove", what)
+			}
+			if ok, _ := c.SIsMember(ctx, s.indexKey(), "search").Result(); ok {
+				t.Fatalf("%s: still indexed after Remove", what)
+			}
+			mustPublish(t, s, "search", rule("x", 1))
+		}
+		if res, err := s.Remove(ctx, "nothing_here"); err != nil || len(res.Changed) != 0 {
+			t.Fatalf("remove of nothing: %+v %v", res, err)
+		}
+	})
+}
+
+// A replica never receives a document over ratelimit.MaxDocumentBytes: with
+// an 11.6 MB document in the store its heap stays small, refresh after
+// refresh, and the limiter keeps its last good rules.
+func TestReplicaHeapWithHugeDocument(t *testing.T) {
+	c := redistest.Client(t)
+	var logs syncBuffer
+	metrics := &recordingMetrics{}
+	s, lim := publishedSearch(t, c, Options{Metrics: metrics, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	doc := publishedDoc(t, manyRules(1, "r"))
+	doc = doc[:len(doc)-1] + `,"pad":"` + strings.Repeat("x", 11_600_000) + `"}`
+	if err := c.Set(ctx, s.Key("search"), doc, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for range 10 {
+		if err := s.Refresh(ctx); !errors.Is(err, ErrInvalidDocument) || !strings.Contains(err.Error(), "holds 11600") {
+			t.Fatalf("refresh: %v", err)
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	alloc, heap := after.TotalAlloc-before.TotalAlloc, int64(after.HeapAlloc)-int64(before.HeapAlloc)
+	t.Logf("10 refreshes with an 11.6 MB document: %d bytes allocated, heap %+d bytes (%d in use)", alloc, heap, after.HeapAlloc)
+	if alloc > 4<<20 || heap > 4<<20 {
+		t.Fatalf("10 refreshes allocated %d bytes, heap grew by %d: the document was read", alloc, heap)
+	}
+	if got := lim.Rules(); limitOf(t, got, "by_user") != 2 {
+		t.Fatalf("rules changed: %v", names(got))
+	}
+	if n := strings.Count(logs.String(), "rate_limit_rule_document_rejected"); n != 1 || len(metrics.rejected) != 1 {
+		t.Fatalf("%d rejection logs, %d metrics: want 1 each", n, len(metrics.rejected))
+	}
+}
+
+// A rejected document is parsed once: later refreshes that find it again
+// cost its transfer, not another parse.
+func TestReplicaRemembersRejectedDocument(t *testing.T) {
+	c := redistest.Client(t)
+	s, lim := publishedSearch(t, c, Options{})
+	// Valid JSON of the schema, near the byte bound, rejected for its rule count.
+	rules := manyRules(ratelimit.MaxRulesPerTier+1, "r")
+	for i := range rules {
+		vs := make([]any, 400)
+		for j := range vs {
+			vs[j] = fmt.Sprintf("v%d", j)
+		}
+		rules[i].Match = map[string]ratelimit.Matcher{"user": ratelimit.OneOf(vs...)}
+	}
+	doc := publishedDoc(t, rules)
+	if len(doc) > ratelimit.MaxDocumentBytes {
+		t.Fatalf("test document of %d bytes is over the byte bound", len(doc))
+	}
+	if err := c.Set(ctx, s.Key("search"), doc, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	refresh := func() uint64 {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		if err := s.Refresh(ctx); err == nil || !strings.Contains(err.Error(), "257 rules in this list") {
+			t.Fatalf("refresh: %v", err)
+		}
+		runtime.ReadMemStats(&after)
+		return after.TotalAlloc - before.TotalAlloc
+	}
+	first := refresh()
+	var again uint64
+	for range 5 {
+		again += refresh()
+	}
+	t.Logf("document of %d bytes: first refresh allocated %d bytes, the next five %d in all", len(doc), first, again)
+	if again > first {
+		t.Fatalf("five refreshes of a remembered rejection allocated %d bytes, more than the one parse (%d)", again, first)
+	}
+	if limitOf(t, lim.Rules(), "by_user") != 2 {
+		t.Fatal("rules changed")
+	}
+}
+
+// A document key of another Redis type is an unreadable document, not "no
+// document": the limiter keeps its last good rules, and the rejection is
+// logged and counted like a bad document's.
+func TestWrongTypeKeyKeepsLastGood(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, c redis.UniversalClient) {
+		var logs syncBuffer
+		metrics := &recordingMetrics{}
+		s, lim := publishedSearch(t, c, Options{Metrics: metrics, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		if err := c.Del(ctx, s.Key("search")).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.HSet(ctx, s.Key("search"), "published_rules", "x").Err(); err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			if err := s.Refresh(ctx); !errors.Is(err, ErrInvalidDocument) || !strings.Contains(err.Error(), "is a Redis hash, not a string") {
+				t.Fatalf("refresh: %v", err)
+			}
+		}
+		if got := lim.Rules(); limitOf(t, got, "by_user") != 2 {
+			t.Fatalf("the published tier was dropped: by_user is %d", limitOf(t, got, "by_user"))
+		}
+		if n := strings.Count(logs.String(), "level=WARN msg=rate_limit_rule_document_rejected"); n != 1 || len(metrics.rejected) != 1 {
+			t.Fatalf("%d WARN lines, %d rejections counted: want 1 each\n%s", n, len(metrics.rejected), logs.String())
+		}
+		if _, err := s.RefreshStatus("search"); !errors.Is(err, ErrInvalidDocument) {
+			t.Fatalf("RefreshStatus: %v", err)
+		}
+		entries, err := s.List(ctx)
+		if err != nil || len(entries) != 1 || !errors.Is(entries[0].Err, ErrInvalidDocument) {
+			t.Fatalf("List: %+v %v", entries, err)
+		}
+	})
+}

@@ -1,0 +1,113 @@
+package rulestore
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekit/ratekit/controlplane/config"
+)
+
+//go:embed gc.lua
+var gcLua string
+
+var gcScript = redis.NewScript(gcLua)
+
+// ErrNoLimiterList is returned by GC without a list of available limiters:
+// comparing the index with a missing list would orphan every document.
+var ErrNoLimiterList = errors.New("rulestore: gc: no available limiters list; refusing to collect")
+
+// GCReport tells what a GC run found and did.
+type GCReport struct {
+	// Now is the time the run used (the Redis server's clock).
+	Now time.Time
+	// Marked are orphans seen for the first time: they are kept for the
+	// grace period from Now.
+	Marked []string
+	// Pending are orphans within their grace period, with when they were
+	// first seen.
+	Pending map[string]time.Time
+	// Deleted are orphans whose grace period was over: their documents and
+	// index entries are gone.
+	Deleted []string
+	// Cleared are limiters declared again: their orphan mark was removed.
+	Cleared []string
+}
+
+// GC compares the index of limiters with documents against available (the
+// service's parsed available_limiters.yaml, the only authority on which
+// limiters exist) and collects the documents of limiters it no longer
+// declares, cautiously, since a document may hold the only copy of published
+// rules (values published at run time exist nowhere else):
+//
+//   - with no list (nil, or one declaring no limiter) GC does not run and
+//     returns ErrNoLimiterList: pass what config.LoadAvailableLimiters
+//     returned, and do not call GC when it failed;
+//   - an orphan is first marked with the Redis server's time, so that every
+//     process agrees on it, and deleted only by a run at least Options.GCGrace
+//     later (default 7 days: longer than a deploy plus a rollback);
+//   - a limiter declared again has its mark cleared.
+//
+// Run it at start-up; the whole sweep is one atomic script. Every service
+// sharing a prefix must ship the same list: a service would orphan another's
+// limiters, so give services with different lists different prefixes.
+func (s *Store) GC(ctx context.Context, available *config.AvailableLimiters) (GCReport, error) {
+	if available == nil || available.Proto == nil || len(available.Names()) == 0 {
+		return GCReport{}, ErrNoLimiterList
+	}
+	members, err := s.client.SMembers(ctx, s.indexKey()).Result()
+	if err != nil {
+		return GCReport{}, fmt.Errorf("rulestore: gc: read index %s: %w", s.indexKey(), err)
+	}
+	sort.Strings(members)
+	names := available.Names()
+	keys := make([]string, 0, 3+len(members))
+	keys = append(keys, s.indexKey(), s.orphansKey(), s.revKey())
+	args := make([]any, 0, 3+len(names)+len(members))
+	now := ""
+	if s.gcNow != nil {
+		now = strconv.FormatInt(s.gcNow().UnixMilli(), 10)
+	}
+	args = append(args, s.grace.Milliseconds(), now, len(names))
+	for _, n := range names {
+		args = append(args, n)
+	}
+	for _, m := range members {
+		keys = append(keys, s.Key(m))
+		args = append(args, m)
+	}
+	res, err := gcScript.Run(ctx, s.client, keys, args...).Slice()
+	if err != nil {
+		return GCReport{}, fmt.Errorf("rulestore: gc: %w", err)
+	}
+	strs := func(v any) []string {
+		var out []string
+		for _, x := range v.([]any) {
+			out = append(out, x.(string))
+		}
+		return out
+	}
+	ms, err := strconv.ParseInt(res[0].(string), 10, 64)
+	if err != nil {
+		return GCReport{}, fmt.Errorf("rulestore: gc: bad time %q: %w", res[0], err)
+	}
+	rep := GCReport{Now: time.UnixMilli(ms), Marked: strs(res[1]), Deleted: strs(res[3]), Cleared: strs(res[4])}
+	pending := strs(res[2])
+	for i := 0; i+1 < len(pending); i += 2 {
+		v, err := strconv.ParseInt(pending[i+1], 10, 64)
+		if err != nil {
+			return GCReport{}, fmt.Errorf("rulestore: gc: bad orphan mark %q for %s: %w", pending[i+1], pending[i], err)
+		}
+		if rep.Pending == nil {
+			rep.Pending = map[string]time.Time{}
+		}
+		rep.Pending[pending[i]] = time.UnixMilli(v)
+	}
+	return rep, nil
+}

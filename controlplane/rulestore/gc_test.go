@@ -1,0 +1,169 @@
+package rulestore
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekit/ratekit/controlplane/config"
+	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/tiers"
+	"github.com/ratekit/ratekit/internal/redistest"
+)
+
+// seedAll gives each limiter a document.
+func seedAll(t *testing.T, s *Store, limiters ...string) {
+	t.Helper()
+	sets := map[string]tiers.Set{}
+	for _, l := range limiters {
+		sets[l] = tiers.Set{Defaults: []ratelimit.Rule{rule("r", 1)}}
+	}
+	if _, err := s.Seed(ctx, sets); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func exists(t *testing.T, c Client, key string) bool {
+	_, ok := raw(t, c, key)
+	return ok
+}
+
+// GC marks an orphan, keeps it through the grace period, deletes it after,
+// and unmarks a limiter that comes back. Time is moved with the gcNow hook.
+func TestGCGracePeriod(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, c redis.UniversalClient) {
+		const grace = time.Hour
+		s := newStore(t, c, Options{GCGrace: grace})
+		now := time.UnixMilli(1_800_000_000_000)
+		s.gcNow = func() time.Time { return now }
+		// "gone" and "back" are not in the list; "search" is.
+		seedAll(t, s, "search", "gone", "back")
+		avail := available(t) // autocomplete_users, projects, search
+
+		rep, err := s.GC(ctx, avail)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(rep.Marked, []string{"back", "gone"}) || len(rep.Deleted) != 0 || !rep.Now.Equal(now) {
+			t.Fatalf("first run: %+v", rep)
+		}
+		first := now
+		entries, _ := s.List(ctx)
+		for _, e := range entries {
+			if orphan := e.Limiter != "search"; orphan != e.OrphanSince.Equal(first) {
+				t.Fatalf("List: %s orphan since %v", e.Limiter, e.OrphanSince)
+			}
+		}
+
+		now = first.Add(grace - time.Millisecond)
+		if rep, err = s.GC(ctx, avail); err != nil {
+			t.Fatal(err)
+		}
+		if len(rep.Marked)+len(rep.Deleted) != 0 || !rep.Pending["gone"].Equal(first) || len(rep.Pending) != 2 {
+			t.Fatalf("within the grace period: %+v", rep)
+		}
+		if !exists(t, c, s.Key("gone")) {
+			t.Fatal("deleted before the grace period ended")
+		}
+
+		// "back" is declared again before the grace period ends.
+		withBack := availableWith(t, "back")
+		if rep, err = s.GC(ctx, withBack); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(rep.Cleared, []string{"back"}) {
+			t.Fatalf("comeback: %+v", rep)
+		}
+
+		revBefore, _ := s.Revision(ctx)
+		now = first.Add(grace)
+		if rep, err = s.GC(ctx, withBack); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(rep.Deleted, []string{"gone"}) || len(rep.Pending) != 0 {
+			t.Fatalf("after the grace period: %+v", rep)
+		}
+		if exists(t, c, s.Key("gone")) || !exists(t, c, s.Key("back")) || !exists(t, c, s.Key("search")) {
+			t.Fatal("wrong documents deleted")
+		}
+		if rev, _ := s.Revision(ctx); rev != revBefore+1 {
+			t.Fatalf("revision %d after a deletion, want %d", rev, revBefore+1)
+		}
+		entries, _ = s.List(ctx)
+		var listed []string
+		for _, e := range entries {
+			listed = append(listed, e.Limiter)
+			if !e.OrphanSince.IsZero() {
+				t.Fatalf("%s still marked", e.Limiter)
+			}
+		}
+		if !slices.Equal(listed, []string{"back", "search"}) {
+			t.Fatalf("index = %v", listed)
+		}
+		// "back" dropped again starts a fresh grace period.
+		if rep, err = s.GC(ctx, avail); err != nil || !slices.Equal(rep.Marked, []string{"back"}) {
+			t.Fatalf("re-orphaned: %+v, %v", rep, err)
+		}
+	})
+}
+
+func availableWith(t *testing.T, extra string) *config.AvailableLimiters {
+	t.Helper()
+	a, err := config.ParseAvailableLimiters("available_limiters.yaml", []byte(availableYAML+"  "+extra+":\n    description: x\n    available_properties: [user]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// Without the limiter list GC does nothing at all.
+func TestGCRefusesWithoutList(t *testing.T) {
+	c := redistest.Client(t)
+	s := newStore(t, c, Options{GCGrace: time.Millisecond})
+	seedAll(t, s, "gone")
+	for _, a := range []*config.AvailableLimiters{nil, {}} {
+		if _, err := s.GC(ctx, a); !errors.Is(err, ErrNoLimiterList) {
+			t.Fatalf("GC(%v) = %v, want ErrNoLimiterList", a, err)
+		}
+	}
+	entries, _ := s.List(ctx)
+	if len(entries) != 1 || !entries[0].OrphanSince.IsZero() || !exists(t, c, s.Key("gone")) {
+		t.Fatalf("GC without a list touched the store: %+v", entries)
+	}
+}
+
+// On the Redis clock: a short grace period, measured by the server.
+func TestGCOnRedisClock(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, c redis.UniversalClient) {
+		const grace = 300 * time.Millisecond
+		s := newStore(t, c, Options{GCGrace: grace})
+		seedAll(t, s, "gone")
+		rep, err := s.GC(ctx, available(t))
+		if err != nil || !slices.Equal(rep.Marked, []string{"gone"}) {
+			t.Fatalf("mark: %+v, %v", rep, err)
+		}
+		if d := time.Since(rep.Now); d < -time.Minute || d > time.Minute {
+			t.Fatalf("Redis time %v is far from the local clock", rep.Now)
+		}
+		marked := rep.Now
+		eventually(t, 10*time.Second, "deletion after the grace period", func() bool {
+			r, err := s.GC(ctx, available(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(r.Deleted) == 0 {
+				return false
+			}
+			if r.Now.Sub(marked) < grace {
+				t.Fatalf("deleted after %v, before the grace period of %v", r.Now.Sub(marked), grace)
+			}
+			return true
+		})
+		if exists(t, c, s.Key("gone")) {
+			t.Fatal("document still there")
+		}
+	})
+}

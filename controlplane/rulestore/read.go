@@ -1,0 +1,89 @@
+package rulestore
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekit/ratekit/controlplane/config"
+	ratelimit "github.com/ratekit/ratekit/core"
+	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
+)
+
+//go:embed read.lua
+var readLua string
+
+var readScript = redis.NewScript(readLua)
+
+// ErrInvalidDocument is wrapped by every error about a stored document that
+// no process would load: one that is not valid JSON of the schema, breaks a
+// bound of docs/limits.md (more than ratelimit.MaxDocumentBytes, more than
+// ratelimit.MaxRulesPerTier rules in a tier, ...), or a key of another Redis
+// type. Processes keep their last good rules while it is there; Delete can
+// still shrink it and Remove takes it away, whatever it holds.
+var ErrInvalidDocument = errors.New("rulestore: stored document is invalid")
+
+// stored is one document key as the read script found it.
+type stored struct {
+	present bool   // the key exists, whatever it holds
+	raw     string // the document, when it is a string within the size bound
+	// bad says why a present key is not a document a reader would even parse
+	// (another Redis type, too many bytes); it wraps ErrInvalidDocument.
+	bad error
+	// fingerprint identifies a bad key's content (its type or size), so a
+	// replica remembers that it rejected it; a document is its own (raw).
+	fingerprint string
+}
+
+// readStored reads document keys (all in one slot) without receiving a value
+// no reader would accept: a key of another type or over
+// ratelimit.MaxDocumentBytes is answered by its type or size.
+func (s *Store) readStored(ctx context.Context, keys []string) ([]stored, error) {
+	res, err := readScript.Run(ctx, s.client, keys, ratelimit.MaxDocumentBytes).StringSlice()
+	if err != nil {
+		return nil, err
+	}
+	if len(res) != 2*len(keys) {
+		return nil, fmt.Errorf("unexpected reply of %d elements for %d keys", len(res), len(keys))
+	}
+	out := make([]stored, len(keys))
+	for i, key := range keys {
+		kind, v := res[2*i], res[2*i+1]
+		switch kind {
+		case "none":
+		case "doc":
+			out[i] = stored{present: true, raw: v}
+		case "type":
+			out[i] = stored{present: true, fingerprint: "type " + v,
+				bad: fmt.Errorf("%w: %s is a Redis %s, not a string", ErrInvalidDocument, key, v)}
+		case "size":
+			n, _ := strconv.ParseInt(v, 10, 64)
+			out[i] = stored{present: true, fingerprint: "size " + v,
+				bad: fmt.Errorf("%w: %s holds %d bytes, at most %d (docs/limits.md)", ErrInvalidDocument, key, n, ratelimit.MaxDocumentBytes)}
+		default:
+			return nil, fmt.Errorf("unexpected reply %q for %s", kind, key)
+		}
+	}
+	return out, nil
+}
+
+// decode returns the document st holds: nil when there is none, an error
+// wrapping ErrInvalidDocument (and the *config.ValidationError, when there
+// is one) when no process would load it.
+func (st stored) decode(key string) (*configv1.LimiterRules, error) {
+	switch {
+	case !st.present:
+		return nil, nil
+	case st.bad != nil:
+		return nil, st.bad
+	}
+	doc, err := config.UnmarshalLimiterRules([]byte(st.raw))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrInvalidDocument, key, err)
+	}
+	return doc, nil
+}

@@ -1,0 +1,313 @@
+package rulestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/ratekit/ratekit/controlplane/config"
+	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/tiers"
+	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
+)
+
+// binding is a limiter whose rules follow its document. Its state is guarded
+// by Store.mu; the limiter itself swaps rule lists atomically, so checks never
+// wait on a refresh.
+type binding struct {
+	lim   *ratelimit.Limiter
+	local tiers.Set             // the service's own file and default tiers (Bind, SetLocal)
+	base  ratelimit.Enforcement // the limiter's mode at Bind: used when no tier sets one
+
+	present     bool      // a document is applied (else the local tiers are)
+	raw         string    // the applied document
+	tiers       tiers.Set // what the limiter enforces now
+	refreshedAt time.Time // last successful refresh
+	err         error     // last refresh's error
+	rejected    string    // what the last rejected key held (see rejection): logged once, never parsed again
+	rejectErr   error     // why it was rejected
+	stale       bool      // local tiers changed: apply again even if the document did not
+}
+
+// Bind makes a limiter follow its document: at every refresh its rules
+// become the document's file ++ published ++ default tiers (a higher tier's
+// rule replacing a lower one of the same name; SetRules applies the list
+// whole, or not at all). local are the tiers the service itself knows
+// (Defaults compiled into the application, File from its rate_limits.yaml):
+// the limiter runs on them until a document is loaded, whenever its document
+// is missing (a flushed store), and for a tier the document does not hold.
+// Bind sets them as the limiter's rules at once. Their remote and published
+// tiers must be empty: those are not the service's to set.
+//
+// The limiter's mode (enforce or shadow) follows its tiers the same way: the
+// highest tier that sets one wins (local.Mode counts as the file tier's), and
+// with none the limiter keeps the mode it had when bound. A SetEnforcement on
+// a bound limiter lasts until its document next changes.
+func (s *Store) Bind(l *ratelimit.Limiter, local tiers.Set) error {
+	if l == nil {
+		return errors.New("rulestore: bind: limiter is nil")
+	}
+	local = local.Clone() // the caller keeps its own
+	t, merged, err := effective(nil, local)
+	if err != nil {
+		return fmt.Errorf("rulestore: bind %s: %w", l.Name(), err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, dup := s.bound[l.Name()]; dup {
+		return fmt.Errorf("rulestore: bind: limiter %s is already bound", l.Name())
+	}
+	if err := l.SetRules(merged); err != nil {
+		return fmt.Errorf("rulestore: bind: %w", err)
+	}
+	b := &binding{lim: l, local: local, tiers: t, base: l.Enforcement()}
+	b.setMode(t.Mode)
+	s.bound[l.Name()] = b
+	return nil
+}
+
+// SetLocal replaces the local tiers of a bound limiter, for example after the
+// service reloaded rate_limits.yaml. They apply at once: alone when the
+// limiter has no document, or filling the tiers its last document lacks. An
+// invalid list is rejected whole and the limiter keeps its rules.
+func (s *Store) SetLocal(ctx context.Context, limiter string, local tiers.Set) error {
+	local = local.Clone() // the caller keeps its own
+	if _, _, err := effective(nil, local); err != nil {
+		return fmt.Errorf("rulestore: set local tiers of %s: %w", limiter, err)
+	}
+	s.refreshMu.Lock()
+	defer s.refreshMu.Unlock()
+	s.mu.Lock()
+	b, ok := s.bound[limiter]
+	if !ok {
+		s.mu.Unlock()
+		return fmt.Errorf("rulestore: set local tiers: limiter %s is not bound", limiter)
+	}
+	old := b.local
+	b.local, b.stale = local, true
+	present, raw := b.present, b.raw
+	s.mu.Unlock()
+	if err := s.apply(b, s.Key(limiter), stored{present: present, raw: raw}); err != nil {
+		s.mu.Lock()
+		b.local, b.stale = old, false
+		s.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
+// Tiers returns the tiers a bound limiter enforces now (its file, published
+// and default tiers, and their mode); ok is false for a limiter not bound.
+// The debug page and the admin page show them.
+func (s *Store) Tiers(limiter string) (t tiers.Set, ok bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	b, ok := s.bound[limiter]
+	if !ok {
+		return tiers.Set{}, false
+	}
+	return b.tiers.Clone(), true
+}
+
+// RefreshStatus returns when a bound limiter's replica was last refreshed
+// from Redis (zero: never; the limiter runs on its local tiers) and the error
+// of its last refresh (nil: it succeeded). Both are zero for a limiter not
+// bound.
+func (s *Store) RefreshStatus(limiter string) (refreshedAt time.Time, err error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	b, ok := s.bound[limiter]
+	if !ok {
+		return time.Time{}, nil
+	}
+	return b.refreshedAt, b.err
+}
+
+// Refresh reads the documents of all bound limiters in one MGET and applies
+// the changed ones. When Redis fails every limiter keeps the rules it has (the
+// last good copy, or its local tiers when it never loaded one); a document
+// that is invalid, or whose merged list SetRules rejects, is logged and
+// skipped, its limiter keeping its rules. The error joins what went wrong.
+func (s *Store) Refresh(ctx context.Context) error {
+	s.refreshMu.Lock()
+	defer s.refreshMu.Unlock()
+	s.mu.RLock()
+	names := sortedKeys(s.bound)
+	bs := make([]*binding, len(names))
+	keys := make([]string, len(names))
+	for i, n := range names {
+		bs[i], keys[i] = s.bound[n], s.Key(n)
+	}
+	s.mu.RUnlock()
+	if len(keys) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	sts, err := s.readStored(ctx, keys)
+	if err != nil {
+		err = fmt.Errorf("rulestore: refresh: %w", err)
+		s.mu.Lock()
+		for _, b := range bs {
+			b.err = err
+		}
+		s.mu.Unlock()
+		for _, n := range names {
+			s.report(n, err)
+		}
+		return err
+	}
+	var errs []error
+	for i, b := range bs {
+		if err := s.apply(b, keys[i], sts[i]); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// rejection identifies what a rejected key held: the document itself, or
+// the type or size that kept it from being read.
+func (st stored) rejection() string {
+	if st.bad != nil {
+		return st.fingerprint
+	}
+	return st.raw
+}
+
+// apply makes one limiter follow its document st. A key that holds what was
+// rejected last time is rejected again without being parsed: a bad document
+// costs one parse, not one per refresh.
+func (s *Store) apply(b *binding, key string, st stored) error {
+	name := b.lim.Name()
+	present, raw := st.present, st.raw
+	s.mu.RLock()
+	same := !b.stale && st.bad == nil && present == b.present && raw == b.raw // already enforced
+	again := !same && !b.stale && present && b.rejected != "" && b.rejected == st.rejection()
+	s.mu.RUnlock()
+	if again {
+		s.mu.Lock()
+		err := b.rejectErr
+		b.err = err
+		s.mu.Unlock()
+		s.report(name, err)
+		return err
+	}
+	var t tiers.Set
+	err := func() error {
+		if same {
+			return nil
+		}
+		var merged []ratelimit.Rule
+		if !present {
+			t, merged, _ = effective(nil, b.local) // checked by Bind
+		} else {
+			doc, err := st.decode(key)
+			if err == nil {
+				err = s.checkRead(name, doc)
+			}
+			if err == nil {
+				t, merged, err = effective(doc, b.local)
+			}
+			if err != nil {
+				return fmt.Errorf("rulestore: document %s rejected, limiter %s keeps its rules: %w", key, name, err)
+			}
+		}
+		if err := b.lim.SetRules(merged); err != nil {
+			return fmt.Errorf("rulestore: document %s rejected, limiter %s keeps its rules: %w", key, name, err)
+		}
+		b.setMode(t.Mode)
+		return nil
+	}()
+	s.mu.Lock()
+	logRejection := err != nil && st.rejection() != b.rejected
+	if err != nil {
+		b.rejected, b.rejectErr = st.rejection(), err
+	} else {
+		b.rejected, b.rejectErr = "", nil
+		if !same {
+			b.present, b.raw, b.tiers = present, raw, t
+		}
+		b.stale = false
+		b.refreshedAt = s.now()
+	}
+	b.err = err
+	s.mu.Unlock()
+	if logRejection {
+		s.logger.Warn("rate_limit_rule_document_rejected", slog.String("limiter", name), slog.String("key", key), slog.Any("error", err))
+		if s.metrics != nil {
+			s.metrics.ConfigRejected(key)
+		}
+	}
+	s.report(name, err)
+	return err
+}
+
+// setMode applies the tiers' mode to the limiter, or the limiter's own mode
+// from before Bind when no tier sets one (a published mode deleted again).
+func (b *binding) setMode(m *ratelimit.Enforcement) {
+	e := b.base
+	if m != nil {
+		e = *m
+	}
+	_ = b.lim.SetEnforcement(e) // e is always valid
+}
+
+// checkRead runs on a document read from Redis the checks that Publish and
+// Seed run before writing (the limiter and the properties its rules use must
+// be in Options.Available, skip rules must be allowed): another SDK, another
+// service on the same prefix or a hand-made SET may have written it.
+func (s *Store) checkRead(limiter string, doc *configv1.LimiterRules) error {
+	if s.avail == nil {
+		return nil
+	}
+	for _, tier := range []*configv1.RuleList{doc.GetFileRules(), doc.GetPublishedRules(), doc.GetDefaultRules()} {
+		if len(tier.GetRules()) == 0 {
+			continue
+		}
+		req := &configv1.PublishRulesRequest{RateLimits: map[string]*configv1.RuleList{limiter: tier}}
+		if err := config.ValidatePublishRulesRequest(req, s.avail); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Store) report(limiter string, err error) {
+	if s.metrics != nil {
+		s.metrics.RuleStoreRefresh(limiter, err)
+	}
+}
+
+// Run refreshes the bound limiters at once and then every Interval (plus up
+// to 10% at random) until ctx is done. It logs a failed refresh when the
+// failures start and when they end, and returns when ctx is done.
+func (s *Store) Run(ctx context.Context) {
+	var failingSince time.Time
+	every(ctx, s.interval, 10, func() {
+		err := s.Refresh(ctx)
+		switch {
+		case ctx.Err() != nil:
+		case err != nil && failingSince.IsZero():
+			failingSince = s.now()
+			s.logger.Warn("rate_limit_rule_store_refresh_failed", slog.Any("error", err),
+				slog.String("note", "limiters keep their last good rules"))
+		case err == nil && !failingSince.IsZero():
+			s.logger.Info("rate_limit_rule_store_refresh_recovered", slog.Duration("after", s.now().Sub(failingSince)))
+			failingSince = time.Time{}
+		}
+	})
+}
+
+// Start runs Run in a new goroutine and returns a channel closed when it has
+// returned (after ctx is done).
+func (s *Store) Start(ctx context.Context) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.Run(ctx)
+	}()
+	return done
+}

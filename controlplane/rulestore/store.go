@@ -1,0 +1,279 @@
+package rulestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekit/ratekit/controlplane/config"
+	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
+)
+
+// Defaults for Options.
+const (
+	// DefaultPrefix starts every key of the store. The {rules} hash tag puts
+	// all documents and the index in one Redis Cluster slot (see the package
+	// documentation for the trade-off).
+	DefaultPrefix = "ratekit:rules:{rules}:"
+	// DefaultInterval is how often the replica rereads the documents.
+	DefaultInterval = 5 * time.Second
+	// DefaultTimeout bounds each Redis call of a refresh.
+	DefaultTimeout = 2 * time.Second
+	// DefaultGCGrace is how long an orphaned document is kept after GC first
+	// sees it: longer than a deploy plus a rollback.
+	DefaultGCGrace = 7 * 24 * time.Hour
+)
+
+// Names of the store's own keys, after the prefix. A limiter name never
+// contains '@', so they cannot collide with a document.
+const (
+	indexSuffix   = "@index"   // set of limiters with a document
+	orphansSuffix = "@orphans" // hash limiter -> first seen orphaned (Unix ms, Redis clock)
+	revSuffix     = "@rev"     // counter bumped by every write that changes something
+)
+
+// Client is what the store needs from a go-redis client. *redis.Client (also
+// from NewFailoverClient), *redis.ClusterClient, *redis.Ring and every
+// redis.UniversalClient satisfy it.
+type Client interface {
+	redis.Scripter
+	MGet(ctx context.Context, keys ...string) *redis.SliceCmd
+	SMembers(ctx context.Context, key string) *redis.StringSliceCmd
+	HGetAll(ctx context.Context, key string) *redis.MapStringStringCmd
+}
+
+// Options configures New. The zero value is usable.
+type Options struct {
+	// Prefix starts every key (default DefaultPrefix). A limiter's document
+	// is Prefix+limiter; the index, orphan marks and revision counter are
+	// Prefix+"@index", "@orphans" and "@rev". On Redis Cluster (and a Ring)
+	// the prefix must contain a {hash tag}. "labkit:ratelimit:rules:" gives
+	// the key layout of the design ratekit follows (docs/design.md), on a
+	// standalone Redis.
+	Prefix string
+	// Available is the service's available_limiters.yaml. When set, Publish
+	// and Seed check every rule against it (limiter declared, properties in
+	// its available_properties, skip rules allowed) before writing anything.
+	Available *config.AvailableLimiters
+	// Interval is the replica's refresh period (default DefaultInterval). Each
+	// refresh waits Interval plus up to 10% at random, so a fleet started at
+	// once spreads its reads.
+	Interval time.Duration
+	// Timeout bounds each Redis call of a refresh (default DefaultTimeout).
+	Timeout time.Duration
+	// GCGrace is how long GC keeps an orphaned document after it first saw it
+	// (default DefaultGCGrace).
+	GCGrace time.Duration
+	// Logger receives refresh failures, recoveries and rejected documents
+	// (default slog.Default()).
+	Logger *slog.Logger
+	// Metrics, when set, is told about every refresh of every bound limiter
+	// and every rejected document (*observe.Metrics is one).
+	Metrics Metrics
+	// ClusterMode forces the Redis Cluster checks on a client whose type does
+	// not tell (a wrapper around *redis.ClusterClient). *redis.ClusterClient
+	// and *redis.Ring are detected.
+	ClusterMode bool
+}
+
+// Store is the Redis rule store of one service: it writes the per-limiter
+// documents (Seed, Publish, Delete, GC) and keeps the bound limiters' rules in
+// step with them (Bind, Refresh, Run). It is safe for concurrent use.
+type Store struct {
+	client   Client
+	prefix   string
+	avail    *config.AvailableLimiters
+	interval time.Duration
+	timeout  time.Duration
+	grace    time.Duration
+	logger   *slog.Logger
+	metrics  Metrics
+	now      func() time.Time
+
+	// gcNow, when set, replaces Redis TIME in GC (tests move time with it).
+	gcNow func() time.Time
+
+	refreshMu sync.Mutex // one refresh at a time
+	mu        sync.RWMutex
+	bound     map[string]*binding
+}
+
+// Metrics is what the store reports about its health. *observe.Metrics
+// implements it; the store declares it so that it does not depend on the
+// telemetry packages.
+type Metrics interface {
+	// RuleStoreRefresh records one refresh of a limiter's document: err nil
+	// on success (a missing document is a success).
+	RuleStoreRefresh(limiter string, err error)
+	// ConfigRejected records a rejected document, by its key.
+	ConfigRejected(key string)
+}
+
+// New returns a Store on client. The store does not own client: closing it is
+// the caller's business.
+func New(client Client, opts Options) (*Store, error) {
+	if client == nil {
+		return nil, errors.New("rulestore: client is nil")
+	}
+	s := &Store{
+		client:   client,
+		prefix:   opts.Prefix,
+		avail:    opts.Available,
+		interval: opts.Interval,
+		timeout:  opts.Timeout,
+		grace:    opts.GCGrace,
+		logger:   opts.Logger,
+		metrics:  opts.Metrics,
+		now:      time.Now,
+		bound:    map[string]*binding{},
+	}
+	if s.prefix == "" {
+		s.prefix = DefaultPrefix
+	}
+	if s.interval <= 0 {
+		s.interval = DefaultInterval
+	}
+	if s.timeout <= 0 {
+		s.timeout = DefaultTimeout
+	}
+	if s.grace <= 0 {
+		s.grace = DefaultGCGrace
+	}
+	if s.logger == nil {
+		s.logger = slog.Default()
+	}
+	sharded := opts.ClusterMode
+	switch client.(type) {
+	case *redis.ClusterClient, *redis.Ring:
+		sharded = true
+	}
+	if sharded && hashTag(s.prefix) == "" {
+		return nil, fmt.Errorf("rulestore: prefix %q has no {hash tag}: on Redis Cluster the documents and the index must share a slot (use, e.g., %q)", s.prefix, DefaultPrefix)
+	}
+	return s, nil
+}
+
+// hashTag returns the hash tag Redis Cluster uses for key, "" when none.
+func hashTag(key string) string {
+	i := strings.IndexByte(key, '{')
+	if i < 0 {
+		return ""
+	}
+	j := strings.IndexByte(key[i+1:], '}')
+	if j <= 0 {
+		return ""
+	}
+	return key[i+1 : i+1+j]
+}
+
+// Key returns the Redis key of a limiter's document.
+func (s *Store) Key(limiter string) string { return s.prefix + limiter }
+
+func (s *Store) indexKey() string   { return s.prefix + indexSuffix }
+func (s *Store) orphansKey() string { return s.prefix + orphansSuffix }
+func (s *Store) revKey() string     { return s.prefix + revSuffix }
+
+// ErrNoDocument is returned by Document for a limiter without a document.
+var ErrNoDocument = errors.New("rulestore: no document")
+
+// Document reads a limiter's stored document. The error wraps ErrNoDocument
+// when there is none, and ErrInvalidDocument when no process would load it.
+func (s *Store) Document(ctx context.Context, limiter string) (*configv1.LimiterRules, error) {
+	doc, _, err := s.VersionedDocument(ctx, limiter)
+	if err == nil && doc == nil {
+		return nil, fmt.Errorf("%w for limiter %s (key %s)", ErrNoDocument, limiter, s.Key(limiter))
+	}
+	return doc, err
+}
+
+// VersionedDocument reads a limiter's stored document and its Version: a
+// nil document and "" when the limiter has none. An editor passes the
+// version back to PublishIf or DeleteIf. A document no process would load
+// gives an error wrapping ErrInvalidDocument, with its version when it is a
+// string within ratelimit.MaxDocumentBytes.
+func (s *Store) VersionedDocument(ctx context.Context, limiter string) (*configv1.LimiterRules, string, error) {
+	key := s.Key(limiter)
+	sts, err := s.readStored(ctx, []string{key})
+	if err != nil {
+		return nil, "", fmt.Errorf("rulestore: read %s: %w", key, err)
+	}
+	version := ""
+	if st := sts[0]; st.present && st.bad == nil {
+		version = Version([]byte(st.raw)) // also of an invalid document: DeleteIf shrinks it
+	}
+	doc, err := sts[0].decode(key)
+	if err != nil {
+		return nil, version, err
+	}
+	return doc, version, nil
+}
+
+// Entry is one limiter of the index, as List reads it.
+type Entry struct {
+	Limiter string
+	Key     string
+	// Document is the decoded document; nil when it is missing or invalid.
+	Document *configv1.LimiterRules
+	// Err says why Document is nil: ErrNoDocument (indexed but gone), or an
+	// error wrapping ErrInvalidDocument (and the validation error, if any) for
+	// a document no process would load.
+	Err error
+	// Version is the document's Version ("" when it is missing, or is not a
+	// string within ratelimit.MaxDocumentBytes), for PublishIf and DeleteIf.
+	Version string
+	// OrphanSince is when GC first found the limiter missing from
+	// available_limiters.yaml (zero: not an orphan).
+	OrphanSince time.Time
+}
+
+// List reads the index and every indexed document, sorted by limiter.
+func (s *Store) List(ctx context.Context) ([]Entry, error) {
+	names, err := s.client.SMembers(ctx, s.indexKey()).Result()
+	if err != nil {
+		return nil, fmt.Errorf("rulestore: read index %s: %w", s.indexKey(), err)
+	}
+	marks, err := s.client.HGetAll(ctx, s.orphansKey()).Result()
+	if err != nil {
+		return nil, fmt.Errorf("rulestore: read orphan marks %s: %w", s.orphansKey(), err)
+	}
+	sort.Strings(names)
+	if len(names) == 0 {
+		return nil, nil
+	}
+	keys := make([]string, len(names))
+	for i, n := range names {
+		keys[i] = s.Key(n)
+	}
+	sts, err := s.readStored(ctx, keys)
+	if err != nil {
+		return nil, fmt.Errorf("rulestore: read documents: %w", err)
+	}
+	out := make([]Entry, len(names))
+	for i, n := range names {
+		e := Entry{Limiter: n, Key: keys[i]}
+		switch st := sts[i]; {
+		case !st.present:
+			e.Err = ErrNoDocument
+		default:
+			if st.bad == nil {
+				e.Version = Version([]byte(st.raw))
+			}
+			e.Document, e.Err = st.decode(keys[i])
+		}
+		if ms, ok := marks[n]; ok {
+			if v, err := strconv.ParseInt(ms, 10, 64); err == nil {
+				e.OrphanSince = time.UnixMilli(v)
+			}
+		}
+		out[i] = e
+	}
+	return out, nil
+}

@@ -1,0 +1,500 @@
+package rulestore
+
+import (
+	"context"
+	"crypto/sha1"
+	_ "embed"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekit/ratekit/controlplane/config"
+	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/tiers"
+	"github.com/ratekit/ratekit/internal/rulecheck"
+	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
+)
+
+//go:embed write.lua
+var writeLua string
+
+var writeScript = redis.NewScript(writeLua)
+
+// WriteResult tells what a write did.
+type WriteResult struct {
+	// Changed lists the limiters whose document the write changed, sorted.
+	// It is empty when every document already was as asked: repeating a
+	// write writes nothing.
+	Changed []string
+	// Revision is the store's write counter after the write (see Revision).
+	Revision int64
+}
+
+// ConfigTiers returns the tiers of every limiter declared in available (see
+// config.Tiers), the file tier and mode from rateLimits (which may be nil).
+func ConfigTiers(available *config.AvailableLimiters, rateLimits *config.RateLimits) (map[string]tiers.Set, error) {
+	if available == nil {
+		return nil, errors.New("rulestore: ConfigTiers needs the available limiters")
+	}
+	out := map[string]tiers.Set{}
+	for _, name := range available.Names() {
+		t, err := config.Tiers(available, rateLimits, name)
+		if err != nil {
+			return nil, fmt.Errorf("rulestore: %w", err)
+		}
+		out[name] = t
+	}
+	return out, nil
+}
+
+// checkLocal rejects local tiers that a service does not own: the published
+// tier belongs to the publish API and the remote tier to the rules service.
+func checkLocal(local tiers.Set) error {
+	if len(local.Remote) > 0 || len(local.Published) > 0 {
+		return errors.New("a service's own tiers are file and default: its remote and published tiers must be empty")
+	}
+	if m := local.Mode; m != nil && *m != ratelimit.Enforce && *m != ratelimit.Shadow {
+		return fmt.Errorf("mode %v is neither enforce nor shadow", *m)
+	}
+	return local.CheckBounds()
+}
+
+// Revision returns the store's write counter: it moves on every write that
+// changes a document (Seed, Publish, Delete, GC) and never otherwise. A
+// flushed store starts again from 0.
+func (s *Store) Revision(ctx context.Context) (int64, error) {
+	vals, err := s.client.MGet(ctx, s.revKey()).Result()
+	if err != nil {
+		return 0, fmt.Errorf("rulestore: read %s: %w", s.revKey(), err)
+	}
+	return parseRev(vals[0])
+}
+
+func parseRev(v any) (int64, error) {
+	if v == nil {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(fmt.Sprint(v), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("rulestore: revision counter holds %q: %w", v, err)
+	}
+	return n, nil
+}
+
+// Seed writes the file and default tiers of each limiter, and its Mode as
+// the file tier's mode (the only tier whose mode a service's files set),
+// leaving their published tiers as they are (a service re-seeds at start
+// without touching what was published; docs/design.md#the-rule-store). Both
+// tiers are written even when empty, so a rule removed from rate_limits.yaml
+// leaves the document; a limiter with neither tier and no document gets none.
+// All limiters are written in one atomic operation; any invalid rule, or a
+// set with remote or published rules, fails the whole call before anything
+// is written.
+func (s *Store) Seed(ctx context.Context, sets map[string]tiers.Set) (WriteResult, error) {
+	edits := make([]edit, 0, len(sets))
+	var errs []error
+	for _, name := range sortedKeys(sets) {
+		if !rulecheck.ValidName(name) {
+			errs = append(errs, fmt.Errorf("limiter name %q must match ^[a-z0-9_]{1,64}$", name))
+			continue
+		}
+		local := sets[name]
+		if err := checkLocal(local); err != nil {
+			errs = append(errs, fmt.Errorf("limiter %s: %w", name, err))
+			continue
+		}
+		e := edit{Limiter: name, Op: "seed", FileMode: modeJSON(modeToProto(local.Mode))}
+		for _, tier := range []struct {
+			rules []ratelimit.Rule
+			dst   *[]string
+		}{{local.File, &e.File}, {local.Defaults, &e.Defaults}} {
+			l, err := config.RulesToProto(tier.rules)
+			if err == nil {
+				req := &configv1.PublishRulesRequest{RateLimits: map[string]*configv1.RuleList{name: l}}
+				if err = config.ValidatePublishRulesRequest(req, s.avail); err == nil {
+					*tier.dst, err = ruleBytes(l)
+				}
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("limiter %s: %w", name, err))
+			}
+		}
+		edits = append(edits, e)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return WriteResult{}, fmt.Errorf("rulestore: seed: %w", err)
+	}
+	return s.update(ctx, "seed", edits)
+}
+
+// SeedBound seeds the tiers given to Bind, for every bound limiter.
+func (s *Store) SeedBound(ctx context.Context) (WriteResult, error) {
+	s.mu.RLock()
+	sets := make(map[string]tiers.Set, len(s.bound))
+	for name, b := range s.bound {
+		sets[name] = b.local
+	}
+	s.mu.RUnlock()
+	return s.Seed(ctx, sets)
+}
+
+// Publish upserts the rules of req into the published tier of each limiter
+// in it, by rule name: a rule replaces the published rule of the same name, a
+// new name is appended. Limiters outside req, and published rules req does
+// not name, are left as they are: removing a rule is Delete's job. The
+// request is validated first (the schema's rules and, with
+// Options.Available, the limiters and properties it may use); an invalid
+// request writes nothing, and the whole batch is applied in one atomic
+// operation. Concurrent publishers lose nothing: the upsert runs inside
+// Redis, one batch after the other.
+func (s *Store) Publish(ctx context.Context, req *configv1.PublishRulesRequest) (WriteResult, error) {
+	return s.publish(ctx, req, nil)
+}
+
+// PublishIf is Publish with a compare-and-set per limiter: versions maps a
+// limiter of req to the Version of its document the caller based the batch
+// on ("" for a limiter that had no document). When one of those documents
+// has changed since, nothing is written and the error wraps ErrConflict:
+// an editor that read the rules, changed them and saves does not overwrite
+// a change it never saw. Limiters of req without a version are upserted as
+// Publish does.
+func (s *Store) PublishIf(ctx context.Context, req *configv1.PublishRulesRequest, versions map[string]string) (WriteResult, error) {
+	for name := range versions {
+		if _, ok := req.GetRateLimits()[name]; !ok {
+			return WriteResult{}, fmt.Errorf("rulestore: publish: a version is given for limiter %q, which the request does not hold", name)
+		}
+	}
+	return s.publish(ctx, req, versions)
+}
+
+func (s *Store) publish(ctx context.Context, req *configv1.PublishRulesRequest, versions map[string]string) (WriteResult, error) {
+	if req == nil {
+		return WriteResult{}, errors.New("rulestore: publish: request is nil")
+	}
+	if err := config.ValidatePublishRulesRequest(req, s.avail); err != nil {
+		return WriteResult{}, fmt.Errorf("rulestore: publish: %w", err)
+	}
+	batch := req.GetRateLimits()
+	edits := make([]edit, 0, len(batch))
+	for _, name := range sortedKeys(batch) {
+		e := edit{Limiter: name, Op: "publish", Mode: modeJSON(batch[name].GetMode())}
+		if v, ok := versions[name]; ok {
+			e.Expect = &v
+		}
+		raws, err := ruleBytes(batch[name])
+		if err != nil {
+			return WriteResult{}, fmt.Errorf("rulestore: publish: limiter %s: %w", name, err)
+		}
+		for i, r := range batch[name].GetRules() {
+			e.Rules = append(e.Rules, [2]string{r.GetName(), raws[i]})
+		}
+		edits = append(edits, e)
+	}
+	return s.update(ctx, "publish", edits)
+}
+
+// ErrRuleNotFound is returned (wrapped) by Delete for a rule name that the
+// limiter's published tier does not hold.
+var ErrRuleNotFound = errors.New("rulestore: rule not found")
+
+// Delete removes the named rules from a limiter's published tier. It is
+// all-or-nothing: when one name is not published, nothing is deleted and the
+// error (wrapping ErrRuleNotFound) names it. A document left with no tier at
+// all is removed with its index entry.
+func (s *Store) Delete(ctx context.Context, limiter string, rules ...string) (WriteResult, error) {
+	return s.delete(ctx, limiter, nil, rules)
+}
+
+// DeleteIf is Delete with a compare-and-set: when the limiter's document is
+// no longer at version (see Version), nothing is deleted and the error wraps
+// ErrConflict.
+func (s *Store) DeleteIf(ctx context.Context, limiter, version string, rules ...string) (WriteResult, error) {
+	return s.delete(ctx, limiter, &version, rules)
+}
+
+func (s *Store) delete(ctx context.Context, limiter string, version *string, rules []string) (WriteResult, error) {
+	switch {
+	case !rulecheck.ValidName(limiter):
+		return WriteResult{}, fmt.Errorf("rulestore: delete: limiter name %q must match ^[a-z0-9_]{1,64}$", limiter)
+	case len(rules) == 0:
+		return WriteResult{}, fmt.Errorf("rulestore: delete: no rule names given for limiter %s", limiter)
+	}
+	for _, r := range rules {
+		if !rulecheck.ValidName(r) {
+			return WriteResult{}, fmt.Errorf("rulestore: delete: rule name %q must match ^[a-z0-9_]{1,64}$", r)
+		}
+	}
+	rules = slices.Compact(slices.Sorted(slices.Values(rules)))
+	return s.update(ctx, "delete", []edit{{Limiter: limiter, Op: "delete", Names: rules, Expect: version}})
+}
+
+// Remove deletes a limiter's whole document and its index entry, whatever
+// the key holds: also a document that no process would load, or a key of
+// another Redis type, which every other write refuses to edit. The bound
+// services run on their local tiers (file and default) from their next
+// refresh and write them again when they next seed. Removing a limiter
+// without a document changes nothing.
+func (s *Store) Remove(ctx context.Context, limiter string) (WriteResult, error) {
+	if !rulecheck.ValidName(limiter) {
+		return WriteResult{}, fmt.Errorf("rulestore: remove: limiter name %q must match ^[a-z0-9_]{1,64}$", limiter)
+	}
+	return s.update(ctx, "remove", []edit{{Limiter: limiter, Op: "remove"}})
+}
+
+// ErrOverBounds is returned (wrapped) by a write that would leave a document
+// over a bound every reader enforces (docs/limits.md): more than
+// ratelimit.MaxRulesPerTier rules in a tier, or more than
+// ratelimit.MaxDocumentBytes bytes. Nothing is written.
+var ErrOverBounds = errors.New("rulestore: over a bound of the rules model")
+
+// ErrConflict is returned (wrapped) by PublishIf and DeleteIf when a
+// limiter's document is no longer at the version the caller read.
+var ErrConflict = errors.New("rulestore: conflict")
+
+// Version returns the version of a stored document: the SHA-1 of its bytes
+// in hex (what Redis's redis.sha1hex gives, so the write script compares it
+// on the server), or "" for no document. Any change to a document changes
+// its version; rewriting the same bytes does not, which is what a
+// compare-and-set of an editor wants.
+func Version(raw []byte) string {
+	if raw == nil {
+		return ""
+	}
+	sum := sha1.Sum(raw)
+	return hex.EncodeToString(sum[:])
+}
+
+func versionOf(edits []edit, limiter string) string {
+	for _, e := range edits {
+		if e.Limiter == limiter && e.Expect != nil {
+			return *e.Expect
+		}
+	}
+	return ""
+}
+
+// notPublished explains why rule is not deletable.
+func notPublished(doc *configv1.LimiterRules, rule string) string {
+	has := func(l *configv1.RuleList) bool {
+		return slices.ContainsFunc(l.GetRules(), func(p *configv1.Rule) bool { return p.GetName() == rule })
+	}
+	switch {
+	case doc == nil:
+		return fmt.Sprintf("rule %s is not published (the limiter has no document)", rule)
+	case has(doc.GetFileRules()):
+		return fmt.Sprintf("rule %s is not published: it is in file_rules (edit rate_limits.yaml)", rule)
+	case has(doc.GetDefaultRules()):
+		return fmt.Sprintf("rule %s is not published: it is in default_rules (the application's own)", rule)
+	}
+	return fmt.Sprintf("rule %s is not published", rule)
+}
+
+// edit is one limiter's part of a write.lua plan.
+type edit struct {
+	Limiter  string      `json:"limiter"`
+	Op       string      `json:"op"`              // publish, seed, delete or remove
+	Rules    [][2]string `json:"rules,omitempty"` // publish: name, rule bytes
+	File     []string    `json:"file,omitempty"`  // seed: rule bytes
+	Defaults []string    `json:"defaults,omitempty"`
+	Names    []string    `json:"names,omitempty"`     // delete
+	Mode     string      `json:"mode,omitempty"`      // publish: the published tier's mode, JSON-encoded
+	FileMode string      `json:"file_mode,omitempty"` // seed: the file tier's mode, JSON-encoded
+	// Expect, when set, is the Version the document must still have.
+	Expect *string `json:"expect,omitempty"`
+}
+
+// modeJSON encodes a tier's mode as write.lua splices it ("" when unset).
+func modeJSON(m configv1.Mode) string {
+	if w := config.ModeWord(m); w != "" {
+		return strconv.Quote(w)
+	}
+	return ""
+}
+
+// update applies edits (one per limiter, sorted) in one write.lua call: the
+// read-modify-write runs on the server, atomically, so concurrent writers
+// never conflict. The documents are read first, to refuse (with the
+// validation error) to edit one that a process could not load.
+func (s *Store) update(ctx context.Context, op string, edits []edit) (WriteResult, error) {
+	if len(edits) == 0 {
+		rev, err := s.Revision(ctx)
+		return WriteResult{Revision: rev}, err
+	}
+	keys := make([]string, 0, len(edits)+2)
+	keys = append(keys, s.indexKey(), s.revKey())
+	for _, e := range edits {
+		keys = append(keys, s.Key(e.Limiter))
+	}
+	docs, err := s.readDocs(ctx, op, edits)
+	if err != nil {
+		return WriteResult{}, fmt.Errorf("rulestore: %s: %w", op, err)
+	}
+	plan, err := json.Marshal(edits)
+	if err != nil {
+		return WriteResult{}, fmt.Errorf("rulestore: %s: %w", op, err)
+	}
+	res, err := writeScript.Run(ctx, s.client, keys, plan, ratelimit.MaxRulesPerTier, ratelimit.MaxDocumentBytes).Slice()
+	if err != nil {
+		return WriteResult{}, fmt.Errorf("rulestore: %s: write: %w", op, err)
+	}
+	switch code, _ := res[0].(int64); code {
+	case 1:
+		out := WriteResult{Revision: res[1].(int64)}
+		for _, v := range res[2:] {
+			out.Changed = append(out.Changed, v.(string))
+		}
+		sort.Strings(out.Changed)
+		return out, nil
+	case -1:
+		return WriteResult{}, fmt.Errorf("rulestore: %s: %w: %s cannot be read (%v); Remove it", op, ErrInvalidDocument, s.Key(res[1].(string)), res[2])
+	case -4:
+		return WriteResult{}, fmt.Errorf("%w: limiter %s: %v (docs/limits.md); nothing was written", ErrOverBounds, res[1], res[2])
+	case -3:
+		lim := res[1].(string)
+		return WriteResult{}, fmt.Errorf("%w: limiter %s: its document was changed by another writer since it was read (version %q, now %q); nothing was written",
+			ErrConflict, lim, versionOf(edits, lim), res[2])
+	case -2:
+		lim := res[1].(string)
+		var why []string
+		for _, v := range res[2:] {
+			why = append(why, notPublished(docs[lim], v.(string)))
+		}
+		return WriteResult{}, fmt.Errorf("%w: limiter %s: %s", ErrRuleNotFound, lim, strings.Join(why, "; "))
+	}
+	return WriteResult{}, fmt.Errorf("rulestore: %s: unexpected reply %v", op, res)
+}
+
+// readDocs reads and validates the documents of edits' limiters. A
+// publish or seed refuses to edit a document that no process would load
+// (its result would be rejected too); a delete only shrinks one, and a
+// remove takes it whole, so they proceed.
+func (s *Store) readDocs(ctx context.Context, op string, edits []edit) (map[string]*configv1.LimiterRules, error) {
+	keys := make([]string, len(edits))
+	for i, e := range edits {
+		keys[i] = s.Key(e.Limiter)
+	}
+	sts, err := s.readStored(ctx, keys)
+	if err != nil {
+		return nil, fmt.Errorf("read documents: %w", err)
+	}
+	docs := map[string]*configv1.LimiterRules{}
+	var errs []error
+	for i, e := range edits {
+		doc, err := sts[i].decode(keys[i])
+		if err == nil && doc != nil {
+			err = s.checkRead(e.Limiter, doc)
+		}
+		switch {
+		case err == nil:
+			if doc != nil {
+				docs[e.Limiter] = doc
+			}
+		case op == "publish" || op == "seed":
+			if !errors.Is(err, ErrInvalidDocument) {
+				err = fmt.Errorf("%w: %s: %w", ErrInvalidDocument, keys[i], err)
+			}
+			errs = append(errs, fmt.Errorf("%w (Delete can shrink it and Remove take it away; nothing else writes to it)", err))
+		}
+	}
+	return docs, errors.Join(errs...)
+}
+
+// ruleBytes encodes each rule of l exactly as config.MarshalLimiterRules
+// writes it inside a document (validating it on the way), so that write.lua
+// only moves whole rules and never encodes one itself.
+func ruleBytes(l *configv1.RuleList) ([]string, error) {
+	out := make([]string, 0, len(l.GetRules()))
+	var errs []error
+	for _, r := range l.GetRules() {
+		b, err := config.MarshalRule(r)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out = append(out, string(b))
+	}
+	return out, errors.Join(errs...)
+}
+
+// effective converts a document into core rule tiers and returns them with
+// the list a limiter evaluates: file ++ published ++ default, a higher tier's
+// rule replacing a lower one of the same name. A tier the document does not
+// hold comes from local (the process's own tiers), and so does the file
+// tier's mode.
+func effective(doc *configv1.LimiterRules, local tiers.Set) (tiers.Set, []ratelimit.Rule, error) {
+	if err := checkLocal(local); err != nil {
+		return tiers.Set{}, nil, err
+	}
+	t := tiers.Set{File: local.File, Defaults: local.Defaults, Mode: local.Mode}
+	if doc.GetFileRules() != nil {
+		t.Mode = modeFromProto(doc.GetFileRules().GetMode())
+	}
+	for _, l := range []*configv1.RuleList{doc.GetPublishedRules(), doc.GetDefaultRules()} {
+		if t.Mode == nil { // the highest tier that sets one wins
+			t.Mode = modeFromProto(l.GetMode())
+		}
+	}
+	var errs []error
+	conv := func(l *configv1.RuleList, dst *[]ratelimit.Rule) {
+		if l == nil {
+			return
+		}
+		rules, err := config.RulesFromProto(l)
+		if err != nil {
+			errs = append(errs, err)
+			return
+		}
+		*dst = rules
+	}
+	conv(doc.GetFileRules(), &t.File)
+	conv(doc.GetPublishedRules(), &t.Published)
+	conv(doc.GetDefaultRules(), &t.Defaults)
+	if err := errors.Join(errs...); err != nil {
+		return tiers.Set{}, nil, err
+	}
+	merged := t.Merged()
+	if _, err := ratelimit.CompileRules("", merged); err != nil {
+		return tiers.Set{}, nil, fmt.Errorf("merged rules: %w", err)
+	}
+	return t, merged, nil
+}
+
+// DocumentTiers returns a stored document's tiers as core rules, and the mode
+// of the highest tier that sets one; Set.Merged gives the list a limiter
+// evaluates from them (file ++ published ++ default, a higher tier's rule
+// replacing a lower one of the same name), which DocumentTiers checks. A tier
+// the document lacks is empty.
+func DocumentTiers(doc *configv1.LimiterRules) (tiers.Set, error) {
+	t, _, err := effective(doc, tiers.Set{})
+	if err != nil {
+		return tiers.Set{}, fmt.Errorf("rulestore: %w", err)
+	}
+	return t, nil
+}
+
+// modeFromProto converts a tier's mode: nil when the tier sets none.
+func modeFromProto(m configv1.Mode) *ratelimit.Enforcement {
+	e, ok := config.ModeFromProto(m)
+	if !ok {
+		return nil
+	}
+	return &e
+}
+
+// modeToProto converts a mode to the schema's enum: MODE_UNSPECIFIED for nil.
+func modeToProto(m *ratelimit.Enforcement) configv1.Mode {
+	if m == nil {
+		return configv1.Mode_MODE_UNSPECIFIED
+	}
+	return config.ModeToProto(*m)
+}
+
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }

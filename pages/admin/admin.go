@@ -1,0 +1,450 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ratekit/ratekit/controlplane/config"
+	"github.com/ratekit/ratekit/controlplane/rulestore"
+	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/tiers"
+	"github.com/ratekit/ratekit/internal/httpguard"
+	"github.com/ratekit/ratekit/internal/rulecheck"
+	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
+)
+
+// Bounds on what a client sends.
+const (
+	// MaxBodyBytes bounds a form submission.
+	MaxBodyBytes = 64 << 10
+	// MaxIdentifierValue bounds one identifier value of the explain and
+	// clear forms, in bytes.
+	MaxIdentifierValue = 4096
+	// DefaultTimeout bounds the Redis calls of one request.
+	DefaultTimeout = 5 * time.Second
+)
+
+// Authorizer decides whether a request may change state (save, delete,
+// clear) and names who makes it, for the audit log. It returns ok false to
+// refuse; the page is then read-only for that request.
+type Authorizer func(r *http.Request) (who string, ok bool)
+
+// TierSource gives the tiers a process holds for a limiter; the page takes
+// their remote tier from it. ok is false for a limiter it does not manage.
+// The rule store and the debug page's tier sources implement it.
+type TierSource interface {
+	Tiers(limiter string) (t tiers.Set, ok bool)
+}
+
+// Options configures New.
+type Options struct {
+	// Store is the rule store the page reads and publishes into (required).
+	Store *rulestore.Store
+	// Available is the service's available_limiters.yaml (required): the
+	// limiters listed, their properties, their default rules, and the checks
+	// every save passes. The Store should have the same list in its Options.
+	Available *config.AvailableLimiters
+	// RateLimits is the service's rate_limits.yaml, shown as the file tier of
+	// a limiter whose document lacks one (optional).
+	RateLimits *config.RateLimits
+	// Tiers, when set, gives the per-request (remote) tier a process holds,
+	// shown beside the stored tiers (optional).
+	Tiers TierSource
+	// Counters is where the limiters keep their counters (redisstore.New on
+	// the counters' Redis). It enables the explain box and "lift ban / clear";
+	// without it they are not shown.
+	Counters ratelimit.Store
+	// KeyPrefix is the limiters' ratelimit.Config.KeyPrefix (default
+	// ratelimit.DefaultKeyPrefix).
+	KeyPrefix string
+	// Authorize is the host's authorization hook for writes. Without it the
+	// page is read-only: it shows everything and changes nothing.
+	Authorize Authorizer
+	// AllowedHosts are the Host names the page answers to ("name" on any
+	// port, "name:port", or "*" for any). Empty: on a loopback listener only
+	// localhost, 127.0.0.1 and [::1] (any port), so a hostile name resolved
+	// to 127.0.0.1 (DNS rebinding) is refused; on other listeners any Host.
+	// Set it when the page is reached through a proxy or by a name.
+	AllowedHosts []string
+	// Logger receives one audit record per write (default slog.Default()).
+	Logger *slog.Logger
+	// Timeout bounds the Redis calls of one request (default DefaultTimeout).
+	Timeout time.Duration
+	// Now is the clock of the explain box (default time.Now).
+	Now func() time.Time
+}
+
+// Handler is the admin page. Mount it behind the host's authentication, on
+// an internal listener; every link and form is relative, so any mount path
+// works (with or without http.StripPrefix).
+type Handler struct {
+	opts Options
+}
+
+var _ http.Handler = (*Handler)(nil)
+
+// New returns the admin page for opts.
+func New(opts Options) (*Handler, error) {
+	switch {
+	case opts.Store == nil:
+		return nil, errors.New("admin: Options.Store is nil")
+	case opts.Available == nil:
+		return nil, errors.New("admin: Options.Available is nil: the page edits only declared limiters")
+	}
+	if opts.KeyPrefix == "" {
+		opts.KeyPrefix = ratelimit.DefaultKeyPrefix
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Handler{opts: opts}, nil
+}
+
+// ServeHTTP implements http.Handler. GET and HEAD only read; POST changes
+// state and passes the CSRF, origin and authorization checks first.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	setHeaders(w)
+	ctx, cancel := context.WithTimeout(r.Context(), h.opts.Timeout)
+	defer cancel()
+	if !httpguard.HostAllowed(r, h.opts.AllowedHosts) {
+		msg := "Refused: this page does not answer to the name " + r.Host + "; open it as localhost or 127.0.0.1, or add the name to its allowed hosts."
+		if r.Method == http.MethodPost {
+			h.refused(ctx, r, "", msg)
+		}
+		h.fail(w, r, http.StatusForbidden, msg)
+		return
+	}
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		h.get(ctx, w, r)
+	case http.MethodPost:
+		h.post(ctx, w, r)
+	default:
+		w.Header().Set("Allow", "GET, HEAD, POST")
+		h.fail(w, r, http.StatusMethodNotAllowed, "This page accepts GET and POST only.")
+	}
+}
+
+// session is what a request may do, decided once per request.
+type session struct {
+	CSRF     string // the token forms carry
+	Who      string // from the authorization hook
+	CanWrite bool
+}
+
+func (h *Handler) session(w http.ResponseWriter, r *http.Request) session {
+	s := session{CSRF: csrfToken(w, r)}
+	if h.opts.Authorize != nil {
+		s.Who, s.CanWrite = h.opts.Authorize(r)
+	}
+	return s
+}
+
+func (h *Handler) get(ctx context.Context, w http.ResponseWriter, r *http.Request) {
+	s := h.session(w, r)
+	q := r.URL.Query()
+	name := q.Get("limiter")
+	if name == "" {
+		idx, err := h.index(ctx)
+		if err != nil {
+			h.fail(w, r, http.StatusBadGateway, err.Error())
+			return
+		}
+		h.render(w, http.StatusOK, pageData{Session: s, Index: idx})
+		return
+	}
+	lv, status, err := h.limiter(ctx, name)
+	if err != nil {
+		h.fail(w, r, status, err.Error())
+		return
+	}
+	d := pageData{Session: s, Limiter: lv}
+	switch {
+	case q.Has("edit"):
+		rule := lv.publishedProto(q.Get("edit"))
+		if rule == nil {
+			h.fail(w, r, http.StatusNotFound, fmt.Sprintf("Limiter %s has no published rule %q.", name, q.Get("edit")))
+			return
+		}
+		d.Form = formFromRule(rule, lv.Version, true)
+	case q.Has("explain") || q.Has("clear"):
+		id, errs := identifierFrom(q, lv.Properties)
+		d.Identifier = identifierFields(lv.Properties, q)
+		if len(errs) > 0 {
+			d.IdentifierErrors = errs
+			break
+		}
+		if h.opts.Counters == nil {
+			d.Message = "Explain and clear need the counters' store, which this page was not given."
+			break
+		}
+		if q.Has("clear") {
+			d.ConfirmClear = true
+		}
+		d.Explain = h.explain(ctx, lv, id)
+	}
+	if d.Form == nil {
+		d.Form = newForm(lv.Version)
+	}
+	// The result of the write the browser was redirected from. The query is
+	// the client's, so only a rule name or a count is ever shown from it: a
+	// crafted link cannot put words on the page.
+	switch {
+	case rulecheck.ValidName(q.Get("saved")):
+		d.Message = fmt.Sprintf("Published rule %s: the services apply it at their next refresh.", q.Get("saved"))
+	case rulecheck.ValidName(q.Get("deleted")):
+		d.Message = fmt.Sprintf("Deleted published rule %s.", q.Get("deleted"))
+	case q.Has("removed"):
+		d.Message = "Removed the invalid document: the services run on their own files until they seed it again."
+	case q.Has("cleared"):
+		if n, err := strconv.Atoi(q.Get("cleared")); err == nil && n >= 0 {
+			d.Message = fmt.Sprintf("Cleared %d counter and ban key(s) for the identifier.", n)
+		}
+	}
+	h.render(w, http.StatusOK, d)
+}
+
+func (h *Handler) post(ctx context.Context, w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+	if err := r.ParseForm(); err != nil {
+		h.fail(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("The form could not be read (at most %d bytes): %v", MaxBodyBytes, err))
+		return
+	}
+	if err := checkCSRF(r); err != nil {
+		h.refused(ctx, r, "", err.Error())
+		h.fail(w, r, http.StatusForbidden, err.Error())
+		return
+	}
+	s := h.session(w, r)
+	if !s.CanWrite {
+		msg := "This page is read-only: the host gave it no authorization hook."
+		if h.opts.Authorize != nil {
+			msg = "You are not authorized to change rate-limit rules."
+		}
+		h.refused(ctx, r, s.Who, msg)
+		h.fail(w, r, http.StatusForbidden, msg)
+		return
+	}
+	name := r.PostForm.Get("limiter")
+	lv, status, err := h.limiter(ctx, name)
+	if err != nil {
+		h.fail(w, r, status, err.Error())
+		return
+	}
+	switch op := r.PostForm.Get("op"); op {
+	case "save":
+		h.save(ctx, w, r, s, lv)
+	case "delete":
+		h.delete(ctx, w, r, s, lv)
+	case "clear":
+		h.clear(ctx, w, r, s, lv)
+	case "remove":
+		h.remove(ctx, w, r, s, lv)
+	default:
+		h.fail(w, r, http.StatusBadRequest, fmt.Sprintf("Unknown operation %q.", op))
+	}
+}
+
+// save publishes the form's rule into the published tier, after the same
+// checks as a file, at the version the form was read at.
+func (h *Handler) save(ctx context.Context, w http.ResponseWriter, r *http.Request, s session, lv *limiterView) {
+	f := parseForm(r.PostForm, lv)
+	rule := f.toProto()
+	if !f.hasErrors() {
+		f.check(lv, rule, h.opts.Available)
+	}
+	if f.hasErrors() {
+		h.render(w, http.StatusUnprocessableEntity, pageData{Session: s, Limiter: lv, Form: f})
+		return
+	}
+	req := &configv1.PublishRulesRequest{RateLimits: map[string]*configv1.RuleList{lv.Name: {Rules: []*configv1.Rule{rule}}}}
+	res, err := h.opts.Store.PublishIf(ctx, req, map[string]string{lv.Name: f.Version})
+	if err != nil {
+		h.writeFailed(ctx, w, s, lv.Name, f, err)
+		return
+	}
+	h.audit(ctx, r, s, "publish", lv.Name, rule.GetName(), f.Version, res,
+		slog.String("rule_json", string(mustMarshalRule(rule))))
+	redirect(w, r, url.Values{"limiter": {lv.Name}, "saved": {rule.GetName()}})
+}
+
+func (h *Handler) delete(ctx context.Context, w http.ResponseWriter, r *http.Request, s session, lv *limiterView) {
+	rule, version := r.PostForm.Get("rule"), r.PostForm.Get("version")
+	if !rulecheck.ValidName(rule) {
+		h.fail(w, r, http.StatusBadRequest, fmt.Sprintf("%q is not a rule name (a-z, 0-9 and _, at most 64).", rule))
+		return
+	}
+	res, err := h.opts.Store.DeleteIf(ctx, lv.Name, version, rule)
+	if err != nil {
+		h.writeFailed(ctx, w, s, lv.Name, newForm(version), err)
+		return
+	}
+	h.audit(ctx, r, s, "delete", lv.Name, rule, version, res)
+	redirect(w, r, url.Values{"limiter": {lv.Name}, "deleted": {rule}})
+}
+
+// writeFailed shows the page again with why a write failed; on a conflict
+// the page shows the rules as they are now, and the form keeps what was
+// typed, based on the new version.
+func (h *Handler) writeFailed(ctx context.Context, w http.ResponseWriter, s session, limiter string, f *ruleForm, err error) {
+	lv, status, lerr := h.limiter(ctx, limiter)
+	if lerr != nil {
+		h.failStatus(w, status, lerr.Error())
+		return
+	}
+	d := pageData{Session: s, Limiter: lv, Form: f}
+	status = http.StatusBadGateway
+	switch {
+	case errors.Is(err, rulestore.ErrConflict):
+		status = http.StatusConflict
+		d.Conflict = true
+		f.Version = lv.Version
+		f.Errors[""] = append(f.Errors[""], "Someone else changed the rules of this limiter since you opened this page; nothing was saved. "+
+			"The rules below are the current ones: check them, then save again if your change is still right.")
+	case errors.Is(err, rulestore.ErrRuleNotFound):
+		status = http.StatusNotFound
+		f.Errors[""] = append(f.Errors[""], err.Error())
+	case errors.Is(err, rulestore.ErrOverBounds), errors.Is(err, rulestore.ErrInvalidDocument):
+		// what was asked, not the store, is the problem: nothing was written
+		status = http.StatusUnprocessableEntity
+		f.Errors[""] = append(f.Errors[""], "Nothing was changed: "+err.Error())
+	default:
+		f.Errors[""] = append(f.Errors[""], "Nothing was changed: "+err.Error())
+	}
+	h.render(w, status, d)
+}
+
+// remove takes away a document no process would load, whatever the key
+// holds: the one write that still works on it besides deleting rules. A
+// valid document is never removed from here (its rules are deleted one by
+// one, and the file and default tiers are the services' own).
+func (h *Handler) remove(ctx context.Context, w http.ResponseWriter, r *http.Request, s session, lv *limiterView) {
+	if lv.DocumentError == "" {
+		h.fail(w, r, http.StatusConflict, fmt.Sprintf("The document of limiter %s is valid: delete its published rules instead.", lv.Name))
+		return
+	}
+	if r.PostForm.Get("confirm") != "yes" {
+		h.fail(w, r, http.StatusBadRequest, "Removing the document needs the confirmation: use the form under the error.")
+		return
+	}
+	res, err := h.opts.Store.Remove(ctx, lv.Name)
+	if err != nil {
+		h.fail(w, r, http.StatusBadGateway, "Nothing was removed: "+err.Error())
+		return
+	}
+	h.audit(ctx, r, s, "remove", lv.Name, "", lv.Version, res, slog.String("document_error", lv.DocumentError))
+	redirect(w, r, url.Values{"limiter": {lv.Name}, "removed": {"1"}})
+}
+
+func (h *Handler) clear(ctx context.Context, w http.ResponseWriter, r *http.Request, s session, lv *limiterView) {
+	if h.opts.Counters == nil {
+		h.fail(w, r, http.StatusNotFound, "Clear needs the counters' store, which this page was not given.")
+		return
+	}
+	id, errs := identifierFrom(r.PostForm, lv.Properties)
+	if len(errs) > 0 || len(id) == 0 {
+		h.fail(w, r, http.StatusBadRequest, "Give at least one identifier property to clear. "+joinLines(errs))
+		return
+	}
+	if r.PostForm.Get("confirm") != "yes" {
+		h.fail(w, r, http.StatusBadRequest, "Clearing needs the confirmation step: use the confirmation form.")
+		return
+	}
+	l, err := h.counterLimiter(lv)
+	if err != nil {
+		h.fail(w, r, http.StatusInternalServerError, err.Error())
+		return
+	}
+	n, err := l.Clear(ctx, id)
+	if err != nil {
+		h.fail(w, r, http.StatusBadGateway, "Nothing was cleared: "+err.Error())
+		return
+	}
+	rev, _ := h.opts.Store.Revision(ctx)
+	h.audit(ctx, r, s, "clear", lv.Name, "", lv.Version, rulestore.WriteResult{Revision: rev},
+		slog.Any("identifier", map[string]any(id)), slog.Int("keys_deleted", n))
+	back := url.Values{"limiter": {lv.Name}, "cleared": {fmt.Sprint(n)}, "explain": {"1"}}
+	for k, v := range id {
+		back.Set("id."+k, fmt.Sprint(v))
+	}
+	redirect(w, r, back)
+}
+
+// audit logs one write: who (from the hook), what, and the store revision
+// after it (and the document version it was based on).
+func (h *Handler) audit(ctx context.Context, r *http.Request, s session, op, limiter, rule, basedOn string, res rulestore.WriteResult, extra ...slog.Attr) {
+	attrs := []slog.Attr{
+		slog.String("who", s.Who), slog.String("op", op), slog.String("limiter", limiter),
+		slog.Int64("revision", res.Revision), slog.String("based_on_version", basedOn),
+		slog.Bool("changed", len(res.Changed) > 0), slog.String("remote_addr", r.RemoteAddr),
+	}
+	if rule != "" {
+		attrs = append(attrs, slog.String("rule", rule))
+	}
+	h.opts.Logger.LogAttrs(ctx, slog.LevelInfo, "rate_limit_admin_write", append(attrs, extra...)...)
+}
+
+// refused logs a state-changing request the page turned away (a forged or
+// unauthorized POST): a security log wants those too.
+func (h *Handler) refused(ctx context.Context, r *http.Request, who, why string) {
+	h.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "rate_limit_admin_refused", slog.String("who", who),
+		slog.String("op", r.PostForm.Get("op")), slog.String("limiter", r.PostForm.Get("limiter")),
+		slog.String("reason", why), slog.String("remote_addr", r.RemoteAddr))
+}
+
+func (h *Handler) counterLimiter(lv *limiterView) (*ratelimit.Limiter, error) {
+	l, err := ratelimit.New(ratelimit.Config{
+		Name:      lv.Name,
+		Store:     h.opts.Counters,
+		KeyPrefix: h.opts.KeyPrefix,
+		Timeout:   h.opts.Timeout,
+		Breaker:   ratelimit.BreakerConfig{Failures: -1},
+		Logger:    slog.New(slog.DiscardHandler),
+		Now:       h.opts.Now,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("admin: limiter %s: %w", lv.Name, err)
+	}
+	if err := l.SetRules(lv.Effective); err != nil {
+		return nil, fmt.Errorf("admin: limiter %s: rules: %w", lv.Name, err)
+	}
+	return l, nil
+}
+
+// redirect answers a successful POST with 303 See Other to a relative URL,
+// so that reloading the result page never repeats the write.
+func redirect(w http.ResponseWriter, r *http.Request, q url.Values) {
+	w.Header().Set("Location", "?"+q.Encode())
+	w.WriteHeader(http.StatusSeeOther)
+}
+
+func (h *Handler) fail(w http.ResponseWriter, _ *http.Request, status int, msg string) {
+	h.failStatus(w, status, msg)
+}
+
+func (h *Handler) failStatus(w http.ResponseWriter, status int, msg string) {
+	h.render(w, status, pageData{Error: msg})
+}
+
+func mustMarshalRule(r *configv1.Rule) []byte {
+	b, err := config.MarshalRule(r)
+	if err != nil {
+		return []byte(err.Error())
+	}
+	return b
+}
+
+func joinLines(lines []string) string { return strings.Join(lines, " ") }

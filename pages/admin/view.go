@@ -1,0 +1,322 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ratekit/ratekit/controlplane/config"
+	"github.com/ratekit/ratekit/controlplane/rulestore"
+	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/tiers"
+	"github.com/ratekit/ratekit/internal/rulecheck"
+	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
+)
+
+// indexRow is one limiter of the index.
+type indexRow struct {
+	Name, Description string
+	Declared          bool   // in available_limiters.yaml
+	Document          string // the document's state, in words
+	Published, Skips  int
+	OrphanSince       time.Time
+}
+
+// index lists every limiter of available_limiters.yaml and of the store's
+// index, sorted.
+func (h *Handler) index(ctx context.Context) ([]indexRow, error) {
+	entries, err := h.opts.Store.List(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("Could not read the rule store: %w", err)
+	}
+	byName := map[string]rulestore.Entry{}
+	for _, e := range entries {
+		byName[e.Limiter] = e
+	}
+	names := h.opts.Available.Names()
+	for n := range byName {
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	out := make([]indexRow, 0, len(names))
+	for _, n := range names {
+		row := indexRow{Name: n, Document: "no document: the services run on their files"}
+		if spec := h.opts.Available.Spec(n); spec != nil {
+			row.Declared, row.Description = true, spec.GetDescription()
+		}
+		if e, ok := byName[n]; ok {
+			row.OrphanSince = e.OrphanSince
+			switch {
+			case e.Err != nil && errors.Is(e.Err, rulestore.ErrNoDocument):
+				row.Document = "indexed, document missing"
+			case e.Err != nil:
+				row.Document = "document invalid: " + e.Err.Error()
+			default:
+				row.Document = "document " + short(e.Version)
+				row.Published = len(e.Document.GetPublishedRules().GetRules())
+			}
+		}
+		if lv, _, err := h.limiterFrom(n, byName[n]); err == nil {
+			for _, r := range lv.Effective {
+				if r.Action == ratelimit.ActionSkip {
+					row.Skips++
+				}
+			}
+		}
+		out = append(out, row)
+	}
+	return out, nil
+}
+
+// limiterView is one limiter as its page shows it.
+type limiterView struct {
+	Name, Description string
+	Declared          bool // in available_limiters.yaml: only then can it be edited
+	Properties        []string
+	AllowedSkips      []string // nil: any skip rule allowed
+	SkipsRestricted   bool
+	Key               string // the document's Redis key
+	Version           string // the document's version ("" when none)
+	HasDocument       bool
+	DocumentError     string
+	Sources           map[string]string // tier -> where its rules come from
+
+	Tiers     tiers.Set
+	Effective []ratelimit.Rule
+	Rows      []ruleRow // effective rules, evaluation order
+	Overrides []ruleRow // rules replaced by a higher tier's rule of the same name
+	// ExemptionWarnings name the rules of higher tiers that replace or match
+	// what a default exemption (skip_health_checks) exempts.
+	ExemptionWarnings []string
+	Published         []ruleRow
+	TierRows          []tierRows // every tier, highest first
+
+	published *configv1.RuleList // for the edit form
+}
+
+type tierRows struct {
+	Tier, Source string
+	Rows         []ruleRow
+}
+
+// ruleRow is a rule in the words of the config files.
+type ruleRow struct {
+	Index           int
+	Tier            string
+	Name            string
+	Description     string
+	Action          string
+	Match           []string
+	Characteristics []string
+	CountDistinct   string
+	Limit, Period   string
+	Ban             string
+	Algorithm       string // sliding_window or token_bucket (with its burst); "" for the fixed window
+	OverriddenBy    string // the tier whose same-named rule replaces this one
+	Replaces        []string
+}
+
+func (lv *limiterView) publishedProto(name string) *configv1.Rule {
+	for _, r := range lv.published.GetRules() {
+		if r.GetName() == name {
+			return r
+		}
+	}
+	return nil
+}
+
+// limiter reads one limiter's document and builds its view; the status is
+// for the error page.
+func (h *Handler) limiter(ctx context.Context, name string) (*limiterView, int, error) {
+	if !rulecheck.ValidName(name) {
+		return nil, http.StatusBadRequest, fmt.Errorf("%q is not a limiter name (a-z, 0-9 and _, at most 64).", name)
+	}
+	doc, version, err := h.opts.Store.VersionedDocument(ctx, name)
+	e := rulestore.Entry{Limiter: name, Key: h.opts.Store.Key(name), Document: doc, Version: version, Err: err}
+	if err == nil && doc == nil {
+		e.Err = rulestore.ErrNoDocument
+	}
+	if err != nil && !errors.Is(err, rulestore.ErrInvalidDocument) {
+		return nil, http.StatusBadGateway, fmt.Errorf("Could not read the rule store: %w", err)
+	}
+	return h.limiterFrom(name, e)
+}
+
+// limiterFrom builds the view from a limiter's store entry: the document's
+// tiers where it has them, the files' tiers for the others (what a service
+// bound with its files runs on).
+func (h *Handler) limiterFrom(name string, e rulestore.Entry) (*limiterView, int, error) {
+	spec := h.opts.Available.Spec(name)
+	lv := &limiterView{Name: name, Key: h.opts.Store.Key(name), Version: e.Version, HasDocument: e.Document != nil,
+		Sources: map[string]string{}}
+	if spec == nil {
+		if e.Document == nil && (e.Err == nil || errors.Is(e.Err, rulestore.ErrNoDocument)) {
+			return nil, http.StatusNotFound, fmt.Errorf("No limiter %q in %s (it declares %s).", name, h.opts.Available.File, strings.Join(h.opts.Available.Names(), ", "))
+		}
+		lv.Description = "not declared in " + h.opts.Available.File + ": read-only (an orphan the rule store's GC collects)"
+	} else {
+		lv.Declared, lv.Description, lv.Properties = true, spec.GetDescription(), spec.GetAvailableProperties()
+		if allow := spec.GetAllowedSkipRules(); allow != nil {
+			lv.SkipsRestricted, lv.AllowedSkips = true, allow.GetNames()
+		}
+	}
+	if e.Err != nil && !errors.Is(e.Err, rulestore.ErrNoDocument) {
+		lv.DocumentError = e.Err.Error()
+	}
+	var t tiers.Set
+	if spec != nil {
+		files, err := config.Tiers(h.opts.Available, h.opts.RateLimits, name)
+		if err != nil {
+			return nil, http.StatusInternalServerError, err
+		}
+		t.File, t.Defaults = files.File, files.Defaults
+		if len(t.File) > 0 {
+			lv.Sources[tiers.File] = h.opts.RateLimits.File
+		}
+		lv.Sources[tiers.Default] = h.opts.Available.File
+	}
+	if doc := e.Document; doc != nil {
+		tr, err := rulestore.DocumentTiers(doc)
+		if err != nil {
+			lv.DocumentError = err.Error()
+		} else {
+			if doc.GetFileRules() != nil {
+				t.File, lv.Sources[tiers.File] = tr.File, "rule store"
+			}
+			if doc.GetDefaultRules() != nil {
+				t.Defaults, lv.Sources[tiers.Default] = tr.Defaults, "rule store"
+			}
+			t.Published, lv.published = tr.Published, doc.GetPublishedRules()
+		}
+	}
+	lv.Sources[tiers.Published] = "rule store (this page)"
+	if h.opts.Tiers != nil {
+		if pt, ok := h.opts.Tiers.Tiers(name); ok && len(pt.Remote) > 0 {
+			t.Remote, lv.Sources[tiers.Remote] = pt.Remote, "rules service (this process)"
+		}
+	}
+	lv.Tiers = t
+	lv.Effective = t.Merged()
+	lv.build()
+	return lv, http.StatusOK, nil
+}
+
+func (lv *limiterView) build() {
+	all := lv.Tiers.Rules()
+	owner := map[string]string{}
+	for _, tr := range all {
+		if tr.OverriddenBy == "" {
+			owner[tr.Rule.Name] = tr.Tier
+		}
+	}
+	replaced := map[string][]string{} // rule name -> lower tiers it replaces
+	byTier := map[string][]ruleRow{}
+	for _, tr := range all {
+		row := newRow(tr.Rule)
+		row.Tier, row.OverriddenBy = tr.Tier, tr.OverriddenBy
+		if tr.OverriddenBy != "" {
+			replaced[tr.Rule.Name] = append(replaced[tr.Rule.Name], tr.Tier)
+			lv.Overrides = append(lv.Overrides, row)
+		}
+		row.Index = len(byTier[tr.Tier]) + 1
+		byTier[tr.Tier] = append(byTier[tr.Tier], row)
+	}
+	for i, r := range lv.Effective {
+		row := newRow(r)
+		row.Index, row.Tier, row.Replaces = i+1, owner[r.Name], replaced[r.Name]
+		lv.Rows = append(lv.Rows, row)
+	}
+	for _, tier := range tiers.Names() {
+		src, ok := lv.Sources[tier]
+		if !ok && len(byTier[tier]) == 0 {
+			continue
+		}
+		for i := range byTier[tier] {
+			byTier[tier][i].Replaces = nil
+			if tr := byTier[tier][i]; tr.OverriddenBy == "" {
+				byTier[tier][i].Replaces = replaced[tr.Name]
+			}
+		}
+		lv.TierRows = append(lv.TierRows, tierRows{Tier: tier, Source: src, Rows: byTier[tier]})
+	}
+	lv.Published = byTier[tiers.Published]
+	for _, higher := range [][]ratelimit.Rule{lv.Tiers.Remote, lv.Tiers.File, lv.Tiers.Published} {
+		for _, r := range higher {
+			lv.ExemptionWarnings = append(lv.ExemptionWarnings, tiers.ShadowedExemptions(r, lv.Tiers.Defaults)...)
+		}
+	}
+}
+
+func newRow(r ratelimit.Rule) ruleRow {
+	action := r.Action
+	if action == "" {
+		action = ratelimit.ActionLimit
+	}
+	row := ruleRow{Name: r.Name, Description: r.Description, Action: string(action),
+		Characteristics: r.Characteristics, CountDistinct: r.CountDistinct, Limit: "—", Period: "—", Ban: "—"}
+	keys := make([]string, 0, len(r.Match))
+	for k := range r.Match {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		m := r.Match[k]
+		switch {
+		case m.IsRegex():
+			row.Match = append(row.Match, fmt.Sprintf("%s: {regex: %q}", k, m.Value()))
+		case m.IsOneOf():
+			q := m.Values()
+			for i := range q {
+				q[i] = strconv.Quote(q[i])
+			}
+			row.Match = append(row.Match, fmt.Sprintf("%s: {one_of: [%s]}", k, strings.Join(q, ", ")))
+		default:
+			row.Match = append(row.Match, k+": "+strconv.Quote(m.Value()))
+		}
+	}
+	if action != ratelimit.ActionSkip {
+		if n, ok := r.Limit, r.LimitFunc == nil; ok {
+			row.Limit = strconv.FormatInt(n, 10)
+		}
+		if d, ok := r.Period, r.PeriodFunc == nil; ok {
+			row.Period = fmtDuration(d)
+		}
+	}
+	if r.BanFor > 0 {
+		row.Ban = fmtDuration(r.BanFor)
+	}
+	switch {
+	case r.Algorithm == ratelimit.TokenBucket && r.Burst > 0:
+		row.Algorithm = fmt.Sprintf("token_bucket, burst %d", r.Burst)
+	case r.Algorithm != "" && r.Algorithm != ratelimit.FixedWindow:
+		row.Algorithm = string(r.Algorithm)
+	}
+	return row
+}
+
+// fmtDuration prints whole units without zero tails: 1m, 1h30m, 90s.
+func fmtDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+func short(version string) string {
+	if len(version) > 12 {
+		return version[:12]
+	}
+	return version
+}

@@ -1,0 +1,18 @@
+// Package debug serves an operator's view of rate limiting, for the
+// incident question "what is limited, and why?": every registered limiter with
+// its circuit breaker state, its effective rules in evaluation order and the
+// tier each comes from (file, published, default), the rules a higher tier
+// overrides, the age of the rule store replica, and the recent blocks per rule.
+// During a shadow → enforce rollout (package rollout) it also shows each
+// limiter's mode and, with Options.Rollout, how often its decisions disagreed
+// with the legacy check since the process started.
+//
+//	blocks := observe.NewBlockSummary(observe.BlockSummaryOptions{})
+//	page := debug.New(debug.Options{Blocks: blocks, Tiers: ruleStore}, limiter)
+//	internalMux.Handle("/debug/ratelimit", page)
+//
+// The page is HTML (no scripts; a Content-Security-Policy allows nothing but
+// its own stylesheet) and JSON with ?format=json or Accept: application/json.
+// It shows configuration and counts, never identifier values, but it does
+// reveal limits: mount it on an internal listener or behind authentication.
+package debug
