@@ -16,6 +16,18 @@ import (
 	"github.com/ratekit/ratekit/internal/rulecheck"
 )
 
+const (
+	// DefaultKeyPrefix starts every counter key unless Config.KeyPrefix is set.
+	DefaultKeyPrefix = "ratekit:rl:"
+	// DefaultTimeout is the default of Config.Timeout.
+	DefaultTimeout = 100 * time.Millisecond
+)
+
+// ErrCanceled is the error of results whose caller's context ended before the
+// store answered (the client went away). It is logged at no level and counted
+// as no store error: it says nothing about the store's health.
+var ErrCanceled = errors.New("ratelimit: check canceled by the caller")
+
 // Config builds a Limiter. Only Name and Store are required.
 type Config struct {
 	// Name identifies the limiter (^[a-z0-9_]{1,64}$); it is the first part
@@ -90,7 +102,7 @@ type Limiter struct {
 	breaker   breaker
 	source    func(ctx context.Context, limiter string, id Identifier) *RuleSet
 	rules     atomic.Pointer[ruleSet]
-	mode      atomic.Int32 // Enforcement; see mode.go
+	mode      atomic.Int32 // Enforcement; see enforcement.go
 	blocked   *blockCache  // nil when disabled
 }
 
@@ -385,7 +397,7 @@ func (l *Limiter) plan(ctx context.Context, p *plan, sc *scratch, rules []*compi
 				l.degrade(ctx, p, "rate_limit_missing_count_distinct", r, r.CountDistinct)
 				continue
 			}
-			op.Kind, op.Member = OpDistinct, setMember(m)
+			op.Kind, op.Member = OpDistinct, keys.Member(m) // bounded in size
 		}
 		op.Limit, op.Period = c.limit, c.period
 		if !c.static {
