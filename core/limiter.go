@@ -60,8 +60,8 @@ type Config struct {
 	// a panicking observer never changes a verdict.
 	Observer func(ctx context.Context, e Event)
 	// RuleSource, when set, supplies per-request rules evaluated before the
-	// limiter's own (the highest tier: the rules service of docs/design.md,
-	// Phase 3). It must be fast and must not block for long: it runs on every
+	// limiter's own (the highest tier: an external rules service that answers
+	// per request, docs/design.md#phases; remoterules is its client). It must be fast and must not block for long: it runs on every
 	// check. It returns nil when it has no rules for the request (or cannot
 	// reach its backend: the local rules then serve alone). When its set
 	// and the limiter's rules together pass MaxRules, the check leaves the

@@ -119,7 +119,8 @@
 // # Stored documents
 //
 // MarshalLimiterRules and UnmarshalLimiterRules read and write the rule
-// store's per-limiter JSON, byte-compatible with the source design's example;
+// store's per-limiter JSON, byte-compatible with the example of
+// docs/design.md#the-rule-store;
 // RuleToProto and RuleFromProto convert between core rules and the schema.
 // ValidatePublishRulesRequest checks a publish payload before it is applied.
 package config

@@ -1,5 +1,6 @@
-// Command ratekit-rules is the reference rules service of ratekit (the
-// per-request rules of the source design's Phase 3) and its apply tool.
+// Command ratekit-rules is the reference rules service of ratekit (it returns
+// rules per request, above every other tier; docs/design.md#phases) and its
+// apply tool.
 //
 //	ratekit-rules serve -redis redis://127.0.0.1:6379 [-grpc 127.0.0.1:8081] [-http 127.0.0.1:8082] [-write-token-file FILE] [-available web=available_limiters.yaml]
 //	ratekit-rules apply -server http://127.0.0.1:8082 [-token-file FILE] overrides.yaml
