@@ -777,7 +777,8 @@ type scratch struct {
 // evalBlock is how many evaluations one allocation holds for the checks that
 // share a scratch: eleven fill a 1152-byte size class of the allocator on
 // 64-bit platforms. A Result that a caller keeps keeps its whole block alive:
-// a kilobyte at most beyond its own.
+// a kilobyte at most beyond its own. Worth it: one allocation per check
+// instead makes BenchmarkCheckMemory/rules=1/serial 45% slower.
 const evalBlock = 11
 
 // evaluations returns an empty slice with room for n evaluations, for a
@@ -798,6 +799,8 @@ func (sc *scratch) evaluations(n int) []Evaluation {
 	return evs
 }
 
+// Worth it: without the pool BenchmarkCheckMemory/rules=1/serial takes 5.5x as
+// long (0.9µs to 4.9µs) and allocates 6 times per check instead of never.
 var scratchPool = sync.Pool{New: func() any {
 	return &scratch{ops: make([]Op, 0, 8), ri: make([]int, 0, 8), keys: make([]byte, 0, 256)}
 }}
@@ -856,4 +859,6 @@ func (sc *scratch) ownKeys() {
 // string is valid only while b's bytes are not written again: a key borrowed
 // from a check's scratch is read during the check only, and whatever keeps a
 // key beyond it (the memory store's map, the blocked cache) clones it.
+// Worth it: a copy per key makes BenchmarkCheckMemory/rules=1/serial 27%
+// slower (rules=5: 21%), one allocation per key.
 func borrowString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
