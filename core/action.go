@@ -9,10 +9,26 @@ package ratelimit
 //	rule.Action = ratelimit.ActionBlock    // does not compile: ActionBlock is a Verdict
 type Action string
 
+const (
+	// ActionLimit counts and blocks once the limit is exceeded. Terminal when it blocks.
+	ActionLimit Action = "limit"
+	// ActionLog counts like ActionLimit but never blocks (shadow mode). Never terminal.
+	ActionLog Action = "log"
+	// ActionSkip stops evaluation and allows the request without counting.
+	ActionSkip Action = "skip"
+)
+
 // Verdict is what a Result tells the caller to do: ActionAllow or ActionBlock.
 // The two share the Action prefix of the design's spelling
 // (result.Action == ratelimit.ActionBlock).
 type Verdict string
+
+const (
+	// ActionAllow is a Result's verdict: proceed.
+	ActionAllow Verdict = "allow"
+	// ActionBlock is a Result's verdict: reject (429, ResourceExhausted, retry the job later).
+	ActionBlock Verdict = "block"
+)
 
 func (a Action) String() string { return string(a) }
 

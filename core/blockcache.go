@@ -8,6 +8,13 @@ import (
 	"time"
 )
 
+const (
+	// DefaultBlockedCacheSize is the default of BlockedCacheConfig.Size.
+	DefaultBlockedCacheSize = 10000
+	// DefaultBlockedCacheMaxAge is the default of BlockedCacheConfig.MaxAge.
+	DefaultBlockedCacheMaxAge = time.Second
+)
+
 // BlockedCacheConfig configures the process-local cache of blocked counters of
 // a Limiter.
 //

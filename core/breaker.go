@@ -2,10 +2,21 @@ package ratelimit
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync/atomic"
 	"time"
 )
+
+const (
+	// DefaultBreakerFailures is the default of BreakerConfig.Failures.
+	DefaultBreakerFailures = 3
+	// DefaultBreakerCooldown is the default of BreakerConfig.Cooldown.
+	DefaultBreakerCooldown = 500 * time.Millisecond
+)
+
+// ErrCircuitOpen is the error of results answered by an open circuit breaker.
+var ErrCircuitOpen = errors.New("ratelimit: store circuit breaker open")
 
 // breaker is a consecutive-failure circuit breaker. Closed: every call goes to
 // the store. After threshold consecutive failures it opens: every check fails

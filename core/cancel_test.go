@@ -11,6 +11,7 @@ import (
 
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/internal/keys"
+	"github.com/ratekit/ratekit/internal/testlog"
 )
 
 // waitStore answers only when the context ends, like a store whose caller
@@ -26,7 +27,7 @@ func (s *waitStore) Delete(context.Context, []string) (int, error) { return 0, n
 func (s *waitStore) ContextBounded() bool                          { return true }
 
 func TestCallerCancellationIsNotAStoreError(t *testing.T) {
-	var logs syncBuffer
+	var logs testlog.Buffer
 	store := &waitStore{}
 	l, err := ratelimit.New(ratelimit.Config{
 		Name: "cancel", Store: store, Timeout: time.Hour,
@@ -81,7 +82,7 @@ func TestTypedNilIdentifierValueIsMissing(t *testing.T) {
 }
 
 func TestMissingCharacteristicIsNotASharedBucket(t *testing.T) {
-	var logs syncBuffer
+	var logs testlog.Buffer
 	rule := ratelimit.Rule{Name: "per_user", Characteristics: []string{"usr"}, // a typo: requests carry "user"
 		Limit: 1, Period: time.Minute, Action: ratelimit.ActionLimit}
 	opted := rule

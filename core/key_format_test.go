@@ -85,3 +85,9 @@ func TestRemainingIsMathMax(t *testing.T) {
 		}
 	}
 }
+
+// counterKey builds the key of one rule for one identifier, as a check does.
+func counterKey(prefix, limiter string, r *Rule, id Identifier) string {
+	k, _ := keys.Counter(prefix, limiter, r.Name, r.Characteristics, keys.Suffix(r.CountDistinct != "", string(r.Algorithm)), id)
+	return k
+}

@@ -1,7 +1,6 @@
 package ratelimit_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/testlog"
 )
 
 func basic(name string) ratelimit.Rule {
@@ -154,7 +154,7 @@ func TestFailOpenTimeoutAndBreaker(t *testing.T) {
 	clk := &manualClock{now: time.Unix(1_800_000_000, 0)}
 	store := &flakyStore{inner: ratelimit.MemoryConfig{Now: clk.Now}.New(), hang: make(chan struct{})}
 	defer close(store.hang)
-	var logs syncBuffer // the background prober logs too
+	var logs testlog.Buffer // the background prober logs too
 	l, err := ratelimit.New(ratelimit.Config{
 		Name:    "lim",
 		Store:   store,
@@ -319,7 +319,7 @@ func TestMatchFailures(t *testing.T) {
 func TestBreakerUnderConcurrency(t *testing.T) {
 	store := &flakyStore{inner: ratelimit.NewMemoryStore(), hang: make(chan struct{})}
 	defer close(store.hang)
-	var logs syncBuffer
+	var logs testlog.Buffer
 	l, _ := ratelimit.New(ratelimit.Config{Name: "lim", Store: store, Rules: []ratelimit.Rule{basic("r")},
 		Breaker: ratelimit.BreakerConfig{Failures: 3, Cooldown: time.Hour}, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	run := func() {
@@ -346,18 +346,6 @@ func TestBreakerUnderConcurrency(t *testing.T) {
 		t.Fatalf("breaker opened %d times, want once:\n%s", n, logs.String())
 	}
 }
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // eventually waits for cond, with a deadline generous enough for a loaded machine.
 func eventually(t *testing.T, what string, cond func() bool) {

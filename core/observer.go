@@ -9,6 +9,15 @@ import (
 // EventClear.
 type EventKind uint8
 
+const (
+	// EventCheck reports a Check.
+	EventCheck EventKind = 0
+	// EventPeek reports a Peek.
+	EventPeek EventKind = 1
+	// EventClear reports a Clear.
+	EventClear EventKind = 2
+)
+
 func (k EventKind) String() string {
 	switch k {
 	case EventPeek:

@@ -13,6 +13,31 @@ import (
 	"github.com/ratekit/ratekit/internal/rulecheck"
 )
 
+// Identifier is what the caller knows about a request: property name to value.
+// Values are compared and keyed by their canonical string: integers of any
+// width render in decimal, so user_id 42 and "42" are the same caller; floats
+// use the shortest representation that round-trips; booleans are
+// "true"/"false"; times are RFC 3339 in UTC; other values use String,
+// MarshalText, Error or fmt.Sprint. A nil value (typed nil included) is the
+// same as an absent property.
+type Identifier map[string]any
+
+// Well-known identifier properties and values.
+const (
+	// Anonymous is the value of the "user" property for unauthenticated
+	// callers. The angle brackets keep it from colliding with any real user name.
+	Anonymous = "<anonymous>"
+	// PropertyMethod is the identifier property of the HTTP method
+	// (identifiers.Method). A Match entry on it that accepts "GET" also
+	// accepts "HEAD": HTTP servers, Go's ServeMux among them, answer HEAD with
+	// the GET handler, so a rule that limits GET must count HEAD too or it
+	// could be walked past. A matcher that accepts "HEAD" itself is unchanged.
+	PropertyMethod = "method"
+)
+
+// Get returns the canonical string of property k and whether it is present.
+func (id Identifier) Get(k string) (string, bool) { return keys.Value(id, k) }
+
 // Rule is one entry of a limiter's ordered rule list
 // (docs/design.md#rules-and-matching).
 type Rule struct {
@@ -303,6 +328,18 @@ func (r *Rule) MatchFailures(id Identifier) []string {
 		}
 	}
 	return out
+}
+
+// Counter keys look like <prefix>{<limiter>:<rule>:<prop>=<value>...}, with
+// ":ban" appended for a ban and ":set" for a distinct-value set; the braces are
+// a Redis Cluster hash tag, so a counter and its ban share a slot. The encoding
+// (escaping, hashing of long values, the per-rule keys.Plan a compiled rule
+// keeps) lives in internal/keys, shared with the stores and the tools.
+
+const banSuffix = keys.BanSuffix
+
+func newKeyPlan(r *Rule) keys.Plan {
+	return keys.NewPlan(r.Name, r.Characteristics, keys.Suffix(r.CountDistinct != "", string(r.Algorithm)))
 }
 
 type compiledRule struct {

@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -47,6 +48,13 @@ type contextBounded interface {
 // Mode selects between counting (ModeCheck) and reading (ModePeek).
 type Mode uint8
 
+const (
+	// ModeCheck counts: a Store charges every op.
+	ModeCheck Mode = 0
+	// ModePeek reads: a Store writes nothing.
+	ModePeek Mode = 1
+)
+
 func (m Mode) String() string {
 	if m == ModePeek {
 		return "peek"
@@ -54,8 +62,21 @@ func (m Mode) String() string {
 	return "check"
 }
 
-// OpKind selects what an Op counts: OpCount or OpDistinct.
+// OpKind selects what an Op counts.
 type OpKind uint8
+
+const (
+	// OpCount adds a (float) cost to a counter.
+	OpCount OpKind = 0
+	// OpDistinct adds a member to a set and counts its size.
+	OpDistinct OpKind = 1
+	// OpSliding adds a cost to a sliding window's estimate, unless that
+	// would exceed the limit.
+	OpSliding OpKind = 2
+	// OpTokenBucket takes a cost's tokens from a bucket (GCRA), unless it
+	// lacks them.
+	OpTokenBucket OpKind = 3
+)
 
 // Op is one counting rule's work within a check.
 type Op struct {
@@ -85,6 +106,10 @@ type OpResult struct {
 	// Exceeded reports count > Limit, or an active ban.
 	Exceeded bool
 }
+
+// ErrStorePanic wraps a panic raised inside a Store: the check fails open with
+// it instead of crashing the caller.
+var ErrStorePanic = errors.New("ratelimit: store panicked")
 
 // recoverStore turns a panic in a store call into an error. Deferred by every
 // store call of the Limiter (and by the memory store itself), so that a bug in

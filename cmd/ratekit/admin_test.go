@@ -11,39 +11,22 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/ratekit/ratekit/controlplane/config"
 	"github.com/ratekit/ratekit/controlplane/rulestore"
 	"github.com/ratekit/ratekit/internal/redistest"
+	"github.com/ratekit/ratekit/internal/testlog"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // startAdmin runs `ratekit admin` in-process on a free loopback port and
 // returns its base URL, its stderr and a stop function giving the exit code.
-func startAdmin(t *testing.T, args ...string) (string, *lockedBuffer, func() int) {
+func startAdmin(t *testing.T, args ...string) (string, *testlog.Buffer, func() int) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	stdout, stderr := &lockedBuffer{}, &lockedBuffer{}
+	stdout, stderr := &testlog.Buffer{}, &testlog.Buffer{}
 	codes := make(chan int, 1)
 	go func() {
 		codes <- run(ctx, append([]string{"admin", "--listen", "127.0.0.1:0"}, args...), output{stdout, stderr})

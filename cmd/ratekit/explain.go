@@ -23,6 +23,7 @@ import (
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/redisstore"
 	"github.com/ratekit/ratekit/core/tiers"
+	"github.com/ratekit/ratekit/internal/suggest"
 	"github.com/ratekit/ratekit/observability/observe"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
@@ -444,7 +445,7 @@ func identifierWarnings(id ratelimit.Identifier, properties []string, rules []ra
 func didYouMean(word string, candidates []string) string {
 	best, bestD := "", 3
 	for _, c := range candidates {
-		if d := editDistance(word, c); d < bestD && d < len(word) { // "" or "x" is not a typo of anything
+		if d := suggest.Distance(word, c); d < bestD && d < len(word) { // "" or "x" is not a typo of anything
 			best, bestD = c, d
 		}
 	}
@@ -452,27 +453,6 @@ func didYouMean(word string, candidates []string) string {
 		return ""
 	}
 	return fmt.Sprintf("; did you mean %q?", best)
-}
-
-// editDistance is the Levenshtein distance of two short strings.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			sub := prev[j-1]
-			if a[i-1] != b[j-1] {
-				sub++
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, sub)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
 }
 
 // parseIdentifier reads PROPERTY=VALUE arguments.

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/ratekit/ratekit/internal/keys"
+	"github.com/ratekit/ratekit/internal/suggest"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
 
@@ -732,7 +733,7 @@ func unknownField(name string, md protoreflect.MessageDescriptor, p path) string
 	for i := 0; i < fields.Len(); i++ {
 		f := string(fields.Get(i).Name())
 		known = append(known, f)
-		if dist := editDistance(name, f); dist < bestDist {
+		if dist := suggest.Distance(name, f); dist < bestDist {
 			best, bestDist = f, dist
 		}
 	}
@@ -741,30 +742,6 @@ func unknownField(name string, md protoreflect.MessageDescriptor, p path) string
 	}
 	sort.Strings(known)
 	return fmt.Sprintf("unknown field %q; %s takes %s", name, describe(md, p), strings.Join(known, ", "))
-}
-
-// editDistance is the Levenshtein distance, for "did you mean" hints.
-func editDistance(a, b string) int {
-	if len(a) > 64 || len(b) > 64 {
-		return math.MaxInt
-	}
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // validate runs protovalidate and records each violation as a problem. The

@@ -11,8 +11,8 @@ import (
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
 
-// designStored is the example stored document of the source design (its §2.6;
-// see docs/design.md), byte for byte.
+// designStored is the design's example of a stored document
+// (docs/design.md#the-rule-store), byte for byte.
 const designStored = `{"default_rules":{"rules":[{"name":"limit_user_autocompletes_by_user","limit":300,"period_s":60,"action":"limit","characteristics":["user"],"match":{}}]},"published_rules":{"rules":[{"name":"limit_user_autocompletes_by_user","limit":25,"period_s":60,"action":"limit","characteristics":["user"],"match":{}}]}}`
 
 func autocompleteRule(limit uint32) *configv1.Rule {

@@ -99,8 +99,8 @@ func TestParseRateLimitsErrors(t *testing.T) {
 	}
 }
 
-// TestDesignExampleWithoutActionFails: the source design's own rate_limits.yaml
-// example leaves `action` out of one rule. The schema requires it (a shadow
+// TestDesignExampleWithoutActionFails: the design's own rate_limits.yaml
+// example (the one docs/design.md is drawn from) leaves `action` out of one rule. The schema requires it (a shadow
 // rule that forgot `action: log` would enforce), so the file is rejected,
 // naming the rule and the values it may take.
 func TestDesignExampleWithoutActionFails(t *testing.T) {

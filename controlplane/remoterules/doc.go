@@ -1,5 +1,6 @@
-// Package remoterules is the client of the per-request rules service (the
-// source design's Phase 3): a ratelimit.Config.RuleSource whose rules come first in
+// Package remoterules is the client of the per-request rules service (an
+// external service that returns rules for each request's identifier, the last
+// step of docs/design.md#phases): a ratelimit.Config.RuleSource whose rules come first in
 // every check, above the file, published and default tiers, so limits can
 // differ per customer, namespace or plan and change without a deploy.
 //

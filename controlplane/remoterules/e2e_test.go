@@ -15,7 +15,7 @@ import (
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
 
-// e2e is the whole Phase 3 path on real parts: the reference server on a
+// e2e is the whole per-request rules path on real parts: the reference server on a
 // real gRPC listener, its documents and the counters in a real Redis.
 type e2e struct {
 	srv    *rulesserver.Server

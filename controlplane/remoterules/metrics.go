@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ratekit/ratekit/internal/promset"
 )
 
 // Lookup is the outcome of one check's cache lookup.
@@ -41,6 +43,7 @@ type PrometheusMetrics struct {
 	lookups *prometheus.CounterVec
 	calls   *prometheus.CounterVec
 	latency *prometheus.HistogramVec
+	all     promset.Set // the three above
 }
 
 var (
@@ -51,7 +54,7 @@ var (
 // NewPrometheusMetrics returns the collectors; register them with
 // prometheus.MustRegister or a registry of your own.
 func NewPrometheusMetrics() *PrometheusMetrics {
-	return &PrometheusMetrics{
+	m := &PrometheusMetrics{
 		lookups: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ratekit_remoterules_lookups_total",
 			Help: "Cache lookups of per-request rules, by outcome (hit, stale, miss, breaker_open).",
@@ -66,6 +69,8 @@ func NewPrometheusMetrics() *PrometheusMetrics {
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25},
 		}, []string{"limiter"}),
 	}
+	m.all = promset.Set{m.lookups, m.calls, m.latency}
+	return m
 }
 
 func (m *PrometheusMetrics) Lookup(limiter string, outcome Lookup) {
@@ -78,15 +83,7 @@ func (m *PrometheusMetrics) Call(limiter string, outcome CallOutcome, latency ti
 }
 
 // Describe implements prometheus.Collector.
-func (m *PrometheusMetrics) Describe(ch chan<- *prometheus.Desc) {
-	m.lookups.Describe(ch)
-	m.calls.Describe(ch)
-	m.latency.Describe(ch)
-}
+func (m *PrometheusMetrics) Describe(ch chan<- *prometheus.Desc) { m.all.Describe(ch) }
 
 // Collect implements prometheus.Collector.
-func (m *PrometheusMetrics) Collect(ch chan<- prometheus.Metric) {
-	m.lookups.Collect(ch)
-	m.calls.Collect(ch)
-	m.latency.Collect(ch)
-}
+func (m *PrometheusMetrics) Collect(ch chan<- prometheus.Metric) { m.all.Collect(ch) }

@@ -13,6 +13,7 @@ import (
 	"github.com/ratekit/ratekit/controlplane/config"
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/internal/redistest"
+	"github.com/ratekit/ratekit/internal/testlog"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
 
@@ -203,7 +204,7 @@ func TestInvalidStoredDocumentCanBeShrunkOrRemoved(t *testing.T) {
 // refresh, and the limiter keeps its last good rules.
 func TestReplicaHeapWithHugeDocument(t *testing.T) {
 	c := redistest.Client(t)
-	var logs syncBuffer
+	var logs testlog.Buffer
 	metrics := &recordingMetrics{}
 	s, lim := publishedSearch(t, c, Options{Metrics: metrics, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	doc := publishedDoc(t, manyRules(1, "r"))
@@ -284,7 +285,7 @@ func TestReplicaRemembersRejectedDocument(t *testing.T) {
 // logged and counted like a bad document's.
 func TestWrongTypeKeyKeepsLastGood(t *testing.T) {
 	forEachTarget(t, func(t *testing.T, c redis.UniversalClient) {
-		var logs syncBuffer
+		var logs testlog.Buffer
 		metrics := &recordingMetrics{}
 		s, lim := publishedSearch(t, c, Options{Metrics: metrics, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 		if err := c.Del(ctx, s.Key("search")).Err(); err != nil {

@@ -1,7 +1,6 @@
 package rulestore
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -9,7 +8,6 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +18,7 @@ import (
 	"github.com/ratekit/ratekit/core/redisstore"
 	"github.com/ratekit/ratekit/core/tiers"
 	"github.com/ratekit/ratekit/internal/redistest"
+	"github.com/ratekit/ratekit/internal/testlog"
 	"github.com/ratekit/ratekit/observability/observe"
 	"github.com/ratekit/ratekit/pages/debug"
 )
@@ -269,30 +268,12 @@ func TestStartWithRedisDown(t *testing.T) {
 	eventually(t, 5*time.Second, "published rule applied", func() bool { return limitOf(t, lim.Rules(), "by_user") == 7 })
 }
 
-// syncBuffer is a log sink safe for the refresh goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // An invalid document is rejected whole: the limiter keeps its last good
 // rules, the rejection is logged and counted once, and a fixed document is
 // picked up.
 func TestInvalidDocumentKeepsLastGood(t *testing.T) {
 	c := redistest.Client(t)
-	var logs syncBuffer
+	var logs testlog.Buffer
 	metrics := &recordingMetrics{}
 	s, lim := publishedSearch(t, c, Options{Metrics: metrics, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	for _, bad := range []string{

@@ -1,5 +1,5 @@
 // Package storetest is the conformance suite every ratelimit.Store must pass:
-// the evaluation semantics of ARCHITECTURE.md, run through a real Limiter
+// the evaluation semantics of docs/design.md#the-model, run through a real Limiter
 // against the store under test (memory, Redis, Redis Cluster).
 package storetest
 

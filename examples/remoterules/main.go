@@ -1,4 +1,4 @@
-// Remote rules: the per-request rules service (Phase 3) gives a premium
+// Remote rules: the per-request rules service (docs/design.md#phases) gives a premium
 // namespace a higher limit than rate_limits.yaml's, without a deploy.
 //
 //	REDIS_URL=redis://127.0.0.1:6379 go run ./examples/remoterules

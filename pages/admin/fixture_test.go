@@ -1,7 +1,6 @@
 package admin_test
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -19,6 +18,7 @@ import (
 	"github.com/ratekit/ratekit/controlplane/rulestore"
 	"github.com/ratekit/ratekit/core/redisstore"
 	"github.com/ratekit/ratekit/internal/redistest"
+	"github.com/ratekit/ratekit/internal/testlog"
 	"github.com/ratekit/ratekit/pages/admin"
 )
 
@@ -65,30 +65,7 @@ type fixture struct {
 	available *config.AvailableLimiters
 	keyPrefix string
 	srv       *httptest.Server
-	audit     *syncBuffer
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) Reset() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.b.Reset()
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	audit     *testlog.Buffer
 }
 
 // redisClient is the standalone or the cluster client of the tests.
@@ -106,7 +83,7 @@ func newFixture(t *testing.T, authorize admin.Authorizer) *fixture {
 // newFixtureOn builds the fixture on client; more changes the page's options.
 func newFixtureOn(t *testing.T, client redisClient, authorize admin.Authorizer, more ...func(*admin.Options)) *fixture {
 	t.Helper()
-	f := &fixture{client: client, audit: &syncBuffer{}}
+	f := &fixture{client: client, audit: &testlog.Buffer{}}
 	prefix := redistest.Prefix(t)
 	f.keyPrefix = prefix + "c:"
 	var err error

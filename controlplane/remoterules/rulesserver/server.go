@@ -22,6 +22,7 @@ import (
 	"github.com/ratekit/ratekit/controlplane/config"
 	"github.com/ratekit/ratekit/controlplane/remoterules/rulesv1"
 	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/promset"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
 
@@ -105,6 +106,7 @@ type Server struct {
 	answers *prometheus.CounterVec
 	ops     *prometheus.CounterVec
 	latency prometheus.Histogram
+	metrics promset.Set // the three above
 }
 
 var (
@@ -140,6 +142,7 @@ func New(cfg Config) (*Server, error) {
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1},
 		}),
 	}
+	s.metrics = promset.Set{s.answers, s.ops, s.latency}
 	if s.prefix == "" {
 		s.prefix = DefaultKeyPrefix
 	}
@@ -158,18 +161,10 @@ func seconds(d, def time.Duration) uint32 {
 }
 
 // Describe implements prometheus.Collector.
-func (s *Server) Describe(ch chan<- *prometheus.Desc) {
-	s.answers.Describe(ch)
-	s.ops.Describe(ch)
-	s.latency.Describe(ch)
-}
+func (s *Server) Describe(ch chan<- *prometheus.Desc) { s.metrics.Describe(ch) }
 
 // Collect implements prometheus.Collector.
-func (s *Server) Collect(ch chan<- prometheus.Metric) {
-	s.answers.Collect(ch)
-	s.ops.Collect(ch)
-	s.latency.Collect(ch)
-}
+func (s *Server) Collect(ch chan<- prometheus.Metric) { s.metrics.Collect(ch) }
 
 // key is the Redis key of a (service, limiter) document. Both names are
 // validated first and hold no ':', so distinct pairs never share a key.

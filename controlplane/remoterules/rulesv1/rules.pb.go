@@ -1,4 +1,4 @@
-// The per-request rules service (the source design's Phase 3): an external
+// The per-request rules service (docs/design.md#phases): an external
 // service answers, for one calling service, one limiter and one identifier,
 // the rules to evaluate before every local tier (file, published, default).
 // Its rules are the config schema's Rule messages, so one decoder and one

@@ -59,6 +59,7 @@ import (
 	ratekitenvoy "github.com/ratekit/ratekit/envoy"
 	"github.com/ratekit/ratekit/internal/buildinfo"
 	"github.com/ratekit/ratekit/internal/httpguard"
+	"github.com/ratekit/ratekit/internal/servers"
 	ratelimitheaders "github.com/ratekit/ratekit/middleware/headers"
 	"github.com/ratekit/ratekit/observability/observe"
 	"github.com/ratekit/ratekit/pages/debug"
@@ -287,44 +288,15 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(grpcAd
 	replicaDone := rules.Start(ctx)
 	blocksDone := make(chan struct{})
 	go func() { defer close(blocksDone); blocks.Run(ctx) }()
-	errc := make(chan error, 2)
-	go func() { errc <- gs.Serve(lis) }()
-	if hsrv != nil {
-		go func() {
-			if err := hsrv.Serve(hlis); !errors.Is(err, http.ErrServerClosed) {
-				errc <- err
-			}
-		}()
-	}
 	httpAddr := ""
 	if hlis != nil {
 		httpAddr = hlis.Addr().String()
 	}
 	logger.Info("ratekit_envoy_serving", slog.String("grpc", lis.Addr().String()), slog.String("http", httpAddr),
 		slog.Any("domains", domainList(limiters, f.domains)))
-	if ready != nil {
-		ready(lis.Addr().String(), httpAddr)
-	}
-
-	var serveErr error
-	select {
-	case <-ctx.Done():
-	case serveErr = <-errc:
-	}
 	// Drain: tell health checkers first, then let calls in flight finish.
-	hs.Shutdown()
-	stopped := make(chan struct{})
-	go func() { gs.GracefulStop(); close(stopped) }()
-	select {
-	case <-stopped:
-	case <-time.After(f.drain):
-		gs.Stop()
-	}
-	if hsrv != nil {
-		sctx, scancel := context.WithTimeout(context.Background(), f.drain)
-		_ = hsrv.Shutdown(sctx)
-		scancel()
-	}
+	serveErr := servers.Run(ctx, servers.Config{GRPC: gs, GRPCListener: lis, HTTP: hsrv, HTTPListener: hlis,
+		Drain: f.drain, Draining: hs.Shutdown, Ready: ready})
 	cancel()
 	<-replicaDone
 	<-blocksDone

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -10,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,25 +23,8 @@ import (
 	"github.com/ratekit/ratekit/controlplane/config"
 	"github.com/ratekit/ratekit/controlplane/rulestore"
 	"github.com/ratekit/ratekit/internal/redistest"
+	"github.com/ratekit/ratekit/internal/testlog"
 )
-
-// syncBuffer is the server's log, written by its goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // The binary on the example configuration and a real Redis: it seeds and
 // loads the rules, answers Envoy's calls on a mapped domain, serves health,
@@ -74,7 +55,7 @@ func testServe(t *testing.T, client redis.UniversalClient, redisFlags ...string)
 	type addrs struct{ grpc, http string }
 	ready := make(chan addrs, 1)
 	done := make(chan error, 1)
-	var log syncBuffer
+	var log testlog.Buffer
 	go func() {
 		done <- run(ctx, append([]string{
 			"-available", "../../example/available_limiters.yaml",

@@ -1,5 +1,6 @@
-// Command ratekit-rules is the reference rules service of ratekit (the
-// per-request rules of the source design's Phase 3) and its apply tool.
+// Command ratekit-rules is the reference rules service of ratekit (it returns
+// rules per request, above every other tier; docs/design.md#phases) and its
+// apply tool.
 //
 //	ratekit-rules serve -redis redis://127.0.0.1:6379 [-grpc 127.0.0.1:8081] [-http 127.0.0.1:8082] [-write-token-file FILE] [-available web=available_limiters.yaml]
 //	ratekit-rules apply -server http://127.0.0.1:8082 [-token-file FILE] overrides.yaml
@@ -53,6 +54,7 @@ import (
 	"github.com/ratekit/ratekit/controlplane/remoterules/rulesv1"
 	"github.com/ratekit/ratekit/internal/buildinfo"
 	"github.com/ratekit/ratekit/internal/httpguard"
+	"github.com/ratekit/ratekit/internal/servers"
 )
 
 func main() {
@@ -195,34 +197,11 @@ func serve(ctx context.Context, args []string, ready func(string, string)) error
 	httpSrv.ReadTimeout, httpSrv.WriteTimeout = *readTimeout, *writeTimeout
 	httpSrv.ReadHeaderTimeout = min(httpSrv.ReadHeaderTimeout, *readTimeout)
 
-	errc := make(chan error, 2)
-	go func() { errc <- gs.Serve(gl) }()
-	go func() { errc <- httpSrv.Serve(hl) }()
 	slog.Info("ratekit-rules: serving", slog.String("grpc", gl.Addr().String()), slog.String("http", hl.Addr().String()),
 		slog.Bool("write_token", cfg.Authorize != nil))
-	if ready != nil {
-		ready(gl.Addr().String(), hl.Addr().String())
-	}
-	select {
-	case <-ctx.Done():
-	case err = <-errc:
-	}
 	// Graceful: report NOT_SERVING, finish in-flight calls, then stop.
-	hs.Shutdown()
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_ = httpSrv.Shutdown(sctx)
-	done := make(chan struct{})
-	go func() { gs.GracefulStop(); close(done) }()
-	select {
-	case <-done:
-	case <-sctx.Done():
-		gs.Stop()
-	}
-	if errors.Is(err, http.ErrServerClosed) || errors.Is(err, grpc.ErrServerStopped) {
-		err = nil
-	}
-	return err
+	return servers.Run(ctx, servers.Config{GRPC: gs, GRPCListener: gl, HTTP: httpSrv, HTTPListener: hl,
+		Drain: 10 * time.Second, Draining: hs.Shutdown, Ready: ready})
 }
 
 func apply(ctx context.Context, args []string, out io.Writer) error {

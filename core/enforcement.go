@@ -10,9 +10,17 @@ import "fmt"
 // The mode is per limiter, not per rule: operators flip a whole limiter with
 // Config.Enforcement, Limiter.SetEnforcement, or the mode field of a rule
 // tier (rate_limits.yaml and the published document).
-//
-// Its values are Enforce and Shadow.
 type Enforcement int32
+
+const (
+	// Enforce obeys the rules: an exceeded limit rule blocks. The default.
+	Enforce Enforcement = 0
+	// Shadow counts exactly as Enforce would (same keys, same bans, same
+	// rules evaluated and skipped) but never blocks: Result.Action is always
+	// ActionAllow, Result.Shadow is set and Result.WouldBlock tells the
+	// verdict enforcement would have given.
+	Shadow Enforcement = 1
+)
 
 // String returns "enforce" or "shadow", the spelling of the config files.
 func (e Enforcement) String() string {

@@ -1,0 +1,171 @@
+package servers_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ratekit/ratekit/internal/servers"
+)
+
+// grpcServer stands in for *grpc.Server (the root module never imports gRPC;
+// the commands' own tests run Run with the real one): it accepts on its
+// listener until stopped and records the calls Run makes, in order.
+type grpcServer struct {
+	mu       sync.Mutex
+	calls    []string
+	lis      net.Listener
+	hang     bool          // GracefulStop waits for Stop
+	stop     chan struct{} // closed by Stop
+	stopOnce sync.Once
+}
+
+func newGRPCServer(hang bool) *grpcServer {
+	return &grpcServer{hang: hang, stop: make(chan struct{})}
+}
+
+func (g *grpcServer) record(c string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.calls = append(g.calls, c)
+}
+
+func (g *grpcServer) Calls() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.calls)
+}
+
+func (g *grpcServer) Serve(l net.Listener) error {
+	g.mu.Lock()
+	g.lis = l
+	g.mu.Unlock()
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return nil // closed by a stop, as grpc.Server.Serve returns
+		}
+		_ = c.Close()
+	}
+}
+
+func (g *grpcServer) GracefulStop() {
+	g.record("graceful")
+	if g.hang {
+		<-g.stop
+	}
+	g.closeListener()
+}
+
+func (g *grpcServer) Stop() {
+	g.record("stop")
+	g.stopOnce.Do(func() { close(g.stop) })
+	g.closeListener()
+}
+
+func (g *grpcServer) closeListener() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.lis != nil {
+		_ = g.lis.Close()
+	}
+}
+
+func listen(t *testing.T) net.Listener {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// waitRun waits for Run's result with a deadline generous for a loaded machine.
+func waitRun(t *testing.T, done <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return")
+		return nil
+	}
+}
+
+// Run serves HTTP and the gRPC server until ctx ends, then drains in order:
+// Draining, the graceful gRPC stop, the HTTP shutdown; it returns nil.
+func TestRunServesAndDrains(t *testing.T) {
+	g := newGRPCServer(false)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- servers.Run(ctx, servers.Config{GRPC: g, GRPCListener: listen(t), HTTP: hs, HTTPListener: listen(t),
+			Drain: time.Minute, Draining: func() { g.record("draining") },
+			Ready: func(grpcAddr, httpAddr string) { ready <- httpAddr }})
+	}()
+	httpAddr := <-ready
+	resp, err := http.Get("http://" + httpAddr + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if string(body) != "ok\n" {
+		t.Fatalf("healthz = %q", body)
+	}
+	cancel()
+	if err := waitRun(t, done); err != nil {
+		t.Fatalf("Run = %v, want nil after ctx ended", err)
+	}
+	if got, want := g.Calls(), []string{"draining", "graceful"}; !slices.Equal(got, want) {
+		t.Fatalf("calls %v, want %v", got, want)
+	}
+	if _, err := http.Get("http://" + httpAddr + "/healthz"); err == nil {
+		t.Fatal("HTTP still serves after Run returned")
+	}
+}
+
+// A graceful stop that does not finish within Drain is cut off by Stop.
+func TestRunStopsAfterDrain(t *testing.T) {
+	g := newGRPCServer(true)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- servers.Run(ctx, servers.Config{GRPC: g, GRPCListener: listen(t), Drain: 10 * time.Millisecond})
+	}()
+	if err := waitRun(t, done); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := g.Calls(), []string{"graceful", "stop"}; !slices.Equal(got, want) {
+		t.Fatalf("calls %v, want %v", got, want)
+	}
+}
+
+// A server that fails ends Run with its error.
+func TestRunReturnsServerError(t *testing.T) {
+	g := newGRPCServer(false)
+	hl := listen(t)
+	_ = hl.Close() // HTTP Serve fails at once
+	done := make(chan error, 1)
+	go func() {
+		done <- servers.Run(context.Background(), servers.Config{GRPC: g, GRPCListener: listen(t),
+			HTTP: &http.Server{ReadHeaderTimeout: time.Second}, HTTPListener: hl, Drain: time.Minute})
+	}()
+	err := waitRun(t, done)
+	var opErr *net.OpError
+	if !errors.As(err, &opErr) {
+		t.Fatalf("Run = %v, want the HTTP listener's error", err)
+	}
+}

@@ -1,0 +1,35 @@
+package suggest_test
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/ratekit/ratekit/internal/suggest"
+)
+
+func TestDistance(t *testing.T) {
+	long := strings.Repeat("a", suggest.MaxLen+1)
+	tests := []struct {
+		a, b string
+		want int
+	}{
+		{"", "", 0},
+		{"", "abc", 3},
+		{"abc", "", 3},
+		{"user", "user", 0},
+		{"usernme", "username", 1},   // deletion
+		{"userrname", "username", 1}, // insertion
+		{"usermame", "username", 1},  // substitution
+		{"kitten", "sitting", 3},     // the textbook pair
+		{"period_s", "perido_s", 2},  // a swap is two edits
+		{strings.Repeat("a", suggest.MaxLen), strings.Repeat("a", suggest.MaxLen), 0},
+		{long, "a", math.MaxInt}, // bounded
+		{"a", long, math.MaxInt},
+	}
+	for _, tt := range tests {
+		if got := suggest.Distance(tt.a, tt.b); got != tt.want {
+			t.Errorf("Distance(%q, %q) = %d, want %d", tt.a, tt.b, got, tt.want)
+		}
+	}
+}
