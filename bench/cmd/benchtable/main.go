@@ -16,6 +16,8 @@ import (
 	"sort"
 	"strings"
 	"text/template"
+
+	"github.com/ratekit/ratekit/bench/internal/numfmt"
 )
 
 func main() {
@@ -190,7 +192,7 @@ func table(runs []run) string {
 			}
 			return f(r)
 		}
-		rate := func(r run) string { return thousands(r.metrics["checks/s"]) }
+		rate := func(r run) string { return numfmt.Thousands(r.metrics["checks/s"]) }
 		ratio := func(r run) string {
 			v, ok := r.metrics["ratio"]
 			if !ok {
@@ -209,19 +211,6 @@ func table(runs []run) string {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", k.group, name,
 			cell(c1, ok1, rate), cell(c64, ok64, rate), cell(c1, ok1, ratio), cell(c64, ok64, ratio),
 			metric("rt/check", "%.3g"), metric("B/op", "%.0f"), metric("allocs/op", "%.0f"))
-	}
-	return b.String()
-}
-
-// thousands formats v rounded to an integer with comma separators.
-func thousands(v float64) string {
-	s := fmt.Sprintf("%.0f", v)
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
 	}
 	return b.String()
 }

@@ -82,11 +82,3 @@ func TestParseErrors(t *testing.T) {
 		})
 	}
 }
-
-func TestThousands(t *testing.T) {
-	for in, want := range map[float64]string{0: "0", 999: "999", 1000: "1,000", 1234567.6: "1,234,568"} {
-		if got := thousands(in); got != want {
-			t.Errorf("thousands(%v) = %q, want %q", in, got, want)
-		}
-	}
-}

@@ -43,6 +43,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/ratekit/ratekit/bench/internal/numfmt"
 )
 
 // PeerModule is the envoyproxy/ratelimit version compared against.
@@ -271,7 +273,7 @@ the measured time divided by the requests.
 	for _, r := range rows {
 		peer, ratekit := median(r.peer), median(r.ratekit)
 		fmt.Fprintf(b, "| %d | %d | %s/s | %s/s | %.2f× | %.1f / %.1f |\n", r.descs, r.callers,
-			thousands(peer.perSecond()), thousands(ratekit.perSecond()), ratekit.perSecond()/peer.perSecond(),
+			numfmt.Thousands(peer.perSecond()), numfmt.Thousands(ratekit.perSecond()), ratekit.perSecond()/peer.perSecond(),
 			peer.redisPerRequest(), ratekit.redisPerRequest())
 	}
 	fmt.Fprintf(b, "\nCompare the ratios of one run. Absolute figures mean something only from a quiet many-core machine\n")
@@ -299,18 +301,6 @@ func spliceReadme(path, sec string) error {
 		text = strings.TrimRight(text, "\n") + "\n\n"
 	}
 	return os.WriteFile(path, []byte(text+sec), 0o644)
-}
-
-func thousands(v float64) string {
-	s := strconv.FormatInt(int64(v+0.5), 10)
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
 }
 
 // buildPeer builds envoyproxy/ratelimit's server from the module proxy into

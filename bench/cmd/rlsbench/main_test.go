@@ -8,6 +8,8 @@ import (
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/ratekit/ratekit/bench/internal/numfmt"
 )
 
 func TestVerify(t *testing.T) {
@@ -64,7 +66,7 @@ func TestSumUsecAndThousands(t *testing.T) {
 	if got, err := sumUsec(info); err != nil || got != 100 {
 		t.Fatalf("sumUsec = %v, %v; want 100", got, err)
 	}
-	if got := thousands(1234567.4); got != "1,234,567" {
+	if got := numfmt.Thousands(1234567.4); got != "1,234,567" {
 		t.Fatalf("thousands: %s", got)
 	}
 	if _, err := ints("1,0"); err == nil || !strings.Contains(err.Error(), `"0"`) {
