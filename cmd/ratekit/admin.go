@@ -14,6 +14,7 @@ import (
 	"github.com/ratekit/ratekit/controlplane/config"
 	"github.com/ratekit/ratekit/controlplane/rulestore"
 	"github.com/ratekit/ratekit/core/redisstore"
+	"github.com/ratekit/ratekit/internal/httpguard"
 	"github.com/ratekit/ratekit/pages/admin"
 )
 
@@ -89,7 +90,7 @@ func runAdmin(ctx context.Context, out output, args []string) int {
 	case timeout <= 0:
 		return usageError(out, adminUsage, "--timeout must be positive, got %v", timeout)
 	}
-	if writer != "" && !allowRemote && !loopback(listen) {
+	if writer != "" && !allowRemote && !httpguard.LoopbackAddr(listen) {
 		return usageError(out, adminUsage, "--listen %s is not a loopback address: anyone reaching it could write as %s; add --allow-remote-writes if an authenticating proxy guards it", listen, writer)
 	}
 	available, err := config.LoadAvailableLimiters(availablePath)
@@ -153,18 +154,4 @@ func runAdmin(ctx context.Context, out output, args []string) int {
 		fmt.Fprintf(out.stderr, "ratekit admin: shutdown: %v\n", err)
 	}
 	return exitOK
-}
-
-// loopback reports whether addr (host:port) listens on a loopback address
-// only ("localhost" counts; an empty host, all interfaces, does not).
-func loopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }

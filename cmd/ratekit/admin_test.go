@@ -16,6 +16,7 @@ import (
 
 	"github.com/ratekit/ratekit/controlplane/config"
 	"github.com/ratekit/ratekit/controlplane/rulestore"
+	"github.com/ratekit/ratekit/internal/httpguard"
 	"github.com/ratekit/ratekit/internal/redistest"
 	"github.com/ratekit/ratekit/internal/testlog"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
@@ -162,7 +163,7 @@ func TestAdminUsage(t *testing.T) {
 		}
 	}
 	for addr, want := range map[string]bool{"127.0.0.1:0": true, "localhost:80": true, "[::1]:9": true, "0.0.0.0:80": false, ":80": false, "10.0.0.1:80": false} {
-		if got := loopback(addr); got != want {
+		if got := httpguard.LoopbackAddr(addr); got != want {
 			t.Errorf("loopback(%q) = %v, want %v", addr, got, want)
 		}
 	}
