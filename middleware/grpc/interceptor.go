@@ -85,7 +85,7 @@ func WithDeferred(d ...Deferred) Option { return set(guard.WithDeferred(d...)) }
 // WithClock sets the clock (default time.Now), read once per checked call.
 func WithClock(now func() time.Time) Option { return set(guard.WithClock[Outcome](now)) }
 
-// WithTrustedProxies sets who may forward the client IP (default nobody).
+// WithTrustedProxies sets whose x-forwarded-for, forwarded or x-real-ip is believed (default nobody's).
 func WithTrustedProxies(tp identifiers.TrustedProxies) Option {
 	return set(guard.WithTrustedProxies[Outcome](tp))
 }
@@ -120,7 +120,7 @@ func WithSkip(f func(ctx context.Context, call *Call) bool) Option {
 	return optionFunc(func(c *config) { c.Skip = f })
 }
 
-// WithCost sets what a call costs the limiters (default 1).
+// WithCost sets what a call costs the limiters (default 1; 0 checks without counting).
 func WithCost(f func(ctx context.Context, call *Call) float64) Option {
 	return optionFunc(func(c *config) { c.Cost = f })
 }
