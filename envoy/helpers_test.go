@@ -16,6 +16,7 @@ import (
 	"github.com/ratekit/ratekit/controlplane/config"
 	ratelimit "github.com/ratekit/ratekit/core"
 	ratekitenvoy "github.com/ratekit/ratekit/envoy"
+	"github.com/ratekit/ratekit/internal/promtest"
 	"github.com/ratekit/ratekit/observability/observe"
 )
 
@@ -151,29 +152,8 @@ func headers(resp *rlsv3.RateLimitResponse) map[string]string {
 // counter reads one series from reg, 0 when absent.
 func counter(t testing.TB, reg *prometheus.Registry, name string, labels map[string]string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			got := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				got[lp.GetName()] = lp.GetValue()
-			}
-			for k, v := range labels {
-				if got[k] != v {
-					continue next
-				}
-			}
-			return m.GetCounter().GetValue()
-		}
-	}
-	return 0
+	v, _ := promtest.Counter(t, reg, name, labels)
+	return v
 }
 
 func has(s string, subs ...string) bool {

@@ -10,6 +10,7 @@ import (
 	"github.com/ratekit/ratekit/controlplane/remoterules"
 	"github.com/ratekit/ratekit/controlplane/remoterules/rulesv1"
 	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/promtest"
 	"github.com/ratekit/ratekit/observability/observe"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
@@ -58,24 +59,9 @@ func TestPrometheusMetrics(t *testing.T) {
 // series returns the value of the counter name{limiter="rack_request",outcome=...}.
 func series(t *testing.T, reg *prometheus.Registry, name, outcome string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
+	v, ok := promtest.Counter(t, reg, name, map[string]string{"limiter": "rack_request", "outcome": outcome})
+	if !ok {
+		t.Fatalf("no series %s{outcome=%q}", name, outcome)
 	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels["limiter"] == "rack_request" && labels["outcome"] == outcome {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	t.Fatalf("no series %s{outcome=%q}", name, outcome)
-	return 0
+	return v
 }

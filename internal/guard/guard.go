@@ -1,10 +1,11 @@
 // Package guard is the plumbing every ratekit adapter (net/http, Echo, Gin,
 // gRPC, asynq) runs a request, call or task through, held once: the checks
 // before the handler and the charges after it (Guard), the settings and
-// hooks every adapter offers (Options), and for the HTTP adapters the
-// settings they share and the rendering of the verdict as headers (HTTP).
-// Each adapter keeps one in its configuration, filled by its own public
-// options.
+// hooks every adapter offers (Options, Settings) and the steps of a call or
+// task (Options.Serve), the options every adapter offers under one name
+// (Setting), and for the HTTP adapters the request path and the rendering of
+// the verdict as headers (HTTP). Each adapter keeps Options in its
+// configuration, filled by its own public options.
 package guard
 
 import (

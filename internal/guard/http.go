@@ -7,7 +7,6 @@ import (
 	"time"
 
 	ratelimit "github.com/ratekit/ratekit/core"
-	"github.com/ratekit/ratekit/identifiers"
 	"github.com/ratekit/ratekit/middleware/adapter"
 	ratelimitheaders "github.com/ratekit/ratekit/middleware/headers"
 )
@@ -27,31 +26,13 @@ func CountStatus(l *ratelimit.Limiter, statuses ...int) adapter.Deferred[Outcome
 	return CountWhen(l, func(o Outcome) bool { return slices.Contains(statuses, o.Status) })
 }
 
-// Settings are what an adapter's options set beside Options that do not
-// depend on the transport: who may forward a client address, and how the
-// verdict is rendered.
-type Settings struct {
-	// TrustedProxies are the proxies whose forwarding headers (or metadata)
-	// the default identifier builder believes.
-	TrustedProxies identifiers.TrustedProxies
-	// IPv6Prefix is the prefix length the default identifier builder
-	// aggregates IPv6 client addresses to (0: identifiers.DefaultIPv6Prefix).
-	IPv6Prefix int
-	// Profile selects the rate-limit headers or metadata (default IETF).
-	Profile ratelimitheaders.Profile
-	// RetryAfterJitter is the most random delay added to the retry delay of
-	// a blocked caller (see Jitter).
-	RetryAfterJitter time.Duration
-}
-
 // HTTP is what every HTTP adapter (net/http, Echo, Gin) runs a request
-// through: the options all adapters share, the settings, and how the verdict
-// becomes headers. R is what the adapter's hooks are told about a request (an
+// through: the options all adapters share and how the verdict becomes
+// headers. R is what the adapter's hooks are told about a request (an
 // *http.Request, an echo.Context, a *gin.Context). The adapter's public
 // options set its fields directly; the zero value checks nothing.
 type HTTP[R any] struct {
 	Options[R, Outcome]
-	Settings
 }
 
 // Handle runs one request through the guard, the same way in every HTTP
@@ -86,4 +67,16 @@ func (g *HTTP[R]) SetHeaders(h http.Header, d *ratelimitheaders.Decision, now ti
 	g.Profile.SetHeaders(h, d, now, Jitter(g.RetryAfterJitter))
 	p := ratelimitheaders.NewProblem(d, now)
 	return &p
+}
+
+// Hook adapts a hook of an HTTP adapter's public options, which is told the
+// request but not the context, to the identifier, skip or cost hook of
+// Options.
+func Hook[R, T any](f func(R) T) func(context.Context, R) T {
+	return func(_ context.Context, r R) T { return f(r) }
+}
+
+// PropertiesHook is Hook for Options.Properties.
+func PropertiesHook[R any](f func(R, ratelimit.Identifier)) func(context.Context, R, ratelimit.Identifier) {
+	return func(_ context.Context, r R, id ratelimit.Identifier) { f(r, id) }
 }

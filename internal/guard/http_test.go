@@ -76,7 +76,8 @@ func TestRetryAfterJitter(t *testing.T) {
 		{"allowed: no Retry-After", 3 * time.Second, 2, []string{""}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			g := &HTTP[*http.Request]{Settings: Settings{RetryAfterJitter: tt.jitter}}
+			g := &HTTP[*http.Request]{}
+			g.RetryAfterJitter = tt.jitter
 			seen := map[string]bool{}
 			for range 200 {
 				h := http.Header{}
@@ -92,5 +93,19 @@ func TestRetryAfterJitter(t *testing.T) {
 				t.Fatalf("no jitter in 200 responses: %v", seen)
 			}
 		})
+	}
+}
+
+// Hook and PropertiesHook hand the request, not the context, to an HTTP
+// adapter's hooks, and return what they return.
+func TestHooks(t *testing.T) {
+	ctx := context.Background()
+	if got := Hook(func(r string) float64 { return float64(len(r)) })(ctx, "four"); got != 4 {
+		t.Fatalf("Hook cost = %v, want 4", got)
+	}
+	id := ratelimit.Identifier{}
+	PropertiesHook(func(r string, id ratelimit.Identifier) { id["user"] = r })(ctx, "u1", id)
+	if id["user"] != "u1" {
+		t.Fatalf("PropertiesHook left %v, want user u1", id)
 	}
 }

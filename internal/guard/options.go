@@ -6,19 +6,20 @@ import (
 	"time"
 
 	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/identifiers"
+	"github.com/ratekit/ratekit/middleware/adapter"
 	ratelimitheaders "github.com/ratekit/ratekit/middleware/headers"
 )
 
-// Options are the settings every adapter shares, and the steps every request
-// takes through them. R is what the adapter's hooks are told about a request
-// (an *http.Request, an echo.Context, a gRPC call, an asynq task); O is what
-// is known once its handler has finished. An adapter keeps Options in its
-// configuration, fills it from its own options and calls Init once they are
-// all applied.
+// Options are what every adapter keeps in its configuration, and the steps
+// every request takes through them. R is what the adapter's hooks are told
+// about a request (an *http.Request, an echo.Context, a gRPC call, an asynq
+// task); O is what is known once its handler has finished. The adapter fills
+// Options from its own options and calls Init once they are all applied.
 type Options[R, O any] struct {
-	// Guard holds the limiters checked before the handler and the deferred
-	// limiters charged after it.
-	Guard[O]
+	// Settings hold what does not depend on R: the limiters, the clock and
+	// how the verdict is rendered.
+	Settings[O]
 	// Identify builds the identifier of a request. Init sets the adapter's
 	// default builder when it is nil.
 	Identify func(ctx context.Context, r R) ratelimit.Identifier
@@ -32,10 +33,74 @@ type Options[R, O any] struct {
 	// Cost, when set, is the cost the limiters checked before the handler
 	// charge for a request (1 when nil); 0 checks without counting.
 	Cost func(ctx context.Context, r R) float64
+}
+
+// Settings are the part of Options that does not depend on the request type:
+// what the options every adapter offers under one name set (see Setting).
+type Settings[O any] struct {
+	// Guard holds the limiters checked before the handler and the deferred
+	// limiters charged after it.
+	Guard[O]
 	// Now is the clock the verdict is rendered with (reset deltas,
 	// Retry-After, retry delays); time.Now when nil. It is read once per
 	// checked request.
 	Now func() time.Time
+	// TrustedProxies are the proxies whose forwarding headers (or metadata)
+	// the default identifier builder believes.
+	TrustedProxies identifiers.TrustedProxies
+	// IPv6Prefix is the prefix length the default identifier builder
+	// aggregates IPv6 client addresses to (0: identifiers.DefaultIPv6Prefix).
+	IPv6Prefix int
+	// Profile selects the rate-limit headers or metadata (default IETF).
+	Profile ratelimitheaders.Profile
+	// RetryAfterJitter is the most random delay added to the retry delay of
+	// a blocked caller (see Jitter).
+	RetryAfterJitter time.Duration
+}
+
+// Setting sets one field of Settings. The options every adapter offers under
+// one name (WithLimiters, WithDeferred, WithClock, WithTrustedProxies,
+// WithIPv6Prefix, WithProfile, WithRetryAfterJitter) each return the Setting
+// of that name here, so that they mean the same in every adapter.
+type Setting[O any] func(*Settings[O])
+
+// WithLimiters adds limiters checked after those already set, in order.
+func WithLimiters[O any](l ...*ratelimit.Limiter) Setting[O] {
+	return func(s *Settings[O]) { s.Limiters = append(s.Limiters, l...) }
+}
+
+// WithDeferred adds limiters peeked before the handler and charged after it.
+func WithDeferred[O any](d ...adapter.Deferred[O]) Setting[O] {
+	return func(s *Settings[O]) { s.Deferred = append(s.Deferred, d...) }
+}
+
+// WithClock sets Now.
+func WithClock[O any](now func() time.Time) Setting[O] {
+	return func(s *Settings[O]) { s.Now = now }
+}
+
+// WithTrustedProxies sets TrustedProxies.
+func WithTrustedProxies[O any](tp identifiers.TrustedProxies) Setting[O] {
+	return func(s *Settings[O]) { s.TrustedProxies = tp }
+}
+
+// WithIPv6Prefix sets IPv6Prefix. It panics, with pkg (the adapter's package)
+// as prefix, unless 1 <= bits <= 128: a programming error, found at start-up.
+func WithIPv6Prefix[O any](pkg string, bits int) Setting[O] {
+	if err := identifiers.CheckIPv6Prefix(bits); err != nil {
+		panic(pkg + ": " + err.Error())
+	}
+	return func(s *Settings[O]) { s.IPv6Prefix = bits }
+}
+
+// WithProfile sets Profile.
+func WithProfile[O any](p ratelimitheaders.Profile) Setting[O] {
+	return func(s *Settings[O]) { s.Profile = p }
+}
+
+// WithRetryAfterJitter sets RetryAfterJitter.
+func WithRetryAfterJitter[O any](max time.Duration) Setting[O] {
+	return func(s *Settings[O]) { s.RetryAfterJitter = max }
 }
 
 // Init completes o once the adapter's options are applied: def becomes the
@@ -99,6 +164,27 @@ func (o *Options[R, O]) Check(ctx context.Context, r R) Checked {
 		d = o.Decide(ctx, id)
 	}
 	return Checked{ID: id, Decision: d, Now: o.clock()}
+}
+
+// Serve runs one call or task through the checks, the same way in every
+// adapter that does not answer with HTTP headers: a skipped one goes straight
+// to next; otherwise Check, then render (when non-nil) sees the verdict of
+// every checked request, a request the decision blocks gets deny's outcome
+// (deny is told the blocking result) and next does not run, and an allowed
+// one runs next through Run.
+func (o *Options[R, O]) Serve(ctx context.Context, r R, render func(c Checked),
+	deny func(c Checked, blocking ratelimit.Result) O, next func(ctx context.Context) O) O {
+	if o.Skipped(ctx, r) {
+		return next(ctx)
+	}
+	c := o.Check(ctx, r)
+	if render != nil {
+		render(c)
+	}
+	if res := c.Decision.BlockedBy(); res != nil {
+		return deny(c, *res)
+	}
+	return o.Run(ctx, c.ID, next)
 }
 
 func (o *Options[R, O]) clock() time.Time {

@@ -3,11 +3,15 @@ package guard_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/identifiers"
 	"github.com/ratekit/ratekit/internal/guard"
+	"github.com/ratekit/ratekit/middleware/adapter"
+	ratelimitheaders "github.com/ratekit/ratekit/middleware/headers"
 )
 
 // Properties are merged into whatever identifier is built: the default
@@ -48,8 +52,8 @@ func TestOptionsCheck(t *testing.T) {
 	at := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	o := guard.Options[string, struct{}]{
 		Cost: func(_ context.Context, r string) float64 { return map[string]float64{"cheap": 1, "bulk": 4}[r] },
-		Now:  func() time.Time { reads++; return at },
 	}
+	o.Now = func() time.Time { reads++; return at }
 	o.Guard.Limiters = []*ratelimit.Limiter{l}
 	o.Init("test", func(context.Context, string) ratelimit.Identifier { return guardID })
 	c := o.Check(context.Background(), "bulk")
@@ -91,5 +95,83 @@ func TestJitter(t *testing.T) {
 	}
 	if len(seen) < 2 { // 200 draws from 4 values all equal: about 1 in 4^199
 		t.Fatalf("Jitter(3s) took %d distinct values", len(seen))
+	}
+}
+
+// The settings every adapter's options of the same name return set their
+// field, add to the limiters rather than replace them, and WithIPv6Prefix
+// rejects an impossible prefix with the adapter's name.
+func TestSettings(t *testing.T) {
+	e := guardEnv{t: t, store: ratelimit.NewMemoryStore()}
+	a, b := e.limiter("a", 5, false, false), e.limiter("b", 5, false, false)
+	at := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	tp := identifiers.MustParseTrustedProxies("10.0.0.0/8")
+	var s guard.Settings[outcome]
+	for _, set := range []guard.Setting[outcome]{
+		guard.WithLimiters[outcome](a), guard.WithLimiters[outcome](b),
+		guard.WithDeferred(guard.Metered[outcome](b, "db_s")),
+		guard.WithClock[outcome](func() time.Time { return at }),
+		guard.WithTrustedProxies[outcome](tp),
+		guard.WithIPv6Prefix[outcome]("test", 48),
+		guard.WithProfile[outcome](ratelimitheaders.Legacy),
+		guard.WithRetryAfterJitter[outcome](3 * time.Second),
+	} {
+		set(&s)
+	}
+	if len(s.Limiters) != 2 || s.Limiters[0] != a || s.Limiters[1] != b || len(s.Deferred) != 1 ||
+		!s.Now().Equal(at) || fmt.Sprint(s.TrustedProxies) != fmt.Sprint(tp) || s.IPv6Prefix != 48 ||
+		s.Profile != ratelimitheaders.Legacy || s.RetryAfterJitter != 3*time.Second {
+		t.Fatalf("settings not applied: %+v", s)
+	}
+	for _, bits := range []int{0, 129} {
+		func() {
+			defer func() {
+				if r := fmt.Sprint(recover()); !strings.HasPrefix(r, "test: ") {
+					t.Errorf("WithIPv6Prefix(%d) panicked with %q, want the prefix %q", bits, r, "test: ")
+				}
+			}()
+			guard.WithIPv6Prefix[outcome]("test", bits)
+		}()
+	}
+}
+
+// Serve runs a skipped request at once, renders every checked one, denies a
+// blocked one without running it (telling deny the blocking result) and runs
+// an allowed one through Run, with a Meter when the guard meters.
+func TestServe(t *testing.T) {
+	e := guardEnv{t: t, store: ratelimit.NewMemoryStore()}
+	l := e.limiter("req", 1, false, false)
+	db := e.limiter("db", 100, false, false)
+	o := guard.Options[string, string]{Skip: func(_ context.Context, r string) bool { return r == "skip" }}
+	guard.WithLimiters[string](l)(&o.Settings)
+	guard.WithDeferred(guard.Metered[string](db, "db_s"))(&o.Settings)
+	o.Init("test", func(context.Context, string) ratelimit.Identifier { return guardID })
+	var rendered []bool
+	serve := func(r string) string {
+		return o.Serve(context.Background(), r, func(c guard.Checked) { rendered = append(rendered, c.Decision.Blocked()) },
+			func(_ guard.Checked, res ratelimit.Result) string { return "denied by " + res.Limiter },
+			func(ctx context.Context) string {
+				if m := adapter.MeterFrom(ctx); m != nil {
+					m.Add("db_s", 2)
+					return "ran with a meter"
+				}
+				return "ran"
+			})
+	}
+	for _, tt := range []struct{ r, want string }{
+		{"skip", "ran"},
+		{"a", "ran with a meter"},
+		{"b", "denied by req"},
+		{"skip", "ran"},
+	} {
+		if got := serve(tt.r); got != tt.want {
+			t.Fatalf("Serve(%q) = %q, want %q", tt.r, got, tt.want)
+		}
+	}
+	if fmt.Sprint(rendered) != "[false true]" {
+		t.Fatalf("rendered %v, want [false true]: every checked request, none skipped", rendered)
+	}
+	if count(l) != 2 || count(db) != 2 {
+		t.Fatalf("counted req %v, db %v; want 2 checks and the 2 db_s the allowed request metered", count(l), count(db))
 	}
 }

@@ -22,19 +22,20 @@ type DenyFunc func(ctx context.Context, t *asynq.Task, res ratelimit.Result, err
 type Option interface{ apply(*config) }
 
 type optionFunc func(*config)
+type set guard.Setting[Outcome] // a setting every adapter offers
 
 func (f optionFunc) apply(c *config) { f(c) }
+func (s set) apply(c *config)        { s(&c.Settings) }
 
 type config struct {
 	guard.Options[*asynq.Task, Outcome]
-	deny   DenyFunc
-	jitter time.Duration
+	deny DenyFunc
 }
 
 // WithLimiters adds limiters, checked in order after the first one. The first
 // limiter that blocks ends the check: later limiters are not counted.
 func WithLimiters(limiters ...*ratelimit.Limiter) Option {
-	return optionFunc(func(c *config) { c.Limiters = append(c.Limiters, limiters...) })
+	return set(guard.WithLimiters[Outcome](limiters...))
 }
 
 // WithIdentifier replaces DefaultIdentifier. Start from DefaultIdentifier(ctx, t)
@@ -69,7 +70,7 @@ func WithDenyHandler(f DenyFunc) Option { return optionFunc(func(c *config) { c.
 // WithJitter adds a random delay of up to max, in whole seconds, to RetryIn,
 // so that the tasks blocked in one window do not all come back at the same
 // instant when it resets.
-func WithJitter(max time.Duration) Option { return optionFunc(func(c *config) { c.jitter = max }) }
+func WithJitter(max time.Duration) Option { return set(guard.WithRetryAfterJitter[Outcome](max)) }
 
 // Deferred is a limiter charged after the handler, with a cost known only
 // then (docs/design.md#cost): an adapter.Deferred whose Charge reads the
@@ -88,9 +89,7 @@ type Outcome struct {
 
 // WithDeferred adds limiters charged after the handler (see Metered and
 // CountFailures).
-func WithDeferred(d ...Deferred) Option {
-	return optionFunc(func(c *config) { c.Deferred = append(c.Deferred, d...) })
-}
+func WithDeferred(d ...Deferred) Option { return set(guard.WithDeferred(d...)) }
 
 // Metered charges l with the named cost that the handler reported through
 // adapter.AddCost(ctx, name, v) (database seconds, partner API calls). The
@@ -109,7 +108,7 @@ func CountFailures(l *ratelimit.Limiter) Deferred {
 
 // WithClock sets the clock RetryIn is computed with (default time.Now), for
 // tests. It is read once per checked task.
-func WithClock(now func() time.Time) Option { return optionFunc(func(c *config) { c.Now = now }) }
+func WithClock(now func() time.Time) Option { return set(guard.WithClock[Outcome](now)) }
 
 // DefaultIdentifier returns {task_type: t.Type(), queue: <queue>}; queue is
 // present only when ctx comes from an asynq server.
@@ -146,17 +145,11 @@ func Middleware(limiter *ratelimit.Limiter, opts ...Option) asynq.MiddlewareFunc
 	c.Init("ratelimitasynq: Middleware", DefaultIdentifier) // panics on a nil limiter: found at start-up
 	return func(next asynq.Handler) asynq.Handler {
 		return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
-			if c.Skipped(ctx, t) {
-				return next.ProcessTask(ctx, t)
-			}
-			ch := c.Check(ctx, t)
-			if res := ch.Decision.BlockedBy(); res != nil {
-				return c.blocked(ctx, t, *res, ch.Now)
-			}
-			o := c.Run(ctx, ch.ID, func(ctx context.Context) Outcome {
+			return c.Serve(ctx, t, nil, func(ch guard.Checked, res ratelimit.Result) Outcome {
+				return Outcome{Task: t, Err: c.blocked(ctx, t, res, ch.Now)}
+			}, func(ctx context.Context) Outcome {
 				return Outcome{Task: t, Err: next.ProcessTask(ctx, t), Meter: adapter.MeterFrom(ctx)}
-			})
-			return o.Err
+			}).Err
 		})
 	}
 }
@@ -170,7 +163,7 @@ func (c *config) blocked(ctx context.Context, t *asynq.Task, res ratelimit.Resul
 	if res.Info != nil {
 		reset = res.Info.ResetAt
 	}
-	err.RetryIn = retryIn(now, reset) + guard.Jitter(c.jitter)
+	err.RetryIn = retryIn(now, reset) + guard.Jitter(c.RetryAfterJitter)
 	if c.deny != nil {
 		return c.deny(ctx, t, res, err)
 	}

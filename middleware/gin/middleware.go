@@ -19,8 +19,10 @@ import (
 type Option interface{ apply(*config) }
 
 type optionFunc func(*config)
+type set guard.Setting[Outcome] // a setting every adapter offers
 
 func (f optionFunc) apply(c *config) { f(c) }
+func (s set) apply(c *config)        { s(&c.Settings) }
 
 // DenyHandler answers a blocked request. The rate-limit headers, Retry-After
 // and Cache-Control are already set when it runs; it must write the response
@@ -33,98 +35,65 @@ type config struct {
 	deny     DenyHandler
 }
 
-// Outcome is what is known once the handler has finished, which a
-// Deferred's Charge reads: Status, Meter (the request's cost meter, filled
-// through adapter.AddCost) and Header (the response headers). It is the same
-// type in every HTTP adapter.
+// Outcome is what a Deferred's Charge reads once the handler has finished:
+// Status, Meter and Header, the same type in every HTTP adapter.
 type Outcome = guard.Outcome
 
-// Deferred is a limiter charged after the handler, with a cost known only
-// then (see adapter.Deferred); before the handler it is peeked. Build one
-// with Metered or CountStatus, or by hand with a Charge that reads the
-// Outcome.
+// Deferred is a limiter peeked before the handler and charged after it.
 type Deferred = adapter.Deferred[Outcome]
 
-// Metered charges l with the named cost from the request's meter (for example
-// "db_duration_s", added through adapter.AddCost), when it is positive.
-// Callers already over budget are blocked before the handler.
+// Metered charges l with the named cost the handler added (adapter.AddCost).
 func Metered(l *ratelimit.Limiter, cost string) Deferred { return guard.Metered[Outcome](l, cost) }
 
-// CountStatus charges l with 1 only for responses with one of the statuses,
-// for example http.StatusUnauthorized to count failed logins. Callers whom one
-// more such outcome would put over the limit are blocked before the handler.
+// CountStatus charges l with 1 per response with one of the statuses, for
+// example http.StatusUnauthorized to count failed logins.
 func CountStatus(l *ratelimit.Limiter, statuses ...int) Deferred {
 	return guard.CountStatus(l, statuses...)
 }
 
 // WithLimiters adds limiters checked after the first, in order.
-func WithLimiters(l ...*ratelimit.Limiter) Option {
-	return optionFunc(func(c *config) { c.Limiters = append(c.Limiters, l...) })
-}
+func WithLimiters(l ...*ratelimit.Limiter) Option { return set(guard.WithLimiters[Outcome](l...)) }
 
-// WithDeferred adds limiters charged after the handler (Metered,
-// CountStatus) and peeked before it.
-func WithDeferred(d ...Deferred) Option {
-	return optionFunc(func(c *config) { c.Deferred = append(c.Deferred, d...) })
-}
+// WithDeferred adds limiters charged after the handler (Metered, CountStatus).
+func WithDeferred(d ...Deferred) Option { return set(guard.WithDeferred(d...)) }
 
-// WithClock sets the clock the headers and Retry-After are computed with
-// (default time.Now), for tests. It is read once per checked request.
-func WithClock(now func() time.Time) Option {
-	return optionFunc(func(c *config) { c.Now = now })
-}
+// WithClock sets the clock of the headers (default time.Now), for tests.
+func WithClock(now func() time.Time) Option { return set(guard.WithClock[Outcome](now)) }
 
-// WithTrustedProxies sets the proxies whose forwarding headers are believed.
-// By default nobody is trusted and the ip is the socket peer.
+// WithTrustedProxies sets whose forwarding headers are believed (default
+// nobody's: the ip is the socket peer).
 func WithTrustedProxies(tp identifiers.TrustedProxies) Option {
-	return optionFunc(func(c *config) { c.TrustedProxies = tp })
+	return set(guard.WithTrustedProxies[Outcome](tp))
 }
 
-// WithIPv6Prefix sets the prefix length IPv6 client addresses are aggregated
-// to in the ip property (default identifiers.DefaultIPv6Prefix, /64; 128
-// keeps every address apart). It panics unless 1 <= bits <= 128.
-func WithIPv6Prefix(bits int) Option {
-	if err := identifiers.CheckIPv6Prefix(bits); err != nil {
-		panic("ratelimitgin: " + err.Error()) // a programming error, found at start-up
-	}
-	return optionFunc(func(c *config) { c.IPv6Prefix = bits })
-}
+// WithIPv6Prefix sets the IPv6 prefix of ip (default 64); it panics outside 1..128.
+func WithIPv6Prefix(bits int) Option { return set(guard.WithIPv6Prefix[Outcome]("ratelimitgin", bits)) }
 
 // WithProfile selects the rate-limit headers (default ratelimitheaders.IETF).
-func WithProfile(p ratelimitheaders.Profile) Option {
-	return optionFunc(func(c *config) { c.Profile = p })
-}
+func WithProfile(p ratelimitheaders.Profile) Option { return set(guard.WithProfile[Outcome](p)) }
 
-// WithRetryAfterJitter adds a random delay of up to max (whole seconds) to the
-// Retry-After of blocked responses, so that clients blocked in one window do
-// not all retry at its reset; the RateLimit fields and the problem keep
-// stating the real reset. The default is no jitter.
+// WithRetryAfterJitter adds up to max (whole seconds) to a blocked response's
+// Retry-After, so that the blocked callers do not all retry at the reset.
 func WithRetryAfterJitter(max time.Duration) Option {
-	return optionFunc(func(c *config) { c.RetryAfterJitter = max })
+	return set(guard.WithRetryAfterJitter[Outcome](max))
 }
 
 // WithIdentifier replaces the identifier builder.
 func WithIdentifier(f func(*gin.Context) ratelimit.Identifier) Option {
-	return optionFunc(func(c *config) {
-		c.Identify = func(_ context.Context, gc *gin.Context) ratelimit.Identifier { return f(gc) }
-	})
+	return optionFunc(func(c *config) { c.Identify = guard.Hook(f) })
 }
 
 // WithProperties adds or replaces properties of the identifier once it is
 // built, by the default builder or WithIdentifier's, for example the
 // authenticated user an earlier auth middleware stored with c.Set.
 func WithProperties(f func(*gin.Context, ratelimit.Identifier)) Option {
-	return optionFunc(func(c *config) {
-		c.Properties = func(_ context.Context, gc *gin.Context, id ratelimit.Identifier) { f(gc, id) }
-	})
+	return optionFunc(func(c *config) { c.Properties = guard.PropertiesHook(f) })
 }
 
 // WithCost sets the cost the limiters checked before the handler charge for a
 // request (default 1), to weigh routes differently; 0 checks without counting.
 func WithCost(f func(*gin.Context) float64) Option {
-	return optionFunc(func(c *config) {
-		c.Cost = func(_ context.Context, gc *gin.Context) float64 { return f(gc) }
-	})
+	return optionFunc(func(c *config) { c.Cost = guard.Hook(f) })
 }
 
 // WithGinClientIP takes the ip from c.ClientIP(), for services that have
@@ -136,9 +105,7 @@ func WithGinClientIP() Option {
 
 // WithSkip exempts requests for which f returns true.
 func WithSkip(f func(*gin.Context) bool) Option {
-	return optionFunc(func(c *config) {
-		c.Skip = func(_ context.Context, gc *gin.Context) bool { return f(gc) }
-	})
+	return optionFunc(func(c *config) { c.Skip = guard.Hook(f) })
 }
 
 // WithDenyHandler replaces the default 429 problem+json response.

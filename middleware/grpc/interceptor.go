@@ -1,35 +1,150 @@
 package ratelimitgrpc
 
 import (
+	"cmp"
 	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/identifiers"
 	"github.com/ratekit/ratekit/internal/guard"
 	"github.com/ratekit/ratekit/middleware/adapter"
+	ratelimitheaders "github.com/ratekit/ratekit/middleware/headers"
 )
 
-// UnaryServerInterceptor returns an interceptor that checks limiter (and those
-// added with WithLimiters) before each unary call. A blocked call gets
-// DenyStatus (codes.ResourceExhausted with RetryInfo, QuotaFailure and
-// ErrorInfo) without reaching the handler. Chain it with grpc.ChainUnaryInterceptor,
-// after recovery, logging and auth interceptors:
-//
-//	grpc.NewServer(grpc.ChainUnaryInterceptor(ratelimitgrpc.UnaryServerInterceptor(limiter)))
-//
-// A limiter whose check fails open (store down) never blocks and contributes
-// no rate-limit metadata; the other limiters' checks still count. Shadow (log)
-// rules never change the response. It panics if a limiter is nil: a
-// programming error found at start-up.
+// Reason (ErrorInfo) tells a rate limit from gRPC's own ResourceExhausted. The
+// metadata are WithHeaderProfile's headers, lower-cased; clients whose retry
+// policy lists RESOURCE_EXHAUSTED read the pushback trailer (gRFC A6).
+const (
+	Reason            = "RATE_LIMITED"
+	MetadataPolicy    = "ratelimit-policy"
+	MetadataRateLimit = "ratelimit"
+	MetadataLimit     = "ratelimit-limit"     // ratelimitheaders.Legacy
+	MetadataRemaining = "ratelimit-remaining" // ratelimitheaders.Legacy
+	MetadataReset     = "ratelimit-reset"     // ratelimitheaders.Legacy: seconds from now
+	TrailerPushback   = "grpc-retry-pushback-ms"
+)
+
+// Option configures the interceptors.
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+type set guard.Setting[Outcome] // a setting every adapter offers
+
+func (f optionFunc) apply(c *config) { f(c) }
+func (s set) apply(c *config)        { s(&c.Settings) }
+
+type config struct {
+	guard.Options[*Call, Outcome]
+	deny       DenyFunc
+	domain     string
+	noPushback bool
+}
+
+// DenyFunc builds the error of a call blocked by res; nil means DenyStatus's.
+type DenyFunc func(ctx context.Context, call *Call, res ratelimit.Result) error
+
+// Outcome is what is known once the handler has returned.
+type Outcome struct {
+	Call  *Call
+	Err   error          // the handler's error; status.Code(Err) is the call's code
+	Meter *adapter.Meter // the call's cost meter
+}
+
+// Deferred is a limiter peeked before the handler and charged after it.
+type Deferred = adapter.Deferred[Outcome]
+
+// Metered charges l with the named cost the handler reported (adapter.AddCost).
+func Metered(l *ratelimit.Limiter, name string) Deferred { return guard.Metered[Outcome](l, name) }
+
+// CountCodes charges l with 1 per call ending with one of the codes (failed logins).
+func CountCodes(l *ratelimit.Limiter, cs ...codes.Code) Deferred {
+	cs = slices.Clone(cs)
+	return guard.CountWhen(l, func(o Outcome) bool { return slices.Contains(cs, status.Code(o.Err)) })
+}
+
+// WithLimiters adds limiters, checked in order until one blocks.
+func WithLimiters(l ...*ratelimit.Limiter) Option { return set(guard.WithLimiters[Outcome](l...)) }
+
+// WithDeferred adds limiters charged after the handler (Metered, CountCodes).
+func WithDeferred(d ...Deferred) Option { return set(guard.WithDeferred(d...)) }
+
+// WithClock sets the clock (default time.Now), read once per checked call.
+func WithClock(now func() time.Time) Option { return set(guard.WithClock[Outcome](now)) }
+
+// WithTrustedProxies sets whose x-forwarded-for, forwarded or x-real-ip is believed (default nobody's).
+func WithTrustedProxies(tp identifiers.TrustedProxies) Option {
+	return set(guard.WithTrustedProxies[Outcome](tp))
+}
+
+// WithIPv6Prefix sets the IPv6 prefix of ip (default 64); it panics outside 1..128.
+func WithIPv6Prefix(bits int) Option {
+	return set(guard.WithIPv6Prefix[Outcome]("ratelimitgrpc", bits))
+}
+
+// WithHeaderProfile selects the rate-limit metadata (default IETF).
+func WithHeaderProfile(p ratelimitheaders.Profile) Option {
+	return set(guard.WithProfile[Outcome](p))
+}
+
+// WithRetryJitter adds up to max (whole seconds) to a blocked call's retry delay.
+func WithRetryJitter(max time.Duration) Option {
+	return set(guard.WithRetryAfterJitter[Outcome](max))
+}
+
+// WithIdentifier replaces DefaultIdentifier.
+func WithIdentifier(f func(ctx context.Context, call *Call) ratelimit.Identifier) Option {
+	return optionFunc(func(c *config) { c.Identify = f })
+}
+
+// WithProperties adds or replaces properties of the built identifier (a user).
+func WithProperties(f func(ctx context.Context, call *Call, id ratelimit.Identifier)) Option {
+	return optionFunc(func(c *config) { c.Properties = f })
+}
+
+// WithSkip exempts the calls for which f returns true (see SkipMethods).
+func WithSkip(f func(ctx context.Context, call *Call) bool) Option {
+	return optionFunc(func(c *config) { c.Skip = f })
+}
+
+// WithCost sets what a call costs the limiters (default 1; 0 checks without counting).
+func WithCost(f func(ctx context.Context, call *Call) float64) Option {
+	return optionFunc(func(c *config) { c.Cost = f })
+}
+
+// WithDenyHandler sets how the error of a blocked call is built.
+func WithDenyHandler(f DenyFunc) Option { return optionFunc(func(c *config) { c.deny = f }) }
+
+// WithDomain sets the ErrorInfo domain (default the called service).
+func WithDomain(domain string) Option { return optionFunc(func(c *config) { c.domain = domain }) }
+
+// WithoutMetadata is WithHeaderProfile(ratelimitheaders.None).
+func WithoutMetadata() Option { return WithHeaderProfile(ratelimitheaders.None) }
+
+// WithoutPushback stops the grpc-retry-pushback-ms trailer.
+func WithoutPushback() Option { return optionFunc(func(c *config) { c.noPushback = true }) }
+
+// UnaryServerInterceptor checks limiter (and WithLimiters') before each unary
+// call; a blocked call gets DenyStatus's error. A nil limiter panics.
 func UnaryServerInterceptor(limiter *ratelimit.Limiter, opts ...Option) grpc.UnaryServerInterceptor {
 	c := newConfig(limiter, opts)
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		var resp any
-		err := c.serve(ctx, newCall(ctx, info.FullMethod, false, c.TrustedProxies, c.IPv6Prefix),
-			func(md metadata.MD) { _ = grpc.SetHeader(ctx, md) }, // fails only if headers were sent, which no handler has done yet
+		err := c.serve(ctx, info.FullMethod, false,
+			func(md metadata.MD) { _ = grpc.SetHeader(ctx, md) }, // fails only once headers are sent: no handler has run
 			func(md metadata.MD) { _ = grpc.SetTrailer(ctx, md) },
 			func(ctx context.Context) (err error) {
 				resp, err = handler(ctx, req)
@@ -39,19 +154,15 @@ func UnaryServerInterceptor(limiter *ratelimit.Limiter, opts ...Option) grpc.Una
 	}
 }
 
-// StreamServerInterceptor is UnaryServerInterceptor for streaming calls. A
-// stream is checked once, when it opens, not per message. Chain it with
-// grpc.ChainStreamInterceptor.
+// StreamServerInterceptor is UnaryServerInterceptor for streams, checked once.
 func StreamServerInterceptor(limiter *ratelimit.Limiter, opts ...Option) grpc.StreamServerInterceptor {
 	c := newConfig(limiter, opts)
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		ctx := ss.Context()
-		return c.serve(ctx, newCall(ctx, info.FullMethod, true, c.TrustedProxies, c.IPv6Prefix),
-			func(md metadata.MD) { _ = ss.SetHeader(md) },
-			ss.SetTrailer,
+		return c.serve(ctx, info.FullMethod, true, func(md metadata.MD) { _ = ss.SetHeader(md) }, ss.SetTrailer,
 			func(hctx context.Context) error {
 				if hctx != ctx { // a cost meter was added
-					return handler(srv, &meteredStream{ServerStream: ss, ctx: hctx})
+					ss = &meteredStream{ServerStream: ss, ctx: hctx}
 				}
 				return handler(srv, ss)
 			})
@@ -66,38 +177,110 @@ type meteredStream struct {
 
 func (s *meteredStream) Context() context.Context { return s.ctx }
 
-// serve runs one call through the guard: the checks, the header metadata of
-// allowed and blocked calls alike, then the deny error, or the handler and the
-// charges of the deferred limiters.
-func (c *config) serve(ctx context.Context, call *Call, setHeader, setTrailer func(metadata.MD),
-	handler func(ctx context.Context) error) error {
-	if c.Skipped(ctx, call) {
-		return handler(ctx)
+func newConfig(limiter *ratelimit.Limiter, opts []Option) *config {
+	c := &config{}
+	c.Limiters = []*ratelimit.Limiter{limiter}
+	for _, o := range opts {
+		o.apply(c)
 	}
-	ch := c.Check(ctx, call)
-	if !c.noMetadata {
+	c.Init("ratelimitgrpc", func(_ context.Context, call *Call) ratelimit.Identifier { return DefaultIdentifier(call) })
+	return c
+}
+
+func (c *config) serve(ctx context.Context, fullMethod string, stream bool, setHeader, setTrailer func(metadata.MD),
+	handler func(ctx context.Context) error) error {
+	call := &Call{FullMethod: fullMethod, Stream: stream, IPv6Prefix: c.IPv6Prefix}
+	call.Service, call.Method = splitMethod(fullMethod)
+	if p, ok := peer.FromContext(ctx); ok {
+		call.Peer = identifiers.AddrFromNet(p.Addr)
+	}
+	call.Metadata, _ = metadata.FromIncomingContext(ctx)
+	call.ClientIP = c.TrustedProxies.ClientIP(call.Peer, call.Metadata.Get)
+	return c.Serve(ctx, call, func(ch guard.Checked) {
 		if md := c.Profile.Fields(ch.Decision, ch.Now); md != nil {
 			setHeader(md)
 		}
-	}
-	if res := ch.Decision.BlockedBy(); res != nil {
-		extra := guard.Jitter(c.RetryAfterJitter)
+	}, func(ch guard.Checked, res ratelimit.Result) Outcome {
+		retry := res.Info.RetryAfter(ch.Now) + guard.Jitter(c.RetryAfterJitter)
 		if !c.noPushback {
-			setTrailer(pushback(*res, ch.Now, extra))
+			setTrailer(metadata.Pairs(TrailerPushback, strconv.FormatInt(retry.Milliseconds(), 10)))
 		}
-		return c.denyErr(ctx, call, *res, ch.Now, extra)
-	}
-	o := c.Run(ctx, ch.ID, func(ctx context.Context) Outcome {
+		err := denyStatus(call, res, c.domain, retry).Err()
+		if c.deny != nil {
+			err = cmp.Or(c.deny(ctx, call, res), err) // nil: the default
+		}
+		return Outcome{Call: call, Err: err}
+	}, func(ctx context.Context) Outcome {
 		return Outcome{Call: call, Err: handler(ctx), Meter: adapter.MeterFrom(ctx)}
-	})
-	return o.Err
+	}).Err
 }
 
-func (c *config) denyErr(ctx context.Context, call *Call, res ratelimit.Result, now time.Time, extra time.Duration) error {
-	if c.deny != nil {
-		if err := c.deny(ctx, call, res); err != nil {
-			return err
-		}
+// Call describes the RPC being checked; the hooks receive it.
+type Call struct {
+	FullMethod      string      // "/package.Service/Method"
+	Service, Method string      // "package.Service" and "Method"
+	Stream          bool        // a streaming RPC, checked once when it opens
+	Peer, ClientIP  netip.Addr  // the socket peer's IP; Peer or what a trusted proxy forwarded
+	IPv6Prefix      int         // WithIPv6Prefix's (0: default), for identifiers.SetIP
+	Metadata        metadata.MD // the incoming metadata; do not modify it
+}
+
+// splitMethod splits "/pkg.Service/Method" into its service and method.
+func splitMethod(full string) (service, method string) {
+	s := strings.TrimPrefix(full, "/")
+	i := strings.LastIndexByte(s, '/') // -1 without a service
+	return s[:max(i, 0)], s[i+1:]
+}
+
+// DefaultIdentifier holds ip and ip_full (identifiers.SetIP), grpc_service,
+// grpc_method and endpoint (the full method) and user = identifiers.Anonymous.
+func DefaultIdentifier(call *Call) ratelimit.Identifier {
+	id := ratelimit.Identifier{identifiers.GRPCService: call.Service, identifiers.GRPCMethod: call.FullMethod,
+		identifiers.Endpoint: call.FullMethod, identifiers.User: identifiers.Anonymous}
+	identifiers.SetIP(id, call.ClientIP, call.IPv6Prefix)
+	return id
+}
+
+// SkipMethods exempts full methods ("/grpc.health.v1.Health/Check") from checks.
+func SkipMethods(fullMethods ...string) func(ctx context.Context, call *Call) bool {
+	fullMethods = slices.Clone(fullMethods)
+	return func(_ context.Context, call *Call) bool { return slices.Contains(fullMethods, call.FullMethod) }
+}
+
+// DenyStatus is ResourceExhausted with RetryInfo (to res's reset, in whole
+// seconds), QuotaFailure and ErrorInfo (Reason, domain or call.Service, limiter,
+// rule, limit, period_s, retry_after_s, banned): never identifier values.
+func DenyStatus(call *Call, res ratelimit.Result, domain string) *status.Status {
+	return denyStatus(call, res, domain, res.Info.RetryAfter(time.Now()))
+}
+
+// denyStatus is DenyStatus stating retry, the delay with its jitter.
+func denyStatus(call *Call, res ratelimit.Result, domain string, retry time.Duration) *status.Status {
+	rule, info, what := "", ratelimit.Info{}, "exceeded"
+	if res.Rule != nil {
+		rule = res.Rule.Name
 	}
-	return denyStatus(call, res, c.domain, now, extra).Err()
+	if res.Info != nil {
+		info = *res.Info
+	}
+	if info.Banned {
+		what = "exceeded, banned"
+	}
+	st := status.New(codes.ResourceExhausted, fmt.Sprintf("rate limit exceeded: limiter %s, rule %s; retry in %s", res.Limiter, rule, retry))
+	ds, err := st.WithDetails(
+		&errdetails.RetryInfo{RetryDelay: durationpb.New(retry)},
+		&errdetails.QuotaFailure{Violations: []*errdetails.QuotaFailure_Violation{{
+			Subject:     "ratelimit:" + res.Limiter + "/" + rule,
+			Description: fmt.Sprintf("rate limit of %d per %s %s (limiter %s, rule %s)", info.Limit, info.Period, what, res.Limiter, rule),
+			ApiService:  call.Service, QuotaMetric: res.Limiter, QuotaId: rule, QuotaValue: info.Limit,
+		}}},
+		&errdetails.ErrorInfo{Reason: Reason, Domain: cmp.Or(domain, call.Service), Metadata: map[string]string{
+			"limiter": res.Limiter, "rule": rule, "limit": strconv.FormatInt(info.Limit, 10), "banned": strconv.FormatBool(info.Banned),
+			"period_s": strconv.FormatFloat(info.Period.Seconds(), 'f', -1, 64), "retry_after_s": strconv.FormatInt(int64(retry/time.Second), 10),
+		}},
+	)
+	if err != nil { // cannot happen with these well-formed messages
+		return st
+	}
+	return ds
 }

@@ -16,8 +16,10 @@ import (
 type Option interface{ apply(*config) }
 
 type optionFunc func(*config)
+type set guard.Setting[Outcome] // a setting every adapter offers
 
 func (f optionFunc) apply(c *config) { f(c) }
+func (s set) apply(c *config)        { s(&c.Settings) }
 
 // DenyHandler answers a blocked request. The rate-limit headers, Retry-After
 // and Cache-Control are already set when it runs; it writes status and body
@@ -60,26 +62,20 @@ func CountStatus(l *ratelimit.Limiter, statuses ...int) Deferred {
 
 // WithLimiters adds limiters checked after the first, in order (for example a
 // protected-paths limiter beside the general one).
-func WithLimiters(l ...*ratelimit.Limiter) Option {
-	return optionFunc(func(c *config) { c.Limiters = append(c.Limiters, l...) })
-}
+func WithLimiters(l ...*ratelimit.Limiter) Option { return set(guard.WithLimiters[Outcome](l...)) }
 
 // WithDeferred adds limiters charged after the handler with a cost known only
 // then (Metered, CountStatus), and peeked before it.
-func WithDeferred(d ...Deferred) Option {
-	return optionFunc(func(c *config) { c.Deferred = append(c.Deferred, d...) })
-}
+func WithDeferred(d ...Deferred) Option { return set(guard.WithDeferred(d...)) }
 
 // WithClock sets the clock the headers and Retry-After are computed with
 // (default time.Now), for tests. It is read once per checked request.
-func WithClock(now func() time.Time) Option {
-	return optionFunc(func(c *config) { c.Now = now })
-}
+func WithClock(now func() time.Time) Option { return set(guard.WithClock[Outcome](now)) }
 
 // WithTrustedProxies sets the proxies whose forwarding headers are believed.
 // By default nobody is trusted and the ip is the socket peer.
 func WithTrustedProxies(tp identifiers.TrustedProxies) Option {
-	return optionFunc(func(c *config) { c.TrustedProxies = tp })
+	return set(guard.WithTrustedProxies[Outcome](tp))
 }
 
 // WithIPv6Prefix sets the prefix length IPv6 client addresses are aggregated
@@ -88,16 +84,11 @@ func WithTrustedProxies(tp identifiers.TrustedProxies) Option {
 // 128 keeps every address apart). ip_full always holds the whole address. It
 // panics unless 1 <= bits <= 128.
 func WithIPv6Prefix(bits int) Option {
-	if err := identifiers.CheckIPv6Prefix(bits); err != nil {
-		panic("ratelimithttp: " + err.Error()) // a programming error, found at start-up
-	}
-	return optionFunc(func(c *config) { c.IPv6Prefix = bits })
+	return set(guard.WithIPv6Prefix[Outcome]("ratelimithttp", bits))
 }
 
 // WithProfile selects the rate-limit headers (default ratelimitheaders.IETF).
-func WithProfile(p ratelimitheaders.Profile) Option {
-	return optionFunc(func(c *config) { c.Profile = p })
-}
+func WithProfile(p ratelimitheaders.Profile) Option { return set(guard.WithProfile[Outcome](p)) }
 
 // WithRetryAfterJitter adds a random delay of up to max (whole seconds) to the
 // Retry-After of blocked responses, so that clients blocked in one window do
@@ -105,33 +96,27 @@ func WithProfile(p ratelimitheaders.Profile) Option {
 // 8.5). It is never below the real reset, and the RateLimit fields and the
 // problem details keep stating the real reset. The default is no jitter.
 func WithRetryAfterJitter(max time.Duration) Option {
-	return optionFunc(func(c *config) { c.RetryAfterJitter = max })
+	return set(guard.WithRetryAfterJitter[Outcome](max))
 }
 
 // WithIdentifier replaces the identifier builder (identifiers.FromHTTP with
 // the trusted proxies and mux of the other options).
 func WithIdentifier(f func(*http.Request) ratelimit.Identifier) Option {
-	return optionFunc(func(c *config) {
-		c.Identify = func(_ context.Context, r *http.Request) ratelimit.Identifier { return f(r) }
-	})
+	return optionFunc(func(c *config) { c.Identify = guard.Hook(f) })
 }
 
 // WithProperties adds or replaces properties of the identifier once it is
 // built, by the default builder or WithIdentifier's, for example the
 // authenticated user set by an earlier auth middleware.
 func WithProperties(f func(*http.Request, ratelimit.Identifier)) Option {
-	return optionFunc(func(c *config) {
-		c.Properties = func(_ context.Context, r *http.Request, id ratelimit.Identifier) { f(r, id) }
-	})
+	return optionFunc(func(c *config) { c.Properties = guard.PropertiesHook(f) })
 }
 
 // WithCost sets the cost the limiters checked before the handler charge for a
 // request (default 1), to weigh endpoints differently; 0 checks without
 // counting.
 func WithCost(f func(*http.Request) float64) Option {
-	return optionFunc(func(c *config) {
-		c.Cost = func(_ context.Context, r *http.Request) float64 { return f(r) }
-	})
+	return optionFunc(func(c *config) { c.Cost = guard.Hook(f) })
 }
 
 // WithMux resolves the endpoint (the route pattern) with mux.Handler(r) before
@@ -142,9 +127,7 @@ func WithMux(mux *http.ServeMux) Option {
 
 // WithSkip exempts requests for which f returns true (health checks, for example).
 func WithSkip(f func(*http.Request) bool) Option {
-	return optionFunc(func(c *config) {
-		c.Skip = func(_ context.Context, r *http.Request) bool { return f(r) }
-	})
+	return optionFunc(func(c *config) { c.Skip = guard.Hook(f) })
 }
 
 // WithDenyHandler replaces the default 429 problem+json response.
