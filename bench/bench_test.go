@@ -333,8 +333,8 @@ func newEnv(t testing.TB, cluster bool) (env, *redistest.RoundTrips) {
 
 // checkTrips is the round-trip hook of a cluster node's client. It counts
 // only commands and pipelines that carry a check, as writeCounter does: a
-// ClusterClient also sends its own (CLUSTER SLOTS to reload the slot map
-// every few seconds, SCRIPT LOAD to every master), which no check asked for.
+// ClusterClient also sends its own (CLUSTER SLOTS when it reloads the slot
+// map, once a minute; SCRIPT LOAD to every master), which no check asked for.
 type checkTrips struct{ trips *redistest.RoundTrips }
 
 var _ redis.Hook = checkTrips{}
@@ -505,8 +505,9 @@ func TestBannedClientIsBlocked(t *testing.T) {
 	}
 }
 
-// warm makes every key exist and, with as many callers as the benchmark
-// runs, opens the connections they need, before the clock starts.
+// warm checks every identifier once with that many concurrent callers: before
+// a benchmark's clock starts, it makes every key exist and opens the
+// connections the benchmark's callers need.
 func warm(t testing.TB, check checker, callers int) {
 	var wg sync.WaitGroup
 	errs := make(chan error, callers)
