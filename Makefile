@@ -7,7 +7,7 @@ test:
 quickstart:
 	go run ./examples/quickstart
 
-# ratekit against peer libraries on a fresh Redis; regenerates bench/README.md.
+# ratekit against peer libraries on a fresh Redis and Redis Cluster; regenerates bench/README.md.
 bench:
 	./bench/run.sh
 

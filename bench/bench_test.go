@@ -23,6 +23,7 @@ import (
 
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/redisstore"
+	ikeys "github.com/ratekit/ratekit/internal/keys"
 	"github.com/ratekit/ratekit/internal/redistest"
 )
 
@@ -36,7 +37,8 @@ type checker func(ctx context.Context, i int) (bool, error)
 // env is what a contender is built on: a fresh client per benchmark, whose
 // hook counts round trips, and a key prefix of its own.
 type env struct {
-	client *redis.Client
+	client redis.UniversalClient // *redis.Client; a *redis.ClusterClient in the cluster groups
+	url    string                // the same Redis as a redisstore.Dial URL
 	prefix string
 	trips  *redistest.RoundTrips // the client's hook; conn rows count their writes in it
 }
@@ -57,10 +59,19 @@ type contender struct {
 // Groups, in table order; each is the first element of a benchmark's name,
 // which is how cmd/benchtable finds the rows to compare.
 const (
-	groupRedis1 = "redis_1limit"
-	groupRedis5 = "redis_5limits"
-	groupMemory = "memory_1limit"
+	groupRedis1   = "redis_1limit"
+	groupRedis5   = "redis_5limits"
+	groupCluster1 = "redis_cluster_1limit"
+	groupCluster5 = "redis_cluster_5limits"
+	groupMemory   = "memory_1limit"
 )
+
+// cluster reports whether the contender runs on the test Redis Cluster
+// (RATEKIT_TEST_REDIS_CLUSTER) rather than the standalone server.
+func (ct contender) cluster() bool { return ct.group == groupCluster1 || ct.group == groupCluster5 }
+
+// fiveLimits reports whether the contender checks five limits per check.
+func (ct contender) fiveLimits() bool { return ct.group == groupRedis5 || ct.group == groupCluster5 }
 
 var contenders = []contender{
 	{name: "ratekit_1rule", group: groupRedis1, build: ratekit(1, redisStore)},
@@ -75,6 +86,17 @@ var contenders = []contender{
 	{name: "ratekit_5rules_conn", group: groupRedis5, build: ratekit(5, connStore)},
 	{name: "ulule_5calls", group: groupRedis5, build: ululeRedis(5)},
 	{name: "redis_rate_5calls", group: groupRedis5, build: redisRate(5)},
+	// The same work on a 3-master Redis Cluster: ratekit on go-redis'
+	// ClusterClient (redisstore.New) and on redisstore.Dial's rueidis client,
+	// the peers on the same ClusterClient.
+	{name: "ratekit_1rule", group: groupCluster1, build: ratekit(1, redisStore)},
+	{name: "ratekit_1rule_conn", group: groupCluster1, build: ratekit(1, connStore)},
+	{name: "ulule", group: groupCluster1, build: ululeRedis(1)},
+	{name: "redis_rate", group: groupCluster1, build: redisRate(1)},
+	{name: "ratekit_5rules", group: groupCluster5, build: ratekit(5, redisStore)},
+	{name: "ratekit_5rules_conn", group: groupCluster5, build: ratekit(5, connStore)},
+	{name: "ulule_5calls", group: groupCluster5, build: ululeRedis(5)},
+	{name: "redis_rate_5calls", group: groupCluster5, build: redisRate(5)},
 	{name: "ratekit_memory", group: groupMemory, build: ratekit(1, memoryStore)},
 	{name: "ulule_memory", group: groupMemory, build: ululeMemory},
 }
@@ -82,7 +104,11 @@ var contenders = []contender{
 func redisStore(t testing.TB, e env) ratelimit.Store { return redisstore.New(e.client) }
 
 func autoPipelineStore(t testing.TB, e env) ratelimit.Store {
-	ap, err := e.client.AutoPipeline()
+	c, ok := e.client.(*redis.Client)
+	if !ok {
+		t.Fatalf("autopipeline row on a %T, want a *redis.Client", e.client)
+	}
+	ap, err := c.AutoPipeline()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,9 +119,10 @@ func autoPipelineStore(t testing.TB, e env) ratelimit.Store {
 // connStore is a Store from redisstore.Dial: a rueidis client, whose
 // auto-pipelining writes the checks of concurrent callers together. Every
 // write on its connections counts as a round trip (one write carries all the
-// checks queued meanwhile).
+// checks queued meanwhile); on a cluster that is per node, as for go-redis'
+// node clients.
 func connStore(t testing.TB, e env) ratelimit.Store {
-	o, err := redisstore.ParseURL(redistest.URL(t))
+	o, err := redisstore.ParseURL(e.url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,8 +294,31 @@ func userKeys() []string {
 	return names
 }
 
-func newEnv(t testing.TB) (env, *redistest.RoundTrips) {
-	opt, err := redis.ParseURL(redistest.URL(t))
+// newEnv returns a fresh client of the standalone test server, or of the test
+// cluster, and the hook that counts its round trips.
+func newEnv(t testing.TB, cluster bool) (env, *redistest.RoundTrips) {
+	h := &redistest.RoundTrips{}
+	e := env{prefix: redistest.Prefix(t), trips: h}
+	if cluster {
+		e.url = redistest.ClusterURL(t)
+		c := redis.NewClusterClient(&redis.ClusterOptions{
+			Addrs:                 redistest.ClusterAddrs(t),
+			ContextTimeoutEnabled: true,
+			PoolSize:              128, // per node
+			// A hook on each node's client: a pipeline sent to two nodes
+			// is two round trips, as it is for the rueidis rows.
+			NewClient: func(o *redis.Options) *redis.Client {
+				n := redis.NewClient(o)
+				n.AddHook(checkTrips{h})
+				return n
+			},
+		})
+		t.Cleanup(func() { _ = c.Close() })
+		e.client = c
+		return e, h
+	}
+	e.url = redistest.URL(t)
+	opt, err := redis.ParseURL(e.url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,21 +326,61 @@ func newEnv(t testing.TB) (env, *redistest.RoundTrips) {
 	opt.PoolSize = 128               // above 64 callers, so that no contender waits for a connection
 	c := redis.NewClient(opt)
 	t.Cleanup(func() { _ = c.Close() })
-	h := &redistest.RoundTrips{}
 	c.AddHook(h)
-	return env{client: c, prefix: redistest.Prefix(t), trips: h}, h
+	e.client = c
+	return e, h
+}
+
+// checkTrips is the round-trip hook of a cluster node's client. It counts
+// only commands and pipelines that carry a check, as writeCounter does: a
+// ClusterClient also sends its own (CLUSTER SLOTS when it reloads the slot
+// map, once a minute; SCRIPT LOAD to every master), which no check asked for.
+type checkTrips struct{ trips *redistest.RoundTrips }
+
+var _ redis.Hook = checkTrips{}
+
+func isCheck(cmd redis.Cmder) bool {
+	switch cmd.Name() {
+	case "evalsha", "eval", "incrby":
+		return true
+	}
+	return false
+}
+
+// DialHook implements redis.Hook.
+func (h checkTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+// ProcessHook implements redis.Hook.
+func (h checkTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if isCheck(cmd) {
+			h.trips.N.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// ProcessPipelineHook implements redis.Hook.
+func (h checkTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if slices.ContainsFunc(cmds, isCheck) {
+			h.trips.N.Add(1)
+		}
+		return next(ctx, cmds)
+	}
 }
 
 // TestContendersAgree proves the harness measures real limiting: every
 // contender admits exactly the limit for one key, and each Redis contender
-// makes one round trip per limit it checks (ratekit: one per check).
+// makes one round trip per limit it checks (ratekit: one per check; on a
+// cluster, one per stage, see fiveRuleStages).
 func TestContendersAgree(t *testing.T) {
 	for _, ct := range contenders {
 		if ct.banned {
 			continue
 		}
-		t.Run(ct.name, func(t *testing.T) {
-			e, rt := newEnv(t)
+		t.Run(ct.group+"/"+ct.name, func(t *testing.T) {
+			e, rt := newEnv(t, ct.cluster())
 			check := ct.build(t, e, 5)
 			ctx := context.Background()
 			check(ctx, 0) // warm the script cache (EVALSHA after the first EVAL)
@@ -312,8 +402,12 @@ func TestContendersAgree(t *testing.T) {
 			switch {
 			case ct.group == groupMemory:
 				want = 0
-			case ct.group == groupRedis5 && !strings.HasPrefix(ct.name, "ratekit"):
+			case ct.fiveLimits() && !strings.HasPrefix(ct.name, "ratekit"):
 				want = 45
+			case ct.group == groupCluster5:
+				// The 4 allowed checks take every stage; the 5 blocked
+				// ones end with the first, which the first rule blocks.
+				want = 4*fiveRuleStages(t, e) + 5
 			}
 			if n := rt.N.Load() - start; n != want {
 				t.Fatalf("%s made %d round trips for 9 checks, want %d", ct.name, n, want)
@@ -322,9 +416,87 @@ func TestContendersAgree(t *testing.T) {
 	}
 }
 
+// fiveRuleStages is how many round trips ratekit's allowed five-rule check of
+// identifier 0 takes on the cluster. Every rule may block, and each rule's
+// counter has a slot of its own (its hash tag is the limiter, the rule and
+// the identifier), so the store runs a stage per run of consecutive rules in
+// one slot, so that nothing is charged past a block (docs/design.md, Redis
+// and Redis Cluster); a blocked check ends with the stage that blocked it.
+func fiveRuleStages(t testing.TB, e env) int64 {
+	t.Helper()
+	ctx := context.Background()
+	id := identifiers()[0]
+	stages, last := int64(0), int64(-1)
+	for i := range 5 {
+		key, missing := ikeys.Counter(e.prefix, "bench", fmt.Sprintf("rule_%d", i), []string{"user"}, "", id)
+		if missing != "" {
+			t.Fatalf("identifier %v lacks %s", id, missing)
+		}
+		slot, err := e.client.ClusterKeySlot(ctx, key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slot != last {
+			stages++
+		}
+		last = slot
+	}
+	return stages
+}
+
+// TestClusterKeysSpread proves that the cluster rows exercise every master:
+// checking each identifier once leaves every contender's keys (one per limit
+// and identifier) spread over the three masters of the test cluster.
+func TestClusterKeysSpread(t *testing.T) {
+	for _, ct := range contenders {
+		if !ct.cluster() {
+			continue
+		}
+		t.Run(ct.group+"/"+ct.name, func(t *testing.T) {
+			e, _ := newEnv(t, true)
+			warm(t, ct.build(t, e, 5), 16)
+			c := e.client.(*redis.ClusterClient)
+			var mu sync.Mutex
+			perMaster := map[string]int{}
+			err := c.ForEachMaster(context.Background(), func(ctx context.Context, m *redis.Client) error {
+				n := 0
+				iter := m.Scan(ctx, 0, "*"+e.prefix+"*", 1000).Iterator()
+				for iter.Next(ctx) {
+					n++
+				}
+				mu.Lock()
+				perMaster[m.Options().Addr] = n
+				mu.Unlock()
+				return iter.Err()
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := keys
+			if ct.fiveLimits() {
+				want = 5 * keys
+			}
+			total := 0
+			for _, n := range perMaster {
+				total += n
+			}
+			if len(perMaster) != 3 || total != want {
+				t.Fatalf("%s left %d keys over %d masters %v, want %d over 3", ct.name, total, len(perMaster), perMaster, want)
+			}
+			for addr, n := range perMaster {
+				// A third each on average; a fifth is far below any
+				// fair spread of a thousand identifiers.
+				if n < want/5 {
+					t.Errorf("%s: master %s holds %d of %d keys, want at least a fifth", ct.name, addr, n, want)
+				}
+			}
+		})
+	}
+}
+
 // TestBannedClientIsBlocked proves the banned row measures blocked checks.
 func TestBannedClientIsBlocked(t *testing.T) {
-	e, _ := newEnv(t)
+	e, _ := newEnv(t, false)
 	check := ratekitBanned(t, e, 0)
 	for i := range 2 * keys {
 		if ok, err := check(context.Background(), i); ok || err != nil {
@@ -333,9 +505,10 @@ func TestBannedClientIsBlocked(t *testing.T) {
 	}
 }
 
-// warm makes every key exist and, with as many callers as the benchmark
-// runs, opens the connections they need, before the clock starts.
-func warm(b *testing.B, check checker, callers int) {
+// warm checks every identifier once with that many concurrent callers: before
+// a benchmark's clock starts, it makes every key exist and opens the
+// connections the benchmark's callers need.
+func warm(t testing.TB, check checker, callers int) {
 	var wg sync.WaitGroup
 	errs := make(chan error, callers)
 	for c := range callers {
@@ -351,7 +524,7 @@ func warm(b *testing.B, check checker, callers int) {
 	wg.Wait()
 	close(errs)
 	for err := range errs {
-		b.Fatal(err)
+		t.Fatal(err)
 	}
 }
 
@@ -381,7 +554,7 @@ func BenchmarkCheck(b *testing.B) {
 
 func benchmarkCheck(b *testing.B, ct contender, callers int) {
 	b.Run(fmt.Sprintf("%s/%s/c%d", ct.group, ct.name, callers), func(b *testing.B) {
-		e, rt := newEnv(b)
+		e, rt := newEnv(b, ct.cluster())
 		check := ct.build(b, e, 1<<30)
 		ctx := context.Background()
 		warm(b, check, callers)
