@@ -195,15 +195,18 @@
 //
 // # Allocations
 //
-// On a Store from Dial an Eval allocates at most 6 times: the outcomes, the
-// command slice and rueidis' results (rueidis pools its commands; the numbers
-// of the usual check are kept as strings in a fixed table), and what
-// rueidis' reader allocates for the reply. Through go-redis a check also
-// pays for the command, its arguments as interfaces and the decoded reply.
-// What remains is the Limiter's own (its per-check timeout context, the keys,
-// the evaluations) and, on go-redis, its pool's health check of each
-// connection it takes, a non-blocking peek through the connection's
-// SyscallConn that costs 3 allocations.
+// A check through a Limiter on a Store from Dial allocates at most 6 times
+// (TestDialCheckAllocations, with one caller and with 64): the key and the
+// outcomes, rueidis' results of the usual check's DoMulti (3) or the array of
+// a script's reply, and the evaluations' share of a block. The rest is
+// reused: rueidis' commands, the store's command slices, the numbers of the
+// usual check (strings in a fixed table) and the Limiter's per-check timeout
+// context. Through go-redis (TestClientCheckAllocations: 10 with one rule) a
+// check also pays for the command, each key as an interface and the reply,
+// which go-redis decodes into interfaces (a slice, and each number of 256 or
+// more: 2 per rule, 19 allocations with five rules), and for its pool's
+// health check of each connection it takes, a non-blocking peek through the
+// connection's SyscallConn that costs 3 allocations.
 //
 // The health check notices, before use, a connection that the server closed
 // while it sat in the pool (an idle timeout, a restart). Connections that hide
