@@ -13,8 +13,9 @@ import (
 // context.WithTimeout costs four allocations per check (the context, its
 // timer, the timer's function and, once a client waits on it, the Done
 // channel), a third of a Redis check's on the rueidis path; a reused
-// deadlineCtx costs none (BenchmarkBoundedCheck: 2x on a store that answers
-// at once, about 5% on Redis).
+// deadlineCtx costs none. BenchmarkCheckNopStore/bounded/timeout: 1.9µs to
+// 0.6µs per check; redisstore's BenchmarkLimiterCheck/dial, one rule,
+// medians of 5 alternating runs: 1.18x with 8 callers, 1.03x with 64.
 //
 // A ContextBounded store returns by the deadline, so once its call returns
 // nothing uses the context; a context whose deadline passed (its Done closed,
