@@ -61,11 +61,11 @@ func Dial(ctx context.Context, url string) (*Store, error) {
 // Open returns a Store on a rueidis client built from o.Client. Concurrent
 // checks are pipelined over a few connections per server (rueidis'
 // auto-pipelining); on a Cluster the commands of one round trip are sent to
-// every node involved at once. While several checks wait on a connection,
-// rueidis pauses up to MaxFlushDelay before each write, so that they share
-// it: 20µs unless o.Client sets it (a negative one turns the pause off; see
-// defaultMaxFlushDelay). Open waits within ctx for the first connection
-// attempt; see Options.RequireConnection for what happens when it fails.
+// every node involved at once. Open keeps rueidis' way of writing, each call
+// as soon as the connection's writer gets to it: the package doc
+// ("Pipelining") has the figures of o.Client's MaxFlushDelay. Open waits
+// within ctx for the first connection attempt; see Options.RequireConnection
+// for what happens when it fails.
 func Open(ctx context.Context, o Options) (*Store, error) {
 	if len(o.Client.InitAddress) == 0 {
 		return nil, errors.New("redisstore: no Redis address")
@@ -75,9 +75,6 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	opt := o.Client
 	opt.InitAddress = append([]string(nil), opt.InitAddress...) // rueidis may shuffle it
 	opt.DisableCache = true
-	if opt.MaxFlushDelay == 0 {
-		opt.MaxFlushDelay = defaultMaxFlushDelay
-	}
 	opt.DialCtxFn = cancelOnClose(life, opt.DialCtxFn)
 	first := make(chan error, 1)
 	go s.dialed.connect(life, s, opt, o.wrap, first)
@@ -95,25 +92,6 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	}
 	return s, nil
 }
-
-// defaultMaxFlushDelay is the MaxFlushDelay of a Store's rueidis client
-// unless Options.Client sets one: while more than one call waits on a
-// connection, rueidis' writer pauses up to this long after each write, so
-// that the commands of concurrent checks share the next write instead of
-// costing one each. A lone call is written at once: rueidis pauses only
-// while more than one call waits.
-//
-// Measured with BenchmarkLimiterCheck (dial, one rule) and bench's
-// redis_1limit on a shared 2-core machine, medians of 5 to 6 alternating
-// runs: with 64 callers, writes per check fell from 0.87 to 0.27 and checks
-// per second rose 1.3x to 1.5x (175k/s against ulule/limiter's 67k/s in the
-// same run: 2.5x, from 1.7x); with 8 callers 1.15x; one caller takes the
-// same path as before. Longer pauses wrote less but lost with few callers
-// (50µs: 0.8x with 8 callers; 100µs: 0.3x): a pause longer than the time
-// between calls leaves the process idle, and a sleep then ends much later
-// than asked. One connection per server (PipelineMultiplex -1) instead of
-// rueidis' two to four gained nothing.
-const defaultMaxFlushDelay = 20 * time.Microsecond
 
 // dialed is the state of a Store from Open: its client once connected, and
 // the background connection attempts until then.
