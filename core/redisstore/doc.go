@@ -211,8 +211,8 @@
 // coarsely), not the microseconds asked for: the fewer the callers and the
 // farther the server, the more it costs. One connection per server
 // (PipelineMultiplex -1) gained nothing; DisableAutoPipelining (a pooled
-// connection per call) gained nothing with one caller (rueidis already
-// writes a lone call on the caller's goroutine) and cost 64 callers 24%. A
+// connection per call) gained nothing with one caller (rueidis writes a lone
+// call at once anyway) and cost 64 callers 24%. A
 // service that runs many checks at once against a nearby Redis may set
 // MaxFlushDelay, and should measure.
 //
