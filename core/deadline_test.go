@@ -2,6 +2,7 @@ package ratelimit_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -59,5 +60,65 @@ func TestStoreCallDeadline(t *testing.T) {
 	}
 	if lateDL, _ := late.Deadline(); !s.has || !s.deadline.Before(lateDL) || s.deadline.Before(before.Add(time.Hour)) {
 		t.Fatalf("caller's later deadline: store saw %v, want the per-check timeout", s.deadline)
+	}
+}
+
+// waitingStore is a context-bounded store whose Eval waits for its context
+// to end when wait is set, and records what each call's context said.
+type waitingStore struct {
+	ratelimit.Store
+	wait                 bool
+	errAtStart, errAtEnd error
+	value                any
+}
+
+type ctxKey struct{}
+
+func (s *waitingStore) ContextBounded() bool { return true }
+
+func (s *waitingStore) Eval(ctx context.Context, m ratelimit.Mode, ops []ratelimit.Op) ([]ratelimit.OpResult, error) {
+	s.errAtStart, s.value = ctx.Err(), ctx.Value(ctxKey{})
+	select {
+	case <-ctx.Done():
+		s.errAtEnd = ctx.Err()
+		return nil, ctx.Err()
+	default:
+	}
+	if s.wait {
+		<-ctx.Done()
+		s.errAtEnd = ctx.Err()
+		return nil, ctx.Err()
+	}
+	s.errAtEnd = ctx.Err()
+	return s.Store.Eval(ctx, m, ops)
+}
+
+// TestStoreCallTimeoutReused: the per-check timeout of a caller's context
+// that can never be canceled (reused from check to check) ends a store call
+// at the timeout with context.DeadlineExceeded, carries the caller's values,
+// and a check after one that timed out gets a context that has not ended.
+func TestStoreCallTimeoutReused(t *testing.T) {
+	s := &waitingStore{Store: ratelimit.NewMemoryStore()}
+	l, err := ratelimit.New(ratelimit.Config{Name: "timeout", Store: s, Rules: []ratelimit.Rule{basic("r")}, Timeout: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := ratelimit.Identifier{"user": "u"}
+	ctx := context.WithValue(context.Background(), ctxKey{}, "v") // no Done channel
+	for i := range 3 {
+		s.wait = true
+		r := l.Check(ctx, id)
+		if !errors.Is(r.Err, context.DeadlineExceeded) || !errors.Is(s.errAtEnd, context.DeadlineExceeded) {
+			t.Fatalf("round %d: a store call past the timeout: check error %v, store saw %v; want context.DeadlineExceeded", i, r.Err, s.errAtEnd)
+		}
+		for range 5 { // reused contexts: none has ended
+			s.wait = false
+			if r := l.Check(ctx, id); r.Err != nil || s.errAtStart != nil || s.errAtEnd != nil {
+				t.Fatalf("round %d: check after a timeout: %v; store saw %v at the start, %v at the end", i, r.Err, s.errAtStart, s.errAtEnd)
+			}
+			if s.value != "v" {
+				t.Fatalf("round %d: store saw the value %v, want the caller's", i, s.value)
+			}
+		}
 	}
 }

@@ -606,6 +606,11 @@ func evalStore(ctx context.Context, store Store, mode Mode, ops []Op) (outs []Op
 // evalBounded calls a ContextBounded store under the per-check timeout,
 // without the closure and goroutine of callStore.
 func (l *Limiter) evalBounded(ctx context.Context, mode Mode, ops []Op) ([]OpResult, error) {
+	if ctx.Done() == nil { // never canceled (no deadline either): a reused context
+		dc := newDeadlineCtx(ctx, l.timeout)
+		defer dc.release()
+		return evalStore(dc, l.store, mode, ops)
+	}
 	ctx, cancel := l.withTimeout(ctx)
 	if cancel != nil {
 		defer cancel()

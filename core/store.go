@@ -39,8 +39,9 @@ type Store interface {
 // deadline on its own, whatever the network does (for go-redis: a client with
 // ContextTimeoutEnabled), by reporting true from ContextBounded. The Limiter
 // then calls it directly instead of guarding each call with a goroutine, which
-// saves allocations per check. A store outside this package implements it by
-// its method alone.
+// saves allocations per check. Such a store must not use the context of a
+// call after the call returned (nor keep it): the Limiter may reuse it for a
+// later call. A store outside this package implements it by its method alone.
 type contextBounded interface {
 	ContextBounded() bool
 }

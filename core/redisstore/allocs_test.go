@@ -3,6 +3,8 @@ package redisstore
 import (
 	"context"
 	"net"
+	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,9 +22,10 @@ func checkAllocations(t *testing.T, s ratelimit.Store, rules int, max, extra flo
 	checkAllocationsCtx(t, ctx, s, rules, max, extra)
 }
 
-// checkAllocationsCtx is checkAllocations for checks under ctx. The Limiter's
-// Timeout is an hour, so that a deadline of ctx comes first.
-func checkAllocationsCtx(t *testing.T, ctx context.Context, s ratelimit.Store, rules int, max, extra float64) {
+// allocsLimiter is a Limiter on s with rules limit rules on one
+// characteristic. Its Timeout is an hour, so that a deadline of a caller's
+// context comes first.
+func allocsLimiter(t *testing.T, s ratelimit.Store, rules int) *ratelimit.Limiter {
 	t.Helper()
 	rs := make([]ratelimit.Rule, rules)
 	for i := range rs {
@@ -33,6 +36,13 @@ func checkAllocationsCtx(t *testing.T, ctx context.Context, s ratelimit.Store, r
 	if err != nil {
 		t.Fatal(err)
 	}
+	return l
+}
+
+// checkAllocationsCtx is checkAllocations for checks under ctx.
+func checkAllocationsCtx(t *testing.T, ctx context.Context, s ratelimit.Store, rules int, max, extra float64) {
+	t.Helper()
+	l := allocsLimiter(t, s, rules)
 	id := ratelimit.Identifier{"user": "u"}
 	for range 100 { // the counters exist from here on, and rueidis dialled its connections
 		l.Check(ctx, id)
@@ -52,25 +62,69 @@ func checkAllocationsCtx(t *testing.T, ctx context.Context, s ratelimit.Store, r
 }
 
 // TestDialCheckAllocations bounds the allocations of a check through a
-// Limiter on a Store from Dial: the Limiter's own (its per-check timeout
-// context, the counter key, the evaluations it hands to the caller), the
-// store's (TestDialEvalAllocations) and what rueidis' reader goroutine
-// allocates for the reply, which AllocsPerRun counts too. Under -race
-// sync.Pool drops some of the reused buffers, so the bound is looser there.
+// Limiter on a Store from Dial at 6, with one caller and with 64: the
+// Limiter's own (the counter key, its share of the evaluations' block; its
+// per-check timeout is reused), the store's (TestDialEvalAllocations) and
+// what rueidis' reader goroutine allocates for the reply, which is counted
+// too. One rule takes the plain form (rueidis' results of DoMulti: 3), five
+// the script (one Do). Under -race sync.Pool drops some of the reused
+// buffers, so the bound is looser there.
 func TestDialCheckAllocations(t *testing.T) {
 	s := dialStore(t, redistest.URL(t))
-	t.Run("1 rule", func(t *testing.T) { checkAllocations(t, s, 1, 12, 8) })
-	t.Run("5 rules", func(t *testing.T) { checkAllocations(t, s, 5, 14, 8) })
+	t.Run("1 rule", func(t *testing.T) { checkAllocations(t, s, 1, 6, 8) })
+	t.Run("5 rules", func(t *testing.T) { checkAllocations(t, s, 5, 6, 8) })
+	t.Run("64 callers/1 rule", func(t *testing.T) { checkAllocationsParallel(t, s, 1, 6, 8) })
+	t.Run("64 callers/5 rules", func(t *testing.T) { checkAllocationsParallel(t, s, 5, 6, 8) })
+}
+
+// checkAllocationsParallel is checkAllocations with 64 callers at once, so
+// that rueidis queues their commands for its writer goroutine instead of
+// writing each on its caller's: the mean over every check, the callers'
+// goroutines included.
+func checkAllocationsParallel(t *testing.T, s ratelimit.Store, rules int, max, extra float64) {
+	t.Helper()
+	const callers, checks = 64, 100
+	l := allocsLimiter(t, s, rules)
+	id := ratelimit.Identifier{"user": "u"}
+	run := func() {
+		var wg sync.WaitGroup
+		for range callers {
+			wg.Go(func() {
+				for range checks {
+					if r := l.Check(ctx, id); r.Err != nil || !r.Matched {
+						t.Errorf("check: %+v", r)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+	}
+	run() // the counters exist, rueidis dialled its connections and started its writers
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	run()
+	runtime.ReadMemStats(&after)
+	if raceEnabled {
+		max += extra
+	}
+	got := float64(after.Mallocs-before.Mallocs) / (callers * checks)
+	t.Logf("%.2f allocations per check", got)
+	if got > max {
+		t.Fatalf("%.2f allocations per check, want at most %v", got, max)
+	}
 }
 
 // TestClientCheckAllocations bounds the allocations of a check on a Store
 // from New with a *redis.Client (built with ContextTimeoutEnabled, as doc.go
-// advises). Per check, with one rule: the Limiter's timeout context (4:
-// context.WithTimeout), its channel (1: go-redis' pool calls ctx.Done), the
-// counter key and the evaluations (2), the outcomes (1), the command and its
-// arguments, the reply go-redis decodes into interfaces, and go-redis' health
-// check of the pooled connection (3: SyscallConn and rawConn.Read), which a
-// connection that hides its SyscallConn spares (see doc.go, "Allocations").
+// advises) at 10 with one rule. Per check: the counter key and the outcomes
+// (2), the command (1: redis.NewCmd; its argument slice is pooled) and its
+// key in an interface (1 per op), the reply go-redis decodes into interfaces
+// (the slice and its interface, and 1 per number of 256 or more: 2 per op
+// but for small counts), and go-redis' health check of the pooled connection
+// (3: SyscallConn and rawConn.Read), which a connection that hides its
+// SyscallConn spares (see doc.go, "Allocations"). The Limiter's per-check
+// timeout costs nothing: it reuses its timeout context.
 func TestClientCheckAllocations(t *testing.T) {
 	client := func(t *testing.T, dialer func(context.Context, string, string) (net.Conn, error)) *redis.Client {
 		opt, err := redis.ParseURL(redistest.URL(t))
@@ -84,17 +138,16 @@ func TestClientCheckAllocations(t *testing.T) {
 		return c
 	}
 	s := New(client(t, nil))
-	t.Run("1 rule", func(t *testing.T) { checkAllocations(t, s, 1, 17, 8) })
-	t.Run("5 rules", func(t *testing.T) { checkAllocations(t, s, 5, 26, 8) })
+	t.Run("1 rule", func(t *testing.T) { checkAllocations(t, s, 1, 10, 8) })
+	t.Run("5 rules", func(t *testing.T) { checkAllocations(t, s, 5, 20, 8) })
 	// A caller whose context has a deadline within Config.Timeout (a server's
-	// request deadline) spares the Limiter its timeout context, and go-redis'
-	// ctx.Done the channel: 5 fewer.
+	// request deadline) is passed on as it is.
 	deadline, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	t.Run("caller deadline/1 rule", func(t *testing.T) { checkAllocationsCtx(t, deadline, s, 1, 12, 8) })
+	t.Run("caller deadline/1 rule", func(t *testing.T) { checkAllocationsCtx(t, deadline, s, 1, 10, 8) })
 	s = New(client(t, plainDialer))
-	t.Run("no health check/1 rule", func(t *testing.T) { checkAllocations(t, s, 1, 14, 8) })
-	t.Run("no health check, caller deadline/1 rule", func(t *testing.T) { checkAllocationsCtx(t, deadline, s, 1, 9, 8) })
+	t.Run("no health check/1 rule", func(t *testing.T) { checkAllocations(t, s, 1, 7, 8) })
+	t.Run("no health check, caller deadline/1 rule", func(t *testing.T) { checkAllocationsCtx(t, deadline, s, 1, 7, 8) })
 }
 
 // plainDialer dials TCP connections that hide their SyscallConn, which turns
@@ -116,7 +169,7 @@ func TestGoRedisCheckAllocations(t *testing.T) {
 	t.Run("cluster/1 rule", func(t *testing.T) {
 		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: redistest.ClusterAddrs(t), ContextTimeoutEnabled: true})
 		t.Cleanup(func() { _ = c.Close() })
-		checkAllocations(t, New(c), 1, 17, 8)
+		checkAllocations(t, New(c), 1, 10, 8)
 	})
 	t.Run("autopipeliner/1 rule", func(t *testing.T) {
 		checkAllocations(t, New(autoPipeliner(t, redistest.Client(t))), 1, 36, 8)
@@ -124,9 +177,11 @@ func TestGoRedisCheckAllocations(t *testing.T) {
 }
 
 // TestDialEvalAllocations bounds the allocations of the store alone on the
-// rueidis path, at most 6 per Eval: the outcomes, the command slice and
-// rueidis' results (commands are pooled by rueidis, numbers by numStr), and
-// what rueidis' reader goroutine allocates for the reply.
+// rueidis path: the outcomes, and rueidis' results of DoMulti (3: a slice in
+// a struct it never gets back) in the plain form or the array of the reply in
+// the script's (commands are pooled by rueidis, the plain form's command
+// slice by the store, numbers by numStr); what rueidis' reader goroutine
+// allocates for a reply is counted too.
 func TestDialEvalAllocations(t *testing.T) {
 	s, k := dialStore(t, redistest.URL(t)), newKeyer(t)
 	for _, tt := range []struct {
@@ -134,9 +189,9 @@ func TestDialEvalAllocations(t *testing.T) {
 		ops  []ratelimit.Op
 		max  float64
 	}{
-		{"plain 1 op", []ratelimit.Op{terminal(k.count("p1", 1<<40, 1))}, 6},
-		{"plain 5 ops", []ratelimit.Op{k.count("p1", 1<<40, 1), k.count("p2", 1<<40, 1), k.count("p3", 1<<40, 1), k.count("p4", 1<<40, 1), terminal(k.count("p5", 1<<40, 1))}, 6},
-		{"script 1 op with ban", []ratelimit.Op{terminal(banned(k.count("s1", 1<<40, 1), time.Hour))}, 6},
+		{"plain 1 op", []ratelimit.Op{terminal(k.count("p1", 1<<40, 1))}, 4},
+		{"plain 5 ops", []ratelimit.Op{k.count("p1", 1<<40, 1), k.count("p2", 1<<40, 1), k.count("p3", 1<<40, 1), k.count("p4", 1<<40, 1), terminal(k.count("p5", 1<<40, 1))}, 4},
+		{"script 1 op with ban", []ratelimit.Op{terminal(banned(k.count("s1", 1<<40, 1), time.Hour))}, 2},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			for range 100 { // rueidis dials its pipelined connections on first use

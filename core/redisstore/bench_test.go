@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -24,7 +25,7 @@ func benchTargets() []target {
 
 // BenchmarkLimiterCheck measures a Limiter Check through the Redis store with
 // 1 and 5 limit rules (5 hash tags: up to 5 slots, on every cluster node),
-// serial and with 64 callers on 2 CPUs, and reports round trips per check through go-redis.
+// serial and with 8 and 64 callers, and reports round trips per check through go-redis.
 func BenchmarkLimiterCheck(b *testing.B) {
 	for _, tg := range benchTargets() {
 		b.Run(tg.name, func(b *testing.B) {
@@ -66,17 +67,19 @@ func BenchmarkLimiterCheck(b *testing.B) {
 					}
 					report(b, before)
 				})
-				b.Run(fmt.Sprintf("rules=%d/c64", n), func(b *testing.B) {
-					b.ReportAllocs()
-					before := hook.N.Load()
-					b.SetParallelism(32) // 64 callers on 2 CPUs
-					b.RunParallel(func(pb *testing.PB) {
-						for pb.Next() {
-							check(b)
-						}
+				for _, callers := range []int{8, 64} {
+					b.Run(fmt.Sprintf("rules=%d/c%d", n, callers), func(b *testing.B) {
+						b.ReportAllocs()
+						before := hook.N.Load()
+						b.SetParallelism(max(1, callers/runtime.GOMAXPROCS(0)))
+						b.RunParallel(func(pb *testing.PB) {
+							for pb.Next() {
+								check(b)
+							}
+						})
+						report(b, before)
 					})
-					report(b, before)
-				})
+				}
 			}
 		})
 	}

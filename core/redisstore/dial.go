@@ -61,8 +61,11 @@ func Dial(ctx context.Context, url string) (*Store, error) {
 // Open returns a Store on a rueidis client built from o.Client. Concurrent
 // checks are pipelined over a few connections per server (rueidis'
 // auto-pipelining); on a Cluster the commands of one round trip are sent to
-// every node involved at once. Open waits within ctx for the first connection
-// attempt; see Options.RequireConnection for what happens when it fails.
+// every node involved at once. Open keeps rueidis' way of writing, each call
+// as soon as the connection's writer gets to it: the package doc
+// ("Pipelining") has the figures of o.Client's MaxFlushDelay. Open waits
+// within ctx for the first connection attempt; see Options.RequireConnection
+// for what happens when it fails.
 func Open(ctx context.Context, o Options) (*Store, error) {
 	if len(o.Client.InitAddress) == 0 {
 		return nil, errors.New("redisstore: no Redis address")

@@ -28,10 +28,11 @@
 // dialer, pipelining) and RequireConnection. rueidis pipelines automatically:
 // the checks that concurrent callers send go out together on a few
 // connections per server, and their replies are read in order as they come;
-// a lone caller's check goes out at once. On a Cluster, the commands of one
-// round trip go to all the nodes involved at once (DoMulti), and MOVED and
-// ASK redirections and failovers are followed by rueidis. A check waits for
-// its reply no longer than its context (the Limiter's Config.Timeout).
+// a lone caller's check goes out at once (see "Pipelining" below). On a
+// Cluster, the commands of one round trip go to all the nodes involved at
+// once (DoMulti), and MOVED and ASK redirections and failovers are followed
+// by rueidis. A check waits for its reply no longer than its context (the
+// Limiter's Config.Timeout).
 //
 // A service starts while Redis is down: Dial waits within its context for a
 // first connection attempt and, when it fails, returns the Store anyway and
@@ -193,17 +194,42 @@
 // scripts of a pipeline (go-redis does not fall back inside pipelines,
 // go-redis#3228) or of a DoMulti alike.
 //
+// # Pipelining
+//
+// rueidis writes each call as soon as its connection's writer gets to it, so
+// concurrent checks share a write only when they queue up meanwhile: with 64
+// callers on two cores about 0.87 writes per check. Its MaxFlushDelay option
+// (Options.Client) makes the writer pause, up to that long, before each
+// write while more than one call waits. The store leaves it off. Measured
+// with BenchmarkLimiterCheck (dial, one rule) and bench's redis_1limit
+// against a local Redis on a shared 2-core machine, medians of 5 to 6
+// alternating runs, 20µs cut the writes per check with 64 callers to 0.27
+// and raised the checks per second 1.2x to 1.5x, but cost 4 callers 16%
+// (37k/s against 44k/s) and 8 callers up to 3%; 50µs cost 8 callers 20%,
+// 100µs 70%. A pause on a process with nothing else to run lasts until the
+// next network event or about a millisecond (an idle Go process sleeps that
+// coarsely), not the microseconds asked for: the fewer the callers and the
+// farther the server, the more it costs. One connection per server
+// (PipelineMultiplex -1) gained nothing; DisableAutoPipelining (a pooled
+// connection per call) gained nothing with one caller (rueidis writes a lone
+// call at once anyway) and cost 64 callers 24%. A
+// service that runs many checks at once against a nearby Redis may set
+// MaxFlushDelay, and should measure.
+//
 // # Allocations
 //
-// On a Store from Dial an Eval allocates at most 6 times: the outcomes, the
-// command slice and rueidis' results (rueidis pools its commands; the numbers
-// of the usual check are kept as strings in a fixed table), and what
-// rueidis' reader allocates for the reply. Through go-redis a check also
-// pays for the command, its arguments as interfaces and the decoded reply.
-// What remains is the Limiter's own (its per-check timeout context, the keys,
-// the evaluations) and, on go-redis, its pool's health check of each
-// connection it takes, a non-blocking peek through the connection's
-// SyscallConn that costs 3 allocations.
+// A check through a Limiter on a Store from Dial allocates at most 6 times
+// (TestDialCheckAllocations, with one caller and with 64): the key and the
+// outcomes, rueidis' results of the usual check's DoMulti (3) or the array of
+// a script's reply, and the evaluations' share of a block. The rest is
+// reused: rueidis' commands, the store's command slices, the numbers of the
+// usual check (strings in a fixed table) and the Limiter's per-check timeout
+// context. Through go-redis (TestClientCheckAllocations: 10 with one rule) a
+// check also pays for the command, each key as an interface and the reply,
+// which go-redis decodes into interfaces (a slice, and each number of 256 or
+// more: 2 per rule, 19 allocations with five rules), and for its pool's
+// health check of each connection it takes, a non-blocking peek through the
+// connection's SyscallConn that costs 3 allocations.
 //
 // The health check notices, before use, a connection that the server closed
 // while it sat in the pool (an idle timeout, a restart). Connections that hide

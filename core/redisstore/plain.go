@@ -47,8 +47,11 @@ func plainOps(mode ratelimit.Mode, ops []ratelimit.Op) bool {
 // three commands are on one key, so rueidis sends them to one server, in
 // order, on one connection.
 func (s *Store) evalPlain(ctx context.Context, c rueidis.Client, ops []ratelimit.Op, out []ratelimit.OpResult) ([]ratelimit.OpResult, error) {
-	cmds := appendPlain(make(rueidis.Commands, 0, 3*len(ops)), c, ops)
-	refused, err := s.decodePlain(ctx, c, ops, c.DoMulti(ctx, cmds...), out, nil)
+	buf := getCommands()
+	cmds := appendPlain((*buf)[:0], c, ops)
+	res := c.DoMulti(ctx, cmds...)
+	putCommands(ctx, buf, cmds)
+	refused, err := s.decodePlain(ctx, c, ops, res, out, nil)
 	if err != nil {
 		return nil, err
 	}
