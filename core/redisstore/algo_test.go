@@ -1,0 +1,69 @@
+package redisstore
+
+import (
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	ratelimit "github.com/ratekit/ratekit/core"
+)
+
+// TestAlgorithmShortFormsHandOver: the short forms of the sliding window and
+// the token bucket hand what they cannot evaluate (a value of another type, a
+// fractional count) to the general code before writing anything, so the
+// outcome is the one of a fresh key, or of the fraction, as in the memory
+// store.
+func TestAlgorithmShortFormsHandOver(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, s *Store, c redis.UniversalClient) {
+		k := newKeyer(t)
+		sliding := func(name string, cost float64) ratelimit.Op {
+			return ratelimit.Op{Kind: ratelimit.OpSliding, Key: k.key(name), Limit: 10, Cost: cost, Period: time.Minute, Terminal: true}
+		}
+		bucket := ratelimit.Op{Kind: ratelimit.OpTokenBucket, Key: k.key("bucket"), Limit: 10, Burst: 10, Cost: 1, Period: time.Minute}
+
+		// A string where a sliding window's hash belongs, in this window (a
+		// TTL over the period) and in the previous one.
+		for name, ttl := range map[string]time.Duration{"on": 90 * time.Second, "ended": 30 * time.Second} {
+			op := sliding(name, 1)
+			if err := c.Set(ctx, op.Key, "x", ttl).Err(); err != nil {
+				t.Fatal(err)
+			}
+			expectOutcomes(t, "sliding over a string, "+name, eval(t, s, check, op), ok(1, time.Minute))
+			if got, err := c.HGet(ctx, op.Key, "c").Result(); err != nil || got != "1" {
+				t.Errorf("%s: the string was not replaced by a window: c = %q, %v", name, got, err)
+			}
+		}
+
+		// A set where a token bucket's string belongs.
+		if err := c.SAdd(ctx, bucket.Key, "m").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Expire(ctx, bucket.Key, time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+		expectOutcomes(t, "bucket over a set", eval(t, s, check, bucket), ok(1, 6*time.Second))
+		if got, err := c.Get(ctx, bucket.Key).Result(); err != nil || got != "0" {
+			t.Errorf("the set was not replaced by a bucket: %q, %v", got, err)
+		}
+
+		// A fractional count (the general form's), then whole costs (the
+		// short form's): the count stays exact.
+		frac := sliding("frac", 0.5)
+		expectOutcomes(t, "fractional cost", eval(t, s, check, frac), ok(0.5, time.Minute))
+		whole := sliding("frac", 1)
+		expectOutcomes(t, "whole cost on a fraction", eval(t, s, check, whole), ok(1.5, time.Minute))
+		expectOutcomes(t, "whole cost again", eval(t, s, check, whole), ok(2.5, time.Minute))
+		if got, err := c.HGet(ctx, whole.Key, "c").Result(); err != nil || got != "2.5" {
+			t.Errorf("c = %q, %v; want 2.5", got, err)
+		}
+
+		// A large whole cost is written exactly, not as a Lua number.
+		big := sliding("big", 123456789012345)
+		big.Limit = 1 << 50
+		expectOutcomes(t, "large cost", eval(t, s, check, big), ok(123456789012345, time.Minute))
+		if got, err := c.HGet(ctx, big.Key, "c").Result(); err != nil || got != "123456789012345" {
+			t.Errorf("c = %q, %v; want 123456789012345", got, err)
+		}
+	})
+}
