@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -64,6 +65,52 @@ func TestAlgorithmShortFormsHandOver(t *testing.T) {
 		expectOutcomes(t, "large cost", eval(t, s, check, big), ok(123456789012345, time.Minute))
 		if got, err := c.HGet(ctx, big.Key, "c").Result(); err != nil || got != "123456789012345" {
 			t.Errorf("c = %q, %v; want 123456789012345", got, err)
+		}
+	})
+}
+
+// TestCounterLimitDigits: the counter's short forms compare a count with the
+// limit by its number of digits first; counts just under, at and over limits
+// of one digit and more come out as exceeded exactly when over.
+func TestCounterLimitDigits(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, s *Store, _ redis.UniversalClient) {
+		k := newKeyer(t)
+		for i, tc := range []struct {
+			limit int64
+			costs []float64 // charged in turn; the last one's count is checked
+			over  bool
+		}{
+			{0, []float64{1}, true},
+			{1, []float64{1}, false},
+			{1, []float64{2}, true},
+			{9, []float64{9}, false},
+			{9, []float64{10}, true},
+			{10, []float64{9}, false},
+			{10, []float64{10}, false},
+			{10, []float64{10, 1}, true},
+			{99, []float64{100}, true},
+			{100, []float64{99, 1}, false},
+			{100, []float64{99, 2}, true},
+			{123456, []float64{99999}, false},
+			{123456, []float64{123457}, true},
+		} {
+			for _, withBan := range []bool{false, true} {
+				name := fmt.Sprintf("l%d-%d-%v", tc.limit, i, withBan)
+				op := k.count(name, tc.limit, 0)
+				if withBan {
+					op = banned(op, 0) // a ban key, no ban: the short form with a ban
+				}
+				var got []ratelimit.OpResult
+				count := 0.0
+				for _, c := range tc.costs {
+					op.Cost = c
+					got = eval(t, s, check, op)
+					count += c
+				}
+				if got[0].Exceeded != tc.over || got[0].Count != count {
+					t.Errorf("%s: limit %d, count %v: %+v, want exceeded %v", name, tc.limit, count, got[0], tc.over)
+				}
+			}
 		}
 	})
 }

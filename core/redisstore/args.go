@@ -18,10 +18,11 @@ import (
 const maxShortCost = 1 << 53
 
 // short reports whether op takes the script's short form: a counter charged
-// with a whole positive cost, without a ban, in a check. It is the usual op,
+// with a whole positive cost, without a ban, in a check, with a limit of 0 or
+// more (which the script compares by its digits first). It is the usual op,
 // and the short form spares the script most of its work.
 func short(mode ratelimit.Mode, op *ratelimit.Op) bool {
-	if mode != ratelimit.ModeCheck || op.Kind != ratelimit.OpCount || op.BanKey != "" {
+	if mode != ratelimit.ModeCheck || op.Kind != ratelimit.OpCount || op.BanKey != "" || op.Limit < 0 {
 		return false
 	}
 	c, ok := wholeCost(op.Cost)
@@ -29,9 +30,10 @@ func short(mode ratelimit.Mode, op *ratelimit.Op) bool {
 }
 
 // shortBan reports whether op takes the script's short form with a ban: a
-// counter charged with a whole positive cost, with a ban, in a check.
+// counter charged with a whole positive cost, with a ban, in a check, with a
+// limit of 0 or more.
 func shortBan(mode ratelimit.Mode, op *ratelimit.Op) bool {
-	if mode != ratelimit.ModeCheck || op.Kind != ratelimit.OpCount || op.BanKey == "" {
+	if mode != ratelimit.ModeCheck || op.Kind != ratelimit.OpCount || op.BanKey == "" || op.Limit < 0 {
 		return false
 	}
 	c, ok := wholeCost(op.Cost)

@@ -29,7 +29,8 @@ func TestEvalArgs(t *testing.T) {
 		t.Errorf("subset: keys %v args %v", keys, args)
 	}
 	// The short form: a counter with a whole positive cost and no ban, in a
-	// check. A ban duration without a ban key is no ban.
+	// check, with a limit of 0 or more. A ban duration without a ban key is
+	// no ban.
 	usual := []ratelimit.Op{
 		{Key: "{d}", Cost: 3, Limit: 10, Period: time.Second, Terminal: true},
 		{Key: "{e}", Cost: 1, Limit: 1 << 40, Period: time.Hour, BanFor: time.Hour},
@@ -37,10 +38,12 @@ func TestEvalArgs(t *testing.T) {
 		{Key: "{g}", Cost: 1 << 53, Limit: 1, Period: time.Hour},
 		{Key: "{h}", Cost: 1<<53 + 2, Limit: 1, Period: time.Hour},
 		{Key: "{i}", Cost: 0, Limit: 1, Period: time.Hour},
+		{Key: "{j}", Cost: 1, Limit: -1, Period: time.Hour},
+		{Key: "{k}", Cost: 1, Limit: 0, Period: time.Hour},
 	}
 	keys, args = evalArgs(ratelimit.ModeCheck, usual, nil)
-	want = `[t 10 1000 3 n 1099511627776 3600000 1 g000 1 3600000 0 1.5  n 1 3600000 9007199254740992 g000 1 3600000 0 9.007199254740994e+15  g000 1 3600000 0 0 ]`
-	if fmt.Sprint(keys) != "[{d} {e} {f} {g} {h} {i}]" || fmt.Sprint(args) != want {
+	want = `[t 10 1000 3 n 1099511627776 3600000 1 g000 1 3600000 0 1.5  n 1 3600000 9007199254740992 g000 1 3600000 0 9.007199254740994e+15  g000 1 3600000 0 0  g000 -1 3600000 0 1  n 0 3600000 1]`
+	if fmt.Sprint(keys) != "[{d} {e} {f} {g} {h} {i} {j} {k}]" || fmt.Sprint(args) != want {
 		t.Errorf("short form: keys %v\nargs %v\nwant %s", keys, args, want)
 	}
 	// The short form with a ban, and the algorithms: a sliding window and a

@@ -54,6 +54,12 @@ local KEYS, ARGV = KEYS, ARGV
 -- the general code, defined in the loop below when an op first needs it.
 local general, algorithm
 
+-- A counter's short form compares its count r with the limit, a string of
+-- decimal digits (whole, >= 0, no leading zero), without converting the limit
+-- (a strtod, the most costly step of the op after the commands) when r has
+-- fewer digits and so is below it:
+--   r >= 10 ^ (#limit - 1) and r > tonumber(limit)
+--
 -- number returns n as a reply value: a number when it is a whole one that a
 -- reply keeps exactly, a string otherwise (a reply number is truncated).
 -- Inlined where it is needed, for the same reason as above:
@@ -79,7 +85,8 @@ while true do
         pttl = tonumber(period)
       end
       count, ttl, bits = r, pttl, 0
-      if r > tonumber(ARGV[a + 1]) then bits = 2 end
+      local limit = ARGV[a + 1]
+      if r >= 10 ^ (#limit - 1) and r > tonumber(limit) then bits = 2 end
     else -- a fractional or foreign value: INCRBY wrote nothing
       gkind, gbankey, gban, gpeek, glimit, gperiod, gbanfor, gcost, gmember = 0, key, false, false, ARGV[a + 1], period, '0', cost, ''
     end
@@ -105,7 +112,8 @@ while true do
           pttl = tonumber(period)
         end
         count, ttl, bits = r, pttl, 0
-        if r > tonumber(ARGV[a + 1]) then
+        local limit = ARGV[a + 1]
+        if r >= 10 ^ (#limit - 1) and r > tonumber(limit) then
           bits = 2
           local banfor = ARGV[a + 3]
           if banfor ~= '0' then -- whole milliseconds: "0" is the only zero
@@ -465,7 +473,13 @@ while true do
     end
   end
   if nout == 0 then
-    out = {count, ttl, bits} -- sized at once: most checks are one op
+    -- Sized at once: most checks are one op, and a table that grows is
+    -- copied at each power of two (the nils only reserve room for 5 ops).
+    if ARGV[a] then
+      out = {count, ttl, bits, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
+    else
+      out = {count, ttl, bits}
+    end
   else
     out[nout + 1], out[nout + 2], out[nout + 3] = count, ttl, bits
   end
