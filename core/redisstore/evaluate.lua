@@ -33,7 +33,7 @@
 -- so that a key means the same whatever the clock of the server reading it.
 --
 -- Redis spends more on running a script than on the commands it runs: about
--- as much as three commands to start it and convert its reply, then per
+-- as much as five plain commands to start it and convert its reply, then per
 -- redis.call the command and the conversion of its arguments and reply, and
 -- per argument of the script a string and a table slot (docs/design.md has
 -- the figures, bench/cmd/scriptcpu measures them). So the short forms cost
@@ -41,10 +41,10 @@
 -- first write; a sliding window: PTTL, HMGET and HINCRBY; a token bucket:
 -- PTTL, GET and SET), take the fewest arguments, pass the arguments on to
 -- Redis as the strings they came as (a Lua number costs a conversion),
--- convert a number only when it is compared, and define no function: the
--- general code below is defined only when an op needs it. A short form that
--- meets anything unusual (a fractional count, a value of another type) hands
--- the op to the general code before it writes anything.
+-- convert a string only when they compute with it, and define no function:
+-- the general code below is defined only when an op needs it. A short form
+-- that meets anything unusual (a value of another type; for a counter, a
+-- fraction) hands the op to the general code before it writes anything.
 
 local rcall, rpcall = redis.call, redis.pcall
 local KEYS, ARGV = KEYS, ARGV
@@ -60,9 +60,9 @@ local general, algorithm
 -- fewer digits and so is below it:
 --   r >= 10 ^ (#limit - 1) and r > tonumber(limit)
 --
--- number returns n as a reply value: a number when it is a whole one that a
--- reply keeps exactly, a string otherwise (a reply number is truncated).
--- Inlined where it is needed, for the same reason as above:
+-- A count or fraction that a reply number would not keep exactly (a reply
+-- number is truncated to an integer) is returned or written as a string,
+-- inline for the same reason:
 --   if n % 1 ~= 0 or n >= 2^53 then n = string.format('%.17g', n) end
 
 local out, nout, k, a = nil, 0, 1, 1
