@@ -63,8 +63,8 @@ func main() {
 		{"1 rule", []ratelimit.Rule{rule("one", 1<<40, nil)}},
 		{"1 sliding window", []ratelimit.Rule{rule("sliding", 1<<40, func(r *ratelimit.Rule) { r.Algorithm = ratelimit.SlidingWindow })}},
 		{"1 token bucket", []ratelimit.Rule{rule("bucket", 1<<40, func(r *ratelimit.Rule) { r.Algorithm = ratelimit.TokenBucket })}},
-		{"1 sliding window with a ban", []ratelimit.Rule{rule("sliding-ban", 1<<40, func(r *ratelimit.Rule) { r.Algorithm, r.BanFor = ratelimit.SlidingWindow, time.Hour })}},
-		{"1 token bucket with a ban", []ratelimit.Rule{rule("bucket-ban", 1<<40, func(r *ratelimit.Rule) { r.Algorithm, r.BanFor = ratelimit.TokenBucket, time.Hour })}},
+		{"1 sliding window with a ban", []ratelimit.Rule{rule("sliding_ban", 1<<40, func(r *ratelimit.Rule) { r.Algorithm, r.BanFor = ratelimit.SlidingWindow, time.Hour })}},
+		{"1 token bucket with a ban", []ratelimit.Rule{rule("bucket_ban", 1<<40, func(r *ratelimit.Rule) { r.Algorithm, r.BanFor = ratelimit.TokenBucket, time.Hour })}},
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "shape\tcalls\tµs per EVALSHA\tmain thread CPU µs per call\tcommands inside per call\t")
