@@ -114,3 +114,35 @@ func TestCounterLimitDigits(t *testing.T) {
 		}
 	})
 }
+
+// TestBanShortFormHandsOver: the counter's short form with a ban hands a
+// fractional or foreign counter to the general code, which wrote nothing
+// before: each op is charged once, and a foreign value is replaced.
+func TestBanShortFormHandsOver(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, s *Store, c redis.UniversalClient) {
+		k := newKeyer(t)
+		frac := banned(k.count("frac", 10, 1), time.Hour)
+		if err := c.Set(ctx, frac.Key, "1.5", time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+		expectOutcomes(t, "fractional", eval(t, s, check, frac), ok(2.5, time.Minute))
+		expectOutcomes(t, "fractional again", eval(t, s, check, frac), ok(3.5, time.Minute))
+
+		foreign := banned(k.count("foreign", 1, 2), time.Hour)
+		if err := c.SAdd(ctx, foreign.Key, "m").Err(); err != nil {
+			t.Fatal(err)
+		}
+		expectOutcomes(t, "foreign", eval(t, s, check, foreign), ban(2, time.Hour))
+		if got, err := c.Get(ctx, foreign.Key).Result(); err != nil || got != "2" {
+			t.Errorf("the foreign value was not replaced by a counter: %q, %v", got, err)
+		}
+		// Banned now: a foreign value under an active ban reads as absent.
+		if err := c.Del(ctx, foreign.Key).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.SAdd(ctx, foreign.Key, "m").Err(); err != nil {
+			t.Fatal(err)
+		}
+		expectOutcomes(t, "foreign under a ban", eval(t, s, check, foreign), ban(0, time.Hour))
+	})
+}

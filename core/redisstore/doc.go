@@ -120,7 +120,7 @@
 // call; the general code runs only for the rest (peeks, bans on the other
 // algorithms, fractional costs, distinct counts). Measured with
 // bench/cmd/scriptcpu and callgrind, one check costs Redis 7.0 about 29k
-// instructions per EVALSHA for one rule, 36k with a ban, 101k for five
+// instructions per EVALSHA for one rule, 35.5k with a ban, 101k for five
 // rules, 46k for a sliding window and 50k for a token bucket
 // (docs/design.md#what-a-check-costs-redis has the breakdown).
 //

@@ -96,15 +96,14 @@ while true do
     terminal = code == 'B'
     local bankey, period, cost = KEYS[k + 1], ARGV[a + 2], ARGV[a + 4]
     local bttl = rcall('PTTL', bankey)
-    local r
     if bttl ~= -2 then
-      r = rpcall('GET', key)
+      local r = rpcall('GET', key)
       if type(r) ~= 'table' then
         if bttl < 0 then bttl = 0 end
         count, ttl, bits = r or 0, bttl, 3
       end
     else
-      r = rpcall('INCRBY', key, cost)
+      local r = rpcall('INCRBY', key, cost)
       if type(r) == 'number' then
         local pttl = rcall('PTTL', key)
         if pttl == -1 then
@@ -123,7 +122,7 @@ while true do
         end
       end
     end
-    if type(r) == 'table' then -- a fractional or foreign value: nothing written
+    if not count then -- a fractional or foreign value: nothing written
       gkind, gbankey, gban, gpeek, glimit, gperiod, gbanfor, gcost, gmember = 0, bankey, true, false, ARGV[a + 1], period, ARGV[a + 3], cost, ''
     end
     k, a = k + 2, a + 5
