@@ -146,3 +146,51 @@ func TestBanShortFormHandsOver(t *testing.T) {
 		expectOutcomes(t, "foreign under a ban", eval(t, s, check, foreign), ban(0, time.Hour))
 	})
 }
+
+// TestAlgorithmShortFormsWithBan: a sliding window and a token bucket with a
+// ban start the ban on the op that exceeds, charge nothing while it lasts,
+// and hand an op under an active ban, or over a foreign value, to the
+// general code.
+func TestAlgorithmShortFormsWithBan(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, s *Store, c redis.UniversalClient) {
+		k := newKeyer(t)
+		sliding := banned(ratelimit.Op{Kind: ratelimit.OpSliding, Key: k.key("sliding"), Limit: 2, Cost: 1, Period: time.Minute, Terminal: true}, time.Hour)
+		expectOutcomes(t, "sliding 1", eval(t, s, check, sliding), ok(1, time.Minute))
+		expectOutcomes(t, "sliding 2", eval(t, s, check, sliding), ok(2, time.Minute))
+		expectOutcomes(t, "sliding 3", eval(t, s, check, sliding), ban(2, time.Hour))
+		expectOutcomes(t, "sliding banned", eval(t, s, check, sliding), ban(2, time.Hour))
+		if got, err := c.HGet(ctx, sliding.Key, "c").Result(); err != nil || got != "2" {
+			t.Errorf("sliding: c = %q, %v; want 2 (nothing charged past the limit)", got, err)
+		}
+
+		bucket := banned(ratelimit.Op{Kind: ratelimit.OpTokenBucket, Key: k.key("bucket"), Limit: 10, Burst: 2, Cost: 1, Period: time.Minute}, time.Hour)
+		// Tokens come back as time passes: counts are checked to within a
+		// second's worth (one token per 6s).
+		for i, w := range []struct {
+			exceeded, banned bool
+			count            float64
+		}{{false, false, 1}, {false, false, 2}, {true, true, 2}, {true, true, 2}} {
+			got := eval(t, s, check, bucket)[0]
+			if got.Exceeded != w.exceeded || got.Banned != w.banned || got.Count > w.count || got.Count < w.count-1.0/6 ||
+				(w.banned && got.TTL <= 59*time.Minute) {
+				t.Errorf("bucket check %d: %+v, want %+v", i+1, got, w)
+			}
+		}
+
+		// No ban duration: exceeded, never banned.
+		noBan := banned(ratelimit.Op{Kind: ratelimit.OpSliding, Key: k.key("noban"), Limit: 1, Cost: 2, Period: time.Minute}, 0)
+		if got := eval(t, s, check, noBan)[0]; !got.Exceeded || got.Banned || got.Count != 0 {
+			t.Errorf("exceeded without a ban duration: %+v", got)
+		}
+
+		// A foreign value under the with-ban short form.
+		foreign := banned(ratelimit.Op{Kind: ratelimit.OpTokenBucket, Key: k.key("foreign"), Limit: 10, Burst: 10, Cost: 1, Period: time.Minute}, time.Hour)
+		if err := c.SAdd(ctx, foreign.Key, "m").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Expire(ctx, foreign.Key, time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+		expectOutcomes(t, "bucket over a set", eval(t, s, check, foreign), ok(1, 6*time.Second))
+	})
+}

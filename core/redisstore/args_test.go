@@ -47,8 +47,8 @@ func TestEvalArgs(t *testing.T) {
 		t.Errorf("short form: keys %v\nargs %v\nwant %s", keys, args, want)
 	}
 	// The short form with a ban, and the algorithms: a sliding window and a
-	// token bucket without a ban take theirs (a bucket's burst last), with a
-	// ban the general form (the burst in the member's place).
+	// token bucket take theirs (a bucket's burst last; with a ban, in the
+	// general form's layout), but for a fractional cost.
 	other := []ratelimit.Op{
 		{Key: "{j}", BanKey: "{j}:ban", Cost: 2, Limit: 5, Period: time.Minute, BanFor: time.Hour, Terminal: true},
 		{Key: "{k}", BanKey: "{k}:ban", Cost: 1, Limit: 5, Period: time.Minute},
@@ -57,13 +57,15 @@ func TestEvalArgs(t *testing.T) {
 		{Kind: ratelimit.OpSliding, Key: "{n}", Cost: 3, Limit: 5, Period: time.Second},
 		{Kind: ratelimit.OpTokenBucket, Key: "{o}", Cost: 2, Limit: 5, Period: time.Minute, Burst: 7, Terminal: true},
 		{Kind: ratelimit.OpTokenBucket, Key: "{p}", Cost: 1, Limit: 5, Period: time.Minute, Burst: 7},
+		{Kind: ratelimit.OpSliding, Key: "{q}", BanKey: "{q}:ban", Cost: 1, Limit: 5, Period: time.Minute, BanFor: time.Hour, Terminal: true},
+		{Kind: ratelimit.OpTokenBucket, Key: "{r}", BanKey: "{r}:ban", Cost: 2, Limit: 5, Period: time.Minute, Burst: 7, BanFor: time.Second},
 	}
 	keys, args = evalArgs(ratelimit.ModeCheck, other, nil)
-	want = `[B 5 60000 3600000 2 b 5 60000 0 1 W 5 60000 1 g320 5 60000 1000 0.5 7 w 5 1000 3 K 5 60000 2 7 k 5 60000 1 7]`
-	if fmt.Sprint(keys) != "[{j} {j}:ban {k} {k}:ban {l} {m} {m}:ban {n} {o} {p}]" || fmt.Sprint(args) != want {
+	want = `[B 5 60000 3600000 2 b 5 60000 0 1 W 5 60000 1 g320 5 60000 1000 0.5 7 w 5 1000 3 K 5 60000 2 7 k 5 60000 1 7 X 5 60000 3600000 1 y 5 60000 1000 2 7]`
+	if fmt.Sprint(keys) != "[{j} {j}:ban {k} {k}:ban {l} {m} {m}:ban {n} {o} {p} {q} {q}:ban {r} {r}:ban]" || fmt.Sprint(args) != want {
 		t.Errorf("bans and algorithms: keys %v\nargs %v\nwant %s", keys, args, want)
 	}
-	if _, args = evalArgs(ratelimit.ModePeek, other[3:], nil); fmt.Sprint(args) != `[g321 5 60000 1000 0.5 7 g201 5 1000 0 3  g311 5 60000 0 2 7 g301 5 60000 0 1 7]` {
+	if _, args = evalArgs(ratelimit.ModePeek, other[3:7], nil); fmt.Sprint(args) != `[g321 5 60000 1000 0.5 7 g201 5 1000 0 3  g311 5 60000 0 2 7 g301 5 60000 0 1 7]` {
 		t.Errorf("algorithms in a peek: args %v", args)
 	}
 	// The algorithms' short forms take neither a fractional nor a zero cost,

@@ -113,15 +113,15 @@
 // Starting a script and converting its reply cost Redis about as much as a
 // few plain commands, and each command inside costs more than it would
 // outside. So the script has short forms for the usual ops of a check (a
-// whole positive cost): a fixed-window counter without a ban (INCRBY, PTTL,
-// and PEXPIRE on its first write) or with one (PTTL of the ban first), a
-// sliding window (PTTL, HMGET, HINCRBY) and a token bucket (PTTL, GET, SET)
-// without a ban, with the fewest arguments and no Lua function defined per
-// call; the general code runs only for the rest (peeks, bans on the other
-// algorithms, fractional costs, distinct counts). Measured with
-// bench/cmd/scriptcpu and callgrind, one check costs Redis 7.0 about 29k
-// instructions per EVALSHA for one rule, 35.5k with a ban, 101k for five
-// rules, 46k for a sliding window and 50k for a token bucket
+// whole positive cost): a fixed-window counter (INCRBY, PTTL, and PEXPIRE on
+// its first write), a sliding window (PTTL, HMGET, HINCRBY) and a token
+// bucket (PTTL, GET, SET), each with or without a ban (PTTL of the ban key
+// first), with the fewest arguments and no Lua function defined per call;
+// the general code runs only for the rest (peeks, fractional costs, distinct
+// counts, an active ban on the other algorithms, values of another type).
+// Measured with bench/cmd/scriptcpu and callgrind, one check costs Redis 7.0
+// about 29k instructions per EVALSHA for one rule, 36k with a ban, 101k for
+// five rules, 46k for a sliding window and 51k for a token bucket
 // (docs/design.md#what-a-check-costs-redis has the breakdown).
 //
 // # Redis Cluster and Ring

@@ -11,8 +11,12 @@
 --            Fields: limit, period_ms, ban_ms, cost.
 --   'w', 'W': a sliding window without a ban. Fields: limit (> 0),
 --            period_ms, cost.
+--   'x', 'X': the same with a ban. Fields: limit (> 0), period_ms, ban_ms,
+--            cost.
 --   'k', 'K': a token bucket without a ban. Fields: limit (> 0), period_ms,
 --            cost, burst (> 0).
+--   'y', 'Y': the same with a ban. Fields: limit (> 0), period_ms, ban_ms,
+--            cost, burst (> 0): the general form's.
 --   The general form, for any op:
 --   'g<kind><flags><peek>': kind is 0 (count), 1 (distinct), 2 (sliding
 --            window) or 3 (token bucket); flags is 1 (terminal) + 2 (has a
@@ -126,32 +130,41 @@ while true do
       gkind, gbankey, gban, gpeek, glimit, gperiod, gbanfor, gcost, gmember = 0, bankey, true, false, ARGV[a + 1], period, ARGV[a + 3], cost, ''
     end
     k, a = k + 2, a + 5
-  elseif code == 'w' or code == 'W' then
-    -- A sliding window (see algorithm below): charged unless exceeded.
-    terminal = code == 'W'
-    local period, cost = ARGV[a + 2], ARGV[a + 3]
+  elseif code == 'w' or code == 'W' or code == 'x' or code == 'X' then
+    -- A sliding window (see algorithm below): charged unless exceeded; 'x'
+    -- with a ban, whose key follows in KEYS and whose ban_ms precedes the
+    -- cost. An active ban goes to the general code, as a foreign value does.
+    terminal = code == 'W' or code == 'X'
+    local hasban = code == 'x' or code == 'X'
+    local period, cost, bankey, banfor = ARGV[a + 2], ARGV[a + 3], key, '0'
+    local handover = false
+    if hasban then
+      bankey, banfor, cost = KEYS[k + 1], ARGV[a + 3], ARGV[a + 4]
+      handover = rcall('PTTL', bankey) ~= -2
+    end
     local p = tonumber(period)
-    local pttl = rcall('PTTL', key)
     local cur, prev, rem, fresh, prevs = 0, 0, p, true, '0'
-    local foreign = false
-    if pttl > p then -- this window is on
-      local v = rpcall('HMGET', key, 'c', 'p')
-      if v.err then
-        foreign = true
-      else
-        cur, prev, rem, fresh = tonumber(v[1]) or 0, tonumber(v[2]) or 0, pttl - p, false
-      end
-    elseif pttl > 0 then -- this window ended: its count is the previous one
-      local v = rpcall('HGET', key, 'c')
-      if v and v.err then
-        foreign = true
-      else
-        prev, rem = tonumber(v) or 0, pttl
-        if prev ~= 0 then prevs = v end
+    if not handover then
+      local pttl = rcall('PTTL', key)
+      if pttl > p then -- this window is on
+        local v = rpcall('HMGET', key, 'c', 'p')
+        if v.err then
+          handover = true
+        else
+          cur, prev, rem, fresh = tonumber(v[1]) or 0, tonumber(v[2]) or 0, pttl - p, false
+        end
+      elseif pttl > 0 then -- this window ended: its count is the previous one
+        local v = rpcall('HGET', key, 'c')
+        if v and v.err then
+          handover = true
+        else
+          prev, rem = tonumber(v) or 0, pttl
+          if prev ~= 0 then prevs = v end
+        end
       end
     end
-    if foreign then
-      gkind, gbankey, gban, gpeek, glimit, gperiod, gbanfor, gcost, gmember = 2, key, false, false, ARGV[a + 1], period, '0', cost, ''
+    if handover then
+      gkind, gbankey, gban, gpeek, glimit, gperiod, gbanfor, gcost, gmember = 2, bankey, hasban, false, ARGV[a + 1], period, banfor, cost, ''
     else
       local limit, costn = tonumber(ARGV[a + 1]), tonumber(cost)
       local before = prev * rem / p + cur
@@ -173,32 +186,49 @@ while true do
         elseif cur > limit - costn then
           ttl = rem + p * (1 - (limit - costn) / cur)
         end
+        if banfor ~= '0' then -- whole milliseconds: "0" is the only zero
+          rcall('SET', bankey, '1', 'PX', banfor)
+          ttl, bits = tonumber(banfor), 3
+        end
         if ttl < 0 then ttl = 0 end
         if ttl % 1 ~= 0 then ttl = math.ceil(ttl) end
       end
       if count % 1 ~= 0 or count >= 2^53 then count = string.format('%.17g', count) end
     end
-    k, a = k + 1, a + 4
-  elseif code == 'k' or code == 'K' then
-    -- A token bucket (see algorithm below): charged unless it lacks tokens.
-    terminal = code == 'K'
-    local period, cost = ARGV[a + 2], ARGV[a + 3]
-    local pttl = rcall('PTTL', key)
+    if hasban then k, a = k + 2, a + 5 else k, a = k + 1, a + 4 end
+  elseif code == 'k' or code == 'K' or code == 'y' or code == 'Y' then
+    -- A token bucket (see algorithm below): charged unless it lacks tokens;
+    -- 'y' with a ban, whose key follows in KEYS, with the general form's
+    -- fields. An active ban goes to the general code, as a foreign value
+    -- does.
+    terminal = code == 'K' or code == 'Y'
+    local hasban = code == 'y' or code == 'Y'
+    local period, cost, burst, bankey, banfor = ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], key, '0'
+    local handover = false
+    if hasban then
+      bankey, banfor, cost, burst = KEYS[k + 1], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5]
+      handover = rcall('PTTL', bankey) ~= -2
+    end
     local d = 0
-    if pttl > 0 then
-      local v = rpcall('GET', key)
-      if v and v.err then
-        gkind, gbankey, gban, gpeek, glimit, gperiod, gbanfor, gcost, gmember = 3, key, false, false, ARGV[a + 1], period, '0', cost, ARGV[a + 4]
-      else
-        d = pttl - (tonumber(v) or pttl)
-        if d < 0 then d = 0 end
+    if not handover then
+      local pttl = rcall('PTTL', key)
+      if pttl > 0 then
+        local v = rpcall('GET', key)
+        if v and v.err then
+          handover = true
+        else
+          d = pttl - (tonumber(v) or pttl)
+          if d < 0 then d = 0 end
+        end
       end
     end
-    if not gkind then
-      local burst, costn = tonumber(ARGV[a + 4]), tonumber(cost)
+    if handover then
+      gkind, gbankey, gban, gpeek, glimit, gperiod, gbanfor, gcost, gmember = 3, bankey, hasban, false, ARGV[a + 1], period, banfor, cost, burst
+    else
+      local burstn, costn = tonumber(burst), tonumber(cost)
       local t = tonumber(period) / tonumber(ARGV[a + 1])
       local before = d / t
-      if before + costn <= burst + 1e-9 then
+      if before + costn <= burstn + 1e-9 then
         count, ttl, bits = before + costn, d + costn * t, 0
         local ms = math.ceil(ttl)
         if ms < 1 then ms = 1 end
@@ -210,13 +240,17 @@ while true do
         end
         rcall('SET', key, frac, 'PX', ms)
       else
-        count, ttl, bits = before, d + costn * t - burst * t, 2
+        count, ttl, bits = before, d + costn * t - burstn * t, 2
+        if banfor ~= '0' then -- whole milliseconds: "0" is the only zero
+          rcall('SET', bankey, '1', 'PX', banfor)
+          ttl, bits = tonumber(banfor), 3
+        end
       end
       if ttl < 0 then ttl = 0 end
       if ttl % 1 ~= 0 then ttl = math.ceil(ttl) end
       if count % 1 ~= 0 or count >= 2^53 then count = string.format('%.17g', count) end
     end
-    k, a = k + 1, a + 5
+    if hasban then k, a = k + 2, a + 6 else k, a = k + 1, a + 5 end
   else
     local kind, flags, peek = string.byte(code, 2, 4)
     if code:sub(1, 1) ~= 'g' or not peek then
