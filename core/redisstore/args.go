@@ -18,10 +18,11 @@ import (
 const maxShortCost = 1 << 53
 
 // short reports whether op takes the script's short form: a counter charged
-// with a whole positive cost, without a ban, in a check. It is the usual op,
+// with a whole positive cost, without a ban, in a check, with a limit of 0 or
+// more (which the script compares by its digits first). It is the usual op,
 // and the short form spares the script most of its work.
 func short(mode ratelimit.Mode, op *ratelimit.Op) bool {
-	if mode != ratelimit.ModeCheck || op.Kind != ratelimit.OpCount || op.BanKey != "" {
+	if mode != ratelimit.ModeCheck || op.Kind != ratelimit.OpCount || op.BanKey != "" || op.Limit < 0 {
 		return false
 	}
 	c, ok := wholeCost(op.Cost)
@@ -29,9 +30,24 @@ func short(mode ratelimit.Mode, op *ratelimit.Op) bool {
 }
 
 // shortBan reports whether op takes the script's short form with a ban: a
-// counter charged with a whole positive cost, with a ban, in a check.
+// counter charged with a whole positive cost, with a ban, in a check, with a
+// limit of 0 or more.
 func shortBan(mode ratelimit.Mode, op *ratelimit.Op) bool {
-	if mode != ratelimit.ModeCheck || op.Kind != ratelimit.OpCount || op.BanKey == "" {
+	if mode != ratelimit.ModeCheck || op.Kind != ratelimit.OpCount || op.BanKey == "" || op.Limit < 0 {
+		return false
+	}
+	c, ok := wholeCost(op.Cost)
+	return ok && c > 0
+}
+
+// shortAlgorithm reports whether op takes a short form of its algorithm: a
+// sliding window or a token bucket charged with a whole positive cost, in a
+// check, with a positive limit (and burst).
+func shortAlgorithm(mode ratelimit.Mode, op *ratelimit.Op) bool {
+	if mode != ratelimit.ModeCheck || op.Limit <= 0 {
+		return false
+	}
+	if op.Kind != ratelimit.OpSliding && (op.Kind != ratelimit.OpTokenBucket || op.Burst <= 0) {
 		return false
 	}
 	c, ok := wholeCost(op.Cost)
@@ -39,14 +55,16 @@ func shortBan(mode ratelimit.Mode, op *ratelimit.Op) bool {
 }
 
 // opCodes are the codes of ARGV: the general form's "g<kind><flags><peek>",
-// indexed by kind*8 + flags*2 + peek, then the short forms' "n" and "t"
-// (without a ban) and "b" and "B" (with one), each non-terminal, terminal.
-var opCodes = [36]string{
+// indexed by kind*8 + flags*2 + peek, then the short forms', each
+// non-terminal, terminal: a counter's "n" and "t" (without a ban) and "b" and
+// "B" (with one), a sliding window's "w" and "W" (and "x", "X"), a token
+// bucket's "k" and "K" (and "y", "Y", which take the general form's fields).
+var opCodes = [44]string{
 	"g000", "g001", "g010", "g011", "g020", "g021", "g030", "g031",
 	"g100", "g101", "g110", "g111", "g120", "g121", "g130", "g131",
 	"g200", "g201", "g210", "g211", "g220", "g221", "g230", "g231",
 	"g300", "g301", "g310", "g311", "g320", "g321", "g330", "g331",
-	"n", "t", "b", "B",
+	"n", "t", "b", "B", "w", "W", "k", "K", "x", "X", "y", "Y",
 }
 
 // opCodeArgs are opCodes converted to interfaces once: converting a string
@@ -72,6 +90,19 @@ func opCode(mode ratelimit.Mode, op *ratelimit.Op) int {
 		}
 		return 34
 	}
+	if shortAlgorithm(mode, op) {
+		i := 36
+		if op.Kind == ratelimit.OpTokenBucket {
+			i = 38
+		}
+		if op.BanKey != "" {
+			i += 4
+		}
+		if op.Terminal {
+			i++
+		}
+		return i
+	}
 	i := int(op.Kind&3) * 8
 	if op.Terminal {
 		i += 2
@@ -93,16 +124,29 @@ func keyCount(op *ratelimit.Op) int {
 	return 2
 }
 
-// isShort reports whether code (an index in opCodes) is of the short form.
-func isShort(code int) bool { return code >= 32 }
+// isShort reports whether code (an index in opCodes) has the fields of a
+// short form: all but the general form's and "y", "Y".
+func isShort(code int) bool { return code >= 32 && code < 42 }
 
 // fieldsOf returns op's numeric fields as integers: limit, period_ms and,
 // in the general form and the short form with a ban, ban_ms, then the cost,
-// which the short forms always have whole. A general form's cost that is not whole is not among them (fracCost):
-// it follows them as a float. The general form's member comes after all.
+// which the short forms always have whole, and a token bucket's short form
+// ends with the burst. A general form's cost that is not whole is not among
+// them (fracCost): it follows them as a float. The general form's member (or
+// burst) comes after all.
 func fieldsOf(code int, op *ratelimit.Op) (f [4]int64, n int, fracCost bool) {
 	f[0], f[1] = op.Limit, millis(op.Period)
 	switch {
+	case code >= 42: // a token bucket with a ban: the general form's fields
+	case code >= 40: // a sliding window with a ban
+		f[2], f[3] = millis(op.BanFor), int64(op.Cost)
+		return f, 4, false
+	case code >= 38: // a token bucket
+		f[2], f[3] = int64(op.Cost), op.Burst
+		return f, 4, false
+	case code >= 36: // a sliding window
+		f[2] = int64(op.Cost)
+		return f, 3, false
 	case code >= 34: // with a ban: whole cost
 		f[2], f[3] = millis(op.BanFor), int64(op.Cost)
 		return f, 4, false

@@ -29,7 +29,8 @@ func TestEvalArgs(t *testing.T) {
 		t.Errorf("subset: keys %v args %v", keys, args)
 	}
 	// The short form: a counter with a whole positive cost and no ban, in a
-	// check. A ban duration without a ban key is no ban.
+	// check, with a limit of 0 or more. A ban duration without a ban key is
+	// no ban.
 	usual := []ratelimit.Op{
 		{Key: "{d}", Cost: 3, Limit: 10, Period: time.Second, Terminal: true},
 		{Key: "{e}", Cost: 1, Limit: 1 << 40, Period: time.Hour, BanFor: time.Hour},
@@ -37,32 +38,49 @@ func TestEvalArgs(t *testing.T) {
 		{Key: "{g}", Cost: 1 << 53, Limit: 1, Period: time.Hour},
 		{Key: "{h}", Cost: 1<<53 + 2, Limit: 1, Period: time.Hour},
 		{Key: "{i}", Cost: 0, Limit: 1, Period: time.Hour},
+		{Key: "{j}", Cost: 1, Limit: -1, Period: time.Hour},
+		{Key: "{k}", Cost: 1, Limit: 0, Period: time.Hour},
 	}
 	keys, args = evalArgs(ratelimit.ModeCheck, usual, nil)
-	want = `[t 10 1000 3 n 1099511627776 3600000 1 g000 1 3600000 0 1.5  n 1 3600000 9007199254740992 g000 1 3600000 0 9.007199254740994e+15  g000 1 3600000 0 0 ]`
-	if fmt.Sprint(keys) != "[{d} {e} {f} {g} {h} {i}]" || fmt.Sprint(args) != want {
+	want = `[t 10 1000 3 n 1099511627776 3600000 1 g000 1 3600000 0 1.5  n 1 3600000 9007199254740992 g000 1 3600000 0 9.007199254740994e+15  g000 1 3600000 0 0  g000 -1 3600000 0 1  n 0 3600000 1]`
+	if fmt.Sprint(keys) != "[{d} {e} {f} {g} {h} {i} {j} {k}]" || fmt.Sprint(args) != want {
 		t.Errorf("short form: keys %v\nargs %v\nwant %s", keys, args, want)
 	}
 	// The short form with a ban, and the algorithms: a sliding window and a
-	// token bucket (its burst in the member's place) take the general form.
+	// token bucket take theirs (a bucket's burst last; with a ban, in the
+	// general form's layout), but for a fractional cost.
 	other := []ratelimit.Op{
 		{Key: "{j}", BanKey: "{j}:ban", Cost: 2, Limit: 5, Period: time.Minute, BanFor: time.Hour, Terminal: true},
 		{Key: "{k}", BanKey: "{k}:ban", Cost: 1, Limit: 5, Period: time.Minute},
 		{Kind: ratelimit.OpSliding, Key: "{l}", Cost: 1, Limit: 5, Period: time.Minute, Terminal: true},
 		{Kind: ratelimit.OpTokenBucket, Key: "{m}", BanKey: "{m}:ban", Cost: 0.5, Limit: 5, Period: time.Minute, Burst: 7, BanFor: time.Second},
+		{Kind: ratelimit.OpSliding, Key: "{n}", Cost: 3, Limit: 5, Period: time.Second},
+		{Kind: ratelimit.OpTokenBucket, Key: "{o}", Cost: 2, Limit: 5, Period: time.Minute, Burst: 7, Terminal: true},
+		{Kind: ratelimit.OpTokenBucket, Key: "{p}", Cost: 1, Limit: 5, Period: time.Minute, Burst: 7},
+		{Kind: ratelimit.OpSliding, Key: "{q}", BanKey: "{q}:ban", Cost: 1, Limit: 5, Period: time.Minute, BanFor: time.Hour, Terminal: true},
+		{Kind: ratelimit.OpTokenBucket, Key: "{r}", BanKey: "{r}:ban", Cost: 2, Limit: 5, Period: time.Minute, Burst: 7, BanFor: time.Second},
 	}
 	keys, args = evalArgs(ratelimit.ModeCheck, other, nil)
-	want = `[B 5 60000 3600000 2 b 5 60000 0 1 g210 5 60000 0 1  g320 5 60000 1000 0.5 7]`
-	if fmt.Sprint(keys) != "[{j} {j}:ban {k} {k}:ban {l} {m} {m}:ban]" || fmt.Sprint(args) != want {
+	want = `[B 5 60000 3600000 2 b 5 60000 0 1 W 5 60000 1 g320 5 60000 1000 0.5 7 w 5 1000 3 K 5 60000 2 7 k 5 60000 1 7 X 5 60000 3600000 1 y 5 60000 1000 2 7]`
+	if fmt.Sprint(keys) != "[{j} {j}:ban {k} {k}:ban {l} {m} {m}:ban {n} {o} {p} {q} {q}:ban {r} {r}:ban]" || fmt.Sprint(args) != want {
 		t.Errorf("bans and algorithms: keys %v\nargs %v\nwant %s", keys, args, want)
 	}
-	if _, args = evalArgs(ratelimit.ModePeek, other[3:], nil); fmt.Sprint(args) != `[g321 5 60000 1000 0.5 7]` {
-		t.Errorf("token bucket peek: args %v", args)
+	if _, args = evalArgs(ratelimit.ModePeek, other[3:7], nil); fmt.Sprint(args) != `[g321 5 60000 1000 0.5 7 g201 5 1000 0 3  g311 5 60000 0 2 7 g301 5 60000 0 1 7]` {
+		t.Errorf("algorithms in a peek: args %v", args)
+	}
+	// The algorithms' short forms take neither a fractional nor a zero cost,
+	// nor a limit (or burst) of zero, which denies all.
+	unusual := []ratelimit.Op{
+		{Kind: ratelimit.OpSliding, Key: "{q}", Cost: 0.5, Limit: 5, Period: time.Second},
+		{Kind: ratelimit.OpSliding, Key: "{r}", Cost: 0, Limit: 5, Period: time.Second},
+		{Kind: ratelimit.OpSliding, Key: "{s}", Cost: 1, Limit: 0, Period: time.Second},
+		{Kind: ratelimit.OpTokenBucket, Key: "{t}", Cost: 1, Limit: 5, Period: time.Second},
+	}
+	if _, args = evalArgs(ratelimit.ModeCheck, unusual, nil); fmt.Sprint(args) != `[g200 5 1000 0 0.5  g200 5 1000 0 0  g200 0 1000 0 1  g300 5 1000 0 1 0]` {
+		t.Errorf("unusual algorithm ops: args %v", args)
 	}
 }
 
-// TestEvalCmd: the prepared command is exactly what Script.EvalSha sends for
-// evalArgs' KEYS and ARGV, and it costs few allocations.
 func TestEvalCmd(t *testing.T) {
 	ops := []ratelimit.Op{
 		{Kind: ratelimit.OpCount, Key: "{a}", BanKey: "{a}:ban", Cost: 0.25, Limit: 5, Period: 1500 * time.Microsecond, BanFor: time.Hour, Terminal: true},

@@ -1,8 +1,9 @@
 // Command scriptcpu measures the Redis CPU that ratekit's check script costs
 // per call, as Redis itself reports it (INFO commandstats, usec_per_call of
 // EVALSHA), for the shapes of check that matter: one rule with a ban, five
-// rules, and one rule of each algorithm. It resets the server's statistics,
-// so point it at a Redis of its own:
+// rules, and one rule of each algorithm, without a ban (the script's short
+// forms) and with one (its general code). It resets the server's
+// statistics, so point it at a Redis of its own:
 //
 //	go run ./cmd/scriptcpu -redis redis://127.0.0.1:6379 -n 20000
 //
@@ -62,6 +63,8 @@ func main() {
 		{"1 rule", []ratelimit.Rule{rule("one", 1<<40, nil)}},
 		{"1 sliding window", []ratelimit.Rule{rule("sliding", 1<<40, func(r *ratelimit.Rule) { r.Algorithm = ratelimit.SlidingWindow })}},
 		{"1 token bucket", []ratelimit.Rule{rule("bucket", 1<<40, func(r *ratelimit.Rule) { r.Algorithm = ratelimit.TokenBucket })}},
+		{"1 sliding window with a ban", []ratelimit.Rule{rule("sliding_ban", 1<<40, func(r *ratelimit.Rule) { r.Algorithm, r.BanFor = ratelimit.SlidingWindow, time.Hour })}},
+		{"1 token bucket with a ban", []ratelimit.Rule{rule("bucket_ban", 1<<40, func(r *ratelimit.Rule) { r.Algorithm, r.BanFor = ratelimit.TokenBucket, time.Hour })}},
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "shape\tcalls\tµs per EVALSHA\tmain thread CPU µs per call\tcommands inside per call\t")

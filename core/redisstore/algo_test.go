@@ -1,0 +1,196 @@
+package redisstore
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	ratelimit "github.com/ratekit/ratekit/core"
+)
+
+// TestAlgorithmShortFormsHandOver: the short forms of the sliding window and
+// the token bucket hand what they cannot evaluate (a value of another type, a
+// fractional count) to the general code before writing anything, so the
+// outcome is the one of a fresh key, or of the fraction, as in the memory
+// store.
+func TestAlgorithmShortFormsHandOver(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, s *Store, c redis.UniversalClient) {
+		k := newKeyer(t)
+		sliding := func(name string, cost float64) ratelimit.Op {
+			return ratelimit.Op{Kind: ratelimit.OpSliding, Key: k.key(name), Limit: 10, Cost: cost, Period: time.Minute, Terminal: true}
+		}
+		bucket := ratelimit.Op{Kind: ratelimit.OpTokenBucket, Key: k.key("bucket"), Limit: 10, Burst: 10, Cost: 1, Period: time.Minute}
+
+		// A string where a sliding window's hash belongs, in this window (a
+		// TTL over the period) and in the previous one.
+		for name, ttl := range map[string]time.Duration{"on": 90 * time.Second, "ended": 30 * time.Second} {
+			op := sliding(name, 1)
+			if err := c.Set(ctx, op.Key, "x", ttl).Err(); err != nil {
+				t.Fatal(err)
+			}
+			expectOutcomes(t, "sliding over a string, "+name, eval(t, s, check, op), ok(1, time.Minute))
+			if got, err := c.HGet(ctx, op.Key, "c").Result(); err != nil || got != "1" {
+				t.Errorf("%s: the string was not replaced by a window: c = %q, %v", name, got, err)
+			}
+		}
+
+		// A set where a token bucket's string belongs.
+		if err := c.SAdd(ctx, bucket.Key, "m").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Expire(ctx, bucket.Key, time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+		expectOutcomes(t, "bucket over a set", eval(t, s, check, bucket), ok(1, 6*time.Second))
+		if got, err := c.Get(ctx, bucket.Key).Result(); err != nil || got != "0" {
+			t.Errorf("the set was not replaced by a bucket: %q, %v", got, err)
+		}
+
+		// A fractional count (the general form's), then whole costs (the
+		// short form's): the count stays exact.
+		frac := sliding("frac", 0.5)
+		expectOutcomes(t, "fractional cost", eval(t, s, check, frac), ok(0.5, time.Minute))
+		whole := sliding("frac", 1)
+		expectOutcomes(t, "whole cost on a fraction", eval(t, s, check, whole), ok(1.5, time.Minute))
+		expectOutcomes(t, "whole cost again", eval(t, s, check, whole), ok(2.5, time.Minute))
+		if got, err := c.HGet(ctx, whole.Key, "c").Result(); err != nil || got != "2.5" {
+			t.Errorf("c = %q, %v; want 2.5", got, err)
+		}
+
+		// A large whole cost is written exactly, not as a Lua number.
+		big := sliding("big", 123456789012345)
+		big.Limit = 1 << 50
+		expectOutcomes(t, "large cost", eval(t, s, check, big), ok(123456789012345, time.Minute))
+		if got, err := c.HGet(ctx, big.Key, "c").Result(); err != nil || got != "123456789012345" {
+			t.Errorf("c = %q, %v; want 123456789012345", got, err)
+		}
+	})
+}
+
+// TestCounterLimitDigits: the counter's short forms compare a count with the
+// limit by its number of digits first; counts just under, at and over limits
+// of one digit and more come out as exceeded exactly when over.
+func TestCounterLimitDigits(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, s *Store, _ redis.UniversalClient) {
+		k := newKeyer(t)
+		for i, tc := range []struct {
+			limit int64
+			costs []float64 // charged in turn; the last one's count is checked
+			over  bool
+		}{
+			{0, []float64{1}, true},
+			{1, []float64{1}, false},
+			{1, []float64{2}, true},
+			{9, []float64{9}, false},
+			{9, []float64{10}, true},
+			{10, []float64{9}, false},
+			{10, []float64{10}, false},
+			{10, []float64{10, 1}, true},
+			{99, []float64{100}, true},
+			{100, []float64{99, 1}, false},
+			{100, []float64{99, 2}, true},
+			{123456, []float64{99999}, false},
+			{123456, []float64{123457}, true},
+		} {
+			for _, withBan := range []bool{false, true} {
+				name := fmt.Sprintf("l%d-%d-%v", tc.limit, i, withBan)
+				op := k.count(name, tc.limit, 0)
+				if withBan {
+					op = banned(op, 0) // a ban key, no ban: the short form with a ban
+				}
+				var got []ratelimit.OpResult
+				count := 0.0
+				for _, c := range tc.costs {
+					op.Cost = c
+					got = eval(t, s, check, op)
+					count += c
+				}
+				if got[0].Exceeded != tc.over || got[0].Count != count {
+					t.Errorf("%s: limit %d, count %v: %+v, want exceeded %v", name, tc.limit, count, got[0], tc.over)
+				}
+			}
+		}
+	})
+}
+
+// TestBanShortFormHandsOver: the counter's short form with a ban hands a
+// fractional or foreign counter to the general code, which wrote nothing
+// before: each op is charged once, and a foreign value is replaced.
+func TestBanShortFormHandsOver(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, s *Store, c redis.UniversalClient) {
+		k := newKeyer(t)
+		frac := banned(k.count("frac", 10, 1), time.Hour)
+		if err := c.Set(ctx, frac.Key, "1.5", time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+		expectOutcomes(t, "fractional", eval(t, s, check, frac), ok(2.5, time.Minute))
+		expectOutcomes(t, "fractional again", eval(t, s, check, frac), ok(3.5, time.Minute))
+
+		foreign := banned(k.count("foreign", 1, 2), time.Hour)
+		if err := c.SAdd(ctx, foreign.Key, "m").Err(); err != nil {
+			t.Fatal(err)
+		}
+		expectOutcomes(t, "foreign", eval(t, s, check, foreign), ban(2, time.Hour))
+		if got, err := c.Get(ctx, foreign.Key).Result(); err != nil || got != "2" {
+			t.Errorf("the foreign value was not replaced by a counter: %q, %v", got, err)
+		}
+		// Banned now: a foreign value under an active ban reads as absent.
+		if err := c.Del(ctx, foreign.Key).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.SAdd(ctx, foreign.Key, "m").Err(); err != nil {
+			t.Fatal(err)
+		}
+		expectOutcomes(t, "foreign under a ban", eval(t, s, check, foreign), ban(0, time.Hour))
+	})
+}
+
+// TestAlgorithmShortFormsWithBan: a sliding window and a token bucket with a
+// ban start the ban on the op that exceeds, charge nothing while it lasts,
+// and hand an op under an active ban, or over a foreign value, to the
+// general code.
+func TestAlgorithmShortFormsWithBan(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, s *Store, c redis.UniversalClient) {
+		k := newKeyer(t)
+		sliding := banned(ratelimit.Op{Kind: ratelimit.OpSliding, Key: k.key("sliding"), Limit: 2, Cost: 1, Period: time.Minute, Terminal: true}, time.Hour)
+		expectOutcomes(t, "sliding 1", eval(t, s, check, sliding), ok(1, time.Minute))
+		expectOutcomes(t, "sliding 2", eval(t, s, check, sliding), ok(2, time.Minute))
+		expectOutcomes(t, "sliding 3", eval(t, s, check, sliding), ban(2, time.Hour))
+		expectOutcomes(t, "sliding banned", eval(t, s, check, sliding), ban(2, time.Hour))
+		if got, err := c.HGet(ctx, sliding.Key, "c").Result(); err != nil || got != "2" {
+			t.Errorf("sliding: c = %q, %v; want 2 (nothing charged past the limit)", got, err)
+		}
+
+		bucket := banned(ratelimit.Op{Kind: ratelimit.OpTokenBucket, Key: k.key("bucket"), Limit: 10, Burst: 2, Cost: 1, Period: time.Minute}, time.Hour)
+		// Tokens come back as time passes: counts are checked to within a
+		// second's worth (one token per 6s).
+		for i, w := range []struct {
+			exceeded, banned bool
+			count            float64
+		}{{false, false, 1}, {false, false, 2}, {true, true, 2}, {true, true, 2}} {
+			got := eval(t, s, check, bucket)[0]
+			if got.Exceeded != w.exceeded || got.Banned != w.banned || got.Count > w.count || got.Count < w.count-1.0/6 ||
+				(w.banned && got.TTL <= 59*time.Minute) {
+				t.Errorf("bucket check %d: %+v, want %+v", i+1, got, w)
+			}
+		}
+
+		// No ban duration: exceeded, never banned.
+		noBan := banned(ratelimit.Op{Kind: ratelimit.OpSliding, Key: k.key("noban"), Limit: 1, Cost: 2, Period: time.Minute}, 0)
+		if got := eval(t, s, check, noBan)[0]; !got.Exceeded || got.Banned || got.Count != 0 {
+			t.Errorf("exceeded without a ban duration: %+v", got)
+		}
+
+		// A foreign value under the with-ban short form.
+		foreign := banned(ratelimit.Op{Kind: ratelimit.OpTokenBucket, Key: k.key("foreign"), Limit: 10, Burst: 10, Cost: 1, Period: time.Minute}, time.Hour)
+		if err := c.SAdd(ctx, foreign.Key, "m").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Expire(ctx, foreign.Key, time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+		expectOutcomes(t, "bucket over a set", eval(t, s, check, foreign), ok(1, 6*time.Second))
+	})
+}
