@@ -104,9 +104,22 @@ func (p Profile) setRateLimit(h http.Header, d *Decision, blocked bool, now time
 	reset := seconds(info.RetryAfter(now))
 	switch p {
 	case IETF:
-		name := sfString(e.Rule.Name)
-		h.Set(HeaderRateLimitPolicy, fmt.Sprintf("%s;q=%d;w=%d", name, info.Limit, max(seconds(info.Period), 1)))
-		h.Set(HeaderRateLimit, fmt.Sprintf("%s;r=%d;t=%d", name, remaining, reset))
+		// Both values are built in one stack buffer: with Sprintf an answer
+		// cost 11 allocations, not 6 (BenchmarkSetHeaders/ietf), in every
+		// adapter and the Envoy service.
+		var buf [128]byte
+		b := appendSFString(buf[:0], e.Rule.Name)
+		name := len(b)
+		b = append(b, ";q="...)
+		b = strconv.AppendInt(b, info.Limit, 10)
+		b = append(b, ";w="...)
+		b = strconv.AppendInt(b, max(seconds(info.Period), 1), 10)
+		h.Set(HeaderRateLimitPolicy, string(b))
+		b = append(b[:name], ";r="...)
+		b = strconv.AppendInt(b, remaining, 10)
+		b = append(b, ";t="...)
+		b = strconv.AppendInt(b, reset, 10)
+		h.Set(HeaderRateLimit, string(b))
 	case Legacy:
 		h.Set(HeaderRateLimitLimit, strconv.FormatInt(info.Limit, 10))
 		h.Set(HeaderRateLimitRemaining, strconv.FormatInt(remaining, 10))
@@ -130,23 +143,20 @@ func seconds(d time.Duration) int64 {
 	return int64(math.Ceil(d.Seconds()))
 }
 
-// sfString serialises s as an RFC 9651 sf-string. Rule names are
+// appendSFString appends s to b as an RFC 9651 sf-string. Rule names are
 // [a-z0-9_], so escaping never happens in practice; characters outside
 // printable ASCII, which an sf-string cannot hold, are replaced by '?'.
-func sfString(s string) string {
-	var b strings.Builder
-	b.WriteByte('"')
+func appendSFString(b []byte, s string) []byte {
+	b = append(b, '"')
 	for i := 0; i < len(s); i++ {
 		switch c := s[i]; {
 		case c == '"' || c == '\\':
-			b.WriteByte('\\')
-			b.WriteByte(c)
+			b = append(b, '\\', c)
 		case c < 0x20 || c > 0x7e:
-			b.WriteByte('?')
+			b = append(b, '?')
 		default:
-			b.WriteByte(c)
+			b = append(b, c)
 		}
 	}
-	b.WriteByte('"')
-	return b.String()
+	return append(b, '"')
 }
