@@ -25,7 +25,7 @@ func benchTargets() []target {
 
 // BenchmarkLimiterCheck measures a Limiter Check through the Redis store with
 // 1 and 5 limit rules (5 hash tags: up to 5 slots, on every cluster node),
-// serial and with 8 and 64 callers, and reports round trips per check through go-redis.
+// serial and with 4, 8, 16, 32 and 64 callers, and reports round trips per check through go-redis.
 func BenchmarkLimiterCheck(b *testing.B) {
 	for _, tg := range benchTargets() {
 		b.Run(tg.name, func(b *testing.B) {
@@ -67,7 +67,7 @@ func BenchmarkLimiterCheck(b *testing.B) {
 					}
 					report(b, before)
 				})
-				for _, callers := range []int{8, 64} {
+				for _, callers := range []int{4, 8, 16, 32, 64} {
 					b.Run(fmt.Sprintf("rules=%d/c%d", n, callers), func(b *testing.B) {
 						b.ReportAllocs()
 						before := hook.N.Load()

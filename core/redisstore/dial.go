@@ -61,9 +61,10 @@ func Dial(ctx context.Context, url string) (*Store, error) {
 // Open returns a Store on a rueidis client built from o.Client. Concurrent
 // checks are pipelined over a few connections per server (rueidis'
 // auto-pipelining); on a Cluster the commands of one round trip are sent to
-// every node involved at once. Open keeps rueidis' way of writing, each call
-// as soon as the connection's writer gets to it: the package doc
-// ("Pipelining") has the figures of o.Client's MaxFlushDelay. Open waits
+// every node involved at once. On a single server, the checks that arrive
+// while 8 are in flight are combined into one call; the package doc
+// ("Pipelining") has the figures, and those of o.Client's MaxFlushDelay,
+// which Open leaves off. Open waits
 // within ctx for the first connection attempt; see Options.RequireConnection
 // for what happens when it fails.
 func Open(ctx context.Context, o Options) (*Store, error) {
@@ -99,6 +100,7 @@ type dialed struct {
 	client  atomic.Pointer[rueidisClient] // nil until connected
 	lastErr atomic.Pointer[error]         // the last failed connection attempt
 	noPlain atomic.Bool                   // the server refused PEXPIRE NX (before Redis 7.0): no plain form
+	combine combiner                      // the plain form's DoMulti calls
 	closed  atomic.Bool                   // Close was called
 	cancel  context.CancelFunc            // ends the connection attempts
 	done    chan struct{}                 // closed when connect has returned

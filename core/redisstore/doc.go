@@ -214,23 +214,27 @@
 //
 // rueidis writes each call as soon as its connection's writer gets to it, so
 // concurrent checks share a write only when they queue up meanwhile: with 64
-// callers on two cores about 0.87 writes per check. Its MaxFlushDelay option
-// (Options.Client) makes the writer pause, up to that long, before each
-// write while more than one call waits. The store leaves it off. Measured
-// with BenchmarkLimiterCheck (dial, one rule) and bench's redis_1limit
-// against a local Redis on a shared 2-core machine, medians of 5 to 6
-// alternating runs, 20µs cut the writes per check with 64 callers to 0.27
-// and raised the checks per second 1.2x to 1.5x, but cost 4 callers 16%
-// (37k/s against 44k/s) and 8 callers up to 3%; 50µs cost 8 callers 20%,
-// 100µs 70%. A pause on a process with nothing else to run lasts until the
-// next network event or about a millisecond (an idle Go process sleeps that
-// coarsely), not the microseconds asked for: the fewer the callers and the
-// farther the server, the more it costs. One connection per server
-// (PipelineMultiplex -1) gained nothing; DisableAutoPipelining (a pooled
-// connection per call) gained nothing with one caller (rueidis writes a lone
-// call at once anyway) and cost 64 callers 24%. A
-// service that runs many checks at once against a nearby Redis may set
-// MaxFlushDelay, and should measure.
+// callers on two cores about 0.85 writes per check, and half of the client's
+// CPU in write syscalls. So on a single server (standalone or Sentinel) the
+// plain form's calls go through a combiner: a check sends its commands at
+// once while fewer than 8 calls are in flight; the checks that arrive
+// meanwhile wait and go out together in one DoMulti when one of those
+// returns, each with its own replies, and one whose context ends while it
+// waits returns at once with nothing sent (TestPlainChecksCombined). A lone
+// caller never waits. BenchmarkLimiterCheck/dial/rules=1 against no combiner,
+// medians of 4 alternating runs on a 2-core machine: 1.0x with 4 to 16
+// callers, 1.24x with 32, 1.58x with 64 (bench's redis_1limit
+// ratekit_1rule_conn: about 0.05-0.1 writes per check with 64 callers). On a
+// Cluster the calls are not combined: a combined call waits for its slowest
+// node, so one failing node would hold up every check.
+//
+// rueidis' own MaxFlushDelay option (Options.Client) makes its writer pause,
+// up to that long, before each write while more than one call waits. The
+// store leaves it off: 20µs cut the writes per check with 64 callers to 0.27,
+// but cost 4 callers 16% (a pause on a process with nothing else to run lasts
+// about a millisecond, not the microseconds asked for); 50µs cost 8 callers
+// 20%. One connection per server (PipelineMultiplex -1) gained nothing;
+// DisableAutoPipelining cost 64 callers 24%.
 //
 // # Allocations
 //

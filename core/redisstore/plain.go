@@ -49,8 +49,19 @@ func plainOps(mode ratelimit.Mode, ops []ratelimit.Op) bool {
 func (s *Store) evalPlain(ctx context.Context, c rueidis.Client, ops []ratelimit.Op, out []ratelimit.OpResult) ([]ratelimit.OpResult, error) {
 	buf := getCommands()
 	cmds := appendPlain((*buf)[:0], c, ops)
-	res := c.DoMulti(ctx, cmds...)
+	var res []rueidis.RedisResult
+	var err error
+	if s.sharding == single {
+		res, err = s.dialed.combine.doMulti(ctx, c, cmds)
+	} else {
+		// Not combined on a Cluster: a combined call waits for its slowest
+		// node, so one failing node would hold up the checks of all.
+		res = c.DoMulti(ctx, cmds...)
+	}
 	putCommands(ctx, buf, cmds)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: eval: %w", err)
+	}
 	refused, err := s.decodePlain(ctx, c, ops, res, out, nil)
 	if err != nil {
 		return nil, err

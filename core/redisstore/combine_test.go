@@ -1,0 +1,93 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/redistest"
+)
+
+// queued reports how many checks wait for the combiner's next DoMulti.
+func (m *combiner) queued() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.queue)
+}
+
+// The checks that arrive while one is in flight go out together in one
+// DoMulti once it returns, each with its own replies; a check whose context
+// ends while it waits returns at once and nothing of it is sent. The server
+// is stopped (SIGSTOP) so that the first check stays in flight.
+func TestPlainChecksCombined(t *testing.T) {
+	srv := redistest.StartServer(t)
+	r := &recordingClient{}
+	s := recordedStoreOn(t, srv.URL(), r)
+	s.dialed.combine.limit = 1 // one in flight: every later check queues
+	k := newKeyer(t)
+	eval(t, s, check, k.count("warm", 10, 1))
+	r.take()
+	trips := func() int { r.mu.Lock(); defer r.mu.Unlock(); return r.trips }
+	base := trips()
+
+	srv.Pause(t)
+	resumed := false
+	defer func() {
+		if !resumed {
+			srv.Resume(t)
+		}
+	}()
+	type answer struct {
+		i   int
+		out []ratelimit.OpResult
+		err error
+	}
+	answers := make(chan answer, 16)
+	run := func(c context.Context, i int, op ratelimit.Op) {
+		out, err := s.Eval(c, check, []ratelimit.Op{op})
+		answers <- answer{i, out, err}
+	}
+	long, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	go run(long, 0, k.count("first", 10, 1))
+	waitFor(t, "the first check in flight", func() bool { return trips() == base+1 })
+	const n = 8
+	for i := 1; i <= n; i++ {
+		go run(long, i, k.count(fmt.Sprint("q", i), 10, float64(i)))
+	}
+	waitFor(t, "8 checks queued", func() bool { return s.dialed.combine.queued() == n })
+	short, cancelShort := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancelShort()
+	go run(short, n+1, k.count("gave_up", 10, 1))
+	if a := <-answers; a.i != n+1 || !errors.Is(a.err, context.DeadlineExceeded) {
+		t.Fatalf("first answer: check %d, %v; want the queued check with a short deadline to give up", a.i, a.err)
+	}
+	srv.Resume(t)
+	resumed = true
+	for range n + 1 {
+		a := <-answers
+		if a.err != nil {
+			t.Fatalf("check %d: %v", a.i, a.err)
+		}
+		want := float64(max(a.i, 1)) // check i costs i, the first 1
+		if got := a.out[0].Count; got != want {
+			t.Errorf("check %d: count %v, want %v (its own reply)", a.i, got, want)
+		}
+	}
+	if got := trips() - base; got != 2 {
+		t.Errorf("%d DoMulti calls for the first check and 8 queued ones, want 2", got)
+	}
+	raw := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer raw.Close()
+	if n, err := raw.Exists(ctx, k.key("gave_up")).Result(); err != nil || n != 0 {
+		t.Errorf("the check that gave up while queued was sent: EXISTS = %d, %v", n, err)
+	}
+	if got := s.dialed.combine.queued(); got != 0 {
+		t.Errorf("%d checks still queued", got)
+	}
+}
