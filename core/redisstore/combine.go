@@ -3,6 +3,9 @@ package redisstore
 import (
 	"cmp"
 	"context"
+	"net"
+	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -108,6 +111,7 @@ func (m *combiner) next() []*waiter {
 func (m *combiner) send(c rueidis.Client, batch []*waiter) {
 	var cmds rueidis.Commands
 	for ; batch != nil; batch = m.next() {
+		var res0 []rueidis.RedisResult // the replies of the DoMulti, if one was sent
 		var deadline time.Time
 		forever := false
 		taken := batch[:0]
@@ -131,14 +135,19 @@ func (m *combiner) send(c rueidis.Client, batch []*waiter) {
 			}
 			res := c.DoMulti(ctx, cmds...)
 			cancel()
+			res0 = res
 			for _, w := range taken {
 				n := len(w.cmds)
 				w.res, res = res[:n:n], res[n:]
 				w.done <- struct{}{}
 			}
 		}
-		clear(cmds)
-		cmds = cmds[:0]
+		if !settled(res0) {
+			cmds = nil // rueidis may still be writing them
+		} else {
+			clear(cmds)
+			cmds = cmds[:0]
+		}
 		clear(batch)
 		m.mu.Lock()
 		if m.spare == nil {
@@ -146,4 +155,120 @@ func (m *combiner) send(c rueidis.Client, batch []*waiter) {
 		}
 		m.mu.Unlock()
 	}
+}
+
+// nodeCombiners holds a combiner per master of a Cluster, so that a check is
+// combined only with checks bound for the same node: a combined call waits
+// for all its replies, and a hung node must hold up its own checks only.
+// Which master serves a slot comes from CLUSTER SLOTS, fetched when the
+// store connects and again every slotsRefresh, in the background. A stale
+// table only mixes two nodes' checks for a while: rueidis still routes each
+// command by its slot. Until a table arrives, and for a check whose keys are
+// on several nodes, calls are sent as they are, not combined.
+type nodeCombiners struct {
+	raw     rueidis.Client // the cluster client, unwrapped: refreshes are no check's round trip
+	table   atomic.Pointer[slotTable]
+	nextTry atomic.Int64 // unix nanoseconds: no refresh before
+	busy    atomic.Bool  // a refresh is running
+}
+
+// slotTable maps each slot to its master's combiner.
+type slotTable struct {
+	node      [numSlots]uint8 // index in combiners; noNode: no master known
+	combiners []*combiner
+	addrs     []string // of combiners[i]
+}
+
+const (
+	noNode = 255 // a table of more masters leaves the rest uncombined
+	// slotsRefresh is how often the slot table is fetched again; after a
+	// failed fetch, slotsRetry.
+	slotsRefresh = 10 * time.Second
+	slotsRetry   = time.Second
+)
+
+// doMulti is combiner.doMulti with the combiner of the node cmds are for.
+func (n *nodeCombiners) doMulti(ctx context.Context, c rueidis.Client, cmds rueidis.Commands) ([]rueidis.RedisResult, error) {
+	if now := time.Now().UnixNano(); now >= n.nextTry.Load() && n.busy.CompareAndSwap(false, true) {
+		go func() {
+			defer n.busy.Store(false)
+			n.refresh(context.Background())
+		}()
+	}
+	if t := n.table.Load(); t != nil {
+		if i := t.nodeOf(cmds); i != noNode {
+			return t.combiners[i].doMulti(ctx, c, cmds)
+		}
+	}
+	return c.DoMulti(ctx, cmds...), nil
+}
+
+// nodeOf returns the index of the one master of all of cmds, or noNode.
+func (t *slotTable) nodeOf(cmds rueidis.Commands) uint8 {
+	i := t.node[cmds[0].Slot()]
+	for j := 1; j < len(cmds); j++ {
+		if t.node[cmds[j].Slot()] != i {
+			return noNode
+		}
+	}
+	return i
+}
+
+// refresh fetches the slot table, keeping the combiners of masters that stay.
+func (n *nodeCombiners) refresh(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, slotsRetry)
+	defer cancel()
+	ranges, err := n.raw.Do(ctx, n.raw.B().ClusterSlots().Build()).ToArray()
+	if err != nil {
+		n.nextTry.Store(time.Now().Add(slotsRetry).UnixNano())
+		return
+	}
+	old := n.table.Load()
+	t := &slotTable{}
+	for i := range t.node {
+		t.node[i] = noNode
+	}
+	for _, r := range ranges {
+		// start, end, [host, port, ...] of the master, then its replicas
+		f, err := r.ToArray()
+		if err != nil || len(f) < 3 {
+			continue
+		}
+		start, err1 := f[0].AsInt64()
+		end, err2 := f[1].AsInt64()
+		master, err3 := f[2].ToArray()
+		if err1 != nil || err2 != nil || err3 != nil || len(master) < 2 || start < 0 || end >= numSlots || start > end {
+			continue
+		}
+		host, err1 := master[0].ToString()
+		port, err2 := master[1].AsInt64()
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		i := t.index(net.JoinHostPort(host, strconv.FormatInt(port, 10)), old)
+		for s := start; s <= end; s++ {
+			t.node[s] = i
+		}
+	}
+	n.table.Store(t)
+	n.nextTry.Store(time.Now().Add(slotsRefresh).UnixNano())
+}
+
+// index returns addr's index in t, adding it (with its combiner in old, if
+// any) when new.
+func (t *slotTable) index(addr string, old *slotTable) uint8 {
+	if i := slices.Index(t.addrs, addr); i >= 0 {
+		return uint8(i)
+	}
+	if len(t.addrs) == noNode {
+		return noNode
+	}
+	m := &combiner{}
+	if old != nil {
+		if i := slices.Index(old.addrs, addr); i >= 0 {
+			m = old.combiners[i]
+		}
+	}
+	t.addrs, t.combiners = append(t.addrs, addr), append(t.combiners, m)
+	return uint8(len(t.addrs) - 1)
 }

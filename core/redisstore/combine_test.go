@@ -91,3 +91,86 @@ func TestPlainChecksCombined(t *testing.T) {
 		t.Errorf("%d checks still queued", got)
 	}
 }
+
+// On a Cluster, checks are combined per master only: while one master hangs
+// (SIGSTOP) with a check in flight and more queued for it, checks for the
+// other master answer at once, and the queued ones go out in one DoMulti when
+// it resumes. A private 2-master cluster, so that the shared one never stops.
+func TestClusterChecksCombinedPerNode(t *testing.T) {
+	nodes := redistest.StartCluster(t, 2)
+	r := &recordingClient{}
+	s := recordedStoreOn(t, "redis://"+nodes[0].Addr+"?addr="+nodes[1].Addr, r)
+	tbl := s.dialed.nodes.table.Load()
+	if tbl == nil || len(tbl.combiners) != 2 {
+		t.Fatalf("slot table after connecting: %+v; want 2 masters", tbl)
+	}
+	for _, m := range tbl.combiners {
+		m.limit = 1 // one in flight per master: every later check for it queues
+	}
+	k := newKeyer(t)
+	// names[i]: keys on nodes[i] (the first holds slots 0-8191)
+	var names [2][]string
+	for i := 0; len(names[0]) < 4 || len(names[1]) < 3; i++ {
+		name := fmt.Sprint("n", i)
+		n := slot(k.key(name)) * 2 / numSlots
+		names[n] = append(names[n], name)
+	}
+	hung := tbl.combiners[tbl.node[slot(k.key(names[0][0]))]]
+	eval(t, s, check, k.count("warm"+names[0][0], 10, 1), k.count(names[1][0], 10, 1))
+	trips := func() int { r.mu.Lock(); defer r.mu.Unlock(); return r.trips }
+	base := trips()
+
+	nodes[0].Pause(t)
+	resumed := false
+	defer func() {
+		if !resumed {
+			nodes[0].Resume(t)
+		}
+	}()
+	type answer struct {
+		name string
+		out  []ratelimit.OpResult
+		err  error
+	}
+	answers := make(chan answer, 8)
+	long, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	run := func(name string) {
+		out, err := s.Eval(long, check, []ratelimit.Op{k.count(name, 10, 1)})
+		answers <- answer{name, out, err}
+	}
+	go run(names[0][0])
+	waitFor(t, "the first check in flight", func() bool { return trips() == base+1 })
+	for _, name := range names[0][1:] {
+		go run(name)
+	}
+	waitFor(t, "3 checks queued for the hung master", func() bool { return hung.queued() == 3 })
+	for _, name := range names[1] {
+		bctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		out, err := s.Eval(bctx, check, []ratelimit.Op{k.count(name, 10, 1)})
+		cancel()
+		if err != nil {
+			t.Fatalf("check on the other master while one hangs: %v", err)
+		}
+		if want := 1.0 + float64(b2f(name == names[1][0])); out[0].Count != want {
+			t.Errorf("check on %s: count %v, want %v", name, out[0].Count, want)
+		}
+	}
+	nodes[0].Resume(t)
+	resumed = true
+	for range names[0] {
+		if a := <-answers; a.err != nil || a.out[0].Count != 1 {
+			t.Errorf("check on the resumed master (%s): %+v, %v", a.name, a.out, a.err)
+		}
+	}
+	if got, want := trips()-base, 1+1+len(names[1]); got != want {
+		t.Errorf("%d DoMulti calls, want %d: the first check, one for the 3 queued, one per check on the other master", got, want)
+	}
+}
+
+func b2f(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -61,8 +61,8 @@ func Dial(ctx context.Context, url string) (*Store, error) {
 // Open returns a Store on a rueidis client built from o.Client. Concurrent
 // checks are pipelined over a few connections per server (rueidis'
 // auto-pipelining); on a Cluster the commands of one round trip are sent to
-// every node involved at once. On a single server, the checks that arrive
-// while 8 are in flight are combined into one call; the package doc
+// every node involved at once. The checks that arrive while 8 are in flight
+// (on a Cluster: 8 for one master) are combined into one call; the package doc
 // ("Pipelining") has the figures, and those of o.Client's MaxFlushDelay,
 // which Open leaves off. Open waits
 // within ctx for the first connection attempt; see Options.RequireConnection
@@ -100,7 +100,8 @@ type dialed struct {
 	client  atomic.Pointer[rueidisClient] // nil until connected
 	lastErr atomic.Pointer[error]         // the last failed connection attempt
 	noPlain atomic.Bool                   // the server refused PEXPIRE NX (before Redis 7.0): no plain form
-	combine combiner                      // the plain form's DoMulti calls
+	combine combiner                      // the plain form's DoMulti calls on a single server
+	nodes   nodeCombiners                 // and on a Cluster
 	closed  atomic.Bool                   // Close was called
 	cancel  context.CancelFunc            // ends the connection attempts
 	done    chan struct{}                 // closed when connect has returned
@@ -133,6 +134,8 @@ func (d *dialed) connect(life context.Context, s *Store, opt rueidis.ClientOptio
 			} else {
 				if c.Mode() == rueidis.ClientModeCluster {
 					s.sharding = bySlot // read only after client is loaded
+					d.nodes.raw = c
+					d.nodes.refresh(life) // combine from the first check on
 				}
 				if wrap != nil {
 					c = wrap(c)

@@ -26,6 +26,20 @@ var commandsPool sync.Pool // *rueidis.Commands
 // check of up to 32 ops.
 const maxPooledCommands = 96
 
+// settled reports whether a DoMulti that returned res is done with its
+// commands. After a network error or an ended context it may not be: a call
+// that its context ended returns before its commands were written, and a
+// broken connection fails the calls queued on it while its writer may still
+// be reading them (seen by the race detector in TestDialFaults).
+func settled(res []rueidis.RedisResult) bool {
+	for i := range res {
+		if res[i].NonRedisError() != nil {
+			return false
+		}
+	}
+	return true
+}
+
 func getCommands() *rueidis.Commands {
 	if p, _ := commandsPool.Get().(*rueidis.Commands); p != nil {
 		return p
@@ -33,11 +47,10 @@ func getCommands() *rueidis.Commands {
 	return new(rueidis.Commands)
 }
 
-// putCommands returns cmds, built in *p and sent under ctx, to the pool
-// unless rueidis may still write them: a call that ctx ended returned
-// before its replies came, and its commands stay queued until written.
-func putCommands(ctx context.Context, p *rueidis.Commands, cmds rueidis.Commands) {
-	if ctx.Err() != nil || cap(cmds) > maxPooledCommands {
+// putCommands returns cmds, built in *p, to the pool once their call returned
+// res (err: none) unless rueidis may still write them (see settled).
+func putCommands(p *rueidis.Commands, cmds rueidis.Commands, res []rueidis.RedisResult, err error) {
+	if err != nil || !settled(res) || cap(cmds) > maxPooledCommands {
 		return
 	}
 	clear(cmds) // rueidis recycles the commands themselves

@@ -54,11 +54,9 @@ func (s *Store) evalPlain(ctx context.Context, c rueidis.Client, ops []ratelimit
 	if s.sharding == single {
 		res, err = s.dialed.combine.doMulti(ctx, c, cmds)
 	} else {
-		// Not combined on a Cluster: a combined call waits for its slowest
-		// node, so one failing node would hold up the checks of all.
-		res = c.DoMulti(ctx, cmds...)
+		res, err = s.dialed.nodes.doMulti(ctx, c, cmds)
 	}
-	putCommands(ctx, buf, cmds)
+	putCommands(buf, cmds, res, err)
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: eval: %w", err)
 	}

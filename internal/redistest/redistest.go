@@ -143,12 +143,18 @@ type Server struct {
 	cmd  *exec.Cmd
 	dir  string
 	port int
+	args []string // extra redis-server arguments
 }
 
 // StartServer starts a private redis-server on a free loopback port and stops
 // it at cleanup. It needs redis-server on PATH, which the test command ensures;
 // without it (and without EnvURL) the test skips.
 func StartServer(t testing.TB) *Server {
+	t.Helper()
+	return startServer(t)
+}
+
+func startServer(t testing.TB, args ...string) *Server {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -157,7 +163,7 @@ func StartServer(t testing.TB) *Server {
 		}
 		t.Skipf("redis-server not on PATH: "+howTo, EnvURL)
 	}
-	s := &Server{dir: t.TempDir(), port: freePort(t)}
+	s := &Server{dir: t.TempDir(), port: freePort(t), args: args}
 	s.Addr = fmt.Sprintf("127.0.0.1:%d", s.port)
 	s.start(t, bin)
 	t.Cleanup(func() { s.Stop() })
@@ -166,8 +172,9 @@ func StartServer(t testing.TB) *Server {
 
 func (s *Server) start(t testing.TB, bin string) {
 	t.Helper()
-	s.cmd = exec.Command(bin, "--port", fmt.Sprint(s.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", s.dir, "--daemonize", "no")
+	args := append([]string{"--port", fmt.Sprint(s.port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", s.dir, "--daemonize", "no"}, s.args...)
+	s.cmd = exec.Command(bin, args...)
 	s.cmd.Stdout, s.cmd.Stderr = nil, nil
 	if err := s.cmd.Start(); err != nil {
 		t.Fatalf("start redis-server: %v", err)
@@ -182,6 +189,51 @@ func (s *Server) start(t testing.TB, bin string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatalf("redis-server on %s did not start", s.Addr)
+}
+
+// StartCluster starts a private Redis Cluster of n masters (no replicas) on
+// free loopback ports, its slots split evenly, and waits until every node
+// reports it ok. Like StartServer, for tests that must stop a node.
+func StartCluster(t testing.TB, n int) []*Server {
+	t.Helper()
+	nodes := make([]*Server, n)
+	bus := make([]int, n) // each node's cluster bus port
+	for i := range nodes {
+		bus[i] = freePort(t)
+		nodes[i] = startServer(t, "--cluster-enabled", "yes", "--cluster-port", fmt.Sprint(bus[i]),
+			"--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "5000")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const slots = 16384
+	for i, s := range nodes {
+		c := redis.NewClient(&redis.Options{Addr: s.Addr})
+		defer c.Close()
+		if err := c.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", i*slots/n, (i+1)*slots/n-1).Err(); err != nil {
+			t.Fatalf("cluster addslotsrange on %s: %v", s.Addr, err)
+		}
+		if i > 0 {
+			host, port, _ := net.SplitHostPort(nodes[0].Addr)
+			if err := c.Do(ctx, "CLUSTER", "MEET", host, port, bus[0]).Err(); err != nil {
+				t.Fatalf("cluster meet from %s: %v", s.Addr, err)
+			}
+		}
+	}
+	for _, s := range nodes {
+		c := redis.NewClient(&redis.Options{Addr: s.Addr})
+		defer c.Close()
+		for {
+			info, err := c.ClusterInfo(ctx).Result()
+			if err == nil && strings.Contains(info, "cluster_state:ok") && strings.Contains(info, fmt.Sprintf("cluster_known_nodes:%d", n)) {
+				break
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("cluster node %s not ok: %v %s", s.Addr, err, info)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	return nodes
 }
 
 // URL returns redis://addr.
