@@ -21,6 +21,7 @@ import (
 	ululememory "github.com/ulule/limiter/v3/drivers/store/memory"
 	ululeredis "github.com/ulule/limiter/v3/drivers/store/redis"
 
+	"github.com/ratekit/ratekit/bench/internal/redisinfo"
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/redisstore"
 	ikeys "github.com/ratekit/ratekit/internal/keys"
@@ -558,6 +559,11 @@ func benchmarkCheck(b *testing.B, ct contender, callers int) {
 		check := ct.build(b, e, 1<<30)
 		ctx := context.Background()
 		warm(b, check, callers)
+		onRedis := ct.group != groupMemory
+		var cpu0 float64
+		if onRedis {
+			cpu0 = redisCPU(b, e)
+		}
 		start := rt.N.Load()
 		b.ReportAllocs()
 		b.ResetTimer()
@@ -587,5 +593,37 @@ func benchmarkCheck(b *testing.B, ct contender, callers int) {
 		b.StopTimer()
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "checks/s")
 		b.ReportMetric(float64(rt.N.Load()-start)/float64(b.N), "rt/check")
+		if onRedis {
+			b.ReportMetric((redisCPU(b, e)-cpu0)*1e6/float64(b.N), "redis-us/check")
+		}
 	})
+}
+
+// redisCPU returns the CPU seconds that the main threads of e's Redis servers
+// (every master of the cluster) have used so far: the commands and the
+// reading and answering of them, whatever form a contender sends.
+func redisCPU(b *testing.B, e env) float64 {
+	ctx := context.Background()
+	var mu sync.Mutex
+	total := 0.0
+	add := func(ctx context.Context, c *redis.Client) error {
+		cpu, err := redisinfo.MainThreadCPU(ctx, c)
+		mu.Lock()
+		total += cpu
+		mu.Unlock()
+		return err
+	}
+	var err error
+	switch c := e.client.(type) {
+	case *redis.ClusterClient:
+		err = c.ForEachMaster(ctx, add)
+	case *redis.Client:
+		err = add(ctx, c)
+	default:
+		err = fmt.Errorf("no Redis CPU figures from a %T", c)
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	return total
 }

@@ -9,7 +9,9 @@
 // with one caller and with 64 (b.SetParallelism), and reports checks/s,
 // round trips per check (rt/check: counted with a go-redis hook, per node on
 // the cluster, and for redisstore.Dial's rows as the writes that carry a
-// check), B/op and allocs/op. A group holds contenders doing the same work:
+// check), the Redis main thread's CPU time per check (redis-us/check, from
+// INFO cpu, summed over the cluster's masters: what bounds a Redis serving
+// many clients), B/op and allocs/op. A group holds contenders doing the same work:
 // one limit on Redis (ratekit on go-redis, with go-redis' AutoPipeliner, on
 // redisstore.Dial's rueidis client, and a client already banned), five limits
 // on Redis (ratekit's five rules in one check against each peer's five

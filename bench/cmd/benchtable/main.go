@@ -65,7 +65,10 @@ row of the same name without ` + "`_conn`" + ` in the same group, at the same co
 round, median over rounds. rt/check is round trips per check: counted with a go-redis hook (on the
 cluster one on each node's client, counting the commands that carry a check), and for a ` + "`_conn`" + `
 row as the writes carrying a check on the store's connections, so that one write carrying the checks
-of several callers counts once; on the cluster a round trip is per node. "5 limits per check": ratekit
+of several callers counts once; on the cluster a round trip is per node. Redis µs/check is the CPU
+time of the Redis main thread (` + "`INFO cpu`" + `, summed over the masters on the cluster) over the
+measured checks divided by them: the commands and the reading and answering of them, the cost that
+bounds a Redis serving many clients. "5 limits per check": ratekit
 checks 5 rules in one check, each peer makes its five calls; on the cluster the five rules' counters
 are in five slots and each rule may block, so ratekit checks them in stages, one round trip each, so
 that nothing is charged past a block. The banned client is one rule with a ban, every identifier
@@ -223,8 +226,8 @@ func table(runs []run) string {
 		byKey[key{r.group, r.name, r.callers}] = r
 	}
 	var b strings.Builder
-	b.WriteString("| group | contender | c1 checks/s | c64 checks/s | c1 × best peer | c64 × best peer | × go-redis path c1 / c64 | rt/check c1 / c64 | B/op c1 / c64 | allocs/op c1 / c64 |\n")
-	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	b.WriteString("| group | contender | c1 checks/s | c64 checks/s | c1 × best peer | c64 × best peer | × go-redis path c1 / c64 | rt/check c1 / c64 | Redis µs/check c1 / c64 | B/op c1 / c64 | allocs/op c1 / c64 |\n")
+	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, k := range rows {
 		c1, ok1 := byKey[key{k.group, k.name, "c1"}]
 		c64, ok64 := byKey[key{k.group, k.name, "c64"}]
@@ -252,16 +255,22 @@ func table(runs []run) string {
 			path = cell(c1, ok1, ratioOf("path")) + " / " + cell(c64, ok64, ratioOf("path"))
 		}
 		metric := func(unit, format string) string {
-			return cell(c1, ok1, func(r run) string { return fmt.Sprintf(format, r.metrics[unit]) }) + " / " +
-				cell(c64, ok64, func(r run) string { return fmt.Sprintf(format, r.metrics[unit]) })
+			f := func(r run) string {
+				v, ok := r.metrics[unit]
+				if !ok {
+					return "—"
+				}
+				return fmt.Sprintf(format, v)
+			}
+			return cell(c1, ok1, f) + " / " + cell(c64, ok64, f)
 		}
 		name := k.name
 		if !isPeer(name) {
 			name = "**" + name + "**"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", k.group, name,
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", k.group, name,
 			cell(c1, ok1, rate), cell(c64, ok64, rate), cell(c1, ok1, ratio), cell(c64, ok64, ratio), path,
-			metric("rt/check", "%.3g"), metric("B/op", "%.0f"), metric("allocs/op", "%.0f"))
+			metric("rt/check", "%.3g"), metric("redis-us/check", "%.3g"), metric("B/op", "%.0f"), metric("allocs/op", "%.0f"))
 	}
 	return b.String()
 }

@@ -18,7 +18,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"cmp"
 	"context"
@@ -45,6 +44,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/ratekit/ratekit/bench/internal/numfmt"
+	"github.com/ratekit/ratekit/bench/internal/redisinfo"
 )
 
 // PeerModule is the envoyproxy/ratelimit version compared against.
@@ -572,7 +572,7 @@ func drive(ctx context.Context, addr string, rdb *redis.Client, o *options, desc
 		})
 	}
 	time.Sleep(o.warmup)
-	before, err := commandUsec(ctx, rdb)
+	before, err := redisinfo.CommandUsec(ctx, rdb)
 	if err != nil {
 		fail(err)
 	}
@@ -581,7 +581,7 @@ func drive(ctx context.Context, addr string, rdb *redis.Client, o *options, desc
 	time.Sleep(o.duration)
 	measuring.Store(false)
 	elapsed := time.Since(start)
-	after, err := commandUsec(ctx, rdb)
+	after, err := redisinfo.CommandUsec(ctx, rdb)
 	if err != nil {
 		fail(err)
 	}
@@ -596,37 +596,6 @@ func drive(ctx context.Context, addr string, rdb *redis.Client, o *options, desc
 	}
 	// The usec of the INFO call itself is in after: negligible against a run.
 	return measure{requests: n, elapsed: elapsed, redisUS: after - before}, nil
-}
-
-// commandUsec sums the usec of every command in INFO commandstats.
-func commandUsec(ctx context.Context, rdb *redis.Client) (float64, error) {
-	info, err := rdb.Info(ctx, "commandstats").Result()
-	if err != nil {
-		return 0, err
-	}
-	return sumUsec(info)
-}
-
-// sumUsec sums the usec fields of the cmdstat lines of an INFO reply.
-func sumUsec(info string) (float64, error) {
-	total := 0.0
-	sc := bufio.NewScanner(strings.NewReader(info))
-	for sc.Scan() {
-		_, fields, ok := strings.Cut(sc.Text(), ":")
-		if !ok || !strings.HasPrefix(sc.Text(), "cmdstat_") {
-			continue
-		}
-		for _, f := range strings.Split(fields, ",") {
-			if v, ok := strings.CutPrefix(f, "usec="); ok {
-				us, err := strconv.ParseFloat(v, 64)
-				if err != nil {
-					return 0, fmt.Errorf("commandstats %q: %w", sc.Text(), err)
-				}
-				total += us
-			}
-		}
-	}
-	return total, sc.Err()
 }
 
 func redisVersion(ctx context.Context, rdb *redis.Client) (string, error) {

@@ -60,12 +60,7 @@ func TestSpliceReadme(t *testing.T) {
 	}
 }
 
-func TestSumUsecAndThousands(t *testing.T) {
-	info := "# Commandstats\r\ncmdstat_evalsha:calls=10,usec=95,usec_per_call=9.50,rejected_calls=0,failed_calls=0\r\n" +
-		"cmdstat_incrby:calls=5,usec=5,usec_per_call=1.00\r\n"
-	if got, err := sumUsec(info); err != nil || got != 100 {
-		t.Fatalf("sumUsec = %v, %v; want 100", got, err)
-	}
+func TestThousandsAndInts(t *testing.T) {
 	if got := numfmt.Thousands(1234567.4); got != "1,234,567" {
 		t.Fatalf("thousands: %s", got)
 	}

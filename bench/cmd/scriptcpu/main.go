@@ -25,6 +25,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratekit/ratekit/bench/internal/redisinfo"
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/redisstore"
 )
@@ -136,22 +137,13 @@ func measure(ctx context.Context, rdb *redis.Client, rules []ratelimit.Rule, n, 
 	return calls, usec, cpu, inner
 }
 
-// mainThreadCPU returns the user and system CPU seconds of Redis's main
-// thread so far.
+// mainThreadCPU returns the CPU seconds of Redis's main thread so far.
 func mainThreadCPU(ctx context.Context, rdb *redis.Client) float64 {
-	info, err := rdb.Info(ctx, "cpu").Result()
+	cpu, err := redisinfo.MainThreadCPU(ctx, rdb)
 	if err != nil {
 		log.Fatal(err)
 	}
-	total := 0.0
-	for _, line := range strings.Split(info, "\n") {
-		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
-		if k == "used_cpu_user_main_thread" || k == "used_cpu_sys_main_thread" {
-			f, _ := strconv.ParseFloat(v, 64)
-			total += f
-		}
-	}
-	return total
+	return cpu
 }
 
 // commandStats returns the calls and usec_per_call of EVALSHA, and how many
