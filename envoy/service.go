@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"net/http"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -275,11 +274,10 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		}
 		resp.Statuses[i] = st
 	}
-	h := headerPool.Get().(http.Header)
-	s.profile.SetHeaders(h, &d, now, 0)
-	resp.ResponseHeadersToAdd = headerValues(h)
-	clear(h) // the answer holds the values themselves, not h's slices
-	headerPool.Put(h)
+	var buf [8]headerField // the most a profile writes: on the stack
+	fields := buf[:0]
+	s.profile.Each(&d, now, 0, func(name, value string) { fields = append(fields, headerField{name, value}) })
+	resp.ResponseHeadersToAdd = headerValues(fields)
 	code := "ok"
 	if resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT {
 		code = "over_limit"
@@ -290,9 +288,6 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	}
 	return resp, nil
 }
-
-// headerPool holds the emptied header maps that answers are rendered from.
-var headerPool = sync.Pool{New: func() any { return http.Header{} }}
 
 // checkAll checks every descriptor: one Check for one descriptor, else one
 // ratelimit.CheckBatch (one store call for all of them), or with
@@ -578,21 +573,6 @@ func currentLimit(cl *rlsv3.RateLimitResponse_RateLimit, e *ratelimit.Evaluation
 	return cl
 }
 
-// headerSpelling restores the spelling of the header names that http.Header
-// canonicalises ("RateLimit", not "Ratelimit"); Envoy compares names without
-// case, people reading a dump do not.
-var headerSpelling = func() map[string]string {
-	m := map[string]string{}
-	for _, name := range []string{
-		ratelimitheaders.HeaderRateLimitPolicy, ratelimitheaders.HeaderRateLimit, ratelimitheaders.HeaderRateLimitLimit,
-		ratelimitheaders.HeaderRateLimitRemaining, ratelimitheaders.HeaderRateLimitReset, ratelimitheaders.HeaderRateLimitName,
-		ratelimitheaders.HeaderRateLimitObserved, ratelimitheaders.HeaderRateLimitResetTime, ratelimitheaders.HeaderRetryAfter,
-	} {
-		m[http.CanonicalHeaderKey(name)] = name
-	}
-	return m
-}()
-
 // setDuration fills and returns pb, a zero message, with d: durationpb.New
 // into a message the caller allocated.
 func setDuration(pb *durationpb.Duration, d time.Duration) *durationpb.Duration {
@@ -600,32 +580,21 @@ func setDuration(pb *durationpb.Duration, d time.Duration) *durationpb.Duration 
 	return pb
 }
 
-// headerValues turns h into Envoy's header list, sorted by name so answers
-// are stable, with the values in one block.
-func headerValues(h http.Header) []*corev3.HeaderValue {
-	n := 0
-	for _, vs := range h {
-		n += len(vs)
-	}
-	if n == 0 {
+// headerField is one field of an answer's headers.
+type headerField struct{ name, value string }
+
+// headerValues returns fields as Envoy's header list, sorted by name so that
+// answers are stable, a name's values in the order they were added.
+func headerValues(fields []headerField) []*corev3.HeaderValue {
+	if len(fields) == 0 {
 		return nil
 	}
-	block := make([]corev3.HeaderValue, n)
-	out := make([]*corev3.HeaderValue, 0, n)
-	for k, vs := range h {
-		for _, v := range vs {
-			hv := &block[len(out)]
-			hv.Key, hv.Value = k, v
-			out = append(out, hv)
-		}
-	}
-	// By the canonical name, keeping each name's values in order; then the
-	// names are spelled as the headers define them.
-	slices.SortStableFunc(out, func(a, b *corev3.HeaderValue) int { return strings.Compare(a.Key, b.Key) })
-	for _, hv := range out {
-		if spelled, ok := headerSpelling[hv.Key]; ok {
-			hv.Key = spelled
-		}
+	slices.SortStableFunc(fields, func(a, b headerField) int { return strings.Compare(a.name, b.name) })
+	block := make([]corev3.HeaderValue, len(fields))
+	out := make([]*corev3.HeaderValue, len(fields))
+	for i, hf := range fields {
+		block[i].Key, block[i].Value = hf.name, hf.value
+		out[i] = &block[i]
 	}
 	return out
 }

@@ -66,12 +66,21 @@ const (
 // fields keep stating the real reset, and so does NewProblem. Call it before
 // the response is written, on allowed and blocked requests alike.
 func (p Profile) SetHeaders(h http.Header, d *Decision, now time.Time, extra time.Duration) {
+	p.Each(d, now, extra, h.Set)
+}
+
+// Each calls set with each field that SetHeaders writes for d, in the order
+// it writes them, each name spelled as its header defines it
+// ("RateLimit-Policy"): for a transport that carries headers as a list, such
+// as Envoy's RateLimitService, with no http.Header between (whose Set
+// allocates twice per field).
+func (p Profile) Each(d *Decision, now time.Time, extra time.Duration, set func(name, value string)) {
 	blocked := d.Blocked()
-	p.setRateLimit(h, d, blocked, now)
+	p.setRateLimit(set, d, blocked, now)
 	if blocked {
 		retry := seconds(d.RetryAfter(now)) + int64(extra/time.Second)
-		h.Set(HeaderRetryAfter, strconv.FormatInt(retry, 10))
-		h.Set("Cache-Control", "no-store")
+		set(HeaderRetryAfter, strconv.FormatInt(retry, 10))
+		set("Cache-Control", "no-store")
 	}
 }
 
@@ -81,7 +90,7 @@ func (p Profile) SetHeaders(h http.Header, d *Decision, now time.Time, extra tim
 // transport states its own way. It is nil when there are none.
 func (p Profile) Fields(d *Decision, now time.Time) map[string][]string {
 	h := http.Header{}
-	p.setRateLimit(h, d, d.Blocked(), now)
+	p.setRateLimit(h.Set, d, d.Blocked(), now)
 	if len(h) == 0 {
 		return nil
 	}
@@ -92,9 +101,10 @@ func (p Profile) Fields(d *Decision, now time.Time) map[string][]string {
 	return out
 }
 
-// setRateLimit writes the rate-limit headers of d's enforcing evaluation, if
-// any; blocked is d.Blocked(), which the caller has already computed.
-func (p Profile) setRateLimit(h http.Header, d *Decision, blocked bool, now time.Time) {
+// setRateLimit calls set with the rate-limit fields of d's enforcing
+// evaluation, if any; blocked is d.Blocked(), which the caller has already
+// computed.
+func (p Profile) setRateLimit(set func(name, value string), d *Decision, blocked bool, now time.Time) {
 	e := d.Enforcing()
 	if e == nil {
 		return
@@ -114,26 +124,26 @@ func (p Profile) setRateLimit(h http.Header, d *Decision, blocked bool, now time
 		b = strconv.AppendInt(b, info.Limit, 10)
 		b = append(b, ";w="...)
 		b = strconv.AppendInt(b, max(seconds(info.Period), 1), 10)
-		h.Set(HeaderRateLimitPolicy, string(b))
+		set(HeaderRateLimitPolicy, string(b))
 		b = append(b[:name], ";r="...)
 		b = strconv.AppendInt(b, remaining, 10)
 		b = append(b, ";t="...)
 		b = strconv.AppendInt(b, reset, 10)
-		h.Set(HeaderRateLimit, string(b))
+		set(HeaderRateLimit, string(b))
 	case Legacy:
-		h.Set(HeaderRateLimitLimit, strconv.FormatInt(info.Limit, 10))
-		h.Set(HeaderRateLimitRemaining, strconv.FormatInt(remaining, 10))
-		h.Set(HeaderRateLimitReset, strconv.FormatInt(reset, 10))
+		set(HeaderRateLimitLimit, strconv.FormatInt(info.Limit, 10))
+		set(HeaderRateLimitRemaining, strconv.FormatInt(remaining, 10))
+		set(HeaderRateLimitReset, strconv.FormatInt(reset, 10))
 	case GitLab:
 		resetAt := now.Add(time.Duration(reset) * time.Second)
 		perMinute := int64(math.Ceil(float64(info.Limit) * float64(time.Minute) / float64(info.Period)))
-		h.Set(HeaderRateLimitName, e.Rule.Name)
-		h.Set(HeaderRateLimitLimit, strconv.FormatInt(perMinute, 10))
-		h.Set(HeaderRateLimitObserved, strconv.FormatInt(int64(math.Ceil(info.Count)), 10))
-		h.Set(HeaderRateLimitRemaining, strconv.FormatInt(remaining, 10))
-		h.Set(HeaderRateLimitReset, strconv.FormatInt(resetAt.Unix(), 10))
+		set(HeaderRateLimitName, e.Rule.Name)
+		set(HeaderRateLimitLimit, strconv.FormatInt(perMinute, 10))
+		set(HeaderRateLimitObserved, strconv.FormatInt(int64(math.Ceil(info.Count)), 10))
+		set(HeaderRateLimitRemaining, strconv.FormatInt(remaining, 10))
+		set(HeaderRateLimitReset, strconv.FormatInt(resetAt.Unix(), 10))
 		if blocked {
-			h.Set(HeaderRateLimitResetTime, resetAt.UTC().Format(http.TimeFormat))
+			set(HeaderRateLimitResetTime, resetAt.UTC().Format(http.TimeFormat))
 		}
 	}
 }

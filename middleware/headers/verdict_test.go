@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -84,9 +85,24 @@ func TestProfiles(t *testing.T) {
 			if got := headers(tc.p, tc.d); !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("headers\n got %v\nwant %v", got, tc.want)
 			}
+			// Each gives the same fields, named as the headers spell them.
+			fromEach := http.Header{}
+			tc.p.Each(tc.d, now, 0, func(name, value string) {
+				if !slices.Contains(spelled, name) {
+					t.Errorf("Each: field name %q is not one of %q", name, spelled)
+				}
+				fromEach.Add(name, value)
+			})
+			if !reflect.DeepEqual(fromEach, tc.want) {
+				t.Errorf("Each\n got %v\nwant %v", fromEach, tc.want)
+			}
 		})
 	}
 }
+
+// spelled are the field names as their headers define them.
+var spelled = []string{HeaderRateLimitPolicy, HeaderRateLimit, HeaderRateLimitLimit, HeaderRateLimitRemaining,
+	HeaderRateLimitReset, HeaderRateLimitName, HeaderRateLimitObserved, HeaderRateLimitResetTime, HeaderRetryAfter, "Cache-Control"}
 
 func TestGitLabNormalisesToAMinute(t *testing.T) {
 	d := &Decision{Results: []ratelimit.Result{result(eval(rule("r", ratelimit.ActionLimit), 1000, time.Hour, 10.5, time.Hour))}}
