@@ -100,14 +100,17 @@ func TestClusterChecksCombinedPerNode(t *testing.T) {
 	nodes := redistest.StartCluster(t, 2)
 	r := &recordingClient{}
 	s := recordedStoreOn(t, "redis://"+nodes[0].Addr+"?addr="+nodes[1].Addr, r)
-	tbl := s.dialed.nodes.table.Load()
-	if tbl == nil || len(tbl.combiners) != 2 {
-		t.Fatalf("slot table after connecting: %+v; want 2 masters", tbl)
-	}
+	k := newKeyer(t)
+	// The table is fetched on connecting, and again by a check if that failed.
+	var tbl *slotTable
+	waitFor(t, "a slot table of 2 masters", func() bool {
+		eval(t, s, check, k.count("table", 1<<40, 1))
+		tbl = s.dialed.nodes.table.Load()
+		return tbl != nil && len(tbl.combiners) == 2
+	})
 	for _, m := range tbl.combiners {
 		m.limit = 1 // one in flight per master: every later check for it queues
 	}
-	k := newKeyer(t)
 	// names[i]: keys on nodes[i] (the first holds slots 0-8191)
 	var names [2][]string
 	for i := 0; len(names[0]) < 4 || len(names[1]) < 3; i++ {
