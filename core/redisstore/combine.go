@@ -161,15 +161,17 @@ func (m *combiner) send(c rueidis.Client, batch []*waiter) {
 // combined only with checks bound for the same node: a combined call waits
 // for all its replies, and a hung node must hold up its own checks only.
 // Which master serves a slot comes from CLUSTER SLOTS, fetched when the
-// store connects and again every slotsRefresh, in the background. A stale
-// table only mixes two nodes' checks for a while: rueidis still routes each
-// command by its slot. Until a table arrives, and for a check whose keys are
+// store connects and again every slotsRefresh, on a timer that Close
+// stops. A stale table only mixes two nodes' checks for a while: rueidis
+// still routes each command by its slot. Until a table arrives, and for a check whose keys are
 // on several nodes, calls are sent as they are, not combined.
 type nodeCombiners struct {
-	raw     rueidis.Client // the cluster client, unwrapped: refreshes are no check's round trip
-	table   atomic.Pointer[slotTable]
-	nextTry atomic.Int64 // unix nanoseconds: no refresh before
-	busy    atomic.Bool  // a refresh is running
+	raw   rueidis.Client // the cluster client, unwrapped: refreshes are no check's round trip
+	table atomic.Pointer[slotTable]
+
+	mu      sync.Mutex
+	next    *time.Timer // the next refresh
+	stopped bool        // the store is closed: no more refreshes
 }
 
 // slotTable maps each slot to its master's combiner.
@@ -189,12 +191,6 @@ const (
 
 // doMulti is combiner.doMulti with the combiner of the node cmds are for.
 func (n *nodeCombiners) doMulti(ctx context.Context, c rueidis.Client, cmds rueidis.Commands) ([]rueidis.RedisResult, error) {
-	if now := time.Now().UnixNano(); now >= n.nextTry.Load() && n.busy.CompareAndSwap(false, true) {
-		go func() {
-			defer n.busy.Store(false)
-			n.refresh(context.Background())
-		}()
-	}
 	if t := n.table.Load(); t != nil {
 		if i := t.nodeOf(cmds); i != noNode {
 			return t.combiners[i].doMulti(ctx, c, cmds)
@@ -214,14 +210,43 @@ func (t *slotTable) nodeOf(cmds rueidis.Commands) uint8 {
 	return i
 }
 
-// refresh fetches the slot table, keeping the combiners of masters that stay.
+// start fetches the slot table from raw, then keeps it fresh until stop.
+func (n *nodeCombiners) start(ctx context.Context, raw rueidis.Client) {
+	n.raw = raw
+	n.refresh(ctx)
+}
+
+// stop ends the refreshes.
+func (n *nodeCombiners) stop() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.stopped = true
+	if n.next != nil {
+		n.next.Stop()
+	}
+}
+
+// refresh fetches the slot table and schedules the next fetch: in
+// slotsRefresh, or in slotsRetry after a failure.
 func (n *nodeCombiners) refresh(ctx context.Context) {
+	wait := slotsRefresh
+	if err := n.fetch(ctx); err != nil {
+		wait = slotsRetry
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !n.stopped {
+		n.next = time.AfterFunc(wait, func() { n.refresh(context.Background()) })
+	}
+}
+
+// fetch reads the slot table, keeping the combiners of masters that stay.
+func (n *nodeCombiners) fetch(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, slotsRetry)
 	defer cancel()
 	ranges, err := n.raw.Do(ctx, n.raw.B().ClusterSlots().Build()).ToArray()
 	if err != nil {
-		n.nextTry.Store(time.Now().Add(slotsRetry).UnixNano())
-		return
+		return err
 	}
 	old := n.table.Load()
 	t := &slotTable{}
@@ -251,7 +276,7 @@ func (n *nodeCombiners) refresh(ctx context.Context) {
 		}
 	}
 	n.table.Store(t)
-	n.nextTry.Store(time.Now().Add(slotsRefresh).UnixNano())
+	return nil
 }
 
 // index returns addr's index in t, adding it (with its combiner in old, if

@@ -133,9 +133,8 @@ func (d *dialed) connect(life context.Context, s *Store, opt rueidis.ClientOptio
 				err = ErrClosed
 			} else {
 				if c.Mode() == rueidis.ClientModeCluster {
-					s.sharding = bySlot // read only after client is loaded
-					d.nodes.raw = c
-					d.nodes.refresh(life) // combine from the first check on
+					s.sharding = bySlot    // read only after client is loaded
+					d.nodes.start(life, c) // combine from the first check on
 				}
 				if wrap != nil {
 					c = wrap(c)
@@ -206,6 +205,7 @@ func (s *Store) Close() error {
 		d.closed.Store(true)
 		d.cancel()
 		<-d.done
+		d.nodes.stop()
 		if c := d.client.Load(); c != nil {
 			c.Close()
 		}
