@@ -111,7 +111,6 @@ func (m *combiner) next() []*waiter {
 func (m *combiner) send(c rueidis.Client, batch []*waiter) {
 	var cmds rueidis.Commands
 	for ; batch != nil; batch = m.next() {
-		var res0 []rueidis.RedisResult // the replies of the DoMulti, if one was sent
 		var deadline time.Time
 		forever := false
 		taken := batch[:0]
@@ -129,25 +128,23 @@ func (m *combiner) send(c rueidis.Client, batch []*waiter) {
 		}
 		if len(taken) > 0 {
 			// The replies are awaited as long as one of the callers waits.
-			ctx, cancel := context.Background(), context.CancelFunc(func() {})
+			ctx, cancel := context.Background(), func() {}
 			if !forever {
 				ctx, cancel = context.WithDeadline(ctx, deadline)
 			}
 			res := c.DoMulti(ctx, cmds...)
 			cancel()
-			res0 = res
+			if !settled(res) {
+				cmds = nil // rueidis may still be writing them: not reused
+			}
 			for _, w := range taken {
 				n := len(w.cmds)
 				w.res, res = res[:n:n], res[n:]
 				w.done <- struct{}{}
 			}
 		}
-		if !settled(res0) {
-			cmds = nil // rueidis may still be writing them
-		} else {
-			clear(cmds)
-			cmds = cmds[:0]
-		}
+		clear(cmds)
+		cmds = cmds[:0]
 		clear(batch)
 		m.mu.Lock()
 		if m.spare == nil {
