@@ -2,6 +2,8 @@ package redisstore
 
 import (
 	"fmt"
+	"math"
+	"strconv"
 	"testing"
 	"time"
 
@@ -65,6 +67,41 @@ func TestAlgorithmShortFormsHandOver(t *testing.T) {
 		expectOutcomes(t, "large cost", eval(t, s, check, big), ok(123456789012345, time.Minute))
 		if got, err := c.HGet(ctx, big.Key, "c").Result(); err != nil || got != "123456789012345" {
 			t.Errorf("c = %q, %v; want 123456789012345", got, err)
+		}
+	})
+}
+
+// TestAlgorithmFractionalCounts: a passed sliding window or token bucket op
+// whose count has a fraction (the previous window's weighted share; a token
+// period of a fraction of a millisecond) is sent as the state it is computed
+// from, not as a decimal string, and comes out as the memory store's count.
+func TestAlgorithmFractionalCounts(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, s *Store, c redis.UniversalClient) {
+		k := newKeyer(t)
+		// A window half over whose previous window counted 7 and this one 3:
+		// the estimate is 7 × ½ + 3, and 1 more after the check. A
+		// millisecond passing takes 7/3,600,000 from it.
+		slide := ratelimit.Op{Kind: ratelimit.OpSliding, Key: k.key("slide"), Limit: 100, Cost: 1, Period: time.Hour, Terminal: true}
+		if err := c.HSet(ctx, slide.Key, "c", "3", "p", "7").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.PExpire(ctx, slide.Key, 90*time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+		got := eval(t, s, check, slide)[0]
+		if math.Abs(got.Count-7.5) > 1e-3 || got.Exceeded {
+			t.Errorf("sliding window: %+v, want a count of 7.5", got)
+		}
+
+		// Three tokens a second: a token is 333⅓ ms, so the bucket's time is
+		// rounded up to 334 ms and the count is that less the rounding.
+		bucket := ratelimit.Op{Kind: ratelimit.OpTokenBucket, Key: k.key("bucket"), Limit: 3, Burst: 3, Cost: 1, Period: time.Second, Terminal: true}
+		got = eval(t, s, check, bucket)[0]
+		if math.Abs(got.Count-1) > 1e-9 || got.TTL != 334*time.Millisecond {
+			t.Errorf("token bucket, first check: %+v, want a count of 1 and a TTL of 334ms", got)
+		}
+		if v, err := c.Get(ctx, bucket.Key).Result(); err != nil || math.Abs(parseFloat(t, v)-2.0/3) > 1e-9 {
+			t.Errorf("token bucket value %q, %v; want the rounding, ⅔ ms", v, err)
 		}
 	})
 }
@@ -193,4 +230,13 @@ func TestAlgorithmShortFormsWithBan(t *testing.T) {
 		}
 		expectOutcomes(t, "bucket over a set", eval(t, s, check, foreign), ok(1, 6*time.Second))
 	})
+}
+
+func parseFloat(t *testing.T, s string) float64 {
+	t.Helper()
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
 }

@@ -215,5 +215,48 @@ func appendNumArgs(args []any, code int, op *ratelimit.Op) []any {
 	if frac {
 		args = append(args, strconv.FormatFloat(op.Cost, 'g', -1, 64))
 	}
+	if isFullBucketForm(code) {
+		ms, fr := fullBucket(op)
+		args = append(args, numArg(ms), fr.v)
+	}
 	return args
+}
+
+// isFullBucketForm reports whether code (an index in opCodes) is a token
+// bucket's short form without a ban, whose fields end with what a full bucket
+// becomes (see fullBucket).
+func isFullBucketForm(code int) bool { return code == 38 || code == 39 }
+
+// fullBucket returns what the key of op, a token bucket, becomes when op
+// passes on a full bucket: its TTL in milliseconds, ceil(cost × t) and at
+// least 1, where t = period_ms / limit is the time of a token, and the
+// fraction of a millisecond that TTL was rounded up by, the key's value. It
+// computes them as evaluate.lua does, in float64, so the script need not:
+// Redis 7.0 formats a number that a script passes to a command with
+// "%.17g", which costs it more than a command (docs/design.md). The
+// fraction is cached as numbers are, by limit, period and cost.
+func fullBucket(op *ratelimit.Op) (int64, *boxedFrac) {
+	limit, period, cost := op.Limit, millis(op.Period), int64(op.Cost)
+	h := (uint64(limit)*0x9E3779B97F4A7C15 ^ uint64(period)) * 0xBF58476D1CE4E5B9
+	slot := &fracArgs[(h^uint64(cost))*0x94D049BB133111EB>>(64-numArgBits)]
+	if a := slot.Load(); a != nil && a.limit == limit && a.period == period && a.cost == cost {
+		return a.ms, a
+	}
+	ttl := float64(cost) * (float64(period) / float64(limit))
+	ms := math.Max(math.Ceil(ttl), 1)
+	s := "0"
+	if f := ms - ttl; f != 0 {
+		s = strconv.FormatFloat(f, 'g', -1, 64)
+	}
+	a := &boxedFrac{limit: limit, period: period, cost: cost, ms: int64(ms), s: s, v: s}
+	slot.Store(a)
+	return a.ms, a
+}
+
+var fracArgs [1 << numArgBits]atomic.Pointer[boxedFrac]
+
+type boxedFrac struct {
+	limit, period, cost, ms int64
+	s                       string
+	v                       any // s, boxed
 }

@@ -2,10 +2,14 @@ package redisstore
 
 import (
 	"fmt"
+	"math"
+	"slices"
+	"strconv"
 	"testing"
 	"time"
 
 	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/redistest"
 )
 
 func TestEvalArgs(t *testing.T) {
@@ -61,9 +65,19 @@ func TestEvalArgs(t *testing.T) {
 		{Kind: ratelimit.OpTokenBucket, Key: "{r}", BanKey: "{r}:ban", Cost: 2, Limit: 5, Period: time.Minute, Burst: 7, BanFor: time.Second},
 	}
 	keys, args = evalArgs(ratelimit.ModeCheck, other, nil)
-	want = `[B 5 60000 3600000 2 b 5 60000 0 1 W 5 60000 1 g320 5 60000 1000 0.5 7 w 5 1000 3 K 5 60000 2 7 k 5 60000 1 7 X 5 60000 3600000 1 y 5 60000 1000 2 7]`
+	want = `[B 5 60000 3600000 2 b 5 60000 0 1 W 5 60000 1 g320 5 60000 1000 0.5 7 w 5 1000 3 K 5 60000 2 7 24000 0 k 5 60000 1 7 12000 0 X 5 60000 3600000 1 y 5 60000 1000 2 7]`
 	if fmt.Sprint(keys) != "[{j} {j}:ban {k} {k}:ban {l} {m} {m}:ban {n} {o} {p} {q} {q}:ban {r} {r}:ban]" || fmt.Sprint(args) != want {
 		t.Errorf("bans and algorithms: keys %v\nargs %v\nwant %s", keys, args, want)
+	}
+	// A token bucket's short form ends with what a full bucket becomes: a
+	// token of 333⅓ ms makes a TTL of 334 ms, rounded up by ⅔ ms; the TTL is
+	// at least a millisecond.
+	thirds := []ratelimit.Op{
+		{Kind: ratelimit.OpTokenBucket, Key: "{s}", Cost: 1, Limit: 3, Period: time.Second, Burst: 3},
+		{Kind: ratelimit.OpTokenBucket, Key: "{t}", Cost: 1, Limit: 4000, Period: time.Second, Burst: 1},
+	}
+	if _, args = evalArgs(ratelimit.ModeCheck, thirds, nil); fmt.Sprint(args) != `[k 3 1000 1 3 334 0.6666666666666856 k 4000 1000 1 1 1 0.75]` {
+		t.Errorf("full buckets: args %v", args)
 	}
 	if _, args = evalArgs(ratelimit.ModePeek, other[3:7], nil); fmt.Sprint(args) != `[g321 5 60000 1000 0.5 7 g201 5 1000 0 3  g311 5 60000 0 2 7 g301 5 60000 0 1 7]` {
 		t.Errorf("algorithms in a peek: args %v", args)
@@ -123,17 +137,75 @@ func TestDecodeRejectsMalformedReplies(t *testing.T) {
 		{"1", "5", int64(0)},          // ttl not an integer
 		{"1", int64(5), "0"},          // bits not an integer
 	} {
-		if err := decode(res, make([]ratelimit.OpResult, 2), nil); err == nil {
+		if err := decode(res, make([]ratelimit.Op, 2), make([]ratelimit.OpResult, 2), nil); err == nil {
 			t.Errorf("decode(%v) accepted", res)
 		}
 	}
 	out := make([]ratelimit.OpResult, 3)
-	if err := decode([]any{"0.5", int64(1500), int64(bitExceeded), int64(2), int64(10), int64(bitBanned | bitExceeded)}, out, []int{2, 0}); err != nil {
+	if err := decode([]any{"0.5", int64(1500), int64(bitExceeded), int64(2), int64(10), int64(bitBanned | bitExceeded)}, make([]ratelimit.Op, 3), out, []int{2, 0}); err != nil {
 		t.Fatal(err)
 	}
 	if out[2] != (ratelimit.OpResult{Evaluated: true, Count: 0.5, TTL: 1500 * time.Millisecond, Exceeded: true}) ||
 		out[0] != (ratelimit.OpResult{Evaluated: true, Count: 2, TTL: 10 * time.Millisecond, Banned: true, Exceeded: true}) ||
 		out[1].Evaluated {
 		t.Errorf("decoded %+v", out)
+	}
+}
+
+// TestDecodeState: a passed sliding window or token bucket op's count sent as
+// the state it is computed from (bitState) decodes to the count.
+func TestDecodeState(t *testing.T) {
+	ops := []ratelimit.Op{
+		{Kind: ratelimit.OpSliding, Limit: 10, Period: time.Minute},
+		{Kind: ratelimit.OpTokenBucket, Limit: 10, Burst: 10, Period: time.Minute},
+		{Kind: ratelimit.OpTokenBucket, Limit: 3, Burst: 3, Period: time.Second},
+	}
+	out := make([]ratelimit.OpResult, 3)
+	res := []any{
+		int64(90000), int64(30000), int64(bitState), // 1.5 × 60000
+		"0.5", int64(6000), int64(bitState), // (6000 - 0.5) / 6000
+		int64(0), int64(667), int64(bitState), // 667 ms of 333.3… per token, whole: 2.001
+	}
+	if err := decode(res, ops, out, nil); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []float64{1.5, 5999.5 / 6000, 667 / (1000.0 / 3)} {
+		if math.Abs(out[i].Count-want) > 1e-12 || out[i].Exceeded || out[i].Banned {
+			t.Errorf("op %d: %+v, want count %v", i, out[i], want)
+		}
+	}
+}
+
+// TestEvalCommandMatchesEvalArgs: the rueidis path sends the very command the
+// go-redis path does, for every form of op.
+func TestEvalCommandMatchesEvalArgs(t *testing.T) {
+	c, err := dialStore(t, redistest.URL(t)).dialed.get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops := []ratelimit.Op{
+		{Kind: ratelimit.OpCount, Key: "{a}", BanKey: "{a}:ban", Cost: 0.25, Limit: 5, Period: 1500 * time.Microsecond, BanFor: time.Hour, Terminal: true},
+		{Kind: ratelimit.OpDistinct, Key: "{a}", Member: "m:1", Cost: 1, Limit: 3, Period: time.Minute},
+		{Kind: ratelimit.OpCount, Key: "{a}", Cost: 1, Limit: 1 << 40, Period: time.Hour},
+		{Kind: ratelimit.OpCount, Key: "{a}", BanKey: "{a}:ban", Cost: 2, Limit: 5, Period: time.Minute, BanFor: time.Hour},
+		{Kind: ratelimit.OpSliding, Key: "{a}", Cost: 1, Limit: 5, Period: time.Minute, Terminal: true},
+		{Kind: ratelimit.OpSliding, Key: "{a}", BanKey: "{a}:ban", Cost: 1, Limit: 5, Period: time.Minute, BanFor: time.Hour},
+		{Kind: ratelimit.OpTokenBucket, Key: "{a}", Cost: 1, Limit: 3, Period: time.Second, Burst: 3},
+		{Kind: ratelimit.OpTokenBucket, Key: "{a}", BanKey: "{a}:ban", Cost: 2, Limit: 5, Period: time.Minute, Burst: 7, BanFor: time.Second},
+		{Kind: ratelimit.OpTokenBucket, Key: "{a}", Cost: 0.5, Limit: 5, Period: time.Minute, Burst: 7},
+	}
+	for _, mode := range []ratelimit.Mode{ratelimit.ModeCheck, ratelimit.ModePeek} {
+		for _, idx := range [][]int{nil, {6, 0, 3}} {
+			keys, args := evalArgs(mode, ops, idx)
+			want := []string{"EVALSHA", evaluateHash, strconv.Itoa(len(keys))}
+			want = append(want, keys...)
+			for _, a := range args {
+				want = append(want, fmt.Sprint(a))
+			}
+			cmd := evalCommand(c, false, mode, ops, idx)
+			if got := cmd.Commands(); !slices.Equal(got, want) {
+				t.Errorf("mode %v, ops %v:\nrueidis  %q\ngo-redis %q", mode, idx, got, want)
+			}
+		}
 	}
 }

@@ -92,7 +92,7 @@ func (s *Store) batchPipelined(ctx context.Context, mode ratelimit.Mode, batch [
 		if err != nil {
 			return fmt.Errorf("redisstore: eval: %w", err)
 		}
-		if err := decode(res, outs[e], nil); err != nil {
+		if err := decode(res, ops, outs[e], nil); err != nil {
 			return err
 		}
 		i++
@@ -182,7 +182,7 @@ func (s *Store) batchDialed(ctx context.Context, mode ratelimit.Mode, batch [][]
 			refused = s.appendRefused(refused, ch, r)
 		}
 		for _, call := range calls {
-			if err := decodeResult(res[call.at], call.check.out, call.idx); err != nil {
+			if err := decodeResult(res[call.at], call.check.ops, call.check.out, call.idx); err != nil {
 				return err
 			}
 		}
@@ -197,7 +197,7 @@ func (s *Store) batchDialed(ctx context.Context, mode ratelimit.Mode, batch [][]
 				return err
 			}
 			for _, call := range refused {
-				if err := decodeResult(res[call.at], call.check.out, call.idx); err != nil {
+				if err := decodeResult(res[call.at], call.check.ops, call.check.out, call.idx); err != nil {
 					return err
 				}
 			}

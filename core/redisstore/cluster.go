@@ -131,7 +131,7 @@ func (s *Store) evalStage(ctx context.Context, mode ratelimit.Mode, ops []rateli
 		if err != nil {
 			return fmt.Errorf("redisstore: eval: %w", err)
 		}
-		if err := decode(res, out, idx); err != nil {
+		if err := decode(res, ops, out, idx); err != nil {
 			return err
 		}
 	}
@@ -162,7 +162,7 @@ func (s *Store) evalGroup(ctx context.Context, mode ratelimit.Mode, ops []rateli
 	if err != nil {
 		return fmt.Errorf("redisstore: eval: %w", err)
 	}
-	return decode(res, out, idx)
+	return decode(res, ops, out, idx)
 }
 
 // groupShards partitions start..end-1 by shard, keeping the order within each.

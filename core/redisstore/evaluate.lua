@@ -14,7 +14,10 @@
 --   'x', 'X': the same with a ban. Fields: limit (> 0), period_ms, ban_ms,
 --            cost.
 --   'k', 'K': a token bucket without a ban. Fields: limit (> 0), period_ms,
---            cost, burst (> 0).
+--            cost, burst (> 0), then what a full bucket's key becomes when
+--            the op passes: its TTL in ms (ceil(cost * period_ms / limit),
+--            at least 1) and the fraction of a ms that TTL was rounded up by
+--            (its value), which the client computes as the script would.
 --   'y', 'Y': the same with a ban. Fields: limit (> 0), period_ms, ban_ms,
 --            cost, burst (> 0): the general form's.
 --   The general form, for any op:
@@ -29,7 +32,12 @@
 --          would be truncated to integers) or the set size;
 --   ttl:   milliseconds left in the window, or in the ban when banned; the
 --          period when the key does not exist;
---   bits:  1 banned, 2 exceeded.
+--   bits:  1 banned, 2 exceeded, 4 the count value is what the client
+--          computes a passed sliding window's or token bucket's fractional
+--          count from: the count times period_ms (a whole number), or the
+--          fraction of a ms that the bucket's TTL was rounded up by (count =
+--          (ttl - fraction) * limit / period_ms). A script that formats a
+--          fraction as a string costs Redis more than a command.
 --
 -- Windows run on Redis's clock: a window is the key's TTL, set on the first
 -- write and never extended. The sliding window and token bucket keep their
@@ -90,7 +98,7 @@ while true do
       end
       count, ttl, bits = r, pttl, 0
       local limit = ARGV[a + 1]
-      if r >= 10 ^ (#limit - 1) and r > tonumber(limit) then bits = 2 end
+      if r >= 10 ^ (#limit - 1) and r > limit + 0 then bits = 2 end
     else -- a fractional or foreign value: INCRBY wrote nothing
       gkind, gbankey, gban, gpeek, glimit, gperiod, gbanfor, gcost, gmember = 0, key, false, false, ARGV[a + 1], period, '0', cost, ''
     end
@@ -119,7 +127,7 @@ while true do
         end
         count, ttl, bits = r, pttl, 0
         local limit = ARGV[a + 1]
-        if r >= 10 ^ (#limit - 1) and r > tonumber(limit) then
+        if r >= 10 ^ (#limit - 1) and r > limit + 0 then
           bits = 2
           local banfor = ARGV[a + 3]
           if banfor ~= '0' then -- whole milliseconds: "0" is the only zero
@@ -145,7 +153,7 @@ while true do
       bankey, banfor, cost = KEYS[k + 1], ARGV[a + 3], ARGV[a + 4]
       handover = rcall('PTTL', bankey) ~= -2
     end
-    local p = tonumber(period)
+    local p = period + 0
     local cur, prev, rem, fresh, prevs = 0, 0, p, true, '0'
     if not handover then
       local pttl = rcall('PTTL', key)
@@ -154,7 +162,7 @@ while true do
         if v.err then
           handover = true
         else
-          cur, prev, rem, fresh = tonumber(v[1]) or 0, tonumber(v[2]) or 0, pttl - p, false
+          cur, prev, rem, fresh = (v[1] or 0) + 0, (v[2] or 0) + 0, pttl - p, false
         end
       elseif pttl > 0 then -- this window ended: its count is the previous one
         local v = rpcall('HGET', key, 'c')
@@ -169,7 +177,7 @@ while true do
     if handover then
       gkind, gbankey, gban, gpeek, glimit, gperiod, gbanfor, gcost, gmember = 2, bankey, hasban, false, ARGV[a + 1], period, banfor, cost, ''
     else
-      local limit, costn = tonumber(ARGV[a + 1]), tonumber(cost)
+      local limit, costn = ARGV[a + 1] + 0, cost + 0
       local before = prev * rem / p + cur
       ttl, bits = rem, 0
       if before + costn <= limit then
@@ -179,6 +187,10 @@ while true do
           rcall('PEXPIRE', key, rem + p)
         elseif type(rpcall('HINCRBY', key, 'c', cost)) == 'table' then
           rcall('HINCRBYFLOAT', key, 'c', cost) -- the count holds a fraction
+        end
+        if count % 1 ~= 0 then -- the estimate's fraction: send count x period
+          local x = prev * rem + (cur + costn) * p
+          if x % 1 == 0 and x < 2^53 then count, bits = x, 4 end
         end
       else
         count, bits = before, 2
@@ -227,33 +239,42 @@ while true do
     end
     if handover then
       gkind, gbankey, gban, gpeek, glimit, gperiod, gbanfor, gcost, gmember = 3, bankey, hasban, false, ARGV[a + 1], period, banfor, cost, burst
+    elseif d == 0 and not hasban and cost + 0 <= burst + 1e-9 then
+      -- A full bucket, the usual one (a key is gone once its bucket is full
+      -- again): it becomes what the client sent, as strings, so that Redis
+      -- formats no number (7.0 formats a number argument as a fraction).
+      rcall('SET', key, ARGV[a + 6], 'PX', ARGV[a + 5])
+      count, ttl, bits = cost + 0, ARGV[a + 5] + 0, 0
     else
-      local burstn, costn = tonumber(burst), tonumber(cost)
-      local t = tonumber(period) / tonumber(ARGV[a + 1])
+      local burstn, costn = burst + 0, cost + 0
+      local t = period / ARGV[a + 1]
       local before = d / t
       if before + costn <= burstn + 1e-9 then
-        count, ttl, bits = before + costn, d + costn * t, 0
+        ttl = d + costn * t
         local ms = math.ceil(ttl)
         if ms < 1 then ms = 1 end
         local frac = ms - ttl
         if frac == 0 then
           frac = '0'
-        elseif frac % 1 ~= 0 then
+        else
           frac = string.format('%.17g', frac)
         end
         rcall('SET', key, frac, 'PX', ms)
+        -- The count is (ms - frac) / t: the client computes it from what was
+        -- written rather than have Redis format a second fraction.
+        count, ttl, bits = frac, ms, 4
       else
         count, ttl, bits = before, d + costn * t - burstn * t, 2
         if banfor ~= '0' then -- whole milliseconds: "0" is the only zero
           rcall('SET', bankey, '1', 'PX', banfor)
           ttl, bits = tonumber(banfor), 3
         end
+        if ttl < 0 then ttl = 0 end
+        if ttl % 1 ~= 0 then ttl = math.ceil(ttl) end
+        if count % 1 ~= 0 or count >= 2^53 then count = string.format('%.17g', count) end
       end
-      if ttl < 0 then ttl = 0 end
-      if ttl % 1 ~= 0 then ttl = math.ceil(ttl) end
-      if count % 1 ~= 0 or count >= 2^53 then count = string.format('%.17g', count) end
     end
-    if hasban then k, a = k + 2, a + 6 else k, a = k + 1, a + 5 end
+    if hasban then k, a = k + 2, a + 6 else k, a = k + 1, a + 7 end
   else
     local kind, flags, peek = string.byte(code, 2, 4)
     if code:sub(1, 1) ~= 'g' or not peek then
@@ -520,7 +541,7 @@ while true do
     out[nout + 1], out[nout + 2], out[nout + 3] = count, ttl, bits
   end
   nout = nout + 3
-  if terminal and bits >= 2 then
+  if terminal and bits >= 2 and bits < 4 then
     break
   end
 end

@@ -91,7 +91,7 @@ func (s *Store) evalScripts(ctx context.Context, c rueidis.Client, mode ratelimi
 		if isNoScript(res.Error()) {
 			res = c.Do(ctx, evalCommand(c, true, mode, ops, idx))
 		}
-		return decodeResult(res, out, idx)
+		return decodeResult(res, ops, out, idx)
 	}
 	cmds := make(rueidis.Commands, len(groups))
 	for g, idx := range groups {
@@ -117,7 +117,7 @@ func (s *Store) evalScripts(ctx context.Context, c rueidis.Client, mode ratelimi
 		}
 	}
 	for g, idx := range groups {
-		if err := decodeResult(res[g], out, idx); err != nil {
+		if err := decodeResult(res[g], ops, out, idx); err != nil {
 			return err
 		}
 	}
@@ -159,6 +159,11 @@ func evalCommand(c rueidis.Client, eval bool, mode ratelimit.Mode, ops []ratelim
 		if frac {
 			cmd = cmd.Args(strconv.FormatFloat(op.Cost, 'g', -1, 64))
 		}
+		if isFullBucketForm(code) {
+			ms, fr := fullBucket(op)
+			cmd = cmd.Args(numStr(ms), fr.s)
+			continue
+		}
 		if isShort(code) {
 			continue
 		}
@@ -172,8 +177,8 @@ func evalCommand(c rueidis.Client, eval bool, mode ratelimit.Mode, ops []ratelim
 }
 
 // decodeResult fills out[idx[j]] (out[j] when idx is nil) from the reply of
-// one evaluate.lua call.
-func decodeResult(res rueidis.RedisResult, out []ratelimit.OpResult, idx []int) error {
+// one evaluate.lua call for ops[idx[j]].
+func decodeResult(res rueidis.RedisResult, ops []ratelimit.Op, out []ratelimit.OpResult, idx []int) error {
 	vals, err := res.ToArray()
 	if err != nil {
 		return fmt.Errorf("redisstore: eval: %w", err)
@@ -199,7 +204,7 @@ func decodeResult(res rueidis.RedisResult, out []ratelimit.OpResult, idx []int) 
 		if idx != nil {
 			i = idx[j]
 		}
-		out[i] = outcome(count, ttl, bits)
+		out[i] = outcome(&ops[i], count, ttl, bits)
 	}
 	return nil
 }

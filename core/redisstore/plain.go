@@ -124,7 +124,7 @@ func (s *Store) decodePlain(ctx context.Context, c rueidis.Client, ops []ratelim
 		if count > op.Limit {
 			bits = bitExceeded
 		}
-		out[j] = outcome(float64(count), ttl, bits)
+		out[j] = outcome(&ops[j], float64(count), ttl, bits)
 	}
 	return refused, nil
 }

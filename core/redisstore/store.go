@@ -137,6 +137,10 @@ func (s *Store) shardingNow() sharding {
 const (
 	bitBanned   = 1
 	bitExceeded = 2
+	// bitState: the count value is what the count is computed from (see
+	// stateCount), sent so that Redis need not format a fraction as a decimal
+	// string, which costs it about as much as a command.
+	bitState = 4
 )
 
 // Eval implements ratelimit.Store: one script call applies all ops in order,
@@ -363,8 +367,9 @@ func millis(d time.Duration) int64 {
 	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }
 
-// decode fills out[idx[j]] (out[j] when idx is nil) from evaluate.lua's reply.
-func decode(res []any, out []ratelimit.OpResult, idx []int) error {
+// decode fills out[idx[j]] (out[j] when idx is nil) from evaluate.lua's reply
+// for ops[idx[j]].
+func decode(res []any, ops []ratelimit.Op, out []ratelimit.OpResult, idx []int) error {
 	n := len(out)
 	if idx != nil {
 		n = len(idx)
@@ -386,13 +391,16 @@ func decode(res []any, out []ratelimit.OpResult, idx []int) error {
 		if idx != nil {
 			i = idx[j]
 		}
-		out[i] = outcome(count, ttl, b)
+		out[i] = outcome(&ops[i], count, ttl, b)
 	}
 	return nil
 }
 
-// outcome is one op's Outcome from its three reply values.
-func outcome(count float64, ttlMillis, bits int64) ratelimit.OpResult {
+// outcome is op's Outcome from its three reply values.
+func outcome(op *ratelimit.Op, count float64, ttlMillis, bits int64) ratelimit.OpResult {
+	if bits&bitState != 0 {
+		count = stateCount(op, count, ttlMillis)
+	}
 	return ratelimit.OpResult{
 		Evaluated: true,
 		Count:     count,
@@ -400,6 +408,19 @@ func outcome(count float64, ttlMillis, bits int64) ratelimit.OpResult {
 		Banned:    bits&bitBanned != 0,
 		Exceeded:  bits&bitExceeded != 0,
 	}
+}
+
+// stateCount is the count of a passed sliding window or token bucket op
+// from the state evaluate.lua sent for it (bitState): a sliding window's
+// count times its period in milliseconds, a whole number; for a token
+// bucket, frac, by which the bucket's time (ttlMillis) was rounded up to a
+// millisecond, each token taking period / limit.
+func stateCount(op *ratelimit.Op, v float64, ttlMillis int64) float64 {
+	period := float64(millis(op.Period))
+	if op.Kind == ratelimit.OpTokenBucket {
+		return (float64(ttlMillis) - v) / (period / float64(op.Limit))
+	}
+	return v / period
 }
 
 func toFloat(v any) (float64, error) {
