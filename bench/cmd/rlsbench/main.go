@@ -7,8 +7,9 @@
 // connections at each number of callers, with 1 and with 5 descriptors per
 // request, checks that every answer is OK with a current_limit for every
 // descriptor, and prints a Markdown table: requests/s of both, their ratio,
-// and Redis µs per request (the usec of INFO commandstats over the run,
-// divided by the requests).
+// each server's CPU µs per request (its process's user and system time over
+// the run, from /proc, divided by the requests) and Redis µs per request
+// (the usec of INFO commandstats over the run, divided by the requests).
 //
 //	make bench-rls                                 # writes bench/rls.md and its section of bench/README.md
 //	cd bench && go run ./cmd/rlsbench -duration 5s -callers 1,64,256
@@ -141,14 +142,23 @@ type row struct {
 
 // measure is one server's run of a row.
 type measure struct {
-	requests int64
-	elapsed  time.Duration
-	redisUS  float64 // Redis CPU µs over the run
+	requests  int64
+	elapsed   time.Duration
+	redisUS   float64       // Redis CPU µs over the run
+	serverCPU time.Duration // the server process's CPU time over the run; -1: unknown
 }
 
 func (m measure) perSecond() float64 { return float64(m.requests) / m.elapsed.Seconds() }
 
 func (m measure) redisPerRequest() float64 { return m.redisUS / float64(m.requests) }
+
+// serverPerRequest is the server's CPU µs per request, or -1 when unknown.
+func (m measure) serverPerRequest() float64 {
+	if m.serverCPU < 0 {
+		return -1
+	}
+	return float64(m.serverCPU.Microseconds()) / float64(m.requests)
+}
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o, err := parseFlags(args, stderr)
@@ -187,13 +197,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	servers := []struct {
 		name  string
-		start func(ctx context.Context, logs io.Writer) (string, func(), error)
+		start func(ctx context.Context, logs io.Writer) (server, error)
 		into  func(*row) *[]measure
 	}{
-		{"envoyproxy/ratelimit", func(ctx context.Context, logs io.Writer) (string, func(), error) {
+		{"envoyproxy/ratelimit", func(ctx context.Context, logs io.Writer) (server, error) {
 			return startPeer(ctx, peerBin, configs, redisAddr, logs)
 		}, func(r *row) *[]measure { return &r.peer }},
-		{"ratekit-envoy", func(ctx context.Context, logs io.Writer) (string, func(), error) {
+		{"ratekit-envoy", func(ctx context.Context, logs io.Writer) (server, error) {
 			return startRatekit(ctx, ratekitBin, configs, redisAddr, logs)
 		}, func(r *row) *[]measure { return &r.ratekit }},
 	}
@@ -206,22 +216,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	for round := 1; round <= o.rounds; round++ {
 		for _, srv := range servers {
 			var logs bytes.Buffer
-			addr, stop, err := srv.start(ctx, &logs)
+			sv, err := srv.start(ctx, &logs)
 			if err != nil {
 				return fmt.Errorf("%s: %w\n%s", srv.name, err, logs.String())
 			}
 			for i := range rows {
 				r := &rows[i]
 				logf("round %d of %d, %s: %d descriptor(s), %d caller(s)", round, o.rounds, srv.name, r.descs, r.callers)
-				m, err := drive(ctx, addr, rdb, o, r.descs, r.callers)
+				m, err := drive(ctx, sv, rdb, o, r.descs, r.callers)
 				if err != nil {
-					stop()
+					sv.stop()
 					return fmt.Errorf("%s, %d descriptors, %d callers: %w\n%s", srv.name, r.descs, r.callers, err, logs.String())
 				}
 				ms := srv.into(r)
 				*ms = append(*ms, m)
 			}
-			stop()
+			sv.stop()
 		}
 	}
 
@@ -255,8 +265,12 @@ same limit (descriptor key `+"`remote_address`"+`, %d per minute, so that every 
 and the same Redis timeout (10 s, envoyproxy/ratelimit's default). The load generator is
 go-control-plane's RLS client over %d gRPC connections; each caller sends its own descriptors on
 every request. Every answer is checked (OK, with a `+"`current_limit`"+` for every descriptor); one
-that is not fails the run. Redis µs per request is the `+"`usec`"+` of `+"`INFO commandstats`"+` over
-the measured time divided by the requests.
+that is not fails the run. Server CPU µs per request is the server process's user and system
+time over the measured time (`+"`/proc/PID/stat`"+`) divided by the requests: what a server costs
+where it has cores of its own, which this table's shared machine hides (the load generator's
+gRPC client, on the same cores, costs about as much per request as either server). Redis µs
+per request is the `+"`usec`"+` of `+"`INFO commandstats`"+` over the measured time divided by the
+requests.
 
 `, PeerModule, limitPerMinute, o.conns)
 	note := o.note
@@ -268,13 +282,17 @@ the measured time divided by the requests.
 	fmt.Fprintf(b, "(the plain form; a request whose rules need the script sends one script call per descriptor instead).\n\n")
 	fmt.Fprintf(b, "Run on %s: %s; %s; each row %v after a %v warm-up, %d round(s) alternating the\n", time.Now().UTC().Format("2006-01-02"), note, redisVersion, o.duration, o.warmup, o.rounds)
 	fmt.Fprintf(b, "servers (each figure is from the server's median round); servers, Redis and load generator on one machine.\n\n")
-	fmt.Fprintf(b, "| descriptors per request | callers | envoyproxy/ratelimit | ratekit-envoy | ratio | Redis µs per request (envoy / ratekit) |\n")
-	fmt.Fprintf(b, "|---|--:|--:|--:|--:|---|\n")
+	fmt.Fprintf(b, "| descriptors per request | callers | envoyproxy/ratelimit | ratekit-envoy | ratio | server CPU µs per request (envoy / ratekit) | envoy's CPU ÷ ratekit's | Redis µs per request (envoy / ratekit) |\n")
+	fmt.Fprintf(b, "|---|--:|--:|--:|--:|---|--:|---|\n")
 	for _, r := range rows {
 		peer, ratekit := median(r.peer), median(r.ratekit)
-		fmt.Fprintf(b, "| %d | %d | %s/s | %s/s | %.2f× | %.1f / %.1f |\n", r.descs, r.callers,
+		cpu, cpuRatio := "— / —", "—"
+		if p, k := peer.serverPerRequest(), ratekit.serverPerRequest(); p > 0 && k > 0 {
+			cpu, cpuRatio = fmt.Sprintf("%.1f / %.1f", p, k), fmt.Sprintf("%.2f×", p/k)
+		}
+		fmt.Fprintf(b, "| %d | %d | %s/s | %s/s | %.2f× | %s | %s | %.1f / %.1f |\n", r.descs, r.callers,
 			numfmt.Thousands(peer.perSecond()), numfmt.Thousands(ratekit.perSecond()), ratekit.perSecond()/peer.perSecond(),
-			peer.redisPerRequest(), ratekit.redisPerRequest())
+			cpu, cpuRatio, peer.redisPerRequest(), ratekit.redisPerRequest())
 	}
 	fmt.Fprintf(b, "\nCompare the ratios of one run. Absolute figures mean something only from a quiet many-core machine\n")
 	fmt.Fprintf(b, "with Redis, each server and the load generator on cores of their own.\n")
@@ -428,12 +446,20 @@ func startRedis(ctx context.Context, bin, dir string) (string, func(), error) {
 	return addr, stop, nil
 }
 
-func startPeer(ctx context.Context, bin string, c configs, redisAddr string, logs io.Writer) (string, func(), error) {
+// server is a started RLS server: its gRPC address, how to stop it and its
+// process ID.
+type server struct {
+	addr string
+	stop func()
+	pid  int
+}
+
+func startPeer(ctx context.Context, bin string, c configs, redisAddr string, logs io.Writer) (server, error) {
 	var ports [3]int
 	for i := range ports {
 		p, err := freePort()
 		if err != nil {
-			return "", nil, err
+			return server{}, err
 		}
 		ports[i] = p
 	}
@@ -448,20 +474,20 @@ func startPeer(ctx context.Context, bin string, c configs, redisAddr string, log
 	cmd.Stdout, cmd.Stderr = logs, logs
 	stop, err := start(cmd)
 	if err != nil {
-		return "", nil, err
+		return server{}, err
 	}
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[1]))
 	if err := awaitReady(ctx, addr); err != nil {
 		stop()
-		return "", nil, err
+		return server{}, err
 	}
-	return addr, stop, nil
+	return server{addr, stop, cmd.Process.Pid}, nil
 }
 
-func startRatekit(ctx context.Context, bin string, c configs, redisAddr string, logs io.Writer) (string, func(), error) {
+func startRatekit(ctx context.Context, bin string, c configs, redisAddr string, logs io.Writer) (server, error) {
 	port, err := freePort()
 	if err != nil {
-		return "", nil, err
+		return server{}, err
 	}
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	// The store timeout of envoyproxy/ratelimit's default (REDIS_TIMEOUT):
@@ -470,13 +496,13 @@ func startRatekit(ctx context.Context, bin string, c configs, redisAddr string, 
 	cmd.Stdout, cmd.Stderr = logs, logs
 	stop, err := start(cmd)
 	if err != nil {
-		return "", nil, err
+		return server{}, err
 	}
 	if err := awaitReady(ctx, addr); err != nil {
 		stop()
-		return "", nil, err
+		return server{}, err
 	}
-	return addr, stop, nil
+	return server{addr, stop, cmd.Process.Pid}, nil
 }
 
 // awaitReady polls addr with a request until it is answered well.
@@ -530,12 +556,13 @@ func verify(resp *rlsv3.RateLimitResponse, n int) error {
 	return nil
 }
 
-// drive runs callers against addr over o.conns connections: a warm-up, then
-// o.duration measured, reading Redis' commandstats before and after.
-func drive(ctx context.Context, addr string, rdb *redis.Client, o *options, descs, callers int) (measure, error) {
+// drive runs callers against sv over o.conns connections: a warm-up, then
+// o.duration measured, reading Redis' commandstats and the server's CPU
+// time before and after.
+func drive(ctx context.Context, sv server, rdb *redis.Client, o *options, descs, callers int) (measure, error) {
 	conns := make([]rlsv3.RateLimitServiceClient, o.conns)
 	for i := range conns {
-		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		conn, err := grpc.NewClient(sv.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
 			return measure{}, err
 		}
@@ -576,11 +603,16 @@ func drive(ctx context.Context, addr string, rdb *redis.Client, o *options, desc
 	if err != nil {
 		fail(err)
 	}
+	cpuBefore, cpuErr := processCPU(sv.pid)
 	start := time.Now()
 	measuring.Store(true)
 	time.Sleep(o.duration)
 	measuring.Store(false)
 	elapsed := time.Since(start)
+	cpuAfter, err := processCPU(sv.pid)
+	if cpuErr == nil {
+		cpuErr = err
+	}
 	after, err := redisinfo.CommandUsec(ctx, rdb)
 	if err != nil {
 		fail(err)
@@ -594,8 +626,48 @@ func drive(ctx context.Context, addr string, rdb *redis.Client, o *options, desc
 	if n == 0 {
 		return measure{}, errors.New("no request was answered in the measured time")
 	}
+	cpu := cpuAfter - cpuBefore
+	if cpuErr != nil {
+		cpu = -1 // not Linux: the column says so
+	}
 	// The usec of the INFO call itself is in after: negligible against a run.
-	return measure{requests: n, elapsed: elapsed, redisUS: after - before}, nil
+	return measure{requests: n, elapsed: elapsed, redisUS: after - before, serverCPU: cpu}, nil
+}
+
+// processCPU returns the user and system CPU time of process pid so far,
+// all its threads, from /proc/PID/stat (Linux).
+func processCPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	return parseStatCPU(string(b))
+}
+
+// clockTicks is the unit of /proc's CPU times: USER_HZ, 100 on Linux.
+const clockTicks = 100
+
+// parseStatCPU returns utime + stime of a /proc/PID/stat line. The command
+// name, in parentheses, may hold spaces and parentheses itself, so the
+// fields are counted from the last ')': state is field 3, utime 14, stime 15.
+func parseStatCPU(stat string) (time.Duration, error) {
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, errors.New("/proc stat: no command name")
+	}
+	f := strings.Fields(stat[i+1:])
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc stat: %d fields after the name", len(f))
+	}
+	var ticks int64
+	for _, s := range f[11:13] {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc stat: %w", err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / clockTicks, nil
 }
 
 func redisVersion(ctx context.Context, rdb *redis.Client) (string, error) {

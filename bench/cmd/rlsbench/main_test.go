@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -76,5 +77,24 @@ func TestMedian(t *testing.T) {
 	}
 	if got := median(ms[:2]).requests; got != 10 {
 		t.Fatalf("median of 30, 10: %d, want the lower", got)
+	}
+}
+
+func TestParseStatCPU(t *testing.T) {
+	// A command name with a space and parentheses of its own; utime 250 and
+	// stime 75 ticks of 10 ms.
+	stat := "4242 (rate (limit) x) S 1 4242 4242 0 -1 4194560 900 0 0 0 250 75 0 0 20 0 9 0 12345 1000000 500 18446744073709551615"
+	got, err := parseStatCPU(stat)
+	if err != nil || got != 3250*time.Millisecond {
+		t.Errorf("parseStatCPU = %v, %v; want 3.25s", got, err)
+	}
+	for _, bad := range []string{"4242 no name S 1", "4242 (x) S 1 2 3", "4242 (x) S 1 4242 4242 0 -1 4194560 900 0 0 0 x 75"} {
+		if _, err := parseStatCPU(bad); err == nil {
+			t.Errorf("parseStatCPU(%q) accepted", bad)
+		}
+	}
+	// This process's own time: a real /proc line parses.
+	if _, err := processCPU(os.Getpid()); err != nil && runtime.GOOS == "linux" {
+		t.Errorf("processCPU(self): %v", err)
 	}
 }
