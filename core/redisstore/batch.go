@@ -168,8 +168,12 @@ func (s *Store) batchDialed(ctx context.Context, mode ratelimit.Mode, batch [][]
 				pending = addKeys(pending, ch.ops[end:])
 			}
 		}
-		res, err := doEvals(ctx, c, mode, cmds, calls)
-		if err != nil {
+		var res []rueidis.RedisResult
+		if len(calls) == 0 && len(cmds) > 0 { // plain forms only, combined as a single check's are
+			if res, err = s.combined(ctx, c, cmds); err != nil {
+				return fmt.Errorf("redisstore: eval: %w", err)
+			}
+		} else if res, err = doEvals(ctx, c, mode, cmds, calls); err != nil {
 			return err
 		}
 		var refused []evalCall

@@ -173,3 +173,68 @@ func TestClusterChecksCombinedPerNode(t *testing.T) {
 		t.Errorf("%d DoMulti calls, want %d: the first check, one for the 3 queued, one per check on the other master", got, want)
 	}
 }
+
+// A batch of plain-form checks (an Envoy request's descriptors) is combined
+// as a single check is: batches that arrive while a call is in flight go out
+// together in one DoMulti once it returns, each check with its own replies.
+func TestPlainBatchesCombined(t *testing.T) {
+	srv := redistest.StartServer(t)
+	r := &recordingClient{}
+	s := recordedStoreOn(t, srv.URL(), r)
+	s.dialed.combine.limit = 1 // one in flight: every later call queues
+	k := newKeyer(t)
+	eval(t, s, check, k.count("warm", 10, 1))
+	trips := func() int { r.mu.Lock(); defer r.mu.Unlock(); return r.trips }
+	base := trips()
+
+	srv.Pause(t)
+	resumed := false
+	defer func() {
+		if !resumed {
+			srv.Resume(t)
+		}
+	}()
+	type answer struct {
+		i    int
+		outs [][]ratelimit.OpResult
+		err  error
+	}
+	answers := make(chan answer, 8)
+	long, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	go func() {
+		out, err := s.Eval(long, check, []ratelimit.Op{k.count("first", 10, 1)})
+		answers <- answer{0, [][]ratelimit.OpResult{out}, err}
+	}()
+	waitFor(t, "the first check in flight", func() bool { return trips() == base+1 })
+	const n = 3
+	for i := 1; i <= n; i++ {
+		go func() {
+			// Batch i: two checks, of cost i and 10 × i.
+			batch := [][]ratelimit.Op{
+				{k.count(fmt.Sprint("a", i), 100, float64(i))},
+				{k.count(fmt.Sprint("b", i), 100, float64(10*i))},
+			}
+			outs, err := s.EvalBatch(long, check, batch)
+			answers <- answer{i, outs, err}
+		}()
+	}
+	waitFor(t, "3 batches queued", func() bool { return s.dialed.combine.queued() == n })
+	srv.Resume(t)
+	resumed = true
+	for range n + 1 {
+		a := <-answers
+		if a.err != nil {
+			t.Fatalf("call %d: %v", a.i, a.err)
+		}
+		if a.i == 0 {
+			continue
+		}
+		if got := []float64{a.outs[0][0].Count, a.outs[1][0].Count}; got[0] != float64(a.i) || got[1] != float64(10*a.i) {
+			t.Errorf("batch %d: counts %v, want [%d %d] (its own replies)", a.i, got, a.i, 10*a.i)
+		}
+	}
+	if got := trips() - base; got != 2 {
+		t.Errorf("%d DoMulti calls for the first check and 3 queued batches, want 2", got)
+	}
+}

@@ -220,7 +220,14 @@
 // the checks that arrive meanwhile wait and go out together in one DoMulti
 // when one of those returns, each with its own replies, and one whose
 // context ends while it waits returns at once with nothing sent
-// (TestPlainChecksCombined). A lone caller never waits.
+// (TestPlainChecksCombined). A lone caller never waits. A batch whose checks
+// all take the plain form (an Envoy request's descriptors) is combined the
+// same way (TestPlainBatchesCombined): 5-descriptor requests through
+// ratekit-envoy's service with 64 callers, in process, 3 alternating runs:
+// 23.1k-23.5k requests/s against 19.9k-20.9k uncombined. Script calls are not
+// combined: a sliding window's check through the combiner measured slower
+// at 64 callers in each of three comparisons (about 5% in the last), as the
+// script's own CPU in Redis, not the writes, bounds it.
 // BenchmarkLimiterCheck/dial/rules=1 against no combiner, medians of 4
 // alternating runs on a 2-core machine: 1.0x with 4 to 16 callers, 1.24x with
 // 32, 1.58x with 64 (bench's redis_1limit ratekit_1rule_conn: about 0.05-0.1

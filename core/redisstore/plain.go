@@ -43,19 +43,24 @@ func plainOps(mode ratelimit.Mode, ops []ratelimit.Op) bool {
 	return true
 }
 
+// combined returns the replies of cmds, sent with the plain-form commands of
+// concurrent checks (see combiner): through the store's combiner, or on a
+// Cluster the one of the master that cmds are for. Only plain forms go this
+// way: combining script calls measured slower (doc.go, "Pipelining").
+func (s *Store) combined(ctx context.Context, c rueidis.Client, cmds rueidis.Commands) ([]rueidis.RedisResult, error) {
+	if s.sharding == single {
+		return s.dialed.combine.doMulti(ctx, c, cmds)
+	}
+	return s.dialed.nodes.doMulti(ctx, c, cmds)
+}
+
 // evalPlain is evalDialed in the plain form: ops satisfy plainOps. Each op's
 // three commands are on one key, so rueidis sends them to one server, in
 // order, on one connection.
 func (s *Store) evalPlain(ctx context.Context, c rueidis.Client, ops []ratelimit.Op, out []ratelimit.OpResult) ([]ratelimit.OpResult, error) {
 	buf := getCommands()
 	cmds := appendPlain((*buf)[:0], c, ops)
-	var res []rueidis.RedisResult
-	var err error
-	if s.sharding == single {
-		res, err = s.dialed.combine.doMulti(ctx, c, cmds)
-	} else {
-		res, err = s.dialed.nodes.doMulti(ctx, c, cmds)
-	}
+	res, err := s.combined(ctx, c, cmds)
 	putCommands(buf, cmds, res, err)
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: eval: %w", err)
