@@ -157,7 +157,7 @@ func (s *Store) batchDialed(ctx context.Context, mode ratelimit.Mode, batch [][]
 			ch.end = end
 			if ch.plain {
 				plains, at = append(plains, i), append(at, len(cmds))
-				cmds = appendPlain(cmds, c, ch.ops)
+				cmds = s.appendPlain(cmds, c, ch.ops)
 			} else {
 				for _, idx := range groups {
 					calls = append(calls, evalCall{check: ch, idx: idx, at: len(cmds)})
