@@ -126,7 +126,10 @@ func (s *Store) evalScripts(ctx context.Context, c rueidis.Client, mode ratelimi
 
 // evalCommand is the evaluate.lua call for ops[idx] (all ops when idx is
 // nil): EVALSHA, or EVAL with the source, with the KEYS and ARGV of evalCmd.
-// The keys of one call share a slot: rueidis routes the call by them.
+// On a Cluster the keys of one call share a slot, by which rueidis routes
+// the call (on one server it picks the connection): Keys computes it from
+// the first key, and the others go as plain arguments, each sparing a CRC16
+// of its hash tag (the wire command is the same).
 func evalCommand(c rueidis.Client, eval bool, mode ratelimit.Mode, ops []ratelimit.Op, idx []int) rueidis.Completed {
 	n := len(ops)
 	if idx != nil {
@@ -143,9 +146,13 @@ func evalCommand(c rueidis.Client, eval bool, mode ratelimit.Mode, ops []ratelim
 	cmd := c.B().Arbitrary(name, script, strconv.Itoa(nkeys))
 	for j := range n {
 		op := opAt(ops, idx, j)
-		cmd = cmd.Keys(op.Key)
+		if j == 0 {
+			cmd = cmd.Keys(op.Key)
+		} else {
+			cmd = cmd.Args(op.Key)
+		}
 		if op.BanKey != "" {
-			cmd = cmd.Keys(op.BanKey)
+			cmd = cmd.Args(op.BanKey)
 		}
 	}
 	for j := range n {
