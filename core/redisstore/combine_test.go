@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,37 +21,44 @@ func (m *combiner) queued() int {
 	return len(m.queue)
 }
 
+// pausedStore returns a Store on a server of its own whose combiner lets one
+// call be in flight at a time, after a first check, with the server then
+// stopped (SIGSTOP) until resume (called at cleanup too, once), and how many
+// DoMulti calls the store has made.
+func pausedStore(t *testing.T, k keyer) (*Store, *redistest.Server, func() int, func()) {
+	t.Helper()
+	srv := redistest.StartServer(t)
+	r := &recordingClient{}
+	s := recordedStoreOn(t, srv.URL(), r)
+	s.dialed.combine.limit = 1 // one in flight: every later call queues
+	eval(t, s, check, k.count("warm", 10, 1))
+	trips := func() int { r.mu.Lock(); defer r.mu.Unlock(); return r.trips }
+	srv.Pause(t)
+	var once sync.Once
+	resume := func() { once.Do(func() { srv.Resume(t) }) }
+	t.Cleanup(resume)
+	return s, srv, trips, resume
+}
+
+// answer is what call i of a test returned: a check's outcomes, or a batch's.
+type answer struct {
+	i    int
+	outs [][]ratelimit.OpResult
+	err  error
+}
+
 // The checks that arrive while one is in flight go out together in one
 // DoMulti once it returns, each with its own replies; a check whose context
 // ends while it waits returns at once and nothing of it is sent. The server
 // is stopped (SIGSTOP) so that the first check stays in flight.
 func TestPlainChecksCombined(t *testing.T) {
-	srv := redistest.StartServer(t)
-	r := &recordingClient{}
-	s := recordedStoreOn(t, srv.URL(), r)
-	s.dialed.combine.limit = 1 // one in flight: every later check queues
 	k := newKeyer(t)
-	eval(t, s, check, k.count("warm", 10, 1))
-	r.take()
-	trips := func() int { r.mu.Lock(); defer r.mu.Unlock(); return r.trips }
+	s, srv, trips, resume := pausedStore(t, k)
 	base := trips()
-
-	srv.Pause(t)
-	resumed := false
-	defer func() {
-		if !resumed {
-			srv.Resume(t)
-		}
-	}()
-	type answer struct {
-		i   int
-		out []ratelimit.OpResult
-		err error
-	}
 	answers := make(chan answer, 16)
 	run := func(c context.Context, i int, op ratelimit.Op) {
 		out, err := s.Eval(c, check, []ratelimit.Op{op})
-		answers <- answer{i, out, err}
+		answers <- answer{i, [][]ratelimit.OpResult{out}, err}
 	}
 	long, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
@@ -67,15 +75,14 @@ func TestPlainChecksCombined(t *testing.T) {
 	if a := <-answers; a.i != n+1 || !errors.Is(a.err, context.DeadlineExceeded) {
 		t.Fatalf("first answer: check %d, %v; want the queued check with a short deadline to give up", a.i, a.err)
 	}
-	srv.Resume(t)
-	resumed = true
+	resume()
 	for range n + 1 {
 		a := <-answers
 		if a.err != nil {
 			t.Fatalf("check %d: %v", a.i, a.err)
 		}
 		want := float64(max(a.i, 1)) // check i costs i, the first 1
-		if got := a.out[0].Count; got != want {
+		if got := a.outs[0][0].Count; got != want {
 			t.Errorf("check %d: count %v, want %v (its own reply)", a.i, got, want)
 		}
 	}
@@ -178,27 +185,9 @@ func TestClusterChecksCombinedPerNode(t *testing.T) {
 // as a single check is: batches that arrive while a call is in flight go out
 // together in one DoMulti once it returns, each check with its own replies.
 func TestPlainBatchesCombined(t *testing.T) {
-	srv := redistest.StartServer(t)
-	r := &recordingClient{}
-	s := recordedStoreOn(t, srv.URL(), r)
-	s.dialed.combine.limit = 1 // one in flight: every later call queues
 	k := newKeyer(t)
-	eval(t, s, check, k.count("warm", 10, 1))
-	trips := func() int { r.mu.Lock(); defer r.mu.Unlock(); return r.trips }
+	s, _, trips, resume := pausedStore(t, k)
 	base := trips()
-
-	srv.Pause(t)
-	resumed := false
-	defer func() {
-		if !resumed {
-			srv.Resume(t)
-		}
-	}()
-	type answer struct {
-		i    int
-		outs [][]ratelimit.OpResult
-		err  error
-	}
 	answers := make(chan answer, 8)
 	long, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
@@ -220,8 +209,7 @@ func TestPlainBatchesCombined(t *testing.T) {
 		}()
 	}
 	waitFor(t, "3 batches queued", func() bool { return s.dialed.combine.queued() == n })
-	srv.Resume(t)
-	resumed = true
+	resume()
 	for range n + 1 {
 		a := <-answers
 		if a.err != nil {
