@@ -62,7 +62,9 @@ row "1 rule with a ban" "" 2 KEY KEY:ban B $L $P $P 1
 row "5 rules (fixed windows)" "" 5 KEYa KEYb KEYc KEYd KEYe t $L $P 1 t $L $P 1 t $L $P 1 t $L $P 1 t $L $P 1
 row "1 sliding window" "" 1 KEY W $L $P 1
 row "1 sliding window whose previous window counted" "$previous" 1 KEY W $L $P 1
-row "1 token bucket (full)" "" 1 KEY K $L $P 1 $L 1 0.99999672603607178
+# The full bucket's TTL and fraction as fullBucket computes them for a limit of
+# 2^40 per hour and a cost of 1.
+row "1 token bucket (full)" "" 1 KEY K $L $P 1 $L 1 0.9999967258190736
 row "1 token bucket, not full (300 per hour)" "$notfull" 1 KEY K 300 $P 1 300 12000 0
 row "1 sliding window with a ban" "" 2 KEY KEY:ban X $L $P $P 1
 row "1 token bucket with a ban" "" 2 KEY KEY:ban Y $L $P $P 1 $L
