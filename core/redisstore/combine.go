@@ -158,10 +158,10 @@ func (m *combiner) send(c rueidis.Client, batch []*waiter) {
 // combined only with checks bound for the same node: a combined call waits
 // for all its replies, and a hung node must hold up its own checks only.
 // Which master serves a slot comes from CLUSTER SLOTS, fetched when the
-// store connects and again every slotsRefresh, on a timer that Close
-// stops. A stale table only mixes two nodes' checks for a while: rueidis
-// still routes each command by its slot. Until a table arrives, and for a check whose keys are
-// on several nodes, calls are sent as they are, not combined.
+// store connects and again every slotsRefresh, on a timer that Close stops.
+// A stale table only mixes two nodes' checks for a while: rueidis still
+// routes each command by its slot. Until a table arrives, and for a check
+// whose keys are on several nodes, calls are sent as they are, not combined.
 type nodeCombiners struct {
 	raw   rueidis.Client // the cluster client, unwrapped: refreshes are no check's round trip
 	table atomic.Pointer[slotTable]
