@@ -79,8 +79,9 @@ func TestAlgorithmFractionalCounts(t *testing.T) {
 	forEachTarget(t, func(t *testing.T, s *Store, c redis.UniversalClient) {
 		k := newKeyer(t)
 		// A window half over whose previous window counted 7 and this one 3:
-		// the estimate is 7 × ½ + 3, and 1 more after the check. A
-		// millisecond passing takes 7/3,600,000 from it.
+		// the estimate is 7 × ½ + 3, and 1 more after the check. Time passing
+		// only lowers it, by 7/3,600,000 a millisecond: a loaded machine's
+		// delay between the set-up and the check stays far within 0.05.
 		slide := ratelimit.Op{Kind: ratelimit.OpSliding, Key: k.key("slide"), Limit: 100, Cost: 1, Period: time.Hour, Terminal: true}
 		if err := c.HSet(ctx, slide.Key, "c", "3", "p", "7").Err(); err != nil {
 			t.Fatal(err)
@@ -89,19 +90,33 @@ func TestAlgorithmFractionalCounts(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := eval(t, s, check, slide)[0]
-		if math.Abs(got.Count-7.5) > 1e-3 || got.Exceeded {
+		if got.Count > 7.5 || got.Count < 7.45 || got.Exceeded {
 			t.Errorf("sliding window: %+v, want a count of 7.5", got)
 		}
 
-		// Three tokens a second: a token is 333⅓ ms, so the bucket's time is
-		// rounded up to 334 ms and the count is that less the rounding.
-		bucket := ratelimit.Op{Kind: ratelimit.OpTokenBucket, Key: k.key("bucket"), Limit: 3, Burst: 3, Cost: 1, Period: time.Second, Terminal: true}
+		// Three tokens per 1,000 s: a token is 333,333⅓ ms, so the bucket's
+		// time is rounded up to 333,334 ms, ⅔ ms more than its count's worth.
+		// (A long period: the key outlives any delay before GET.)
+		bucket := ratelimit.Op{Kind: ratelimit.OpTokenBucket, Key: k.key("bucket"), Limit: 3, Burst: 3, Cost: 1, Period: 1000 * time.Second, Terminal: true}
 		got = eval(t, s, check, bucket)[0]
-		if math.Abs(got.Count-1) > 1e-9 || got.TTL != 334*time.Millisecond {
-			t.Errorf("token bucket, first check: %+v, want a count of 1 and a TTL of 334ms", got)
+		if math.Abs(got.Count-1) > 1e-9 || got.TTL != 333334*time.Millisecond {
+			t.Errorf("token bucket, first check: %+v, want a count of 1 and a TTL of 333334ms", got)
 		}
 		if v, err := c.Get(ctx, bucket.Key).Result(); err != nil || math.Abs(parseFloat(t, v)-2.0/3) > 1e-9 {
 			t.Errorf("token bucket value %q, %v; want the rounding, ⅔ ms", v, err)
+		}
+		// The first check found the bucket full (the client computed what it
+		// became); the second finds a token in use and sends its state. Its
+		// count is 2, less the time passed since (1 a token, 333,333⅓ ms),
+		// and its whole TTL is the count's worth of time plus ⅓ ms (a whole
+		// number of ms, less ⅔, plus 333,333⅓).
+		got = eval(t, s, check, bucket)[0]
+		const token = 1e6 / 3.0 // ms
+		if got.Count > 2 || got.Count < 1.99 || got.Exceeded {
+			t.Errorf("token bucket, second check: %+v, want a count of 2", got)
+		}
+		if over := float64(got.TTL.Milliseconds()) - got.Count*token; math.Abs(over-1.0/3) > 1e-6 {
+			t.Errorf("token bucket, second check: the TTL is %v ms over the count's time, want ⅓", over)
 		}
 	})
 }
