@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	ratelimit "github.com/ratekit/ratekit/core"
+	ikeys "github.com/ratekit/ratekit/internal/keys"
 	"github.com/ratekit/ratekit/internal/redistest"
 )
 
@@ -207,5 +210,93 @@ func TestEvalCommandMatchesEvalArgs(t *testing.T) {
 				t.Errorf("mode %v, ops %v:\nrueidis  %q\ngo-redis %q", mode, idx, got, want)
 			}
 		}
+	}
+}
+
+// TestPackedReply: the script packs a lone op's three values into one integer
+// when they fit (evaluate.lua, Returns) and sends the three values when they
+// do not; either way they decode to the op's outcome, at the edges of every
+// tier of the packing, passed and exceeded. Each case is checked twice: the
+// script's reply as it comes (its type says which form it took), and the
+// store's outcome for a second counter set up alike.
+func TestPackedReply(t *testing.T) {
+	const day = 24 * time.Hour
+	forEachTarget(t, func(t *testing.T, s *Store, c redis.UniversalClient) {
+		k := newKeyer(t)
+		for i, tc := range []struct {
+			ttl    time.Duration // the counter's TTL before the check, and the ban's length
+			count  int64         // the counter after the check
+			limit  int64
+			packed bool
+		}{
+			{time.Minute, 1<<32 - 1, 1 << 40, true}, // 16 bits of TTL leave 32 for the count
+			{time.Minute, 1 << 32, 1 << 40, false},
+			{time.Hour, 1<<26 - 1, 1 << 40, true}, // 22 bits: 26
+			{time.Hour, 1 << 26, 1 << 40, false},
+			{day, 1<<21 - 1, 1 << 40, true}, // 27 bits: 21
+			{day, 1 << 21, 1 << 40, false},
+			{30 * day, 1<<16 - 1, 1 << 40, true}, // 32 bits: 16
+			{30 * day, 1 << 16, 1 << 40, false},
+			{60 * day, 5, 1 << 40, false},           // a TTL beyond 32 bits
+			{time.Hour, 1<<26 - 1, 1<<26 - 2, true}, // exceeded: banned for the hour
+			{30 * day, 7, 6, true},
+		} {
+			op := func(name string) ratelimit.Op {
+				key := k.key(fmt.Sprintf("%s%d", name, i))
+				if err := c.Set(ctx, key, tc.count-1, tc.ttl).Err(); err != nil {
+					t.Fatal(err)
+				}
+				return ratelimit.Op{Kind: ratelimit.OpCount, Key: key, BanKey: ikeys.BanKey(key), Limit: tc.limit,
+					Cost: 1, Period: time.Minute, BanFor: tc.ttl, Terminal: true}
+			}
+			exceeded := tc.count > tc.limit
+			check := func(form string, got ratelimit.OpResult) {
+				t.Helper()
+				// The TTL is read after the set-up: a loaded machine's delay
+				// lowers it, by far less than a minute.
+				if got.Count != float64(tc.count) || got.TTL > tc.ttl || got.TTL < tc.ttl-time.Minute ||
+					got.Exceeded != exceeded || got.Banned != exceeded || !got.Evaluated {
+					t.Errorf("case %d, %s: %+v, want a count of %d, a TTL of %v, exceeded and banned %v", i, form, got, tc.count, tc.ttl, exceeded)
+				}
+			}
+
+			direct := []ratelimit.Op{op("direct")}
+			keys, args := evalArgs(ratelimit.ModeCheck, direct, nil)
+			reply, err := c.Eval(ctx, evaluateLua, keys, args...).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, packed := reply.(int64); packed != tc.packed {
+				t.Errorf("case %d: reply %v, want packed %v", i, reply, tc.packed)
+			}
+			out := make([]ratelimit.OpResult, 1)
+			if err := decode(reply, direct, out, nil); err != nil {
+				t.Fatal(err)
+			}
+			check("the script's reply", out[0])
+			check("the store", eval(t, s, ratelimit.ModeCheck, op("store"))[0])
+		}
+	})
+}
+
+// TestUnpackRejectsMalformedReplies: a packed reply is refused when negative
+// or when no op was sent.
+func TestUnpackRejectsMalformedReplies(t *testing.T) {
+	ops, out := make([]ratelimit.Op, 1), make([]ratelimit.OpResult, 1)
+	if err := decode(int64(-1), ops, out, nil); err == nil {
+		t.Error("a negative packed reply accepted")
+	}
+	if err := decode(int64(5), ops, out, []int{}); err == nil {
+		t.Error("a packed reply for no op accepted")
+	}
+	if err := decode("5", ops, out, nil); err == nil {
+		t.Error("a string reply accepted")
+	}
+	// 3 with a TTL of 70 s (tier 1, 22 bits) and bits 2: exceeded.
+	if err := decode(int64(3<<27|70000<<5|1<<3|bitExceeded), ops, out, nil); err != nil {
+		t.Fatal(err)
+	}
+	if want := (ratelimit.OpResult{Evaluated: true, Count: 3, TTL: 70 * time.Second, Exceeded: true}); out[0] != want {
+		t.Errorf("unpacked %+v, want %+v", out[0], want)
 	}
 }

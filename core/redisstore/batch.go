@@ -88,7 +88,7 @@ func (s *Store) batchPipelined(ctx context.Context, mode ratelimit.Mode, batch [
 		if len(ops) == 0 {
 			continue
 		}
-		res, err := cmds[i].Slice()
+		res, err := cmds[i].Result()
 		if err != nil {
 			return fmt.Errorf("redisstore: eval: %w", err)
 		}

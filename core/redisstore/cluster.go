@@ -127,7 +127,7 @@ func (s *Store) evalStage(ctx context.Context, mode ratelimit.Mode, ops []rateli
 		return fmt.Errorf("redisstore: eval: %w", err)
 	}
 	for g, idx := range groups {
-		res, err := cmds[g].Slice()
+		res, err := cmds[g].Result()
 		if err != nil {
 			return fmt.Errorf("redisstore: eval: %w", err)
 		}
@@ -151,13 +151,13 @@ func (s *Store) evalGroup(ctx context.Context, mode ratelimit.Mode, ops []rateli
 		}
 		return s.evalScripts(ctx, c, mode, ops, [][]int{idx}, out)
 	}
-	var res []any
+	var res any
 	var err error
 	if s.proc != nil {
 		res, err = evalProcess(ctx, s.proc, mode, ops, idx)
 	} else {
 		keys, args := evalArgs(mode, ops, idx)
-		res, err = s.evaluate.Run(ctx, s.client, keys, args...).Slice()
+		res, err = s.evaluate.Run(ctx, s.client, keys, args...).Result()
 	}
 	if err != nil {
 		return fmt.Errorf("redisstore: eval: %w", err)

@@ -186,7 +186,15 @@ func evalCommand(c rueidis.Client, eval bool, mode ratelimit.Mode, ops []ratelim
 // decodeResult fills out[idx[j]] (out[j] when idx is nil) from the reply of
 // one evaluate.lua call for ops[idx[j]].
 func decodeResult(res rueidis.RedisResult, ops []ratelimit.Op, out []ratelimit.OpResult, idx []int) error {
-	vals, err := res.ToArray()
+	msg, err := res.ToMessage()
+	if err != nil {
+		return fmt.Errorf("redisstore: eval: %w", err)
+	}
+	if msg.IsInt64() {
+		v, _ := msg.ToInt64()
+		return unpack(v, ops, out, idx)
+	}
+	vals, err := msg.ToArray()
 	if err != nil {
 		return fmt.Errorf("redisstore: eval: %w", err)
 	}

@@ -208,7 +208,7 @@ var (
 // evalProcess runs evaluate.lua on ops[idx] (all ops when idx is nil) as one
 // prepared EVALSHA, and as EVAL when the server does not have the script
 // cached (after a restart, a failover or SCRIPT FLUSH).
-func evalProcess(ctx context.Context, p processor, mode ratelimit.Mode, ops []ratelimit.Op, idx []int) ([]any, error) {
+func evalProcess(ctx context.Context, p processor, mode ratelimit.Mode, ops []ratelimit.Op, idx []int) (any, error) {
 	var buf *[]any
 	if _, queued := p.(*redis.AutoPipeliner); !queued {
 		buf = getArgs()
@@ -225,7 +225,7 @@ func evalProcess(ctx context.Context, p processor, mode ratelimit.Mode, ops []ra
 	if err != nil {
 		return nil, err
 	}
-	return cmd.Slice()
+	return cmd.Result()
 }
 
 // argsPool holds the argument slices of evalProcess's commands: one
@@ -369,7 +369,14 @@ func millis(d time.Duration) int64 {
 
 // decode fills out[idx[j]] (out[j] when idx is nil) from evaluate.lua's reply
 // for ops[idx[j]].
-func decode(res []any, ops []ratelimit.Op, out []ratelimit.OpResult, idx []int) error {
+func decode(reply any, ops []ratelimit.Op, out []ratelimit.OpResult, idx []int) error {
+	if v, ok := reply.(int64); ok {
+		return unpack(v, ops, out, idx)
+	}
+	res, ok := reply.([]any)
+	if !ok {
+		return fmt.Errorf("redisstore: eval: unexpected reply %T", reply)
+	}
 	n := len(out)
 	if idx != nil {
 		n = len(idx)
@@ -393,6 +400,30 @@ func decode(res []any, ops []ratelimit.Op, out []ratelimit.OpResult, idx []int) 
 		}
 		out[i] = outcome(&ops[i], count, ttl, b)
 	}
+	return nil
+}
+
+// ttlBits are the bits a packed reply holds its ttl in, by its tier.
+var ttlBits = [4]uint{16, 22, 27, 32}
+
+// unpack fills the first op's result (out[idx[0]], out[0] when idx is nil)
+// from v, the reply of evaluate.lua that packs its only op's three values in
+// one integer: count * 2^(5 + w) + ttl * 32 + tier * 8 + bits, w being
+// ttlBits[tier].
+func unpack(v int64, ops []ratelimit.Op, out []ratelimit.OpResult, idx []int) error {
+	i := 0
+	if idx != nil {
+		if len(idx) == 0 {
+			return fmt.Errorf("redisstore: eval: a packed reply for no op")
+		}
+		i = idx[0]
+	}
+	if v < 0 || i >= len(out) {
+		return fmt.Errorf("redisstore: eval: packed reply %d for %d ops", v, len(out))
+	}
+	w := ttlBits[v>>3&3]
+	ttl := v >> 5 & (1<<w - 1)
+	out[i] = outcome(&ops[i], float64(v>>(5+w)), ttl, v&7)
 	return nil
 }
 
