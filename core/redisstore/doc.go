@@ -255,7 +255,9 @@
 // A check through a Limiter on a Store from Dial allocates at most 6 times
 // (TestDialCheckAllocations, with one caller and with 64): the key and the
 // outcomes, rueidis' results of the usual check's DoMulti (3) or the array of
-// a script's reply, and the evaluations' share of a block. The rest is
+// a script's reply (none when the script packs a lone op's values in one
+// integer: a sliding window's or token bucket's check allocates twice), and
+// the evaluations' share of a block. The rest is
 // reused: rueidis' commands, the store's command slices, the numbers of the
 // usual check (strings in a fixed table) and the Limiter's per-check timeout
 // context. Through go-redis (TestClientCheckAllocations: 10 with one rule) a
