@@ -42,7 +42,8 @@ func shortBan(mode ratelimit.Mode, op *ratelimit.Op) bool {
 
 // shortAlgorithm reports whether op takes a short form of its algorithm: a
 // sliding window or a token bucket charged with a whole positive cost, in a
-// check, with a positive limit (and burst).
+// check, with a positive limit (and burst, no less than the cost: a full
+// bucket then always takes the cost, which the script need not test).
 func shortAlgorithm(mode ratelimit.Mode, op *ratelimit.Op) bool {
 	if mode != ratelimit.ModeCheck || op.Limit <= 0 {
 		return false
@@ -51,7 +52,7 @@ func shortAlgorithm(mode ratelimit.Mode, op *ratelimit.Op) bool {
 		return false
 	}
 	c, ok := wholeCost(op.Cost)
-	return ok && c > 0
+	return ok && c > 0 && (op.Kind != ratelimit.OpTokenBucket || c <= op.Burst)
 }
 
 // opCodes are the codes of ARGV: the general form's "g<kind><flags><peek>",

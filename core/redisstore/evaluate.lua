@@ -14,12 +14,12 @@
 --   'x', 'X': the same with a ban. Fields: limit (> 0), period_ms, ban_ms,
 --            cost.
 --   'k', 'K': a token bucket without a ban. Fields: limit (> 0), period_ms,
---            cost, burst (> 0), then what a full bucket's key becomes when
+--            cost, burst (>= cost), then what a full bucket's key becomes when
 --            the op passes: its TTL in ms (ceil(cost * period_ms / limit),
 --            at least 1) and the fraction of a ms that TTL was rounded up by
 --            (its value), which the client computes as the script would.
 --   'y', 'Y': the same with a ban. Fields: limit (> 0), period_ms, ban_ms,
---            cost, burst (> 0): the general form's.
+--            cost, burst (>= cost): the general form's.
 --   The general form, for any op:
 --   'g<kind><flags><peek>': kind is 0 (count), 1 (distinct), 2 (sliding
 --            window) or 3 (token bucket); flags is 1 (terminal) + 2 (has a
@@ -245,10 +245,11 @@ while true do
     end
     if handover then
       gkind, gbankey, gban, gpeek, glimit, gperiod, gbanfor, gcost, gmember = 3, bankey, hasban, false, ARGV[a + 1], period, banfor, cost, burst
-    elseif d == 0 and not hasban and cost + 0 <= burst + 1e-9 then
+    elseif d == 0 and not hasban then
       -- A full bucket, the usual one (a key is gone once its bucket is full
-      -- again): it becomes what the client sent, as strings, so that Redis
-      -- formats no number (7.0 formats a number argument as a fraction).
+      -- again), which has the cost (the client sends no more): it becomes
+      -- what the client sent, as strings, so that Redis formats no number
+      -- (7.0 formats a number argument as a fraction).
       rcall('SET', key, ARGV[a + 6], 'PX', ARGV[a + 5])
       count, ttl, bits = cost + 0, ARGV[a + 5] + 0, 0
     else
