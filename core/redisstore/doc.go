@@ -116,15 +116,16 @@
 // outside. So the script has short forms for the usual ops of a check (a
 // whole positive cost): a fixed-window counter (INCRBY, PTTL, and PEXPIRE on
 // its first write), a sliding window (PTTL, HINCRBY, HGET) and a token
-// bucket (PTTL, GET, SET), each with or without a ban (PTTL of the ban key
-// first), with the fewest arguments and no Lua function defined per call;
+// bucket (PTTL, GET, SET; without a ban one SET NX GET when it is full),
+// each with or without a ban (PTTL of the ban key first), with the fewest
+// arguments and no Lua function defined per call;
 // the general code runs only for the rest (peeks, fractional costs, distinct
 // counts, an active ban on the other algorithms, values of another type).
 // A check of one op gets its values packed in one integer, which Redis
 // converts far more cheaply than a table. Measured with callgrind
 // (bench/script-instructions.sh), one check costs Redis 7.0 about 26k
 // instructions per EVALSHA for one rule, 32k with a ban, 103k for five
-// rules, 35k for a sliding window and 34k for a full token bucket
+// rules, 35k for a sliding window and 30k for a full token bucket
 // (docs/design.md#what-a-check-costs-redis has the breakdown).
 //
 // # Redis Cluster and Ring

@@ -57,9 +57,10 @@
 -- the figures, bench/cmd/scriptcpu measures them). So the short forms cost
 -- the fewest commands (a fixed window: INCRBY and PTTL, and PEXPIRE on its
 -- first write; a sliding window: PTTL, HINCRBY and HGET; a token bucket:
--- PTTL, GET and SET), take the fewest arguments, pass the arguments on to
--- Redis as the strings they came as (a Lua number costs a conversion),
--- convert a string only when they compute with it, and define no function:
+-- SET NX when full, else PTTL, GET and SET), take the fewest arguments,
+-- pass the arguments on to Redis as the strings they came as (a Lua number
+-- costs a conversion), convert a string only when they compute with it, and
+-- define no function:
 -- the general code below is defined only when an op needs it. A short form
 -- that meets anything unusual (a value of another type; for a counter, a
 -- fraction) hands the op to the general code before it writes anything.
@@ -237,55 +238,64 @@ while true do
       bankey, banfor, cost, burst = KEYS[k + 1], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5]
       handover = rcall('PTTL', bankey) ~= -2
     end
-    local d = 0
-    if not handover then
-      local pttl = rcall('PTTL', key)
-      if pttl > 0 then
-        local v = rpcall('GET', key)
-        if v and v.err then
-          handover = true
-        else
-          d = pttl - (tonumber(v) or pttl)
-          if d < 0 then d = 0 end
-        end
-      end
+    -- A full bucket (its key is gone once it is full again), which has the
+    -- cost (the client sends no more): SET NX makes it what the client sent,
+    -- as strings, so that Redis formats no number (7.0 formats a number
+    -- argument as a fraction), and only when the key is absent; with GET it
+    -- also reads the value that is there otherwise. So a full bucket takes
+    -- one call and another one three, as when its TTL was read first. (A
+    -- server before Redis 7.0 refuses NX with GET: the error is not false,
+    -- so the op takes the long way, reading the TTL and the value.)
+    local v = false
+    if not hasban then
+      v = rpcall('SET', key, ARGV[a + 6], 'PX', ARGV[a + 5], 'NX', 'GET')
     end
-    if handover then
-      gkind, gbankey, gban, gpeek, glimit, gperiod, gbanfor, gcost, gmember = 3, bankey, hasban, false, ARGV[a + 1], period, banfor, cost, burst
-    elseif d == 0 and not hasban then
-      -- A full bucket, the usual one (a key is gone once its bucket is full
-      -- again), which has the cost (the client sends no more): it becomes
-      -- what the client sent, as strings, so that Redis formats no number
-      -- (7.0 formats a number argument as a fraction).
-      rcall('SET', key, ARGV[a + 6], 'PX', ARGV[a + 5])
+    if v == false and not hasban then
       count, ttl, bits = cost + 0, ARGV[a + 5] + 0, 0
     else
-      local burstn, costn = burst + 0, cost + 0
-      local t = period / ARGV[a + 1]
-      local before = d / t
-      if before + costn <= burstn + 1e-9 then
-        ttl = d + costn * t
-        local ms = math.ceil(ttl)
-        if ms < 1 then ms = 1 end
-        local frac = ms - ttl
-        if frac == 0 then
-          frac = '0'
-        else
-          frac = string.format('%.17g', frac)
+      local d = 0
+      if not handover then
+        local pttl = rcall('PTTL', key)
+        if pttl > 0 then
+          if hasban then v = rpcall('GET', key) end
+          if v and v.err then
+            handover = true
+          else
+            d = pttl - (tonumber(v) or pttl)
+            if d < 0 then d = 0 end
+          end
         end
-        rcall('SET', key, frac, 'PX', ms)
-        -- The count is (ms - frac) / t: the client computes it from what was
-        -- written rather than have Redis format a second fraction.
-        count, ttl, bits = frac, ms, 4
+      end
+      if handover then
+        gkind, gbankey, gban, gpeek, glimit, gperiod, gbanfor, gcost, gmember = 3, bankey, hasban, false, ARGV[a + 1], period, banfor, cost, burst
       else
-        count, ttl, bits = before, d + costn * t - burstn * t, 2
-        if banfor ~= '0' then -- whole milliseconds: "0" is the only zero
-          rcall('SET', bankey, '1', 'PX', banfor)
-          ttl, bits = tonumber(banfor), 3
+        local burstn, costn = burst + 0, cost + 0
+        local t = period / ARGV[a + 1]
+        local before = d / t
+        if before + costn <= burstn + 1e-9 then
+          ttl = d + costn * t
+          local ms = math.ceil(ttl)
+          if ms < 1 then ms = 1 end
+          local frac = ms - ttl
+          if frac == 0 then
+            frac = '0'
+          else
+            frac = string.format('%.17g', frac)
+          end
+          rcall('SET', key, frac, 'PX', ms)
+          -- The count is (ms - frac) / t: the client computes it from what
+          -- was written rather than have Redis format a second fraction.
+          count, ttl, bits = frac, ms, 4
+        else
+          count, ttl, bits = before, d + costn * t - burstn * t, 2
+          if banfor ~= '0' then -- whole milliseconds: "0" is the only zero
+            rcall('SET', bankey, '1', 'PX', banfor)
+            ttl, bits = tonumber(banfor), 3
+          end
+          if ttl < 0 then ttl = 0 end
+          if ttl % 1 ~= 0 then ttl = math.ceil(ttl) end
+          if count % 1 ~= 0 or count >= 2^53 then count = string.format('%.17g', count) end
         end
-        if ttl < 0 then ttl = 0 end
-        if ttl % 1 ~= 0 then ttl = math.ceil(ttl) end
-        if count % 1 ~= 0 or count >= 2^53 then count = string.format('%.17g', count) end
       end
     end
     if hasban then k, a = k + 2, a + 6 else k, a = k + 1, a + 7 end
