@@ -167,8 +167,8 @@ func runBatch(ctx context.Context, res []Result, mode Mode, reqs []Request) {
 // outcomes or error in it.
 func evalGroup(ctx context.Context, mode Mode, items []batchItem) {
 	first := items[0].l
-	var group []*batchItem
-	var ops [][]Op
+	group := make([]*batchItem, 0, len(items))
+	ops := make([][]Op, 0, len(items))
 	timeout := first.timeout
 	for i := range items {
 		it := &items[i]

@@ -213,3 +213,35 @@ func TestDialEvalAllocations(t *testing.T) {
 		})
 	}
 }
+
+// TestDialBatchAllocations bounds the allocations of a CheckBatch of five
+// one-rule checks (an Envoy request of five descriptors) on a Store from
+// Dial: per check its key, its result and rueidis' results of its plain
+// commands, and per batch a few slices of the engine's and the store's, each
+// sized once (grown by append they took 6 more).
+func TestDialBatchAllocations(t *testing.T) {
+	s := dialStore(t, redistest.URL(t))
+	l := allocsLimiter(t, s, 1)
+	reqs := make([]ratelimit.Request, 5)
+	for i := range reqs {
+		reqs[i] = ratelimit.Request{Limiter: l, Identifier: ratelimit.Identifier{"user": string(rune('a' + i))}}
+	}
+	for range 100 { // the counters exist from here on, and rueidis dialled its connections
+		ratelimit.CheckBatch(ctx, reqs)
+	}
+	max := 24.0
+	if raceEnabled {
+		max += 24 // sync.Pool drops some of the reused buffers
+	}
+	got := testing.AllocsPerRun(200, func() {
+		for _, r := range ratelimit.CheckBatch(ctx, reqs) {
+			if r.Err != nil || !r.Matched {
+				t.Fatalf("check: %+v", r)
+			}
+		}
+	})
+	t.Logf("%v allocations per batch", got)
+	if got > max {
+		t.Fatalf("%v allocations per batch of 5, want at most %v", got, max)
+	}
+}
