@@ -22,10 +22,11 @@ import (
 // ("Pipelining") for what it buys.
 type combiner struct {
 	mu      sync.Mutex
-	running int       // DoMulti calls of this combiner in flight
-	limit   int       // the most at once before checks queue; 0: maxInFlight
-	queue   []*waiter // the checks that arrived meanwhile
-	spare   []*waiter // the previous queue's array, for reuse
+	running int           // DoMulti calls of this combiner in flight
+	limit   int           // the most at once before checks queue; 0: maxInFlight
+	shared  *atomic.Int32 // on a Cluster, the calls in flight of every master's combiner
+	queue   []*waiter     // the checks that arrived meanwhile
+	spare   []*waiter     // the previous queue's array, for reuse
 }
 
 // waiter is one queued check: its commands and, once sent, its replies.
@@ -59,8 +60,11 @@ var waiters = sync.Pool{New: func() any { return &waiter{done: make(chan struct{
 // ctx's error; its commands may still run.
 func (m *combiner) doMulti(ctx context.Context, c rueidis.Client, cmds rueidis.Commands) ([]rueidis.RedisResult, error) {
 	m.mu.Lock()
-	if m.running < cmp.Or(m.limit, maxInFlight) {
+	if m.free() {
 		m.running++
+		if m.shared != nil {
+			m.shared.Add(1)
+		}
 		m.mu.Unlock()
 		res := c.DoMulti(ctx, cmds...)
 		m.drain(c)
@@ -85,6 +89,18 @@ func (m *combiner) doMulti(ctx context.Context, c rueidis.Client, cmds rueidis.C
 	}
 }
 
+// free reports whether a check may go out at once: while fewer than the
+// limit of calls are in flight, on a Cluster counted over every master, but
+// always when none of this master's is, so that a master's checks never
+// wait for another master's replies (doc.go, "Pipelining", has the figures).
+func (m *combiner) free() bool {
+	limit := cmp.Or(m.limit, maxInFlight)
+	if m.running >= limit {
+		return false
+	}
+	return m.shared == nil || m.running == 0 || int(m.shared.Load()) < limit
+}
+
 // drain ends the caller's turn: the checks queued meanwhile go out on a
 // goroutine of their own (the caller has its replies and returns).
 func (m *combiner) drain(c rueidis.Client) {
@@ -99,6 +115,9 @@ func (m *combiner) next() []*waiter {
 	defer m.mu.Unlock()
 	if len(m.queue) == 0 {
 		m.running--
+		if m.shared != nil {
+			m.shared.Add(-1)
+		}
 		return nil
 	}
 	batch := m.queue
@@ -163,8 +182,9 @@ func (m *combiner) send(c rueidis.Client, batch []*waiter) {
 // routes each command by its slot. Until a table arrives, and for a check
 // whose keys are on several nodes, calls are sent as they are, not combined.
 type nodeCombiners struct {
-	raw   rueidis.Client // the cluster client, unwrapped: refreshes are no check's round trip
-	table atomic.Pointer[slotTable]
+	raw      rueidis.Client // the cluster client, unwrapped: refreshes are no check's round trip
+	table    atomic.Pointer[slotTable]
+	inFlight atomic.Int32 // the combiners' calls in flight (combiner.shared)
 
 	mu      sync.Mutex
 	next    *time.Timer // the next refresh
@@ -267,7 +287,7 @@ func (n *nodeCombiners) fetch(ctx context.Context) error {
 		if err1 != nil || err2 != nil {
 			continue
 		}
-		i := t.index(net.JoinHostPort(host, strconv.FormatInt(port, 10)), old)
+		i := t.index(net.JoinHostPort(host, strconv.FormatInt(port, 10)), old, &n.inFlight)
 		for s := start; s <= end; s++ {
 			t.node[s] = i
 		}
@@ -277,15 +297,15 @@ func (n *nodeCombiners) fetch(ctx context.Context) error {
 }
 
 // index returns addr's index in t, adding it (with its combiner in old, if
-// any) when new.
-func (t *slotTable) index(addr string, old *slotTable) uint8 {
+// any, else a new one counting its calls in shared) when new.
+func (t *slotTable) index(addr string, old *slotTable, shared *atomic.Int32) uint8 {
 	if i := slices.Index(t.addrs, addr); i >= 0 {
 		return uint8(i)
 	}
 	if len(t.addrs) == noNode {
 		return noNode
 	}
-	m := &combiner{}
+	m := &combiner{shared: shared}
 	if old != nil {
 		if i := slices.Index(old.addrs, addr); i >= 0 {
 			m = old.combiners[i]

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -225,4 +226,71 @@ func TestPlainBatchesCombined(t *testing.T) {
 	if got := trips() - base; got != 2 {
 		t.Errorf("%d DoMulti calls for the first check and 3 queued batches, want 2", got)
 	}
+}
+
+// TestCombinerSharedLimit: on a Cluster the limit of calls in flight counts
+// every master's together, except that a master with none in flight always
+// sends at once; on one server it counts the combiner's own.
+func TestCombinerSharedLimit(t *testing.T) {
+	for _, tt := range []struct {
+		name            string
+		running, shared int32
+		hasShared       bool
+		want            bool
+	}{
+		{"one server, below the limit", 3, 0, false, true},
+		{"one server, at the limit", maxInFlight, 0, false, false},
+		{"cluster, all below the limit", 2, maxInFlight - 1, true, true},
+		{"cluster, others at the limit", 2, maxInFlight, true, false},
+		{"cluster, none of this master's in flight", 0, 3 * maxInFlight, true, true},
+		{"cluster, this master at the limit", maxInFlight, maxInFlight, true, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			m := &combiner{running: int(tt.running)}
+			if tt.hasShared {
+				m.shared = new(atomic.Int32)
+				m.shared.Store(tt.shared)
+			}
+			if got := m.free(); got != tt.want {
+				t.Errorf("free() = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestClusterInFlightReturnsToZero: after many concurrent checks on a
+// Cluster, every call counted in flight (per master and over all masters)
+// has been counted out again.
+func TestClusterInFlightReturnsToZero(t *testing.T) {
+	s := dialStore(t, redistest.ClusterURL(t))
+	k := newKeyer(t)
+	waitFor(t, "a slot table", func() bool { return s.dialed.nodes.table.Load() != nil })
+	var wg sync.WaitGroup
+	for g := range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 20 {
+				if _, err := s.Eval(ctx, check, []ratelimit.Op{k.count(fmt.Sprint("c", g, "-", i%7), 1<<40, 1)}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	waitFor(t, "no call in flight", func() bool {
+		if s.dialed.nodes.inFlight.Load() != 0 {
+			return false
+		}
+		for _, m := range s.dialed.nodes.table.Load().combiners {
+			m.mu.Lock()
+			running := m.running
+			m.mu.Unlock()
+			if running != 0 {
+				return false
+			}
+		}
+		return true
+	})
 }
