@@ -131,28 +131,20 @@ func TestClusterChecksCombinedPerNode(t *testing.T) {
 	base := trips()
 
 	nodes[0].Pause(t)
-	resumed := false
-	defer func() {
-		if !resumed {
-			nodes[0].Resume(t)
-		}
-	}()
-	type answer struct {
-		name string
-		out  []ratelimit.OpResult
-		err  error
-	}
+	var once sync.Once
+	resume := func() { once.Do(func() { nodes[0].Resume(t) }) }
+	defer resume()
 	answers := make(chan answer, 8)
 	long, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	run := func(name string) {
-		out, err := s.Eval(long, check, []ratelimit.Op{k.count(name, 10, 1)})
-		answers <- answer{name, out, err}
+	run := func(i int) { // names[0][i]
+		out, err := s.Eval(long, check, []ratelimit.Op{k.count(names[0][i], 10, 1)})
+		answers <- answer{i, [][]ratelimit.OpResult{out}, err}
 	}
-	go run(names[0][0])
+	go run(0)
 	waitFor(t, "the first check in flight", func() bool { return trips() == base+1 })
-	for _, name := range names[0][1:] {
-		go run(name)
+	for i := 1; i < len(names[0]); i++ {
+		go run(i)
 	}
 	waitFor(t, "3 checks queued for the hung master", func() bool { return hung.queued() == 3 })
 	for _, name := range names[1] {
@@ -170,11 +162,10 @@ func TestClusterChecksCombinedPerNode(t *testing.T) {
 			t.Errorf("check on %s: count %v, want %v", name, out[0].Count, want)
 		}
 	}
-	nodes[0].Resume(t)
-	resumed = true
+	resume()
 	for range names[0] {
-		if a := <-answers; a.err != nil || a.out[0].Count != 1 {
-			t.Errorf("check on the resumed master (%s): %+v, %v", a.name, a.out, a.err)
+		if a := <-answers; a.err != nil || a.outs[0][0].Count != 1 {
+			t.Errorf("check on the resumed master (%s): %+v, %v", names[0][a.i], a.outs, a.err)
 		}
 	}
 	if got, want := trips()-base, 1+1+len(names[1]); got != want {
