@@ -74,6 +74,10 @@ type MetricsOptions struct {
 // checks_total{error="true"} / checks_total is the error SLI. Labels only ever
 // hold limiter and rule names, actions and booleans: never an identifier value.
 // Clear is reported by logs only (as in labkit).
+//
+// Observe finds each limiter's and rule's series once and keeps them, for at
+// most 4,096 limiters and rules together (past that the cache is emptied
+// and refilled): a check then costs no label lookup.
 type Metrics struct {
 	checks   *prometheus.CounterVec
 	evals    *prometheus.CounterVec
@@ -86,6 +90,7 @@ type Metrics struct {
 	ageDesc  *prometheus.Desc
 	breaker  *prometheus.Desc
 	now      func() time.Time
+	series   seriesCache // the series Observe updates, found once
 
 	mu       sync.Mutex
 	lastGood map[string]time.Time          // limiter -> last successful refresh; zero: never
@@ -193,11 +198,18 @@ func (m *Metrics) Observe(_ context.Context, e ratelimit.Event) {
 		return
 	}
 	lim := e.Limiter
-	failed := strconv.FormatBool(storeFailed(r.Err) || r.Degraded)
+	ls := m.series.limiter(lim)
+	failed := storeFailed(r.Err) || r.Degraded
 	switch e.Kind {
 	case ratelimit.EventCheck:
-		m.checks.WithLabelValues(lim, string(r.Action), strconv.FormatBool(r.Matched), failed).Inc()
-		m.duration.WithLabelValues(lim).Observe(e.Duration.Seconds())
+		if v := verdictIndex(r.Action); v >= 0 {
+			ls.checks[v][b2i(r.Matched)][b2i(failed)].get(func() prometheus.Counter {
+				return m.checks.WithLabelValues(lim, string(r.Action), strconv.FormatBool(r.Matched), strconv.FormatBool(failed))
+			}).Inc()
+		} else {
+			m.checks.WithLabelValues(lim, string(r.Action), strconv.FormatBool(r.Matched), strconv.FormatBool(failed)).Inc()
+		}
+		ls.duration.get(func() prometheus.Observer { return m.duration.WithLabelValues(lim) }).Observe(e.Duration.Seconds())
 		for i := range r.Evaluations {
 			ev := &r.Evaluations[i]
 			if ev.Rule == nil {
@@ -207,13 +219,15 @@ func (m *Metrics) Observe(_ context.Context, e ratelimit.Event) {
 			if res == ResultBlock && r.Shadow { // a limiter in shadow mode blocks nothing: reported like a log rule
 				res = ResultLog
 			}
-			m.evals.WithLabelValues(lim, ev.Rule.Name, string(ev.Rule.Action), res).Inc()
+			m.evaluation(lim, ev.Rule, res)
 		}
 		if r.Skipped && r.Rule != nil {
-			m.evals.WithLabelValues(lim, r.Rule.Name, string(ratelimit.ActionSkip), ResultSkip).Inc()
+			m.evaluation(lim, r.Rule, ResultSkip)
 		}
 	case ratelimit.EventPeek:
-		m.peeks.WithLabelValues(lim, failed).Inc()
+		ls.peeks[b2i(failed)].get(func() prometheus.Counter {
+			return m.peeks.WithLabelValues(lim, strconv.FormatBool(failed))
+		}).Inc()
 	default:
 		return
 	}
@@ -222,9 +236,27 @@ func (m *Metrics) Observe(_ context.Context, e ratelimit.Event) {
 		if ev.Rule == nil {
 			continue
 		}
-		m.limit.WithLabelValues(lim, ev.Rule.Name).Set(float64(ev.Info.Limit))
-		m.period.WithLabelValues(lim, ev.Rule.Name).Set(ev.Info.Period.Seconds())
+		rs := m.series.rule(lim, ev.Rule.Name)
+		rs.limit.get(func() prometheus.Gauge { return m.limit.WithLabelValues(lim, ev.Rule.Name) }).Set(float64(ev.Info.Limit))
+		rs.period.get(func() prometheus.Gauge { return m.period.WithLabelValues(lim, ev.Rule.Name) }).Set(ev.Info.Period.Seconds())
 	}
+}
+
+// evaluation counts one evaluation of rule with result res. A skip rule's
+// evaluation is counted under action skip, whatever the rule says.
+func (m *Metrics) evaluation(lim string, rule *ratelimit.Rule, res string) {
+	action := rule.Action
+	if res == ResultSkip {
+		action = ratelimit.ActionSkip
+	}
+	a, x := ruleActionIndex(action), resultIndex(res)
+	if a < 0 || x < 0 {
+		m.evals.WithLabelValues(lim, rule.Name, string(action), res).Inc()
+		return
+	}
+	m.series.rule(lim, rule.Name).evals[a][x].get(func() prometheus.Counter {
+		return m.evals.WithLabelValues(lim, rule.Name, string(action), res)
+	}).Inc()
 }
 
 // EvaluationResult names the outcome of one counting rule in labkit's

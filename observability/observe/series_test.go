@@ -1,0 +1,54 @@
+package observe
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	ratelimit "github.com/ratekit/ratekit/core"
+)
+
+// The series cache stays within maxCachedSeries entries however many rules a
+// limiter's checks bring, and emptying it loses no count: every rule's
+// series holds what two passes over all the rules observed.
+func TestSeriesCacheBound(t *testing.T) {
+	m := NewMetrics(MetricsOptions{})
+	const rules = maxCachedSeries + 500
+	check := func(i int) {
+		rule := &ratelimit.Rule{Name: "r" + strconv.Itoa(i), Action: ratelimit.ActionLimit}
+		m.Observe(context.Background(), ratelimit.Event{Kind: ratelimit.EventCheck, Limiter: "api",
+			Result: &ratelimit.Result{Action: ratelimit.ActionAllow, Matched: true, Rule: rule, Evaluations: []ratelimit.Evaluation{{
+				Rule: rule, Info: ratelimit.Info{Limit: int64(i + 1), Period: time.Minute}}}}})
+	}
+	for range 2 {
+		for i := range rules {
+			check(i)
+			if n := m.series.n.Load(); n > maxCachedSeries {
+				t.Fatalf("after rule %d the cache counts %d entries, over %d", i, n, maxCachedSeries)
+			}
+		}
+	}
+	entries := 0
+	m.series.m.Range(func(any, any) bool { entries++; return true })
+	if entries > maxCachedSeries {
+		t.Fatalf("the cache holds %d entries, over %d", entries, maxCachedSeries)
+	}
+	if got := testutil.ToFloat64(m.checks.WithLabelValues("api", "allow", "true", "false")); got != 2*rules {
+		t.Errorf("checks_total = %v, want %d", got, 2*rules)
+	}
+	for _, i := range []int{0, 1, maxCachedSeries - 1, maxCachedSeries, rules - 1} {
+		name := "r" + strconv.Itoa(i)
+		if got := testutil.ToFloat64(m.evals.WithLabelValues("api", name, "limit", ResultAllow)); got != 2 {
+			t.Errorf("rule %s: evaluations = %v, want 2", name, got)
+		}
+		if got := testutil.ToFloat64(m.limit.WithLabelValues("api", name)); got != float64(i+1) {
+			t.Errorf("rule %s: limit = %v, want %d", name, got, i+1)
+		}
+	}
+	if n := testutil.CollectAndCount(m.evals); n != rules {
+		t.Errorf("%d evaluation series, want %d", n, rules)
+	}
+}
