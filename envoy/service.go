@@ -226,23 +226,18 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		return nil, status.Errorf(codes.NotFound, "ratekitenvoy: unknown domain %q (served: %s)",
 			truncate(req.GetDomain()), strings.Join(sortedKeys(s.limiters), ", "))
 	}
-	reqs, overs, err := s.parse(l, req)
+	var one *oneAnswer // a request of one descriptor, the usual one: its answer in one allocation
+	if len(req.GetDescriptors()) == 1 {
+		one = &oneAnswer{}
+	}
+	reqs, overs, err := s.parse(l, req, one)
 	if err != nil {
 		s.metrics.request(req.GetDomain(), "invalid")
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	d := ratelimitheaders.Decision{Results: s.checkAll(ctx, l, reqs)}
+	resp, parts, single := one.answer(len(reqs))
+	d := ratelimitheaders.Decision{Results: s.checkAll(ctx, l, reqs, single)}
 	now := s.now()
-	n := len(reqs)
-	resp = &rlsv3.RateLimitResponse{
-		OverallCode: rlsv3.RateLimitResponse_OK,
-		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, n),
-	}
-	// The statuses, limits and durations of the answer are allocated in one
-	// block each rather than one message per descriptor.
-	sts := make([]rlsv3.RateLimitResponse_DescriptorStatus, n)
-	var lims []rlsv3.RateLimitResponse_RateLimit
-	var durs []durationpb.Duration
 	failed := 0
 	for i := range d.Results {
 		r := &d.Results[i]
@@ -252,7 +247,8 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 			// envoyproxy/ratelimit, a limit sent by the gateway is never shadow.
 			r.Action = ratelimit.ActionBlock
 		}
-		st := &sts[i]
+		p := &parts[i]
+		st := &p.status
 		st.Code = rlsv3.RateLimitResponse_OK
 		if r.Failed() {
 			if !errors.Is(r.Err, ratelimit.ErrCanceled) {
@@ -264,12 +260,9 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 				resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 			}
 			if e := r.Enforcing(); e != nil {
-				if lims == nil {
-					lims, durs = make([]rlsv3.RateLimitResponse_RateLimit, n), make([]durationpb.Duration, n)
-				}
-				st.CurrentLimit = currentLimit(&lims[i], e)
+				st.CurrentLimit = currentLimit(&p.limit, e)
 				st.LimitRemaining = uint32(min(math.Floor(e.Info.Remaining), math.MaxUint32))
-				st.DurationUntilReset = setDuration(&durs[i], max(e.Info.ResetAt.Sub(now), 0))
+				st.DurationUntilReset = setDuration(&p.reset, max(e.Info.ResetAt.Sub(now), 0))
 			}
 		}
 		resp.Statuses[i] = st
@@ -277,7 +270,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	var buf [8]headerField // the most a profile writes: on the stack
 	fields := buf[:0]
 	s.profile.Each(&d, now, 0, func(name, value string) { fields = append(fields, headerField{name, value}) })
-	resp.ResponseHeadersToAdd = headerValues(fields)
+	resp.ResponseHeadersToAdd = one.headerValues(fields)
 	code := "ok"
 	if resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT {
 		code = "over_limit"
@@ -291,13 +284,15 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 
 // checkAll checks every descriptor: one Check for one descriptor, else one
 // ratelimit.CheckBatch (one store call for all of them), or with
-// Options.Concurrent a Check each, run concurrently. The checks are
+// Options.Concurrent a Check each, run concurrently. A single check's
+// result goes to single, which has room for it. The checks are
 // independent, each its own identifier, as Envoy's descriptors are. A panic
 // in a concurrent check is carried back to the caller's goroutine, where
 // ShouldRateLimit recovers it.
-func (s *Service) checkAll(ctx context.Context, l *ratelimit.Limiter, reqs []ratelimit.Request) []ratelimit.Result {
+func (s *Service) checkAll(ctx context.Context, l *ratelimit.Limiter, reqs []ratelimit.Request, single []ratelimit.Result) []ratelimit.Result {
 	if len(reqs) == 1 {
-		return []ratelimit.Result{l.Check(ctx, reqs[0].Identifier, reqs[0].Options...)}
+		single[0] = l.Check(ctx, reqs[0].Identifier, reqs[0].Options...)
+		return single[:1]
 	}
 	if !s.parallel {
 		return ratelimit.CheckBatch(ctx, reqs)
@@ -350,8 +345,9 @@ func (s *Service) checkDomain(domain string) string {
 
 // parse validates the whole request and returns one check per descriptor,
 // and which descriptors carry a limit override (nil when none does). The
-// first problem found is returned, naming the descriptor, entry and key.
-func (s *Service) parse(l *ratelimit.Limiter, req *rlsv3.RateLimitRequest) ([]ratelimit.Request, []bool, error) {
+// first problem found is returned, naming the descriptor, entry and key. A
+// single descriptor's check is one's when one is not nil.
+func (s *Service) parse(l *ratelimit.Limiter, req *rlsv3.RateLimitRequest, one *oneAnswer) ([]ratelimit.Request, []bool, error) {
 	descs := req.GetDescriptors()
 	switch {
 	case len(descs) == 0:
@@ -367,7 +363,12 @@ func (s *Service) parse(l *ratelimit.Limiter, req *rlsv3.RateLimitRequest) ([]ra
 		return nil, nil, fmt.Errorf("ratekitenvoy: hits_addend %d is over the limit of %d", hits, s.maxHits)
 	}
 	allowed := s.props[l.Name()] // nil without Options.Available
-	reqs := make([]ratelimit.Request, len(descs))
+	var reqs []ratelimit.Request
+	if one != nil && len(descs) == 1 {
+		reqs = one.request[:]
+	} else {
+		reqs = make([]ratelimit.Request, len(descs))
+	}
 	var overs []bool
 	var opts []ratelimit.CheckOption // the options of every check, in one block
 	for i, d := range descs {
@@ -584,19 +585,58 @@ func setDuration(pb *durationpb.Duration, d time.Duration) *durationpb.Duration 
 type headerField struct{ name, value string }
 
 // headerValues returns fields as Envoy's header list, sorted by name so that
-// answers are stable, a name's values in the order they were added.
-func headerValues(fields []headerField) []*corev3.HeaderValue {
+// answers are stable, a name's values in the order they were added. They
+// are a's when a is not nil and has room for them.
+func (a *oneAnswer) headerValues(fields []headerField) []*corev3.HeaderValue {
 	if len(fields) == 0 {
 		return nil
 	}
 	slices.SortStableFunc(fields, func(a, b headerField) int { return strings.Compare(a.name, b.name) })
-	block := make([]corev3.HeaderValue, len(fields))
-	out := make([]*corev3.HeaderValue, len(fields))
+	var block []corev3.HeaderValue
+	var out []*corev3.HeaderValue
+	if a != nil && len(fields) <= len(a.headers) {
+		block, out = a.headers[:len(fields)], a.headerList[:len(fields)]
+	} else {
+		block, out = make([]corev3.HeaderValue, len(fields)), make([]*corev3.HeaderValue, len(fields))
+	}
 	for i, hf := range fields {
 		block[i].Key, block[i].Value = hf.name, hf.value
 		out[i] = &block[i]
 	}
 	return out
+}
+
+// statusParts are the messages of one descriptor's status.
+type statusParts struct {
+	status rlsv3.RateLimitResponse_DescriptorStatus
+	limit  rlsv3.RateLimitResponse_RateLimit
+	reset  durationpb.Duration
+}
+
+// oneAnswer is the answer to a request of one descriptor, the usual one, with
+// its check's request and result, in one allocation.
+type oneAnswer struct {
+	resp     rlsv3.RateLimitResponse
+	statuses [1]*rlsv3.RateLimitResponse_DescriptorStatus
+	parts    [1]statusParts
+	request  [1]ratelimit.Request
+	result   [1]ratelimit.Result
+	// The headers of an answer in the IETF profile, blocked or not.
+	headers    [4]corev3.HeaderValue
+	headerList [4]*corev3.HeaderValue
+}
+
+// answer returns an OK response with room for n statuses, the messages of
+// each, and room for a single check's result (nil for more, which
+// CheckBatch returns). For one descriptor they are a's (a != nil); for more,
+// three allocations where a message each would be 2 + 3n.
+func (a *oneAnswer) answer(n int) (*rlsv3.RateLimitResponse, []statusParts, []ratelimit.Result) {
+	if a != nil && n == 1 {
+		a.resp.OverallCode, a.resp.Statuses = rlsv3.RateLimitResponse_OK, a.statuses[:]
+		return &a.resp, a.parts[:], a.result[:]
+	}
+	return &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK,
+		Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)}, make([]statusParts, n), nil
 }
 
 func okResponse(n int) *rlsv3.RateLimitResponse {
