@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -202,7 +203,7 @@ func (m *Metrics) Observe(_ context.Context, e ratelimit.Event) {
 	failed := storeFailed(r.Err) || r.Degraded
 	switch e.Kind {
 	case ratelimit.EventCheck:
-		if v := verdictIndex(r.Action); v >= 0 {
+		if v := slices.Index(verdictSlots[:], r.Action); v >= 0 {
 			ls.checks[v][b2i(r.Matched)][b2i(failed)].get(func() prometheus.Counter {
 				return m.checks.WithLabelValues(lim, string(r.Action), strconv.FormatBool(r.Matched), strconv.FormatBool(failed))
 			}).Inc()
@@ -249,7 +250,7 @@ func (m *Metrics) evaluation(lim string, rule *ratelimit.Rule, res string) {
 	if res == ResultSkip {
 		action = ratelimit.ActionSkip
 	}
-	a, x := ruleActionIndex(action), resultIndex(res)
+	a, x := slices.Index(actionSlots[:], action), slices.Index(resultSlots[:], res)
 	if a < 0 || x < 0 {
 		m.evals.WithLabelValues(lim, rule.Name, string(action), res).Inc()
 		return

@@ -12,7 +12,9 @@ import (
 // Observing a check updates 2 + 3 × (rules evaluated) series. Finding a
 // series by its label values (CounterVec.WithLabelValues) hashes and
 // validates every value under the vector's lock: on the memory store that
-// cost a 3-rule check more than the check itself (BenchmarkCheck/metrics).
+// cost a 3-rule check more than the check itself (BenchmarkCheck/metrics:
+// 1,113-1,129 ns against 485-493 ns without metrics; 793-800 ns with this
+// cache).
 // So Metrics finds a limiter's and a rule's series once and keeps them in
 // a seriesCache; a series is still created only when first updated, so the
 // families export exactly what they did without it.
@@ -36,14 +38,14 @@ type ruleKey struct{ limiter, rule string }
 // limiterSeries holds a limiter's series, each resolved on first use.
 type limiterSeries struct {
 	duration lazy[prometheus.Observer]
-	checks   [2][2][2]lazy[prometheus.Counter] // verdict (allow, block) × matched × failed
-	peeks    [2]lazy[prometheus.Counter]       // failed
+	checks   [len(verdictSlots)][2][2]lazy[prometheus.Counter] // verdict × matched × failed
+	peeks    [2]lazy[prometheus.Counter]                       // failed
 }
 
 // ruleSeries holds a rule's series, each resolved on first use.
 type ruleSeries struct {
 	limit, period lazy[prometheus.Gauge]
-	evals         [3][5]lazy[prometheus.Counter] // rule action (limit, log, skip) × result
+	evals         [len(actionSlots)][len(resultSlots)]lazy[prometheus.Counter] // rule action × result
 }
 
 // lazy is one series, resolved by the first caller.
@@ -91,47 +93,13 @@ func (c *seriesCache) store(k, v any) any {
 	return got
 }
 
-// verdictIndex is the index of a check's verdict in limiterSeries.checks,
-// or -1 for one without a slot (resolved on every call instead).
-func verdictIndex(v ratelimit.Verdict) int {
-	switch v {
-	case ratelimit.ActionAllow:
-		return 0
-	case ratelimit.ActionBlock:
-		return 1
-	}
-	return -1
-}
-
-// ruleActionIndex is the index of a rule's action in ruleSeries.evals, or -1.
-func ruleActionIndex(a ratelimit.Action) int {
-	switch a {
-	case ratelimit.ActionLimit:
-		return 0
-	case ratelimit.ActionLog:
-		return 1
-	case ratelimit.ActionSkip:
-		return 2
-	}
-	return -1
-}
-
-// resultIndex is the index of an evaluation's result in ruleSeries.evals, or -1.
-func resultIndex(r string) int {
-	switch r {
-	case ResultAllow:
-		return 0
-	case ResultBlock:
-		return 1
-	case ResultLog:
-		return 2
-	case ResultSkip:
-		return 3
-	case ResultBanned:
-		return 4
-	}
-	return -1
-}
+// The values that have a slot in limiterSeries and ruleSeries, in slot
+// order. Another value (none today) is resolved on every call instead.
+var (
+	verdictSlots = [...]ratelimit.Verdict{ratelimit.ActionAllow, ratelimit.ActionBlock}
+	actionSlots  = [...]ratelimit.Action{ratelimit.ActionLimit, ratelimit.ActionLog, ratelimit.ActionSkip}
+	resultSlots  = [...]string{ResultAllow, ResultBlock, ResultLog, ResultSkip, ResultBanned}
+)
 
 // b2i is 1 for true.
 func b2i(b bool) int {
