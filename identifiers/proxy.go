@@ -216,6 +216,11 @@ func normalize(a netip.Addr) netip.Addr { return a.WithZone("").Unmap() }
 // ("192.0.2.1:1234", "[2001:db8::1]:1234") or a bare IP. It returns the zero
 // Addr when s holds no IP (a Unix socket, "@", "pipe").
 func PeerAddr(s string) netip.Addr {
+	// A socket address first: parseHop tries a bare IP first, whose failure
+	// on "ip:port" costs an error allocated on every request.
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		return normalize(ap.Addr())
+	}
 	a, _ := parseHop(s)
 	return a
 }

@@ -83,7 +83,16 @@ func (g *Guard[O]) Metering() bool { return len(g.Deferred) > 0 }
 // is part of the decision only when it blocks: the headers of an allowed
 // response describe the request limits, not a resource budget in other units.
 func (g *Guard[O]) Decide(ctx context.Context, id ratelimit.Identifier, opts ...ratelimit.CheckOption) *ratelimitheaders.Decision {
-	d := &ratelimitheaders.Decision{Results: make([]ratelimit.Result, 0, len(g.Limiters)+1)}
+	var d *ratelimitheaders.Decision
+	if len(g.Limiters)+len(g.Deferred) == 1 {
+		// The usual guard, one limiter: the decision and its result in one
+		// allocation.
+		b := &oneDecision{}
+		b.d.Results = b.results[:0]
+		d = &b.d
+	} else {
+		d = &ratelimitheaders.Decision{Results: make([]ratelimit.Result, 0, len(g.Limiters)+1)}
+	}
 	for _, df := range g.Deferred {
 		if res := df.Limiter.Peek(ctx, id, ratelimit.Cost(df.PeekCost)); res.Blocked() && !res.Failed() {
 			d.Results = append(d.Results, res)
@@ -98,6 +107,13 @@ func (g *Guard[O]) Decide(ctx context.Context, id ratelimit.Identifier, opts ...
 		}
 	}
 	return d
+}
+
+// oneDecision is the decision of a guard with one limiter and room for its
+// result.
+type oneDecision struct {
+	d       ratelimitheaders.Decision
+	results [1]ratelimit.Result
 }
 
 // Run runs the handler of a request that Decide allowed. When Metering, the

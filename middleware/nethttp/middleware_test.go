@@ -200,3 +200,42 @@ func TestHeadCountsAsGet(t *testing.T) {
 		t.Errorf("the GET handler ran %d times, want 2", n)
 	}
 }
+
+// TestMiddlewareAllocations bounds what the middleware allocates for an
+// allowed request on the memory store: the identifier (its map and boxed
+// values), the client IP's string, the check, the decision and its headers.
+// It measured 12, 13 under -race (14 and 15 before the decision and its
+// result came in one allocation and the peer address was parsed without a
+// failed attempt).
+func TestMiddlewareAllocations(t *testing.T) {
+	l, err := ratelimit.New(ratelimit.Config{
+		Name: "allocs", Store: ratelimit.NewMemoryStore(),
+		Rules: []ratelimit.Rule{{Name: "per_ip", Characteristics: []string{"ip"}, Limit: 1 << 40, Period: time.Hour}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /hello", func(http.ResponseWriter, *http.Request) {})
+	h := ratelimithttp.Middleware(l, ratelimithttp.WithMux(mux))(mux)
+	r := httptest.NewRequest("GET", "/hello", nil)
+	r.RemoteAddr = "192.0.2.1:1234"
+	w := &headerWriter{h: http.Header{}}
+	got := testing.AllocsPerRun(200, func() {
+		clear(w.h)
+		h.ServeHTTP(w, r)
+	})
+	if w.h.Get(ratelimitheaders.HeaderRateLimit) == "" {
+		t.Fatalf("no %s header: %v", ratelimitheaders.HeaderRateLimit, w.h)
+	}
+	if max := 13.0; got > max {
+		t.Fatalf("%v allocations per request, want at most %v", got, max)
+	}
+}
+
+// headerWriter is a ResponseWriter that keeps the headers and drops the rest.
+type headerWriter struct{ h http.Header }
+
+func (w *headerWriter) Header() http.Header         { return w.h }
+func (w *headerWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (w *headerWriter) WriteHeader(int)             {}
