@@ -76,18 +76,19 @@ func (p Profile) SetHeaders(h http.Header, d *Decision, now time.Time, extra tim
 	})
 }
 
-// canonicalNames maps each field name that Each writes to its canonical form
-// (textproto.CanonicalMIMEHeaderKey), which http.Header.Set would compute on
-// every call: an allocation per field for the mixed-case RateLimit names
+// canonicalNames and lowerNames map each field name that Each writes to its
+// canonical form (textproto.CanonicalMIMEHeaderKey), which http.Header.Set
+// would compute on every call, and to its lower-case form for Fields: an
+// allocation per field saved for the mixed-case RateLimit names
 // (BenchmarkSetHeaders/ietf: 6 allocations before this table, 4 with it).
-var canonicalNames = func() map[string]string {
-	m := map[string]string{}
+var canonicalNames, lowerNames = func() (canonical, lower map[string]string) {
+	canonical, lower = map[string]string{}, map[string]string{}
 	for _, n := range []string{HeaderRateLimitPolicy, HeaderRateLimit, HeaderRateLimitLimit, HeaderRateLimitRemaining,
 		HeaderRateLimitReset, HeaderRateLimitName, HeaderRateLimitObserved, HeaderRateLimitResetTime,
 		HeaderRetryAfter, "Cache-Control"} {
-		m[n] = textproto.CanonicalMIMEHeaderKey(n)
+		canonical[n], lower[n] = textproto.CanonicalMIMEHeaderKey(n), strings.ToLower(n)
 	}
-	return m
+	return canonical, lower
 }()
 
 // Each calls set with each field that SetHeaders writes for d, in the order
@@ -110,15 +111,17 @@ func (p Profile) Each(d *Decision, now time.Time, extra time.Duration, set func(
 // what SetHeaders writes, less Retry-After and Cache-Control, which such a
 // transport states its own way. It is nil when there are none.
 func (p Profile) Fields(d *Decision, now time.Time) map[string][]string {
-	h := http.Header{}
-	p.setRateLimit(h.Set, d, d.Blocked(), now)
-	if len(h) == 0 {
-		return nil
-	}
-	out := make(map[string][]string, len(h))
-	for k, v := range h {
-		out[strings.ToLower(k)] = v
-	}
+	var out map[string][]string
+	p.setRateLimit(func(name, value string) {
+		if out == nil {
+			out = make(map[string][]string, 4)
+		}
+		k, ok := lowerNames[name]
+		if !ok {
+			k = strings.ToLower(name)
+		}
+		out[k] = []string{value}
+	}, d, d.Blocked(), now)
 	return out
 }
 
