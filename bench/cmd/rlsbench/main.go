@@ -294,8 +294,45 @@ requests.
 			numfmt.Thousands(peer.perSecond()), numfmt.Thousands(ratekit.perSecond()), ratekit.perSecond()/peer.perSecond(),
 			cpu, cpuRatio, peer.redisPerRequest(), ratekit.redisPerRequest())
 	}
+	if lines := descriptorCosts(rows); len(lines) > 0 {
+		fmt.Fprintf(b, "\nWhat a request of several descriptors costs against one descriptor's, same callers: time per\n")
+		fmt.Fprintf(b, "request (the inverse of requests/s) and server CPU per request.\n\n")
+		fmt.Fprintf(b, "| descriptors | callers | envoyproxy/ratelimit: time / CPU | ratekit-envoy: time / CPU |\n")
+		fmt.Fprintf(b, "|---|--:|--:|--:|\n")
+		for _, l := range lines {
+			fmt.Fprintln(b, l)
+		}
+	}
 	fmt.Fprintf(b, "\nCompare the ratios of one run. Absolute figures mean something only from a quiet many-core machine\n")
 	fmt.Fprintf(b, "with Redis, each server and the load generator on cores of their own.\n")
+}
+
+// descriptorCosts returns a table line for each row of more than one
+// descriptor whose callers also have a row of one: each server's time and
+// server CPU per request over the one-descriptor row's ("—" for CPU where
+// unknown).
+func descriptorCosts(rows []row) []string {
+	var lines []string
+	for _, r := range rows {
+		if r.descs == 1 {
+			continue
+		}
+		i := slices.IndexFunc(rows, func(o row) bool { return o.descs == 1 && o.callers == r.callers })
+		if i < 0 {
+			continue
+		}
+		one := rows[i]
+		cost := func(many, one []measure) string {
+			m, o := median(many), median(one)
+			c := "—"
+			if mc, oc := m.serverPerRequest(), o.serverPerRequest(); mc > 0 && oc > 0 {
+				c = fmt.Sprintf("%.2f×", mc/oc)
+			}
+			return fmt.Sprintf("%.2f× / %s", o.perSecond()/m.perSecond(), c)
+		}
+		lines = append(lines, fmt.Sprintf("| %d ÷ 1 | %d | %s | %s |", r.descs, r.callers, cost(r.peer, one.peer), cost(r.ratekit, one.ratekit)))
+	}
+	return lines
 }
 
 // median returns the measure of median requests/s (the lower middle one of

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -96,5 +97,26 @@ func TestParseStatCPU(t *testing.T) {
 	// This process's own time: a real /proc line parses.
 	if _, err := processCPU(os.Getpid()); err != nil && runtime.GOOS == "linux" {
 		t.Errorf("processCPU(self): %v", err)
+	}
+}
+
+func TestDescriptorCosts(t *testing.T) {
+	at := func(perSecond int64, cpu time.Duration) []measure {
+		return []measure{{requests: perSecond, elapsed: time.Second, serverCPU: cpu}}
+	}
+	rows := []row{
+		{descs: 1, callers: 64, peer: at(1000, 100*time.Millisecond), ratekit: at(2000, 100*time.Millisecond)},
+		{descs: 5, callers: 64, peer: at(500, 80*time.Millisecond), ratekit: at(1000, 90*time.Millisecond)},
+		{descs: 5, callers: 256, peer: at(500, -1), ratekit: at(1000, -1)}, // no 1-descriptor row: left out
+	}
+	got := descriptorCosts(rows)
+	// envoy: 2x the time, CPU 160 us against 100 us; ratekit: 2x the time, 90 us against 50 us.
+	want := []string{"| 5 ÷ 1 | 64 | 2.00× / 1.60× | 2.00× / 1.80× |"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("descriptorCosts = %q, want %q", got, want)
+	}
+	rows[1].peer[0].serverCPU = -1
+	if got := descriptorCosts(rows[:2]); !strings.Contains(got[0], "| 2.00× / — |") {
+		t.Fatalf("unknown CPU: %q", got)
 	}
 }
