@@ -3,6 +3,7 @@ package observe
 import (
 	"context"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -50,5 +51,34 @@ func TestSeriesCacheBound(t *testing.T) {
 	}
 	if n := testutil.CollectAndCount(m.evals); n != rules {
 		t.Errorf("%d evaluation series, want %d", n, rules)
+	}
+}
+
+// Concurrent checks through a cache that fills and empties lose no count:
+// each goroutine observes every rule once, over more rules than the cache
+// holds, and every rule's evaluations come out at the number of goroutines.
+func TestSeriesCacheConcurrent(t *testing.T) {
+	m := NewMetrics(MetricsOptions{})
+	const goroutines, rules = 8, maxCachedSeries + 1000
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			for i := range rules {
+				rule := &ratelimit.Rule{Name: "r" + strconv.Itoa((i+g*97)%rules), Action: ratelimit.ActionLog}
+				m.Observe(context.Background(), ratelimit.Event{Kind: ratelimit.EventCheck, Limiter: "api",
+					Result: &ratelimit.Result{Action: ratelimit.ActionAllow, Matched: true, Rule: rule, Evaluations: []ratelimit.Evaluation{{
+						Rule: rule, Exceeded: true, Info: ratelimit.Info{Limit: 5, Period: time.Minute}}}}})
+			}
+		})
+	}
+	wg.Wait()
+	if got := testutil.ToFloat64(m.checks.WithLabelValues("api", "allow", "true", "false")); got != goroutines*rules {
+		t.Errorf("checks_total = %v, want %d", got, goroutines*rules)
+	}
+	for _, i := range []int{0, 1, rules / 2, rules - 1} {
+		name := "r" + strconv.Itoa(i)
+		if got := testutil.ToFloat64(m.evals.WithLabelValues("api", name, "log", ResultLog)); got != goroutines {
+			t.Errorf("rule %s: evaluations = %v, want %d", name, got, goroutines)
+		}
 	}
 }
