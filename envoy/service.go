@@ -591,7 +591,7 @@ func (a *oneAnswer) headerValues(fields []headerField) []*corev3.HeaderValue {
 	if len(fields) == 0 {
 		return nil
 	}
-	slices.SortStableFunc(fields, func(a, b headerField) int { return strings.Compare(a.name, b.name) })
+	slices.SortStableFunc(fields, func(x, y headerField) int { return strings.Compare(x.name, y.name) })
 	var block []corev3.HeaderValue
 	var out []*corev3.HeaderValue
 	if a != nil && len(fields) <= len(a.headers) {
