@@ -3,12 +3,15 @@ package ratekitenvoy_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"strconv"
 	"testing"
 
 	rlcommonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/redisstore"
@@ -81,6 +84,55 @@ func BenchmarkShouldRateLimit(b *testing.B) {
 					for b.Loop() {
 						for _, id := range ids {
 							_ = l.Check(ctx, id)
+						}
+					}
+				})
+			})
+		}
+	}
+}
+
+// BenchmarkGRPC sends requests of 1 and 5 descriptors to the service on a
+// real gRPC server on loopback (the memory store; the client's allocations
+// count too), with gRPC's proto codec and with Codec, from 64 callers.
+func BenchmarkGRPC(b *testing.B) {
+	for _, n := range []int{1, 5} {
+		for _, c := range []struct {
+			name string
+			opts []grpc.ServerOption
+		}{{"proto", nil}, {"codec", []grpc.ServerOption{grpc.ForceServerCodecV2(ratekitenvoy.Codec())}}} {
+			b.Run(fmt.Sprintf("descriptors=%d/%s", n, c.name), func(b *testing.B) {
+				l := newLimiter(b, ratelimit.NewMemoryStore(), "", nil)
+				svc, err := ratekitenvoy.NewService([]*ratelimit.Limiter{l}, ratekitenvoy.Options{Available: available(b)})
+				if err != nil {
+					b.Fatal(err)
+				}
+				srv := grpc.NewServer(c.opts...)
+				svc.Register(srv)
+				lis, err := net.Listen("tcp", "127.0.0.1:0")
+				if err != nil {
+					b.Fatal(err)
+				}
+				go func() { _ = srv.Serve(lis) }()
+				defer srv.Stop()
+				conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer conn.Close()
+				client := rlsv3.NewRateLimitServiceClient(conn)
+				req := &rlsv3.RateLimitRequest{Domain: "edge"}
+				for i := range n {
+					req.Descriptors = append(req.Descriptors, &rlcommonv3.RateLimitDescriptor{Entries: []*rlcommonv3.RateLimitDescriptor_Entry{{Key: "remote_address", Value: "10.9.0." + strconv.Itoa(i)}}})
+				}
+				b.SetParallelism(32) // 64 callers on 2 CPUs
+				b.ReportAllocs()
+				b.ResetTimer()
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						if _, err := client.ShouldRateLimit(context.Background(), req); err != nil {
+							b.Error(err)
+							return
 						}
 					}
 				})

@@ -104,7 +104,7 @@ func startGateway(t testing.TB, l *ratelimit.Limiter, m *observe.Metrics, opts r
 	if m != nil {
 		reg.MustRegister(m)
 	}
-	srv := grpc.NewServer()
+	srv := grpc.NewServer(grpc.ForceServerCodecV2(ratekitenvoy.Codec())) // as cmd/ratekit-envoy
 	svc.Register(srv)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
