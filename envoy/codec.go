@@ -22,7 +22,7 @@ import (
 // (BenchmarkCodec). Every other message, and any request
 // holding another field, a wire type other than the declared one or invalid
 // UTF-8, goes to the proto codec unchanged, so the result is always the
-// message proto.Unmarshal makes (FuzzCodec compares them).
+// message proto.Unmarshal makes (FuzzDecodeRequest compares them).
 //
 // Give it to the server that the Service is registered on:
 //
