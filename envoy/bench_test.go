@@ -3,7 +3,6 @@ package ratekitenvoy_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"strconv"
 	"testing"
@@ -11,7 +10,6 @@ import (
 	rlcommonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/redisstore"
@@ -109,18 +107,7 @@ func BenchmarkGRPC(b *testing.B) {
 				}
 				srv := grpc.NewServer(c.opts...)
 				svc.Register(srv)
-				lis, err := net.Listen("tcp", "127.0.0.1:0")
-				if err != nil {
-					b.Fatal(err)
-				}
-				go func() { _ = srv.Serve(lis) }()
-				defer srv.Stop()
-				conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer conn.Close()
-				client := rlsv3.NewRateLimitServiceClient(conn)
+				client := rlsv3.NewRateLimitServiceClient(serveGRPC(b, srv))
 				req := &rlsv3.RateLimitRequest{Domain: "edge"}
 				for i := range n {
 					req.Descriptors = append(req.Descriptors, &rlcommonv3.RateLimitDescriptor{Entries: []*rlcommonv3.RateLimitDescriptor_Entry{{Key: "remote_address", Value: "10.9.0." + strconv.Itoa(i)}}})

@@ -2,7 +2,6 @@ package ratekitenvoy_test
 
 import (
 	"context"
-	"net"
 	"strconv"
 	"testing"
 	"time"
@@ -10,7 +9,6 @@ import (
 	rlcommonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -82,23 +80,14 @@ func BenchmarkCodec(b *testing.B) {
 }
 
 // TestCodecServesEveryService: on a real server with the codec forced, the
-// health service's messages (which the codec leaves to the proto codec)
-// and requests that the proto codec decodes (a limit override) are answered.
+// health service's messages, which the codec leaves to the proto codec, are
+// answered. (Every gateway test runs with the codec, startGateway, requests
+// with limit overrides included, which it also leaves to the proto codec.)
 func TestCodecServesEveryService(t *testing.T) {
 	srv := grpc.NewServer(grpc.ForceServerCodecV2(ratekitenvoy.Codec()))
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(srv, hs)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
+	conn := serveGRPC(t, srv)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})

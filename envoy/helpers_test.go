@@ -106,6 +106,14 @@ func startGateway(t testing.TB, l *ratelimit.Limiter, m *observe.Metrics, opts r
 	}
 	srv := grpc.NewServer(grpc.ForceServerCodecV2(ratekitenvoy.Codec())) // as cmd/ratekit-envoy
 	svc.Register(srv)
+	conn := serveGRPC(t, srv)
+	return &gateway{svc: svc, lim: l, client: rlsv3.NewRateLimitServiceClient(conn), metrics: m, reg: reg}
+}
+
+// serveGRPC serves srv on a loopback port until the test ends and returns a
+// client connection to it.
+func serveGRPC(t testing.TB, srv *grpc.Server) *grpc.ClientConn {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +125,7 @@ func startGateway(t testing.TB, l *ratelimit.Limiter, m *observe.Metrics, opts r
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	return &gateway{svc: svc, lim: l, client: rlsv3.NewRateLimitServiceClient(conn), metrics: m, reg: reg}
+	return conn
 }
 
 func (g *gateway) ask(t testing.TB, req *rlsv3.RateLimitRequest) *rlsv3.RateLimitResponse {
