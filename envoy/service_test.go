@@ -495,7 +495,8 @@ func ExampleNewService() {
 	if err != nil {
 		panic(err)
 	}
-	// In a server: svc.Register(grpcServer). Here, called directly as Envoy would.
+	// In a server: svc.Register(grpc.NewServer(grpc.ForceServerCodecV2(ratekitenvoy.Codec()))).
+	// Here, called directly as Envoy would.
 	req := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlcommonv3.RateLimitDescriptor{{
 		Entries: []*rlcommonv3.RateLimitDescriptor_Entry{{Key: "remote_address", Value: "192.0.2.1"}},
 	}}}
