@@ -1,7 +1,6 @@
 package ratekitenvoy
 
 import (
-	"strings"
 	"unicode/utf8"
 
 	rlcommonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -9,6 +8,7 @@ import (
 	"google.golang.org/grpc/encoding"
 	protocodec "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -42,12 +42,10 @@ func (c requestCodec) Marshal(v any) (mem.BufferSlice, error) { return c.base.Ma
 
 func (c requestCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	if req, ok := v.(*rlsv3.RateLimitRequest); ok {
-		var b strings.Builder
-		b.Grow(data.Len())
-		for _, buf := range data {
-			b.Write(buf.ReadOnlyData())
-		}
-		if decodeRequest(b.String(), req) {
+		buf := data.MaterializeToBuffer(mem.DefaultBufferPool()) // as the proto codec reads it
+		decoded := decodeRequest(buf.ReadOnlyData(), req)
+		buf.Free()
+		if decoded {
 			return nil
 		}
 		proto.Reset(req)
@@ -55,31 +53,30 @@ func (c requestCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	return c.base.Unmarshal(data, v)
 }
 
-// Wire types and field numbers of the messages decodeRequest reads
+// Field numbers of the messages decodeRequest reads
 // (envoy/service/ratelimit/v3/rls.proto and
 // envoy/extensions/common/ratelimit/v3/ratelimit.proto).
 const (
-	wireVarint = 0
-	wireBytes  = 2
-
-	requestDomain      = 1 // string
-	requestDescriptors = 2 // repeated RateLimitDescriptor
-	requestHitsAddend  = 3 // uint32
-	descriptorEntries  = 1 // repeated RateLimitDescriptor.Entry
-	entryKey           = 1 // string
-	entryValue         = 2 // string
+	requestDomain      protowire.Number = 1 // string
+	requestDescriptors protowire.Number = 2 // repeated RateLimitDescriptor
+	requestHitsAddend  protowire.Number = 3 // uint32
+	descriptorEntries  protowire.Number = 1 // repeated RateLimitDescriptor.Entry
+	entryKey           protowire.Number = 1 // string
+	entryValue         protowire.Number = 2 // string
 )
 
-// decodeRequest fills req, a zero message, from s, a RateLimitRequest in the
-// wire format, and reports whether s held only the fields it reads, each with
+// decodeRequest fills req, a zero message, from b, a RateLimitRequest in the
+// wire format, and reports whether b held only the fields it reads, each with
 // its declared wire type and valid UTF-8 in its strings. When it reports
-// false, req may be partly filled. A first pass checks s and counts the
-// descriptors and entries, so that the second allocates each kind once.
-func decodeRequest(s string, req *rlsv3.RateLimitRequest) bool {
-	nd, ne, ok := countRequest(s)
+// false, req may be partly filled. A first pass checks b and counts the
+// descriptors and entries, so that the second allocates each kind once; the
+// strings are slices of one copy of b.
+func decodeRequest(b []byte, req *rlsv3.RateLimitRequest) bool {
+	nd, ne, ok := countRequest(b)
 	if !ok {
 		return false
 	}
+	s := string(b)
 	var descs []rlcommonv3.RateLimitDescriptor
 	var entries []rlcommonv3.RateLimitDescriptor_Entry
 	var entryPtrs []*rlcommonv3.RateLimitDescriptor_Entry
@@ -92,8 +89,8 @@ func decodeRequest(s string, req *rlsv3.RateLimitRequest) bool {
 		entryPtrs = make([]*rlcommonv3.RateLimitDescriptor_Entry, ne)
 	}
 	d, e := 0, 0
-	for p := 0; p < len(s); {
-		f, next, _ := readField(s, p)
+	for p := 0; p < len(b); {
+		f, next, _ := readField(b, p)
 		p = next
 		switch f.num {
 		case requestDomain:
@@ -106,13 +103,13 @@ func decodeRequest(s string, req *rlsv3.RateLimitRequest) bool {
 			d++
 			first := e
 			for q := f.start; q < f.end; {
-				ef, next, _ := readField(s, q)
+				ef, next, _ := readField(b, q)
 				q = next
 				entry := &entries[e]
 				entryPtrs[e] = entry
 				e++
 				for r := ef.start; r < ef.end; {
-					kf, next, _ := readField(s, r)
+					kf, next, _ := readField(b, r)
 					r = next
 					if kf.num == entryKey {
 						entry.Key = s[kf.start:kf.end]
@@ -129,34 +126,34 @@ func decodeRequest(s string, req *rlsv3.RateLimitRequest) bool {
 	return true
 }
 
-// countRequest checks s as decodeRequest reads it and counts its
+// countRequest checks b as decodeRequest reads it and counts its
 // descriptors and their entries.
-func countRequest(s string) (descs, entries int, ok bool) {
-	for p := 0; p < len(s); {
-		f, next, ok := readField(s, p)
+func countRequest(b []byte) (descs, entries int, ok bool) {
+	for p := 0; p < len(b); {
+		f, next, ok := readField(b, p)
 		if !ok {
 			return 0, 0, false
 		}
 		p = next
 		switch {
-		case f.num == requestDomain && f.wire == wireBytes:
-			if !utf8.ValidString(s[f.start:f.end]) {
+		case f.num == requestDomain && f.typ == protowire.BytesType:
+			if !utf8.Valid(b[f.start:f.end]) {
 				return 0, 0, false
 			}
-		case f.num == requestHitsAddend && f.wire == wireVarint:
-		case f.num == requestDescriptors && f.wire == wireBytes:
+		case f.num == requestHitsAddend && f.typ == protowire.VarintType:
+		case f.num == requestDescriptors && f.typ == protowire.BytesType:
 			descs++
 			for q := f.start; q < f.end; {
-				ef, next, ok := readField(s[:f.end], q)
-				if !ok || ef.num != descriptorEntries || ef.wire != wireBytes {
+				ef, next, ok := readField(b[:f.end], q)
+				if !ok || ef.num != descriptorEntries || ef.typ != protowire.BytesType {
 					return 0, 0, false
 				}
 				q = next
 				entries++
 				for r := ef.start; r < ef.end; {
-					kf, next, ok := readField(s[:ef.end], r)
-					if !ok || (kf.num != entryKey && kf.num != entryValue) || kf.wire != wireBytes ||
-						!utf8.ValidString(s[kf.start:kf.end]) {
+					kf, next, ok := readField(b[:ef.end], r)
+					if !ok || (kf.num != entryKey && kf.num != entryValue) || kf.typ != protowire.BytesType ||
+						!utf8.Valid(b[kf.start:kf.end]) {
 						return 0, 0, false
 					}
 					r = next
@@ -172,50 +169,34 @@ func countRequest(s string) (descs, entries int, ok bool) {
 // field is one field of a message in the wire format: its number, its wire
 // type and either its value (a varint) or where its bytes are in the message.
 type field struct {
-	num, wire  uint64
+	num        protowire.Number
+	typ        protowire.Type
 	value      uint64
 	start, end int
 }
 
-// readField reads the field at s[p:]: a varint or a length-delimited field
-// (any other wire type is not ok), the length within s.
-func readField(s string, p int) (f field, next int, ok bool) {
-	tag, p, ok := readVarint(s, p)
-	if !ok || tag>>3 == 0 || tag>>3 > 1<<29-1 {
+// readField reads the field at b[p:], a varint or a length-delimited one
+// within b (any other wire type is not ok), with protowire.
+func readField(b []byte, p int) (f field, next int, ok bool) {
+	num, typ, n := protowire.ConsumeTag(b[p:])
+	if n < 0 {
 		return f, 0, false
 	}
-	f.num, f.wire = tag>>3, tag&7
-	switch f.wire {
-	case wireVarint:
-		f.value, p, ok = readVarint(s, p)
-		return f, p, ok
-	case wireBytes:
-		var n uint64
-		if n, p, ok = readVarint(s, p); !ok || n > uint64(len(s)-p) {
+	p += n
+	f.num, f.typ = num, typ
+	switch typ {
+	case protowire.VarintType:
+		if f.value, n = protowire.ConsumeVarint(b[p:]); n < 0 {
 			return f, 0, false
 		}
-		f.start, f.end = p, p+int(n)
+		return f, p + n, true
+	case protowire.BytesType:
+		v, n := protowire.ConsumeBytes(b[p:])
+		if n < 0 {
+			return f, 0, false
+		}
+		f.start, f.end = p+n-len(v), p+n
 		return f, f.end, true
 	}
 	return f, 0, false
-}
-
-// readVarint reads the varint at s[p:], at most 10 bytes as the wire format
-// allows, the tenth holding the top bit of the 64.
-func readVarint(s string, p int) (v uint64, next int, ok bool) {
-	for shift := uint(0); shift < 64; shift += 7 {
-		if p >= len(s) {
-			return 0, 0, false
-		}
-		b := s[p]
-		p++
-		if shift == 63 && b > 1 {
-			return 0, 0, false
-		}
-		v |= uint64(b&0x7f) << shift
-		if b < 0x80 {
-			return v, p, true
-		}
-	}
-	return 0, 0, false
 }

@@ -60,7 +60,7 @@ func TestDecodeRequest(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			got := &rlsv3.RateLimitRequest{}
-			if fast := decodeRequest(tt.wire, got); fast != tt.fast {
+			if fast := decodeRequest([]byte(tt.wire), got); fast != tt.fast {
 				t.Fatalf("decodeRequest = %v, want %v", fast, tt.fast)
 			}
 			if !tt.fast {
@@ -92,7 +92,7 @@ func FuzzDecodeRequest(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		got := &rlsv3.RateLimitRequest{}
-		if !decodeRequest(string(b), got) {
+		if !decodeRequest(b, got) {
 			return
 		}
 		want := &rlsv3.RateLimitRequest{}
