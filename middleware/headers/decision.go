@@ -64,11 +64,15 @@ func (d *Decision) Enforcing() *ratelimit.Evaluation {
 	return best
 }
 
-// Blocking returns the evaluations that block the request.
+// Blocking returns the evaluations that block the request: those of the
+// results that block. A limiter in shadow mode keeps its would-block
+// evaluation in a result that allows (see ratelimit.Result.WouldBlock); it is
+// left out, so a shadow rule never names a violated policy nor lengthens
+// Retry-After.
 func (d *Decision) Blocking() []*ratelimit.Evaluation {
 	var out []*ratelimit.Evaluation
 	for i := range d.Results {
-		if d.Results[i].Failed() {
+		if r := &d.Results[i]; !r.Blocked() || r.Failed() {
 			continue
 		}
 		evs := d.Results[i].Evaluations

@@ -30,3 +30,40 @@ func TestDecisionIgnoresFailedResults(t *testing.T) {
 		t.Errorf("blocked by %+v, want up", by)
 	}
 }
+
+// A limiter in shadow mode keeps its would-block evaluation (for WouldBlock
+// and the metrics) but allows the request: when another limiter blocks it,
+// the shadow rule must not show in the violated policies nor stretch
+// Retry-After, since a shadow rule never changes what a client sees.
+func TestDecisionBlockingIgnoresShadowLimiter(t *testing.T) {
+	newLimiter := func(name string, period time.Duration, mode ratelimit.Enforcement) *ratelimit.Limiter {
+		t.Helper()
+		l, err := ratelimit.New(ratelimit.Config{Name: name, Store: ratelimit.NewMemoryStore(), Enforcement: mode,
+			Rules: []ratelimit.Rule{{Name: name + "_rule", Characteristics: []string{"ip"}, Limit: 1, Period: period}}})
+		if err != nil {
+			t.Fatalf("limiter %s: %v", name, err)
+		}
+		return l
+	}
+	shadow := newLimiter("shadowed", time.Hour, ratelimit.Shadow)
+	enforced := newLimiter("enforced", time.Minute, ratelimit.Enforce)
+	id := ratelimit.Identifier{"ip": "192.0.2.1"}
+	ctx := t.Context()
+	var d *ratelimitheaders.Decision
+	for range 2 {
+		d = &ratelimitheaders.Decision{Results: []ratelimit.Result{shadow.Check(ctx, id), enforced.Check(ctx, id)}}
+	}
+	if !d.Results[0].WouldBlock() || d.Results[0].Blocked() || !d.Blocked() {
+		t.Fatalf("setup: shadow would block %v, blocks %v; decision blocks %v", d.Results[0].WouldBlock(), d.Results[0].Blocked(), d.Blocked())
+	}
+	now := time.Now()
+	if got := d.ViolatedPolicies(); len(got) != 1 || got[0] != "enforced_rule" {
+		t.Errorf("violated policies %q, want only the enforcing limiter's rule", got)
+	}
+	if got := d.RetryAfter(now); got > time.Minute {
+		t.Errorf("RetryAfter %v, want at most the enforcing rule's minute (the shadow rule's hour leaked)", got)
+	}
+	if p := ratelimitheaders.NewProblem(d, now); len(p.ViolatedPolicies) != 1 {
+		t.Errorf("problem names %q, want only the enforcing rule", p.ViolatedPolicies)
+	}
+}
