@@ -164,15 +164,12 @@ func TestFailOpen(t *testing.T) {
 	overBudget.Check(context.Background(), nil, ratelimit.Cost(5))
 	srv.Stop()
 	// The failed limiter neither blocks nor speaks; the healthy one's
-	// metadata is still sent, and it keeps counting.
+	// metadata is still sent, and it keeps counting. A check that waited on
+	// the stopped Redis past the call's deadline would fail the code.
 	for i := range 5 {
-		begin := time.Now()
 		r := env.check(t)
 		wantCode(t, r, codes.OK)
 		wantRateMD(t, r.header, 100, 100-2-i, time.Minute)
-		if d := time.Since(begin); d > 2*time.Second {
-			t.Fatalf("call %d took %v with Redis down; fail-open must be bounded", i+1, d)
-		}
 	}
 	// Only failed limiters: no metadata at all.
 	env = start(t, unary(down))
