@@ -144,7 +144,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.StringVar(&f.rulesPrefix, "rules-prefix", rulestore.DefaultPrefix, "rule store key prefix")
 	fs.DurationVar(&f.timeout, "timeout", ratelimit.DefaultTimeout, "bound of each Redis call of a check; past it the check fails open")
 	fs.DurationVar(&f.refresh, "refresh", rulestore.DefaultInterval, "rule store refresh interval")
-	fs.DurationVar(&f.drain, "drain", 10*time.Second, "on shutdown, how long calls in flight may finish")
+	fs.DurationVar(&f.drain, "drain", 10*time.Second, "on shutdown, how long calls in flight may finish (0: stop them at once)")
 	fs.BoolVar(&f.seed, "seed", false, "write the file and default tiers into the rule store at start (as a service owning the limiters does)")
 	if err := fs.Parse(args); err != nil {
 		return nil, fmt.Errorf("%w: %w", errUsage, err)
@@ -161,6 +161,14 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 		return nil, fmt.Errorf("%w: -redis-url (or $%s) is required", errUsage, envRedisURL)
 	case f.unknownDomain != "error" && f.unknownDomain != "ok":
 		return nil, fmt.Errorf("%w: -unknown-domain %q: want error or ok", errUsage, f.unknownDomain)
+	// The limiter and the rule store would silently put their defaults in
+	// place of a timeout or refresh of 0 or less; a negative drain stops at once.
+	case f.timeout <= 0:
+		return nil, fmt.Errorf("%w: -timeout %v: want a positive duration", errUsage, f.timeout)
+	case f.refresh <= 0:
+		return nil, fmt.Errorf("%w: -refresh %v: want a positive duration", errUsage, f.refresh)
+	case f.drain < 0:
+		return nil, fmt.Errorf("%w: -drain %v: want 0 or more", errUsage, f.drain)
 	}
 	return f, nil
 }

@@ -229,6 +229,11 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"-available", "x.yaml", "-redis-url", "redis://x", "-unknown-domain", "maybe"}, "-unknown-domain"},
 		{[]string{"-available", "x.yaml", "-redis-url", "redis://x", "-domain", "nolimiter"}, "envoy_domain=limiter"},
 		{[]string{"-available", "x.yaml", "-redis-url", "redis://x", "extra"}, "unexpected arguments"},
+		// A duration that would be replaced by a default, or stop at once, is refused.
+		{[]string{"-available", "x.yaml", "-redis-url", "redis://x", "-timeout", "0s"}, "-timeout 0s: want a positive duration"},
+		{[]string{"-available", "x.yaml", "-redis-url", "redis://x", "-timeout", "-1s"}, "-timeout -1s: want a positive duration"},
+		{[]string{"-available", "x.yaml", "-redis-url", "redis://x", "-refresh", "0s"}, "-refresh 0s: want a positive duration"},
+		{[]string{"-available", "x.yaml", "-redis-url", "redis://x", "-drain", "-1s"}, "-drain -1s: want 0 or more"},
 	} {
 		err := run(context.Background(), c.args, io.Discard, nil)
 		if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), c.want) {
