@@ -25,6 +25,8 @@
 // Both listeners are on loopback by default: give -listen an address the
 // gateway reaches (for example :8081 in a container) and keep -http internal.
 // The HTTP server cuts off clients slower than its read and write timeouts.
+// On a loopback -http, /debug/ratelimit answers only to loopback Host names
+// (DNS rebinding) unless -allowed-hosts names others.
 package main
 
 import (
@@ -38,6 +40,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -120,6 +123,7 @@ type flags struct {
 	redisURL                string
 	cluster                 bool
 	listen, httpAddr        string
+	allowedHosts            []string
 	domains                 domains
 	unknownDomain, headers  string
 	keyPrefix, rulesPrefix  string
@@ -137,6 +141,10 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.BoolVar(&f.cluster, "redis-cluster", false, "-redis-url names one node of a Redis Cluster (a URL with several addr is one already)")
 	fs.StringVar(&f.listen, "listen", defaultListen, "gRPC address: RateLimitService, health, reflection (:8081 for every interface)")
 	fs.StringVar(&f.httpAddr, "http", defaultHTTP, "HTTP address: /metrics, /debug/ratelimit and /healthz (empty: none; keep it internal)")
+	fs.Func("allowed-hosts", "comma-separated Host names /debug/ratelimit answers to (default on a loopback -http: localhost, 127.0.0.1, [::1])", func(v string) error {
+		f.allowedHosts = strings.Split(v, ",")
+		return nil
+	})
 	fs.Var(f.domains, "domain", "envoy_domain=limiter, repeatable (a domain not mapped selects the limiter of its name)")
 	fs.StringVar(&f.unknownDomain, "unknown-domain", "error", "answer to a domain that selects no limiter: error (NOT_FOUND) or ok")
 	fs.StringVar(&f.headers, "headers", "ietf", "rate-limit headers added to responses: ietf, legacy, gitlab or none")
@@ -287,7 +295,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(grpcAd
 		}
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		mux.Handle("GET /debug/ratelimit", debug.New(debug.Options{Tiers: rules, Blocks: blocks}, limiters...))
+		mux.Handle("GET /debug/ratelimit", hostChecked(debug.New(debug.Options{Tiers: rules, Blocks: blocks}, limiters...), f.allowedHosts))
 		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 		hsrv = httpguard.Server(mux)
 	}
@@ -311,6 +319,19 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(grpcAd
 	<-blocksDone
 	logger.Info("ratekit_envoy_stopped")
 	return serveErr
+}
+
+// hostChecked serves h only to requests naming an allowed Host (see
+// httpguard.HostAllowed): a page a browser opens, on a loopback listener, is
+// otherwise readable by any site whose name is rebound to 127.0.0.1.
+func hostChecked(h http.Handler, allowed []string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !httpguard.HostAllowed(r, allowed) {
+			http.Error(w, "Host "+strconv.Quote(r.Host)+" is not a name this server answers to (see -allowed-hosts)", http.StatusForbidden)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 func domainList(limiters []*ratelimit.Limiter, mapped map[string]string) []string {

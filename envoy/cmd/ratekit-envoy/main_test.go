@@ -203,6 +203,21 @@ rate_limits:
 			t.Errorf("/debug/ratelimit lacks %s:\n%s", want, body)
 		}
 	}
+	// DNS rebinding: a hostile name resolved to 127.0.0.1 is refused the
+	// page on the loopback listener.
+	rebound, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+a.http+"/debug/ratelimit?format=json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rebound.Host = "rebound.example"
+	if resp, err = http.DefaultClient.Do(rebound); err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || strings.Contains(string(body), "reads_frozen") {
+		t.Errorf("/debug/ratelimit with Host rebound.example: %d\n%s", resp.StatusCode, body)
+	}
 
 	cancel()
 	select {
