@@ -19,6 +19,13 @@ func TestHostChecked(t *testing.T) {
 	if want := []string{"ratekit.internal", "debug.internal:9090"}; !slices.Equal(f.allowedHosts, want) {
 		t.Fatalf("-allowed-hosts parsed as %q, want %q", f.allowedHosts, want)
 	}
+	empty, err := parseFlags([]string{"-available", "a.yaml", "-redis-url", "redis://x", "-allowed-hosts", ""}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if empty.allowedHosts != nil {
+		t.Fatalf("-allowed-hosts '' parsed as %q, want the default (nil)", empty.allowedHosts)
+	}
 	for _, tt := range []struct {
 		name    string
 		allowed []string

@@ -142,7 +142,10 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.StringVar(&f.listen, "listen", defaultListen, "gRPC address: RateLimitService, health, reflection (:8081 for every interface)")
 	fs.StringVar(&f.httpAddr, "http", defaultHTTP, "HTTP address: /metrics, /debug/ratelimit and /healthz (empty: none; keep it internal)")
 	fs.Func("allowed-hosts", "comma-separated Host names /debug/ratelimit answers to (default on a loopback -http: localhost, 127.0.0.1, [::1])", func(v string) error {
-		f.allowedHosts = strings.Split(v, ",")
+		f.allowedHosts = nil // empty: the default
+		if v != "" {
+			f.allowedHosts = strings.Split(v, ",")
+		}
 		return nil
 	})
 	fs.Var(f.domains, "domain", "envoy_domain=limiter, repeatable (a domain not mapped selects the limiter of its name)")
