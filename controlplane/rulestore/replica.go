@@ -27,6 +27,7 @@ type binding struct {
 	refreshedAt time.Time // last successful refresh
 	err         error     // last refresh's error
 	rejected    string    // what the last rejected key held (see rejection): logged once, never parsed again
+	rejecting   bool      // rejected is set: an empty document is rejected too, and its rejection is ""
 	rejectErr   error     // why it was rejected
 	stale       bool      // local tiers changed: apply again even if the document did not
 }
@@ -185,7 +186,7 @@ func (s *Store) apply(b *binding, key string, st stored) error {
 	present, raw := st.present, st.raw
 	s.mu.RLock()
 	same := !b.stale && st.bad == nil && present == b.present && raw == b.raw // already enforced
-	again := !same && !b.stale && present && b.rejected != "" && b.rejected == st.rejection()
+	again := !same && !b.stale && present && b.rejecting && b.rejected == st.rejection()
 	s.mu.RUnlock()
 	if again {
 		s.mu.Lock()
@@ -222,11 +223,11 @@ func (s *Store) apply(b *binding, key string, st stored) error {
 		return nil
 	}()
 	s.mu.Lock()
-	logRejection := err != nil && st.rejection() != b.rejected
+	logRejection := err != nil && (!b.rejecting || st.rejection() != b.rejected)
 	if err != nil {
-		b.rejected, b.rejectErr = st.rejection(), err
+		b.rejected, b.rejecting, b.rejectErr = st.rejection(), true, err
 	} else {
-		b.rejected, b.rejectErr = "", nil
+		b.rejected, b.rejecting, b.rejectErr = "", false, nil
 		if !same {
 			b.present, b.raw, b.tiers = present, raw, t
 		}

@@ -277,6 +277,7 @@ func TestInvalidDocumentKeepsLastGood(t *testing.T) {
 	metrics := &recordingMetrics{}
 	s, lim := publishedSearch(t, c, Options{Metrics: metrics, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	for _, bad := range []string{
+		"", // an empty string is a document too: rejected, and logged like any other
 		`{"published_rules":{"rules":[{"name":"by_user","limit":0,"period_s":60,"action":"limit","characteristics":[],"match":{}}]}}`,
 		`{"published_rules":{"rules":[{"name":"x","limit":1,"period_s":60,"action":"limit","characteristics":[],"match":{"p":{"regex":"(("}}}]}}`,
 		`{"published_rules":`,
@@ -293,11 +294,11 @@ func TestInvalidDocumentKeepsLastGood(t *testing.T) {
 			t.Fatalf("%s: rules changed to %v", bad, names(got))
 		}
 	}
-	if len(metrics.rejected) != 3 || metrics.rejected[0] != s.Key("search") {
+	if len(metrics.rejected) != 4 || metrics.rejected[0] != s.Key("search") {
 		t.Fatalf("rejections reported: %v, want the key once per bad document", metrics.rejected)
 	}
-	if n := strings.Count(logs.String(), "rate_limit_rule_document_rejected"); n != 3 {
-		t.Fatalf("%d rejection log lines, want 3:\n%s", n, logs.String())
+	if n := strings.Count(logs.String(), "rate_limit_rule_document_rejected"); n != 4 {
+		t.Fatalf("%d rejection log lines, want 4:\n%s", n, logs.String())
 	}
 	if _, refreshErr := s.RefreshStatus("search"); refreshErr == nil {
 		t.Fatal("RefreshStatus hides the rejection")
