@@ -346,12 +346,23 @@ func (s *Server) Get(ctx context.Context, service, limiter string) (*rulesv1.Ove
 	return s.load(ctx, service, limiter)
 }
 
+// keyTypeLua sets kind to the Redis type of KEYS[1]: a key of another type
+// than a hash (written by hand) holds no document and no revision, and the
+// writes replace or delete it rather than fail on it.
+const keyTypeLua = `
+local kind = redis.call('TYPE', KEYS[1])
+if type(kind) == 'table' then kind = kind.ok end
+`
+
 // putScript stores a document when the expected revision (ARGV[1], "" for
 // any) holds. The revision counts writes of the key, so a reader comparing
 // revisions sees every change; an identical body is a no-op (idempotent PUT).
-var putScript = redis.NewScript(`
-local rev = redis.call('HGET', KEYS[1], 'rev')
+// A key of another type is replaced.
+var putScript = redis.NewScript(keyTypeLua + `
+local rev = nil
+if kind == 'hash' then rev = redis.call('HGET', KEYS[1], 'rev') end
 if ARGV[1] ~= '' and ARGV[1] ~= (rev or '') then return {'conflict', rev or ''} end
+if kind ~= 'hash' and kind ~= 'none' then redis.call('DEL', KEYS[1]) end
 if rev and redis.call('HGET', KEYS[1], 'body') == ARGV[2] then return {'same', rev} end
 local n = 1
 if rev then n = (tonumber(string.match(rev, '^%d+')) or 0) + 1 end
@@ -360,8 +371,14 @@ redis.call('HSET', KEYS[1], 'rev', newrev, 'body', ARGV[2])
 return {'ok', newrev}
 `)
 
-// deleteScript deletes a document when the expected revision holds.
-var deleteScript = redis.NewScript(`
+// deleteScript deletes a document when the expected revision holds, and a
+// key of another type when no revision is expected.
+var deleteScript = redis.NewScript(keyTypeLua + `
+if kind ~= 'hash' and kind ~= 'none' then
+  if ARGV[1] ~= '' then return {'conflict', ''} end
+  redis.call('DEL', KEYS[1])
+  return {'ok', ''}
+end
 local rev = redis.call('HGET', KEYS[1], 'rev')
 if not rev then return {'missing', ''} end
 if ARGV[1] ~= '' and ARGV[1] ~= rev then return {'conflict', rev} end
@@ -370,7 +387,8 @@ return {'ok', rev}
 `)
 
 // Put validates doc and stores it whole, replacing the document of its
-// (service, limiter). When doc.Revision is set it must equal the stored
+// (service, limiter), or whatever its key holds (a key of another Redis type
+// has no revision). When doc.Revision is set it must equal the stored
 // revision (ErrConflict otherwise); storing an identical document changes
 // nothing. It returns the stored document with its revision.
 func (s *Server) Put(ctx context.Context, doc *rulesv1.OverrideDocument) (*rulesv1.OverrideDocument, error) {
@@ -425,8 +443,9 @@ func outcome(err error) string {
 	}
 }
 
-// Delete removes the document of (service, limiter). A non-empty revision
-// must equal the stored one. It returns ErrNotFound when there is none.
+// Delete removes the document of (service, limiter), or a key of another
+// Redis type in its place. A non-empty revision must equal the stored one
+// (such a key has none). It returns ErrNotFound when there is none.
 func (s *Server) Delete(ctx context.Context, service, limiter, revision string) error {
 	err := s.delete(ctx, service, limiter, revision)
 	s.ops.WithLabelValues("delete", outcome(err)).Inc()

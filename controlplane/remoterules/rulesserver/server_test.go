@@ -295,3 +295,56 @@ func protoMarshal(d *rulesv1.OverrideDocument) (string, error) {
 	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(d)
 	return string(b), err
 }
+
+// A key of another Redis type where a document belongs (written by hand)
+// never wedges the API: GetRules answers Unavailable (clients fail open), a
+// PUT replaces it and a DELETE removes it, unless they name a revision,
+// which such a key does not have.
+func TestWrongTypeKeyReplaceable(t *testing.T) {
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	s, err := rulesserver.New(rulesserver.Config{Redis: rdb, KeyPrefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	key := prefix + "web:rack_request"
+	wrongType := func(t *testing.T) {
+		t.Helper()
+		if err := rdb.Del(ctx, key).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := rdb.RPush(ctx, key, "x").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wrongType(t)
+	if _, err := s.GetRules(ctx, &rulesv1.GetRulesRequest{Service: "web", Limiter: "rack_request"}); status.Code(err) != codes.Unavailable {
+		t.Fatalf("GetRules on a list key: %v, want Unavailable", err)
+	}
+	withRev := mustDoc(t, docJSON)
+	withRev.Revision = "1-abc"
+	if _, err := s.Put(ctx, withRev); !errors.Is(err, rulesserver.ErrConflict) {
+		t.Fatalf("PUT naming a revision over a list key: %v, want ErrConflict", err)
+	}
+	if err := s.Delete(ctx, "web", "rack_request", "1-abc"); !errors.Is(err, rulesserver.ErrConflict) {
+		t.Fatalf("DELETE naming a revision of a list key: %v, want ErrConflict", err)
+	}
+	stored, err := s.Put(ctx, mustDoc(t, docJSON))
+	if err != nil {
+		t.Fatalf("PUT over a list key: %v", err)
+	}
+	if got, err := s.Get(ctx, "web", "rack_request"); err != nil || got.GetRevision() != stored.GetRevision() {
+		t.Fatalf("Get after the PUT: %v, %v", got, err)
+	}
+	wrongType(t)
+	if err := s.Delete(ctx, "web", "rack_request", ""); err != nil {
+		t.Fatalf("DELETE of a list key: %v", err)
+	}
+	if n, err := rdb.Exists(ctx, key).Result(); err != nil || n != 0 {
+		t.Fatalf("key still exists after DELETE: %d, %v", n, err)
+	}
+	if err := s.Delete(ctx, "web", "rack_request", ""); !errors.Is(err, rulesserver.ErrNotFound) {
+		t.Fatalf("DELETE of nothing: %v, want ErrNotFound", err)
+	}
+}
