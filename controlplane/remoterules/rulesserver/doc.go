@@ -24,7 +24,8 @@
 // the rule checks of rate_limits.yaml and, for services configured with their
 // available_limiters.yaml, the cross-document checks. An invalid stored
 // document answers Unavailable, so clients keep their cached answer or their
-// local tiers; it is logged at ERROR.
+// local tiers; it is logged at ERROR once, and not read or parsed again while
+// its revision stays (a PUT or DELETE replaces it).
 //
 // The management API (Server.Handler):
 //

@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -269,5 +270,88 @@ func TestOversizedStoredDocumentNotRead(t *testing.T) {
 	}
 	if _, err := s.Get(ctx, "web", "rack_request"); err != nil {
 		t.Fatalf("Get after a valid PUT: %v", err)
+	}
+}
+
+// An invalid stored document is read, parsed and logged once per revision:
+// later reads of the same revision get its rejection without its body, and
+// a new revision (a PUT, or another bad write) is read again.
+func TestRejectedStoredDocumentRemembered(t *testing.T) {
+	var read atomic.Int64
+	opt, err := redis.ParseURL(redistest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return countingConn{Conn: c, n: &read}, nil
+	}
+	rdb := redis.NewClient(opt)
+	t.Cleanup(func() { _ = rdb.Close() })
+	prefix := redistest.Prefix(t)
+	logs := &logBuffer{}
+	s, err := rulesserver.New(rulesserver.Config{Redis: rdb, KeyPrefix: prefix, Logger: slog.New(slog.NewJSONHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	// Valid protobuf, rejected on validation (a limit of 0), about 400 KiB.
+	bad := mustDoc(t, docJSON)
+	bad.DefaultRules.Rules[0].Limit = new(uint32(0))
+	for i := range 400 {
+		bad.Overrides = append(bad.Overrides, &rulesv1.Override{
+			Selector:    map[string]string{"plan": fmt.Sprintf("p%d", i)},
+			Description: strings.Repeat("d", 1000),
+		})
+	}
+	body, err := protoMarshal(bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := func(rev string) {
+		t.Helper()
+		if err := rdb.HSet(ctx, prefix+"web:rack_request", "rev", rev, "body", body).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	getRules := func() error {
+		_, err := s.GetRules(ctx, &rulesv1.GetRulesRequest{Service: "web", Limiter: "rack_request"})
+		return err
+	}
+	store("1-bad")
+	if err := getRules(); status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "limit") {
+		t.Fatalf("first read: %v, want Unavailable naming the limit", err)
+	}
+	read.Store(0)
+	for range 3 {
+		if err := getRules(); status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "limit") {
+			t.Fatalf("read again: %v, want the same rejection", err)
+		}
+	}
+	if _, err := s.Get(ctx, "web", "rack_request"); err == nil {
+		t.Fatal("Get returned a rejected document")
+	}
+	if n := read.Load(); n > 16<<10 {
+		t.Fatalf("read %d bytes from Redis for four reads of a rejected %d-byte document, want under 16 KiB", n, len(body))
+	}
+	if n := len(logs.records(t, "rulesserver: invalid override document in Redis; answering an error so clients keep their last answer or their local tiers")); n != 1 {
+		t.Fatalf("%d ERROR records for five reads of one rejected revision, want 1", n)
+	}
+	// A valid PUT is read; a new bad revision is rejected and logged again.
+	if _, err := s.Put(ctx, mustDoc(t, docJSON)); err != nil {
+		t.Fatal(err)
+	}
+	if err := getRules(); err != nil {
+		t.Fatalf("after a valid PUT: %v", err)
+	}
+	store("3-bad")
+	if err := getRules(); status.Code(err) != codes.Unavailable {
+		t.Fatalf("a new bad revision: %v, want Unavailable", err)
+	}
+	if n := len(logs.records(t, "rulesserver: invalid override document in Redis; answering an error so clients keep their last answer or their local tiers")); n != 2 {
+		t.Fatalf("%d ERROR records after a second bad revision, want 2", n)
 	}
 }

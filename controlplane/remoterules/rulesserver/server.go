@@ -78,6 +78,12 @@ type Config struct {
 	AllowedHosts []string
 }
 
+// rejection is a stored revision that load refused, and why.
+type rejection struct {
+	rev string
+	err error
+}
+
 // Authorizer decides whether a management request may write and names who
 // makes it, for the audit log; ok false refuses it.
 type Authorizer func(r *http.Request) (who string, ok bool)
@@ -99,9 +105,13 @@ type Server struct {
 
 	// docs holds the last decoded, validated document per key with its
 	// revision, so an unchanged document costs GetRules one round trip and
-	// no decoding. Cleared whole when it reaches maxCachedDocs.
-	mu   sync.Mutex
-	docs map[string]*rulesv1.OverrideDocument
+	// no decoding; rejected holds the revision of a key's stored document
+	// that was refused and why, so it is read, parsed and logged once, not
+	// on every call. A key is in one map at most; each is cleared whole when
+	// it reaches maxCachedDocs.
+	mu       sync.Mutex
+	docs     map[string]*rulesv1.OverrideDocument
+	rejected map[string]rejection
 
 	answers *prometheus.CounterVec
 	ops     *prometheus.CounterVec
@@ -147,6 +157,7 @@ func New(cfg Config) (*Server, error) {
 		s.prefix = DefaultKeyPrefix
 	}
 	s.docs = map[string]*rulesv1.OverrideDocument{}
+	s.rejected = map[string]rejection{}
 	if s.logger == nil {
 		s.logger = slog.Default()
 	}
@@ -278,20 +289,35 @@ if n > tonumber(ARGV[2]) then return {rev, '', tostring(n)} end
 return {rev, redis.call('HGET', KEYS[1], 'body') or ''}
 `)
 
-// load reads and validates the stored document of (service, limiter).
+// load reads and validates the stored document of (service, limiter). A
+// revision it refused is refused again without being read: a bad document
+// costs one read, one parse and one ERROR record, until a write replaces it.
 func (s *Server) load(ctx context.Context, service, limiter string) (*rulesv1.OverrideDocument, error) {
 	key := s.key(service, limiter)
 	s.mu.Lock()
 	cached := s.docs[key]
+	rej, refused := s.rejected[key]
 	s.mu.Unlock()
-	res, err := loadScript.Run(ctx, s.rdb, []string{key}, cached.GetRevision(), MaxDocumentBytes).StringSlice()
+	known := cached.GetRevision()
+	if refused {
+		known = rej.rev
+	}
+	res, err := loadScript.Run(ctx, s.rdb, []string{key}, known, MaxDocumentBytes).StringSlice()
 	if err != nil {
 		return nil, fmt.Errorf("read override document %s/%s: %w", service, limiter, err)
 	}
 	if len(res) == 0 {
+		if refused { // a key written again later may reuse the revision
+			s.mu.Lock()
+			delete(s.rejected, key)
+			s.mu.Unlock()
+		}
 		return nil, ErrNotFound
 	}
-	if len(res) == 1 && cached != nil && res[0] == cached.GetRevision() {
+	switch {
+	case len(res) == 1 && refused && res[0] == rej.rev:
+		return nil, rej.err
+	case len(res) == 1 && cached != nil && res[0] == cached.GetRevision():
 		return cached, nil
 	}
 	var doc *rulesv1.OverrideDocument
@@ -303,14 +329,21 @@ func (s *Server) load(ctx context.Context, service, limiter string) (*rulesv1.Ov
 	default:
 		return nil, fmt.Errorf("read override document %s/%s: unexpected reply %q", service, limiter, res)
 	}
+	s.mu.Lock()
 	if err == nil {
-		s.mu.Lock()
 		if len(s.docs) >= maxCachedDocs {
 			clear(s.docs)
 		}
 		s.docs[key] = doc
-		s.mu.Unlock()
+		delete(s.rejected, key)
+	} else {
+		if len(s.rejected) >= maxCachedDocs {
+			clear(s.rejected)
+		}
+		s.rejected[key] = rejection{rev: res[0], err: err}
+		delete(s.docs, key)
 	}
+	s.mu.Unlock()
 	if err != nil {
 		s.logger.Error("rulesserver: invalid override document in Redis; answering an error so clients keep their last answer or their local tiers",
 			slog.String("service", service), slog.String("limiter", limiter), slog.Any("error", err))
