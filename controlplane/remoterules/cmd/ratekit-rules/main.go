@@ -218,7 +218,7 @@ func apply(ctx context.Context, args []string, out io.Writer) error {
 		return errors.New(usage) //nolint:staticcheck // ST1005: the usage text, printed as is
 	}
 	file := fs.Arg(0)
-	data, err := os.ReadFile(file)
+	data, err := readBounded(file)
 	if err != nil {
 		return err
 	}
@@ -301,12 +301,34 @@ func get(ctx context.Context, args []string, out io.Writer) error {
 	return err
 }
 
+// readBounded reads a file of override documents, refusing one over the
+// bound of every rules document (config.MaxFileSize) before reading it.
+func readBounded(file string) ([]byte, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return config.ReadBounded(file, f)
+}
+
+// maxTokenBytes bounds a bearer token file.
+const maxTokenBytes = 4096
+
 // readToken reads a bearer token file: its content without surrounding
-// space, at least 16 bytes.
+// space, at least 16 bytes; a file over maxTokenBytes is refused.
 func readToken(file string) (string, error) {
-	b, err := os.ReadFile(file)
+	f, err := os.Open(file)
 	if err != nil {
 		return "", fmt.Errorf("read token: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxTokenBytes+1))
+	if err != nil {
+		return "", fmt.Errorf("read token: %w", err)
+	}
+	if len(b) > maxTokenBytes {
+		return "", fmt.Errorf("token file %s: larger than %d bytes", file, maxTokenBytes)
 	}
 	token := strings.TrimSpace(string(b))
 	if len(token) < 16 {

@@ -16,6 +16,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 
+	"github.com/ratekit/ratekit/controlplane/config"
 	"github.com/ratekit/ratekit/controlplane/remoterules/rulesv1"
 	"github.com/ratekit/ratekit/internal/redistest"
 )
@@ -141,5 +142,31 @@ func TestVersion(t *testing.T) {
 		if err := run(context.Background(), []string{arg}, &out, nil); err != nil || !strings.HasPrefix(out.String(), "ratekit-rules ") || !strings.Contains(out.String(), "(go") {
 			t.Errorf("%s: %v, %q", arg, err, out.String())
 		}
+	}
+}
+
+// apply reads at most the bound of every rules document (docs/limits.md):
+// a larger file is refused by its size, before it is read, naming it.
+func TestApplyRefusesOversizedFile(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "big.yaml")
+	big := overrides + "# " + strings.Repeat("x", config.MaxFileSize) + "\n"
+	if err := os.WriteFile(file, []byte(big), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := run(context.Background(), []string{"apply", "-check", file}, io.Discard, nil)
+	if err == nil || !strings.Contains(err.Error(), "big.yaml:1:1: the file is larger than 1048576 bytes") {
+		t.Fatalf("error %v, want it to refuse big.yaml by its size", err)
+	}
+}
+
+// A token file is read up to maxTokenBytes: a larger one (a mistaken path,
+// a device that never ends) is refused, not read whole.
+func TestTokenFileBounded(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(file, bytes.Repeat([]byte("t"), maxTokenBytes+1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readToken(file); err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Fatalf("readToken of %d bytes: %v, want a refusal by size", maxTokenBytes+1, err)
 	}
 }
