@@ -47,6 +47,9 @@ func ParseOverrideFile(file string, data []byte, available map[string]*config.Av
 			return nil, fmt.Errorf("%s: documents[%d]: %s is given twice", file, i, pair)
 		}
 		seen[pair] = true
+		if err := checkSelectors(d); err != nil {
+			return nil, fmt.Errorf("%s: documents[%d] (%s): %w", file, i, pair, err)
+		}
 		if a := available[d.GetService()]; a != nil {
 			if err := config.ValidateMessage(d, a); err != nil {
 				return nil, fmt.Errorf("%s: documents[%d] (%s): %w", file, i, pair, err)

@@ -2,14 +2,18 @@ package rulesserver_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 
+	"buf.build/go/protovalidate"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/ratekit/ratekit/controlplane/config"
 	"github.com/ratekit/ratekit/controlplane/remoterules/rulesserver"
 	"github.com/ratekit/ratekit/controlplane/remoterules/rulesv1"
 	ratelimit "github.com/ratekit/ratekit/core"
@@ -54,5 +58,63 @@ func TestOverrideDocumentBounds(t *testing.T) {
 	}
 	if _, err := s.GetRules(ctx, &rulesv1.GetRulesRequest{Service: "web", Limiter: "rack_request"}); status.Code(err) != codes.Unavailable {
 		t.Fatalf("stored document over the bound: %v, want Unavailable", err)
+	}
+}
+
+// The properties a document's selectors use are the vary list of its
+// answers, which the protocol bounds (GetRulesResponse.vary, at most 16) and
+// every client enforces: a document past it is refused on write, on read
+// and in an apply file, never stored to make answers no client accepts.
+func TestSelectorPropertiesBounded(t *testing.T) {
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	s, err := rulesserver.New(rulesserver.Config{Redis: rdb, KeyPrefix: prefix, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	withProps := func(n int) *rulesv1.OverrideDocument {
+		d := mustDoc(t, docJSON)
+		d.Overrides = nil
+		for i := range n {
+			d.Overrides = append(d.Overrides, &rulesv1.Override{
+				Selector: map[string]string{fmt.Sprintf("p%d", i): "x"},
+				Rules:    d.DefaultRules,
+			})
+		}
+		return d
+	}
+	if _, err := s.Put(ctx, withProps(rulesserver.MaxSelectorProperties)); err != nil {
+		t.Fatalf("at the bound: %v", err)
+	}
+	resp, err := s.GetRules(ctx, &rulesv1.GetRulesRequest{Service: "web", Limiter: "rack_request"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := protovalidate.Validate(resp); err != nil {
+		t.Fatalf("the answer at the bound breaks the protocol: %v", err)
+	}
+	over := withProps(rulesserver.MaxSelectorProperties + 1)
+	var ve *config.ValidationError
+	if _, err := s.Put(ctx, over); !errors.As(err, &ve) || !strings.Contains(err.Error(), "17 distinct properties, at most 16") {
+		t.Fatalf("over the bound: %v, want a ValidationError naming the count", err)
+	}
+	// Written past the server (by hand): refused on read, clients fail open.
+	body, err := proto.Marshal(over)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.HSet(ctx, prefix+"web:rack_request", "rev", "9-hand", "body", string(body)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetRules(ctx, &rulesv1.GetRulesRequest{Service: "web", Limiter: "rack_request"}); status.Code(err) != codes.Unavailable {
+		t.Fatalf("stored document over the bound: %v, want Unavailable", err)
+	}
+	file := "documents:\n  - service: web\n    limiter: rack_request\n    overrides:\n"
+	for i := range rulesserver.MaxSelectorProperties + 1 {
+		file += fmt.Sprintf("      - selector: {p%d: x}\n", i)
+	}
+	if _, err := rulesserver.ParseOverrideFile("o.yaml", []byte(file), nil); err == nil || !strings.Contains(err.Error(), "o.yaml: documents[0]") || !strings.Contains(err.Error(), "17 distinct properties") {
+		t.Fatalf("apply file over the bound: %v", err)
 	}
 }

@@ -16,8 +16,9 @@
 // GetRules answers the rules of the most specific override whose selector
 // the request's identifier matches (most selector properties first, document
 // order among equals), else the default rules. Its vary list is every
-// selector property, so clients cache one answer per combination of their
-// values; its revision changes on every write, and a client holding the
+// selector property (a document's selectors use at most
+// MaxSelectorProperties, 16, the protocol's bound on vary), so clients cache
+// one answer per combination of their values; its revision changes on every write, and a client holding the
 // current revision gets not_modified.
 //
 // Documents are validated on every write and every read alike: protovalidate,

@@ -265,12 +265,47 @@ func selects(selector, identifier map[string]string) bool {
 	return true
 }
 
+// MaxSelectorProperties bounds the distinct properties a document's selectors
+// use: they are the vary list of every answer of the document, which the
+// protocol bounds (GetRulesResponse.vary) and every client enforces.
+const MaxSelectorProperties = 16
+
 // Validate checks a document as Put does: protovalidate, the rule checks of
 // rate_limits.yaml, and, when the service's available_limiters.yaml is
 // configured, the cross-document checks.
 func (s *Server) Validate(doc *rulesv1.OverrideDocument) error {
-	if err := config.ValidateMessage(doc, s.available[doc.GetService()]); err != nil {
+	err := config.ValidateMessage(doc, s.available[doc.GetService()])
+	if err == nil {
+		err = checkSelectors(doc)
+	}
+	if err != nil {
 		return fmt.Errorf("override document %s/%s: %w", doc.GetService(), doc.GetLimiter(), err)
+	}
+	return nil
+}
+
+// checkSelectors refuses a document whose selectors use more than
+// MaxSelectorProperties distinct properties: every answer would carry them
+// all as its vary list, and every client would reject it.
+func checkSelectors(doc *rulesv1.OverrideDocument) error {
+	props := map[string]struct{}{}
+	for i, o := range doc.GetOverrides() {
+		for k := range o.GetSelector() {
+			props[k] = struct{}{}
+		}
+		if len(props) > MaxSelectorProperties {
+			for _, o := range doc.GetOverrides()[i+1:] { // count them all, for the message
+				for k := range o.GetSelector() {
+					props[k] = struct{}{}
+				}
+			}
+			return &config.ValidationError{Errors: []*config.Error{{
+				Limiter: doc.GetLimiter(),
+				Path:    fmt.Sprintf("overrides[%d].selector", i),
+				Message: fmt.Sprintf("the selectors use %d distinct properties, at most %d (an answer varies by at most %d; the first past the bound is in overrides[%d])",
+					len(props), MaxSelectorProperties, MaxSelectorProperties, i),
+			}}}
+		}
 	}
 	return nil
 }
