@@ -11,7 +11,8 @@
 // health and reflection) from override documents in Redis, and serves the
 // management API (/v1/overrides/{service}/{limiter}), /metrics and /healthz
 // on -http. It stops gracefully on SIGINT or SIGTERM. apply checks a file of
-// override documents whole and PUTs each one; -check only checks it. get
+// override documents whole and PUTs each one (a file without documents is
+// an error: nothing applied); -check only checks it. get
 // prints the answer a request with that identifier would get (POST /v1/rules).
 //
 // serve listens on loopback by default. Management writes (PUT, DELETE) need
@@ -229,6 +230,9 @@ func apply(ctx context.Context, args []string, out io.Writer) error {
 	if *check {
 		fmt.Fprintf(out, "%s: %d documents OK\n", file, len(f.GetDocuments()))
 		return nil
+	}
+	if len(f.GetDocuments()) == 0 { // applying nothing is not a success
+		return fmt.Errorf("%s holds no override documents: nothing applied", file)
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()

@@ -170,3 +170,19 @@ func TestTokenFileBounded(t *testing.T) {
 		t.Fatalf("readToken of %d bytes: %v, want a refusal by size", maxTokenBytes+1, err)
 	}
 }
+
+// apply never reports success for nothing: a file without documents is an
+// error that says so, and no server is called.
+func TestApplyEmptyFileFails(t *testing.T) {
+	for _, body := range []string{"documents: []\n", "{}\n"} {
+		file := filepath.Join(t.TempDir(), "empty.yaml")
+		if err := os.WriteFile(file, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var out strings.Builder
+		err := run(context.Background(), []string{"apply", "-server", "http://" + redistest.UnusedAddr(t), file}, &out, nil)
+		if err == nil || !strings.Contains(err.Error(), "empty.yaml holds no override documents: nothing applied") {
+			t.Fatalf("%q: error %v (output %q), want it to say nothing was applied", body, err, out.String())
+		}
+	}
+}
