@@ -34,6 +34,10 @@ const (
 	// MaxDocumentBytes bounds an override document, written or read: the
 	// rules model's bound on every rules document (docs/limits.md).
 	MaxDocumentBytes = ratelimit.MaxDocumentBytes
+	// MaxCacheFor and MaxStaleFor bound Config.CacheFor and Config.StaleFor:
+	// the protocol's bounds on an answer's cache_for_s and stale_for_s.
+	MaxCacheFor = 24 * time.Hour
+	MaxStaleFor = 7 * 24 * time.Hour
 )
 
 // Errors of the document operations.
@@ -56,7 +60,9 @@ type Config struct {
 	// services get the checks that need no such file.
 	Available map[string]*config.AvailableLimiters
 	// CacheFor and StaleFor are the lifetimes answered for documents that
-	// leave them at 0, and for (service, limiter) pairs with no document.
+	// leave them at 0, and for (service, limiter) pairs with no document: at
+	// most MaxCacheFor and MaxStaleFor (defaults DefaultCacheFor,
+	// DefaultStaleFor).
 	CacheFor time.Duration
 	StaleFor time.Duration
 	// Logger receives an ERROR record for each invalid stored document, and
@@ -128,6 +134,14 @@ var (
 func New(cfg Config) (*Server, error) {
 	if cfg.Redis == nil {
 		return nil, errors.New("rulesserver: Config.Redis is nil")
+	}
+	// Every client rejects an answer whose lifetimes pass the protocol's
+	// bounds (GetRulesResponse.cache_for_s, stale_for_s).
+	if cfg.CacheFor > MaxCacheFor {
+		return nil, fmt.Errorf("rulesserver: Config.CacheFor %v is over %v, the protocol's bound on cache_for_s", cfg.CacheFor, MaxCacheFor)
+	}
+	if cfg.StaleFor > MaxStaleFor {
+		return nil, fmt.Errorf("rulesserver: Config.StaleFor %v is over %v, the protocol's bound on stale_for_s", cfg.StaleFor, MaxStaleFor)
 	}
 	s := &Server{
 		rdb:       cfg.Redis,

@@ -9,7 +9,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"buf.build/go/protovalidate"
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -346,5 +348,44 @@ func TestWrongTypeKeyReplaceable(t *testing.T) {
 	}
 	if err := s.Delete(ctx, "web", "rack_request", ""); !errors.Is(err, rulesserver.ErrNotFound) {
 		t.Fatalf("DELETE of nothing: %v, want ErrNotFound", err)
+	}
+}
+
+// The lifetimes a server answers must be within the protocol's bounds
+// (cache_for_s at most a day, stale_for_s at most a week), which every
+// client enforces: New refuses larger ones rather than serve answers that
+// every client rejects. At the bounds, answers are valid.
+func TestLifetimesWithinProtocol(t *testing.T) {
+	rdb := redistest.Client(t)
+	tests := []struct {
+		name               string
+		cacheFor, staleFor time.Duration
+		wantErr            string
+	}{
+		{"at the bounds", 24 * time.Hour, 7 * 24 * time.Hour, ""},
+		{"cache_for over a day", 24*time.Hour + time.Second, 0, "CacheFor"},
+		{"stale_for over a week", 0, 7*24*time.Hour + time.Second, "StaleFor"},
+		{"past uint32 seconds", 0, 1 << 62, "StaleFor"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := rulesserver.New(rulesserver.Config{Redis: rdb, KeyPrefix: redistest.Prefix(t), CacheFor: tt.cacheFor, StaleFor: tt.staleFor})
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("New: %v, want an error naming %s", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := s.GetRules(context.Background(), &rulesv1.GetRulesRequest{Service: "web", Limiter: "rack_request"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := protovalidate.Validate(resp); err != nil {
+				t.Fatalf("answer: %v", err)
+			}
+		})
 	}
 }
