@@ -101,8 +101,9 @@ func (p *Publisher) Register(limiter string, rule ratelimit.Rule, limit LimitRes
 // (Store.Publish: upsert by name, atomic, limiters and rules not registered
 // untouched). Publishing the same values again writes nothing. A rule whose
 // resolver fails, or resolves to a value the schema rejects, is left out and
-// keeps its previous published value; the others are published and the
-// returned error names the ones left out.
+// keeps its previous published value, and so is a rule that the store's
+// Options.Available refuses (an undeclared limiter or property); the others
+// are published and the returned error names the ones left out.
 func (p *Publisher) PublishAll(ctx context.Context) (WriteResult, error) {
 	p.mu.Lock()
 	regs := slices.Clone(p.regs)
@@ -111,6 +112,11 @@ func (p *Publisher) PublishAll(ctx context.Context) (WriteResult, error) {
 	var errs []error
 	for _, reg := range regs {
 		r, err := reg.resolve(ctx)
+		if err == nil {
+			// Checked alone against Options.Available, so that one rule the
+			// store refuses never keeps the others from publishing.
+			err = config.ValidateRuleList(reg.limiter, &configv1.RuleList{Rules: []*configv1.Rule{r}}, p.store.avail)
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s/%s: %w", reg.limiter, reg.rule.Name, err))
 			continue

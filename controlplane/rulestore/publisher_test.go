@@ -156,6 +156,40 @@ func TestPublisherResolverFailure(t *testing.T) {
 	}
 }
 
+// A registered rule that the store's available_limiters.yaml refuses (a
+// property the limiter does not declare, an undeclared limiter) is left out
+// like a failed resolver: it never keeps the other rules from publishing.
+func TestPublisherRuleRefusedByAvailable(t *testing.T) {
+	c := redistest.Client(t)
+	s := newStore(t, c, Options{Available: available(t)})
+	p := NewPublisher(s, PublisherOptions{})
+	eight := func(context.Context) (int64, error) { return 8, nil }
+	badProp := template()
+	badProp.Name, badProp.Characteristics = "by_plan", []string{"plan"}
+	for _, reg := range []struct {
+		limiter string
+		rule    ratelimit.Rule
+	}{
+		{"search", badProp},
+		{"undeclared", template()},
+		{"projects", rule("fine", 0)},
+	} {
+		if err := p.Register(reg.limiter, reg.rule, eight); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := p.PublishAll(ctx)
+	if err == nil || !strings.Contains(err.Error(), "search/by_plan") || !strings.Contains(err.Error(), "undeclared/limit_user_autocompletes_by_user") {
+		t.Fatalf("err = %v, want it to name the two refused rules", err)
+	}
+	if !slices.Equal(res.Changed, []string{"projects"}) {
+		t.Fatalf("published %v, want the valid rule", res.Changed)
+	}
+	if exists(t, c, s.Key("search")) || exists(t, c, s.Key("undeclared")) || !exists(t, c, s.Key("projects")) {
+		t.Fatal("wrong documents written")
+	}
+}
+
 func TestRegisterErrors(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: redistest.UnusedAddr(t)})
 	t.Cleanup(func() { _ = c.Close() })
