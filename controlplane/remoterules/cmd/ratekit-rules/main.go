@@ -21,7 +21,8 @@
 // "rate_limit_rules_write": who, what, outcome) and every refusal too. The
 // HTTP listener answers only to loopback Host names when on loopback (DNS
 // rebinding) unless -allowed-hosts names others, and cuts off clients slower
-// than -read-timeout and -write-timeout.
+// than -read-timeout and -write-timeout. A request body (HTTP) or message
+// (gRPC) over 1 MiB (rulesserver.MaxDocumentBytes) is refused.
 package main
 
 import (
@@ -177,7 +178,9 @@ func serve(ctx context.Context, args []string, ready func(string, string)) error
 		_ = gl.Close()
 		return fmt.Errorf("listen HTTP: %w", err)
 	}
-	gs := grpc.NewServer()
+	// A request is bounded as its HTTP form is (the largest valid one is a
+	// few hundred KiB); gRPC's own default is 4 MiB.
+	gs := grpc.NewServer(grpc.MaxRecvMsgSize(rulesserver.MaxDocumentBytes))
 	rulesv1.RegisterRulesServiceServer(gs, srv)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)

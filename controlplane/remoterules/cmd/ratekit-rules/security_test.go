@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -13,6 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/ratekit/ratekit/controlplane/remoterules/rulesv1"
 	"github.com/ratekit/ratekit/internal/httpguard"
 	"github.com/ratekit/ratekit/internal/redistest"
 )
@@ -21,11 +28,17 @@ import (
 // real Redis, returning its HTTP address; it stops with the test.
 func startServe(t *testing.T, extra ...string) string {
 	t.Helper()
+	return startServeAddrs(t, extra...)[1]
+}
+
+// startServeAddrs is startServe returning the gRPC and HTTP addresses.
+func startServeAddrs(t *testing.T, extra ...string) [2]string {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	addrs := make(chan string, 1)
+	addrs := make(chan [2]string, 1)
 	done := make(chan error, 1)
 	args := append([]string{"serve", "-redis", redistest.URL(t), "-grpc", "127.0.0.1:0", "-http", "127.0.0.1:0", "-key-prefix", redistest.Prefix(t)}, extra...)
-	go func() { done <- run(ctx, args, io.Discard, func(_, h string) { addrs <- h }) }()
+	go func() { done <- run(ctx, args, io.Discard, func(g, h string) { addrs <- [2]string{g, h} }) }()
 	t.Cleanup(func() {
 		cancel()
 		select {
@@ -42,7 +55,32 @@ func startServe(t *testing.T, extra ...string) string {
 	case <-time.After(30 * time.Second):
 		t.Fatal("serve did not listen within 30s")
 	}
-	return ""
+	return [2]string{}
+}
+
+// A gRPC request is bounded as its HTTP form (POST /v1/rules) is, by
+// rulesserver.MaxDocumentBytes: a larger one is refused before it is
+// decoded, not decoded whole and then found invalid (the largest valid
+// request is a few hundred KiB).
+func TestGRPCRequestBounded(t *testing.T) {
+	conn, err := grpc.NewClient(startServeAddrs(t)[0], grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	rpc := rulesv1.NewRulesServiceClient(conn)
+	ctx := context.Background()
+	id := map[string]string{}
+	for i := range 300 { // 300 values of 4 KiB: about 1.2 MiB, over the bound
+		id[fmt.Sprintf("p%d", i)] = strings.Repeat("v", 4096)
+	}
+	_, err = rpc.GetRules(ctx, &rulesv1.GetRulesRequest{Service: "web", Limiter: "rack_request", Identifier: id})
+	if status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("GetRules of about 1.2 MiB: %v, want ResourceExhausted", err)
+	}
+	if _, err := rpc.GetRules(ctx, &rulesv1.GetRulesRequest{Service: "web", Limiter: "rack_request"}); err != nil {
+		t.Fatalf("a small request after the refusal: %v", err)
+	}
 }
 
 func TestServeListensOnLoopbackByDefault(t *testing.T) {
