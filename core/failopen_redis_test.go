@@ -20,13 +20,11 @@ import (
 // nothing listens, and a server that accepts connections but never answers.
 // Every check must allow with the error flag, within the per-check timeout,
 // and the breaker must open after the configured failures and close again on
-// recovery. The elapsed-time bounds are generous (the race detector is slow);
-// they only prove that no check waits for go-redis's own multi-second timeouts.
+// recovery. No assertion bounds elapsed time (a loaded machine stretches
+// it): against the server that never answers, the client's own timeouts are
+// an hour, so a check that returns at all was cut off by the limiter's.
 
-const (
-	checkTimeout = 100 * time.Millisecond
-	slowBound    = 1500 * time.Millisecond // far below go-redis's 3s read/5s dial timeouts
-)
+const checkTimeout = 100 * time.Millisecond
 
 func failOpenLimiter(t *testing.T, client redis.UniversalClient, failures int, cooldown time.Duration) *ratelimit.Limiter {
 	t.Helper()
@@ -52,13 +50,10 @@ func timedCheck(l *ratelimit.Limiter) (ratelimit.Result, time.Duration) {
 	return r, time.Since(start)
 }
 
-func expectFailOpen(t *testing.T, step string, r ratelimit.Result, took, bound time.Duration) {
+func expectFailOpen(t *testing.T, step string, r ratelimit.Result) {
 	t.Helper()
 	if r.Err == nil || r.Action != ratelimit.ActionAllow || r.Info != nil || r.Rule != nil {
 		t.Fatalf("%s: want allow with error flag, got %+v", step, r)
-	}
-	if took > bound {
-		t.Fatalf("%s: check took %v, bound %v", step, took, bound)
 	}
 }
 
@@ -76,8 +71,8 @@ func TestFailOpenRedisStoppedMidTest(t *testing.T) {
 	}
 	srv.Stop()
 	for i := 0; i < 3; i++ {
-		r, took := timedCheck(l)
-		expectFailOpen(t, "redis stopped", r, took, slowBound)
+		r, _ := timedCheck(l)
+		expectFailOpen(t, "redis stopped", r)
 	}
 	if s := l.BreakerState(); s != "open" {
 		t.Fatalf("breaker after 3 failures = %s", s)
@@ -86,8 +81,8 @@ func TestFailOpenRedisStoppedMidTest(t *testing.T) {
 	// background prober reaches Redis, at most once per cooldown/4 interval.
 	before, opened := calls.N.Load(), time.Now()
 	for i := 0; i < 50; i++ {
-		r, took := timedCheck(l)
-		expectFailOpen(t, "breaker open", r, took, slowBound)
+		r, _ := timedCheck(l)
+		expectFailOpen(t, "breaker open", r)
 		if !errors.Is(r.Err, ratelimit.ErrCircuitOpen) {
 			t.Fatalf("check %d while open reached the store: %v", i, r.Err)
 		}
@@ -121,11 +116,11 @@ func TestFailOpenUnreachableAddress(t *testing.T) {
 	defer client.Close()
 	l := failOpenLimiter(t, client, 2, time.Hour)
 	for i := 0; i < 2; i++ {
-		r, took := timedCheck(l)
-		expectFailOpen(t, "connection refused", r, took, slowBound)
+		r, _ := timedCheck(l)
+		expectFailOpen(t, "connection refused", r)
 	}
-	r, took := timedCheck(l)
-	expectFailOpen(t, "breaker open", r, took, slowBound)
+	r, _ := timedCheck(l)
+	expectFailOpen(t, "breaker open", r)
 	if !errors.Is(r.Err, ratelimit.ErrCircuitOpen) { // the breaker answers before the store is called
 		t.Fatalf("want ErrCircuitOpen, got %v", r.Err)
 	}
@@ -138,7 +133,8 @@ func TestFailOpenServerNeverAnswers(t *testing.T) {
 	// context deadlines itself (redisstore then reports ContextBounded).
 	for _, bounded := range []bool{false, true} {
 		t.Run(fmt.Sprintf("ContextTimeoutEnabled=%v", bounded), func(t *testing.T) {
-			client := redis.NewClient(&redis.Options{Addr: redistest.Blackhole(t), MaxRetries: -1, ContextTimeoutEnabled: bounded})
+			client := redis.NewClient(&redis.Options{Addr: redistest.Blackhole(t), MaxRetries: -1, ContextTimeoutEnabled: bounded,
+				DialTimeout: time.Hour, ReadTimeout: time.Hour, WriteTimeout: time.Hour})
 			defer client.Close()
 			if got := redisstore.New(client).ContextBounded(); got != bounded {
 				t.Fatalf("ContextBounded() = %v", got)
@@ -152,7 +148,9 @@ func neverAnswers(t *testing.T, client *redis.Client) {
 	l := failOpenLimiter(t, client, 3, time.Hour)
 	for i := 0; i < 3; i++ {
 		r, took := timedCheck(l)
-		expectFailOpen(t, "hung server", r, took, slowBound)
+		expectFailOpen(t, "hung server", r)
+		// The client's own timeouts are an hour: a timeout here is the
+		// limiter's deadline (a net.Error when go-redis applies it itself).
 		var ne net.Error
 		if !errors.Is(r.Err, context.DeadlineExceeded) && !(errors.As(r.Err, &ne) && ne.Timeout()) {
 			t.Fatalf("hung server: want the check timeout, got %v", r.Err)
@@ -164,8 +162,8 @@ func neverAnswers(t *testing.T, client *redis.Client) {
 	if s := l.BreakerState(); s != "open" {
 		t.Fatalf("breaker = %s", s)
 	}
-	r, took := timedCheck(l)
-	expectFailOpen(t, "breaker open", r, took, slowBound)
+	r, _ := timedCheck(l)
+	expectFailOpen(t, "breaker open", r)
 	if !errors.Is(r.Err, ratelimit.ErrCircuitOpen) {
 		t.Fatalf("want ErrCircuitOpen, got %v", r.Err)
 	}

@@ -445,7 +445,8 @@ func testRetryAfterJitter(s *suite) {
 }
 
 // testFailOpen stops a private Redis: requests pass, without rate-limit
-// headers, and quickly.
+// headers. (How long a failing check may wait is the limiter's Timeout,
+// which core's fault tests cover; no test here measures elapsed time.)
 func testFailOpen(s *suite) {
 	rs := redistest.StartServer(s.t)
 	client := redis.NewClient(&redis.Options{Addr: rs.Addr, MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
@@ -460,13 +461,9 @@ func testFailOpen(s *suite) {
 	}
 	rs.Stop()
 	for i := 0; i < 8; i++ { // past the breaker threshold too
-		start := time.Now()
 		r := s.do(srv, "GET", "/hello")
 		s.allowed(r, "hello")
 		s.noHeader(r, rateLimitHeaders...)
-		if el := time.Since(start); el > 2*time.Second {
-			s.t.Errorf("request %d took %v with Redis down", i, el)
-		}
 	}
 	// Beside a healthy limiter, only the healthy one's headers appear: the
 	// failed limiter says nothing, and the healthy one is not silenced.
