@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/ratekit/ratekit/controlplane/rollout"
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/tiers"
+	"github.com/ratekit/ratekit/internal/httpguard"
 	"github.com/ratekit/ratekit/observability/observe"
 )
 
@@ -32,6 +34,12 @@ type Options struct {
 	// rollout.Rollout records into): the page shows the divergence since the
 	// process started beside the limiter's mode.
 	Rollout rollout.DivergenceSource
+	// AllowedHosts are the Host names the page answers to ("name" on any
+	// port, "name:port", or "*" for any). Empty: on a loopback listener only
+	// localhost, 127.0.0.1 and [::1] (any port), so a hostile name resolved
+	// to 127.0.0.1 (DNS rebinding) cannot read the page; on other listeners
+	// any Host. Set it when the page is reached through a proxy or by a name.
+	AllowedHosts []string
 	// Now is the clock of ages and "generated at" (default time.Now).
 	Now func() time.Time
 }
@@ -270,8 +278,14 @@ func ruleView(r ratelimit.Rule) RuleView {
 	return v
 }
 
-// ServeHTTP implements http.Handler.
+// ServeHTTP implements http.Handler. A Host the page does not answer to
+// (Options.AllowedHosts) gets 403 before anything is read.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !httpguard.HostAllowed(r, h.opts.AllowedHosts) {
+		http.Error(w, "this page does not answer to the name "+strconv.Quote(r.Host)+
+			"; open it as localhost or 127.0.0.1, or add the name to debug.Options.AllowedHosts", http.StatusForbidden)
+		return
+	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)

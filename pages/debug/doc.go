@@ -15,4 +15,8 @@
 // its own stylesheet) and JSON with ?format=json or Accept: application/json.
 // It shows configuration and counts, never identifier values, but it does
 // reveal limits: mount it on an internal listener or behind authentication.
+// Against DNS rebinding (a hostile name resolved to 127.0.0.1 makes the
+// attacker's page same-origin with the loopback page), a page served on a
+// loopback listener answers only to localhost, 127.0.0.1 and [::1] unless
+// Options.AllowedHosts names others; any other Host gets 403.
 package debug
