@@ -36,6 +36,22 @@ const (
 	ResultBanned = "banned"
 )
 
+// Bounds of the rule label.
+const (
+	// MaxRuleSeries bounds the rule label values of one limiter: the rules
+	// it evaluates at once (ratelimit.MaxRules) always fit, but per-request
+	// rules (an Envoy override per period, a rules service's answers) can
+	// bring new names without end, and every name is a series that
+	// Prometheus keeps. The first MaxRuleSeries names a limiter's series are
+	// created for (Init's rules first) keep their own; later ones are
+	// counted under OverflowRule.
+	MaxRuleSeries = ratelimit.MaxRules
+	// OverflowRule is the rule label of the evaluations of a limiter's rules
+	// beyond MaxRuleSeries; no rule name can take it. Their limit and period
+	// gauges are not exported.
+	OverflowRule = "(other)"
+)
+
 // MetricsOptions configures NewMetrics. The zero value is ready to use.
 type MetricsOptions struct {
 	// Namespace is the prefix of every family (default DefaultNamespace). Set it
@@ -76,6 +92,9 @@ type MetricsOptions struct {
 // hold limiter and rule names, actions and booleans: never an identifier value.
 // Clear is reported by logs only (as in labkit).
 //
+// A limiter has at most MaxRuleSeries rule label values; the evaluations of
+// rules beyond them are counted under OverflowRule.
+//
 // Observe finds each limiter's and rule's series once and keeps them, for at
 // most 4,096 limiters and rules together (past that the cache is emptied
 // and refilled): a check then costs no label lookup.
@@ -92,6 +111,9 @@ type Metrics struct {
 	breaker  *prometheus.Desc
 	now      func() time.Time
 	series   seriesCache // the series Observe updates, found once
+
+	rulesMu   sync.Mutex
+	ruleNames map[string]map[string]struct{} // limiter -> rule label values given out, at most MaxRuleSeries each
 
 	mu       sync.Mutex
 	lastGood map[string]time.Time          // limiter -> last successful refresh; zero: never
@@ -146,9 +168,10 @@ func NewMetrics(opts MetricsOptions) *Metrics {
 		breaker: prometheus.NewDesc(prometheus.BuildFQName(ns, "", "breaker_state"),
 			"1 for the current state of the limiter's circuit breaker (closed, open: checks fail open without calling the store, half-open: probing), 0 for the others.",
 			[]string{"rate_limiter", "state"}, nil),
-		now:      now,
-		lastGood: map[string]time.Time{},
-		limiters: map[string]*ratelimit.Limiter{},
+		now:       now,
+		ruleNames: map[string]map[string]struct{}{},
+		lastGood:  map[string]time.Time{},
+		limiters:  map[string]*ratelimit.Limiter{},
 	}
 }
 
@@ -237,7 +260,10 @@ func (m *Metrics) Observe(_ context.Context, e ratelimit.Event) {
 		if ev.Rule == nil {
 			continue
 		}
-		rs := m.series.rule(lim, ev.Rule.Name)
+		rs := m.rule(lim, ev.Rule.Name)
+		if rs.label == OverflowRule {
+			continue
+		}
 		rs.limit.get(func() prometheus.Gauge { return m.limit.WithLabelValues(lim, ev.Rule.Name) }).Set(float64(ev.Info.Limit))
 		rs.period.get(func() prometheus.Gauge { return m.period.WithLabelValues(lim, ev.Rule.Name) }).Set(ev.Info.Period.Seconds())
 	}
@@ -250,14 +276,41 @@ func (m *Metrics) evaluation(lim string, rule *ratelimit.Rule, res string) {
 	if res == ResultSkip {
 		action = ratelimit.ActionSkip
 	}
+	rs := m.rule(lim, rule.Name)
 	a, x := slices.Index(actionSlots[:], action), slices.Index(resultSlots[:], res)
 	if a < 0 || x < 0 {
-		m.evals.WithLabelValues(lim, rule.Name, string(action), res).Inc()
+		m.evals.WithLabelValues(lim, rs.label, string(action), res).Inc()
 		return
 	}
-	m.series.rule(lim, rule.Name).evals[a][x].get(func() prometheus.Counter {
-		return m.evals.WithLabelValues(lim, rule.Name, string(action), res)
+	rs.evals[a][x].get(func() prometheus.Counter {
+		return m.evals.WithLabelValues(lim, rs.label, string(action), res)
 	}).Inc()
+}
+
+// rule returns the series of rule name of limiter lim, with the rule label
+// they carry.
+func (m *Metrics) rule(lim, name string) *ruleSeries {
+	return m.series.rule(lim, name, func() string { return m.ruleLabel(lim, name) })
+}
+
+// ruleLabel returns the rule label of rule name of limiter lim: its name
+// while the limiter has fewer than MaxRuleSeries of them, else OverflowRule.
+func (m *Metrics) ruleLabel(lim, name string) string {
+	m.rulesMu.Lock()
+	defer m.rulesMu.Unlock()
+	names := m.ruleNames[lim]
+	if names == nil {
+		names = map[string]struct{}{}
+		m.ruleNames[lim] = names
+	}
+	if _, ok := names[name]; ok {
+		return name
+	}
+	if len(names) >= MaxRuleSeries {
+		return OverflowRule
+	}
+	names[name] = struct{}{}
+	return name
 }
 
 // EvaluationResult names the outcome of one counting rule in labkit's
@@ -294,21 +347,22 @@ func (m *Metrics) Init(l *ratelimit.Limiter) {
 	m.peeks.WithLabelValues(lim, "true")
 	m.duration.WithLabelValues(lim)
 	for _, r := range l.Rules() {
-		m.initEvaluations(lim, r)
+		label := m.rule(lim, r.Name).label
+		m.initEvaluations(lim, label, r)
 		n, okN := r.Limit, r.LimitFunc == nil
 		d, okD := r.Period, r.PeriodFunc == nil
-		if r.Action == ratelimit.ActionSkip || !okN || !okD {
+		if r.Action == ratelimit.ActionSkip || !okN || !okD || label == OverflowRule {
 			continue
 		}
-		m.limit.WithLabelValues(lim, r.Name).Set(float64(n))
-		m.period.WithLabelValues(lim, r.Name).Set(d.Seconds())
+		m.limit.WithLabelValues(lim, label).Set(float64(n))
+		m.period.WithLabelValues(lim, label).Set(d.Seconds())
 	}
 }
 
 // initEvaluations pre-exports the evaluation series a rule can produce, so
 // that a rule's first blocks show in rate() (a counter born at 15 has no
 // increase to Prometheus).
-func (m *Metrics) initEvaluations(lim string, r ratelimit.Rule) {
+func (m *Metrics) initEvaluations(lim, label string, r ratelimit.Rule) {
 	action := r.Action
 	if action == "" {
 		action = ratelimit.ActionLimit
@@ -326,7 +380,7 @@ func (m *Metrics) initEvaluations(lim string, r ratelimit.Rule) {
 		results = append(results, ResultBanned)
 	}
 	for _, res := range results {
-		m.evals.WithLabelValues(lim, r.Name, string(action), res)
+		m.evals.WithLabelValues(lim, label, string(action), res)
 	}
 }
 

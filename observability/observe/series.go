@@ -22,7 +22,8 @@ import (
 // maxCachedSeries bounds a seriesCache's entries (a limiter or a rule each).
 // Rule names are an operator's, but per-request rules (an Envoy override, a
 // rules service's answer) can bring many: a full cache is emptied and
-// refilled, which costs lookups and never a series.
+// refilled, which costs lookups and never a series (MaxRuleSeries bounds
+// the series).
 const maxCachedSeries = 4096
 
 // seriesCache maps a limiter name to its *limiterSeries and a ruleKey to its
@@ -42,8 +43,10 @@ type limiterSeries struct {
 	peeks    [2]lazy[prometheus.Counter]                       // failed
 }
 
-// ruleSeries holds a rule's series, each resolved on first use.
+// ruleSeries holds a rule's series, each resolved on first use, and the
+// rule label they carry (the rule's name, or OverflowRule).
 type ruleSeries struct {
+	label         string
 	limit, period lazy[prometheus.Gauge]
 	evals         [len(actionSlots)][len(resultSlots)]lazy[prometheus.Counter] // rule action × result
 }
@@ -70,13 +73,14 @@ func (c *seriesCache) limiter(lim string) *limiterSeries {
 	return c.store(lim, &limiterSeries{}).(*limiterSeries)
 }
 
-// rule returns the series of rule name of limiter lim.
-func (c *seriesCache) rule(lim, name string) *ruleSeries {
+// rule returns the series of rule name of limiter lim; label gives their
+// rule label when they are not cached.
+func (c *seriesCache) rule(lim, name string, label func() string) *ruleSeries {
 	k := ruleKey{lim, name}
 	if v, ok := c.m.Load(k); ok {
 		return v.(*ruleSeries)
 	}
-	return c.store(k, &ruleSeries{}).(*ruleSeries)
+	return c.store(k, &ruleSeries{label: label()}).(*ruleSeries)
 }
 
 // store adds v under k unless another caller did first, emptying the cache

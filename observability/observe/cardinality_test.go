@@ -1,0 +1,79 @@
+package observe_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/observability/observe"
+)
+
+// Per-request rules (an Envoy override per period, a rules service's
+// answers) can bring any number of rule names to one limiter. Each name
+// beyond observe.MaxRuleSeries is counted under observe.OverflowRule, so the
+// series of a limiter stay bounded; its own rules (Init, or first seen) keep
+// their names, and no count is lost.
+func TestRuleSeriesBounded(t *testing.T) {
+	m := observe.NewMetrics(observe.MetricsOptions{})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(m)
+	l := newLimiter(t, "api", ratelimit.NewMemoryStore(), "", m)
+	m.Init(l)
+	const extra = observe.MaxRuleSeries + 300
+	for i := range extra {
+		rule := &ratelimit.Rule{Name: "envoy_override_" + strconv.Itoa(i) + "s", Action: ratelimit.ActionLimit}
+		m.Observe(context.Background(), ratelimit.Event{Kind: ratelimit.EventCheck, Limiter: "api",
+			Result: &ratelimit.Result{Action: ratelimit.ActionAllow, Matched: true, Rule: rule, Evaluations: []ratelimit.Evaluation{{
+				Rule: rule, Info: ratelimit.Info{Limit: 10, Period: time.Duration(i+1) * time.Second}}}}})
+	}
+	scenario(context.Background(), l) // the limiter's own rules, after the flood
+
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	series := map[string]map[string]bool{} // family -> rule label values
+	var evaluations float64
+	perUser := 0.0
+	for _, f := range families {
+		for _, s := range f.GetMetric() {
+			for _, lp := range s.GetLabel() {
+				if lp.GetName() != "rule" {
+					continue
+				}
+				if series[f.GetName()] == nil {
+					series[f.GetName()] = map[string]bool{}
+				}
+				series[f.GetName()][lp.GetValue()] = true
+				if f.GetName() == "ratelimit_rule_evaluations_total" {
+					evaluations += s.GetCounter().GetValue()
+					if lp.GetValue() == "per_user" {
+						perUser += s.GetCounter().GetValue()
+					}
+				}
+			}
+		}
+	}
+	for _, name := range []string{"ratelimit_rule_evaluations_total", "ratelimit_limit", "ratelimit_period_seconds"} {
+		if n := len(series[name]); n == 0 || n > observe.MaxRuleSeries+1 {
+			t.Errorf("%s: %d rule label values for one limiter, want 1 to %d", name, n, observe.MaxRuleSeries+1)
+		}
+	}
+	if !series["ratelimit_rule_evaluations_total"][observe.OverflowRule] {
+		t.Errorf("no evaluations under rule %q", observe.OverflowRule)
+	}
+	if series["ratelimit_limit"][observe.OverflowRule] {
+		t.Errorf("a limit gauge under rule %q mixes the limits of unrelated rules", observe.OverflowRule)
+	}
+	// scenario evaluates the limiter's rules 20 times (see expectedScenario)
+	if want := float64(extra + 20); evaluations != want {
+		t.Errorf("%v evaluations counted, want %v: a folded rule's count was lost", evaluations, want)
+	}
+	if perUser != 5 {
+		t.Errorf("per_user: %v evaluations under its own name, want 5", perUser)
+	}
+}
