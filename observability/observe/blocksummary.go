@@ -46,6 +46,9 @@ type BlockSummaryOptions struct {
 // instead of one line per block, which would let an attacker flood the logs.
 // Nothing is logged on the success path or in an interval without blocks. Run
 // (or call Flush yourself) to emit the lines; Blocks feeds the debug page.
+// It keeps a count per pair since the process started, for at most
+// MaxRuleSeries rules of a limiter; the blocks of its other rules (per-request
+// rules can bring any number of names) are counted under rule OverflowRule.
 type BlockSummary struct {
 	logger   *slog.Logger
 	interval time.Duration
@@ -54,6 +57,7 @@ type BlockSummary struct {
 
 	mu    sync.Mutex
 	pairs map[blockPair]*BlockCount
+	rules map[string]int // limiter -> its pairs but OverflowRule's, at most MaxRuleSeries
 }
 
 type blockPair struct{ limiter, rule string }
@@ -86,6 +90,7 @@ func NewBlockSummary(opts BlockSummaryOptions) *BlockSummary {
 		maxLines: opts.MaxLines,
 		now:      opts.Now,
 		pairs:    map[blockPair]*BlockCount{},
+		rules:    map[string]int{},
 	}
 	if s.logger == nil {
 		s.logger = slog.Default()
@@ -114,9 +119,16 @@ func (s *BlockSummary) Observe(_ context.Context, e ratelimit.Event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := s.pairs[p]
+	if c == nil && s.rules[p.limiter] >= MaxRuleSeries {
+		p.rule = OverflowRule
+		c = s.pairs[p]
+	}
 	if c == nil {
 		c = &BlockCount{Limiter: p.limiter, Rule: p.rule}
 		s.pairs[p] = c
+		if p.rule != OverflowRule {
+			s.rules[p.limiter]++
+		}
 	}
 	c.Pending++
 	c.Total++
@@ -183,7 +195,8 @@ func (s *BlockSummary) Run(ctx context.Context) {
 }
 
 // Blocks implements BlockSource: every pair that has blocked since the process
-// started, most recent block first.
+// started (a limiter's rules beyond MaxRuleSeries as one OverflowRule pair),
+// most recent block first.
 func (s *BlockSummary) Blocks() []BlockCount {
 	s.mu.Lock()
 	out := make([]BlockCount, 0, len(s.pairs))

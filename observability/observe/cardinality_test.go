@@ -77,3 +77,36 @@ func TestRuleSeriesBounded(t *testing.T) {
 		t.Errorf("per_user: %v evaluations under its own name, want 5", perUser)
 	}
 }
+
+// The block summary keeps a count per (limiter, rule) pair for the debug
+// page, for as long as the process runs: per-request rule names beyond
+// observe.MaxRuleSeries of one limiter are counted under observe.OverflowRule
+// instead of a pair each, and no block is lost.
+func TestBlockSummaryPairsBounded(t *testing.T) {
+	bs := observe.NewBlockSummary(observe.BlockSummaryOptions{Logger: discard})
+	const rules = observe.MaxRuleSeries + 300
+	for i := range rules {
+		rule := &ratelimit.Rule{Name: "envoy_override_" + strconv.Itoa(i) + "s"}
+		for _, lim := range []string{"api", "jobs"} {
+			bs.Observe(context.Background(), ratelimit.Event{Kind: ratelimit.EventCheck, Limiter: lim,
+				Result: &ratelimit.Result{Action: ratelimit.ActionBlock, Matched: true, Rule: rule}})
+		}
+	}
+	pairs := map[string]int{}
+	var total, overflow int64
+	for _, b := range bs.Blocks() {
+		pairs[b.Limiter]++
+		total += b.Total
+		if b.Rule == observe.OverflowRule {
+			overflow += b.Total
+		}
+	}
+	for _, lim := range []string{"api", "jobs"} {
+		if pairs[lim] > observe.MaxRuleSeries+1 {
+			t.Errorf("limiter %s: %d pairs kept, at most %d", lim, pairs[lim], observe.MaxRuleSeries+1)
+		}
+	}
+	if total != 2*rules || overflow != 2*(rules-observe.MaxRuleSeries) {
+		t.Errorf("%d blocks kept (%d under %s), want %d (%d)", total, overflow, observe.OverflowRule, 2*rules, 2*(rules-observe.MaxRuleSeries))
+	}
+}
