@@ -114,14 +114,31 @@ func TestConflict(t *testing.T) {
 	}
 }
 
-// A form larger than MaxBodyBytes is refused before it is read.
+// A form larger than MaxBodyBytes is refused before it is read (413); a
+// form that is not one (a malformed escape) is a bad request (400), not a
+// size problem.
 func TestBodyBounded(t *testing.T) {
 	f := newFixture(t, allowAll)
 	b := newBrowser(t, f)
-	form := saveForm(b.csrf(), "", "big")
-	form.Set("description", strings.Repeat("x", 70<<10))
-	resp, _ := b.post("?limiter=api", form, f.srv.URL)
-	if resp.StatusCode != http.StatusRequestEntityTooLarge {
-		t.Fatalf("status %d, want 413", resp.StatusCode)
+	big := saveForm(b.csrf(), "", "big")
+	big.Set("description", strings.Repeat("x", 70<<10))
+	for _, tc := range []struct {
+		name, body string
+		status     int
+		says       string
+	}{
+		{"oversized", big.Encode(), http.StatusRequestEntityTooLarge, "at most 65536 bytes"},
+		{"malformed", saveForm(b.csrf(), "", "bad").Encode() + "&description=%zz", http.StatusBadRequest, "invalid URL escape"},
+	} {
+		req, _ := http.NewRequest(http.MethodPost, f.url()+"?limiter=api", strings.NewReader(tc.body))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", f.srv.URL)
+		resp, err := b.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code, body := readBody(t, resp); code != tc.status || !strings.Contains(body, tc.says) {
+			t.Errorf("%s form: status %d, want %d saying %q:\n%s", tc.name, code, tc.status, tc.says, body)
+		}
 	}
 }
