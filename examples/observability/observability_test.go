@@ -360,6 +360,60 @@ func TestRulesKeepServicesApartAndLinkRunbooks(t *testing.T) {
 	}
 }
 
+// The dashboard, like the rules, keeps services apart: services share
+// limiter names (every service of the copier template has http_request), so
+// every query filters on the job variable and keeps job and namespace in its
+// aggregations, and every legend names the job.
+func TestDashboardKeepsServicesApart(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(dir(t), "grafana", "ratekit.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Templating struct {
+			List []struct {
+				Name  string
+				Query any
+			}
+		}
+		Panels []struct {
+			Title   string
+			Targets []struct{ Expr, LegendFormat string }
+		}
+	}
+	if err := json.Unmarshal(b, &dash); err != nil {
+		t.Fatalf("ratekit.json: %v", err)
+	}
+	vars := map[string]string{}
+	for _, v := range dash.Templating.List {
+		q, _ := json.Marshal(v.Query)
+		vars[v.Name] = string(q)
+	}
+	if _, ok := vars["job"]; !ok {
+		t.Error("the dashboard has no job variable")
+	}
+	if !strings.Contains(vars["rate_limiter"], `job=~\"$job\"`) {
+		t.Errorf("the rate_limiter variable does not follow the job variable: %s", vars["rate_limiter"])
+	}
+	by := regexp.MustCompile(`\b(by|on) \(([^)]*)\)`)
+	for _, p := range dash.Panels {
+		for _, q := range p.Targets {
+			if !strings.Contains(q.Expr, `job=~"$job"`) {
+				t.Errorf("panel %q: query %q does not filter on $job", p.Title, q.Expr)
+			}
+			for _, m := range by.FindAllStringSubmatch(q.Expr, -1) {
+				labels := strings.Split(m[2], ", ")
+				if !slices.Contains(labels, "job") || !slices.Contains(labels, "namespace") {
+					t.Errorf("panel %q: %s drops job or namespace", p.Title, m[0])
+				}
+			}
+			if !strings.Contains(q.LegendFormat, "{{job}}") {
+				t.Errorf("panel %q: legend %q does not name the job", p.Title, q.LegendFormat)
+			}
+		}
+	}
+}
+
 // The package is a program: run starts the example and a Prometheus that
 // loads the shipped rules and scrapes it.
 func TestProgramRuns(t *testing.T) {
