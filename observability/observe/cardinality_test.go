@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ratekit/ratekit/controlplane/rollout"
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/observability/observe"
 )
@@ -108,5 +109,41 @@ func TestBlockSummaryPairsBounded(t *testing.T) {
 	}
 	if total != 2*rules || overflow != 2*(rules-observe.MaxRuleSeries) {
 		t.Errorf("%d blocks kept (%d under %s), want %d (%d)", total, overflow, observe.OverflowRule, 2*rules, 2*(rules-observe.MaxRuleSeries))
+	}
+}
+
+// The rollout decisions carry the deciding rule's name: bounded the same way.
+func TestRolloutRuleSeriesBounded(t *testing.T) {
+	m := observe.NewRolloutMetrics(observe.MetricsOptions{})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(m)
+	const rules = observe.MaxRuleSeries + 300
+	for i := range rules {
+		m.RecordDecision(context.Background(), "api", &rollout.Decision{Agreement: rollout.Agree, Rule: "envoy_override_" + strconv.Itoa(i) + "s"})
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	labels := map[string]bool{}
+	var decisions float64
+	for _, f := range families {
+		if f.GetName() != "ratelimit_rollout_decisions_total" {
+			continue
+		}
+		for _, s := range f.GetMetric() {
+			decisions += s.GetCounter().GetValue()
+			for _, lp := range s.GetLabel() {
+				if lp.GetName() == "rule" {
+					labels[lp.GetValue()] = true
+				}
+			}
+		}
+	}
+	if n := len(labels); n > observe.MaxRuleSeries+1 || !labels[observe.OverflowRule] {
+		t.Errorf("%d rule label values for one limiter (%s among them: %v), want at most %d", n, observe.OverflowRule, labels[observe.OverflowRule], observe.MaxRuleSeries+1)
+	}
+	if decisions != rules {
+		t.Errorf("%v decisions counted, want %d", decisions, rules)
 	}
 }

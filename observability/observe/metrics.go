@@ -111,9 +111,7 @@ type Metrics struct {
 	breaker  *prometheus.Desc
 	now      func() time.Time
 	series   seriesCache // the series Observe updates, found once
-
-	rulesMu   sync.Mutex
-	ruleNames map[string]map[string]struct{} // limiter -> rule label values given out, at most MaxRuleSeries each
+	rules    ruleLabels  // the rule label values given out
 
 	mu       sync.Mutex
 	lastGood map[string]time.Time          // limiter -> last successful refresh; zero: never
@@ -168,10 +166,9 @@ func NewMetrics(opts MetricsOptions) *Metrics {
 		breaker: prometheus.NewDesc(prometheus.BuildFQName(ns, "", "breaker_state"),
 			"1 for the current state of the limiter's circuit breaker (closed, open: checks fail open without calling the store, half-open: probing), 0 for the others.",
 			[]string{"rate_limiter", "state"}, nil),
-		now:       now,
-		ruleNames: map[string]map[string]struct{}{},
-		lastGood:  map[string]time.Time{},
-		limiters:  map[string]*ratelimit.Limiter{},
+		now:      now,
+		lastGood: map[string]time.Time{},
+		limiters: map[string]*ratelimit.Limiter{},
 	}
 }
 
@@ -290,18 +287,28 @@ func (m *Metrics) evaluation(lim string, rule *ratelimit.Rule, res string) {
 // rule returns the series of rule name of limiter lim, with the rule label
 // they carry.
 func (m *Metrics) rule(lim, name string) *ruleSeries {
-	return m.series.rule(lim, name, func() string { return m.ruleLabel(lim, name) })
+	return m.series.rule(lim, name, func() string { return m.rules.label(lim, name) })
 }
 
-// ruleLabel returns the rule label of rule name of limiter lim: its name
-// while the limiter has fewer than MaxRuleSeries of them, else OverflowRule.
-func (m *Metrics) ruleLabel(lim, name string) string {
-	m.rulesMu.Lock()
-	defer m.rulesMu.Unlock()
-	names := m.ruleNames[lim]
+// ruleLabels gives out the rule label values of each limiter, at most
+// MaxRuleSeries names each. The zero value is ready to use.
+type ruleLabels struct {
+	mu    sync.Mutex
+	names map[string]map[string]struct{} // limiter -> rule names given out
+}
+
+// label returns the rule label of rule name of limiter lim: its name while
+// the limiter has fewer than MaxRuleSeries of them, else OverflowRule.
+func (l *ruleLabels) label(lim, name string) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.names == nil {
+		l.names = map[string]map[string]struct{}{}
+	}
+	names := l.names[lim]
 	if names == nil {
 		names = map[string]struct{}{}
-		m.ruleNames[lim] = names
+		l.names[lim] = names
 	}
 	if _, ok := names[name]; ok {
 		return name

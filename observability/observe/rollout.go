@@ -26,7 +26,8 @@ import (
 //
 // agreement is agree, new_only, legacy_only or failed (the new limiter
 // failed open: counted, never compared). rule is the new result's deciding
-// rule, or "(none)". The gate over 24 hours is
+// rule, or "(none)"; as in Metrics, a limiter has at most MaxRuleSeries rule
+// label values, later rules count under OverflowRule. The gate over 24 hours is
 //
 //	sum by (rate_limiter) (increase(ratelimit_rollout_decisions_total{agreement=~"new_only|legacy_only"}[24h]))
 //	  / sum by (rate_limiter) (increase(ratelimit_rollout_decisions_total{agreement!="failed"}[24h])) < 0.005
@@ -36,6 +37,7 @@ type RolloutMetrics struct {
 	decisions *prometheus.CounterVec
 	ratioDesc *prometheus.Desc
 	modeDesc  *prometheus.Desc
+	rules     ruleLabels // the rule label values given out
 
 	mu     sync.Mutex
 	tally  *rollout.Tally
@@ -83,7 +85,7 @@ func (m *RolloutMetrics) Init(l *ratelimit.Limiter) {
 	lim := labelValue(l.Name())
 	for _, rule := range rules {
 		for _, a := range []rollout.Agreement{rollout.Agree, rollout.NewOnly, rollout.LegacyOnly, rollout.Failed} {
-			m.decisions.WithLabelValues(lim, labelValue(rule), string(a))
+			m.decisions.WithLabelValues(lim, m.rules.label(lim, labelValue(rule)), string(a))
 		}
 	}
 }
@@ -91,7 +93,7 @@ func (m *RolloutMetrics) Init(l *ratelimit.Limiter) {
 // RecordDecision implements rollout.Recorder.
 func (m *RolloutMetrics) RecordDecision(ctx context.Context, limiter string, d *rollout.Decision) {
 	limiter = labelValue(limiter)
-	m.decisions.WithLabelValues(limiter, labelValue(d.Rule), string(d.Agreement)).Inc()
+	m.decisions.WithLabelValues(limiter, m.rules.label(limiter, labelValue(d.Rule)), string(d.Agreement)).Inc()
 	m.tally.RecordDecision(ctx, limiter, d)
 	m.mu.Lock()
 	m.shadow[limiter] = d.Result.Shadow
