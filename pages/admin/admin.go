@@ -220,11 +220,12 @@ func (h *Handler) get(ctx context.Context, w http.ResponseWriter, r *http.Reques
 func (h *Handler) post(ctx context.Context, w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
 	if err := r.ParseForm(); err != nil {
+		status, msg := http.StatusBadRequest, fmt.Sprintf("The form could not be read: %v", err)
 		if mb := (*http.MaxBytesError)(nil); errors.As(err, &mb) {
-			h.fail(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("The form is too large: at most %d bytes are accepted.", MaxBodyBytes))
-			return
+			status, msg = http.StatusRequestEntityTooLarge, fmt.Sprintf("The form is too large: at most %d bytes are accepted.", MaxBodyBytes)
 		}
-		h.fail(w, r, http.StatusBadRequest, fmt.Sprintf("The form could not be read: %v", err))
+		h.refused(ctx, r, "", msg)
+		h.fail(w, r, status, msg)
 		return
 	}
 	if err := checkCSRF(r); err != nil {

@@ -116,7 +116,8 @@ func TestConflict(t *testing.T) {
 
 // A form larger than MaxBodyBytes is refused before it is read (413); a
 // form that is not one (a malformed escape) is a bad request (400), not a
-// size problem.
+// size problem. Both are POSTs turned away before the CSRF check: each gets
+// its WARN rate_limit_admin_refused, and nothing is written.
 func TestBodyBounded(t *testing.T) {
 	f := newFixture(t, allowAll)
 	b := newBrowser(t, f)
@@ -140,5 +141,8 @@ func TestBodyBounded(t *testing.T) {
 		if code, body := readBody(t, resp); code != tc.status || !strings.Contains(body, tc.says) {
 			t.Errorf("%s form: status %d, want %d saying %q:\n%s", tc.name, code, tc.status, tc.says, body)
 		}
+	}
+	if a := f.audit.String(); strings.Contains(a, "rate_limit_admin_write") || strings.Count(a, "rate_limit_admin_refused") != 2 {
+		t.Errorf("audit after two unreadable forms, want two refused lines:\n%s", a)
 	}
 }
