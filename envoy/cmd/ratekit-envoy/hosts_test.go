@@ -5,13 +5,15 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/ratekit/ratekit/pages/debug"
 )
 
 // /debug/ratelimit on a loopback listener answers only to loopback names
 // (DNS rebinding), or to the names of -allowed-hosts.
 func TestHostChecked(t *testing.T) {
-	page := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "page") })
 	f, err := parseFlags([]string{"-available", "a.yaml", "-redis-url", "redis://x", "-allowed-hosts", "ratekit.internal,debug.internal:9090"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -40,7 +42,8 @@ func TestHostChecked(t *testing.T) {
 		{"loopback IP not in the allowed names", f.allowedHosts, "127.0.0.1:9090", http.StatusForbidden},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := httptest.NewServer(hostChecked(page, tt.allowed)) // a loopback listener
+			// The page as run serves it: the flag is the page's own option.
+			srv := httptest.NewServer(debug.New(debug.Options{AllowedHosts: tt.allowed})) // a loopback listener
 			defer srv.Close()
 			req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL, nil)
 			if err != nil {
@@ -53,7 +56,7 @@ func TestHostChecked(t *testing.T) {
 			}
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			if resp.StatusCode != tt.want || (tt.want == http.StatusOK) != (string(body) == "page") {
+			if resp.StatusCode != tt.want || (tt.want == http.StatusOK) != strings.Contains(string(body), "Rate limits") {
 				t.Fatalf("Host %s: %d %q, want %d", tt.host, resp.StatusCode, body, tt.want)
 			}
 		})

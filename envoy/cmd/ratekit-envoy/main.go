@@ -40,7 +40,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -298,7 +297,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(grpcAd
 		}
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		mux.Handle("GET /debug/ratelimit", hostChecked(debug.New(debug.Options{Tiers: rules, Blocks: blocks}, limiters...), f.allowedHosts))
+		mux.Handle("GET /debug/ratelimit", debug.New(debug.Options{Tiers: rules, Blocks: blocks, AllowedHosts: f.allowedHosts}, limiters...))
 		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 		hsrv = httpguard.Server(mux)
 	}
@@ -322,19 +321,6 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(grpcAd
 	<-blocksDone
 	logger.Info("ratekit_envoy_stopped")
 	return serveErr
-}
-
-// hostChecked serves h only to requests naming an allowed Host (see
-// httpguard.HostAllowed): a page a browser opens, on a loopback listener, is
-// otherwise readable by any site whose name is rebound to 127.0.0.1.
-func hostChecked(h http.Handler, allowed []string) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !httpguard.HostAllowed(r, allowed) {
-			http.Error(w, "Host "+strconv.Quote(r.Host)+" is not a name this server answers to (see -allowed-hosts)", http.StatusForbidden)
-			return
-		}
-		h.ServeHTTP(w, r)
-	})
 }
 
 func domainList(limiters []*ratelimit.Limiter, mapped map[string]string) []string {

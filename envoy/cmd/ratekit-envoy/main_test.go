@@ -63,6 +63,7 @@ func testServe(t *testing.T, client redis.UniversalClient, redisFlags ...string)
 			"-key-prefix", prefix, "-rules-prefix", prefix + "{rules}:", "-seed",
 			"-listen", "127.0.0.1:0", "-http", "127.0.0.1:0", "-domain", "gateway=edge", "-refresh", "100ms",
 			"-timeout", "5s", // generous: the tests run on a loaded machine, under -race
+			"-allowed-hosts", "127.0.0.1,gw.internal",
 		}, redisFlags...), &log, func(g, h string) { ready <- addrs{g, h} })
 	}()
 	var a addrs
@@ -204,19 +205,21 @@ rate_limits:
 		}
 	}
 	// DNS rebinding: a hostile name resolved to 127.0.0.1 is refused the
-	// page on the loopback listener.
-	rebound, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+a.http+"/debug/ratelimit?format=json", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rebound.Host = "rebound.example"
-	if resp, err = http.DefaultClient.Do(rebound); err != nil {
-		t.Fatal(err)
-	}
-	body, _ = io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusForbidden || strings.Contains(string(body), "reads_frozen") {
-		t.Errorf("/debug/ratelimit with Host rebound.example: %d\n%s", resp.StatusCode, body)
+	// page on the loopback listener; a name -allowed-hosts gives is served.
+	for host, want := range map[string]int{"rebound.example": http.StatusForbidden, "gw.internal": http.StatusOK} {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+a.http+"/debug/ratelimit?format=json", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		if resp, err = http.DefaultClient.Do(req); err != nil {
+			t.Fatal(err)
+		}
+		body, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want || (want == http.StatusOK) != strings.Contains(string(body), "reads_frozen") {
+			t.Errorf("/debug/ratelimit with Host %s: %d, want %d\n%s", host, resp.StatusCode, want, body)
+		}
 	}
 
 	cancel()
