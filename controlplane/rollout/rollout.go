@@ -178,8 +178,21 @@ func Gate(limiter string, c Counts, maxDivergence float64, minDecisions uint64) 
 	return v
 }
 
+// MaxTallyRules bounds the rules a Tally counts apart per limiter: rule names
+// can come with each request (a rules service's answers, Envoy's limit
+// overrides), and a Tally lives as long as its process. The decisions of a
+// limiter's rules beyond the first MaxTallyRules are counted together under
+// OverflowRule, so totals stay exact.
+const MaxTallyRules = ratelimit.MaxRules
+
+// OverflowRule is the rule name a Tally counts the rules beyond MaxTallyRules
+// under (the name observe's metrics use for theirs). No valid rule name takes
+// it.
+const OverflowRule = "(other)"
+
 // Tally is an in-memory Recorder: decision counts per limiter and rule since
-// it was made. The debug page reads it (DivergenceSource).
+// it was made, at most MaxTallyRules rules and OverflowRule per limiter. The
+// debug page reads it (DivergenceSource).
 type Tally struct {
 	mu     sync.Mutex
 	counts map[string]map[string]*Counts // limiter -> rule -> counts
@@ -204,10 +217,15 @@ func (t *Tally) RecordDecision(_ context.Context, limiter string, d *Decision) {
 		rules = map[string]*Counts{}
 		t.counts[limiter] = rules
 	}
-	c := rules[d.Rule]
+	name := d.Rule
+	c := rules[name]
+	if c == nil && len(rules) >= MaxTallyRules {
+		name = OverflowRule
+		c = rules[name]
+	}
 	if c == nil {
 		c = &Counts{}
-		rules[d.Rule] = c
+		rules[name] = c
 	}
 	c.Add(d.Agreement, 1)
 }

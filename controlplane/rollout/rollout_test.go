@@ -3,6 +3,7 @@ package rollout_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -139,5 +140,37 @@ func TestRolloutOnRedis(t *testing.T) {
 				t.Fatalf("after enforce: block=%v agreement=%s rule=%s", d.Block(), d.Agreement, d.Rule)
 			}
 		})
+	}
+}
+
+// A Tally counts at most MaxTallyRules rules of a limiter apart: the rest
+// under OverflowRule, with nothing lost from the totals.
+func TestTallyRulesBounded(t *testing.T) {
+	const extra = 300
+	tally := rollout.NewTally()
+	ctx := context.Background()
+	for i := range rollout.MaxTallyRules + extra {
+		tally.RecordDecision(ctx, "edge", &rollout.Decision{Rule: fmt.Sprint("envoy_override_", i, "s"), Agreement: rollout.NewOnly})
+	}
+	tally.RecordDecision(ctx, "edge", &rollout.Decision{Rule: "envoy_override_0s", Agreement: rollout.Agree}) // a rule counted apart stays apart
+	d, ok := tally.Divergence("edge")
+	if !ok {
+		t.Fatal("no divergence for edge")
+	}
+	if got, want := len(d.Rules), rollout.MaxTallyRules+1; got != want {
+		t.Fatalf("%d rules counted apart, want %d (MaxTallyRules and %s)", got, want, rollout.OverflowRule)
+	}
+	if want := (rollout.Counts{Agree: 1, NewOnly: rollout.MaxTallyRules + extra}); d.Total != want {
+		t.Errorf("total %+v, want %+v", d.Total, want)
+	}
+	byName := map[string]rollout.Counts{}
+	for _, r := range d.Rules {
+		byName[r.Rule] = r.Counts
+	}
+	if got := byName[rollout.OverflowRule]; got != (rollout.Counts{NewOnly: extra}) {
+		t.Errorf("%s counted %+v, want %d new_only", rollout.OverflowRule, got, extra)
+	}
+	if got := byName["envoy_override_0s"]; got != (rollout.Counts{Agree: 1, NewOnly: 1}) {
+		t.Errorf("envoy_override_0s counted %+v, want 1 agree and 1 new_only", got)
 	}
 }
