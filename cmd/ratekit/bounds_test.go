@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/redistest"
 )
 
 // validate reports every breach of the rules model's bounds
@@ -79,5 +80,56 @@ func TestRulesRemoveInvalidDocument(t *testing.T) {
 	}
 	if _, ok := e.raw(t, "user_sign_in"); !ok {
 		t.Fatal("a valid document was removed")
+	}
+}
+
+// A limiter's document that no service would load (a key of another Redis
+// type, a string over ratelimit.MaxDocumentBytes) is read as the services'
+// replica reads it: bounded, by its type or size, never received whole.
+// explain and clear then work on the local tiers, as the services do, so a
+// ban can still be lifted; rules show names what is wrong.
+func TestCommandsBesideAnInvalidDocument(t *testing.T) {
+	client := redistest.Client(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name  string
+		store func(key string) error
+		want  string // in explain's rule store error and in rules show's stderr
+	}{
+		{"hash", func(key string) error { return client.HSet(ctx, key, "published_rules", "x").Err() },
+			"is a Redis hash, not a string"},
+		{"over the bound", func(key string) error {
+			return client.Set(ctx, key, `{"published_rules":{"rules":[]}}`+strings.Repeat(" ", ratelimit.MaxDocumentBytes), 0).Err()
+		}, fmt.Sprintf("holds %d bytes, at most %d", ratelimit.MaxDocumentBytes+32, ratelimit.MaxDocumentBytes)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newExplainEnv(t, client, redistest.URL(t), false)
+			key := e.rulesPrefix + "api_request"
+			if err := tc.store(key); err != nil {
+				t.Fatal(err)
+			}
+			bob := ratelimit.Identifier{"user": "bob", "ip": "10.0.0.2", "request_type": "web", "path": "/login"}
+			e.check(t, 3, bob) // login_by_ip: limit 2, the third bans
+			id := []string{"ip=10.0.0.2", "path=/login", "user=bob", "request_type=web"}
+
+			ex := e.explainJSON(t, id...)
+			if rs := ex.RuleStore; !rs.Document || !strings.Contains(rs.Error, tc.want) || ex.Verdict.Rule != "login_by_ip" {
+				t.Fatalf("explain: rule store %+v, verdict %+v; want the local tiers and an error with %q", rs, ex.Verdict, tc.want)
+			}
+			stdout, stderr, code := e.run(t, append(append([]string{"clear"}, e.flags()[1:]...), id...)...)
+			if code != 0 || !strings.HasSuffix(stdout, "cleared 3 keys\n") {
+				t.Fatalf("clear: exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
+			}
+			for _, asJSON := range []string{"--text", "--json"} {
+				args := []string{"rules", "show", "--redis", e.redisURL, "--rules-prefix", e.rulesPrefix, "api_request"}
+				if asJSON == "--json" {
+					args = append(args, asJSON)
+				}
+				stdout, stderr, code = e.run(t, args...)
+				if code != 1 || stdout != "" || !strings.Contains(stderr, tc.want) {
+					t.Fatalf("rules show %s: exit %d\nstdout %.200s\nstderr %s\nwant exit 1 and %q", asJSON, code, stdout, stderr, tc.want)
+				}
+			}
+		})
 	}
 }

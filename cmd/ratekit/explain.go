@@ -25,7 +25,6 @@ import (
 	"github.com/ratekit/ratekit/core/tiers"
 	"github.com/ratekit/ratekit/internal/suggest"
 	"github.com/ratekit/ratekit/observability/observe"
-	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
 
 const explainUsage = `usage: ratekit explain [--redis URL] --limiter NAME [flags] PROPERTY=VALUE...
@@ -357,21 +356,21 @@ func bindRuleStore(ctx context.Context, out output, f explainFlags, client redis
 	}
 	key := store.Key(l.Name())
 	state := &ruleStoreState{Key: key}
-	var doc *configv1.LimiterRules
 	rctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
-	raw, err := client.Get(rctx, key).Result()
+	// Read as the services' replica reads it: a key of another type or over
+	// the size bound is answered by its type or size, never received.
+	doc, err := store.Document(rctx, l.Name())
 	switch {
-	case errors.Is(err, redis.Nil):
+	case errors.Is(err, rulestore.ErrNoDocument):
+	case errors.Is(err, rulestore.ErrInvalidDocument):
+		state.Document = true // the services skip it too: they keep their last good rules
+		state.Error = fmt.Sprintf("document %s is invalid, services keep their last good rules (shown: the local tiers): %v", key, err)
 	case err != nil:
-		fmt.Fprintf(out.stderr, "ratekit "+f.name+": rule store: read %s: %v\n", key, err)
+		fmt.Fprintf(out.stderr, "ratekit "+f.name+": rule store: %v\n", err)
 		return tiers.Set{}, nil, nil, exitInvalid
 	default:
 		state.Document = true
-		if doc, err = config.UnmarshalLimiterRules([]byte(raw)); err != nil {
-			doc = nil // the services skip it too: they keep their last good rules
-			state.Error = fmt.Sprintf("document %s is invalid, services keep their last good rules (shown: the local tiers): %v", key, err)
-		}
 	}
 	if err := store.Refresh(rctx); err != nil && state.Error == "" {
 		state.Error = err.Error()
