@@ -95,7 +95,7 @@ func runAdmin(ctx context.Context, out output, args []string) int {
 	}
 	available, err := config.LoadAvailableLimiters(availablePath)
 	if err != nil {
-		return report(out.stderr, err)
+		return report(out.stderr, "admin", err)
 	}
 	var rateLimits *config.RateLimits
 	if rateLimitsPath != "" {
@@ -104,7 +104,7 @@ func runAdmin(ctx context.Context, out output, args []string) int {
 			return exitUsage
 		}
 		if rateLimits, err = config.LoadRateLimits(rateLimitsPath, available); err != nil {
-			return report(out.stderr, err)
+			return report(out.stderr, "admin", err)
 		}
 	}
 	client, err := redisClient(c.redisURL, c.cluster)

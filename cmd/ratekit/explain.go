@@ -317,7 +317,7 @@ func loadLocalTiers(out output, f explainFlags) (localTiers, int) {
 	}
 	available, err := loadAvailable(f.available)
 	if err != nil {
-		return localTiers{}, report(out.stderr, err)
+		return localTiers{}, report(out.stderr, f.name, err)
 	}
 	if available.Spec(f.limiter) == nil {
 		fmt.Fprintf(out.stderr, "ratekit "+f.name+": limiter %q is not declared in %s (declared: %s)\n",
@@ -327,7 +327,7 @@ func loadLocalTiers(out output, f explainFlags) (localTiers, int) {
 	var rateLimits *config.RateLimits
 	if f.rateLimits != "" {
 		if rateLimits, err = loadRateLimits(f.rateLimits, available); err != nil {
-			return localTiers{}, report(out.stderr, err)
+			return localTiers{}, report(out.stderr, f.name, err)
 		}
 	}
 	set, err := config.Tiers(available, rateLimits, f.limiter)

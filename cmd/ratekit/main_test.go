@@ -233,6 +233,11 @@ func TestUsageAndUnreadable(t *testing.T) {
 		{"missing available limiters", []string{"validate", "--available-limiters", "nope.yaml"}, "open nope.yaml: no such file or directory"},
 		{"missing rate limits", []string{"validate", "--available-limiters", "available_limiters.yaml", "--rate-limits", "nope.yaml"}, "open nope.yaml: no such file or directory"},
 		{"a directory", []string{"validate", "--available-limiters", "a_directory"}, "a_directory: is a directory"},
+		// An unreadable file is reported under the command that read it.
+		{"explain, unreadable file", []string{"explain", "--redis", "redis://127.0.0.1:1", "--limiter", "x", "--available-limiters", "nope.yaml", "a=1"}, "ratekit explain: open nope.yaml: no such file or directory"},
+		{"clear, unreadable file", []string{"clear", "--redis", "redis://127.0.0.1:1", "--limiter", "x", "--available-limiters", "nope.yaml", "a=1"}, "ratekit clear: open nope.yaml: no such file or directory"},
+		{"rules, unreadable file", []string{"rules", "gc", "--redis", "redis://127.0.0.1:1", "--available-limiters", "nope.yaml"}, "ratekit rules: open nope.yaml: no such file or directory"},
+		{"admin, unreadable file", []string{"admin", "--redis", "redis://127.0.0.1:1", "--available-limiters", "nope.yaml"}, "ratekit admin: load available limiters: open nope.yaml: no such file or directory"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -154,7 +154,7 @@ func runRules(ctx context.Context, out output, args []string) int {
 	}
 	if f.available != "" {
 		if env.avail, err = loadAvailable(f.available); err != nil {
-			return report(out.stderr, err)
+			return report(out.stderr, "rules", err)
 		}
 	}
 	client, err := redisClient(f.redisURL, f.cluster)
@@ -192,7 +192,7 @@ func parseDays(s string) (time.Duration, error) {
 func (e *rulesEnv) fail(err error) int {
 	var ve *config.ValidationError
 	if errors.As(err, &ve) {
-		return report(e.out.stderr, err) // one problem per line
+		return report(e.out.stderr, "rules", err) // one problem per line
 	}
 	fmt.Fprintf(e.out.stderr, "ratekit rules: %v\n", err)
 	return exitInvalid
@@ -305,7 +305,7 @@ func rulesShow(ctx context.Context, e *rulesEnv, args []string) int {
 	doc, err := config.UnmarshalLimiterRules([]byte(raw))
 	if err != nil {
 		fmt.Fprintf(e.out.stderr, "ratekit rules: document %s is invalid (the services keep their last good rules):\n", key)
-		return report(e.out.stderr, err)
+		return report(e.out.stderr, "rules", err)
 	}
 	t, err := rulestore.DocumentTiers(doc)
 	if err != nil {
@@ -432,7 +432,7 @@ func rulesPublish(ctx context.Context, e *rulesEnv, _ []string) int {
 	}
 	req, err := config.ParsePublishRulesRequest(e.f.file, data, e.avail)
 	if err != nil {
-		return report(e.out.stderr, err)
+		return report(e.out.stderr, "rules", err)
 	}
 	for _, w := range config.ExemptionWarnings(e.f.file, e.avail, req.GetRateLimits()) {
 		fmt.Fprintf(e.out.stderr, "warning: %v\n", w)

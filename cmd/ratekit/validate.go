@@ -65,7 +65,7 @@ func runValidate(_ context.Context, out output, args []string) int {
 	res := validateResult{Errors: []validateError{}, Limiters: []validateLimiter{}, SkipRules: []validateSkip{}, Warnings: []validateError{}}
 	fail := func(err error) int {
 		if !*asJSON {
-			return report(out.stderr, err)
+			return report(out.stderr, "validate", err)
 		}
 		code := exitCode(err)
 		if code == exitUsage {
@@ -206,8 +206,8 @@ func exitCode(err error) int {
 }
 
 // report prints a load error: each validation problem on its own line (exit
-// 1), or why the file could not be read (exit 2).
-func report(w io.Writer, err error) int {
+// 1), or why the file could not be read (exit 2), under the command cmd.
+func report(w io.Writer, cmd string, err error) int {
 	var ve *config.ValidationError
 	if errors.As(err, &ve) {
 		for _, e := range ve.Errors {
@@ -215,7 +215,7 @@ func report(w io.Writer, err error) int {
 		}
 		return exitInvalid
 	}
-	fmt.Fprintf(w, "ratekit validate: %v\n", err)
+	fmt.Fprintf(w, "ratekit %s: %v\n", cmd, err)
 	return exitUsage
 }
 
