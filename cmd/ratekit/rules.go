@@ -437,6 +437,14 @@ func rulesPublish(ctx context.Context, e *rulesEnv, _ []string) int {
 	for _, w := range config.ExemptionWarnings(e.f.file, e.avail, req.GetRateLimits()) {
 		fmt.Fprintf(e.out.stderr, "warning: %v\n", w)
 	}
+	// A limiter with no rule and no mode is not written (an upsert of
+	// nothing): a file of only those would be reported as published.
+	if !slices.ContainsFunc(slices.Collect(maps.Values(req.GetRateLimits())), func(l *configv1.RuleList) bool {
+		return len(l.GetRules()) > 0 || l.GetMode() != configv1.Mode_MODE_UNSPECIFIED
+	}) {
+		fmt.Fprintf(e.out.stderr, "ratekit rules: nothing to publish: %s holds no rule and no mode under rate_limits\n", e.f.file)
+		return exitInvalid
+	}
 	if e.f.dryRun {
 		return e.publishDiff(ctx, req)
 	}

@@ -54,3 +54,27 @@ func TestRulesPublishMode(t *testing.T) {
 		})
 	}
 }
+
+// A file that holds no rule and no mode publishes nothing: publish says so
+// and exits 1 (with --dry-run too) instead of reporting a publish.
+func TestRulesPublishNothing(t *testing.T) {
+	e := newRulesCLI(t, false)
+	e.dir = writeFiles(t, map[string]string{
+		"available_limiters.yaml": readFixture(t, "available_limiters.yaml"),
+		"blank.yaml":              "",
+		"empty.yaml":              "rate_limits: {}\n",
+		"no_rules.yaml":           "rate_limits:\n  user_sign_in: []\n  pipelines_create: {rules: []}\n",
+	})
+	for _, file := range []string{"blank.yaml", "empty.yaml", "no_rules.yaml"} {
+		for _, dry := range [][]string{nil, {"--dry-run"}} {
+			code, stdout, stderr := e.run(t, "publish", append([]string{"--file", file, "--available-limiters", "available_limiters.yaml"}, dry...)...)
+			want := "ratekit rules: nothing to publish: " + file + " holds no rule and no mode under rate_limits\n"
+			if code != exitInvalid || stdout != "" || stderr != want {
+				t.Fatalf("publish %s %q: exit %d\nstdout %q\nstderr %q\nwant exit 1 and stderr %q", file, dry, code, stdout, stderr, want)
+			}
+		}
+	}
+	if code, stdout, _ := e.run(t, "list"); code != exitOK || !strings.Contains(stdout, "0 limiters, revision 0") {
+		t.Fatalf("list after publishing nothing: exit %d\n%s", code, stdout)
+	}
+}
