@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -51,6 +52,12 @@ func runCompletion(_ context.Context, out output, args []string) int {
 	return exitOK
 }
 
+// subcommands are the subcommands of the commands that have them.
+var subcommands = map[string][]string{
+	"rules":   rulesCommands,
+	"rollout": {"gate"},
+}
+
 var usageFlag = regexp.MustCompile(`(?m)^\s+(--[a-z][a-z-]*)`)
 
 // commandFlags returns the flags a command's usage documents.
@@ -94,8 +101,8 @@ func writeBash(w io.Writer, zsh bool) {
 			continue
 		}
 		words := commandFlags(n)
-		if n == "rules" {
-			words = append([]string{"list", "show", "publish", "delete", "gc"}, words...)
+		if subs := subcommands[n]; subs != nil {
+			words = append(slices.Clone(subs), words...)
 		}
 		if n == "completion" {
 			words = append([]string{"bash", "zsh", "fish"}, words...)
@@ -124,7 +131,9 @@ func writeFish(w io.Writer) {
 			fmt.Fprintf(w, "complete -c ratekit -n '__fish_seen_subcommand_from %s' -l %s\n", n, strings.TrimPrefix(f, "--"))
 		}
 	}
-	fmt.Fprintln(w, "complete -c ratekit -n '__fish_seen_subcommand_from rules' -a 'list show publish delete gc'")
+	for _, n := range slices.Sorted(maps.Keys(subcommands)) {
+		fmt.Fprintf(w, "complete -c ratekit -n '__fish_seen_subcommand_from %s' -a '%s'\n", n, strings.Join(subcommands[n], " "))
+	}
 	fmt.Fprintln(w, "complete -c ratekit -n '__fish_seen_subcommand_from completion' -a 'bash zsh fish'")
 }
 

@@ -4,6 +4,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -30,6 +32,8 @@ func TestCompletion(t *testing.T) {
 		{"ratekit rules pu", "publish"},
 		{"ratekit rules publish --dry", "--dry-run"},
 		{"ratekit admin --serv", "--service"},
+		{"ratekit rules rem", "remove"},
+		{"ratekit rollout ga", "gate"},
 	} {
 		words := strings.Fields(tt.words)
 		cmd := exec.Command("bash", "-c", `source "$1"; COMP_WORDS=(${@:2}); COMP_CWORD=$(( ${#COMP_WORDS[@]} - 1 )); _ratekit; echo "${COMPREPLY[*]}"`, "bash", path)
@@ -46,6 +50,19 @@ func TestCompletion(t *testing.T) {
 				t.Errorf("completion %s: exit %d, lacks %s", shell, code, cmd)
 			}
 		}
+	}
+	if _, script, _ := ratekit(t, dir, "completion", "fish"); !strings.Contains(script, "-a 'list show publish delete remove gc'") ||
+		!strings.Contains(script, "__fish_seen_subcommand_from rollout' -a 'gate'") {
+		t.Errorf("completion fish lacks a subcommand of rules or rollout:\n%s", script)
+	}
+	// The completed rules subcommands are those its help lists.
+	listed, _, _ := strings.Cut(strings.SplitN(rulesUsage, "\ncommands:\n", 2)[1], "\nflags:")
+	var documented []string
+	for _, m := range regexp.MustCompile(`(?m)^  ([a-z]+)\b`).FindAllStringSubmatch(listed, -1) {
+		documented = append(documented, m[1])
+	}
+	if !slices.Equal(documented, rulesCommands) {
+		t.Errorf("rules help lists %q, completion offers %q", documented, rulesCommands)
 	}
 	if code, _, stderr := ratekit(t, dir, "completion", "tcsh"); code != 2 || !strings.Contains(stderr, `no completion for shell "tcsh"`) {
 		t.Errorf("completion tcsh: exit %d, %s", code, stderr)

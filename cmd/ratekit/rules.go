@@ -70,6 +70,9 @@ flags:
 exit codes: 0 success; 1 invalid input, rule not found or Redis failure;
 2 usage error or unreadable file`
 
+// rulesCommands are the rules subcommands, as runRules dispatches them.
+var rulesCommands = []string{"list", "show", "publish", "delete", "remove", "gc"}
+
 func init() {
 	commands["rules"] = command{
 		summary: "list, show, publish, delete, remove and garbage-collect rules in the Redis rule store",
