@@ -133,3 +133,24 @@ func TestCommandsBesideAnInvalidDocument(t *testing.T) {
 		})
 	}
 }
+
+// A write refused because the stored document is invalid names the
+// document's key: its problems' lines and columns are in the document, not
+// in the file given to publish.
+func TestRulesWritesNameTheInvalidDocument(t *testing.T) {
+	e := newRulesCLI(t, false)
+	key := e.prefix + "user_sign_in"
+	if err := e.client.Set(context.Background(), key, `{"published_rules":{"rules":[{"name":"Bad Name"}]}}`, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"publish", "--file", "publish.yaml", "--available-limiters", "available_limiters.yaml"},
+		{"publish", "--file", "publish.yaml", "--available-limiters", "available_limiters.yaml", "--dry-run"},
+		{"delete", "user_sign_in", "per_ip", "--dry-run"},
+	} {
+		code, _, stderr := e.run(t, args[0], args[1:]...)
+		if code != 1 || !strings.Contains(stderr, "stored document is invalid: "+key+": 1:30: Bad Name: ") || !strings.Contains(stderr, "\n1:38: Bad Name: rule name") {
+			t.Errorf("rules %q: exit %d, stderr:\n%s\nwant exit 1 and the problem under the key %s", args, code, stderr, key)
+		}
+	}
+}

@@ -194,7 +194,9 @@ func parseDays(s string) (time.Duration, error) {
 // fail reports an operation's error and returns exitInvalid.
 func (e *rulesEnv) fail(err error) int {
 	var ve *config.ValidationError
-	if errors.As(err, &ve) {
+	// The problems of a stored document are positions in it, not in a file
+	// of the command line: the error names its key first.
+	if errors.As(err, &ve) && !errors.Is(err, rulestore.ErrInvalidDocument) {
 		return report(e.out.stderr, "rules", err) // one problem per line
 	}
 	fmt.Fprintf(e.out.stderr, "ratekit rules: %v\n", err)
