@@ -146,11 +146,44 @@ func TestRulesWritesNameTheInvalidDocument(t *testing.T) {
 	for _, args := range [][]string{
 		{"publish", "--file", "publish.yaml", "--available-limiters", "available_limiters.yaml"},
 		{"publish", "--file", "publish.yaml", "--available-limiters", "available_limiters.yaml", "--dry-run"},
-		{"delete", "user_sign_in", "per_ip", "--dry-run"},
 	} {
 		code, _, stderr := e.run(t, args[0], args[1:]...)
 		if code != 1 || !strings.Contains(stderr, "stored document is invalid: "+key+": 1:30: Bad Name: ") || !strings.Contains(stderr, "\n1:38: Bad Name: rule name") {
 			t.Errorf("rules %q: exit %d, stderr:\n%s\nwant exit 1 and the problem under the key %s", args, code, stderr, key)
 		}
+	}
+}
+
+// delete --dry-run says what delete would do on a document that no service
+// loads: delete proceeds on it (it is how such a document is repaired), so
+// the dry run lists the stored rules it would remove instead of failing.
+func TestRulesDeleteDryRunInvalidDocument(t *testing.T) {
+	e := newRulesCLI(t, false)
+	ctx := context.Background()
+	key := e.prefix + "user_sign_in"
+	const good = `{"name":"per_ip","characteristics":["ip"],"limit":1,"period_s":60,"action":"limit"}`
+	if err := e.client.Set(ctx, key, `{"published_rules":{"rules":[`+good+`,{"name":"bad","action":"bogus"}]}}`, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := e.run(t, "delete", "user_sign_in", "bad", "--dry-run")
+	want := "limiter user_sign_in (key " + key + "), published_rules:\n" +
+		"  (the document is invalid, so no service loads it: " + `rulestore: stored document is invalid: ` + key + `: 1:137: bad: action must be one of limit, log, skip, got the value "bogus"` + ")\n" +
+		`  - bad: {"name":"bad","action":"bogus"}` + "\n" +
+		"dry run: 1 change, nothing written\n"
+	if code != 0 || stdout != want {
+		t.Fatalf("delete --dry-run: exit %d\nstdout:\n%s\nstderr:\n%s\nwant exit 0 and:\n%s", code, stdout, stderr, want)
+	}
+	if code, _, stderr := e.run(t, "delete", "user_sign_in", "bad", "typo", "--dry-run"); code != 1 || !strings.Contains(stderr, "not published: typo; the delete would remove nothing") {
+		t.Fatalf("delete --dry-run with a typo: exit %d, %s", code, stderr)
+	}
+	if raw, _ := e.raw(t, "user_sign_in"); !strings.Contains(raw, "bogus") {
+		t.Fatalf("the dry run wrote: %s", raw)
+	}
+	// The delete the dry run announced.
+	if code, stdout, stderr := e.run(t, "delete", "user_sign_in", "bad"); code != 0 {
+		t.Fatalf("delete: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if raw, _ := e.raw(t, "user_sign_in"); raw != `{"published_rules":{"rules":[`+good+`]}}` {
+		t.Fatalf("after the delete: %s", raw)
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -92,10 +93,13 @@ func (e *rulesEnv) publishDiff(ctx context.Context, req *configv1.PublishRulesRe
 
 func (e *rulesEnv) deleteDiff(ctx context.Context, limiter string, names []string) int {
 	doc, err := e.document(ctx, limiter)
+	names = slices.Compact(slices.Sorted(slices.Values(names)))
+	if errors.Is(err, rulestore.ErrInvalidDocument) {
+		return e.deleteDiffInvalid(ctx, limiter, names, err)
+	}
 	if err != nil {
 		return e.fail(err)
 	}
-	names = slices.Compact(slices.Sorted(slices.Values(names)))
 	var missing []string
 	for _, n := range names {
 		if ruleIndex(doc.GetPublishedRules(), n) < 0 {
@@ -117,6 +121,57 @@ func (e *rulesEnv) deleteDiff(ctx context.Context, limiter string, names []strin
 	}
 	if len(doc.GetPublishedRules().GetRules()) == len(names) && doc.GetFileRules() == nil && doc.GetDefaultRules() == nil {
 		fmt.Fprintln(w, "  the document would be left empty and removed")
+	}
+	dryRunSummary(w, len(names))
+	return exitOK
+}
+
+// deleteDiffInvalid is the dry run of a delete on a document no service
+// loads, which the delete shrinks all the same: the rules it would remove
+// are read from the stored JSON as it is, without the schema's checks.
+func (e *rulesEnv) deleteDiffInvalid(ctx context.Context, limiter string, names []string, invalid error) int {
+	key := e.store.Key(limiter)
+	raw, _, err := readDocument(ctx, e.redis, key)
+	var loose struct {
+		Published struct {
+			Rules []json.RawMessage `json:"rules"`
+		} `json:"published_rules"`
+	}
+	if err == nil {
+		err = json.Unmarshal([]byte(raw), &loose)
+	}
+	if err != nil {
+		return e.fail(fmt.Errorf("%w; the dry run cannot read its published rules (ratekit rules remove %s deletes the document)", invalid, limiter))
+	}
+	stored := map[string]json.RawMessage{}
+	for _, r := range loose.Published.Rules {
+		var named struct {
+			Name string `json:"name"`
+		}
+		if json.Unmarshal(r, &named) == nil {
+			stored[named.Name] = r
+		}
+	}
+	var missing []string
+	for _, n := range names {
+		if _, ok := stored[n]; !ok {
+			missing = append(missing, n)
+		}
+	}
+	if len(missing) > 0 {
+		fmt.Fprintf(e.out.stderr, "ratekit rules: limiter %s: not published: %s; the delete would remove nothing (all or nothing)\n", limiter, strings.Join(missing, ", "))
+		return exitInvalid
+	}
+	w := e.out.stdout
+	fmt.Fprintf(w, "limiter %s (key %s), published_rules:\n", limiter, key)
+	fmt.Fprintf(w, "  (the document is invalid, so no service loads it: %s)\n", strings.ReplaceAll(invalid.Error(), "\n", "; "))
+	for _, n := range names {
+		var line bytes.Buffer
+		if json.Compact(&line, stored[n]) != nil {
+			line.Reset()
+			line.Write(stored[n])
+		}
+		fmt.Fprintf(w, "  - %s: %s\n", n, line.String())
 	}
 	dryRunSummary(w, len(names))
 	return exitOK
