@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	ratelimit "github.com/ratekit/ratekit/core"
-	"github.com/ratekit/ratekit/internal/redistest"
 )
 
 // validate reports every breach of the rules model's bounds
@@ -89,7 +88,11 @@ func TestRulesRemoveInvalidDocument(t *testing.T) {
 // explain and clear then work on the local tiers, as the services do, so a
 // ban can still be lifted; rules show names what is wrong.
 func TestCommandsBesideAnInvalidDocument(t *testing.T) {
-	client := redistest.Client(t)
+	forEachDeployment(t, func(t *testing.T, d deployment) { testCommandsBesideAnInvalidDocument(t, d) })
+}
+
+func testCommandsBesideAnInvalidDocument(t *testing.T, d deployment) {
+	client := d.client
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name  string
@@ -103,7 +106,7 @@ func TestCommandsBesideAnInvalidDocument(t *testing.T) {
 		}, fmt.Sprintf("holds %d bytes, at most %d", ratelimit.MaxDocumentBytes+32, ratelimit.MaxDocumentBytes)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newExplainEnv(t, client, redistest.URL(t), false)
+			e := newExplainEnv(t, client, d.url, d.cluster)
 			key := e.rulesPrefix + "api_request"
 			if err := tc.store(key); err != nil {
 				t.Fatal(err)
@@ -122,6 +125,9 @@ func TestCommandsBesideAnInvalidDocument(t *testing.T) {
 			}
 			for _, asJSON := range []string{"--text", "--json"} {
 				args := []string{"rules", "show", "--redis", e.redisURL, "--rules-prefix", e.rulesPrefix, "api_request"}
+				if d.cluster {
+					args = append(args, "--cluster")
+				}
 				if asJSON == "--json" {
 					args = append(args, asJSON)
 				}
