@@ -123,6 +123,15 @@ func testCommandsBesideAnInvalidDocument(t *testing.T, d deployment) {
 			if code != 0 || !strings.HasSuffix(stdout, "cleared 3 keys\n") {
 				t.Fatalf("clear: exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
 			}
+			// Without the files there is nothing to explain: the document
+			// is named as invalid, not as missing.
+			args := []string{"explain", "--redis", e.redisURL, "--limiter", "api_request", "--rules-prefix", e.rulesPrefix, "ip=10.0.0.2"}
+			if d.cluster {
+				args = append(args, "--cluster")
+			}
+			if _, stderr, code := e.run(t, args...); code != 1 || !strings.Contains(stderr, "its document in the rule store is invalid") || !strings.Contains(stderr, tc.want) {
+				t.Fatalf("explain without files: exit %d, stderr %s", code, stderr)
+			}
 			for _, asJSON := range []string{"--text", "--json"} {
 				args := []string{"rules", "show", "--redis", e.redisURL, "--rules-prefix", e.rulesPrefix, "api_request"}
 				if d.cluster {

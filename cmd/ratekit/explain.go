@@ -361,9 +361,11 @@ func bindRuleStore(ctx context.Context, out output, f explainFlags, client redis
 	// Read as the services' replica reads it: a key of another type or over
 	// the size bound is answered by its type or size, never received.
 	doc, err := store.Document(rctx, l.Name())
+	var invalid error
 	switch {
 	case errors.Is(err, rulestore.ErrNoDocument):
 	case errors.Is(err, rulestore.ErrInvalidDocument):
+		invalid = err
 		state.Document = true // the services skip it too: they keep their last good rules
 		state.Error = fmt.Sprintf("document %s is invalid, services keep their last good rules (shown: the local tiers): %v", key, err)
 	case err != nil:
@@ -376,7 +378,12 @@ func bindRuleStore(ctx context.Context, out output, f explainFlags, client redis
 		state.Error = err.Error()
 	}
 	ts, _ := store.Tiers(l.Name())
-	if doc == nil && local.defaultSource == "" {
+	switch {
+	case doc != nil || local.defaultSource != "":
+	case invalid != nil:
+		fmt.Fprintf(out.stderr, "ratekit "+f.name+": limiter %s: its document in the rule store is invalid, the services run on their own files: give them (--available-limiters, --rate-limits): %v\n", l.Name(), invalid)
+		return tiers.Set{}, nil, nil, exitInvalid
+	default:
 		fmt.Fprintf(out.stderr, "ratekit "+f.name+": limiter %s has no document in the rule store (key %s) and no --available-limiters was given: it has no rules here\n", l.Name(), key)
 		return tiers.Set{}, nil, nil, exitInvalid
 	}
