@@ -118,6 +118,8 @@ func runRollout(ctx context.Context, out output, args []string) int {
 		return usageError(out, rolloutUsage, "rollout gate: --window %v must be a positive whole number of seconds", *window)
 	case math.IsNaN(*maxDiv) || *maxDiv <= 0 || *maxDiv > 1:
 		return usageError(out, rolloutUsage, "rollout gate: --max-divergence %v must be in (0, 1]", *maxDiv)
+	case *timeout <= 0:
+		return usageError(out, rolloutUsage, "rollout gate: --timeout must be positive, got %v", *timeout)
 	case !validMetricPrefix(*ns):
 		return usageError(out, rolloutUsage, "rollout gate: --namespace %q is not a metric name prefix", *ns)
 	}

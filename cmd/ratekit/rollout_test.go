@@ -185,6 +185,7 @@ func TestRolloutGateBadInput(t *testing.T) {
 		{[]string{"--metrics", "a", "--prometheus", "http://x"}, exitUsage, "give either"},
 		{[]string{"--metrics", "a", "--max-divergence", "0"}, exitUsage, "--max-divergence"},
 		{[]string{"--metrics", "a", "--limiter", "A"}, exitUsage, "--limiter"},
+		{[]string{"--metrics", "a", "--timeout", "0s"}, exitUsage, "--timeout must be positive"},
 		{[]string{"--prometheus", "ftp://x"}, exitUsage, "not an http(s) URL"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
