@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strings"
 	"time"
@@ -39,6 +40,10 @@ nothing. Flags may come before or after the identifier.
 When no key of the identifier exists under the counters' prefix, nothing
 is cleared and the exit code is 1; the keys are searched under every other
 prefix (a bounded SCAN) and, when found, the prefix to use is named.
+
+A clear logs one audit record on stderr (slog JSON, "rate_limit_cli_write":
+who, the limiter, the identifier, the keys deleted, the outcome); who is
+$RATEKIT_WRITER, else the OS user at the host. A dry run logs nothing.
 
 exit codes: 0 cleared; 1 nothing to clear (the keys are missing or under
 another prefix), invalid config, unknown limiter or Redis failure; 2 usage
@@ -145,6 +150,8 @@ func runClear(ctx context.Context, out output, args []string) int {
 		return exitOK
 	}
 	n, err := limiter.Clear(ctx, id)
+	out.audit(ctx, "clear", err, slog.String("limiter", f.limiter), slog.String("identifier", describeIdentifier(id)),
+		slog.String("key_prefix", f.keyPrefix), slog.Int("keys_deleted", n))
 	if err != nil {
 		fmt.Fprintf(out.stderr, "ratekit clear: %v\n", err)
 		return exitInvalid

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"slices"
 	"strconv"
@@ -50,6 +51,10 @@ commands:
   gc --available-limiters FILE
                         mark documents of limiters FILE no longer declares and
                         delete those marked longer than --grace ago
+
+Each write (publish, delete, remove, gc; not a dry run) logs one audit record
+on stderr, failed writes too (slog JSON, "rate_limit_cli_write": who, what,
+revision, outcome); who is $RATEKIT_WRITER, else the OS user at the host.
 
 flags:
 ` + connUsage + `
@@ -454,6 +459,8 @@ func rulesPublish(ctx context.Context, e *rulesEnv, _ []string) int {
 		return e.publishDiff(ctx, req)
 	}
 	res, err := e.store.Publish(ctx, req)
+	e.audit(ctx, "publish", err, slog.Any("limiters", slices.Sorted(maps.Keys(req.GetRateLimits()))),
+		slog.String("file", e.f.file), slog.Any("changed", res.Changed), slog.Int64("revision", res.Revision))
 	if err != nil {
 		return e.fail(err)
 	}
@@ -478,6 +485,8 @@ func rulesDelete(ctx context.Context, e *rulesEnv, args []string) int {
 		return e.deleteDiff(ctx, args[0], args[1:])
 	}
 	res, err := e.store.Delete(ctx, args[0], args[1:]...)
+	e.audit(ctx, "delete", err, slog.String("limiter", args[0]), slog.Any("rules", args[1:]),
+		slog.Bool("changed", len(res.Changed) > 0), slog.Int64("revision", res.Revision))
 	if err != nil {
 		return e.fail(err)
 	}
@@ -504,6 +513,8 @@ func rulesRemove(ctx context.Context, e *rulesEnv, args []string) int {
 		return exitOK
 	}
 	res, rerr := e.store.Remove(ctx, limiter)
+	e.audit(ctx, "remove", rerr, slog.String("limiter", limiter), slog.String("document_error", err.Error()),
+		slog.Bool("changed", len(res.Changed) > 0), slog.Int64("revision", res.Revision))
 	if rerr != nil {
 		return e.fail(rerr)
 	}
@@ -522,6 +533,8 @@ func rulesGC(ctx context.Context, e *rulesEnv, _ []string) int {
 		return e.gcDiff(ctx)
 	}
 	rep, err := e.store.GC(ctx, e.avail)
+	e.audit(ctx, "gc", err, slog.String("available_limiters", e.f.available), slog.Any("marked", rep.Marked),
+		slog.Any("deleted", rep.Deleted), slog.Any("cleared", rep.Cleared))
 	if err != nil {
 		return e.fail(err)
 	}
