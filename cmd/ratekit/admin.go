@@ -51,7 +51,7 @@ flags:
   --allow-remote-writes       allow --writer on a non-loopback --listen address
   --timeout D                 bound on the Redis calls of one page (default 5s)
 
-exit codes: 0 stopped by an interrupt; 1 invalid config or the server
+exit codes: 0 stopped by an interrupt or SIGTERM; 1 invalid config or the server
 failed; 2 usage error or unreadable file`
 
 func init() {
@@ -133,8 +133,7 @@ func runAdmin(ctx context.Context, out output, args []string) int {
 		fmt.Fprintf(out.stderr, "ratekit admin: %v\n", err)
 		return exitInvalid
 	}
-	srv := &http.Server{Handler: page, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute,
-		WriteTimeout: 30 * time.Second, MaxHeaderBytes: 64 << 10}
+	srv := httpguard.Server(page)
 	mode := "read-only"
 	if writer != "" {
 		mode = "writes as " + writer

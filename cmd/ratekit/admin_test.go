@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -8,9 +9,11 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -196,5 +199,34 @@ func TestAdminEnvAndService(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "published_for_"+service) {
 		t.Fatalf("the page does not show the service's published rule: %d\n%s", resp.StatusCode, body)
+	}
+}
+
+// The built binary stops cleanly on SIGTERM, as a container runtime stops
+// it, and not only on an interrupt: exit 0, after its shutdown.
+func TestAdminStopsOnSIGTERM(t *testing.T) {
+	dir := writeFiles(t, map[string]string{"available_limiters.yaml": readFixture(t, "available_limiters.yaml")})
+	cmd := exec.Command(binary(t), "admin", "--redis", redistest.URL(t), "--listen", "127.0.0.1:0",
+		"--available-limiters", filepath.Join(dir, "available_limiters.yaml"))
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr testlog.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil || !strings.Contains(line, "serving http://") {
+		_ = cmd.Process.Kill()
+		t.Fatalf("ratekit admin did not start: %q %v\n%s", line, err, &stderr)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, stdout) }()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("ratekit admin after SIGTERM: %v (want exit 0)\n%s", err, &stderr)
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"os/signal"
 	"sort"
 	"strings"
+	"syscall"
 )
 
 // Exit codes.
@@ -50,7 +51,7 @@ type output struct {
 var commands = map[string]command{}
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], output{os.Stdout, os.Stderr})
 	stop()
 	os.Exit(code)
