@@ -72,6 +72,11 @@ flags:
 
 --prefix is the former name of --rules-prefix and is still accepted.
 
+A command whose target state already holds says so and succeeds: a publish
+of rules the store holds ("nothing changed"), a gc that finds no orphans (a
+deploy pipeline runs both every time). One that finds nothing to act on
+fails: a delete of a rule not published, a remove of a valid document.
+
 exit codes: 0 success; 1 invalid input, rule not found or Redis failure;
 2 usage error or unreadable file`
 
