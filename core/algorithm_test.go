@@ -81,3 +81,45 @@ func TestTokenBucketZeroLimitDeniesAll(t *testing.T) {
 		}
 	}
 }
+
+// TestAlgorithmsOverLongSpans: a token bucket whose refill outlasts the
+// longest time.Duration (10 a year, burst 10000: filled, it is full again in
+// 1,000 years) and a sliding window of a period over half of it must keep
+// limiting; a state whose expiry overflowed would read as already expired,
+// every check would find a fresh counter and admit.
+func TestAlgorithmsOverLongSpans(t *testing.T) {
+	const year = 365 * 24 * time.Hour
+	tests := []struct {
+		name  string
+		rule  Rule
+		costs []float64 // each admitted
+	}{
+		{"token bucket", Rule{Limit: 10, Period: year, Algorithm: TokenBucket, Burst: 10000}, []float64{5000, 5000}},
+		{"sliding window", Rule{Limit: 2, Period: 200 * year, Algorithm: SlidingWindow}, []float64{1, 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			at := time.Unix(1_000_000_000, 0)
+			clock := func() time.Time { return at }
+			r := tt.rule
+			r.Name, r.Action = "r", ActionLimit
+			l, err := New(Config{Name: "lim", Store: MemoryConfig{Now: clock}.New(), Now: clock, Rules: []Rule{r}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			for i, c := range tt.costs {
+				if res := l.Check(ctx, Identifier{}, Cost(c)); res.Action != ActionAllow || res.Err != nil {
+					t.Fatalf("check #%d of cost %v: %+v, want it admitted", i, c, res)
+				}
+			}
+			res := l.Check(ctx, Identifier{})
+			if res.Action != ActionBlock || res.Info == nil {
+				t.Fatalf("check past the limit: %+v, want a block", res)
+			}
+			if !res.Info.ResetAt.After(at) {
+				t.Fatalf("blocked until %v, before now (%v)", res.Info.ResetAt, at)
+			}
+		})
+	}
+}

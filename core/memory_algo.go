@@ -54,18 +54,22 @@ func (sh *memShard) applyAlgorithm(now time.Time, mode Mode, op *Op, o *OpResult
 					e = &memEntry{}
 					sh.m[strings.Clone(op.Key)] = e // the limiter lends its keys
 				}
-				e.count, e.prev, e.expire = cur, prev, now.Add(rem+op.Period)
+				e.count, e.prev, e.expire = cur, prev, now.Add(addDurations(rem, op.Period))
 			}
 			e.count += op.Cost
 		}
 	} else {
-		v = bucket(float64(left), float64(op.Period), op.Limit, op.Burst, op.Cost)
+		d := float64(left)
+		if left == math.MaxInt64 { // Sub saturated: the bucket is full later than that
+			d = nanosUntil(e.expire, now)
+		}
+		v = bucket(d, float64(op.Period), op.Limit, op.Burst, op.Cost)
 		if charge && !v.exceeded && banLeft == 0 {
 			if e == nil {
 				e = &memEntry{}
 				sh.m[strings.Clone(op.Key)] = e
 			}
-			e.expire = now.Add(time.Duration(v.tat))
+			e.expire = addNanos(now, v.tat)
 		}
 	}
 	if banLeft > 0 {
@@ -143,11 +147,52 @@ func bucket(d, period float64, limit, burst int64, cost float64) algoVerdict {
 	return v
 }
 
+// maxDurationF is 2^63, the first float64 past the longest time.Duration.
+const maxDurationF = 1 << 63
+
 // ceilDuration is d nanoseconds, rounded up: a caller told to wait this long
-// never comes back early.
+// never comes back early. A wait past the longest Duration (about 292 years)
+// is the longest Duration: converted as it is, it would overflow into the
+// past.
 func ceilDuration(d float64) time.Duration {
 	if d <= 0 {
 		return 0
 	}
+	if d >= maxDurationF {
+		return math.MaxInt64
+	}
 	return time.Duration(math.Ceil(d))
+}
+
+// A token bucket can be full again later than the longest Duration (about
+// 292 years) from now: 10 a year with a burst of 10,000, once filled, takes
+// 1,000 years. Its expiry is then computed in seconds, where a Duration
+// would overflow into the past and the bucket read as full at once. Past
+// 2^62 seconds (146 billion years) it is kept at that.
+
+// addNanos is t plus d nanoseconds (d at least 0).
+func addNanos(t time.Time, d float64) time.Time {
+	if d < maxDurationF {
+		return t.Add(time.Duration(d))
+	}
+	sec := math.Min(math.Floor(d/1e9), 1<<62)
+	return time.Unix(t.Unix()+int64(sec), int64(t.Nanosecond())+int64(math.Mod(d, 1e9)))
+}
+
+// nanosUntil is the nanoseconds from now to t, a time after now that may
+// be more than the longest Duration away.
+func nanosUntil(t, now time.Time) float64 {
+	return float64(t.Unix()-now.Unix())*1e9 + float64(t.Nanosecond()-now.Nanosecond())
+}
+
+// addDurations is a+b (both at least 0), at most the longest Duration: a
+// sliding window of a period over 146 years (only Go's Rule.Period can hold
+// one; a config file's period_s ends at 136 years) keeps its entry that
+// long, its current window then ending early, instead of an expiry
+// overflowed into the past that would admit every check.
+func addDurations(a, b time.Duration) time.Duration {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }
