@@ -46,8 +46,10 @@ type BlockedCacheConfig struct {
 	// ends). It bounds how late a Clear in another process is seen.
 	MaxAge time.Duration
 	// OverLimit also caches limit rules that are over their limit without a
-	// ban, until their window ends. Off by default: a counter over its limit
-	// is cheap to re-check, and another process may clear it.
+	// ban, until their window ends (a sliding window or a token bucket: until
+	// the blocked check would pass, and for checks of at least its cost,
+	// since one of a lower cost may pass sooner). Off by default: a counter
+	// over its limit is cheap to re-check, and another process may clear it.
 	OverLimit bool
 }
 
@@ -83,6 +85,9 @@ type blockEntry struct {
 	// banned, so past window the count is certainly 0.
 	window time.Time
 	limit  int64 // the limit the counter exceeded (over-limit entries)
+	// cost is the blocked check's cost (over-limit entries): a sliding
+	// window or a token bucket rejects by cost, without charging it.
+	cost   float64
 	count  float64
 	banned bool
 }
@@ -139,8 +144,10 @@ func (c *blockCache) get(op *Op, now time.Time) (blockEntry, bool) {
 		return e, op.BanKey != ""
 	}
 	// A counter only grows within its window: over a limit it stays over any
-	// lower one. A raised limit asks the store again.
-	return e, op.Limit <= e.limit
+	// lower one. A raised limit asks the store again. A sliding window or a
+	// token bucket is not charged for the checks it rejects, and admits a
+	// cheaper check sooner than the one it blocked: a lower cost asks again.
+	return e, op.Limit <= e.limit && (op.Kind < OpSliding || op.Cost >= e.cost)
 }
 
 // claimRefresh reports whether the cached answer of key still stands (it was
@@ -204,7 +211,7 @@ func (c *blockCache) put(gen uint64, op *Op, out *OpResult, until time.Time, now
 	if c.maxAge > 0 && now.Add(c.maxAge).Before(fresh) {
 		fresh = now.Add(c.maxAge)
 	}
-	sh.m[strings.Clone(op.Key)] = blockEntry{until: until, fresh: fresh, window: now.Add(op.Period), limit: op.Limit, count: out.Count, banned: out.Banned}
+	sh.m[strings.Clone(op.Key)] = blockEntry{until: until, fresh: fresh, window: now.Add(op.Period), limit: op.Limit, cost: op.Cost, count: out.Count, banned: out.Banned}
 }
 
 // makeRoom frees at least one entry of a full shard: the expired ones (at

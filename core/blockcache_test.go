@@ -457,3 +457,38 @@ func ExampleBlockedCacheConfig() {
 	fmt.Println(r.Blocked(), r.Banned(), l.BlockedCacheLen())
 	// Output: true true 1
 }
+
+// TestBlockedCacheOverLimitSmallerCost: a sliding window or a token bucket
+// rejects a check by its cost and is not charged for it, so the cached block
+// of a costly check says nothing of a cheaper one, which the store admits.
+// A fixed window is charged even when over: it blocks every cost.
+func TestBlockedCacheOverLimitSmallerCost(t *testing.T) {
+	tests := []struct {
+		algorithm ratelimit.Algorithm
+		wantCheap ratelimit.Verdict // a check of cost 1 after the costly block
+	}{
+		{ratelimit.FixedWindow, ratelimit.ActionBlock},
+		{ratelimit.SlidingWindow, ratelimit.ActionAllow},
+		{ratelimit.TokenBucket, ratelimit.ActionAllow},
+	}
+	for _, tt := range tests {
+		t.Run(string(tt.algorithm), func(t *testing.T) {
+			clk := &fakeClock{t: time.Now()}
+			r := basic("api") // limit 5 a minute
+			r.Algorithm = tt.algorithm
+			l := cacheLimiter(t, ratelimit.MemoryConfig{Now: clk.Now}.New(), "", clk,
+				ratelimit.BlockedCacheConfig{OverLimit: true, MaxAge: -1}, r)
+			ctx := context.Background()
+			id := ratelimit.Identifier{"user": "u"}
+			if res := l.Check(ctx, id, ratelimit.Cost(3)); res.Blocked() {
+				t.Fatalf("cost 3 of 5: %+v", res)
+			}
+			if res := l.Check(ctx, id, ratelimit.Cost(3)); !res.Blocked() {
+				t.Fatalf("cost 3 more: %+v, want a block", res)
+			}
+			if res := l.Check(ctx, id); res.Action != tt.wantCheap {
+				t.Fatalf("cost 1 after the block: %s (%+v), want %s", res.Action, res.Info, tt.wantCheap)
+			}
+		})
+	}
+}
