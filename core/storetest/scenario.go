@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
+	"reflect"
 	"sort"
 	"strings"
 	"testing"
@@ -147,7 +148,42 @@ func parseScenario(data []byte) (*scenario, error) {
 	if (sc.Rules == nil) == (sc.Tiers == nil) {
 		return nil, fmt.Errorf("want exactly one of rules and tiers")
 	}
+	for i := range sc.Steps {
+		if err := sc.Steps[i].validate(); err != nil {
+			return nil, fmt.Errorf("line %d (step %d): %w", sc.Steps[i].line, i+1, err)
+		}
+	}
 	return &sc, nil
+}
+
+// validate refuses a step that is not exactly one operation, or that holds
+// an option or an expectation its operation does not use: like an unknown
+// key, it would be dropped, and the step would pass without checking it.
+func (st *scenarioStep) validate() error {
+	ops := 0
+	for _, set := range []bool{st.Check != nil, st.Peek != nil, st.Clear != nil, st.AdvanceS != 0, st.SetRules != nil, st.SetTiers != nil} {
+		if set {
+			ops++
+		}
+	}
+	switch {
+	case ops != 1:
+		return fmt.Errorf("a step is exactly one of check, peek, clear, advance_s, set_rules and set_tiers, not %d", ops)
+	case st.AdvanceS < 0:
+		return fmt.Errorf("advance_s %v: time only moves forward", st.AdvanceS)
+	case st.Check != nil || st.Peek != nil:
+		if st.Expect != nil && st.Expect.Cleared != nil {
+			return fmt.Errorf("cleared is expected of clear steps only")
+		}
+		return nil
+	}
+	if st.Cost != nil || st.Repeat != 0 {
+		return fmt.Errorf("cost and repeat are for check and peek steps only")
+	}
+	if e := st.Expect; e != nil && (st.Clear == nil || !reflect.DeepEqual(*e, scenarioExpect{Cleared: e.Cleared})) {
+		return fmt.Errorf("expect: a clear step expects cleared only, an advance or rules step nothing")
+	}
+	return nil
 }
 
 func (sc *scenario) run(t *testing.T, file string, h *Harness) {
