@@ -32,12 +32,13 @@ func CompileRules(tier string, rules []Rule) (*RuleSet, error) {
 	return s, nil
 }
 
-// Rules returns a copy of the set's rules in order.
+// Rules returns a copy of the set's rules in order, the caller's to edit
+// (their Match maps and Characteristics too).
 func (s *RuleSet) Rules() []Rule {
 	if s == nil {
 		return nil
 	}
-	return append([]Rule(nil), s.original...)
+	return cloneRules(s.original)
 }
 
 // Len returns the number of rules in the set (0 for nil).

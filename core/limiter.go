@@ -179,9 +179,10 @@ func (l *Limiter) Name() string { return l.name }
 // KeyPrefix returns the prefix of the limiter's counter keys.
 func (l *Limiter) KeyPrefix() string { return l.prefix }
 
-// Rules returns a copy of the rules in evaluation order.
+// Rules returns a copy of the rules in evaluation order, the caller's to
+// edit (their Match maps and Characteristics too).
 func (l *Limiter) Rules() []Rule {
-	return append([]Rule(nil), l.rules.Load().original...)
+	return cloneRules(l.rules.Load().original)
 }
 
 // SetRules validates rules (each within the bounds of docs/limits.md, at

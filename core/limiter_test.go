@@ -102,6 +102,40 @@ func TestRulesAreCopied(t *testing.T) {
 	}
 }
 
+// TestRulesReturnsCopies: the rules Rules returns (of a limiter or of a
+// RuleSet) are the caller's to edit, as before a SetRules; an edit must not
+// reach the rules being evaluated, nor the previous rules a refused SetRules
+// keeps.
+func TestRulesReturnsCopies(t *testing.T) {
+	r := basic("a")
+	r.Match = map[string]ratelimit.Matcher{"plan": ratelimit.OneOf("free")}
+	set, err := ratelimit.CompileRules("", []ratelimit.Rule{r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ratelimit.New(ratelimit.Config{Name: "lim", Store: ratelimit.NewMemoryStore(), Rules: []ratelimit.Rule{r}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, got := range [][]ratelimit.Rule{l.Rules(), set.Rules()} {
+		got[0].Characteristics[0] = "ip"
+		got[0].Match["plan"] = ratelimit.Equal("premium")
+	}
+	id := ratelimit.Identifier{"plan": "free", "user": "u"}
+	for name, check := range map[string]func() ratelimit.Result{
+		"limiter":  func() ratelimit.Result { return l.Check(context.Background(), id) },
+		"rule set": func() ratelimit.Result { return l.Check(context.Background(), id, ratelimit.WithRules(set)) },
+	} {
+		res := check()
+		if res.Rule == nil || res.Rule.Characteristics[0] != "user" || res.Degraded || res.Rule.MatchFailures(id) != nil {
+			t.Fatalf("%s: an edit of the returned rules reached the limiter: %+v", name, res)
+		}
+	}
+	if got := l.Rules()[0]; got.Characteristics[0] != "user" || !got.Match["plan"].IsOneOf() {
+		t.Fatalf("Rules after an edit of an earlier copy: %+v", got)
+	}
+}
+
 // flakyStore fails, hangs (ignoring ctx, like a socket that never answers) or
 // delegates, and counts its calls.
 type flakyStore struct {

@@ -530,6 +530,22 @@ func compileRules(rules []Rule) ([]*compiledRule, error) {
 	return out, nil
 }
 
+// cloneRules returns a copy of rules that shares no map or slice with them,
+// for a caller to edit: a rule's Characteristics back its counter keys, and
+// its Match what MatchFailures explains.
+func cloneRules(rules []Rule) []Rule {
+	if len(rules) == 0 {
+		return nil
+	}
+	out := make([]Rule, len(rules))
+	for i, r := range rules {
+		r.Match = cloneMatch(r.Match)
+		r.Characteristics = slices.Clone(r.Characteristics)
+		out[i] = r
+	}
+	return out
+}
+
 func cloneMatch(m map[string]Matcher) map[string]Matcher {
 	if m == nil {
 		return nil
