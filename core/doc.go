@@ -153,7 +153,9 @@
 // changes the kind starts a fresh counter, and one that keeps it inherits the
 // old one. Neither store ever meets a value of the wrong type as an error.
 // A distinct set stops growing once over its limit (it holds at most limit+1
-// members, each at most 65 bytes).
+// members, each at most 201 bytes: a value up to 200 bytes as it is, one more
+// for a value starting with '#', and a longer one as "#" and its SHA-256, 65
+// bytes).
 //
 // # Stores
 //
