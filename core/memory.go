@@ -69,14 +69,20 @@ type memEntry struct {
 type MemoryConfig struct {
 	// Now is the store's clock (for tests; default the real clock).
 	Now func() time.Time
-	// Shards is the number of lock shards, rounded up to a power of two
-	// (default 64).
+	// Shards is the number of lock shards, rounded up to a power of two,
+	// at most 65536 (default 64).
 	Shards int
 	// SweepInterval is how often a written shard drops its expired entries,
 	// and how often the background sweep reclaims expired entries of every
 	// shard (default one second).
 	SweepInterval time.Duration
 }
+
+// maxShards bounds MemoryConfig.Shards: 65536 shards are 8 MiB of padded
+// locks (and as many empty maps), far more than a machine has cores to
+// contend for them. Unbounded, a large setting overflowed the rounding to a
+// power of two (a panic) or allocated shards by the billion.
+const maxShards = 1 << 16
 
 // NewMemoryStore returns an empty in-process store with the default
 // configuration: MemoryConfig{}.New().
@@ -93,7 +99,7 @@ func (c MemoryConfig) New() *MemoryStore {
 	}
 	n := 64
 	if c.Shards > 0 {
-		n = c.Shards
+		n = min(c.Shards, maxShards)
 	}
 	n = 1 << bits.Len(uint(n-1)) // a power of two: the shard is a mask of the hash
 	s.shards = make([]memShard, n)

@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"math"
 	"testing"
 	"time"
 	"unsafe"
@@ -48,5 +49,20 @@ func TestShardFromMatchesShard(t *testing.T) {
 func TestMemShardSize(t *testing.T) {
 	if n := unsafe.Sizeof(memShard{}); n%128 != 0 {
 		t.Fatalf("memShard is %d bytes, want a multiple of 128: adjust its padding", n)
+	}
+}
+
+// TestShardsBounded: MemoryConfig.Shards is rounded up to a power of two
+// and capped, so that a large setting neither overflows the rounding (a
+// panic) nor allocates shards by the billion.
+func TestShardsBounded(t *testing.T) {
+	tests := []struct{ shards, want int }{
+		{0, 64}, {-5, 64}, {1, 1}, {3, 4}, {64, 64}, {maxShards, maxShards},
+		{maxShards + 1, maxShards}, {1 << 40, maxShards}, {math.MaxInt, maxShards},
+	}
+	for _, tt := range tests {
+		if got := len(MemoryConfig{Shards: tt.shards}.New().shards); got != tt.want {
+			t.Errorf("Shards %d: %d shards, want %d", tt.shards, got, tt.want)
+		}
 	}
 }
