@@ -75,7 +75,8 @@ func (w worldSpec) build(t *testing.T, clock *ratelimittest.Clock, store ratelim
 }
 
 // batchStores are the stores a batch is tried on: the memory store (checked
-// one by one in process) and ratelimittest's, which implements BatchStore.
+// one by one in process), ratelimittest's, which implements BatchStore in
+// process, and the same as a store outside the process (remoteStore).
 var batchStores = []struct {
 	name string
 	new  func(*ratelimittest.Clock) (ratelimit.Store, func() int)
@@ -87,6 +88,27 @@ var batchStores = []struct {
 		s := ratelimittest.NewStore(c)
 		return s, s.Calls
 	}},
+	{"remote_batch_store", func(c *ratelimittest.Clock) (ratelimit.Store, func() int) {
+		s := ratelimittest.NewStore(c)
+		return remoteStore{s}, s.Calls
+	}},
+}
+
+// remoteStore forwards to a ratelimittest store without being one: the
+// limiter takes it for a store outside the process, which it calls under
+// its timeout from a guard goroutine (batches included).
+type remoteStore struct{ s *ratelimittest.Store }
+
+func (r remoteStore) Eval(ctx context.Context, m ratelimit.Mode, ops []ratelimit.Op) ([]ratelimit.OpResult, error) {
+	return r.s.Eval(ctx, m, ops)
+}
+
+func (r remoteStore) EvalBatch(ctx context.Context, m ratelimit.Mode, batch [][]ratelimit.Op) ([][]ratelimit.OpResult, error) {
+	return r.s.EvalBatch(ctx, m, batch)
+}
+
+func (r remoteStore) Delete(ctx context.Context, keys []string) (int, error) {
+	return r.s.Delete(ctx, keys)
 }
 
 // compareBatch runs one batch of reqs (built against world a's limiters) on

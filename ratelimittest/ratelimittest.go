@@ -51,9 +51,15 @@ func (c *Clock) Set(t time.Time) {
 }
 
 // Store is a ratelimit.Store for tests: ratelimit's memory store on a Clock,
-// which also records what it counted and can be told to fail.
+// which also records what it counted and can be told to fail. A Limiter
+// calls it as it calls the memory store, in process: without Config.Timeout
+// and without a guard goroutine, so that a slow test machine never fails a
+// check open. Len and Close are the memory store's.
 type Store struct {
-	mem   *ratelimit.MemoryStore
+	// The memory store, embedded so that its marker of a store in this
+	// process is promoted to Store (the field's name, an alias's, stays
+	// unexported).
+	*memoryStore
 	clock *Clock
 
 	mu    sync.Mutex
@@ -61,6 +67,8 @@ type Store struct {
 	calls int
 	err   error
 }
+
+type memoryStore = ratelimit.MemoryStore
 
 var (
 	_ ratelimit.Store      = (*Store)(nil)
@@ -73,9 +81,9 @@ func NewStore(clock *Clock) *Store {
 		clock = NewClock(time.Time{})
 	}
 	return &Store{
-		mem:   ratelimit.MemoryConfig{Now: clock.Now}.New(),
-		clock: clock,
-		kinds: map[string]ratelimit.Op{},
+		memoryStore: ratelimit.MemoryConfig{Now: clock.Now}.New(),
+		clock:       clock,
+		kinds:       map[string]ratelimit.Op{},
 	}
 }
 
@@ -87,7 +95,7 @@ func (s *Store) Eval(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.O
 	if err := s.call(mode, ops); err != nil {
 		return nil, err
 	}
-	return s.mem.Eval(ctx, mode, ops)
+	return s.memoryStore.Eval(ctx, mode, ops)
 }
 
 // EvalBatch implements ratelimit.BatchStore: a whole batch is one call, as
@@ -96,7 +104,7 @@ func (s *Store) EvalBatch(ctx context.Context, mode ratelimit.Mode, batch [][]ra
 	if err := s.call(mode, batch...); err != nil {
 		return nil, err
 	}
-	return s.mem.EvalBatch(ctx, mode, batch)
+	return s.memoryStore.EvalBatch(ctx, mode, batch)
 }
 
 // call counts one store call and records the keys it charges, or returns
@@ -132,7 +140,7 @@ func (s *Store) Delete(ctx context.Context, keys []string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	return s.mem.Delete(ctx, keys)
+	return s.memoryStore.Delete(ctx, keys)
 }
 
 // FailWith makes every later call fail with err, as a Redis that is down
@@ -174,7 +182,7 @@ func (s *Store) peek(key string) ratelimit.OpResult {
 		op.Limit, op.Period = math.MaxInt64, time.Nanosecond
 	}
 	op.Key, op.BanKey = key, ikeys.BanKey(key)
-	out, err := s.mem.Eval(context.Background(), ratelimit.ModePeek, []ratelimit.Op{op})
+	out, err := s.memoryStore.Eval(context.Background(), ratelimit.ModePeek, []ratelimit.Op{op})
 	if err != nil || len(out) == 0 {
 		return ratelimit.OpResult{}
 	}

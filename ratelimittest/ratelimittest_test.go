@@ -158,3 +158,26 @@ func TestStoreFailWith(t *testing.T) {
 		t.Fatalf("restored store: %+v", r)
 	}
 }
+
+// TestStoreIsInProcess: the store counts in this process, as the memory
+// store does, so the limiter neither bounds its calls by Config.Timeout nor
+// runs them in a guard goroutine: a loaded test machine (here, a timeout
+// of a nanosecond) must not turn a block into a fail-open allow.
+func TestStoreIsInProcess(t *testing.T) {
+	store := ratelimittest.NewStore(nil)
+	l, err := ratelimit.New(ratelimit.Config{Name: "api", Store: store, Now: store.Clock().Now, Timeout: time.Nanosecond,
+		Rules: []ratelimit.Rule{{Name: "per_user", Characteristics: []string{"user"}, Limit: 1, Period: time.Minute}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := ratelimit.Identifier{"user": "u"}
+	for i := range 20 {
+		r := l.Check(context.Background(), id)
+		if r.Err != nil || r.Blocked() != (i > 0) {
+			t.Fatalf("check %d: %+v, want the memory store's verdict", i, r)
+		}
+	}
+	if n, err := l.Clear(context.Background(), id); err != nil || n != 1 {
+		t.Fatalf("clear: %d, %v", n, err)
+	}
+}
