@@ -92,14 +92,17 @@ func Merge(tiers ...[]ratelimit.Rule) []ratelimit.Rule {
 		lowest = tiers[len(tiers)-1]
 	}
 	held := heldExemptions(tiers)
-	for _, r := range Exemptions(lowest) {
+	exemptions := Exemptions(lowest)
+	for _, r := range exemptions {
 		if held[r.Name] {
 			out = append(out, r)
 		}
 	}
-	for _, t := range tiers {
-		for _, r := range t {
-			if seen[r.Name] || held[r.Name] {
+	for ti, t := range tiers {
+		for i, r := range t {
+			// A held exemption came first; a later rule of its name in
+			// its tier is a duplicate for the limiter to reject.
+			if seen[r.Name] || (ti == len(tiers)-1 && i < len(exemptions) && held[r.Name]) {
 				continue
 			}
 			out = append(out, r)
@@ -242,15 +245,16 @@ func (s Set) Rules() []Rule {
 	owner := map[string]string{} // rule name -> highest tier holding it
 	held := heldExemptions([][]ratelimit.Rule{s.Remote, s.File, s.Published, s.Defaults})
 	var out []Rule
-	for _, r := range Exemptions(s.Defaults) {
+	exemptions := Exemptions(s.Defaults)
+	for _, r := range exemptions {
 		if held[r.Name] {
 			out = append(out, Rule{Tier: Default, Rule: r, Exemption: true})
 		}
 	}
 	for _, tier := range tiers {
-		for _, r := range tier.rules {
-			if tier.name == Default && held[r.Name] {
-				continue
+		for i, r := range tier.rules {
+			if tier.name == Default && i < len(exemptions) && held[r.Name] {
+				continue // listed first
 			}
 			out = append(out, Rule{Tier: tier.name, Rule: r, OverriddenBy: owner[r.Name]})
 		}

@@ -199,3 +199,27 @@ func TestShadowedExemptions(t *testing.T) {
 		})
 	}
 }
+
+// TestMergeKeepsADuplicateOfAnExemption: two rules of one name in one tier
+// are for the limiter to reject, also when the first is an exemption; the
+// merge dropped the second by name, and the limiter ran without it.
+func TestMergeKeepsADuplicateOfAnExemption(t *testing.T) {
+	skip := ratelimit.Rule{Name: "skip_health_checks", Action: ratelimit.ActionSkip,
+		Match: map[string]ratelimit.Matcher{"path": ratelimit.Equal("/healthz")}}
+	set := tiers.Set{Defaults: []ratelimit.Rule{skip, rule("per_user", 10), rule("skip_health_checks", 1)}}
+	var listed []string
+	for _, r := range set.Rules() {
+		listed = append(listed, fmt.Sprintf("%s/%s=%d", r.Tier, r.Rule.Name, r.Rule.Limit))
+	}
+	if want := "[default/skip_health_checks=0 default/per_user=10 default/skip_health_checks=1]"; fmt.Sprint(listed) != want {
+		t.Fatalf("Rules = %v, want %s", listed, want)
+	}
+	merged := set.Merged()
+	if got := limits(merged); got != "[skip_health_checks=0 per_user=10 skip_health_checks=1]" {
+		t.Fatalf("Merged = %s", got)
+	}
+	_, err := ratelimit.New(ratelimit.Config{Name: "lim", Store: ratelimit.NewMemoryStore(), Rules: merged})
+	if err == nil || !strings.Contains(err.Error(), "duplicate rule name") {
+		t.Fatalf("New on the merge: %v, want the duplicate refused", err)
+	}
+}
