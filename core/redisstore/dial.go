@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -271,20 +272,31 @@ func sentinelURL(raw string) (string, error) {
 	return "redis://" + auth + addrs[0] + "?" + q.Encode() + query, nil
 }
 
-// hideURL rewrites a parse error of net/url, which quotes the whole URL, to
-// its cause alone.
+// hideURL rewrites a parse error to its cause alone, without the pieces of
+// the URL that net/url and rueidis quote: net/url the whole URL (in
+// url.Error), a bad escape, port or host; rueidis the scheme, the path, the
+// database or a query value. Any of them may be a piece of the password: a
+// password with an unescaped '/', '?' or '#' (as a base64 one may hold)
+// ends the userinfo early, and what follows is read as the port, the path
+// or the query.
 func hideURL(err error) error {
+	const hidden = " (the URL is not shown: it may hold a password)"
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		var esc url.EscapeError
 		if errors.As(ue.Err, &esc) {
-			// The escape is a piece of the URL, possibly of the password.
-			return errors.New("redis URL: invalid %-escape (the URL is not shown: it may hold a password)")
+			return errors.New("redis URL: invalid %-escape" + hidden)
 		}
-		return fmt.Errorf("redis URL: %w (the URL is not shown: it may hold a password)", ue.Err)
+		return errors.New("redis URL: " + quoted.ReplaceAllString(ue.Err.Error(), "") + hidden)
 	}
-	return fmt.Errorf("redis URL: %w", err)
+	// rueidis: "redis: <what is invalid>: <the piece of the URL>".
+	what, _, _ := strings.Cut(strings.TrimPrefix(err.Error(), "redis: "), ": ")
+	return errors.New("redis URL: " + quoted.ReplaceAllString(what, "") + hidden)
 }
+
+// quoted matches a Go-quoted string and the space before it: how net/url and
+// net/netip name the piece of a URL they refuse.
+var quoted = regexp.MustCompile(` ?"(?:[^"\\]|\\.)*"`)
 
 // GoRedisOptions returns go-redis options for the deployment that o (from
 // ParseURL) names, for a program that needs a go-redis client beside its

@@ -25,6 +25,17 @@ func TestParseURLHidesPassword(t *testing.T) {
 		{"bad database", "redis://user:s3cr3t-pw@localhost:6379/x", "invalid database number"},
 		{"control character", "redis://user:s3cr3t-pw@local\x7fhost:6379/0", "redis URL"},
 		{"sentinel without master", "redis-sentinel://user:s3cr3t-pw@localhost:26379", "master name"},
+		// A password with a character that ends the userinfo ('/', '?', '#'
+		// unescaped, as in a base64 one) leaves a piece of it where net/url
+		// or rueidis reads a port, a path or a database.
+		{"slash in the password", "redis://:s3cr3t/pw@localhost:6379/0", "invalid port"},
+		{"slash in the password, user", "redis://user:s3cr3t/pw@localhost:6379/0", "invalid port"},
+		{"question mark in the password", "redis://:s3cr3t?pw@localhost:6379/0", "invalid port"},
+		{"hash in the password", "redis://:s3cr3t#pw@localhost:6379/0", "invalid port"},
+		{"digits and a slash in the password", "redis://:1234/s3cr3t@localhost:6379", "invalid database number"},
+		{"digits and slashes in the password", "redis://:1234/s3cr3t@localhost:6379/0", "invalid URL path"},
+		{"slash in the sentinels' password", "redis-sentinel://:s3cr3t/pw@s1:26379,s2:26379/mymaster", "invalid port"},
+		{"scheme left out: the user name read as one", "s3cr3t:pw@localhost:6379", "invalid URL scheme"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := redisstore.ParseURL(c.url)
@@ -32,7 +43,7 @@ func TestParseURLHidesPassword(t *testing.T) {
 				t.Fatalf("ParseURL(%q) accepted it", c.url)
 			}
 			if strings.Contains(err.Error(), "s3cr3t") {
-				t.Errorf("error shows the password: %v", err)
+				t.Errorf("error shows the credentials: %v", err)
 			}
 			if !strings.Contains(err.Error(), c.want) {
 				t.Errorf("error %q lacks %q", err, c.want)
@@ -76,7 +87,7 @@ func TestParseURL(t *testing.T) {
 func ExampleParseURL() {
 	_, err := redisstore.ParseURL("redis://:hunter2@localhost:port/0")
 	fmt.Println("REDIS_URL:", err)
-	// Output: REDIS_URL: redis URL: invalid port ":port" after host (the URL is not shown: it may hold a password)
+	// Output: REDIS_URL: redis URL: invalid port after host (the URL is not shown: it may hold a password)
 }
 
 // TestGoRedisOptions: the go-redis options of a URL reach the same
