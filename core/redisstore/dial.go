@@ -62,8 +62,9 @@ func Dial(ctx context.Context, url string) (*Store, error) {
 // Open returns a Store on a rueidis client built from o.Client. Concurrent
 // checks are pipelined over a few connections per server (rueidis'
 // auto-pipelining); on a Cluster the commands of one round trip are sent to
-// every node involved at once. The checks that arrive while 8 are in flight
-// (on a Cluster: 8 for one master) are combined into one call; the package doc
+// every node involved at once. The plain-form checks that arrive while 8
+// calls are in flight (on a Cluster: 8 to all masters together, one at least
+// to the check's own master) are combined into one call; the package doc
 // ("Pipelining") has the figures, and those of o.Client's MaxFlushDelay,
 // which Open leaves off. Open waits
 // within ctx for the first connection attempt; see Options.RequireConnection
