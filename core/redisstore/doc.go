@@ -68,7 +68,8 @@
 // concurrent checks from any number of processes never admit more than the
 // limit: with a limit of 50, exactly 50 of any number of concurrent checks are
 // allowed. Peek runs the same script in read-only mode (PTTL, GET, SCARD,
-// SISMEMBER only).
+// SISMEMBER, HGET and HMGET of a sliding window, and TYPE of a value that
+// a read refused: reads only).
 //
 // A Store from Dial sends the usual check, whose rules are counters charged a
 // whole cost without a ban and of which only the last may block, as plain
