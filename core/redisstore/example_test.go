@@ -39,8 +39,10 @@ func Example() {
 	fmt.Println(result.Action)
 }
 
-// On Redis Cluster each check is still one round trip: the rules of a check
-// are grouped by hash slot and sent as one pipeline.
+// On Redis Cluster the rules of a check are grouped by hash slot, one script
+// per slot, sent as one pipeline: one round trip, unless a limit rule is
+// followed by a rule of another slot (see "Redis Cluster and Ring" in the
+// package doc).
 func ExampleNew_cluster() {
 	client := redis.NewClusterClient(&redis.ClusterOptions{
 		Addrs: []string{"10.0.0.1:6379", "10.0.0.2:6379", "10.0.0.3:6379"},
@@ -66,7 +68,8 @@ func ExampleNew_autoPipeline() {
 	_ = store
 }
 
-// A client whose type hides a cluster (a wrapper) needs the mode forced.
+// A client whose type hides a cluster (a wrapper) counts as one server until
+// Redis answers a check CROSSSLOT; forcing the mode spares that answer.
 func ExampleWithClusterMode() {
 	client := redis.NewUniversalClient(&redis.UniversalOptions{
 		Addrs:         []string{"10.0.0.1:6379"},
