@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -231,7 +232,8 @@ func (s *Store) Close() error {
 // connection waits for replies before it counts the server as hung, 10s by
 // default), client_name, protocol=2 (RESP2) and, for TLS, skip_verify.
 // redis-sentinel://[[user]:password@]host:port[,host:port...]/mastername is
-// accepted as well, as the Sentinel form.
+// accepted as well, as the Sentinel form. A port left out is 6379; one
+// outside 1 to 65535 is an error.
 func ParseURL(raw string) (rueidis.ClientOption, error) {
 	raw, err := sentinelURL(raw)
 	if err != nil {
@@ -241,7 +243,24 @@ func ParseURL(raw string) (rueidis.ClientOption, error) {
 	if err != nil {
 		return rueidis.ClientOption{}, hideURL(err)
 	}
+	if o.DialCtxFn == nil { // host:port addresses, not a Unix socket
+		for _, a := range o.InitAddress {
+			// net/url checks the host's port for digits only, and rueidis
+			// not the addr options' at all: a port no server can have would
+			// leave Dial's store connecting for good.
+			if _, port, err := net.SplitHostPort(a); err != nil || !validPort(port) {
+				return rueidis.ClientOption{}, errors.New("redis URL: invalid port in an address (the URL is not shown: it may hold a password)")
+			}
+		}
+	}
 	return o, nil
+}
+
+// validPort reports whether port is a TCP port number, 1 to 65535, in
+// decimal digits.
+func validPort(port string) bool {
+	n, err := strconv.ParseUint(port, 10, 16)
+	return err == nil && n > 0
 }
 
 // sentinelURL rewrites redis-sentinel://auth@h1:p1,h2:p2/master?q into

@@ -36,6 +36,12 @@ func TestParseURLHidesPassword(t *testing.T) {
 		{"digits and slashes in the password", "redis://:1234/s3cr3t@localhost:6379/0", "invalid URL path"},
 		{"slash in the sentinels' password", "redis-sentinel://:s3cr3t/pw@s1:26379,s2:26379/mymaster", "invalid port"},
 		{"scheme left out: the user name read as one", "s3cr3t:pw@localhost:6379", "invalid URL scheme"},
+		// Addresses that no server can have: Dial would return a store that
+		// never connects, and the limiter would fail open for good.
+		{"port out of range", "redis://:s3cr3t-pw@localhost:99999/0", "invalid port"},
+		{"port zero", "redis://:s3cr3t-pw@localhost:0/0", "invalid port"},
+		{"cluster node with a bad port", "redis://:s3cr3t-pw@a:7001?addr=b:7002&addr=c:70o3", "invalid port"},
+		{"sentinel with a bad port", "redis-sentinel://:s3cr3t-pw@s1:26379,s2:2637x/mymaster", "invalid port"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := redisstore.ParseURL(c.url)
