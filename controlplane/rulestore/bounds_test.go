@@ -12,6 +12,7 @@ import (
 
 	"github.com/ratekit/ratekit/controlplane/config"
 	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/tiers"
 	"github.com/ratekit/ratekit/internal/redistest"
 	"github.com/ratekit/ratekit/internal/testlog"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
@@ -311,6 +312,76 @@ func TestWrongTypeKeyKeepsLastGood(t *testing.T) {
 		entries, err := s.List(ctx)
 		if err != nil || len(entries) != 1 || !errors.Is(entries[0].Err, ErrInvalidDocument) {
 			t.Fatalf("List: %+v %v", entries, err)
+		}
+	})
+}
+
+// The index of limiters is bounded on both paths: a publish or seed that
+// would add a limiter past MaxLimiters is refused whole, and an index over it
+// (written past the store) is refused by List and GC before its members are
+// read. Writes to indexed limiters, Delete and Remove always proceed, so the
+// index can be brought back under the bound.
+func TestIndexOfLimitersIsBounded(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, c redis.UniversalClient) {
+		s := newStore(t, c, Options{})
+		full := map[string][]ratelimit.Rule{}
+		for i := range MaxLimiters {
+			full[fmt.Sprintf("l%04d", i)] = []ratelimit.Rule{rule("r", 5)}
+		}
+		if _, err := s.Publish(ctx, request(t, full)); err != nil {
+			t.Fatal(err)
+		}
+		rev, _ := s.Revision(ctx)
+
+		_, err := s.Publish(ctx, request(t, map[string][]ratelimit.Rule{"one_too_many": {rule("r", 5)}}))
+		if !errors.Is(err, ErrOverBounds) || !strings.Contains(err.Error(), "limiter one_too_many: the index of limiters would hold 1025 limiters, at most 1024") {
+			t.Fatalf("publish of a new limiter into a full index: %v", err)
+		}
+		_, err = s.Seed(ctx, map[string]tiers.Set{"l0000": {Defaults: []ratelimit.Rule{rule("d", 1)}}, "one_too_many": {Defaults: []ratelimit.Rule{rule("d", 1)}}})
+		if !errors.Is(err, ErrOverBounds) {
+			t.Fatalf("seed of a new limiter into a full index: %v", err)
+		}
+		if exists(t, c, s.Key("one_too_many")) || c.SIsMember(ctx, s.indexKey(), "one_too_many").Val() {
+			t.Fatal("a refused write stored the new limiter")
+		}
+		if _, ok := raw(t, c, s.Key("l0000")); !ok {
+			t.Fatal("l0000 lost its document")
+		}
+		if r, _ := s.Revision(ctx); r != rev {
+			t.Fatalf("refused writes moved the revision from %d to %d", rev, r)
+		}
+		mustPublish(t, s, "l0000", rule("r", 6)) // an indexed limiter: accepted
+		if entries, err := s.List(ctx); err != nil || len(entries) != MaxLimiters {
+			t.Fatalf("List of a full index: %d entries, %v", len(entries), err)
+		}
+
+		// Another writer takes the index past the bound.
+		if err := c.SAdd(ctx, s.indexKey(), "hand_written").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.List(ctx); !errors.Is(err, ErrOverBounds) || !strings.Contains(err.Error(), "holds 1025 limiters, at most 1024") {
+			t.Fatalf("List of an index over the bound: %v", err)
+		}
+		if _, err := s.GC(ctx, available(t)); !errors.Is(err, ErrOverBounds) {
+			t.Fatalf("GC of an index over the bound: %v", err)
+		}
+		// Every write that adds no limiter still works.
+		mustPublish(t, s, "l0001", rule("more", 2))
+		if _, err := s.Delete(ctx, "l0001", "more"); err != nil {
+			t.Fatalf("Delete on an index over the bound: %v", err)
+		}
+		if _, err := s.Delete(ctx, "l0002", "r"); err != nil {
+			t.Fatalf("Delete of a last rule on an index over the bound: %v", err)
+		}
+		if _, err := s.Remove(ctx, "l0003"); err != nil {
+			t.Fatalf("Remove on an index over the bound: %v", err)
+		}
+		entries, err := s.List(ctx)
+		if err != nil || len(entries) != MaxLimiters-1 {
+			t.Fatalf("List back under the bound: %d entries, %v", len(entries), err)
+		}
+		if _, err := s.GC(ctx, available(t)); err != nil {
+			t.Fatalf("GC back under the bound: %v", err)
 		}
 	})
 }

@@ -50,7 +50,7 @@
 //
 // A limiter's document is Options.Prefix + limiter name. Beside the
 // documents live the index of limiters with a document (Prefix+"@index", a
-// set), the GC's orphan marks (Prefix+"@orphans", a hash) and a revision
+// set of at most MaxLimiters), the GC's orphan marks (Prefix+"@orphans", a hash) and a revision
 // counter (Prefix+"@rev") bumped by every write that changes something; '@'
 // never occurs in a limiter name, so they cannot collide with a document.
 //

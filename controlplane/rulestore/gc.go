@@ -52,7 +52,9 @@ type GCReport struct {
 //   - an orphan is first marked with the Redis server's time, so that every
 //     process agrees on it, and deleted only by a run at least Options.GCGrace
 //     later (default 7 days: longer than a deploy plus a rollback);
-//   - a limiter declared again has its mark cleared.
+//   - a limiter declared again has its mark cleared;
+//   - an index of more than MaxLimiters limiters is refused (ErrOverBounds)
+//     before its members are read: Remove limiters to bring it under.
 //
 // Run it at start-up; the whole sweep is one atomic script. Every service
 // sharing a prefix must ship the same list: a service would orphan another's
@@ -61,9 +63,9 @@ func (s *Store) GC(ctx context.Context, available *config.AvailableLimiters) (GC
 	if available == nil || available.Proto == nil || len(available.Names()) == 0 {
 		return GCReport{}, ErrNoLimiterList
 	}
-	members, err := s.client.SMembers(ctx, s.indexKey()).Result()
+	members, err := s.readIndex(ctx)
 	if err != nil {
-		return GCReport{}, fmt.Errorf("rulestore: gc: read index %s: %w", s.indexKey(), err)
+		return GCReport{}, fmt.Errorf("rulestore: gc: %w", err)
 	}
 	sort.Strings(members)
 	names := available.Names()

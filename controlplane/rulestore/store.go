@@ -2,6 +2,7 @@ package rulestore
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -31,6 +32,15 @@ const (
 	// sees it: longer than a deploy plus a rollback.
 	DefaultGCGrace = 7 * 24 * time.Hour
 )
+
+// MaxLimiters bounds the index of limiters with a document
+// (docs/limits.md), since List and GC read every indexed limiter at once. A
+// Publish or Seed that would add a limiter past it is refused whole
+// (ErrOverBounds); writes to limiters already indexed, Delete and Remove
+// always proceed, so an index over the bound (written by hand or by another
+// SDK) can be brought back under it. List and GC refuse such an index before
+// reading its members.
+const MaxLimiters = 1024
 
 // Names of the store's own keys, after the prefix. A limiter name never
 // contains '@', so they cannot collide with a document.
@@ -216,6 +226,35 @@ func (s *Store) VersionedDocument(ctx context.Context, limiter string) (*configv
 	return doc, version, nil
 }
 
+//go:embed index.lua
+var indexLua string
+
+var indexScript = redis.NewScript(indexLua)
+
+// readIndex returns the members of the index, unsorted; an index of more than
+// MaxLimiters members is refused by its size, its members never received.
+func (s *Store) readIndex(ctx context.Context) ([]string, error) {
+	key := s.indexKey()
+	res, err := indexScript.Run(ctx, s.client, []string{key}, MaxLimiters).Slice()
+	if err != nil {
+		return nil, fmt.Errorf("read index %s: %w", key, err)
+	}
+	n, _ := res[0].(int64)
+	if n > MaxLimiters {
+		return nil, fmt.Errorf("%w: the index %s holds %d limiters, at most %d (rulestore.MaxLimiters, docs/limits.md): Remove the documents of limiters no service declares (redis-cli SSCAN %s lists them)",
+			ErrOverBounds, key, n, MaxLimiters, key)
+	}
+	names := make([]string, 0, len(res)-1)
+	for _, v := range res[1:] {
+		m, ok := v.(string)
+		if !ok {
+			return nil, fmt.Errorf("read index %s: unexpected member %v", key, v)
+		}
+		names = append(names, m)
+	}
+	return names, nil
+}
+
 // Entry is one limiter of the index, as List reads it.
 type Entry struct {
 	Limiter string
@@ -234,11 +273,13 @@ type Entry struct {
 	OrphanSince time.Time
 }
 
-// List reads the index and every indexed document, sorted by limiter.
+// List reads the index and every indexed document, sorted by limiter. An
+// index of more than MaxLimiters limiters is refused (ErrOverBounds) before
+// its members are read.
 func (s *Store) List(ctx context.Context) ([]Entry, error) {
-	names, err := s.client.SMembers(ctx, s.indexKey()).Result()
+	names, err := s.readIndex(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("rulestore: read index %s: %w", s.indexKey(), err)
+		return nil, fmt.Errorf("rulestore: %w", err)
 	}
 	marks, err := s.client.HGetAll(ctx, s.orphansKey()).Result()
 	if err != nil {

@@ -252,7 +252,9 @@ func (s *Store) Remove(ctx context.Context, limiter string) (WriteResult, error)
 // ErrOverBounds is returned (wrapped) by a write that would leave a document
 // over a bound every reader enforces (docs/limits.md): more than
 // ratelimit.MaxRulesPerTier rules in a tier, or more than
-// ratelimit.MaxDocumentBytes bytes. Nothing is written.
+// ratelimit.MaxDocumentBytes bytes; or that would add a limiter to an index
+// that holds MaxLimiters already. Nothing is written. List and GC return it
+// for an index over MaxLimiters.
 var ErrOverBounds = errors.New("rulestore: over a bound of the rules model")
 
 // ErrConflict is returned (wrapped) by PublishIf and DeleteIf when a
@@ -341,7 +343,7 @@ func (s *Store) update(ctx context.Context, op string, edits []edit) (WriteResul
 	if err != nil {
 		return WriteResult{}, fmt.Errorf("rulestore: %s: %w", op, err)
 	}
-	res, err := writeScript.Run(ctx, s.client, keys, plan, ratelimit.MaxRulesPerTier, ratelimit.MaxDocumentBytes).Slice()
+	res, err := writeScript.Run(ctx, s.client, keys, plan, ratelimit.MaxRulesPerTier, ratelimit.MaxDocumentBytes, MaxLimiters).Slice()
 	if err != nil {
 		return WriteResult{}, fmt.Errorf("rulestore: %s: write: %w", op, err)
 	}

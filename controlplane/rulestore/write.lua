@@ -19,6 +19,7 @@
 -- ARGV[1]   the plan, JSON: one edit per document
 -- ARGV[2]   the most rules a tier may hold (ratelimit.MaxRulesPerTier)
 -- ARGV[3]   the most bytes a document may hold (ratelimit.MaxDocumentBytes)
+-- ARGV[4]   the most limiters the index may hold (rulestore.MaxLimiters)
 --   {"limiter":"x","op":"publish","rules":[["name","{rule json}"],...],"mode":"\"shadow\""}
 --   {"limiter":"x","op":"seed","file":["{rule}",...],"defaults":[...],"file_mode":"\"shadow\""}
 -- (mode and file_mode are optional JSON strings, already encoded)
@@ -34,7 +35,9 @@
 -- published; {-3, limiter, version} when a document is not at its expected
 -- version; {-4, limiter, reason} when a publish or seed would leave a
 -- document over a bound that every reader enforces (a delete only shrinks
--- one, so it may proceed on a document that is already over). On an error
+-- one, so it may proceed on a document that is already over), or would add
+-- a limiter to an index that holds ARGV[4] already (writes to indexed
+-- limiters, deletes and removes proceed on an index over it). On an error
 -- nothing is written.
 
 local function skip_ws(s, i)
@@ -177,7 +180,7 @@ local function list(v)
 end
 
 local plan = cjson.decode(ARGV[1])
-local max_rules, max_bytes = tonumber(ARGV[2]), tonumber(ARGV[3])
+local max_rules, max_bytes, max_limiters = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 
 -- over returns why tiers, encoded as doc, break a bound (nil when none).
 local function over(tiers, doc)
@@ -275,6 +278,23 @@ for i, edit in ipairs(plan) do
     if why then return {-4, edit.limiter, why} end
   end
   writes[i] = {edit.limiter, cur, new}
+end
+
+-- the index bound: only a publish or seed adds a limiter to the index (a
+-- delete that keeps a document only repairs an index that misses it)
+local added, first = 0, nil
+for i, w in ipairs(writes) do
+  local op = plan[i].op
+  if w[3] ~= nil and (op == 'publish' or op == 'seed') and redis.call('SISMEMBER', KEYS[1], w[1]) == 0 then
+    added = added + 1
+    first = first or w[1]
+  end
+end
+if added > 0 then
+  local n = redis.call('SCARD', KEYS[1])
+  if n + added > max_limiters then
+    return {-4, first, 'the index of limiters would hold ' .. (n + added) .. ' limiters, at most ' .. max_limiters .. '; Remove the documents of limiters no service declares'}
+  end
 end
 
 local out = {1, 0}
