@@ -385,3 +385,33 @@ func TestIndexOfLimitersIsBounded(t *testing.T) {
 		}
 	})
 }
+
+// A delete naming a rule that an invalid document does not publish says the
+// document is invalid, never that the limiter has none; where the document
+// still decodes (it only breaks Options.Available), it says which tier holds
+// the rule.
+func TestDeleteNotPublishedOnInvalidDocument(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, c redis.UniversalClient) {
+		s := newStore(t, c, Options{Available: available(t)})
+		for _, tc := range []struct {
+			name, doc, rule, want string
+		}{
+			{"over the tier bound", publishedDoc(t, manyRules(ratelimit.MaxRulesPerTier+1, "r")), "nope",
+				"rule nope is not published (the limiter's document is invalid)"},
+			// "search" does not offer the property "country".
+			{"undeclared property", `{"file_rules":{"rules":[{"name":"f","limit":1,"period_s":60,"action":"limit","characteristics":["country"],"match":{}}]}}`, "f",
+				"rule f is not published: it is in file_rules"},
+		} {
+			if err := c.Set(ctx, s.Key("search"), tc.doc, 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Document(ctx, "search"); err != nil && !errors.Is(err, ErrInvalidDocument) {
+				t.Fatalf("%s: Document: %v", tc.name, err)
+			}
+			_, err := s.Delete(ctx, "search", tc.rule)
+			if !isNotFound(err) || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "no document") {
+				t.Errorf("%s: Delete(%s) = %v, want ErrRuleNotFound saying %q", tc.name, tc.rule, err, tc.want)
+			}
+		}
+	})
+}

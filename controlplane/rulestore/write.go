@@ -283,12 +283,24 @@ func versionOf(edits []edit, limiter string) string {
 	return ""
 }
 
+// readDoc is a limiter's document as a write found it before running.
+type readDoc struct {
+	// doc is the decoded document: nil when there is none or it does not
+	// decode.
+	doc *configv1.LimiterRules
+	// invalid tells that the key holds a document no process would load.
+	invalid bool
+}
+
 // notPublished explains why rule is not deletable.
-func notPublished(doc *configv1.LimiterRules, rule string) string {
+func notPublished(r readDoc, rule string) string {
+	doc := r.doc
 	has := func(l *configv1.RuleList) bool {
 		return slices.ContainsFunc(l.GetRules(), func(p *configv1.Rule) bool { return p.GetName() == rule })
 	}
 	switch {
+	case doc == nil && r.invalid:
+		return fmt.Sprintf("rule %s is not published (the limiter's document is invalid)", rule)
 	case doc == nil:
 		return fmt.Sprintf("rule %s is not published (the limiter has no document)", rule)
 	case has(doc.GetFileRules()):
@@ -377,8 +389,9 @@ func (s *Store) update(ctx context.Context, op string, edits []edit) (WriteResul
 // readDocs reads and validates the documents of edits' limiters. A
 // publish or seed refuses to edit a document that no process would load
 // (its result would be rejected too); a delete only shrinks one, and a
-// remove takes it whole, so they proceed.
-func (s *Store) readDocs(ctx context.Context, op string, edits []edit) (map[string]*configv1.LimiterRules, error) {
+// remove takes it whole, so they proceed, and what was read explains a
+// delete's missing rules.
+func (s *Store) readDocs(ctx context.Context, op string, edits []edit) (map[string]readDoc, error) {
 	keys := make([]string, len(edits))
 	for i, e := range edits {
 		keys[i] = s.Key(e.Limiter)
@@ -387,19 +400,15 @@ func (s *Store) readDocs(ctx context.Context, op string, edits []edit) (map[stri
 	if err != nil {
 		return nil, fmt.Errorf("read documents: %w", err)
 	}
-	docs := map[string]*configv1.LimiterRules{}
+	docs := map[string]readDoc{}
 	var errs []error
 	for i, e := range edits {
 		doc, err := sts[i].decode(keys[i])
 		if err == nil && doc != nil {
 			err = s.checkRead(e.Limiter, doc)
 		}
-		switch {
-		case err == nil:
-			if doc != nil {
-				docs[e.Limiter] = doc
-			}
-		case op == "publish" || op == "seed":
+		docs[e.Limiter] = readDoc{doc: doc, invalid: err != nil}
+		if err != nil && (op == "publish" || op == "seed") {
 			if !errors.Is(err, ErrInvalidDocument) {
 				err = fmt.Errorf("%w: %s: %w", ErrInvalidDocument, keys[i], err)
 			}
