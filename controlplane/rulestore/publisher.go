@@ -112,13 +112,14 @@ func (p *Publisher) PublishAll(ctx context.Context) (WriteResult, error) {
 	var errs []error
 	for _, reg := range regs {
 		r, err := reg.resolve(ctx)
-		if err == nil {
-			// Checked alone against Options.Available, so that one rule the
-			// store refuses never keeps the others from publishing.
-			err = config.ValidateRuleList(reg.limiter, &configv1.RuleList{Rules: []*configv1.Rule{r}}, p.store.avail)
-		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s/%s: %w", reg.limiter, reg.rule.Name, err))
+			continue
+		}
+		// Checked alone against Options.Available, so that one rule the
+		// store refuses never keeps the others from publishing.
+		if err := config.ValidateRuleList(reg.limiter, &configv1.RuleList{Rules: []*configv1.Rule{r}}, p.store.avail); err != nil {
+			errs = append(errs, placed(err, reg.limiter, reg.rule.Name))
 			continue
 		}
 		l := req.RateLimits[reg.limiter]
@@ -136,6 +137,25 @@ func (p *Publisher) PublishAll(ctx context.Context) (WriteResult, error) {
 		return res, fmt.Errorf("rulestore: publish all: not published: %w", errors.Join(errs...))
 	}
 	return res, nil
+}
+
+// placed names limiter and rule in each problem of a validation error that
+// does not name them yet (a problem of the limiter alone, such as an
+// undeclared one), so that the error names every rule once.
+func placed(err error, limiter, rule string) error {
+	var ve *config.ValidationError
+	if !errors.As(err, &ve) {
+		return fmt.Errorf("%s/%s: %w", limiter, rule, err)
+	}
+	for _, e := range ve.Errors {
+		if e.Limiter == "" {
+			e.Limiter = limiter
+		}
+		if e.Rule == "" {
+			e.Rule = rule
+		}
+	}
+	return err
 }
 
 func (reg registration) resolve(ctx context.Context) (*configv1.Rule, error) {
