@@ -266,6 +266,10 @@ func (h *Handler) post(ctx context.Context, w http.ResponseWriter, r *http.Reque
 // save publishes the form's rule into the published tier, after the same
 // checks as a file, at the version the form was read at.
 func (h *Handler) save(ctx context.Context, w http.ResponseWriter, r *http.Request, s session, lv *limiterView) {
+	if !lv.Declared {
+		h.fail(w, r, http.StatusUnprocessableEntity, fmt.Sprintf("Limiter %s is not declared in %s: its published rules can be deleted, not published.", lv.Name, h.opts.Available.File))
+		return
+	}
 	f := parseForm(r.PostForm, lv)
 	rule := f.toProto()
 	if !f.hasErrors() {

@@ -16,7 +16,10 @@
 // default x"), and every skip rule, marked as the bypass it is.
 //
 // What it changes: rules of the published tier only (add, edit, delete),
-// with a form whose fields follow the schema. A save runs the checks a
+// with a form whose fields follow the schema. A limiter the store holds
+// but available_limiters.yaml no longer declares (an orphan) gets no form:
+// its published rules can be deleted and an invalid document removed, as a
+// writer always can, but nothing is published to it. A save runs the checks a
 // rate_limits.yaml gets (protovalidate, the limiter's available properties,
 // the skip-rule guardrail, the merged list) and shows each violation next to
 // its field; nothing is written when one fails. Every form carries the

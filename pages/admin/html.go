@@ -120,12 +120,13 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
  · Document <code>{{.Key}}</code>: {{if .HasDocument}}version <code id="version">{{short .Version}}</code>{{else}}<span id="version">none yet</span>{{end}}</p>
 {{- with .DocumentError}}<p class="notice bad" role="alert" id="document-error">The stored document is invalid, the services keep their last good rules: {{.}}</p>{{end}}
 {{- end}}
-{{- if and .Limiter .Limiter.DocumentError .Limiter.Declared .Session.CanWrite}}
+{{- if and .Limiter .Limiter.DocumentError .Session.CanWrite}}
 <form method="post" action="?limiter={{.Limiter.Name}}" id="remove-form" class="notice warn"><p>Publishing to it is refused until it is valid again. <strong>Remove the document</strong> <code>{{.Limiter.Key}}</code>? Its published rules are lost; the services run on their own files (rate_limits.yaml and the defaults) until they seed it again.</p>
 <input type="hidden" name="csrf" value="{{.Session.CSRF}}"><input type="hidden" name="op" value="remove"><input type="hidden" name="limiter" value="{{.Limiter.Name}}"><input type="hidden" name="confirm" value="yes"><button type="submit" class="danger" id="confirm-remove">Remove the invalid document</button></form>
 {{- end}}
 {{- with .Message}}<p class="notice ok" id="message" role="status">{{.}}</p>{{end}}
 {{- if .Conflict}}<p class="notice warn" id="conflict" role="alert">Someone else changed the rules of this limiter since you opened this page; nothing was saved. The rules below are the current ones.</p>{{end}}
+{{- if and .Limiter (not .Limiter.Declared)}}{{with .Form}}{{with .FieldErrors ""}}<div id="form-errors" class="notice bad">{{template "errs" .}}</div>{{end}}{{end}}{{end}}
 {{- with .Limiter}}
 <h2>Effective rules, in evaluation order</h2>
 <p class="hint">The first matching skip rule ends evaluation; a rule of a higher tier replaces the same-named rule of a lower tier and keeps its counter. Tiers, highest first: remote, file, published, default.</p>
@@ -168,7 +169,7 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
 <thead><tr><th>#</th><th>Rule</th><th>Tier</th><th>Action</th><th>Match</th><th>Characteristics</th><th>Limit</th><th>Period</th><th>Ban</th>{{if .Page.Session.CanWrite}}<th>Change</th>{{end}}</tr></thead>
 <tbody>
 {{- range .Rows}}
-<tr data-rule="{{.Name}}" data-tier="published" data-action="{{.Action}}">{{template "cells" .}}{{if $.Page.Session.CanWrite}}<td><a href="?limiter={{$.Page.Limiter.Name}}&amp;edit={{.Name}}" data-edit="{{.Name}}">Edit</a>
+<tr data-rule="{{.Name}}" data-tier="published" data-action="{{.Action}}">{{template "cells" .}}{{if $.Page.Session.CanWrite}}<td>{{if $.Page.Limiter.Declared}}<a href="?limiter={{$.Page.Limiter.Name}}&amp;edit={{.Name}}" data-edit="{{.Name}}">Edit</a>{{end}}
 <form class="inline" method="post" action="?limiter={{$.Page.Limiter.Name}}"><input type="hidden" name="csrf" value="{{$.Page.Session.CSRF}}"><input type="hidden" name="op" value="delete"><input type="hidden" name="limiter" value="{{$.Page.Limiter.Name}}"><input type="hidden" name="version" value="{{$.Page.Limiter.Version}}"><input type="hidden" name="rule" value="{{.Name}}"><button class="danger" type="submit" data-delete="{{.Name}}" aria-label="Delete published rule {{.Name}}">Delete</button></form></td>{{end}}</tr>
 {{- end}}
 </tbody></table></div>

@@ -79,7 +79,7 @@ func (h *Handler) index(ctx context.Context) ([]indexRow, error) {
 // limiterView is one limiter as its page shows it.
 type limiterView struct {
 	Name, Description string
-	Declared          bool // in available_limiters.yaml: only then can it be edited
+	Declared          bool // in available_limiters.yaml: only then can rules be published (an orphan's can only be deleted)
 	Properties        []string
 	AllowedSkips      []string // nil: any skip rule allowed
 	SkipsRestricted   bool
@@ -161,7 +161,7 @@ func (h *Handler) limiterFrom(name string, e rulestore.Entry) (*limiterView, int
 		if e.Document == nil && (e.Err == nil || errors.Is(e.Err, rulestore.ErrNoDocument)) {
 			return nil, http.StatusNotFound, fmt.Errorf("No limiter %q in %s (it declares %s).", name, h.opts.Available.File, strings.Join(h.opts.Available.Names(), ", "))
 		}
-		lv.Description = "not declared in " + h.opts.Available.File + ": read-only (an orphan the rule store's GC collects)"
+		lv.Description = "not declared in " + h.opts.Available.File + ": its published rules can be deleted, not edited, and an invalid document removed (an orphan the rule store's GC collects)"
 	} else {
 		lv.Declared, lv.Description, lv.Properties = true, spec.GetDescription(), spec.GetAvailableProperties()
 		if allow := spec.GetAllowedSkipRules(); allow != nil {
