@@ -39,8 +39,8 @@ type Config struct {
 
 // Run serves until ctx ends or a server fails, then drains: Draining, the
 // gRPC server's graceful stop (a hard stop after Drain), then the HTTP
-// server's shutdown (within Drain). It returns the error a server failed
-// with, or nil when ctx ended.
+// server's shutdown (its connections closed after Drain). It returns the
+// error a server failed with, or nil when ctx ended.
 func Run(ctx context.Context, c Config) error {
 	errc := make(chan error, 2)
 	go func() { errc <- c.GRPC.Serve(c.GRPCListener) }()
@@ -76,7 +76,9 @@ func Run(ctx context.Context, c Config) error {
 	}
 	if c.HTTP != nil {
 		sctx, cancel := context.WithTimeout(context.Background(), c.Drain)
-		_ = c.HTTP.Shutdown(sctx)
+		if err := c.HTTP.Shutdown(sctx); err != nil {
+			_ = c.HTTP.Close() // Shutdown leaves the requests still in flight running: cut them off
+		}
 		cancel()
 	}
 	return serveErr

@@ -169,3 +169,40 @@ func TestRunReturnsServerError(t *testing.T) {
 		t.Fatalf("Run = %v, want the HTTP listener's error", err)
 	}
 }
+
+// An HTTP request still in flight when Drain runs out is cut off, as a gRPC
+// call is: Run does not return with its handler still running.
+func TestRunCutsOffHTTPAfterDrain(t *testing.T) {
+	entered := make(chan struct{})
+	cutOff := make(chan struct{})
+	hs := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		close(entered)
+		<-r.Context().Done() // the client never hangs up: only a closed connection ends it
+		close(cutOff)
+	})}
+	t.Cleanup(func() { _ = hs.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- servers.Run(ctx, servers.Config{GRPC: newGRPCServer(false), GRPCListener: listen(t), HTTP: hs,
+			HTTPListener: listen(t), Drain: 10 * time.Millisecond, Ready: func(_, httpAddr string) { ready <- httpAddr }})
+	}()
+	httpAddr := <-ready
+	go func() {
+		if resp, err := http.Get("http://" + httpAddr + "/slow"); err == nil {
+			_ = resp.Body.Close()
+		}
+	}()
+	<-entered
+	cancel()
+	if err := waitRun(t, done); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-cutOff:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the HTTP request in flight was not cut off after Drain")
+	}
+}
