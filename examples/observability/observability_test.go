@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"regexp"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -356,6 +358,56 @@ func TestRulesKeepServicesApartAndLinkRunbooks(t *testing.T) {
 		}
 		if !strings.Contains(string(runbook), "\n## "+a[1]+"\n") {
 			t.Errorf("docs/runbook.md has no section ## %s", a[1])
+		}
+	}
+}
+
+// runbookSection returns the text of docs/runbook.md's section ## name, up
+// to the next section.
+func runbookSection(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir(t), "..", "docs", "runbook.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, s, ok := strings.Cut(string(b), "\n## "+name+"\n")
+	if !ok {
+		t.Fatalf("docs/runbook.md has no section ## %s", name)
+	}
+	s, _, _ = strings.Cut(s, "\n## ")
+	return s
+}
+
+// Each alert's runbook section says how long its condition lasts before it
+// fires: the alert's `for`, plus the threshold of an age it compares (the
+// rule store's replica age must first pass it, then hold for `for`).
+func TestRunbookSaysWhenAlertsFire(t *testing.T) {
+	b, err := os.ReadFile(rulesFile(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, alerts, _ := strings.Cut(string(b), "name: ratekit.alerts")
+	blocks := regexp.MustCompile(`(?m)^\s*- alert: `).Split(alerts, -1)[1:]
+	if len(blocks) == 0 {
+		t.Fatal("no alerts")
+	}
+	for _, blk := range blocks {
+		name, _, _ := strings.Cut(blk, "\n")
+		m := regexp.MustCompile(`(?m)^\s*for: (\S+)$`).FindStringSubmatch(blk)
+		if m == nil {
+			continue // fires on the first evaluation
+		}
+		d, err := time.ParseDuration(m[1])
+		if err != nil {
+			t.Fatalf("%s: for %q: %v", name, m[1], err)
+		}
+		if a := regexp.MustCompile(`_age_seconds > (\d+)`).FindStringSubmatch(blk); a != nil {
+			secs, _ := strconv.Atoi(a[1])
+			d += time.Duration(secs) * time.Second
+		}
+		want := fmt.Sprintf("%d minutes", int(d.Minutes()))
+		if what, _, _ := strings.Cut(runbookSection(t, name), "**Check"); !strings.Contains(strings.Join(strings.Fields(what), " "), want) {
+			t.Errorf("docs/runbook.md, %s: its What does not say %q (for %s), the time its condition lasts before it fires:\n%s", name, want, m[1], what)
 		}
 	}
 }
