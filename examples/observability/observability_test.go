@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/url"
@@ -409,6 +410,54 @@ func TestRunbookSaysWhenAlertsFire(t *testing.T) {
 		if what, _, _ := strings.Cut(runbookSection(t, name), "**Check"); !strings.Contains(strings.Join(strings.Fields(what), " "), want) {
 			t.Errorf("docs/runbook.md, %s: its What does not say %q (for %s), the time its condition lasts before it fires:\n%s", name, want, m[1], what)
 		}
+	}
+}
+
+// Every log message docs/ names after its level ("a WARN `msg`", "WARN log
+// lines `msg`") is one the code logs: an operator greps for it.
+func TestDocsNameLoggedMessages(t *testing.T) {
+	root := filepath.Join(dir(t), "..")
+	var code strings.Builder
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "node_modules") {
+			return filepath.SkipDir
+		}
+		name := d.Name()
+		if (strings.HasSuffix(name, ".go") && !strings.HasSuffix(name, "_test.go")) || strings.HasSuffix(name, ".go.jinja") {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			code.Write(b)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil || len(docs) == 0 {
+		t.Fatalf("docs/*.md: %v", err)
+	}
+	named := regexp.MustCompile("\\b(?:DEBUG|INFO|WARN|ERROR)(?: log)?(?: lines?)? `([^`]+)`")
+	found := 0
+	for _, doc := range docs {
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range named.FindAllStringSubmatch(strings.Join(strings.Fields(string(b)), " "), -1) {
+			found++
+			if !strings.Contains(code.String(), strconv.Quote(m[1])) {
+				t.Errorf("%s names the log message %q, which no code logs", filepath.Base(doc), m[1])
+			}
+		}
+	}
+	if found == 0 {
+		t.Fatal("docs/ name no log message: the pattern is stale")
 	}
 }
 
