@@ -41,6 +41,7 @@ import (
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/examples/internal/exampleutil"
 	"github.com/ratekit/ratekit/identifiers"
+	"github.com/ratekit/ratekit/internal/httpguard"
 	ratelimitgrpc "github.com/ratekit/ratekit/middleware/grpc"
 )
 
@@ -156,7 +157,7 @@ func serveObservability(ctx context.Context, o options, obs *exampleutil.Observa
 	}
 	mux := http.NewServeMux()
 	obs.Mount(mux, limiter)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
+	srv := httpguard.Server(mux) // timeouts and a header bound, as every ratekit listener
 	log.Printf("metrics at http://%s/metrics, debug page at http://%s/debug/ratelimit", lis.Addr(), lis.Addr())
 	if o.metricsReady != nil {
 		o.metricsReady(lis.Addr())

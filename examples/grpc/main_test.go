@@ -111,6 +111,7 @@ func TestMemory(t *testing.T) {
 	conn, metrics := serveWithMetrics(t, "", "")
 	fiveThenBlocked(t, conn)
 	exampleutil.Observed(t, metrics, "grpc_request", "per_peer")
+	exampleutil.HeadersBounded(t, metrics)
 	healthAlwaysServes(t, conn)
 }
 

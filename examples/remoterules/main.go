@@ -30,6 +30,7 @@ import (
 	"github.com/ratekit/ratekit/controlplane/remoterules/rulesv1"
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/redisstore"
+	"github.com/ratekit/ratekit/internal/httpguard"
 )
 
 const availableLimiters = `available_limiters:
@@ -192,7 +193,7 @@ func serveHTTP(h http.Handler) (string, func(), error) {
 	if err != nil {
 		return "", nil, err
 	}
-	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
+	hs := httpguard.Server(h) // timeouts and a header bound, as every ratekit listener
 	go func() { _ = hs.Serve(l) }()
 	return l.Addr().String(), func() { _ = hs.Close() }, nil
 }

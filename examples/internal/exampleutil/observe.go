@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/httpguard"
 	"github.com/ratekit/ratekit/observability/observe"
 	"github.com/ratekit/ratekit/pages/debug"
 )
@@ -98,6 +99,27 @@ func NotServed(t testing.TB, url string) {
 		if resp.StatusCode != http.StatusNotFound || strings.Contains(string(b), "ratelimit_") || strings.Contains(string(b), "hello_per_ip") {
 			t.Errorf("public GET %s: %d %.200q, want 404 without metrics or rules", path, resp.StatusCode, b)
 		}
+	}
+}
+
+// HeadersBounded checks that the server at url refuses a request whose
+// headers pass httpguard.MaxHeaderBytes (431), as every ratekit listener
+// does, rather than read up to net/http's default of 1 MiB.
+func HeadersBounded(t testing.TB, url string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url+"/healthz", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-Padding", strings.Repeat("a", 4*httpguard.MaxHeaderBytes))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("GET %s with %d bytes of headers: %d, want 431 (httpguard.MaxHeaderBytes is %d)", url, 4*httpguard.MaxHeaderBytes, resp.StatusCode, httpguard.MaxHeaderBytes)
 	}
 }
 

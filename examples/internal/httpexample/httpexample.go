@@ -29,6 +29,7 @@ import (
 	"github.com/ratekit/ratekit/core/tiers"
 	"github.com/ratekit/ratekit/examples/internal/exampleutil"
 	"github.com/ratekit/ratekit/identifiers"
+	"github.com/ratekit/ratekit/internal/httpguard"
 	"github.com/ratekit/ratekit/pages/admin"
 )
 
@@ -154,7 +155,9 @@ func Run(ctx context.Context, name string, o Options, newHandler NewHandler) err
 		return fmt.Errorf("listen %s: %w", o.Addr, err)
 	}
 	defer lis.Close()
-	servers := []serving{{&http.Server{Handler: limited, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}, lis}}
+	// Both listeners bound slow clients and header sizes as every ratekit
+	// listener does (httpguard.Server).
+	servers := []serving{{httpguard.Server(limited), lis}}
 	log.Printf("%s: GET http://%s/hello, 5 requests per minute per client IP; http://%s/healthz never limited; store: %s, counters under %q", name, lis.Addr(), lis.Addr(), what, limiter.KeyPrefix())
 	if o.InternalAddr != "" {
 		// /metrics and /debug/ratelimit on a listener of their own: the debug
@@ -176,7 +179,7 @@ func Run(ctx context.Context, name string, o Options, newHandler NewHandler) err
 			return fmt.Errorf("listen %s: %w", o.InternalAddr, err)
 		}
 		defer ilis.Close()
-		servers = append(servers, serving{&http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}, ilis})
+		servers = append(servers, serving{httpguard.Server(mux), ilis})
 		log.Printf("%s: metrics at http://%s/metrics, debug page at http://%s/debug/ratelimit", name, ilis.Addr(), ilis.Addr())
 		if page != nil {
 			log.Printf("%s: admin page at http://%s/admin/ratelimit/ (rules under %q; `ratekit --service %s` reaches them)", name, ilis.Addr(), rulesPrefix(o), exampleutil.Service)

@@ -62,6 +62,8 @@ func Test(t *testing.T, name string, newHandler NewHandler) {
 				FiveThenBlocked(t, public)
 				exampleutil.Observed(t, internal, "http_request", "hello_per_ip")
 				exampleutil.NotServed(t, public)
+				exampleutil.HeadersBounded(t, public)
+				exampleutil.HeadersBounded(t, internal)
 				if mode == "redis" {
 					adminServed(t, internal)
 					incidentRuleSparesHealthChecks(t, public, internal, o)
