@@ -811,15 +811,9 @@ func (d *doc) lookup(p path, forKey bool) position {
 // lack a limit).
 func (d *doc) result(msg proto.Message) error {
 	probs := append([]problem(nil), d.structural...)
+	echo := newEchoes(d.structural)
 	for _, c := range d.checks {
-		echo := false
-		for _, s := range d.structural {
-			if len(s.at) == 0 || c.at.within(s.at) || (len(s.at) == len(c.at)+1 && s.at.within(c.at)) {
-				echo = true
-				break
-			}
-		}
-		if !echo {
+		if !echo.of(c.at) {
 			probs = append(probs, c)
 		}
 	}
@@ -841,6 +835,53 @@ func (d *doc) result(msg proto.Message) error {
 	}
 	sortErrors(errs)
 	return &ValidationError{Errors: errs}
+}
+
+// echoes indexes the paths of the shape errors, so that result tells the
+// checks that echo one in time linear in the problems: a document of many
+// badly shaped rules has about as many checks as shape errors, and testing
+// each pair took minutes for a stored document of 1 MiB.
+type echoes struct {
+	all     bool            // a shape error at no path: every check echoes it
+	at      map[string]bool // the path of each shape error
+	parent  map[string]bool // the path of each shape error less its last element
+	parentF map[string]bool // the same with the subscript of its last element cleared
+}
+
+func newEchoes(structural []problem) echoes {
+	e := echoes{at: map[string]bool{}, parent: map[string]bool{}, parentF: map[string]bool{}}
+	for _, s := range structural {
+		if len(s.at) == 0 {
+			e.all = true
+			continue
+		}
+		e.at[s.at.String()] = true
+		up := s.at[:len(s.at)-1]
+		e.parent[up.String()] = true
+		if len(up) > 0 {
+			e.parentF[up.fieldString()] = true
+		}
+	}
+	return e
+}
+
+// of reports whether a check at p echoes a shape error s: p lies within s
+// (p.within(s)), or s is one element below p (s.within(p)).
+func (e echoes) of(p path) bool {
+	if e.all {
+		return true
+	}
+	for k := 1; k <= len(p); k++ {
+		// An s whose last element has no subscript holds every subscript of
+		// that field.
+		if e.at[p[:k].String()] || e.at[p[:k].fieldString()] {
+			return true
+		}
+	}
+	if n := len(p); n > 0 && p[n-1].key == nil && p[n-1].index < 0 {
+		return e.parentF[p.String()]
+	}
+	return e.parent[p.String()]
 }
 
 // locate finds the limiter and rule a path lies in: the first string map key

@@ -106,3 +106,39 @@ func TestConcurrentReadsAgree(t *testing.T) {
 		t.Error(e)
 	}
 }
+
+// echoes finds, through its index, exactly the pairs the rule of result
+// states: a check at c echoes a shape error at s when c lies within s, or s
+// is one element below c.
+func TestEchoesAgreeWithWithin(t *testing.T) {
+	a, b := "a", "b"
+	rules := path{}.field("rate_limits").key(a).field("rules")
+	paths := []path{
+		{},
+		path{}.field("rate_limits"),
+		path{}.field("rate_limits").key(a),
+		path{}.field("rate_limits").key(b),
+		rules,
+		rules.at(0),
+		rules.at(1),
+		rules.at(0).field("limit"),
+		rules.at(1).field("limit"),
+		rules.at(0).field("match"),
+		rules.at(0).field("match").key(a),
+		rules.at(0).field("match").key(b),
+		rules.at(0).field("match").key(a).field("one_of"),
+		rules.at(0).field("characteristics").at(3),
+		path{}.field("rate_limits").key(b).field("rules").at(0),
+	}
+	for _, s := range paths {
+		for _, c := range paths {
+			want := len(s) == 0 || c.within(s) || (len(s) == len(c)+1 && s.within(c))
+			if got := newEchoes([]problem{{at: s}}).of(c); got != want {
+				t.Errorf("shape error at %q, check at %q: echo %v, want %v", s, c, got, want)
+			}
+		}
+	}
+	if newEchoes(nil).of(rules) {
+		t.Error("a check echoes when there is no shape error")
+	}
+}

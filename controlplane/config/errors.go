@@ -134,6 +134,14 @@ func (p path) String() string {
 	return b.String()
 }
 
+// fieldString is String with the subscript of the last element left out:
+// the field that holds p.
+func (p path) fieldString() string {
+	q := append(path(nil), p...)
+	q[len(q)-1].key, q[len(q)-1].index = nil, -1
+	return q.String()
+}
+
 // within reports whether p is q or lies inside q.
 func (p path) within(q path) bool {
 	if len(q) > len(p) {

@@ -161,3 +161,21 @@ func TestUnmarshalLargeDocumentErrorPositions(t *testing.T) {
 	assertErrors(t, err, []string{fmt.Sprintf("%d:%d: invalid JSON: invalid character 'o' in literal null (expecting 'u')",
 		1, utf8.RuneCountInString(bad[:off])+1)})
 }
+
+// BenchmarkUnmarshalInvalidLimiterRules reads a stored document whose every
+// rule is badly shaped (an unknown field, and so no action): as many checks
+// as shape errors. Telling the checks that echo a shape error once compared
+// every pair: 13.7 s for bad=16000 (128 KB), 0.59 s with the index.
+func BenchmarkUnmarshalInvalidLimiterRules(b *testing.B) {
+	for _, n := range []int{1000, 16000} {
+		doc := []byte(`{"published_rules":{"rules":[` + strings.TrimSuffix(strings.Repeat(`{"x":1},`, n), ",") + "]}}")
+		b.Run(fmt.Sprintf("bad=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := UnmarshalLimiterRules(doc); err == nil {
+					b.Fatal("an invalid document was read")
+				}
+			}
+		})
+	}
+}
