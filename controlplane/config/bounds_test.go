@@ -145,3 +145,33 @@ func TestOversizedDocumentIsRefusedBeforeParsing(t *testing.T) {
 		t.Errorf("refusing an 8 MiB file allocated %d bytes: it was read", alloc)
 	}
 }
+
+// A document within every bound of docs/limits.md is read whatever its node
+// count: without aliases a document has at most one node per byte, and the
+// YAML walk's budget of 200,000 nodes refused this valid file of 0.6 MiB
+// (the stored JSON reader always allowed one node per byte).
+func TestDenseDocumentWithinBounds(t *testing.T) {
+	// Distinct values of one to three bytes; longer ones start with a
+	// letter, as YAML would read 00 as the number 0.
+	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+	vals := make([]string, 0, ratelimit.MaxOneOfValues)
+	for _, c := range alphabet {
+		vals = append(vals, string(c))
+	}
+	for _, first := range alphabet[:26] {
+		for _, c := range alphabet {
+			vals = append(vals, string(first)+string(c))
+		}
+	}
+	for i := 0; len(vals) < ratelimit.MaxOneOfValues; i++ {
+		vals = append(vals, fmt.Sprintf("z%02d", i))
+	}
+	oneOf := "{one_of: [" + strings.Join(vals, ",") + "]}"
+	doc := rulesYAML(70, ", match: {p0: "+oneOf+", p1: "+oneOf+", p2: "+oneOf+"}") // 215,040 values
+	if len(doc) > MaxFileSize {
+		t.Fatalf("the document is %d bytes, over MaxFileSize", len(doc))
+	}
+	if _, err := ParseRateLimits("r.yaml", []byte(doc), mustAvailable(t, boundsAvailable)); err != nil {
+		t.Fatalf("a valid document was refused: %.300v", err)
+	}
+}

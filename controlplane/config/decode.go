@@ -24,7 +24,10 @@ import (
 )
 
 // maxNodes bounds the YAML nodes one document may expand to, aliases
-// included, so a few lines of nested aliases cannot cost gigabytes.
+// included, so a few lines of nested aliases cannot cost gigabytes. A larger
+// document may expand to one node per byte (see decode): without aliases no
+// document has more, so every document within MaxFileSize that writes its
+// nodes out is read.
 const maxNodes = 200_000
 
 type position struct{ line, col int }
@@ -83,6 +86,11 @@ func (d *doc) decode(data []byte, msg proto.Message, parse func([]byte) (*yaml.N
 	if err != nil {
 		d.structural = append(d.structural, syntaxProblem(data, err))
 		return false
+	}
+	// A node takes at least one byte but for the outermost ("a:" is three
+	// nodes), so a document without aliases stays within len(data)+1.
+	if most := len(data) + 1; most > d.nodes {
+		d.budget, d.nodes = most, most
 	}
 	m := msg.ProtoReflect()
 	d.root, d.rootType = n, m.Type()
