@@ -227,7 +227,10 @@ func (d *doc) record(key, val *yaml.Node) {
 }
 
 // visit resolves aliases and charges the node budget. It returns nil when the
-// budget is spent.
+// budget is spent. A mapping is charged for its keys as well: the walk reads
+// every key (a duplicate, an unknown field), and a key it reports is not
+// visited, so an alias to a mapping of many bad keys would otherwise cost one
+// node per use and one error per key.
 func (d *doc) visit(n *yaml.Node) *yaml.Node {
 	for i := 0; n != nil && n.Kind == yaml.AliasNode && i < 100; i++ {
 		n = n.Alias
@@ -236,6 +239,9 @@ func (d *doc) visit(n *yaml.Node) *yaml.Node {
 		return nil
 	}
 	d.budget--
+	if n.Kind == yaml.MappingNode {
+		d.budget -= len(n.Content) / 2
+	}
 	if d.budget < 0 {
 		if !d.overBudget {
 			// At no path: it stops every later check, which would only see

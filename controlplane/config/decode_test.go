@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -140,5 +141,56 @@ func TestEchoesAgreeWithWithin(t *testing.T) {
 	}
 	if newEchoes(nil).of(rules) {
 		t.Error("a check echoes when there is no shape error")
+	}
+}
+
+// An alias costs its node and, for a mapping, each of its keys: the walk
+// reports an unknown field, a repeated key or a merge key without visiting
+// its value, so an alias to a mapping of many bad keys used many times made
+// one error per key per use, past the node budget (2,000 uses of 100 unknown
+// keys: 200,000 errors from 9 KB). Each case here must stop at the budget,
+// with no more errors than it has nodes.
+func TestAliasedKeysChargeTheNodeBudget(t *testing.T) {
+	keys := func(format string, n int) string {
+		parts := make([]string, n)
+		for i := range parts {
+			parts[i] = fmt.Sprintf(format, i)
+		}
+		return strings.Join(parts, ", ")
+	}
+	uses := strings.Repeat(", *r", 1000)
+	limiters := make([]string, 300)
+	for i := range limiters {
+		limiters[i] = fmt.Sprintf("l%d: {description: d, allowed_skip_rules: *r}", i)
+	}
+	tests := []struct{ name, yaml string }{
+		{"unknown fields", "available_limiters:\n  lim:\n    description: d\n    default_rules: [&r {" + keys("x%d: 1", 100) + "}" + uses + "]\n"},
+		{"repeated keys", "available_limiters:\n  lim:\n    description: d\n    default_rules: [&r {name: a, " + keys("name: a%d", 100) + "}" + uses + "]\n"},
+		{"keys that are not names", "available_limiters:\n  lim:\n    description: d\n    default_rules: [&r {" + keys("[x%d]: 1", 100) + "}" + uses + "]\n"},
+		// One error per use, but each use scanned every key for `names`.
+		{"list written as a mapping", "available_limiters:\n  l: {description: d, allowed_skip_rules: &r {" + keys("x%d: 1", 1000) + "}}\n  " +
+			strings.Join(limiters, "\n  ") + "\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := newDoc("a.yaml")
+			d.budget, d.nodes = 1, 1 // so the budget is the document's bytes, a few thousand nodes
+			msg := &configv1.AvailableLimiters{}
+			if !d.decode([]byte(tt.yaml), msg, parseYAML) {
+				t.Fatalf("not parsed: %v", d.result(msg))
+			}
+			d.validate(msg)
+			err := d.result(msg)
+			var ve *ValidationError
+			if !errors.As(err, &ve) {
+				t.Fatalf("got %v, want a *ValidationError", err)
+			}
+			if n := len(ve.Errors); n > d.nodes {
+				t.Errorf("%d errors from a document of %d nodes at most", n, d.nodes)
+			}
+			if !strings.Contains(err.Error(), "the document is too large") {
+				t.Errorf("the walk did not stop at the budget of %d nodes", d.nodes)
+			}
+		})
 	}
 }

@@ -92,9 +92,10 @@
 // characteristics, ratelimit.MaxMatchEntries match entries and
 // ratelimit.MaxOneOfValues one_of values per rule). A document over
 // MaxFileSize (ratelimit.MaxDocumentBytes, 1 MiB) is refused before it is
-// read or parsed. One whose YAML aliases expand it past 200,000 nodes, or
-// past one node per byte of a larger document, is refused as too large; no
-// document without aliases has more nodes than bytes.
+// read or parsed. One whose YAML aliases expand it past 200,000 nodes (each
+// mapping key a node), or past one node per byte of a larger document, is
+// refused as too large; no document without aliases has more nodes than
+// bytes.
 //
 // Every problem of a file is reported, as a *ValidationError whose lines read
 //
