@@ -175,7 +175,37 @@ func syntaxProblem(data []byte, err error) problem {
 	if errors.As(err, &je) {
 		return problem{msg: "invalid JSON: " + je.msg, line: je.line, col: je.col}
 	}
-	return problem{msg: "invalid YAML: " + strings.TrimPrefix(msg, "yaml: ")}
+	msg = strings.TrimPrefix(msg, "yaml: ")
+	if off := badChar(data); off >= 0 && (strings.Contains(msg, "UTF-8") || strings.Contains(msg, "Unicode") || strings.Contains(msg, "control characters")) {
+		// The parser's reader says what, not where.
+		start := bytes.LastIndexByte(data[:off], '\n') + 1
+		what := fmt.Sprintf("byte 0x%02x", data[off])
+		if r, size := utf8.DecodeRune(data[off:]); size > 1 || r != utf8.RuneError {
+			what = fmt.Sprintf("%U", r)
+		}
+		return problem{msg: "invalid YAML: " + msg + " (" + what + "; the file must be UTF-8 text)",
+			line: bytes.Count(data[:off], []byte("\n")) + 1, col: utf8.RuneCount(data[start:off]) + 1}
+	}
+	return problem{msg: "invalid YAML: " + msg}
+}
+
+// badChar returns the offset of the first character the YAML reader refuses
+// in UTF-8 data (invalid UTF-8, a control character), or -1 when there is
+// none or the data is UTF-16.
+func badChar(data []byte) int {
+	if bytes.HasPrefix(data, []byte("\xff\xfe")) || bytes.HasPrefix(data, []byte("\xfe\xff")) {
+		return -1
+	}
+	for i := 0; i < len(data); {
+		r, size := utf8.DecodeRune(data[i:])
+		ok := r == 0x09 || r == 0x0A || r == 0x0D || (r >= 0x20 && r <= 0x7E) || r == 0x85 ||
+			(r >= 0xA0 && r <= 0xD7FF) || (r >= 0xE000 && r <= 0xFFFD) || (r >= 0x10000 && r <= 0x10FFFF)
+		if !ok || (r == utf8.RuneError && size == 1) {
+			return i
+		}
+		i += size
+	}
+	return -1
 }
 
 // fail records a shape error at the walk's current path.
