@@ -213,7 +213,8 @@ func HashTag(key string) string {
 
 // MaxMemberLen bounds a distinct-count member: a longer value (a client can
 // send a path of a megabyte) is stored as "#" and its SHA-256, as long key
-// values are, so one set can never hold more than about 65 bytes a member.
+// values are, so a member is at most MaxMemberLen + 1 bytes (a short value
+// that starts with "#" gets one more; see Member).
 const MaxMemberLen = MaxValueLen
 
 // Member returns the member a distinct-count rule stores for value v. It
