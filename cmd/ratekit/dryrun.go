@@ -130,8 +130,7 @@ func (e *rulesEnv) deleteDiff(ctx context.Context, limiter string, names []strin
 // loads, which the delete shrinks all the same: the rules it would remove
 // are read from the stored JSON as it is, without the schema's checks.
 func (e *rulesEnv) deleteDiffInvalid(ctx context.Context, limiter string, names []string, invalid error) int {
-	key := e.store.Key(limiter)
-	raw, _, err := readDocument(ctx, e.redis, key)
+	raw, _, err := e.store.RawDocument(ctx, limiter)
 	var loose struct {
 		Published struct {
 			Rules []json.RawMessage `json:"rules"`
@@ -163,7 +162,7 @@ func (e *rulesEnv) deleteDiffInvalid(ctx context.Context, limiter string, names 
 		return exitInvalid
 	}
 	w := e.out.stdout
-	fmt.Fprintf(w, "limiter %s (key %s), published_rules:\n", limiter, key)
+	fmt.Fprintf(w, "limiter %s (key %s), published_rules:\n", limiter, e.store.Key(limiter))
 	fmt.Fprintf(w, "  (the document is invalid, so no service loads it: %s)\n", strings.ReplaceAll(invalid.Error(), "\n", "; "))
 	for _, n := range names {
 		var line bytes.Buffer

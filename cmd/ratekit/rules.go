@@ -303,7 +303,7 @@ func writeJSON(w io.Writer, v any) {
 func rulesShow(ctx context.Context, e *rulesEnv, args []string) int {
 	limiter := args[0]
 	key := e.store.Key(limiter)
-	raw, present, err := readDocument(ctx, e.redis, key)
+	raw, present, err := e.store.RawDocument(ctx, limiter)
 	switch {
 	case errors.Is(err, rulestore.ErrInvalidDocument):
 		return e.fail(fmt.Errorf("%w; the services keep their last good rules (ratekit rules remove %s deletes it)", err, limiter))
@@ -374,35 +374,6 @@ func rulesShow(ctx context.Context, e *rulesEnv, args []string) int {
 	}
 	tw.Flush()
 	return exitOK
-}
-
-// readDocument reads a limiter's stored document, bounded as the services'
-// replica reads it: a key of another Redis type, or a string over
-// ratelimit.MaxDocumentBytes, is an error wrapping
-// rulestore.ErrInvalidDocument, and its value is never received whole.
-// present is false when the key does not exist.
-func readDocument(ctx context.Context, client redis.Cmdable, key string) (raw string, present bool, err error) {
-	typ, err := client.Type(ctx, key).Result()
-	switch {
-	case err != nil:
-		return "", false, fmt.Errorf("read %s: %w", key, err)
-	case typ == "none":
-		return "", false, nil
-	case typ != "string":
-		return "", true, fmt.Errorf("%w: %s is a Redis %s, not a string", rulestore.ErrInvalidDocument, key, typ)
-	}
-	// GETRANGE's end is inclusive: a byte past the bound tells a document over it.
-	if raw, err = client.GetRange(ctx, key, 0, ratelimit.MaxDocumentBytes).Result(); err != nil {
-		return "", true, fmt.Errorf("read %s: %w", key, err)
-	}
-	if len(raw) > ratelimit.MaxDocumentBytes {
-		n, err := client.StrLen(ctx, key).Result()
-		if err != nil {
-			return "", true, fmt.Errorf("read %s: %w", key, err)
-		}
-		return "", true, fmt.Errorf("%w: %s holds %d bytes, at most %d (docs/limits.md)", rulestore.ErrInvalidDocument, key, n, ratelimit.MaxDocumentBytes)
-	}
-	return raw, true, nil
 }
 
 // describeRule renders a stored (static) rule on one line.

@@ -226,6 +226,20 @@ func (s *Store) VersionedDocument(ctx context.Context, limiter string) (*configv
 	return doc, version, nil
 }
 
+// RawDocument reads a limiter's stored document as the bytes stored, bounded
+// as every reader reads it: a key of another Redis type, or a string over
+// ratelimit.MaxDocumentBytes, is an error wrapping ErrInvalidDocument, its
+// value never received. present is false when the limiter has none. The
+// bytes are not validated (Document does that).
+func (s *Store) RawDocument(ctx context.Context, limiter string) (raw string, present bool, err error) {
+	key := s.Key(limiter)
+	sts, err := s.readStored(ctx, []string{key})
+	if err != nil {
+		return "", false, fmt.Errorf("rulestore: read %s: %w", key, err)
+	}
+	return sts[0].raw, sts[0].present, sts[0].bad
+}
+
 //go:embed index.lua
 var indexLua string
 
