@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratekit/ratekit/controlplane/config"
 	"github.com/ratekit/ratekit/controlplane/rulestore"
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/redisstore"
@@ -538,5 +539,34 @@ func TestServiceOf(t *testing.T) {
 		if name, ok := serviceOf(tt.prefix); name != tt.name || ok != tt.ok {
 			t.Errorf("serviceOf(%q) = %q, %v", tt.prefix, name, ok)
 		}
+	}
+}
+
+// TestValidateReportsTheFirstProblems: a file with more problems than
+// config.MaxReportedErrors prints the first ones and a line with the count of
+// the others, and --json gives that count as errors_omitted.
+func TestValidateReportsTheFirstProblems(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("rate_limits:\n  user_sign_in:\n")
+	const n = config.MaxReportedErrors + 20
+	for i := range n {
+		fmt.Fprintf(&b, "    - {name: r%d, characteristics: [ip], limit: 5, period_s: 60, action: limit, bogus: 1}\n", i)
+	}
+	dir := writeFiles(t, map[string]string{
+		"available_limiters.yaml": readFixture(t, "available_limiters.yaml"),
+		"many.yaml":               b.String(),
+	})
+	code, stdout, stderr := ratekit(t, dir, "validate", "--available-limiters", "available_limiters.yaml", "--rate-limits", "many.yaml")
+	lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
+	if code != 1 || stdout != "" || len(lines) != config.MaxReportedErrors+1 ||
+		!strings.HasPrefix(lines[0], "many.yaml:3:") ||
+		lines[len(lines)-1] != fmt.Sprintf("... and 20 more (only the first %d problems are reported)", config.MaxReportedErrors) {
+		t.Fatalf("validate: exit %d, stdout %q, %d lines of stderr, the last %q", code, stdout, len(lines), lines[len(lines)-1])
+	}
+	code, stdout, _ = ratekit(t, dir, "validate", "--json", "--available-limiters", "available_limiters.yaml", "--rate-limits", "many.yaml")
+	var res validateResult
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil || code != 1 || res.Valid ||
+		len(res.Errors) != config.MaxReportedErrors || res.ErrorsOmitted != 20 || res.Errors[0].Rule != "r0" {
+		t.Fatalf("validate --json: exit %d, %v: %d errors, %d omitted", code, err, len(res.Errors), res.ErrorsOmitted)
 	}
 }

@@ -30,14 +30,16 @@ flags:
   --rate-limits FILE          an operator's rate_limits.yaml (optional)
   --json                      print the result as one JSON object on stdout:
                               {"valid", "errors": [{file, line, column,
-                              limiter, rule, path, message}], "limiters",
-                              "skip_rules"}
+                              limiter, rule, path, message}], "errors_omitted",
+                              "limiters", "skip_rules"}; errors_omitted counts
+                              the problems past the first 100, left out
 
 A file that still holds merge conflict markers (<<<<<<<, =======, >>>>>>>)
 is refused with its file and line.
 
 exit codes: 0 valid; 1 invalid, one error per line as
-FILE:LINE:COL: limiter/rule: message; 2 usage error or unreadable file`
+FILE:LINE:COL: limiter/rule: message (the first 100 of a file, then a line
+with the count of the others); 2 usage error or unreadable file`
 
 func init() {
 	commands["validate"] = command{
@@ -73,6 +75,10 @@ func runValidate(_ context.Context, out output, args []string) int {
 			return code
 		}
 		res.Errors = jsonErrors(err)
+		var ve *config.ValidationError
+		if errors.As(err, &ve) {
+			res.ErrorsOmitted = ve.Omitted
+		}
 		writeJSON(out.stdout, res)
 		return code
 	}
@@ -119,6 +125,9 @@ type validateResult struct {
 	// Warnings are rules that a default exemption (skip_health_checks)
 	// still overrules, or that replace one: valid, but worth a look.
 	Warnings []validateError `json:"warnings"`
+	// ErrorsOmitted counts the problems left out of Errors, which holds the
+	// first config.MaxReportedErrors of a file.
+	ErrorsOmitted int `json:"errors_omitted,omitempty"`
 }
 
 type validateError struct {
@@ -212,6 +221,9 @@ func report(w io.Writer, cmd string, err error) int {
 	if errors.As(err, &ve) {
 		for _, e := range ve.Errors {
 			fmt.Fprintln(w, e.Error())
+		}
+		if l := ve.OmittedLine(); l != "" {
+			fmt.Fprintln(w, l)
 		}
 		return exitInvalid
 	}

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -173,5 +174,53 @@ func TestDenseDocumentWithinBounds(t *testing.T) {
 	}
 	if _, err := ParseRateLimits("r.yaml", []byte(doc), mustAvailable(t, boundsAvailable)); err != nil {
 		t.Fatalf("a valid document was refused: %.300v", err)
+	}
+}
+
+// A document that breaks a rule on every line gives at most
+// MaxReportedErrors problems, the first in file order, each with its place,
+// and says how many more it found: one error per problem of a 1 MiB document
+// was many times its size.
+func TestValidationErrorIsBounded(t *testing.T) {
+	const rules = 300 // one unknown field each
+	yamlDoc := rulesYAML(rules, ", bogus: 1")
+	var js strings.Builder
+	js.WriteString(`{"published_rules":{"rules":[`)
+	for i := range rules {
+		if i > 0 {
+			js.WriteByte(',')
+		}
+		fmt.Fprintf(&js, "\n"+`{"name":"r%d","action":"limit","limit":1,"period_s":60,"bogus":1}`, i)
+	}
+	js.WriteString("]}}")
+	available := mustAvailable(t, boundsAvailable)
+	tests := []struct {
+		name  string
+		parse func() error
+		file  string
+	}{
+		{"rate_limits.yaml", func() error { _, err := ParseRateLimits("r.yaml", []byte(yamlDoc), available); return err }, "r.yaml"},
+		{"stored document", func() error { _, err := UnmarshalLimiterRules([]byte(js.String())); return err }, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.parse()
+			var ve *ValidationError
+			if !errors.As(err, &ve) {
+				t.Fatalf("got %v, want a *ValidationError", err)
+			}
+			if len(ve.Errors) != MaxReportedErrors || ve.Omitted != rules-MaxReportedErrors {
+				t.Fatalf("%d errors and %d omitted, want %d and %d", len(ve.Errors), ve.Omitted, MaxReportedErrors, rules-MaxReportedErrors)
+			}
+			for i, e := range ve.Errors {
+				if e.File != tt.file || e.Line == 0 || e.Rule != fmt.Sprintf("r%d", i) {
+					t.Fatalf("error %d: %q in file %q, rule %q: want the rules in file order, each placed", i, e, e.File, e.Rule)
+				}
+			}
+			want := fmt.Sprintf("\n... and %d more (only the first %d problems are reported)", rules-MaxReportedErrors, MaxReportedErrors)
+			if !strings.HasSuffix(err.Error(), want) {
+				t.Errorf("error ends %q, want %q", err.Error()[max(0, len(err.Error())-120):], want)
+			}
+		})
 	}
 }

@@ -877,8 +877,7 @@ func (d *doc) result(msg proto.Message) error {
 		}
 		errs = append(errs, e)
 	}
-	sortErrors(errs)
-	return &ValidationError{Errors: errs}
+	return newValidationError(errs)
 }
 
 // echoes indexes the paths of the shape errors, so that result tells the

@@ -97,9 +97,13 @@
 // refused as too large; no document without aliases has more nodes than
 // bytes.
 //
-// Every problem of a file is reported, as a *ValidationError whose lines read
+// Every problem of a file is reported, up to MaxReportedErrors (100) of
+// them, as a *ValidationError whose lines read
 //
 //	rate_limits.yaml:12:14: rack_request/api_by_ip: limit must be a whole number, got the value "ten"
+//
+// The first problems in file order are kept; a last line counts the others
+// (ValidationError.Omitted).
 //
 // A document with any problem is rejected whole.
 //

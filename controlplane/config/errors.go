@@ -1,6 +1,8 @@
 package config
 
 import (
+	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -48,17 +50,53 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
-// ValidationError is an invalid document: every problem found, in file order.
-// A document with any problem is rejected whole.
+// MaxReportedErrors bounds the problems a ValidationError holds
+// (docs/limits.md): a document of 1 MiB can break a rule on every line, and
+// an error of every one of them would be many times the document's bytes.
+// The first ones in file order are kept; the count of the others is in
+// Omitted.
+const MaxReportedErrors = 100
+
+// ValidationError is an invalid document: the problems found, in file order,
+// at most MaxReportedErrors of them. A document with any problem is rejected
+// whole.
 type ValidationError struct {
 	Errors []*Error
+	// Omitted counts the problems found past the first MaxReportedErrors,
+	// left out of Errors.
+	Omitted int
 }
 
-// Error returns one problem per line.
+// newValidationError sorts errs into file order and keeps the first
+// MaxReportedErrors of them: the one place a document's problems are bounded.
+func newValidationError(errs []*Error) *ValidationError {
+	sortErrors(errs)
+	ve := &ValidationError{Errors: errs}
+	if n := len(errs); n > MaxReportedErrors {
+		ve.Errors = slices.Clip(errs[:MaxReportedErrors])
+		ve.Omitted = n - MaxReportedErrors
+	}
+	return ve
+}
+
+// OmittedLine is the line that says how many problems Errors left out, ""
+// when none were.
+func (e *ValidationError) OmittedLine() string {
+	if e.Omitted == 0 {
+		return ""
+	}
+	return fmt.Sprintf("... and %d more (only the first %d problems are reported)", e.Omitted, len(e.Errors))
+}
+
+// Error returns one problem per line, and the OmittedLine when problems were
+// left out.
 func (e *ValidationError) Error() string {
-	lines := make([]string, len(e.Errors))
+	lines := make([]string, len(e.Errors), len(e.Errors)+1)
 	for i, x := range e.Errors {
 		lines[i] = x.Error()
+	}
+	if l := e.OmittedLine(); l != "" {
+		lines = append(lines, l)
 	}
 	return strings.Join(lines, "\n")
 }

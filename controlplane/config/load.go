@@ -40,7 +40,7 @@ type RateLimits struct {
 
 // ParseAvailableLimiters reads available_limiters.yaml from data. file names
 // the source in errors. An invalid document gives a *ValidationError with
-// every problem; a valid one is returned whole.
+// its problems (the first MaxReportedErrors); a valid one is returned whole.
 func ParseAvailableLimiters(file string, data []byte) (*AvailableLimiters, error) {
 	if err := conflictMarkers(file, data); err != nil {
 		return nil, err
