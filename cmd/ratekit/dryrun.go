@@ -201,7 +201,7 @@ func (e *rulesEnv) gcDiff(ctx context.Context) int {
 			fmt.Fprintf(w, "  ~ %s: not declared, would be marked as an orphan (deleted from %s)\n", en.Limiter, now.Add(e.grace).UTC().Format(time.RFC3339))
 		case now.Sub(en.OrphanSince) >= e.grace:
 			n++
-			fmt.Fprintf(w, "  - %s: orphan since %s, its document %s would be deleted%s\n", en.Limiter, en.OrphanSince.UTC().Format(time.RFC3339), en.Key, publishedNote(en.Document))
+			fmt.Fprintf(w, "  - %s: orphan since %s, its document %s would be deleted%s\n", en.Limiter, en.OrphanSince.UTC().Format(time.RFC3339), en.Key, publishedNote(en))
 		default:
 			fmt.Fprintf(w, "  = %s: orphan since %s, kept until %s\n", en.Limiter, en.OrphanSince.UTC().Format(time.RFC3339), en.OrphanSince.Add(e.grace).UTC().Format(time.RFC3339))
 		}
@@ -211,9 +211,12 @@ func (e *rulesEnv) gcDiff(ctx context.Context) int {
 }
 
 // publishedNote warns that a document to delete holds published rules, which
-// may exist nowhere else.
-func publishedNote(doc *configv1.LimiterRules) string {
-	if k := len(doc.GetPublishedRules().GetRules()); k > 0 {
+// may exist nowhere else, or that it was not read to tell.
+func publishedNote(en rulestore.Entry) string {
+	if errors.Is(en.Err, rulestore.ErrNotRead) {
+		return fmt.Sprintf(" (not read here, past rulestore.MaxReadBytes: ratekit rules show %s tells whether it holds published rules)", en.Limiter)
+	}
+	if k := len(en.Document.GetPublishedRules().GetRules()); k > 0 {
 		return fmt.Sprintf(" with its %s", count(k, "published rule"))
 	}
 	return ""

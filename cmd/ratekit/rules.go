@@ -32,7 +32,10 @@ default_rules (the application's) tiers. Flags may come before or after
 the arguments.
 
 commands:
-  list                  every limiter with a document: rules per tier, orphan marks
+  list                  every limiter with a document: rules per tier, orphan marks;
+                        it reads at most 16 MiB of documents (rulestore.MaxReadBytes):
+                        the limiters past that are listed NOT READ (show reads
+                        each) and the command exits 1
   show LIMITER          each tier and the effective, merged list (--json: the
                         stored document, byte for byte)
   publish --file FILE --available-limiters FILE
@@ -222,6 +225,9 @@ type listEntry struct {
 	Default     *int       `json:"default_rules"`
 	OrphanSince *time.Time `json:"orphan_since,omitempty"`
 	Error       string     `json:"error,omitempty"`
+	// NotRead is set when the document was left unread: the list had
+	// received rulestore.MaxReadBytes of documents before it.
+	NotRead bool `json:"not_read,omitempty"`
 }
 
 func rulesList(ctx context.Context, e *rulesEnv, _ []string) int {
@@ -241,13 +247,17 @@ func rulesList(ctx context.Context, e *rulesEnv, _ []string) int {
 		return &n
 	}
 	list := make([]listEntry, len(entries))
-	invalid := 0
+	invalid, notRead := 0, 0
 	for i, en := range entries {
 		le := listEntry{Limiter: en.Limiter, Key: en.Key}
-		if en.Err != nil {
+		switch {
+		case errors.Is(en.Err, rulestore.ErrNotRead):
+			le.Error, le.NotRead = en.Err.Error(), true
+			notRead++
+		case en.Err != nil:
 			le.Error = en.Err.Error()
 			invalid++
-		} else {
+		default:
 			le.File, le.Published, le.Default = tierLen(en.Document.FileRules), tierLen(en.Document.PublishedRules), tierLen(en.Document.DefaultRules)
 		}
 		if !en.OrphanSince.IsZero() {
@@ -269,7 +279,10 @@ func rulesList(ctx context.Context, e *rulesEnv, _ []string) int {
 			if le.OrphanSince != nil {
 				note = "orphan since " + le.OrphanSince.Format(time.RFC3339) + " (not in available_limiters.yaml)"
 			}
-			if le.Error != "" {
+			switch {
+			case le.NotRead:
+				note = fmt.Sprintf("NOT READ: the list reached %d bytes of documents before it (ratekit rules show %s reads it)", rulestore.MaxReadBytes, le.Limiter)
+			case le.Error != "":
 				note = "INVALID: " + strings.ReplaceAll(le.Error, "\n", "; ")
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", le.Limiter, countOrDash(le.File), countOrDash(le.Published), countOrDash(le.Default), note)
@@ -282,6 +295,12 @@ func rulesList(ctx context.Context, e *rulesEnv, _ []string) int {
 	}
 	if invalid > 0 {
 		fmt.Fprintf(e.out.stderr, "ratekit rules: %s cannot be read by the services\n", count(invalid, "document"))
+	}
+	if notRead > 0 {
+		fmt.Fprintf(e.out.stderr, "ratekit rules: the list is partial: %s not read, past the %d bytes of documents one list reads (rulestore.MaxReadBytes, docs/limits.md); ratekit rules show LIMITER reads one\n",
+			count(notRead, "document"), rulestore.MaxReadBytes)
+	}
+	if invalid > 0 || notRead > 0 {
 		return exitInvalid
 	}
 	return exitOK

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -261,5 +262,45 @@ func TestRulesCLIUsage(t *testing.T) {
 	code, stdout, _ := ratekit(t, dir, "help", "rules")
 	if code != 0 || !strings.HasPrefix(stdout, "usage: ratekit rules COMMAND") {
 		t.Fatalf("help rules: exit %d, %s", code, stdout)
+	}
+}
+
+// TestRulesListPastMaxReadBytes: with more than rulestore.MaxReadBytes of
+// documents, list shows the limiters it did not read as NOT READ, not as
+// invalid, says the listing is partial and exits 1; --json marks them
+// not_read; show still reads each.
+func TestRulesListPastMaxReadBytes(t *testing.T) {
+	e := newRulesCLI(t, false)
+	ctx := context.Background()
+	doc := `{"published_rules":{"rules":[{"name":"r","characteristics":["user"],"limit":1,"period_s":60,"action":"limit"}]}}`
+	doc += strings.Repeat(" ", ratelimit.MaxDocumentBytes-len(doc)) // valid, 1 MiB
+	n := rulestore.MaxReadBytes/ratelimit.MaxDocumentBytes + 1
+	for i := range n {
+		name := fmt.Sprintf("l%02d", i)
+		if err := e.client.Set(ctx, e.prefix+name, doc, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.client.SAdd(ctx, e.prefix+"@index", name).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	last := fmt.Sprintf("l%02d", n-1)
+	code, stdout, stderr := e.run(t, "list")
+	lines := strings.Split(stdout, "\n")
+	if code != 1 || !strings.HasPrefix(strings.Join(strings.Fields(lines[n]), " "), last+" - - - NOT READ: ") || strings.Contains(stdout, "INVALID") ||
+		!strings.Contains(stderr, "the list is partial: 1 document not read") || strings.Contains(stderr, "cannot be read by the services") {
+		t.Fatalf("list: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if got := strings.Join(strings.Fields(lines[n-1]), " "); got != fmt.Sprintf("l%02d - 1 -", n-2) {
+		t.Fatalf("list: the entry before the bound is %q, want its document read", lines[n-1])
+	}
+	code, stdout, _ = e.run(t, "list", "--json")
+	var res struct{ Limiters []listEntry }
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil || code != 1 || len(res.Limiters) != n ||
+		!res.Limiters[n-1].NotRead || res.Limiters[n-2].NotRead || res.Limiters[n-2].Published == nil {
+		t.Fatalf("list --json: exit %d, %v\n%.2000s", code, err, stdout)
+	}
+	if code, stdout, stderr := e.run(t, "show", last); code != 0 {
+		t.Fatalf("show %s: exit %d\n%.500s%s", last, code, stdout, stderr)
 	}
 }

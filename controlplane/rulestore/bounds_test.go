@@ -415,3 +415,64 @@ func TestDeleteNotPublishedOnInvalidDocument(t *testing.T) {
 		}
 	})
 }
+
+// List receives at most MaxReadBytes of documents: with 20 valid documents of
+// 1 MiB each (a gigabyte was possible: MaxLimiters of them) it read all 20
+// at once. The first 16 are read, and each entry past the bound says it was
+// not read rather than passing for a missing or an invalid document; a
+// replica bound to all 20 still loads every one, by several reads.
+func TestManyDocumentsAreReadWithinMaxReadBytes(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, c redis.UniversalClient) {
+		s := newStore(t, c, Options{})
+		const n = 20
+		doc := publishedDoc(t, []ratelimit.Rule{rule("stored", 7)})
+		doc += strings.Repeat(" ", ratelimit.MaxDocumentBytes-len(doc)) // valid JSON of 1 MiB
+		names := make([]string, n)
+		for i := range names {
+			names[i] = fmt.Sprintf("l%02d", i)
+			if err := c.Set(ctx, s.Key(names[i]), doc, 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.SAdd(ctx, s.indexKey(), names[i]).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		entries, err := s.List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(entries) != n {
+			t.Fatalf("%d entries, want %d", len(entries), n)
+		}
+		read := MaxReadBytes / ratelimit.MaxDocumentBytes
+		for i, e := range entries {
+			if i < read {
+				if e.Err != nil || e.Document == nil || e.Version == "" {
+					t.Fatalf("entry %s (%d): %v, want its document", e.Limiter, i, e.Err)
+				}
+				continue
+			}
+			if !errors.Is(e.Err, ErrNotRead) || errors.Is(e.Err, ErrInvalidDocument) || e.Document != nil || e.Version != "" ||
+				!strings.Contains(e.Err.Error(), fmt.Sprintf("%s holds %d bytes", e.Key, ratelimit.MaxDocumentBytes)) {
+				t.Fatalf("entry %s (%d): document %v, version %q, error %v: want it not read", e.Limiter, i, e.Document != nil, e.Version, e.Err)
+			}
+		}
+		if _, err := s.Document(ctx, names[n-1]); err != nil {
+			t.Fatalf("a document List left unread must read alone: %v", err)
+		}
+
+		for _, name := range names {
+			if err := s.Bind(newLimiter(t, name, ratelimit.NewMemoryStore()), tiers.Set{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Refresh(ctx); err != nil {
+			t.Fatalf("refresh: %v", err)
+		}
+		for _, name := range names {
+			if ts, _ := s.Tiers(name); len(ts.Published) != 1 || ts.Published[0].Name != "stored" {
+				t.Fatalf("limiter %s enforces %+v, want its document's rule", name, ts)
+			}
+		}
+	})
+}

@@ -27,10 +27,27 @@ var readScript = redis.NewScript(readLua)
 // still shrink it and Remove takes it away, whatever it holds.
 var ErrInvalidDocument = errors.New("rulestore: stored document is invalid")
 
+// MaxReadBytes bounds the bytes of documents that one read of many of them
+// receives and holds (docs/limits.md): the index may name MaxLimiters
+// limiters of up to ratelimit.MaxDocumentBytes each, a gigabyte. List returns
+// the documents past it unread (ErrNotRead); Refresh and the write path read
+// them by further calls, each within it. A single document (Document,
+// VersionedDocument, RawDocument) is always read.
+const MaxReadBytes = 16 << 20
+
+// ErrNotRead is wrapped by the error of a List entry whose document was not
+// read: the documents before it in the list took the read past MaxReadBytes.
+// The document may well be valid; Document reads it alone.
+var ErrNotRead = errors.New("rulestore: document not read")
+
 // stored is one document key as the read script found it.
 type stored struct {
 	present bool   // the key exists, whatever it holds
 	raw     string // the document, when it is a string within the size bound
+	// later is set for a document the read left out, past MaxReadBytes;
+	// size is its length.
+	later bool
+	size  int64
 	// bad says why a present key is not a document a reader would even parse
 	// (another Redis type, too many bytes); it wraps ErrInvalidDocument.
 	bad error
@@ -41,9 +58,11 @@ type stored struct {
 
 // readStored reads document keys (all in one slot) without receiving a value
 // no reader would accept: a key of another type or over
-// ratelimit.MaxDocumentBytes is answered by its type or size.
+// ratelimit.MaxDocumentBytes is answered by its type or size. It receives at
+// most MaxReadBytes of documents (and always the first): the documents past
+// the bound, and all after the first of them, come back later, unread.
 func (s *Store) readStored(ctx context.Context, keys []string) ([]stored, error) {
-	res, err := readScript.Run(ctx, s.client, keys, ratelimit.MaxDocumentBytes).StringSlice()
+	res, err := readScript.Run(ctx, s.client, keys, ratelimit.MaxDocumentBytes, MaxReadBytes).StringSlice()
 	if err != nil {
 		return nil, err
 	}
@@ -60,6 +79,9 @@ func (s *Store) readStored(ctx context.Context, keys []string) ([]stored, error)
 		case "type":
 			out[i] = stored{present: true, fingerprint: "type " + v,
 				bad: fmt.Errorf("%w: %s is a Redis %s, not a string", ErrInvalidDocument, key, v)}
+		case "later":
+			n, _ := strconv.ParseInt(v, 10, 64)
+			out[i] = stored{present: true, later: true, size: n}
 		case "size":
 			n, _ := strconv.ParseInt(v, 10, 64)
 			out[i] = stored{present: true, fingerprint: "size " + v,
@@ -71,6 +93,36 @@ func (s *Store) readStored(ctx context.Context, keys []string) ([]stored, error)
 	return out, nil
 }
 
+// readEach reads document keys (all in one slot) as readStored does, by as
+// many calls as MaxReadBytes needs, and gives each key's content to f in
+// order, so that no more than one call's documents are held at once beyond
+// what f keeps. It stops at the first error, of a call or of f.
+func (s *Store) readEach(ctx context.Context, keys []string, f func(i int, st stored) error) error {
+	for done := 0; done < len(keys); {
+		sts, err := s.readStored(ctx, keys[done:])
+		if err != nil {
+			return err
+		}
+		n := 0
+		for ; n < len(sts) && !sts[n].later; n++ {
+			if err := f(done+n, sts[n]); err != nil {
+				return err
+			}
+		}
+		if n == 0 {
+			return fmt.Errorf("read %s: no document received", keys[done]) // the script always sends the first
+		}
+		done += n
+	}
+	return nil
+}
+
+// notRead is the error of a List entry whose document st was left unread.
+func (st stored) notRead(key string) error {
+	return fmt.Errorf("%w: %s holds %d bytes, and with the documents listed before it one List would receive more than %d (rulestore.MaxReadBytes, docs/limits.md): read it alone (ratekit rules show)",
+		ErrNotRead, key, st.size, MaxReadBytes)
+}
+
 // decode returns the document st holds: nil when there is none, an error
 // wrapping ErrInvalidDocument (and the *config.ValidationError, when there
 // is one) when no process would load it.
@@ -80,6 +132,8 @@ func (st stored) decode(key string) (*configv1.LimiterRules, error) {
 		return nil, nil
 	case st.bad != nil:
 		return nil, st.bad
+	case st.later:
+		return nil, st.notRead(key)
 	}
 	doc, err := config.UnmarshalLimiterRules([]byte(st.raw))
 	if err != nil {

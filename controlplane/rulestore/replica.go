@@ -126,8 +126,8 @@ func (s *Store) RefreshStatus(limiter string) (refreshedAt time.Time, err error)
 	return b.refreshedAt, b.err
 }
 
-// Refresh reads the documents of all bound limiters in one MGET and applies
-// the changed ones. When Redis fails every limiter keeps the rules it has (the
+// Refresh reads the documents of all bound limiters, in one call (more when
+// they hold more than MaxReadBytes), and applies the changed ones. When Redis fails every limiter keeps the rules it has (the
 // last good copy, or its local tiers when it never loaded one); a document
 // that is invalid, or whose merged list SetRules rejects, is logged and
 // skipped, its limiter keeping its rules. The error joins what went wrong.
@@ -147,24 +147,26 @@ func (s *Store) Refresh(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	sts, err := s.readStored(ctx, keys)
+	var errs []error
+	done := 0 // the limiters whose documents were read
+	err := s.readEach(ctx, keys, func(i int, st stored) error {
+		if err := s.apply(bs[i], keys[i], st); err != nil {
+			errs = append(errs, err)
+		}
+		done = i + 1
+		return nil
+	})
 	if err != nil {
 		err = fmt.Errorf("rulestore: refresh: %w", err)
 		s.mu.Lock()
-		for _, b := range bs {
+		for _, b := range bs[done:] {
 			b.err = err
 		}
 		s.mu.Unlock()
-		for _, n := range names {
+		for _, n := range names[done:] {
 			s.report(n, err)
 		}
-		return err
-	}
-	var errs []error
-	for i, b := range bs {
-		if err := s.apply(b, keys[i], sts[i]); err != nil {
-			errs = append(errs, err)
-		}
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

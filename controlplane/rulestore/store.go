@@ -275,12 +275,14 @@ type Entry struct {
 	Key     string
 	// Document is the decoded document; nil when it is missing or invalid.
 	Document *configv1.LimiterRules
-	// Err says why Document is nil: ErrNoDocument (indexed but gone), or an
+	// Err says why Document is nil: ErrNoDocument (indexed but gone), an
 	// error wrapping ErrInvalidDocument (and the validation error, if any) for
-	// a document no process would load.
+	// a document no process would load, or one wrapping ErrNotRead for a
+	// document List left unread (past MaxReadBytes).
 	Err error
-	// Version is the document's Version ("" when it is missing, or is not a
-	// string within ratelimit.MaxDocumentBytes), for PublishIf and DeleteIf.
+	// Version is the document's Version ("" when it is missing, is not a
+	// string within ratelimit.MaxDocumentBytes, or was not read), for
+	// PublishIf and DeleteIf.
 	Version string
 	// OrphanSince is when GC first found the limiter missing from
 	// available_limiters.yaml (zero: not an orphan).
@@ -289,7 +291,9 @@ type Entry struct {
 
 // List reads the index and every indexed document, sorted by limiter. An
 // index of more than MaxLimiters limiters is refused (ErrOverBounds) before
-// its members are read.
+// its members are read. It receives at most MaxReadBytes of documents: an
+// entry past that bound, and every one after it, is not read (its Err wraps
+// ErrNotRead and says so; Document reads it).
 func (s *Store) List(ctx context.Context) ([]Entry, error) {
 	names, err := s.readIndex(ctx)
 	if err != nil {
@@ -318,7 +322,7 @@ func (s *Store) List(ctx context.Context) ([]Entry, error) {
 		case !st.present:
 			e.Err = ErrNoDocument
 		default:
-			if st.bad == nil {
+			if st.bad == nil && !st.later {
 				e.Version = Version([]byte(st.raw))
 			}
 			e.Document, e.Err = st.decode(keys[i])

@@ -396,14 +396,13 @@ func (s *Store) readDocs(ctx context.Context, op string, edits []edit) (map[stri
 	for i, e := range edits {
 		keys[i] = s.Key(e.Limiter)
 	}
-	sts, err := s.readStored(ctx, keys)
-	if err != nil {
-		return nil, fmt.Errorf("read documents: %w", err)
-	}
 	docs := map[string]readDoc{}
 	var errs []error
-	for i, e := range edits {
-		doc, err := sts[i].decode(keys[i])
+	// Each document is decoded as it arrives: the bytes held at once are
+	// those of one read (MaxReadBytes).
+	err := s.readEach(ctx, keys, func(i int, st stored) error {
+		e := edits[i]
+		doc, err := st.decode(keys[i])
 		if err == nil && doc != nil {
 			err = s.checkRead(e.Limiter, doc)
 		}
@@ -414,6 +413,10 @@ func (s *Store) readDocs(ctx context.Context, op string, edits []edit) (map[stri
 			}
 			errs = append(errs, fmt.Errorf("%w (Delete can shrink it and Remove take it away; nothing else writes to it)", err))
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read documents: %w", err)
 	}
 	return docs, errors.Join(errs...)
 }
