@@ -33,6 +33,14 @@ const (
 	// MaxRegexLen (1024) bounds a Regex matcher's expression, in bytes; it must
 	// also compile to at most 10000 RE2 instructions.
 	MaxRegexLen = rulecheck.MaxRegexLen
+	// MaxPropertyLen bounds a property name a rule uses, in bytes: a Match
+	// key, a characteristic, CountDistinct. The config files' names are
+	// ^[a-z0-9_]{1,64}$, as are the rules service's.
+	MaxPropertyLen = 64
+	// MaxMatchValueLen bounds a value a rule matches, in bytes: an Equal
+	// value, each value of a OneOf. The rules service bounds an
+	// identifier's values so too.
+	MaxMatchValueLen = 4096
 	// MaxDocumentBytes bounds one rules document before it is parsed: a
 	// configuration file (available_limiters.yaml, rate_limits.yaml), a
 	// limiter's document in the rule store, a publish payload, a rules
@@ -50,9 +58,29 @@ func checkRuleShape(r *Rule) []error {
 		errs = append(errs, fmt.Errorf("%d match entries, at most %d", n, MaxMatchEntries))
 	}
 	for k, m := range r.Match {
-		if n := len(m.set); n > MaxOneOfValues {
-			errs = append(errs, fmt.Errorf("match %q: one_of has %d values, at most %d", k, n, MaxOneOfValues))
+		if n := len(k); n > MaxPropertyLen {
+			errs = append(errs, fmt.Errorf("match property %q... is %d bytes, at most %d", k[:MaxPropertyLen], n, MaxPropertyLen))
 		}
+		if n := len(m.set); n > MaxOneOfValues {
+			errs = append(errs, fmt.Errorf("match %.*q: one_of has %d values, at most %d", MaxPropertyLen, k, n, MaxOneOfValues))
+		}
+		if n := len(m.value); m.kind == matchEqual && n > MaxMatchValueLen {
+			errs = append(errs, fmt.Errorf("match %.*q: the value is %d bytes, at most %d", MaxPropertyLen, k, n, MaxMatchValueLen))
+		}
+		for i, v := range m.set {
+			if n := len(v); n > MaxMatchValueLen {
+				errs = append(errs, fmt.Errorf("match %.*q: one_of value #%d is %d bytes, at most %d", MaxPropertyLen, k, i+1, n, MaxMatchValueLen))
+				break // one is enough to refuse the rule
+			}
+		}
+	}
+	for _, c := range r.Characteristics {
+		if n := len(c); n > MaxPropertyLen {
+			errs = append(errs, fmt.Errorf("characteristic %q... is %d bytes, at most %d", c[:MaxPropertyLen], n, MaxPropertyLen))
+		}
+	}
+	if n := len(r.CountDistinct); n > MaxPropertyLen {
+		errs = append(errs, fmt.Errorf("count_distinct property %q... is %d bytes, at most %d", r.CountDistinct[:MaxPropertyLen], n, MaxPropertyLen))
 	}
 	return errs
 }

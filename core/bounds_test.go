@@ -38,6 +38,7 @@ func TestRuleBounds(t *testing.T) {
 		}
 		return out
 	}
+	long := func(n int) string { return strings.Repeat("p", n) }
 	one := func(r Rule) []Rule { r.Name, r.Limit, r.Period = "r", 1, time.Minute; return []Rule{r} }
 	tests := []struct {
 		name  string
@@ -54,6 +55,13 @@ func TestRuleBounds(t *testing.T) {
 		{"too many one_of values", one(Rule{Match: map[string]Matcher{"p": OneOf(values(MaxOneOfValues + 1)...)}}), "one_of has 1025 values, at most 1024"},
 		{"MaxRegexLen", one(Rule{Match: map[string]Matcher{"p": Regex(strings.Repeat("a", MaxRegexLen))}}), ""},
 		{"regex too long", one(Rule{Match: map[string]Matcher{"p": Regex(strings.Repeat("a", MaxRegexLen+1))}}), "regex is 1025 bytes, the limit is 1024"},
+		{"MaxPropertyLen", one(Rule{Match: map[string]Matcher{long(MaxPropertyLen): Equal("x")}, Characteristics: []string{long(MaxPropertyLen)}}), ""},
+		{"match property too long", one(Rule{Match: map[string]Matcher{long(MaxPropertyLen + 1): Equal("x")}}), "is 65 bytes, at most 64"},
+		{"characteristic too long", one(Rule{Characteristics: []string{long(MaxPropertyLen + 1)}}), "characteristic \"" + long(MaxPropertyLen) + "\"... is 65 bytes, at most 64"},
+		{"count_distinct property too long", one(Rule{CountDistinct: long(MaxPropertyLen + 1)}), "count_distinct property \"" + long(MaxPropertyLen) + "\"... is 65 bytes, at most 64"},
+		{"MaxMatchValueLen", one(Rule{Match: map[string]Matcher{"p": Equal(long(MaxMatchValueLen)), "q": OneOf("a", long(MaxMatchValueLen))}}), ""},
+		{"equality value too long", one(Rule{Match: map[string]Matcher{"p": Equal(long(MaxMatchValueLen + 1))}}), `match "p": the value is 4097 bytes, at most 4096`},
+		{"one_of value too long", one(Rule{Match: map[string]Matcher{"p": OneOf("a", long(1<<20))}}), `match "p": one_of value #2 is 1048576 bytes, at most 4096`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -33,7 +33,8 @@
 // A rule list is bounded (the Max constants, docs/limits.md): at most
 // MaxRules rules once its tiers are merged, MaxRulesPerTier per tier,
 // MaxCharacteristics characteristics and MaxMatchEntries match entries per
-// rule, MaxOneOfValues values per OneOf. Each rule a check evaluates may cost
+// rule, MaxOneOfValues values per OneOf, property names of MaxPropertyLen
+// bytes and matched values of MaxMatchValueLen. Each rule a check evaluates may cost
 // a key in the store, so the bound is what keeps a check within its timeout.
 //
 //   - skip is terminal: evaluation stops and the result is allow, with the skip

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	ratelimit "github.com/ratekit/ratekit/core"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
@@ -57,6 +58,11 @@ func TestBoundsInRateLimitsYAML(t *testing.T) {
 			"r.yaml:3:69: api/r0: match \"p0\": one_of has 1025 values, at most 1024 (docs/limits.md)"},
 		{"regex", rulesYAML(1, ", match: {p0: {regex: "+strings.Repeat("a", ratelimit.MaxRegexLen+1)+"}}"),
 			`r.yaml:3:77: api/r0: match "p0": regex is 1025 bytes long; at most 1024 are allowed`},
+		{"MaxMatchValueLen", rulesYAML(1, ", match: {p0: "+strings.Repeat("v", ratelimit.MaxMatchValueLen)+", p1: {one_of: [a, "+strings.Repeat("v", ratelimit.MaxMatchValueLen)+"]}}"), ""},
+		{"one_of value", rulesYAML(1, ", match: {p0: {one_of: [a, "+strings.Repeat("v", 1<<19)+"]}}"),
+			`r.yaml:3:69: api/r0: match "p0": one_of value #2 is 524288 bytes, at most 4096 (docs/limits.md)`},
+		{"equality value's bytes", rulesYAML(1, ", match: {p0: "+strings.Repeat("é", ratelimit.MaxMatchValueLen/2+1)+"}"),
+			`r.yaml:3:69: api/r0: match "p0": the value is 4098 bytes, at most 4096 (docs/limits.md)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -66,6 +72,62 @@ func TestBoundsInRateLimitsYAML(t *testing.T) {
 				t.Fatal(err)
 			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
 				t.Fatalf("error:\n%v\nwant it to contain:\n%s", err, tt.want)
+			}
+		})
+	}
+}
+
+// A value a rule matches is bounded by its bytes (ratelimit.MaxMatchValueLen)
+// on the write path and the read path alike, as the core bounds it: a one_of
+// value had no bound but the document's 1 MiB, and an equality value was
+// bounded in characters (4096 of up to 4 bytes).
+func TestMatchValueBoundsInStoredDocumentsAndPublish(t *testing.T) {
+	limit, period := uint32(1), uint32(60)
+	rule := func(v *configv1.MatchValue) *configv1.Rule {
+		return &configv1.Rule{Name: "r", Action: configv1.Action_ACTION_LIMIT, Limit: &limit, PeriodS: &period,
+			Match: map[string]*configv1.MatchValue{"p": v}}
+	}
+	oneOf := func(vs ...string) *configv1.MatchValue {
+		return &configv1.MatchValue{Kind: &configv1.MatchValue_OneOf{OneOf: &configv1.StringSet{Values: vs}}}
+	}
+	equal := func(v string) *configv1.MatchValue {
+		return &configv1.MatchValue{Kind: &configv1.MatchValue_Equality{Equality: v}}
+	}
+	const hole = "placeholder"
+	tests := []struct {
+		name  string
+		v     func(string) *configv1.MatchValue
+		value string
+		want  string // "" when valid
+	}{
+		{"one_of at the bound", func(v string) *configv1.MatchValue { return oneOf("a", v) }, strings.Repeat("v", ratelimit.MaxMatchValueLen), ""},
+		{"equality at the bound", equal, strings.Repeat("é", ratelimit.MaxMatchValueLen/2), ""},
+		{"one_of value", func(v string) *configv1.MatchValue { return oneOf("a", v) }, strings.Repeat("v", 1<<19), `match "p": one_of value #2 is 524288 bytes, at most 4096`},
+		{"equality value", equal, strings.Repeat("é", ratelimit.MaxMatchValueLen/2+1), `match "p": the value is 4098 bytes, at most 4096`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := rule(tt.v(tt.value))
+			req := &configv1.PublishRulesRequest{RateLimits: map[string]*configv1.RuleList{"api": {Rules: []*configv1.Rule{r}}}}
+			// The stored document as any writer would write it, the value
+			// put in after the encoding, as the writer refuses it.
+			b, err := MarshalRule(rule(tt.v(hole)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			stored := `{"published_rules":{"rules":[` + strings.Replace(string(b), hole, tt.value, 1) + `]}}`
+			_, readErr := UnmarshalLimiterRules([]byte(stored))
+			core, convErr := RuleFromProto(r)
+			if convErr == nil {
+				_, convErr = ratelimit.CompileRules("", []ratelimit.Rule{core})
+			}
+			for what, err := range map[string]error{"publish": ValidatePublishRulesRequest(req, nil), "read": readErr, "core": convErr} {
+				switch {
+				case tt.want == "" && err != nil:
+					t.Errorf("%s: %v", what, err)
+				case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+					t.Errorf("%s: error %v, want one containing %q", what, err, tt.want)
+				}
 			}
 		})
 	}
@@ -222,5 +284,21 @@ func TestValidationErrorIsBounded(t *testing.T) {
 				t.Errorf("error ends %q, want %q", err.Error()[max(0, len(err.Error())-120):], want)
 			}
 		})
+	}
+}
+
+// The schema's property names (^[a-z0-9_]{1,64}$) and the core's
+// ratelimit.MaxPropertyLen are one bound: a name the config accepts, the core
+// accepts, and one byte more both refuse.
+func TestPropertyNameBoundIsTheCore(t *testing.T) {
+	limit, period := uint32(1), uint32(60)
+	for _, n := range []int{ratelimit.MaxPropertyLen, ratelimit.MaxPropertyLen + 1} {
+		name := strings.Repeat("p", n)
+		r := &configv1.Rule{Name: "r", Action: configv1.Action_ACTION_LIMIT, Limit: &limit, PeriodS: &period, Characteristics: []string{name}}
+		configErr := ValidateLimiterRules(&configv1.LimiterRules{PublishedRules: &configv1.RuleList{Rules: []*configv1.Rule{r}}})
+		_, coreErr := ratelimit.CompileRules("", []ratelimit.Rule{{Name: "r", Limit: 1, Period: time.Minute, Characteristics: []string{name}}})
+		if valid := n <= ratelimit.MaxPropertyLen; (configErr == nil) != valid || (coreErr == nil) != valid {
+			t.Errorf("a property name of %d bytes: config %v, core %v; want both valid: %v", n, configErr, coreErr, valid)
+		}
 	}
 }

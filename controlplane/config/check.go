@@ -4,6 +4,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"unicode/utf8"
 
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/internal/rulecheck"
@@ -72,7 +73,9 @@ func (d *doc) checkRules(spec *configv1.LimiterSpec, at path, rules []*configv1.
 }
 
 // checkShape reports the bounds of the core's rule model that rule r at
-// path at breaks; protovalidate already bounds each string.
+// path at breaks. Protovalidate bounds property names (^[a-z0-9_]{1,64}$:
+// ratelimit.MaxPropertyLen) and an equality value to 4096 characters; the
+// values' bytes (ratelimit.MaxMatchValueLen) are checked here.
 func (d *doc) checkShape(at path, r *configv1.Rule) {
 	if n := len(r.GetCharacteristics()); n > ratelimit.MaxCharacteristics {
 		d.check(at.field("characteristics"), false, "%d characteristics, at most %d (docs/limits.md)", n, ratelimit.MaxCharacteristics)
@@ -83,6 +86,17 @@ func (d *doc) checkShape(at path, r *configv1.Rule) {
 	for k, v := range r.GetMatch() {
 		if n := len(v.GetOneOf().GetValues()); n > ratelimit.MaxOneOfValues {
 			d.check(at.field("match").key(k), false, "match %q: one_of has %d values, at most %d (docs/limits.md)", k, n, ratelimit.MaxOneOfValues)
+		}
+		for i, s := range v.GetOneOf().GetValues() {
+			if n := len(s); n > ratelimit.MaxMatchValueLen {
+				d.check(at.field("match").key(k), false, "match %q: one_of value #%d is %d bytes, at most %d (docs/limits.md)", k, i+1, n, ratelimit.MaxMatchValueLen)
+				break // one is enough to refuse the rule
+			}
+		}
+		// Over 4096 characters, protovalidate reports it already.
+		if eq, ok := v.GetKind().(*configv1.MatchValue_Equality); ok && len(eq.Equality) > ratelimit.MaxMatchValueLen &&
+			utf8.RuneCountInString(eq.Equality) <= ratelimit.MaxMatchValueLen {
+			d.check(at.field("match").key(k), false, "match %q: the value is %d bytes, at most %d (docs/limits.md)", k, len(eq.Equality), ratelimit.MaxMatchValueLen)
 		}
 	}
 }
