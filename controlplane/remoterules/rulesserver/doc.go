@@ -36,7 +36,8 @@
 //
 // PUT and DELETE honour If-Match (a PUT body's revision works too): another
 // revision than the stored one answers 409. An invalid document answers 400
-// naming every problem and its rule.
+// naming its problems and their rules (the first config.MaxReportedErrors,
+// then a count of the others).
 //
 // Security: PUT and DELETE pass Config.Authorize (who may write, named in
 // the audit log) before their body is read; without a hook only clients

@@ -30,7 +30,8 @@ import (
 //
 // PUT and DELETE honour If-Match (or, for PUT, the body's revision): a
 // revision other than the stored one answers 409. An invalid document answers
-// 400 with every problem; errors are {"error": "..."}.
+// 400 with its problems (the first config.MaxReportedErrors, then a count of
+// the others); errors are {"error": "..."}.
 //
 // Every request must name an allowed Host (Config.AllowedHosts; on a
 // loopback listener, loopback names only), or it gets 403. PUT and DELETE
