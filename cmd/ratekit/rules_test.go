@@ -303,4 +303,14 @@ func TestRulesListPastMaxReadBytes(t *testing.T) {
 	if code, stdout, stderr := e.run(t, "show", last); code != 0 {
 		t.Fatalf("show %s: exit %d\n%.500s%s", last, code, stdout, stderr)
 	}
+	// The gc dry run cannot tell whether an unread document holds published
+	// rules: it says so instead of saying nothing.
+	if err := e.client.HSet(ctx, e.prefix+"@orphans", last, "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr = e.run(t, "gc", "--dry-run", "--available-limiters", "available_limiters.yaml")
+	want := fmt.Sprintf("its document %s%s would be deleted (not read here, past rulestore.MaxReadBytes: ratekit rules show %s tells whether it holds published rules)", e.prefix, last, last)
+	if code != 0 || !strings.Contains(stdout, want) {
+		t.Fatalf("gc --dry-run: exit %d\n%s%s\nwant a line containing %s", code, stdout, stderr, want)
+	}
 }
