@@ -246,7 +246,7 @@ func (sh *memShard) evalHot(now time.Time, op *Op, o *OpResult) bool {
 	}
 	count := addFloat(&e.count, op.Cost)
 	sh.mu.RUnlock()
-	o.Evaluated, o.Count, o.Exceeded, o.TTL = true, count, count > float64(op.Limit), ttl
+	o.Evaluated, o.Count, o.Exceeded, o.TTL = true, count, overLimit(count, op.Limit), ttl
 	return true
 }
 
@@ -346,7 +346,7 @@ func (sh *memShard) apply(now time.Time, mode Mode, op *Op, o *OpResult) {
 			}
 		}
 	}
-	o.Exceeded = would > float64(op.Limit)
+	o.Exceeded = overLimit(would, op.Limit)
 	o.TTL = ttl
 	if charge && o.Exceeded && op.BanFor > 0 && op.BanKey != "" {
 		sh.m[strings.Clone(op.BanKey)] = &memEntry{expire: now.Add(op.BanFor)}

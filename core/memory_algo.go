@@ -10,9 +10,15 @@ import (
 // (docs/design.md#algorithms). redisstore's evaluate.lua computes the same
 // with the same formulas; the conformance scenarios hold both to them.
 
-// algoEps absorbs floating-point error when a token bucket is compared with
-// its capacity, so that Burst checks of cost 1 fill it exactly.
+// algoEps absorbs floating-point error when a count is compared with its
+// limit or a token bucket with its capacity, so that Burst checks of cost 1
+// fill it exactly, and fractional costs that add up to the limit (0.2 + 2.2
+// + 0.6, which float64 sums to 3.0000000000000004) stay within it, as on
+// Redis, whose INCRBYFLOAT sums them in decimal.
 const algoEps = 1e-9
+
+// overLimit reports whether count is over limit, beyond floating-point error.
+func overLimit(count float64, limit int64) bool { return count > float64(limit)+algoEps }
 
 // applyAlgorithm evaluates an OpSliding or OpTokenBucket op into *o (zero).
 //
@@ -109,7 +115,7 @@ func sliding(cur, prev, rem, period float64, limit int64, cost float64) algoVerd
 	l := float64(limit)
 	est := prev*rem/period + cur
 	v := algoVerdict{before: est, count: est, ttl: rem}
-	if est+cost <= l {
+	if est+cost <= l+algoEps {
 		v.count = est + cost
 		return v
 	}

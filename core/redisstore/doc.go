@@ -108,7 +108,9 @@
 // Whole costs count with INCRBY, exactly. A fractional cost (or one added to
 // a counter that holds a fraction) counts with INCRBYFLOAT (long double,
 // printed with 17 digits), so fractional costs such as 0.1+0.2 may differ
-// from the memory store in the last binary digit (Redis reports 0.3).
+// from the memory store in the last binary digit (Redis reports 0.3). Both
+// stores take a count as over its limit only by more than 1e-9, so that
+// difference in the last digit does not change a verdict.
 //
 // # What a check costs Redis
 //

@@ -195,7 +195,7 @@ while true do
       local limit = ARGV[a + 1] + 0
       local before = prev * rem / p + cur
       ttl, bits = rem, 0
-      if before + costn <= limit then
+      if before + costn <= limit + 1e-9 then
         count = before + costn
         if fresh then
           rcall('HSET', key, 'c', cost, 'p', prevs)
@@ -425,7 +425,7 @@ while true do
           end
           if pttl >= 0 then ttl = pttl end
         end
-        if would > limit then
+        if would > limit + 1e-9 then -- beyond floating-point error, as the memory store
           bits = 2
           if charge and hasban then
             banfor = tonumber(banfor)
@@ -508,7 +508,7 @@ while true do
           end
           before = prev * rem / period + cur
           count, ttl, exceeded = before, rem, false
-          if before + costn <= limit then
+          if before + costn <= limit + 1e-9 then
             if charge then
               count = before + costn
               if fresh then
