@@ -2,7 +2,9 @@ package storetest
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math"
 	"reflect"
@@ -77,7 +79,7 @@ type scenarioExpect struct {
 	Limit       *int64               `yaml:"limit"`
 	Banned      *bool                `yaml:"banned"`
 	ResetS      *float64             `yaml:"reset_s"`
-	NoInfo      bool                 `yaml:"no_info"`
+	NoInfo      *bool                `yaml:"no_info"`
 	Evaluations []scenarioEvaluation `yaml:"evaluations"`
 	Cleared     *int                 `yaml:"cleared"`
 }
@@ -125,6 +127,13 @@ func parseScenario(data []byte) (*scenario, error) {
 	if err := dec.Decode(&sc); err != nil {
 		return nil, err
 	}
+	// A second document would never be read, its steps never run.
+	switch err := dec.Decode(new(yaml.Node)); {
+	case err == nil:
+		return nil, fmt.Errorf("want one YAML document, not a second one after it")
+	case !errors.Is(err, io.EOF):
+		return nil, fmt.Errorf("after the document: %w", err)
+	}
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
 		return nil, err
@@ -148,10 +157,27 @@ func parseScenario(data []byte) (*scenario, error) {
 	if (sc.Rules == nil) == (sc.Tiers == nil) {
 		return nil, fmt.Errorf("want exactly one of rules and tiers")
 	}
+	// Rules are converted here, not only when run, so that a match form
+	// the runner does not know is refused like an unknown key.
+	if _, err := sc.rules(sc.Rules, sc.Tiers); err != nil {
+		return nil, fmt.Errorf("rules: %w", err)
+	}
+	expects := 0
 	for i := range sc.Steps {
-		if err := sc.Steps[i].validate(); err != nil {
-			return nil, fmt.Errorf("line %d (step %d): %w", sc.Steps[i].line, i+1, err)
+		st := &sc.Steps[i]
+		err := st.validate()
+		if err == nil && (st.SetRules != nil || st.SetTiers != nil) {
+			_, err = sc.rules(st.SetRules, st.SetTiers)
 		}
+		if err != nil {
+			return nil, fmt.Errorf("line %d (step %d): %w", st.line, i+1, err)
+		}
+		if st.Expect != nil {
+			expects++
+		}
+	}
+	if expects == 0 {
+		return nil, fmt.Errorf("no step has an expect: the scenario expects nothing")
 	}
 	return &sc, nil
 }
@@ -171,7 +197,12 @@ func (st *scenarioStep) validate() error {
 		return fmt.Errorf("a step is exactly one of check, peek, clear, advance_s, set_rules and set_tiers, not %d", ops)
 	case st.AdvanceS < 0:
 		return fmt.Errorf("advance_s %v: time only moves forward", st.AdvanceS)
+	case st.Expect != nil && reflect.DeepEqual(*st.Expect, scenarioExpect{}):
+		return fmt.Errorf("expect names no field: it would check nothing")
 	case st.Check != nil || st.Peek != nil:
+		if st.Repeat < 0 {
+			return fmt.Errorf("repeat %d: want at least 1", st.Repeat)
+		}
 		if st.Expect != nil && st.Expect.Cleared != nil {
 			return fmt.Errorf("cleared is expected of clear steps only")
 		}
@@ -267,8 +298,18 @@ func matcher(n *yaml.Node) (ratelimit.Matcher, error) {
 			Regex *string  `yaml:"regex"`
 			OneOf []string `yaml:"one_of"`
 		}
+		// Strictly, as the file: a misspelt key would leave an empty
+		// one_of, which matches nothing, and the rule would never apply.
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if k := n.Content[i].Value; k != "regex" && k != "one_of" {
+				return ratelimit.Matcher{}, fmt.Errorf("line %d: unknown key %q: want {regex: ...} or {one_of: [...]}", n.Content[i].Line, k)
+			}
+		}
 		if err := n.Decode(&m); err != nil {
 			return ratelimit.Matcher{}, err
+		}
+		if (m.Regex != nil) == (m.OneOf != nil) {
+			return ratelimit.Matcher{}, fmt.Errorf("line %d: want one of {regex: ...} and {one_of: [...]}", n.Line)
 		}
 		if m.Regex != nil {
 			return ratelimit.Regex(*m.Regex), nil
@@ -361,8 +402,8 @@ func (e *scenarioExpect) verify(h *Harness, r *ratelimit.Result) error {
 	if e.Rule != nil && r.RuleName() != *e.Rule {
 		fail("rule %q, want %q", r.RuleName(), *e.Rule)
 	}
-	if e.NoInfo && r.Info != nil {
-		fail("info %+v, want none", *r.Info)
+	if e.NoInfo != nil && *e.NoInfo != (r.Info == nil) {
+		fail("info %+v, want no_info %v", r.Info, *e.NoInfo)
 	}
 	if info := r.Info; info == nil {
 		if e.Count != nil || e.Remaining != nil || e.Limit != nil || e.Banned != nil || e.ResetS != nil {

@@ -3,6 +3,9 @@ package storetest
 import (
 	"strings"
 	"testing"
+	"time"
+
+	ratelimit "github.com/ratekit/ratekit/core"
 )
 
 // TestParseScenarioRefusesStepsThatCheckNothing: a step is exactly one
@@ -19,7 +22,7 @@ func TestParseScenarioRefusesStepsThatCheckNothing(t *testing.T) {
 	}{
 		{"check", "  - check: {user: a}\n    cost: 2\n    repeat: 2\n    expect: {action: allow}\n", ""},
 		{"clear", "  - clear: {user: a}\n    expect: {cleared: 0}\n", ""},
-		{"advance", "  - advance_s: 1\n", ""},
+		{"advance", "  - advance_s: 1\n  - check: {user: a}\n    expect: {action: allow}\n", ""},
 		{"check and peek", "  - check: {user: a}\n    peek: {user: a}\n", "exactly one of"},
 		{"check and advance", "  - check: {user: a}\n    advance_s: 5\n", "exactly one of"},
 		{"clear and set_rules", "  - clear: {user: a}\n    set_rules: []\n", "exactly one of"},
@@ -42,6 +45,72 @@ func TestParseScenarioRefusesStepsThatCheckNothing(t *testing.T) {
 			}
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("parse: %v, want an error with %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestParseScenarioRefusesWhatWouldBeDropped: a scenario is refused, not
+// run with less than it says, when it names a match form the runner does not
+// know (a misspelt regex would match nothing and the rule never apply), has a
+// second YAML document (never read), asserts nothing at all, or repeats a step
+// a negative number of times.
+func TestParseScenarioRefusesWhatWouldBeDropped(t *testing.T) {
+	const steps = "steps:\n  - check: {user: a}\n    expect: {action: allow}\n"
+	tests := []struct {
+		name string
+		file string
+		want string // "" for valid
+	}{
+		{"valid", "rules:\n  - {name: r, match: {ua: {regex: x}, m: {one_of: [A]}, k: v}, limit: 1, period_s: 60, action: limit}\n" + steps, ""},
+		{"misspelt regex", "rules:\n  - {name: r, match: {ua: {regx: x}}, limit: 1, period_s: 60, action: limit}\n" + steps, "regx"},
+		{"regex and one_of", "rules:\n  - {name: r, match: {ua: {regex: x, one_of: [y]}}, limit: 1, period_s: 60, action: limit}\n" + steps, "one of"},
+		{"empty matcher", "rules:\n  - {name: r, match: {ua: {}}, limit: 1, period_s: 60, action: limit}\n" + steps, "one of"},
+		{"misspelt regex in a tier", "tiers:\n  file:\n    - {name: r, match: {ua: {regx: x}}, limit: 1, period_s: 60, action: limit}\n" + steps, "regx"},
+		{"misspelt regex in set_rules", "rules: []\nsteps:\n  - set_rules:\n      - {name: r, match: {ua: {regx: x}}, limit: 1, period_s: 60, action: limit}\n  - check: {user: a}\n    expect: {action: allow}\n", "regx"},
+		{"second document", "rules: []\n" + steps + "---\nrules: []\n" + steps, "document"},
+		{"no expectation", "rules: []\nsteps:\n  - check: {user: a}\n", "expects nothing"},
+		{"empty expectation", "rules: []\nsteps:\n  - check: {user: a}\n    expect: {}\n", "expect"},
+		{"negative repeat", "rules: []\nsteps:\n  - check: {user: a}\n    repeat: -2\n    expect: {action: allow}\n", "repeat"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := parseScenario([]byte(tt.file))
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("parse: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("parse: %v, want an error with %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestExpectNoInfoBothWays: no_info: false asserts that the result carries
+// info, as no_info: true asserts it carries none; neither is a no-op.
+func TestExpectNoInfoBothWays(t *testing.T) {
+	yes, no := true, false
+	withInfo := ratelimit.Result{Info: &ratelimit.Info{}}
+	tests := []struct {
+		name   string
+		noInfo *bool
+		result ratelimit.Result
+		fails  bool
+	}{
+		{"true, none", &yes, ratelimit.Result{}, false},
+		{"true, info", &yes, withInfo, true},
+		{"false, info", &no, withInfo, false},
+		{"false, none", &no, ratelimit.Result{}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := scenarioExpect{NoInfo: tt.noInfo}
+			err := e.verify(&Harness{Now: time.Now}, &tt.result)
+			if (err != nil) != tt.fails {
+				t.Fatalf("verify: %v, want failure %v", err, tt.fails)
 			}
 		})
 	}
