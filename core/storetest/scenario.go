@@ -96,7 +96,14 @@ type scenarioEvaluation struct {
 
 // RunScenarios runs every file of conformance/scenarios on fresh harnesses
 // from newHarness, one subtest per file.
-func RunScenarios(t *testing.T, newHarness NewHarness) {
+func RunScenarios(t *testing.T, newHarness NewHarness) { runScenarios(t, newHarness, false) }
+
+// RunScenariosBatched runs every file as RunScenarios does, each check made
+// as a batch of one (ratelimit.CheckBatch): a batch's result is the one its
+// Check would give (docs/design.md#batches), through the store's EvalBatch.
+func RunScenariosBatched(t *testing.T, newHarness NewHarness) { runScenarios(t, newHarness, true) }
+
+func runScenarios(t *testing.T, newHarness NewHarness, batched bool) {
 	scenarios := conformance.Scenarios()
 	names, err := fs.Glob(scenarios, "*.yaml")
 	if err != nil || len(names) == 0 {
@@ -113,7 +120,7 @@ func RunScenarios(t *testing.T, newHarness NewHarness) {
 			if err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
-			sc.run(t, name, newHarness(t))
+			sc.run(t, name, newHarness(t), batched)
 		})
 	}
 }
@@ -217,7 +224,7 @@ func (st *scenarioStep) validate() error {
 	return nil
 }
 
-func (sc *scenario) run(t *testing.T, file string, h *Harness) {
+func (sc *scenario) run(t *testing.T, file string, h *Harness, batched bool) {
 	rules, err := sc.rules(sc.Rules, sc.Tiers)
 	if err != nil {
 		t.Fatalf("%s: rules: %v", file, err)
@@ -226,7 +233,7 @@ func (sc *scenario) run(t *testing.T, file string, h *Harness) {
 	for i := range sc.Steps {
 		st := &sc.Steps[i]
 		at := fmt.Sprintf("%s:%d (step %d)", file, st.line, i+1)
-		if err := st.run(t, h, l, sc); err != nil {
+		if err := st.run(t, h, l, sc, batched); err != nil {
 			t.Fatalf("%s: %v", at, err)
 		}
 	}
@@ -325,7 +332,7 @@ func matcher(n *yaml.Node) (ratelimit.Matcher, error) {
 
 func seconds(s float64) time.Duration { return time.Duration(math.Round(s * float64(time.Second))) }
 
-func (st *scenarioStep) run(t *testing.T, h *Harness, l *ratelimit.Limiter, sc *scenario) error {
+func (st *scenarioStep) run(t *testing.T, h *Harness, l *ratelimit.Limiter, sc *scenario, batched bool) error {
 	switch {
 	case st.AdvanceS > 0:
 		h.Advance(t, seconds(st.AdvanceS))
@@ -352,9 +359,12 @@ func (st *scenarioStep) run(t *testing.T, h *Harness, l *ratelimit.Limiter, sc *
 		}
 		var r ratelimit.Result
 		for range max(st.Repeat, 1) {
-			if st.Check != nil {
+			switch {
+			case st.Check != nil && batched:
+				r = ratelimit.CheckBatch(ctx, []ratelimit.Request{{Limiter: l, Identifier: st.Check, Options: opts}})[0]
+			case st.Check != nil:
 				r = l.Check(ctx, st.Check, opts...)
-			} else {
+			default:
 				r = l.Peek(ctx, st.Peek, opts...)
 			}
 			if r.Err != nil {

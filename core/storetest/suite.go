@@ -17,6 +17,7 @@ import (
 // Run runs every conformance case against fresh harnesses from newHarness.
 func Run(t *testing.T, newHarness NewHarness) {
 	t.Run("Scenarios", func(t *testing.T) { RunScenarios(t, newHarness) })
+	t.Run("ScenariosBatched", func(t *testing.T) { RunScenariosBatched(t, newHarness) })
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			c.run(t, newHarness(t))
