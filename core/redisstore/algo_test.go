@@ -255,3 +255,100 @@ func parseFloat(t *testing.T, s string) float64 {
 	}
 	return f
 }
+
+// TestNonNumericValueIsForeign: a value of the right type that is not a
+// number (a hand-written one) is foreign, as a value of another type is: a
+// check replaces it with a fresh counter, window or bucket, a peek reads it
+// as absent, in every form of the script and in the plain commands. Before,
+// INCRBY/INCRBYFLOAT/HINCRBYFLOAT refused it and every check of the key
+// failed until it expired. Each case's outcome must be that of the same op on
+// an absent key, set up alike (a ban, say).
+func TestNonNumericValueIsForeign(t *testing.T) {
+	count := func(k keyer, name string) ratelimit.Op { return terminal(k.count(name, 10, 2)) }
+	sliding := func(k keyer, name string) ratelimit.Op {
+		return ratelimit.Op{Kind: ratelimit.OpSliding, Key: k.key(name), Limit: 10, Cost: 2, Period: time.Minute, Terminal: true}
+	}
+	bucket := func(k keyer, name string) ratelimit.Op {
+		return ratelimit.Op{Kind: ratelimit.OpTokenBucket, Key: k.key(name), Limit: 10, Burst: 10, Cost: 2, Period: time.Minute, Terminal: true}
+	}
+	withBan := func(f func(keyer, string) ratelimit.Op) func(keyer, string) ratelimit.Op {
+		return func(k keyer, name string) ratelimit.Op { return banned(f(k, name), time.Hour) }
+	}
+	frac := func(f func(keyer, string) ratelimit.Op) func(keyer, string) ratelimit.Op {
+		return func(k keyer, name string) ratelimit.Op { op := f(k, name); op.Cost = 0.5; return op }
+	}
+	set := func(v string, ttl time.Duration) func(c redis.UniversalClient, key string) error {
+		return func(c redis.UniversalClient, key string) error { return c.Set(ctx, key, v, ttl).Err() }
+	}
+	// hash writes fields into a sliding window's hash whose TTL is ttl: over
+	// the period, this window is on; within it, it ended.
+	hash := func(ttl time.Duration, fields ...string) func(c redis.UniversalClient, key string) error {
+		return func(c redis.UniversalClient, key string) error {
+			if err := c.HSet(ctx, key, fields).Err(); err != nil {
+				return err
+			}
+			return c.PExpire(ctx, key, ttl).Err()
+		}
+	}
+	cases := []struct {
+		name   string
+		op     func(keyer, string) ratelimit.Op
+		mode   ratelimit.Mode
+		value  func(c redis.UniversalClient, key string) error
+		banned bool // an active ban on both keys
+	}{
+		{"counter", count, check, set("hello", time.Minute), false},
+		{"counter without a TTL", count, check, set("hello", 0), false},
+		{"counter nan", count, check, set("nan", time.Minute), false},
+		{"counter inf", count, check, set("inf", time.Minute), false},
+		{"counter fractional cost", frac(count), check, set("hello", time.Minute), false},
+		{"counter peek", count, peek, set("hello", time.Minute), false},
+		{"counter peek nan", count, peek, set("nan", time.Minute), false},
+		{"counter with a ban", withBan(count), check, set("hello", time.Minute), false},
+		{"counter banned", withBan(count), check, set("hello", time.Minute), true},
+		{"counter banned peek", withBan(count), peek, set("hello", time.Minute), true},
+		{"sliding this window", sliding, check, hash(90*time.Second, "c", "hello"), false},
+		{"sliding previous count", sliding, check, hash(90*time.Second, "c", "1", "p", "nan"), false},
+		{"sliding ended window", sliding, check, hash(30*time.Second, "c", "hello"), false},
+		{"sliding nan", sliding, check, hash(90*time.Second, "c", "nan"), false},
+		{"sliding fractional cost", frac(sliding), check, hash(90*time.Second, "c", "hello"), false},
+		{"sliding peek", sliding, peek, hash(90*time.Second, "c", "hello", "p", "hello"), false},
+		{"sliding with a ban", withBan(sliding), check, hash(90*time.Second, "c", "hello", "p", "nan"), false},
+		{"sliding banned", withBan(sliding), check, hash(90*time.Second, "c", "hello"), true},
+		{"bucket", bucket, check, set("hello", 30*time.Second), false},
+		{"bucket nan", bucket, check, set("nan", 30*time.Second), false},
+		{"bucket -inf", bucket, check, set("-inf", 30*time.Second), false},
+		{"bucket fractional cost", frac(bucket), check, set("-inf", 30*time.Second), false},
+		{"bucket peek", bucket, peek, set("nan", 30*time.Second), false},
+		{"bucket with a ban", withBan(bucket), check, set("nan", 30*time.Second), false},
+		{"bucket banned", withBan(bucket), check, set("-inf", 30*time.Second), true},
+	}
+	forEachTarget(t, func(t *testing.T, s *Store, c redis.UniversalClient) {
+		k := newKeyer(t)
+		for i, tc := range cases {
+			foreign, absent := tc.op(k, fmt.Sprint("foreign", i)), tc.op(k, fmt.Sprint("absent", i))
+			if tc.banned {
+				for _, key := range []string{foreign.BanKey, absent.BanKey} {
+					if err := c.Set(ctx, key, "1", time.Hour).Err(); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if err := tc.value(c, foreign.Key); err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			for step := 1; step <= 2; step++ {
+				want := eval(t, s, tc.mode, absent)[0]
+				got, err := s.Eval(ctx, tc.mode, []ratelimit.Op{foreign})
+				if err != nil {
+					t.Errorf("%s, %s %d: %v", tc.name, tc.mode, step, err)
+					break
+				}
+				if g, w := got[0], want; g.Evaluated != w.Evaluated || g.Exceeded != w.Exceeded || g.Banned != w.Banned ||
+					math.Abs(g.Count-w.Count) > 0.01 || g.TTL > w.TTL+time.Second || g.TTL < w.TTL-ttlSlack(w.TTL) {
+					t.Errorf("%s, %s %d: %+v; on an absent key %+v", tc.name, tc.mode, step, g, w)
+				}
+			}
+		}
+	})
+}

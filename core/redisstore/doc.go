@@ -77,10 +77,10 @@
 // write. Nothing the script does is needed there (no ban to read, no rule to
 // stop at), INCRBY is atomic on its own, so the outcomes are the script's, and
 // Redis spends well under half the time on them that it spends on EVALSHA.
-// A counter INCRBY refuses (it holds a fraction, or a value of another type)
-// costs a second round trip, through the script; a server before Redis 7.0,
-// which has no PEXPIRE NX, gets the script for every check once one has found
-// that out.
+// A counter INCRBY refuses (it holds a fraction, a value of another type or
+// one that is no number) costs a second round trip, through the script; a
+// server before Redis 7.0, which has no PEXPIRE NX, gets the script for every
+// check once one has found that out.
 //
 // # Redis time, not client time
 //
@@ -197,9 +197,14 @@
 // check.
 //
 // A stored value of the other counting kind (a set where a counter belongs,
-// from an older version of this store or written by hand) is replaced by a
-// fresh counter when a check writes, and reads as absent in a peek: a wrong
-// type is never a WRONGTYPE error that disables the limiter. The Limiter's
+// from an older version of this store or written by hand), or a string that
+// is no number where a count belongs ("hello", "nan", a bucket's or a
+// sliding window's field alike), is replaced by a fresh counter when a check
+// writes, and reads as absent in a peek: a wrong type or value is never an
+// error ("WRONGTYPE", "value is not a valid float") that disables the
+// limiter. (One exception: a sliding window's previous count that is a
+// string Lua reads as no number, in a window still on, fails the check; see
+// evaluate.lua's 'w' form for why.) The Limiter's
 // keys encode the kind (a distinct-count rule's set ends in ":set"), so a
 // rule overridden by one of the other kind starts afresh on its own key.
 //

@@ -120,7 +120,9 @@ while true do
     local bttl = rcall('PTTL', bankey)
     if bttl ~= -2 then
       local r = rpcall('GET', key)
-      if type(r) ~= 'table' then
+      -- A count other than whole digits (a fraction, a foreign value) goes
+      -- to the general code, which reads it as a number or as absent.
+      if type(r) ~= 'table' and (not r or string.find(r, '^%d+$')) then
         if bttl < 0 then bttl = 0 end
         count, ttl, bits = r or 0, bttl, 3
       end
@@ -176,16 +178,31 @@ while true do
         if type(r) ~= 'number' then
           handover = true
         else
+          -- A previous count that is no finite number (n - n is NaN for
+          -- NaN and the infinities) makes the hash foreign: it goes, and
+          -- the general code starts a fresh window. (Not one that is no
+          -- number at all, which fails the script: telling it apart takes
+          -- a C call, tonumber or string.find, about 1k instructions, 3% of
+          -- this form's cost; arithmetic costs none.)
           local v = rcall('HGET', key, 'p')
-          cur, prev, rem, fresh, charged = r - costn, (v or 0) + 0, pttl - p, false, true
+          local n = (v or 0) + 0
+          if n - n == 0 then
+            cur, prev, rem, fresh, charged = r - costn, n, pttl - p, false, true
+          else
+            rcall('DEL', key)
+            handover = true
+          end
         end
       elseif pttl > 0 then -- this window ended: its count is the previous one
+        -- A foreign value (of another type, or no finite number) goes to
+        -- the general code.
         local v = rpcall('HGET', key, 'c')
-        if v and v.err then
-          handover = true
-        else
-          prev, rem = tonumber(v) or 0, pttl
+        local n = tonumber(v or 0)
+        if n and n - n == 0 then
+          prev, rem = n, pttl
           if prev ~= 0 then prevs = v end
+        else
+          handover = true
         end
       end
     end
@@ -261,8 +278,10 @@ while true do
           if v and v.err then
             handover = true
           else
+            -- A value that is no fraction of a ms (a foreign one: not a
+            -- number, NaN, negative, over the TTL) reads as a full bucket.
             d = pttl - (tonumber(v) or pttl)
-            if d < 0 then d = 0 end
+            if not (d >= 0 and d <= pttl) then d = 0 end
           end
         end
       end
@@ -318,13 +337,29 @@ while true do
       -- The general code, defined on the first op that needs it: a function
       -- definition makes a new closure each time it runs, which the usual
       -- check should not pay for.
+      -- number returns v, a count read from a key, as a number, or nil when it
+      -- is no number that INCRBYFLOAT takes: not one Lua reads, NaN or an
+      -- infinity, with a space (Lua allows one around it), 5 KiB or longer, or
+      -- one Lua reads as 0 that has other digits (Redis refuses a number
+      -- that underflows to 0; this also takes 0e5 for foreign, harmlessly).
+      local function number(v)
+        local n = tonumber(v)
+        if n and n - n == 0 and #v < 5120 and not string.find(v, '%s')
+            and (n ~= 0 or not string.find(v, '[1-9]')) then
+          return n
+        end
+        return nil
+      end
+
       -- Keys encode the counting kind, so a value of another type is foreign (an
-      -- older version's key, a hand-written one): it is replaced with a fresh
-      -- counter rather than failing every check with WRONGTYPE; a peek, which
-      -- writes nothing, treats it as absent. foreign is called after a command on
-      -- key failed (which wrote nothing) and reports whether that was the reason.
+      -- older version's key, a hand-written one), and so is a string that is no
+      -- number where a counter belongs: it is replaced with a fresh counter
+      -- rather than failing every check with WRONGTYPE or "not a valid float";
+      -- a peek, which writes nothing, treats it as absent. foreign is called
+      -- after a command on key failed (which wrote nothing) and reports whether
+      -- that was the reason (not, say, an out-of-memory error).
       local function foreign(key, want, peek)
-        if redis.call('TYPE', key)['ok'] == want then
+        if redis.call('TYPE', key)['ok'] == want and (want ~= 'string' or number(redis.call('GET', key))) then
           return false
         end
         if not peek then redis.call('DEL', key) end
@@ -342,6 +377,21 @@ while true do
         return r
       end
 
+      -- counter returns the count at key as a reply value (a string when
+      -- fractional or too large for a reply number), or nil when key is
+      -- absent or holds a foreign value (deleted in a check).
+      local function counter(key, peek)
+        local v = read('GET', key, 'string', peek)
+        if not v then return nil end
+        local n = number(v)
+        if not n then
+          if not peek then redis.call('DEL', key) end
+          return nil
+        end
+        if n % 1 ~= 0 or n >= 2^53 or n <= -2^53 then n = string.format('%.17g', n) end
+        return n
+      end
+
       general = function(key, bankey, distinct, hasban, peek, limit, period, banfor, cost, member)
         local count, ttl, bits = 0, nil, 0
         local bttl = -2
@@ -354,7 +404,7 @@ while true do
             local n = read('SCARD', key, 'set', peek)
             if n and n > 0 then count = n end
           else
-            count = read('GET', key, 'string', peek) or 0
+            count = counter(key, peek) or 0
           end
           if bttl < 0 then bttl = 0 end
           return count, bttl, 3
@@ -388,7 +438,7 @@ while true do
             else
               r = redis.pcall('INCRBYFLOAT', key, cost)
               if type(r) == 'table' then
-                foreign(key, 'string', peek)
+                foreign(key, 'string', peek) -- of another type, or no number
                 r = redis.call('INCRBYFLOAT', key, cost) -- the error again, unless foreign
               end
               count, would = r, tonumber(r)
@@ -407,7 +457,7 @@ while true do
             if distinct then
               n = read('SCARD', key, 'set', peek)
             else
-              n = read('GET', key, 'string', peek)
+              n = counter(key, peek)
             end
             if n == nil then pttl = -2 end
           end
@@ -478,7 +528,7 @@ while true do
           local d = 0
           if pttl > 0 then
             d = pttl - (tonumber(value(peek, 'GET', key)) or pttl)
-            if d < 0 then d = 0 end
+            if not (d >= 0 and d <= pttl) then d = 0 end -- as in the short form
           end
           if limit <= 0 or burst <= 0 then -- a limit of 0 denies all
             before, count, ttl, exceeded = 0, 0, period, costn > 0
@@ -499,12 +549,28 @@ while true do
           end
         else
           local cur, prev, rem, fresh = 0, 0, period, true
+          -- A hash whose counts are no numbers (HINCRBYFLOAT takes the current
+          -- one; the previous one is read here only) is foreign too: absent,
+          -- and deleted in a check.
+          local c, p
           if pttl > period then
             local v = value(peek, 'HMGET', key, 'c', 'p')
-            if v then cur, prev, rem, fresh = tonumber(v[1]) or 0, tonumber(v[2]) or 0, pttl - period, false end
+            if v then c, p = v[1] or '0', v[2] or '0' end
           elseif pttl > 0 then
             local v = value(peek, 'HGET', key, 'c')
-            if v ~= nil then prev, rem = tonumber(v) or 0, pttl end -- nil: foreign, so absent
+            if v ~= nil then c, p = '0', v or '0' end -- nil: foreign, so absent
+          end
+          if c then
+            local cn, pn = number(c), tonumber(p)
+            if cn and pn and pn - pn == 0 then
+              if pttl > period then
+                cur, prev, rem, fresh = cn, pn, pttl - period, false
+              else
+                prev, rem = pn, pttl
+              end
+            elseif not peek then
+              redis.call('DEL', key)
+            end
           end
           before = prev * rem / period + cur
           count, ttl, exceeded = before, rem, false
