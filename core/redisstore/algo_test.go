@@ -352,3 +352,41 @@ func TestNonNumericValueIsForeign(t *testing.T) {
 		}
 	})
 }
+
+// TestAbsurdWaitsSaturate: a wait past the longest Duration (about 292
+// years: a token bucket refilling 1e10 tokens an hour apiece, a sliding
+// window of 200 years exceeded, a window of the longest period) is the
+// longest Duration, as in the memory store; before, the milliseconds Redis
+// sent overflowed into a negative or wrapped TTL (and a ResetAt in the past).
+func TestAbsurdWaitsSaturate(t *testing.T) {
+	const year = 365 * 24 * time.Hour
+	forEachTarget(t, func(t *testing.T, s *Store, c redis.UniversalClient) {
+		k := newKeyer(t)
+		mem := ratelimit.NewMemoryStore()
+		bucket := func(name string, cost float64) ratelimit.Op {
+			return ratelimit.Op{Kind: ratelimit.OpTokenBucket, Key: k.key(name), Limit: 1, Burst: 10, Cost: cost, Period: time.Hour}
+		}
+		sliding := ratelimit.Op{Kind: ratelimit.OpSliding, Key: k.key("sliding"), Limit: 1, Cost: 2, Period: 200 * year}
+		longest := k.count("longest", 10, 1)
+		longest.Period = math.MaxInt64
+		for _, op := range []ratelimit.Op{
+			bucket("1e10", 1e10), bucket("1e300", 1e300), bucket("max", math.MaxFloat64), sliding, longest,
+		} {
+			for _, mode := range []ratelimit.Mode{check, peek} {
+				got, err := s.Eval(ctx, mode, []ratelimit.Op{op})
+				if err != nil {
+					t.Errorf("%s %s: %v", op.Key, mode, err)
+					continue
+				}
+				want, err := mem.Eval(ctx, mode, []ratelimit.Op{op})
+				if err != nil {
+					t.Fatal(err)
+				}
+				// Redis keeps whole milliseconds, rounded up: up to 1ms over.
+				if g, w := got[0], want[0]; g.Exceeded != w.Exceeded || g.TTL < w.TTL-ttlSlack(w.TTL) || g.TTL-time.Millisecond > w.TTL {
+					t.Errorf("%s %s: %+v; the memory store: %+v", op.Key, mode, g, w)
+				}
+			}
+		}
+	})
+}

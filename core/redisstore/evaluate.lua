@@ -619,6 +619,11 @@ while true do
       count, ttl, bits = general(key, gbankey, gkind == 1, gban, gpeek, glimit, gperiod, gbanfor, gcost, gmember)
     end
   end
+  -- A wait past 2^53 ms (285,000 years; a token bucket exceeded by an
+  -- absurd cost, up to an infinite one) goes as 2^53: Redis converts a reply
+  -- number past 2^63 to garbage. The client takes any wait past the longest
+  -- Duration for the longest Duration (outcome in store.go).
+  if ttl > 9007199254740992 then ttl = 9007199254740992 end
   if nout == 0 then
     if not ARGV[a] or terminal and bits >= 2 and bits < 4 then
       -- The only op's values packed in one integer (see Returns above) when

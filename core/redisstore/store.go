@@ -359,13 +359,20 @@ func opAt(ops []ratelimit.Op, idx []int, j int) *ratelimit.Op {
 }
 
 // millis rounds a positive duration up to whole milliseconds, the precision of
-// PEXPIRE and SET PX.
+// PEXPIRE and SET PX. The longest Duration is 9223372036855 ms: d + 999999
+// would overflow into a negative period, which PEXPIRE takes as "delete now".
 func millis(d time.Duration) int64 {
 	if d <= 0 {
 		return 0
 	}
+	if d > math.MaxInt64-(time.Millisecond-1) {
+		return math.MaxInt64/int64(time.Millisecond) + 1
+	}
 	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }
+
+// maxTTLMillis is the most milliseconds a Duration holds.
+const maxTTLMillis = math.MaxInt64 / int64(time.Millisecond)
 
 // decode fills out[idx[j]] (out[j] when idx is nil) from evaluate.lua's reply
 // for ops[idx[j]].
@@ -427,15 +434,24 @@ func unpack(v int64, ops []ratelimit.Op, out []ratelimit.OpResult, idx []int) er
 	return nil
 }
 
-// outcome is op's Outcome from its three reply values.
+// outcome is op's Outcome from its three reply values. A TTL past the
+// longest Duration (about 292 years: a token bucket refilling an absurd
+// cost, a sliding window of over 146 years exceeded, the longest period) is
+// the longest Duration, as in the memory store (ceilDuration): converted as
+// it is, it would overflow into the past. This is the one place the store
+// converts milliseconds to a TTL.
 func outcome(op *ratelimit.Op, count float64, ttlMillis, bits int64) ratelimit.OpResult {
 	if bits&bitState != 0 {
 		count = stateCount(op, count, ttlMillis)
 	}
+	ttl := time.Duration(math.MaxInt64)
+	if ttlMillis <= maxTTLMillis {
+		ttl = time.Duration(ttlMillis) * time.Millisecond
+	}
 	return ratelimit.OpResult{
 		Evaluated: true,
 		Count:     count,
-		TTL:       time.Duration(ttlMillis) * time.Millisecond,
+		TTL:       ttl,
 		Banned:    bits&bitBanned != 0,
 		Exceeded:  bits&bitExceeded != 0,
 	}

@@ -470,7 +470,8 @@ func checkInfo(h *Harness, at string, rule *ratelimit.Rule, info *ratelimit.Info
 	if resetS != nil {
 		want := seconds(*resetS)
 		got := info.ResetAt.Sub(h.Now())
-		if got > want+10*time.Millisecond || got < want-h.TTLTolerance-10*time.Millisecond {
+		// Differences, not sums: want+10ms overflows near the longest Duration.
+		if got-want > 10*time.Millisecond || want-got > h.TTLTolerance+10*time.Millisecond {
 			errs = append(errs, fmt.Sprintf("%sreset in %v, want %v (tolerance %v)", at, got, want, h.TTLTolerance))
 		}
 	}
