@@ -144,7 +144,7 @@ func bucket(d, period float64, limit, burst int64, cost float64) algoVerdict {
 	used := d / t
 	v := algoVerdict{before: used, count: used, ttl: d, tat: d}
 	if used+cost <= float64(burst)+algoEps {
-		v.count, v.tat = used+cost, d+cost*t
+		v.count, v.tat = used+cost, math.Min(d+cost*t, maxBucketNanos)
 		v.ttl = v.tat
 		return v
 	}
@@ -152,6 +152,12 @@ func bucket(d, period float64, limit, burst int64, cost float64) algoVerdict {
 	v.ttl = d + cost*t - float64(burst)*t // until enough tokens came back
 	return v
 }
+
+// maxBucketNanos bounds how long a token bucket takes to be full again:
+// 2^53 ms (about 285,000 years), as redisstore keeps it (Redis refuses a
+// longer PX from its script), so that both stores admit the same checks
+// after it (a bucket of 2^40 tokens at one a century takes 10^14 years).
+const maxBucketNanos = 1 << 53 * 1e6
 
 // maxDurationF is 2^63, the first float64 past the longest time.Duration.
 const maxDurationF = 1 << 63
@@ -173,8 +179,8 @@ func ceilDuration(d float64) time.Duration {
 // A token bucket can be full again later than the longest Duration (about
 // 292 years) from now: 10 a year with a burst of 10,000, once filled, takes
 // 1,000 years. Its expiry is then computed in seconds, where a Duration
-// would overflow into the past and the bucket read as full at once. Past
-// 2^62 seconds (146 billion years) it is kept at that.
+// would overflow into the past and the bucket read as full at once. bucket
+// keeps it within maxBucketNanos; addNanos also stops at 2^62 seconds.
 
 // addNanos is t plus d nanoseconds (d at least 0).
 func addNanos(t time.Time, d float64) time.Time {

@@ -390,3 +390,35 @@ func TestAbsurdWaitsSaturate(t *testing.T) {
 		}
 	})
 }
+
+// TestLongestBucket: a token bucket full again only after 2^53 ms (285,000
+// years; 2^40 tokens at one a century take 10^14 years) is kept at that, as
+// in the memory store, and both admit the same checks after it. Before, Redis
+// refused the PX the script sent (Lua formats it with an exponent) and every
+// check of the bucket failed open.
+func TestLongestBucket(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, s *Store, c redis.UniversalClient) {
+		k := newKeyer(t)
+		mem := ratelimit.NewMemoryStore()
+		op := ratelimit.Op{Kind: ratelimit.OpTokenBucket, Key: k.key("b"), Limit: 1, Burst: ratelimit.MaxBurst, Period: 100 * 365 * 24 * time.Hour}
+		// The full bucket's form, the short form, the general code, a peek.
+		for i, step := range []struct {
+			mode ratelimit.Mode
+			cost float64
+		}{{check, ratelimit.MaxBurst}, {check, 1}, {check, 0.5}, {peek, 1}, {check, ratelimit.MaxBurst}} {
+			op.Cost = step.cost
+			got, err := s.Eval(ctx, step.mode, []ratelimit.Op{op})
+			if err != nil {
+				t.Fatalf("step %d: %v", i+1, err)
+			}
+			want, err := mem.Eval(ctx, step.mode, []ratelimit.Op{op})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g, w := got[0], want[0]; g.Exceeded != w.Exceeded || math.Abs(g.Count-w.Count) > 1e-6*w.Count ||
+				g.TTL < w.TTL-ttlSlack(w.TTL) || g.TTL-time.Millisecond > w.TTL {
+				t.Errorf("step %d (%s, cost %v): %+v; the memory store: %+v", i+1, step.mode, step.cost, g, w)
+			}
+		}
+	})
+}

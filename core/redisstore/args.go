@@ -13,6 +13,12 @@ import (
 // send the very same command for the same ops. evaluate.lua's
 // header describes the layout.
 
+// maxBucketMillis is the longest a token bucket takes to be full again in
+// Redis, 2^53 ms (about 285,000 years), as in the memory store and
+// evaluate.lua: Redis refuses a longer PX from Lua, which formats it with
+// an exponent.
+const maxBucketMillis = 1 << 53
+
 // maxShortCost is the largest cost the short form takes: every whole float64
 // up to it prints exactly as an integer.
 const maxShortCost = 1 << 53
@@ -244,6 +250,9 @@ func fullBucket(op *ratelimit.Op) (int64, *boxedFrac) {
 		return a.ms, a
 	}
 	ttl := float64(cost) * (float64(period) / float64(limit))
+	// At most 2^53 ms (285,000 years), as the script keeps a bucket: Redis
+	// refuses a PX Lua formats with an exponent, and int64 would overflow.
+	ttl = math.Min(ttl, maxBucketMillis)
 	ms := math.Max(math.Ceil(ttl), 1)
 	s := "0"
 	if f := ms - ttl; f != 0 {

@@ -295,16 +295,24 @@ while true do
           ttl = d + costn * t
           local ms = math.ceil(ttl)
           if ms < 1 then ms = 1 end
-          local frac = ms - ttl
-          if frac == 0 then
-            frac = '0'
+          if ms > 9007199254740992 then
+            -- Full again past 2^53 ms (285,000 years): kept at that, as in
+            -- the memory store (maxBucketNanos), since Redis refuses a PX
+            -- that Lua formats with an exponent; the count goes as it is.
+            rcall('SET', key, '0', 'PX', '9007199254740992')
+            count, ttl, bits = string.format('%.17g', before + costn), 9007199254740992, 0
           else
-            frac = string.format('%.17g', frac)
+            local frac = ms - ttl
+            if frac == 0 then
+              frac = '0'
+            else
+              frac = string.format('%.17g', frac)
+            end
+            rcall('SET', key, frac, 'PX', ms)
+            -- The count is (ms - frac) / t: the client computes it from what
+            -- was written rather than have Redis format a second fraction.
+            count, ttl, bits = frac, ms, 4
           end
-          rcall('SET', key, frac, 'PX', ms)
-          -- The count is (ms - frac) / t: the client computes it from what
-          -- was written rather than have Redis format a second fraction.
-          count, ttl, bits = frac, ms, 4
         else
           count, ttl, bits = before, d + costn * t - burstn * t, 2
           if banfor ~= '0' then -- whole milliseconds: "0" is the only zero
@@ -536,7 +544,8 @@ while true do
             local t = period / limit
             before = d / t
             if before + costn <= burst + 1e-9 then
-              count, ttl, exceeded = before + costn, d + costn * t, false
+              -- At most 2^53 ms, as in the short form.
+              count, ttl, exceeded = before + costn, math.min(d + costn * t, 9007199254740992), false
               if charge then
                 local ms = math.max(math.ceil(ttl), 1)
                 redis.call('SET', key, fmt(ms - ttl), 'PX', ms)
