@@ -28,7 +28,8 @@ flags:
 ` + connUsage + `
   --limiter NAME              the limiter (required)
   --available-limiters FILE   the application's available_limiters.yaml (required
-                              when the limiter has no document in the rule store)
+                              when the limiter has no document in the rule store,
+                              or one without a default_rules tier)
   --rate-limits FILE          an operator's rate_limits.yaml: its rules' counters too
   --dry-run                   list the keys that would be removed, remove nothing
   --timeout D                 bound on each Redis call (default 5s)

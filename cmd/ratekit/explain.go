@@ -52,7 +52,8 @@ flags:
   --limiter NAME              the limiter to explain (required)
   --available-limiters FILE   the application's available_limiters.yaml: the
                               default tier (required when the limiter has no
-                              document in the rule store)
+                              document in the rule store, or one without a
+                              default_rules tier: no service seeded it)
   --rate-limits FILE          an operator's rate_limits.yaml: the file tier
   --rules-service URL         the HTTP address of the per-request rules service
                               (ratekit-rules serve -http): its answer for this
@@ -379,6 +380,12 @@ func bindRuleStore(ctx context.Context, out output, f explainFlags, client redis
 	}
 	ts, _ := store.Tiers(l.Name())
 	switch {
+	case doc != nil && doc.GetDefaultRules() == nil && local.defaultSource == "":
+		// A publish before any service seeded the document: the services
+		// use their own defaults, which only available_limiters.yaml holds.
+		// Without them a verdict or a clear would leave those rules out.
+		fmt.Fprintf(out.stderr, "ratekit "+f.name+": limiter %s: its document in the rule store (key %s) has no default_rules tier, so the services use their own defaults, and no --available-limiters was given: give the application's available_limiters.yaml\n", l.Name(), key)
+		return tiers.Set{}, nil, nil, exitInvalid
 	case doc != nil || local.defaultSource != "":
 	case invalid != nil:
 		fmt.Fprintf(out.stderr, "ratekit "+f.name+": limiter %s: its document in the rule store is invalid, the services run on their own files: give them (--available-limiters, --rate-limits): %v\n", l.Name(), invalid)

@@ -523,6 +523,62 @@ func TestExplainRuleStore(t *testing.T) {
 	}
 }
 
+// A document without the default tier (a publish before any service seeded
+// it) leaves the services on their own defaults, which only
+// available_limiters.yaml knows: explain and clear refuse to go on without
+// it, rather than give a verdict, or clear counters, from the published
+// rules alone (the services' per_ip and login_by_ip still count).
+func TestExplainDocumentWithoutDefaults(t *testing.T) {
+	client := redistest.Client(t)
+	e := newExplainEnv(t, client, redistest.URL(t), false)
+	ctx := context.Background()
+	store, err := rulestore.New(client, rulestore.Options{Prefix: e.rulesPrefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	published := must(config.RulesToProto([]ratelimit.Rule{{Name: "incident", Characteristics: []string{"ip"},
+		Limit: 1, Period: time.Minute}}))
+	if _, err := store.Publish(ctx, &configv1.PublishRulesRequest{RateLimits: map[string]*configv1.RuleList{"api_request": published}}); err != nil {
+		t.Fatal(err)
+	}
+	// The service counts one request under the published rule and its own
+	// defaults.
+	if err := store.Bind(e.limiter, e.local); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.check(t, 1, ratelimit.Identifier{"ip": "10.0.0.9", "path": "/login"})
+	id := []string{"ip=10.0.0.9", "path=/login"}
+	for _, cmd := range []string{"explain", "clear"} {
+		_, stderr, code := e.run(t, append([]string{cmd, "--redis", e.redisURL, "--limiter", "api_request",
+			"--key-prefix", e.prefix, "--rules-prefix", e.rulesPrefix}, id...)...)
+		if code != 1 || !strings.Contains(stderr, "has no default_rules tier") || !strings.Contains(stderr, "--available-limiters") {
+			t.Errorf("%s without available_limiters.yaml: exit %d, want 1 naming the missing tier\n%s", cmd, code, stderr)
+		}
+	}
+	// Given the file, the explanation holds the services' defaults.
+	ex := e.expectRules(t, []string{
+		"1 file skip_health no_match",
+		"2 file per_user no_match",
+		"3 file distinct_paths no_match",
+		"4 published incident block 1/1",
+		"5 default login_by_ip not_evaluated",
+		"6 default per_ip not_evaluated",
+	}, id...)
+	key := store.Key("api_request")
+	if !slices.Equal(ex.Tiers, []tierSummary{{"file", e.rateLimits, 3}, {"published", "rule store " + key, 1}, {"default", e.available, 3}}) {
+		t.Fatalf("tiers %+v", ex.Tiers)
+	}
+	// And the clear removes the defaults' counters too.
+	stdout, stderr, code := e.run(t, append([]string{"clear", "--redis", e.redisURL, "--limiter", "api_request",
+		"--key-prefix", e.prefix, "--rules-prefix", e.rulesPrefix, "--available-limiters", e.available}, id...)...)
+	if code != 0 || !strings.Contains(stdout, "cleared 3 keys") {
+		t.Fatalf("clear with available_limiters.yaml: exit %d\n%s%s", code, stdout, stderr)
+	}
+}
+
 // The same explanation on a Redis Cluster, where the rules' counters live in
 // different slots.
 func TestExplainCluster(t *testing.T) {

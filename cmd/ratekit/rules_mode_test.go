@@ -46,7 +46,8 @@ func TestRulesPublishMode(t *testing.T) {
 			if code, _, stderr := e.run(t, "publish", "--file", "shadow_rule.yaml", "--available-limiters", "available_limiters.yaml"); code != exitOK {
 				t.Fatalf("publish shadow_rule: %s", stderr)
 			}
-			explain := append([]string{"explain", "--limiter", "user_sign_in", "--rules-prefix", e.prefix, "--cost", "2"}, e.flags[:len(e.flags)-2]...)
+			explain := append([]string{"explain", "--limiter", "user_sign_in", "--rules-prefix", e.prefix, "--cost", "2",
+				"--available-limiters", "available_limiters.yaml"}, e.flags[:len(e.flags)-2]...) // the document has no default tier
 			code, stdout, stderr := ratekit(t, e.dir, append(explain, "ip=10.1.2.3")...)
 			if code != exitOK || !strings.Contains(stdout, "verdict: allow: the limiter is in shadow mode; enforcing, it would block by per_ip") {
 				t.Fatalf("explain in shadow: exit %d\n%s%s", code, stdout, stderr)
