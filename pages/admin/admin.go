@@ -210,7 +210,15 @@ func (h *Handler) get(ctx context.Context, w http.ResponseWriter, r *http.Reques
 	case q.Has("removed"):
 		d.Message = "Removed the invalid document: the services run on their own files until they seed it again."
 	case q.Has("cleared"):
-		if n, err := strconv.Atoi(q.Get("cleared")); err == nil && n >= 0 {
+		n, err := strconv.Atoi(q.Get("cleared"))
+		switch {
+		case err != nil || n < 0:
+		case n == 0:
+			// Clearing nothing is never a success: the identifier is most
+			// often not the one the service builds.
+			d.Message, d.MessageWarn = fmt.Sprintf("Nothing was cleared: no counter or ban key of this identifier exists under %q. "+
+				"Give the identifier exactly as the service builds it (every property its rules count by); the explanation below shows each rule's count.", h.opts.KeyPrefix), true
+		default:
 			d.Message = fmt.Sprintf("Cleared %d counter and ban key(s) for the identifier.", n)
 		}
 	}

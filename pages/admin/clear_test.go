@@ -1,0 +1,55 @@
+package admin_test
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/redisstore"
+)
+
+// A clear that finds no key of the identifier says so and why, as `ratekit
+// clear` does (which exits 1), instead of reporting "Cleared 0" as a
+// success; a clear that removed keys still reports them.
+func TestClearNothing(t *testing.T) {
+	f := newFixture(t, allowAll)
+	b := newBrowser(t, f)
+	// The service's limiter, counting under the page's prefix.
+	limiter, err := ratelimit.New(ratelimit.Config{Name: "api", Store: redisstore.New(f.client), KeyPrefix: f.keyPrefix,
+		Rules: []ratelimit.Rule{{Name: "per_ip", Characteristics: []string{"ip"}, Limit: 100, Period: time.Minute}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := b.csrf()
+	tests := []struct {
+		name    string
+		ip      string
+		counted int // requests counted for the identifier before the clear
+		want    string
+		class   string
+	}{
+		{"nothing to clear", "192.0.2.77", 0, "Nothing was cleared: no counter or ban key of this identifier exists under " + `&#34;` + f.keyPrefix + `&#34;`, "notice warn"},
+		{"keys cleared", "192.0.2.78", 1, "Cleared 1 counter and ban key(s) for the identifier.", "notice ok"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for range tt.counted {
+				if res := limiter.Check(ctx, ratelimit.Identifier{"ip": tt.ip}); res.Err != nil {
+					t.Fatal(res.Err)
+				}
+			}
+			resp, body := b.post("?limiter=api", url.Values{"csrf": {token}, "op": {"clear"}, "limiter": {"api"},
+				"confirm": {"yes"}, "id.ip": {tt.ip}}, f.srv.URL)
+			if resp.StatusCode != http.StatusSeeOther {
+				t.Fatalf("clear: %d\n%s", resp.StatusCode, body)
+			}
+			_, body = b.get(resp.Header.Get("Location"))
+			if want := `<p class="` + tt.class + `" id="message" role="status">` + tt.want; !strings.Contains(body, want) {
+				t.Fatalf("the page after the clear lacks %q:\n%s", want, body)
+			}
+		})
+	}
+}
