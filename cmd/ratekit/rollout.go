@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
 	"net/url"
@@ -16,6 +17,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -47,6 +49,11 @@ flags:
   --min-decisions N       fewer compared decisions fail (default 1000)
   --limiter NAME          judge only these limiters (repeatable); a named
                           limiter without decisions fails
+  --job NAME              with --prometheus: only the decisions of this
+                          scrape job (the job label an alert names); without
+                          it the jobs are summed, and a limiter that several
+                          jobs report (services made from the copier template
+                          all have http_request) is named in a warning
   --namespace NS          metric name prefix (default "ratelimit")
   --json                  machine-readable output
   --timeout D             bound on the whole command (default 10s)
@@ -64,6 +71,12 @@ func init() {
 
 // maxScrape bounds what is read from one metrics source or Prometheus answer.
 const maxScrape = 64 << 20
+
+// maxJobBytes bounds --job, a Prometheus label value.
+const maxJobBytes = 1024
+
+// maxJobsNamed bounds the jobs a warning names.
+const maxJobsNamed = 5
 
 type multiFlag []string
 
@@ -100,6 +113,7 @@ func runRollout(ctx context.Context, out output, args []string) int {
 	fs.Var(&metrics, "metrics", "")
 	fs.Var(&only, "limiter", "")
 	prom := fs.String("prometheus", "", "")
+	job := fs.String("job", "", "")
 	window := fs.Duration("window", 24*time.Hour, "")
 	maxDiv := fs.Float64("max-divergence", rollout.MaxDivergence, "")
 	minDec := fs.Uint64("min-decisions", rollout.MinDecisions, "")
@@ -122,6 +136,10 @@ func runRollout(ctx context.Context, out output, args []string) int {
 		return usageError(out, rolloutUsage, "rollout gate: --timeout must be positive, got %v", *timeout)
 	case !validMetricPrefix(*ns):
 		return usageError(out, rolloutUsage, "rollout gate: --namespace %q is not a metric name prefix", *ns)
+	case *job != "" && *prom == "":
+		return usageError(out, rolloutUsage, "rollout gate: --job selects the decisions of a Prometheus scrape job: give it with --prometheus")
+	case len(*job) > maxJobBytes || !utf8.ValidString(*job):
+		return usageError(out, rolloutUsage, "rollout gate: --job must be valid UTF-8 of at most %d bytes", maxJobBytes)
 	}
 	for _, l := range only {
 		if !rulecheck.ValidName(l) {
@@ -134,10 +152,14 @@ func runRollout(ctx context.Context, out output, args []string) int {
 
 	rep := gateReport{MaxDivergence: *maxDiv, MinDecisions: *minDec}
 	var counts map[string]map[string]*rollout.Counts
+	var jobs map[string][]string // the jobs that report each limiter (Prometheus)
 	var err error
 	if *prom != "" {
 		rep.Source, rep.Window = "prometheus "+*prom, window.String()
-		counts, err = queryPrometheus(ctx, *prom, family, *window)
+		if *job != "" {
+			rep.Source += fmt.Sprintf(", job %q", *job)
+		}
+		counts, jobs, err = queryPrometheus(ctx, *prom, family, *window, *job)
 	} else {
 		rep.Source = "metrics " + strings.Join(metrics, ", ")
 		counts = map[string]map[string]*rollout.Counts{}
@@ -159,6 +181,15 @@ func runRollout(ctx context.Context, out output, args []string) int {
 	}
 	slices.Sort(names)
 	names = slices.Compact(names)
+	for _, l := range names {
+		if js := jobs[l]; len(js) > 1 {
+			named := strings.Join(js[:min(len(js), maxJobsNamed)], ", ")
+			if len(js) > maxJobsNamed {
+				named += fmt.Sprintf(" and %d more", len(js)-maxJobsNamed)
+			}
+			fmt.Fprintf(out.stderr, "warning: limiter %s: the decisions of %d jobs are summed (%s): judge the one an alert names with --job JOB\n", l, len(js), named)
+		}
+	}
 	rep.Pass = len(names) > 0
 	for _, l := range names {
 		var total rollout.Counts
@@ -349,56 +380,73 @@ type promResponse struct {
 }
 
 // queryPrometheus sums each series' increase over window, per limiter, rule
-// and agreement, with an instant query at the server's now.
-func queryPrometheus(ctx context.Context, base, family string, window time.Duration) (map[string]map[string]*rollout.Counts, error) {
-	q := fmt.Sprintf("sum by (rate_limiter, rule, agreement) (increase(%s[%ds]))", family, int64(window/time.Second))
+// and agreement, with an instant query at the server's now: of one scrape
+// job, or of all ("" job). It returns the counts and, per limiter, the jobs
+// that reported it.
+func queryPrometheus(ctx context.Context, base, family string, window time.Duration, job string) (map[string]map[string]*rollout.Counts, map[string][]string, error) {
+	selector := family
+	if job != "" {
+		selector += "{job=" + strconv.Quote(job) + "}"
+	}
+	q := fmt.Sprintf("sum by (job, rate_limiter, rule, agreement) (increase(%s[%ds]))", selector, int64(window/time.Second))
 	u, err := url.Parse(strings.TrimRight(base, "/") + "/api/v1/query")
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
-		return nil, fmt.Errorf("--prometheus %q is not an http(s) URL", base)
+		return nil, nil, fmt.Errorf("--prometheus %q is not an http(s) URL", base)
 	}
 	u.RawQuery = url.Values{"query": {q}}.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("query %s: %w", base, err)
+		return nil, nil, fmt.Errorf("query %s: %w", base, err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxScrape+1))
 	if err != nil {
-		return nil, fmt.Errorf("query %s: %w", base, err)
+		return nil, nil, fmt.Errorf("query %s: %w", base, err)
 	}
 	if len(data) > maxScrape {
-		return nil, fmt.Errorf("query %s: answer over %d MiB", base, maxScrape>>20)
+		return nil, nil, fmt.Errorf("query %s: answer over %d MiB", base, maxScrape>>20)
 	}
 	var pr promResponse
 	if err := json.Unmarshal(data, &pr); err != nil {
-		return nil, fmt.Errorf("query %s: HTTP %s, not a Prometheus API answer: %w", base, resp.Status, err)
+		return nil, nil, fmt.Errorf("query %s: HTTP %s, not a Prometheus API answer: %w", base, resp.Status, err)
 	}
 	if pr.Status != "success" {
-		return nil, fmt.Errorf("query %s: %s: %s (query %s)", base, pr.ErrorType, pr.Error, q)
+		return nil, nil, fmt.Errorf("query %s: %s: %s (query %s)", base, pr.ErrorType, pr.Error, q)
 	}
 	if pr.Data.ResultType != "vector" {
-		return nil, fmt.Errorf("query %s: result type %q, want vector", base, pr.Data.ResultType)
+		return nil, nil, fmt.Errorf("query %s: result type %q, want vector", base, pr.Data.ResultType)
 	}
 	counts := map[string]map[string]*rollout.Counts{}
+	seen := map[string]map[string]bool{} // limiter → jobs
 	for _, s := range pr.Data.Result {
 		str, ok := s.Value[1].(string)
 		if !ok {
-			return nil, errors.New("query answer: a sample value is not a string")
+			return nil, nil, errors.New("query answer: a sample value is not a string")
 		}
 		v, err := strconv.ParseFloat(str, 64)
 		if err != nil {
-			return nil, fmt.Errorf("query answer: sample value %q: %w", str, err)
+			return nil, nil, fmt.Errorf("query answer: sample value %q: %w", str, err)
 		}
 		m := s.Metric
 		if err := addSample(counts, m["rate_limiter"], m["rule"], m["agreement"], v); err != nil {
-			return nil, fmt.Errorf("query answer: %w", err)
+			return nil, nil, fmt.Errorf("query answer: %w", err)
+		}
+		if j := m["job"]; j != "" {
+			if seen[m["rate_limiter"]] == nil {
+				seen[m["rate_limiter"]] = map[string]bool{}
+			}
+			seen[m["rate_limiter"]][j] = true
 		}
 	}
-	return counts, nil
+	jobs := make(map[string][]string, len(seen))
+	for l, js := range seen {
+		jobs[l] = slices.Sorted(maps.Keys(js))
+	}
+	return counts, jobs, nil
 }
 
 // noSeries is the reason of a gate that found nothing to judge.

@@ -187,6 +187,9 @@ func TestRolloutGateBadInput(t *testing.T) {
 		{[]string{"--metrics", "a", "--limiter", "A"}, exitUsage, "--limiter"},
 		{[]string{"--metrics", "a", "--timeout", "0s"}, exitUsage, "--timeout must be positive"},
 		{[]string{"--prometheus", "ftp://x"}, exitUsage, "not an http(s) URL"},
+		{[]string{"--metrics", "a", "--job", "checkout"}, exitUsage, "--job selects the decisions of a Prometheus scrape job"},
+		{[]string{"--prometheus", "http://x", "--job", strings.Repeat("j", maxJobBytes+1)}, exitUsage, "--job must be valid UTF-8 of at most 1024 bytes"},
+		{[]string{"--prometheus", "http://x", "--job", "\xff"}, exitUsage, "--job must be valid UTF-8"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			code, _, stderr := ratekit(t, dir, append([]string{"rollout", "gate"}, tc.args...)...)
@@ -297,6 +300,93 @@ func TestRolloutGatePrometheus(t *testing.T) {
 	code, stdout, _ = ratekit(t, dir, "rollout", "gate", "--prometheus", promURL, "--limiter", "checkout")
 	if code != exitOK || !strings.Contains(stdout, "over 24h0m0s") {
 		t.Fatalf("checkout alone: exit %d\n%s", code, stdout)
+	}
+}
+
+// TestRolloutGatePrometheusJobs: two services (jobs) of one Prometheus both
+// have a limiter named checkout, as services made from the copier template
+// all have http_request. The RatekitRolloutDivergence alert names one job;
+// --job judges that job's decisions alone (1 % divergent: fail), and a gate
+// without it, which sums the jobs (0.09 %: pass), names them in a warning.
+func TestRolloutGatePrometheusJobs(t *testing.T) {
+	t.Parallel() // mostly waits for Prometheus to scrape; its own registries, dir and ports
+	bin := prometheusBinary(t)
+	steady, diverging := newRolloutService(t), newRolloutService(t)
+	dir := t.TempDir()
+	cfg := "global: {scrape_interval: 1s, evaluation_interval: 1s}\nscrape_configs:\n"
+	for job, s := range map[string]*rolloutService{"steady": steady, "diverging": diverging} {
+		cfg += fmt.Sprintf("  - job_name: %s\n    static_configs: [{targets: [%q]}]\n", job, strings.TrimPrefix(s.srv.URL, "http://"))
+	}
+	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr := unusedAddr(t)
+	cmd := exec.Command(bin, "--config.file="+filepath.Join(dir, "prometheus.yml"), "--storage.tsdb.path="+filepath.Join(dir, "data"),
+		"--web.listen-address="+addr)
+	logf, _ := os.Create(filepath.Join(dir, "prometheus.log"))
+	defer logf.Close()
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	promURL := "http://" + addr
+	query := func(q string) int {
+		resp, err := http.Get(promURL + "/api/v1/query?query=" + url.QueryEscape(q))
+		if err != nil {
+			return 0
+		}
+		defer resp.Body.Close()
+		var pr promResponse
+		if json.NewDecoder(resp.Body).Decode(&pr) != nil {
+			return 0
+		}
+		return len(pr.Data.Result)
+	}
+	waitFor(t, 60*time.Second, "Prometheus to scrape both jobs' pre-exported series twice", func() bool {
+		return query(`count(count by (job) (count_over_time(ratelimit_rollout_decisions_total{rate_limiter="checkout",agreement="agree"}[5m]) >= 2)) == 2`) == 1
+	})
+	steady.decide(t, "checkout", 10000, 0)
+	diverging.decide(t, "checkout", 1000, 10)
+
+	tests := []struct {
+		name   string
+		args   []string
+		code   int
+		ratio  float64 // about
+		stderr string  // "" for none
+	}{
+		{"the alert's job", []string{"--job", "diverging"}, exitInvalid, 0.01, ""},
+		{"the other job", []string{"--job", "steady"}, exitOK, 0, ""},
+		{"every job summed", nil, exitOK, 10.0 / 11000,
+			"warning: limiter checkout: the decisions of 2 jobs are summed (diverging, steady): judge the one an alert names with --job JOB\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var g gateJSON
+			var code int
+			var stdout, stderr string
+			want := 11000 // compared decisions
+			if tt.args != nil {
+				want = 1000
+			}
+			waitFor(t, 60*time.Second, "the gate to see every decision", func() bool {
+				args := append([]string{"rollout", "gate", "--prometheus", promURL, "--json", "--limiter", "checkout"}, tt.args...)
+				code, stdout, stderr = ratekit(t, dir, args...)
+				if code == exitUsage {
+					t.Fatalf("gate: %s", stderr)
+				}
+				g = parseGate(t, stdout)
+				return len(g.Limiters) == 1 && g.Limiters[0].Counts.Compared() >= uint64(want)
+			})
+			// increase() extrapolates: counts may exceed what was made, ratios hold.
+			if checkout := g.Limiters[0]; code != tt.code || checkout.Ratio < tt.ratio*0.8 || checkout.Ratio > tt.ratio*1.2 {
+				t.Errorf("exit %d, want %d; checkout's ratio %v, want about %v: %+v", code, tt.code, checkout.Ratio, tt.ratio, checkout)
+			}
+			if stderr != tt.stderr {
+				t.Errorf("stderr %q, want %q", stderr, tt.stderr)
+			}
+		})
 	}
 }
 
