@@ -50,10 +50,11 @@ flags:
   --limiter NAME          judge only these limiters (repeatable); a named
                           limiter without decisions fails
   --job NAME              with --prometheus: only the decisions of this
-                          scrape job (the job label an alert names); without
-                          it the jobs are summed, and a limiter that several
-                          jobs report (services made from the copier template
-                          all have http_request) is named in a warning
+                          scrape job (the job label an alert names; at most
+                          1024 bytes); without it the jobs are summed, and a
+                          limiter that several jobs report (services made
+                          from the copier template all have http_request) is
+                          named in a warning
   --namespace NS          metric name prefix (default "ratelimit")
   --json                  machine-readable output
   --timeout D             bound on the whole command (default 10s)
