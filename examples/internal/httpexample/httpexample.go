@@ -22,6 +22,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/ratekit/ratekit/controlplane/config"
 	"github.com/ratekit/ratekit/controlplane/rulestore"
 	ratelimit "github.com/ratekit/ratekit/core"
@@ -236,10 +238,14 @@ func adminPage(ctx context.Context, o Options, limiter *ratelimit.Limiter, obs *
 	if err != nil {
 		return nil, nil, err
 	}
-	client, err := exampleutil.NewRedisClient(ctx, o.RedisURL)
+	// No ping: with Redis down the example starts all the same, as its
+	// counter store does; the rule store connects when Redis answers and the
+	// limiter runs on its local rules meanwhile.
+	opt, err := redisstore.ParseURL(o.RedisURL) // its errors never show the URL's password
 	if err != nil {
 		return nil, nil, err
 	}
+	client := redis.NewUniversalClient(redisstore.GoRedisOptions(opt))
 	rules, err := rulestore.New(client, rulestore.Options{Prefix: rulesPrefix(o), Available: available, Interval: time.Second})
 	var local tiers.Set
 	if err == nil {

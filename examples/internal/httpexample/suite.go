@@ -77,12 +77,62 @@ func Test(t *testing.T, name string, newHandler NewHandler) {
 			}
 		})
 	}
+	t.Run("run_redis_down", func(t *testing.T) { runRedisDown(t, name, newHandler) })
 	t.Run("bad_trusted_proxies", func(t *testing.T) {
 		o := Options{Addr: "127.0.0.1:0", TrustedProxies: []string{"not-a-cidr"}}
 		if err := Run(context.Background(), name, o, newHandler); err == nil {
 			t.Error("Run accepted an invalid trusted proxy")
 		}
 	})
+}
+
+// runRedisDown runs the whole program with REDIS_URL naming a port where
+// nothing listens: it must start all the same (the store connects in the
+// background) and fail open, so a Redis outage never takes the example down
+// at start-up; the admin page is mounted and answers.
+func runRedisDown(t *testing.T, name string, newHandler NewHandler) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := "redis://" + lis.Addr().String() + "/0"
+	lis.Close() // nothing listens there any more
+	o := Options{Addr: "127.0.0.1:0", InternalAddr: "127.0.0.1:0", RedisURL: down, KeyPrefix: redistest.Prefix(t)}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	addrc, internalc, done := make(chan net.Addr, 1), make(chan net.Addr, 1), make(chan error, 1)
+	o.Ready = func(a net.Addr) { addrc <- a }
+	o.InternalReady = func(a net.Addr) { internalc <- a }
+	go func() { done <- Run(ctx, name, o, newHandler) }()
+	select {
+	case a := <-addrc:
+		public, internal := "http://"+a.String(), "http://"+(<-internalc).String()
+		for i := 1; i <= 6; i++ { // over the limit of 5: the checks fail open
+			if code := status(t, public+"/hello"); code != http.StatusOK {
+				t.Fatalf("GET /hello #%d with Redis down: %d, want 200 (fail open)", i, code)
+			}
+		}
+		if code := status(t, internal+"/admin/ratelimit/"); code == http.StatusNotFound {
+			t.Errorf("GET /admin/ratelimit/ with Redis down: 404, want the admin page mounted")
+		}
+	case err := <-done:
+		t.Fatalf("run with Redis down: %v, want it to start and fail open", err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("run: %v", err)
+	}
+}
+
+func status(t *testing.T, url string) int {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
 }
 
 // adminServed checks that the internal listener serves the admin page, read
