@@ -170,7 +170,8 @@ func ShadowedExemptions(r ratelimit.Rule, defaults []ratelimit.Rule) []string {
 }
 
 // overlaps reports whether a request could match both a and b: every key
-// they share must be able to hold one value accepted by both. A regex is
+// they share must be able to hold one value accepted by both. A regex
+// overlaps a set of values when it matches one of them; two regexes are
 // assumed to overlap.
 func overlaps(a, b map[string]ratelimit.Matcher) bool {
 	for k, ma := range a {
@@ -178,30 +179,44 @@ func overlaps(a, b map[string]ratelimit.Matcher) bool {
 		if !ok {
 			continue
 		}
-		va, vb := values(ma), values(mb)
-		if va == nil || vb == nil {
-			continue // a regex: may match
+		va, vb := values(k, ma), values(k, mb)
+		var shared bool
+		switch {
+		case va == nil && vb == nil:
+			shared = true // two regexes: may match
+		case va == nil:
+			shared = slices.ContainsFunc(vb, ma.Matches)
+		case vb == nil:
+			shared = slices.ContainsFunc(va, mb.Matches)
+		default:
+			shared = slices.ContainsFunc(va, func(v string) bool { return slices.Contains(vb, v) })
 		}
-		if !slices.ContainsFunc(va, func(v string) bool { return slices.Contains(vb, v) }) {
+		if !shared {
 			return false
 		}
 	}
 	return true
 }
 
-// values returns the values a matcher accepts, nil for a regex.
-func values(m ratelimit.Matcher) []string {
+// values returns the values a matcher of key accepts, nil for a regex. A
+// match on GET also accepts HEAD (ratelimit.PropertyMethod).
+func values(key string, m ratelimit.Matcher) []string {
+	var vs []string
 	switch {
 	case m.IsEqual():
-		return []string{m.Value()}
+		vs = []string{m.Value()}
 	case m.IsOneOf():
-		if v := m.Values(); v != nil {
-			return v
+		vs = m.Values()
+		if vs == nil {
+			return []string{} // an empty set: overlaps nothing
 		}
-		return []string{} // an empty set: overlaps nothing
-
+	default:
+		return nil
 	}
-	return nil
+	if key == ratelimit.PropertyMethod && slices.Contains(vs, "GET") && !slices.Contains(vs, "HEAD") {
+		vs = append(slices.Clip(vs), "HEAD")
+	}
+	return vs
 }
 
 func describeMatch(m map[string]ratelimit.Matcher) string {

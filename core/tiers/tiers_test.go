@@ -184,6 +184,10 @@ func TestShadowedExemptions(t *testing.T) {
 		{"same path", withMatch(rule("x", 2), map[string]ratelimit.Matcher{"path": ratelimit.Equal("/healthz")}), "skips"},
 		{"other path", withMatch(rule("x", 2), map[string]ratelimit.Matcher{"path": ratelimit.Equal("/api")}), ""},
 		{"regex path", withMatch(rule("x", 2), map[string]ratelimit.Matcher{"path": ratelimit.Regex("^/")}), "skips"},
+		{"regex of one exempted path", withMatch(rule("x", 2), map[string]ratelimit.Matcher{"path": ratelimit.Regex("ready")}), "skips"},
+		// The template's example sign-in rule: its regex matches neither
+		// exempted path, so it never sees a probe.
+		{"regex of no exempted path", withMatch(rule("x", 2), map[string]ratelimit.Matcher{"path": ratelimit.Regex("^/(users/)?sign_in$")}), ""},
 		{"override by name", rule("skip_health_checks", 2), `replaces the exemption "skip_health_checks"`},
 		{"a skip", ratelimit.Rule{Name: "skip_more", Action: ratelimit.ActionSkip}, ""},
 	}
@@ -195,6 +199,43 @@ func TestShadowedExemptions(t *testing.T) {
 				t.Fatalf("warnings %q, want none", got)
 			case tt.want != "" && (len(got) != 1 || !strings.Contains(got[0], tt.want)):
 				t.Fatalf("warnings %q, want one with %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// An exemption's regex overlaps a rule's values only when it matches one of
+// them, and a match on GET covers HEAD (servers answer HEAD with the GET
+// handler), as the limiter evaluates them.
+func TestShadowedExemptionsPerMatcher(t *testing.T) {
+	skip := func(m map[string]ratelimit.Matcher) []ratelimit.Rule {
+		return []ratelimit.Rule{{Name: "skip_probes", Action: ratelimit.ActionSkip, Match: m}}
+	}
+	limit := func(m map[string]ratelimit.Matcher) ratelimit.Rule { r := rule("x", 2); r.Match = m; return r }
+	tests := []struct {
+		name       string
+		exemption  map[string]ratelimit.Matcher
+		rule       map[string]ratelimit.Matcher
+		wantWarned bool
+	}{
+		{"exemption regex, rule path it matches", map[string]ratelimit.Matcher{"path": ratelimit.Regex("^/health")},
+			map[string]ratelimit.Matcher{"path": ratelimit.Equal("/healthz")}, true},
+		{"exemption regex, rule paths it misses", map[string]ratelimit.Matcher{"path": ratelimit.Regex("^/health")},
+			map[string]ratelimit.Matcher{"path": ratelimit.OneOf("/api", "/login")}, false},
+		{"two regexes", map[string]ratelimit.Matcher{"path": ratelimit.Regex("^/health")},
+			map[string]ratelimit.Matcher{"path": ratelimit.Regex("^/api")}, true},
+		{"exemption GET, rule HEAD", map[string]ratelimit.Matcher{ratelimit.PropertyMethod: ratelimit.Equal("GET")},
+			map[string]ratelimit.Matcher{ratelimit.PropertyMethod: ratelimit.Regex("^HEAD$")}, true},
+		{"exemption HEAD, rule GET", map[string]ratelimit.Matcher{ratelimit.PropertyMethod: ratelimit.Regex("^HEAD$")},
+			map[string]ratelimit.Matcher{ratelimit.PropertyMethod: ratelimit.OneOf("GET")}, true},
+		{"exemption GET, rule POST", map[string]ratelimit.Matcher{ratelimit.PropertyMethod: ratelimit.Equal("GET")},
+			map[string]ratelimit.Matcher{ratelimit.PropertyMethod: ratelimit.Regex("^POST$")}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := tiers.ShadowedExemptions(limit(tt.rule), skip(tt.exemption))
+			if warned := len(got) != 0; warned != tt.wantWarned {
+				t.Fatalf("warnings %q, want warned %v", got, tt.wantWarned)
 			}
 		})
 	}
