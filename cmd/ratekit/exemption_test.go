@@ -63,3 +63,28 @@ func TestExemptionWarnings(t *testing.T) {
 		t.Fatalf("publish --dry-run: exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
 	}
 }
+
+// TestExemptionReplacedInTheFile: a file that replaces skip_health_checks by
+// name (the copier template's rate_limits.example.yaml does, adding /livez)
+// lifts the default exemption, so validate must not warn that it "still
+// holds" for the file's other rules; the file's own skip replaces it.
+func TestExemptionReplacedInTheFile(t *testing.T) {
+	const replaced = `rate_limits:
+  http_request:
+    - name: skip_health_checks
+      action: skip
+      match:
+        path: {one_of: [/healthz, /readyz, /livez]}
+    - name: incident_per_ip
+      characteristics: [ip]
+      limit: 2
+      period_s: 60
+      action: limit
+      match: {}
+`
+	dir := writeFiles(t, map[string]string{"available_limiters.yaml": exemptAvailable, "rate_limits.yaml": replaced})
+	code, stdout, stderr := ratekit(t, dir, "validate", "--available-limiters", "available_limiters.yaml", "--rate-limits", "rate_limits.yaml")
+	if code != 0 || stderr != "" {
+		t.Fatalf("validate: exit %d, want 0 and no warning\nstdout %s\nstderr %s", code, stdout, stderr)
+	}
+}

@@ -3,6 +3,7 @@ package config
 import (
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 
+	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/tiers"
 )
 
@@ -33,12 +34,18 @@ func exemptionWarnings(d *doc, file, field string, available *AvailableLimiters,
 			continue
 		}
 		at := path{}.field(field).key(name).field("rules")
+		// The rules that compile (the others are reported by validation); one
+		// that replaces an exemption by name lifts it for the others.
+		var list []ratelimit.Rule
+		var index []int
 		for i, pr := range m[name].GetRules() {
-			rule, err := RuleFromProto(pr)
-			if err != nil {
-				continue // reported by validation
+			if rule, err := RuleFromProto(pr); err == nil {
+				list, index = append(list, rule), append(index, i)
 			}
-			for _, msg := range tiers.ShadowedExemptions(rule, defaults) {
+		}
+		for j, rule := range list {
+			i, pr := index[j], m[name].GetRules()[index[j]]
+			for _, msg := range tiers.ShadowedExemptions(rule, defaults, list) {
 				e := &Error{File: file, Limiter: name, Rule: pr.GetName(), Message: msg}
 				if d != nil {
 					pos := d.lookup(at.at(i), false)

@@ -154,14 +154,20 @@ func heldExemptions(tiers [][]ratelimit.Rule) map[string]bool {
 // override by name, and those that r could match if it came first: what an
 // operator should be warned about before publishing r (an incident rule with
 // `match: {}` would otherwise be a surprise only for health checks). Each
-// entry is the exemption's name and why.
-func ShadowedExemptions(r ratelimit.Rule, defaults []ratelimit.Rule) []string {
+// entry is the exemption's name and why. higher are the tiers above the
+// defaults, r's own among them: an exemption that one of their rules
+// replaces by name no longer holds, so r is not told that it does.
+func ShadowedExemptions(r ratelimit.Rule, defaults []ratelimit.Rule, higher ...[]ratelimit.Rule) []string {
 	var out []string
 	for _, ex := range Exemptions(defaults) {
 		switch {
 		case ex.Name == r.Name && r.Action != ratelimit.ActionSkip:
 			out = append(out, fmt.Sprintf("rule %q replaces the exemption %q of the default tier: requests it exempted (%s) are now counted", r.Name, ex.Name, describeMatch(ex.Match)))
 		case ex.Name == r.Name:
+		case slices.ContainsFunc(higher, func(t []ratelimit.Rule) bool {
+			return slices.ContainsFunc(t, func(h ratelimit.Rule) bool { return h.Name == ex.Name })
+		}):
+			// Replaced: the replacing rule is warned about if it counts.
 		case r.Action != ratelimit.ActionSkip && overlaps(r.Match, ex.Match):
 			out = append(out, fmt.Sprintf("rule %q matches requests that the default exemption %q skips (%s); the exemption still holds for them (override it by name to count them)", r.Name, ex.Name, describeMatch(ex.Match)))
 		}

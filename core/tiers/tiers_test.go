@@ -204,6 +204,29 @@ func TestShadowedExemptions(t *testing.T) {
 	}
 }
 
+// A higher tier that replaces an exemption by name lifts it: a rule of any
+// higher tier is not told that the exemption "still holds" for it.
+func TestShadowedExemptionsReplacedByName(t *testing.T) {
+	defaults := []ratelimit.Rule{{Name: "skip_health_checks", Action: ratelimit.ActionSkip,
+		Match: map[string]ratelimit.Matcher{"path": ratelimit.OneOf("/healthz", "/readyz")}}}
+	replacement := ratelimit.Rule{Name: "skip_health_checks", Action: ratelimit.ActionSkip,
+		Match: map[string]ratelimit.Matcher{"path": ratelimit.OneOf("/healthz", "/readyz", "/livez")}}
+	incident := rule("incident", 2)
+	if got := tiers.ShadowedExemptions(incident, defaults, []ratelimit.Rule{replacement, incident}); len(got) != 0 {
+		t.Errorf("replaced in the rule's tier: warnings %q, want none", got)
+	}
+	if got := tiers.ShadowedExemptions(incident, defaults, nil, []ratelimit.Rule{replacement}, []ratelimit.Rule{incident}); len(got) != 0 {
+		t.Errorf("replaced in another higher tier: warnings %q, want none", got)
+	}
+	if got := tiers.ShadowedExemptions(incident, defaults, []ratelimit.Rule{incident}); len(got) != 1 {
+		t.Errorf("not replaced: warnings %q, want one", got)
+	}
+	counting := rule("skip_health_checks", 2)
+	if got := tiers.ShadowedExemptions(counting, defaults, []ratelimit.Rule{counting}); len(got) != 1 || !strings.Contains(got[0], "replaces the exemption") {
+		t.Errorf("the replacing rule counts: warnings %q, want the replacement named", got)
+	}
+}
+
 // An exemption's regex overlaps a rule's values only when it matches one of
 // them, and a match on GET covers HEAD (servers answer HEAD with the GET
 // handler), as the limiter evaluates them.

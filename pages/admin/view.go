@@ -250,7 +250,7 @@ func (lv *limiterView) build() {
 	lv.Published = byTier[tiers.Published]
 	for _, higher := range [][]ratelimit.Rule{lv.Tiers.Remote, lv.Tiers.File, lv.Tiers.Published} {
 		for _, r := range higher {
-			lv.ExemptionWarnings = append(lv.ExemptionWarnings, tiers.ShadowedExemptions(r, lv.Tiers.Defaults)...)
+			lv.ExemptionWarnings = append(lv.ExemptionWarnings, tiers.ShadowedExemptions(r, lv.Tiers.Defaults, lv.Tiers.Remote, lv.Tiers.File, lv.Tiers.Published)...)
 		}
 	}
 }
