@@ -230,9 +230,8 @@ func rulesPrefix(o Options) string {
 }
 
 // adminPage binds limiter to a Redis rule store (rules published there apply
-// to it within a second), seeds its document with the limiter's own tiers,
-// shows its tiers on obs's debug page and returns the admin page that edits
-// them.
+// to it within a second), shows its tiers on obs's debug page and returns the
+// admin page that edits them.
 func adminPage(ctx context.Context, o Options, limiter *ratelimit.Limiter, obs *exampleutil.Observability) (http.Handler, func(), error) {
 	available, err := config.ParseAvailableLimiters("examples", []byte(AvailableLimiters))
 	if err != nil {
@@ -258,13 +257,15 @@ func adminPage(ctx context.Context, o Options, limiter *ratelimit.Limiter, obs *
 		_ = client.Close()
 		return nil, nil, err
 	}
-	// Seed the document with the limiter's own tiers, as a service made
-	// from the copier template does at start: `ratekit explain` and
-	// `ratekit clear` then find every rule the example enforces in Redis,
-	// without available_limiters.yaml.
-	if _, err := rules.SeedBound(ctx); err != nil {
+	// Seed the default tier into the limiter's document, as a service made
+	// from the copier template does, so that `ratekit explain` and `ratekit
+	// clear --service examples` find the rules without a file. Bounded: with
+	// Redis down the example starts on its local rules all the same.
+	sctx, cancelSeed := context.WithTimeout(ctx, 2*time.Second)
+	if _, err := rules.SeedBound(sctx); err != nil {
 		log.Printf("rate limit rules not seeded; the limiter runs on its local rules: %v", err)
 	}
+	cancelSeed()
 	obs.Tiers = rules // the debug page shows the tiers the limiter enforces
 	rctx, cancel := context.WithCancel(ctx)
 	go rules.Run(rctx)
