@@ -87,4 +87,13 @@ func TestExemptionReplacedInTheFile(t *testing.T) {
 	if code != 0 || stderr != "" {
 		t.Fatalf("validate: exit %d, want 0 and no warning\nstdout %s\nstderr %s", code, stdout, stderr)
 	}
+	// The summary lists the skip rules the limiter evaluates: the file's,
+	// not the default it replaces.
+	if !strings.Contains(stdout, "skip rules: 1 ") || strings.Contains(stdout, "available_limiters.yaml:7:9") {
+		t.Errorf("validate lists a replaced default skip rule:\n%s", stdout)
+	}
+	code, stdout, _ = ratekit(t, dir, "validate", "--json", "--available-limiters", "available_limiters.yaml", "--rate-limits", "rate_limits.yaml")
+	if code != 0 || strings.Count(stdout, `"rule": "skip_health_checks"`) != 1 || !strings.Contains(stdout, `"file": "rate_limits.yaml"`) {
+		t.Errorf("validate --json: exit %d, want the file's skip rule only:\n%s", code, stdout)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -22,8 +23,9 @@ rules, and the cross-document checks (limiters declared, properties in the
 limiter's available_properties, rule names unique, regexes valid RE2, skip
 rules within allowed_skip_rules).
 
-On success it prints a summary that lists every skip rule, since each one
-bypasses its limiter for every request it matches.
+On success it prints a summary that lists every skip rule the limiters
+evaluate, since each one bypasses its limiter for every request it matches
+(a default skip rule that rate_limits.yaml replaces by name is left out).
 
 flags:
   --available-limiters FILE   the application's available_limiters.yaml (required)
@@ -186,15 +188,31 @@ func jsonSummary(available *config.AvailableLimiters, rateLimits *config.RateLim
 		}
 		lims = append(lims, l)
 	}
-	skips := available.SkipRules()
-	if rateLimits != nil {
-		skips = append(skips, rateLimits.SkipRules()...)
-	}
+	skips := skipRules(available, rateLimits)
 	out := []validateSkip{}
 	for _, s := range skips {
 		out = append(out, validateSkip{File: s.File, Line: s.Line, Column: s.Column, Limiter: s.Limiter, Rule: s.Rule.GetName(), Match: describeMatch(s.Rule)})
 	}
 	return lims, out
+}
+
+// skipRules lists the skip rules the limiters evaluate: the default ones of
+// available_limiters.yaml, less those a rule of rateLimits replaces by name
+// (they no longer apply), then rateLimits' own.
+func skipRules(available *config.AvailableLimiters, rateLimits *config.RateLimits) []config.SkipRule {
+	var out []config.SkipRule
+	for _, s := range available.SkipRules() {
+		replaced := slices.ContainsFunc(rateLimitsOf(rateLimits)[s.Limiter].GetRules(), func(r *configv1.Rule) bool {
+			return r.GetName() == s.Rule.GetName()
+		})
+		if !replaced {
+			out = append(out, s)
+		}
+	}
+	if rateLimits != nil {
+		out = append(out, rateLimits.SkipRules()...)
+	}
+	return out
 }
 
 func rateLimitsOf(r *config.RateLimits) map[string]*configv1.RuleList {
@@ -247,7 +265,7 @@ func summarize(w io.Writer, available *config.AvailableLimiters, rateLimits *con
 		}
 		fmt.Fprintln(tw, line)
 	}
-	skips := available.SkipRules()
+	skips := skipRules(available, rateLimits)
 	if rateLimits != nil {
 		limiters := rateLimits.Limiters()
 		total := 0
@@ -259,7 +277,6 @@ func summarize(w io.Writer, available *config.AvailableLimiters, rateLimits *con
 			rules := rateLimits.Proto.GetRateLimits()[n].GetRules()
 			fmt.Fprintf(tw, "  %s\t%s\t(%s)\n", n, count(len(rules), "rule"), actionCounts(rules))
 		}
-		skips = append(skips, rateLimits.SkipRules()...)
 	}
 	tw.Flush()
 	if len(skips) == 0 {
