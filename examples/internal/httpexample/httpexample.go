@@ -230,8 +230,9 @@ func rulesPrefix(o Options) string {
 }
 
 // adminPage binds limiter to a Redis rule store (rules published there apply
-// to it within a second), shows its tiers on obs's debug page and returns the
-// admin page that edits them.
+// to it within a second), seeds its document with the limiter's default
+// tier, shows its tiers on obs's debug page and returns the admin page that
+// edits them.
 func adminPage(ctx context.Context, o Options, limiter *ratelimit.Limiter, obs *exampleutil.Observability) (http.Handler, func(), error) {
 	available, err := config.ParseAvailableLimiters("examples", []byte(AvailableLimiters))
 	if err != nil {
