@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -96,10 +97,18 @@ func (s *Store) readStored(ctx context.Context, keys []string) ([]stored, error)
 // readEach reads document keys (all in one slot) as readStored does, by as
 // many calls as MaxReadBytes needs, and gives each key's content to f in
 // order, so that no more than one call's documents are held at once beyond
-// what f keeps. It stops at the first error, of a call or of f.
-func (s *Store) readEach(ctx context.Context, keys []string, f func(i int, st stored) error) error {
+// what f keeps. It stops at the first error, of a call or of f. A timeout
+// above 0 bounds each call, not the whole read: what f does between calls
+// (a refresh parses and applies up to MaxReadBytes of documents) is not
+// Redis's time.
+func (s *Store) readEach(ctx context.Context, keys []string, timeout time.Duration, f func(i int, st stored) error) error {
 	for done := 0; done < len(keys); {
-		sts, err := s.readStored(ctx, keys[done:])
+		cctx, cancel := ctx, context.CancelFunc(func() {})
+		if timeout > 0 {
+			cctx, cancel = context.WithTimeout(ctx, timeout)
+		}
+		sts, err := s.readStored(cctx, keys[done:])
+		cancel()
 		if err != nil {
 			return err
 		}

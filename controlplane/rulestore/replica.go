@@ -145,11 +145,9 @@ func (s *Store) Refresh(ctx context.Context) error {
 	if len(keys) == 0 {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
 	var errs []error
 	done := 0 // the limiters whose documents were read
-	err := s.readEach(ctx, keys, func(i int, st stored) error {
+	err := s.readEach(ctx, keys, s.timeout, func(i int, st stored) error {
 		if err := s.apply(bs[i], keys[i], st); err != nil {
 			errs = append(errs, err)
 		}
