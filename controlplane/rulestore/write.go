@@ -411,7 +411,7 @@ func (s *Store) readDocs(ctx context.Context, op string, edits []edit) (map[stri
 			if !errors.Is(err, ErrInvalidDocument) {
 				err = fmt.Errorf("%w: %s: %w", ErrInvalidDocument, keys[i], err)
 			}
-			errs = append(errs, fmt.Errorf("%w (Delete can shrink it and Remove take it away; nothing else writes to it)", err))
+			errs = append(errs, fmt.Errorf("%w (only a delete shrinks it and a remove takes it away: `ratekit rules delete|remove`, Store.Delete|Remove)", err))
 		}
 		return nil
 	})

@@ -41,7 +41,7 @@ func TestInvalidDocumentNeverWedgesThePage(t *testing.T) {
 		}
 	}
 	resp, body := b.post("?limiter=api", saveForm(token, "", "per_user_strict"), f.srv.URL)
-	if resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(body, "Remove take it away") {
+	if resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(body, "a remove takes it away") {
 		t.Fatalf("save onto an invalid document: %d\n%s", resp.StatusCode, body)
 	}
 	// The index page lists it as invalid instead of failing.
@@ -127,5 +127,30 @@ func TestInvalidDocumentNeverWedgesThePage(t *testing.T) {
 	edit.Set("limit", "3")
 	if resp, body := b.post("?limiter=api", edit, f.srv.URL); resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("edit at the bound: %d\n%s", resp.StatusCode, body)
+	}
+}
+
+// The index page tells a document that one list of the store left unread
+// (past rulestore.MaxReadBytes) from an invalid one: it used to call it
+// "document invalid".
+func TestIndexSaysWhichDocumentsWereNotRead(t *testing.T) {
+	f := newFixture(t, allowAll)
+	b := newBrowser(t, f)
+	index := strings.TrimSuffix(f.store.Key("x"), "x") + "@index"
+	// Twenty documents of 1 MiB each, more than one list reads.
+	doc := `{"pad":"` + strings.Repeat("x", ratelimit.MaxDocumentBytes-16) + `"}`
+	for i := range 20 {
+		name := fmt.Sprintf("l%02d", i)
+		if err := f.client.Set(ctx, f.store.Key(name), doc, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.client.SAdd(ctx, index, name).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, body := b.get("")
+	if code != http.StatusOK || !strings.Contains(body, "document not read in this list") ||
+		strings.Contains(body, "document invalid: rulestore: document not read") {
+		t.Fatalf("index: %d, want documents past the read bound shown as not read\n%.2000s", code, body)
 	}
 }

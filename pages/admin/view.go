@@ -57,6 +57,10 @@ func (h *Handler) index(ctx context.Context) ([]indexRow, error) {
 			switch {
 			case e.Err != nil && errors.Is(e.Err, rulestore.ErrNoDocument):
 				row.Document = "indexed, document missing"
+			case e.Err != nil && errors.Is(e.Err, rulestore.ErrNotRead):
+				// Past the bytes one list reads: valid or not, it was not
+				// looked at; the limiter's own page reads it.
+				row.Document = "document not read in this list (its page reads it): " + e.Err.Error()
 			case e.Err != nil:
 				row.Document = "document invalid: " + e.Err.Error()
 			default:
