@@ -529,7 +529,7 @@ func rulesGC(ctx context.Context, e *rulesEnv, _ []string) int {
 	}
 	rep, err := e.store.GC(ctx, e.avail)
 	e.audit(ctx, "gc", err, slog.String("available_limiters", e.f.available), slog.Any("marked", rep.Marked),
-		slog.Any("deleted", rep.Deleted), slog.Any("cleared", rep.Cleared))
+		slog.Any("deleted", rep.Deleted), slog.Any("cleared", rep.Cleared), slog.Int64("longer_removed", rep.Longer))
 	if err != nil {
 		return e.fail(err)
 	}
@@ -547,7 +547,10 @@ func rulesGC(ctx context.Context, e *rulesEnv, _ []string) int {
 	}
 	line("deleted", rep.Deleted)
 	line("declared again, mark cleared", rep.Cleared)
-	if len(rep.Marked)+len(rep.Pending)+len(rep.Deleted)+len(rep.Cleared) == 0 {
+	if rep.Longer > 0 {
+		fmt.Fprintf(w, "  removed %d index member(s) longer than any limiter name, with their documents\n", rep.Longer)
+	}
+	if len(rep.Marked)+len(rep.Pending)+len(rep.Deleted)+len(rep.Cleared) == 0 && rep.Longer == 0 {
 		fmt.Fprintln(w, "  no orphans")
 	}
 	return exitOK

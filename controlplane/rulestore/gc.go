@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekit/ratekit/controlplane/config"
+	"github.com/ratekit/ratekit/internal/rulecheck"
 )
 
 //go:embed gc.lua
@@ -38,6 +39,10 @@ type GCReport struct {
 	Deleted []string
 	// Cleared are limiters declared again: their orphan mark was removed.
 	Cleared []string
+	// Longer counts index members longer than any limiter name (written by
+	// hand, never read, and refused by List), removed with the documents
+	// they named.
+	Longer int64
 }
 
 // GC compares the index of limiters with documents against available (the
@@ -63,7 +68,7 @@ func (s *Store) GC(ctx context.Context, available *config.AvailableLimiters) (GC
 	if available == nil || available.Proto == nil || len(available.Names()) == 0 {
 		return GCReport{}, ErrNoLimiterList
 	}
-	members, err := s.readIndex(ctx)
+	members, _, err := s.readIndex(ctx)
 	if err != nil {
 		return GCReport{}, fmt.Errorf("rulestore: gc: %w", err)
 	}
@@ -71,7 +76,7 @@ func (s *Store) GC(ctx context.Context, available *config.AvailableLimiters) (GC
 	names := available.Names()
 	keys := make([]string, 0, 3+len(members))
 	keys = append(keys, s.indexKey(), s.orphansKey(), s.revKey())
-	args := make([]any, 0, 3+len(names)+len(members))
+	args := make([]any, 0, 4+len(names)+len(members))
 	now := ""
 	if s.gcNow != nil {
 		now = strconv.FormatInt(s.gcNow().UnixMilli(), 10)
@@ -84,6 +89,7 @@ func (s *Store) GC(ctx context.Context, available *config.AvailableLimiters) (GC
 		keys = append(keys, s.Key(m))
 		args = append(args, m)
 	}
+	args = append(args, rulecheck.MaxNameLen)
 	res, err := gcScript.Run(ctx, s.client, keys, args...).Slice()
 	if err != nil {
 		return GCReport{}, fmt.Errorf("rulestore: gc: %w", err)
@@ -100,6 +106,7 @@ func (s *Store) GC(ctx context.Context, available *config.AvailableLimiters) (GC
 		return GCReport{}, fmt.Errorf("rulestore: gc: bad time %q: %w", res[0], err)
 	}
 	rep := GCReport{Now: time.UnixMilli(ms), Marked: strs(res[1]), Deleted: strs(res[3]), Cleared: strs(res[4])}
+	rep.Longer, _ = res[5].(int64)
 	pending := strs(res[2])
 	for i := 0; i+1 < len(pending); i += 2 {
 		v, err := strconv.ParseInt(pending[i+1], 10, 64)

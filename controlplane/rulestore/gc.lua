@@ -9,9 +9,14 @@
 -- ARGV[2]   now in Unix ms, "" for the Redis server's clock (TIME), so that
 --           every process of the fleet measures the grace on one clock
 -- ARGV[3]   n, the number of available limiters, then ARGV[4..3+n] their
---           names, then one limiter name per KEYS[4..] document
+--           names, then one limiter name per KEYS[4..] document, then the
+--           longest limiter name in bytes (rulecheck.MaxNameLen)
 --
--- Returns {now, marked, pending (name, mark pairs), deleted, cleared}.
+-- An index member longer than a limiter name (written by hand; readers never
+-- receive it) is removed, with the document key it would name.
+--
+-- Returns {now, marked, pending (name, mark pairs), deleted, cleared,
+-- the number of members removed for their length}.
 local now
 if ARGV[2] == '' then
   local t = redis.call('TIME')
@@ -57,7 +62,20 @@ for _, name in ipairs(redis.call('HKEYS', KEYS[2])) do
     redis.call('HDEL', KEYS[2], name)
   end
 end
-if #deleted > 0 then
+local longer = 0
+local maxlen = tonumber(ARGV[n + #KEYS + 1])
+if redis.call('SCARD', KEYS[1]) > #KEYS - 3 then
+  local prefix = string.sub(KEYS[1], 1, -7) -- the index is prefix .. '@index'
+  for _, name in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+    if #name > maxlen then
+      redis.call('SREM', KEYS[1], name)
+      redis.call('HDEL', KEYS[2], name)
+      redis.call('DEL', prefix .. name)
+      longer = longer + 1
+    end
+  end
+end
+if #deleted > 0 or longer > 0 then
   redis.call('INCR', KEYS[3])
 end
-return {string.format('%d', now), marked, pending, deleted, cleared}
+return {string.format('%d', now), marked, pending, deleted, cleared, longer}

@@ -3,6 +3,7 @@ package rulestore
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -164,6 +165,48 @@ func TestGCOnRedisClock(t *testing.T) {
 		})
 		if exists(t, c, s.Key("gone")) {
 			t.Fatal("document still there")
+		}
+	})
+}
+
+// An index member longer than any limiter name (written by hand) is never
+// received by a reader: List refuses the index and names GC, and GC removes
+// the member with the key it names, after which List reads the index again.
+func TestIndexMemberLongerThanAName(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, c redis.UniversalClient) {
+		s := newStore(t, c, Options{})
+		if _, err := s.Publish(ctx, request(t, map[string][]ratelimit.Rule{"search": {rule("stored", 7)}})); err != nil {
+			t.Fatal(err)
+		}
+		long := strings.Repeat("x", 1<<20)
+		if err := c.SAdd(ctx, s.indexKey(), long).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Set(ctx, s.Key(long), "{}", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.HSet(ctx, s.orphansKey(), long, "1").Err(); err != nil {
+			t.Fatal(err)
+		}
+		_, err := s.List(ctx)
+		if !errors.Is(err, ErrOverBounds) || !strings.Contains(err.Error(), "1 member(s) longer than 64 bytes") || len(err.Error()) > 1024 {
+			t.Fatalf("List: %.300v, want ErrOverBounds naming the long member's count", err)
+		}
+		rep, err := s.GC(ctx, available(t))
+		if err != nil || rep.Longer != 1 || len(rep.Deleted)+len(rep.Marked) != 0 {
+			t.Fatalf("GC: %+v, %v: want the long member removed and nothing else", rep, err)
+		}
+		for _, k := range []string{s.Key(long)} {
+			if n := c.Exists(ctx, k).Val(); n != 0 {
+				t.Fatal("the long member's document is still there")
+			}
+		}
+		if c.SIsMember(ctx, s.indexKey(), long).Val() || c.HExists(ctx, s.orphansKey(), long).Val() {
+			t.Fatal("the long member is still in the index or the orphan marks")
+		}
+		entries, err := s.List(ctx)
+		if err != nil || len(entries) != 1 || entries[0].Limiter != "search" || entries[0].Document == nil {
+			t.Fatalf("List after GC: %+v, %v", entries, err)
 		}
 	})
 }

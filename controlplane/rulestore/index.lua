@@ -5,16 +5,25 @@
 --
 -- KEYS[1]   index: set of limiters with a document
 -- ARGV[1]   the most members to send (rulestore.MaxLimiters)
+-- ARGV[2]   the longest member to send, in bytes (the longest limiter name):
+--           a longer one, written by hand, is no limiter's and is counted,
+--           never sent (GC removes it)
 --
 -- Returns {size} when the index holds more than ARGV[1] members, otherwise
--- {size, member...}.
+-- {size, longer, member...}, longer counting the members not sent.
 
 local n = redis.call('SCARD', KEYS[1])
 if n > tonumber(ARGV[1]) then
   return {n}
 end
-local out = {n}
+local max = tonumber(ARGV[2])
+local out, longer = {n, 0}, 0
 for _, m in ipairs(redis.call('SMEMBERS', KEYS[1])) do
-  out[#out + 1] = m
+  if #m > max then
+    longer = longer + 1
+  else
+    out[#out + 1] = m
+  end
 end
+out[2] = longer
 return out

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekit/ratekit/controlplane/config"
+	"github.com/ratekit/ratekit/internal/rulecheck"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
 
@@ -57,7 +58,7 @@ type Client interface {
 	redis.Scripter
 	MGet(ctx context.Context, keys ...string) *redis.SliceCmd
 	SMembers(ctx context.Context, key string) *redis.StringSliceCmd
-	HGetAll(ctx context.Context, key string) *redis.MapStringStringCmd
+	HMGet(ctx context.Context, key string, fields ...string) *redis.SliceCmd
 }
 
 // Options configures New. The zero value is usable.
@@ -245,28 +246,34 @@ var indexLua string
 
 var indexScript = redis.NewScript(indexLua)
 
-// readIndex returns the members of the index, unsorted; an index of more than
-// MaxLimiters members is refused by its size, its members never received.
-func (s *Store) readIndex(ctx context.Context) ([]string, error) {
+// readIndex returns the members of the index, unsorted, and how many
+// members longer than a limiter name (rulecheck.MaxNameLen) it holds, which
+// are not received; an index of more than MaxLimiters members is refused by
+// its size, its members never received.
+func (s *Store) readIndex(ctx context.Context) (names []string, longer int64, err error) {
 	key := s.indexKey()
-	res, err := indexScript.Run(ctx, s.client, []string{key}, MaxLimiters).Slice()
+	res, err := indexScript.Run(ctx, s.client, []string{key}, MaxLimiters, rulecheck.MaxNameLen).Slice()
 	if err != nil {
-		return nil, fmt.Errorf("read index %s: %w", key, err)
+		return nil, 0, fmt.Errorf("read index %s: %w", key, err)
 	}
 	n, _ := res[0].(int64)
 	if n > MaxLimiters {
-		return nil, fmt.Errorf("%w: the index %s holds %d limiters, at most %d (rulestore.MaxLimiters, docs/limits.md): Remove the documents of limiters no service declares (redis-cli SSCAN %s lists them)",
+		return nil, 0, fmt.Errorf("%w: the index %s holds %d limiters, at most %d (rulestore.MaxLimiters, docs/limits.md): Remove the documents of limiters no service declares (redis-cli SSCAN %s lists them)",
 			ErrOverBounds, key, n, MaxLimiters, key)
 	}
-	names := make([]string, 0, len(res)-1)
-	for _, v := range res[1:] {
+	if len(res) < 2 {
+		return nil, 0, fmt.Errorf("read index %s: unexpected reply %v", key, res)
+	}
+	longer, _ = res[1].(int64)
+	names = make([]string, 0, len(res)-2)
+	for _, v := range res[2:] {
 		m, ok := v.(string)
 		if !ok {
-			return nil, fmt.Errorf("read index %s: unexpected member %v", key, v)
+			return nil, 0, fmt.Errorf("read index %s: unexpected member %v", key, v)
 		}
 		names = append(names, m)
 	}
-	return names, nil
+	return names, longer, nil
 }
 
 // Entry is one limiter of the index, as List reads it.
@@ -295,17 +302,23 @@ type Entry struct {
 // entry past that bound, and every one after it, is not read (its Err wraps
 // ErrNotRead and says so; Document reads it).
 func (s *Store) List(ctx context.Context) ([]Entry, error) {
-	names, err := s.readIndex(ctx)
+	names, longer, err := s.readIndex(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("rulestore: %w", err)
 	}
-	marks, err := s.client.HGetAll(ctx, s.orphansKey()).Result()
-	if err != nil {
-		return nil, fmt.Errorf("rulestore: read orphan marks %s: %w", s.orphansKey(), err)
+	if longer > 0 {
+		return nil, fmt.Errorf("%w: the index %s holds %d member(s) longer than %d bytes, which no limiter name is (written by hand): GC (ratekit rules gc) removes them",
+			ErrOverBounds, s.indexKey(), longer, rulecheck.MaxNameLen)
 	}
 	sort.Strings(names)
 	if len(names) == 0 {
 		return nil, nil
+	}
+	// The marks of the listed limiters only: the hash may hold more (by
+	// hand), and a list reads no more than its names bound.
+	marks, err := s.client.HMGet(ctx, s.orphansKey(), names...).Result()
+	if err != nil {
+		return nil, fmt.Errorf("rulestore: read orphan marks %s: %w", s.orphansKey(), err)
 	}
 	keys := make([]string, len(names))
 	for i, n := range names {
@@ -327,7 +340,7 @@ func (s *Store) List(ctx context.Context) ([]Entry, error) {
 			}
 			e.Document, e.Err = st.decode(keys[i])
 		}
-		if ms, ok := marks[n]; ok {
+		if ms, ok := marks[i].(string); ok {
 			if v, err := strconv.ParseInt(ms, 10, 64); err == nil {
 				e.OrphanSince = time.UnixMilli(v)
 			}

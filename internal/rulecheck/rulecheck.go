@@ -17,6 +17,9 @@ const (
 	MaxRegexInsts = 10000
 )
 
+// MaxNameLen is the longest limiter or rule name, in bytes (nameRE's bound).
+const MaxNameLen = 64
+
 var nameRE = regexp.MustCompile(`^[a-z0-9_]{1,64}$`)
 
 // ValidName reports whether s is a valid limiter or rule name (^[a-z0-9_]{1,64}$).
