@@ -424,7 +424,7 @@ func (l *Limiter) plan(ctx context.Context, p *plan, sc *scratch, rules []*compi
 				p.cached = true
 				sc.cached = Evaluation{Rule: r, Exceeded: true, Blocked: true, PerRequest: c.perRequest, Info: Info{
 					Limit: op.Limit, Period: op.Period, Count: e.count,
-					Remaining: op.remaining(e.count), ResetAt: e.until, Banned: e.banned,
+					Remaining: op.remaining(e.count, e.banned), ResetAt: e.until, Banned: e.banned,
 				}}
 				break
 			}
@@ -502,7 +502,7 @@ func (l *Limiter) interpret(res *Result, p *plan, sc *scratch, outs []OpResult, 
 			Limit:     op.Limit,
 			Period:    op.Period,
 			Count:     out.Count,
-			Remaining: op.remaining(out.Count),
+			Remaining: op.remaining(out.Count, out.Banned),
 			ResetAt:   now.Add(out.TTL),
 			Banned:    out.Banned,
 		}
@@ -732,7 +732,10 @@ func (l *Limiter) warn(ctx context.Context, err error, r *Rule, id Identifier) {
 
 // remaining is what op leaves at count: of its limit, or for a token bucket
 // of its burst (the tokens a client may spend now).
-func (op *Op) remaining(count float64) float64 {
+func (op *Op) remaining(count float64, banned bool) float64 {
+	if banned {
+		return 0 // nothing passes until the ban ends, whatever the window holds
+	}
 	if op.Kind == OpTokenBucket {
 		return remaining(op.Burst, count)
 	}

@@ -46,7 +46,7 @@ type Info struct {
 	Limit     int64         // resolved limit
 	Period    time.Duration // resolved window length
 	Count     float64       // count (or distinct values) in the window, after this check; a sliding window's estimate; a token bucket's tokens in use
-	Remaining float64       // max(Limit - Count, 0); for a token bucket, the tokens left of its burst
+	Remaining float64       // max(Limit - Count, 0); for a token bucket, the tokens left of its burst; 0 while Banned
 	ResetAt   time.Time     // when the window ends (a token bucket: is full again), or the ban when Banned; a blocked sliding window or token bucket: when the same check passes
 	Banned    bool          // a ban is active
 }

@@ -378,7 +378,7 @@ var cases = []testCase{
 		expect(t, "banned retries do not count", r, want{action: ratelimit.ActionBlock, exceeded: true, rule: "login", count: 3, banned: true})
 		h.Advance(t, 2*time.Minute)
 		r = l.Check(ctx, user1)
-		expect(t, "window gone, ban stays", r, want{action: ratelimit.ActionBlock, exceeded: true, rule: "login", count: 0, remaining: 2, banned: true})
+		expect(t, "window gone, ban stays", r, want{action: ratelimit.ActionBlock, exceeded: true, rule: "login", count: 0, remaining: 0, banned: true}) // nothing remains while banned
 		expectReset(t, h, "window gone", r, 8*time.Minute)
 		h.Advance(t, 8*time.Minute)
 		expect(t, "ban over", l.Check(ctx, user1), want{action: ratelimit.ActionAllow, rule: "login", count: 1, remaining: 1})
