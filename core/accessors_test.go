@@ -82,3 +82,38 @@ func ExampleResult_Remaining() {
 	// per_user 100 99
 	// "" 0 0
 }
+
+// Evaluations whose remaining allowances differ by floating-point error only
+// tie, and a tie goes to rule order: a token bucket reports 0.5000000001
+// where a sliding window reports 0.5.
+func TestMoreConstrainingTiesWithinFloatError(t *testing.T) {
+	first := &ratelimit.Rule{Name: "first", Action: ratelimit.ActionLimit}
+	second := &ratelimit.Rule{Name: "second", Action: ratelimit.ActionLimit}
+	tests := []struct {
+		name       string
+		a, b       float64 // remaining of the first and the second rule
+		wantSecond bool
+	}{
+		{"equal", 0.5, 0.5, false},
+		{"second lower by float error", 0.5000000001, 0.5, false},
+		{"first lower by float error", 0.5, 0.5000000001, false},
+		{"second really lower", 0.5, 0.4, true},
+		{"first really lower", 0.4, 0.5, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := ratelimit.Result{Evaluations: []ratelimit.Evaluation{
+				{Rule: first, Info: ratelimit.Info{Remaining: tt.a}},
+				{Rule: second, Info: ratelimit.Info{Remaining: tt.b}},
+			}}
+			got := r.Enforcing().Rule.Name
+			want := "first"
+			if tt.wantSecond {
+				want = "second"
+			}
+			if got != want {
+				t.Fatalf("most constraining of remaining %v and %v: %s, want %s", tt.a, tt.b, got, want)
+			}
+		})
+	}
+}

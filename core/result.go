@@ -172,8 +172,11 @@ func (a *Evaluation) MoreConstraining(b *Evaluation) bool {
 	if a.Exceeded != b.Exceeded {
 		return a.Exceeded
 	}
-	if a.Info.Remaining != b.Info.Remaining {
-		return a.Info.Remaining < b.Info.Remaining
+	// Remaining allowances within floating-point error are a tie (a token
+	// bucket's 0.5000000001 and a sliding window's 0.5), as counts within it
+	// are within their limit (algoEps).
+	if d := a.Info.Remaining - b.Info.Remaining; d < -algoEps || d > algoEps {
+		return d < 0
 	}
 	return false // stable: earlier rule wins
 }
