@@ -19,6 +19,7 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/log"
 	"github.com/chromedp/chromedp"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekit/ratekit/controlplane/rulestore"
 	ratelimit "github.com/ratekit/ratekit/core"
@@ -302,11 +303,14 @@ func TestChromium(t *testing.T) {
 	t.Run("invalid document", func(t *testing.T) {
 		// The document key turned into a hash: the service keeps its last
 		// good rules, and the page offers to remove it.
+		// In one transaction: a refresh between a DEL and an HSET would see
+		// no document, which rightly drops the published rules.
 		key := f.store.Key("api")
-		if err := f.client.Del(ctx, key).Err(); err != nil {
-			t.Fatal(err)
-		}
-		if err := f.client.HSet(ctx, key, "published_rules", "x").Err(); err != nil {
+		if _, err := f.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.Del(ctx, key)
+			p.HSet(ctx, key, "published_rules", "x")
+			return nil
+		}); err != nil {
 			t.Fatal(err)
 		}
 		for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
