@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"buf.build/go/protovalidate"
+
 	ratelimit "github.com/ratekit/ratekit/core"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
@@ -62,7 +64,7 @@ func TestBoundsInRateLimitsYAML(t *testing.T) {
 		{"one_of value", rulesYAML(1, ", match: {p0: {one_of: [a, "+strings.Repeat("v", 1<<19)+"]}}"),
 			`r.yaml:3:69: api/r0: match "p0": one_of value #2 is 524288 bytes, at most 4096 (docs/limits.md)`},
 		{"equality value's bytes", rulesYAML(1, ", match: {p0: "+strings.Repeat("é", ratelimit.MaxMatchValueLen/2+1)+"}"),
-			`r.yaml:3:69: api/r0: match "p0": the value is 4098 bytes, at most 4096 (docs/limits.md)`},
+			`r.yaml:3:69: api/r0: match "p0" is 4098 bytes long; at most 4096 are allowed`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -99,11 +101,12 @@ func TestMatchValueBoundsInStoredDocumentsAndPublish(t *testing.T) {
 		v     func(string) *configv1.MatchValue
 		value string
 		want  string // "" when valid
+		core  string // the core's words when they differ from want
 	}{
-		{"one_of at the bound", func(v string) *configv1.MatchValue { return oneOf("a", v) }, strings.Repeat("v", ratelimit.MaxMatchValueLen), ""},
-		{"equality at the bound", equal, strings.Repeat("é", ratelimit.MaxMatchValueLen/2), ""},
-		{"one_of value", func(v string) *configv1.MatchValue { return oneOf("a", v) }, strings.Repeat("v", 1<<19), `match "p": one_of value #2 is 524288 bytes, at most 4096`},
-		{"equality value", equal, strings.Repeat("é", ratelimit.MaxMatchValueLen/2+1), `match "p": the value is 4098 bytes, at most 4096`},
+		{"one_of at the bound", func(v string) *configv1.MatchValue { return oneOf("a", v) }, strings.Repeat("v", ratelimit.MaxMatchValueLen), "", ""},
+		{"equality at the bound", equal, strings.Repeat("é", ratelimit.MaxMatchValueLen/2), "", ""},
+		{"one_of value", func(v string) *configv1.MatchValue { return oneOf("a", v) }, strings.Repeat("v", 1<<19), `match "p": one_of value #2 is 524288 bytes, at most 4096`, ""},
+		{"equality value", equal, strings.Repeat("é", ratelimit.MaxMatchValueLen/2+1), `match "p" is 4098 bytes long; at most 4096 are allowed`, `match "p": the value is 4098 bytes, at most 4096`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -122,11 +125,15 @@ func TestMatchValueBoundsInStoredDocumentsAndPublish(t *testing.T) {
 				_, convErr = ratelimit.CompileRules("", []ratelimit.Rule{core})
 			}
 			for what, err := range map[string]error{"publish": ValidatePublishRulesRequest(req, nil), "read": readErr, "core": convErr} {
+				want := tt.want
+				if what == "core" && tt.core != "" {
+					want = tt.core
+				}
 				switch {
-				case tt.want == "" && err != nil:
+				case want == "" && err != nil:
 					t.Errorf("%s: %v", what, err)
-				case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
-					t.Errorf("%s: error %v, want one containing %q", what, err, tt.want)
+				case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+					t.Errorf("%s: error %v, want one containing %q", what, err, want)
 				}
 			}
 		})
@@ -300,5 +307,37 @@ func TestPropertyNameBoundIsTheCore(t *testing.T) {
 		if valid := n <= ratelimit.MaxPropertyLen; (configErr == nil) != valid || (coreErr == nil) != valid {
 			t.Errorf("a property name of %d bytes: config %v, core %v; want both valid: %v", n, configErr, coreErr, valid)
 		}
+	}
+}
+
+// The schema bounds a value a rule matches in bytes, as the core does
+// (ratelimit.MaxMatchValueLen), so that every reader that runs protovalidate
+// alone (the rules client, the rules server's requests) refuses what the core
+// refuses: an equality value was bounded in characters, 4096 of up to 4 bytes.
+func TestSchemaBoundsMatchValuesInBytes(t *testing.T) {
+	tests := []struct {
+		name  string
+		value *configv1.MatchValue
+		want  string // the violated rule's id, "" when valid
+	}{
+		{"equality of MaxMatchValueLen bytes", &configv1.MatchValue{Kind: &configv1.MatchValue_Equality{Equality: strings.Repeat("é", ratelimit.MaxMatchValueLen/2)}}, ""},
+		{"equality of MaxMatchValueLen multi-byte characters", &configv1.MatchValue{Kind: &configv1.MatchValue_Equality{Equality: strings.Repeat("é", ratelimit.MaxMatchValueLen)}}, "string.max_bytes"},
+		{"equality one byte over", &configv1.MatchValue{Kind: &configv1.MatchValue_Equality{Equality: strings.Repeat("v", ratelimit.MaxMatchValueLen+1)}}, "string.max_bytes"},
+		{"regex of MaxRegexLen bytes", &configv1.MatchValue{Kind: &configv1.MatchValue_Regex{Regex: strings.Repeat("é", ratelimit.MaxRegexLen/2)}}, ""},
+		{"regex of MaxRegexLen multi-byte characters", &configv1.MatchValue{Kind: &configv1.MatchValue_Regex{Regex: strings.Repeat("é", ratelimit.MaxRegexLen)}}, "string.max_bytes"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := protovalidate.Validate(tt.value)
+			var ve *protovalidate.ValidationError
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("valid value refused: %v", err)
+			case tt.want != "" && !errors.As(err, &ve):
+				t.Fatalf("error %v, want a violation of %s", err, tt.want)
+			case tt.want != "" && (len(ve.Violations) != 1 || ve.Violations[0].Proto.GetRuleId() != tt.want):
+				t.Fatalf("violations %v, want one of %s", ve.Violations, tt.want)
+			}
+		})
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"slices"
 	"sort"
 	"sync"
-	"unicode/utf8"
 
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/internal/rulecheck"
@@ -74,8 +73,8 @@ func (d *doc) checkRules(spec *configv1.LimiterSpec, at path, rules []*configv1.
 
 // checkShape reports the bounds of the core's rule model that rule r at
 // path at breaks. Protovalidate bounds property names (^[a-z0-9_]{1,64}$:
-// ratelimit.MaxPropertyLen) and an equality value to 4096 characters; the
-// values' bytes (ratelimit.MaxMatchValueLen) are checked here.
+// ratelimit.MaxPropertyLen) and an equality value's bytes
+// (ratelimit.MaxMatchValueLen); the one_of values' bytes are checked here.
 func (d *doc) checkShape(at path, r *configv1.Rule) {
 	if n := len(r.GetCharacteristics()); n > ratelimit.MaxCharacteristics {
 		d.check(at.field("characteristics"), false, "%d characteristics, at most %d (docs/limits.md)", n, ratelimit.MaxCharacteristics)
@@ -92,11 +91,6 @@ func (d *doc) checkShape(at path, r *configv1.Rule) {
 				d.check(at.field("match").key(k), false, "match %q: one_of value #%d is %d bytes, at most %d (docs/limits.md)", k, i+1, n, ratelimit.MaxMatchValueLen)
 				break // one is enough to refuse the rule
 			}
-		}
-		// Over 4096 characters, protovalidate reports it already.
-		if eq, ok := v.GetKind().(*configv1.MatchValue_Equality); ok && len(eq.Equality) > ratelimit.MaxMatchValueLen &&
-			utf8.RuneCountInString(eq.Equality) <= ratelimit.MaxMatchValueLen {
-			d.check(at.field("match").key(k), false, "match %q: the value is %d bytes, at most %d (docs/limits.md)", k, len(eq.Equality), ratelimit.MaxMatchValueLen)
 		}
 	}
 }

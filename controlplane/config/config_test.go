@@ -96,7 +96,7 @@ func TestParseAvailableLimitersErrors(t *testing.T) {
 		{"empty match marker", availableBase + "    default_rules:\n      - name: r\n        action: skip\n        match:\n          path: {}\n",
 			[]string{`a.yaml:9:17: lim/r: match "path" has no value: give text, {regex: ...} or {one_of: [...]}`}},
 		{"equality too long", availableBase + "    default_rules:\n      - name: r\n        action: skip\n        match:\n          path: " + strings.Repeat("p", 4097) + "\n",
-			[]string{`a.yaml:9:17: lim/r: match "path" is 4097 characters long; at most 4096 are allowed`}},
+			[]string{`a.yaml:9:17: lim/r: match "path" is 4097 bytes long; at most 4096 are allowed`}},
 		{"duplicate match property", availableBase + "    default_rules:\n      - name: r\n        action: skip\n        match:\n          path: a\n          path: b\n",
 			[]string{`a.yaml:10:11: lim/r: match property "path" is given twice (first at line 9)`}},
 		{"duplicate rule names", availableBase + "    default_rules:\n      - name: r\n        action: skip\n      - name: r\n        action: skip\n",

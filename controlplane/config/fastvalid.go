@@ -87,7 +87,7 @@ func validMatchValue(v *configv1.MatchValue) bool {
 	}
 	switch k := v.Kind.(type) {
 	case *configv1.MatchValue_Equality:
-		return k != nil && maxRunes(k.Equality, 4096)
+		return k != nil && len(k.Equality) <= 4096 // max_bytes
 	case *configv1.MatchValue_Regex:
 		return k != nil && k.Regex != "" && len(k.Regex) <= 1024 // min_len 1, max_bytes
 	case *configv1.MatchValue_OneOf:

@@ -74,7 +74,7 @@ message Rule: [buf.validate.message]:{cel:{id:"limit_requires_threshold" message
   field 12 burst optional uint32 presence=true: [buf.validate.field]:{uint32:{gte:1}}
 message MatchValue:
   oneof kind: [buf.validate.oneof]:{required:true}
-  field 1 equality optional string presence=true: [buf.validate.field]:{string:{max_len:4096}}
+  field 1 equality optional string presence=true: [buf.validate.field]:{string:{max_bytes:4096}}
   field 2 regex optional string presence=true: [buf.validate.field]:{string:{min_len:1 max_bytes:1024}}
   field 3 one_of optional message presence=true:
 message StringSet:
@@ -206,7 +206,7 @@ func randomMatchValue(rng *rand.Rand) *configv1.MatchValue {
 		}
 		return &configv1.MatchValue{}
 	case 1, 2:
-		return &configv1.MatchValue{Kind: &configv1.MatchValue_Equality{Equality: pick("", "x", strings.Repeat("a", 4096), strings.Repeat("é", 4096), strings.Repeat("é", 4097))}}
+		return &configv1.MatchValue{Kind: &configv1.MatchValue_Equality{Equality: pick("", "x", strings.Repeat("a", 4096), strings.Repeat("a", 4097), strings.Repeat("é", 2048), strings.Repeat("é", 2049), strings.Repeat("é", 4096))}}
 	case 3, 4:
 		return &configv1.MatchValue{Kind: &configv1.MatchValue_Regex{Regex: pick("", "^a", "(", strings.Repeat("a", 1024), strings.Repeat("a", 1025), strings.Repeat("é", 512), strings.Repeat("é", 513))}}
 	}

@@ -825,6 +825,8 @@ type isMatchValue_Kind interface {
 }
 
 type MatchValue_Equality struct {
+	// At most 4096 bytes (the core's MaxMatchValueLen), as each value of
+	// one_of (checked by controlplane/config).
 	Equality string `protobuf:"bytes,1,opt,name=equality,proto3,oneof"`
 }
 
@@ -1089,7 +1091,7 @@ const file_ratelimit_config_v1_config_proto_rawDesc = "" +
 	"\x06_burst\"\xa0\x01\n" +
 	"\n" +
 	"MatchValue\x12&\n" +
-	"\bequality\x18\x01 \x01(\tB\b\xbaH\x05r\x03\x18\x80 H\x00R\bequality\x12\"\n" +
+	"\bequality\x18\x01 \x01(\tB\b\xbaH\x05r\x03(\x80 H\x00R\bequality\x12\"\n" +
 	"\x05regex\x18\x02 \x01(\tB\n" +
 	"\xbaH\ar\x05\x10\x01(\x80\bH\x00R\x05regex\x127\n" +
 	"\x06one_of\x18\x03 \x01(\v2\x1e.ratelimit.config.v1.StringSetH\x00R\x05oneOfB\r\n" +
