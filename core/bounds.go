@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/ratekit/ratekit/internal/rulecheck"
 )
@@ -41,6 +42,10 @@ const (
 	// value, each value of a OneOf. The rules service bounds an
 	// identifier's values so too.
 	MaxMatchValueLen = 4096
+	// MaxDescriptionLen bounds a rule's Description, in characters (a
+	// description may be in any script), as the config schema does: a rule
+	// the core took beyond it could not be stored, published or seeded.
+	MaxDescriptionLen = 1024
 	// MaxDocumentBytes bounds one rules document before it is parsed: a
 	// configuration file (available_limiters.yaml, rate_limits.yaml), a
 	// limiter's document in the rule store, a publish payload, a rules
@@ -81,6 +86,11 @@ func checkRuleShape(r *Rule) []error {
 	}
 	if n := len(r.CountDistinct); n > MaxPropertyLen {
 		errs = append(errs, fmt.Errorf("count_distinct property %q... is %d bytes, at most %d", r.CountDistinct[:MaxPropertyLen], n, MaxPropertyLen))
+	}
+	if len(r.Description) > MaxDescriptionLen { // no rune is less than a byte
+		if n := utf8.RuneCountInString(r.Description); n > MaxDescriptionLen {
+			errs = append(errs, fmt.Errorf("description is %d characters, at most %d", n, MaxDescriptionLen))
+		}
 	}
 	return errs
 }

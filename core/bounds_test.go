@@ -56,6 +56,8 @@ func TestRuleBounds(t *testing.T) {
 		{"MaxRegexLen", one(Rule{Match: map[string]Matcher{"p": Regex(strings.Repeat("a", MaxRegexLen))}}), ""},
 		{"regex too long", one(Rule{Match: map[string]Matcher{"p": Regex(strings.Repeat("a", MaxRegexLen+1))}}), "regex is 1025 bytes, the limit is 1024"},
 		{"MaxPropertyLen", one(Rule{Match: map[string]Matcher{long(MaxPropertyLen): Equal("x")}, Characteristics: []string{long(MaxPropertyLen)}}), ""},
+		{"MaxDescriptionLen characters", one(Rule{Description: strings.Repeat("説", MaxDescriptionLen)}), ""},
+		{"description too long", one(Rule{Description: strings.Repeat("説", MaxDescriptionLen+1)}), "description is 1025 characters, at most 1024"},
 		{"match property too long", one(Rule{Match: map[string]Matcher{long(MaxPropertyLen + 1): Equal("x")}}), "is 65 bytes, at most 64"},
 		{"characteristic too long", one(Rule{Characteristics: []string{long(MaxPropertyLen + 1)}}), "characteristic \"" + long(MaxPropertyLen) + "\"... is 65 bytes, at most 64"},
 		{"count_distinct property too long", one(Rule{CountDistinct: long(MaxPropertyLen + 1)}), "count_distinct property \"" + long(MaxPropertyLen) + "\"... is 65 bytes, at most 64"},
