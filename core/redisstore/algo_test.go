@@ -309,6 +309,9 @@ func TestNonNumericValueIsForeign(t *testing.T) {
 		{"counter banned peek", withBan(count), peek, set("hello", time.Minute), true},
 		{"sliding this window", sliding, check, hash(90*time.Second, "c", "hello"), false},
 		{"sliding previous count", sliding, check, hash(90*time.Second, "c", "1", "p", "nan"), false},
+		{"sliding previous count hello", sliding, check, hash(90*time.Second, "c", "1", "p", "hello"), false},
+		{"sliding previous count empty", sliding, check, hash(90*time.Second, "c", "1", "p", ""), false},
+		{"sliding previous count with a ban", withBan(sliding), check, hash(90*time.Second, "c", "1", "p", "hello"), false},
 		{"sliding ended window", sliding, check, hash(30*time.Second, "c", "hello"), false},
 		{"sliding nan", sliding, check, hash(90*time.Second, "c", "nan"), false},
 		{"sliding fractional cost", frac(sliding), check, hash(90*time.Second, "c", "hello"), false},
@@ -349,6 +352,31 @@ func TestNonNumericValueIsForeign(t *testing.T) {
 					t.Errorf("%s, %s %d: %+v; on an absent key %+v", tc.name, tc.mode, step, g, w)
 				}
 			}
+		}
+		// A sliding window after another op of its check, and in a batch:
+		// the other op is charged once, the hash is replaced.
+		first := k.count("before", 10, 1)
+		op := sliding(k, "later")
+		if err := hash(90*time.Second, "c", "1", "p", "hello")(c, op.Key); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Eval(ctx, check, []ratelimit.Op{first, op})
+		if err != nil {
+			t.Fatalf("a later op: %v", err)
+		}
+		if got[0].Count != 1 || got[1].Count != 2 || got[1].Exceeded {
+			t.Errorf("a later op: %+v; want the counter at 1 and a fresh window at 2", got)
+		}
+		batchOp := sliding(k, "batch")
+		if err := hash(90*time.Second, "c", "1", "p", "hello")(c, batchOp.Key); err != nil {
+			t.Fatal(err)
+		}
+		outs, err := s.EvalBatch(ctx, check, [][]ratelimit.Op{{batchOp}, {batchOp}})
+		if err != nil {
+			t.Fatalf("a batch: %v", err)
+		}
+		if outs[0][0].Count != 2 || outs[1][0].Count != 4 {
+			t.Errorf("a batch: %+v; want a fresh window at 2, then 4", outs)
 		}
 	})
 }

@@ -19,6 +19,13 @@ import (
 // an exponent.
 const maxBucketMillis = 1 << 53
 
+// modeGeneral is a check with every op in the script's general form, sent
+// once more for a script call that a sliding window's previous count, no
+// number, failed (isForeignPrevious): the general form replaces that hash.
+// It is this package's only, and no other Mode: the short forms take
+// ModeCheck only, and the general form's peek flag is ModePeek's.
+const modeGeneral ratelimit.Mode = 1<<8 - 1
+
 // maxShortCost is the largest cost the short form takes: every whole float64
 // up to it prints exactly as an integer.
 const maxShortCost = 1 << 53

@@ -71,7 +71,7 @@ func (s *Store) batchPipelined(ctx context.Context, mode ratelimit.Mode, batch [
 	calls := make([]scriptCall, 0, len(batch))
 	for _, ops := range batch {
 		if len(ops) > 0 {
-			var c scriptCall
+			c := scriptCall{mode: mode, ops: ops}
 			c.keys, c.args = evalArgs(mode, ops, nil)
 			calls = append(calls, c)
 		}
@@ -302,24 +302,35 @@ func doEvals(ctx context.Context, c rueidis.Client, mode ratelimit.Mode, cmds ru
 		return nil, nil
 	}
 	res := c.DoMulti(ctx, cmds...)
-	var retry []evalCall
-	for _, call := range calls {
-		if err := res[call.at].Error(); err != nil {
-			if !isNoScript(err) {
+	// general: the calls sent again in the general form, once only.
+	var general map[int]bool
+	for round := 0; round < 2; round++ { // NOSCRIPT, then a foreign previous count
+		var retry []evalCall
+		var again rueidis.Commands
+		for _, call := range calls {
+			err := res[call.at].Error()
+			switch {
+			case err == nil:
+				continue
+			case isNoScript(err):
+				again = append(again, evalCommand(c, true, mode, call.check.ops, call.idx))
+			case !general[call.at] && isForeignPrevious(mode, err):
+				if general == nil {
+					general = make(map[int]bool)
+				}
+				general[call.at] = true
+				again = append(again, evalCommand(c, false, modeGeneral, call.check.ops, call.idx))
+			default:
 				return nil, fmt.Errorf("redisstore: eval: %w", err)
 			}
 			retry = append(retry, call)
 		}
-	}
-	if retry == nil {
-		return res, nil
-	}
-	again := make(rueidis.Commands, len(retry))
-	for i, call := range retry {
-		again[i] = evalCommand(c, true, mode, call.check.ops, call.idx)
-	}
-	for i, r := range c.DoMulti(ctx, again...) {
-		res[retry[i].at] = r
+		if retry == nil {
+			return res, nil
+		}
+		for i, r := range c.DoMulti(ctx, again...) {
+			res[retry[i].at] = r
+		}
 	}
 	return res, nil
 }

@@ -120,6 +120,7 @@ func (s *Store) evalStage(ctx context.Context, mode ratelimit.Mode, ops []rateli
 	}
 	calls := make([]scriptCall, len(groups))
 	for g, idx := range groups {
+		calls[g] = scriptCall{mode: mode, ops: ops, idx: idx}
 		calls[g].keys, calls[g].args = evalArgs(mode, ops, idx)
 	}
 	cmds, err := s.runPipelined(ctx, s.evaluate, calls)
@@ -158,6 +159,10 @@ func (s *Store) evalGroup(ctx context.Context, mode ratelimit.Mode, ops []rateli
 	} else {
 		keys, args := evalArgs(mode, ops, idx)
 		res, err = s.evaluate.Run(ctx, s.client, keys, args...).Result()
+		if isForeignPrevious(mode, err) {
+			keys, args = evalArgs(modeGeneral, ops, idx)
+			res, err = s.evaluate.Run(ctx, s.client, keys, args...).Result()
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("redisstore: eval: %w", err)
@@ -184,13 +189,20 @@ func groupShards(shards []shard, start, end int) [][]int {
 type scriptCall struct {
 	keys []string
 	args []any
+	// The call's check, ops[idx] in mode: a call that a sliding window's
+	// previous count failed is built again in modeGeneral.
+	mode ratelimit.Mode
+	ops  []ratelimit.Op
+	idx  []int
 }
 
 // runPipelined runs script once per call in one pipeline. go-redis does not
 // fall back from EVALSHA to EVAL inside a pipeline (go-redis#3228), so calls
 // that got NOSCRIPT (a node restarted, failed over or ran SCRIPT FLUSH) run
-// again with EVAL, which also caches the script on that node. The returned
-// error covers the pipeline as a whole; per-call errors stay in the commands.
+// again with EVAL, which also caches the script on that node, and calls
+// that a sliding window's previous count failed (isForeignPrevious) run
+// again once in the general form. The returned error covers the pipeline as
+// a whole; per-call errors stay in the commands.
 func (s *Store) runPipelined(ctx context.Context, script *redis.Script, calls []scriptCall) ([]*redis.Cmd, error) {
 	cmds := make([]*redis.Cmd, len(calls))
 	pipe := s.client.Pipeline()
@@ -198,25 +210,34 @@ func (s *Store) runPipelined(ctx context.Context, script *redis.Script, calls []
 		cmds[i] = script.EvalSha(ctx, pipe, calls[i].keys, calls[i].args...)
 	}
 	_, _ = pipe.Exec(ctx)
-	var retry []int
-	for i, c := range cmds {
-		if err := c.Err(); err != nil {
-			if !isNoScript(err) {
-				return nil, err
+	for again := 0; again < 2; again++ { // NOSCRIPT, then a foreign previous count
+		var retry []int
+		for i, c := range cmds {
+			if err := c.Err(); err != nil {
+				if !isNoScript(err) && !isForeignPrevious(calls[i].mode, err) {
+					return nil, err
+				}
+				retry = append(retry, i)
 			}
-			retry = append(retry, i)
 		}
+		if len(retry) == 0 {
+			return cmds, nil
+		}
+		pipe = s.client.Pipeline()
+		for _, i := range retry {
+			c := &calls[i]
+			if isNoScript(cmds[i].Err()) {
+				cmds[i] = script.Eval(ctx, pipe, c.keys, c.args...)
+				continue
+			}
+			c.mode = modeGeneral // once: its failure is no longer foreign
+			c.keys, c.args = evalArgs(modeGeneral, c.ops, c.idx)
+			cmds[i] = script.EvalSha(ctx, pipe, c.keys, c.args...)
+		}
+		_, _ = pipe.Exec(ctx)
 	}
-	if len(retry) == 0 {
-		return cmds, nil
-	}
-	pipe = s.client.Pipeline()
-	for _, i := range retry {
-		cmds[i] = script.Eval(ctx, pipe, calls[i].keys, calls[i].args...)
-	}
-	_, _ = pipe.Exec(ctx)
-	for _, i := range retry {
-		if err := cmds[i].Err(); err != nil {
+	for _, c := range cmds {
+		if err := c.Err(); err != nil {
 			return nil, err
 		}
 	}

@@ -202,9 +202,10 @@
 // sliding window's field alike), is replaced by a fresh counter when a check
 // writes, and reads as absent in a peek: a wrong type or value is never an
 // error ("WRONGTYPE", "value is not a valid float") that disables the
-// limiter. (One exception: a sliding window's previous count that is a
-// string Lua reads as no number, in a window still on, fails the check; see
-// evaluate.lua's 'w' form for why.) The Limiter's
+// limiter. A sliding window's previous count that is no number costs one
+// more round trip, once: the script's short form fails on it (telling it
+// apart would cost every check), and the call is sent again in the general
+// form, which replaces the hash. The Limiter's
 // keys encode the kind (a distinct-count rule's set ends in ":set"), so a
 // rule overridden by one of the other kind starts afresh on its own key.
 //

@@ -91,6 +91,9 @@ func (s *Store) evalScripts(ctx context.Context, c rueidis.Client, mode ratelimi
 		if isNoScript(res.Error()) {
 			res = c.Do(ctx, evalCommand(c, true, mode, ops, idx))
 		}
+		if isForeignPrevious(mode, res.Error()) {
+			res = c.Do(ctx, evalCommand(c, false, modeGeneral, ops, idx))
+		}
 		return decodeResult(res, ops, out, idx)
 	}
 	cmds := make(rueidis.Commands, len(groups))
@@ -98,19 +101,31 @@ func (s *Store) evalScripts(ctx context.Context, c rueidis.Client, mode ratelimi
 		cmds[g] = evalCommand(c, false, mode, ops, idx)
 	}
 	res := c.DoMulti(ctx, cmds...)
-	var retry []int
-	for g := range res {
-		if err := res[g].Error(); err != nil {
-			if !isNoScript(err) {
+	// general: the groups sent again in the general form, once only.
+	var general []bool
+	for again := 0; again < 2; again++ { // NOSCRIPT, then a foreign previous count
+		var retry []int
+		cmds = cmds[:0]
+		for g := range res {
+			err := res[g].Error()
+			switch {
+			case err == nil:
+				continue
+			case isNoScript(err):
+				cmds = append(cmds, evalCommand(c, true, mode, ops, groups[g]))
+			case (general == nil || !general[g]) && isForeignPrevious(mode, err):
+				if general == nil {
+					general = make([]bool, len(groups))
+				}
+				general[g] = true
+				cmds = append(cmds, evalCommand(c, false, modeGeneral, ops, groups[g]))
+			default:
 				return fmt.Errorf("redisstore: eval: %w", err)
 			}
 			retry = append(retry, g)
 		}
-	}
-	if retry != nil {
-		cmds = cmds[:0]
-		for _, g := range retry {
-			cmds = append(cmds, evalCommand(c, true, mode, ops, groups[g]))
+		if retry == nil {
+			break
 		}
 		for i, r := range c.DoMulti(ctx, cmds...) {
 			res[retry[i]] = r

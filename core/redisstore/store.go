@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -222,10 +223,23 @@ func evalProcess(ctx context.Context, p processor, mode ratelimit.Mode, ops []ra
 		cmd = newEvalCmd(ctx, args)
 		err = p.Process(ctx, cmd)
 	}
+	if isForeignPrevious(mode, err) {
+		args = appendEvalCmd(buf, modeGeneral, ops, idx)
+		cmd = newEvalCmd(ctx, args)
+		err = p.Process(ctx, cmd)
+	}
 	if err != nil {
 		return nil, err
 	}
 	return cmd.Result()
+}
+
+// isForeignPrevious reports whether err is evaluate.lua's failure on a
+// sliding window's previous count that is no number, in the short form of a
+// check's first op (see the 'w' form): the script call is sent again, once,
+// in modeGeneral, which replaces the hash. Nothing else was written.
+func isForeignPrevious(mode ratelimit.Mode, err error) bool {
+	return err != nil && mode == ratelimit.ModeCheck && strings.Contains(err.Error(), "arithmetic on local 'prevcount'")
 }
 
 // argsPool holds the argument slices of evalProcess's commands: one
