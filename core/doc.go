@@ -51,8 +51,9 @@
 // ResetAt is now plus the remaining window (or ban). A rule's Algorithm may
 // instead be SlidingWindow (a two-window estimate that smooths the boundary
 // burst) or TokenBucket (GCRA with a Burst); neither charges a check it
-// rejects, and a rejected check's ResetAt is when it would pass
-// (docs/design.md#algorithms).
+// rejects, and a rejected check's ResetAt is when it would pass, or for a
+// cost that never does (over the limit or the burst) when the window is
+// empty or the bucket full (docs/design.md#algorithms).
 //
 // BanFor keeps an exceeded rule exceeded for that long, in a separate state
 // that outlives the window. While a ban is active the rule blocks (limit) or

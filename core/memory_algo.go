@@ -103,7 +103,7 @@ type algoVerdict struct {
 	exceeded bool
 	before   float64 // the count before the op
 	count    float64 // the count after it: before, plus the cost when it passes
-	ttl      float64 // passed: until the window ends or the bucket is full; exceeded: until the same op passes
+	ttl      float64 // passed: until the window ends or the bucket is full; exceeded: until the same op passes, or for a cost that never does, until the rule is as good as it gets (the window empty, the bucket full)
 	tat      float64 // token bucket: the time from now until it is full once the op is charged
 }
 
@@ -124,8 +124,17 @@ func sliding(cur, prev, rem, period float64, limit int64, cost float64) algoVerd
 	case prev > 0 && l-cur-cost >= 0:
 		// Within this window, once enough of the previous one slid out.
 		v.ttl = rem - (l-cur-cost)*period/prev
-	case cost > l:
-		v.ttl = rem + period // never: report when both windows are gone
+	case cost > l+algoEps:
+		// Never, even on an empty window: report when it is empty, this
+		// window's count slid out (rem + period), else the previous one's
+		// (rem), else now. A client that waits that long gets the same
+		// answer, and one that retries sooner could get no other.
+		switch {
+		case cur > 0:
+			v.ttl = rem + period
+		case prev == 0:
+			v.ttl = 0
+		}
 	case cur > l-cost:
 		// In the next window, once enough of this one slid out.
 		v.ttl = rem + period*(1-(l-cost)/cur)
@@ -149,7 +158,9 @@ func bucket(d, period float64, limit, burst int64, cost float64) algoVerdict {
 		return v
 	}
 	v.exceeded = true
-	v.ttl = d + cost*t - float64(burst)*t // until enough tokens came back
+	if cost <= float64(burst)+algoEps {
+		v.ttl = d + cost*t - float64(burst)*t // until enough tokens came back
+	} // else never, even on a full bucket: report when it is full (d)
 	return v
 }
 

@@ -47,7 +47,7 @@ type Info struct {
 	Period    time.Duration // resolved window length
 	Count     float64       // count (or distinct values) in the window, after this check; a sliding window's estimate; a token bucket's tokens in use
 	Remaining float64       // max(Limit - Count, 0); for a token bucket, the tokens left of its burst; 0 while Banned
-	ResetAt   time.Time     // when the window ends (a token bucket: is full again), or the ban when Banned; a blocked sliding window or token bucket: when the same check passes
+	ResetAt   time.Time     // when the window ends (a token bucket: is full again), or the ban when Banned; a blocked sliding window or token bucket: when the same check passes, or for a cost that never does (over the limit, over the burst) when the rule is as good as it gets: the window empty, the bucket full (now if it already is), so a client retrying then gets the same answer and one retrying sooner no other
 	Banned    bool          // a ban is active
 }
 

@@ -28,7 +28,9 @@ type Store interface {
 	// OpSliding and OpTokenBucket ops count by their algorithm
 	// (docs/design.md#algorithms): they are charged only when not exceeded,
 	// their Count is the estimate (sliding) or the tokens in use (bucket),
-	// and an exceeded op's TTL is the time until the same op would pass.
+	// and an exceeded op's TTL is the time until the same op would pass, or
+	// for a cost that never does (over Limit, over Burst) until the window is
+	// empty or the bucket full (0 if it already is).
 	Eval(ctx context.Context, mode Mode, ops []Op) ([]OpResult, error)
 
 	// Delete removes the given keys and returns how many existed.

@@ -382,10 +382,14 @@ func TestNonNumericValueIsForeign(t *testing.T) {
 }
 
 // TestAbsurdWaitsSaturate: a wait past the longest Duration (about 292
-// years: a token bucket refilling 1e10 tokens an hour apiece, a sliding
-// window of 200 years exceeded, a window of the longest period) is the
-// longest Duration, as in the memory store; before, the milliseconds Redis
-// sent overflowed into a negative or wrapped TTL (and a ResetAt in the past).
+// years: a token bucket of 10 at one a century, full in 1,000 years once
+// emptied, a sliding window of 200 years exceeded, a window of the longest
+// period) is the longest Duration, as in the memory store; before, the
+// milliseconds Redis sent overflowed into a negative or wrapped TTL (and a
+// ResetAt in the past). An absurd cost, which no bucket ever holds, waits
+// until the bucket is full: now, for a full one. (The memory store keeps a
+// window of over 146 years until the longest Duration from its start, which
+// the sliding window's wait then ends with: Redis is held to the longest.)
 func TestAbsurdWaitsSaturate(t *testing.T) {
 	const year = 365 * 24 * time.Hour
 	forEachTarget(t, func(t *testing.T, s *Store, c redis.UniversalClient) {
@@ -394,16 +398,28 @@ func TestAbsurdWaitsSaturate(t *testing.T) {
 		bucket := func(name string, cost float64) ratelimit.Op {
 			return ratelimit.Op{Kind: ratelimit.OpTokenBucket, Key: k.key(name), Limit: 1, Burst: 10, Cost: cost, Period: time.Hour}
 		}
-		sliding := ratelimit.Op{Kind: ratelimit.OpSliding, Key: k.key("sliding"), Limit: 1, Cost: 2, Period: 200 * year}
+		century := ratelimit.Op{Kind: ratelimit.OpTokenBucket, Key: k.key("century"), Limit: 1, Burst: 10, Cost: 10, Period: 100 * year}
+		sliding := ratelimit.Op{Kind: ratelimit.OpSliding, Key: k.key("sliding"), Limit: 1, Cost: 1, Period: 200 * year}
+		eval(t, s, check, century) // emptied and filled: the next ops wait
+		eval(t, s, check, sliding)
+		if _, err := mem.Eval(ctx, check, []ratelimit.Op{century}); err != nil {
+			t.Fatal(err)
+		}
 		longest := k.count("longest", 10, 1)
 		longest.Period = math.MaxInt64
 		for _, op := range []ratelimit.Op{
-			bucket("1e10", 1e10), bucket("1e300", 1e300), bucket("max", math.MaxFloat64), sliding, longest,
+			bucket("1e10", 1e10), bucket("1e300", 1e300), bucket("max", math.MaxFloat64), century, sliding, longest,
 		} {
 			for _, mode := range []ratelimit.Mode{check, peek} {
 				got, err := s.Eval(ctx, mode, []ratelimit.Op{op})
 				if err != nil {
 					t.Errorf("%s %s: %v", op.Key, mode, err)
+					continue
+				}
+				if (op.Key == century.Key || op.Key == sliding.Key) && (!got[0].Exceeded || got[0].TTL != math.MaxInt64) {
+					t.Errorf("%s %s: %+v; want exceeded for the longest Duration", op.Key, mode, got[0])
+				}
+				if op.Key == sliding.Key {
 					continue
 				}
 				want, err := mem.Eval(ctx, mode, []ratelimit.Op{op})

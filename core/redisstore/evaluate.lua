@@ -234,8 +234,10 @@ while true do
         if charged then rcall('HINCRBY', key, 'c', '-' .. cost) end
         if prev > 0 and limit - cur - costn >= 0 then
           ttl = rem - (limit - cur - costn) * p / prev
-        elseif costn > limit then
-          ttl = rem + p
+        elseif costn > limit + 1e-9 then
+          -- Never, even on an empty window: when it is empty (rem when only
+          -- the previous window counts, now when neither does).
+          if cur > 0 then ttl = rem + p elseif prev == 0 then ttl = 0 end
         elseif cur > limit - costn then
           ttl = rem + p * (1 - (limit - costn) / cur)
         end
@@ -506,7 +508,8 @@ while true do
       -- algorithm: a sliding window or token bucket op,
       -- with the formulas of the memory store (core/memory_algo.go), in
       -- milliseconds. Neither charges an exceeded op; an exceeded op's ttl is the
-      -- time until the same op would pass.
+      -- time until the same op would pass, or for a cost that never does (over
+      -- the limit or the burst), until the window is empty or the bucket full.
       --
       -- A sliding window is a hash {c: this window's count, p: the previous
       -- window's} whose TTL runs to one period after this window's end: a TTL
@@ -559,6 +562,9 @@ while true do
               elseif bttl == -2 then
                 ttl = d -- not charged: full again when it was going to be
               end
+            elseif costn > burst + 1e-9 then
+              -- Never, even on a full bucket: when it is full.
+              count, ttl, exceeded = before, d, true
             else
               count, ttl, exceeded = before, d + costn * t - burst * t, true
             end
@@ -604,8 +610,8 @@ while true do
             exceeded = true
             if prev > 0 and limit - cur - costn >= 0 then
               ttl = rem - (limit - cur - costn) * period / prev
-            elseif costn > limit then
-              ttl = rem + period
+            elseif costn > limit + 1e-9 then -- never: when the window is empty
+              if cur > 0 then ttl = rem + period elseif prev == 0 then ttl = 0 end
             elseif cur > limit - costn then
               ttl = rem + period * (1 - (limit - costn) / cur)
             end
@@ -635,8 +641,8 @@ while true do
       count, ttl, bits = general(key, gbankey, gkind == 1, gban, gpeek, glimit, gperiod, gbanfor, gcost, gmember)
     end
   end
-  -- A wait past 2^53 ms (285,000 years; a token bucket exceeded by an
-  -- absurd cost, up to an infinite one) goes as 2^53: Redis converts a reply
+  -- A wait past 2^53 ms (285,000 years; a bucket's TTL written by hand: a
+  -- cost no bucket holds waits until it is full) goes as 2^53: Redis converts a reply
   -- number past 2^63 to garbage. The client takes any wait past the longest
   -- Duration for the longest Duration (outcome in store.go).
   if ttl > 9007199254740992 then ttl = 9007199254740992 end

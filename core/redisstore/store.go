@@ -449,8 +449,8 @@ func unpack(v int64, ops []ratelimit.Op, out []ratelimit.OpResult, idx []int) er
 }
 
 // outcome is op's Outcome from its three reply values. A TTL past the
-// longest Duration (about 292 years: a token bucket refilling an absurd
-// cost, a sliding window of over 146 years exceeded, the longest period) is
+// longest Duration (about 292 years: a token bucket of an absurd burst
+// refilling, a sliding window of over 146 years exceeded, the longest period) is
 // the longest Duration, as in the memory store (ceilDuration): converted as
 // it is, it would overflow into the past. This is the one place the store
 // converts milliseconds to a TTL.
