@@ -114,13 +114,19 @@ func (r Result) ResetAt() time.Time { return r.info().ResetAt }
 func (r Result) Banned() bool { return r.info().Banned }
 
 // RetryAfter returns how long a blocked caller should wait (Info.RetryAfter),
-// or 0 when the verdict is not block.
+// at least MinRetryAfter, or 0 when the verdict is not block.
 func (r Result) RetryAfter(now time.Time) time.Duration {
 	if r.Action != ActionBlock {
 		return 0
 	}
-	return r.Info.RetryAfter(now) // nil-safe
+	return max(r.Info.RetryAfter(now), MinRetryAfter) // nil-safe
 }
+
+// MinRetryAfter is the least wait a blocked caller is told: never to come
+// back at once. A block can reset now: a cost that never passes resets when
+// its rule is at its best (the window empty, the bucket full), which it may
+// be already, and a reset can pass between the check and the answer.
+const MinRetryAfter = time.Second
 
 func (r Result) info() Info {
 	if r.Info == nil {

@@ -201,7 +201,7 @@ func (c *config) serve(ctx context.Context, fullMethod string, stream bool, setH
 			setHeader(md)
 		}
 	}, func(ch guard.Checked, res ratelimit.Result) Outcome {
-		retry := res.Info.RetryAfter(ch.Now) + guard.Jitter(c.RetryAfterJitter)
+		retry := res.RetryAfter(ch.Now) + guard.Jitter(c.RetryAfterJitter)
 		if !c.noPushback {
 			setTrailer(metadata.Pairs(TrailerPushback, strconv.FormatInt(retry.Milliseconds(), 10)))
 		}
@@ -251,7 +251,7 @@ func SkipMethods(fullMethods ...string) func(ctx context.Context, call *Call) bo
 // seconds), QuotaFailure and ErrorInfo (Reason, domain or call.Service, limiter,
 // rule, limit, period_s, retry_after_s, banned): never identifier values.
 func DenyStatus(call *Call, res ratelimit.Result, domain string) *status.Status {
-	return denyStatus(call, res, domain, res.Info.RetryAfter(time.Now()))
+	return denyStatus(call, res, domain, res.RetryAfter(time.Now()))
 }
 
 // denyStatus is DenyStatus stating retry, the delay with its jitter.

@@ -95,11 +95,14 @@ func (d *Decision) ViolatedPolicies() []string {
 }
 
 // RetryAfter returns how long a blocked caller must wait: until the latest
-// reset among the blocking rules, rounded up to whole seconds. It is 0 when
-// nothing blocks.
+// reset among the blocking rules, rounded up to whole seconds, and at least
+// ratelimit.MinRetryAfter. It is 0 when nothing blocks.
 func (d *Decision) RetryAfter(now time.Time) time.Duration {
 	var longest time.Duration
-	for _, e := range d.Blocking() {
+	for i, e := range d.Blocking() {
+		if i == 0 {
+			longest = ratelimit.MinRetryAfter
+		}
 		longest = max(longest, e.Info.RetryAfter(now))
 	}
 	return longest

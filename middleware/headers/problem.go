@@ -31,12 +31,10 @@ func NewProblem(d *Decision, now time.Time) Problem {
 		Status:           http.StatusTooManyRequests,
 		ViolatedPolicies: make([]string, 0, len(blocking)),
 	}
-	var retry time.Duration
 	for _, e := range blocking {
-		retry = max(retry, e.Info.RetryAfter(now))
 		p.ViolatedPolicies = append(p.ViolatedPolicies, e.Rule.Name)
 	}
-	p.Detail = fmt.Sprintf("Rate limit exceeded; retry after %d seconds.", seconds(retry))
+	p.Detail = fmt.Sprintf("Rate limit exceeded; retry after %d seconds.", seconds(d.RetryAfter(now)))
 	return p
 }
 

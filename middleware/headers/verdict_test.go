@@ -298,3 +298,22 @@ func BenchmarkSetHeaders(b *testing.B) {
 		})
 	}
 }
+
+// A block that resets now (a cost that never passes, on an empty window or
+// a full bucket; or a reset passed since the check) still tells the caller to
+// wait ratelimit.MinRetryAfter, in the header and the problem body: never to
+// come back at once.
+func TestBlockNeverSaysRetryAtOnce(t *testing.T) {
+	for _, reset := range []time.Duration{0, -time.Second} {
+		d := &Decision{Results: []ratelimit.Result{result(eval(rule("per_ip", ratelimit.ActionLimit), 5, time.Minute, 6, reset))}}
+		if got := headers(IETF, d).Get(HeaderRetryAfter); got != "1" {
+			t.Errorf("reset in %v: Retry-After %q, want 1", reset, got)
+		}
+		if p := NewProblem(d, now); p.Detail != "Rate limit exceeded; retry after 1 seconds." {
+			t.Errorf("reset in %v: problem detail %q", reset, p.Detail)
+		}
+		if got := d.Results[0].RetryAfter(now); got != ratelimit.MinRetryAfter {
+			t.Errorf("reset in %v: Result.RetryAfter %v, want %v", reset, got, ratelimit.MinRetryAfter)
+		}
+	}
+}
