@@ -7,6 +7,7 @@ package httpguard
 import (
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -59,6 +60,22 @@ func HostAllowed(r *http.Request, allowed []string) bool {
 		return true
 	}
 	return LoopbackName(name)
+}
+
+// CheckHost serves h only to requests whose Host HostAllowed accepts with
+// allowed; any other gets 403 before h runs, naming setting (the option or
+// flag that allows another name). It guards what a listener serves beside
+// the pages, which check their Host themselves: /metrics, for one, so that a
+// rebound page cannot read the limiters' names and counts either.
+func CheckHost(h http.Handler, allowed []string, setting string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !HostAllowed(r, allowed) {
+			http.Error(w, "this server does not answer to the name "+strconv.Quote(r.Host)+
+				"; use localhost or 127.0.0.1, or add the name to "+setting, http.StatusForbidden)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // LoopbackName reports whether a host name (without port or brackets) is

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/ratekit/ratekit/internal/httpguard"
@@ -75,5 +76,38 @@ func TestServerTimeouts(t *testing.T) {
 	s := httpguard.Server(http.NotFoundHandler())
 	if s.ReadHeaderTimeout <= 0 || s.ReadTimeout <= 0 || s.WriteTimeout <= 0 || s.IdleTimeout <= 0 || s.MaxHeaderBytes <= 0 {
 		t.Fatalf("server without a bound: %+v", s)
+	}
+}
+
+// CheckHost refuses a rebound name before the handler runs and says which
+// setting allows another name; a loopback name reaches the handler.
+func TestCheckHost(t *testing.T) {
+	srv := httptest.NewServer(httpguard.CheckHost(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "secret_metric 1\n")
+	}), nil, "-allowed-hosts"))
+	defer srv.Close()
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	for _, tt := range []struct {
+		host, want string
+		code       int
+	}{
+		{"127.0.0.1:" + port, "secret_metric", http.StatusOK},
+		{"localhost:" + port, "secret_metric", http.StatusOK},
+		{"evil.example:" + port, "add the name to -allowed-hosts", http.StatusForbidden},
+	} {
+		req, err := http.NewRequest(http.MethodGet, srv.URL, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = tt.host
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != tt.code || !strings.Contains(string(body), tt.want) {
+			t.Errorf("Host %q: %d %q, want %d with %q", tt.host, resp.StatusCode, body, tt.code, tt.want)
+		}
 	}
 }

@@ -26,6 +26,11 @@ type Observability struct {
 	// Tiers, when the example binds its limiters to a rule store, shows
 	// their rule tiers on the debug page (set it before Mount).
 	Tiers debug.TierSource
+	// AllowedHosts are the Host names /metrics and /debug/ratelimit answer
+	// to besides the default (on a loopback listener: localhost, 127.0.0.1,
+	// [::1]; on another, any), the DNS-rebinding defence of
+	// debug.Options.AllowedHosts, applied alike to both (set it before Mount).
+	AllowedHosts []string
 
 	tracing *observe.Tracing // set by StartOTel when OpenTelemetry is configured
 }
@@ -54,13 +59,15 @@ func (o *Observability) Observer() func(context.Context, ratelimit.Event) {
 // Run logs the block summary on its interval until ctx ends.
 func (o *Observability) Run(ctx context.Context) { o.Blocks.Run(ctx) }
 
-// Mount serves /metrics and /debug/ratelimit for limiters on mux.
+// Mount serves /metrics and /debug/ratelimit for limiters on mux, both
+// behind the same Host check (AllowedHosts): a rebound page reads neither the
+// rules nor the limiters' names and counts.
 func (o *Observability) Mount(mux *http.ServeMux, limiters ...*ratelimit.Limiter) {
 	for _, l := range limiters {
 		o.Metrics.Init(l)
 	}
-	mux.Handle("GET /metrics", promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{}))
-	mux.Handle("GET /debug/ratelimit", debug.New(debug.Options{Blocks: o.Blocks, Tiers: o.Tiers}, limiters...))
+	mux.Handle("GET /metrics", httpguard.CheckHost(promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{}), o.AllowedHosts, "the example's Observability.AllowedHosts"))
+	mux.Handle("GET /debug/ratelimit", debug.New(debug.Options{Blocks: o.Blocks, Tiers: o.Tiers, AllowedHosts: o.AllowedHosts}, limiters...))
 }
 
 // Observed checks an example's /metrics and /debug/ratelimit at url after

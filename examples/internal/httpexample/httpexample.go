@@ -276,7 +276,7 @@ func adminPage(ctx context.Context, o Options, limiter *ratelimit.Limiter, obs *
 		authorize = func(*http.Request) (string, bool) { return o.AdminWriter, true }
 	}
 	page, err := admin.New(admin.Options{Store: rules, Available: available, Counters: redisstore.New(client),
-		KeyPrefix: limiter.KeyPrefix(), Authorize: authorize})
+		KeyPrefix: limiter.KeyPrefix(), Authorize: authorize, AllowedHosts: obs.AllowedHosts})
 	if err != nil {
 		cancel()
 		_ = client.Close()
