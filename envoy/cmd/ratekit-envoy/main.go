@@ -25,8 +25,10 @@
 // Both listeners are on loopback by default: give -listen an address the
 // gateway reaches (for example :8081 in a container) and keep -http internal.
 // The HTTP server cuts off clients slower than its read and write timeouts.
-// On a loopback -http, /debug/ratelimit answers only to loopback Host names
-// (DNS rebinding) unless -allowed-hosts names others.
+// On a loopback -http, /metrics and /debug/ratelimit answer only to loopback
+// Host names (DNS rebinding; Prometheus scrapes by localhost, 127.0.0.1 or
+// [::1]) unless -allowed-hosts names others, and then only to those on any
+// -http. /healthz answers any name: a probe by IP must pass.
 package main
 
 import (
@@ -140,7 +142,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.BoolVar(&f.cluster, "redis-cluster", false, "-redis-url names one node of a Redis Cluster (a URL with several addr is one already)")
 	fs.StringVar(&f.listen, "listen", defaultListen, "gRPC address: RateLimitService, health, reflection (:8081 for every interface)")
 	fs.StringVar(&f.httpAddr, "http", defaultHTTP, "HTTP address: /metrics, /debug/ratelimit and /healthz (empty: none; keep it internal)")
-	fs.Func("allowed-hosts", "comma-separated Host names /debug/ratelimit answers to (default on a loopback -http: localhost, 127.0.0.1, [::1])", func(v string) error {
+	fs.Func("allowed-hosts", "comma-separated Host names /metrics and /debug/ratelimit answer to (default on a loopback -http: localhost, 127.0.0.1, [::1]; on another, any)", func(v string) error {
 		f.allowedHosts = nil // empty: the default
 		if v != "" {
 			f.allowedHosts = strings.Split(v, ",")
@@ -296,7 +298,9 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(grpcAd
 			return fmt.Errorf("listen %s: %w", f.httpAddr, err)
 		}
 		mux := http.NewServeMux()
-		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		// The metrics name every limiter and rule: the same Host check as
+		// the page. /healthz tells nothing and must answer a probe by IP.
+		mux.Handle("GET /metrics", httpguard.CheckHost(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), f.allowedHosts, "-allowed-hosts"))
 		mux.Handle("GET /debug/ratelimit", debug.New(debug.Options{Tiers: rules, Blocks: blocks, AllowedHosts: f.allowedHosts}, limiters...))
 		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 		hsrv = httpguard.Server(mux)

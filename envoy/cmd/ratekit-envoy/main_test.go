@@ -205,20 +205,32 @@ rate_limits:
 		}
 	}
 	// DNS rebinding: a hostile name resolved to 127.0.0.1 is refused the
-	// page on the loopback listener; a name -allowed-hosts gives is served.
-	for host, want := range map[string]int{"rebound.example": http.StatusForbidden, "gw.internal": http.StatusOK} {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+a.http+"/debug/ratelimit?format=json", nil)
+	// page and the metrics on the loopback listener; a name -allowed-hosts
+	// gives is served. /healthz answers whatever the name, as a probe by IP
+	// (kubelet's Host is the pod's IP) must pass.
+	for _, tt := range []struct {
+		path, host, show string
+		want             int
+	}{
+		{"/debug/ratelimit?format=json", "rebound.example", "reads_frozen", http.StatusForbidden},
+		{"/debug/ratelimit?format=json", "gw.internal", "reads_frozen", http.StatusOK},
+		{"/metrics", "rebound.example", "reads_frozen", http.StatusForbidden},
+		{"/metrics", "gw.internal", "reads_frozen", http.StatusOK},
+		{"/metrics", "127.0.0.1", "reads_frozen", http.StatusOK},
+		{"/healthz", "10.0.0.5:9090", "ok", http.StatusOK},
+	} {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+a.http+tt.path, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		req.Host = host
+		req.Host = tt.host
 		if resp, err = http.DefaultClient.Do(req); err != nil {
 			t.Fatal(err)
 		}
 		body, _ = io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if resp.StatusCode != want || (want == http.StatusOK) != strings.Contains(string(body), "reads_frozen") {
-			t.Errorf("/debug/ratelimit with Host %s: %d, want %d\n%s", host, resp.StatusCode, want, body)
+		if resp.StatusCode != tt.want || (tt.want == http.StatusOK) != strings.Contains(string(body), tt.show) {
+			t.Errorf("%s with Host %s: %d, want %d\n%.300s", tt.path, tt.host, resp.StatusCode, tt.want, body)
 		}
 	}
 
