@@ -19,9 +19,11 @@
 // the bearer token of -write-token-file (Authorization: Bearer TOKEN); without
 // one, only loopback clients may write. Every write is logged (slog record
 // "rate_limit_rules_write": who, what, outcome) and every refusal too. The
-// HTTP listener answers only to loopback Host names when on loopback (DNS
-// rebinding) unless -allowed-hosts names others, and cuts off clients slower
-// than -read-timeout and -write-timeout. A request body (HTTP) or message
+// management API and /metrics answer only to loopback Host names when on
+// loopback (DNS rebinding; Prometheus scrapes by localhost, 127.0.0.1 or
+// [::1]) unless -allowed-hosts names others, and then only to those;
+// /healthz answers any name, so a probe by IP passes. The HTTP listener cuts
+// off clients slower than -read-timeout and -write-timeout. A request body (HTTP) or message
 // (gRPC) over 1 MiB (rulesserver.MaxDocumentBytes) is refused.
 package main
 
@@ -128,7 +130,7 @@ func serve(ctx context.Context, args []string, ready func(string, string)) error
 	httpAddr := fs.String("http", defaultHTTPAddr, "HTTP listen address (management API, /metrics, /healthz)")
 	prefix := fs.String("key-prefix", rulesserver.DefaultKeyPrefix, "Redis key prefix")
 	tokenFile := fs.String("write-token-file", "", "file holding the bearer token PUT and DELETE must carry (default: loopback clients only may write)")
-	hosts := fs.String("allowed-hosts", "", "comma-separated Host names the HTTP API answers to (default on loopback: localhost, 127.0.0.1, [::1])")
+	hosts := fs.String("allowed-hosts", "", "comma-separated Host names the management API and /metrics answer to (default on loopback: localhost, 127.0.0.1, [::1]; elsewhere, any)")
 	readTimeout := fs.Duration("read-timeout", httpguard.ReadTimeout, "bound on reading one HTTP request, body included")
 	writeTimeout := fs.Duration("write-timeout", httpguard.WriteTimeout, "bound on answering one HTTP request")
 	available := availableFlag{}
@@ -189,7 +191,9 @@ func serve(ctx context.Context, args []string, ready func(string, string)) error
 
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", srv.Handler())
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	// The metrics are checked as the API is; /healthz must answer a probe
+	// by IP (kubelet's Host is the pod's IP) whatever -allowed-hosts says.
+	mux.Handle("GET /metrics", httpguard.CheckHost(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), cfg.AllowedHosts, "-allowed-hosts"))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		if err := rdb.Ping(r.Context()).Err(); err != nil {
 			http.Error(w, "redis: "+err.Error(), http.StatusServiceUnavailable)

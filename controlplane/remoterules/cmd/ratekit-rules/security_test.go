@@ -161,3 +161,41 @@ func TestWriteToken(t *testing.T) {
 		t.Fatalf("DELETE with a wrong token: %s", r.Status)
 	}
 }
+
+// Every handler of the HTTP listener checks the Host alike (DNS rebinding):
+// /metrics as the management API, with -allowed-hosts replacing the loopback
+// names; /healthz answers any name, as a probe by IP (kubelet's Host is the
+// pod's IP) must pass.
+func TestHTTPListenerChecksHost(t *testing.T) {
+	for _, tt := range []struct {
+		flags      []string
+		path, host string
+		want       int
+	}{
+		{nil, "/metrics", "127.0.0.1", http.StatusOK},
+		{nil, "/metrics", "localhost", http.StatusOK},
+		{nil, "/metrics", "[::1]", http.StatusOK},
+		{nil, "/metrics", "evil.example", http.StatusForbidden},
+		{nil, "/v1/overrides/web/rack_request", "evil.example", http.StatusForbidden},
+		{nil, "/healthz", "10.0.0.5:8082", http.StatusOK},
+		{[]string{"-allowed-hosts", "rules.internal"}, "/metrics", "rules.internal", http.StatusOK},
+		{[]string{"-allowed-hosts", "rules.internal"}, "/metrics", "127.0.0.1", http.StatusForbidden},
+		{[]string{"-allowed-hosts", "rules.internal"}, "/healthz", "10.0.0.5:8082", http.StatusOK},
+	} {
+		addr := startServe(t, tt.flags...)
+		req, err := http.NewRequest(http.MethodGet, "http://"+addr+tt.path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = tt.host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tt.want {
+			t.Errorf("GET %s, Host %s, flags %q: %d %.200q, want %d", tt.path, tt.host, tt.flags, resp.StatusCode, body, tt.want)
+		}
+	}
+}
