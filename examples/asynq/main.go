@@ -32,6 +32,7 @@ import (
 	"github.com/ratekit/ratekit/core/redisstore"
 	"github.com/ratekit/ratekit/examples/internal/exampleutil"
 	"github.com/ratekit/ratekit/identifiers"
+	"github.com/ratekit/ratekit/internal/httpguard"
 	ratelimitasynq "github.com/ratekit/ratekit/middleware/asynq"
 )
 
@@ -46,8 +47,9 @@ type options struct {
 	timeout   time.Duration
 	keyPrefix string // counter key prefix ("" for the default; tests set their own)
 
-	metricsAddr string                     // HTTP address of /metrics and /debug/ratelimit during the run ("" for none)
-	obs         *exampleutil.Observability // nil: run makes its own
+	metricsAddr  string                     // HTTP address of /metrics and /debug/ratelimit during the run ("" for none)
+	metricsReady func(net.Addr)             // told metricsAddr's bound address once it serves (tests)
+	obs          *exampleutil.Observability // nil: run makes its own
 }
 
 type stats struct {
@@ -123,10 +125,13 @@ func run(ctx context.Context, o options, out io.Writer) (stats, error) {
 		if err != nil {
 			return st, fmt.Errorf("listen %s: %w", o.metricsAddr, err)
 		}
-		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
+		hs := httpguard.Server(mux) // timeouts and a header bound, as every ratekit listener
 		go func() { _ = hs.Serve(lis) }()
 		defer hs.Close()
 		fmt.Fprintf(out, "metrics at http://%s/metrics, debug page at http://%s/debug/ratelimit\n", lis.Addr(), lis.Addr())
+		if o.metricsReady != nil {
+			o.metricsReady(lis.Addr())
+		}
 	}
 
 	start := time.Now()

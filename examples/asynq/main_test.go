@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -25,6 +26,9 @@ func TestRun(t *testing.T) {
 		timeout:   30 * time.Second,
 		keyPrefix: prefix,
 		obs:       exampleutil.NewObservability(),
+		// The metrics listener bounds headers as every ratekit listener.
+		metricsAddr:  "127.0.0.1:0",
+		metricsReady: func(a net.Addr) { exampleutil.HeadersBounded(t, "http://"+a.String()) },
 	}
 	st, err := run(context.Background(), o, &out)
 	if err != nil {
