@@ -251,6 +251,26 @@ func checkRuns(t *testing.T, c renderCase, dst string) {
 			t.Errorf("/metrics counted no http_request check:\n%s", metrics)
 		}
 	}
+	// DNS rebinding: the internal listener (loopback) refuses a rebound name
+	// on /metrics as on the debug page, and serves a loopback one.
+	for _, path := range []string{"/metrics", "/debug/ratelimit?format=json"} {
+		for host, want := range map[string]int{"evil.example": http.StatusForbidden, "localhost": http.StatusOK} {
+			req, err := http.NewRequest(http.MethodGet, "http://"+internal+path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Host = host
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != want || strings.Contains(string(body), "db_utilization") != (want == http.StatusOK) {
+				t.Errorf("GET %s with Host %s: %d %.200q, want %d", path, host, resp.StatusCode, body, want)
+			}
+		}
+	}
 	debug := httpBody(t, "http://"+internal+"/debug/ratelimit?format=json")
 	if !strings.Contains(debug, `"db_utilization"`) {
 		t.Errorf("/debug/ratelimit does not list db_utilization:\n%s", debug)

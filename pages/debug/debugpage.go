@@ -278,6 +278,16 @@ func ruleView(r ratelimit.Rule) RuleView {
 	return v
 }
 
+// CheckHost serves h only to the Host names a page with
+// Options.AllowedHosts = allowed answers to (on a loopback listener and
+// allowed empty: localhost, 127.0.0.1 and [::1], so Prometheus scrapes by
+// those names); any other Host gets 403 before h runs. It is for what the
+// internal listener serves beside the page, /metrics for one, so that a
+// DNS-rebound page reads nothing there either.
+func CheckHost(h http.Handler, allowed []string) http.Handler {
+	return httpguard.CheckHost(h, allowed, "the allowed hosts of debug.CheckHost")
+}
+
 // ServeHTTP implements http.Handler. A Host the page does not answer to
 // (Options.AllowedHosts) gets 403 before anything is read.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {

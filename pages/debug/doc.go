@@ -18,5 +18,9 @@
 // Against DNS rebinding (a hostile name resolved to 127.0.0.1 makes the
 // attacker's page same-origin with the loopback page), a page served on a
 // loopback listener answers only to localhost, 127.0.0.1 and [::1] unless
-// Options.AllowedHosts names others; any other Host gets 403.
+// Options.AllowedHosts names others; any other Host gets 403. CheckHost puts
+// what the listener serves beside the page (/metrics, which names every
+// limiter and rule too) behind the same check:
+//
+//	internalMux.Handle("GET /metrics", debug.CheckHost(promhttp.Handler(), nil))
 package debug

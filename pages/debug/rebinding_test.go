@@ -73,3 +73,37 @@ func do(t *testing.T, req *http.Request) (*http.Response, string) {
 	}
 	return resp, b.String()
 }
+
+// CheckHost answers as the page does: what it guards (/metrics beside the
+// page) is refused to a rebound name and served to loopback or allowed ones.
+func TestCheckHost(t *testing.T) {
+	metrics := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, `ratelimit_checks_total{rate_limiter="api"} 1`)
+	})
+	tests := []struct {
+		host    string
+		allowed []string
+		want    int
+	}{
+		{"127.0.0.1", nil, http.StatusOK},
+		{"localhost", nil, http.StatusOK},
+		{"[::1]", nil, http.StatusOK},
+		{"evil.example", nil, http.StatusForbidden},
+		{"metrics.internal", []string{"metrics.internal"}, http.StatusOK},
+		{"127.0.0.1", []string{"metrics.internal"}, http.StatusForbidden},
+	}
+	for _, tt := range tests {
+		srv := httptest.NewServer(debug.CheckHost(metrics, tt.allowed))
+		_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+		req, err := http.NewRequest(http.MethodGet, srv.URL+"/metrics", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = tt.host + ":" + port
+		resp, body := do(t, req)
+		if resp.StatusCode != tt.want || strings.Contains(body, "rate_limiter") != (tt.want == http.StatusOK) {
+			t.Errorf("Host %s (allowed %v): %d %q, want %d", req.Host, tt.allowed, resp.StatusCode, body, tt.want)
+		}
+		srv.Close()
+	}
+}
