@@ -49,7 +49,7 @@ func HostAllowed(r *http.Request, allowed []string) bool {
 	name = strings.TrimSuffix(strings.TrimPrefix(name, "["), "]")
 	if len(allowed) > 0 {
 		for _, a := range allowed {
-			a = strings.ToLower(a)
+			a = strings.ToLower(strings.TrimSpace(a)) // "a, b" from a flag
 			if a == "*" || a == host || strings.TrimSuffix(strings.TrimPrefix(a, "["), "]") == name {
 				return true
 			}

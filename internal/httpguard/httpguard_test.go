@@ -40,6 +40,8 @@ func TestHostAllowed(t *testing.T) {
 		{"admin.internal:" + port, []string{"admin.internal:" + port}, http.StatusOK},
 		{"127.0.0.1:" + port, []string{"admin.internal"}, http.StatusForbidden},
 		{"anything:" + port, []string{"*"}, http.StatusOK},
+		// a flag's "a, b": the space is not part of the name
+		{"b.internal:" + port, []string{"a.internal", " b.internal"}, http.StatusOK},
 	}
 	for _, tt := range tests {
 		allowed = tt.allowed
