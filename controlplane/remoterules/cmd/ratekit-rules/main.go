@@ -196,7 +196,10 @@ func serve(ctx context.Context, args []string, ready func(string, string)) error
 	mux.Handle("GET /metrics", httpguard.CheckHost(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), cfg.AllowedHosts, "-allowed-hosts"))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		if err := rdb.Ping(r.Context()).Err(); err != nil {
-			http.Error(w, "redis: "+err.Error(), http.StatusServiceUnavailable)
+			// Any Host may ask: the cause (Redis's address among it) goes
+			// to the log, not to the answer.
+			slog.Warn("ratekit-rules: healthz: redis unavailable", slog.Any("error", err))
+			http.Error(w, "redis unavailable", http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = io.WriteString(w, "ok\n")

@@ -199,3 +199,26 @@ func TestHTTPListenerChecksHost(t *testing.T) {
 		}
 	}
 }
+
+// /healthz answers any Host, so it says only that Redis is unavailable: the
+// cause, which names Redis's address, goes to the log.
+func TestHealthzTellsNothingOfRedis(t *testing.T) {
+	srv := redistest.StartServer(t)
+	addr := startServe(t, "-redis", srv.URL())
+	srv.Stop()
+	req, err := http.NewRequest(http.MethodGet, "http://"+addr+"/healthz", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = "evil.example"
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	_, port, _ := net.SplitHostPort(srv.Addr)
+	if resp.StatusCode != http.StatusServiceUnavailable || strings.Contains(string(body), port) {
+		t.Fatalf("/healthz with Redis down: %d %q, want 503 without Redis's address", resp.StatusCode, body)
+	}
+}
