@@ -341,3 +341,35 @@ func TestSchemaBoundsMatchValuesInBytes(t *testing.T) {
 		})
 	}
 }
+
+// A document names at most MaxLimiters limiters, as the rule store holds at
+// most as many: available_limiters.yaml declaring more was accepted, and the
+// service then failed to seed them. rate_limits.yaml is bounded alike (its
+// limiters must be declared, so it can name no more than the list does).
+func TestLimitersPerDocumentBounded(t *testing.T) {
+	available := func(n int) string {
+		var b strings.Builder
+		b.WriteString("available_limiters:\n")
+		for i := range n {
+			fmt.Fprintf(&b, "  l%04d: {description: x}\n", i)
+		}
+		return b.String()
+	}
+	full, err := ParseAvailableLimiters("a.yaml", []byte(available(MaxLimiters)))
+	if err != nil {
+		t.Fatalf("MaxLimiters limiters: %v", err)
+	}
+	_, err = ParseAvailableLimiters("a.yaml", []byte(available(MaxLimiters+1)))
+	if err == nil || !strings.Contains(err.Error(), "a.yaml:2:3: 1025 limiters, at most 1024 (config.MaxLimiters, docs/limits.md)") {
+		t.Fatalf("MaxLimiters+1 limiters: %v", err)
+	}
+	var b strings.Builder
+	b.WriteString("rate_limits:\n")
+	for i := range MaxLimiters + 1 {
+		fmt.Fprintf(&b, "  l%04d: []\n", i)
+	}
+	_, err = ParseRateLimits("r.yaml", []byte(b.String()), full)
+	if err == nil || !strings.Contains(err.Error(), "1025 limiters, at most 1024") {
+		t.Fatalf("rate_limits.yaml of MaxLimiters+1 limiters: %v", err)
+	}
+}

@@ -130,6 +130,7 @@ func checkRegex(expr string) error {
 // request): every limiter must be declared in available, and each list must
 // pass checkRules. available may be nil, for checks that do not know it.
 func (d *doc) checkRuleMap(field string, m map[string]*configv1.RuleList, available *AvailableLimiters) {
+	d.checkLimiterCount(field, len(m))
 	for _, name := range sortedKeys(m) {
 		at := path{}.field(field).key(name)
 		var spec *configv1.LimiterSpec
@@ -150,4 +151,11 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// checkLimiterCount refuses a map of more than MaxLimiters limiters at field.
+func (d *doc) checkLimiterCount(field string, n int) {
+	if n > MaxLimiters {
+		d.check(path{}.field(field), false, "%d limiters, at most %d (config.MaxLimiters, docs/limits.md)", n, MaxLimiters)
+	}
 }

@@ -57,6 +57,12 @@ func (e *Error) Error() string {
 // Omitted.
 const MaxReportedErrors = 100
 
+// MaxLimiters bounds the limiters one document names: those
+// available_limiters.yaml declares, and those of rate_limits.yaml or of a
+// publish request. The rule store holds at most as many limiters
+// (rulestore.MaxLimiters), so a service declaring more could not seed them.
+const MaxLimiters = 1024
+
 // ValidationError is an invalid document: the problems found, in file order,
 // at most MaxReportedErrors of them. A document with any problem is rejected
 // whole.

@@ -49,6 +49,7 @@ func ParseAvailableLimiters(file string, data []byte) (*AvailableLimiters, error
 	msg := &configv1.AvailableLimiters{}
 	if d.decode(data, msg, parseYAML) {
 		d.validate(msg)
+		d.checkLimiterCount("available_limiters", len(msg.GetAvailableLimiters()))
 		for _, name := range sortedKeys(msg.GetAvailableLimiters()) {
 			spec := msg.GetAvailableLimiters()[name]
 			at := path{}.field("available_limiters").key(name).field("default_rules")

@@ -41,7 +41,7 @@ const (
 // always proceed, so an index over the bound (written by hand or by another
 // SDK) can be brought back under it. List and GC refuse such an index before
 // reading its members.
-const MaxLimiters = 1024
+const MaxLimiters = config.MaxLimiters
 
 // Names of the store's own keys, after the prefix. A limiter name never
 // contains '@', so they cannot collide with a document.
