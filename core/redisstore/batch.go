@@ -294,43 +294,18 @@ func (s *Store) appendRefused(calls []evalCall, ch *batchCheck, refused []int) [
 }
 
 // doEvals sends cmds in one round trip, calls being its evaluate.lua calls,
-// and sends again as EVAL, in one more, the calls that got NOSCRIPT (the
-// server lost the script: a restart, a failover, SCRIPT FLUSH). A reply that
-// is neither fails the batch.
+// and sends again those that retryEvals mends. Any other error fails the
+// batch.
 func doEvals(ctx context.Context, c rueidis.Client, mode ratelimit.Mode, cmds rueidis.Commands, calls []evalCall) ([]rueidis.RedisResult, error) {
 	if len(cmds) == 0 {
 		return nil, nil
 	}
 	res := c.DoMulti(ctx, cmds...)
-	// general: the calls sent again in the general form, once only.
-	var general map[int]bool
-	for round := 0; round < 2; round++ { // NOSCRIPT, then a foreign previous count
-		var retry []evalCall
-		var again rueidis.Commands
-		for _, call := range calls {
-			err := res[call.at].Error()
-			switch {
-			case err == nil:
-				continue
-			case isNoScript(err):
-				again = append(again, evalCommand(c, true, mode, call.check.ops, call.idx))
-			case !general[call.at] && isForeignPrevious(mode, err):
-				if general == nil {
-					general = make(map[int]bool)
-				}
-				general[call.at] = true
-				again = append(again, evalCommand(c, false, modeGeneral, call.check.ops, call.idx))
-			default:
-				return nil, fmt.Errorf("redisstore: eval: %w", err)
-			}
-			retry = append(retry, call)
-		}
-		if retry == nil {
-			return res, nil
-		}
-		for i, r := range c.DoMulti(ctx, again...) {
-			res[retry[i].at] = r
-		}
+	err := retryEvals(ctx, c, mode, res, len(calls), func(k int) (int, []ratelimit.Op, []int) {
+		return calls[k].at, calls[k].check.ops, calls[k].idx
+	})
+	if err != nil {
+		return nil, err
 	}
 	return res, nil
 }

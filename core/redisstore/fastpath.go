@@ -78,9 +78,10 @@ func (s *Store) evalDialed(ctx context.Context, mode ratelimit.Mode, ops []ratel
 
 // evalScripts runs evaluate.lua once per group of ops (groups holds indexes
 // into ops, one group per shard; nil is all of ops in one), all in one round
-// trip, and decodes each reply into out. A script the server lost (a restart,
-// a failover, SCRIPT FLUSH) answers NOSCRIPT: those calls run again as EVAL,
-// which caches the script on that server again.
+// trip, and decodes each reply into out. A call that got NOSCRIPT (the
+// server lost the script) runs again as EVAL, which caches the script on
+// that server again, and one that a foreign previous count failed runs again
+// in modeGeneral (retryEvals).
 func (s *Store) evalScripts(ctx context.Context, c rueidis.Client, mode ratelimit.Mode, ops []ratelimit.Op, groups [][]int, out []ratelimit.OpResult) error {
 	if len(groups) <= 1 { // one script call: Do, no slices
 		var idx []int
@@ -101,39 +102,53 @@ func (s *Store) evalScripts(ctx context.Context, c rueidis.Client, mode ratelimi
 		cmds[g] = evalCommand(c, false, mode, ops, idx)
 	}
 	res := c.DoMulti(ctx, cmds...)
-	// general: the groups sent again in the general form, once only.
-	var general []bool
-	for again := 0; again < 2; again++ { // NOSCRIPT, then a foreign previous count
-		var retry []int
-		cmds = cmds[:0]
-		for g := range res {
-			err := res[g].Error()
-			switch {
-			case err == nil:
-				continue
-			case isNoScript(err):
-				cmds = append(cmds, evalCommand(c, true, mode, ops, groups[g]))
-			case (general == nil || !general[g]) && isForeignPrevious(mode, err):
-				if general == nil {
-					general = make([]bool, len(groups))
-				}
-				general[g] = true
-				cmds = append(cmds, evalCommand(c, false, modeGeneral, ops, groups[g]))
-			default:
-				return fmt.Errorf("redisstore: eval: %w", err)
-			}
-			retry = append(retry, g)
-		}
-		if retry == nil {
-			break
-		}
-		for i, r := range c.DoMulti(ctx, cmds...) {
-			res[retry[i]] = r
-		}
+	if err := retryEvals(ctx, c, mode, res, len(groups), func(g int) (int, []ratelimit.Op, []int) { return g, ops, groups[g] }); err != nil {
+		return err
 	}
 	for g, idx := range groups {
 		if err := decodeResult(res[g], ops, out, idx); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// retryEvals sends again the evaluate.lua calls among res that failed in a
+// way a second call mends, in at most two more round trips: NOSCRIPT (the
+// server lost the script: a restart, a failover, SCRIPT FLUSH) as EVAL, and
+// a sliding window's previous count that is no number (isForeignPrevious)
+// once in modeGeneral. call(k), for k below n, gives the k-th call's index
+// in res and its ops[idx]. Any other error fails the calls; a second failure
+// stays in res for the caller's decoding.
+func retryEvals(ctx context.Context, c rueidis.Client, mode ratelimit.Mode, res []rueidis.RedisResult, n int, call func(k int) (at int, ops []ratelimit.Op, idx []int)) error {
+	var general []bool // the calls sent again in the general form, once only
+	for round := 0; round < 2; round++ {
+		var retry []int
+		var again rueidis.Commands
+		for k := range n {
+			at, ops, idx := call(k)
+			err := res[at].Error()
+			switch {
+			case err == nil:
+				continue
+			case isNoScript(err):
+				again = append(again, evalCommand(c, true, mode, ops, idx))
+			case (general == nil || !general[k]) && isForeignPrevious(mode, err):
+				if general == nil {
+					general = make([]bool, n)
+				}
+				general[k] = true
+				again = append(again, evalCommand(c, false, modeGeneral, ops, idx))
+			default:
+				return fmt.Errorf("redisstore: eval: %w", err)
+			}
+			retry = append(retry, at)
+		}
+		if retry == nil {
+			return nil
+		}
+		for i, r := range c.DoMulti(ctx, again...) {
+			res[retry[i]] = r
 		}
 	}
 	return nil
