@@ -98,11 +98,16 @@ func (d *Decision) ViolatedPolicies() []string {
 // reset among the blocking rules, rounded up to whole seconds, and at least
 // ratelimit.MinRetryAfter. It is 0 when nothing blocks.
 func (d *Decision) RetryAfter(now time.Time) time.Duration {
-	var longest time.Duration
-	for i, e := range d.Blocking() {
-		if i == 0 {
-			longest = ratelimit.MinRetryAfter
-		}
+	return retryAfter(d.Blocking(), now)
+}
+
+// retryAfter is Decision.RetryAfter of the blocking evaluations.
+func retryAfter(blocking []*ratelimit.Evaluation, now time.Time) time.Duration {
+	if len(blocking) == 0 {
+		return 0
+	}
+	longest := ratelimit.MinRetryAfter
+	for _, e := range blocking {
 		longest = max(longest, e.Info.RetryAfter(now))
 	}
 	return longest

@@ -34,7 +34,7 @@ func NewProblem(d *Decision, now time.Time) Problem {
 	for _, e := range blocking {
 		p.ViolatedPolicies = append(p.ViolatedPolicies, e.Rule.Name)
 	}
-	p.Detail = fmt.Sprintf("Rate limit exceeded; retry after %d seconds.", seconds(d.RetryAfter(now)))
+	p.Detail = fmt.Sprintf("Rate limit exceeded; retry after %d seconds.", seconds(retryAfter(blocking, now)))
 	return p
 }
 
