@@ -127,8 +127,9 @@ func (s *Store) RefreshStatus(limiter string) (refreshedAt time.Time, err error)
 }
 
 // Refresh reads the documents of all bound limiters, in one call (more when
-// they hold more than MaxReadBytes), and applies the changed ones. When Redis fails every limiter keeps the rules it has (the
-// last good copy, or its local tiers when it never loaded one); a document
+// they hold more than MaxReadBytes), and applies the changed ones. When
+// Redis fails every limiter keeps the rules it has (the last good copy, or
+// its local tiers when it never loaded one); a document
 // that is invalid, or whose merged list SetRules rejects, is logged and
 // skipped, its limiter keeping its rules. The error joins what went wrong.
 func (s *Store) Refresh(ctx context.Context) error {

@@ -249,7 +249,7 @@ func ParseURL(raw string) (rueidis.ClientOption, error) {
 			// not the addr options' at all: a port no server can have would
 			// leave Dial's store connecting for good.
 			if _, port, err := net.SplitHostPort(a); err != nil || !validPort(port) {
-				return rueidis.ClientOption{}, errors.New("redis URL: invalid port in an address (the URL is not shown: it may hold a password)")
+				return rueidis.ClientOption{}, errors.New("redis URL: invalid port in an address" + urlHidden)
 			}
 		}
 	}
@@ -300,19 +300,21 @@ func sentinelURL(raw string) (string, error) {
 // ends the userinfo early, and what follows is read as the port, the path
 // or the query.
 func hideURL(err error) error {
-	const hidden = " (the URL is not shown: it may hold a password)"
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		var esc url.EscapeError
 		if errors.As(ue.Err, &esc) {
-			return errors.New("redis URL: invalid %-escape" + hidden)
+			return errors.New("redis URL: invalid %-escape" + urlHidden)
 		}
-		return errors.New("redis URL: " + quoted.ReplaceAllString(ue.Err.Error(), "") + hidden)
+		return errors.New("redis URL: " + quoted.ReplaceAllString(ue.Err.Error(), "") + urlHidden)
 	}
 	// rueidis: "redis: <what is invalid>: <the piece of the URL>".
 	what, _, _ := strings.Cut(strings.TrimPrefix(err.Error(), "redis: "), ": ")
-	return errors.New("redis URL: " + quoted.ReplaceAllString(what, "") + hidden)
+	return errors.New("redis URL: " + quoted.ReplaceAllString(what, "") + urlHidden)
 }
+
+// urlHidden ends an error about a URL that does not show it.
+const urlHidden = " (the URL is not shown: it may hold a password)"
 
 // quoted matches a Go-quoted string and the space before it: how net/url and
 // net/netip name the piece of a URL they refuse.

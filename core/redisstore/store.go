@@ -380,7 +380,7 @@ func millis(d time.Duration) int64 {
 		return 0
 	}
 	if d > math.MaxInt64-(time.Millisecond-1) {
-		return math.MaxInt64/int64(time.Millisecond) + 1
+		return maxTTLMillis + 1
 	}
 	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }
