@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/ratekit/ratekit/controlplane/config"
@@ -49,6 +50,10 @@ flags:
                               picks a free one)
   --writer NAME               enable writes, audited under NAME (default: read-only)
   --allow-remote-writes       allow --writer on a non-loopback --listen address
+  --allowed-hosts NAME,...    Host names the page answers to ("name" on any port,
+                              "name:port", "*" any); default on a loopback --listen:
+                              localhost, 127.0.0.1, [::1] only, so that a rebound
+                              DNS name is refused; set it behind a proxy or a name
   --timeout D                 bound on the Redis calls of one page (default 5s)
 
 exit codes: 0 stopped by an interrupt or SIGTERM; 1 invalid config or the server
@@ -64,7 +69,7 @@ func init() {
 
 func runAdmin(ctx context.Context, out output, args []string) int {
 	fs := flag.NewFlagSet("admin", flag.ContinueOnError)
-	var availablePath, rateLimitsPath, listen, writer string
+	var availablePath, rateLimitsPath, listen, writer, hosts string
 	var allowRemote bool
 	var timeout time.Duration
 	var c connFlags
@@ -74,6 +79,7 @@ func runAdmin(ctx context.Context, out output, args []string) int {
 	fs.StringVar(&listen, "listen", "127.0.0.1:8089", "")
 	fs.StringVar(&writer, "writer", "", "")
 	fs.BoolVar(&allowRemote, "allow-remote-writes", false, "")
+	fs.StringVar(&hosts, "allowed-hosts", "", "")
 	fs.DurationVar(&timeout, "timeout", admin.DefaultTimeout, "")
 	if ok, code := parseFlags(fs, adminUsage, args, out); !ok {
 		return code
@@ -120,6 +126,9 @@ func runAdmin(ctx context.Context, out output, args []string) int {
 	}
 	opts := admin.Options{Store: store, Available: available, RateLimits: rateLimits,
 		Counters: redisstore.New(client), KeyPrefix: c.keyPrefix, Logger: logger, Timeout: timeout}
+	if hosts != "" {
+		opts.AllowedHosts = strings.Split(hosts, ",")
+	}
 	if writer != "" {
 		opts.Authorize = func(*http.Request) (string, bool) { return writer, true }
 	}

@@ -230,3 +230,37 @@ func TestAdminStopsOnSIGTERM(t *testing.T) {
 		t.Fatalf("ratekit admin after SIGTERM: %v (want exit 0)\n%s", err, &stderr)
 	}
 }
+
+// --allowed-hosts replaces the loopback names the page answers to, so that it
+// can be reached by a name (through a proxy that keeps the Host); without it
+// that name is refused as a DNS-rebound one would be.
+func TestAdminAllowedHosts(t *testing.T) {
+	dir := writeFiles(t, map[string]string{"available_limiters.yaml": readFixture(t, "available_limiters.yaml")})
+	flags := []string{"--redis", redistest.URL(t), "--available-limiters", filepath.Join(dir, "available_limiters.yaml"),
+		"--rules-prefix", redistest.Prefix(t) + "{rules}:"}
+	for _, tt := range []struct {
+		name  string
+		flags []string
+		want  map[string]int // Host: status
+	}{
+		{"default", nil, map[string]int{"admin.example": http.StatusForbidden, "localhost": http.StatusOK}},
+		{"named", []string{"--allowed-hosts", "admin.example, localhost"},
+			map[string]int{"admin.example": http.StatusOK, "localhost": http.StatusOK, "evil.example": http.StatusForbidden}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			base, _, _ := startAdmin(t, append(flags, tt.flags...)...)
+			for host, want := range tt.want {
+				req, _ := http.NewRequest(http.MethodGet, base, nil)
+				req.Host = host
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if resp.StatusCode != want {
+					t.Errorf("Host %s: %d, want %d", host, resp.StatusCode, want)
+				}
+			}
+		})
+	}
+}
