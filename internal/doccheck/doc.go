@@ -1,0 +1,6 @@
+// Package doccheck holds no code: its tests check the repository's
+// documentation against the repository. Every relative link and anchor in a
+// Markdown file, and every docs/*.md#anchor that a Go comment or a YAML file
+// names, resolves; every Go block of a README type-checks against the
+// packages it uses.
+package doccheck
