@@ -22,10 +22,10 @@ const (
 type CallOutcome string
 
 const (
-	CallOK          CallOutcome = "ok"
-	CallNotModified CallOutcome = "not_modified"
-	CallError       CallOutcome = "error"   // transport error, timeout or error status
-	CallInvalid     CallOutcome = "invalid" // an answer rejected by validation
+	CallOK          CallOutcome = "ok"           // an answer accepted and cached
+	CallNotModified CallOutcome = "not_modified" // an answer saying the cached rules still hold
+	CallError       CallOutcome = "error"        // transport error, timeout or error status
+	CallInvalid     CallOutcome = "invalid"      // an answer rejected by validation
 )
 
 // Metrics receives a Client's measurements. Its methods run on the check's
@@ -73,10 +73,15 @@ func NewPrometheusMetrics() *PrometheusMetrics {
 	return m
 }
 
+// Lookup implements Metrics: it counts one lookup in
+// ratekit_remoterules_lookups_total.
 func (m *PrometheusMetrics) Lookup(limiter string, outcome Lookup) {
 	m.lookups.WithLabelValues(limiter, string(outcome)).Inc()
 }
 
+// Call implements Metrics: it counts one call in
+// ratekit_remoterules_calls_total and observes its latency in
+// ratekit_remoterules_call_seconds.
 func (m *PrometheusMetrics) Call(limiter string, outcome CallOutcome, latency time.Duration) {
 	m.calls.WithLabelValues(limiter, string(outcome)).Inc()
 	m.latency.WithLabelValues(limiter).Observe(latency.Seconds())
