@@ -35,8 +35,9 @@
 //   - None: no rate-limit headers (Retry-After is still sent on a 429).
 //
 // A blocked request always gets Retry-After (seconds until the reset, rounded
-// up, never earlier than the reset) and Cache-Control: no-store, since a 429
-// must not be cached (RFC 6585 §4). The problem body is of type
+// up, never earlier than the reset and never below ratelimit.MinRetryAfter,
+// one second, so a client is never told to come back at once) and
+// Cache-Control: no-store, since a 429 must not be cached (RFC 6585 §4). The problem body is of type
 // https://iana.org/assignments/http-problem-types#quota-exceeded and lists
 // the violated rules in "violated-policies".
 //

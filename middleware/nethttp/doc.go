@@ -81,8 +81,9 @@
 // WithRetryAfterJitter adds a random delay to Retry-After only.
 //
 // A blocked request always gets Retry-After (seconds until the reset, rounded
-// up, never earlier than the reset) and Cache-Control: no-store, since a 429
-// must not be cached (RFC 6585 §4). The default body is RFC 9457
+// up, never earlier than the reset and never below ratelimit.MinRetryAfter,
+// one second, so a client is never told to come back at once) and
+// Cache-Control: no-store, since a 429 must not be cached (RFC 6585 §4). The default body is RFC 9457
 // application/problem+json of type
 // https://iana.org/assignments/http-problem-types#quota-exceeded, listing the
 // violated rules in "violated-policies".
