@@ -1,6 +1,7 @@
 // Package doccheck holds no code: its tests check the repository's
 // documentation against the repository. Every relative link and anchor in a
 // Markdown file, and every docs/*.md#anchor that a Go comment or a YAML file
-// names, resolves; every Go block of a README type-checks against the
+// names, resolves; every Go block of a Markdown file, and every block of a
+// library's package comment that parses as Go, type-checks against the
 // packages it uses.
 package doccheck
