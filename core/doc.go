@@ -127,10 +127,12 @@
 //
 // Check and Peek never return an error: a store failure, a timeout or a
 // failing limit resolver gives ActionAllow with Result.Err set, logged at WARN
-// as rate_limit_error and reported to Config.Observer (metrics). Each store call
-// is bounded by Config.Timeout (default 100ms); a store outside the process runs
-// in its own goroutine so that even a server that accepts connections and
-// never answers cannot hold a request longer. After Breaker.Failures
+// as rate_limit_error and reported to Config.Observer (metrics). Each call to a
+// store outside the process is bounded by Config.Timeout (default 100ms):
+// through its context alone when the store returns by the deadline on its own
+// (redisstore's Store.ContextBounded), otherwise in a goroutine of its own, so
+// that even a server that accepts connections and never answers cannot hold a
+// request longer. The memory store, in process, is called without either. After Breaker.Failures
 // consecutive failures (default 3) a circuit breaker opens: checks then fail
 // open at once, without touching the network, with Err wrapping
 // ErrCircuitOpen. A background prober, not a caller, tries the store with a

@@ -41,8 +41,9 @@ type Config struct {
 	Rules []Rule
 	// KeyPrefix starts every counter key (default DefaultKeyPrefix).
 	KeyPrefix string
-	// Timeout bounds each store call of a check (default DefaultTimeout). A
-	// check that hits it fails open.
+	// Timeout bounds each call of a check to a store outside the process
+	// (default DefaultTimeout). A check that hits it fails open. The memory
+	// store, in process, is called without it: it never waits on a network.
 	Timeout time.Duration
 	// Breaker bounds a store outage: after Failures consecutive store errors
 	// checks fail open at once, without touching the store, while a background
