@@ -39,7 +39,9 @@ const (
 // it may have ended earlier).
 type BlockedCacheConfig struct {
 	// Size caps the entries (default DefaultBlockedCacheSize; -1 disables
-	// the cache). A full cache drops expired entries, then arbitrary ones.
+	// the cache), rounded up to a multiple of 16: the cache is 16 shards of
+	// at most ceil(Size/16) entries each, so Size 1 holds up to 16. A full
+	// shard drops its expired entries, then arbitrary ones.
 	Size int
 	// MaxAge is how long an entry answers before the store is asked again
 	// (default DefaultBlockedCacheMaxAge; negative: until the ban or window
