@@ -28,9 +28,11 @@ type Result struct {
 	// Err is set when the check failed open: the store was unavailable, timed
 	// out, or a limit or period resolver failed. Action is then ActionAllow.
 	Err error
-	// Degraded reports that a counting rule was left out because the
-	// identifier lacks one of its characteristics or its count_distinct
-	// property (logged at WARN, counted as a failed check by observability/observe).
+	// Degraded reports that rules were left out of the check: a counting
+	// rule whose characteristic or count_distinct property the identifier
+	// lacks, or the per-request rules (Config.RuleSource, WithRules) when
+	// they would take the list past MaxRules. Each is logged at WARN and
+	// counted as a failed check by observability/observe.
 	Degraded bool
 	// Evaluations lists every counting rule evaluated, in rule order.
 	Evaluations []Evaluation

@@ -86,8 +86,9 @@ type MetricsOptions struct {
 //	ratelimit_config_rejections_total{file}                               config files rejected whole (ConfigRejected)
 //	ratelimit_breaker_state{rate_limiter, state}                          1 for the breaker's state (closed|open|half-open) of each Init limiter
 //
-// error is "true" when the check failed open or a count_distinct rule was left
-// out (Result.Err != nil || Result.Degraded), as in labkit, so
+// error is "true" when the check failed open or left rules out (Result.Err !=
+// nil || Result.Degraded: a rule missing a property, or per-request rules
+// over MaxRules), as in labkit, so
 // checks_total{error="true"} / checks_total is the error SLI. Labels only ever
 // hold limiter and rule names, actions and booleans: never an identifier value.
 // Clear is reported by logs only (as in labkit).
