@@ -1,28 +1,36 @@
 package ratekitenvoy
 
 import (
-	"unicode/utf8"
-
 	rlcommonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc/encoding"
 	protocodec "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
-// Codec returns gRPC's proto codec with a faster decoder for the usual
-// RateLimitRequest: a domain, hits_addend and descriptors of entries, which
-// is what Envoy sends unless a descriptor carries a limit override or its own
-// hits_addend. It decodes such a request in five allocations (all strings
-// share one copy of the message; the descriptors and entries are allocated
-// together) where the generic decoder makes one per message and string: 50
-// for five descriptors of two entries, and 1.6 times the time
-// (BenchmarkCodec). Every other message, and any request
-// holding another field, a wire type other than the declared one or invalid
-// UTF-8, goes to the proto codec unchanged, so the result is always the
-// message proto.Unmarshal makes (FuzzDecodeRequest compares them).
+// Codec returns gRPC's proto codec with its own decoder for
+// RateLimitRequest. It decodes Envoy's usual request (a domain, hits_addend
+// and descriptors of entries) in five allocations (all strings share one copy
+// of the message; the descriptors and entries are allocated together) where
+// the generic decoder makes one per message and string: 50 for five
+// descriptors of two entries, and 1.6 times the time (BenchmarkCodec). A
+// descriptor's limit override, hits_addend and is_negative_hits are decoded
+// too, at one allocation per message.
+//
+// Its strings are taken as the bytes Envoy sent, UTF-8 or not. Envoy sends a
+// header value that is not UTF-8 (a client's Latin-1, any bytes) as it is,
+// and the proto codec refuses the whole request for it (INTERNAL), which
+// Envoy, unless failure_mode_deny is set, lets through with none of its
+// descriptors counted: one byte 0xff in a header would lift every limit.
+// Here such a value is a value like any other (keys must still be identifier
+// properties). Every other message, and any request holding another field or
+// a wire type other than the declared one, goes to the proto codec
+// unchanged; what Codec decodes is the message proto.Unmarshal makes, but
+// for the UTF-8 check (FuzzDecodeRequest compares them).
 //
 // Give it to the server that the Service is registered on:
 //
@@ -54,23 +62,30 @@ func (c requestCodec) Unmarshal(data mem.BufferSlice, v any) error {
 }
 
 // Field numbers of the messages decodeRequest reads
-// (envoy/service/ratelimit/v3/rls.proto and
-// envoy/extensions/common/ratelimit/v3/ratelimit.proto).
+// (envoy/service/ratelimit/v3/rls.proto,
+// envoy/extensions/common/ratelimit/v3/ratelimit.proto and the wrappers).
 const (
 	requestDomain      protowire.Number = 1 // string
 	requestDescriptors protowire.Number = 2 // repeated RateLimitDescriptor
 	requestHitsAddend  protowire.Number = 3 // uint32
 	descriptorEntries  protowire.Number = 1 // repeated RateLimitDescriptor.Entry
+	descriptorLimit    protowire.Number = 2 // RateLimitOverride
+	descriptorHits     protowire.Number = 3 // google.protobuf.UInt64Value
+	descriptorNegative protowire.Number = 4 // bool
 	entryKey           protowire.Number = 1 // string
 	entryValue         protowire.Number = 2 // string
+	overrideRequests   protowire.Number = 1 // uint32
+	overrideUnit       protowire.Number = 2 // envoy.type.v3.RateLimitUnit
+	overrideMultiplier protowire.Number = 3 // google.protobuf.UInt32Value
+	wrapperValue       protowire.Number = 1 // uint32 or uint64
 )
 
 // decodeRequest fills req, a zero message, from b, a RateLimitRequest in the
 // wire format, and reports whether b held only the fields it reads, each with
-// its declared wire type and valid UTF-8 in its strings. When it reports
-// false, req may be partly filled. A first pass checks b and counts the
-// descriptors and entries, so that the second allocates each kind once; the
-// strings are slices of one copy of b.
+// its declared wire type. When it reports false, req may be partly filled. A
+// first pass checks b and counts the descriptors and entries, so that the
+// second allocates each kind once; the strings are slices of one copy of b.
+// A message field given twice is merged, as proto.Unmarshal does.
 func decodeRequest(b []byte, req *rlsv3.RateLimitRequest) bool {
 	nd, ne, ok := countRequest(b)
 	if !ok {
@@ -103,19 +118,38 @@ func decodeRequest(b []byte, req *rlsv3.RateLimitRequest) bool {
 			d++
 			first := e
 			for q := f.start; q < f.end; {
-				ef, next, _ := readField(b, q)
+				df, next, _ := readField(b, q)
 				q = next
-				entry := &entries[e]
-				entryPtrs[e] = entry
-				e++
-				for r := ef.start; r < ef.end; {
-					kf, next, _ := readField(b, r)
-					r = next
-					if kf.num == entryKey {
-						entry.Key = s[kf.start:kf.end]
-					} else {
-						entry.Value = s[kf.start:kf.end]
+				switch df.num {
+				case descriptorEntries:
+					entry := &entries[e]
+					entryPtrs[e] = entry
+					e++
+					for r := df.start; r < df.end; {
+						kf, next, _ := readField(b, r)
+						r = next
+						if kf.num == entryKey {
+							entry.Key = s[kf.start:kf.end]
+						} else {
+							entry.Value = s[kf.start:kf.end]
+						}
 					}
+				case descriptorLimit:
+					if desc.Limit == nil {
+						desc.Limit = &rlcommonv3.RateLimitDescriptor_RateLimitOverride{}
+					}
+					decodeOverride(b[:df.end], df.start, desc.Limit)
+				case descriptorHits:
+					if desc.HitsAddend == nil {
+						desc.HitsAddend = &wrapperspb.UInt64Value{}
+					}
+					for r := df.start; r < df.end; {
+						wf, next, _ := readField(b, r)
+						r = next
+						desc.HitsAddend.Value = wf.value
+					}
+				case descriptorNegative:
+					desc.IsNegativeHits = df.value != 0
 				}
 			}
 			if e > first {
@@ -124,6 +158,30 @@ func decodeRequest(b []byte, req *rlsv3.RateLimitRequest) bool {
 		}
 	}
 	return true
+}
+
+// decodeOverride fills o from the RateLimitOverride at b[p:], which
+// countRequest checked.
+func decodeOverride(b []byte, p int, o *rlcommonv3.RateLimitDescriptor_RateLimitOverride) {
+	for p < len(b) {
+		f, next, _ := readField(b, p)
+		p = next
+		switch f.num {
+		case overrideRequests:
+			o.RequestsPerUnit = uint32(f.value)
+		case overrideUnit:
+			o.Unit = typev3.RateLimitUnit(int32(f.value)) // as proto: an enum keeps the low 32 bits
+		case overrideMultiplier:
+			if o.UnitMultiplier == nil {
+				o.UnitMultiplier = &wrapperspb.UInt32Value{}
+			}
+			for r := f.start; r < f.end; {
+				wf, next, _ := readField(b, r)
+				r = next
+				o.UnitMultiplier.Value = uint32(wf.value)
+			}
+		}
+	}
 }
 
 // countRequest checks b as decodeRequest reads it and counts its
@@ -137,26 +195,32 @@ func countRequest(b []byte) (descs, entries int, ok bool) {
 		p = next
 		switch {
 		case f.num == requestDomain && f.typ == protowire.BytesType:
-			if !utf8.Valid(b[f.start:f.end]) {
-				return 0, 0, false
-			}
 		case f.num == requestHitsAddend && f.typ == protowire.VarintType:
 		case f.num == requestDescriptors && f.typ == protowire.BytesType:
 			descs++
 			for q := f.start; q < f.end; {
-				ef, next, ok := readField(b[:f.end], q)
-				if !ok || ef.num != descriptorEntries || ef.typ != protowire.BytesType {
+				df, next, ok := readField(b[:f.end], q)
+				if !ok {
 					return 0, 0, false
 				}
 				q = next
-				entries++
-				for r := ef.start; r < ef.end; {
-					kf, next, ok := readField(b[:ef.end], r)
-					if !ok || (kf.num != entryKey && kf.num != entryValue) || kf.typ != protowire.BytesType ||
-						!utf8.Valid(b[kf.start:kf.end]) {
+				switch {
+				case df.num == descriptorEntries && df.typ == protowire.BytesType:
+					entries++
+					if !onlyFields(b[:df.end], df.start, entryKey, protowire.BytesType, entryValue, protowire.BytesType) {
 						return 0, 0, false
 					}
-					r = next
+				case df.num == descriptorLimit && df.typ == protowire.BytesType:
+					if !checkOverride(b[:df.end], df.start) {
+						return 0, 0, false
+					}
+				case df.num == descriptorHits && df.typ == protowire.BytesType:
+					if !onlyFields(b[:df.end], df.start, wrapperValue, protowire.VarintType, wrapperValue, protowire.VarintType) {
+						return 0, 0, false
+					}
+				case df.num == descriptorNegative && df.typ == protowire.VarintType:
+				default:
+					return 0, 0, false
 				}
 			}
 		default:
@@ -164,6 +228,41 @@ func countRequest(b []byte) (descs, entries int, ok bool) {
 		}
 	}
 	return descs, entries, true
+}
+
+// checkOverride reports whether the RateLimitOverride at b[p:] holds only the
+// fields decodeOverride reads.
+func checkOverride(b []byte, p int) bool {
+	for p < len(b) {
+		f, next, ok := readField(b, p)
+		if !ok {
+			return false
+		}
+		switch {
+		case (f.num == overrideRequests || f.num == overrideUnit) && f.typ == protowire.VarintType:
+		case f.num == overrideMultiplier && f.typ == protowire.BytesType:
+			if !onlyFields(b[:f.end], f.start, wrapperValue, protowire.VarintType, wrapperValue, protowire.VarintType) {
+				return false
+			}
+		default:
+			return false
+		}
+		p = next
+	}
+	return true
+}
+
+// onlyFields reports whether the message at b[p:] holds only fields numbered
+// n1 of type t1 and n2 of type t2.
+func onlyFields(b []byte, p int, n1 protowire.Number, t1 protowire.Type, n2 protowire.Number, t2 protowire.Type) bool {
+	for p < len(b) {
+		f, next, ok := readField(b, p)
+		if !ok || !(f.num == n1 && f.typ == t1 || f.num == n2 && f.typ == t2) {
+			return false
+		}
+		p = next
+	}
+	return true
 }
 
 // field is one field of a message in the wire format: its number, its wire

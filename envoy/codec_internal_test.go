@@ -1,6 +1,7 @@
 package ratekitenvoy
 
 import (
+	"strings"
 	"testing"
 
 	rlcommonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -8,6 +9,11 @@ import (
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protodesc"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/types/descriptorpb"
+	"google.golang.org/protobuf/types/dynamicpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
@@ -19,9 +25,10 @@ func entries(kv ...string) *rlcommonv3.RateLimitDescriptor {
 	return d
 }
 
-// TestDecodeRequest: the requests decodeRequest takes (what Envoy sends
-// without overrides) decode as proto.Unmarshal decodes them, and the others
-// are left to it.
+// TestDecodeRequest: the requests decodeRequest takes (every field of a
+// RateLimitRequest) decode as proto.Unmarshal decodes them, strings that are
+// not UTF-8 included (which proto.Unmarshal refuses), and the others are left
+// to it.
 func TestDecodeRequest(t *testing.T) {
 	marshal := func(m proto.Message) string {
 		b, err := proto.Marshal(m)
@@ -31,32 +38,55 @@ func TestDecodeRequest(t *testing.T) {
 		return string(b)
 	}
 	over := entries("remote_address", "1.2.3.4")
-	over.Limit = &rlcommonv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1, Unit: typev3.RateLimitUnit_SECOND}
+	over.Limit = &rlcommonv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1, Unit: typev3.RateLimitUnit_SECOND, UnitMultiplier: wrapperspb.UInt32(30)}
 	hits := entries("remote_address", "1.2.3.4")
 	hits.HitsAddend = wrapperspb.UInt64(2)
+	all := entries("user", "u")
+	all.Limit = &rlcommonv3.RateLimitDescriptor_RateLimitOverride{Unit: typev3.RateLimitUnit_YEAR, UnitMultiplier: wrapperspb.UInt32(0)}
+	all.HitsAddend, all.IsNegativeHits = wrapperspb.UInt64(0), true
 	req := marshal(&rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlcommonv3.RateLimitDescriptor{entries("a", "b")}})
+	// bytesField is a length-delimited field; varintField a varint one.
+	bytesField := func(n protowire.Number, v string) string {
+		return string(protowire.AppendBytes(protowire.AppendTag(nil, n, protowire.BytesType), []byte(v)))
+	}
+	varintField := func(n protowire.Number, v uint64) string {
+		return string(protowire.AppendVarint(protowire.AppendTag(nil, n, protowire.VarintType), v))
+	}
 	for _, tt := range []struct {
 		name string
 		wire string
 		fast bool
+		want *rlsv3.RateLimitRequest // when proto.Unmarshal refuses wire
 	}{
-		{"empty", "", true},
-		{"one descriptor", req, true},
+		{"empty", "", true, nil},
+		{"one descriptor", req, true, nil},
 		{"five descriptors, hits", marshal(&rlsv3.RateLimitRequest{Domain: "edge", HitsAddend: 3, Descriptors: []*rlcommonv3.RateLimitDescriptor{
-			entries("generic_key", "api", "user", "u"), entries("remote_address", "::1"), {}, entries("", ""), entries("path", "/é")}}), true},
-		{"fields twice: the last domain, every descriptor", req + req + string(protowire.AppendTag(nil, 1, protowire.BytesType)) + "\x01z", true},
-		{"hits_addend over 32 bits keeps the low ones", string(protowire.AppendVarint(protowire.AppendTag(nil, 3, protowire.VarintType), 1<<32+7)), true},
-		{"limit override", marshal(&rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlcommonv3.RateLimitDescriptor{over}}), false},
-		{"descriptor hits_addend", marshal(&rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlcommonv3.RateLimitDescriptor{hits}}), false},
-		{"unknown field", req + string(protowire.AppendVarint(protowire.AppendTag(nil, 99, protowire.VarintType), 1)), false},
-		{"domain as a varint", string(protowire.AppendVarint(protowire.AppendTag(nil, 1, protowire.VarintType), 1)), false},
-		{"invalid UTF-8 in a value", string(protowire.AppendBytes(protowire.AppendTag(nil, 2, protowire.BytesType),
-			protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType),
-				protowire.AppendBytes(protowire.AppendTag(nil, 2, protowire.BytesType), []byte{0xff})))), false},
-		{"truncated", req[:len(req)-1], false},
-		{"length past the end", "\x0a\x05ab", false},
-		{"field 0", "\x00\x00", false},
-		{"varint of 11 bytes", "\x18" + "\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", false},
+			entries("generic_key", "api", "user", "u"), entries("remote_address", "::1"), {}, entries("", ""), entries("path", "/é")}}), true, nil},
+		{"fields twice: the last domain, every descriptor", req + req + bytesField(1, "z"), true, nil},
+		{"hits_addend over 32 bits keeps the low ones", varintField(3, 1<<32+7), true, nil},
+		{"limit override", marshal(&rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlcommonv3.RateLimitDescriptor{over}}), true, nil},
+		{"descriptor hits_addend", marshal(&rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlcommonv3.RateLimitDescriptor{hits}}), true, nil},
+		{"every descriptor field, zero values set", marshal(&rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlcommonv3.RateLimitDescriptor{all, over, hits}}), true, nil},
+		{"override and hits_addend twice: merged", bytesField(2,
+			bytesField(2, varintField(1, 7)+bytesField(3, varintField(1, 2)))+bytesField(3, varintField(1, 5))+
+				bytesField(2, varintField(2, 2)+bytesField(3, ""))+bytesField(3, "")+varintField(4, 1)+varintField(4, 0)), true, nil},
+		{"unit and multiplier over 32 bits keep the low ones", bytesField(2, bytesField(2, varintField(2, 1<<32+3)+bytesField(3, varintField(1, 1<<32+9)))), true, nil},
+		{"invalid UTF-8 in a value", bytesField(2, bytesField(1, bytesField(2, "\xff"))), true,
+			&rlsv3.RateLimitRequest{Descriptors: []*rlcommonv3.RateLimitDescriptor{{Entries: []*rlcommonv3.RateLimitDescriptor_Entry{{Value: "\xff"}}}}}},
+		{"invalid UTF-8 in the domain and a key", bytesField(1, "ed\xe9") + bytesField(2, bytesField(1, bytesField(1, "k\xc3"))+varintField(4, 1)), true,
+			&rlsv3.RateLimitRequest{Domain: "ed\xe9", Descriptors: []*rlcommonv3.RateLimitDescriptor{{Entries: []*rlcommonv3.RateLimitDescriptor_Entry{{Key: "k\xc3"}}, IsNegativeHits: true}}}},
+		{"unknown field", req + varintField(99, 1), false, nil},
+		{"unknown descriptor field", bytesField(2, varintField(5, 1)), false, nil},
+		{"unknown override field", bytesField(2, bytesField(2, varintField(4, 1))), false, nil},
+		{"unknown wrapper field", bytesField(2, bytesField(3, varintField(2, 1))), false, nil},
+		{"domain as a varint", varintField(1, 1), false, nil},
+		{"is_negative_hits as bytes", bytesField(2, bytesField(4, "")), false, nil},
+		{"multiplier as a varint", bytesField(2, bytesField(2, varintField(3, 1))), false, nil},
+		{"truncated", req[:len(req)-1], false, nil},
+		{"truncated override", bytesField(2, bytesField(2, "\x08")), false, nil},
+		{"length past the end", "\x0a\x05ab", false, nil},
+		{"field 0", "\x00\x00", false, nil},
+		{"varint of 11 bytes", "\x18" + "\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", false, nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			got := &rlsv3.RateLimitRequest{}
@@ -66,23 +96,34 @@ func TestDecodeRequest(t *testing.T) {
 			if !tt.fast {
 				return
 			}
-			want := &rlsv3.RateLimitRequest{}
-			if err := proto.Unmarshal([]byte(tt.wire), want); err != nil {
-				t.Fatalf("decoded what proto.Unmarshal refuses: %v", err)
+			want := tt.want
+			if want == nil {
+				want = &rlsv3.RateLimitRequest{}
+				if err := proto.Unmarshal([]byte(tt.wire), want); err != nil {
+					t.Fatalf("proto.Unmarshal: %v", err)
+				}
+			} else if err := proto.Unmarshal([]byte(tt.wire), &rlsv3.RateLimitRequest{}); err == nil {
+				t.Fatal("proto.Unmarshal takes it: compare with its message instead")
 			}
 			if !proto.Equal(got, want) {
-				t.Fatalf("decoded %v, proto.Unmarshal %v", got, want)
+				t.Fatalf("decoded %v, want %v", got, want)
 			}
 		})
 	}
 }
 
 // FuzzDecodeRequest: whatever decodeRequest decodes, proto.Unmarshal
-// decodes to the same message; what it refuses goes to proto.Unmarshal.
+// decodes to the same message, or refuses for a string that is not UTF-8;
+// what it refuses goes to proto.Unmarshal.
 func FuzzDecodeRequest(f *testing.F) {
 	for _, m := range []*rlsv3.RateLimitRequest{
 		{Domain: "edge", Descriptors: []*rlcommonv3.RateLimitDescriptor{entries("remote_address", "1.2.3.4")}},
 		{Domain: "edge", HitsAddend: 3, Descriptors: []*rlcommonv3.RateLimitDescriptor{entries("generic_key", "api", "user", "u"), {}, entries("path", "/")}},
+		{Domain: "edge", Descriptors: []*rlcommonv3.RateLimitDescriptor{{
+			Entries:    []*rlcommonv3.RateLimitDescriptor_Entry{{Key: "user", Value: "u"}},
+			Limit:      &rlcommonv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 2, Unit: typev3.RateLimitUnit_MINUTE, UnitMultiplier: wrapperspb.UInt32(5)},
+			HitsAddend: wrapperspb.UInt64(3), IsNegativeHits: true,
+		}}},
 	} {
 		b, err := proto.Marshal(m)
 		if err != nil {
@@ -90,6 +131,10 @@ func FuzzDecodeRequest(f *testing.F) {
 		}
 		f.Add(b)
 	}
+	// A value that is not UTF-8, as Envoy sends a header in Latin-1.
+	f.Add(protowire.AppendBytes(protowire.AppendTag(nil, 2, protowire.BytesType),
+		protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType),
+			protowire.AppendBytes(protowire.AppendTag(nil, 2, protowire.BytesType), []byte("Espa\xf1a")))))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		got := &rlsv3.RateLimitRequest{}
 		if !decodeRequest(b, got) {
@@ -97,10 +142,104 @@ func FuzzDecodeRequest(f *testing.F) {
 		}
 		want := &rlsv3.RateLimitRequest{}
 		if err := proto.Unmarshal(b, want); err != nil {
-			t.Fatalf("decoded %v, which proto.Unmarshal refuses: %v", got, err)
+			// Only for a string that is not UTF-8, which decodeRequest takes
+			// as it is: the same schema with bytes for strings decodes b.
+			wantBytes := dynamicpb.NewMessage(requestBytes)
+			if !strings.Contains(err.Error(), "invalid UTF-8") || proto.Unmarshal(b, wantBytes) != nil {
+				t.Fatalf("decoded %v, which proto.Unmarshal refuses: %v", got, err)
+			}
+			if gotBytes := asBytesSchema(t, got); !proto.Equal(gotBytes, wantBytes) {
+				t.Fatalf("decoded %v, proto.Unmarshal with bytes for strings %v", gotBytes, wantBytes)
+			}
+			return
 		}
 		if !proto.Equal(got, want) {
 			t.Fatalf("decoded %v, proto.Unmarshal %v", got, want)
 		}
 	})
+}
+
+// requestBytes is RateLimitRequest with bytes for every string field.
+var requestBytes = func() protoreflect.MessageDescriptor {
+	reg := new(protoregistry.Files)
+	var add func(fd protoreflect.FileDescriptor)
+	add = func(fd protoreflect.FileDescriptor) {
+		if _, err := reg.FindFileByPath(fd.Path()); err == nil {
+			return
+		}
+		imports := fd.Imports()
+		for i := range imports.Len() {
+			add(imports.Get(i).FileDescriptor)
+		}
+		if fd.Path() == "envoy/extensions/common/ratelimit/v3/ratelimit.proto" || fd.Path() == "envoy/service/ratelimit/v3/rls.proto" {
+			fdp := protodesc.ToFileDescriptorProto(fd)
+			var bytesFields func(m *descriptorpb.DescriptorProto)
+			bytesFields = func(m *descriptorpb.DescriptorProto) {
+				for _, f := range m.GetField() {
+					if f.GetType() == descriptorpb.FieldDescriptorProto_TYPE_STRING {
+						f.Type = descriptorpb.FieldDescriptorProto_TYPE_BYTES.Enum()
+					}
+				}
+				for _, n := range m.GetNestedType() {
+					bytesFields(n)
+				}
+			}
+			for _, m := range fdp.GetMessageType() {
+				bytesFields(m)
+			}
+			var err error
+			if fd, err = protodesc.NewFile(fdp, reg); err != nil {
+				panic(err)
+			}
+		}
+		if err := reg.RegisterFile(fd); err != nil {
+			panic(err)
+		}
+	}
+	add((&rlsv3.RateLimitRequest{}).ProtoReflect().Descriptor().ParentFile())
+	d, err := reg.FindDescriptorByName("envoy.service.ratelimit.v3.RateLimitRequest")
+	if err != nil {
+		panic(err)
+	}
+	return d.(protoreflect.MessageDescriptor)
+}()
+
+// asBytesSchema returns req as a message of requestBytes.
+func asBytesSchema(t *testing.T, req *rlsv3.RateLimitRequest) proto.Message {
+	t.Helper()
+	m := dynamicpb.NewMessage(requestBytes)
+	fields := requestBytes.Fields()
+	if req.Domain != "" {
+		m.Set(fields.ByName("domain"), protoreflect.ValueOfBytes([]byte(req.Domain)))
+	}
+	if req.HitsAddend != 0 {
+		m.Set(fields.ByName("hits_addend"), protoreflect.ValueOfUint32(req.HitsAddend))
+	}
+	list := m.Mutable(fields.ByName("descriptors")).List()
+	for _, d := range req.Descriptors {
+		dm := list.NewElement().Message()
+		entries := dm.Mutable(dm.Descriptor().Fields().ByName("entries")).List()
+		for _, e := range d.Entries {
+			em := entries.NewElement().Message()
+			if e.Key != "" {
+				em.Set(em.Descriptor().Fields().ByName("key"), protoreflect.ValueOfBytes([]byte(e.Key)))
+			}
+			if e.Value != "" {
+				em.Set(em.Descriptor().Fields().ByName("value"), protoreflect.ValueOfBytes([]byte(e.Value)))
+			}
+			entries.Append(protoreflect.ValueOfMessage(em))
+		}
+		// The other fields hold no strings: the same wire in either schema.
+		rest := proto.Clone(d).(*rlcommonv3.RateLimitDescriptor)
+		rest.Entries = nil
+		b, err := proto.Marshal(rest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := (proto.UnmarshalOptions{Merge: true}).Unmarshal(b, dm.Interface()); err != nil {
+			t.Fatal(err)
+		}
+		list.Append(protoreflect.ValueOfMessage(dm))
+	}
+	return m
 }

@@ -82,7 +82,7 @@ func BenchmarkCodec(b *testing.B) {
 // TestCodecServesEveryService: on a real server with the codec forced, the
 // health service's messages, which the codec leaves to the proto codec, are
 // answered. (Every gateway test runs with the codec, startGateway, requests
-// with limit overrides included, which it also leaves to the proto codec.)
+// with limit overrides included.)
 func TestCodecServesEveryService(t *testing.T) {
 	srv := grpc.NewServer(grpc.ForceServerCodecV2(ratekitenvoy.Codec()))
 	hs := health.NewServer()

@@ -63,6 +63,7 @@ type gateway struct {
 	svc     *ratekitenvoy.Service
 	lim     *ratelimit.Limiter
 	client  rlsv3.RateLimitServiceClient
+	conn    *grpc.ClientConn
 	metrics *observe.Metrics
 	reg     *prometheus.Registry
 }
@@ -107,7 +108,7 @@ func startGateway(t testing.TB, l *ratelimit.Limiter, m *observe.Metrics, opts r
 	srv := grpc.NewServer(grpc.ForceServerCodecV2(ratekitenvoy.Codec())) // as cmd/ratekit-envoy
 	svc.Register(srv)
 	conn := serveGRPC(t, srv)
-	return &gateway{svc: svc, lim: l, client: rlsv3.NewRateLimitServiceClient(conn), metrics: m, reg: reg}
+	return &gateway{svc: svc, lim: l, client: rlsv3.NewRateLimitServiceClient(conn), conn: conn, metrics: m, reg: reg}
 }
 
 // serveGRPC serves srv on a loopback port until the test ends and returns a
