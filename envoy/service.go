@@ -214,9 +214,9 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 			s.metrics.request(unknownDomainLabel, "invalid")
 			return nil, status.Error(codes.InvalidArgument, msg)
 		}
-		if n := len(req.GetDescriptors()); n > s.maxDesc {
+		if err := s.checkCount(len(req.GetDescriptors())); err != nil {
 			s.metrics.request(unknownDomainLabel, "invalid")
-			return nil, status.Errorf(codes.InvalidArgument, "ratekitenvoy: %d descriptors, over the limit of %d", n, s.maxDesc)
+			return nil, status.Error(codes.InvalidArgument, err.Error())
 		}
 		if s.unknown == UnknownDomainOK {
 			s.metrics.request(unknownDomainLabel, "ok")
@@ -343,17 +343,26 @@ func (s *Service) checkDomain(domain string) string {
 	return ""
 }
 
+// checkCount returns why a request of n descriptors is malformed, whatever
+// its domain, or nil.
+func (s *Service) checkCount(n int) error {
+	switch {
+	case n == 0:
+		return errors.New("ratekitenvoy: no descriptors")
+	case n > s.maxDesc:
+		return fmt.Errorf("ratekitenvoy: %d descriptors, over the limit of %d", n, s.maxDesc)
+	}
+	return nil
+}
+
 // parse validates the whole request and returns one check per descriptor,
 // and which descriptors carry a limit override (nil when none does). The
 // first problem found is returned, naming the descriptor, entry and key. A
 // single descriptor's check is one's when one is not nil.
 func (s *Service) parse(l *ratelimit.Limiter, req *rlsv3.RateLimitRequest, one *oneAnswer) ([]ratelimit.Request, []bool, error) {
 	descs := req.GetDescriptors()
-	switch {
-	case len(descs) == 0:
-		return nil, nil, errors.New("ratekitenvoy: no descriptors")
-	case len(descs) > s.maxDesc:
-		return nil, nil, fmt.Errorf("ratekitenvoy: %d descriptors, over the limit of %d", len(descs), s.maxDesc)
+	if err := s.checkCount(len(descs)); err != nil {
+		return nil, nil, err
 	}
 	hits := uint64(req.GetHitsAddend())
 	if hits == 0 {

@@ -508,3 +508,28 @@ func ExampleNewService() {
 	// OK per_ip
 	// OVER_LIMIT per_ip
 }
+
+// A request without descriptors is malformed whatever its domain: an unknown
+// domain answered OK by Options.UnknownDomain still needs descriptors to
+// answer for (envoyproxy/ratelimit refuses an empty list before it looks the
+// domain up).
+func TestNoDescriptorsForUnknownDomain(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		unknown ratekitenvoy.UnknownDomain
+	}{
+		{"error", ratekitenvoy.UnknownDomainError},
+		{"ok", ratekitenvoy.UnknownDomainOK},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			g := startGateway(t, newLimiter(t, ratelimit.NewMemoryStore(), "", nil), nil, ratekitenvoy.Options{UnknownDomain: tt.unknown})
+			resp, err := g.client.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "other"})
+			if status.Code(err) != codes.InvalidArgument || !has(status.Convert(err).Message(), "no descriptors") {
+				t.Fatalf("got %v, %v, want INVALID_ARGUMENT: no descriptors", resp, err)
+			}
+			if got := counter(t, g.reg, "ratekit_envoy_requests_total", map[string]string{"domain": "<unknown>", "code": "invalid"}); got != 1 {
+				t.Errorf("invalid requests of unknown domains counted %v, want 1", got)
+			}
+		})
+	}
+}
