@@ -83,7 +83,11 @@
 // when current_limit is set). Each check is bounded
 // by the limiter's Timeout and, once the breaker opens, does not touch Redis.
 // So Envoy's failure_mode_deny matters only when ratekit-envoy itself cannot
-// be reached. A malformed request (no descriptors, a bad or undeclared key,
+// be reached. Envoy's deadline (the filter's timeout) bounds the checks too: a
+// call whose deadline passes, or that its caller cancels, before its checks
+// end is answered DEADLINE_EXCEEDED (or CANCELED), as Envoy already read it,
+// counted in ratekit_envoy_requests_total{code="canceled"} and not as failed
+// open. A malformed request (no descriptors, a bad or undeclared key,
 // a bound exceeded, a refund via is_negative_hits, an invalid override) is
 // answered INVALID_ARGUMENT naming the descriptor and entry, and nothing of
 // it is counted. A panic below the service is recovered and answered

@@ -15,7 +15,9 @@ const unknownDomainLabel = "<unknown>"
 //
 //   - ratekit_envoy_requests_total{domain,code}: ShouldRateLimit calls by
 //     answer: ok, over_limit, invalid (INVALID_ARGUMENT), unknown_domain
-//     (NOT_FOUND) or internal (a recovered panic).
+//     (NOT_FOUND), internal (a recovered panic) or canceled (the caller's
+//     deadline passed, or it canceled, before its checks ended:
+//     DEADLINE_EXCEEDED or CANCELED).
 //   - ratekit_envoy_fail_open_descriptors_total{domain}: descriptors answered
 //     OK because their check failed open (store down, slow or breaker open).
 type Metrics struct {
@@ -29,7 +31,7 @@ func newMetrics() *Metrics {
 	return &Metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ratekit_envoy_requests_total",
-			Help: "ShouldRateLimit calls by domain and answer (ok, over_limit, invalid, unknown_domain, internal).",
+			Help: "ShouldRateLimit calls by domain and answer (ok, over_limit, invalid, unknown_domain, internal, canceled).",
 		}, []string{"domain", "code"}),
 		failOpen: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ratekit_envoy_fail_open_descriptors_total",

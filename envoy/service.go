@@ -237,8 +237,14 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	}
 	resp, parts, single := one.answer(len(reqs))
 	d := ratelimitheaders.Decision{Results: s.checkAll(ctx, l, reqs, single)}
+	if err := ctx.Err(); err != nil && anyCanceled(d.Results) {
+		// The caller gave up (Envoy's timeout): no answer reaches it, and
+		// what was not checked is neither OK nor a store failure.
+		s.metrics.request(req.GetDomain(), "canceled")
+		return nil, status.FromContextError(err).Err()
+	}
 	now := s.now()
-	failed := 0
+	failed := 0 // no check was canceled: the caller is still there
 	for i := range d.Results {
 		r := &d.Results[i]
 		if overs != nil && overs[i] && !r.Blocked() && overrideBlocked(r) {
@@ -251,9 +257,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		st := &p.status
 		st.Code = rlsv3.RateLimitResponse_OK
 		if r.Failed() {
-			if !errors.Is(r.Err, ratelimit.ErrCanceled) {
-				failed++
-			}
+			failed++
 		} else {
 			if r.Blocked() {
 				st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
@@ -318,6 +322,16 @@ func (s *Service) checkAll(ctx context.Context, l *ratelimit.Limiter, reqs []rat
 		}
 	}
 	return out
+}
+
+// anyCanceled reports whether a check of results was canceled by its caller.
+func anyCanceled(results []ratelimit.Result) bool {
+	for i := range results {
+		if errors.Is(results[i].Err, ratelimit.ErrCanceled) {
+			return true
+		}
+	}
+	return false
 }
 
 // overrideBlocked reports whether r's evaluation of a descriptor's limit
