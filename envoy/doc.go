@@ -81,13 +81,16 @@
 // never reads an outage as "exhausted" (limit_remaining is a proto3 scalar:
 // a dump that prints defaults shows it as 0; a status reports a limit only
 // when current_limit is set). Each check is bounded
-// by the limiter's Timeout and, once the breaker opens, does not touch Redis.
-// So Envoy's failure_mode_deny matters only when ratekit-envoy itself cannot
-// be reached. Envoy's deadline (the filter's timeout) bounds the checks too: a
-// call whose deadline passes, or that its caller cancels, before its checks
-// end is answered DEADLINE_EXCEEDED (or CANCELED), as Envoy already read it,
-// counted in ratekit_envoy_requests_total{code="canceled"} and not as failed
-// open. A malformed request (no descriptors, a bad or undeclared key,
+// by the limiter's Timeout (-timeout, 100ms by default) and, once the breaker
+// opens, does not touch Redis. So Envoy's failure_mode_deny matters only when
+// ratekit-envoy itself cannot be reached, provided the filter's timeout (20ms
+// by default) is longer than -timeout; a shorter one ends the call first
+// while Redis is slow, and failure_mode_deny decides. Envoy's deadline
+// bounds the checks too: a call whose deadline passes, or that its caller
+// cancels, before its checks end is answered DEADLINE_EXCEEDED (or
+// CANCELED), as Envoy already read it, counted in
+// ratekit_envoy_requests_total{code="canceled"} and not as failed open. A
+// malformed request (no descriptors, a bad or undeclared key,
 // a bound exceeded, a refund via is_negative_hits, an invalid override) is
 // answered INVALID_ARGUMENT naming the descriptor and entry, and nothing of
 // it is counted. A panic below the service is recovered and answered
@@ -117,6 +120,7 @@
 //	      "@type": type.googleapis.com/envoy.extensions.filters.http.ratelimit.v3.RateLimit
 //	      domain: edge
 //	      failure_mode_deny: false
+//	      timeout: 0.2s                 # above ratekit-envoy's -timeout (see Failure)
 //	      rate_limit_service:
 //	        transport_api_version: V3
 //	        grpc_service: {envoy_grpc: {cluster_name: ratekit_envoy}}

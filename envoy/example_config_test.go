@@ -5,10 +5,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/ratekit/ratekit/controlplane/config"
+	ratelimit "github.com/ratekit/ratekit/core"
 )
 
 // The example Envoy bootstrap is valid YAML wired as the docs say: the
@@ -52,6 +54,13 @@ func TestExampleEnvoyConfig(t *testing.T) {
 	domain, _ := tc["domain"].(string)
 	if domain != "edge" || avail.Spec(domain) == nil {
 		t.Errorf("filter domain %q, want edge, a limiter of available_limiters.yaml", domain)
+	}
+	// ratekit-envoy fails open by itself (OK, counted) within its -timeout,
+	// ratelimit.DefaultTimeout by default: a shorter filter timeout would
+	// end the call first, and a slow Redis would reach failure_mode_deny.
+	timeout, _ := tc["timeout"].(string)
+	if d, err := time.ParseDuration(timeout); err != nil || d <= ratelimit.DefaultTimeout {
+		t.Errorf("filter timeout %q, want more than ratekit-envoy's -timeout (%v)", timeout, ratelimit.DefaultTimeout)
 	}
 	svc := tc["rate_limit_service"].(map[string]any)
 	cluster := dig(svc, "grpc_service", "envoy_grpc", "cluster_name")
