@@ -10,6 +10,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -37,14 +38,16 @@ func FuzzShouldRateLimit(f *testing.F) {
 		}
 		f.Add(b)
 	}
+	f.Add([]byte("\x0a\x04edge\x12\x16\x0a\x14\x0a\x0eremote_address\x12\x02\xff\xfe"))
 	l := newLimiter(f, ratelimit.NewMemoryStore(), "", nil)
 	svc, err := ratekitenvoy.NewService([]*ratelimit.Limiter{l}, ratekitenvoy.Options{Available: available(f)})
 	if err != nil {
 		f.Fatal(err)
 	}
+	codec := ratekitenvoy.Codec() // as the server decodes: values that are not UTF-8 included
 	f.Fuzz(func(t *testing.T, b []byte) {
 		req := &rlsv3.RateLimitRequest{}
-		if proto.Unmarshal(b, req) != nil {
+		if codec.Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, req) != nil {
 			return // gRPC rejects these before the service sees them
 		}
 		resp, err := svc.ShouldRateLimit(context.Background(), req)
