@@ -32,15 +32,29 @@ import (
 // unchanged; what Codec decodes is the message proto.Unmarshal makes, but
 // for the UTF-8 check (FuzzDecodeRequest compares them).
 //
+// It refuses a request with more descriptors than the Service's
+// MaxDescriptors, or a descriptor with more entries than MaxEntries, before
+// decoding anything, with the error the Service gives it, counted as an
+// invalid request in the Service's metrics; gRPC answers an error of a codec
+// as INTERNAL, which Envoy takes as it takes INVALID_ARGUMENT. A descriptor
+// takes 2 bytes on the wire and about 100 in memory, so that a request of
+// 1 MiB would otherwise become some 50 MiB before the Service counted its
+// descriptors.
+//
 // Give it to the server that the Service is registered on:
 //
-//	gs := grpc.NewServer(grpc.ForceServerCodecV2(ratekitenvoy.Codec()))
+//	gs := grpc.NewServer(grpc.ForceServerCodecV2(svc.Codec()))
 //
 // The strings of a decoded request point into one copy of the request, which
 // stays in memory while any of them does.
-func Codec() encoding.CodecV2 { return requestCodec{base: encoding.GetCodecV2(protocodec.Name)} }
+func (s *Service) Codec() encoding.CodecV2 {
+	return requestCodec{base: encoding.GetCodecV2(protocodec.Name), svc: s}
+}
 
-type requestCodec struct{ base encoding.CodecV2 }
+type requestCodec struct {
+	base encoding.CodecV2
+	svc  *Service
+}
 
 var _ encoding.CodecV2 = requestCodec{}
 
@@ -51,6 +65,11 @@ func (c requestCodec) Marshal(v any) (mem.BufferSlice, error) { return c.base.Ma
 func (c requestCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	if req, ok := v.(*rlsv3.RateLimitRequest); ok {
 		buf := data.MaterializeToBuffer(mem.DefaultBufferPool()) // as the proto codec reads it
+		if domain, err := c.svc.checkCounts(buf.ReadOnlyData()); err != nil {
+			c.svc.metrics.request(domainLabel(c.svc, string(domain)), "invalid")
+			buf.Free()
+			return err
+		}
 		decoded := decodeRequest(buf.ReadOnlyData(), req)
 		buf.Free()
 		if decoded {
@@ -184,6 +203,47 @@ func decodeOverride(b []byte, p int, o *rlcommonv3.RateLimitDescriptor_RateLimit
 	}
 }
 
+// checkCounts returns the Service's error for a RateLimitRequest in the wire
+// format, b, that holds more descriptors than MaxDescriptors or a descriptor
+// with more entries than MaxEntries, and then its domain; fields of other
+// numbers are skipped, and b is left to the decoders to refuse when it is
+// malformed.
+func (s *Service) checkCounts(b []byte) (domain []byte, err error) {
+	descs := 0
+	for p := 0; p < len(b); {
+		f, next, ok := skipField(b, p)
+		if !ok {
+			return nil, nil
+		}
+		p = next
+		if f.num == requestDomain && f.typ == protowire.BytesType {
+			domain = b[f.start:f.end]
+		}
+		if f.num != requestDescriptors || f.typ != protowire.BytesType {
+			continue
+		}
+		descs++
+		entries := 0
+		for q := f.start; q < f.end; {
+			df, next, ok := skipField(b[:f.end], q)
+			if !ok {
+				return nil, nil
+			}
+			q = next
+			if df.num == descriptorEntries && df.typ == protowire.BytesType {
+				entries++
+			}
+		}
+		if entries > s.maxEnt && err == nil {
+			err = s.tooManyEntries(descAt(descs-1), entries)
+		}
+	}
+	if descs > s.maxDesc { // the first problem, as parse finds it
+		err = s.checkCount(descs)
+	}
+	return domain, err
+}
+
 // countRequest checks b as decodeRequest reads it and counts its
 // descriptors and their entries.
 func countRequest(b []byte) (descs, entries int, ok bool) {
@@ -298,4 +358,21 @@ func readField(b []byte, p int) (f field, next int, ok bool) {
 		return f, f.end, true
 	}
 	return f, 0, false
+}
+
+// skipField is readField for a field of any wire type: one that is neither
+// varint nor length-delimited is passed over, its value unread.
+func skipField(b []byte, p int) (f field, next int, ok bool) {
+	if f, next, ok = readField(b, p); ok {
+		return f, next, true
+	}
+	num, typ, n := protowire.ConsumeTag(b[p:])
+	if n < 0 {
+		return f, 0, false
+	}
+	m := protowire.ConsumeFieldValue(num, typ, b[p+n:])
+	if m < 0 {
+		return f, 0, false
+	}
+	return field{num: num, typ: typ}, p + n + m, true
 }

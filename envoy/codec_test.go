@@ -2,7 +2,9 @@ package ratekitenvoy_test
 
 import (
 	"context"
+	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,10 +15,23 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	ratelimit "github.com/ratekit/ratekit/core"
 	ratekitenvoy "github.com/ratekit/ratekit/envoy"
 )
+
+// newCodec is the Codec of a Service with the default bounds.
+func newCodec(t testing.TB) encoding.CodecV2 {
+	t.Helper()
+	l := newLimiter(t, ratelimit.NewMemoryStore(), "", nil)
+	svc, err := ratekitenvoy.NewService([]*ratelimit.Limiter{l}, ratekitenvoy.Options{Available: available(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc.Codec()
+}
 
 func wireRequest(t testing.TB, n int) mem.BufferSlice {
 	t.Helper()
@@ -48,7 +63,7 @@ func TestCodecAllocations(t *testing.T) {
 		})
 	}
 	want, protoAllocs := decode(encoding.GetCodecV2("proto"))
-	got, allocs := decode(ratekitenvoy.Codec())
+	got, allocs := decode(newCodec(t))
 	if !proto.Equal(got, want) || len(got.GetDescriptors()) != 5 {
 		t.Fatalf("decoded %v, the proto codec %v", got, want)
 	}
@@ -65,7 +80,7 @@ func BenchmarkCodec(b *testing.B) {
 		for _, c := range []struct {
 			name  string
 			codec encoding.CodecV2
-		}{{"proto", encoding.GetCodecV2("proto")}, {"ratekit", ratekitenvoy.Codec()}} {
+		}{{"proto", encoding.GetCodecV2("proto")}, {"ratekit", newCodec(b)}} {
 			b.Run(strconv.Itoa(n)+"/"+c.name, func(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {
@@ -84,7 +99,7 @@ func BenchmarkCodec(b *testing.B) {
 // answered. (Every gateway test runs with the codec, startGateway, requests
 // with limit overrides included.)
 func TestCodecServesEveryService(t *testing.T) {
-	srv := grpc.NewServer(grpc.ForceServerCodecV2(ratekitenvoy.Codec()))
+	srv := grpc.NewServer(grpc.ForceServerCodecV2(newCodec(t)))
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(srv, hs)
 	conn := serveGRPC(t, srv)
@@ -93,5 +108,76 @@ func TestCodecServesEveryService(t *testing.T) {
 	resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
 	if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
 		t.Fatalf("health: %v, %v", resp, err)
+	}
+}
+
+// TestCodecRefusesTooManyBeforeDecoding: a request of more descriptors than
+// MaxDescriptors, or of a descriptor with more entries than MaxEntries, is
+// refused with the Service's error before anything is decoded, also when it
+// holds a field the codec leaves to the proto codec: 1 MiB of empty
+// descriptors used to become some 50 MiB of messages first. A request at the
+// bounds is decoded.
+func TestCodecRefusesTooManyBeforeDecoding(t *testing.T) {
+	l := newLimiter(t, ratelimit.NewMemoryStore(), "", nil)
+	svc, err := ratekitenvoy.NewService([]*ratelimit.Limiter{l}, ratekitenvoy.Options{Available: available(t), MaxDescriptors: 4, MaxEntries: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	codec := svc.Codec()
+	desc := func(entries int) []byte {
+		var d []byte
+		for range entries {
+			d = protowire.AppendTag(d, 1, protowire.BytesType)
+			d = protowire.AppendBytes(d, nil)
+		}
+		return d
+	}
+	request := func(descs, entries int, unknown bool) []byte {
+		var b []byte
+		if unknown { // a field of a later Envoy: the proto codec decodes it
+			b = protowire.AppendTag(b, 99, protowire.Fixed64Type)
+			b = protowire.AppendFixed64(b, 7)
+		}
+		for range descs {
+			b = protowire.AppendTag(b, 2, protowire.BytesType)
+			b = protowire.AppendBytes(b, desc(entries))
+		}
+		return b
+	}
+	for _, tt := range []struct {
+		name           string
+		descs, entries int
+		unknown        bool
+		want           string // "" decoded
+	}{
+		{"at the bounds", 4, 3, false, ""},
+		{"at the bounds, a field for the proto codec", 4, 3, true, ""},
+		{"descriptors", 5, 1, false, "5 descriptors, over the limit of 4"},
+		{"entries", 2, 4, false, "descriptor #0 has 4 entries, over the limit of 3"},
+		{"descriptors, a field for the proto codec", 500000, 0, true, "500000 descriptors, over the limit of 4"},
+		{"entries, a field for the proto codec", 1, 500000, true, "descriptor #0 has 500000 entries, over the limit of 3"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			wire := request(tt.descs, tt.entries, tt.unknown)
+			var req rlsv3.RateLimitRequest
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			err := codec.Unmarshal(mem.BufferSlice{mem.SliceBuffer(wire)}, &req)
+			runtime.ReadMemStats(&after)
+			if tt.want == "" {
+				if err != nil || len(req.GetDescriptors()) != tt.descs {
+					t.Fatalf("Unmarshal: %v, %d descriptors, want %d", err, len(req.GetDescriptors()), tt.descs)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Unmarshal: %v, want %q", err, tt.want)
+			}
+			// A copy of the request, and little else: decoding 1 MiB of
+			// them took about 50 MiB.
+			if n := after.TotalAlloc - before.TotalAlloc; len(req.GetDescriptors()) != 0 || n > uint64(4*len(wire)+1<<20) {
+				t.Errorf("refused after decoding: %d descriptors, %d bytes allocated for a request of %d", len(req.GetDescriptors()), n, len(wire))
+			}
+		})
 	}
 }

@@ -25,9 +25,9 @@
 //     limiter's available_properties, as every rule's are. A key given twice
 //     in one descriptor is an error. A value is any bytes: one that is not
 //     UTF-8 (a header a client sent in Latin-1, which Envoy passes on as it
-//     is) is counted like any other when the server decodes with Codec, as
-//     cmd/ratekit-envoy does; gRPC's proto codec would refuse the whole
-//     request, and Envoy would let it through uncounted.
+//     is) is counted like any other when the server decodes with
+//     Service.Codec, as cmd/ratekit-envoy does; gRPC's proto codec would
+//     refuse the whole request, and Envoy would let it through uncounted.
 //   - hits_addend is the check's cost: the descriptor's when set (0 reads
 //     without counting), else the request's, else 1.
 //   - A descriptor's limit override becomes a per-request limit rule above

@@ -44,7 +44,7 @@ func FuzzShouldRateLimit(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	codec := ratekitenvoy.Codec() // as the server decodes: values that are not UTF-8 included
+	codec := svc.Codec() // as the server decodes: values that are not UTF-8 included
 	f.Fuzz(func(t *testing.T, b []byte) {
 		req := &rlsv3.RateLimitRequest{}
 		if codec.Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, req) != nil {

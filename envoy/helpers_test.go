@@ -105,7 +105,7 @@ func startGateway(t testing.TB, l *ratelimit.Limiter, m *observe.Metrics, opts r
 	if m != nil {
 		reg.MustRegister(m)
 	}
-	srv := grpc.NewServer(grpc.ForceServerCodecV2(ratekitenvoy.Codec())) // as cmd/ratekit-envoy
+	srv := grpc.NewServer(grpc.ForceServerCodecV2(svc.Codec())) // as cmd/ratekit-envoy
 	svc.Register(srv)
 	conn := serveGRPC(t, srv)
 	return &gateway{svc: svc, lim: l, client: rlsv3.NewRateLimitServiceClient(conn), conn: conn, metrics: m, reg: reg}

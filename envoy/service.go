@@ -204,7 +204,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		if p := recover(); p != nil {
 			s.logger.LogAttrs(ctx, slog.LevelError, "ratekit_envoy_panic",
 				slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
-			s.metrics.request(domainLabel(s, req), "internal")
+			s.metrics.request(domainLabel(s, req.GetDomain()), "internal")
 			resp, err = nil, status.Error(codes.Internal, "ratekitenvoy: internal error (logged)")
 		}
 	}()
@@ -369,6 +369,12 @@ func (s *Service) checkCount(n int) error {
 	return nil
 }
 
+// tooManyEntries is the error for descriptor at holding n entries, over
+// MaxEntries.
+func (s *Service) tooManyEntries(at descAt, n int) error {
+	return fmt.Errorf("ratekitenvoy: %s has %d entries, over the limit of %d", at, n, s.maxEnt)
+}
+
 // parse validates the whole request and returns one check per descriptor,
 // and which descriptors carry a limit override (nil when none does). The
 // first problem found is returned, naming the descriptor, entry and key. A
@@ -445,7 +451,7 @@ func (s *Service) parseDescriptor(at descAt, d *rlcommonv3.RateLimitDescriptor, 
 	case len(entries) == 0:
 		return nil, 0, nil, fmt.Errorf("ratekitenvoy: %s has no entries", at)
 	case len(entries) > s.maxEnt:
-		return nil, 0, nil, fmt.Errorf("ratekitenvoy: %s has %d entries, over the limit of %d", at, len(entries), s.maxEnt)
+		return nil, 0, nil, s.tooManyEntries(at, len(entries))
 	case d.GetIsNegativeHits():
 		return nil, 0, nil, fmt.Errorf("ratekitenvoy: %s: is_negative_hits (a refund) is not supported: ratekit counters only grow within a window", at)
 	}
@@ -670,9 +676,9 @@ func okResponse(n int) *rlsv3.RateLimitResponse {
 	return resp
 }
 
-func domainLabel(s *Service, req *rlsv3.RateLimitRequest) string {
-	if _, ok := s.limiters[req.GetDomain()]; ok {
-		return req.GetDomain()
+func domainLabel(s *Service, domain string) string {
+	if _, ok := s.limiters[domain]; ok {
+		return domain
 	}
 	return unknownDomainLabel
 }
