@@ -6,7 +6,7 @@
 // shadow rules, fail-open, several limiters, skipping, custom identifiers and
 // extra properties, trusted proxies, route templates, request costs, the
 // clock, the cost and outcome hooks, and the panic a nil limiter raises at
-// start-up. Every option the HTTP adapters share (
+// start-up, and the charge of a handler that panics. Every option the HTTP adapters share (
 // WithLimiters, WithDeferred, WithClock, WithTrustedProxies, WithProfile,
 // WithRetryAfterJitter) is a field of Setup, so each adapter's namesake is
 // tested through it.
@@ -155,6 +155,7 @@ var tests = []struct {
 	{"endpoint_template", testEndpoint},
 	{"cost_hook", testCostHook},
 	{"outcome_hook", testOutcomeHook},
+	{"cost_hook_handler_panics", testCostHookPanic},
 	{"deny_handler", testDenyHandler},
 	{"retry_after_jitter", testRetryAfterJitter},
 }
@@ -243,6 +244,9 @@ func (s *suite) routes() []Route {
 			cost, _ := strconv.ParseFloat(r.URL.Query().Get("cost"), 64)
 			// What a database wrapper deep in the handler would do.
 			adapter.AddCost(r.Context(), "db_duration_s", cost)
+			if r.URL.Query().Has("abort") { // as a reverse proxy whose client hung up
+				panic(http.ErrAbortHandler)
+			}
 			_, _ = w.Write([]byte("worked"))
 		}},
 		{"GET", "/health", func(w http.ResponseWriter, r *http.Request) {

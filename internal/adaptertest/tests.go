@@ -403,6 +403,34 @@ func testOutcomeHook(s *suite) {
 	}
 }
 
+// testCostHookPanic: a handler that panics after doing work (a reverse proxy
+// panics with http.ErrAbortHandler when its client hangs up) is charged what
+// it metered, and counts as a 500; the server aborts the response.
+func testCostHookPanic(s *suite) {
+	dbLimiter := s.limiter("db_utilization", perIP("db_seconds_per_ip", 10, time.Minute))
+	errLimiter := s.limiter("server_errors", perIP("errors_per_ip", 10, time.Minute))
+	srv := s.serve(Setup{Deferred: []adapter.Deferred[guard.Outcome]{
+		guard.Metered[guard.Outcome](dbLimiter, "db_duration_s"),
+		guard.CountStatus(errLimiter, http.StatusInternalServerError),
+	}})
+	resp, err := srv.Client().Get(srv.URL + "/work?cost=0.7&abort=1")
+	if err == nil {
+		_ = resp.Body.Close()
+		s.t.Fatalf("the aborted handler answered %d: this test would prove nothing", resp.StatusCode)
+	}
+	if n := s.calls["/work"].Load(); n != 1 {
+		s.t.Fatalf("handler ran %d times, want 1", n)
+	}
+	// The charge is made as the panic leaves the middleware, before the server
+	// closes the connection: it is there once the client sees the abort.
+	if c := s.count(dbLimiter); c < 0.69 || c > 0.71 {
+		s.t.Errorf("db seconds counted after the handler panicked = %v, want 0.7", c)
+	}
+	if c := s.count(errLimiter); c != 1 {
+		s.t.Errorf("500s counted after the handler panicked = %v, want 1", c)
+	}
+}
+
 func testDenyHandler(s *suite) {
 	srv := s.serve(Setup{
 		Limiters: []*ratelimit.Limiter{s.limiter("http", perIP("per_ip", 1, time.Minute))},

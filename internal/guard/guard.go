@@ -120,12 +120,30 @@ type oneDecision struct {
 // handler's context carries a Meter (for AddCost), and once it returns the
 // Deferred limiters are charged with its outcome (Settle); otherwise handler
 // runs with ctx as is. It returns the handler's outcome.
-func (g *Guard[O]) Run(ctx context.Context, id ratelimit.Identifier, handler func(ctx context.Context) O) O {
+//
+// A handler that panics has spent resources too (a reverse proxy panics with
+// http.ErrAbortHandler when its client hangs up mid-response): the Deferred
+// limiters are charged with panicked's outcome (the zero O when panicked is
+// nil), and the panic goes on unrecovered, its value and stack unchanged.
+func (g *Guard[O]) Run(ctx context.Context, id ratelimit.Identifier, handler func(ctx context.Context) O,
+	panicked func(ctx context.Context) O) O {
 	if !g.Metering() {
 		return handler(ctx)
 	}
 	ctx, _ = adapter.WithMeter(ctx)
+	returned := false
+	defer func() {
+		if returned {
+			return
+		}
+		var o O
+		if panicked != nil {
+			o = panicked(ctx)
+		}
+		g.Settle(ctx, id, o)
+	}()
 	o := handler(ctx)
+	returned = true
 	g.Settle(ctx, id, o)
 	return o
 }

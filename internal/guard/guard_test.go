@@ -334,7 +334,7 @@ func TestGuardRun(t *testing.T) {
 				t.Error("the handler got a new context although nothing is metered")
 			}
 			return outcome{failed: true}
-		})
+		}, nil)
 		if !o.failed {
 			t.Error("Run did not return the handler's outcome")
 		}
@@ -349,7 +349,7 @@ func TestGuardRun(t *testing.T) {
 			g.Run(context.Background(), guardID, func(ctx context.Context) outcome {
 				adapter.AddCost(ctx, "db_s", 0.5)
 				return outcome{failed: failed}
-			})
+			}, nil)
 		}
 		if c := count(db); c != 1.5 {
 			t.Errorf("db counted %v, want 1.5", c)
@@ -365,11 +365,50 @@ func TestGuardRun(t *testing.T) {
 		g.Run(ctx, guardID, func(ctx context.Context) outcome {
 			adapter.AddCost(ctx, "db_s", 2)
 			return outcome{}
-		})
+		}, nil)
 		if outer.Value("db_s") != 2 || count(db) != 2 {
 			t.Errorf("outer meter %v, counted %v; want 2 and 2", outer.Value("db_s"), count(db))
 		}
 	})
+}
+
+// A handler that panics has done work too (a reverse proxy panics with
+// http.ErrAbortHandler when its client hangs up): the deferred limiters are
+// charged, with the panicked outcome, and the panic goes on with its value.
+func TestGuardRunChargesAPanickingHandler(t *testing.T) {
+	for _, st := range guardStores {
+		t.Run(st.name, func(t *testing.T) {
+			e := st.env(t)
+			db, failures := e.limiter("db", 100, false, false), e.limiter("failures", 100, false, false)
+			g := guard.Guard[outcome]{Deferred: []adapter.Deferred[outcome]{
+				guard.Metered[outcome](db, "db_s"),
+				guard.CountWhen(failures, func(o outcome) bool { return o.failed }),
+			}}
+			aborted := errors.New("client went away")
+			for _, panicked := range []func(context.Context) outcome{
+				func(context.Context) outcome { return outcome{failed: true} },
+				nil, // the zero outcome: not a failure
+			} {
+				func() {
+					defer func() {
+						if err, _ := recover().(error); !errors.Is(err, aborted) {
+							t.Errorf("recovered %v, want the handler's panic %v", err, aborted)
+						}
+					}()
+					g.Run(context.Background(), guardID, func(ctx context.Context) outcome {
+						adapter.AddCost(ctx, "db_s", 1.5)
+						panic(aborted)
+					}, panicked)
+				}()
+			}
+			if c := count(db); c != 3 {
+				t.Errorf("db counted %v after two handlers metered 1.5 and panicked, want 3", c)
+			}
+			if c := count(failures); c != 1 {
+				t.Errorf("failures counted %v, want 1 (the panicked outcome's)", c)
+			}
+		})
+	}
 }
 
 func TestGuardValidate(t *testing.T) {
@@ -432,7 +471,7 @@ func ExampleGuard() {
 		}
 		o := g.Run(context.Background(), id, func(context.Context) outcome {
 			return outcome{err: errors.New("wrong password")}
-		})
+		}, nil)
 		fmt.Printf("call %d: ran, %v; %s remaining %v\n", i, o.err, d.Enforcing().Rule.Name, d.Enforcing().Info.Remaining)
 	}
 	// Output:

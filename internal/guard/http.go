@@ -14,7 +14,7 @@ import (
 // Outcome is what an HTTP adapter knows once the handler has finished; the
 // Charge of its deferred limiters reads it.
 type Outcome struct {
-	Status int            // the response status (200 if the handler never set one)
+	Status int            // the response status (200 if the handler never set one, 500 if it panicked)
 	Meter  *adapter.Meter // the request's cost meter
 	Header http.Header    // the response headers
 }
@@ -42,7 +42,9 @@ type HTTP[R any] struct {
 // returns the response status. When the guard meters (it has Deferred
 // limiters), ctx carries an adapter.Meter, and the Deferred limiters are
 // charged with the status, the meter and header once next returns; otherwise
-// ctx is the caller's and the status is unused. Skipping is left to the
+// ctx is the caller's and the status is unused. A next that panics is
+// charged as a 500 (what Echo's and Gin's recovery answer), and the panic
+// goes on. Skipping is left to the
 // adapter (see Options.Skipped), which knows how to call its handler.
 func (g *HTTP[R]) Handle(ctx context.Context, r R, header http.Header,
 	deny func(d *ratelimitheaders.Decision, p *ratelimitheaders.Problem), next func(ctx context.Context) (status int)) {
@@ -53,6 +55,8 @@ func (g *HTTP[R]) Handle(ctx context.Context, r R, header http.Header,
 	}
 	g.Run(ctx, c.ID, func(ctx context.Context) Outcome {
 		return Outcome{Status: next(ctx), Meter: adapter.MeterFrom(ctx), Header: header}
+	}, func(ctx context.Context) Outcome {
+		return Outcome{Status: http.StatusInternalServerError, Meter: adapter.MeterFrom(ctx), Header: header}
 	})
 }
 

@@ -33,6 +33,10 @@ type Options[R, O any] struct {
 	// Cost, when set, is the cost the limiters checked before the handler
 	// charge for a request (1 when nil); 0 checks without counting.
 	Cost func(ctx context.Context, r R) float64
+	// Panicked, when set, is the outcome the Deferred limiters are charged
+	// with when the handler of r panics (see Guard.Run); the zero O when nil.
+	// ctx carries the request's Meter.
+	Panicked func(ctx context.Context, r R) O
 }
 
 // Settings are the part of Options that does not depend on the request type:
@@ -171,7 +175,7 @@ func (o *Options[R, O]) Check(ctx context.Context, r R) Checked {
 // to next; otherwise Check, then render (when non-nil) sees the verdict of
 // every checked request, a request the decision blocks gets deny's outcome
 // (deny is told the blocking result) and next does not run, and an allowed
-// one runs next through Run.
+// one runs next through Run (a next that panics is charged as Panicked says).
 func (o *Options[R, O]) Serve(ctx context.Context, r R, render func(c Checked),
 	deny func(c Checked, blocking ratelimit.Result) O, next func(ctx context.Context) O) O {
 	if o.Skipped(ctx, r) {
@@ -184,7 +188,11 @@ func (o *Options[R, O]) Serve(ctx context.Context, r R, render func(c Checked),
 	if res := c.Decision.BlockedBy(); res != nil {
 		return deny(c, *res)
 	}
-	return o.Run(ctx, c.ID, next)
+	var panicked func(ctx context.Context) O
+	if o.Panicked != nil {
+		panicked = func(ctx context.Context) O { return o.Panicked(ctx, r) }
+	}
+	return o.Run(ctx, c.ID, next, panicked)
 }
 
 func (o *Options[R, O]) clock() time.Time {

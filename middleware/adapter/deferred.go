@@ -9,8 +9,8 @@ import (
 // Deferred is a limiter charged after the handler, with a cost known only then
 // (docs/design.md#cost). Before the handler it is peeked, and a caller it would
 // block is rejected without running the handler. The charge never changes the
-// response, and it is made even when the caller has gone away, because the
-// resources were spent.
+// response, and it is made even when the caller has gone away or the handler
+// panicked, because the resources were spent.
 type Deferred[O any] struct {
 	Limiter *ratelimit.Limiter
 	// Charge returns the cost to count once the handler has finished, and

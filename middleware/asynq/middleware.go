@@ -2,6 +2,7 @@ package ratelimitasynq
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -76,14 +77,19 @@ func WithJitter(max time.Duration) Option { return set(guard.WithRetryAfterJitte
 // then (docs/design.md#cost): an adapter.Deferred whose Charge reads the
 // task's Outcome. Before the handler it is peeked, and a task it would block
 // is not run but retried after the reset, like any blocked task. The charge
-// is made even if the task's context was cancelled (a deadline, a shutdown),
-// because the work was done.
+// is made even if the task's context was cancelled (a deadline, a shutdown)
+// or the handler panicked (a failure, as asynq counts it), because the work
+// was done.
 type Deferred = adapter.Deferred[Outcome]
 
-// Outcome is what is known once the handler has returned.
+// errPanicked is the Err of the Outcome of a handler that panicked: asynq
+// recovers the panic and counts the task as failed.
+var errPanicked = errors.New("ratelimitasynq: the handler panicked")
+
+// Outcome is what is known once the handler has returned, or panicked.
 type Outcome struct {
 	Task  *asynq.Task
-	Err   error          // the handler's error
+	Err   error          // the handler's error (one that IsFailure reports if it panicked)
 	Meter *adapter.Meter // the task's cost meter
 }
 
@@ -143,6 +149,9 @@ func Middleware(limiter *ratelimit.Limiter, opts ...Option) asynq.MiddlewareFunc
 		o.apply(c)
 	}
 	c.Init("ratelimitasynq: Middleware", DefaultIdentifier) // panics on a nil limiter: found at start-up
+	c.Panicked = func(ctx context.Context, t *asynq.Task) Outcome {
+		return Outcome{Task: t, Err: errPanicked, Meter: adapter.MeterFrom(ctx)}
+	}
 	return func(next asynq.Handler) asynq.Handler {
 		return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
 			return c.Serve(ctx, t, nil, func(ch guard.Checked, res ratelimit.Result) Outcome {

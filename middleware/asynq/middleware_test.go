@@ -473,4 +473,29 @@ func TestCostLimiters(t *testing.T) {
 			t.Fatalf("after 2 failures: err %v, ran %d; want a rate-limit error and 5 runs", err, ran)
 		}
 	})
+	// asynq recovers a handler's panic as a failed task: the work metered
+	// before it is charged, and the task counts as a failure.
+	t.Run("handler panics", func(t *testing.T) {
+		db := newLimiter(t, "db_panics", nil, rule("db_seconds", 100, time.Minute, ratelimit.ActionLimit, "task_type"))
+		failures := newLimiter(t, "failures_panics", nil, rule("failures", 100, time.Minute, ratelimit.ActionLimit, "task_type"))
+		h := Middleware(general, WithDeferred(Metered(db, "db_s"), CountFailures(failures)))(asynq.HandlerFunc(func(ctx context.Context, _ *asynq.Task) error {
+			adapter.AddCost(ctx, "db_s", 3)
+			panic("the handler's bug")
+		}))
+		func() {
+			defer func() {
+				if r := recover(); r != "the handler's bug" {
+					t.Errorf("recovered %v, want the handler's panic", r)
+				}
+			}()
+			_ = h.ProcessTask(context.Background(), asynq.NewTask("report", nil))
+		}()
+		id := ratelimit.Identifier{"task_type": "report"}
+		if c := db.Peek(context.Background(), id, ratelimit.Cost(0)).Count(); c != 3 {
+			t.Errorf("db counter = %v, want 3 (metered before the panic)", c)
+		}
+		if c := failures.Peek(context.Background(), id, ratelimit.Cost(0)).Count(); c != 1 {
+			t.Errorf("failures counter = %v, want 1", c)
+		}
+	})
 }

@@ -36,7 +36,7 @@ const (
 
 // work is a test service with one unary method, Do, registered by hand (no
 // generated code): "cost=<v>" adds v to the meter's db_s, "fail" returns
-// Unauthenticated, anything else succeeds. It counts the calls it serves.
+// Unauthenticated, "panic" adds 2 and panics, anything else succeeds. It counts the calls it serves.
 type work struct{ calls atomic.Int64 }
 
 func (w *work) do(ctx context.Context, in *wrapperspb.StringValue) (*wrapperspb.StringValue, error) {
@@ -50,6 +50,9 @@ func (w *work) do(ctx context.Context, in *wrapperspb.StringValue) (*wrapperspb.
 		adapter.AddCost(ctx, "db_s", f)
 	case v == "fail":
 		return nil, status.Error(codes.Unauthenticated, "bad credentials")
+	case v == "panic": // after work worth 2 db_s
+		adapter.AddCost(ctx, "db_s", 2)
+		panic("the handler's bug")
 	}
 	return wrapperspb.String("ok"), nil
 }

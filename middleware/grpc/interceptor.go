@@ -57,10 +57,14 @@ type config struct {
 // DenyFunc builds the error of a call blocked by res; nil means DenyStatus's.
 type DenyFunc func(ctx context.Context, call *Call, res ratelimit.Result) error
 
-// Outcome is what is known once the handler has returned.
+// errPanicked is the Err of the Outcome of a handler that panicked, the code
+// a recovery interceptor answers.
+var errPanicked = status.Error(codes.Internal, "ratelimitgrpc: the handler panicked")
+
+// Outcome is what is known once the handler has returned, or panicked.
 type Outcome struct {
 	Call  *Call
-	Err   error          // the handler's error; status.Code(Err) is the call's code
+	Err   error          // the handler's error (codes.Internal if it panicked); status.Code(Err) is the call's code
 	Meter *adapter.Meter // the call's cost meter
 }
 
@@ -184,6 +188,9 @@ func newConfig(limiter *ratelimit.Limiter, opts []Option) *config {
 		o.apply(c)
 	}
 	c.Init("ratelimitgrpc", func(_ context.Context, call *Call) ratelimit.Identifier { return DefaultIdentifier(call) })
+	c.Panicked = func(ctx context.Context, call *Call) Outcome {
+		return Outcome{Call: call, Err: errPanicked, Meter: adapter.MeterFrom(ctx)}
+	}
 	return c
 }
 

@@ -452,6 +452,33 @@ func TestOutcomeLimiter(t *testing.T) {
 	}
 }
 
+// A handler that panics after doing work is charged what it metered, and
+// counts as Internal (what the recovery interceptor outside answers).
+func TestDeferredChargedWhenHandlerPanics(t *testing.T) {
+	db := redisLimiter(t, "db_utilization", []ratelimit.Rule{rule("db_seconds_per_user", 100, time.Minute, ratelimit.ActionLimit, identifiers.User)})
+	internal := redisLimiter(t, "internal_errors", []ratelimit.Rule{rule("internal_per_user", 100, time.Minute, ratelimit.ActionLimit, identifiers.User)})
+	recovery := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				err = status.Errorf(codes.Internal, "panic: %v", r)
+			}
+		}()
+		return h(ctx, req)
+	}
+	env := start(t, grpc.ChainUnaryInterceptor(recovery, UnaryServerInterceptor(
+		memLimiter(t, "api", []ratelimit.Rule{rule("many", 100, time.Minute, ratelimit.ActionLimit)}),
+		WithDeferred(Metered(db, "db_s"), CountCodes(internal, codes.Internal)))))
+
+	wantCode(t, env.do(t, "panic"), codes.Internal)
+	id := ratelimit.Identifier{identifiers.User: identifiers.Anonymous}
+	if res := db.Peek(context.Background(), id, ratelimit.Cost(0)); res.Info == nil || res.Info.Count != 2 {
+		t.Errorf("db counter = %+v, want 2 (metered before the panic)", res.Info)
+	}
+	if res := internal.Peek(context.Background(), id, ratelimit.Cost(0)); res.Info == nil || res.Info.Count != 1 {
+		t.Errorf("internal errors counter = %+v, want 1", res.Info)
+	}
+}
+
 func TestStream(t *testing.T) {
 	l := redisLimiter(t, "grpc_request", []ratelimit.Rule{rule("per_ip", 1, time.Minute, ratelimit.ActionLimit, identifiers.IP)})
 	rec := &recorder{}
