@@ -48,8 +48,10 @@
 // CountStatus) and peeked before it. The middleware puts an
 // adapter.Meter in the request context for adapter.AddCost. The status an
 // outcome hook sees is the committed response status or, when the handler
-// returned an error without writing a response, the *echo.HTTPError code (500
-// for other errors), which is what Echo's error handler will send.
+// returned an error without writing a response, the status Echo's default
+// HTTPErrorHandler sends for it: the code of an *echo.HTTPError returned as
+// is (of its Internal when that is an *echo.HTTPError too), 500 for any other
+// error, a wrapped *echo.HTTPError included.
 //
 // # Fail-open
 //

@@ -263,7 +263,9 @@ func funcPtr(h echo.HandlerFunc) uintptr {
 }
 
 // status is the status the response has or will have: what was written, else
-// what Echo's HTTPErrorHandler will write for err.
+// what Echo's default HTTPErrorHandler writes for err, which takes an
+// *echo.HTTPError only as returned (a wrapped one is a 500) and prefers its
+// Internal when that is an *echo.HTTPError too.
 func status(ec echo.Context, err error) int {
 	res := ec.Response()
 	if res.Committed {
@@ -272,9 +274,12 @@ func status(ec echo.Context, err error) int {
 	if err == nil {
 		return http.StatusOK
 	}
-	var he *echo.HTTPError
-	if errors.As(err, &he) {
-		return he.Code
+	he, ok := err.(*echo.HTTPError) //nolint:errorlint // as Echo's default HTTPErrorHandler decides
+	if !ok {
+		return http.StatusInternalServerError
 	}
-	return http.StatusInternalServerError
+	if in, ok := he.Internal.(*echo.HTTPError); ok { //nolint:errorlint // likewise
+		return in.Code
+	}
+	return he.Code
 }

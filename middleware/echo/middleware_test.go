@@ -3,6 +3,7 @@ package ratelimitecho_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -116,6 +117,47 @@ func TestOutcomeFromReturnedError(t *testing.T) {
 		if got := get(t, srv, "POST", "/login").StatusCode; got != want {
 			t.Errorf("attempt %d: status %d, want %d", i+1, got, want)
 		}
+	}
+}
+
+// TestOutcomeIsTheStatusSent: the status an outcome hook sees for a returned
+// error is the one Echo's default error handler sends, which takes an
+// *echo.HTTPError only as returned (not wrapped), and its Internal's code when
+// that is an *echo.HTTPError too.
+func TestOutcomeIsTheStatusSent(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+	}{
+		{"http error", echo.NewHTTPError(http.StatusUnauthorized, "bad password")},
+		{"wrapped http error", fmt.Errorf("login: %w", echo.NewHTTPError(http.StatusUnauthorized, "bad password"))},
+		{"http error with an internal one", echo.NewHTTPError(http.StatusBadRequest).SetInternal(echo.NewHTTPError(http.StatusConflict))},
+		{"http error with another internal error", echo.NewHTTPError(http.StatusBadRequest).SetInternal(errors.New("parse"))},
+		{"other error", errors.New("boom")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var mu sync.Mutex
+			seen := 0
+			record := ratelimitecho.Deferred{Limiter: newLimiter(t, "outcomes", 100, nil),
+				Charge: func(_ context.Context, o ratelimitecho.Outcome) (float64, bool) {
+					mu.Lock()
+					defer mu.Unlock()
+					seen = o.Status
+					return 0, false
+				}}
+			e := echo.New()
+			e.Use(ratelimitecho.Middleware(nil, ratelimitecho.WithDeferred(record)))
+			e.GET("/", func(echo.Context) error { return tt.err })
+			srv := httptest.NewServer(e)
+			defer srv.Close()
+			sent := get(t, srv, "GET", "/").StatusCode
+			mu.Lock()
+			defer mu.Unlock()
+			if seen != sent {
+				t.Errorf("the outcome hook saw status %d, Echo sent %d", seen, sent)
+			}
+		})
 	}
 }
 
