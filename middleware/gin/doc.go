@@ -44,6 +44,9 @@
 // CountStatus) and peeked before it. The middleware puts an
 // adapter.Meter in the request context (c.Request.Context()) for
 // adapter.AddCost; the outcome hooks see c.Writer.Status() after c.Next.
+// Pass c.Request.Context() to code that adds costs: c itself reaches the
+// request context's values only when the engine's ContextWithFallback is
+// true, and a cost added through c is otherwise lost, unseen.
 //
 // # Fail-open
 //

@@ -12,6 +12,7 @@ import (
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/identifiers"
 	"github.com/ratekit/ratekit/internal/adaptertest"
+	"github.com/ratekit/ratekit/middleware/adapter"
 	ratelimitgin "github.com/ratekit/ratekit/middleware/gin"
 	ratelimitheaders "github.com/ratekit/ratekit/middleware/headers"
 )
@@ -107,6 +108,44 @@ func TestLaterHandlersDoNotRun(t *testing.T) {
 	}
 	if ran != 1 {
 		t.Errorf("later middleware ran %d times, want 1", ran)
+	}
+}
+
+// TestMeterFromGinContext: a handler reaches the meter through
+// c.Request.Context(), and through c itself only when the engine has
+// ContextWithFallback (otherwise *gin.Context.Value never reads the request
+// context, and the cost is lost), as the package doc says.
+func TestMeterFromGinContext(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		fallback bool
+		ctx      func(c *gin.Context) context.Context
+		want     float64
+	}{
+		{"request context", false, func(c *gin.Context) context.Context { return c.Request.Context() }, 2},
+		{"gin context with fallback", true, func(c *gin.Context) context.Context { return c }, 2},
+		{"gin context without fallback", false, func(c *gin.Context) context.Context { return c }, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db := newLimiter(t, 100, func(ratelimit.Identifier) {})
+			r := gin.New()
+			r.ContextWithFallback = tc.fallback
+			r.Use(ratelimitgin.Middleware(nil, ratelimitgin.WithDeferred(ratelimitgin.Metered(db, "db_s"))))
+			r.GET("/", func(c *gin.Context) {
+				adapter.AddCost(tc.ctx(c), "db_s", 2)
+				c.Status(204)
+			})
+			srv := httptest.NewServer(r)
+			defer srv.Close()
+			resp, err := srv.Client().Get(srv.URL + "/")
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if c := db.Peek(context.Background(), ratelimit.Identifier{identifiers.IP: "127.0.0.1"}, ratelimit.Cost(0)).Count(); c != tc.want {
+				t.Errorf("db_s charged %v, want %v", c, tc.want)
+			}
+		})
 	}
 }
 
