@@ -62,10 +62,12 @@ type Settings[O any] struct {
 	RetryAfterJitter time.Duration
 }
 
-// Setting sets one field of Settings. The options every adapter offers under
-// one name (WithLimiters, WithDeferred, WithClock, WithTrustedProxies,
-// WithIPv6Prefix, WithProfile, WithRetryAfterJitter) each return the Setting
-// of that name here, so that they mean the same in every adapter.
+// Setting sets one field of Settings. The adapters' options of these names
+// each return the Setting of that name here, so that they mean the same in
+// every adapter: WithLimiters, WithDeferred and WithClock (every adapter),
+// WithTrustedProxies and WithIPv6Prefix (the HTTP and gRPC adapters; a task
+// has no client address), WithProfile and WithRetryAfterJitter (the HTTP
+// adapters; gRPC's WithHeaderProfile and WithRetryJitter, asynq's WithJitter).
 type Setting[O any] func(*Settings[O])
 
 // WithLimiters adds limiters checked after those already set, in order.
