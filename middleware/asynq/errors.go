@@ -14,7 +14,8 @@ import (
 type RateLimitError struct {
 	// RetryIn is how long to wait before running the task again: a whole
 	// number of seconds, counted so that asynq (which schedules retries at
-	// whole Unix seconds) never hands the task back before the limit resets.
+	// whole Unix seconds) never hands the task back before the limit resets;
+	// a reset beyond the longest Duration (292 years) is told as that.
 	RetryIn time.Duration
 	// Limiter and Rule name the limiter and rule that blocked the task.
 	Limiter string

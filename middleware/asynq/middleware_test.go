@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -59,6 +60,10 @@ func TestRetryIn(t *testing.T) {
 		{"now mid-second", base.Add(700 * time.Millisecond), base.Add(1200 * time.Millisecond), 2 * time.Second},
 		{"reset in the past gives 1s", base, base.Add(-time.Second), time.Second},
 		{"zero reset gives 1s", base, time.Time{}, time.Second},
+		// A wait past the longest Duration (a saturated reset) is the longest
+		// whole-second Duration, never a negative one.
+		{"reset past the longest duration", base, base.Add(math.MaxInt64), maxRetryIn},
+		{"reset in a thousand years", base, base.AddDate(1000, 0, 0), maxRetryIn},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -69,11 +74,28 @@ func TestRetryIn(t *testing.T) {
 			if got%time.Second != 0 {
 				t.Fatalf("retryIn %v is not whole seconds", got)
 			}
-			// asynq's due time is floor(now+got) in Unix seconds; it must not precede reset.
-			if due := time.Unix(tt.now.Add(got).Unix(), 0); !tt.reset.IsZero() && due.Before(tt.reset) {
+			// asynq's due time is floor(now+got) in Unix seconds; it must not
+			// precede reset, unless reset lies beyond any Duration.
+			if due := time.Unix(tt.now.Add(got).Unix(), 0); !tt.reset.IsZero() && got != maxRetryIn && due.Before(tt.reset) {
 				t.Fatalf("due second %v precedes reset %v", due, tt.reset)
 			}
 		})
+	}
+}
+
+// The jitter added to a saturated RetryIn does not overflow it.
+func TestBlockedRetryInSaturates(t *testing.T) {
+	c := &config{}
+	c.RetryAfterJitter = time.Hour
+	now := time.Now()
+	info := ratelimit.Info{Limit: 1, Period: time.Hour, ResetAt: now.Add(math.MaxInt64)}
+	res := ratelimit.Result{Limiter: "jobs", Action: ratelimit.ActionBlock, Rule: &ratelimit.Rule{Name: "r"}, Info: &info}
+	for range 20 { // random jitters of 0 to 3600 s: every one must leave RetryIn saturated
+		err := c.blocked(context.Background(), asynq.NewTask("t", nil), res, now)
+		rl, ok := AsRateLimitError(err)
+		if !ok || rl.RetryIn != maxRetryIn {
+			t.Fatalf("blocked until the longest Duration: %v, want RetryIn %v", err, maxRetryIn)
+		}
 	}
 }
 
