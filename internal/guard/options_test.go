@@ -3,6 +3,7 @@ package guard_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -95,6 +96,31 @@ func TestJitter(t *testing.T) {
 	}
 	if len(seen) < 2 { // 200 draws from 4 values all equal: about 1 in 4^199
 		t.Fatalf("Jitter(3s) took %d distinct values", len(seen))
+	}
+}
+
+// Retry adds the jitter to a delay without passing MaxRetry, so a wait near
+// the longest Duration never overflows into "retry at once".
+func TestRetry(t *testing.T) {
+	tests := []struct {
+		name   string
+		d, max time.Duration
+		lo, hi time.Duration
+	}{
+		{"no jitter", 5 * time.Second, 0, 5 * time.Second, 5 * time.Second},
+		{"jitter", 5 * time.Second, 3 * time.Second, 5 * time.Second, 8 * time.Second},
+		{"near the longest", guard.MaxRetry - 2*time.Second, time.Hour, guard.MaxRetry - 2*time.Second, guard.MaxRetry},
+		{"the longest", guard.MaxRetry, time.Hour, guard.MaxRetry, guard.MaxRetry},
+		{"past the longest", math.MaxInt64, time.Hour, guard.MaxRetry, guard.MaxRetry},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for range 50 { // random jitters
+				if got := guard.Retry(tt.d, tt.max); got < tt.lo || got > tt.hi || got%time.Second != 0 {
+					t.Fatalf("Retry(%v, %v) = %v, want whole seconds in [%v, %v]", tt.d, tt.max, got, tt.lo, tt.hi)
+				}
+			}
+		})
 	}
 }
 

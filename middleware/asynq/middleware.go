@@ -3,7 +3,6 @@ package ratelimitasynq
 import (
 	"context"
 	"errors"
-	"math"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -173,29 +172,24 @@ func (c *config) blocked(ctx context.Context, t *asynq.Task, res ratelimit.Resul
 	if res.Info != nil {
 		reset = res.Info.ResetAt
 	}
-	in := retryIn(now, reset)
-	err.RetryIn = in + min(guard.Jitter(c.RetryAfterJitter), maxRetryIn-in) // maxRetryIn at most
+	err.RetryIn = guard.Retry(retryIn(now, reset), c.RetryAfterJitter)
 	if c.deny != nil {
 		return c.deny(ctx, t, res, err)
 	}
 	return err
 }
 
-// maxRetryIn is the longest RetryIn, the longest Duration of whole seconds
-// (292 years): what a wait beyond any Duration is told.
-const maxRetryIn = math.MaxInt64 / time.Second * time.Second
-
 // retryIn returns the whole number of seconds from now until reset, counted on
 // Unix-second boundaries. asynq stores a retry's due time as whole Unix seconds
 // (rounded down) and forwards the task once that second begins; with
 // ceil(reset) - floor(now) seconds the due second is never before reset, so
 // the retried task never meets the same window again. At least one second,
-// and at most maxRetryIn (a reset beyond any Duration).
+// and at most guard.MaxRetry (a reset beyond any Duration).
 func retryIn(now, reset time.Time) time.Duration {
 	due := reset.Unix()
 	if reset.Nanosecond() != 0 {
 		due++
 	}
-	secs := min(max(due-now.Unix(), 1), int64(maxRetryIn/time.Second))
+	secs := min(max(due-now.Unix(), 1), int64(guard.MaxRetry/time.Second))
 	return time.Duration(secs) * time.Second
 }

@@ -208,7 +208,7 @@ func (c *config) serve(ctx context.Context, fullMethod string, stream bool, setH
 			setHeader(md)
 		}
 	}, func(ch guard.Checked, res ratelimit.Result) Outcome {
-		retry := res.RetryAfter(ch.Now) + guard.Jitter(c.RetryAfterJitter)
+		retry := guard.Retry(res.RetryAfter(ch.Now), c.RetryAfterJitter)
 		if !c.noPushback {
 			setTrailer(metadata.Pairs(TrailerPushback, strconv.FormatInt(retry.Milliseconds(), 10)))
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -669,6 +670,41 @@ func TestHeaderProfiles(t *testing.T) {
 // With WithRetryJitter, RetryInfo and the pushback trailer of each blocked
 // call lie between the real reset (the t= of the call's ratelimit metadata)
 // and the reset plus the jitter, agree with each other, and vary.
+// farStore answers every op over its limit until ttl from now, as a store
+// does for a wait as long as a Duration can hold.
+type farStore struct{ ttl time.Duration }
+
+func (s farStore) Eval(_ context.Context, _ ratelimit.Mode, ops []ratelimit.Op) ([]ratelimit.OpResult, error) {
+	out := make([]ratelimit.OpResult, len(ops))
+	for i, op := range ops {
+		out[i] = ratelimit.OpResult{Evaluated: true, Count: float64(op.Limit) + 1, TTL: s.ttl, Exceeded: true}
+	}
+	return out, nil
+}
+
+func (farStore) Delete(context.Context, []string) (int, error) { return 0, nil }
+
+// The jitter added to a wait near the longest Duration saturates: a sum past
+// it overflowed into a negative RetryInfo and pushback, "retry at once".
+func TestRetryJitterSaturates(t *testing.T) {
+	longest := math.MaxInt64 / time.Second * time.Second
+	l := newLimiter(t, ratelimit.Config{Name: "grpc_request", Store: farStore{ttl: longest - 2*time.Second},
+		Rules:        []ratelimit.Rule{rule("per_ip", 1, time.Minute, ratelimit.ActionLimit, identifiers.IP)},
+		BlockedCache: ratelimit.BlockedCacheConfig{Size: -1}})
+	env := start(t, unary(l, WithRetryJitter(30*time.Second)))
+	for range 10 { // random jitters of 0 to 30 s: nine in ten overflowed
+		r := env.check(t)
+		wantCode(t, r, codes.ResourceExhausted)
+		ri, _, _ := details(t, r.err)
+		if d := ri.GetRetryDelay().AsDuration(); d < longest-2*time.Second || d > longest {
+			t.Fatalf("RetryInfo delay %v, want [%v, %v]", d, longest-2*time.Second, longest)
+		}
+		if pb := r.trailer.Get(TrailerPushback); len(pb) != 1 || strings.HasPrefix(pb[0], "-") {
+			t.Fatalf("pushback %q, want a positive delay", pb)
+		}
+	}
+}
+
 func TestRetryJitter(t *testing.T) {
 	const jitter = 30
 	l := memLimiter(t, "grpc_request", []ratelimit.Rule{rule("per_ip", 1, time.Minute, ratelimit.ActionLimit, identifiers.IP)})
