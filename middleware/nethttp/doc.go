@@ -49,7 +49,9 @@
 // puts an adapter.Meter in the request context), and CountStatus counts only
 // some outcomes, such as failed logins.
 // Both are peeked before the handler, so callers already over the limit are
-// rejected without running it.
+// rejected without running it. A handler that panics (as a reverse proxy
+// does with http.ErrAbortHandler when its client hangs up) is still charged,
+// as a 500, before the panic goes on.
 //
 // # Fail-open
 //

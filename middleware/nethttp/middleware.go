@@ -34,7 +34,7 @@ type config struct {
 
 // Outcome is what is known once the handler has finished, which a
 // Deferred's Charge reads: Status (the response status, 200 if the handler
-// never set one), Meter (the request's cost meter, filled through
+// never set one, 500 if it panicked), Meter (the request's cost meter, filled through
 // adapter.AddCost) and Header (the response headers). Echo's and Gin's
 // adapters share it.
 type Outcome = guard.Outcome
