@@ -51,7 +51,8 @@
 // returned an error without writing a response, the status Echo's default
 // HTTPErrorHandler sends for it: the code of an *echo.HTTPError returned as
 // is (of its Internal when that is an *echo.HTTPError too), 500 for any other
-// error, a wrapped *echo.HTTPError included.
+// error, a wrapped *echo.HTTPError included; 500 when the handler panicked
+// (it is still charged, before the panic goes on to Echo's Recover).
 //
 // # Fail-open
 //

@@ -43,7 +43,9 @@
 // WithDeferred adds limiters charged after the handler (Metered,
 // CountStatus) and peeked before it. The middleware puts an
 // adapter.Meter in the request context (c.Request.Context()) for
-// adapter.AddCost; the outcome hooks see c.Writer.Status() after c.Next.
+// adapter.AddCost; the outcome hooks see c.Writer.Status() after c.Next, or
+// 500 when a handler panicked (it is still charged, before the panic goes on
+// to gin.Recovery).
 // Pass c.Request.Context() to code that adds costs: c itself reaches the
 // request context's values only when the engine's ContextWithFallback is
 // true, and a cost added through c is otherwise lost, unseen.
