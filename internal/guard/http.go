@@ -44,8 +44,8 @@ type HTTP[R any] struct {
 // charged with the status, the meter and header once next returns; otherwise
 // ctx is the caller's and the status is unused. A next that panics is
 // charged as a 500 (what Echo's and Gin's recovery answer), and the panic
-// goes on. Skipping is left to the
-// adapter (see Options.Skipped), which knows how to call its handler.
+// goes on. Skipping is left to the adapter (see Options.Skipped), which knows
+// how to call its handler.
 func (g *HTTP[R]) Handle(ctx context.Context, r R, header http.Header,
 	deny func(d *ratelimitheaders.Decision, p *ratelimitheaders.Problem), next func(ctx context.Context) (status int)) {
 	c := g.Check(ctx, r)
