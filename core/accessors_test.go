@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -113,6 +114,32 @@ func TestMoreConstrainingTiesWithinFloatError(t *testing.T) {
 			}
 			if got != want {
 				t.Fatalf("most constraining of remaining %v and %v: %s, want %s", tt.a, tt.b, got, want)
+			}
+		})
+	}
+}
+
+// Info.RetryAfter rounds up to whole seconds and saturates at MaxRetryAfter:
+// a reset past the longest Duration (a saturated wait) rounded up used to
+// overflow into a negative wait, which headers sent as "come back at once".
+func TestInfoRetryAfter(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, tt := range []struct {
+		name  string
+		reset time.Time
+		want  time.Duration
+	}{
+		{"past", now.Add(-time.Second), 0},
+		{"now", now, 0},
+		{"a fraction", now.Add(1500 * time.Millisecond), 2 * time.Second},
+		{"the longest whole seconds", now.Add(ratelimit.MaxRetryAfter), ratelimit.MaxRetryAfter},
+		{"the longest Duration", now.Add(math.MaxInt64), ratelimit.MaxRetryAfter},
+		{"a thousand years", now.AddDate(1000, 0, 0), ratelimit.MaxRetryAfter},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			i := ratelimit.Info{ResetAt: tt.reset}
+			if got := i.RetryAfter(now); got != tt.want {
+				t.Fatalf("RetryAfter = %v, want %v", got, tt.want)
 			}
 		})
 	}

@@ -54,7 +54,8 @@ type Info struct {
 }
 
 // RetryAfter returns the time from now until ResetAt, rounded up to whole
-// seconds so that a caller told to wait never comes back early.
+// seconds so that a caller told to wait never comes back early, and at most
+// MaxRetryAfter.
 func (i *Info) RetryAfter(now time.Time) time.Duration {
 	if i == nil {
 		return 0
@@ -62,6 +63,9 @@ func (i *Info) RetryAfter(now time.Time) time.Duration {
 	d := i.ResetAt.Sub(now)
 	if d <= 0 {
 		return 0
+	}
+	if d > MaxRetryAfter {
+		return MaxRetryAfter
 	}
 	return time.Duration(math.Ceil(d.Seconds())) * time.Second
 }
@@ -129,6 +133,13 @@ func (r Result) RetryAfter(now time.Time) time.Duration {
 // its rule is at its best (the window empty, the bucket full), which it may
 // be already, and a reset can pass between the check and the answer.
 const MinRetryAfter = time.Second
+
+// MaxRetryAfter is the longest wait a blocked caller is told: the longest
+// Duration of whole seconds (292 years), what a reset beyond it (a saturated
+// wait, see Info.ResetAt) is told. Rounding such a wait up to whole seconds
+// would overflow into a negative one, which tells the caller to come back at
+// once.
+const MaxRetryAfter = math.MaxInt64 / time.Second * time.Second
 
 func (r Result) info() Info {
 	if r.Info == nil {

@@ -2,7 +2,6 @@ package guard
 
 import (
 	"context"
-	"math"
 	"math/rand/v2"
 	"time"
 
@@ -205,17 +204,12 @@ func (o *Options[R, O]) clock() time.Time {
 	return time.Now()
 }
 
-// MaxRetry is the longest delay an adapter tells a blocked caller as a
-// Duration: the longest Duration of whole seconds (292 years), what a wait
-// beyond any Duration (a saturated reset) is told.
-const MaxRetry = math.MaxInt64 / time.Second * time.Second
-
 // Retry returns d, a blocked caller's delay in whole seconds, plus
-// Jitter(max), at most MaxRetry: the sum never overflows into a negative
-// delay, which would tell the caller to come back at once.
+// Jitter(max), at most ratelimit.MaxRetryAfter: the sum never overflows into
+// a negative delay, which would tell the caller to come back at once.
 func Retry(d, max time.Duration) time.Duration {
-	d = min(d, MaxRetry)
-	return d + min(Jitter(max), MaxRetry-d)
+	d = min(d, ratelimit.MaxRetryAfter)
+	return d + min(Jitter(max), ratelimit.MaxRetryAfter-d)
 }
 
 // Jitter returns a random whole number of seconds from 0 to max, the extra

@@ -109,9 +109,9 @@ func TestRetry(t *testing.T) {
 	}{
 		{"no jitter", 5 * time.Second, 0, 5 * time.Second, 5 * time.Second},
 		{"jitter", 5 * time.Second, 3 * time.Second, 5 * time.Second, 8 * time.Second},
-		{"near the longest", guard.MaxRetry - 2*time.Second, time.Hour, guard.MaxRetry - 2*time.Second, guard.MaxRetry},
-		{"the longest", guard.MaxRetry, time.Hour, guard.MaxRetry, guard.MaxRetry},
-		{"past the longest", math.MaxInt64, time.Hour, guard.MaxRetry, guard.MaxRetry},
+		{"near the longest", ratelimit.MaxRetryAfter - 2*time.Second, time.Hour, ratelimit.MaxRetryAfter - 2*time.Second, ratelimit.MaxRetryAfter},
+		{"the longest", ratelimit.MaxRetryAfter, time.Hour, ratelimit.MaxRetryAfter, ratelimit.MaxRetryAfter},
+		{"past the longest", math.MaxInt64, time.Hour, ratelimit.MaxRetryAfter, ratelimit.MaxRetryAfter},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -184,12 +184,12 @@ func (c *config) blocked(ctx context.Context, t *asynq.Task, res ratelimit.Resul
 // (rounded down) and forwards the task once that second begins; with
 // ceil(reset) - floor(now) seconds the due second is never before reset, so
 // the retried task never meets the same window again. At least one second,
-// and at most guard.MaxRetry (a reset beyond any Duration).
+// and at most ratelimit.MaxRetryAfter (a reset beyond any Duration).
 func retryIn(now, reset time.Time) time.Duration {
 	due := reset.Unix()
 	if reset.Nanosecond() != 0 {
 		due++
 	}
-	secs := min(max(due-now.Unix(), 1), int64(guard.MaxRetry/time.Second))
+	secs := min(max(due-now.Unix(), 1), int64(ratelimit.MaxRetryAfter/time.Second))
 	return time.Duration(secs) * time.Second
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/hibiken/asynq"
 
 	ratelimit "github.com/ratekit/ratekit/core"
-	"github.com/ratekit/ratekit/internal/guard"
 	"github.com/ratekit/ratekit/middleware/adapter"
 )
 
@@ -63,8 +62,8 @@ func TestRetryIn(t *testing.T) {
 		{"zero reset gives 1s", base, time.Time{}, time.Second},
 		// A wait past the longest Duration (a saturated reset) is the longest
 		// whole-second Duration, never a negative one.
-		{"reset past the longest duration", base, base.Add(math.MaxInt64), guard.MaxRetry},
-		{"reset in a thousand years", base, base.AddDate(1000, 0, 0), guard.MaxRetry},
+		{"reset past the longest duration", base, base.Add(math.MaxInt64), ratelimit.MaxRetryAfter},
+		{"reset in a thousand years", base, base.AddDate(1000, 0, 0), ratelimit.MaxRetryAfter},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -77,7 +76,7 @@ func TestRetryIn(t *testing.T) {
 			}
 			// asynq's due time is floor(now+got) in Unix seconds; it must not
 			// precede reset, unless reset lies beyond any Duration.
-			if due := time.Unix(tt.now.Add(got).Unix(), 0); !tt.reset.IsZero() && got != guard.MaxRetry && due.Before(tt.reset) {
+			if due := time.Unix(tt.now.Add(got).Unix(), 0); !tt.reset.IsZero() && got != ratelimit.MaxRetryAfter && due.Before(tt.reset) {
 				t.Fatalf("due second %v precedes reset %v", due, tt.reset)
 			}
 		})
@@ -94,8 +93,8 @@ func TestBlockedRetryInSaturates(t *testing.T) {
 	for range 20 { // random jitters of 0 to 3600 s: every one must leave RetryIn saturated
 		err := c.blocked(context.Background(), asynq.NewTask("t", nil), res, now)
 		rl, ok := AsRateLimitError(err)
-		if !ok || rl.RetryIn != guard.MaxRetry {
-			t.Fatalf("blocked until the longest Duration: %v, want RetryIn %v", err, guard.MaxRetry)
+		if !ok || rl.RetryIn != ratelimit.MaxRetryAfter {
+			t.Fatalf("blocked until the longest Duration: %v, want RetryIn %v", err, ratelimit.MaxRetryAfter)
 		}
 	}
 }
