@@ -215,8 +215,9 @@ func checkRuns(t *testing.T, c renderCase, dst string) {
 	prefix := strings.ToUpper(c.service)
 	internal := freeAddr(t)
 	otlp := startOTLPReceiver(t)
+	// The internal listener answers to one more name than the loopback ones.
 	env := []string{prefix + "_INTERNAL_ADDR=" + internal, prefix + "_GRPC_ADDR=" + freeAddr(t),
-		"OTEL_EXPORTER_OTLP_ENDPOINT=" + otlp.url}
+		prefix + "_INTERNAL_ALLOWED_HOSTS=ops.example, localhost, 127.0.0.1", "OTEL_EXPORTER_OTLP_ENDPOINT=" + otlp.url}
 	var httpAddrs []string
 	for _, fw := range c.frameworks {
 		if slices.Contains(httpFrameworks, fw) {
@@ -252,9 +253,10 @@ func checkRuns(t *testing.T, c renderCase, dst string) {
 		}
 	}
 	// DNS rebinding: the internal listener (loopback) refuses a rebound name
-	// on /metrics as on the debug page, and serves a loopback one.
+	// on /metrics as on the debug page, and serves a loopback one and the
+	// one _INTERNAL_ALLOWED_HOSTS adds.
 	for _, path := range []string{"/metrics", "/debug/ratelimit?format=json"} {
-		for host, want := range map[string]int{"evil.example": http.StatusForbidden, "localhost": http.StatusOK} {
+		for host, want := range map[string]int{"evil.example": http.StatusForbidden, "localhost": http.StatusOK, "ops.example:1": http.StatusOK} {
 			req, err := http.NewRequest(http.MethodGet, "http://"+internal+path, nil)
 			if err != nil {
 				t.Fatal(err)
