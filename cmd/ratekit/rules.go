@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -69,7 +70,8 @@ flags:
   --dry-run                   publish, delete, remove, gc: read the store and print what
                               would change, rule by rule (+ added, ~ changed,
                               - removed, = unchanged), writing nothing
-  --grace D                   orphans older than this are deleted (gc; default 7d)
+  --grace D                   orphans older than this are deleted (gc; default 7d,
+                              at most 106751d)
   --json                      machine-readable output (list, show)
   --timeout D                 bound on the whole command (default 10s)
 
@@ -188,11 +190,19 @@ func runRules(ctx context.Context, out output, args []string) int {
 	return run(ctx, env, pos)
 }
 
-// parseDays reads a Go duration, or a whole number of days such as "7d".
+// maxDays is the most days parseDays takes: the longest time.Duration.
+const maxDays = math.MaxInt64 / int64(24*time.Hour)
+
+// parseDays reads a Go duration, or a whole number of days such as "7d". The
+// days are bounded: past maxDays they would wrap around to a short or
+// negative grace (213504d was 25 minutes), deleting orphans at once.
 func parseDays(s string) (time.Duration, error) {
 	if n, ok := strings.CutSuffix(s, "d"); ok {
-		d, err := strconv.Atoi(n)
-		if err != nil || d <= 0 {
+		d, err := strconv.ParseInt(n, 10, 64)
+		switch {
+		case d > maxDays: // ParseInt saturates a number out of its range
+			return 0, fmt.Errorf("%q is more than %dd, the longest duration", s, maxDays)
+		case err != nil || d <= 0:
 			return 0, fmt.Errorf("%q is not a positive number of days", s)
 		}
 		return time.Duration(d) * 24 * time.Hour, nil

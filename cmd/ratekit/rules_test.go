@@ -314,3 +314,30 @@ func TestRulesListPastMaxReadBytes(t *testing.T) {
 		t.Fatalf("gc --dry-run: exit %d\n%s%s\nwant a line containing %s", code, stdout, stderr, want)
 	}
 }
+
+// A number of days past the longest time.Duration is refused, not wrapped
+// around to a short grace that would delete every orphan at once.
+func TestParseDays(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want time.Duration
+		err  string
+	}{
+		{"7d", 7 * 24 * time.Hour, ""},
+		{"36h", 36 * time.Hour, ""},
+		{"106751d", 106751 * 24 * time.Hour, ""},
+		{"106752d", 0, `"106752d" is more than 106751d`},
+		{"213504d", 0, `"213504d" is more than 106751d`}, // wrapped to 25 minutes
+		{"99999999999999999999d", 0, "is more than 106751d"},
+		{"0d", 0, "is not a positive number of days"},
+		{"-3d", 0, "is not a positive number of days"},
+		{"-99999999999999999999d", 0, "is not a positive number of days"},
+		{"xd", 0, "is not a positive number of days"},
+		{"-1h", 0, "is not a positive duration"},
+	} {
+		got, err := parseDays(tt.in)
+		if tt.err == "" && (err != nil || got != tt.want) || tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)) {
+			t.Errorf("parseDays(%q) = %v, %v; want %v, %q", tt.in, got, err, tt.want, tt.err)
+		}
+	}
+}
