@@ -118,7 +118,7 @@ const (
 	stateExceeded     = "exceeded"      // a log rule a check would exceed (shadow: never blocks)
 	stateBlock        = "block"         // a limit rule a check would exceed: the verdict
 	stateBanned       = "banned"        // an active ban: exceeded without counting
-	stateDegraded     = "degraded"      // count_distinct property missing: left out
+	stateDegraded     = "degraded"      // a characteristic or the count_distinct property missing: left out
 	stateNotEvaluated = "not_evaluated" // an earlier skip, block or a store error ended evaluation
 )
 
@@ -518,6 +518,7 @@ func explain(l *ratelimit.Limiter, ts tiers.Set, sources []tierSummary, id ratel
 		re.Matched = len(re.Mismatches) == 0
 		ev := evals[r.Name]
 		_, hasDistinct := id.Get(r.CountDistinct)
+		missing := missingCharacteristic(r, id)
 		switch {
 		case !re.Matched:
 			re.State = stateNoMatch
@@ -526,6 +527,9 @@ func explain(l *ratelimit.Limiter, ts tiers.Set, sources []tierSummary, id ratel
 		case r.Action == ratelimit.ActionSkip:
 			re.State = stateSkip
 			stoppedBy = "after skip rule " + r.Name
+		case missing != "":
+			re.State = stateDegraded
+			re.Reason = fmt.Sprintf("characteristic %q is not in the identifier: the rule is left out", missing)
 		case r.CountDistinct != "" && !hasDistinct:
 			re.State = stateDegraded
 			re.Reason = fmt.Sprintf("count_distinct property %q is not in the identifier: the rule is left out", r.CountDistinct)
@@ -615,6 +619,8 @@ func printExplanation(w io.Writer, ex explanation, now time.Time) {
 		fmt.Fprintf(w, "verdict: block by %s, retry after %s\n", v.Rule, time.Duration(v.RetryAfter*float64(time.Second)))
 	case v.WouldBlock:
 		fmt.Fprintf(w, "verdict: allow: the limiter is in shadow mode; enforcing, it would block by %s\n", v.Rule)
+	case v.Rule == "" && v.Degraded:
+		fmt.Fprintln(w, "verdict: allow: no rule counted (the rules that match were left out)")
 	case v.Rule == "":
 		fmt.Fprintln(w, "verdict: allow: no rule matches")
 	case v.Exceeded:
@@ -623,8 +629,23 @@ func printExplanation(w io.Writer, ex explanation, now time.Time) {
 		fmt.Fprintf(w, "verdict: allow (most constraining rule: %s)\n", v.Rule)
 	}
 	if v.Degraded {
-		fmt.Fprintln(w, "degraded: a count_distinct rule was left out (its property is missing)")
+		fmt.Fprintln(w, "degraded: a counting rule was left out (the identifier lacks one of its characteristics or its count_distinct property)")
 	}
+}
+
+// missingCharacteristic returns the first characteristic of r that id
+// lacks, as a check finds it, or "" when id has them all or r counts a
+// missing one under a shared value (CountMissing).
+func missingCharacteristic(r ratelimit.Rule, id ratelimit.Identifier) string {
+	if r.CountMissing {
+		return ""
+	}
+	for _, c := range r.Characteristics {
+		if _, ok := id.Get(c); !ok {
+			return c
+		}
+	}
+	return ""
 }
 
 func explainRuleLine(r ruleExplanation, now time.Time) string {

@@ -305,6 +305,29 @@ func TestExplain(t *testing.T) {
 		}
 	})
 
+	// A rule whose characteristic the identifier lacks is left out, as a
+	// check leaves it out: the explanation names the characteristic.
+	t.Run("missing characteristic", func(t *testing.T) {
+		ex := e.expectRules(t, []string{
+			"1 file skip_health no_match",
+			"2 file per_user degraded",
+			"3 file distinct_paths no_match", // it matches on user
+			"4 default login_by_ip no_match",
+			"5 default per_ip allow 0/1000",
+		}, "ip=10.0.0.5", "request_type=api", "path=/api/z")
+		if want := `characteristic "user" is not in the identifier: the rule is left out`; ex.Rules[1].Reason != want {
+			t.Fatalf("per_user reason %q, want %q", ex.Rules[1].Reason, want)
+		}
+		if !ex.Verdict.Degraded || ex.Verdict.Action != "allow" {
+			t.Fatalf("verdict %+v", ex.Verdict)
+		}
+		stdout, stderr, code := e.run(t, e.flags("ip=10.0.0.5", "request_type=api", "path=/api/z")...)
+		if code != 0 || !regexp.MustCompile(`(?m)^2 +file +per_user +limit +degraded: characteristic "user" is not in the identifier: the rule is left out$`).MatchString(stdout) ||
+			!strings.Contains(stdout, "\ndegraded: a counting rule was left out (the identifier lacks one of its characteristics or its count_distinct property)\n") {
+			t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
+		}
+	})
+
 	t.Run("text", func(t *testing.T) {
 		stdout, stderr, code := e.run(t, e.flags("user=bob", "ip=10.0.0.2", "request_type=web", "path=/login")...)
 		if code != 0 {
