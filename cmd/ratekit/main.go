@@ -71,7 +71,7 @@ func run(ctx context.Context, args []string, out output) int {
 	}
 	c, ok := commands[name]
 	if !ok {
-		fmt.Fprintf(out.stderr, "ratekit: unknown command %q\n\n%s", name, overview())
+		fmt.Fprintf(out.stderr, "ratekit: unknown command %q%s\n\n%s", name, didYouMean(name, commandNames()), overview())
 		return exitUsage
 	}
 	return c.run(ctx, out, args[1:])
@@ -84,7 +84,7 @@ func help(args []string, out output) int {
 	}
 	c, ok := commands[args[0]]
 	if !ok {
-		fmt.Fprintf(out.stderr, "ratekit help: unknown command %q\n\n%s", args[0], overview())
+		fmt.Fprintf(out.stderr, "ratekit help: unknown command %q%s\n\n%s", args[0], didYouMean(args[0], commandNames()), overview())
 		return exitUsage
 	}
 	fmt.Fprintln(out.stdout, strings.TrimRight(c.usage, "\n"))
@@ -122,9 +122,21 @@ func parseFlags(fs *flag.FlagSet, usage string, args []string, out output) (bool
 		fmt.Fprintln(out.stdout, strings.TrimRight(usage, "\n"))
 		return false, exitOK
 	case err != nil:
-		return false, usageError(out, usage, "%v", err)
+		return false, usageError(out, usage, "%v%s", err, flagHint(fs, err))
 	}
 	return true, exitOK
+}
+
+// flagHint suggests the flag of fs closest to the one err says is not
+// defined, for a typo such as --availble-limiters.
+func flagHint(fs *flag.FlagSet, err error) string {
+	name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -")
+	if !ok {
+		return ""
+	}
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) { names = append(names, "--"+f.Name) })
+	return didYouMean("--"+name, names)
 }
 
 // usageError reports a usage problem, with one line saying where the

@@ -225,10 +225,17 @@ func TestUsageAndUnreadable(t *testing.T) {
 		wantStderr string // a line the diagnostics must contain
 	}{
 		{"no command", nil, "usage: ratekit COMMAND"},
-		{"unknown command", []string{"frobnicate"}, `ratekit: unknown command "frobnicate"`},
-		{"help for an unknown command", []string{"help", "frobnicate"}, `ratekit help: unknown command "frobnicate"`},
+		{"unknown command", []string{"frobnicate"}, `ratekit: unknown command "frobnicate"` + "\n"},
+		{"help for an unknown command", []string{"help", "frobnicate"}, `ratekit help: unknown command "frobnicate"` + "\n"},
+		// A typo of a command, a subcommand or a flag gets the name meant.
+		{"misspelt command", []string{"valdate"}, `ratekit: unknown command "valdate"; did you mean "validate"?` + "\n"},
+		{"help for a misspelt command", []string{"help", "rlues"}, `ratekit help: unknown command "rlues"; did you mean "rules"?` + "\n"},
+		{"misspelt rules command", []string{"rules", "pubish"}, `ratekit: unknown rules command "pubish"; did you mean "publish"?` + "\n"},
+		{"misspelt rollout command", []string{"rollout", "gaet"}, `ratekit: unknown rollout command "gaet"; did you mean "gate"?` + "\n"},
+		{"misspelt flag", []string{"validate", "--availble-limiters", "x"}, `ratekit: flag provided but not defined: -availble-limiters; did you mean "--available-limiters"?` + "\n"},
+		{"misspelt flag with one dash", []string{"rules", "list", "-rules-prefx", "x"}, `; did you mean "--rules-prefix"?` + "\n"},
 		{"missing flag", []string{"validate"}, "ratekit: validate needs --available-limiters FILE"},
-		{"unknown flag", []string{"validate", "--available", "x"}, "ratekit: flag provided but not defined: -available"},
+		{"unknown flag", []string{"validate", "--available", "x"}, "ratekit: flag provided but not defined: -available\n"},
 		{"positional argument", []string{"validate", "--available-limiters", "available_limiters.yaml", "rate_limits.yaml"}, `validate takes no arguments, got ["rate_limits.yaml"]`},
 		{"missing available limiters", []string{"validate", "--available-limiters", "nope.yaml"}, "open nope.yaml: no such file or directory"},
 		{"missing rate limits", []string{"validate", "--available-limiters", "available_limiters.yaml", "--rate-limits", "nope.yaml"}, "open nope.yaml: no such file or directory"},
@@ -253,6 +260,13 @@ func TestHelp(t *testing.T) {
 	code, stdout, _ := ratekit(t, t.TempDir(), "help")
 	if code != 0 || !strings.Contains(stdout, "\n  validate    check available_limiters.yaml and rate_limits.yaml (for CI)\n") {
 		t.Fatalf("exit %d, stdout:\n%s", code, stdout)
+	}
+	// A command with subcommands takes help as a subcommand, as help takes it.
+	for _, name := range []string{"rules", "rollout"} {
+		code, stdout, stderr := ratekit(t, t.TempDir(), name, "help")
+		if code != 0 || stderr != "" || !strings.HasPrefix(stdout, "usage: ratekit "+name) {
+			t.Fatalf("%s help: exit %d, stdout:\n%s\nstderr:\n%s", name, code, stdout, stderr)
+		}
 	}
 	for _, args := range [][]string{{"help", "validate"}, {"validate", "-h"}} {
 		code, stdout, _ = ratekit(t, t.TempDir(), args...)

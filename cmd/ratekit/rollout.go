@@ -103,9 +103,12 @@ type gateLimiter struct {
 
 func runRollout(ctx context.Context, out output, args []string) int {
 	if len(args) == 0 || args[0] != "gate" {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help" || args[0] == "help") {
 			fmt.Fprintln(out.stdout, rolloutUsage)
 			return exitOK
+		}
+		if len(args) > 0 {
+			return usageError(out, rolloutUsage, "unknown rollout command %q%s", args[0], didYouMean(args[0], subcommands["rollout"]))
 		}
 		return usageError(out, rolloutUsage, "rollout: want the subcommand gate")
 	}

@@ -130,7 +130,7 @@ func runRules(ctx context.Context, out output, args []string) int {
 		"list": {0, 0}, "show": {1, 1}, "publish": {0, 0}, "delete": {2, -1}, "remove": {1, 1}, "gc": {0, 0},
 	}[sub]
 	if run == nil {
-		return usageError(out, rulesUsage, "unknown rules command %q", sub)
+		return usageError(out, rulesUsage, "unknown rules command %q%s", sub, didYouMean(sub, rulesCommands))
 	}
 	usage := strings.Replace(rulesUsage, "rules COMMAND", "rules "+sub, 1) // names the subcommand in hints
 	fs := flag.NewFlagSet("rules "+sub, flag.ContinueOnError)
