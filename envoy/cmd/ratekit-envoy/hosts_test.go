@@ -14,14 +14,14 @@ import (
 // /debug/ratelimit on a loopback listener answers only to loopback names
 // (DNS rebinding), or to the names of -allowed-hosts.
 func TestHostChecked(t *testing.T) {
-	f, err := parseFlags([]string{"-available", "a.yaml", "-redis-url", "redis://x", "-allowed-hosts", "ratekit.internal,debug.internal:9090"}, io.Discard)
+	f, err := parseFlags([]string{"-available", "a.yaml", "-redis-url", "redis://x", "-allowed-hosts", "ratekit.internal,debug.internal:9090"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := []string{"ratekit.internal", "debug.internal:9090"}; !slices.Equal(f.allowedHosts, want) {
 		t.Fatalf("-allowed-hosts parsed as %q, want %q", f.allowedHosts, want)
 	}
-	empty, err := parseFlags([]string{"-available", "a.yaml", "-redis-url", "redis://x", "-allowed-hosts", ""}, io.Discard)
+	empty, err := parseFlags([]string{"-available", "a.yaml", "-redis-url", "redis://x", "-allowed-hosts", ""})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"io"
 	"testing"
 
 	"github.com/ratekit/ratekit/internal/httpguard"
@@ -9,7 +8,7 @@ import (
 
 // Without -listen and -http, both servers bind loopback only.
 func TestListensOnLoopbackByDefault(t *testing.T) {
-	f, err := parseFlags([]string{"-available", "available_limiters.yaml", "-redis-url", "redis://127.0.0.1:6379"}, io.Discard)
+	f, err := parseFlags([]string{"-available", "available_limiters.yaml", "-redis-url", "redis://127.0.0.1:6379"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,6 +64,7 @@ import (
 	"github.com/ratekit/ratekit/internal/buildinfo"
 	"github.com/ratekit/ratekit/internal/httpguard"
 	"github.com/ratekit/ratekit/internal/servers"
+	"github.com/ratekit/ratekit/internal/suggest"
 	ratelimitheaders "github.com/ratekit/ratekit/middleware/headers"
 	"github.com/ratekit/ratekit/observability/observe"
 	"github.com/ratekit/ratekit/pages/debug"
@@ -77,12 +78,14 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stderr, nil)
 	stop()
-	if errors.Is(err, flag.ErrHelp) {
-		return // -h: the usage is printed
+	if help := (*helpError)(nil); errors.As(err, &help) {
+		fmt.Print(help.text) // -h: the help is the result, on stdout
+		return
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "ratekit-envoy:", err)
 		if errors.Is(err, errUsage) {
+			fmt.Fprintln(os.Stderr, "run 'ratekit-envoy -h' for the flags")
 			os.Exit(2)
 		}
 		os.Exit(1)
@@ -90,6 +93,44 @@ func main() {
 }
 
 var errUsage = errors.New("usage")
+
+// helpError answers -h: main prints its text on stdout and exits 0. It is
+// flag.ErrHelp.
+type helpError struct{ text string }
+
+func (e *helpError) Error() string        { return flag.ErrHelp.Error() }
+func (e *helpError) Is(target error) bool { return target == flag.ErrHelp }
+
+// helpText is the synopsis and every flag of fs.
+func helpText(fs *flag.FlagSet) string {
+	var b strings.Builder
+	b.WriteString("usage: ratekit-envoy -available FILE -redis-url URL [flags]\n\n" +
+		"Serves Envoy's RateLimitService from the limiters of FILE, their counters in\n" +
+		"Redis and their rules from the rule store. Exit codes: 0 stopped by SIGINT or\n" +
+		"SIGTERM; 1 the config or a server failed; 2 usage error.\n\nflags:\n")
+	fs.SetOutput(&b)
+	fs.PrintDefaults()
+	return b.String()
+}
+
+// flagHint suggests the flag of fs closest to the one err says is not
+// defined, for a typo such as -redis-ulr.
+func flagHint(fs *flag.FlagSet, err error) string {
+	name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -")
+	if !ok {
+		return ""
+	}
+	best, bestD := "", 3
+	fs.VisitAll(func(f *flag.Flag) {
+		if d := suggest.Distance(name, f.Name); d < bestD && d < len(name) {
+			best, bestD = f.Name, d
+		}
+	})
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf("; did you mean -%s?", best)
+}
 
 // envRedisURL is the environment variable that -redis-url defaults to, as
 // for the ratekit command.
@@ -132,10 +173,10 @@ type flags struct {
 	seed                    bool
 }
 
-func parseFlags(args []string, stderr io.Writer) (*flags, error) {
+func parseFlags(args []string) (*flags, error) {
 	f := &flags{domains: domains{}}
 	fs := flag.NewFlagSet("ratekit-envoy", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard) // main prints the help on stdout, an error on stderr
 	fs.StringVar(&f.available, "available", "", "available_limiters.yaml (required): the limiters served, one per Envoy domain")
 	fs.StringVar(&f.rateLimits, "rate-limits", "", "rate_limits.yaml (optional): the operators' file tier")
 	fs.StringVar(&f.redisURL, "redis-url", "", "Redis for counters and rules (required; default $"+envRedisURL+"): redis://host:port/db, a Cluster redis://node1:port?addr=node2:port..., or redis-sentinel://host:port,.../master")
@@ -159,7 +200,10 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.DurationVar(&f.drain, "drain", 10*time.Second, "on shutdown, how long calls in flight may finish (0: stop them at once)")
 	fs.BoolVar(&f.seed, "seed", false, "write the file and default tiers into the rule store at start (as a service owning the limiters does)")
 	if err := fs.Parse(args); err != nil {
-		return nil, fmt.Errorf("%w: %w", errUsage, err)
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, &helpError{helpText(fs)}
+		}
+		return nil, fmt.Errorf("%w: %w%s", errUsage, err, flagHint(fs, err))
 	}
 	if f.redisURL == "" {
 		f.redisURL = os.Getenv(envRedisURL)
@@ -188,7 +232,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 // run serves until ctx ends. ready, when set, is told the bound addresses
 // once the servers accept connections (tests listen on port 0).
 func run(ctx context.Context, args []string, stderr io.Writer, ready func(grpcAddr, httpAddr string)) error {
-	f, err := parseFlags(args, stderr)
+	f, err := parseFlags(args)
 	if err != nil {
 		return err
 	}

@@ -290,6 +290,30 @@ func TestVersion(t *testing.T) {
 	if err != nil || !strings.HasPrefix(string(out), "ratekit-envoy ") || !strings.Contains(string(out), "(go") {
 		t.Fatalf("-version: %v, %q", err, out)
 	}
+	// The help is a result (stdout, exit 0); a usage error goes to stderr
+	// with a hint, exit 2.
+	for _, tt := range []struct {
+		args           []string
+		code           int
+		stdout, stderr string
+	}{
+		{[]string{"-h"}, 0, "  -redis-url string\n", ""},
+		{[]string{"--help"}, 0, "usage: ratekit-envoy -available FILE -redis-url URL [flags]\n", ""},
+		{[]string{"-redis-ulr", "redis://x"}, 2, "", "ratekit-envoy: usage: flag provided but not defined: -redis-ulr; did you mean -redis-url?\nrun 'ratekit-envoy -h' for the flags\n"},
+	} {
+		cmd := exec.Command(bin, tt.args...)
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		code := cmd.ProcessState.ExitCode()
+		if err != nil && code <= 0 {
+			t.Fatal(err)
+		}
+		if code != tt.code || !strings.Contains(stdout.String(), tt.stdout) || tt.stdout == "" && stdout.Len() > 0 ||
+			tt.stderr != stderr.String() {
+			t.Errorf("%q: exit %d\nstdout:\n%s\nstderr:\n%s\nwant exit %d, stdout with %q, stderr %q", tt.args, code, stdout.String(), stderr.String(), tt.code, tt.stdout, tt.stderr)
+		}
+	}
 }
 
 // A malformed -redis-url fails at start with an error that never shows the
