@@ -56,6 +56,7 @@ import (
 	"github.com/ratekit/ratekit/controlplane/config"
 	"github.com/ratekit/ratekit/controlplane/remoterules/rulesserver"
 	"github.com/ratekit/ratekit/controlplane/remoterules/rulesv1"
+	"github.com/ratekit/ratekit/core/redisstore"
 	"github.com/ratekit/ratekit/internal/buildinfo"
 	"github.com/ratekit/ratekit/internal/httpguard"
 	"github.com/ratekit/ratekit/internal/servers"
@@ -156,11 +157,11 @@ func serve(ctx context.Context, args []string, ready func(string, string)) error
 	if *cluster != "" {
 		rdb = redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(*cluster, ",")})
 	} else {
-		opt, err := redis.ParseURL(*redisURL)
+		opt, err := redisstore.ParseURL(*redisURL) // its errors never quote the URL (a password)
 		if err != nil {
-			return fmt.Errorf("parse -redis: %w", err)
+			return fmt.Errorf("-redis: %w", err)
 		}
-		rdb = redis.NewClient(opt)
+		rdb = redis.NewUniversalClient(redisstore.GoRedisOptions(opt))
 	}
 	defer rdb.Close()
 	cfg.Redis = rdb

@@ -222,3 +222,17 @@ func TestHealthzTellsNothingOfRedis(t *testing.T) {
 		t.Fatalf("/healthz with Redis down: %d %q, want 503 without Redis's address", resp.StatusCode, body)
 	}
 }
+
+// A malformed -redis URL is refused at start without showing it: it may hold
+// a password (url.Parse quotes the whole URL in its errors).
+func TestBadRedisURLHidesPassword(t *testing.T) {
+	for _, url := range []string{"redis://u:s3cret@127.0.0.1:63x9", "redis://u:s3cret@127.0.0.1:99999", "redis://u:s3cr%zz@127.0.0.1:6379"} {
+		// A URL taken by mistake serves until the context ends.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		err := run(ctx, []string{"serve", "-redis", url, "-grpc", "127.0.0.1:0", "-http", "127.0.0.1:0"}, io.Discard, nil)
+		if err == nil || !strings.Contains(err.Error(), "-redis") || strings.Contains(err.Error(), "s3cr") {
+			t.Errorf("%s: got %v, want an error about -redis without the password", url, err)
+		}
+	}
+}
