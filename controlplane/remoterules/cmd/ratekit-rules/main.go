@@ -25,6 +25,10 @@
 // /healthz answers any name, so a probe by IP passes. The HTTP listener cuts
 // off clients slower than -read-timeout and -write-timeout. A request body (HTTP) or message
 // (gRPC) over 1 MiB (rulesserver.MaxDocumentBytes) is refused.
+//
+// help (or -h) prints the usage on stdout, COMMAND -h that command's flags.
+// Exit codes: 0 success (serve: stopped by SIGINT or SIGTERM), 1 failure,
+// 2 usage error or unreadable input.
 package main
 
 import (
@@ -60,6 +64,7 @@ import (
 	"github.com/ratekit/ratekit/internal/buildinfo"
 	"github.com/ratekit/ratekit/internal/httpguard"
 	"github.com/ratekit/ratekit/internal/servers"
+	"github.com/ratekit/ratekit/internal/suggest"
 )
 
 func main() {
@@ -67,6 +72,9 @@ func main() {
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout, nil); err != nil {
 		fmt.Fprintln(os.Stderr, "ratekit-rules:", err)
+		if errors.As(err, new(usageError)) {
+			os.Exit(2)
+		}
 		os.Exit(1)
 	}
 }
@@ -76,17 +84,76 @@ const usage = `usage:
   ratekit-rules serve [-redis URL | -redis-cluster host:port,...] [-grpc ADDR] [-http ADDR] [-write-token-file FILE]
                       [-allowed-hosts NAME,...] [-read-timeout D] [-write-timeout D] [-available SERVICE=FILE]...
   ratekit-rules apply (-server URL [-token-file FILE] | -check) [-available SERVICE=FILE]... FILE
-  ratekit-rules get -server URL -service NAME -limiter NAME [PROPERTY=VALUE]...`
+  ratekit-rules get -server URL -service NAME -limiter NAME [PROPERTY=VALUE]...
+  ratekit-rules help [COMMAND]       (or COMMAND -h: its flags)
+
+exit codes: 0 success (serve: stopped by SIGINT or SIGTERM); 1 failure;
+2 usage error or unreadable input`
+
+// commandNames are the commands run dispatches.
+var commandNames = []string{"serve", "apply", "get", "version", "help"}
+
+// usageError is a mistake on the command line: main exits 2.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+// errHelpShown: a command printed its help for -h; run returns nil.
+var errHelpShown = errors.New("help shown")
+
+// parse parses a command's flags. -h prints the usage and the command's
+// flags on out (errHelpShown); a bad flag is a usageError naming the flag
+// meant for a typo.
+func parse(fs *flag.FlagSet, args []string, out io.Writer) error {
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprintf(out, "%s\n\nflags of %s:\n", usage, fs.Name())
+		fs.SetOutput(out)
+		fs.PrintDefaults()
+		return errHelpShown
+	case err != nil:
+		hint := ""
+		if name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -"); ok {
+			var names []string
+			fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+			if m := closest(name, names); m != "" {
+				hint = fmt.Sprintf("; did you mean -%s?", m)
+			}
+		}
+		return usageError{fmt.Sprintf("%s: %v%s\nrun 'ratekit-rules %s -h' for its flags", fs.Name(), err, hint, fs.Name())}
+	}
+	return nil
+}
+
+// closest returns the candidate within two edits of word, for a typo, or "".
+func closest(word string, candidates []string) string {
+	best, bestD := "", 3
+	for _, c := range candidates {
+		if d := suggest.Distance(word, c); d < bestD && d < len(word) {
+			best, bestD = c, d
+		}
+	}
+	return best
+}
 
 // run is main without the process: ready, when set, receives the listeners'
 // addresses once serve listens (tests use it).
 func run(ctx context.Context, args []string, out io.Writer, ready func(grpcAddr, httpAddr string)) error {
+	if err := dispatch(ctx, args, out, ready); !errors.Is(err, errHelpShown) {
+		return err
+	}
+	return nil
+}
+
+func dispatch(ctx context.Context, args []string, out io.Writer, ready func(grpcAddr, httpAddr string)) error {
 	if len(args) == 0 {
-		return errors.New(usage) //nolint:staticcheck // ST1005: the usage text, printed as is
+		return usageError{usage}
 	}
 	switch args[0] {
 	case "serve":
-		return serve(ctx, args[1:], ready)
+		return serve(ctx, args[1:], out, ready)
 	case "apply":
 		return apply(ctx, args[1:], out)
 	case "get":
@@ -94,8 +161,18 @@ func run(ctx context.Context, args []string, out io.Writer, ready func(grpcAddr,
 	case "-version", "--version", "version":
 		_, err := fmt.Fprintln(out, buildinfo.Line("ratekit-rules"))
 		return err
+	case "help", "-h", "-help", "--help":
+		if len(args) > 1 && args[1] != "help" && args[1] != "version" {
+			return dispatch(ctx, []string{args[1], "-h"}, out, ready)
+		}
+		_, err := fmt.Fprintln(out, usage)
+		return err
 	}
-	return fmt.Errorf("unknown command %q\n%s", args[0], usage)
+	hint := ""
+	if m := closest(args[0], commandNames); m != "" {
+		hint = fmt.Sprintf("; did you mean %q?", m)
+	}
+	return usageError{fmt.Sprintf("unknown command %q%s\n%s", args[0], hint, usage)}
 }
 
 // availableFlag collects -available SERVICE=FILE.
@@ -123,7 +200,7 @@ const (
 	defaultHTTPAddr = "127.0.0.1:8082"
 )
 
-func serve(ctx context.Context, args []string, ready func(string, string)) error {
+func serve(ctx context.Context, args []string, out io.Writer, ready func(string, string)) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	redisURL := fs.String("redis", "redis://127.0.0.1:6379", "Redis URL of the override documents")
 	cluster := fs.String("redis-cluster", "", "Redis Cluster node addresses (comma-separated), instead of -redis")
@@ -136,11 +213,11 @@ func serve(ctx context.Context, args []string, ready func(string, string)) error
 	writeTimeout := fs.Duration("write-timeout", httpguard.WriteTimeout, "bound on answering one HTTP request")
 	available := availableFlag{}
 	fs.Var(available, "available", "SERVICE=available_limiters.yaml: cross-check that service's documents (repeatable)")
-	if err := fs.Parse(args); err != nil {
+	if err := parse(fs, args, out); err != nil {
 		return err
 	}
 	if *readTimeout <= 0 || *writeTimeout <= 0 {
-		return errors.New("-read-timeout and -write-timeout must be positive")
+		return usageError{"-read-timeout and -write-timeout must be positive"}
 	}
 	cfg := rulesserver.Config{KeyPrefix: *prefix, Available: available}
 	if *hosts != "" {
@@ -159,7 +236,7 @@ func serve(ctx context.Context, args []string, ready func(string, string)) error
 	} else {
 		opt, err := redisstore.ParseURL(*redisURL) // its errors never quote the URL (a password)
 		if err != nil {
-			return fmt.Errorf("-redis: %w", err)
+			return usageError{"-redis: " + err.Error()}
 		}
 		rdb = redis.NewUniversalClient(redisstore.GoRedisOptions(opt))
 	}
@@ -223,11 +300,11 @@ func apply(ctx context.Context, args []string, out io.Writer) error {
 	tokenFile := fs.String("token-file", "", "file holding the bearer token of the server's -write-token-file")
 	available := availableFlag{}
 	fs.Var(available, "available", "SERVICE=available_limiters.yaml: cross-check that service's documents (repeatable)")
-	if err := fs.Parse(args); err != nil {
+	if err := parse(fs, args, out); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 || (*server == "") == !*check {
-		return errors.New(usage) //nolint:staticcheck // ST1005: the usage text, printed as is
+		return usageError{usage}
 	}
 	file := fs.Arg(0)
 	data, err := readBounded(file)
@@ -267,17 +344,17 @@ func get(ctx context.Context, args []string, out io.Writer) error {
 	server := fs.String("server", "", "management API base URL, e.g. http://127.0.0.1:8082")
 	service := fs.String("service", "", "the calling service")
 	limiter := fs.String("limiter", "", "the limiter")
-	if err := fs.Parse(args); err != nil {
+	if err := parse(fs, args, out); err != nil {
 		return err
 	}
 	if *server == "" || *service == "" || *limiter == "" {
-		return errors.New(usage) //nolint:staticcheck // ST1005: the usage text, printed as is
+		return usageError{usage}
 	}
 	req := &rulesv1.GetRulesRequest{Service: *service, Limiter: *limiter, Identifier: map[string]string{}}
 	for _, kv := range fs.Args() {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok {
-			return fmt.Errorf("identifier: want PROPERTY=VALUE, got %q", kv)
+			return usageError{fmt.Sprintf("identifier: want PROPERTY=VALUE, got %q", kv)}
 		}
 		req.Identifier[k] = v
 	}
@@ -317,11 +394,12 @@ func get(ctx context.Context, args []string, out io.Writer) error {
 }
 
 // readBounded reads a file of override documents, refusing one over the
-// bound of every rules document (config.MaxFileSize) before reading it.
+// bound of every rules document (config.MaxFileSize) before reading it. A
+// file that cannot be opened is a usageError, as in the ratekit command.
 func readBounded(file string) ([]byte, error) {
 	f, err := os.Open(file)
 	if err != nil {
-		return nil, err
+		return nil, usageError{err.Error()}
 	}
 	defer f.Close()
 	return config.ReadBounded(file, f)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -183,6 +184,54 @@ func TestApplyEmptyFileFails(t *testing.T) {
 		err := run(context.Background(), []string{"apply", "-server", "http://" + redistest.UnusedAddr(t), file}, &out, nil)
 		if err == nil || !strings.Contains(err.Error(), "empty.yaml holds no override documents: nothing applied") {
 			t.Fatalf("%q: error %v (output %q), want it to say nothing was applied", body, err, out.String())
+		}
+	}
+}
+
+// The built binary: help is a result (stdout, exit 0); a usage mistake is
+// reported on stderr, with the name meant for a typo, and exits 2; a failure
+// exits 1.
+func TestCommandLine(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "ratekit-rules")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("documents: [{service: web}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		args           []string
+		code           int
+		stdout, stderr string // contained; "" for stdout: nothing
+	}{
+		{[]string{"-h"}, 0, "usage:\n  ratekit-rules -version\n", ""},
+		{[]string{"help"}, 0, "\nexit codes: 0 success", ""},
+		{[]string{"help", "serve"}, 0, "flags of serve:\n", ""},
+		{[]string{"serve", "-h"}, 0, "  -write-token-file string\n", ""},
+		{[]string{"apply", "--help"}, 0, "  -token-file string\n", ""},
+		{nil, 2, "", "ratekit-rules: usage:\n"},
+		{[]string{"srve"}, 2, "", `ratekit-rules: unknown command "srve"; did you mean "serve"?`},
+		{[]string{"help", "aply"}, 2, "", `ratekit-rules: unknown command "aply"; did you mean "apply"?`},
+		{[]string{"serve", "-grcp", "127.0.0.1:0"}, 2, "", "ratekit-rules: serve: flag provided but not defined: -grcp; did you mean -grpc?\nrun 'ratekit-rules serve -h' for its flags\n"},
+		{[]string{"serve", "-read-timeout", "0s"}, 2, "", "-read-timeout and -write-timeout must be positive"},
+		{[]string{"apply", "-check"}, 2, "", "ratekit-rules: usage:\n"},
+		{[]string{"apply", "-check", filepath.Join(dir, "missing.yaml")}, 2, "", "missing.yaml: no such file or directory"},
+		{[]string{"get", "-server", "http://127.0.0.1:1", "-service", "web", "-limiter", "l", "plan"}, 2, "", `identifier: want PROPERTY=VALUE, got "plan"`},
+		{[]string{"apply", "-check", bad}, 1, "", "bad.yaml"},
+	} {
+		cmd := exec.Command(bin, tt.args...)
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		code := cmd.ProcessState.ExitCode()
+		if err != nil && code <= 0 {
+			t.Fatal(err)
+		}
+		if code != tt.code || !strings.Contains(stdout.String(), tt.stdout) || tt.stdout == "" && stdout.Len() > 0 ||
+			!strings.Contains(stderr.String(), tt.stderr) || tt.stderr == "" && stderr.Len() > 0 {
+			t.Errorf("%q: exit %d\nstdout:\n%s\nstderr:\n%s\nwant exit %d, stdout with %q, stderr with %q", tt.args, code, stdout.String(), stderr.String(), tt.code, tt.stdout, tt.stderr)
 		}
 	}
 }
