@@ -111,10 +111,17 @@ func overview() string {
 	return b.String()
 }
 
+// parsing, when set, is told every flag set parseFlags parses: tests list
+// the flags a command defines with it.
+var parsing func(*flag.FlagSet)
+
 // parseFlags parses a subcommand's flags. It returns false with the exit code
 // when the command should stop: 0 after -h, 2 after a usage error (reported
 // with the command's usage on stderr).
 func parseFlags(fs *flag.FlagSet, usage string, args []string, out output) (bool, int) {
+	if parsing != nil {
+		parsing(fs)
+	}
 	fs.SetOutput(io.Discard)
 	err := fs.Parse(args)
 	switch {
