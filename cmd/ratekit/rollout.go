@@ -159,13 +159,17 @@ func runRollout(ctx context.Context, out output, args []string) int {
 	var jobs map[string][]string // the jobs that report each limiter (Prometheus)
 	var err error
 	if *prom != "" {
-		rep.Source, rep.Window = "prometheus "+*prom, window.String()
+		rep.Source, rep.Window = "prometheus "+shownURL(*prom), window.String()
 		if *job != "" {
 			rep.Source += fmt.Sprintf(", job %q", *job)
 		}
 		counts, jobs, err = queryPrometheus(ctx, *prom, family, *window, *job)
 	} else {
-		rep.Source = "metrics " + strings.Join(metrics, ", ")
+		shown := make([]string, len(metrics))
+		for i, src := range metrics {
+			shown[i] = shownSource(src)
+		}
+		rep.Source = "metrics " + strings.Join(shown, ", ")
 		counts = map[string]map[string]*rollout.Counts{}
 		for _, src := range metrics {
 			if err = scrapeInto(ctx, src, family, counts); err != nil {
@@ -310,6 +314,7 @@ func addSample(counts map[string]map[string]*rollout.Counts, limiter, rule, agre
 // scrapeInto reads one /metrics URL or file and adds its decision counters.
 func scrapeInto(ctx context.Context, src, family string, counts map[string]map[string]*rollout.Counts) error {
 	body, err := openSource(ctx, src)
+	src = shownSource(src) // what the messages name
 	if err != nil {
 		return err
 	}
@@ -355,18 +360,41 @@ func openSource(ctx context.Context, src string) (io.ReadCloser, error) {
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, src, nil)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("fetch %s: not a valid URL", shownURL(src)) // err quotes it
 	}
 	req.Header.Set("Accept", "text/plain;version=0.0.4") // the text format, never protobuf
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("fetch %s: %w", src, err)
+		return nil, fmt.Errorf("fetch %s: %w", shownURL(src), err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		resp.Body.Close()
-		return nil, fmt.Errorf("fetch %s: %s", src, resp.Status)
+		return nil, fmt.Errorf("fetch %s: %s", shownURL(src), resp.Status)
 	}
 	return resp.Body, nil
+}
+
+// shownURL is how a URL of the command line appears in messages and
+// reports: its password hidden (url.URL.Redacted), or, when it does not
+// parse, not at all if it may hold one.
+func shownURL(s string) string {
+	u, err := url.Parse(s)
+	switch {
+	case err == nil:
+		return u.Redacted()
+	case strings.Contains(s, "@"):
+		return "(a URL not shown: it may hold a password)"
+	}
+	return strconv.Quote(s)
+}
+
+// shownSource is how a --metrics source appears: a URL as shownURL shows
+// it, a file by its name.
+func shownSource(src string) string {
+	if strings.HasPrefix(src, "http://") || strings.HasPrefix(src, "https://") {
+		return shownURL(src)
+	}
+	return src
 }
 
 // promResponse is the part of the Prometheus HTTP API's answer the gate reads.
@@ -394,8 +422,9 @@ func queryPrometheus(ctx context.Context, base, family string, window time.Durat
 	}
 	q := fmt.Sprintf("sum by (job, rate_limiter, rule, agreement) (increase(%s[%ds]))", selector, int64(window/time.Second))
 	u, err := url.Parse(strings.TrimRight(base, "/") + "/api/v1/query")
+	base = shownURL(base) // what the messages name
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
-		return nil, nil, fmt.Errorf("--prometheus %q is not an http(s) URL", base)
+		return nil, nil, fmt.Errorf("--prometheus %s is not an http(s) URL", base)
 	}
 	u.RawQuery = url.Values{"query": {q}}.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)

@@ -413,3 +413,35 @@ func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) 
 		time.Sleep(500 * time.Millisecond)
 	}
 }
+
+// A source URL's password appears nowhere: not in an error (url.Parse's
+// quotes the whole URL), not in the report of the source judged.
+func TestRolloutGateHidesPassword(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/metrics" {
+			return // no series
+		}
+		fmt.Fprint(w, `{"status":"success","data":{"resultType":"vector","result":[]}}`)
+	}))
+	defer srv.Close()
+	with := strings.Replace(srv.URL, "http://", "http://u:s3cret@", 1)
+	unused := "http://u:s3cret@" + unusedAddr(t)
+	for _, tt := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"--prometheus", unused}, exitUsage},
+		{[]string{"--prometheus", "http://u:s3cret@127.0.0.1:90x0"}, exitUsage},
+		{[]string{"--metrics", unused + "/metrics"}, exitUsage},
+		{[]string{"--metrics", "http://u:s3cret@127.0.0.1:90x0/metrics"}, exitUsage},
+		{[]string{"--prometheus", with}, exitInvalid},
+		{[]string{"--prometheus", with, "--json"}, exitInvalid},
+		{[]string{"--metrics", with + "/metrics"}, exitInvalid},
+		{[]string{"--metrics", with + "/metrics", "--json"}, exitInvalid},
+	} {
+		code, stdout, stderr := ratekit(t, t.TempDir(), append([]string{"rollout", "gate"}, tt.args...)...)
+		if code != tt.code || strings.Contains(stdout+stderr, "s3cret") {
+			t.Errorf("%q: exit %d, want %d without the password:\n%s%s", tt.args, code, tt.code, stdout, stderr)
+		}
+	}
+}
