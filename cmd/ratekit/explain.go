@@ -218,7 +218,7 @@ func runExplain(ctx context.Context, out output, args []string) int {
 	opts := []ratelimit.CheckOption{ratelimit.Cost(f.cost)}
 	var remote *remoteState
 	if f.rulesService != "" {
-		remote = &remoteState{URL: f.rulesService, Service: f.service}
+		remote = &remoteState{URL: shownURL(f.rulesService), Service: f.service}
 		rules, err := fetchRemoteRules(ctx, f.rulesService, f.service, f.limiter, id, local.available, f.timeout)
 		var set *ratelimit.RuleSet
 		if err == nil {
@@ -228,7 +228,7 @@ func runExplain(ctx context.Context, out output, args []string) int {
 			remote.Error = err.Error() + " (the services run on their local tiers)"
 		} else {
 			ts.Remote = rules
-			sources = append([]tierSummary{{Tier: tiers.Remote, Source: "rules service " + f.rulesService, Rules: len(rules)}}, sources...)
+			sources = append([]tierSummary{{Tier: tiers.Remote, Source: "rules service " + remote.URL, Rules: len(rules)}}, sources...)
 			opts = append(opts, ratelimit.WithRules(set))
 		}
 	}

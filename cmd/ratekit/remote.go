@@ -45,7 +45,7 @@ func fetchRemoteRules(ctx context.Context, base, service, limiter string, id rat
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(base, "/")+"/v1/rules", bytes.NewReader(body))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("rules service %s: not a valid URL", shownURL(base)) // err quotes it
 	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)

@@ -86,3 +86,21 @@ func TestExplainRemoteTier(t *testing.T) {
 		t.Fatalf("--rules-service without a service: exit %d %s", code, stderr)
 	}
 }
+
+// The --rules-service URL's password appears nowhere in the explanation:
+// not in its source, not in an error (url.Parse's quotes the URL whole).
+func TestExplainRemoteHidesPassword(t *testing.T) {
+	e := newExplainEnv(t, redistest.Client(t), redistest.URL(t), false)
+	rs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, `{"rules": {"rules": []}}`)
+	}))
+	t.Cleanup(rs.Close)
+	for _, url := range []string{strings.Replace(rs.URL, "http://", "http://u:s3cret@", 1), "http://u:s3cret@127.0.0.1:90x0"} {
+		for _, format := range []string{"--json", "--cost=1"} {
+			stdout, stderr, code := e.run(t, e.flags("--rules-service", url, "--service", "web", format, "user=alice")...)
+			if code != 0 || !strings.Contains(stdout, "rules service") || strings.Contains(stdout+stderr, "s3cret") {
+				t.Errorf("%s %s: exit %d, want 0 and the rules service without the password:\n%s%s", url, format, code, stdout, stderr)
+			}
+		}
+	}
+}
