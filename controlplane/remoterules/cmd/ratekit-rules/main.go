@@ -42,6 +42,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -306,6 +307,9 @@ func apply(ctx context.Context, args []string, out io.Writer) error {
 	if fs.NArg() != 1 || (*server == "") == !*check {
 		return usageError{usage}
 	}
+	if err := checkServer(*server); err != nil {
+		return err
+	}
 	file := fs.Arg(0)
 	data, err := readBounded(file)
 	if err != nil {
@@ -350,6 +354,9 @@ func get(ctx context.Context, args []string, out io.Writer) error {
 	if *server == "" || *service == "" || *limiter == "" {
 		return usageError{usage}
 	}
+	if err := checkServer(*server); err != nil {
+		return err
+	}
 	req := &rulesv1.GetRulesRequest{Service: *service, Limiter: *limiter, Identifier: map[string]string{}}
 	for _, kv := range fs.Args() {
 		k, v, ok := strings.Cut(kv, "=")
@@ -391,6 +398,20 @@ func get(ctx context.Context, args []string, out io.Writer) error {
 	}
 	_, err = fmt.Fprintf(out, "%s\n", pretty)
 	return err
+}
+
+// checkServer refuses a -server that is no http(s) URL, without quoting it:
+// it may hold a password, and url.Parse's error, which the requests would
+// report, quotes it whole.
+func checkServer(server string) error {
+	if server == "" {
+		return nil // apply -check
+	}
+	u, err := url.Parse(server)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return usageError{"-server: not an http(s) URL (the URL is not shown: it may hold a password)"}
+	}
+	return nil
 }
 
 // readBounded reads a file of override documents, refusing one over the

@@ -197,6 +197,10 @@ func TestCommandLine(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
+	good := filepath.Join(dir, "good.yaml")
+	if err := os.WriteFile(good, []byte(overrides), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	bad := filepath.Join(dir, "bad.yaml")
 	if err := os.WriteFile(bad, []byte("documents: [{service: web}]\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -220,6 +224,9 @@ func TestCommandLine(t *testing.T) {
 		{[]string{"apply", "-check", filepath.Join(dir, "missing.yaml")}, 2, "", "missing.yaml: no such file or directory"},
 		{[]string{"get", "-server", "http://127.0.0.1:1", "-service", "web", "-limiter", "l", "plan"}, 2, "", `identifier: want PROPERTY=VALUE, got "plan"`},
 		{[]string{"apply", "-check", bad}, 1, "", "bad.yaml"},
+		// A -server that does not parse is not quoted: it may hold a password.
+		{[]string{"apply", "-server", "http://u:s3cret@127.0.0.1:9x", good}, 2, "", "-server: not an http(s) URL (the URL is not shown"},
+		{[]string{"get", "-server", "http://u:s3cret@127.0.0.1:9x", "-service", "web", "-limiter", "l"}, 2, "", "-server: not an http(s) URL (the URL is not shown"},
 	} {
 		cmd := exec.Command(bin, tt.args...)
 		var stdout, stderr strings.Builder
@@ -229,7 +236,7 @@ func TestCommandLine(t *testing.T) {
 		if err != nil && code <= 0 {
 			t.Fatal(err)
 		}
-		if code != tt.code || !strings.Contains(stdout.String(), tt.stdout) || tt.stdout == "" && stdout.Len() > 0 ||
+		if code != tt.code || !strings.Contains(stdout.String(), tt.stdout) || tt.stdout == "" && stdout.Len() > 0 || strings.Contains(stderr.String(), "s3cret") ||
 			!strings.Contains(stderr.String(), tt.stderr) || tt.stderr == "" && stderr.Len() > 0 {
 			t.Errorf("%q: exit %d\nstdout:\n%s\nstderr:\n%s\nwant exit %d, stdout with %q, stderr with %q", tt.args, code, stdout.String(), stderr.String(), tt.code, tt.stdout, tt.stderr)
 		}
