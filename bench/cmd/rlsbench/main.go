@@ -56,10 +56,25 @@ const PeerModule = "github.com/envoyproxy/ratelimit@v1.4.1-0.20260122083618-3fb7
 const limitPerMinute = 1_000_000_000
 
 func main() {
-	if err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr); err != nil {
+	err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr)
+	if err != nil && !errors.Is(err, flag.ErrHelp) { // -h: the flags are printed
 		fmt.Fprintln(os.Stderr, "rlsbench:", err)
-		os.Exit(1)
 	}
+	os.Exit(exitCode(err))
+}
+
+// errUsage marks a mistake on the command line.
+var errUsage = errors.New("usage")
+
+// exitCode is 0 for success and -h, 2 for a usage error, 1 for a failure.
+func exitCode(err error) int {
+	switch {
+	case err == nil || errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errUsage):
+		return 2
+	}
+	return 1
 }
 
 type options struct {
@@ -87,17 +102,20 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.readme, "readme", "", "replace the section of this README (from its heading on) with the results")
 	fs.StringVar(&o.note, "note", "", "a line about the machine, printed above the table")
 	if err := fs.Parse(args); err != nil {
-		return nil, err
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %w", errUsage, err)
 	}
 	var err error
 	if o.callers, err = ints(*callers); err != nil {
-		return nil, fmt.Errorf("-callers: %w", err)
+		return nil, fmt.Errorf("%w: -callers: %w", errUsage, err)
 	}
 	if o.descs, err = ints(*descs); err != nil {
-		return nil, fmt.Errorf("-descriptors: %w", err)
+		return nil, fmt.Errorf("%w: -descriptors: %w", errUsage, err)
 	}
-	if o.conns < 1 || o.rounds < 1 || o.duration <= 0 {
-		return nil, errors.New("-conns, -rounds and -duration must be positive")
+	if o.conns < 1 || o.rounds < 1 || o.duration <= 0 || o.warmup < 0 {
+		return nil, fmt.Errorf("%w: -conns, -rounds and -duration must be positive, -warmup 0 or more", errUsage)
 	}
 	if o.root == "" {
 		if o.root, err = findRoot(); err != nil {

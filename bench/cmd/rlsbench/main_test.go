@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -118,5 +120,25 @@ func TestDescriptorCosts(t *testing.T) {
 	rows[1].peer[0].serverCPU = -1
 	if got := descriptorCosts(rows[:2]); !strings.Contains(got[0], "| 2.00× / — |") {
 		t.Fatalf("unknown CPU: %q", got)
+	}
+}
+
+// -h exits 0; a flag or value mistake is a usage error (exit 2), not a
+// failure of the benchmark (exit 1).
+func TestExitCodes(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"-h"}, 0},
+		{[]string{"-bogus"}, 2},
+		{[]string{"-callers", "x"}, 2},
+		{[]string{"-rounds", "0"}, 2},
+		{[]string{"-warmup", "-1s"}, 2},
+	} {
+		err := run(context.Background(), tt.args, io.Discard, io.Discard)
+		if got := exitCode(err); got != tt.code {
+			t.Errorf("%q: %v, exit %d, want %d", tt.args, err, got, tt.code)
+		}
 	}
 }
