@@ -22,6 +22,7 @@ import (
 	"github.com/ratekit/ratekit/controlplane/rulestore"
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/tiers"
+	"github.com/ratekit/ratekit/internal/rulecheck"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
 
@@ -162,6 +163,8 @@ func runRules(ctx context.Context, out output, args []string) int {
 		return usageError(out, usage, "rules %s only reads: --dry-run is for publish, delete, remove and gc", sub)
 	case len(pos) < nargs[0] || (nargs[1] >= 0 && len(pos) > nargs[1]):
 		return usageError(out, usage, "rules %s: wrong arguments %q", sub, pos)
+	case nargs[0] > 0 && !rulecheck.ValidName(pos[0]): // show, delete, remove: no such limiter can have a document
+		return usageError(out, usage, "rules %s: limiter name %.80q must match ^[a-z0-9_]{1,64}$", sub, pos[0])
 	case f.timeout <= 0:
 		return usageError(out, usage, "--timeout must be positive, got %v", f.timeout)
 	}

@@ -253,6 +253,12 @@ func TestRulesCLIUsage(t *testing.T) {
 		{[]string{"rules", "list", "--redis", unused, "--cluster", "--prefix", "labkit:ratelimit:rules:"}, 2, "has no {hash tag}"},
 		{[]string{"rules", "list", "--redis", unused}, 1, "connection refused"},
 		{[]string{"rules", "delete", "--redis", unused, "lim", "Bad-Name"}, 1, `rule name "Bad-Name" must match`},
+		// A limiter name no document can have is refused before Redis is
+		// asked, and quoted at most 80 bytes long.
+		{[]string{"rules", "show", "--redis", unused, "Bad Name"}, 2, `rules show: limiter name "Bad Name" must match ^[a-z0-9_]{1,64}$`},
+		{[]string{"rules", "remove", "--redis", unused, "Bad Name"}, 2, `rules remove: limiter name "Bad Name" must match`},
+		{[]string{"rules", "delete", "--redis", unused, "Bad Name", "r"}, 2, `rules delete: limiter name "Bad Name" must match`},
+		{[]string{"rules", "show", "--redis", unused, strings.Repeat("a", 100000)}, 2, `limiter name "` + strings.Repeat("a", 80) + `" must match`},
 	} {
 		code, _, stderr := ratekit(t, dir, tc.args...)
 		if code != tc.code || !strings.Contains(stderr, tc.msg) {
