@@ -14,6 +14,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log"
@@ -37,7 +38,7 @@ func main() {
 	only := flag.String("shapes", "", "measure only the shapes whose name contains this")
 	rounds := flag.Int("rounds", 5, "rounds per shape; the least figure of each is reported (a busy machine only adds)")
 	flag.Parse()
-	opt, err := redis.ParseURL(*url)
+	opt, err := parseRedisURL(*url)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -138,6 +139,16 @@ func measure(ctx context.Context, rdb *redis.Client, rules []ratelimit.Rule, n, 
 }
 
 // mainThreadCPU returns the CPU seconds of Redis's main thread so far.
+// parseRedisURL parses -redis. Its error does not quote the URL, as
+// go-redis's (url.Parse's) does: it may hold a password.
+func parseRedisURL(s string) (*redis.Options, error) {
+	opt, err := redis.ParseURL(s)
+	if err != nil {
+		return nil, errors.New("-redis: not a valid Redis URL (the URL is not shown: it may hold a password)")
+	}
+	return opt, nil
+}
+
 func mainThreadCPU(ctx context.Context, rdb *redis.Client) float64 {
 	cpu, err := redisinfo.MainThreadCPU(ctx, rdb)
 	if err != nil {

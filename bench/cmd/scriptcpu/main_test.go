@@ -1,0 +1,19 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// A malformed -redis is refused without its password: url.Parse's error,
+// which go-redis returns, quotes the URL whole.
+func TestParseRedisURLHidesPassword(t *testing.T) {
+	for _, url := range []string{"redis://u:s3cret@127.0.0.1:63x9", "redis://u:s3cr%zz@127.0.0.1:6379"} {
+		if _, err := parseRedisURL(url); err == nil || strings.Contains(err.Error(), "s3cr") {
+			t.Errorf("%s: %v, want an error without the password", url, err)
+		}
+	}
+	if opt, err := parseRedisURL("redis://127.0.0.1:6379/2"); err != nil || opt.DB != 2 {
+		t.Errorf("a good URL: %+v, %v", opt, err)
+	}
+}
