@@ -353,12 +353,12 @@ func TestRolloutGatePrometheusJobs(t *testing.T) {
 		name   string
 		args   []string
 		code   int
-		ratio  float64 // about
+		ratio  float64 // about, of one job; not checked when jobs are summed (see below)
 		stderr string  // "" for none
 	}{
 		{"the alert's job", []string{"--job", "diverging"}, exitInvalid, 0.01, ""},
 		{"the other job", []string{"--job", "steady"}, exitOK, 0, ""},
-		{"every job summed", nil, exitOK, 10.0 / 11000,
+		{"every job summed", nil, exitOK, 0,
 			"warning: limiter checkout: the decisions of 2 jobs are summed (diverging, steady): judge the one an alert names with --job JOB\n"},
 	}
 	for _, tt := range tests {
@@ -379,9 +379,19 @@ func TestRolloutGatePrometheusJobs(t *testing.T) {
 				g = parseGate(t, stdout)
 				return len(g.Limiters) == 1 && g.Limiters[0].Counts.Compared() >= uint64(want)
 			})
-			// increase() extrapolates: counts may exceed what was made, ratios hold.
-			if checkout := g.Limiters[0]; code != tt.code || checkout.Ratio < tt.ratio*0.8 || checkout.Ratio > tt.ratio*1.2 {
-				t.Errorf("exit %d, want %d; checkout's ratio %v, want about %v: %+v", code, tt.code, checkout.Ratio, tt.ratio, checkout)
+			// increase() extrapolates: counts may exceed what was made. The
+			// series of one job are scraped together, so its ratio holds;
+			// two jobs' are extrapolated apart (14 diverging of 11649 was
+			// seen on a loaded machine), so their sum holds at least what
+			// was made.
+			checkout := g.Limiters[0]
+			switch {
+			case code != tt.code:
+				t.Errorf("exit %d, want %d: %+v", code, tt.code, checkout)
+			case tt.args != nil && (checkout.Ratio < tt.ratio*0.8 || checkout.Ratio > tt.ratio*1.2):
+				t.Errorf("checkout's ratio %v, want about %v: %+v", checkout.Ratio, tt.ratio, checkout)
+			case tt.args == nil && (checkout.Counts.Agree < 10990 || checkout.Counts.LegacyOnly < 10):
+				t.Errorf("checkout's summed counts %+v, want at least 10990 agreeing and 10 legacy-only", checkout.Counts)
 			}
 			if stderr != tt.stderr {
 				t.Errorf("stderr %q, want %q", stderr, tt.stderr)
