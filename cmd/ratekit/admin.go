@@ -96,6 +96,9 @@ func runAdmin(ctx context.Context, out output, args []string) int {
 	case timeout <= 0:
 		return usageError(out, adminUsage, "--timeout must be positive, got %v", timeout)
 	}
+	if _, _, err := net.SplitHostPort(listen); err != nil {
+		return usageError(out, adminUsage, "--listen %s: %v", listen, err)
+	}
 	if writer != "" && !allowRemote && !httpguard.LoopbackAddr(listen) {
 		return usageError(out, adminUsage, "--listen %s is not a loopback address: anyone reaching it could write as %s; add --allow-remote-writes if an authenticating proxy guards it", listen, writer)
 	}

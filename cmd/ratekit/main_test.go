@@ -239,7 +239,8 @@ func TestUsageAndUnreadable(t *testing.T) {
 		{"positional argument", []string{"validate", "--available-limiters", "available_limiters.yaml", "rate_limits.yaml"}, `validate takes no arguments, got ["rate_limits.yaml"]`},
 		{"missing available limiters", []string{"validate", "--available-limiters", "nope.yaml"}, "open nope.yaml: no such file or directory"},
 		{"missing rate limits", []string{"validate", "--available-limiters", "available_limiters.yaml", "--rate-limits", "nope.yaml"}, "open nope.yaml: no such file or directory"},
-		{"a directory", []string{"validate", "--available-limiters", "a_directory"}, "a_directory: is a directory"},
+		{"a directory", []string{"validate", "--available-limiters", "a_directory"}, "ratekit validate: read a_directory: is a directory\n"},
+		{"admin, a listen address without a port", []string{"admin", "--redis", "redis://127.0.0.1:1", "--available-limiters", "available_limiters.yaml", "--listen", "bogus"}, "--listen bogus: address bogus: missing port in address"},
 		// An unreadable file is reported under the command that read it.
 		{"explain, unreadable file", []string{"explain", "--redis", "redis://127.0.0.1:1", "--limiter", "x", "--available-limiters", "nope.yaml", "a=1"}, "ratekit explain: open nope.yaml: no such file or directory"},
 		{"clear, unreadable file", []string{"clear", "--redis", "redis://127.0.0.1:1", "--limiter", "x", "--available-limiters", "nope.yaml", "a=1"}, "ratekit clear: open nope.yaml: no such file or directory"},

@@ -129,7 +129,9 @@ func ReadBounded(path string, f *os.File) ([]byte, error) {
 		return nil, tooLarge()
 	}
 	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
-	if err != nil {
+	if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
+		return nil, err // "read PATH: is a directory": it names the file
+	} else if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
 	if len(data) > MaxFileSize {
