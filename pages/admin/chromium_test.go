@@ -20,6 +20,7 @@ import (
 	"github.com/chromedp/cdproto/log"
 	"github.com/chromedp/chromedp"
 	"github.com/redis/go-redis/v9"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/ratekit/ratekit/controlplane/rulestore"
 	ratelimit "github.com/ratekit/ratekit/core"
@@ -392,4 +393,30 @@ func mapsEqual(a, b map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// A published rule opened in the editor and saved untouched in a real
+// browser is stored unchanged, line breaks included: a browser sends a
+// textarea's line breaks as CR LF and drops one right after the start tag.
+func TestChromiumEditKeepsRule(t *testing.T) {
+	f := newFixture(t, allowAll)
+	c := newChrome(t)
+	lim, per := uint32(5), uint32(60)
+	rule := &configv1.Rule{Name: "multiline", Description: "first line\nsecond line", Action: configv1.Action_ACTION_LIMIT,
+		Limit: &lim, PeriodS: &per, Match: map[string]*configv1.MatchValue{
+			"path": {Kind: &configv1.MatchValue_Equality{Equality: "\n/starts/with/a/line/break"}},
+			"user": {Kind: &configv1.MatchValue_Regex{Regex: "^a\nb$"}},
+		}}
+	if _, err := f.store.Publish(ctx, &configv1.PublishRulesRequest{RateLimits: map[string]*configv1.RuleList{"api": {Rules: []*configv1.Rule{rule}}}}); err != nil {
+		t.Fatal(err)
+	}
+	c.do(t, chromedp.Navigate(f.url()+"?limiter=api&edit=multiline"), chromedp.WaitVisible(chromedp.CSS(`#rule-form`)),
+		chromedp.Click(chromedp.CSS(`#save`)), chromedp.WaitVisible(chromedp.CSS(`#message`)))
+	doc, err := f.store.Document(ctx, "api")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := doc.GetPublishedRules().GetRules(); len(got) != 1 || !proto.Equal(got[0], rule) {
+		t.Fatalf("saved untouched, the rule changed:\nwas %v\nnow %v\n(message %q)", rule, got, c.text(t, `#message`))
+	}
 }

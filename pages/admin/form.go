@@ -93,7 +93,7 @@ func parseForm(v url.Values, lv *limiterView) *ruleForm {
 	f := newForm(v.Get("version"))
 	f.Edit = v.Get("mode") == "edit"
 	f.Name = strings.TrimSpace(v.Get("name"))
-	f.Description = v.Get("description")
+	f.Description = textarea(v, "description")
 	f.Action = v.Get("action")
 	f.Limit, f.Period, f.Ban = strings.TrimSpace(v.Get("limit")), strings.TrimSpace(v.Get("period_s")), strings.TrimSpace(v.Get("ban_for_s"))
 	f.Algorithm, f.Burst = v.Get("algorithm"), strings.TrimSpace(v.Get("burst"))
@@ -107,7 +107,7 @@ func parseForm(v url.Values, lv *limiterView) *ruleForm {
 		f.Chars = append(f.Chars, c)
 	}
 	for _, p := range lv.Properties {
-		kind, val := v.Get("match_kind."+p), v.Get("match_value."+p)
+		kind, val := v.Get("match_kind."+p), textarea(v, "match_value."+p)
 		switch kind {
 		case matchNone:
 			if strings.TrimSpace(val) != "" {
@@ -128,6 +128,13 @@ func parseForm(v url.Values, lv *limiterView) *ruleForm {
 		f.addError("name", "a published rule %q already exists: edit it instead, or choose another name", f.Name)
 	}
 	return f
+}
+
+// textarea returns the value of a <textarea>, whose line breaks a browser
+// sends as CR LF (HTML's form submission): the LF that the page showed, and
+// that a rule holds.
+func textarea(v url.Values, name string) string {
+	return strings.ReplaceAll(v.Get(name), "\r\n", "\n")
 }
 
 // toProto converts the form into a schema rule; problems a conversion can
