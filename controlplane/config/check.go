@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"slices"
 	"sort"
 	"sync"
@@ -36,7 +37,13 @@ func (d *doc) checkRules(spec *configv1.LimiterSpec, at path, rules []*configv1.
 		d.checkShape(at.at(i), r)
 		if name := r.GetName(); name != "" {
 			if prev, dup := first[name]; dup {
-				d.check(at.at(i).field("name"), false, "rule name %q is used twice in this limiter (first at line %d)", name, d.lookup(at.at(prev).field("name"), false).line)
+				// A message (a publish request, a rules service's answer) has
+				// no lines: its first rule is named by its place in the list.
+				where := fmt.Sprintf("rules[%d]", prev)
+				if line := d.lookup(at.at(prev).field("name"), false).line; line > 0 {
+					where = fmt.Sprintf("line %d", line)
+				}
+				d.check(at.at(i).field("name"), false, "rule name %q is used twice in this limiter (first at %s)", name, where)
 			} else {
 				first[name] = i
 			}

@@ -26,6 +26,17 @@ func TestParseMessageChecksEveryRuleList(t *testing.T) {
 	}
 }
 
+// A message has no lines: a duplicate rule name points at the first one's
+// place in the list, not at "line 0".
+func TestDuplicateRuleInMessage(t *testing.T) {
+	r := &configv1.Rule{Name: "r", Action: configv1.Action_ACTION_SKIP}
+	other := &configv1.Rule{Name: "o", Action: configv1.Action_ACTION_SKIP}
+	err := ValidateRuleList("lim", &configv1.RuleList{Rules: []*configv1.Rule{other, r, r}}, nil)
+	if want := `rule name "r" is used twice in this limiter (first at rules[1])`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("error %v, want it to contain %q", err, want)
+	}
+}
+
 func TestValidateRuleListCrossChecks(t *testing.T) {
 	available := mustAvailable(t, availableBase)
 	tests := []struct {
