@@ -3,10 +3,14 @@ package redisstore_test
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
 
@@ -120,4 +124,89 @@ func TestGoRedisOptions(t *testing.T) {
 			t.Fatalf("%s: the store deleted %d keys (%v), want the go-redis client's one", url, n, err)
 		}
 	}
+}
+
+// FuzzParseURL: no error of ParseURL shows the password, wherever the URL
+// puts it (the marker is the password, or a piece of what net/url or
+// rueidis read as a port, a path or a query value); an accepted URL names
+// only addresses a server can have.
+func FuzzParseURL(f *testing.F) {
+	const marker = "Pw9zQ"
+	for _, s := range [][2]string{
+		{"redis://:", "@localhost:6379/0"},
+		{"redis://user:", "/x@localhost:6379/0"},
+		{"redis://:1234/", "@localhost:6379"},
+		{"redis://:", "?dial_timeout=1@h:1"},
+		{"redis://h:1?dial_timeout=", ""},
+		{"redis://h:1?write_timeout=", ""},
+		{"rediss://h:1?skip_verify=", ""},
+		{"redis://h:1?db=", ""},
+		{"redis://h:1?addr=", ""},
+		{"redis://h:1?addr=x:", ""},
+		{"redis://[", "]:1"},
+		{"redis://h:1/", ""},
+		{"redis://h:1/0/", ""},
+		{"redis-sentinel://:", "@s1:26379,s2:26379/m"},
+		{"redis-sentinel://:", "/x@s1:26379,s2:2637x/m"},
+		{"redis-sentinel://s1:1/m?", "=1"},
+		{"unix://:", "@/run/redis.sock"},
+		{"", "://h"},
+		{"redis://h%", ":1"},
+	} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, before, after string) {
+		o, err := redisstore.ParseURL(before + marker + after)
+		if err != nil {
+			if strings.Contains(err.Error(), marker) {
+				t.Fatalf("error shows a piece of the URL: %v", err)
+			}
+			return
+		}
+		if o.DialCtxFn != nil { // a Unix socket: a path, not host:port
+			return
+		}
+		for _, a := range o.InitAddress {
+			_, port, err := net.SplitHostPort(a)
+			if n, perr := strconv.Atoi(port); err != nil || perr != nil || n < 1 || n > 65535 {
+				t.Fatalf("accepted address %q: no server has that port", a)
+			}
+		}
+	})
+}
+
+// FuzzParseURLRoundTrip: the credentials, addresses and database written
+// into a URL (escaped as net/url escapes them) are what ParseURL reads, in
+// the one-server and both Sentinel forms.
+func FuzzParseURLRoundTrip(f *testing.F) {
+	f.Add("user", "s3cr3t-pw", uint16(6379), uint16(26379), uint8(2), "mymaster")
+	f.Add("", "a/b?c#d@e:f%g", uint16(1), uint16(65535), uint8(0), "m")
+	f.Add("ü", "", uint16(7000), uint16(7001), uint8(15), "a-b_c.d")
+	f.Fuzz(func(t *testing.T, user, pw string, port1, port2 uint16, db uint8, master string) {
+		if port1 == 0 || port2 == 0 || master == "" || strings.ContainsAny(master, "/?#%&+= ") || !utf8.ValidString(master) {
+			return // no valid URL names them
+		}
+		auth := url.UserPassword(user, pw).String() + "@"
+		h1, h2 := net.JoinHostPort("h1", strconv.Itoa(int(port1))), net.JoinHostPort("h2", strconv.Itoa(int(port2)))
+		for _, c := range []struct {
+			url    string
+			addrs  []string
+			db     int
+			master string
+		}{
+			{"redis://" + auth + h1 + "/" + strconv.Itoa(int(db)), []string{h1}, int(db), ""},
+			{"redis://" + auth + h1 + "?addr=" + h2 + "&master_set=" + master, []string{h1, h2}, 0, master},
+			{"redis-sentinel://" + auth + h1 + "," + h2 + "/" + master, []string{h1, h2}, 0, master},
+		} {
+			o, err := redisstore.ParseURL(c.url)
+			if err != nil {
+				t.Fatalf("ParseURL(%q): %v", c.url, err)
+			}
+			if o.Username != user || o.Password != pw || !slices.Equal(o.InitAddress, c.addrs) ||
+				o.SelectDB != c.db || o.Sentinel.MasterSet != c.master {
+				t.Fatalf("ParseURL(%q) = user %q password %q addrs %v db %d master %q", c.url,
+					o.Username, o.Password, o.InitAddress, o.SelectDB, o.Sentinel.MasterSet)
+			}
+		}
+	})
 }
