@@ -285,8 +285,10 @@ func addSample(counts map[string]map[string]*rollout.Counts, limiter, rule, agre
 	if !rulecheck.ValidName(limiter) {
 		return fmt.Errorf("series with rate_limiter=%q: not a limiter name", limiter)
 	}
-	if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
-		return fmt.Errorf("limiter %s rule %s agreement %s: count %v is not a finite non-negative number", limiter, rule, agreement, v)
+	// A count the gate's uint64 counters cannot hold would wrap around
+	// (a float64 of 2^64 or more has no uint64 conversion) into another.
+	if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 || v >= 1<<64 {
+		return fmt.Errorf("limiter %s rule %s agreement %s: count %v is not a number of decisions from 0 to 2^64", limiter, rule, agreement, v)
 	}
 	a := rollout.Agreement(agreement)
 	switch a {
@@ -307,7 +309,11 @@ func addSample(counts map[string]map[string]*rollout.Counts, limiter, rule, agre
 		c = &rollout.Counts{}
 		rules[rule] = c
 	}
-	c.Add(a, uint64(math.Round(v))) // increase() extrapolates: whole decisions
+	n := uint64(math.Round(v)) // increase() extrapolates: whole decisions
+	if n > math.MaxUint64-(c.Compared()+c.Failed) {
+		return fmt.Errorf("limiter %s rule %s: the series count more than 2^64 decisions in all", limiter, rule)
+	}
+	c.Add(a, n)
 	return nil
 }
 
