@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/ratekit/ratekit/controlplane/config"
 	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/rulecheck"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
 
@@ -62,11 +64,12 @@ func fetchRemoteRules(ctx context.Context, base, service, limiter string, id rat
 	case resp.StatusCode != http.StatusOK:
 		return nil, fmt.Errorf("rules service: %s: %s", resp.Status, bytes.TrimSpace(b))
 	}
-	var answer struct {
-		Rules json.RawMessage `json:"rules"`
-	}
+	var answer remoteAnswer
 	if err := json.Unmarshal(b, &answer); err != nil {
 		return nil, fmt.Errorf("rules service: decode answer: %w", err)
+	}
+	if err := answer.check(); err != nil {
+		return nil, fmt.Errorf("rules service: invalid answer, rejected whole: %w", err)
 	}
 	list := &configv1.RuleList{}
 	if len(answer.Rules) > 0 {
@@ -85,4 +88,50 @@ func fetchRemoteRules(ctx context.Context, base, service, limiter string, id rat
 		return nil, fmt.Errorf("rules service: invalid answer, rejected whole: %w", err)
 	}
 	return rules, nil
+}
+
+// remoteAnswer is the JSON form of GetRulesResponse (proto field names, as
+// ratekit-rules serves it).
+type remoteAnswer struct {
+	Rules       json.RawMessage `json:"rules"`
+	CacheForS   uint64          `json:"cache_for_s"`
+	StaleForS   uint64          `json:"stale_for_s"`
+	Revision    string          `json:"revision"`
+	Vary        []string        `json:"vary"`
+	NotModified bool            `json:"not_modified"`
+}
+
+// Bounds of GetRulesResponse (proto/ratekit/rules/v1/rules.proto), which the
+// services' client checks before it uses an answer's rules.
+const (
+	maxAnswerCacheFor = 86400
+	maxAnswerStaleFor = 604800
+	maxAnswerRevision = 128
+	maxAnswerVary     = 16
+)
+
+// check runs on an answer the checks of GetRulesResponse that the services'
+// client applies besides its rules': an answer that breaks one is rejected
+// whole, and the services run on their local tiers.
+func (a *remoteAnswer) check() error {
+	switch {
+	case a.CacheForS > maxAnswerCacheFor:
+		return fmt.Errorf("cache_for_s %d is over %d", a.CacheForS, maxAnswerCacheFor)
+	case a.StaleForS > maxAnswerStaleFor:
+		return fmt.Errorf("stale_for_s %d is over %d", a.StaleForS, maxAnswerStaleFor)
+	case len(a.Revision) > maxAnswerRevision:
+		return fmt.Errorf("revision of %d bytes, at most %d", len(a.Revision), maxAnswerRevision)
+	case len(a.Vary) > maxAnswerVary:
+		return fmt.Errorf("vary lists %d properties, at most %d", len(a.Vary), maxAnswerVary)
+	case a.NotModified: // explain holds no answer the service could mean
+		return errors.New("not_modified, but no answer is held")
+	}
+	seen := make(map[string]bool, len(a.Vary))
+	for _, v := range a.Vary {
+		if !rulecheck.ValidName(v) || seen[v] {
+			return fmt.Errorf("vary %q is not a property name (^[a-z0-9_]{1,64}$) listed once", v)
+		}
+		seen[v] = true
+	}
+	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/internal/redistest"
@@ -102,5 +103,41 @@ func TestExplainRemoteHidesPassword(t *testing.T) {
 				t.Errorf("%s %s: exit %d, want 0 and the rules service without the password:\n%s%s", url, format, code, stdout, stderr)
 			}
 		}
+	}
+}
+
+// An answer that breaks a bound of GetRulesResponse is rejected whole, as
+// the services' client rejects it: explain does not show rules that no
+// service applies.
+func TestRemoteAnswerChecked(t *testing.T) {
+	const rules = `"rules": {"rules": [{"name": "per_user", "action": "ACTION_LIMIT", "characteristics": ["user"], "limit": 10, "period_s": 60}]}`
+	for _, c := range []struct {
+		name, answer, want string // want "": applied
+	}{
+		{"valid", `{` + rules + `, "vary": ["user", "ip"], "cache_for_s": 86400, "stale_for_s": 604800, "revision": "r1"}`, ""},
+		{"no rules", `{}`, ""},
+		{"cache_for_s over the bound", `{` + rules + `, "cache_for_s": 86401}`, "cache_for_s 86401 is over 86400"},
+		{"stale_for_s over the bound", `{` + rules + `, "stale_for_s": 604801}`, "stale_for_s 604801 is over 604800"},
+		{"long revision", `{` + rules + `, "revision": "` + strings.Repeat("r", 129) + `"}`, "revision of 129 bytes"},
+		{"too many vary", `{` + rules + `, "vary": ["a","b","c","d","e","f","g","h","i","j","k","l","m","n","o","p","q"]}`, "vary lists 17 properties"},
+		{"vary twice", `{` + rules + `, "vary": ["user", "user"]}`, `vary "user" is not a property name`},
+		{"vary not a name", `{` + rules + `, "vary": ["User"]}`, `vary "User" is not a property name`},
+		{"not_modified", `{"not_modified": true}`, "not_modified"},
+		{"negative lifetime", `{` + rules + `, "cache_for_s": -1}`, "decode answer"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = io.WriteString(w, c.answer)
+			}))
+			defer rs.Close()
+			got, err := fetchRemoteRules(t.Context(), rs.URL, "web", "api_request", ratelimit.Identifier{"user": "alice"}, nil, 10*time.Second)
+			switch {
+			case c.want == "" && err != nil:
+				t.Fatalf("a valid answer was rejected: %v", err)
+			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+				t.Fatalf("answer %s: rules %v, error %v; want an error with %q", c.answer, got, err, c.want)
+			}
+		})
 	}
 }
