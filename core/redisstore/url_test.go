@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
-	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
 
@@ -175,6 +175,8 @@ func FuzzParseURL(f *testing.F) {
 	})
 }
 
+var masterName = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
+
 // FuzzParseURLRoundTrip: the credentials, addresses and database written
 // into a URL (escaped as net/url escapes them) are what ParseURL reads, in
 // the one-server and both Sentinel forms.
@@ -183,8 +185,10 @@ func FuzzParseURLRoundTrip(f *testing.F) {
 	f.Add("", "a/b?c#d@e:f%g", uint16(1), uint16(65535), uint8(0), "m")
 	f.Add("ü", "", uint16(7000), uint16(7001), uint8(15), "a-b_c.d")
 	f.Fuzz(func(t *testing.T, user, pw string, port1, port2 uint16, db uint8, master string) {
-		if port1 == 0 || port2 == 0 || master == "" || strings.ContainsAny(master, "/?#%&+= ") || !utf8.ValidString(master) {
-			return // no valid URL names them
+		// A master name goes into the URL as it is, unescaped: one of the
+		// characters Sentinel names are made of.
+		if port1 == 0 || port2 == 0 || !masterName.MatchString(master) {
+			return
 		}
 		auth := url.UserPassword(user, pw).String() + "@"
 		h1, h2 := net.JoinHostPort("h1", strconv.Itoa(int(port1))), net.JoinHostPort("h2", strconv.Itoa(int(port2)))
