@@ -233,7 +233,8 @@ func (s *Store) Close() error {
 // default), client_name, protocol=2 (RESP2) and, for TLS, skip_verify.
 // redis-sentinel://[[user]:password@]host:port[,host:port...]/mastername is
 // accepted as well, as the Sentinel form. A port left out is 6379; one
-// outside 1 to 65535 is an error.
+// outside 1 to 65535 is an error, as are a negative database and a negative
+// dial_timeout.
 func ParseURL(raw string) (rueidis.ClientOption, error) {
 	raw, err := sentinelURL(raw)
 	if err != nil {
@@ -242,6 +243,15 @@ func ParseURL(raw string) (rueidis.ClientOption, error) {
 	o, err := rueidis.ParseURL(raw)
 	if err != nil {
 		return rueidis.ClientOption{}, hideURL(err)
+	}
+	// rueidis takes any integer and any duration: no server has a negative
+	// database (SELECT fails) and a negative dial timeout fails every dial,
+	// either of which would leave Dial's store connecting for good.
+	if o.SelectDB < 0 {
+		return rueidis.ClientOption{}, errors.New("redis URL: invalid database number" + urlHidden)
+	}
+	if o.Dialer.Timeout < 0 {
+		return rueidis.ClientOption{}, errors.New("redis URL: invalid dial timeout" + urlHidden)
 	}
 	if o.DialCtxFn == nil { // host:port addresses, not a Unix socket
 		for _, a := range o.InitAddress {

@@ -46,6 +46,9 @@ func TestParseURLHidesPassword(t *testing.T) {
 		{"port zero", "redis://:s3cr3t-pw@localhost:0/0", "invalid port"},
 		{"cluster node with a bad port", "redis://:s3cr3t-pw@a:7001?addr=b:7002&addr=c:70o3", "invalid port"},
 		{"sentinel with a bad port", "redis-sentinel://:s3cr3t-pw@s1:26379,s2:2637x/mymaster", "invalid port"},
+		{"negative database", "redis://:s3cr3t-pw@localhost:6379/-1", "invalid database number"},
+		{"negative db option", "redis://:s3cr3t-pw@localhost:6379?db=-3", "invalid database number"},
+		{"negative dial timeout", "redis://:s3cr3t-pw@localhost:6379?dial_timeout=-1s", "invalid dial timeout"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := redisstore.ParseURL(c.url)
@@ -141,6 +144,9 @@ func FuzzParseURL(f *testing.F) {
 		{"redis://h:1?write_timeout=", ""},
 		{"rediss://h:1?skip_verify=", ""},
 		{"redis://h:1?db=", ""},
+		{"redis://h:1/-1?x=", ""},
+		{"redis://h:1?db=-1&x=", ""},
+		{"redis://h:1?dial_timeout=-1s&x=", ""},
 		{"redis://h:1?addr=", ""},
 		{"redis://h:1?addr=x:", ""},
 		{"redis://[", "]:1"},
@@ -162,6 +168,9 @@ func FuzzParseURL(f *testing.F) {
 				t.Fatalf("error shows a piece of the URL: %v", err)
 			}
 			return
+		}
+		if o.SelectDB < 0 || o.Dialer.Timeout < 0 {
+			t.Fatalf("accepted database %d, dial timeout %v: no connection succeeds", o.SelectDB, o.Dialer.Timeout)
 		}
 		if o.DialCtxFn != nil { // a Unix socket: a path, not host:port
 			return
