@@ -381,9 +381,12 @@ func get(ctx context.Context, args []string, out io.Writer) error {
 		return fmt.Errorf("get rules: %w", err)
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, rulesserver.MaxDocumentBytes))
+	b, err := io.ReadAll(io.LimitReader(resp.Body, rulesserver.MaxDocumentBytes+1))
 	if err != nil {
 		return fmt.Errorf("get rules: %w", err)
+	}
+	if len(b) > rulesserver.MaxDocumentBytes {
+		return fmt.Errorf("get rules: the answer is larger than %d bytes (rulesserver.MaxDocumentBytes), the bound of an answer", rulesserver.MaxDocumentBytes)
 	}
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("get rules: %s: %s", resp.Status, bytes.TrimSpace(b))

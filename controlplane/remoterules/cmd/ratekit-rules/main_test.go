@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 
 	"github.com/ratekit/ratekit/controlplane/config"
+	"github.com/ratekit/ratekit/controlplane/remoterules/rulesserver"
 	"github.com/ratekit/ratekit/controlplane/remoterules/rulesv1"
 	"github.com/ratekit/ratekit/internal/redistest"
 )
@@ -240,5 +242,20 @@ func TestCommandLine(t *testing.T) {
 			!strings.Contains(stderr.String(), tt.stderr) || tt.stderr == "" && stderr.Len() > 0 {
 			t.Errorf("%q: exit %d\nstdout:\n%s\nstderr:\n%s\nwant exit %d, stdout with %q, stderr with %q", tt.args, code, stdout.String(), stderr.String(), tt.code, tt.stdout, tt.stderr)
 		}
+	}
+}
+
+// get reads an answer of at most rulesserver.MaxDocumentBytes and says so
+// of a larger one, which it used to cut and then fail to decode ("unexpected
+// EOF").
+func TestGetRefusesAnOversizedAnswer(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, `{"revision": "`+strings.Repeat("r", rulesserver.MaxDocumentBytes)+`"}`)
+	}))
+	t.Cleanup(srv.Close)
+	var out bytes.Buffer
+	err := run(context.Background(), []string{"get", "-server", srv.URL, "-service", "web", "-limiter", "l"}, &out, nil)
+	if err == nil || !strings.Contains(err.Error(), "the answer is larger than 1048576 bytes") {
+		t.Fatalf("get: %v, want the answer's bound named", err)
 	}
 }
