@@ -31,7 +31,11 @@ type TrustedProxies struct {
 
 // ParseTrustedProxies parses CIDR prefixes ("10.0.0.0/8", "2001:db8::/32") and
 // single addresses ("192.0.2.1", "::1"). IPv4-mapped IPv6 forms are stored as
-// IPv4. It rejects the whole list if any entry is invalid.
+// IPv4 (::ffff:10.0.0.0/104 is 10.0.0.0/8), and a peer is compared as IPv4
+// when it is one, so an IPv6 prefix shorter than /96 that spans the mapped
+// range, such as "::/0", trusts no IPv4 peer: list IPv4 proxies as IPv4
+// ("0.0.0.0/0" for every one). It rejects the whole list if any entry is
+// invalid.
 func ParseTrustedProxies(cidrs ...string) (TrustedProxies, error) {
 	var tp TrustedProxies
 	for _, s := range cidrs {
