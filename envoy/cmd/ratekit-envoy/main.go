@@ -13,7 +13,11 @@
 // Sentinel monitors (redis-sentinel://s1:26379,s2:26379/mymaster). The
 // counters go through redisstore.Dial's store, which checks all the
 // descriptors of a request in one round trip (one per stage on a Cluster);
-// the rule store reads through a go-redis client on the same URL.
+// the rule store reads through a go-redis client on the same URL. It starts
+// while Redis is down or hung (each start-up wait for it is bounded by 2s),
+// on the local tiers with its checks failing open, and reaches Redis in the
+// background; -seed, when Redis does not take it at start, is written again
+// every -refresh until it is.
 //
 // It serves on -listen the RateLimitService, gRPC health
 // (grpc.health.v1.Health, overall and per service) and reflection, and on
@@ -198,7 +202,7 @@ func parseFlags(args []string) (*flags, error) {
 	fs.DurationVar(&f.timeout, "timeout", ratelimit.DefaultTimeout, "bound of each Redis call of a check; past it the check fails open")
 	fs.DurationVar(&f.refresh, "refresh", rulestore.DefaultInterval, "rule store refresh interval")
 	fs.DurationVar(&f.drain, "drain", 10*time.Second, "on shutdown, how long calls in flight may finish (0: stop them at once)")
-	fs.BoolVar(&f.seed, "seed", false, "write the file and default tiers into the rule store at start (as a service owning the limiters does)")
+	fs.BoolVar(&f.seed, "seed", false, "write the file and default tiers into the rule store at start (as a service owning the limiters does), and every -refresh until Redis takes them")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, &helpError{helpText(fs)}
@@ -266,8 +270,10 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(grpcAd
 	defer client.Close()
 	// The counters' store: while Redis is down it keeps connecting in the
 	// background and the checks fail open, as the rule replica starts on the
-	// local tiers.
-	store, err := redisstore.Open(ctx, redisstore.Options{Client: opt})
+	// local tiers. A hung Redis holds the start-up no longer than redisWait.
+	octx, ocancel := context.WithTimeout(ctx, redisWait)
+	store, err := redisstore.Open(octx, redisstore.Options{Client: opt})
+	ocancel()
 	if err != nil {
 		return fmt.Errorf("redis: %w", err)
 	}
@@ -297,9 +303,18 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(grpcAd
 		metrics.Init(l)
 		limiters = append(limiters, l)
 	}
+	seed := func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, redisWait)
+		defer cancel()
+		_, err := rules.SeedBound(ctx)
+		return err
+	}
+	seeded := !f.seed
 	if f.seed {
-		if _, err := rules.SeedBound(ctx); err != nil {
-			return fmt.Errorf("seed the rule store: %w", err)
+		if err := seed(ctx); err != nil {
+			logger.Warn("ratekit_envoy_rules_not_seeded", slog.Any("error", err), slog.String("note", "seeding again every -refresh until it succeeds"))
+		} else {
+			seeded = true
 		}
 	}
 	// A first refresh before serving, so the first answers use the published
@@ -353,6 +368,13 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(grpcAd
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	replicaDone := rules.Start(ctx)
+	seedDone := make(chan struct{})
+	go func() {
+		defer close(seedDone)
+		if !seeded {
+			seedUntilDone(ctx, f.refresh, seed, logger)
+		}
+	}()
 	blocksDone := make(chan struct{})
 	go func() { defer close(blocksDone); blocks.Run(ctx) }()
 	httpAddr := ""
@@ -366,9 +388,33 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(grpcAd
 		Drain: f.drain, Draining: hs.Shutdown, Ready: ready})
 	cancel()
 	<-replicaDone
+	<-seedDone
 	<-blocksDone
 	logger.Info("ratekit_envoy_stopped")
 	return serveErr
+}
+
+// redisWait bounds each wait for Redis at start-up (the counters' first
+// connection, the seed): past it the binary serves on the local tiers, its
+// checks failing open, and reaches Redis in the background.
+const redisWait = rulestore.DefaultTimeout
+
+// seedUntilDone calls seed every interval until it succeeds or ctx ends: a
+// -seed that Redis did not take at start-up is written once Redis answers.
+func seedUntilDone(ctx context.Context, interval time.Duration, seed func(context.Context) error, logger *slog.Logger) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := seed(ctx); err == nil {
+			logger.Info("ratekit_envoy_rules_seeded")
+			return
+		}
+	}
 }
 
 func domainList(limiters []*ratelimit.Limiter, mapped map[string]string) []string {
