@@ -79,7 +79,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	opt := o.Client
 	opt.InitAddress = append([]string(nil), opt.InitAddress...) // rueidis may shuffle it
 	opt.DisableCache = true
-	opt.DialCtxFn = cancelOnClose(life, opt.DialCtxFn)
+	opt.DialCtxFn = s.dialed.cancelOnClose(life, opt.DialCtxFn)
 	first := make(chan error, 1)
 	go s.dialed.connect(life, s, opt, o.wrap, first)
 	select {
@@ -109,6 +109,9 @@ type dialed struct {
 	cancel  context.CancelFunc            // ends the connection attempts
 	done    chan struct{}                 // closed when connect has returned
 	once    sync.Once
+
+	mu         sync.Mutex
+	handshakes []func() bool // stop the closing at Close of the connections of a connection attempt
 }
 
 // rueidisClient is a connected client, in a struct for atomic.Pointer.
@@ -130,6 +133,7 @@ func (d *dialed) connect(life context.Context, s *Store, opt rueidis.ClientOptio
 	delay := minRetryDelay
 	for attempt := 0; ; attempt++ {
 		c, err := rueidis.NewClient(opt)
+		d.endHandshakes() // the client owns the attempt's connections, or closed them
 		if err == nil {
 			if life.Err() != nil { // closed while connecting
 				c.Close()
@@ -179,20 +183,43 @@ func (d *dialed) get() (*rueidisClient, error) {
 
 // cancelOnClose wraps dial (rueidis' own dialing when nil) so that Close also
 // ends a dial in progress, which would otherwise keep Close waiting for the
-// dial timeout.
-func cancelOnClose(life context.Context, dial func(context.Context, string, *net.Dialer, *tls.Config) (net.Conn, error)) func(context.Context, string, *net.Dialer, *tls.Config) (net.Conn, error) {
-	return func(ctx context.Context, addr string, d *net.Dialer, cfg *tls.Config) (net.Conn, error) {
+// dial timeout, and, until the store has connected, the handshake on a
+// dialed connection: a hung server accepts the connection and never answers,
+// and rueidis waits for its dial and write timeouts.
+func (d *dialed) cancelOnClose(life context.Context, dial func(context.Context, string, *net.Dialer, *tls.Config) (net.Conn, error)) func(context.Context, string, *net.Dialer, *tls.Config) (net.Conn, error) {
+	return func(ctx context.Context, addr string, nd *net.Dialer, cfg *tls.Config) (net.Conn, error) {
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		defer context.AfterFunc(life, cancel)()
-		if dial != nil {
-			return dial(ctx, addr, d, cfg)
+		var conn net.Conn
+		var err error
+		switch {
+		case dial != nil:
+			conn, err = dial(ctx, addr, nd, cfg)
+		case cfg != nil:
+			conn, err = (&tls.Dialer{NetDialer: nd, Config: cfg}).DialContext(ctx, "tcp", addr)
+		default:
+			conn, err = nd.DialContext(ctx, "tcp", addr)
 		}
-		if cfg != nil {
-			return (&tls.Dialer{NetDialer: d, Config: cfg}).DialContext(ctx, "tcp", addr)
+		if err == nil && d.client.Load() == nil {
+			d.mu.Lock()
+			d.handshakes = append(d.handshakes, context.AfterFunc(life, func() { _ = conn.Close() }))
+			d.mu.Unlock()
 		}
-		return d.DialContext(ctx, "tcp", addr)
+		return conn, err
 	}
+}
+
+// endHandshakes ends the closing at Close of the connections of a connection
+// attempt that has returned: rueidis closed them, or the connected client
+// owns them and Close closes the client.
+func (d *dialed) endHandshakes() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, stop := range d.handshakes {
+		stop()
+	}
+	d.handshakes = nil
 }
 
 // Close closes the client of a Store from Dial or Open, or stops its

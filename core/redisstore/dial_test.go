@@ -151,6 +151,38 @@ func TestDialClose(t *testing.T) {
 	}
 }
 
+// TestDialCloseWhileHandshaking: a hung server (SIGSTOP) accepts the TCP
+// connection of the first connection attempt and never answers its
+// handshake. Close ends that attempt, as it ends a dial, rather than wait for
+// the client's timeouts (an hour here); no goroutine outlives it, and
+// concurrent Closes all return.
+func TestDialCloseWhileHandshaking(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), rueidisDelay)
+	srv := redistest.StartServer(t)
+	srv.Pause(t)
+	defer srv.Resume(t)
+	cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond) // Dial returns, still connecting
+	defer cancel()
+	s, err := Dial(cctx, srv.URL()+"?dial_timeout=1h&write_timeout=1h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Eval(ctx, check, []ratelimit.Op{newKeyer(t).count("a", 10, 1)}); !errors.Is(err, ErrNotConnected) {
+		t.Fatalf("Eval while the handshake hangs: %v, want ErrNotConnected", err)
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Go(func() { _ = s.Close() })
+	}
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Close still waits for the hung handshake after 30s")
+	}
+}
+
 // TestDialCancel: callers whose context ends early return, and the replies
 // of everybody else still reach the right caller. Each caller has a key and a
 // period of its own, so a reply delivered to the wrong caller would show a
