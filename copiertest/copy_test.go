@@ -213,10 +213,10 @@ func checkRuns(t *testing.T, c renderCase, dst string) {
 	bin := filepath.Join(dst, c.service+".bin")
 	run(t, dst, projectEnv(c.redisEnv), "go", "build", "-o", bin, "./cmd/"+c.service)
 	prefix := strings.ToUpper(c.service)
-	internal := freeAddr(t)
+	internal, grpcAddr := freeAddr(t), freeAddr(t)
 	otlp := startOTLPReceiver(t)
 	// The internal listener answers to one more name than the loopback ones.
-	env := []string{prefix + "_INTERNAL_ADDR=" + internal, prefix + "_GRPC_ADDR=" + freeAddr(t),
+	env := []string{prefix + "_INTERNAL_ADDR=" + internal, prefix + "_GRPC_ADDR=" + grpcAddr,
 		prefix + "_INTERNAL_ALLOWED_HOSTS=ops.example, localhost, 127.0.0.1", "OTEL_EXPORTER_OTLP_ENDPOINT=" + otlp.url}
 	var httpAddrs []string
 	for _, fw := range c.frameworks {
@@ -299,6 +299,12 @@ func checkRuns(t *testing.T, c renderCase, dst string) {
 			t.Fatalf("rate_limits.yaml not reloaded 20s after SIGHUP:\n%s", p.logs())
 		}
 	}
+	if slices.Contains(c.frameworks, "grpc") {
+		// A call that never ends (a health Watch) may not hold the drain
+		// past its bound (10s): SIGTERM still stops the service.
+		watch := grpcHealthWatch(t, grpcAddr)
+		defer watch.Close()
+	}
 	if err := p.stop(15 * time.Second); err != nil {
 		t.Fatalf("%v:\n%s", err, p.logs())
 	}
@@ -320,6 +326,35 @@ func checkRuns(t *testing.T, c renderCase, dst string) {
 			}
 		}
 	}
+}
+
+// grpcHealthWatch opens grpc.health.v1.Health/Watch on the gRPC server at
+// addr (HTTP/2 without TLS, the gRPC framing by hand: this module needs no
+// gRPC) and returns once the first status arrived: a call in flight until the
+// server ends it. Close the body to end it.
+func grpcHealthWatch(t *testing.T, addr string) io.ReadCloser {
+	t.Helper()
+	var protocols http.Protocols
+	protocols.SetUnencryptedHTTP2(true)
+	client := &http.Client{Transport: &http.Transport{Protocols: &protocols}}
+	// An empty HealthCheckRequest (the overall status): one uncompressed
+	// message of 0 bytes.
+	req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/grpc.health.v1.Health/Watch", strings.NewReader("\x00\x00\x00\x00\x00"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/grpc")
+	req.Header.Set("TE", "trailers")
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("gRPC health Watch: %v", err)
+	}
+	var header [5]byte
+	if _, err := io.ReadFull(resp.Body, header[:]); err != nil || resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		t.Fatalf("gRPC health Watch: %d %v %v, want a first status", resp.StatusCode, resp.Header, err)
+	}
+	return resp.Body
 }
 
 // otlpReceiver is an OTLP/HTTP endpoint on loopback that keeps the raw
