@@ -89,6 +89,7 @@ func TestCopy(t *testing.T) {
 			checkGoMod(t, c.module, c.frameworks, dst)
 			checkRemoteModule(t, c, dst)
 			checkRuns(t, c, dst)
+			checkStartsOnHungRedis(t, c, dst)
 		})
 	}
 }
@@ -326,6 +327,62 @@ func checkRuns(t *testing.T, c renderCase, dst string) {
 			}
 		}
 	}
+}
+
+// checkStartsOnHungRedis starts the binary checkRuns built on a Redis that
+// hangs (SIGSTOP: it accepts connections and never answers), with client
+// timeouts of an hour: the service must serve all the same, its start-up
+// waits for Redis bounded, and stop on SIGTERM.
+func checkStartsOnHungRedis(t *testing.T, c renderCase, dst string) {
+	redisAddr := hungRedis(t)
+	prefix := strings.ToUpper(c.service)
+	internal := freeAddr(t)
+	env := []string{prefix + "_INTERNAL_ADDR=" + internal, prefix + "_GRPC_ADDR=" + freeAddr(t),
+		c.redisEnv + "=redis://" + redisAddr + "?dial_timeout=1h&write_timeout=1h"}
+	for _, fw := range httpFrameworks {
+		env = append(env, prefix+"_"+map[string]string{"nethttp": "HTTP", "echo": "ECHO", "gin": "GIN"}[fw]+"_ADDR="+freeAddr(t))
+	}
+	p := start(t, t.TempDir(), filepath.Join(dst, c.service+".bin"), c.redisEnv, env)
+	p.waitGet(t, "http://"+internal+"/metrics")
+	if err := p.stop(15 * time.Second); err != nil {
+		t.Fatalf("%v:\n%s", err, p.logs())
+	}
+}
+
+// hungRedis starts a redis-server on a free loopback port and stops it with
+// SIGSTOP; it is killed when the test ends.
+func hungRedis(t *testing.T) string {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		if os.Getenv("RATEKIT_TEST_REDIS_URL") != "" {
+			t.Fatal("redis-server not on PATH although RATEKIT_TEST_REDIS_URL is set")
+		}
+		t.Skip("redis-server not on PATH: run ./scripts/test.sh")
+	}
+	addr := freeAddr(t)
+	_, port, _ := net.SplitHostPort(addr)
+	cmd := exec.Command(bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir())
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if conn, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			conn.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redis-server on %s did not start", addr)
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	return addr
 }
 
 // grpcHealthWatch opens grpc.health.v1.Health/Watch on the gRPC server at
