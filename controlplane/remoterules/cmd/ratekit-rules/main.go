@@ -203,7 +203,7 @@ const (
 
 func serve(ctx context.Context, args []string, out io.Writer, ready func(string, string)) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	redisURL := fs.String("redis", "redis://127.0.0.1:6379", "Redis URL of the override documents")
+	redisURL := fs.String("redis", "redis://127.0.0.1:6379", "Redis URL of the override documents: redis://host:port/db, a Cluster redis://node1:port?addr=node2:port..., or redis-sentinel://host:port,.../master")
 	cluster := fs.String("redis-cluster", "", "Redis Cluster node addresses (comma-separated), instead of -redis")
 	grpcAddr := fs.String("grpc", defaultGRPCAddr, "gRPC listen address (RulesService, health, reflection)")
 	httpAddr := fs.String("http", defaultHTTPAddr, "HTTP listen address (management API, /metrics, /healthz)")

@@ -226,7 +226,9 @@ func TestHealthzTellsNothingOfRedis(t *testing.T) {
 // A malformed -redis URL is refused at start without showing it: it may hold
 // a password (url.Parse quotes the whole URL in its errors).
 func TestBadRedisURLHidesPassword(t *testing.T) {
-	for _, url := range []string{"redis://u:s3cret@127.0.0.1:63x9", "redis://u:s3cret@127.0.0.1:99999", "redis://u:s3cr%zz@127.0.0.1:6379"} {
+	for _, url := range []string{"redis://u:s3cret@127.0.0.1:63x9", "redis://u:s3cret@127.0.0.1:99999", "redis://u:s3cr%zz@127.0.0.1:6379",
+		"redis://u:s3cr/et@127.0.0.1:6379", // an unescaped '/' ends the userinfo early
+		"redis://u:s3cret@127.0.0.1:6379/s3cret"} {
 		// A URL taken by mistake serves until the context ends.
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
