@@ -362,17 +362,21 @@ var quoted = regexp.MustCompile(` ?"(?:[^"\\]|\\.)*"`)
 // Store (a rule store, a job queue) and one URL for both:
 // redis.NewUniversalClient builds a failover client when o names a Sentinel
 // master, a cluster client for several addresses (set IsClusterMode for one
-// address of a cluster), and a plain client otherwise.
+// address of a cluster), and a plain client otherwise. Its calls end when
+// their context does (ContextTimeoutEnabled): a caller's timeout, such as a
+// rule store's, bounds them on a Redis that hangs, where go-redis would
+// otherwise wait out its own read timeout per call.
 func GoRedisOptions(o rueidis.ClientOption) *redis.UniversalOptions {
 	u := &redis.UniversalOptions{
-		Addrs:       append([]string(nil), o.InitAddress...),
-		Username:    o.Username,
-		Password:    o.Password,
-		DB:          o.SelectDB,
-		TLSConfig:   o.TLSConfig,
-		DialTimeout: o.Dialer.Timeout,
-		ClientName:  o.ClientName,
-		MasterName:  o.Sentinel.MasterSet,
+		ContextTimeoutEnabled: true,
+		Addrs:                 append([]string(nil), o.InitAddress...),
+		Username:              o.Username,
+		Password:              o.Password,
+		DB:                    o.SelectDB,
+		TLSConfig:             o.TLSConfig,
+		DialTimeout:           o.Dialer.Timeout,
+		ClientName:            o.ClientName,
+		MasterName:            o.Sentinel.MasterSet,
 	}
 	if o.DialCtxFn != nil { // a Unix socket (see ParseURL), or a custom dialer
 		dial := o.DialCtxFn

@@ -2,7 +2,9 @@ package redisstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"regexp"
@@ -126,6 +128,47 @@ func TestGoRedisOptions(t *testing.T) {
 		if err != nil || n != 1 {
 			t.Fatalf("%s: the store deleted %d keys (%v), want the go-redis client's one", url, n, err)
 		}
+	}
+}
+
+// A client from GoRedisOptions ends a call when its context does: on a
+// server that never answers, the caller's deadline is the error, not
+// go-redis' own read timeout.
+func TestGoRedisOptionsHonourTheContext(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() { // accept, read, never answer
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { _ = c.Close() })
+			go func() { _, _ = io.Copy(io.Discard, c) }()
+		}
+	}()
+	o, err := redisstore.ParseURL("redis://" + ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := redisstore.GoRedisOptions(o)
+	opts.ReadTimeout, opts.WriteTimeout = time.Hour, time.Hour // only the context can end the call
+	c := redis.NewUniversalClient(opts)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- c.Ping(ctx).Err() }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Ping on a server that never answers: %v, want the context's deadline", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Ping on a server that never answers still waits a minute after its context ended")
 	}
 }
 
