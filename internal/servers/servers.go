@@ -37,10 +37,11 @@ type Config struct {
 	Ready func(grpcAddr, httpAddr string)
 }
 
-// Run serves until ctx ends or a server fails, then drains: Draining, the
-// gRPC server's graceful stop (a hard stop after Drain), then the HTTP
-// server's shutdown (its connections closed after Drain). It returns the
-// error a server failed with, or nil when ctx ended.
+// Run serves until ctx ends or a server fails, then drains: Draining, then
+// at once the gRPC server's graceful stop (a hard stop after Drain) and the
+// HTTP server's shutdown (its connections closed after Drain), so that a
+// stop takes at most Drain, not one Drain per server. It returns the error a
+// server failed with, or nil when ctx ended.
 func Run(ctx context.Context, c Config) error {
 	errc := make(chan error, 2)
 	go func() { errc <- c.GRPC.Serve(c.GRPCListener) }()
@@ -65,21 +66,24 @@ func Run(ctx context.Context, c Config) error {
 	if c.Draining != nil {
 		c.Draining()
 	}
+	dctx, cancel := context.WithTimeout(context.Background(), c.Drain)
+	defer cancel()
+	httpStopped := make(chan struct{})
+	go func() {
+		defer close(httpStopped)
+		if c.HTTP != nil {
+			if err := c.HTTP.Shutdown(dctx); err != nil {
+				_ = c.HTTP.Close() // Shutdown leaves the requests still in flight running: cut them off
+			}
+		}
+	}()
 	stopped := make(chan struct{})
 	go func() { c.GRPC.GracefulStop(); close(stopped) }()
-	timer := time.NewTimer(c.Drain)
-	defer timer.Stop()
 	select {
 	case <-stopped:
-	case <-timer.C:
+	case <-dctx.Done():
 		c.GRPC.Stop()
 	}
-	if c.HTTP != nil {
-		sctx, cancel := context.WithTimeout(context.Background(), c.Drain)
-		if err := c.HTTP.Shutdown(sctx); err != nil {
-			_ = c.HTTP.Close() // Shutdown leaves the requests still in flight running: cut them off
-		}
-		cancel()
-	}
+	<-httpStopped
 	return serveErr
 }

@@ -206,3 +206,35 @@ func TestRunCutsOffHTTPAfterDrain(t *testing.T) {
 		t.Fatal("the HTTP request in flight was not cut off after Drain")
 	}
 }
+
+// The two servers drain at once: the HTTP server stops serving while the gRPC
+// server's graceful stop still waits for its calls, so that a stop takes at
+// most Drain; the HTTP shutdown used to start only after the gRPC stop, up to
+// twice Drain.
+func TestRunDrainsBothAtOnce(t *testing.T) {
+	g := newGRPCServer(true) // GracefulStop waits until Stop: here, the test
+	hs := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.NotFoundHandler()}
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- servers.Run(ctx, servers.Config{GRPC: g, GRPCListener: listen(t), HTTP: hs, HTTPListener: listen(t),
+			Drain: time.Hour, Ready: func(_, httpAddr string) { ready <- httpAddr }})
+	}()
+	httpAddr := <-ready
+	cancel()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		c, err := net.Dial("tcp", httpAddr)
+		if err != nil {
+			break // the HTTP listener is closed, the gRPC stop still waiting
+		}
+		_ = c.Close()
+		if time.Now().After(deadline) {
+			t.Fatal("HTTP still accepts 30s into a drain whose gRPC stop waits: it drains after gRPC, not beside it")
+		}
+	}
+	g.Stop() // the gRPC calls end
+	if err := waitRun(t, done); err != nil {
+		t.Fatal(err)
+	}
+}
