@@ -90,6 +90,7 @@ func TestCopy(t *testing.T) {
 			checkRemoteModule(t, c, dst)
 			checkRuns(t, c, dst)
 			checkStartsOnHungRedis(t, c, dst)
+			checkAsynqOnSentinel(t, c, dst)
 		})
 	}
 }
@@ -344,6 +345,48 @@ func checkStartsOnHungRedis(t *testing.T, c renderCase, dst string) {
 	}
 	p := start(t, t.TempDir(), filepath.Join(dst, c.service+".bin"), c.redisEnv, env)
 	p.waitGet(t, "http://"+internal+"/metrics")
+	if err := p.stop(15 * time.Second); err != nil {
+		t.Fatalf("%v:\n%s", err, p.logs())
+	}
+}
+
+// checkAsynqOnSentinel starts the binary checkRuns built with its Redis URL
+// naming the Sentinel setup of RATEKIT_TEST_REDIS_SENTINEL (when set, and the
+// service has the asynq worker): the worker must work on the master, where
+// its heartbeat writes asynq:servers:{host:PID:id}. It used to connect to
+// the URL's first address, the sentinel itself.
+func checkAsynqOnSentinel(t *testing.T, c renderCase, dst string) {
+	sentinel := os.Getenv("RATEKIT_TEST_REDIS_SENTINEL")
+	if sentinel == "" || !slices.Contains(c.frameworks, "asynq") {
+		return
+	}
+	hosts, master, _ := strings.Cut(sentinel, "/")
+	sh, sp, err := net.SplitHostPort(strings.Split(hosts, ",")[0])
+	if err != nil {
+		t.Fatalf("RATEKIT_TEST_REDIS_SENTINEL = %q: %v", sentinel, err)
+	}
+	addr := strings.Fields(run(t, dst, nil, "redis-cli", "-h", sh, "-p", sp, "SENTINEL", "get-master-addr-by-name", master))
+	if len(addr) != 2 {
+		t.Fatalf("the sentinel names no master %s: %q", master, addr)
+	}
+	prefix := strings.ToUpper(c.service)
+	internal := freeAddr(t)
+	env := []string{prefix + "_INTERNAL_ADDR=" + internal, prefix + "_GRPC_ADDR=" + freeAddr(t),
+		c.redisEnv + "=redis-sentinel://" + hosts + "/" + master}
+	for _, fw := range httpFrameworks {
+		env = append(env, prefix+"_"+map[string]string{"nethttp": "HTTP", "echo": "ECHO", "gin": "GIN"}[fw]+"_ADDR="+freeAddr(t))
+	}
+	p := start(t, t.TempDir(), filepath.Join(dst, c.service+".bin"), c.redisEnv, env)
+	p.waitGet(t, "http://"+internal+"/metrics")
+	pattern := fmt.Sprintf("asynq:servers:{*:%d:*}", p.cmd.Process.Pid)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		if run(t, dst, nil, "redis-cli", "-h", addr[0], "-p", addr[1], "--scan", "--pattern", pattern) != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s on the Sentinel master %s:%s 30s after start:\n%s", pattern, addr[0], addr[1], p.logs())
+		}
+	}
 	if err := p.stop(15 * time.Second); err != nil {
 		t.Fatalf("%v:\n%s", err, p.logs())
 	}
