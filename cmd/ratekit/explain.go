@@ -456,12 +456,7 @@ func identifierWarnings(id ratelimit.Identifier, properties []string, rules []ra
 // didYouMean suggests the candidate closest to word, within two edits, for a
 // typo such as usernme.
 func didYouMean(word string, candidates []string) string {
-	best, bestD := "", 3
-	for _, c := range candidates {
-		if d := suggest.Distance(word, c); d < bestD && d < len(word) { // "" or "x" is not a typo of anything
-			best, bestD = c, d
-		}
-	}
+	best := suggest.Closest(word, candidates)
 	if best == "" {
 		return ""
 	}

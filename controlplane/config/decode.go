@@ -773,15 +773,10 @@ func camelToSnake(s string) string {
 func unknownField(name string, md protoreflect.MessageDescriptor, p path) string {
 	fields := md.Fields()
 	known := make([]string, 0, fields.Len())
-	best, bestDist := "", 3
 	for i := 0; i < fields.Len(); i++ {
-		f := string(fields.Get(i).Name())
-		known = append(known, f)
-		if dist := suggest.Distance(name, f); dist < bestDist {
-			best, bestDist = f, dist
-		}
+		known = append(known, string(fields.Get(i).Name()))
 	}
-	if best != "" {
+	if best := suggest.Closest(name, known); best != "" {
 		return fmt.Sprintf("unknown field %q (did you mean %q?)", name, best)
 	}
 	sort.Strings(known)

@@ -33,3 +33,16 @@ func Distance(a, b string) int {
 	}
 	return prev[len(b)]
 }
+
+// Closest returns the candidate within two edits of word, the first of the
+// closest, for a typo; "" when none is, or when word is so short that any
+// name is as near ("" or "x" is not a typo of anything).
+func Closest(word string, candidates []string) string {
+	best, bestD := "", 3
+	for _, c := range candidates {
+		if d := Distance(word, c); d < bestD && d < len(word) {
+			best, bestD = c, d
+		}
+	}
+	return best
+}

@@ -33,3 +33,19 @@ func TestDistance(t *testing.T) {
 		}
 	}
 }
+
+func TestClosest(t *testing.T) {
+	names := []string{"limit", "period_s", "action", "name"}
+	for _, tt := range []struct{ word, want string }{
+		{"limt", "limit"},
+		{"perod_s", "period_s"},
+		{"nme", "name"},
+		{"x", ""}, // one letter is as near to many names
+		{"", ""},
+		{"characteristics", ""},
+	} {
+		if got := suggest.Closest(tt.word, names); got != tt.want {
+			t.Errorf("Closest(%q) = %q, want %q", tt.word, got, tt.want)
+		}
+	}
+}

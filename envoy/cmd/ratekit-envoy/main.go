@@ -124,12 +124,9 @@ func flagHint(fs *flag.FlagSet, err error) string {
 	if !ok {
 		return ""
 	}
-	best, bestD := "", 3
-	fs.VisitAll(func(f *flag.Flag) {
-		if d := suggest.Distance(name, f.Name); d < bestD && d < len(name) {
-			best, bestD = f.Name, d
-		}
-	})
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	best := suggest.Closest(name, names)
 	if best == "" {
 		return ""
 	}

@@ -119,24 +119,13 @@ func parse(fs *flag.FlagSet, args []string, out io.Writer) error {
 		if name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -"); ok {
 			var names []string
 			fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
-			if m := closest(name, names); m != "" {
+			if m := suggest.Closest(name, names); m != "" {
 				hint = fmt.Sprintf("; did you mean -%s?", m)
 			}
 		}
 		return usageError{fmt.Sprintf("%s: %v%s\nrun 'ratekit-rules %s -h' for its flags", fs.Name(), err, hint, fs.Name())}
 	}
 	return nil
-}
-
-// closest returns the candidate within two edits of word, for a typo, or "".
-func closest(word string, candidates []string) string {
-	best, bestD := "", 3
-	for _, c := range candidates {
-		if d := suggest.Distance(word, c); d < bestD && d < len(word) {
-			best, bestD = c, d
-		}
-	}
-	return best
 }
 
 // run is main without the process: ready, when set, receives the listeners'
@@ -170,7 +159,7 @@ func dispatch(ctx context.Context, args []string, out io.Writer, ready func(grpc
 		return err
 	}
 	hint := ""
-	if m := closest(args[0], commandNames); m != "" {
+	if m := suggest.Closest(args[0], commandNames); m != "" {
 		hint = fmt.Sprintf("; did you mean %q?", m)
 	}
 	return usageError{fmt.Sprintf("unknown command %q%s\n%s", args[0], hint, usage)}
