@@ -25,6 +25,8 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+
+	"github.com/ratekit/ratekit/internal/suggest"
 )
 
 // Exit codes.
@@ -137,13 +139,10 @@ func parseFlags(fs *flag.FlagSet, usage string, args []string, out output) (bool
 // flagHint suggests the flag of fs closest to the one err says is not
 // defined, for a typo such as --availble-limiters.
 func flagHint(fs *flag.FlagSet, err error) string {
-	name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -")
-	if !ok {
-		return ""
+	if m := suggest.Flag(fs, err); m != "" {
+		return fmt.Sprintf("; did you mean %q?", "--"+m)
 	}
-	var names []string
-	fs.VisitAll(func(f *flag.Flag) { names = append(names, "--"+f.Name) })
-	return didYouMean("--"+name, names)
+	return ""
 }
 
 // usageError reports a usage problem, with one line saying where the

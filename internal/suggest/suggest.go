@@ -2,7 +2,11 @@
 // mean" hints of the config decoder and the CLI.
 package suggest
 
-import "math"
+import (
+	"flag"
+	"math"
+	"strings"
+)
 
 // MaxLen bounds the strings Distance compares: longer ones are never typos of
 // a schema or property name, and the bound keeps the quadratic work small on
@@ -45,4 +49,17 @@ func Closest(word string, candidates []string) string {
 		}
 	}
 	return best
+}
+
+// Flag returns the name of the flag of fs closest to the one err, from
+// fs.Parse, says is not defined, for a typo such as -redis-ulr; "" for any
+// other error, or when no name is close.
+func Flag(fs *flag.FlagSet, err error) string {
+	name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -")
+	if !ok {
+		return ""
+	}
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	return Closest(name, names)
 }

@@ -1,6 +1,8 @@
 package suggest_test
 
 import (
+	"flag"
+	"io"
 	"math"
 	"strings"
 	"testing"
@@ -46,6 +48,30 @@ func TestClosest(t *testing.T) {
 	} {
 		if got := suggest.Closest(tt.word, names); got != tt.want {
 			t.Errorf("Closest(%q) = %q, want %q", tt.word, got, tt.want)
+		}
+	}
+}
+
+func TestFlag(t *testing.T) {
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.String("redis-url", "", "")
+	fs.Bool("seed", false, "")
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-redis-ulr", "r"}, "redis-url"},
+		{[]string{"--sed"}, "seed"},
+		{[]string{"-nothing-like-it"}, ""},
+		{[]string{"-seed=maybe"}, ""}, // another error
+	} {
+		err := fs.Parse(tt.args)
+		if err == nil {
+			t.Fatalf("%q parsed", tt.args)
+		}
+		if got := suggest.Flag(fs, err); got != tt.want {
+			t.Errorf("Flag(%q) = %q, want %q", tt.args, got, tt.want)
 		}
 	}
 }

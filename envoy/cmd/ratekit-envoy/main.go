@@ -120,17 +120,10 @@ func helpText(fs *flag.FlagSet) string {
 // flagHint suggests the flag of fs closest to the one err says is not
 // defined, for a typo such as -redis-ulr.
 func flagHint(fs *flag.FlagSet, err error) string {
-	name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -")
-	if !ok {
-		return ""
+	if m := suggest.Flag(fs, err); m != "" {
+		return fmt.Sprintf("; did you mean -%s?", m)
 	}
-	var names []string
-	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
-	best := suggest.Closest(name, names)
-	if best == "" {
-		return ""
-	}
-	return fmt.Sprintf("; did you mean -%s?", best)
+	return ""
 }
 
 // envRedisURL is the environment variable that -redis-url defaults to, as

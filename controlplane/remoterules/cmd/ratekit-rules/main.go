@@ -116,12 +116,8 @@ func parse(fs *flag.FlagSet, args []string, out io.Writer) error {
 		return errHelpShown
 	case err != nil:
 		hint := ""
-		if name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -"); ok {
-			var names []string
-			fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
-			if m := suggest.Closest(name, names); m != "" {
-				hint = fmt.Sprintf("; did you mean -%s?", m)
-			}
+		if m := suggest.Flag(fs, err); m != "" {
+			hint = fmt.Sprintf("; did you mean -%s?", m)
 		}
 		return usageError{fmt.Sprintf("%s: %v%s\nrun 'ratekit-rules %s -h' for its flags", fs.Name(), err, hint, fs.Name())}
 	}
