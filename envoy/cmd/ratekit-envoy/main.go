@@ -98,7 +98,7 @@ func main() {
 
 var errUsage = errors.New("usage")
 
-// helpError answers -h: main prints its text on stdout and exits 0. It is
+// helpError answers -h (or help): main prints its text on stdout and exits 0. It is
 // flag.ErrHelp.
 type helpError struct{ text string }
 
@@ -193,6 +193,9 @@ func parseFlags(args []string) (*flags, error) {
 	fs.DurationVar(&f.refresh, "refresh", rulestore.DefaultInterval, "rule store refresh interval")
 	fs.DurationVar(&f.drain, "drain", 10*time.Second, "on shutdown, how long calls in flight may finish (0: stop them at once)")
 	fs.BoolVar(&f.seed, "seed", false, "write the file and default tiers into the rule store at start (as a service owning the limiters does), and every -refresh until Redis takes them")
+	if len(args) == 1 && args[0] == "help" { // as the ratekit and ratekit-rules commands take it
+		return nil, &helpError{helpText(fs)}
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, &helpError{helpText(fs)}

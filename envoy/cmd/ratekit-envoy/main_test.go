@@ -299,6 +299,7 @@ func TestVersion(t *testing.T) {
 	}{
 		{[]string{"-h"}, 0, "  -redis-url string\n", ""},
 		{[]string{"--help"}, 0, "usage: ratekit-envoy -available FILE -redis-url URL [flags]\n", ""},
+		{[]string{"help"}, 0, "usage: ratekit-envoy -available FILE -redis-url URL [flags]\n", ""},
 		{[]string{"-redis-ulr", "redis://x"}, 2, "", "ratekit-envoy: usage: flag provided but not defined: -redis-ulr; did you mean -redis-url?\nrun 'ratekit-envoy -h' for the flags\n"},
 	} {
 		cmd := exec.Command(bin, tt.args...)
