@@ -537,3 +537,68 @@ func TestProgramRuns(t *testing.T) {
 			len(query(t, "http://"+prom, `up{job="ratekit_example"} == 1`)) == 1
 	})
 }
+
+// The panel of rejected config files shows a file's first rejection: its
+// counter is born at 1 (Metrics learns the file only then), which increase()
+// alone does not count. promtool evaluates the panel's query, its variables
+// given values, on a file rejected once at minute 3.
+func TestDashboardShowsFirstRejection(t *testing.T) {
+	promtool := binary(t, EnvPromtool, "promtool")
+	expr := panelQuery(t, "Config files rejected")
+	expr = strings.NewReplacer(`$job`, `.*`, `$rate_limiter`, `.*`, `$__rate_interval`, `4m`).Replace(expr)
+	q, err := json.Marshal(expr) // a YAML double-quoted string
+	if err != nil {
+		t.Fatal(err)
+	}
+	test := `evaluation_interval: 1m
+tests:
+  - interval: 1m
+    input_series:
+      - series: 'ratelimit_config_rejections_total{job="checkout",namespace="shop",file="rate_limits.yaml"}'
+        values: '_ _ _ 1x10'
+    promql_expr_test:
+      - expr: ` + string(q) + `
+        eval_time: 4m
+        exp_samples:
+          - labels: '{job="checkout",namespace="shop",file="rate_limits.yaml"}'
+            value: 1
+      - expr: ` + string(q) + `
+        eval_time: 12m
+        exp_samples:
+          - labels: '{job="checkout",namespace="shop",file="rate_limits.yaml"}'
+            value: 0
+`
+	file := filepath.Join(t.TempDir(), "dashboard.test.yml")
+	if err := os.WriteFile(file, []byte(test), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(promtool, "test", "rules", file).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "SUCCESS") {
+		t.Errorf("panel query %s on a file rejected once: %v\n%s", expr, err, out)
+	}
+}
+
+// panelQuery returns the query of the dashboard's panel title, which has one.
+func panelQuery(t *testing.T, title string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir(t), "grafana", "ratekit.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string
+			Targets []struct{ Expr string }
+		}
+	}
+	if err := json.Unmarshal(b, &dash); err != nil {
+		t.Fatalf("ratekit.json: %v", err)
+	}
+	for _, p := range dash.Panels {
+		if p.Title == title && len(p.Targets) == 1 {
+			return p.Targets[0].Expr
+		}
+	}
+	t.Fatalf("the dashboard has no panel %q with one query", title)
+	return ""
+}
