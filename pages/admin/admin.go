@@ -289,12 +289,12 @@ func (h *Handler) save(ctx context.Context, w http.ResponseWriter, r *http.Reque
 	}
 	req := &configv1.PublishRulesRequest{RateLimits: map[string]*configv1.RuleList{lv.Name: {Rules: []*configv1.Rule{rule}}}}
 	res, err := h.opts.Store.PublishIf(ctx, req, map[string]string{lv.Name: f.Version})
+	h.audit(ctx, r, s, "publish", lv.Name, rule.GetName(), f.Version, res, err,
+		slog.String("rule_json", string(mustMarshalRule(rule))))
 	if err != nil {
 		h.writeFailed(ctx, w, s, lv.Name, f, err)
 		return
 	}
-	h.audit(ctx, r, s, "publish", lv.Name, rule.GetName(), f.Version, res,
-		slog.String("rule_json", string(mustMarshalRule(rule))))
 	redirect(w, r, url.Values{"limiter": {lv.Name}, "saved": {rule.GetName()}})
 }
 
@@ -305,11 +305,11 @@ func (h *Handler) delete(ctx context.Context, w http.ResponseWriter, r *http.Req
 		return
 	}
 	res, err := h.opts.Store.DeleteIf(ctx, lv.Name, version, rule)
+	h.audit(ctx, r, s, "delete", lv.Name, rule, version, res, err)
 	if err != nil {
 		h.writeFailed(ctx, w, s, lv.Name, newForm(version), err)
 		return
 	}
-	h.audit(ctx, r, s, "delete", lv.Name, rule, version, res)
 	redirect(w, r, url.Values{"limiter": {lv.Name}, "deleted": {rule}})
 }
 
@@ -358,11 +358,11 @@ func (h *Handler) remove(ctx context.Context, w http.ResponseWriter, r *http.Req
 		return
 	}
 	res, err := h.opts.Store.Remove(ctx, lv.Name)
+	h.audit(ctx, r, s, "remove", lv.Name, "", lv.Version, res, err, slog.String("document_error", lv.DocumentError))
 	if err != nil {
 		h.fail(w, r, http.StatusBadGateway, "Nothing was removed: "+err.Error())
 		return
 	}
-	h.audit(ctx, r, s, "remove", lv.Name, "", lv.Version, res, slog.String("document_error", lv.DocumentError))
 	redirect(w, r, url.Values{"limiter": {lv.Name}, "removed": {"1"}})
 }
 
@@ -387,11 +387,13 @@ func (h *Handler) clear(ctx context.Context, w http.ResponseWriter, r *http.Requ
 	}
 	n, err := l.Clear(ctx, id)
 	if err != nil {
+		h.audit(ctx, r, s, "clear", lv.Name, "", lv.Version, rulestore.WriteResult{}, err,
+			slog.Any("identifier", map[string]any(id)))
 		h.fail(w, r, http.StatusBadGateway, "Nothing was cleared: "+err.Error())
 		return
 	}
 	rev, _ := h.opts.Store.Revision(ctx)
-	h.audit(ctx, r, s, "clear", lv.Name, "", lv.Version, rulestore.WriteResult{Revision: rev},
+	h.audit(ctx, r, s, "clear", lv.Name, "", lv.Version, rulestore.WriteResult{Revision: rev}, nil,
 		slog.Any("identifier", map[string]any(id)), slog.Int("keys_deleted", n))
 	back := url.Values{"limiter": {lv.Name}, "cleared": {fmt.Sprint(n)}, "explain": {"1"}}
 	for k, v := range id {
@@ -400,9 +402,14 @@ func (h *Handler) clear(ctx context.Context, w http.ResponseWriter, r *http.Requ
 	redirect(w, r, back)
 }
 
-// audit logs one write: who (from the hook), what, and the store revision
-// after it (and the document version it was based on).
-func (h *Handler) audit(ctx context.Context, r *http.Request, s session, op, limiter, rule, basedOn string, res rulestore.WriteResult, extra ...slog.Attr) {
+// audit logs one write, made or failed: who (from the hook), what, the
+// store revision after it (and the document version it was based on), and
+// its outcome ("ok", or the error at WARN: nothing was written).
+func (h *Handler) audit(ctx context.Context, r *http.Request, s session, op, limiter, rule, basedOn string, res rulestore.WriteResult, err error, extra ...slog.Attr) {
+	level, outcome := slog.LevelInfo, "ok"
+	if err != nil {
+		level, outcome = slog.LevelWarn, err.Error()
+	}
 	attrs := []slog.Attr{
 		slog.String("who", s.Who), slog.String("op", op), slog.String("limiter", limiter),
 		slog.Int64("revision", res.Revision), slog.String("based_on_version", basedOn),
@@ -411,7 +418,8 @@ func (h *Handler) audit(ctx context.Context, r *http.Request, s session, op, lim
 	if rule != "" {
 		attrs = append(attrs, slog.String("rule", rule))
 	}
-	h.opts.Logger.LogAttrs(ctx, slog.LevelInfo, "rate_limit_admin_write", append(attrs, extra...)...)
+	attrs = append(attrs, extra...)
+	h.opts.Logger.LogAttrs(ctx, level, "rate_limit_admin_write", append(attrs, slog.String("outcome", outcome))...)
 }
 
 // refused logs a state-changing request the page turned away (a forged or

@@ -1,12 +1,15 @@
 package admin_test
 
 import (
+	"encoding/json"
 	"maps"
 	"net/http"
 	"net/url"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/ratekit/ratekit/controlplane/rulestore"
 )
 
 // errorsFor returns the inline errors the page shows under a form field.
@@ -82,7 +85,8 @@ func TestInvalidRuleShowsFieldErrors(t *testing.T) {
 }
 
 // A save or delete based on a version another writer has replaced fails
-// with the conflict message and the current rules, and writes nothing.
+// with the conflict message and the current rules, and writes nothing; each
+// write, failed or not, is one audit line with who, what and the outcome.
 func TestConflict(t *testing.T) {
 	f := newFixture(t, allowAll)
 	b := newBrowser(t, f)
@@ -110,6 +114,30 @@ func TestConflict(t *testing.T) {
 		}
 		if after := f.storeState(t); !maps.Equal(before, after) {
 			t.Fatalf("a stale %s wrote", form.Get("op"))
+		}
+	}
+	var lines []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(f.audit.String()), "\n") {
+		var line map[string]any
+		if err := json.Unmarshal([]byte(l), &line); err != nil {
+			t.Fatalf("audit line %q: %v", l, err)
+		}
+		lines = append(lines, line)
+	}
+	want := []struct{ level, op, rule, outcome string }{
+		{"INFO", "publish", "theirs", "ok"},
+		{"WARN", "publish", "mine", rulestore.ErrConflict.Error()},
+		{"WARN", "delete", "theirs", rulestore.ErrConflict.Error()},
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("%d audit lines, want %d (one per write, failed or not):\n%s", len(lines), len(want), f.audit)
+	}
+	for i, w := range want {
+		l := lines[i]
+		outcome, _ := l["outcome"].(string)
+		if l["msg"] != "rate_limit_admin_write" || l["level"] != w.level || l["who"] != "alice" || l["op"] != w.op ||
+			l["limiter"] != "api" || l["rule"] != w.rule || !strings.Contains(outcome, w.outcome) {
+			t.Errorf("audit line %d: %v, want %s %s of rule %s by alice, outcome %q", i, l, w.level, w.op, w.rule, w.outcome)
 		}
 	}
 }
