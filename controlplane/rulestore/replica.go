@@ -90,7 +90,7 @@ func (s *Store) SetLocal(ctx context.Context, limiter string, local tiers.Set) e
 	b.local, b.stale = local, true
 	present, raw := b.present, b.raw
 	s.mu.Unlock()
-	if err := s.apply(b, s.Key(limiter), stored{present: present, raw: raw}); err != nil {
+	if err := s.apply(b, s.Key(limiter), stored{present: present, raw: raw}, false); err != nil {
 		s.mu.Lock()
 		b.local, b.stale = old, false
 		s.mu.Unlock()
@@ -149,7 +149,7 @@ func (s *Store) Refresh(ctx context.Context) error {
 	var errs []error
 	done := 0 // the limiters whose documents were read
 	err := s.readEach(ctx, keys, s.timeout, func(i int, st stored) error {
-		if err := s.apply(bs[i], keys[i], st); err != nil {
+		if err := s.apply(bs[i], keys[i], st, true); err != nil {
 			errs = append(errs, err)
 		}
 		done = i + 1
@@ -181,15 +181,17 @@ func (st stored) rejection() string {
 
 // apply makes one limiter follow its document st. A key that holds what was
 // rejected last time is rejected again without being parsed: a bad document
-// costs one parse, not one per refresh.
-func (s *Store) apply(b *binding, key string, st stored) error {
+// costs one parse, not one per refresh. read is true when st was just read
+// from Redis (a refresh): only then does the outcome count as a refresh in
+// RefreshStatus and Metrics (SetLocal applies the copy it holds).
+func (s *Store) apply(b *binding, key string, st stored, read bool) error {
 	name := b.lim.Name()
 	present, raw := st.present, st.raw
 	s.mu.RLock()
 	same := !b.stale && st.bad == nil && present == b.present && raw == b.raw // already enforced
 	again := !same && !b.stale && present && b.rejecting && b.rejected == st.rejection()
 	s.mu.RUnlock()
-	if again {
+	if again { // only a refresh: SetLocal's binding is stale
 		s.mu.Lock()
 		err := b.rejectErr
 		b.err = err
@@ -233,9 +235,13 @@ func (s *Store) apply(b *binding, key string, st stored) error {
 			b.present, b.raw, b.tiers = present, raw, t
 		}
 		b.stale = false
-		b.refreshedAt = s.now()
+		if read {
+			b.refreshedAt = s.now()
+		}
 	}
-	b.err = err
+	if read {
+		b.err = err
+	}
 	s.mu.Unlock()
 	if logRejection {
 		s.logger.Warn("rate_limit_rule_document_rejected", slog.String("limiter", name), slog.String("key", key), slog.Any("error", err))
@@ -243,7 +249,9 @@ func (s *Store) apply(b *binding, key string, st stored) error {
 			s.metrics.ConfigRejected(key)
 		}
 	}
-	s.report(name, err)
+	if read {
+		s.report(name, err)
+	}
 	return err
 }
 

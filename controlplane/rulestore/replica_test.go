@@ -456,6 +456,36 @@ func TestSetLocal(t *testing.T) {
 	}
 }
 
+// SetLocal reads nothing from Redis, so it is no refresh: while Redis is
+// unreachable a reloaded rate_limits.yaml must leave the refresh failing,
+// the replica's age growing and its metrics saying so (RatekitRuleStoreStale
+// and RatekitRuleStoreRefreshErrors watch them).
+func TestSetLocalIsNoRefresh(t *testing.T) {
+	down := redis.NewClient(&redis.Options{Addr: redistest.UnusedAddr(t), MaxRetries: -1})
+	t.Cleanup(func() { _ = down.Close() })
+	m := &recordingMetrics{}
+	s := newStore(t, down, Options{Metrics: m, Logger: slog.New(slog.DiscardHandler)})
+	lim := newLimiter(t, "search", ratelimit.NewMemoryStore())
+	if err := s.Bind(lim, tiers.Set{Defaults: []ratelimit.Rule{rule("by_user", 100)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Refresh(ctx); err == nil {
+		t.Fatal("a refresh from an unreachable Redis succeeded")
+	}
+	if err := s.SetLocal(ctx, "search", tiers.Set{File: []ratelimit.Rule{rule("by_user", 7)}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := limitOf(t, lim.Rules(), "by_user"); got != 7 {
+		t.Fatalf("the new file tier does not apply: limit %d", got)
+	}
+	if ok, failed := m.counts("search"); ok != 0 || failed != 1 {
+		t.Errorf("refreshes reported: %d ok, %d failed; want the one failed refresh only", ok, failed)
+	}
+	if at, err := s.RefreshStatus("search"); !at.IsZero() || err == nil {
+		t.Errorf("RefreshStatus after SetLocal = %v, %v; want never refreshed, the refresh error", at, err)
+	}
+}
+
 // A document read from Redis passes the checks a write would: a rule counting
 // by a property the limiter does not declare (written by another SDK or by
 // hand) is rejected, and the limiter keeps its last good rules.
