@@ -88,7 +88,8 @@ type MetricsOptions struct {
 //
 // error is "true" when the check failed open or left rules out (Result.Err !=
 // nil || Result.Degraded: a rule missing a property, or per-request rules
-// over MaxRules), as in labkit, so
+// over MaxRules), as in labkit, but for a caller that went away
+// (ratelimit.ErrCanceled), which says nothing about the store; so
 // checks_total{error="true"} / checks_total is the error SLI. Labels only ever
 // hold limiter and rule names, actions and booleans: never an identifier value.
 // Clear is reported by logs only (as in labkit).

@@ -322,3 +322,24 @@ func TestMetricsBreakerState(t *testing.T) {
 		})
 	}
 }
+
+// A check whose caller went away (ratelimit.ErrCanceled) failed open but
+// says nothing about the store: it is not in the error SLI, which a store
+// error is.
+func TestCanceledCheckIsNoError(t *testing.T) {
+	m := observe.NewMetrics(observe.MetricsOptions{})
+	ctx := context.Background()
+	for _, err := range []error{fmt.Errorf("check: %w", ratelimit.ErrCanceled), errDown} {
+		m.Observe(ctx, ratelimit.Event{Kind: ratelimit.EventCheck, Limiter: "api",
+			Result: &ratelimit.Result{Action: ratelimit.ActionAllow, Err: err}})
+	}
+	want := `
+# HELP ratelimit_checks_total Rate-limit checks, fail-open included. error is true when the check failed open or was degraded.
+# TYPE ratelimit_checks_total counter
+ratelimit_checks_total{action="allow",error="false",matched="false",rate_limiter="api"} 1
+ratelimit_checks_total{action="allow",error="true",matched="false",rate_limiter="api"} 1
+`
+	if err := testutil.CollectAndCompare(m, strings.NewReader(want), "ratelimit_checks_total"); err != nil {
+		t.Fatal(err)
+	}
+}
