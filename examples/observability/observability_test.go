@@ -541,7 +541,9 @@ func TestProgramRuns(t *testing.T) {
 // The panel of rejected config files shows a file's first rejection: its
 // counter is born at 1 (Metrics learns the file only then), which increase()
 // alone does not count. promtool evaluates the panel's query, its variables
-// given values, on a file rejected once at minute 3.
+// given values, on a file rejected once at minute 3 and scraped in vain at
+// minute 8 (a stale marker), which must not show the rejection again a
+// rate interval later.
 func TestDashboardShowsFirstRejection(t *testing.T) {
 	promtool := binary(t, EnvPromtool, "promtool")
 	expr := panelQuery(t, "Config files rejected")
@@ -555,7 +557,7 @@ tests:
   - interval: 1m
     input_series:
       - series: 'ratelimit_config_rejections_total{job="checkout",namespace="shop",file="rate_limits.yaml"}'
-        values: '_ _ _ 1x10'
+        values: '_ _ _ 1x4 stale 1x10'
     promql_expr_test:
       - expr: ` + string(q) + `
         eval_time: 4m
