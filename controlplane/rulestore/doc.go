@@ -7,7 +7,7 @@
 //	// At start-up: the limiters follow their documents; the service seeds its
 //	// own tiers, collects the documents of removed limiters, and refreshes.
 //	store.Bind(limiter, tiers.Set{File: fileRules, Defaults: defaults}) // or config.Tiers
-//	store.SeedBound(ctx)
+//	store.SeedBound(ctx) // bounded; on failure the store seeds at its first refresh that reaches Redis
 //	store.GC(ctx, available)
 //	store.Start(ctx) // refreshes every Options.Interval until ctx is done
 //
@@ -26,6 +26,17 @@
 // default tiers and never touches the published one; Publish upserts rules
 // by name into the published tier and never removes one (removal is the
 // explicit Delete); limiters outside a publish batch are untouched.
+//
+// A SeedBound that fails leaves the seed owed: until one succeeds, the bound
+// limiters run on the tiers given to Bind over their documents' published
+// tier (what the documents will hold), never on the file and default tiers
+// an older version of the service seeded. When Redis failed it (down, hung,
+// refusing writes), each Refresh seeds again before reading, and logs once
+// (rate_limit_rule_store_seeded) when the seed lands, so a service started
+// while Redis was down needs no restart and no retry loop of its own. A seed
+// refused for what it would write (ErrInvalidDocument, ErrOverBounds, an
+// invalid rule) is not tried again, as it would be refused again; a refresh
+// that meets such a refusal logs it (rate_limit_rule_store_seed_refused).
 //
 // A tier may also set the limiter's mode ({"mode":"shadow","rules":[...]}):
 // shadow counts but never blocks (ratelimit.Shadow), for a rollout beside a
@@ -117,7 +128,9 @@
 //     stays as it is;
 //   - the tiers given to Bind (the rules compiled into the application) when
 //     no document was ever loaded (Redis down at start) or the document is
-//     gone (a flushed store, until the reconciler repopulates it).
+//     gone (a flushed store, until the reconciler repopulates it);
+//   - the tiers given to Bind over the document's published tier while a
+//     seed is owed (see Tiers and precedence).
 //
 // Tiers and RefreshStatus report each limiter's tiers (a tiers.Set) and
 // replica age: the debug page (pages/debug) and the admin page

@@ -30,6 +30,8 @@ type binding struct {
 	rejecting   bool      // rejected is set: an empty document is rejected too, and its rejection is ""
 	rejectErr   error     // why it was rejected
 	stale       bool      // local tiers changed: apply again even if the document did not
+	owed        bool      // tiers were applied while a seed was owed (local over the document's own)
+	rejectOwed  bool      // rejected was rejected while a seed was owed
 }
 
 // Bind makes a limiter follow its document: at every refresh its rules
@@ -127,7 +129,8 @@ func (s *Store) RefreshStatus(limiter string) (refreshedAt time.Time, err error)
 }
 
 // Refresh reads the documents of all bound limiters, in one call (more when
-// they hold more than MaxReadBytes), and applies the changed ones. When
+// they hold more than MaxReadBytes), and applies the changed ones. A seed
+// that SeedBound owes for want of Redis is written first. When
 // Redis fails every limiter keeps the rules it has (the last good copy, or
 // its local tiers when it never loaded one); a document
 // that is invalid, or whose merged list SetRules rejects, is logged and
@@ -147,6 +150,9 @@ func (s *Store) Refresh(ctx context.Context) error {
 		return nil
 	}
 	var errs []error
+	if err := s.seedOwedBound(ctx); err != nil {
+		errs = append(errs, err)
+	}
 	done := 0 // the limiters whose documents were read
 	err := s.readEach(ctx, keys, s.timeout, func(i int, st stored) error {
 		if err := s.apply(bs[i], keys[i], st, true); err != nil {
@@ -170,6 +176,35 @@ func (s *Store) Refresh(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// seedOwedBound writes the seed a SeedBound that failed for want of Redis
+// owes, bounded by Options.Timeout, before the documents are read: they then
+// hold the service's own tiers, not an older version's.
+func (s *Store) seedOwedBound(ctx context.Context) error {
+	s.mu.RLock()
+	retry := s.seedRetry
+	s.mu.RUnlock()
+	if !retry {
+		return nil
+	}
+	sctx, cancel := context.WithTimeout(ctx, s.timeout)
+	res, err := s.SeedBound(sctx)
+	cancel()
+	if err == nil {
+		s.logger.Info("rate_limit_rule_store_seeded", slog.Any("changed", res.Changed),
+			slog.String("note", "the seed a failed SeedBound owed is written"))
+		return nil
+	}
+	s.mu.RLock()
+	retry = s.seedRetry
+	s.mu.RUnlock()
+	if !retry {
+		s.logger.Warn("rate_limit_rule_store_seed_refused", slog.Any("error", err),
+			slog.String("note", "not tried again; the limiters run on their own file and default tiers until a SeedBound succeeds"))
+		return nil
+	}
+	return fmt.Errorf("rulestore: refresh: seed owed since SeedBound failed: %w", err)
+}
+
 // rejection identifies what a rejected key held: the document itself, or
 // the type or size that kept it from being read.
 func (st stored) rejection() string {
@@ -188,8 +223,9 @@ func (s *Store) apply(b *binding, key string, st stored, read bool) error {
 	name := b.lim.Name()
 	present, raw := st.present, st.raw
 	s.mu.RLock()
-	same := !b.stale && st.bad == nil && present == b.present && raw == b.raw // already enforced
-	again := !same && !b.stale && present && b.rejecting && b.rejected == st.rejection()
+	owed := s.seedOwed
+	same := !b.stale && st.bad == nil && present == b.present && raw == b.raw && owed == b.owed // already enforced
+	again := !same && !b.stale && present && b.rejecting && b.rejected == st.rejection() && owed == b.rejectOwed
 	s.mu.RUnlock()
 	if again { // only a refresh: SetLocal's binding is stale
 		s.mu.Lock()
@@ -209,6 +245,11 @@ func (s *Store) apply(b *binding, key string, st stored, read bool) error {
 			t, merged, _ = effective(nil, b.local) // checked by Bind
 		} else {
 			doc, err := st.decode(key)
+			if err == nil && owed {
+				// What the document holds once the owed seed is written:
+				// the service's own file and default tiers (b.local).
+				doc = &configv1.LimiterRules{PublishedRules: doc.GetPublishedRules()}
+			}
 			if err == nil {
 				err = s.checkRead(name, doc)
 			}
@@ -228,13 +269,13 @@ func (s *Store) apply(b *binding, key string, st stored, read bool) error {
 	s.mu.Lock()
 	logRejection := err != nil && (!b.rejecting || st.rejection() != b.rejected)
 	if err != nil {
-		b.rejected, b.rejecting, b.rejectErr = st.rejection(), true, err
+		b.rejected, b.rejecting, b.rejectErr, b.rejectOwed = st.rejection(), true, err, owed
 	} else {
 		b.rejected, b.rejecting, b.rejectErr = "", false, nil
 		if !same {
 			b.present, b.raw, b.tiers = present, raw, t
 		}
-		b.stale = false
+		b.stale, b.owed = false, owed
 		if read {
 			b.refreshedAt = s.now()
 		}

@@ -115,6 +115,10 @@ type Store struct {
 	refreshMu sync.Mutex // one refresh at a time
 	mu        sync.RWMutex
 	bound     map[string]*binding
+	// seedOwed: the last SeedBound failed, so the bound tiers win over the
+	// documents' file and default tiers; seedRetry: it failed for want of
+	// Redis, and Refresh seeds again (see SeedBound).
+	seedOwed, seedRetry bool
 }
 
 // Metrics is what the store reports about its health. *observe.Metrics

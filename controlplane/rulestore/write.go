@@ -99,6 +99,15 @@ func parseRev(v any) (int64, error) {
 // set with remote or published rules, fails the whole call before anything
 // is written.
 func (s *Store) Seed(ctx context.Context, sets map[string]tiers.Set) (WriteResult, error) {
+	edits, err := s.seedEdits(sets)
+	if err != nil {
+		return WriteResult{}, err
+	}
+	return s.update(ctx, "seed", edits)
+}
+
+// seedEdits validates sets and returns Seed's edits, without reaching Redis.
+func (s *Store) seedEdits(sets map[string]tiers.Set) ([]edit, error) {
 	edits := make([]edit, 0, len(sets))
 	var errs []error
 	for _, name := range sortedKeys(sets) {
@@ -130,12 +139,23 @@ func (s *Store) Seed(ctx context.Context, sets map[string]tiers.Set) (WriteResul
 		edits = append(edits, e)
 	}
 	if err := errors.Join(errs...); err != nil {
-		return WriteResult{}, fmt.Errorf("rulestore: seed: %w", err)
+		return nil, fmt.Errorf("rulestore: seed: %w", err)
 	}
-	return s.update(ctx, "seed", edits)
+	return edits, nil
 }
 
 // SeedBound seeds the tiers given to Bind, for every bound limiter.
+//
+// When it fails, the seed is owed until a SeedBound succeeds: meanwhile the
+// bound limiters run on their local file and default tiers over their
+// documents' published tier (what the documents hold once seeded), never on
+// the file and default tiers an older version of the service seeded. When it
+// failed for want of Redis (down, hung, refusing writes), every Refresh
+// first seeds again, before it reads the documents, and logs once when the
+// seed lands: a service started while Redis was down needs no restart. A
+// seed refused for what it would write (an invalid rule, a stored document
+// no process would load, a bound: ErrInvalidDocument, ErrOverBounds) is not
+// tried again, as it would be refused again.
 func (s *Store) SeedBound(ctx context.Context) (WriteResult, error) {
 	s.mu.RLock()
 	sets := make(map[string]tiers.Set, len(s.bound))
@@ -143,7 +163,17 @@ func (s *Store) SeedBound(ctx context.Context) (WriteResult, error) {
 		sets[name] = b.local
 	}
 	s.mu.RUnlock()
-	return s.Seed(ctx, sets)
+	edits, err := s.seedEdits(sets)
+	retry := false
+	var res WriteResult
+	if err == nil {
+		res, err = s.update(ctx, "seed", edits)
+		retry = err != nil && !errors.Is(err, ErrInvalidDocument) && !errors.Is(err, ErrOverBounds)
+	}
+	s.mu.Lock()
+	s.seedOwed, s.seedRetry = err != nil, retry
+	s.mu.Unlock()
+	return res, err
 }
 
 // Publish upserts the rules of req into the published tier of each limiter

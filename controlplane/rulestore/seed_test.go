@@ -1,0 +1,196 @@
+package rulestore
+
+import (
+	"errors"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/tiers"
+	"github.com/ratekit/ratekit/internal/redistest"
+	"github.com/ratekit/ratekit/internal/testlog"
+)
+
+// A service whose seed Redis did not take at start (down, hung, refusing
+// writes) must not run on the file and default tiers an older version of it
+// seeded: the store owes the seed, writes it at the first refresh that
+// reaches Redis, and until then runs the limiter on its own tiers over the
+// document's published one. No restart is needed.
+func TestSeedOwedAfterFailedStart(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// fail makes Redis refuse the seed; heal makes it take writes again.
+		fail, heal func(t *testing.T, srv *redistest.Server, c *redis.Client, writeOld func())
+		// readable: the documents can be read while the seed fails.
+		readable bool
+	}{
+		{
+			name: "down",
+			fail: func(t *testing.T, srv *redistest.Server, _ *redis.Client, _ func()) { srv.Stop() },
+			heal: func(t *testing.T, srv *redistest.Server, _ *redis.Client, writeOld func()) {
+				srv.Restart(t)
+				writeOld() // the server keeps nothing: the old document comes back as a persisted one would
+			},
+		},
+		{
+			name: "hung",
+			fail: func(t *testing.T, srv *redistest.Server, _ *redis.Client, _ func()) { srv.Pause(t) },
+			heal: func(t *testing.T, srv *redistest.Server, _ *redis.Client, _ func()) { srv.Resume(t) },
+		},
+		{
+			name: "writes refused",
+			fail: func(t *testing.T, _ *redistest.Server, c *redis.Client, _ func()) {
+				if err := c.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
+					t.Fatal(err)
+				}
+			},
+			heal: func(t *testing.T, _ *redistest.Server, c *redis.Client, _ func()) {
+				if err := c.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
+					t.Fatal(err)
+				}
+			},
+			readable: true,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := redistest.StartServer(t)
+			admin := redis.NewClient(&redis.Options{Addr: srv.Addr})
+			defer admin.Close()
+			c := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond,
+				ReadTimeout: 300 * time.Millisecond, WriteTimeout: 300 * time.Millisecond, ContextTimeoutEnabled: true})
+			defer c.Close()
+			prefix := testPrefix(t)
+
+			// The older version of the service seeded its own tiers, and an
+			// operator published a rule.
+			writeOld := func() {
+				t.Helper()
+				old := newStore(t, admin, Options{Prefix: prefix})
+				if _, err := old.Seed(ctx, map[string]tiers.Set{"search": {
+					File:     []ratelimit.Rule{rule("by_user", 5)},
+					Defaults: []ratelimit.Rule{rule("old_default", 50)},
+				}}); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := old.Publish(ctx, request(t, map[string][]ratelimit.Rule{"search": {rule("published", 7)}})); err != nil {
+					t.Fatal(err)
+				}
+			}
+			writeOld()
+
+			var logs testlog.Buffer
+			s := newStore(t, c, Options{Prefix: prefix, Timeout: 300 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+			lim := newLimiter(t, "search", ratelimit.NewMemoryStore())
+			local := tiers.Set{File: []ratelimit.Rule{rule("by_user", 10)}, Defaults: []ratelimit.Rule{rule("new_default", 100)}}
+			if err := s.Bind(lim, local); err != nil {
+				t.Fatal(err)
+			}
+			tc.fail(t, srv, admin, writeOld)
+			if _, err := s.SeedBound(ctx); err == nil {
+				t.Fatal("seed succeeded on a Redis that refuses it")
+			}
+			_ = s.Refresh(ctx) // reads the documents where Redis serves reads
+			want := []string{"by_user", "new_default"}
+			if tc.readable {
+				want = []string{"by_user", "published", "new_default"}
+			}
+			if got := names(lim.Rules()); !slices.Equal(got, want) || limitOf(t, lim.Rules(), "by_user") != 10 {
+				t.Fatalf("while the seed is owed: rules %v (by_user %d), want %v with by_user 10: the older version's tiers",
+					got, limitOf(t, lim.Rules(), "by_user"), want)
+			}
+
+			tc.heal(t, srv, admin, writeOld)
+			eventually(t, 10*time.Second, "a refresh that reaches Redis", func() bool { return s.Refresh(ctx) == nil })
+			if got, want := names(lim.Rules()), []string{"by_user", "published", "new_default"}; !slices.Equal(got, want) {
+				t.Fatalf("after Redis came back: rules %v, want %v", got, want)
+			}
+			if got := limitOf(t, lim.Rules(), "by_user"); got != 10 {
+				t.Fatalf("after Redis came back: by_user limit %d, want the bound file tier's 10 (5 is the older version's)", got)
+			}
+			doc, err := s.Document(ctx, "search")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := protoNames(doc.GetFileRules()); !slices.Equal(got, []string{"by_user"}) || doc.GetFileRules().GetRules()[0].GetLimit() != 10 {
+				t.Fatalf("document file tier %v, want the bound by_user of limit 10", doc.GetFileRules())
+			}
+			if got := protoNames(doc.GetDefaultRules()); !slices.Equal(got, []string{"new_default"}) {
+				t.Fatalf("document default tier %v, want the bound [new_default]", got)
+			}
+			if got := protoNames(doc.GetPublishedRules()); !slices.Equal(got, []string{"published"}) {
+				t.Fatalf("document published tier %v, want it kept", got)
+			}
+			if n := strings.Count(logs.String(), "rate_limit_rule_store_seeded"); n != 1 {
+				t.Fatalf("the owed seed logged %d times, want once:\n%s", n, logs.String())
+			}
+
+			// Paid: a later refresh seeds nothing more.
+			if err := s.Refresh(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if n := strings.Count(logs.String(), "rate_limit_rule_store_seeded"); n != 1 {
+				t.Fatalf("the seed logged %d times after it was paid, want once:\n%s", n, logs.String())
+			}
+		})
+	}
+}
+
+// A seed refused for what it would write (here a stored document no process
+// would load) is not tried again at every refresh, which would read and
+// parse the documents for a write refused again; the limiters still run on
+// their own file and default tiers, not an older seed's, until a SeedBound
+// succeeds.
+func TestSeedRefusedIsNotRetried(t *testing.T) {
+	c := redistest.Client(t)
+	var logs testlog.Buffer
+	s := newStore(t, c, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if _, err := s.Seed(ctx, map[string]tiers.Set{"search": {File: []ratelimit.Rule{rule("by_user", 5)}}}); err != nil {
+		t.Fatal(err)
+	}
+	oldDoc, _ := raw(t, c, s.Key("search"))
+	if err := c.Set(ctx, s.Key("projects"), `{"published_rules":`, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	search, projects := newLimiter(t, "search", ratelimit.NewMemoryStore()), newLimiter(t, "projects", ratelimit.NewMemoryStore())
+	for _, l := range []*ratelimit.Limiter{search, projects} {
+		if err := s.Bind(l, tiers.Set{File: []ratelimit.Rule{rule("by_user", 10)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.SeedBound(ctx); !errors.Is(err, ErrInvalidDocument) {
+		t.Fatalf("seed over an invalid document: %v, want ErrInvalidDocument", err)
+	}
+	if err := c.Del(ctx, s.Key("projects")).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := raw(t, c, s.Key("search")); got != oldDoc {
+		t.Fatalf("a refused seed was written by a refresh: %s", got)
+	}
+	if got := limitOf(t, search.Rules(), "by_user"); got != 10 {
+		t.Fatalf("while the seed is owed: by_user %d, want the bound 10 (5 is the older seed's)", got)
+	}
+	if strings.Contains(logs.String(), "rate_limit_rule_store_seed") {
+		t.Fatalf("a refresh tried the refused seed:\n%s", logs.String())
+	}
+
+	if _, err := s.SeedBound(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := limitOf(t, search.Rules(), "by_user"); got != 10 {
+		t.Fatalf("after the seed: by_user %d, want 10", got)
+	}
+	if doc, err := s.Document(ctx, "search"); err != nil || doc.GetFileRules().GetRules()[0].GetLimit() != 10 {
+		t.Fatalf("after the seed: document %v, %v", doc, err)
+	}
+}
