@@ -16,8 +16,9 @@
 // the rule store reads through a go-redis client on the same URL. It starts
 // while Redis is down or hung (each start-up wait for it is bounded by 2s),
 // on the local tiers with its checks failing open, and reaches Redis in the
-// background; -seed, when Redis does not take it at start, is written again
-// every -refresh until it is.
+// background; -seed, when Redis does not take it at start, is written by
+// the rule store at its first refresh that reaches Redis (see
+// rulestore.Store.SeedBound).
 //
 // It serves on -listen the RateLimitService, gRPC health
 // (grpc.health.v1.Health, overall and per service) and reflection, and on
@@ -192,7 +193,7 @@ func parseFlags(args []string) (*flags, error) {
 	fs.DurationVar(&f.timeout, "timeout", ratelimit.DefaultTimeout, "bound of each Redis call of a check; past it the check fails open")
 	fs.DurationVar(&f.refresh, "refresh", rulestore.DefaultInterval, "rule store refresh interval")
 	fs.DurationVar(&f.drain, "drain", 10*time.Second, "on shutdown, how long calls in flight may finish (0: stop them at once)")
-	fs.BoolVar(&f.seed, "seed", false, "write the file and default tiers into the rule store at start (as a service owning the limiters does), and every -refresh until Redis takes them")
+	fs.BoolVar(&f.seed, "seed", false, "write the file and default tiers into the rule store at start (as a service owning the limiters does), or at the first -refresh that reaches Redis")
 	if len(args) == 1 && args[0] == "help" { // as the ratekit and ratekit-rules commands take it
 		return nil, &helpError{helpText(fs)}
 	}
@@ -296,18 +297,14 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(grpcAd
 		metrics.Init(l)
 		limiters = append(limiters, l)
 	}
-	seed := func(ctx context.Context) error {
-		ctx, cancel := context.WithTimeout(ctx, redisWait)
-		defer cancel()
-		_, err := rules.SeedBound(ctx)
-		return err
-	}
-	seeded := !f.seed
 	if f.seed {
-		if err := seed(ctx); err != nil {
-			logger.Warn("ratekit_envoy_rules_not_seeded", slog.Any("error", err), slog.String("note", "seeding again every -refresh until it succeeds"))
-		} else {
-			seeded = true
+		// Bounded: a seed Redis does not take now is owed, and the rule
+		// store writes it at its first refresh that reaches Redis.
+		sctx, scancel := context.WithTimeout(ctx, redisWait)
+		_, err := rules.SeedBound(sctx)
+		scancel()
+		if err != nil {
+			logger.Warn("ratekit_envoy_rules_not_seeded", slog.Any("error", err), slog.String("note", "the rule store seeds them at its first refresh that reaches Redis"))
 		}
 	}
 	// A first refresh before serving, so the first answers use the published
@@ -361,13 +358,6 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(grpcAd
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	replicaDone := rules.Start(ctx)
-	seedDone := make(chan struct{})
-	go func() {
-		defer close(seedDone)
-		if !seeded {
-			seedUntilDone(ctx, f.refresh, seed, logger)
-		}
-	}()
 	blocksDone := make(chan struct{})
 	go func() { defer close(blocksDone); blocks.Run(ctx) }()
 	httpAddr := ""
@@ -381,7 +371,6 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(grpcAd
 		Drain: f.drain, Draining: hs.Shutdown, Ready: ready})
 	cancel()
 	<-replicaDone
-	<-seedDone
 	<-blocksDone
 	logger.Info("ratekit_envoy_stopped")
 	return serveErr
@@ -391,24 +380,6 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(grpcAd
 // connection, the seed): past it the binary serves on the local tiers, its
 // checks failing open, and reaches Redis in the background.
 const redisWait = rulestore.DefaultTimeout
-
-// seedUntilDone calls seed every interval until it succeeds or ctx ends: a
-// -seed that Redis did not take at start-up is written once Redis answers.
-func seedUntilDone(ctx context.Context, interval time.Duration, seed func(context.Context) error, logger *slog.Logger) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if err := seed(ctx); err == nil {
-			logger.Info("ratekit_envoy_rules_seeded")
-			return
-		}
-	}
-}
 
 func domainList(limiters []*ratelimit.Limiter, mapped map[string]string) []string {
 	var out []string
