@@ -261,10 +261,11 @@ func adminPage(ctx context.Context, o Options, limiter *ratelimit.Limiter, obs *
 	// Seed the default tier into the limiter's document, as a service made
 	// from the copier template does, so that `ratekit explain` and `ratekit
 	// clear --service examples` find the rules without a file. Bounded: with
-	// Redis down the example starts on its local rules all the same.
+	// Redis down the example starts on its local rules all the same, and the
+	// rule store seeds them at its first refresh that reaches Redis.
 	sctx, cancelSeed := context.WithTimeout(ctx, 2*time.Second)
 	if _, err := rules.SeedBound(sctx); err != nil {
-		log.Printf("rate limit rules not seeded; the limiter runs on its local rules: %v", err)
+		log.Printf("rate limit rules not seeded; the limiter runs on its local rules, and the rule store seeds them at its first refresh that reaches Redis: %v", err)
 	}
 	cancelSeed()
 	obs.Tiers = rules // the debug page shows the tiers the limiter enforces
