@@ -425,7 +425,7 @@ func (l *Limiter) plan(ctx context.Context, p *plan, sc *scratch, rules []*compi
 				p.cached = true
 				sc.cached = Evaluation{Rule: r, Exceeded: true, Blocked: true, PerRequest: c.perRequest, Info: Info{
 					Limit: op.Limit, Period: op.Period, Count: e.count,
-					Remaining: op.remaining(e.count, e.banned), ResetAt: e.until, Banned: e.banned,
+					Remaining: op.remaining(e.count, e.banned), ResetAt: e.until, Banned: e.banned, Never: op.never(),
 				}}
 				break
 			}
@@ -506,6 +506,7 @@ func (l *Limiter) interpret(res *Result, p *plan, sc *scratch, outs []OpResult, 
 			Remaining: op.remaining(out.Count, out.Banned),
 			ResetAt:   now.Add(out.TTL),
 			Banned:    out.Banned,
+			Never:     out.Exceeded && op.never(),
 		}
 		if ev.Exceeded {
 			res.Exceeded = true
@@ -741,6 +742,21 @@ func (op *Op) remaining(count float64, banned bool) float64 {
 		return remaining(op.Burst, count)
 	}
 	return remaining(op.Limit, count)
+}
+
+// never reports whether op's cost alone is over its rule: over the limit,
+// or for a token bucket over its burst (or any cost, with a limit of 0), so
+// the op is exceeded however empty its counter. A distinct count ignores the
+// cost: it never says so.
+func (op *Op) never() bool {
+	switch op.Kind {
+	case OpDistinct:
+		return false
+	case OpTokenBucket:
+		return op.Cost > float64(op.Burst)+algoEps || op.Limit <= 0 && op.Cost > 0
+	default:
+		return op.Cost > float64(op.Limit)+algoEps
+	}
 }
 
 // remaining is math.Max(limit-count, 0), NaN included, without the call:

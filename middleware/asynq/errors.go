@@ -20,10 +20,27 @@ type RateLimitError struct {
 	// Limiter and Rule name the limiter and rule that blocked the task.
 	Limiter string
 	Rule    string
+	// Never reports that the task's cost alone is over the rule
+	// (ratelimit.Info.Never): no wait lets it run, so the error wraps
+	// asynq.SkipRetry and asynq archives the task rather than retry it
+	// every window for good.
+	Never bool
 }
 
 func (e *RateLimitError) Error() string {
+	if e.Never {
+		return fmt.Sprintf("ratelimitasynq: rate limited by limiter %s rule %s by the task's cost alone, it can never run", e.Limiter, e.Rule)
+	}
 	return fmt.Sprintf("ratelimitasynq: rate limited by limiter %s rule %s, retry in %s", e.Limiter, e.Rule, e.RetryIn)
+}
+
+// Unwrap returns asynq.SkipRetry when the task can never run (Never), so
+// that asynq archives it; nil otherwise.
+func (e *RateLimitError) Unwrap() error {
+	if e.Never {
+		return asynq.SkipRetry
+	}
+	return nil
 }
 
 // AsRateLimitError returns the *RateLimitError in err's chain, if any.

@@ -170,7 +170,7 @@ func (c *config) blocked(ctx context.Context, t *asynq.Task, res ratelimit.Resul
 	}
 	var reset time.Time
 	if res.Info != nil {
-		reset = res.Info.ResetAt
+		reset, err.Never = res.Info.ResetAt, res.Info.Never
 	}
 	err.RetryIn = guard.Retry(retryIn(now, reset), c.RetryAfterJitter)
 	if c.deny != nil {

@@ -144,6 +144,35 @@ func TestRetryDelay(t *testing.T) {
 	}
 }
 
+// A task whose cost alone is over its rule can never run: its error skips
+// asynq's retries (asynq archives it), where a RetryIn would bring it back
+// every window for good; a task that only has to wait is retried.
+func TestCostThatNeverPassesSkipsRetry(t *testing.T) {
+	tests := []struct {
+		name  string
+		cost  float64
+		never bool
+	}{
+		{"cost over the limit", 4, true},
+		{"cost at the limit", 3, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mw := Middleware(newLimiter(t, "jobs", nil, rule("budget", 3, time.Minute, ratelimit.ActionLimit)),
+				WithCost(func(context.Context, *asynq.Task) float64 { return tt.cost }))
+			errs, _ := run(t, mw, context.Background(), asynq.NewTask("bulk", nil), 2)
+			err := errs[1]
+			rl, ok := AsRateLimitError(err)
+			if !ok {
+				t.Fatalf("second task: %v, want a *RateLimitError", err)
+			}
+			if rl.Never != tt.never || errors.Is(err, asynq.SkipRetry) != tt.never {
+				t.Errorf("%v: Never %v, skips retry %v, want both %v", err, rl.Never, errors.Is(err, asynq.SkipRetry), tt.never)
+			}
+		})
+	}
+}
+
 func TestRateLimitErrorMessage(t *testing.T) {
 	err := &RateLimitError{RetryIn: 3 * time.Second, Limiter: "jobs", Rule: "per_type"}
 	want := "ratelimitasynq: rate limited by limiter jobs rule per_type, retry in 3s"

@@ -8,7 +8,9 @@
 //	)
 //
 // A blocked call fails with codes.ResourceExhausted, the details of DenyStatus
-// and a pushback trailer; every checked call carries the HTTP adapters'
+// and a pushback trailer (negative, do not retry, with no RetryInfo, when the
+// call's cost alone is over its rule and it can never pass); every checked
+// call carries the HTTP adapters'
 // rate-limit headers as metadata. Shadow (log) rules, and limiters whose store
 // is down, never block. See docs/design.md#cost for WithDeferred.
 package ratelimitgrpc

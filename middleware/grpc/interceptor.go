@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/protoadapt"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	ratelimit "github.com/ratekit/ratekit/core"
@@ -210,7 +211,11 @@ func (c *config) serve(ctx context.Context, fullMethod string, stream bool, setH
 	}, func(ch guard.Checked, res ratelimit.Result) Outcome {
 		retry := guard.Retry(res.RetryAfter(ch.Now), c.RetryAfterJitter)
 		if !c.noPushback {
-			setTrailer(metadata.Pairs(TrailerPushback, strconv.FormatInt(retry.Milliseconds(), 10)))
+			pushback := strconv.FormatInt(retry.Milliseconds(), 10)
+			if res.Info != nil && res.Info.Never {
+				pushback = "-1" // no wait helps: a negative pushback says do not retry (gRFC A6)
+			}
+			setTrailer(metadata.Pairs(TrailerPushback, pushback))
 		}
 		err := denyStatus(call, res, c.domain, retry).Err()
 		if c.deny != nil {
@@ -256,7 +261,10 @@ func SkipMethods(fullMethods ...string) func(ctx context.Context, call *Call) bo
 
 // DenyStatus is ResourceExhausted with RetryInfo (to res's reset, in whole
 // seconds), QuotaFailure and ErrorInfo (Reason, domain or call.Service, limiter,
-// rule, limit, period_s, retry_after_s, banned): never identifier values.
+// rule, limit, period_s, retry_after_s, banned, never): never identifier values.
+// A call that can never pass (its cost alone is over the rule:
+// ratelimit.Info.Never) gets no RetryInfo nor retry_after_s, never "true" and
+// a negative pushback trailer, which tells a client not to retry (gRFC A6).
 func DenyStatus(call *Call, res ratelimit.Result, domain string) *status.Status {
 	return denyStatus(call, res, domain, res.RetryAfter(time.Now()))
 }
@@ -273,19 +281,29 @@ func denyStatus(call *Call, res ratelimit.Result, domain string, retry time.Dura
 	if info.Banned {
 		what = "exceeded, banned"
 	}
-	st := status.New(codes.ResourceExhausted, fmt.Sprintf("rate limit exceeded: limiter %s, rule %s; retry in %s", res.Limiter, rule, retry))
-	ds, err := st.WithDetails(
-		&errdetails.RetryInfo{RetryDelay: durationpb.New(retry)},
+	meta := map[string]string{
+		"limiter": res.Limiter, "rule": rule, "limit": strconv.FormatInt(info.Limit, 10), "banned": strconv.FormatBool(info.Banned),
+		"period_s": strconv.FormatFloat(info.Period.Seconds(), 'f', -1, 64), "never": strconv.FormatBool(info.Never),
+	}
+	msg := fmt.Sprintf("rate limit exceeded: limiter %s, rule %s; retry in %s", res.Limiter, rule, retry)
+	var details []protoadapt.MessageV1
+	if info.Never {
+		// No wait helps: no RetryInfo, which a client would obey forever.
+		msg = fmt.Sprintf("rate limit exceeded by the call's cost alone: limiter %s, rule %s; it can never pass, do not retry", res.Limiter, rule)
+	} else {
+		details = append(details, &errdetails.RetryInfo{RetryDelay: durationpb.New(retry)})
+		meta["retry_after_s"] = strconv.FormatInt(int64(retry/time.Second), 10)
+	}
+	details = append(details,
 		&errdetails.QuotaFailure{Violations: []*errdetails.QuotaFailure_Violation{{
 			Subject:     "ratelimit:" + res.Limiter + "/" + rule,
 			Description: fmt.Sprintf("rate limit of %d per %s %s (limiter %s, rule %s)", info.Limit, info.Period, what, res.Limiter, rule),
 			ApiService:  call.Service, QuotaMetric: res.Limiter, QuotaId: rule, QuotaValue: info.Limit,
 		}}},
-		&errdetails.ErrorInfo{Reason: Reason, Domain: cmp.Or(domain, call.Service), Metadata: map[string]string{
-			"limiter": res.Limiter, "rule": rule, "limit": strconv.FormatInt(info.Limit, 10), "banned": strconv.FormatBool(info.Banned),
-			"period_s": strconv.FormatFloat(info.Period.Seconds(), 'f', -1, 64), "retry_after_s": strconv.FormatInt(int64(retry/time.Second), 10),
-		}},
+		&errdetails.ErrorInfo{Reason: Reason, Domain: cmp.Or(domain, call.Service), Metadata: meta},
 	)
+	st := status.New(codes.ResourceExhausted, msg)
+	ds, err := st.WithDetails(details...)
 	if err != nil { // cannot happen with these well-formed messages
 		return st
 	}

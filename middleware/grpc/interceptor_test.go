@@ -66,7 +66,7 @@ func TestUnaryAllowThenBlock(t *testing.T) {
 		t.Fatalf("description = %q, want %q", v.GetDescription(), want)
 	}
 	wantMeta := map[string]string{"limiter": "grpc_request", "rule": "per_ip", "limit": "2", "period_s": "60",
-		"retry_after_s": strconv.Itoa(int(delay / time.Second)), "banned": "false"}
+		"retry_after_s": strconv.Itoa(int(delay / time.Second)), "banned": "false", "never": "false"}
 	if ei.GetReason() != Reason || ei.GetDomain() != "grpc.health.v1.Health" || fmt.Sprint(ei.GetMetadata()) != fmt.Sprint(wantMeta) {
 		t.Fatalf("ErrorInfo = %v, want reason %s, domain grpc.health.v1.Health, metadata %v", ei, Reason, wantMeta)
 	}
@@ -406,6 +406,43 @@ func TestWithCost(t *testing.T) {
 	wantCode(t, env.check(t), codes.OK) // 2
 	wantCode(t, env.list(t), codes.OK)  // 3
 	wantCode(t, env.check(t), codes.ResourceExhausted)
+}
+
+// A call whose cost alone is over its rule can never pass: it gets no
+// RetryInfo and a negative pushback, which tells a gRPC client not to retry
+// (gRFC A6), while one that only has to wait is told when.
+func TestCostThatNeverPassesSaysDoNotRetry(t *testing.T) {
+	tests := []struct {
+		name  string
+		cost  float64
+		never bool
+	}{
+		{"cost over the limit", 4, true},
+		{"cost at the limit", 3, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := memLimiter(t, "api", []ratelimit.Rule{rule("budget", 3, time.Minute, ratelimit.ActionLimit)})
+			env := start(t, unary(l, WithCost(func(context.Context, *Call) float64 { return tt.cost })))
+			r := env.check(t)
+			if !tt.never {
+				wantCode(t, r, codes.OK)
+				r = env.check(t)
+			}
+			wantCode(t, r, codes.ResourceExhausted)
+			ri, _, ei := details(t, r.err)
+			if (ri == nil) != tt.never {
+				t.Errorf("RetryInfo %v, want one: %v", ri, !tt.never)
+			}
+			pb := r.trailer.Get(TrailerPushback)
+			if len(pb) != 1 || strings.HasPrefix(pb[0], "-") != tt.never {
+				t.Errorf("%s = %q, want negative: %v", TrailerPushback, pb, tt.never)
+			}
+			if got := ei.GetMetadata()["never"]; got != strconv.FormatBool(tt.never) {
+				t.Errorf("ErrorInfo never = %q, want %v", got, tt.never)
+			}
+		})
+	}
 }
 
 func TestMeteredLimiter(t *testing.T) {

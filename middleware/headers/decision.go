@@ -94,9 +94,25 @@ func (d *Decision) ViolatedPolicies() []string {
 	return names
 }
 
+// Never reports whether a rule blocks the request by its cost alone (its
+// ratelimit.Info.Never): no wait lets the same request pass, so it must not be
+// retried. SetHeaders then sends no Retry-After and NewProblem says so.
+func (d *Decision) Never() bool { return never(d.Blocking()) }
+
+// never is Decision.Never of the blocking evaluations.
+func never(blocking []*ratelimit.Evaluation) bool {
+	for _, e := range blocking {
+		if e.Info.Never {
+			return true
+		}
+	}
+	return false
+}
+
 // RetryAfter returns how long a blocked caller must wait: until the latest
 // reset among the blocking rules, rounded up to whole seconds, and at least
-// ratelimit.MinRetryAfter. It is 0 when nothing blocks.
+// ratelimit.MinRetryAfter. It is 0 when nothing blocks. When Never, no wait
+// helps: it is then when the blocking rules are as good as they get.
 func (d *Decision) RetryAfter(now time.Time) time.Duration {
 	return retryAfter(d.Blocking(), now)
 }

@@ -60,7 +60,9 @@ const (
 )
 
 // SetHeaders writes d's rate-limit headers in profile p into h. When d blocks
-// it also sets Retry-After and Cache-Control: no-store, whatever the profile.
+// it also sets Retry-After and Cache-Control: no-store, whatever the profile;
+// Retry-After is left out when the request can never pass (Decision.Never),
+// since no wait helps and a client obeying one would retry forever.
 // extra, when at least a second, is added to Retry-After only (a random
 // jitter, so that clients blocked in one window do not all come back at its
 // reset: draft-ietf-httpapi-ratelimit-headers, section 8.5); the RateLimit
@@ -100,8 +102,10 @@ func (p Profile) Each(d *Decision, now time.Time, extra time.Duration, set func(
 	blocked := d.Blocked()
 	p.setRateLimit(set, d, blocked, now)
 	if blocked {
-		retry := seconds(d.RetryAfter(now)) + int64(extra/time.Second)
-		set(HeaderRetryAfter, strconv.FormatInt(retry, 10))
+		if !d.Never() {
+			retry := seconds(d.RetryAfter(now)) + int64(extra/time.Second)
+			set(HeaderRetryAfter, strconv.FormatInt(retry, 10))
+		}
 		set("Cache-Control", "no-store")
 	}
 }

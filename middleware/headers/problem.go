@@ -22,7 +22,8 @@ type Problem struct {
 	ViolatedPolicies []string `json:"violated-policies"`
 }
 
-// NewProblem returns the problem details of a blocked decision.
+// NewProblem returns the problem details of a blocked decision. Its detail
+// says when to retry, or that the request can never pass (Decision.Never).
 func NewProblem(d *Decision, now time.Time) Problem {
 	blocking := d.Blocking()
 	p := Problem{
@@ -33,6 +34,10 @@ func NewProblem(d *Decision, now time.Time) Problem {
 	}
 	for _, e := range blocking {
 		p.ViolatedPolicies = append(p.ViolatedPolicies, e.Rule.Name)
+	}
+	if never(blocking) {
+		p.Detail = "Rate limit exceeded by the request's cost alone: it can never pass; do not retry it."
+		return p
 	}
 	p.Detail = fmt.Sprintf("Rate limit exceeded; retry after %d seconds.", seconds(retryAfter(blocking, now)))
 	return p
