@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -46,20 +47,45 @@ func TestQuickstartRedis(t *testing.T) {
 	}
 }
 
+// With Redis down the quickstart runs all the same, as a service would: it
+// says that Redis is unreachable and that checks fail open, and shows every
+// check allowed with its error.
+func TestQuickstartRedisDown(t *testing.T) {
+	var b strings.Builder
+	if err := run(context.Background(), &b, "redis://127.0.0.1:1/0"); err != nil { // nothing listens on port 1
+		t.Fatalf("run with Redis down: %v, want the scenario failing open", err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		"Redis is unreachable",
+		"every check fails open",
+		"failed sign-in 5       allow (store unavailable, failing open:",
+		"alice call 6           allow (store unavailable, failing open:",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
 // Neither the output nor the error shows the password of REDIS_URL, whether
-// the URL is malformed or the Redis unreachable.
+// the URL is malformed (an error) or the Redis unreachable (the scenario
+// fails open).
 func TestQuickstartHidesRedisPassword(t *testing.T) {
-	for _, url := range []string{
-		"redis://:s3cr3t-pw@127.0.0.1:1/0",    // nothing listens on port 1
-		"redis://:s3cr3t-pw@127.0.0.1:port/0", // malformed
+	for _, tt := range []struct {
+		url     string
+		wantErr bool
+	}{
+		{"redis://:s3cr3t-pw@127.0.0.1:1/0", false},   // nothing listens on port 1
+		{"redis://:s3cr3t-pw@127.0.0.1:port/0", true}, // malformed
 	} {
 		var b strings.Builder
-		err := run(context.Background(), &b, url)
-		if err == nil {
-			t.Fatalf("run(%s) succeeded", url)
+		err := run(context.Background(), &b, tt.url)
+		if (err != nil) != tt.wantErr {
+			t.Fatalf("run(%s): %v, want an error: %v", tt.url, err, tt.wantErr)
 		}
-		if strings.Contains(err.Error()+b.String(), "s3cr3t") {
-			t.Errorf("run(%s) shows the password:\n%v\n%s", url, err, b.String())
+		if strings.Contains(fmt.Sprint(err)+b.String(), "s3cr3t") {
+			t.Errorf("run(%s) shows the password:\n%v\n%s", tt.url, err, b.String())
 		}
 	}
 }
