@@ -54,7 +54,7 @@ flags:
                               "name:port", "*" any); default on a loopback --listen:
                               localhost, 127.0.0.1, [::1] only, so that a rebound
                               DNS name is refused; set it behind a proxy or a name
-  --timeout D                 bound on the Redis calls of one page (default 5s)
+  --timeout D                 bound on the Redis calls of one page (default 5s, at most 10m)
 
 exit codes: 0 stopped by an interrupt or SIGTERM; 1 invalid config or the server
 failed; 2 usage error or unreadable file`
@@ -93,8 +93,8 @@ func runAdmin(ctx context.Context, out output, args []string) int {
 		return usageError(out, adminUsage, "admin needs --available-limiters FILE")
 	case fs.NArg() > 0:
 		return usageError(out, adminUsage, "unexpected arguments %q", fs.Args())
-	case timeout <= 0:
-		return usageError(out, adminUsage, "--timeout must be positive, got %v", timeout)
+	case checkTimeout(timeout) != nil:
+		return usageError(out, adminUsage, "%v", checkTimeout(timeout))
 	}
 	if _, _, err := net.SplitHostPort(listen); err != nil {
 		return usageError(out, adminUsage, "--listen %s: %v", listen, err)

@@ -32,7 +32,7 @@ flags:
                               or one without a default_rules tier)
   --rate-limits FILE          an operator's rate_limits.yaml: its rules' counters too
   --dry-run                   list the keys that would be removed, remove nothing
-  --timeout D                 bound on each Redis call (default 5s)
+  --timeout D                 bound on each Redis call (default 5s, at most 10m)
 
 PROPERTY=VALUE pairs are the identifier, exactly as the service builds it:
 a key the limiter does not know is named in a warning, since a typo clears
@@ -81,8 +81,8 @@ func runClear(ctx context.Context, out output, args []string) int {
 		return usageError(out, clearUsage, "clear needs --limiter NAME")
 	case f.rateLimits != "" && f.available == "":
 		return usageError(out, clearUsage, "--rate-limits is checked against --available-limiters FILE: give both")
-	case f.timeout <= 0:
-		return usageError(out, clearUsage, "--timeout must be positive, got %v", f.timeout)
+	case checkTimeout(f.timeout) != nil:
+		return usageError(out, clearUsage, "%v", checkTimeout(f.timeout))
 	case len(pos) == 0:
 		return usageError(out, clearUsage, "clear needs the identifier: PROPERTY=VALUE...")
 	}

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/ratekit/ratekit/controlplane/config"
 	"github.com/ratekit/ratekit/controlplane/rulestore"
@@ -20,6 +21,24 @@ const (
 	envKeyPrefix   = "RATEKIT_KEY_PREFIX"
 	envRulesPrefix = "RATEKIT_RULES_PREFIX"
 )
+
+// maxTimeout bounds every command's --timeout: a typo such as 1000h would
+// hold a command on a hung Redis (or rules service, or Prometheus) for weeks.
+// Ten minutes is ample for the slowest of them (a publish of many limiters,
+// a gate's Prometheus query).
+const maxTimeout = 10 * time.Minute
+
+// checkTimeout is the one check of a --timeout: positive and at most
+// maxTimeout. Its error is a usage error.
+func checkTimeout(d time.Duration) error {
+	switch {
+	case d <= 0:
+		return fmt.Errorf("--timeout must be positive, got %v", d)
+	case d > maxTimeout:
+		return fmt.Errorf("--timeout %v is over the bound of %v", d, maxTimeout)
+	}
+	return nil
+}
 
 // connUsage documents the connection flags, the same in every command that
 // reaches Redis.

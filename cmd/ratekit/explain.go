@@ -61,7 +61,7 @@ flags:
                               it needs the calling service (--service NAME or
                               $` + envService + `, as in remoterules.Config.Service)
   --cost N                    the cost of the request to explain (default 1)
-  --timeout D                 bound on each Redis read (default 5s)
+  --timeout D                 bound on each Redis read (default 5s, at most 10m)
   --json                      print the explanation as JSON
 
 PROPERTY=VALUE pairs are the identifier, as the service builds it (for
@@ -200,8 +200,8 @@ func runExplain(ctx context.Context, out output, args []string) int {
 		return usageError(out, explainUsage, "--rate-limits is checked against --available-limiters FILE: give both")
 	case math.IsNaN(f.cost) || math.IsInf(f.cost, 0) || f.cost < 0:
 		return usageError(out, explainUsage, "--cost must be a finite number >= 0, got %v", f.cost)
-	case f.timeout <= 0:
-		return usageError(out, explainUsage, "--timeout must be positive, got %v", f.timeout)
+	case checkTimeout(f.timeout) != nil:
+		return usageError(out, explainUsage, "%v", checkTimeout(f.timeout))
 	case f.rulesService != "" && f.service == "":
 		return usageError(out, explainUsage, "--rules-service needs the calling service: --service NAME (or $%s)", envService)
 	}

@@ -57,7 +57,7 @@ flags:
                           named in a warning
   --namespace NS          metric name prefix (default "ratelimit")
   --json                  machine-readable output
-  --timeout D             bound on the whole command (default 10s)
+  --timeout D             bound on the whole command (default 10s, at most 10m)
 
 exit codes: 0 every limiter passes; 1 a limiter fails, or there is no
 decision at all; 2 usage error, or a source that cannot be read`
@@ -136,8 +136,8 @@ func runRollout(ctx context.Context, out output, args []string) int {
 		return usageError(out, rolloutUsage, "rollout gate: --window %v must be a positive whole number of seconds", *window)
 	case math.IsNaN(*maxDiv) || *maxDiv <= 0 || *maxDiv > 1:
 		return usageError(out, rolloutUsage, "rollout gate: --max-divergence %v must be in (0, 1]", *maxDiv)
-	case *timeout <= 0:
-		return usageError(out, rolloutUsage, "rollout gate: --timeout must be positive, got %v", *timeout)
+	case checkTimeout(*timeout) != nil:
+		return usageError(out, rolloutUsage, "rollout gate: %v", checkTimeout(*timeout))
 	case !validMetricPrefix(*ns):
 		return usageError(out, rolloutUsage, "rollout gate: --namespace %q is not a metric name prefix", *ns)
 	case *job != "" && *prom == "":

@@ -74,7 +74,7 @@ flags:
   --grace D                   orphans older than this are deleted (gc; default 7d,
                               at most 106751d)
   --json                      machine-readable output (list, show)
-  --timeout D                 bound on the whole command (default 10s)
+  --timeout D                 bound on the whole command (default 10s, at most 10m)
 
 --prefix is the former name of --rules-prefix and is still accepted.
 
@@ -165,8 +165,8 @@ func runRules(ctx context.Context, out output, args []string) int {
 		return usageError(out, usage, "rules %s: wrong arguments %q", sub, pos)
 	case nargs[0] > 0 && !rulecheck.ValidName(pos[0]): // show, delete, remove: no such limiter can have a document
 		return usageError(out, usage, "rules %s: limiter name %.80q must match ^[a-z0-9_]{1,64}$", sub, pos[0])
-	case f.timeout <= 0:
-		return usageError(out, usage, "--timeout must be positive, got %v", f.timeout)
+	case checkTimeout(f.timeout) != nil:
+		return usageError(out, usage, "%v", checkTimeout(f.timeout))
 	}
 	env := &rulesEnv{out: out, f: f, usage: usage}
 	var err error
