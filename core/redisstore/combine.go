@@ -177,7 +177,8 @@ func (m *combiner) send(c rueidis.Client, batch []*waiter) {
 // combined only with checks bound for the same node: a combined call waits
 // for all its replies, and a hung node must hold up its own checks only.
 // Which master serves a slot comes from CLUSTER SLOTS, fetched when the
-// store connects and again every slotsRefresh, on a timer that Close stops.
+// store connects and again every slotsRefresh, on a timer that Close stops;
+// Close also cancels a fetch in flight and waits for it.
 // A stale table only mixes two nodes' checks for a while: rueidis still
 // routes each command by its slot. Until a table arrives, and for a check
 // whose keys are on several nodes, calls are sent as they are, not combined.
@@ -186,9 +187,11 @@ type nodeCombiners struct {
 	table    atomic.Pointer[slotTable]
 	inFlight atomic.Int32 // the combiners' calls in flight (combiner.shared)
 
+	life    context.Context // the store's: canceled when it closes, ending a fetch in flight
 	mu      sync.Mutex
-	next    *time.Timer // the next refresh
-	stopped bool        // the store is closed: no more refreshes
+	next    *time.Timer    // the next refresh
+	stopped bool           // the store is closed: no more refreshes
+	running sync.WaitGroup // the refresh a timer started, while it runs
 }
 
 // slotTable maps each slot to its master's combiner.
@@ -228,33 +231,50 @@ func (t *slotTable) nodeOf(cmds rueidis.Commands) uint8 {
 }
 
 // start fetches the slot table from raw, then keeps it fresh until stop.
-func (n *nodeCombiners) start(ctx context.Context, raw rueidis.Client) {
-	n.raw = raw
-	n.refresh(ctx)
+// life is the store's lifetime: once it is canceled, a fetch ends at once.
+func (n *nodeCombiners) start(life context.Context, raw rueidis.Client) {
+	n.raw, n.life = raw, life
+	n.refresh()
 }
 
-// stop ends the refreshes.
+// stop ends the refreshes: it stops the timer and waits for a refresh that
+// it started (its fetch ends once the store's life is canceled, which Close
+// does first), so that none outlives the store.
 func (n *nodeCombiners) stop() {
 	n.mu.Lock()
-	defer n.mu.Unlock()
 	n.stopped = true
 	if n.next != nil {
 		n.next.Stop()
 	}
+	n.mu.Unlock()
+	n.running.Wait()
 }
 
 // refresh fetches the slot table and schedules the next fetch: in
 // slotsRefresh, or in slotsRetry after a failure.
-func (n *nodeCombiners) refresh(ctx context.Context) {
+func (n *nodeCombiners) refresh() {
 	wait := slotsRefresh
-	if err := n.fetch(ctx); err != nil {
+	if err := n.fetch(n.life); err != nil {
 		wait = slotsRetry
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if !n.stopped {
-		n.next = time.AfterFunc(wait, func() { n.refresh(context.Background()) })
+		n.next = time.AfterFunc(wait, n.tick)
 	}
+}
+
+// tick is a timer's refresh, counted in running unless the store is closed.
+func (n *nodeCombiners) tick() {
+	n.mu.Lock()
+	if n.stopped {
+		n.mu.Unlock()
+		return
+	}
+	n.running.Add(1) // under mu, before stop's Wait
+	n.mu.Unlock()
+	defer n.running.Done()
+	n.refresh()
 }
 
 // fetch reads the slot table, keeping the combiners of masters that stay.

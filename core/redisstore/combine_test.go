@@ -1,9 +1,11 @@
 package redisstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -284,4 +286,46 @@ func TestClusterInFlightReturnsToZero(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// Close ends a slot table refresh in flight and waits for it: a refresh that
+// a timer started just before Close, on a cluster whose nodes hang (SIGSTOP),
+// is over when Close returns, rather than waiting out its fetch's timeout
+// after the store is gone. A private cluster, so that the shared one never
+// stops.
+func TestCloseEndsSlotRefreshInFlight(t *testing.T) {
+	nodes := redistest.StartCluster(t, 3)
+	s := dialStore(t, "redis://"+nodes[0].Addr+"?addr="+nodes[1].Addr+"&addr="+nodes[2].Addr)
+	n := &s.dialed.nodes
+	waitFor(t, "a slot table of 3 masters", func() bool {
+		tbl := n.table.Load()
+		return tbl != nil && len(tbl.combiners) == 3
+	})
+	for _, node := range nodes {
+		node.Pause(t)
+		defer node.Resume(t)
+	}
+	n.mu.Lock()
+	n.next.Reset(0) // the next refresh, now
+	n.mu.Unlock()
+	waitFor(t, "a slot table fetch in flight", func() bool { return refreshing(t) })
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if refreshing(t) {
+		t.Fatal("a slot table refresh runs after Close returned")
+	}
+}
+
+// refreshing reports whether a goroutine runs a slot table refresh.
+func refreshing(t *testing.T) bool {
+	t.Helper()
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return bytes.Contains(buf[:n], []byte("redisstore.(*nodeCombiners).refresh"))
+		}
+		buf = make([]byte, 2*len(buf))
+	}
 }
