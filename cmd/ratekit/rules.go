@@ -165,6 +165,8 @@ func runRules(ctx context.Context, out output, args []string) int {
 		return usageError(out, usage, "rules %s: wrong arguments %q", sub, pos)
 	case nargs[0] > 0 && !rulecheck.ValidName(pos[0]): // show, delete, remove: no such limiter can have a document
 		return usageError(out, usage, "rules %s: limiter name %.80q must match ^[a-z0-9_]{1,64}$", sub, pos[0])
+	case sub == "delete" && invalidName(pos[1:]) >= 0: // no such rule can be published
+		return usageError(out, usage, "rules %s: rule name %.80q must match ^[a-z0-9_]{1,64}$", sub, pos[1+invalidName(pos[1:])])
 	case checkTimeout(f.timeout) != nil:
 		return usageError(out, usage, "%v", checkTimeout(f.timeout))
 	}
@@ -486,6 +488,12 @@ func rulesPublish(ctx context.Context, e *rulesEnv, _ []string) int {
 		fmt.Fprintln(e.out.stderr, "note: --skip-available-check: checked against the schema only, not against available_limiters.yaml")
 	}
 	return exitOK
+}
+
+// invalidName returns the index of the first of names that is not a valid
+// rule name, or -1.
+func invalidName(names []string) int {
+	return slices.IndexFunc(names, func(n string) bool { return !rulecheck.ValidName(n) })
 }
 
 func rulesDelete(ctx context.Context, e *rulesEnv, args []string) int {

@@ -252,9 +252,11 @@ func TestRulesCLIUsage(t *testing.T) {
 		{[]string{"rules", "gc", "--redis", unused, "--grace", "soon"}, 2, `--grace: "soon" is not a positive duration`},
 		{[]string{"rules", "list", "--redis", unused, "--cluster", "--prefix", "labkit:ratelimit:rules:"}, 2, "has no {hash tag}"},
 		{[]string{"rules", "list", "--redis", unused}, 1, "connection refused"},
-		{[]string{"rules", "delete", "--redis", unused, "lim", "Bad-Name"}, 1, `rule name "Bad-Name" must match`},
-		// A limiter name no document can have is refused before Redis is
-		// asked, and quoted at most 80 bytes long.
+		// A limiter or rule name no document can have is a usage error,
+		// refused before Redis is asked, and quoted at most 80 bytes long.
+		{[]string{"rules", "delete", "--redis", unused, "lim", "ok", "Bad-Name"}, 2, `rules delete: rule name "Bad-Name" must match ^[a-z0-9_]{1,64}$`},
+		{[]string{"rules", "delete", "--redis", unused, "--dry-run", "lim", "Bad-Name"}, 2, `rules delete: rule name "Bad-Name" must match`},
+		{[]string{"rules", "delete", "--redis", unused, "lim", strings.Repeat("b", 100000)}, 2, `rule name "` + strings.Repeat("b", 80) + `" must match`},
 		{[]string{"rules", "show", "--redis", unused, "Bad Name"}, 2, `rules show: limiter name "Bad Name" must match ^[a-z0-9_]{1,64}$`},
 		{[]string{"rules", "remove", "--redis", unused, "Bad Name"}, 2, `rules remove: limiter name "Bad Name" must match`},
 		{[]string{"rules", "delete", "--redis", unused, "Bad Name", "r"}, 2, `rules delete: limiter name "Bad Name" must match`},
