@@ -9,13 +9,16 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"io"
 	"log"
 	"os"
 	"sort"
 	"text/tabwriter"
 	"time"
 
+	"github.com/ratekit/ratekit/bench/internal/cliflags"
 	ratelimit "github.com/ratekit/ratekit/core"
 )
 
@@ -49,6 +52,9 @@ func strategies() []strategy {
 }
 
 func main() {
+	if code, ok := parseArgs(os.Args[1:], os.Stdout, os.Stderr); !ok {
+		os.Exit(code)
+	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "algorithm (limit %d per %v)\tclient\tmost admitted in any 60 s\tin any 1 s\t\n", limit, period)
 	for _, alg := range []ratelimit.Algorithm{ratelimit.FixedWindow, ratelimit.SlidingWindow, ratelimit.TokenBucket} {
@@ -58,6 +64,17 @@ func main() {
 		}
 	}
 	tw.Flush()
+}
+
+// parseArgs checks the command line, which holds nothing but -h: it reports
+// whether to run, and otherwise the exit status (cliflags.Parse).
+func parseArgs(args []string, stdout, stderr io.Writer) (int, bool) {
+	fs := flag.NewFlagSet("boundary", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: boundary\n\nPrints the most requests each algorithm admits in any 60 s and 1 s span\n"+
+			"(limit %d per %v, on a simulated clock). It takes no arguments.\n", limit, period)
+	}
+	return cliflags.Parse(fs, args, stdout, stderr)
 }
 
 // run sends at the given times through a limiter of one rule counting with
