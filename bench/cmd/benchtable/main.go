@@ -18,22 +18,22 @@ import (
 	"strings"
 	"text/template"
 
+	"github.com/ratekit/ratekit/bench/internal/cliflags"
 	"github.com/ratekit/ratekit/bench/internal/numfmt"
 )
 
 func main() {
-	date := flag.String("date", "", "date of the run")
-	machine := flag.String("machine", "", "CPU count and model")
-	redis := flag.String("redis", "", "redis-server version")
-	command := flag.String("command", "", "the benchmark command that was run")
-	rounds := flag.Int("rounds", 1, "how many times the command was run")
-	flag.Parse()
+	o, code, ok := parseArgs(os.Args[1:], os.Stdout, os.Stderr)
+	if !ok {
+		os.Exit(code)
+	}
 	runs, err := parse(os.Stdin)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "benchtable:", err)
 		os.Exit(1)
 	}
-	err = readme.Execute(os.Stdout, page{Date: *date, Machine: *machine, Redis: *redis, Command: *command, Rounds: *rounds, Table: table(summarize(runs))})
+	o.Table = table(summarize(runs))
+	err = readme.Execute(os.Stdout, o)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "benchtable:", err)
 		os.Exit(1)
@@ -43,6 +43,25 @@ func main() {
 type page struct {
 	Date, Machine, Redis, Command, Table string
 	Rounds                               int
+}
+
+// parseArgs reads the flags into the page they describe: it reports whether
+// to run, and otherwise the exit status (cliflags.Parse: -h prints the help
+// on stdout, a mistake is a usage error).
+func parseArgs(args []string, stdout, stderr io.Writer) (*page, int, bool) {
+	p := &page{}
+	fs := flag.NewFlagSet("benchtable", flag.ContinueOnError)
+	fs.StringVar(&p.Date, "date", "", "date of the run")
+	fs.StringVar(&p.Machine, "machine", "", "CPU count and model")
+	fs.StringVar(&p.Redis, "redis", "", "redis-server version")
+	fs.StringVar(&p.Command, "command", "", "the benchmark command that was run")
+	fs.IntVar(&p.Rounds, "rounds", 1, "how many times the command was run")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: go test -bench Check -benchmem . | benchtable [flags]\n\nWrites bench/README.md from the benchmark output on stdin.")
+		fs.PrintDefaults()
+	}
+	code, ok := cliflags.Parse(fs, args, stdout, stderr)
+	return p, code, ok
 }
 
 var readme = template.Must(template.New("README").Parse(`# ratekit vs peers on the same Redis

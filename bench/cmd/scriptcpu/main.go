@@ -17,6 +17,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"os"
 	"strconv"
@@ -26,18 +27,43 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratekit/ratekit/bench/internal/cliflags"
 	"github.com/ratekit/ratekit/bench/internal/redisinfo"
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/redisstore"
 )
 
+// options are scriptcpu's flags.
+type options struct {
+	url, only       string
+	n, keys, rounds int
+}
+
+// parseArgs reads the flags: it reports whether to run, and otherwise the
+// exit status (cliflags.Parse: -h prints the help on stdout, a mistake is a
+// usage error).
+func parseArgs(args []string, stdout, stderr io.Writer) (*options, int, bool) {
+	o := &options{}
+	fs := flag.NewFlagSet("scriptcpu", flag.ContinueOnError)
+	fs.StringVar(&o.url, "redis", "redis://127.0.0.1:6379", "Redis URL (its statistics are reset)")
+	fs.IntVar(&o.n, "n", 20000, "checks per shape")
+	fs.IntVar(&o.keys, "keys", 1000, "distinct identifiers the checks spread over")
+	fs.StringVar(&o.only, "shapes", "", "measure only the shapes whose name contains this")
+	fs.IntVar(&o.rounds, "rounds", 5, "rounds per shape; the least figure of each is reported (a busy machine only adds)")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: scriptcpu [flags]\n\nMeasures the Redis CPU of ratekit's check script per call, by shape of check.")
+		fs.PrintDefaults()
+	}
+	code, ok := cliflags.Parse(fs, args, stdout, stderr)
+	return o, code, ok
+}
+
 func main() {
-	url := flag.String("redis", "redis://127.0.0.1:6379", "Redis URL (its statistics are reset)")
-	n := flag.Int("n", 20000, "checks per shape")
-	keys := flag.Int("keys", 1000, "distinct identifiers the checks spread over")
-	only := flag.String("shapes", "", "measure only the shapes whose name contains this")
-	rounds := flag.Int("rounds", 5, "rounds per shape; the least figure of each is reported (a busy machine only adds)")
-	flag.Parse()
+	o, code, ok := parseArgs(os.Args[1:], os.Stdout, os.Stderr)
+	if !ok {
+		os.Exit(code)
+	}
+	url, n, keys, only, rounds := &o.url, &o.n, &o.keys, &o.only, &o.rounds
 	opt, err := parseRedisURL(*url)
 	if err != nil {
 		log.Fatal(err)

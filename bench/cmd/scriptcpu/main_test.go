@@ -17,3 +17,30 @@ func TestParseRedisURLHidesPassword(t *testing.T) {
 		t.Errorf("a good URL: %+v, %v", opt, err)
 	}
 }
+
+// -h prints the help on stdout and exits 0; a flag mistake or an argument
+// is a usage error (exit 2) with the help on stderr, as the project's
+// binaries do (it printed -h on stderr and ignored arguments).
+func TestParseArgs(t *testing.T) {
+	for _, tt := range []struct {
+		args           []string
+		code           int
+		ok             bool
+		stdout, stderr string // what each holds; "" for nothing
+	}{
+		{nil, 0, true, "", ""},
+		{[]string{"-h"}, 0, false, "usage: ", ""},
+		{[]string{"-bogus"}, 2, false, "", "scriptcpu: flag provided but not defined: -bogus"},
+		{[]string{"extra"}, 2, false, "", "scriptcpu: unexpected arguments [\"extra\"]"},
+	} {
+		var stdout, stderr strings.Builder
+		_, code, ok := parseArgs(tt.args, &stdout, &stderr)
+		if code != tt.code || ok != tt.ok {
+			t.Errorf("%q: exit %d, run %v, want exit %d, run %v", tt.args, code, ok, tt.code, tt.ok)
+		}
+		if (tt.stdout == "") != (stdout.Len() == 0) || !strings.Contains(stdout.String(), tt.stdout) ||
+			(tt.stderr == "") != (stderr.Len() == 0) || !strings.Contains(stderr.String(), tt.stderr) {
+			t.Errorf("%q: stdout %q, stderr %q, want them to hold %q and %q", tt.args, stdout.String(), stderr.String(), tt.stdout, tt.stderr)
+		}
+	}
+}
