@@ -140,6 +140,9 @@ type ruleExplanation struct {
 	// window or token bucket that blocks, when the same check would pass.
 	ResetAt *time.Time `json:"reset_at,omitempty"`
 	Banned  bool       `json:"banned,omitempty"`
+	// Never: the check's cost alone is over the rule (its limit, a token
+	// bucket's burst): no check of this cost ever passes (ratelimit.Info.Never).
+	Never bool `json:"never,omitempty"`
 }
 
 // overriddenRule is a lower-tier rule replaced by a higher tier's rule of the same name.
@@ -151,13 +154,16 @@ type overriddenRule struct {
 
 // verdictExplanation is what a check would decide now.
 type verdictExplanation struct {
-	Action     string     `json:"action"`
-	Rule       string     `json:"rule,omitempty"`
-	Exceeded   bool       `json:"exceeded"`
-	Degraded   bool       `json:"degraded,omitempty"`
-	Error      string     `json:"error,omitempty"` // the store failed: a check would fail open
-	RetryAfter float64    `json:"retry_after_s,omitempty"`
-	ResetAt    *time.Time `json:"reset_at,omitempty"`
+	Action     string  `json:"action"`
+	Rule       string  `json:"rule,omitempty"`
+	Exceeded   bool    `json:"exceeded"`
+	Degraded   bool    `json:"degraded,omitempty"`
+	Error      string  `json:"error,omitempty"`         // the store failed: a check would fail open
+	RetryAfter float64 `json:"retry_after_s,omitempty"` // none when Never
+	// Never: the blocking rule never passes a check of this cost, so there
+	// is no retry to tell.
+	Never   bool       `json:"never,omitempty"`
+	ResetAt *time.Time `json:"reset_at,omitempty"`
 	// Shadow: the limiter runs in shadow mode (its rule store tier says so);
 	// WouldBlock: enforcing, it would block.
 	Shadow     bool `json:"shadow,omitempty"`
@@ -533,6 +539,7 @@ func explain(l *ratelimit.Limiter, ts tiers.Set, sources []tierSummary, id ratel
 		default:
 			info := ev.Info
 			re.Count, re.Limit, re.Remaining, re.ResetAt, re.Banned = &info.Count, &info.Limit, &info.Remaining, &info.ResetAt, info.Banned
+			re.Never = info.Never
 			switch observe.EvaluationResult(ev) {
 			case observe.ResultBanned:
 				re.State = stateBanned
@@ -559,7 +566,8 @@ func explain(l *ratelimit.Limiter, ts tiers.Set, sources []tierSummary, id ratel
 	if res.Info != nil {
 		at := res.Info.ResetAt
 		v.ResetAt = &at
-		if res.Blocked() {
+		v.Never = res.Blocked() && res.Info.Never
+		if res.Blocked() && !v.Never {
 			v.RetryAfter = res.Info.RetryAfter(now).Seconds()
 		}
 	}
@@ -610,6 +618,8 @@ func printExplanation(w io.Writer, ex explanation, now time.Time) {
 	switch {
 	case v.Error != "":
 		fmt.Fprintf(w, "verdict: unknown: the store failed (a check would fail open and allow): %s\n", v.Error)
+	case v.Action == string(ratelimit.ActionBlock) && v.Never:
+		fmt.Fprintf(w, "verdict: block by %s: %s (no wait helps)\n", v.Rule, neverPasses)
 	case v.Action == string(ratelimit.ActionBlock):
 		fmt.Fprintf(w, "verdict: block by %s, retry after %s\n", v.Rule, time.Duration(v.RetryAfter*float64(time.Second)))
 	case v.WouldBlock:
@@ -643,6 +653,9 @@ func missingCharacteristic(r ratelimit.Rule, id ratelimit.Identifier) string {
 	return ""
 }
 
+// neverPasses says why a rule blocks a check of its cost for good.
+const neverPasses = "the cost alone is over the rule, a check of this cost never passes"
+
 func explainRuleLine(r ruleExplanation, now time.Time) string {
 	switch r.State {
 	case stateNoMatch:
@@ -667,6 +680,9 @@ func explainRuleLine(r ruleExplanation, now time.Time) string {
 	case stateBanned:
 		return fmt.Sprintf("BANNED until %s (in %s): exceeded without counting; %s", r.ResetAt.UTC().Format(time.RFC3339), explainUntil(now, *r.ResetAt), counts)
 	case stateBlock:
+		if r.Never {
+			return "BLOCK: " + neverPasses + "; " + counts
+		}
 		return fmt.Sprintf("BLOCK: a check now exceeds the limit; %s, %s %s", counts, passes, explainUntil(now, *r.ResetAt))
 	case stateExceeded:
 		return fmt.Sprintf("exceeded (log rule: reported, never blocks); %s, %s %s", counts, passes, explainUntil(now, *r.ResetAt))

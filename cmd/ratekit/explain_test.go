@@ -462,6 +462,21 @@ func TestExplainAlgorithms(t *testing.T) {
 	if !regexp.MustCompile(`allow: sliding window estimate: count 2 of 100, remaining 98, window ends in (5\dm\d+s|1h0m0s)`).MatchString(stdout) {
 		t.Fatalf("sliding window line:\n%s", stdout)
 	}
+	// A cost over the burst never passes, however long one waits: explain
+	// says so rather than when to retry, as the adapters do.
+	ex = e.explainJSON(t, "--cost", "3", "user=fred", "ip=10.0.0.9")
+	if !ex.Verdict.Never || ex.Verdict.RetryAfter != 0 || !ex.Rules[0].Never {
+		t.Fatalf("cost 3, burst 2: verdict %+v, rule %+v: want never, no retry_after_s", ex.Verdict, ex.Rules[0])
+	}
+	stdout, _, _ = e.run(t, e.flags("--cost", "3", "user=fred", "ip=10.0.0.9")...)
+	for _, re := range []string{
+		`(?m)^1 +file +per_user +limit +BLOCK: the cost alone is over the rule, a check of this cost never passes; token bucket: `,
+		`(?m)^verdict: block by per_user: the cost alone is over the rule, a check of this cost never passes \(no wait helps\)$`,
+	} {
+		if !regexp.MustCompile(re).MatchString(stdout) {
+			t.Errorf("output does not match %s\n%s", re, stdout)
+		}
+	}
 }
 
 func TestExplainRuleStore(t *testing.T) {
