@@ -65,7 +65,8 @@
 //     constraining enforcing rule across all descriptors in the profile of
 //     Options.Headers (IETF RateLimit-Policy and RateLimit by default, the
 //     HTTP adapters' profiles, from middleware/headers), and on OVER_LIMIT
-//     Retry-After and Cache-Control: no-store. Envoy adds them to the 429 it
+//     Retry-After (none when a descriptor's hits_addend alone is over its
+//     rule, which it can never pass) and Cache-Control: no-store. Envoy adds them to the 429 it
 //     sends, and to the upstream's response when the request is allowed.
 //   - Shadow (log) rules count and show in the limiter's metrics
 //     (ratelimit_rule_evaluations_total{result="log"}, observability/observe) and never
