@@ -47,3 +47,29 @@ func TestTokenBucketStatuses(t *testing.T) {
 		})
 	}
 }
+
+// A request whose hits_addend alone is over the rule (here over the token
+// bucket's burst) can never pass: OVER_LIMIT without Retry-After, which a
+// client obeying it would follow forever.
+func TestHitsOverTheBurstSayNoRetry(t *testing.T) {
+	l := newLimiter(t, ratelimit.NewMemoryStore(), "", nil, func(c *ratelimit.Config) {
+		for i := range c.Rules {
+			if c.Rules[i].Name == "per_user_api" {
+				c.Rules[i].Algorithm, c.Rules[i].Burst = ratelimit.TokenBucket, 2
+			}
+		}
+	})
+	g := startGateway(t, l, nil, ratekitenvoy.Options{})
+	resp := g.ask(t, &rlsv3.RateLimitRequest{Domain: "edge", HitsAddend: 3,
+		Descriptors: []*rlcommonv3.RateLimitDescriptor{desc("generic_key", "api", "user", "bob")}})
+	if resp.GetOverallCode() != over {
+		t.Fatalf("3 hits on a burst of 2: %v, want OVER_LIMIT", resp)
+	}
+	h := headers(resp)
+	if v, ok := h["Retry-After"]; ok {
+		t.Errorf("Retry-After %q: the request can never pass", v)
+	}
+	if h["Cache-Control"] != "no-store" {
+		t.Errorf("Cache-Control %q, want no-store", h["Cache-Control"])
+	}
+}
