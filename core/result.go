@@ -126,7 +126,9 @@ func (r Result) ResetAt() time.Time { return r.info().ResetAt }
 func (r Result) Banned() bool { return r.info().Banned }
 
 // RetryAfter returns how long a blocked caller should wait (Info.RetryAfter),
-// at least MinRetryAfter, or 0 when the verdict is not block.
+// at least MinRetryAfter, or 0 when the verdict is not block. When Info.Never
+// no wait helps: tell the caller not to retry instead (the adapters send no
+// Retry-After then).
 func (r Result) RetryAfter(now time.Time) time.Duration {
 	if r.Action != ActionBlock {
 		return 0
