@@ -20,6 +20,7 @@ package tiers
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -67,15 +68,28 @@ func (s Set) CheckBounds() error {
 func (s Set) Merged() []ratelimit.Rule { return Merge(s.Remote, s.File, s.Published, s.Defaults) }
 
 // Clone returns a copy of s whose tiers and mode share no memory with s, so
-// that a holder can hand it out while it keeps changing its own.
+// that a holder can hand it out while it keeps changing its own. The rules'
+// Match maps and Characteristics are copied too; a Matcher is immutable, so
+// the copies share their matchers.
 func (s Set) Clone() Set {
-	c := Set{Remote: slices.Clone(s.Remote), File: slices.Clone(s.File),
-		Published: slices.Clone(s.Published), Defaults: slices.Clone(s.Defaults)}
+	c := Set{Remote: cloneRules(s.Remote), File: cloneRules(s.File),
+		Published: cloneRules(s.Published), Defaults: cloneRules(s.Defaults)}
 	if s.Mode != nil {
 		m := *s.Mode
 		c.Mode = &m
 	}
 	return c
+}
+
+// cloneRules copies rules with their Match maps and Characteristics; nil
+// stays nil.
+func cloneRules(rules []ratelimit.Rule) []ratelimit.Rule {
+	out := slices.Clone(rules)
+	for i := range out {
+		out[i].Match = maps.Clone(out[i].Match)
+		out[i].Characteristics = slices.Clone(out[i].Characteristics)
+	}
+	return out
 }
 
 // Merge builds one evaluation list from rule tiers given highest first

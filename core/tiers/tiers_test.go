@@ -82,6 +82,27 @@ func TestCloneSharesNothing(t *testing.T) {
 	}
 }
 
+// TestCloneSharesNoRuleMemory: a rule's Match map and Characteristics are the
+// clone's own too, so that a holder (the rule store's replica) can hand its
+// tiers out while a caller edits what it was given.
+func TestCloneSharesNoRuleMemory(t *testing.T) {
+	r := rule("a", 1)
+	r.Match = map[string]ratelimit.Matcher{"method": ratelimit.Equal("GET")}
+	r.Characteristics = []string{"user"}
+	set := tiers.Set{Remote: []ratelimit.Rule{r}, File: []ratelimit.Rule{r}, Published: []ratelimit.Rule{r}, Defaults: []ratelimit.Rule{r}}
+	c := set.Clone()
+	for i, tier := range [][]ratelimit.Rule{c.Remote, c.File, c.Published, c.Defaults} {
+		tier[0].Match["path"] = ratelimit.Equal("/x")
+		delete(tier[0].Match, "method")
+		tier[0].Characteristics[0] = "ip"
+		orig := [][]ratelimit.Rule{set.Remote, set.File, set.Published, set.Defaults}[i][0]
+		if _, ok := orig.Match["path"]; ok || len(orig.Match) != 1 || orig.Characteristics[0] != "user" {
+			t.Fatalf("tier %s: editing the clone's rule changed the original: match %v, characteristics %v",
+				tiers.Names()[i], orig.Match, orig.Characteristics)
+		}
+	}
+}
+
 func ExampleSet_Rules() {
 	per := time.Minute
 	set := tiers.Set{
