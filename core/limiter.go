@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -118,7 +119,7 @@ func New(cfg Config) (*Limiter, error) {
 	if !rulecheck.ValidName(cfg.Name) {
 		return nil, fmt.Errorf("ratelimit: limiter name %q must match ^[a-z0-9_]{1,64}$", cfg.Name)
 	}
-	if cfg.Store == nil {
+	if isNil(cfg.Store) {
 		return nil, fmt.Errorf("ratelimit: limiter %s: Store is nil (use NewMemoryStore or redisstore.Dial)", cfg.Name)
 	}
 	l := &Limiter{
@@ -172,6 +173,19 @@ func New(cfg Config) (*Limiter, error) {
 		return nil, err
 	}
 	return l, nil
+}
+
+// isNil reports whether s is nil or holds a nil pointer (or map, func...):
+// a store whose constructor failed, which would panic on every check.
+func isNil(s Store) bool {
+	if s == nil {
+		return true
+	}
+	switch v := reflect.ValueOf(s); v.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Func, reflect.Chan, reflect.Slice, reflect.Interface:
+		return v.IsNil()
+	}
+	return false
 }
 
 // Name returns the limiter's name.

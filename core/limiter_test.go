@@ -67,6 +67,27 @@ func TestNewRejectsInvalidRules(t *testing.T) {
 	}
 }
 
+// typedNilStore is a Store whose nil pointer a caller may pass by mistake.
+type typedNilStore struct{ ratelimit.Store }
+
+// TestNewRejectsTypedNilStore: a nil pointer in the Store interface (the
+// store of a failed constructor whose error was dropped) is refused as a nil
+// Store is; taken, every check failed open on a panic in the store.
+func TestNewRejectsTypedNilStore(t *testing.T) {
+	for name, store := range map[string]ratelimit.Store{
+		"memory": (*ratelimit.MemoryStore)(nil),
+		"custom": (*typedNilStore)(nil),
+	} {
+		t.Run(name, func(t *testing.T) {
+			l, err := ratelimit.New(ratelimit.Config{Name: "lim", Store: store, Rules: []ratelimit.Rule{basic("a")}})
+			if err == nil || !strings.Contains(err.Error(), "Store is nil") {
+				res := l.Check(context.Background(), ratelimit.Identifier{"user": "u"})
+				t.Fatalf("New with a nil %T: error %v, want \"Store is nil\" (a check gave %v, Err %v)", store, err, res.Action, res.Err)
+			}
+		})
+	}
+}
+
 func TestSetRulesIsAllOrNothing(t *testing.T) {
 	l, err := ratelimit.New(ratelimit.Config{Name: "lim", Store: ratelimit.NewMemoryStore(), Rules: []ratelimit.Rule{basic("a")}})
 	if err != nil {
