@@ -75,12 +75,20 @@ func (g *HTTP[R]) SetHeaders(h http.Header, d *ratelimitheaders.Decision, now ti
 
 // Hook adapts a hook of an HTTP adapter's public options, which is told the
 // request but not the context, to the identifier, skip or cost hook of
-// Options.
+// Options. A nil f gives a nil hook, so that an option given nil keeps the
+// default, as the gRPC and asynq adapters' options (which set the hook as
+// it is) do.
 func Hook[R, T any](f func(R) T) func(context.Context, R) T {
+	if f == nil {
+		return nil
+	}
 	return func(_ context.Context, r R) T { return f(r) }
 }
 
 // PropertiesHook is Hook for Options.Properties.
 func PropertiesHook[R any](f func(R, ratelimit.Identifier)) func(context.Context, R, ratelimit.Identifier) {
+	if f == nil {
+		return nil
+	}
 	return func(_ context.Context, r R, id ratelimit.Identifier) { f(r, id) }
 }

@@ -234,3 +234,42 @@ type headerWriter struct{ h http.Header }
 func (w *headerWriter) Header() http.Header         { return w.h }
 func (w *headerWriter) Write(b []byte) (int, error) { return len(b), nil }
 func (w *headerWriter) WriteHeader(int)             {}
+
+// TestNilHooksKeepTheDefaults: a nil hook given to an option is no hook, as
+// in the gRPC and asynq adapters (and WithDenyHandler(nil), WithClock(nil)):
+// the default identifier, no skip, cost 1. Wrapped, a nil hook panicked on
+// every request.
+func TestNilHooksKeepTheDefaults(t *testing.T) {
+	for name, opt := range map[string]ratelimithttp.Option{
+		"WithIdentifier": ratelimithttp.WithIdentifier(nil),
+		"WithProperties": ratelimithttp.WithProperties(nil),
+		"WithCost":       ratelimithttp.WithCost(nil),
+		"WithSkip":       ratelimithttp.WithSkip(nil),
+	} {
+		t.Run(name, func(t *testing.T) {
+			l, err := ratelimit.New(ratelimit.Config{Name: "nil_hooks", Store: ratelimit.NewMemoryStore(), Rules: []ratelimit.Rule{
+				{Name: "per_ip", Characteristics: []string{identifiers.IP}, Limit: 1, Period: time.Minute},
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := ratelimithttp.Middleware(l, opt)(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+			for i, want := range []int{http.StatusOK, http.StatusTooManyRequests} {
+				w := httptest.NewRecorder()
+				r := httptest.NewRequest("GET", "/", nil)
+				r.RemoteAddr = "192.0.2.1:1234"
+				func() {
+					defer func() {
+						if p := recover(); p != nil {
+							t.Fatalf("request #%d panicked: %v", i+1, p)
+						}
+					}()
+					h.ServeHTTP(w, r)
+				}()
+				if w.Code != want {
+					t.Fatalf("request #%d: status %d, want %d", i+1, w.Code, want)
+				}
+			}
+		})
+	}
+}
