@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/middleware/adapter"
@@ -54,7 +55,9 @@ func CountWhen[O any](l *ratelimit.Limiter, counted func(o O) bool) adapter.Defe
 	}}
 }
 
-// Validate reports a nil limiter or a Deferred without Limiter or Charge.
+// Validate reports a nil limiter, a Deferred without Limiter or Charge, and
+// a Deferred whose PeekCost is negative, NaN or infinite (its peek would fail
+// open on every request, so it would never block before the handler).
 // Adapters call it when they are built, so that the mistake shows at start-up
 // rather than on the first request.
 func (g *Guard[O]) Validate() error {
@@ -67,6 +70,9 @@ func (g *Guard[O]) Validate() error {
 	for i, d := range g.Deferred {
 		if d.Limiter == nil || d.Charge == nil {
 			errs = append(errs, fmt.Errorf("deferred limiter %d: nil Limiter or Charge", i))
+		}
+		if c := d.PeekCost; !(c >= 0 && c <= math.MaxFloat64) { // negative, infinite or NaN
+			errs = append(errs, fmt.Errorf("deferred limiter %d: PeekCost %v is not a finite cost of at least 0", i, c))
 		}
 	}
 	return errors.Join(errs...)

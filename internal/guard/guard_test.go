@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"reflect"
 	"testing"
 	"time"
@@ -426,6 +427,14 @@ func TestGuardValidate(t *testing.T) {
 			"deferred limiter 0: nil Limiter or Charge"},
 		{"nil charge", guard.Guard[outcome]{Deferred: []adapter.Deferred[outcome]{{Limiter: l}}},
 			"deferred limiter 0: nil Limiter or Charge"},
+		// A peek with such a cost fails open on every request: the
+		// limiter would never block before the handler.
+		{"negative peek cost", guard.Guard[outcome]{Deferred: []adapter.Deferred[outcome]{peekCost(l, -1)}},
+			"deferred limiter 0: PeekCost -1 is not a finite cost of at least 0"},
+		{"NaN peek cost", guard.Guard[outcome]{Deferred: []adapter.Deferred[outcome]{guard.Metered[outcome](l, "x"), peekCost(l, math.NaN())}},
+			"deferred limiter 1: PeekCost NaN is not a finite cost of at least 0"},
+		{"infinite peek cost", guard.Guard[outcome]{Deferred: []adapter.Deferred[outcome]{peekCost(l, math.Inf(1))}},
+			"deferred limiter 0: PeekCost +Inf is not a finite cost of at least 0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -440,6 +449,13 @@ func TestGuardValidate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// peekCost is a Deferred of l that peeks with cost c.
+func peekCost(l *ratelimit.Limiter, c float64) adapter.Deferred[outcome] {
+	d := guard.Metered[outcome](l, "x")
+	d.PeekCost = c
+	return d
 }
 
 // A minimal adapter: the guard checks each call, runs the handler when

@@ -111,9 +111,10 @@ func WithRetryAfterJitter[O any](max time.Duration) Setting[O] {
 
 // Init completes o once the adapter's options are applied: def becomes the
 // identifier builder unless one was set, and the guard is validated (see
-// Guard.Validate). A nil limiter, or a Deferred without Limiter or Charge,
-// panics with name (the adapter's package) as prefix: a programming error,
-// found at start-up rather than on the first request.
+// Guard.Validate). A nil limiter, or a Deferred without Limiter or Charge or
+// with an invalid PeekCost, panics with name (the adapter's package) as
+// prefix: a programming error, found at start-up rather than on the first
+// request.
 func (o *Options[R, O]) Init(name string, def func(ctx context.Context, r R) ratelimit.Identifier) {
 	if o.Identify == nil {
 		o.Identify = def

@@ -20,6 +20,8 @@ type Deferred[O any] struct {
 	// PeekCost is the cost the peek before the handler assumes. 0 blocks only
 	// callers already over the limit (right when the cost is unknown until the
 	// work is done); 1 blocks callers whom one more counted outcome would put
-	// over it, so that a limit of 5 admits exactly 5 counted outcomes.
+	// over it, so that a limit of 5 admits exactly 5 counted outcomes. A
+	// negative, NaN or infinite PeekCost is refused: the adapter panics
+	// when it is built.
 	PeekCost float64
 }
