@@ -44,7 +44,8 @@ func AddCost(ctx context.Context, name string, v float64) {
 
 // Add adds v to the named cost. Negative, NaN and infinite values are ignored:
 // a cost only grows, and a bad measurement must not poison the charge (a
-// non-finite cost would fail the check open).
+// non-finite cost would fail the check open). A sum past the largest finite
+// float64 stays at it, for the same reason.
 func (m *Meter) Add(name string, v float64) {
 	if m == nil || v <= 0 || math.IsInf(v, 0) || math.IsNaN(v) {
 		return
@@ -53,7 +54,7 @@ func (m *Meter) Add(name string, v float64) {
 	if m.values == nil {
 		m.values = make(map[string]float64)
 	}
-	m.values[name] += v
+	m.values[name] = min(m.values[name]+v, math.MaxFloat64)
 	m.mu.Unlock()
 }
 

@@ -43,6 +43,21 @@ func TestMeterIgnoresBadValues(t *testing.T) {
 	}
 }
 
+// TestMeterSumStaysFinite: two finite costs whose sum overflows leave the
+// largest finite cost, not +Inf, which would fail the charge open (a
+// resource limiter would never count the request that spent the most).
+func TestMeterSumStaysFinite(t *testing.T) {
+	ctx, m := WithMeter(context.Background())
+	AddCost(ctx, "x", math.MaxFloat64)
+	AddCost(ctx, "x", math.MaxFloat64)
+	if got := m.Value("x"); got != math.MaxFloat64 {
+		t.Errorf("x = %v, want math.MaxFloat64", got)
+	}
+	if got := m.Values()["x"]; got != math.MaxFloat64 {
+		t.Errorf("Values()[x] = %v, want math.MaxFloat64", got)
+	}
+}
+
 func TestMeterAbsentAndNil(t *testing.T) {
 	ctx := context.Background()
 	AddCost(ctx, "x", 1) // no meter: a no-op, no panic
