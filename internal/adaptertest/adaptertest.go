@@ -120,6 +120,9 @@ func Run(t *testing.T, a Adapter) {
 		for name, setup := range map[string]Setup{
 			"limiter":          {Limiters: []*ratelimit.Limiter{nil}},
 			"deferred limiter": {Deferred: []adapter.Deferred[guard.Outcome]{guard.Metered[guard.Outcome](nil, "db_duration_s")}},
+			// Middleware(nil) and no option giving one: it would check
+			// nothing, as when the limiter's constructor failed unseen.
+			"limiter and no other": {},
 		} {
 			func() {
 				defer func() {

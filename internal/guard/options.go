@@ -111,16 +111,21 @@ func WithRetryAfterJitter[O any](max time.Duration) Setting[O] {
 
 // Init completes o once the adapter's options are applied: def becomes the
 // identifier builder unless one was set, and the guard is validated (see
-// Guard.Validate). A nil limiter, or a Deferred without Limiter or Charge or
-// with an invalid PeekCost, panics with name (the adapter's package) as
-// prefix: a programming error, found at start-up rather than on the first
-// request.
+// Guard.Validate). No limiter at all (a nil one and none from the options),
+// a nil limiter, or a Deferred without Limiter or Charge or with an invalid
+// PeekCost, panics with name (the adapter's package) as prefix: a
+// programming error, found at start-up rather than on the first request. A
+// middleware without a limiter would check nothing, as when the limiter's
+// constructor failed and its error was dropped.
 func (o *Options[R, O]) Init(name string, def func(ctx context.Context, r R) ratelimit.Identifier) {
 	if o.Identify == nil {
 		o.Identify = def
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if len(o.Limiters)+len(o.Deferred) == 0 {
+		panic(name + ": no limiter: the limiter is nil and no option gives one (WithLimiters, WithDeferred)")
 	}
 	if err := o.Validate(); err != nil {
 		panic(name + ": " + err.Error())

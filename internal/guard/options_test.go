@@ -22,6 +22,7 @@ func TestOptionsIdentifier(t *testing.T) {
 	custom := func(_ context.Context, r string) ratelimit.Identifier { return ratelimit.Identifier{"custom": r} }
 	none := func(context.Context, string) ratelimit.Identifier { return nil }
 	props := func(_ context.Context, r string, id ratelimit.Identifier) { id["user"] = "user:" + r }
+	l := guardEnv{t: t, store: ratelimit.NewMemoryStore()}.limiter("req", 5, false, false)
 	for _, tt := range []struct {
 		name     string
 		identify func(context.Context, string) ratelimit.Identifier
@@ -36,6 +37,7 @@ func TestOptionsIdentifier(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			o := guard.Options[string, struct{}]{Identify: tt.identify, Properties: tt.props}
+			o.Guard.Limiters = []*ratelimit.Limiter{l} // Init refuses a guard of none
 			o.Init("test", def)
 			if got := fmt.Sprint(o.Identifier(context.Background(), "r")); got != tt.want {
 				t.Fatalf("identifier = %s, want %s", got, tt.want)

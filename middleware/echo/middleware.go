@@ -124,8 +124,9 @@ func WithDenyHandler(h DenyHandler) Option {
 
 // Middleware returns Echo middleware that checks every request against limiter
 // and the limiters of WithLimiters. limiter may be nil when options give them
-// all; a nil limiter in WithLimiters, or a Deferred without Limiter or Charge,
-// panics here. Register it with e.Use (or on a group), not e.Pre.
+// all; no limiter at all, a nil limiter in WithLimiters, or a Deferred
+// without Limiter or Charge, panics here. Register it with e.Use (or on a
+// group), not e.Pre.
 func Middleware(limiter *ratelimit.Limiter, opts ...Option) echo.MiddlewareFunc {
 	c := &config{}
 	if limiter != nil {

@@ -115,8 +115,9 @@ func WithDenyHandler(h DenyHandler) Option {
 
 // Middleware returns Gin middleware that checks every request against limiter
 // and the limiters of WithLimiters. limiter may be nil when options give them
-// all; a nil limiter in WithLimiters, or a Deferred without Limiter or Charge,
-// panics here. Register it with Use before the routes.
+// all; no limiter at all, a nil limiter in WithLimiters, or a Deferred
+// without Limiter or Charge, panics here. Register it with Use before the
+// routes.
 func Middleware(limiter *ratelimit.Limiter, opts ...Option) gin.HandlerFunc {
 	c := &config{}
 	if limiter != nil {

@@ -137,8 +137,9 @@ func WithDenyHandler(h DenyHandler) Option {
 
 // Middleware returns net/http middleware that checks every request against
 // limiter and the limiters of WithLimiters. limiter may be nil when options
-// give them all; a nil limiter in WithLimiters, or a Deferred without Limiter
-// or Charge, panics here (a programming error found at start-up).
+// give them all; no limiter at all, a nil limiter in WithLimiters, or a
+// Deferred without Limiter or Charge, panics here (a programming error found
+// at start-up).
 func Middleware(limiter *ratelimit.Limiter, opts ...Option) func(http.Handler) http.Handler {
 	c := &config{}
 	if limiter != nil {
