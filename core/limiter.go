@@ -122,6 +122,9 @@ func New(cfg Config) (*Limiter, error) {
 	if isNil(cfg.Store) {
 		return nil, fmt.Errorf("ratelimit: limiter %s: Store is nil (use NewMemoryStore or redisstore.Dial)", cfg.Name)
 	}
+	if m, ok := cfg.Store.(*MemoryStore); ok && m.shards == nil {
+		return nil, fmt.Errorf("ratelimit: limiter %s: the MemoryStore is a zero value (build it with NewMemoryStore or MemoryConfig.New)", cfg.Name)
+	}
 	l := &Limiter{
 		name:     cfg.Name,
 		store:    cfg.Store,

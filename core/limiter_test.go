@@ -67,6 +67,17 @@ func TestNewRejectsInvalidRules(t *testing.T) {
 	}
 }
 
+// TestNewRejectsZeroMemoryStore: a MemoryStore not built by NewMemoryStore or
+// MemoryConfig.New is refused with a clear error; taken, every check failed
+// open on a panic in the store.
+func TestNewRejectsZeroMemoryStore(t *testing.T) {
+	l, err := ratelimit.New(ratelimit.Config{Name: "lim", Store: &ratelimit.MemoryStore{}, Rules: []ratelimit.Rule{basic("a")}})
+	if err == nil || !strings.Contains(err.Error(), "NewMemoryStore") {
+		res := l.Check(context.Background(), ratelimit.Identifier{"user": "u"})
+		t.Fatalf("New with a zero MemoryStore: error %v, want one naming NewMemoryStore (a check gave %v, Err %v)", err, res.Action, res.Err)
+	}
+}
+
 // typedNilStore is a Store whose nil pointer a caller may pass by mistake.
 type typedNilStore struct{ ratelimit.Store }
 

@@ -27,6 +27,9 @@ import (
 // the background, a bounded number per interval, from shards that nothing
 // writes any more (see Close), so memory stays bounded by the keys live
 // within their windows.
+//
+// Build it with NewMemoryStore or MemoryConfig.New: the zero value is not
+// usable, and New refuses it.
 type MemoryStore struct {
 	now    func() time.Time
 	seed   maphash.Seed
