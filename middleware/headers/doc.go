@@ -27,6 +27,8 @@
 //     Structured Fields, the policy named after the rule:
 //     RateLimit-Policy: "rule";q=<limit>;w=<window seconds>
 //     RateLimit: "rule";r=<remaining>;t=<seconds until reset>
+//     (a value past the 15 digits of a Structured Field Integer is stated
+//     as 999999999999999)
 //   - Legacy: the drafts up to -06: RateLimit-Limit, RateLimit-Remaining and
 //     RateLimit-Reset, the last in seconds until reset (delta, not epoch).
 //   - GitLab: RateLimit-Name, RateLimit-Limit (normalised to requests per 60

@@ -138,7 +138,7 @@ func (p Profile) setRateLimit(set func(name, value string), d *Decision, blocked
 		return
 	}
 	info := &e.Info
-	remaining := int64(math.Floor(info.Remaining)) // never promise more than is left
+	remaining := toInt64(math.Floor(info.Remaining)) // never promise more than is left
 	reset := seconds(info.RetryAfter(now))
 	switch p {
 	case IETF:
@@ -149,15 +149,15 @@ func (p Profile) setRateLimit(set func(name, value string), d *Decision, blocked
 		b := appendSFString(buf[:0], e.Rule.Name)
 		name := len(b)
 		b = append(b, ";q="...)
-		b = strconv.AppendInt(b, info.Limit, 10)
+		b = strconv.AppendInt(b, min(info.Limit, maxSFInteger), 10)
 		b = append(b, ";w="...)
-		b = strconv.AppendInt(b, max(seconds(info.Period), 1), 10)
+		b = strconv.AppendInt(b, min(max(seconds(info.Period), 1), maxSFInteger), 10)
 		policy := len(b)
 		b = append(b, b[:name]...)
 		b = append(b, ";r="...)
-		b = strconv.AppendInt(b, remaining, 10)
+		b = strconv.AppendInt(b, min(remaining, maxSFInteger), 10)
 		b = append(b, ";t="...)
-		b = strconv.AppendInt(b, reset, 10)
+		b = strconv.AppendInt(b, min(reset, maxSFInteger), 10)
 		both := string(b)
 		set(HeaderRateLimitPolicy, both[:policy])
 		set(HeaderRateLimit, both[policy:])
@@ -167,16 +167,34 @@ func (p Profile) setRateLimit(set func(name, value string), d *Decision, blocked
 		set(HeaderRateLimitReset, strconv.FormatInt(reset, 10))
 	case GitLab:
 		resetAt := now.Add(time.Duration(reset) * time.Second)
-		perMinute := int64(math.Ceil(float64(info.Limit) * float64(time.Minute) / float64(info.Period)))
+		perMinute := toInt64(math.Ceil(float64(info.Limit) * float64(time.Minute) / float64(info.Period)))
 		set(HeaderRateLimitName, e.Rule.Name)
 		set(HeaderRateLimitLimit, strconv.FormatInt(perMinute, 10))
-		set(HeaderRateLimitObserved, strconv.FormatInt(int64(math.Ceil(info.Count)), 10))
+		set(HeaderRateLimitObserved, strconv.FormatInt(toInt64(math.Ceil(info.Count)), 10))
 		set(HeaderRateLimitRemaining, strconv.FormatInt(remaining, 10))
 		set(HeaderRateLimitReset, strconv.FormatInt(resetAt.Unix(), 10))
 		if blocked {
 			set(HeaderRateLimitResetTime, resetAt.UTC().Format(http.TimeFormat))
 		}
 	}
+}
+
+// maxSFInteger is the largest Integer a Structured Field holds, 15 digits
+// (RFC 9651 §3.3.1): a strict parser refuses a field with a longer one, so
+// the IETF fields state a larger value as this one.
+const maxSFInteger = 999_999_999_999_999
+
+// toInt64 converts f, a whole number, to an int64, saturating at 0 and at
+// math.MaxInt64 (NaN gives 0): Go converts a float64 beyond int64's range to
+// a negative number, which a client would read as nothing left.
+func toInt64(f float64) int64 {
+	switch {
+	case !(f > 0): // negative, zero or NaN
+		return 0
+	case f >= math.MaxInt64: // 2^63, as a float64
+		return math.MaxInt64
+	}
+	return int64(f)
 }
 
 // seconds returns d in whole seconds, rounded up.

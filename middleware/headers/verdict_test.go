@@ -2,6 +2,7 @@ package ratelimitheaders
 
 import (
 	"errors"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -315,5 +316,44 @@ func TestBlockNeverSaysRetryAtOnce(t *testing.T) {
 		if got := d.Results[0].RetryAfter(now); got != ratelimit.MinRetryAfter {
 			t.Errorf("reset in %v: Result.RetryAfter %v, want %v", reset, got, ratelimit.MinRetryAfter)
 		}
+	}
+}
+
+// TestHugeValuesStayInRange: a limit, remaining or count beyond what an
+// int64 holds renders as the largest value the field can hold, never as a
+// negative number (a float64 past 2^63 converts to math.MinInt64), and the
+// IETF fields stay Structured Field Integers, at most 15 digits (RFC 9651
+// §3.3.1), which a strict parser requires.
+func TestHugeValuesStayInRange(t *testing.T) {
+	limit := rule("r", ratelimit.ActionLimit)
+	tests := []struct {
+		name string
+		p    Profile
+		ev   ratelimit.Evaluation
+		want map[string]string
+	}{
+		{"ietf, limit MaxInt64", IETF, eval(limit, math.MaxInt64, time.Millisecond, 1, time.Millisecond), map[string]string{
+			"RateLimit-Policy": `"r";q=999999999999999;w=1`,
+			"RateLimit":        `"r";r=999999999999999;t=1`,
+		}},
+		{"legacy, limit MaxInt64", Legacy, eval(limit, math.MaxInt64, time.Millisecond, 1, time.Millisecond), map[string]string{
+			"RateLimit-Limit": "9223372036854775807", "RateLimit-Remaining": "9223372036854775807",
+		}},
+		{"gitlab, limit 2^62 per ms", GitLab, eval(limit, 1<<62, time.Millisecond, 1, time.Millisecond), map[string]string{
+			"RateLimit-Limit": "9223372036854775807", "RateLimit-Remaining": "4611686018427387904",
+		}},
+		{"gitlab, count 1e300", GitLab, eval(limit, 5, time.Minute, 1e300, time.Minute), map[string]string{
+			"RateLimit-Limit": "5", "RateLimit-Observed": "9223372036854775807", "RateLimit-Remaining": "0",
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := headers(tc.p, &Decision{Results: []ratelimit.Result{result(tc.ev)}})
+			for k, want := range tc.want {
+				if got := h.Get(k); got != want {
+					t.Errorf("%s = %q, want %q", k, got, want)
+				}
+			}
+		})
 	}
 }
