@@ -43,8 +43,9 @@ type Config struct {
 	// KeyPrefix starts every counter key (default DefaultKeyPrefix).
 	KeyPrefix string
 	// Timeout bounds each call of a check to a store outside the process
-	// (default DefaultTimeout). A check that hits it fails open. The memory
-	// store, in process, is called without it: it never waits on a network.
+	// (0: DefaultTimeout; New refuses a negative one). A check that hits it
+	// fails open. The memory store, in process, is called without it: it
+	// never waits on a network.
 	Timeout time.Duration
 	// Breaker bounds a store outage: after Failures consecutive store errors
 	// checks fail open at once, without touching the store, while a background
@@ -81,7 +82,7 @@ type Config struct {
 // BreakerConfig configures the circuit breaker of a Limiter.
 type BreakerConfig struct {
 	Failures int           // consecutive failures that open it (default 3; -1 disables the breaker)
-	Cooldown time.Duration // the longest interval between background probes while open (default 500ms)
+	Cooldown time.Duration // the longest interval between background probes while open (0: 500ms; New refuses a negative one)
 }
 
 // Limiter evaluates one rate-limit checkpoint's rules. Build it once at start-up
@@ -121,6 +122,12 @@ func New(cfg Config) (*Limiter, error) {
 	}
 	if isNil(cfg.Store) {
 		return nil, fmt.Errorf("ratelimit: limiter %s: Store is nil (use NewMemoryStore or redisstore.Dial)", cfg.Name)
+	}
+	if cfg.Timeout < 0 {
+		return nil, fmt.Errorf("ratelimit: limiter %s: Timeout %v is negative (0 means DefaultTimeout)", cfg.Name, cfg.Timeout)
+	}
+	if cfg.Breaker.Cooldown < 0 {
+		return nil, fmt.Errorf("ratelimit: limiter %s: Breaker.Cooldown %v is negative (0 means DefaultBreakerCooldown)", cfg.Name, cfg.Breaker.Cooldown)
 	}
 	if m, ok := cfg.Store.(*MemoryStore); ok && m.shards == nil {
 		return nil, fmt.Errorf("ratelimit: limiter %s: the MemoryStore is a zero value (build it with NewMemoryStore or MemoryConfig.New)", cfg.Name)

@@ -78,6 +78,31 @@ func TestNewRejectsZeroMemoryStore(t *testing.T) {
 	}
 }
 
+// TestNewRejectsNegativeDurations: a negative Timeout or Breaker.Cooldown is
+// refused; 0 is the default. Either was silently replaced by its default
+// (ratekit-envoy checked its -timeout flag itself for that reason).
+func TestNewRejectsNegativeDurations(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  ratelimit.Config
+		want string
+	}{
+		{"timeout", ratelimit.Config{Timeout: -time.Second}, "Timeout -1s is negative"},
+		{"cooldown", ratelimit.Config{Breaker: ratelimit.BreakerConfig{Cooldown: -time.Millisecond}}, "Breaker.Cooldown -1ms is negative"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.cfg.Name, tt.cfg.Store = "lim", ratelimit.NewMemoryStore()
+			if _, err := ratelimit.New(tt.cfg); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("New: error %v, want one containing %q", err, tt.want)
+			}
+		})
+	}
+	if _, err := ratelimit.New(ratelimit.Config{Name: "lim", Store: ratelimit.NewMemoryStore()}); err != nil {
+		t.Fatalf("New with zero durations (the defaults): %v", err)
+	}
+}
+
 // typedNilStore is a Store whose nil pointer a caller may pass by mistake.
 type typedNilStore struct{ ratelimit.Store }
 
