@@ -185,13 +185,14 @@ func New(cfg Config) (*Limiter, error) {
 	return l, nil
 }
 
-// isNil reports whether s is nil or holds a nil pointer (or map, func...):
-// a store whose constructor failed, which would panic on every check.
-func isNil(s Store) bool {
-	if s == nil {
+// isNil reports whether v is nil or holds a nil pointer (or map, func...):
+// a store whose constructor failed, which would panic on every check; an
+// identifier value that is an absent property.
+func isNil(v any) bool {
+	if v == nil {
 		return true
 	}
-	switch v := reflect.ValueOf(s); v.Kind() {
+	switch v := reflect.ValueOf(v); v.Kind() {
 	case reflect.Pointer, reflect.Map, reflect.Func, reflect.Chan, reflect.Slice, reflect.Interface:
 		return v.IsNil()
 	}

@@ -42,6 +42,11 @@ func TestNewRejectsInvalidRules(t *testing.T) {
 		{"huge regex", ratelimit.Rule{Name: "r", Action: ratelimit.ActionSkip, Match: map[string]ratelimit.Matcher{"path": ratelimit.Regex(strings.Repeat("a", 1025))}}, "regex is 1025 bytes, the limit is 1024"},
 		{"regex program too big", ratelimit.Rule{Name: "r", Action: ratelimit.ActionSkip, Match: map[string]ratelimit.Matcher{"path": ratelimit.Regex(`(\w+\s*\d+\w+\s*\d+){1000}`)}}, "instructions, the limit is 10000"},
 		{"zero matcher", ratelimit.Rule{Name: "r", Action: ratelimit.ActionSkip, Match: map[string]ratelimit.Matcher{"path": {}}}, `rule r: match "path": empty matcher`},
+		// A nil value is an absent property, which no matcher matches: the
+		// rule would never apply (it matched the string "<nil>").
+		{"equal nil", ratelimit.Rule{Name: "r", Action: ratelimit.ActionSkip, Match: map[string]ratelimit.Matcher{"user": ratelimit.Equal(nil)}}, `rule r: match "user": a nil value is an absent property, which nothing matches`},
+		{"equal typed nil", ratelimit.Rule{Name: "r", Action: ratelimit.ActionSkip, Match: map[string]ratelimit.Matcher{"user": ratelimit.Equal((*strings.Builder)(nil))}}, `rule r: match "user": a nil value is an absent property, which nothing matches`},
+		{"one_of nil", ratelimit.Rule{Name: "r", Action: ratelimit.ActionSkip, Match: map[string]ratelimit.Matcher{"user": ratelimit.OneOf("a", nil)}}, `rule r: match "user": a nil value is an absent property, which nothing matches`},
 		{"duplicate characteristic", ratelimit.Rule{Name: "r", Characteristics: []string{"ip", "ip"}, Limit: 1, Period: time.Second}, `characteristic "ip" is listed twice`},
 	}
 	for _, tt := range tests {

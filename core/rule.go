@@ -148,8 +148,18 @@ type Matcher struct {
 	err   error
 }
 
-// Equal matches a property whose canonical value equals v.
-func Equal(v any) Matcher { return Matcher{kind: matchEqual, value: keys.Canonical(v)} }
+// errNilMatch is the error of a matcher given a nil value: New refuses it.
+var errNilMatch = errors.New("a nil value is an absent property, which nothing matches")
+
+// Equal matches a property whose canonical value equals v. A nil v (a typed
+// nil too) is an absent property, which no matcher matches: New refuses the
+// rule.
+func Equal(v any) Matcher {
+	if isNil(v) {
+		return Matcher{kind: matchEqual, err: errNilMatch}
+	}
+	return Matcher{kind: matchEqual, value: keys.Canonical(v)}
+}
 
 // Regex matches a property against an RE2 expression, unanchored as in RE2
 // (anchor it yourself). The expression is compiled, and bounded to 1024 bytes
@@ -160,13 +170,19 @@ func Regex(expr string) Matcher {
 	return Matcher{kind: matchRegex, value: expr, re: re, err: err}
 }
 
-// OneOf matches a property whose canonical value is one of vs. An empty set matches nothing.
+// OneOf matches a property whose canonical value is one of vs. An empty set
+// matches nothing. A nil value in vs is an absent property, as in Equal: New
+// refuses the rule.
 func OneOf(vs ...any) Matcher {
-	s := make([]string, len(vs))
-	for i, v := range vs {
-		s[i] = keys.Canonical(v)
+	m := Matcher{kind: matchOneOf, set: make([]string, 0, len(vs))}
+	for _, v := range vs {
+		if isNil(v) {
+			m.err = errNilMatch
+			continue
+		}
+		m.set = append(m.set, keys.Canonical(v))
 	}
-	return Matcher{kind: matchOneOf, set: s}
+	return m
 }
 
 // IsEqual reports whether m was made by Equal.
@@ -282,7 +298,7 @@ func (e *matchEntry) matches(id Identifier) bool {
 func (m Matcher) Matches(v string) bool {
 	switch m.kind {
 	case matchEqual:
-		return v == m.value
+		return v == m.value && m.err == nil
 	case matchRegex:
 		return m.re != nil && m.re.MatchString(v)
 	case matchOneOf:
@@ -399,11 +415,7 @@ func compileMatch(match map[string]Matcher) ([]matchEntry, []error) {
 		m := match[k]
 		e := matchEntry{key: k, m: m, headAsGet: headAsGet(k, m)}
 		switch m.kind {
-		case matchEqual:
-		case matchRegex:
-			if m.err != nil {
-				errs = append(errs, fmt.Errorf("match %q: %w", k, m.err))
-			}
+		case matchEqual, matchRegex:
 		case matchOneOf:
 			e.set = make(map[string]struct{}, len(m.set))
 			for _, v := range m.set {
@@ -411,6 +423,9 @@ func compileMatch(match map[string]Matcher) ([]matchEntry, []error) {
 			}
 		default:
 			errs = append(errs, fmt.Errorf("match %q: empty matcher (use Equal, Regex or OneOf)", k))
+		}
+		if m.err != nil { // an invalid regex, a nil value
+			errs = append(errs, fmt.Errorf("match %q: %w", k, m.err))
 		}
 		if k == "" {
 			errs = append(errs, errors.New("match has an empty property name"))
