@@ -132,3 +132,40 @@ func TestExemptionsHoldAgainstPerRequestTiers(t *testing.T) {
 		})
 	}
 }
+
+type tenantKey struct{}
+
+// TestClearPassesItsContextToTheRuleSource: Clear asks the RuleSource with
+// the caller's context, as a check does, so that a source answering by what
+// the context carries (a tenant, a deadline) names the same rules: asked with
+// context.Background, it named none, and the per-request rule's counter
+// outlived the Clear.
+func TestClearPassesItsContextToTheRuleSource(t *testing.T) {
+	set, err := CompileRules("remote", []Rule{{Name: "per_tenant", Characteristics: []string{"user"}, Limit: 1, Period: time.Minute}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	source := func(ctx context.Context, _ string, _ Identifier) *RuleSet {
+		if ctx.Value(tenantKey{}) == nil {
+			return nil
+		}
+		return set
+	}
+	l, err := New(Config{Name: "t", Store: NewMemoryStore(), RuleSource: source})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.WithValue(context.Background(), tenantKey{}, "acme")
+	id := Identifier{"user": "u1"}
+	for i, want := range []bool{false, true} {
+		if r := l.Check(ctx, id); r.Blocked() != want {
+			t.Fatalf("check #%d: blocked %v, want %v", i+1, r.Blocked(), want)
+		}
+	}
+	if n, err := l.Clear(ctx, id); err != nil || n != 1 {
+		t.Fatalf("Clear = %d, %v; want the per-request rule's counter, 1", n, err)
+	}
+	if r := l.Check(ctx, id); r.Blocked() {
+		t.Fatalf("check after Clear blocked: count %v", r.Info.Count)
+	}
+}

@@ -707,7 +707,7 @@ func callStoreWithin[T any](l *Limiter, timeout time.Duration, ctx context.Conte
 // failed attempts no longer count (docs/design.md#peek-and-clear).
 func (l *Limiter) Clear(ctx context.Context, id Identifier) (int, error) {
 	start := l.now()
-	keys := l.Keys(id)
+	keys := l.keys(ctx, id)
 	n, err := 0, error(nil)
 	if len(keys) > 0 {
 		n, err = callStore(l, ctx, func(ctx context.Context) (n int, err error) {
@@ -729,11 +729,15 @@ func (l *Limiter) Clear(ctx context.Context, id Identifier) (int, error) {
 }
 
 // Keys returns every counter and ban key the limiter's counting rules use for
-// id (what Clear deletes).
-func (l *Limiter) Keys(id Identifier) []string {
+// id (what Clear deletes). A RuleSource is asked with context.Background().
+func (l *Limiter) Keys(id Identifier) []string { return l.keys(context.Background(), id) }
+
+// keys is Keys with the context the RuleSource is asked with: Clear's, as
+// a check asks it with its own.
+func (l *Limiter) keys(ctx context.Context, id Identifier) []string {
 	rules := l.rules.Load().rules
 	if l.source != nil { // per-request rules count too; Clear must reach their counters
-		if remote := l.source(context.Background(), l.name, id); remote != nil {
+		if remote := l.source(ctx, l.name, id); remote != nil {
 			rules, _ = withPerRequest(rules, remote)
 		}
 	}
