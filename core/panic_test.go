@@ -48,6 +48,38 @@ func TestStorePanicFailsOpen(t *testing.T) {
 	}
 }
 
+// errPanicStore panics with an error value, as a store or a library under it
+// may (panic(err), http.ErrAbortHandler).
+type errPanicStore struct{ panicStore }
+
+var errStoreBug = errors.New("store bug")
+
+func (errPanicStore) Eval(context.Context, Mode, []Op) ([]OpResult, error) { panic(errStoreBug) }
+func (errPanicStore) Delete(context.Context, []string) (int, error)        { panic(errStoreBug) }
+
+// TestStorePanicKeepsItsError: a store that panics with an error fails the
+// check open with an Err that wraps both ErrStorePanic and that error, so
+// errors.Is finds the cause (it was formatted into the message, and lost).
+func TestStorePanicKeepsItsError(t *testing.T) {
+	for name, bounded := range map[string]bool{"context bound": true, "guard goroutine": false} {
+		t.Run(name, func(t *testing.T) {
+			l, err := New(Config{Name: "panics", Store: errPanicStore{panicStore{bounded: bounded}}, Rules: []Rule{{
+				Name: "r", Limit: 1, Period: time.Minute, Action: ActionLimit,
+			}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := l.Check(context.Background(), Identifier{})
+			if !errors.Is(r.Err, ErrStorePanic) || !errors.Is(r.Err, errStoreBug) {
+				t.Fatalf("check: Err %v, want it to wrap ErrStorePanic and the store's error", r.Err)
+			}
+			if _, err := l.Clear(context.Background(), Identifier{}); !errors.Is(err, ErrStorePanic) || !errors.Is(err, errStoreBug) {
+				t.Fatalf("clear: %v, want it to wrap ErrStorePanic and the store's error", err)
+			}
+		})
+	}
+}
+
 // TestMemoryStoreForeignKindEntry: an entry of the other counting kind under
 // an op's key (only a caller building its own keys can make one) is treated
 // as absent; the shard stays usable from every goroutine afterwards.

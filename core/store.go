@@ -111,7 +111,8 @@ type OpResult struct {
 }
 
 // ErrStorePanic wraps a panic raised inside a Store: the check fails open with
-// it instead of crashing the caller.
+// it instead of crashing the caller. A panic with an error value is wrapped
+// too, so that errors.Is finds it.
 var ErrStorePanic = errors.New("ratelimit: store panicked")
 
 // recoverStore turns a panic in a store call into an error. Deferred by every
@@ -119,6 +120,10 @@ var ErrStorePanic = errors.New("ratelimit: store panicked")
 // a store costs one fail-open result, never the process.
 func recoverStore(err *error) {
 	if p := recover(); p != nil {
+		if e, ok := p.(error); ok {
+			*err = fmt.Errorf("%w: %w", ErrStorePanic, e)
+			return
+		}
 		*err = fmt.Errorf("%w: %v", ErrStorePanic, p)
 	}
 }
