@@ -450,3 +450,22 @@ func eventually(t *testing.T, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestValidateLeavesTheRule: Validate only checks: it does not fill in the
+// default Action of the caller's rule, so that goroutines validating one
+// shared rule do not race on it (it wrote Action on every call).
+func TestValidateLeavesTheRule(t *testing.T) {
+	r := ratelimit.Rule{Name: "r", Limit: 1, Period: time.Minute}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			if err := r.Validate(); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if r.Action != "" {
+		t.Fatalf("Validate set Action to %q", r.Action)
+	}
+}

@@ -229,9 +229,11 @@ func (e *RuleError) Error() string {
 
 func (e *RuleError) Unwrap() error { return e.Err }
 
-// Validate checks one rule on its own (not its uniqueness within a list).
+// Validate checks one rule on its own (not its uniqueness within a list). It
+// leaves r as it is: it is safe to call on a rule shared by goroutines.
 func (r *Rule) Validate() error {
-	_, err := compileRule(r)
+	c := *r // compileRule fills in the default Action
+	_, err := compileRule(&c)
 	return err
 }
 
