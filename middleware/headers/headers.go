@@ -103,7 +103,10 @@ func (p Profile) Each(d *Decision, now time.Time, extra time.Duration, set func(
 	p.setRateLimit(set, d, blocked, now)
 	if blocked {
 		if !d.Never() {
-			retry := seconds(d.RetryAfter(now)) + int64(extra/time.Second)
+			retry := seconds(d.RetryAfter(now))
+			if extra >= time.Second { // less, a negative extra too, adds nothing
+				retry += int64(extra / time.Second)
+			}
 			set(HeaderRetryAfter, strconv.FormatInt(retry, 10))
 		}
 		set("Cache-Control", "no-store")

@@ -219,6 +219,10 @@ func TestSetHeadersExtra(t *testing.T) {
 		{"none", 0, blocked, "9"},
 		{"under a second is none", 900 * time.Millisecond, blocked, "9"},
 		{"ten seconds", 10 * time.Second, blocked, "19"},
+		// Not at least a second: ignored, never a Retry-After before the
+		// reset (it was subtracted, down to a negative one).
+		{"negative is none", -5 * time.Second, blocked, "9"},
+		{"far negative is none", -time.Minute, blocked, "9"},
 		{"allowed: no Retry-After", 10 * time.Second, allowed, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
