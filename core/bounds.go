@@ -51,6 +51,11 @@ const (
 	// limiter's document in the rule store, a publish payload, a rules
 	// service's override document.
 	MaxDocumentBytes = 1 << 20
+	// MaxKeyPrefixLen bounds a key prefix an operator sets, in bytes: a
+	// limiter's Config.KeyPrefix, which starts every counter and ban key it
+	// writes, and the rule store's prefix. Every other part of a key is
+	// bounded already, so a key is too.
+	MaxKeyPrefixLen = 256
 )
 
 // checkRuleShape reports the bounds r's lists break.

@@ -40,7 +40,8 @@ type Config struct {
 	// Rules is the ordered rule list. It can be replaced later with SetRules
 	// (the rule store does so when tiers change).
 	Rules []Rule
-	// KeyPrefix starts every counter key (default DefaultKeyPrefix).
+	// KeyPrefix starts every counter key (default DefaultKeyPrefix), at
+	// most MaxKeyPrefixLen bytes.
 	KeyPrefix string
 	// Timeout bounds each call of a check to a store outside the process
 	// (0: DefaultTimeout; New refuses a negative one). A check that hits it
@@ -119,6 +120,9 @@ type ruleSet struct {
 func New(cfg Config) (*Limiter, error) {
 	if !rulecheck.ValidName(cfg.Name) {
 		return nil, fmt.Errorf("ratelimit: limiter name %q must match ^[a-z0-9_]{1,64}$", cfg.Name)
+	}
+	if n := len(cfg.KeyPrefix); n > MaxKeyPrefixLen {
+		return nil, fmt.Errorf("ratelimit: limiter %s: KeyPrefix of %d bytes, at most %d", cfg.Name, n, MaxKeyPrefixLen)
 	}
 	if isNil(cfg.Store) {
 		return nil, fmt.Errorf("ratelimit: limiter %s: Store is nil (use NewMemoryStore or redisstore.Dial)", cfg.Name)

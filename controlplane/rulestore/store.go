@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekit/ratekit/controlplane/config"
+	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/internal/rulecheck"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
@@ -68,7 +69,7 @@ type Options struct {
 	// Prefix+"@index", "@orphans" and "@rev". On Redis Cluster (and a Ring)
 	// the prefix must contain a {hash tag}. "labkit:ratelimit:rules:" gives
 	// the key layout of the design ratekit follows (docs/design.md), on a
-	// standalone Redis.
+	// standalone Redis. At most ratelimit.MaxKeyPrefixLen bytes.
 	Prefix string
 	// Available is the service's available_limiters.yaml. When set, Publish
 	// and Seed check every rule against it (limiter declared, properties in
@@ -137,6 +138,9 @@ type Metrics interface {
 func New(client Client, opts Options) (*Store, error) {
 	if client == nil {
 		return nil, errors.New("rulestore: client is nil")
+	}
+	if n := len(opts.Prefix); n > ratelimit.MaxKeyPrefixLen {
+		return nil, fmt.Errorf("rulestore: prefix of %d bytes, at most %d", n, ratelimit.MaxKeyPrefixLen)
 	}
 	s := &Store{
 		client:   client,

@@ -128,6 +128,14 @@ func TestNewRejectsClusterPrefixWithoutHashTag(t *testing.T) {
 	if _, err := New(sc, Options{Prefix: "labkit:ratelimit:rules:", ClusterMode: true}); err == nil {
 		t.Fatal("ClusterMode without a hash tag accepted")
 	}
+	// A prefix starts every key: it is bounded as a limiter's is.
+	long := "{rules}:" + strings.Repeat("p", ratelimit.MaxKeyPrefixLen-len("{rules}:"))
+	if _, err := New(sc, Options{Prefix: long}); err != nil {
+		t.Fatalf("prefix of MaxKeyPrefixLen bytes: %v", err)
+	}
+	if _, err := New(sc, Options{Prefix: long + "p"}); err == nil || !strings.Contains(err.Error(), "at most 256") {
+		t.Fatalf("prefix one byte over MaxKeyPrefixLen: err = %v, want a refusal", err)
+	}
 }
 
 // Seed writes the file and default tiers and leaves the published tier.

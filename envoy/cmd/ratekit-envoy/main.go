@@ -215,8 +215,9 @@ func parseFlags(args []string) (*flags, error) {
 		return nil, fmt.Errorf("%w: -redis-url (or $%s) is required", errUsage, envRedisURL)
 	case f.unknownDomain != "error" && f.unknownDomain != "ok":
 		return nil, fmt.Errorf("%w: -unknown-domain %q: want error or ok", errUsage, f.unknownDomain)
-	// The limiter and the rule store would silently put their defaults in
-	// place of a timeout or refresh of 0 or less; a negative drain stops at once.
+	// The limiter would take a timeout of 0 for its default (and refuse a
+	// negative one), the rule store a refresh of 0 or less: a flag says what
+	// it means. A negative drain would stop at once.
 	case f.timeout <= 0:
 		return nil, fmt.Errorf("%w: -timeout %v: want a positive duration", errUsage, f.timeout)
 	case f.refresh <= 0:
