@@ -119,7 +119,7 @@ type ruleSet struct {
 // error naming each bad rule.
 func New(cfg Config) (*Limiter, error) {
 	if !rulecheck.ValidName(cfg.Name) {
-		return nil, fmt.Errorf("ratelimit: limiter name %q must match ^[a-z0-9_]{1,64}$", cfg.Name)
+		return nil, fmt.Errorf("ratelimit: %w", rulecheck.NameError("limiter", cfg.Name))
 	}
 	if n := len(cfg.KeyPrefix); n > MaxKeyPrefixLen {
 		return nil, fmt.Errorf("ratelimit: limiter %s: KeyPrefix of %d bytes, at most %d", cfg.Name, n, MaxKeyPrefixLen)

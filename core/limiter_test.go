@@ -25,7 +25,10 @@ func TestNewRejectsInvalidRules(t *testing.T) {
 		rule ratelimit.Rule
 		want string
 	}{
-		{"bad name", ratelimit.Rule{Name: "Bad-Name", Limit: 1, Period: time.Second}, `rule Bad-Name: name "Bad-Name" must match`},
+		{"bad name", ratelimit.Rule{Name: "Bad-Name", Limit: 1, Period: time.Second}, `rule #1: rule name "Bad-Name" must match`},
+		// Named by its position and quoted short: a name is as long as the
+		// request that sent it (a rules service's answer, a form).
+		{"huge bad name", ratelimit.Rule{Name: strings.Repeat("X", 100_000), Limit: 1, Period: time.Second}, `rule #1: rule name "` + strings.Repeat("X", 80) + `" must match`},
 		{"missing limit", ratelimit.Rule{Name: "r", Period: time.Second}, "rule r: limit and log rules require limit and period"},
 		{"missing period", ratelimit.Rule{Name: "r", Action: ratelimit.ActionLog, Limit: 1}, "rule r: limit and log rules require limit and period"},
 		{"zero static limit", ratelimit.Rule{Name: "r", Limit: -1, Period: time.Second}, "rule r: limit -1 must be at least 1"},

@@ -221,7 +221,7 @@ type RuleError struct {
 
 func (e *RuleError) Error() string {
 	name := e.Rule
-	if name == "" {
+	if !rulecheck.ValidName(name) { // named by its position: Err quotes it short
 		name = fmt.Sprintf("#%d", e.Index)
 	}
 	return fmt.Sprintf("rule %s: %v", name, e.Err)
@@ -378,7 +378,7 @@ type compiledRule struct {
 func compileRule(r *Rule) (*compiledRule, error) {
 	var errs []error
 	if !rulecheck.ValidName(r.Name) {
-		errs = append(errs, fmt.Errorf("name %q must match ^[a-z0-9_]{1,64}$", r.Name))
+		errs = append(errs, rulecheck.NameError("rule", r.Name))
 	}
 	if r.Action == "" {
 		r.Action = ActionLimit

@@ -73,7 +73,7 @@ func NewPublisher(store *Store, opts PublisherOptions) *Publisher {
 // twice is an error.
 func (p *Publisher) Register(limiter string, rule ratelimit.Rule, limit LimitResolver) error {
 	if !rulecheck.ValidName(limiter) {
-		return fmt.Errorf("rulestore: register: limiter name %q must match ^[a-z0-9_]{1,64}$", limiter)
+		return fmt.Errorf("rulestore: register: %w", rulecheck.NameError("limiter", limiter))
 	}
 	if limit != nil && (rule.Limit != 0 || rule.LimitFunc != nil) {
 		return fmt.Errorf("rulestore: register %s/%s: the limit is given twice (in the rule and as a resolver)", limiter, rule.Name)

@@ -430,3 +430,28 @@ func missing(want, got []string) []string {
 	}
 	return out
 }
+
+// An invalid name is refused before Redis is asked, and the error quotes it
+// short: a name is as long as the form or request that sent it, and the
+// error reaches the admin page and the audit line.
+func TestInvalidNameQuotedShort(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: redistest.UnusedAddr(t)})
+	defer c.Close()
+	s, err := New(c, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	huge := strings.Repeat("X", 100_000)
+	calls := map[string]func() error{
+		"Delete's rule":    func() error { _, err := s.Delete(ctx, "search", huge); return err },
+		"Delete's limiter": func() error { _, err := s.Delete(ctx, huge, "x"); return err },
+		"Remove":           func() error { _, err := s.Remove(ctx, huge); return err },
+		"Seed":             func() error { _, err := s.Seed(ctx, map[string]tiers.Set{huge: {}}); return err },
+	}
+	for name, call := range calls {
+		err := call()
+		if err == nil || !strings.Contains(err.Error(), "must match ^[a-z0-9_]{1,64}$") || len(err.Error()) > 200 {
+			t.Errorf("%s of a %d-byte name: error of %d bytes: %.300v", name, len(huge), len(fmt.Sprint(err)), err)
+		}
+	}
+}

@@ -112,7 +112,7 @@ func (s *Store) seedEdits(sets map[string]tiers.Set) ([]edit, error) {
 	var errs []error
 	for _, name := range sortedKeys(sets) {
 		if !rulecheck.ValidName(name) {
-			errs = append(errs, fmt.Errorf("limiter name %q must match ^[a-z0-9_]{1,64}$", name))
+			errs = append(errs, rulecheck.NameError("limiter", name))
 			continue
 		}
 		local := sets[name]
@@ -253,13 +253,13 @@ func (s *Store) DeleteIf(ctx context.Context, limiter, version string, rules ...
 func (s *Store) delete(ctx context.Context, limiter string, version *string, rules []string) (WriteResult, error) {
 	switch {
 	case !rulecheck.ValidName(limiter):
-		return WriteResult{}, fmt.Errorf("rulestore: delete: limiter name %q must match ^[a-z0-9_]{1,64}$", limiter)
+		return WriteResult{}, fmt.Errorf("rulestore: delete: %w", rulecheck.NameError("limiter", limiter))
 	case len(rules) == 0:
 		return WriteResult{}, fmt.Errorf("rulestore: delete: no rule names given for limiter %s", limiter)
 	}
 	for _, r := range rules {
 		if !rulecheck.ValidName(r) {
-			return WriteResult{}, fmt.Errorf("rulestore: delete: rule name %q must match ^[a-z0-9_]{1,64}$", r)
+			return WriteResult{}, fmt.Errorf("rulestore: delete: %w", rulecheck.NameError("rule", r))
 		}
 	}
 	rules = slices.Compact(slices.Sorted(slices.Values(rules)))
@@ -274,7 +274,7 @@ func (s *Store) delete(ctx context.Context, limiter string, version *string, rul
 // without a document changes nothing.
 func (s *Store) Remove(ctx context.Context, limiter string) (WriteResult, error) {
 	if !rulecheck.ValidName(limiter) {
-		return WriteResult{}, fmt.Errorf("rulestore: remove: limiter name %q must match ^[a-z0-9_]{1,64}$", limiter)
+		return WriteResult{}, fmt.Errorf("rulestore: remove: %w", rulecheck.NameError("limiter", limiter))
 	}
 	return s.update(ctx, "remove", []edit{{Limiter: limiter, Op: "remove"}})
 }

@@ -25,6 +25,14 @@ var nameRE = regexp.MustCompile(`^[a-z0-9_]{1,64}$`)
 // ValidName reports whether s is a valid limiter or rule name (^[a-z0-9_]{1,64}$).
 func ValidName(s string) bool { return nameRE.MatchString(s) }
 
+// NameError is the error for s, an invalid name of what ("limiter",
+// "rule"). s may be as long as whatever sent it (a form, a request), so it
+// is quoted at most 80 characters long: the error and the log lines that
+// carry it stay short.
+func NameError(what, s string) error {
+	return fmt.Errorf("%s name %.80q must match ^[a-z0-9_]{1,64}$", what, s)
+}
+
 // CompileRegex compiles a rule regex under the size bounds every rule obeys.
 func CompileRegex(expr string) (*regexp.Regexp, error) {
 	if len(expr) > MaxRegexLen {
