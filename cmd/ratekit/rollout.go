@@ -55,6 +55,10 @@ flags:
                           limiter that several jobs report (services made
                           from the copier template all have http_request) is
                           named in a warning
+  --job-namespace NS      with --prometheus: only the decisions whose
+                          namespace label is NS (the namespace an alert
+                          names; at most 1024 bytes): one job name in two
+                          namespaces is two jobs, summed with a warning
   --namespace NS          metric name prefix (default "ratelimit")
   --json                  machine-readable output
   --timeout D             bound on the whole command (default 10s, at most 10m)
@@ -118,6 +122,7 @@ func runRollout(ctx context.Context, out output, args []string) int {
 	fs.Var(&only, "limiter", "")
 	prom := fs.String("prometheus", "", "")
 	job := fs.String("job", "", "")
+	jobNS := fs.String("job-namespace", "", "")
 	window := fs.Duration("window", 24*time.Hour, "")
 	maxDiv := fs.Float64("max-divergence", rollout.MaxDivergence, "")
 	minDec := fs.Uint64("min-decisions", rollout.MinDecisions, "")
@@ -144,6 +149,10 @@ func runRollout(ctx context.Context, out output, args []string) int {
 		return usageError(out, rolloutUsage, "rollout gate: --job selects the decisions of a Prometheus scrape job: give it with --prometheus")
 	case len(*job) > maxJobBytes || !utf8.ValidString(*job):
 		return usageError(out, rolloutUsage, "rollout gate: --job must be valid UTF-8 of at most %d bytes", maxJobBytes)
+	case *jobNS != "" && *prom == "":
+		return usageError(out, rolloutUsage, "rollout gate: --job-namespace selects the decisions of a Prometheus namespace label: give it with --prometheus")
+	case len(*jobNS) > maxJobBytes || !utf8.ValidString(*jobNS):
+		return usageError(out, rolloutUsage, "rollout gate: --job-namespace must be valid UTF-8 of at most %d bytes", maxJobBytes)
 	}
 	for _, l := range only {
 		if !rulecheck.ValidName(l) {
@@ -163,7 +172,10 @@ func runRollout(ctx context.Context, out output, args []string) int {
 		if *job != "" {
 			rep.Source += fmt.Sprintf(", job %q", *job)
 		}
-		counts, jobs, err = queryPrometheus(ctx, *prom, family, *window, *job)
+		if *jobNS != "" {
+			rep.Source += fmt.Sprintf(", namespace %q", *jobNS)
+		}
+		counts, jobs, err = queryPrometheus(ctx, *prom, family, *window, *job, *jobNS)
 	} else {
 		shown := make([]string, len(metrics))
 		for i, src := range metrics {
@@ -195,7 +207,11 @@ func runRollout(ctx context.Context, out output, args []string) int {
 			if len(js) > maxJobsNamed {
 				named += fmt.Sprintf(" and %d more", len(js)-maxJobsNamed)
 			}
-			fmt.Fprintf(out.stderr, "warning: limiter %s: the decisions of %d jobs are summed (%s): judge the one an alert names with --job JOB\n", l, len(js), named)
+			how := "--job JOB"
+			if slices.ContainsFunc(js, func(j string) bool { return strings.Contains(j, inNamespace) }) {
+				how += " --job-namespace NS"
+			}
+			fmt.Fprintf(out.stderr, "warning: limiter %s: the decisions of %d jobs are summed (%s): judge the one an alert names with %s\n", l, len(js), named, how)
 		}
 	}
 	rep.Pass = len(names) > 0
@@ -417,16 +433,28 @@ type promResponse struct {
 	} `json:"data"`
 }
 
-// queryPrometheus sums each series' increase over window, per limiter, rule
-// and agreement, with an instant query at the server's now: of one scrape
-// job, or of all ("" job). It returns the counts and, per limiter, the jobs
-// that reported it.
-func queryPrometheus(ctx context.Context, base, family string, window time.Duration, job string) (map[string]map[string]*rollout.Counts, map[string][]string, error) {
-	selector := family
+// inNamespace joins a job and its namespace label in the name of a job: the
+// shipped rules and alerts keep both, so one job name in two namespaces (a
+// service deployed twice) is two jobs.
+const inNamespace = " in namespace "
+
+// queryPrometheus sums each series' increase over window, per job (with its
+// namespace label), limiter, rule and agreement, with an instant query at
+// the server's now: of one scrape job and namespace, or of all ("" job, ""
+// ns). It returns the counts and, per limiter, the jobs that reported it.
+func queryPrometheus(ctx context.Context, base, family string, window time.Duration, job, ns string) (map[string]map[string]*rollout.Counts, map[string][]string, error) {
+	var matchers []string
 	if job != "" {
-		selector += "{job=" + strconv.Quote(job) + "}"
+		matchers = append(matchers, "job="+strconv.Quote(job))
 	}
-	q := fmt.Sprintf("sum by (job, rate_limiter, rule, agreement) (increase(%s[%ds]))", selector, int64(window/time.Second))
+	if ns != "" {
+		matchers = append(matchers, "namespace="+strconv.Quote(ns))
+	}
+	selector := family
+	if len(matchers) > 0 {
+		selector += "{" + strings.Join(matchers, ",") + "}"
+	}
+	q := fmt.Sprintf("sum by (job, namespace, rate_limiter, rule, agreement) (increase(%s[%ds]))", selector, int64(window/time.Second))
 	u, err := url.Parse(strings.TrimRight(base, "/") + "/api/v1/query")
 	base = shownURL(base) // what the messages name
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
@@ -474,7 +502,11 @@ func queryPrometheus(ctx context.Context, base, family string, window time.Durat
 		if err := addSample(counts, m["rate_limiter"], m["rule"], m["agreement"], v); err != nil {
 			return nil, nil, fmt.Errorf("query answer: %w", err)
 		}
-		if j := m["job"]; j != "" {
+		j := m["job"]
+		if ns := m["namespace"]; ns != "" {
+			j += inNamespace + ns
+		}
+		if j != "" {
 			if seen[m["rate_limiter"]] == nil {
 				seen[m["rate_limiter"]] = map[string]bool{}
 			}

@@ -303,19 +303,30 @@ func TestRolloutGatePrometheus(t *testing.T) {
 	}
 }
 
-// TestRolloutGatePrometheusJobs: two services (jobs) of one Prometheus both
-// have a limiter named checkout, as services made from the copier template
-// all have http_request. The RatekitRolloutDivergence alert names one job;
-// --job judges that job's decisions alone (1 % divergent: fail), and a gate
-// without it, which sums the jobs (0.09 %: pass), names them in a warning.
+// TestRolloutGatePrometheusJobs: three services of one Prometheus all have
+// a limiter named checkout, as services made from the copier template all
+// have http_request: jobs steady and diverging in namespace prod, and job
+// diverging in namespace staging too (one service deployed twice). The
+// RatekitRolloutDivergence alert names one job and its namespace; --job and
+// --job-namespace judge its decisions alone (1 % divergent: fail), and a gate
+// that sums several (0.05 % summed: pass) names them in a warning.
 func TestRolloutGatePrometheusJobs(t *testing.T) {
 	t.Parallel() // mostly waits for Prometheus to scrape; its own registries, dir and ports
 	bin := prometheusBinary(t)
-	steady, diverging := newRolloutService(t), newRolloutService(t)
+	steady, diverging, staging := newRolloutService(t), newRolloutService(t), newRolloutService(t)
 	dir := t.TempDir()
 	cfg := "global: {scrape_interval: 1s, evaluation_interval: 1s}\nscrape_configs:\n"
-	for job, s := range map[string]*rolloutService{"steady": steady, "diverging": diverging} {
-		cfg += fmt.Sprintf("  - job_name: %s\n    static_configs: [{targets: [%q]}]\n", job, strings.TrimPrefix(s.srv.URL, "http://"))
+	for _, j := range []struct {
+		name string
+		svcs map[string]*rolloutService // by namespace
+	}{
+		{"steady", map[string]*rolloutService{"prod": steady}},
+		{"diverging", map[string]*rolloutService{"prod": diverging, "staging": staging}},
+	} {
+		cfg += fmt.Sprintf("  - job_name: %s\n    static_configs:\n", j.name)
+		for ns, s := range j.svcs {
+			cfg += fmt.Sprintf("      - {targets: [%q], labels: {namespace: %s}}\n", strings.TrimPrefix(s.srv.URL, "http://"), ns)
+		}
 	}
 	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
@@ -343,33 +354,35 @@ func TestRolloutGatePrometheusJobs(t *testing.T) {
 		}
 		return len(pr.Data.Result)
 	}
-	waitFor(t, 60*time.Second, "Prometheus to scrape both jobs' pre-exported series twice", func() bool {
-		return query(`count(count by (job) (count_over_time(ratelimit_rollout_decisions_total{rate_limiter="checkout",agreement="agree"}[5m]) >= 2)) == 2`) == 1
+	waitFor(t, 60*time.Second, "Prometheus to scrape the three services' pre-exported series twice", func() bool {
+		return query(`count(count by (job, namespace) (count_over_time(ratelimit_rollout_decisions_total{rate_limiter="checkout",agreement="agree"}[5m]) >= 2)) == 3`) == 1
 	})
 	steady.decide(t, "checkout", 10000, 0)
 	diverging.decide(t, "checkout", 1000, 10)
+	staging.decide(t, "checkout", 10000, 0)
 
+	const summed = "warning: limiter checkout: the decisions of %d jobs are summed (%s): judge the one an alert names with --job JOB --job-namespace NS\n"
 	tests := []struct {
 		name   string
 		args   []string
 		code   int
-		ratio  float64 // about, of one job; not checked when jobs are summed (see below)
+		made   int     // compared decisions made (those of the services judged)
+		ratio  float64 // about, of one service; -1 when services are summed (see below)
 		stderr string  // "" for none
 	}{
-		{"the alert's job", []string{"--job", "diverging"}, exitInvalid, 0.01, ""},
-		{"the other job", []string{"--job", "steady"}, exitOK, 0, ""},
-		{"every job summed", nil, exitOK, 0,
-			"warning: limiter checkout: the decisions of 2 jobs are summed (diverging, steady): judge the one an alert names with --job JOB\n"},
+		{"the alert's job and namespace", []string{"--job", "diverging", "--job-namespace", "prod"}, exitInvalid, 1000, 0.01, ""},
+		{"the other job", []string{"--job", "steady"}, exitOK, 10000, 0, ""},
+		{"one job in two namespaces", []string{"--job", "diverging"}, exitOK, 11000, -1,
+			fmt.Sprintf(summed, 2, "diverging in namespace prod, diverging in namespace staging")},
+		{"every job summed", nil, exitOK, 21000, -1,
+			fmt.Sprintf(summed, 3, "diverging in namespace prod, diverging in namespace staging, steady in namespace prod")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var g gateJSON
 			var code int
 			var stdout, stderr string
-			want := 11000 // compared decisions
-			if tt.args != nil {
-				want = 1000
-			}
+			want := tt.made
 			waitFor(t, 60*time.Second, "the gate to see every decision", func() bool {
 				args := append([]string{"rollout", "gate", "--prometheus", promURL, "--json", "--limiter", "checkout"}, tt.args...)
 				code, stdout, stderr = ratekit(t, dir, args...)
@@ -380,18 +393,18 @@ func TestRolloutGatePrometheusJobs(t *testing.T) {
 				return len(g.Limiters) == 1 && g.Limiters[0].Counts.Compared() >= uint64(want)
 			})
 			// increase() extrapolates: counts may exceed what was made. The
-			// series of one job are scraped together, so its ratio holds;
-			// two jobs' are extrapolated apart (14 diverging of 11649 was
-			// seen on a loaded machine), so their sum holds at least what
-			// was made.
+			// series of one service are scraped together, so its ratio
+			// holds; several services' are extrapolated apart (14 diverging
+			// of 11649 was seen on a loaded machine), so their sum holds at
+			// least what was made.
 			checkout := g.Limiters[0]
 			switch {
 			case code != tt.code:
 				t.Errorf("exit %d, want %d: %+v", code, tt.code, checkout)
-			case tt.args != nil && (checkout.Ratio < tt.ratio*0.8 || checkout.Ratio > tt.ratio*1.2):
+			case tt.ratio >= 0 && (checkout.Ratio < tt.ratio*0.8 || checkout.Ratio > tt.ratio*1.2):
 				t.Errorf("checkout's ratio %v, want about %v: %+v", checkout.Ratio, tt.ratio, checkout)
-			case tt.args == nil && (checkout.Counts.Agree < 10990 || checkout.Counts.LegacyOnly < 10):
-				t.Errorf("checkout's summed counts %+v, want at least 10990 agreeing and 10 legacy-only", checkout.Counts)
+			case tt.ratio < 0 && (checkout.Counts.Agree < uint64(tt.made-10) || checkout.Counts.LegacyOnly < 10):
+				t.Errorf("checkout's summed counts %+v, want at least %d agreeing and 10 legacy-only", checkout.Counts, tt.made-10)
 			}
 			if stderr != tt.stderr {
 				t.Errorf("stderr %q, want %q", stderr, tt.stderr)
