@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/ratekit/ratekit/controlplane/config"
 	ratelimit "github.com/ratekit/ratekit/core"
@@ -81,7 +82,7 @@ func formFromRule(r *configv1.Rule, version string, edit bool) *ruleForm {
 		case *configv1.MatchValue_Regex:
 			f.Match[k] = matchField{matchRegex, v.Regex}
 		case *configv1.MatchValue_OneOf:
-			f.Match[k] = matchField{matchOneOf, strings.Join(v.OneOf.GetValues(), "\n")}
+			f.Match[k] = matchField{matchOneOf, oneOfText(v.OneOf.GetValues())}
 		}
 	}
 	return f
@@ -186,16 +187,54 @@ func (f *ruleForm) toProto() *configv1.Rule {
 		case matchRegex:
 			r.Match[k] = &configv1.MatchValue{Kind: &configv1.MatchValue_Regex{Regex: m.Value}}
 		case matchOneOf:
-			var vals []string
-			for _, line := range strings.Split(m.Value, "\n") {
-				if line = strings.TrimSpace(line); line != "" {
-					vals = append(vals, line)
-				}
+			vals, err := parseOneOf(m.Value)
+			if err != nil {
+				f.addError("match."+k, "%v", err)
 			}
 			r.Match[k] = &configv1.MatchValue{Kind: &configv1.MatchValue_OneOf{OneOf: &configv1.StringSet{Values: vals}}}
 		}
 	}
 	return r
+}
+
+// oneOfText writes one_of values for the editor, one per line. A value that
+// a plain line cannot hold (empty, blanks at either end, a line break or
+// another character that is not printable, which HTML may change) or that
+// starts with a double quote is written as a Go string literal, so the text
+// reads back (parseOneOf) as the same values and shows each unambiguously.
+func oneOfText(vals []string) string {
+	lines := make([]string, len(vals))
+	for i, v := range vals {
+		lines[i] = v
+		if v == "" || v[0] == '"' || strings.TrimSpace(v) != v || !utf8.ValidString(v) ||
+			strings.ContainsFunc(v, func(r rune) bool { return !strconv.IsPrint(r) }) {
+			lines[i] = strconv.Quote(v)
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// parseOneOf reads the one_of box: one value per line, blanks around it
+// trimmed, empty lines skipped; a line starting with a double quote is a Go
+// string literal ("a\nb", " padded ", "").
+func parseOneOf(text string) ([]string, error) {
+	var vals []string
+	for i, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(line)
+		switch {
+		case line == "":
+			continue
+		case line[0] == '"':
+			v, err := strconv.Unquote(line)
+			if err != nil {
+				return nil, fmt.Errorf("line %d: %.80s is not a quoted value: a line starting with \" is a Go string literal, such as \"a\\nb\" or \" padded \"", i+1, line)
+			}
+			vals = append(vals, v)
+		default:
+			vals = append(vals, line)
+		}
+	}
+	return vals, nil
 }
 
 // check runs the checks a file gets (protovalidate, the limiter's

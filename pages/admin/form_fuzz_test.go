@@ -30,6 +30,7 @@ func FuzzEditUnchanged(f *testing.F) {
 	f.Add("per_ip", "first line\nsecond line", "a\nb", "^a\n", "10.0.0.1", uint8(1), uint32(1), uint32(1))
 	f.Add("skip_it", "\nstarts with a line break", "\n", "\n\n", "x", uint8(2), uint32(0), uint32(0))
 	f.Add("x", "a&b", "<textarea>&amp;", "</textarea>", "y\x00z", uint8(0), uint32(5), uint32(5))
+	f.Add("odd_values", "", "x", "y", "a\nb\x00 padded \x00\x00\"quoted\"\x00cr\rlf\x00\u00a0nbsp\x00back\\slash", uint8(0), uint32(5), uint32(5))
 	available, err := config.ParseAvailableLimiters("available_limiters.yaml", []byte(fuzzAvailable))
 	if err != nil {
 		f.Fatal(err)
@@ -40,19 +41,12 @@ func FuzzEditUnchanged(f *testing.F) {
 			"user": {Kind: &configv1.MatchValue_Regex{Regex: regex}},
 		}}
 		// HTML reads CR as a line break and NUL as U+FFFD: no web page
-		// carries them. One value per line is the editor's documented form
-		// of one_of: a value with a line break or surrounding blanks has
-		// none.
+		// carries them. The one_of box writes such a value as a Go string
+		// literal, so its values may hold anything (NUL separates them here).
 		if strings.ContainsAny(name+description+equality+regex, "\r\x00") {
 			return
 		}
-		var vals []string
-		for _, v := range strings.Split(oneOf, "\x00") {
-			if v == "" || v != strings.TrimSpace(v) || strings.ContainsAny(v, "\r\n") {
-				return
-			}
-			vals = append(vals, v)
-		}
+		vals := strings.Split(oneOf, "\x00")
 		r.Match["path"] = &configv1.MatchValue{Kind: &configv1.MatchValue_OneOf{OneOf: &configv1.StringSet{Values: vals}}}
 		switch action % 3 {
 		case 0:

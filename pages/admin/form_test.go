@@ -41,6 +41,7 @@ func TestInvalidRuleShowsFieldErrors(t *testing.T) {
 		{"no period", func(v url.Values) { v.Del("period_s") }, "limit", "require limit and period_s"},
 		{"bad regex", func(v url.Values) { v.Set("match_kind.path", "regex"); v.Set("match_value.path", "(") }, "match.path", "invalid RE2 regex"},
 		{"empty one_of", func(v url.Values) { v.Set("match_kind.ip", "one_of"); v.Set("match_value.ip", " \n ") }, "match.ip", "one_of needs at least 1 value"},
+		{"one_of line not a quoted value", func(v url.Values) { v.Set("match_kind.ip", "one_of"); v.Set("match_value.ip", "10.0.0.1\n\"10.0.0.2") }, "match.ip", "line 2: &#34;10.0.0.2 is not a quoted value"},
 		{"value without a kind", func(v url.Values) { v.Set("match_value.ip", "1.2.3.4") }, "match.ip", "choose how ip matches"},
 		{"unknown characteristic", func(v url.Values) { v.Set("characteristics", "tenant") }, "characteristics", "not one of the limiter"},
 		{"ban with count_distinct", func(v url.Values) { v.Set("ban_for_s", "60"); v.Set("count_distinct", "path") }, "ban_for_s", "cannot be combined with count_distinct"},
