@@ -179,6 +179,14 @@ func (h *Handler) get(ctx context.Context, w http.ResponseWriter, r *http.Reques
 			h.fail(w, r, http.StatusNotFound, fmt.Sprintf("Limiter %s has no published rule %q.", name, q.Get("edit")))
 			return
 		}
+		if fields := unshowable(rule); len(fields) > 0 {
+			// A save of the editor would change what the operator did not
+			// touch: refuse rather than rewrite it.
+			d.Message, d.MessageWarn = fmt.Sprintf("Rule %s cannot be edited on this page: its %s holds a carriage return or a NUL character, "+
+				"which a browser's text box turns into a line break or U+FFFD, so a save would change it. "+
+				"Change it with the publish API or ratekit rules publish, or delete it here.", rule.GetName(), strings.Join(fields, " and ")), true
+			break
+		}
 		d.Form = formFromRule(rule, lv.Version, true)
 	case q.Has("explain") || q.Has("clear"):
 		id, errs := identifierFrom(q, lv.Properties)

@@ -457,3 +457,59 @@ func TestChromiumEditKeepsOneOf(t *testing.T) {
 		t.Fatalf("saved untouched, the rule changed:\nwas %s\nnow %s (%v)\npage says %q", want, b, err, c.text(t, `main`))
 	}
 }
+
+// A rule whose description, equality or regex holds a CR or a NUL (the API
+// and the CLI publish them; HTML reads a CR as a line break and a NUL as
+// U+FFFD, so no text box carries them) is not offered for editing: the
+// page says why, and a save from it changes nothing stored.
+func TestChromiumEditRefusesUnshowable(t *testing.T) {
+	f := newFixture(t, allowAll)
+	c := newChrome(t)
+	lim, per := uint32(5), uint32(60)
+	for _, tc := range []struct {
+		name, field string
+		rule        *configv1.Rule
+	}{
+		{"crlf_description", "description", &configv1.Rule{Description: "written on Windows\r\nsecond line"}},
+		{"cr_equality", "match path", &configv1.Rule{Match: map[string]*configv1.MatchValue{
+			"path": {Kind: &configv1.MatchValue_Equality{Equality: "a\rb"}}}}},
+		{"nul_regex", "match user", &configv1.Rule{Match: map[string]*configv1.MatchValue{
+			"user": {Kind: &configv1.MatchValue_Regex{Regex: "^a\x00b$"}}}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rule := tc.rule
+			rule.Name, rule.Action, rule.Limit, rule.PeriodS = tc.name, configv1.Action_ACTION_LIMIT, &lim, &per
+			if _, err := f.store.Publish(ctx, &configv1.PublishRulesRequest{RateLimits: map[string]*configv1.RuleList{"api": {Rules: []*configv1.Rule{rule}}}}); err != nil {
+				t.Fatal(err)
+			}
+			want, err := config.MarshalRule(rule)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.do(t, chromedp.Navigate(f.url()+"?limiter=api&edit="+tc.name), chromedp.WaitVisible(chromedp.CSS(`#rule-form`)))
+			editing := c.exists(t, `#rule-form input[name=mode][value=edit]`)
+			msg := ""
+			if c.exists(t, `#message`) {
+				msg = c.text(t, `#message`)
+			}
+			// Saved untouched, whatever form the page offers.
+			c.do(t, chromedp.Click(chromedp.CSS(`#save`)), chromedp.WaitVisible(chromedp.CSS(`#message, #form-errors, [data-error-for] li`)))
+			doc, err := f.store.Document(ctx, "api")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []byte
+			for _, r := range doc.GetPublishedRules().GetRules() {
+				if r.GetName() == tc.name {
+					got, _ = config.MarshalRule(r)
+				}
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("saved untouched, the rule changed:\nwas %s\nnow %s", want, got)
+			}
+			if editing || !strings.Contains(msg, "cannot be edited on this page: its "+tc.field) {
+				t.Fatalf("the page offers the rule for editing (%v) or does not say why not: %q", editing, msg)
+			}
+		})
+	}
+}

@@ -3,6 +3,7 @@ package admin
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"slices"
 	"strconv"
@@ -86,6 +87,25 @@ func formFromRule(r *configv1.Rule, version string, edit bool) *ruleForm {
 		}
 	}
 	return f
+}
+
+// unshowable names the fields of r that the editor cannot carry: HTML reads
+// a CR as a line break and a NUL as U+FFFD, so a text box holding one would
+// save a changed value. one_of values are exempt: their box quotes them
+// (oneOfText).
+func unshowable(r *configv1.Rule) []string {
+	bad := func(s string) bool { return strings.ContainsAny(s, "\r\x00") }
+	var out []string
+	if bad(r.GetDescription()) {
+		out = append(out, "description")
+	}
+	keys := slices.Sorted(maps.Keys(r.GetMatch()))
+	for _, k := range keys {
+		if m := r.GetMatch()[k]; bad(m.GetEquality()) || bad(m.GetRegex()) {
+			out = append(out, "match "+k)
+		}
+	}
+	return out
 }
 
 // parseForm reads a submitted editor. Match rows exist only for the
