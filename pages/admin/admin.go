@@ -300,7 +300,9 @@ func (h *Handler) save(ctx context.Context, w http.ResponseWriter, r *http.Reque
 	h.audit(ctx, r, s, "publish", lv.Name, rule.GetName(), f.Version, res, err,
 		slog.String("rule_json", string(mustMarshalRule(rule))))
 	if err != nil {
-		h.writeFailed(ctx, w, s, lv.Name, f, err)
+		if !h.outcomeUnknown(w, r, "publish", lv.Name, err) {
+			h.writeFailed(ctx, w, s, lv.Name, f, err)
+		}
 		return
 	}
 	redirect(w, r, url.Values{"limiter": {lv.Name}, "saved": {rule.GetName()}})
@@ -315,7 +317,9 @@ func (h *Handler) delete(ctx context.Context, w http.ResponseWriter, r *http.Req
 	res, err := h.opts.Store.DeleteIf(ctx, lv.Name, version, rule)
 	h.audit(ctx, r, s, "delete", lv.Name, rule, version, res, err)
 	if err != nil {
-		h.writeFailed(ctx, w, s, lv.Name, newForm(version), err)
+		if !h.outcomeUnknown(w, r, "delete", lv.Name, err) {
+			h.writeFailed(ctx, w, s, lv.Name, newForm(version), err)
+		}
 		return
 	}
 	redirect(w, r, url.Values{"limiter": {lv.Name}, "deleted": {rule}})
@@ -327,7 +331,7 @@ func (h *Handler) delete(ctx context.Context, w http.ResponseWriter, r *http.Req
 func (h *Handler) writeFailed(ctx context.Context, w http.ResponseWriter, s session, limiter string, f *ruleForm, err error) {
 	lv, status, lerr := h.limiter(ctx, limiter)
 	if lerr != nil {
-		h.failStatus(w, status, lerr.Error())
+		h.failStatus(w, status, "Nothing was changed: "+err.Error()+". The rules could not be read again: "+lerr.Error())
 		return
 	}
 	d := pageData{Session: s, Limiter: lv, Form: f}
@@ -368,7 +372,9 @@ func (h *Handler) remove(ctx context.Context, w http.ResponseWriter, r *http.Req
 	res, err := h.opts.Store.Remove(ctx, lv.Name)
 	h.audit(ctx, r, s, "remove", lv.Name, "", lv.Version, res, err, slog.String("document_error", lv.DocumentError))
 	if err != nil {
-		h.fail(w, r, http.StatusBadGateway, "Nothing was removed: "+err.Error())
+		if !h.outcomeUnknown(w, r, "remove", lv.Name, err) {
+			h.fail(w, r, http.StatusBadGateway, "Nothing was removed: "+err.Error())
+		}
 		return
 	}
 	redirect(w, r, url.Values{"limiter": {lv.Name}, "removed": {"1"}})
@@ -397,7 +403,7 @@ func (h *Handler) clear(ctx context.Context, w http.ResponseWriter, r *http.Requ
 	if err != nil {
 		h.audit(ctx, r, s, "clear", lv.Name, "", lv.Version, rulestore.WriteResult{}, err,
 			slog.Any("identifier", map[string]any(id)))
-		h.fail(w, r, http.StatusBadGateway, "Nothing was cleared: "+err.Error())
+		h.outcomeUnknown(w, r, "clear", lv.Name, err) // any error of the counters' store may come after its delete ran
 		return
 	}
 	rev, _ := h.opts.Store.Revision(ctx)
@@ -410,13 +416,49 @@ func (h *Handler) clear(ctx context.Context, w http.ResponseWriter, r *http.Requ
 	redirect(w, r, back)
 }
 
+// unconfirmed reports whether a write's err may have come after it was
+// applied (a timeout or a lost connection after Redis ran it): any error of
+// a clear, whose counters' store says no more; for the rule store, any but
+// the errors of a write it refused whole.
+func unconfirmed(op string, err error) bool {
+	if op == "clear" {
+		return true
+	}
+	for _, refused := range []error{rulestore.ErrConflict, rulestore.ErrRuleNotFound, rulestore.ErrOverBounds, rulestore.ErrInvalidDocument} {
+		if errors.Is(err, refused) {
+			return false
+		}
+	}
+	var ve *config.ValidationError
+	return !errors.As(err, &ve)
+}
+
+// outcomeUnknown answers a write whose err may have come after it was
+// applied: it says so, rather than that nothing changed, and returns true.
+// It returns false, answering nothing, for a write the store refused whole.
+func (h *Handler) outcomeUnknown(w http.ResponseWriter, r *http.Request, op, limiter string, err error) bool {
+	if !unconfirmed(op, err) {
+		return false
+	}
+	what := "the rules of limiter " + limiter
+	if op == "clear" {
+		what = "the identifier's counters and bans (Explain shows them)"
+	}
+	h.fail(w, r, http.StatusBadGateway, fmt.Sprintf("The store did not confirm the %s (%v): it may have been applied. Reload this page and check %s before trying again.", op, err, what))
+	return true
+}
+
 // audit logs one write, made or failed: who (from the hook), what, the
 // store revision after it (and the document version it was based on), and
-// its outcome ("ok", or the error at WARN: nothing was written).
+// its outcome: "ok", or at WARN the error, prefixed "unknown: " when the
+// write may have been applied all the same (see unconfirmed).
 func (h *Handler) audit(ctx context.Context, r *http.Request, s session, op, limiter, rule, basedOn string, res rulestore.WriteResult, err error, extra ...slog.Attr) {
 	level, outcome := slog.LevelInfo, "ok"
 	if err != nil {
 		level, outcome = slog.LevelWarn, err.Error()
+		if unconfirmed(op, err) {
+			outcome = "unknown: " + outcome
+		}
 	}
 	attrs := []slog.Attr{
 		slog.String("who", s.Who), slog.String("op", op), slog.String("limiter", limiter),
@@ -427,7 +469,8 @@ func (h *Handler) audit(ctx context.Context, r *http.Request, s session, op, lim
 		attrs = append(attrs, slog.String("rule", rule))
 	}
 	attrs = append(attrs, extra...)
-	h.opts.Logger.LogAttrs(ctx, level, "rate_limit_admin_write", append(attrs, slog.String("outcome", outcome))...)
+	// The request's context may be spent: the record is written all the same.
+	h.opts.Logger.LogAttrs(context.WithoutCancel(ctx), level, "rate_limit_admin_write", append(attrs, slog.String("outcome", outcome))...)
 }
 
 // refused logs a state-changing request the page turned away (a forged or

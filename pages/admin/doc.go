@@ -43,8 +43,11 @@
 // Security: the page is read-only unless the host supplies
 // Options.Authorize, which also names who writes for the audit log (one slog
 // record "rate_limit_admin_write" per write, with the store revision and its
-// outcome: "ok", or at WARN the error of a write that failed; and a WARN
-// record "rate_limit_admin_refused" per POST turned away). GET
+// outcome: "ok", or at WARN the error of a write that failed, prefixed
+// "unknown: " when the store did not confirm it: after a timeout or a lost
+// connection it may have been applied, and the page says so rather than that
+// nothing changed; and a WARN record "rate_limit_admin_refused" per POST
+// turned away). GET
 // never changes state; every POST must come from the page's own origin and
 // carry the per-browser CSRF token of a SameSite=Strict cookie. The page has
 // no script at all, and its Content-Security-Policy allows none; every value
