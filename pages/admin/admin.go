@@ -22,7 +22,8 @@ import (
 
 // Bounds on what a client sends.
 const (
-	// MaxBodyBytes bounds a form submission.
+	// MaxBodyBytes bounds a form submission. A published rule whose editor
+	// would send more is not offered for editing.
 	MaxBodyBytes = 64 << 10
 	// MaxIdentifierValue bounds one identifier value of the explain and
 	// clear forms, in bytes.
@@ -187,7 +188,14 @@ func (h *Handler) get(ctx context.Context, w http.ResponseWriter, r *http.Reques
 				"Change it with the publish API or ratekit rules publish, or delete it here.", rule.GetName(), strings.Join(fields, " and ")), true
 			break
 		}
-		d.Form = formFromRule(rule, lv.Version, true)
+		f := formFromRule(rule, lv.Version, true)
+		if n := formBytes(f, lv); n > MaxBodyBytes {
+			// Its save would be refused (413), losing what was typed.
+			d.Message, d.MessageWarn = fmt.Sprintf("Rule %s is too large to edit on this page: its form would send about %d bytes, and a save takes at most %d. "+
+				"Change it with the publish API or ratekit rules publish, or delete it here.", rule.GetName(), n, MaxBodyBytes), true
+			break
+		}
+		d.Form = f
 	case q.Has("explain") || q.Has("clear"):
 		id, errs := identifierFrom(q, lv.Properties)
 		d.Identifier = identifierFields(lv.Properties, q)

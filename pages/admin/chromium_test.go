@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -509,6 +510,65 @@ func TestChromiumEditRefusesUnshowable(t *testing.T) {
 			}
 			if editing || !strings.Contains(msg, "cannot be edited on this page: its "+tc.field) {
 				t.Fatalf("the page offers the rule for editing (%v) or does not say why not: %q", editing, msg)
+			}
+		})
+	}
+}
+
+// A rule whose untouched editor a browser would send in more than
+// admin.MaxBodyBytes (a one_of of long values the API published) is not
+// offered for editing, with the reason: a save could only be refused with
+// 413, losing what was typed. A rule whose form fits is still offered and
+// saves unchanged.
+func TestChromiumEditRefusesOversizedForm(t *testing.T) {
+	f := newFixture(t, allowAll)
+	c := newChrome(t)
+	lim, per := uint32(5), uint32(60)
+	for _, tc := range []struct {
+		name     string
+		values   int // of 2000 bytes each
+		editable bool
+	}{
+		{"fits", 30, true},
+		{"too_large", 40, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			vals := make([]string, tc.values)
+			for i := range vals {
+				vals[i] = fmt.Sprintf("/%04d/", i) + strings.Repeat("a", 1994)
+			}
+			rule := &configv1.Rule{Name: tc.name, Action: configv1.Action_ACTION_LIMIT, Limit: &lim, PeriodS: &per,
+				Match: map[string]*configv1.MatchValue{"path": {Kind: &configv1.MatchValue_OneOf{OneOf: &configv1.StringSet{Values: vals}}}}}
+			if _, err := f.store.Publish(ctx, &configv1.PublishRulesRequest{RateLimits: map[string]*configv1.RuleList{"api": {Rules: []*configv1.Rule{rule}}}}); err != nil {
+				t.Fatal(err)
+			}
+			want, err := config.MarshalRule(rule)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.do(t, chromedp.Navigate(f.url()+"?limiter=api&edit="+tc.name), chromedp.WaitVisible(chromedp.CSS(`#rule-form`)))
+			editing := c.exists(t, `#rule-form input[name=mode][value=edit]`)
+			if editing != tc.editable {
+				t.Fatalf("editor offered: %v, want %v (%q)", editing, tc.editable, c.text(t, `main`)[:200])
+			}
+			if !tc.editable {
+				if msg := c.text(t, `#message`); !strings.Contains(msg, "too large to edit on this page") || !strings.Contains(msg, "at most 65536") {
+					t.Fatalf("message %q", msg)
+				}
+				return
+			}
+			c.do(t, chromedp.Click(chromedp.CSS(`#save`)), chromedp.WaitVisible(chromedp.CSS(`#message, #error, #form-errors`)))
+			doc, err := f.store.Document(ctx, "api")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range doc.GetPublishedRules().GetRules() {
+				if got, _ := config.MarshalRule(r); r.GetName() == tc.name && !bytes.Equal(got, want) {
+					t.Fatalf("saved untouched, the rule changed (%q)", c.text(t, `main`)[:300])
+				}
+			}
+			if msg := c.text(t, `#message`); !strings.Contains(msg, "Published rule "+tc.name) {
+				t.Fatalf("the save of a form that fits failed: %q", msg)
 			}
 		})
 	}

@@ -21,8 +21,9 @@
 // end, the empty string, a leading double quote, another unprintable
 // character) is written as a Go string literal ("a\nb"). A rule whose
 // description, equality or regex holds a carriage return or a NUL, which no
-// text box carries, is not offered for editing: the page says why, and it
-// can be deleted or changed through the publish API. A limiter the store holds
+// text box carries, or whose form would pass MaxBodyBytes, is not offered
+// for editing: the page says why, and it can be deleted or changed through
+// the publish API. A limiter the store holds
 // but available_limiters.yaml no longer declares (an orphan) gets no form:
 // its published rules can be deleted and an invalid document removed, as a
 // writer always can, but nothing is published to it. A save runs the checks a

@@ -108,6 +108,25 @@ func unshowable(r *configv1.Rule) []string {
 	return out
 }
 
+// formBytes is about what a browser sends for the editor f of limiter lv,
+// untouched: its text values percent-encoded with their line breaks as
+// CR LF, every property's match row, and formOverhead for the other
+// fields. The edit link refuses a rule whose form passes MaxBodyBytes.
+func formBytes(f *ruleForm, lv *limiterView) int {
+	enc := func(s string) int { return len(url.QueryEscape(strings.ReplaceAll(s, "\n", "\r\n"))) }
+	n := formOverhead + len("&description=") + enc(f.Description)
+	for _, p := range lv.Properties {
+		m := f.Match[p]
+		n += len("&match_kind.=&match_value.=&characteristics=") + 3*len(p) + len(m.Kind) + enc(m.Value)
+	}
+	return n
+}
+
+// formOverhead bounds the editor's fields but the description and the match
+// rows: the token, the limiter, the version, the name, the numbers, the
+// selects and their names.
+const formOverhead = 1024
+
 // parseForm reads a submitted editor. Match rows exist only for the
 // limiter's available properties, so the form's size is the schema's.
 func parseForm(v url.Values, lv *limiterView) *ruleForm {
