@@ -505,6 +505,11 @@ func (h *Handler) counterLimiter(lv *limiterView) (*ratelimit.Limiter, error) {
 	if err := l.SetRules(lv.Effective); err != nil {
 		return nil, fmt.Errorf("admin: limiter %s: rules: %w", lv.Name, err)
 	}
+	if m := lv.Tiers.Mode; m != nil { // the mode the services apply, so a verdict is theirs
+		if err := l.SetEnforcement(*m); err != nil {
+			return nil, fmt.Errorf("admin: limiter %s: mode: %w", lv.Name, err)
+		}
+	}
 	return l, nil
 }
 

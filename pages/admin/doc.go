@@ -10,7 +10,8 @@
 //	})
 //	internalMux.Handle("/admin/ratelimit/", page)
 //
-// What it shows, per limiter: the file, published and default tiers (and the
+// What it shows, per limiter: its mode (enforce or shadow) and the tier that
+// sets it, the file, published and default tiers (and the
 // remote tier a process holds, when Options.Tiers gives one), the effective
 // list in evaluation order, which rule replaces which ("published x replaces
 // default x"), and every skip rule, marked as the bypass it is.

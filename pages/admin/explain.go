@@ -87,6 +87,9 @@ func (h *Handler) explain(ctx context.Context, lv *limiterView, id ratelimit.Ide
 			default:
 				er.State = "allow"
 			}
+			if res.Shadow && (ev.Blocked || ev.Info.Banned) {
+				er.State += " (shadow mode: not enforced)"
+			}
 			if ev.Blocked {
 				stopped = "after the blocking rule " + r.Name
 			}
@@ -97,6 +100,8 @@ func (h *Handler) explain(ctx context.Context, lv *limiterView, id ratelimit.Ide
 	case res.Err != nil:
 		ex.Error = res.Err.Error()
 		ex.Verdict = "unknown: the counters' store failed (a check would fail open and allow)"
+	case res.Shadow && res.WouldBlock() && res.Rule != nil:
+		ex.Verdict = fmt.Sprintf("allow: the limiter is in shadow mode, it counts and never blocks (enforcing, it would block by %s)", res.Rule.Name)
 	case res.Blocked():
 		ex.Blocked = true
 		ex.Verdict = fmt.Sprintf("block by %s, retry after %s", res.Rule.Name, res.Info.RetryAfter(now))

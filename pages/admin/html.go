@@ -119,6 +119,7 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
 <p class="meta">{{.Description}}</p>
 <p class="meta">Properties: {{range .Properties}}<code>{{.}}</code> {{else}}none{{end}}
  · Skip rules: {{if .SkipsRestricted}}{{if .AllowedSkips}}only {{range .AllowedSkips}}<code>{{.}}</code> {{end}}{{else}}not allowed{{end}}{{else}}any name{{end}}
+ · Mode: <span id="mode">{{if .Mode}}{{.Mode}}{{if eq .Mode "shadow"}} (counts, never blocks){{end}}, set by the {{.ModeFrom}} tier{{else}}set by no tier: the services' own (enforce unless they configure shadow){{end}}</span>
  · Document <code>{{.Key}}</code>: {{if .HasDocument}}version <code id="version">{{short .Version}}</code>{{else}}<span id="version">none yet</span>{{end}}</p>
 {{- with .DocumentError}}<p class="notice bad" role="alert" id="document-error">The stored document is invalid, the services keep their last good rules: {{.}}</p>{{end}}
 {{- end}}

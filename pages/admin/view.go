@@ -92,6 +92,9 @@ type limiterView struct {
 	HasDocument       bool
 	DocumentError     string
 	Sources           map[string]string // tier -> where its rules come from
+	// Mode is the limiter's mode the services apply from its tiers (enforce
+	// or shadow), set by tier ModeFrom; "" when no tier sets one.
+	Mode, ModeFrom string
 
 	Tiers     tiers.Set
 	Effective []ratelimit.Rule
@@ -181,7 +184,10 @@ func (h *Handler) limiterFrom(name string, e rulestore.Entry) (*limiterView, int
 		if err != nil {
 			return nil, http.StatusInternalServerError, err
 		}
-		t.File, t.Defaults = files.File, files.Defaults
+		t.File, t.Defaults, t.Mode = files.File, files.Defaults, files.Mode
+		if t.Mode != nil {
+			lv.ModeFrom = tiers.File
+		}
 		if len(t.File) > 0 {
 			lv.Sources[tiers.File] = h.opts.RateLimits.File
 		}
@@ -199,6 +205,19 @@ func (h *Handler) limiterFrom(name string, e rulestore.Entry) (*limiterView, int
 				t.Defaults, lv.Sources[tiers.Default] = tr.Defaults, "rule store"
 			}
 			t.Published, lv.published = tr.Published, doc.GetPublishedRules()
+			// As the services' replicas resolve it: the highest tier that
+			// sets a mode wins, the document's file tier replacing the file's.
+			if doc.GetFileRules() != nil {
+				t.Mode, lv.ModeFrom = tierMode(doc.GetFileRules()), tiers.File
+			}
+			for _, l := range []struct {
+				tier string
+				list *configv1.RuleList
+			}{{tiers.Published, doc.GetPublishedRules()}, {tiers.Default, doc.GetDefaultRules()}} {
+				if t.Mode == nil {
+					t.Mode, lv.ModeFrom = tierMode(l.list), l.tier
+				}
+			}
 		}
 	}
 	lv.Sources[tiers.Published] = "rule store (this page)"
@@ -208,6 +227,11 @@ func (h *Handler) limiterFrom(name string, e rulestore.Entry) (*limiterView, int
 		}
 	}
 	lv.Tiers = t
+	if t.Mode != nil {
+		lv.Mode = t.Mode.String()
+	} else {
+		lv.ModeFrom = ""
+	}
 	lv.Effective = t.Merged()
 	lv.build()
 	return lv, http.StatusOK, nil
@@ -257,6 +281,14 @@ func (lv *limiterView) build() {
 			lv.ExemptionWarnings = append(lv.ExemptionWarnings, tiers.ShadowedExemptions(r, lv.Tiers.Defaults, lv.Tiers.Remote, lv.Tiers.File, lv.Tiers.Published)...)
 		}
 	}
+}
+
+// tierMode is the mode a stored tier sets, nil for none.
+func tierMode(l *configv1.RuleList) *ratelimit.Enforcement {
+	if e, ok := config.ModeFromProto(l.GetMode()); ok {
+		return &e
+	}
+	return nil
 }
 
 func newRow(r ratelimit.Rule) ruleRow {

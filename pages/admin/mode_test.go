@@ -1,0 +1,52 @@
+package admin_test
+
+import (
+	"log/slog"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/redisstore"
+	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
+)
+
+// A limiter whose published tier sets shadow mode counts and never blocks
+// (the services' replicas apply the mode): the page says so, and the explain
+// box's verdict is the shadow one, not a block no service would give.
+func TestShadowModeShown(t *testing.T) {
+	f := newFixture(t, allowAll)
+	b := newBrowser(t, f)
+	lim, per := uint32(1), uint32(60)
+	if _, err := f.store.Publish(ctx, &configv1.PublishRulesRequest{RateLimits: map[string]*configv1.RuleList{"api": {
+		Mode: configv1.Mode_MODE_SHADOW, Rules: []*configv1.Rule{
+			{Name: "tight", Action: configv1.Action_ACTION_LIMIT, Limit: &lim, PeriodS: &per, Characteristics: []string{"ip"}}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	// Two checks of the same rule, counted as a service would count them.
+	l, err := ratelimit.New(ratelimit.Config{Name: "api", Store: redisstore.New(f.client), KeyPrefix: f.keyPrefix, Logger: slog.New(slog.DiscardHandler),
+		Rules: []ratelimit.Rule{{Name: "tight", Characteristics: []string{"ip"}, Limit: 1, Period: time.Minute}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := ratelimit.Identifier{"ip": "192.0.2.9"}
+	for range 2 {
+		if res := l.Check(ctx, id); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+	}
+	code, body := b.get("?limiter=api&explain=1&id.ip=192.0.2.9")
+	if code != http.StatusOK {
+		t.Fatalf("explain: %d\n%s", code, body)
+	}
+	mode := regexp.MustCompile(`id="mode"[^>]*>([^<]*)`).FindStringSubmatch(body)
+	if mode == nil || !strings.Contains(mode[1], "shadow") {
+		t.Fatalf("the page does not show the shadow mode: %q\n%s", mode, body)
+	}
+	verdict := regexp.MustCompile(`(?s)id="verdict"[^>]*>(.*?)</p>`).FindStringSubmatch(body)
+	if verdict == nil || strings.Contains(verdict[0], `data-blocked="true"`) || !strings.Contains(verdict[1], "shadow mode") || !strings.Contains(verdict[1], "tight") {
+		t.Fatalf("explain verdict of a shadow-mode limiter: %q, want an allow that names the shadow mode and the rule", verdict)
+	}
+}
