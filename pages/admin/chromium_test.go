@@ -573,3 +573,35 @@ func TestChromiumEditRefusesOversizedForm(t *testing.T) {
 		})
 	}
 }
+
+// A rule counts by its characteristics in their order (they make its
+// counter keys): saved untouched from a real browser, a rule the API
+// published with [user ip], against available_properties [ip user path],
+// keeps that order, and so its counters and bans.
+func TestChromiumEditKeepsCharacteristicsOrder(t *testing.T) {
+	f := newFixture(t, allowAll)
+	c := newChrome(t)
+	lim, per, ban := uint32(5), uint32(60), uint32(600)
+	rule := &configv1.Rule{Name: "user_then_ip", Action: configv1.Action_ACTION_LIMIT, Limit: &lim, PeriodS: &per, BanForS: &ban,
+		Characteristics: []string{"user", "ip"}}
+	if _, err := f.store.Publish(ctx, &configv1.PublishRulesRequest{RateLimits: map[string]*configv1.RuleList{"api": {Rules: []*configv1.Rule{rule}}}}); err != nil {
+		t.Fatal(err)
+	}
+	want, err := config.MarshalRule(rule)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.do(t, chromedp.Navigate(f.url()+"?limiter=api&edit=user_then_ip"), chromedp.WaitVisible(chromedp.CSS(`#rule-form`)),
+		chromedp.Click(chromedp.CSS(`#save`)), chromedp.WaitVisible(chromedp.CSS(`#message, #form-errors, [data-error-for] li`)))
+	doc, err := f.store.Document(ctx, "api")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := doc.GetPublishedRules().GetRules()
+	if len(got) != 1 {
+		t.Fatalf("published tier after the save: %v", got)
+	}
+	if b, err := config.MarshalRule(got[0]); err != nil || !bytes.Equal(b, want) {
+		t.Fatalf("saved untouched, the rule changed (its counter keys with it):\nwas %s\nnow %s (%v)", want, b, err)
+	}
+}

@@ -30,6 +30,7 @@ func FuzzEditUnchanged(f *testing.F) {
 	f.Add("per_ip", "first line\nsecond line", "a\nb", "^a\n", "10.0.0.1", uint8(1), uint32(1), uint32(1))
 	f.Add("skip_it", "\nstarts with a line break", "\n", "\n\n", "x", uint8(2), uint32(0), uint32(0))
 	f.Add("x", "a&b", "<textarea>&amp;", "</textarea>", "y\x00z", uint8(0), uint32(5), uint32(5))
+	f.Add("path_then_ip", "", "x", "y", "z", uint8(4), uint32(5), uint32(5))
 	f.Add("odd_values", "", "x", "y", "a\nb\x00 padded \x00\x00\"quoted\"\x00cr\rlf\x00\u00a0nbsp\x00back\\slash", uint8(0), uint32(5), uint32(5))
 	available, err := config.ParseAvailableLimiters("available_limiters.yaml", []byte(fuzzAvailable))
 	if err != nil {
@@ -45,6 +46,9 @@ func FuzzEditUnchanged(f *testing.F) {
 		// them here).
 		vals := strings.Split(oneOf, "\x00")
 		r.Match["path"] = &configv1.MatchValue{Kind: &configv1.MatchValue_OneOf{OneOf: &configv1.StringSet{Values: vals}}}
+		if action&4 != 0 { // against the properties' order (ip, user, path): a rule's keys follow its order
+			r.Characteristics = []string{"path", "ip"}
+		}
 		switch action % 3 {
 		case 0:
 			r.Action, r.Limit, r.PeriodS = configv1.Action_ACTION_LIMIT, &limit, &period

@@ -70,6 +70,25 @@ func (f *ruleForm) FieldErrors(field string) []string { return f.Errors[field] }
 // HasChar reports whether property p is ticked as a characteristic.
 func (f *ruleForm) HasChar(p string) bool { return slices.Contains(f.Chars, p) }
 
+// CharOrder returns the properties in the order of their characteristic
+// boxes: the rule's characteristics first, in its order, then the others.
+// A browser sends the ticked boxes in this order, so a save keeps the
+// rule's order, which its counter keys follow.
+func (f *ruleForm) CharOrder(props []string) []string {
+	out := make([]string, 0, len(props))
+	for _, c := range f.Chars {
+		if slices.Contains(props, c) && !slices.Contains(out, c) {
+			out = append(out, c)
+		}
+	}
+	for _, p := range props {
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // MatchOf returns the match row of property p.
 func (f *ruleForm) MatchOf(p string) matchField { return f.Match[p] }
 
@@ -196,7 +215,7 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
 <label for="f-ban">Ban (seconds)</label><div><input type="number" min="1" id="f-ban" name="ban_for_s" value="{{.Ban}}"{{if .FieldErrors "ban_for_s"}} aria-invalid="true"{{end}}><div class="hint">keep blocking this long once the limit is crossed; empty for none</div><div data-error-for="ban_for_s">{{template "errs" (.FieldErrors "ban_for_s")}}</div></div>
 <label for="f-algorithm">Algorithm</label><div><select id="f-algorithm" name="algorithm"{{if .FieldErrors "algorithm"}} aria-invalid="true"{{end}}>{{$g := .Algorithm}}{{range $opt := algorithms}}<option value="{{$opt}}"{{if or (eq $opt $g) (and (eq $g "") (eq $opt "fixed_window"))}} selected{{end}}>{{$opt}}</option>{{end}}</select><div class="hint">fixed_window counts per window; sliding_window smooths the window boundary; token_bucket allows a burst, then a steady rate (a change starts a fresh counter)</div><div data-error-for="algorithm">{{template "errs" (.FieldErrors "algorithm")}}</div></div>
 <label for="f-burst">Burst</label><div><input type="number" min="1" id="f-burst" name="burst" value="{{.Burst}}"{{if .FieldErrors "burst"}} aria-invalid="true"{{end}}><div class="hint">token_bucket only: how many at once; empty for the limit</div><div data-error-for="burst">{{template "errs" (.FieldErrors "burst")}}</div></div>
-<label>Characteristics</label><div><fieldset><legend class="hint">one counter per distinct value of</legend>{{$f := .}}{{range $lv.Properties}}<label><input type="checkbox" name="characteristics" value="{{.}}"{{if $f.HasChar .}} checked{{end}}> {{.}}</label> {{end}}</fieldset><div data-error-for="characteristics">{{template "errs" (.FieldErrors "characteristics")}}</div></div>
+<label>Characteristics</label><div><fieldset><legend class="hint">one counter per distinct value of (in this order: the rule's keys follow it)</legend>{{$f := .}}{{range .CharOrder $lv.Properties}}<label><input type="checkbox" name="characteristics" value="{{.}}"{{if $f.HasChar .}} checked{{end}}> {{.}}</label> {{end}}</fieldset><div data-error-for="characteristics">{{template "errs" (.FieldErrors "characteristics")}}</div></div>
 <label for="f-missing">Count missing</label><div><label><input type="checkbox" id="f-missing" name="count_missing"{{if .Missing}} checked{{end}}{{if .FieldErrors "count_missing"}} aria-invalid="true"{{end}}> callers without a characteristic share one counter</label><div class="hint">off: the rule does not apply to them (the check is marked degraded)</div><div data-error-for="count_missing">{{template "errs" (.FieldErrors "count_missing")}}</div></div>
 <label for="f-distinct">Count distinct</label><div><select id="f-distinct" name="count_distinct"{{if .FieldErrors "count_distinct"}} aria-invalid="true"{{end}}><option value="">— (count requests)</option>{{$d := .Distinct}}{{range $lv.Properties}}<option value="{{.}}"{{if eq . $d}} selected{{end}}>{{.}}</option>{{end}}</select><div data-error-for="count_distinct">{{template "errs" (.FieldErrors "count_distinct")}}</div></div>
 <label>Match</label><div><fieldset><legend class="hint">every chosen property must match; none matches every request. One of: one value per line; a value with a line break, blanks at either end or another unprintable character is written in double quotes as a Go string, such as "a\nb".</legend>
