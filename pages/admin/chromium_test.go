@@ -549,7 +549,7 @@ func TestChromiumEditRefusesOversizedForm(t *testing.T) {
 			c.do(t, chromedp.Navigate(f.url()+"?limiter=api&edit="+tc.name), chromedp.WaitVisible(chromedp.CSS(`#rule-form`)))
 			editing := c.exists(t, `#rule-form input[name=mode][value=edit]`)
 			if editing != tc.editable {
-				t.Fatalf("editor offered: %v, want %v (%q)", editing, tc.editable, c.text(t, `main`)[:200])
+				t.Fatalf("editor offered: %v, want %v (%q)", editing, tc.editable, c.text(t, `main`))
 			}
 			if !tc.editable {
 				if msg := c.text(t, `#message`); !strings.Contains(msg, "too large to edit on this page") || !strings.Contains(msg, "at most 65536") {
@@ -564,7 +564,7 @@ func TestChromiumEditRefusesOversizedForm(t *testing.T) {
 			}
 			for _, r := range doc.GetPublishedRules().GetRules() {
 				if got, _ := config.MarshalRule(r); r.GetName() == tc.name && !bytes.Equal(got, want) {
-					t.Fatalf("saved untouched, the rule changed (%q)", c.text(t, `main`)[:300])
+					t.Fatalf("saved untouched, the rule changed (%q)", c.text(t, `main`))
 				}
 			}
 			if msg := c.text(t, `#message`); !strings.Contains(msg, "Published rule "+tc.name) {
