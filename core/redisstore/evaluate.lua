@@ -177,6 +177,12 @@ while true do
         local r = rpcall('HINCRBY', key, 'c', cost)
         if type(r) ~= 'number' then
           handover = true
+        elseif r >= 9007199254740992 then
+          -- Past 2^53 the reply number is rounded, and r - cost with it
+          -- (an exceeded op reported a count it did not hold): taken back,
+          -- the general code reads the count the hash holds.
+          rcall('HINCRBY', key, 'c', '-' .. cost)
+          handover = true
         else
           -- A previous count that is no finite number (n - n is NaN for
           -- NaN and the infinities) makes the hash foreign: it goes, and
