@@ -15,6 +15,7 @@ import (
 
 	ratelimit "github.com/ratekit/ratekit/core"
 	ikeys "github.com/ratekit/ratekit/internal/keys"
+	"github.com/ratekit/ratekit/internal/redistest"
 )
 
 // The differential test: one seeded sequence of checks, peeks, batches and
@@ -405,5 +406,26 @@ func TestDifferentialCases(t *testing.T) {
 				})
 			}
 		})
+	}
+}
+
+// TestAdvanceLongTTL: advance moves a TTL past the longest Duration (292
+// years, a token bucket's of 10 tokens a century), which go-redis's PTTL
+// overflowed: the key was skipped, and time passed for the memory store
+// alone (TestDifferential, seed 5).
+func TestAdvanceLongTTL(t *testing.T) {
+	c, k := redistest.Client(t), newKeyer(t)
+	const ms = 400 * 365 * 24 * 3600 * 1000 // 400 years
+	if err := c.Do(ctx, "SET", k.key("b"), "0", "PX", ms).Err(); err != nil {
+		t.Fatal(err)
+	}
+	advance(t, c, string(k), time.Hour)
+	got, err := c.Do(ctx, "PTTL", k.key("b")).Int64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Redis's clock ran meanwhile, by far less than the minute allowed.
+	if want := int64(ms - 3600*1000); got > want || got < want-60*1000 {
+		t.Fatalf("PTTL %d after advancing an hour, want %d", got, want)
 	}
 }

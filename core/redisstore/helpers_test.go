@@ -118,17 +118,20 @@ func globEscape(s string) string {
 func advance(t testing.TB, c redis.UniversalClient, prefix string, d time.Duration) {
 	t.Helper()
 	for _, k := range keysUnder(t, c, prefix) {
-		ttl, err := c.PTTL(ctx, k).Result()
+		// In milliseconds, as Redis keeps them: a token bucket's TTL may
+		// pass the longest Duration (292 years), which PTTL's Duration
+		// overflows into the negative, and the key was left as it was.
+		ttl, err := c.Do(ctx, "PTTL", k).Int64()
 		if err != nil {
 			t.Fatalf("pttl %s: %v", k, err)
 		}
 		if ttl < 0 { // gone meanwhile, or no TTL (not ours to change)
 			continue
 		}
-		if left := ttl - d; left < time.Millisecond {
+		if left := ttl - int64((d+time.Millisecond-1)/time.Millisecond); left < 1 {
 			err = c.Del(ctx, k).Err()
 		} else {
-			err = c.PExpire(ctx, k, left).Err()
+			err = c.Do(ctx, "PEXPIRE", k, left).Err()
 		}
 		if err != nil {
 			t.Fatalf("advance %s: %v", k, err)
