@@ -159,7 +159,10 @@ func bucket(d, period float64, limit, burst int64, cost float64) algoVerdict {
 	}
 	v.exceeded = true
 	if cost <= float64(burst)+algoEps {
-		v.ttl = d + cost*t - float64(burst)*t // until enough tokens came back
+		// Until enough tokens came back. (burst - cost) * t, not cost*t -
+		// burst*t: the products of a large burst are rounded by far more
+		// than the wait they differ by (hours, for 2^40 tokens of years).
+		v.ttl = d - (float64(burst)-cost)*t
 	} // else never, even on a full bucket: report when it is full (d)
 	return v
 }

@@ -114,7 +114,7 @@ var (
 	diffSmallLimits = []int64{0, 1, 2, 3, 5, 8}
 	diffLargeLimits = []int64{1 << 31, 1<<53 - 1, 1 << 53, 1<<53 + 1, 1 << 62, math.MaxInt64}
 	diffSmallCosts  = []float64{0, 0.25, 0.5, 1, 1, 1, 2, 3, 1.5}
-	diffLargeCosts  = []float64{0, 1, 1 << 31, 1<<52 + 1, 1 << 53, 1<<53 + 2, 1 << 62, 1e19}
+	diffLargeCosts  = []float64{0, 1, 1 << 31, 1 << 40, 1<<40 + 0.5, 1<<52 + 1, 1 << 53, 1<<53 + 2, 1 << 62, 1e19}
 	// A token bucket's limits keep a token's time (its period over the
 	// limit) far above a run's length.
 	diffBucketLimits = []int64{0, 1, 2, 3, 5, 8, 1 << 20}
@@ -148,17 +148,16 @@ func (g *diffGen) op() ratelimit.Op {
 	}
 	switch dk.kind {
 	case ratelimit.OpDistinct:
-		op.Member = string(rune('a' + g.pick(5)))
-		if op.Cost > 0 {
-			op.Cost = 1 // as the Limiter sends it
-		}
+		op.Member = string(rune('a' + g.pick(5))) // the cost as it is: the Limiter sends the check's
 	case ratelimit.OpTokenBucket:
 		// The Limiter's default burst is the limit; a rule's own is 1 to
 		// MaxBurst.
-		switch g.pick(4) {
+		switch g.pick(5) {
 		case 0:
 			op.Burst = 1 + int64(g.pick(4))
 		case 1:
+			op.Burst = ratelimit.MaxBurst // full again only after centuries: past 2^53 ms
+		case 2:
 			op.Burst = max(op.Limit+int64(g.pick(3))-1, 1)
 		default:
 			op.Burst = op.Limit
@@ -166,7 +165,9 @@ func (g *diffGen) op() ratelimit.Op {
 	}
 	if dk.ban && g.pick(2) == 0 {
 		op.BanKey = ikeys.BanKey(op.Key)
-		op.BanFor = time.Duration(1+g.pick(3)) * diffWindow
+		// BanFor 0: a ban key read, never written (a rule whose ban
+		// was taken away while a ban lasts).
+		op.BanFor = time.Duration(g.pick(4)) * diffWindow
 	}
 	return op
 }
@@ -385,6 +386,16 @@ func TestDifferentialCases(t *testing.T) {
 		// read 2^53 + 4), and the rejected op reported a count of 4.
 		{"sliding window rejects a sum past 2^53", func(k keyer) [][]ratelimit.Op {
 			return [][]ratelimit.Op{{sliding(k, 1<<53, 3)}, {sliding(k, 1<<53, 1<<53)}, {sliding(k, 1<<53, 0)}}
+		}},
+		// The wait of a cost a bucket holds only when full was d + cost*t -
+		// burst*t: with 2^40 tokens of 50 years each, either product is
+		// 10^24 ms and rounded by days (the memory store's, in ns, by
+		// minutes), where the wait is d, until the bucket is full.
+		{"token bucket's wait for a cost of its whole burst", func(k keyer) [][]ratelimit.Op {
+			b := ratelimit.Op{Kind: ratelimit.OpTokenBucket, Key: k.key("b"), Limit: 2, Burst: ratelimit.MaxBurst, Cost: 1, Period: diffBucket, Terminal: true}
+			all := b
+			all.Cost = ratelimit.MaxBurst
+			return [][]ratelimit.Op{{b}, {all}}
 		}},
 	}
 	for _, tg := range diffTargets() {

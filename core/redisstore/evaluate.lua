@@ -329,7 +329,9 @@ while true do
             count, ttl, bits = frac, ms, 4
           end
         else
-          count, ttl, bits = before, d + costn * t - burstn * t, 2
+          -- (burst - cost) * t, not cost * t - burst * t: the products of a
+          -- large burst are rounded by far more than the wait they differ by.
+          count, ttl, bits = before, d - (burstn - costn) * t, 2
           if banfor ~= '0' then -- whole milliseconds: "0" is the only zero
             rcall('SET', bankey, '1', 'PX', banfor)
             ttl, bits = tonumber(banfor), 3
@@ -572,7 +574,7 @@ while true do
               -- Never, even on a full bucket: when it is full.
               count, ttl, exceeded = before, d, true
             else
-              count, ttl, exceeded = before, d + costn * t - burst * t, true
+              count, ttl, exceeded = before, d - (burst - costn) * t, true -- as in the short form
             end
           end
         else

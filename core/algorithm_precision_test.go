@@ -1,0 +1,35 @@
+package ratelimit
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// TestTokenBucketWaitForWholeBurst: a cost of the whole burst passes once the
+// bucket is full, so a blocked check of it resets when the bucket is full,
+// the reset of the check that took the last token. The wait was computed as
+// d + cost*t - burst*t, whose products (2^40 tokens of 50 years) float64
+// rounds by hours: it was 6 hours late.
+func TestTokenBucketWaitForWholeBurst(t *testing.T) {
+	at := time.Unix(1_000_000_000, 0)
+	clock := func() time.Time { return at }
+	l, err := New(Config{Name: "lim", Store: MemoryConfig{Now: clock}.New(), Now: clock, Rules: []Rule{{
+		Name: "r", Action: ActionLimit, Algorithm: TokenBucket, Limit: 2, Burst: MaxBurst, Period: 100 * 365 * 24 * time.Hour,
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	first := l.Check(ctx, Identifier{})
+	if first.Action != ActionAllow || first.Info == nil {
+		t.Fatalf("first check: %+v, want it admitted", first)
+	}
+	all := l.Check(ctx, Identifier{}, Cost(MaxBurst))
+	if all.Action != ActionBlock || all.Info == nil {
+		t.Fatalf("check of the whole burst: %+v, want a block", all)
+	}
+	if got, want := all.Info.ResetAt, first.Info.ResetAt; got.Sub(want).Abs() > time.Microsecond {
+		t.Fatalf("the whole burst resets at %v, %v from when the bucket is full (%v)", got, got.Sub(want), want)
+	}
+}
