@@ -454,7 +454,7 @@ func (l *Limiter) plan(ctx context.Context, p *plan, sc *scratch, rules []*compi
 				p.cached = true
 				sc.cached = Evaluation{Rule: r, Exceeded: true, Blocked: true, PerRequest: c.perRequest, Info: Info{
 					Limit: op.Limit, Period: op.Period, Count: e.count,
-					Remaining: op.remaining(e.count, e.banned), ResetAt: e.until, Banned: e.banned, Never: op.never(),
+					Remaining: op.remaining(e.count, e.banned), ResetAt: e.until, Banned: e.banned, Never: c.never(&op),
 				}}
 				break
 			}
@@ -535,7 +535,7 @@ func (l *Limiter) interpret(res *Result, p *plan, sc *scratch, outs []OpResult, 
 			Remaining: op.remaining(out.Count, out.Banned),
 			ResetAt:   now.Add(out.TTL),
 			Banned:    out.Banned,
-			Never:     out.Exceeded && op.never(),
+			Never:     out.Exceeded && c.never(op),
 		}
 		if ev.Exceeded {
 			res.Exceeded = true
@@ -777,16 +777,17 @@ func (op *Op) remaining(count float64, banned bool) float64 {
 	return remaining(op.Limit, count)
 }
 
-// never reports whether op's cost alone is over its rule: over the limit,
-// or for a token bucket over its burst (or any cost, with a limit of 0), so
-// the op is exceeded however empty its counter. A distinct count ignores the
-// cost: it never says so.
-func (op *Op) never() bool {
-	switch op.Kind {
-	case OpDistinct:
+// never reports whether op's cost alone is over its rule's fixed limit:
+// over the limit, or for a token bucket over its burst, so the op is
+// exceeded however empty its counter. A LimitFunc's limit (0 denies all) is
+// a switch an operator turns back (an incident rule): a check it blocks
+// waits as any other. A distinct count ignores the cost.
+func (c *compiledRule) never(op *Op) bool {
+	switch {
+	case op.Kind == OpDistinct || c.rule.LimitFunc != nil:
 		return false
-	case OpTokenBucket:
-		return op.Cost > float64(op.Burst)+algoEps || op.Limit <= 0 && op.Cost > 0
+	case op.Kind == OpTokenBucket:
+		return op.Cost > float64(op.Burst)+algoEps
 	default:
 		return op.Cost > float64(op.Limit)+algoEps
 	}

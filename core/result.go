@@ -52,10 +52,12 @@ type Info struct {
 	ResetAt   time.Time     // when the window ends (a token bucket: is full again), or the ban when Banned; a blocked sliding window or token bucket: when the same check passes, or for a cost that never does (over the limit, over the burst) when the rule is as good as it gets: the window empty, the bucket full (now if it already is), so a client retrying then gets the same answer and one retrying sooner no other
 	Banned    bool          // a ban is active
 	// Never reports that the check exceeded the rule by its cost alone: the
-	// cost is over the limit (a token bucket's burst), so no wait lets the
-	// same check pass under the rule's present limit. ResetAt is then when the
-	// rule is as good as it gets, and a client should not retry the check:
-	// the adapters send no Retry-After for it (docs/design.md#cost).
+	// cost is over the rule's fixed limit (a token bucket's burst), so no wait
+	// lets the same check pass under the rule's present limit. ResetAt is then
+	// when the rule is as good as it gets, and a client should not retry the
+	// check: the adapters send no Retry-After for it (docs/design.md#cost). A
+	// LimitFunc's limit (0 denies all) is a switch an operator turns back: it
+	// never sets Never.
 	Never bool
 }
 

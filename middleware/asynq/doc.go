@@ -41,9 +41,11 @@
 //     lease. Return the error and let asynq schedule the retry.
 //   - Tasks blocked in one window all come back when it resets; WithJitter
 //     spreads them.
-//   - A task whose cost alone is over its rule's limit (a token bucket's
-//     burst) can never run: its RateLimitError has Never set and wraps
-//     asynq.SkipRetry, so asynq archives it rather than retry it for good.
+//   - A task whose cost alone is over its rule's fixed limit (a token
+//     bucket's burst) can never run: its RateLimitError has Never set and
+//     wraps asynq.SkipRetry, so asynq archives it rather than retry it for
+//     good. A LimitFunc's limit (0 pauses a queue in an incident) never
+//     archives: the task is retried when the window resets.
 //
 // Cost hooks (costs known after the work, docs/design.md#cost): WithDeferred adds limiters charged after
 // the handler. Metered charges what the task measured through

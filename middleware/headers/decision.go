@@ -96,8 +96,22 @@ func (d *Decision) ViolatedPolicies() []string {
 
 // Never reports whether a rule blocks the request by its cost alone (its
 // ratelimit.Info.Never): no wait lets the same request pass, so it must not be
-// retried. SetHeaders then sends no Retry-After and NewProblem says so.
-func (d *Decision) Never() bool { return never(d.Blocking()) }
+// retried. SetHeaders then sends no Retry-After and NewProblem says so. It
+// walks the results as Blocking does, without building its slice: SetHeaders
+// asks on every blocked request.
+func (d *Decision) Never() bool {
+	for i := range d.Results {
+		if r := &d.Results[i]; !r.Blocked() || r.Failed() {
+			continue
+		}
+		for j := range d.Results[i].Evaluations {
+			if e := &d.Results[i].Evaluations[j]; e.Blocked && e.Info.Never {
+				return true
+			}
+		}
+	}
+	return false
+}
 
 // never is Decision.Never of the blocking evaluations.
 func never(blocking []*ratelimit.Evaluation) bool {

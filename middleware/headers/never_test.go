@@ -26,6 +26,10 @@ func TestCheckThatNeverPassesSaysNoRetry(t *testing.T) {
 		{"token bucket, cost over the burst", ratelimit.Rule{Limit: 10, Burst: 3, Algorithm: ratelimit.TokenBucket}, 4, true},
 		{"fixed window, cost at the limit", ratelimit.Rule{Limit: 3}, 3, false},
 		{"token bucket, cost at the burst", ratelimit.Rule{Limit: 10, Burst: 3, Algorithm: ratelimit.TokenBucket}, 3, false},
+		// Switches an operator turns back (an incident rule): a client told
+		// not to retry, or an asynq task archived, would not come back.
+		{"a LimitFunc's limit", ratelimit.Rule{LimitFunc: func(context.Context) (int64, error) { return 3, nil }}, 4, false},
+		{"a LimitFunc's 0", ratelimit.Rule{LimitFunc: func(context.Context) (int64, error) { return 0, nil }}, 1, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -61,6 +65,10 @@ func TestCheckThatNeverPassesSaysNoRetry(t *testing.T) {
 			}
 			if got := d.Never(); got != tt.never {
 				t.Errorf("Decision.Never() = %v, want %v", got, tt.never)
+			}
+			// SetHeaders asks on every blocked request.
+			if n := testing.AllocsPerRun(100, func() { d.Never() }); n != 0 {
+				t.Errorf("Decision.Never() allocates %v times, want 0", n)
 			}
 			detail := NewProblem(d, clock).Detail
 			if strings.Contains(detail, "never") != tt.never || strings.Contains(detail, "retry after") == tt.never {
