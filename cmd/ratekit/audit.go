@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"os"
 	"os/user"
+
+	"github.com/ratekit/ratekit/controlplane/rulestore"
 )
 
 // auditRecord is the message of the audit record every write of the CLI
@@ -37,11 +39,15 @@ func writer() string {
 }
 
 // audit logs one write on stderr, as a slog JSON line: who, op, attrs, and
-// its outcome ("ok", or the error at WARN).
+// its outcome (rulestore.Outcome: "ok", or at WARN the error, prefixed
+// "unknown: " when the write may have been applied), as the admin page does.
 func (o output) audit(ctx context.Context, op string, err error, attrs ...slog.Attr) {
-	level, outcome := slog.LevelInfo, "ok"
+	level, outcome := slog.LevelInfo, rulestore.Outcome(err)
 	if err != nil {
-		level, outcome = slog.LevelWarn, err.Error()
+		level = slog.LevelWarn
+		if op == "clear" { // the counters' store: any error may come after its delete ran
+			outcome = "unknown: " + err.Error()
+		}
 	}
 	all := make([]slog.Attr, 0, len(attrs)+3)
 	all = append(all, slog.String("who", writer()), slog.String("op", op))

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"slices"
 	"sort"
 	"strconv"
@@ -291,6 +292,41 @@ var ErrOverBounds = errors.New("rulestore: over a bound of the rules model")
 // limiter's document is no longer at the version the caller read.
 var ErrConflict = errors.New("rulestore: conflict")
 
+// ErrUnconfirmed is wrapped by the error of a write that was sent to Redis
+// and not answered (a timeout, a connection lost): it may have been applied,
+// so a caller must read the store before it says either way. Every other
+// error of a write means that nothing was written.
+var ErrUnconfirmed = errors.New("rulestore: write sent but not confirmed, it may have been applied")
+
+// Outcome is what an audit record of a write says of its err: "ok", the
+// error, or the error prefixed "unknown: " when the write may have been
+// applied all the same (ErrUnconfirmed). The admin page and the CLI write
+// their records with it.
+func Outcome(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, ErrUnconfirmed):
+		return "unknown: " + err.Error()
+	}
+	return err.Error()
+}
+
+// unanswered reports whether err, from the write script's call, may have
+// come after Redis ran it: not a reply of Redis (an error it answered), nor
+// a failure to connect or a closed client, after which nothing was sent.
+func unanswered(err error) bool {
+	var reply redis.Error
+	var op *net.OpError
+	switch {
+	case errors.As(err, &reply), errors.Is(err, redis.ErrClosed), errors.Is(err, redis.ErrPoolTimeout):
+		return false
+	case errors.As(err, &op) && op.Op == "dial":
+		return false
+	}
+	return true
+}
+
 // Version returns the version of a stored document: the SHA-1 of its bytes
 // in hex (what Redis's redis.sha1hex gives, so the write script compares it
 // on the server), or "" for no document. Any change to a document changes
@@ -387,6 +423,9 @@ func (s *Store) update(ctx context.Context, op string, edits []edit) (WriteResul
 	}
 	res, err := writeScript.Run(ctx, s.client, keys, plan, ratelimit.MaxRulesPerTier, ratelimit.MaxDocumentBytes, MaxLimiters).Slice()
 	if err != nil {
+		if unanswered(err) {
+			return WriteResult{}, fmt.Errorf("rulestore: %s: write: %w: %w", op, ErrUnconfirmed, err)
+		}
 		return WriteResult{}, fmt.Errorf("rulestore: %s: write: %w", op, err)
 	}
 	switch code, _ := res[0].(int64); code {

@@ -425,20 +425,11 @@ func (h *Handler) clear(ctx context.Context, w http.ResponseWriter, r *http.Requ
 }
 
 // unconfirmed reports whether a write's err may have come after it was
-// applied (a timeout or a lost connection after Redis ran it): any error of
-// a clear, whose counters' store says no more; for the rule store, any but
-// the errors of a write it refused whole.
+// applied: any error of a clear, whose counters' store says no more; for
+// the rule store, a write it sent and Redis did not answer
+// (rulestore.ErrUnconfirmed).
 func unconfirmed(op string, err error) bool {
-	if op == "clear" {
-		return true
-	}
-	for _, refused := range []error{rulestore.ErrConflict, rulestore.ErrRuleNotFound, rulestore.ErrOverBounds, rulestore.ErrInvalidDocument} {
-		if errors.Is(err, refused) {
-			return false
-		}
-	}
-	var ve *config.ValidationError
-	return !errors.As(err, &ve)
+	return op == "clear" || errors.Is(err, rulestore.ErrUnconfirmed)
 }
 
 // outcomeUnknown answers a write whose err may have come after it was
@@ -461,11 +452,11 @@ func (h *Handler) outcomeUnknown(w http.ResponseWriter, r *http.Request, op, lim
 // its outcome: "ok", or at WARN the error, prefixed "unknown: " when the
 // write may have been applied all the same (see unconfirmed).
 func (h *Handler) audit(ctx context.Context, r *http.Request, s session, op, limiter, rule, basedOn string, res rulestore.WriteResult, err error, extra ...slog.Attr) {
-	level, outcome := slog.LevelInfo, "ok"
+	level, outcome := slog.LevelInfo, rulestore.Outcome(err)
 	if err != nil {
-		level, outcome = slog.LevelWarn, err.Error()
-		if unconfirmed(op, err) {
-			outcome = "unknown: " + outcome
+		level = slog.LevelWarn
+		if op == "clear" { // the counters' store: any error may come after its delete ran
+			outcome = "unknown: " + err.Error()
 		}
 	}
 	attrs := []slog.Attr{
