@@ -7,7 +7,7 @@
 //	// At start-up: the limiters follow their documents; the service seeds its
 //	// own tiers, collects the documents of removed limiters, and refreshes.
 //	store.Bind(limiter, tiers.Set{File: fileRules, Defaults: defaults}) // or config.Tiers
-//	store.SeedBound(ctx) // bounded; on failure the store seeds at its first refresh that reaches Redis
+//	store.SeedBound(ctx) // bounded; Redis down, the seed is owed (ErrSeedOwed): written at the first refresh that reaches it
 //	store.GC(ctx, available)
 //	store.Start(ctx) // refreshes every Options.Interval until ctx is done
 //

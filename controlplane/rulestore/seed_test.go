@@ -91,8 +91,8 @@ func TestSeedOwedAfterFailedStart(t *testing.T) {
 				t.Fatal(err)
 			}
 			tc.fail(t, srv, admin, writeOld)
-			if _, err := s.SeedBound(ctx); err == nil {
-				t.Fatal("seed succeeded on a Redis that refuses it")
+			if _, err := s.SeedBound(ctx); !errors.Is(err, ErrSeedOwed) {
+				t.Fatalf("seed on a Redis that refuses it: %v, want ErrSeedOwed", err)
 			}
 			_ = s.Refresh(ctx) // reads the documents where Redis serves reads
 			want := []string{"by_user", "new_default"}
@@ -162,8 +162,8 @@ func TestSeedRefusedIsNotRetried(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := s.SeedBound(ctx); !errors.Is(err, ErrInvalidDocument) {
-		t.Fatalf("seed over an invalid document: %v, want ErrInvalidDocument", err)
+	if _, err := s.SeedBound(ctx); !errors.Is(err, ErrInvalidDocument) || errors.Is(err, ErrSeedOwed) {
+		t.Fatalf("seed over an invalid document: %v, want ErrInvalidDocument, not owed", err)
 	}
 	if err := c.Del(ctx, s.Key("projects")).Err(); err != nil {
 		t.Fatal(err)

@@ -174,8 +174,17 @@ func (s *Store) SeedBound(ctx context.Context) (WriteResult, error) {
 	s.mu.Lock()
 	s.seedOwed, s.seedRetry = err != nil, retry
 	s.mu.Unlock()
+	if retry {
+		err = fmt.Errorf("%w: %w", ErrSeedOwed, err)
+	}
 	return res, err
 }
+
+// ErrSeedOwed is wrapped by the error of a SeedBound that failed for want of
+// Redis (down, hung, refusing writes): the store writes the seed at its
+// first refresh that reaches Redis. A seed refused for what it would write
+// is not owed: it would be refused again.
+var ErrSeedOwed = errors.New("rulestore: seed owed, written at the first refresh that reaches Redis")
 
 // Publish upserts the rules of req into the published tier of each limiter
 // in it, by rule name: a rule replaces the published rule of the same name, a

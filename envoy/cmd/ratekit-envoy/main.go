@@ -305,7 +305,8 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(grpcAd
 		_, err := rules.SeedBound(sctx)
 		scancel()
 		if err != nil {
-			logger.Warn("ratekit_envoy_rules_not_seeded", slog.Any("error", err), slog.String("note", "the rule store seeds them at its first refresh that reaches Redis"))
+			// The error says whether the seed is owed (rulestore.ErrSeedOwed) or refused.
+			logger.Warn("ratekit_envoy_rules_not_seeded", slog.Any("error", err), slog.String("note", "the limiters run on their local tiers"))
 		}
 	}
 	// A first refresh before serving, so the first answers use the published

@@ -265,7 +265,7 @@ func adminPage(ctx context.Context, o Options, limiter *ratelimit.Limiter, obs *
 	// rule store seeds them at its first refresh that reaches Redis.
 	sctx, cancelSeed := context.WithTimeout(ctx, 2*time.Second)
 	if _, err := rules.SeedBound(sctx); err != nil {
-		log.Printf("rate limit rules not seeded; the limiter runs on its local rules, and the rule store seeds them at its first refresh that reaches Redis: %v", err)
+		log.Printf("rate limit rules not seeded; the limiter runs on its local rules: %v", err) // says whether the seed is owed
 	}
 	cancelSeed()
 	obs.Tiers = rules // the debug page shows the tiers the limiter enforces
