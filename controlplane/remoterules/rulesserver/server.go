@@ -52,7 +52,8 @@ type Config struct {
 	// Redis holds the override documents (a standalone client or a cluster
 	// client: each document is one key). Required.
 	Redis redis.UniversalClient
-	// KeyPrefix starts every key (default DefaultKeyPrefix).
+	// KeyPrefix starts every key (default DefaultKeyPrefix), at most
+	// ratelimit.MaxKeyPrefixLen bytes.
 	KeyPrefix string
 	// Available optionally maps a service name to its available_limiters.yaml:
 	// a document of that service must then name a declared limiter and only
@@ -142,6 +143,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.StaleFor > MaxStaleFor {
 		return nil, fmt.Errorf("rulesserver: Config.StaleFor %v is over %v, the protocol's bound on stale_for_s", cfg.StaleFor, MaxStaleFor)
+	}
+	if n := len(cfg.KeyPrefix); n > ratelimit.MaxKeyPrefixLen {
+		return nil, fmt.Errorf("rulesserver: Config.KeyPrefix of %d bytes, at most %d", n, ratelimit.MaxKeyPrefixLen)
 	}
 	s := &Server{
 		rdb:       cfg.Redis,

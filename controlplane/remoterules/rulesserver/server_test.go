@@ -21,6 +21,7 @@ import (
 	"github.com/ratekit/ratekit/controlplane/config"
 	"github.com/ratekit/ratekit/controlplane/remoterules/rulesserver"
 	"github.com/ratekit/ratekit/controlplane/remoterules/rulesv1"
+	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/internal/redistest"
 )
 
@@ -360,16 +361,24 @@ func TestLifetimesWithinProtocol(t *testing.T) {
 	tests := []struct {
 		name               string
 		cacheFor, staleFor time.Duration
+		prefix             string // "" for the test's own
 		wantErr            string
 	}{
-		{"at the bounds", 24 * time.Hour, 7 * 24 * time.Hour, ""},
-		{"cache_for over a day", 24*time.Hour + time.Second, 0, "CacheFor"},
-		{"stale_for over a week", 0, 7*24*time.Hour + time.Second, "StaleFor"},
-		{"past uint32 seconds", 0, 1 << 62, "StaleFor"},
+		{"at the bounds", 24 * time.Hour, 7 * 24 * time.Hour, "", ""},
+		{"cache_for over a day", 24*time.Hour + time.Second, 0, "", "CacheFor"},
+		{"stale_for over a week", 0, 7*24*time.Hour + time.Second, "", "StaleFor"},
+		{"past uint32 seconds", 0, 1 << 62, "", "StaleFor"},
+		// Not a lifetime, but an operator's setting (ratekit-rules
+		// -key-prefix) refused here alike: it starts every key.
+		{"key prefix over its bound", 0, 0, strings.Repeat("p", ratelimit.MaxKeyPrefixLen+1), "KeyPrefix of 257 bytes, at most 256"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, err := rulesserver.New(rulesserver.Config{Redis: rdb, KeyPrefix: redistest.Prefix(t), CacheFor: tt.cacheFor, StaleFor: tt.staleFor})
+			prefix := tt.prefix
+			if prefix == "" {
+				prefix = redistest.Prefix(t)
+			}
+			s, err := rulesserver.New(rulesserver.Config{Redis: rdb, KeyPrefix: prefix, CacheFor: tt.cacheFor, StaleFor: tt.staleFor})
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("New: %v, want an error naming %s", err, tt.wantErr)
