@@ -34,14 +34,15 @@
 //   - GitLab: RateLimit-Name, RateLimit-Limit (normalised to requests per 60
 //     seconds), RateLimit-Observed, RateLimit-Remaining, RateLimit-Reset (Unix
 //     epoch seconds), plus RateLimit-ResetTime (HTTP-date) on a 429.
-//   - None: no rate-limit headers (Retry-After is still sent on a 429).
+//   - None: no rate-limit headers (Retry-After is still sent on a 429, but
+//     for a request that can never pass).
 //
 // A blocked request gets Retry-After (seconds until the reset, rounded
 // up, never earlier than the reset and never below ratelimit.MinRetryAfter,
 // one second, so a client is never told to come back at once) and
 // Cache-Control: no-store, since a 429 must not be cached (RFC 6585 §4). A
-// request that can never pass, blocked by its cost alone (over a rule's limit
-// or a token bucket's burst: ratelimit.Info.Never, Decision.Never), gets no
+// request that can never pass, blocked by its cost alone (over a rule's fixed
+// limit or a token bucket's burst: ratelimit.Info.Never, Decision.Never), gets no
 // Retry-After, since no wait helps and a client obeying one would retry
 // forever, and its problem detail says it can never pass. The problem body is of type
 // https://iana.org/assignments/http-problem-types#quota-exceeded and lists

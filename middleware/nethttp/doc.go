@@ -78,14 +78,18 @@
 //   - GitLab: RateLimit-Name, RateLimit-Limit (normalised to requests per 60
 //     seconds), RateLimit-Observed, RateLimit-Remaining, RateLimit-Reset (Unix
 //     epoch seconds), plus RateLimit-ResetTime (HTTP-date) on a 429.
-//   - None: no rate-limit headers (Retry-After is still sent on a 429).
+//   - None: no rate-limit headers (Retry-After is still sent on a 429, but
+//     for a request that can never pass).
 //
 // WithRetryAfterJitter adds a random delay to Retry-After only.
 //
-// A blocked request always gets Retry-After (seconds until the reset, rounded
+// A blocked request gets Retry-After (seconds until the reset, rounded
 // up, never earlier than the reset and never below ratelimit.MinRetryAfter,
-// one second, so a client is never told to come back at once) and
-// Cache-Control: no-store, since a 429 must not be cached (RFC 6585 §4). The default body is RFC 9457
+// one second, so a client is never told to come back at once), but for one
+// that can never pass, blocked by its cost alone (ratelimit.Info.Never): no
+// wait helps it, and a client obeying a Retry-After would retry forever.
+// Every blocked request gets Cache-Control: no-store, since a 429 must not be
+// cached (RFC 6585 §4). The default body is RFC 9457
 // application/problem+json of type
 // https://iana.org/assignments/http-problem-types#quota-exceeded, listing the
 // violated rules in "violated-policies".
