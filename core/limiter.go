@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -124,7 +123,7 @@ func New(cfg Config) (*Limiter, error) {
 	if n := len(cfg.KeyPrefix); n > MaxKeyPrefixLen {
 		return nil, fmt.Errorf("ratelimit: limiter %s: KeyPrefix of %d bytes, at most %d", cfg.Name, n, MaxKeyPrefixLen)
 	}
-	if isNil(cfg.Store) {
+	if keys.IsNil(cfg.Store) {
 		return nil, fmt.Errorf("ratelimit: limiter %s: Store is nil (use NewMemoryStore or redisstore.Dial)", cfg.Name)
 	}
 	if cfg.Timeout < 0 {
@@ -189,19 +188,6 @@ func New(cfg Config) (*Limiter, error) {
 	return l, nil
 }
 
-// isNil reports whether v is nil or holds a nil pointer (or map, func...):
-// a store whose constructor failed, which would panic on every check; an
-// identifier value that is an absent property.
-func isNil(v any) bool {
-	if v == nil {
-		return true
-	}
-	switch v := reflect.ValueOf(v); v.Kind() {
-	case reflect.Pointer, reflect.Map, reflect.Func, reflect.Chan, reflect.Slice, reflect.Interface:
-		return v.IsNil()
-	}
-	return false
-}
 
 // Name returns the limiter's name.
 func (l *Limiter) Name() string { return l.name }

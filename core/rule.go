@@ -155,7 +155,7 @@ var errNilMatch = errors.New("a nil value is an absent property, which nothing m
 // nil too) is an absent property, which no matcher matches: New refuses the
 // rule.
 func Equal(v any) Matcher {
-	if isNil(v) {
+	if keys.IsNil(v) {
 		return Matcher{kind: matchEqual, err: errNilMatch}
 	}
 	return Matcher{kind: matchEqual, value: keys.Canonical(v)}
@@ -176,7 +176,7 @@ func Regex(expr string) Matcher {
 func OneOf(vs ...any) Matcher {
 	m := Matcher{kind: matchOneOf, set: make([]string, 0, len(vs))}
 	for _, v := range vs {
-		if isNil(v) {
+		if keys.IsNil(v) {
 			m.err = errNilMatch
 			continue
 		}

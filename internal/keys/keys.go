@@ -239,7 +239,7 @@ func Value(id map[string]any, k string) (string, bool) {
 	if s, isString := v.(string); isString { // the common case, without the type switches below
 		return s, true
 	}
-	if !ok || isNil(v) {
+	if !ok || IsNil(v) {
 		return "", false
 	}
 	return Canonical(v), true
@@ -284,12 +284,12 @@ func Canonical(v any) string {
 	case time.Time:
 		return x.UTC().Format(time.RFC3339Nano)
 	case fmt.Stringer:
-		if isNil(v) {
+		if IsNil(v) {
 			break // a typed nil (nil *url.URL) would panic in String
 		}
 		return x.String()
 	case encoding.TextMarshaler:
-		if isNil(v) {
+		if IsNil(v) {
 			break
 		}
 		b, err := x.MarshalText()
@@ -297,7 +297,7 @@ func Canonical(v any) string {
 			return string(b)
 		}
 	case error:
-		if isNil(v) {
+		if IsNil(v) {
 			break
 		}
 		return x.Error()
@@ -305,11 +305,12 @@ func Canonical(v any) string {
 	return fmt.Sprint(v)
 }
 
-// isNil reports a nil value, including a typed nil (a nil pointer, map,
+// IsNil reports a nil value, including a typed nil (a nil pointer, map,
 // slice, func or channel in an interface): it carries no value, so an
 // identifier treats it as missing, and it never reaches a method that would
-// dereference it.
-func isNil(v any) bool {
+// dereference it. The engine asks it of a Store too (one whose constructor
+// failed would panic on every check).
+func IsNil(v any) bool {
 	switch v.(type) {
 	case nil:
 		return true
