@@ -177,7 +177,7 @@ func (h *Handler) get(ctx context.Context, w http.ResponseWriter, r *http.Reques
 	case q.Has("edit"):
 		rule := lv.publishedProto(q.Get("edit"))
 		if rule == nil {
-			h.fail(w, r, http.StatusNotFound, fmt.Sprintf("Limiter %s has no published rule %q.", name, q.Get("edit")))
+			h.fail(w, r, http.StatusNotFound, fmt.Sprintf("Limiter %s has no published rule %.80q.", name, q.Get("edit")))
 			return
 		}
 		if fields := unshowable(rule); len(fields) > 0 {
@@ -283,7 +283,7 @@ func (h *Handler) post(ctx context.Context, w http.ResponseWriter, r *http.Reque
 	case "remove":
 		h.remove(ctx, w, r, s, lv)
 	default:
-		h.fail(w, r, http.StatusBadRequest, fmt.Sprintf("Unknown operation %q.", op))
+		h.fail(w, r, http.StatusBadRequest, fmt.Sprintf("Unknown operation %.80q.", op))
 	}
 }
 
@@ -319,7 +319,7 @@ func (h *Handler) save(ctx context.Context, w http.ResponseWriter, r *http.Reque
 func (h *Handler) delete(ctx context.Context, w http.ResponseWriter, r *http.Request, s session, lv *limiterView) {
 	rule, version := r.PostForm.Get("rule"), r.PostForm.Get("version")
 	if !rulecheck.ValidName(rule) {
-		h.fail(w, r, http.StatusBadRequest, fmt.Sprintf("%q is not a rule name (a-z, 0-9 and _, at most 64).", rule))
+		h.fail(w, r, http.StatusBadRequest, fmt.Sprintf("%.80q is not a rule name (a-z, 0-9 and _, at most 64).", rule))
 		return
 	}
 	res, err := h.opts.Store.DeleteIf(ctx, lv.Name, version, rule)

@@ -154,3 +154,30 @@ func TestIndexSaysWhichDocumentsWereNotRead(t *testing.T) {
 		t.Fatalf("index: %d, want documents past the read bound shown as not read\n%.2000s", code, body)
 	}
 }
+
+// What the page names back from a request (an operation, a limiter or rule
+// name, a form field) is quoted at most 80 characters long: the page and
+// its audit line stay small whatever a client sends.
+func TestEchoesQuotedShort(t *testing.T) {
+	f := newFixture(t, allowAll)
+	b := newBrowser(t, f)
+	token := b.csrf()
+	huge := strings.Repeat("Z", 20_000)
+	short := "&#34;" + strings.Repeat("Z", 80) + "&#34;" // as html/template escapes it
+	for _, tc := range []struct {
+		name  string
+		form  url.Values
+		field bool // the form shows the value back in its field, whole, to be fixed
+	}{
+		{"operation", url.Values{"csrf": {token}, "op": {huge}, "limiter": {"api"}}, false},
+		{"rule name", url.Values{"csrf": {token}, "op": {"delete"}, "limiter": {"api"}, "rule": {huge}}, false},
+		{"limit", func() url.Values { v := saveForm(token, "", "echo"); v.Set("limit", huge); return v }(), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, body := b.post("?limiter=api", tc.form, f.srv.URL)
+			if resp.StatusCode < 400 || !tc.field && strings.Contains(body, strings.Repeat("Z", 81)) || !strings.Contains(body, short) {
+				t.Fatalf("%s of %d bytes: status %d, want a refusal quoting it at most 80 characters long; page of %d bytes", tc.name, len(huge), resp.StatusCode, len(body))
+			}
+		})
+	}
+}

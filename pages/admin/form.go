@@ -141,7 +141,7 @@ func parseForm(v url.Values, lv *limiterView) *ruleForm {
 	f.Missing = v.Get("count_missing") == "on"
 	for _, c := range v["characteristics"] {
 		if !slices.Contains(lv.Properties, c) {
-			f.addError("characteristics", "%q is not one of the limiter's available properties (%s)", c, strings.Join(lv.Properties, ", "))
+			f.addError("characteristics", "%.80q is not one of the limiter's available properties (%s)", c, strings.Join(lv.Properties, ", "))
 			continue
 		}
 		f.Chars = append(f.Chars, c)
@@ -155,17 +155,17 @@ func parseForm(v url.Values, lv *limiterView) *ruleForm {
 			}
 		case matchEquality, matchRegex, matchOneOf:
 		default:
-			f.addError("match."+p, "unknown match kind %q", kind)
+			f.addError("match."+p, "unknown match kind %.80q", kind)
 		}
 		if kind != matchNone || val != "" {
 			f.Match[p] = matchField{kind, val}
 		}
 	}
 	if f.Edit && lv.publishedProto(f.Name) == nil {
-		f.addError("name", "limiter %s has no published rule %q to edit any more (deleted meanwhile?)", lv.Name, f.Name)
+		f.addError("name", "limiter %s has no published rule %.80q to edit any more (deleted meanwhile?)", lv.Name, f.Name)
 	}
 	if !f.Edit && lv.publishedProto(f.Name) != nil {
-		f.addError("name", "a published rule %q already exists: edit it instead, or choose another name", f.Name)
+		f.addError("name", "a published rule %.80q already exists: edit it instead, or choose another name", f.Name)
 	}
 	return f
 }
@@ -198,7 +198,7 @@ func (f *ruleForm) toProto() *configv1.Rule {
 		}
 		n, err := strconv.ParseUint(s, 10, 32)
 		if err != nil {
-			f.addError(field, "%q is not a whole number from 1 to %d", s, uint32(1<<32-1))
+			f.addError(field, "%.80q is not a whole number from 1 to %d", s, uint32(1<<32-1))
 			return nil
 		}
 		v := uint32(n)

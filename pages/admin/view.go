@@ -144,7 +144,7 @@ func (lv *limiterView) publishedProto(name string) *configv1.Rule {
 // for the error page.
 func (h *Handler) limiter(ctx context.Context, name string) (*limiterView, int, error) {
 	if !rulecheck.ValidName(name) {
-		return nil, http.StatusBadRequest, fmt.Errorf("%q is not a limiter name (a-z, 0-9 and _, at most 64).", name)
+		return nil, http.StatusBadRequest, fmt.Errorf("%.80q is not a limiter name (a-z, 0-9 and _, at most 64).", name)
 	}
 	doc, version, err := h.opts.Store.VersionedDocument(ctx, name)
 	e := rulestore.Entry{Limiter: name, Key: h.opts.Store.Key(name), Document: doc, Version: version, Err: err}
