@@ -99,7 +99,7 @@ func (c *connFlags) check() error {
 	case c.redisURL == "":
 		return fmt.Errorf("no Redis: give --redis URL or set %s", envRedisURL)
 	case c.service != "" && !rulecheck.ValidName(c.service):
-		return fmt.Errorf("--service %q must match ^[a-z0-9_]{1,64}$ (the copier template's service_name)", c.service)
+		return fmt.Errorf("--service %.80q must match ^[a-z0-9_]{1,64}$ (the copier template's service_name)", c.service)
 	}
 	return nil
 }

@@ -156,7 +156,7 @@ func runRollout(ctx context.Context, out output, args []string) int {
 	}
 	for _, l := range only {
 		if !rulecheck.ValidName(l) {
-			return usageError(out, rolloutUsage, "rollout gate: --limiter %q must match ^[a-z0-9_]{1,64}$", l)
+			return usageError(out, rolloutUsage, "rollout gate: --limiter %.80q must match ^[a-z0-9_]{1,64}$", l)
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)

@@ -164,9 +164,9 @@ func runRules(ctx context.Context, out output, args []string) int {
 	case len(pos) < nargs[0] || (nargs[1] >= 0 && len(pos) > nargs[1]):
 		return usageError(out, usage, "rules %s: wrong arguments %q", sub, pos)
 	case nargs[0] > 0 && !rulecheck.ValidName(pos[0]): // show, delete, remove: no such limiter can have a document
-		return usageError(out, usage, "rules %s: limiter name %.80q must match ^[a-z0-9_]{1,64}$", sub, pos[0])
+		return usageError(out, usage, "rules %s: %v", sub, rulecheck.NameError("limiter", pos[0]))
 	case sub == "delete" && invalidName(pos[1:]) >= 0: // no such rule can be published
-		return usageError(out, usage, "rules %s: rule name %.80q must match ^[a-z0-9_]{1,64}$", sub, pos[1+invalidName(pos[1:])])
+		return usageError(out, usage, "rules %s: %v", sub, rulecheck.NameError("rule", pos[1+invalidName(pos[1:])]))
 	case checkTimeout(f.timeout) != nil:
 		return usageError(out, usage, "%v", checkTimeout(f.timeout))
 	}
