@@ -97,23 +97,35 @@ func (s *waitingStore) Eval(ctx context.Context, m ratelimit.Mode, ops []ratelim
 // that can never be canceled (reused from check to check) ends a store call
 // at the timeout with context.DeadlineExceeded, carries the caller's values,
 // and a check after one that timed out gets a context that has not ended.
+// The reused contexts are pooled for every Limiter, so the checks that must
+// succeed run on a Limiter of their own whose timeout (an hour) no stall of a
+// loaded machine reaches: with the short one they failed when the goroutine
+// was descheduled for its 20ms (seen under -race, one run in about 1200).
 func TestStoreCallTimeoutReused(t *testing.T) {
 	s := &waitingStore{Store: ratelimit.NewMemoryStore()}
-	l, err := ratelimit.New(ratelimit.Config{Name: "timeout", Store: s, Rules: []ratelimit.Rule{basic("r")}, Timeout: 20 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
+	newLimiter := func(timeout time.Duration) *ratelimit.Limiter {
+		t.Helper()
+		// No breaker: the short one's timeouts in a row would open it, and its
+		// prober would call the store beside the test.
+		l, err := ratelimit.New(ratelimit.Config{Name: "timeout", Store: s, Rules: []ratelimit.Rule{basic("r")}, Timeout: timeout,
+			Breaker: ratelimit.BreakerConfig{Failures: -1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
 	}
+	short, long := newLimiter(20*time.Millisecond), newLimiter(time.Hour)
 	id := ratelimit.Identifier{"user": "u"}
 	ctx := context.WithValue(context.Background(), ctxKey{}, "v") // no Done channel
 	for i := range 3 {
 		s.wait = true
-		r := l.Check(ctx, id)
+		r := short.Check(ctx, id)
 		if !errors.Is(r.Err, context.DeadlineExceeded) || !errors.Is(s.errAtEnd, context.DeadlineExceeded) {
 			t.Fatalf("round %d: a store call past the timeout: check error %v, store saw %v; want context.DeadlineExceeded", i, r.Err, s.errAtEnd)
 		}
 		for range 5 { // reused contexts: none has ended
 			s.wait = false
-			if r := l.Check(ctx, id); r.Err != nil || s.errAtStart != nil || s.errAtEnd != nil {
+			if r := long.Check(ctx, id); r.Err != nil || s.errAtStart != nil || s.errAtEnd != nil {
 				t.Fatalf("round %d: check after a timeout: %v; store saw %v at the start, %v at the end", i, r.Err, s.errAtStart, s.errAtEnd)
 			}
 			if s.value != "v" {
