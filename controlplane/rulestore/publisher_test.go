@@ -237,11 +237,11 @@ func TestReconcilerRepopulatesFlushedStore(t *testing.T) {
 		p.Run(runCtx)
 	}()
 	present := func() bool { return exists(t, c, s.Key("autocomplete_users")) }
-	eventually(t, 5*time.Second, "first reconcile", present)
+	eventually(t, 10*time.Second, "first reconcile", present)
 	if err := c.FlushAll(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "document back after FLUSHALL", present)
+	eventually(t, 10*time.Second, "document back after FLUSHALL", present)
 	entries, err := s.List(ctx)
 	if err != nil || len(entries) != 1 || entries[0].Document == nil {
 		t.Fatalf("index after repopulation: %+v, %v", entries, err)

@@ -122,7 +122,7 @@ func TestRefreshAcrossProcesses(t *testing.T) {
 		if _, err := writer.Publish(ctx, request(t, map[string][]ratelimit.Rule{"search": {rule("by_user", 2)}})); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 5*time.Second, "published rule in the other process's limiter", func() bool {
+		eventually(t, 10*time.Second, "published rule in the other process's limiter", func() bool {
 			return limitOf(t, lim.Rules(), "by_user") == 2
 		})
 		bob := ratelimit.Identifier{"user": "bob"}
@@ -190,10 +190,10 @@ func TestOutageKeepsLastGoodRules(t *testing.T) {
 	runCtx, cancel := context.WithCancel(ctx)
 	done := s.Start(runCtx)
 	defer func() { cancel(); <-done }()
-	eventually(t, 5*time.Second, "published rule applied", func() bool { return limitOf(t, lim.Rules(), "by_user") == 2 })
+	eventually(t, 10*time.Second, "published rule applied", func() bool { return limitOf(t, lim.Rules(), "by_user") == 2 })
 
 	srv.Stop()
-	eventually(t, 5*time.Second, "failed refreshes", func() bool {
+	eventually(t, 10*time.Second, "failed refreshes", func() bool {
 		_, failed := metrics.counts("search")
 		return failed >= 3
 	})
@@ -211,7 +211,7 @@ func TestOutageKeepsLastGoodRules(t *testing.T) {
 	}
 
 	srv.Restart(t) // no persistence: the store comes back empty
-	eventually(t, 5*time.Second, "compiled defaults after the documents vanished", func() bool {
+	eventually(t, 10*time.Second, "compiled defaults after the documents vanished", func() bool {
 		return limitOf(t, lim.Rules(), "by_user") == 100
 	})
 	if set, _ := s.Tiers("search"); len(set.Published) != 0 {
@@ -261,11 +261,11 @@ func TestStartWithRedisDown(t *testing.T) {
 	done := s.Start(runCtx)
 	defer func() { cancel(); <-done }()
 	srv.Restart(t)
-	eventually(t, 5*time.Second, "publish once Redis is up", func() bool {
+	eventually(t, 10*time.Second, "publish once Redis is up", func() bool {
 		_, err := s.Publish(ctx, request(t, map[string][]ratelimit.Rule{"search": {rule("by_user", 7)}}))
 		return err == nil
 	})
-	eventually(t, 5*time.Second, "published rule applied", func() bool { return limitOf(t, lim.Rules(), "by_user") == 7 })
+	eventually(t, 10*time.Second, "published rule applied", func() bool { return limitOf(t, lim.Rules(), "by_user") == 7 })
 }
 
 // An invalid document is rejected whole: the limiter keeps its last good
