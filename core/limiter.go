@@ -188,7 +188,6 @@ func New(cfg Config) (*Limiter, error) {
 	return l, nil
 }
 
-
 // Name returns the limiter's name.
 func (l *Limiter) Name() string { return l.name }
 
