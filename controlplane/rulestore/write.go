@@ -525,15 +525,8 @@ func effective(doc *configv1.LimiterRules, local tiers.Set) (tiers.Set, []rateli
 	if err := checkLocal(local); err != nil {
 		return tiers.Set{}, nil, err
 	}
-	t := tiers.Set{File: local.File, Defaults: local.Defaults, Mode: local.Mode}
-	if doc.GetFileRules() != nil {
-		t.Mode = modeFromProto(doc.GetFileRules().GetMode())
-	}
-	for _, l := range []*configv1.RuleList{doc.GetPublishedRules(), doc.GetDefaultRules()} {
-		if t.Mode == nil { // the highest tier that sets one wins
-			t.Mode = modeFromProto(l.GetMode())
-		}
-	}
+	t := tiers.Set{File: local.File, Defaults: local.Defaults}
+	t.Mode, _ = ModeOf(doc, local.Mode)
 	var errs []error
 	conv := func(l *configv1.RuleList, dst *[]ratelimit.Rule) {
 		if l == nil {
@@ -570,6 +563,30 @@ func DocumentTiers(doc *configv1.LimiterRules) (tiers.Set, error) {
 		return tiers.Set{}, fmt.Errorf("rulestore: %w", err)
 	}
 	return t, nil
+}
+
+// ModeOf resolves a limiter's mode as its replicas do: the highest tier that
+// sets one wins, file over published over default, and the document's file
+// tier, when it holds one, stands in for the local one, whose mode is local.
+// It returns the mode and the tier that set it: nil and "" for none. doc may
+// be nil.
+func ModeOf(doc *configv1.LimiterRules, local *ratelimit.Enforcement) (*ratelimit.Enforcement, string) {
+	mode := local
+	if doc.GetFileRules() != nil {
+		mode = modeFromProto(doc.GetFileRules().GetMode())
+	}
+	if mode != nil {
+		return mode, tiers.File
+	}
+	for _, l := range []struct {
+		tier string
+		list *configv1.RuleList
+	}{{tiers.Published, doc.GetPublishedRules()}, {tiers.Default, doc.GetDefaultRules()}} {
+		if mode = modeFromProto(l.list.GetMode()); mode != nil {
+			return mode, l.tier
+		}
+	}
+	return nil, ""
 }
 
 // modeFromProto converts a tier's mode: nil when the tier sets none.

@@ -205,19 +205,7 @@ func (h *Handler) limiterFrom(name string, e rulestore.Entry) (*limiterView, int
 				t.Defaults, lv.Sources[tiers.Default] = tr.Defaults, "rule store"
 			}
 			t.Published, lv.published = tr.Published, doc.GetPublishedRules()
-			// As the services' replicas resolve it: the highest tier that
-			// sets a mode wins, the document's file tier replacing the file's.
-			if doc.GetFileRules() != nil {
-				t.Mode, lv.ModeFrom = tierMode(doc.GetFileRules()), tiers.File
-			}
-			for _, l := range []struct {
-				tier string
-				list *configv1.RuleList
-			}{{tiers.Published, doc.GetPublishedRules()}, {tiers.Default, doc.GetDefaultRules()}} {
-				if t.Mode == nil {
-					t.Mode, lv.ModeFrom = tierMode(l.list), l.tier
-				}
-			}
+			t.Mode, lv.ModeFrom = rulestore.ModeOf(doc, t.Mode) // as the services' replicas resolve it
 		}
 	}
 	lv.Sources[tiers.Published] = "rule store (this page)"
@@ -229,8 +217,6 @@ func (h *Handler) limiterFrom(name string, e rulestore.Entry) (*limiterView, int
 	lv.Tiers = t
 	if t.Mode != nil {
 		lv.Mode = t.Mode.String()
-	} else {
-		lv.ModeFrom = ""
 	}
 	lv.Effective = t.Merged()
 	lv.build()
@@ -281,14 +267,6 @@ func (lv *limiterView) build() {
 			lv.ExemptionWarnings = append(lv.ExemptionWarnings, tiers.ShadowedExemptions(r, lv.Tiers.Defaults, lv.Tiers.Remote, lv.Tiers.File, lv.Tiers.Published)...)
 		}
 	}
-}
-
-// tierMode is the mode a stored tier sets, nil for none.
-func tierMode(l *configv1.RuleList) *ratelimit.Enforcement {
-	if e, ok := config.ModeFromProto(l.GetMode()); ok {
-		return &e
-	}
-	return nil
 }
 
 func newRow(r ratelimit.Rule) ruleRow {
