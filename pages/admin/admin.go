@@ -455,7 +455,7 @@ func (h *Handler) audit(ctx context.Context, r *http.Request, s session, op, lim
 	level, outcome := slog.LevelInfo, rulestore.Outcome(err)
 	if err != nil {
 		level = slog.LevelWarn
-		if op == "clear" { // the counters' store: any error may come after its delete ran
+		if unconfirmed(op, err) { // as the page says (outcomeUnknown): a clear's too
 			outcome = "unknown: " + err.Error()
 		}
 	}
