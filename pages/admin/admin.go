@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/ratekit/ratekit/controlplane/config"
 	"github.com/ratekit/ratekit/controlplane/rulestore"
 	ratelimit "github.com/ratekit/ratekit/core"
@@ -221,6 +223,8 @@ func (h *Handler) get(ctx context.Context, w http.ResponseWriter, r *http.Reques
 	switch {
 	case rulecheck.ValidName(q.Get("saved")):
 		d.Message = fmt.Sprintf("Published rule %s: the services apply it at their next refresh.", q.Get("saved"))
+	case rulecheck.ValidName(q.Get("unchanged")):
+		d.Message, d.MessageWarn = fmt.Sprintf("Rule %s is unchanged: the form held the rule as it is stored, so nothing was written.", q.Get("unchanged")), true
 	case rulecheck.ValidName(q.Get("deleted")):
 		d.Message = fmt.Sprintf("Deleted published rule %s.", q.Get("deleted"))
 	case q.Has("removed"):
@@ -296,11 +300,30 @@ func (h *Handler) save(ctx context.Context, w http.ResponseWriter, r *http.Reque
 	}
 	f := parseForm(r.PostForm, lv)
 	rule := f.toProto()
+	var stored *configv1.Rule
+	if f.Edit {
+		stored = lv.publishedProto(f.Name)
+	}
+	if stored.GetAlgorithm() == configv1.Algorithm_ALGORITHM_FIXED_WINDOW && rule.GetAlgorithm() == configv1.Algorithm_ALGORITHM_UNSPECIFIED {
+		// The select shows an unset algorithm and an explicit fixed_window
+		// alike: keep the stored spelling, which means the same.
+		rule.Algorithm = configv1.Algorithm_ALGORITHM_FIXED_WINDOW
+	}
 	if !f.hasErrors() {
 		f.check(lv, rule, h.opts.Available)
 	}
 	if f.hasErrors() {
 		h.render(w, http.StatusUnprocessableEntity, pageData{Session: s, Limiter: lv, Form: f})
+		return
+	}
+	if stored != nil && proto.Equal(rule, stored) {
+		// Saved untouched: the rule would be written in this page's
+		// spelling, which may not be the stored one (another writer's member
+		// order, explicit zero values). Nothing to write, and nothing is.
+		rev, _ := h.opts.Store.Revision(ctx)
+		h.audit(ctx, r, s, "publish", lv.Name, rule.GetName(), f.Version, rulestore.WriteResult{Revision: rev}, nil,
+			slog.String("rule_json", string(mustMarshalRule(rule))))
+		redirect(w, r, url.Values{"limiter": {lv.Name}, "unchanged": {rule.GetName()}})
 		return
 	}
 	req := &configv1.PublishRulesRequest{RateLimits: map[string]*configv1.RuleList{lv.Name: {Rules: []*configv1.Rule{rule}}}}
@@ -311,6 +334,10 @@ func (h *Handler) save(ctx context.Context, w http.ResponseWriter, r *http.Reque
 		if !h.outcomeUnknown(w, r, "publish", lv.Name, err) {
 			h.writeFailed(ctx, w, s, lv.Name, f, err)
 		}
+		return
+	}
+	if len(res.Changed) == 0 {
+		redirect(w, r, url.Values{"limiter": {lv.Name}, "unchanged": {rule.GetName()}})
 		return
 	}
 	redirect(w, r, url.Values{"limiter": {lv.Name}, "saved": {rule.GetName()}})

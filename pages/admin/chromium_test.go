@@ -578,7 +578,7 @@ func TestChromiumEditRefusesOversizedForm(t *testing.T) {
 					t.Fatalf("saved untouched, the rule changed (%q)", c.text(t, `main`))
 				}
 			}
-			if msg := c.text(t, `#message`); !strings.Contains(msg, "Published rule "+tc.name) {
+			if msg := c.text(t, `#message`); !strings.Contains(msg, "Rule "+tc.name+" is unchanged") {
 				t.Fatalf("the save of a form that fits failed: %q", msg)
 			}
 		})
@@ -614,5 +614,54 @@ func TestChromiumEditKeepsCharacteristicsOrder(t *testing.T) {
 	}
 	if b, err := config.MarshalRule(got[0]); err != nil || !bytes.Equal(b, want) {
 		t.Fatalf("saved untouched, the rule changed (its counter keys with it):\nwas %s\nnow %s (%v)", want, b, err)
+	}
+}
+
+// A rule stored with a value spelled out that the editor shows as its
+// default (algorithm fixed_window, which the form's select shows as it
+// shows an unset algorithm), or in another writer's spelling (explicit
+// zero values, other member order, a published mode), opened in a real
+// browser and saved untouched, leaves the stored document byte for byte as
+// it was: a save the operator did not edit changes nothing, and the page
+// says so rather than that it published.
+func TestChromiumEditKeepsSpelling(t *testing.T) {
+	f := newFixture(t, allowAll)
+	c := newChrome(t)
+	lim, per := uint32(5), uint32(60)
+	explicit := &configv1.Rule{Name: "explicit_fixed", Action: configv1.Action_ACTION_LIMIT, Limit: &lim, PeriodS: &per,
+		Characteristics: []string{"ip"}, Algorithm: configv1.Algorithm_ALGORITHM_FIXED_WINDOW}
+	if _, err := f.store.Publish(ctx, &configv1.PublishRulesRequest{RateLimits: map[string]*configv1.RuleList{"api": {Rules: []*configv1.Rule{explicit}}}}); err != nil {
+		t.Fatal(err)
+	}
+	// Another SDK's spelling of two rules and of the published tier, which
+	// the store keeps as written.
+	canonical, _, err := f.store.RawDocument(ctx, "api")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := `{"name":"zeros","description":"","limit":5,"period_s":60,"action":"limit","characteristics":["ip"],"count_missing":false,"count_distinct":"","match":{}},` +
+		`{"action": "log", "name": "reordered", "period_s": 60, "limit": 7, "characteristics": ["user"], "match": {"path": "/login"}}`
+	at := strings.LastIndex(canonical, "]}}")
+	doc := strings.Replace(canonical[:at], `"published_rules":{"rules":[`, `"published_rules":{"mode":"enforce","rules":[`, 1) + "," + other + canonical[at:]
+	for _, name := range []string{"explicit_fixed", "zeros", "reordered"} {
+		t.Run(name, func(t *testing.T) {
+			if err := f.client.Set(ctx, f.store.Key("api"), doc, 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if d, err := f.store.Document(ctx, "api"); err != nil || len(d.GetPublishedRules().GetRules()) != 3 {
+				t.Fatalf("the document written in another spelling: %v (%v)", d, err)
+			}
+			c.do(t, chromedp.Navigate(f.url()+"?limiter=api&edit="+name), chromedp.WaitVisible(chromedp.CSS(`#rule-form`)))
+			if !c.exists(t, `#rule-form input[name=mode][value=edit]`) {
+				t.Fatalf("rule %s is not offered for editing: %q", name, c.text(t, `main`))
+			}
+			c.do(t, chromedp.Click(chromedp.CSS(`#save`)), chromedp.WaitVisible(chromedp.CSS(`#message, #error, #form-errors, [data-error-for] li`)))
+			if now, _, err := f.store.RawDocument(ctx, "api"); err != nil || now != doc {
+				t.Fatalf("saved untouched, the document changed:\nwas %s\nnow %s (%v)\npage says %q", doc, now, err, c.text(t, `main`))
+			}
+			if msg := c.text(t, `#message`); !strings.Contains(msg, "Rule "+name+" is unchanged") {
+				t.Fatalf("message %q", msg)
+			}
+		})
 	}
 }

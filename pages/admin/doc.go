@@ -30,7 +30,9 @@
 // writer always can, but nothing is published to it. A save runs the checks a
 // rate_limits.yaml gets (protovalidate, the limiter's available properties,
 // the skip-rule guardrail, the merged list) and shows each violation next to
-// its field; nothing is written when one fails. Every form carries the
+// its field; nothing is written when one fails. A save of an edited rule
+// that holds what is stored (opened and saved untouched) writes nothing, so
+// the stored bytes keep their spelling, and the page says so. Every form carries the
 // version of the limiter's document it was read at, and the write is a
 // compare-and-set on it (rulestore.Store.PublishIf): a concurrent change
 // fails the save with a plain message and the current rules. A save that
