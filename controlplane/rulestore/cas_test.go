@@ -92,3 +92,85 @@ func TestCompareAndSet(t *testing.T) {
 		}
 	})
 }
+
+// RemoveIf takes the document only while the key still holds what the
+// caller read: the invalid document it showed (by its Version), or, for
+// "", a key whose bytes no reader receives (another Redis type, a string
+// over ratelimit.MaxDocumentBytes). A document another writer put there
+// since, valid or not, is left as it is, with ErrConflict.
+func TestRemoveIf(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, c redis.UniversalClient) {
+		s := newStore(t, c, Options{Available: available(t)})
+		key := s.Key("search")
+		garbage := func() error { return c.Set(ctx, key, "not json", 0).Err() }
+		otherGarbage := func() error { return c.Set(ctx, key, "not json either", 0).Err() }
+		hash := func() error { return c.HSet(ctx, key, "published_rules", "{}").Err() }
+		tooLarge := func() error { return c.Set(ctx, key, strings.Repeat(" ", ratelimit.MaxDocumentBytes+1), 0).Err() }
+		valid := func() error { mustPublish(t, s, "search", rule("x", 1)); return nil }
+		none := func() error { return nil }
+		tests := []struct {
+			name          string
+			shown, now    func() error // what the caller read; what the key holds at the remove
+			wantConflict  bool
+			wantNoChanges bool
+		}{
+			{"invalid document, unchanged", garbage, garbage, false, false},
+			{"invalid document replaced by a valid one", garbage, valid, true, false},
+			{"invalid document replaced by another invalid one", garbage, otherGarbage, true, false},
+			{"invalid document removed meanwhile", garbage, none, true, false},
+			{"hash, unchanged", hash, hash, false, false},
+			{"hash replaced by a valid document", hash, valid, true, false},
+			{"oversized string, unchanged", tooLarge, tooLarge, false, false},
+			{"oversized string replaced by a valid document", tooLarge, valid, true, false},
+			{"valid document, unchanged", valid, valid, false, false},
+			{"no document", none, none, false, true},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				set := func(f func() error) {
+					t.Helper()
+					if err := c.Del(ctx, key).Err(); err != nil {
+						t.Fatal(err)
+					}
+					if err := f(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				set(tt.shown)
+				_, version, _ := s.VersionedDocument(ctx, "search")
+				set(tt.now)
+				before, _ := raw(t, c, key)
+				kind := c.Type(ctx, key).Val()
+				rev, _ := s.Revision(ctx)
+				res, err := s.RemoveIf(ctx, "search", version)
+				if tt.wantConflict {
+					if !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "limiter search") {
+						t.Fatalf("want ErrConflict naming limiter search, got %v", err)
+					}
+					if after, _ := raw(t, c, key); after != before || c.Type(ctx, key).Val() != kind {
+						t.Fatalf("a refused remove changed the key: %s %q -> %s %q", kind, before, c.Type(ctx, key).Val(), after)
+					}
+					if after, _ := s.Revision(ctx); after != rev {
+						t.Fatalf("revision moved %d -> %d", rev, after)
+					}
+					return
+				}
+				if err != nil {
+					t.Fatalf("remove at the version read: %v", err)
+				}
+				if want := !tt.wantNoChanges; (len(res.Changed) == 1) != want {
+					t.Fatalf("changed %v, want a change: %v", res.Changed, want)
+				}
+				if n, _ := c.Exists(ctx, key).Result(); n != 0 {
+					t.Fatal("still there after RemoveIf")
+				}
+				if ok, _ := c.SIsMember(ctx, s.indexKey(), "search").Result(); ok {
+					t.Fatal("still indexed after RemoveIf")
+				}
+			})
+		}
+		if _, err := s.RemoveIf(ctx, "Not A Name", ""); err == nil {
+			t.Fatal("an invalid limiter name was accepted")
+		}
+	})
+}

@@ -102,10 +102,11 @@
 //
 // An editor that shows rules, lets a person change them and saves uses the
 // compare-and-set writes: VersionedDocument (or List) gives each document's
-// Version (the SHA-1 of its bytes), and PublishIf and DeleteIf write only if
-// the document still has it, checked inside the same script; otherwise they
-// write nothing and return ErrConflict, so a save never silently overwrites
-// a change its author did not see. The admin page (pages/admin) is such an editor.
+// Version (the SHA-1 of its bytes), and PublishIf, DeleteIf and RemoveIf
+// write only if the document still has it, checked inside the same script;
+// otherwise they write nothing and return ErrConflict, so a save never
+// silently overwrites a change its author did not see, and a remove of an
+// invalid document never takes the valid one that replaced it. The admin page (pages/admin) is such an editor.
 //
 // # The replica
 //

@@ -215,7 +215,7 @@ func (s *Store) Document(ctx context.Context, limiter string) (*configv1.Limiter
 
 // VersionedDocument reads a limiter's stored document and its Version: a
 // nil document and "" when the limiter has none. An editor passes the
-// version back to PublishIf or DeleteIf. A document no process would load
+// version back to PublishIf, DeleteIf or RemoveIf. A document no process would load
 // gives an error wrapping ErrInvalidDocument, with its version when it is a
 // string within ratelimit.MaxDocumentBytes.
 func (s *Store) VersionedDocument(ctx context.Context, limiter string) (*configv1.LimiterRules, string, error) {
@@ -226,7 +226,7 @@ func (s *Store) VersionedDocument(ctx context.Context, limiter string) (*configv
 	}
 	version := ""
 	if st := sts[0]; st.present && st.bad == nil {
-		version = Version([]byte(st.raw)) // also of an invalid document: DeleteIf shrinks it
+		version = Version([]byte(st.raw)) // also of an invalid document: DeleteIf shrinks it, RemoveIf takes it
 	}
 	doc, err := sts[0].decode(key)
 	if err != nil {
@@ -297,7 +297,7 @@ type Entry struct {
 	Err error
 	// Version is the document's Version ("" when it is missing, is not a
 	// string within ratelimit.MaxDocumentBytes, or was not read), for
-	// PublishIf and DeleteIf.
+	// PublishIf, DeleteIf and RemoveIf.
 	Version string
 	// OrphanSince is when GC first found the limiter missing from
 	// available_limiters.yaml (zero: not an orphan).

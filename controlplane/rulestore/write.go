@@ -283,10 +283,25 @@ func (s *Store) delete(ctx context.Context, limiter string, version *string, rul
 // refresh and write them again when they next seed. Removing a limiter
 // without a document changes nothing.
 func (s *Store) Remove(ctx context.Context, limiter string) (WriteResult, error) {
+	return s.remove(ctx, limiter, nil)
+}
+
+// RemoveIf is Remove with a compare-and-set: when the limiter's key no
+// longer holds the document at version (the Version VersionedDocument
+// gave), nothing is removed and the error wraps ErrConflict. An editor that
+// showed an invalid document removes that one, never the document another
+// writer replaced it with. The version "" stands for what VersionedDocument
+// reads no bytes of: no key, a key of another Redis type, or a string over
+// ratelimit.MaxDocumentBytes; it never matches a document within the bound.
+func (s *Store) RemoveIf(ctx context.Context, limiter, version string) (WriteResult, error) {
+	return s.remove(ctx, limiter, &version)
+}
+
+func (s *Store) remove(ctx context.Context, limiter string, version *string) (WriteResult, error) {
 	if !rulecheck.ValidName(limiter) {
 		return WriteResult{}, fmt.Errorf("rulestore: remove: %w", rulecheck.NameError("limiter", limiter))
 	}
-	return s.update(ctx, "remove", []edit{{Limiter: limiter, Op: "remove"}})
+	return s.update(ctx, "remove", []edit{{Limiter: limiter, Op: "remove", Expect: version}})
 }
 
 // ErrOverBounds is returned (wrapped) by a write that would leave a document
@@ -297,8 +312,8 @@ func (s *Store) Remove(ctx context.Context, limiter string) (WriteResult, error)
 // for an index over MaxLimiters.
 var ErrOverBounds = errors.New("rulestore: over a bound of the rules model")
 
-// ErrConflict is returned (wrapped) by PublishIf and DeleteIf when a
-// limiter's document is no longer at the version the caller read.
+// ErrConflict is returned (wrapped) by PublishIf, DeleteIf and RemoveIf when
+// a limiter's document is no longer at the version the caller read.
 var ErrConflict = errors.New("rulestore: conflict")
 
 // ErrUnconfirmed is wrapped by the error of a write that was sent to Redis

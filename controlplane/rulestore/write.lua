@@ -26,7 +26,8 @@
 --   {"limiter":"x","op":"delete","names":["name",...]}
 --   {"limiter":"x","op":"remove"}: the whole key, whatever it holds
 --   any edit may carry "expect":"<sha1 hex of the document, '' for none>":
---   the compare-and-set of PublishIf and DeleteIf
+--   the compare-and-set of PublishIf, DeleteIf and RemoveIf (a remove's ''
+--   also stands for a key of another type or a string over ARGV[3])
 --
 -- Returns {1, revision, limiter...} with the limiters whose document changed
 -- (an edit that changes nothing writes nothing, and the revision only moves
@@ -202,6 +203,15 @@ for i, edit in ipairs(plan) do
   if type(kind) == 'table' then kind = kind.ok end
   local cur = nil
   if edit.op == 'remove' then
+    if edit.expect ~= nil then
+      -- the version a reader gives: of a string within the size bound; ''
+      -- for none, another type or a longer string (never read here either)
+      local v = ''
+      if kind == 'string' and redis.call('STRLEN', KEYS[i + 2]) <= max_bytes then
+        v = redis.sha1hex(redis.call('GET', KEYS[i + 2]))
+      end
+      if v ~= edit.expect then return {-3, edit.limiter, v} end
+    end
     kind = 'none' -- whatever the key holds goes
   elseif kind ~= 'none' and kind ~= 'string' then
     return {-1, edit.limiter, 'the key is a Redis ' .. kind .. ', not a string'}
@@ -214,7 +224,7 @@ for i, edit in ipairs(plan) do
     if not ok then return {-1, edit.limiter, tostring(res)} end
     tiers = res
   end
-  if edit.expect ~= nil then
+  if edit.expect ~= nil and edit.op ~= 'remove' then
     local v = cur and redis.sha1hex(cur) or ''
     if v ~= edit.expect then return {-3, edit.limiter, v} end
   end

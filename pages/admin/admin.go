@@ -392,27 +392,52 @@ func (h *Handler) writeFailed(ctx context.Context, w http.ResponseWriter, s sess
 }
 
 // remove takes away a document no process would load, whatever the key
-// holds: the one write that still works on it besides deleting rules. A
+// holds: the one write that still works on it besides deleting rules. It is
+// a compare-and-set on the version the page showed (rulestore.Store.RemoveIf),
+// so it takes that document, never one another writer put there since. A
 // valid document is never removed from here (its rules are deleted one by
 // one, and the file and default tiers are the services' own).
 func (h *Handler) remove(ctx context.Context, w http.ResponseWriter, r *http.Request, s session, lv *limiterView) {
-	if lv.DocumentError == "" {
-		h.fail(w, r, http.StatusConflict, fmt.Sprintf("The document of limiter %s is valid: delete its published rules instead.", lv.Name))
+	version := r.PostForm.Get("version")
+	if lv.DocumentError == "" && version == lv.Version {
+		// What the form names is what is stored, and it is valid or absent:
+		// the page offers no removal of that.
+		msg := fmt.Sprintf("The document of limiter %s is valid: delete its published rules instead.", lv.Name)
+		if !lv.HasDocument {
+			msg = fmt.Sprintf("Limiter %s has no document: there is nothing to remove.", lv.Name)
+		}
+		h.fail(w, r, http.StatusConflict, msg)
 		return
 	}
 	if r.PostForm.Get("confirm") != "yes" {
 		h.fail(w, r, http.StatusBadRequest, "Removing the document needs the confirmation: use the form under the error.")
 		return
 	}
-	res, err := h.opts.Store.Remove(ctx, lv.Name)
-	h.audit(ctx, r, s, "remove", lv.Name, "", lv.Version, res, err, slog.String("document_error", lv.DocumentError))
+	res, err := h.opts.Store.RemoveIf(ctx, lv.Name, version)
+	h.audit(ctx, r, s, "remove", lv.Name, "", version, res, err, slog.String("document_error", lv.DocumentError))
+	switch {
+	case err != nil && h.outcomeUnknown(w, r, "remove", lv.Name, err):
+	case errors.Is(err, rulestore.ErrConflict):
+		h.removeRefused(ctx, w, r, s, lv.Name, fmt.Sprintf("Nothing was removed: the document of limiter %s changed since this page showed it "+
+			"(another writer replaced or removed it). This is the limiter as it is now: check it before removing anything.", lv.Name))
+	case err != nil:
+		h.fail(w, r, http.StatusBadGateway, "Nothing was removed: "+err.Error())
+	case len(res.Changed) == 0:
+		h.removeRefused(ctx, w, r, s, lv.Name, fmt.Sprintf("Nothing was removed: limiter %s has no document any more (another writer removed it).", lv.Name))
+	default:
+		redirect(w, r, url.Values{"limiter": {lv.Name}, "removed": {"1"}})
+	}
+}
+
+// removeRefused answers a remove that took nothing with the limiter's page
+// as it is now, under msg, with 409.
+func (h *Handler) removeRefused(ctx context.Context, w http.ResponseWriter, r *http.Request, s session, limiter, msg string) {
+	lv, _, err := h.limiter(ctx, limiter)
 	if err != nil {
-		if !h.outcomeUnknown(w, r, "remove", lv.Name, err) {
-			h.fail(w, r, http.StatusBadGateway, "Nothing was removed: "+err.Error())
-		}
+		h.fail(w, r, http.StatusConflict, msg+" The limiter could not be read again: "+err.Error())
 		return
 	}
-	redirect(w, r, url.Values{"limiter": {lv.Name}, "removed": {"1"}})
+	h.render(w, http.StatusConflict, pageData{Session: s, Limiter: lv, Form: newForm(lv.Version), Message: msg, MessageWarn: true})
 }
 
 func (h *Handler) clear(ctx context.Context, w http.ResponseWriter, r *http.Request, s session, lv *limiterView) {

@@ -665,3 +665,46 @@ func TestChromiumEditKeepsSpelling(t *testing.T) {
 		})
 	}
 }
+
+// Removing an invalid document is a compare-and-set on the document the
+// page showed: when another writer replaced it meanwhile, with a valid
+// document or another invalid one, the remove in a real browser takes
+// nothing, says why, shows the document as it is now, and is audited.
+func TestChromiumRemoveIsConditional(t *testing.T) {
+	f := newFixture(t, allowAll)
+	c := newChrome(t)
+	key := f.store.Key("api")
+	valid, _, err := f.store.RawDocument(ctx, "api") // the seeded document
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, replacement string }{
+		{"replaced by a valid document", valid},
+		{"replaced by another invalid document", "not json either"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := f.client.Set(ctx, key, "not json", 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+			c.do(t, chromedp.Navigate(f.url()+"?limiter=api"), chromedp.WaitVisible(chromedp.CSS(`#remove-form`)))
+			if err := f.client.Set(ctx, key, tc.replacement, 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+			f.audit.Reset()
+			c.submit(t, `#confirm-remove`)
+			if now, err := f.client.Get(ctx, key).Result(); err != nil || now != tc.replacement {
+				t.Fatalf("the remove took the document another writer put there: now %q (%v)", now, err)
+			}
+			if msg := c.text(t, `main`); !strings.Contains(msg, "Nothing was removed: the document of limiter api changed since this page showed it") {
+				t.Fatalf("the page does not say why nothing was removed: %q", msg)
+			}
+			var audited bool
+			for _, line := range strings.Split(f.audit.String(), "\n") {
+				audited = audited || strings.Contains(line, `"op":"remove"`) && strings.Contains(line, `"level":"WARN"`) && strings.Contains(line, "conflict")
+			}
+			if !audited {
+				t.Fatalf("no audit record of the refused remove:\n%s", f.audit)
+			}
+		})
+	}
+}

@@ -38,8 +38,9 @@
 // fails the save with a plain message and the current rules. A save that
 // would take the published tier past its bound (docs/limits.md) is refused
 // with 422. A document no service would load is shown with its error and a
-// confirmed "remove" (rulestore.Store.Remove), the one way besides deleting
-// rules to write to it; a document over the byte bound is never sent to
+// confirmed "remove" (rulestore.Store.RemoveIf), the one way besides deleting
+// rules to write to it: a compare-and-set on the version shown, so a
+// document another writer put there meanwhile is not removed; a document over the byte bound is never sent to
 // the page, only its size. The explain box peeks at the counters for one identifier (nothing is counted), and "lift
 // ban / clear" deletes that identifier's counters and bans after a
 // confirmation step.

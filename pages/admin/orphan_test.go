@@ -87,7 +87,8 @@ func TestOrphanRulesCanBeDeleted(t *testing.T) {
 	if code, body := b.get("?limiter=legacy"); code != http.StatusOK || !strings.Contains(body, `id="remove-form"`) {
 		t.Fatalf("page of an invalid orphan document offers no removal: %d\n%s", code, body)
 	}
-	remove := url.Values{"csrf": {token}, "op": {"remove"}, "limiter": {"legacy"}, "confirm": {"yes"}}
+	_, version, _ = f.store.VersionedDocument(ctx, "legacy")
+	remove := url.Values{"csrf": {token}, "op": {"remove"}, "limiter": {"legacy"}, "version": {version}, "confirm": {"yes"}}
 	if resp, body := b.post("?limiter=legacy", remove, f.srv.URL); resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("remove of an invalid orphan document: %d\n%s", resp.StatusCode, body)
 	}
