@@ -69,6 +69,9 @@ func (h *Handler) index(ctx context.Context) ([]indexRow, error) {
 			}
 		}
 		if lv, _, err := h.limiterFrom(n, byName[n]); err == nil {
+			if e := byName[n]; e.Err == nil && lv.DocumentError != "" {
+				row.Document, row.Published = "document invalid: "+lv.DocumentError, 0
+			}
 			for _, r := range lv.Effective {
 				if r.Action == ratelimit.ActionSkip {
 					row.Skips++
@@ -195,6 +198,9 @@ func (h *Handler) limiterFrom(name string, e rulestore.Entry) (*limiterView, int
 	}
 	if doc := e.Document; doc != nil {
 		tr, err := rulestore.DocumentTiers(doc)
+		if err == nil && spec != nil {
+			err = h.checkStored(name, doc)
+		}
 		if err != nil {
 			lv.DocumentError = err.Error()
 		} else {
@@ -221,6 +227,24 @@ func (h *Handler) limiterFrom(name string, e rulestore.Entry) (*limiterView, int
 	lv.Effective = t.Merged()
 	lv.build()
 	return lv, http.StatusOK, nil
+}
+
+// checkStored runs on a declared limiter's stored document the checks a
+// save runs (its available properties, the skip-rule guardrail), as the
+// services' replicas and the store's writes do: a document that fails them
+// is one no service loads and the store publishes nothing onto, so the page
+// shows it as invalid and offers its removal.
+func (h *Handler) checkStored(name string, doc *configv1.LimiterRules) error {
+	for _, tier := range []*configv1.RuleList{doc.GetFileRules(), doc.GetPublishedRules(), doc.GetDefaultRules()} {
+		if len(tier.GetRules()) == 0 {
+			continue
+		}
+		req := &configv1.PublishRulesRequest{RateLimits: map[string]*configv1.RuleList{name: tier}}
+		if err := config.ValidatePublishRulesRequest(req, h.opts.Available); err != nil {
+			return fmt.Errorf("%w: %s: %w", rulestore.ErrInvalidDocument, h.opts.Store.Key(name), err)
+		}
+	}
+	return nil
 }
 
 func (lv *limiterView) build() {
