@@ -110,7 +110,7 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
 </head>
 <body>
 <main>
-<p class="meta"><a href="?">All limiters</a>{{if .Session.CanWrite}} · signed in as <strong id="who">{{.Session.Who}}</strong>{{else}} · <span id="read-only">read-only: you can look, not change</span>{{end}}</p>
+<p class="meta"><a href="?">All limiters</a>{{if .Session.CanWrite}} · signed in as <strong id="who">{{.Session.Who}}</strong>{{else if not .Error}} · <span id="read-only">read-only: you can look, not change</span>{{end}}</p>
 {{- if .Error}}
 <h1>Rate-limit rules</h1>
 <p class="notice bad" id="error" role="alert">{{.Error}}</p>

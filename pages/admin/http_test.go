@@ -317,3 +317,38 @@ func TestExemptionWarnings(t *testing.T) {
 		t.Fatalf("no warning for a match-all rule:\n%s", body)
 	}
 }
+
+// An error page answers a writer's request too: it does not call the page
+// read-only ("you can look, not change"), which would tell an authorized
+// operator whose write was refused for another reason that they may not
+// write at all.
+func TestErrorPageNotReadOnly(t *testing.T) {
+	f := newFixture(t, allowAll)
+	b := newBrowser(t, f)
+	token := b.csrf()
+	orphanSave := saveForm(token, "", "new_rule")
+	orphanSave.Set("limiter", "undeclared")
+	if err := f.client.Set(ctx, f.store.Key("undeclared"), "not json", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, version, _ := f.store.VersionedDocument(ctx, "api")
+	for _, tc := range []struct {
+		name string
+		form url.Values
+		want int
+	}{
+		{"unknown operation", url.Values{"csrf": {token}, "op": {"bogus"}, "limiter": {"api"}}, http.StatusBadRequest},
+		{"remove of a valid document", url.Values{"csrf": {token}, "op": {"remove"}, "limiter": {"api"}, "version": {version}, "confirm": {"yes"}}, http.StatusConflict},
+		{"save onto an orphan", orphanSave, http.StatusUnprocessableEntity},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, body := b.post("?limiter="+tc.form.Get("limiter"), tc.form, f.srv.URL)
+			if resp.StatusCode != tc.want || !strings.Contains(body, `id="error"`) {
+				t.Fatalf("status %d, want %d with an error page\n%s", resp.StatusCode, tc.want, body)
+			}
+			if strings.Contains(body, `id="read-only"`) {
+				t.Fatalf("the error page tells a writer the page is read-only\n%s", body)
+			}
+		})
+	}
+}
