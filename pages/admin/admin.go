@@ -209,7 +209,11 @@ func (h *Handler) get(ctx context.Context, w http.ResponseWriter, r *http.Reques
 			d.Message = "Explain and clear need the counters' store, which this page was not given."
 			break
 		}
-		if q.Has("clear") {
+		switch {
+		case q.Has("clear") && len(id) == 0:
+			// Its confirmation could only be refused (see clear).
+			d.IdentifierErrors = []string{"Give at least one identifier property to clear."}
+		case q.Has("clear"):
 			d.ConfirmClear = true
 		}
 		d.Explain = h.explain(ctx, lv, id)

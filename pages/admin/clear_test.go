@@ -53,3 +53,22 @@ func TestClearNothing(t *testing.T) {
 		})
 	}
 }
+
+// "Lift ban / clear…" with every identifier field empty offers no
+// confirmation, which could only be refused (a clear needs a property): the
+// page asks for one instead.
+func TestClearNeedsIdentifier(t *testing.T) {
+	f := newFixture(t, allowAll)
+	b := newBrowser(t, f)
+	code, body := b.get("?limiter=api&clear=1&id.ip=&id.user=&id.path=")
+	if code != http.StatusOK || strings.Contains(body, `id="clear-form"`) {
+		t.Fatalf("a confirmation to clear an empty identifier is offered (status %d)\n%s", code, body)
+	}
+	if !strings.Contains(body, "Give at least one identifier property to clear") {
+		t.Fatalf("the page does not say what is missing\n%s", body)
+	}
+	// With a property the confirmation is offered.
+	if _, body := b.get("?limiter=api&clear=1&id.ip=192.0.2.9"); !strings.Contains(body, `id="clear-form"`) {
+		t.Fatalf("no confirmation for ip=192.0.2.9\n%s", body)
+	}
+}
