@@ -202,3 +202,33 @@ func TestRulesDeleteDryRunInvalidDocument(t *testing.T) {
 		t.Fatalf("after the delete: %s", raw)
 	}
 }
+
+// A document that parses but that the services' replicas reject (a rule
+// on a property available_limiters.yaml no longer declares) is invalid to
+// `rules remove --available-limiters` too: every publish onto it is refused
+// ("a remove takes it away"), so a remove that called it valid wedged it.
+func TestRulesRemoveUndeclaredProperty(t *testing.T) {
+	e := newRulesCLI(t, false)
+	if code, _, stderr := e.run(t, "publish", "--file", "publish.yaml", "--available-limiters", "available_limiters.yaml"); code != 0 {
+		t.Fatalf("publish: exit %d\n%s", code, stderr)
+	}
+	raw, _ := e.raw(t, "user_sign_in")
+	stale := strings.Replace(raw, `"ip"`, `"retired_property"`, 1)
+	if stale == raw {
+		t.Fatalf("no ip characteristic in %s", raw)
+	}
+	if err := e.client.Set(context.Background(), e.prefix+"user_sign_in", stale, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := e.run(t, "publish", "--file", "publish.yaml", "--available-limiters", "available_limiters.yaml")
+	if code != 1 || !strings.Contains(stderr, "remove") {
+		t.Fatalf("publish onto it: exit %d\n%s", code, stderr)
+	}
+	code, stdout, stderr := e.run(t, "remove", "user_sign_in", "--available-limiters", "available_limiters.yaml")
+	if code != 0 || !strings.Contains(stdout, "removed "+e.prefix+"user_sign_in") || !strings.Contains(stdout, "retired_property") {
+		t.Fatalf("remove: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if _, ok := e.raw(t, "user_sign_in"); ok {
+		t.Fatal("still there after the remove")
+	}
+}

@@ -50,9 +50,11 @@ commands:
                         remove published rules (all or nothing); also shrinks
                         a document over its bounds (docs/limits.md)
   remove LIMITER        delete a document that no service would load (invalid
-                        JSON, over its bounds, a key of another Redis type):
-                        publishing to it is refused until then; a valid
-                        document is refused (delete its rules instead)
+                        JSON, over its bounds, a key of another Redis type,
+                        with --available-limiters a property or skip rule it
+                        no longer allows): publishing to it is refused until
+                        then; a valid document is refused (delete its rules
+                        instead), and so is one changed since it was read
   gc --available-limiters FILE
                         mark documents of limiters FILE no longer declares and
                         delete those marked longer than --grace ago
@@ -63,7 +65,8 @@ revision, outcome); who is $RATEKIT_WRITER, else the OS user at the host.
 
 flags:
 ` + connUsage + `
-  --available-limiters FILE   the application's available_limiters.yaml (publish, gc)
+  --available-limiters FILE   the application's available_limiters.yaml (publish,
+                              gc; list and remove judge stored documents by it)
   --skip-available-check      publish without --available-limiters: the file is
                               checked against the schema only, so a limiter or
                               property the services do not declare is accepted
@@ -515,7 +518,7 @@ func rulesDelete(ctx context.Context, e *rulesEnv, args []string) int {
 // command never reports a removal it did not make.
 func rulesRemove(ctx context.Context, e *rulesEnv, args []string) int {
 	limiter := args[0]
-	doc, _, err := e.store.VersionedDocument(ctx, limiter)
+	doc, version, err := e.store.VersionedDocument(ctx, limiter)
 	switch {
 	case err == nil && doc == nil:
 		return e.fail(fmt.Errorf("nothing removed: limiter %s has no document (key %s)", limiter, e.store.Key(limiter)))
@@ -528,7 +531,9 @@ func rulesRemove(ctx context.Context, e *rulesEnv, args []string) int {
 		fmt.Fprintf(e.out.stdout, "would remove %s (%v); nothing written (--dry-run)\n", e.store.Key(limiter), err)
 		return exitOK
 	}
-	res, rerr := e.store.Remove(ctx, limiter)
+	// Only the document judged here: one another writer put there since
+	// (valid, or invalid for another reason) is not removed unseen.
+	res, rerr := e.store.RemoveIf(ctx, limiter, version)
 	e.audit(ctx, "remove", rerr, slog.String("limiter", limiter), slog.String("document_error", err.Error()),
 		slog.Bool("changed", len(res.Changed) > 0), slog.Int64("revision", res.Revision))
 	if rerr != nil {

@@ -479,3 +479,53 @@ func TestManyDocumentsAreReadWithinMaxReadBytes(t *testing.T) {
 		}
 	})
 }
+
+// A reader judges a declared limiter's document as its replicas do
+// (checkRead): one on a property available_limiters.yaml no longer offers
+// is invalid to VersionedDocument and List, as it is to Publish, so an
+// editor offers its removal rather than calling it valid. An orphan's
+// document (its limiter no longer declared) is left to GC.
+func TestReadersJudgeLikeReplicas(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, c redis.UniversalClient) {
+		s := newStore(t, c, Options{Available: available(t)})
+		// "search" does not offer the property "country"; "retired" is not declared.
+		doc := `{"published_rules":{"rules":[{"name":"f","limit":1,"period_s":60,"action":"limit","characteristics":["country"],"match":{}}]}}`
+		for _, lim := range []string{"search", "retired"} {
+			if err := c.Set(ctx, s.Key(lim), doc, 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.SAdd(ctx, s.indexKey(), lim).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, version, err := s.VersionedDocument(ctx, "search")
+		if !errors.Is(err, ErrInvalidDocument) || got != nil || version != Version([]byte(doc)) || !strings.Contains(err.Error(), "country") {
+			t.Fatalf("VersionedDocument(search) = %v, %q, %v; want ErrInvalidDocument naming country, with the version", got, version, err)
+		}
+		if _, err := s.Publish(ctx, request(t, map[string][]ratelimit.Rule{"search": {rule("x", 1)}})); !errors.Is(err, ErrInvalidDocument) {
+			t.Fatalf("Publish onto it: %v", err)
+		}
+		if got, _, err := s.VersionedDocument(ctx, "retired"); err != nil || got == nil {
+			t.Fatalf("VersionedDocument(retired) = %v, %v; want the orphan's document", got, err)
+		}
+		entries, err := s.List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			switch e.Limiter {
+			case "search":
+				if !errors.Is(e.Err, ErrInvalidDocument) || e.Document != nil {
+					t.Errorf("List: search = %+v, want invalid", e)
+				}
+			case "retired":
+				if e.Err != nil || e.Document == nil {
+					t.Errorf("List: retired = %+v, want its document", e)
+				}
+			}
+		}
+		if _, err := s.RemoveIf(ctx, "search", version); err != nil {
+			t.Fatalf("RemoveIf: %v", err)
+		}
+	})
+}

@@ -307,19 +307,28 @@ func (b *binding) setMode(m *ratelimit.Enforcement) {
 }
 
 // checkRead runs on a document read from Redis the checks that Publish and
-// Seed run before writing (the limiter and the properties its rules use must
-// be in Options.Available, skip rules must be allowed): another SDK, another
-// service on the same prefix or a hand-made SET may have written it.
+// Seed run before writing (CheckDocument with Options.Available): another
+// SDK, another service on the same prefix or a hand-made SET may have
+// written it.
 func (s *Store) checkRead(limiter string, doc *configv1.LimiterRules) error {
 	if s.avail == nil {
 		return nil
 	}
+	return CheckDocument(s.avail, limiter, doc)
+}
+
+// CheckDocument runs on a limiter's document the checks of available (the
+// limiter and the properties its rules use must be declared, skip rules
+// must be allowed) that a Store with that Options.Available runs before it
+// writes a document and after it reads one: a document that fails them is
+// one its replicas reject and its publishes refuse to edit.
+func CheckDocument(available *config.AvailableLimiters, limiter string, doc *configv1.LimiterRules) error {
 	for _, tier := range []*configv1.RuleList{doc.GetFileRules(), doc.GetPublishedRules(), doc.GetDefaultRules()} {
 		if len(tier.GetRules()) == 0 {
 			continue
 		}
 		req := &configv1.PublishRulesRequest{RateLimits: map[string]*configv1.RuleList{limiter: tier}}
-		if err := config.ValidatePublishRulesRequest(req, s.avail); err != nil {
+		if err := config.ValidatePublishRulesRequest(req, available); err != nil {
 			return err
 		}
 	}

@@ -228,11 +228,27 @@ func (s *Store) VersionedDocument(ctx context.Context, limiter string) (*configv
 	if st := sts[0]; st.present && st.bad == nil {
 		version = Version([]byte(st.raw)) // also of an invalid document: DeleteIf shrinks it, RemoveIf takes it
 	}
-	doc, err := sts[0].decode(key)
+	doc, err := s.decodeDeclared(limiter, key, sts[0])
 	if err != nil {
 		return nil, version, err
 	}
 	return doc, version, nil
+}
+
+// decodeDeclared decodes a document read for a reader (VersionedDocument,
+// List) and, when Options.Available declares its limiter, runs checkRead on
+// it as the limiter's replicas do: a document they reject is reported
+// invalid, so that a remove is offered for it. An orphan's document (its
+// limiter no longer declared) is left to GC.
+func (s *Store) decodeDeclared(limiter, key string, st stored) (*configv1.LimiterRules, error) {
+	doc, err := st.decode(key)
+	if err != nil || doc == nil || s.avail == nil || s.avail.Spec(limiter) == nil {
+		return doc, err
+	}
+	if err := s.checkRead(limiter, doc); err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrInvalidDocument, key, err)
+	}
+	return doc, nil
 }
 
 // RawDocument reads a limiter's stored document as the bytes stored, bounded
@@ -346,7 +362,7 @@ func (s *Store) List(ctx context.Context) ([]Entry, error) {
 			if st.bad == nil && !st.later {
 				e.Version = Version([]byte(st.raw))
 			}
-			e.Document, e.Err = st.decode(keys[i])
+			e.Document, e.Err = s.decodeDeclared(n, keys[i], st)
 		}
 		if ms, ok := marks[i].(string); ok {
 			if v, err := strconv.ParseInt(ms, 10, 64); err == nil {

@@ -233,16 +233,11 @@ func (h *Handler) limiterFrom(name string, e rulestore.Entry) (*limiterView, int
 // save runs (its available properties, the skip-rule guardrail), as the
 // services' replicas and the store's writes do: a document that fails them
 // is one no service loads and the store publishes nothing onto, so the page
-// shows it as invalid and offers its removal.
+// shows it as invalid and offers its removal. (The store runs them too when
+// its own Options.Available is set; the page's Available is required.)
 func (h *Handler) checkStored(name string, doc *configv1.LimiterRules) error {
-	for _, tier := range []*configv1.RuleList{doc.GetFileRules(), doc.GetPublishedRules(), doc.GetDefaultRules()} {
-		if len(tier.GetRules()) == 0 {
-			continue
-		}
-		req := &configv1.PublishRulesRequest{RateLimits: map[string]*configv1.RuleList{name: tier}}
-		if err := config.ValidatePublishRulesRequest(req, h.opts.Available); err != nil {
-			return fmt.Errorf("%w: %s: %w", rulestore.ErrInvalidDocument, h.opts.Store.Key(name), err)
-		}
+	if err := rulestore.CheckDocument(h.opts.Available, name, doc); err != nil {
+		return fmt.Errorf("%w: %s: %w", rulestore.ErrInvalidDocument, h.opts.Store.Key(name), err)
 	}
 	return nil
 }
