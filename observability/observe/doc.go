@@ -1,5 +1,5 @@
 // Package observe makes rate limiting visible: Prometheus metrics,
-// OpenTelemetry span attributes and a periodic slog block summary, each a
+// OpenTelemetry span attributes and a periodic slog block summary, each
 // an Observer whose Observe method a limiter calls (Config.Observer) after
 // every Check, Peek and Clear. Combine them with Multi:
 //
@@ -42,7 +42,10 @@
 // # Logs
 //
 // Nothing is logged on the success path. The limiter itself logs WARN
-// rate_limit_error on fail-open and rate_limit_missing_count_distinct;
+// rate_limit_error on fail-open, rate_limit_breaker_open when its circuit
+// breaker opens (INFO rate_limit_breaker_closed when it closes),
+// rate_limit_missing_characteristic and rate_limit_missing_count_distinct
+// for a degraded check, and rate_limit_per_request_rules_left_out;
 // BlockSummary adds INFO rate_limit_block_summary lines (block counts per
 // limiter and rule, at most MaxLines per interval) instead of a line per block.
 //
