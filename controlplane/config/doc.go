@@ -79,7 +79,8 @@
 // enforces the schema's rules (name
 // patterns, limit, period_s and ban_for_s at least 1, the CEL rules
 // limit_requires_threshold, ban_excludes_count_distinct,
-// ban_requires_threshold, count_missing_requires_characteristics,
+// ban_requires_threshold, count_distinct_requires_threshold,
+// count_missing_requires_characteristics,
 // algorithm_requires_threshold, count_distinct_fixed_window,
 // burst_requires_token_bucket); then the
 // cross-document checks run: limiters must
