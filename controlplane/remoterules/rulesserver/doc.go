@@ -33,6 +33,7 @@
 //	PUT    /v1/overrides/{service}/{limiter}   store the document whole; idempotent
 //	GET    /v1/overrides/{service}/{limiter}   read it; ETag is its revision
 //	DELETE /v1/overrides/{service}/{limiter}   delete it; 404 when there is none
+//	POST   /v1/rules                           GetRules over HTTP: the rules a request would get
 //
 // PUT and DELETE honour If-Match (a PUT body's revision works too): another
 // revision than the stored one answers 409. An invalid document answers 400
