@@ -6,7 +6,9 @@
 //
 // For each request it builds an identifier (ip, method, path, endpoint, user),
 // checks it against each limiter, and either calls the next handler or sets
-// the rate-limit headers, Retry-After and X-Content-Type-Options: nosniff and
+// the rate-limit headers, Retry-After (none for a request that can never
+// pass, blocked by its cost alone: ratelimit.Info.Never) and
+// X-Content-Type-Options: nosniff and
 // returns an *echo.HTTPError (Code 429, a *DeniedError with the decision and
 // the problem details as Internal), so that Echo's HTTPErrorHandler renders
 // the 429 like every other error: the default handler writes the

@@ -31,6 +31,7 @@ func (f optionFunc) apply(c *config) { f(c) }
 func (s set) apply(c *config)        { s(&c.Settings) }
 
 // DenyHandler answers a blocked request. The rate-limit headers, Retry-After
+// (but for a request that can never pass, ratelimitheaders.Decision.Never)
 // and Cache-Control are already set when it runs. Its error goes to Echo's
 // HTTPErrorHandler, as a handler's would.
 type DenyHandler func(c echo.Context, d *ratelimitheaders.Decision) error
@@ -166,7 +167,9 @@ func Middleware(limiter *ratelimit.Limiter, opts ...Option) echo.MiddlewareFunc 
 // DeniedError is the error of a blocked request: the Internal error of the
 // *echo.HTTPError (Code 429) that the middleware returns, so that errors.As
 // finds either. The response headers already carry the rate-limit headers,
-// Retry-After, Cache-Control: no-store and X-Content-Type-Options: nosniff.
+// Retry-After (but for a request that can never pass:
+// ratelimitheaders.Decision.Never),
+// Cache-Control: no-store and X-Content-Type-Options: nosniff.
 // Echo's default HTTPErrorHandler writes the problem details as an
 // application/problem+json body (none for HEAD); a custom handler renders the
 // 429 its own way, as it does every other error, with the Content-Type it

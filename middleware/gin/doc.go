@@ -6,8 +6,10 @@
 //
 // For each request it builds an identifier (ip, method, path, endpoint, user),
 // checks it against each limiter, and either calls c.Next or aborts with 429,
-// rate-limit headers, Retry-After and an application/problem+json body
-// (rendered by ratelimitheaders; see its documentation for header profiles).
+// rate-limit headers, Retry-After (none for a request that can never pass,
+// blocked by its cost alone: ratelimit.Info.Never) and an
+// application/problem+json body (rendered by ratelimitheaders; see its
+// documentation for header profiles).
 // Headers are set before the abort, and the middleware returns right after
 // it, so no later handler runs.
 //

@@ -25,6 +25,7 @@ func (f optionFunc) apply(c *config) { f(c) }
 func (s set) apply(c *config)        { s(&c.Settings) }
 
 // DenyHandler answers a blocked request. The rate-limit headers, Retry-After
+// (but for a request that can never pass, ratelimitheaders.Decision.Never)
 // and Cache-Control are already set when it runs; it must write the response
 // and abort (c.AbortWithStatusJSON, c.AbortWithStatus).
 type DenyHandler func(c *gin.Context, d *ratelimitheaders.Decision)

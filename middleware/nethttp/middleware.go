@@ -22,6 +22,7 @@ func (f optionFunc) apply(c *config) { f(c) }
 func (s set) apply(c *config)        { s(&c.Settings) }
 
 // DenyHandler answers a blocked request. The rate-limit headers, Retry-After
+// (but for a request that can never pass, ratelimitheaders.Decision.Never)
 // and Cache-Control are already set when it runs; it writes status and body
 // (ratelimitheaders.WriteProblem writes the default one).
 type DenyHandler func(w http.ResponseWriter, r *http.Request, d *ratelimitheaders.Decision)
