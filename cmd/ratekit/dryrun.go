@@ -64,6 +64,10 @@ func (e *rulesEnv) publishDiff(ctx context.Context, req *configv1.PublishRulesRe
 	w := e.out.stdout
 	changed := 0
 	for _, lim := range sortedNames(req.GetRateLimits()) {
+		list := req.GetRateLimits()[lim]
+		if len(list.GetRules()) == 0 && list.GetMode() == configv1.Mode_MODE_UNSPECIFIED {
+			continue // the publish writes nothing for it
+		}
 		doc, err := e.document(ctx, lim)
 		if err != nil {
 			return e.fail(err)
@@ -72,7 +76,8 @@ func (e *rulesEnv) publishDiff(ctx context.Context, req *configv1.PublishRulesRe
 		if doc == nil {
 			fmt.Fprintln(w, "  (no document yet: it would be created)")
 		}
-		for _, r := range req.GetRateLimits()[lim].GetRules() {
+		changed += modeDiff(w, doc, list.GetMode())
+		for _, r := range list.GetRules() {
 			i := ruleIndex(doc.GetPublishedRules(), r.GetName())
 			note := tierNote(doc, r.GetName())
 			switch {
@@ -89,6 +94,28 @@ func (e *rulesEnv) publishDiff(ctx context.Context, req *configv1.PublishRulesRe
 	}
 	dryRunSummary(w, changed)
 	return exitOK
+}
+
+// modeDiff prints how a publish of mode would change the published tier's
+// mode, and returns 1 when it would; an unset mode leaves it as it is.
+func modeDiff(w io.Writer, doc *configv1.LimiterRules, mode configv1.Mode) int {
+	if mode == configv1.Mode_MODE_UNSPECIFIED {
+		return 0
+	}
+	note := ""
+	if m := doc.GetFileRules().GetMode(); m != configv1.Mode_MODE_UNSPECIFIED {
+		note = fmt.Sprintf(" (file_rules sets mode %s: it stays in force over this one)", config.ModeWord(m))
+	}
+	switch old := doc.GetPublishedRules().GetMode(); old {
+	case mode:
+		fmt.Fprintf(w, "  = mode %s: unchanged\n", config.ModeWord(mode))
+		return 0
+	case configv1.Mode_MODE_UNSPECIFIED:
+		fmt.Fprintf(w, "  + mode %s%s\n", config.ModeWord(mode), note)
+	default:
+		fmt.Fprintf(w, "  ~ mode:%s\n      - %s\n      + %s\n", note, config.ModeWord(old), config.ModeWord(mode))
+	}
+	return 1
 }
 
 func (e *rulesEnv) deleteDiff(ctx context.Context, limiter string, names []string) int {

@@ -79,3 +79,54 @@ func TestRulesPublishNothing(t *testing.T) {
 		t.Fatalf("list after publishing nothing: exit %d\n%s", code, stdout)
 	}
 }
+
+// TestRulesPublishDryRunMode: the dry run of a publish says what the publish
+// then changes, the published tier's mode included. It counted rules only,
+// so a file that flips a limiter to shadow was "0 changes, nothing written"
+// and its publish "changed: user_sign_in". A limiter the file lists with no
+// rule and no mode is not written, so its dry run creates no document.
+func TestRulesPublishDryRunMode(t *testing.T) {
+	e := newRulesCLI(t, false)
+	e.dir = writeFiles(t, map[string]string{
+		"available_limiters.yaml": readFixture(t, "available_limiters.yaml"),
+		"shadow.yaml":             "rate_limits:\n  user_sign_in: {mode: shadow, rules: []}\n",
+		"enforce.yaml":            "rate_limits:\n  user_sign_in: {mode: enforce, rules: []}\n",
+		"rules_only.yaml":         "rate_limits:\n  user_sign_in: [{name: per_ip, characteristics: [ip], limit: 1, period_s: 60, action: limit}]\n  pipelines_create: []\n",
+	})
+	publish := func(file string, dry bool) (int, string, string) {
+		args := []string{"--file", file, "--available-limiters", "available_limiters.yaml"}
+		if dry {
+			args = append(args, "--dry-run")
+		}
+		return e.run(t, "publish", args...)
+	}
+	steps := []struct {
+		file    string
+		dry     bool
+		want    []string // in stdout
+		notWant []string
+	}{
+		{file: "shadow.yaml", dry: true, want: []string{"  + mode shadow\n", "dry run: 1 change, nothing written"}},
+		{file: "shadow.yaml", want: []string{"changed: user_sign_in"}},
+		{file: "shadow.yaml", dry: true, want: []string{"  = mode shadow: unchanged\n", "dry run: 0 changes, nothing written"}},
+		{file: "enforce.yaml", dry: true, want: []string{"  ~ mode:\n      - shadow\n      + enforce\n", "dry run: 1 change, nothing written"}},
+		{file: "rules_only.yaml", dry: true, want: []string{"  + per_ip: ", "dry run: 1 change, nothing written"},
+			notWant: []string{"mode", "pipelines_create"}},
+	}
+	for _, s := range steps {
+		code, stdout, stderr := publish(s.file, s.dry)
+		for _, w := range s.want {
+			if code != exitOK || !strings.Contains(stdout, w) {
+				t.Fatalf("publish %s (dry run %v): exit %d, want 0 and %q in stdout\nstdout:\n%s\nstderr:\n%s", s.file, s.dry, code, w, stdout, stderr)
+			}
+		}
+		for _, w := range s.notWant {
+			if strings.Contains(stdout, w) {
+				t.Errorf("publish %s (dry run %v): %q in stdout, want none\n%s", s.file, s.dry, w, stdout)
+			}
+		}
+	}
+	if _, ok := e.raw(t, "pipelines_create"); ok {
+		t.Error("a dry run wrote pipelines_create's document")
+	}
+}
