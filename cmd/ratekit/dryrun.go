@@ -146,8 +146,14 @@ func (e *rulesEnv) deleteDiff(ctx context.Context, limiter string, names []strin
 			fmt.Fprintf(w, "      the default rule of this name applies again: %s\n", protoLine(doc.GetDefaultRules().GetRules()[i]))
 		}
 	}
-	if len(doc.GetPublishedRules().GetRules()) == len(names) && doc.GetFileRules() == nil && doc.GetDefaultRules() == nil {
-		fmt.Fprintln(w, "  the document would be left empty and removed")
+	if len(doc.GetPublishedRules().GetRules()) == len(names) {
+		// A published mode outlives the published rules.
+		switch m := doc.GetPublishedRules().GetMode(); {
+		case m != configv1.Mode_MODE_UNSPECIFIED:
+			fmt.Fprintf(w, "  the published mode %s stays\n", config.ModeWord(m))
+		case doc.GetFileRules() == nil && doc.GetDefaultRules() == nil:
+			fmt.Fprintln(w, "  the document would be left empty and removed")
+		}
 	}
 	dryRunSummary(w, len(names))
 	return exitOK

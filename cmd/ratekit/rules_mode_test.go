@@ -130,3 +130,40 @@ func TestRulesPublishDryRunMode(t *testing.T) {
 		t.Error("a dry run wrote pipelines_create's document")
 	}
 }
+
+// TestRulesDeleteDryRunKeepsMode: a published mode outlives the published
+// rules, so the dry run of a delete of every one of them says the mode stays
+// rather than that the document would be removed, as it says (and the delete
+// does) for a document that holds nothing else.
+func TestRulesDeleteDryRunKeepsMode(t *testing.T) {
+	for _, tc := range []struct {
+		name, file, want string
+		kept             bool
+	}{
+		{"mode", "rate_limits:\n  user_sign_in:\n    mode: shadow\n    rules: [{name: per_ip, characteristics: [ip], limit: 1, period_s: 60, action: limit}]\n",
+			"  the published mode shadow stays\n", true},
+		{"no mode", "rate_limits:\n  user_sign_in: [{name: per_ip, characteristics: [ip], limit: 1, period_s: 60, action: limit}]\n",
+			"  the document would be left empty and removed\n", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newRulesCLI(t, false)
+			e.dir = writeFiles(t, map[string]string{
+				"available_limiters.yaml": readFixture(t, "available_limiters.yaml"),
+				"publish.yaml":            tc.file,
+			})
+			if code, _, stderr := e.run(t, "publish", "--file", "publish.yaml", "--available-limiters", "available_limiters.yaml"); code != exitOK {
+				t.Fatalf("publish: exit %d\n%s", code, stderr)
+			}
+			code, stdout, stderr := e.run(t, "delete", "--dry-run", "user_sign_in", "per_ip")
+			if code != exitOK || !strings.Contains(stdout, "  - per_ip: ") || !strings.Contains(stdout, tc.want) {
+				t.Fatalf("delete --dry-run: exit %d, want 0, per_ip listed and %q\nstdout:\n%s\nstderr:\n%s", code, tc.want, stdout, stderr)
+			}
+			if code, _, stderr := e.run(t, "delete", "user_sign_in", "per_ip"); code != exitOK {
+				t.Fatalf("delete: exit %d\n%s", code, stderr)
+			}
+			if raw, ok := e.raw(t, "user_sign_in"); ok != tc.kept {
+				t.Fatalf("after the delete the document is %q (present %v), want present %v", raw, ok, tc.kept)
+			}
+		})
+	}
+}
