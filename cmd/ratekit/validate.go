@@ -26,6 +26,9 @@ rules within allowed_skip_rules).
 On success it prints a summary that lists every skip rule the limiters
 evaluate, since each one bypasses its limiter for every request it matches
 (a default skip rule that rate_limits.yaml replaces by name is left out).
+A rule of rate_limits.yaml that matches what a default exemption skips
+(skip_health_checks: it stays exempt), or that replaces one, is valid and
+named in a warning on stderr (in "warnings" with --json).
 
 flags:
   --available-limiters FILE   the application's available_limiters.yaml (required)
@@ -33,8 +36,9 @@ flags:
   --json                      print the result as one JSON object on stdout:
                               {"valid", "errors": [{file, line, column,
                               limiter, rule, path, message}], "errors_omitted",
-                              "limiters", "skip_rules"}; errors_omitted counts
-                              the problems past the first 100, left out
+                              "limiters", "skip_rules", "warnings": [as errors]};
+                              errors_omitted counts the problems past the
+                              first 100, left out
 
 A file that still holds merge conflict markers (<<<<<<<, =======, >>>>>>>)
 is refused with its file and line.
