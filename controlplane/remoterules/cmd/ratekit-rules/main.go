@@ -83,7 +83,8 @@ func main() {
 const usage = `usage:
   ratekit-rules -version
   ratekit-rules serve [-redis URL | -redis-cluster host:port,...] [-grpc ADDR] [-http ADDR] [-write-token-file FILE]
-                      [-allowed-hosts NAME,...] [-read-timeout D] [-write-timeout D] [-available SERVICE=FILE]...
+                      [-allowed-hosts NAME,...] [-read-timeout D] [-write-timeout D] [-key-prefix PREFIX]
+                      [-available SERVICE=FILE]...
   ratekit-rules apply (-server URL [-token-file FILE] | -check) [-available SERVICE=FILE]... FILE
   ratekit-rules get -server URL -service NAME -limiter NAME [PROPERTY=VALUE]...
   ratekit-rules help [COMMAND]       (or COMMAND -h: its flags)
