@@ -232,3 +232,40 @@ func TestRulesRemoveUndeclaredProperty(t *testing.T) {
 		t.Fatal("still there after the remove")
 	}
 }
+
+// A publish whose rules would take a limiter's published tier past
+// MaxRulesPerTier is refused (the write script's bound), so its dry run says
+// so and exits 1 as the publish does; it announced "1 change".
+func TestRulesPublishDryRunOverTierBound(t *testing.T) {
+	e := newRulesCLI(t, false)
+	var full strings.Builder
+	full.WriteString("rate_limits:\n  user_sign_in:\n")
+	for i := range ratelimit.MaxRulesPerTier {
+		fmt.Fprintf(&full, "    - {name: r%d, action: limit, limit: 1, period_s: 60, characteristics: [ip]}\n", i)
+	}
+	e.dir = writeFiles(t, map[string]string{
+		"available_limiters.yaml": readFixture(t, "available_limiters.yaml"),
+		"full.yaml":               full.String(),
+		"one_more.yaml":           "rate_limits:\n  user_sign_in:\n    - {name: extra, action: limit, limit: 1, period_s: 60, characteristics: [ip]}\n    - {name: r0, action: limit, limit: 2, period_s: 60, characteristics: [ip]}\n",
+		"replace.yaml":            "rate_limits:\n  user_sign_in:\n    - {name: r0, action: limit, limit: 2, period_s: 60, characteristics: [ip]}\n",
+	})
+	publish := func(file string, extra ...string) (int, string, string) {
+		return e.run(t, "publish", append([]string{"--file", file, "--available-limiters", "available_limiters.yaml"}, extra...)...)
+	}
+	if code, _, stderr := publish("full.yaml"); code != exitOK {
+		t.Fatalf("publish of %d rules: exit %d\n%s", ratelimit.MaxRulesPerTier, code, stderr)
+	}
+	code, _, stderr := publish("one_more.yaml")
+	if code != exitInvalid || !strings.Contains(stderr, "over a bound") {
+		t.Fatalf("publish past the bound: exit %d, want 1\n%s", code, stderr)
+	}
+	code, stdout, stderr := publish("one_more.yaml", "--dry-run")
+	want := "limiter user_sign_in: the publish would leave 257 rules in published_rules, at most 256 per tier (docs/limits.md): it would be refused"
+	if code != exitInvalid || !strings.Contains(stderr, want) {
+		t.Fatalf("publish --dry-run past the bound: exit %d\nstdout:\n%s\nstderr:\n%s\nwant exit 1 and %q", code, stdout, stderr, want)
+	}
+	// Replacing a rule keeps the count: within the bound.
+	if code, stdout, stderr := publish("replace.yaml", "--dry-run"); code != exitOK || !strings.Contains(stdout, "dry run: 1 change, nothing written") {
+		t.Fatalf("publish --dry-run of a replacement: exit %d\n%s%s", code, stdout, stderr)
+	}
+}
