@@ -5,7 +5,9 @@
 // overrides, the age of the rule store replica, and the recent blocks per rule.
 // During a shadow → enforce rollout (package rollout) it also shows each
 // limiter's mode and, with Options.Rollout, how often its decisions disagreed
-// with the legacy check since the process started.
+// with the legacy check since the process started. With Options.Remote it
+// shows the per-request rules service client's state (cached answers,
+// hits, misses, calls, failures and whether its breaker is open).
 //
 //	blocks := observe.NewBlockSummary(observe.BlockSummaryOptions{})
 //	page := debug.New(debug.Options{Blocks: blocks, Tiers: ruleStore}, limiter)
