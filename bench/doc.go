@@ -40,4 +40,10 @@
 // envoyproxy/ratelimit, each a server of its own on one fresh Redis, driven
 // by go-control-plane's RLS client; it writes rls.md, which run.sh keeps at
 // the end of README.md.
+//
+// A two-core machine hides what decides speed on real servers (Redis CPU
+// per check, lock contention): device/run.sh makes the same measurements on
+// a many-core machine with no Go toolchain and no network, pinning Redis,
+// the servers and the clients to cores of their own, from the static
+// binaries and the Redis that device/kit.sh packs into device/kit.tgz.
 package bench

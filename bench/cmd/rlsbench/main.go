@@ -84,6 +84,11 @@ type options struct {
 	root, redisBin   string
 	out, readme      string
 	note             string
+	// Prebuilt servers (a machine without a Go toolchain), or where -build
+	// puts them; CPU lists that pin Redis and the server under test.
+	peerBin, ratekitBin   string
+	build                 string
+	redisCPUs, serverCPUs string
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -101,6 +106,11 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.out, "out", "", "also write the results as a Markdown section to this file")
 	fs.StringVar(&o.readme, "readme", "", "replace the section of this README (from its heading on) with the results")
 	fs.StringVar(&o.note, "note", "", "a line about the machine, printed above the table")
+	fs.StringVar(&o.peerBin, "peer-bin", "", "a prebuilt envoyproxy/ratelimit server (default: build it)")
+	fs.StringVar(&o.ratekitBin, "ratekit-bin", "", "a prebuilt ratekit-envoy (default: build it from the checkout)")
+	fs.StringVar(&o.build, "build", "", "only build both servers into this directory (as envoy-ratelimit and ratekit-envoy) and exit")
+	fs.StringVar(&o.redisCPUs, "redis-cpus", "", "pin redis-server to these CPUs (a taskset list such as 0)")
+	fs.StringVar(&o.serverCPUs, "server-cpus", "", "pin each server under test to these CPUs (a taskset list such as 1-6)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, err
@@ -117,7 +127,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if o.conns < 1 || o.rounds < 1 || o.duration <= 0 || o.warmup < 0 {
 		return nil, fmt.Errorf("%w: -conns, -rounds and -duration must be positive, -warmup 0 or more", errUsage)
 	}
-	if o.root == "" {
+	if o.root == "" && (o.build != "" || o.ratekitBin == "") {
 		if o.root, err = findRoot(); err != nil {
 			return nil, err
 		}
@@ -190,13 +200,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	defer os.RemoveAll(dir)
 	logf := func(format string, a ...any) { fmt.Fprintf(stderr, "rlsbench: "+format+"\n", a...) }
 
-	logf("building envoyproxy/ratelimit (%s) and ratekit-envoy", PeerModule)
-	peerBin, err := buildPeer(ctx, dir)
-	if err != nil {
+	if o.build != "" {
+		logf("building envoyproxy/ratelimit (%s) and ratekit-envoy into %s", PeerModule, o.build)
+		_, _, err := buildServers(ctx, o, o.build)
 		return err
 	}
-	ratekitBin := filepath.Join(dir, "ratekit-envoy")
-	if err := goBuild(ctx, filepath.Join(o.root, "envoy"), nil, ratekitBin, "./cmd/ratekit-envoy"); err != nil {
+	peerBin, ratekitBin, err := buildServers(ctx, o, dir)
+	if err != nil {
 		return err
 	}
 	configs, err := writeConfigs(dir)
@@ -204,7 +214,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	redisAddr, stopRedis, err := startRedis(ctx, o.redisBin, dir)
+	redisAddr, stopRedis, err := startRedis(ctx, pinned(o.redisCPUs, o.redisBin), dir)
 	if err != nil {
 		return err
 	}
@@ -219,10 +229,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		into  func(*row) *[]measure
 	}{
 		{"envoyproxy/ratelimit", func(ctx context.Context, logs io.Writer) (server, error) {
-			return startPeer(ctx, peerBin, configs, redisAddr, logs)
+			return startPeer(ctx, pinned(o.serverCPUs, peerBin), configs, redisAddr, logs)
 		}, func(r *row) *[]measure { return &r.peer }},
 		{"ratekit-envoy", func(ctx context.Context, logs io.Writer) (server, error) {
-			return startRatekit(ctx, ratekitBin, configs, redisAddr, logs)
+			return startRatekit(ctx, pinned(o.serverCPUs, ratekitBin), configs, redisAddr, logs)
 		}, func(r *row) *[]measure { return &r.ratekit }},
 	}
 	var rows []row
@@ -379,6 +389,24 @@ func spliceReadme(path, sec string) error {
 // buildPeer builds envoyproxy/ratelimit's server from the module proxy into
 // dir: the module is downloaded into the module cache and built there, in
 // its own module, outside every workspace.
+// buildServers builds into dir the servers that o does not name prebuilt,
+// and returns both servers' paths.
+func buildServers(ctx context.Context, o *options, dir string) (peer, ratekit string, err error) {
+	peer, ratekit = o.peerBin, o.ratekitBin
+	if peer == "" {
+		if peer, err = buildPeer(ctx, dir); err != nil {
+			return "", "", err
+		}
+	}
+	if ratekit == "" {
+		ratekit = filepath.Join(dir, "ratekit-envoy")
+		if err := goBuild(ctx, filepath.Join(o.root, "envoy"), []string{"CGO_ENABLED=0"}, ratekit, "./cmd/ratekit-envoy"); err != nil {
+			return "", "", err
+		}
+	}
+	return peer, ratekit, nil
+}
+
 func buildPeer(ctx context.Context, dir string) (string, error) {
 	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", PeerModule)
 	cmd.Dir = dir
@@ -404,7 +432,7 @@ func buildPeer(ctx context.Context, dir string) (string, error) {
 }
 
 func goBuild(ctx context.Context, dir string, env []string, out, pkg string) error {
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
 	if b, err := cmd.CombinedOutput(); err != nil {
@@ -477,12 +505,21 @@ func start(cmd *exec.Cmd) (func(), error) {
 	}, nil
 }
 
-func startRedis(ctx context.Context, bin, dir string) (string, func(), error) {
+// pinned is a command line that runs bin on cpus (taskset execs bin, so the
+// process ID read for its CPU time stays bin's), or bin alone when cpus is "".
+func pinned(cpus, bin string) []string {
+	if cpus == "" {
+		return []string{bin}
+	}
+	return []string{"taskset", "-c", cpus, bin}
+}
+
+func startRedis(ctx context.Context, bin []string, dir string) (string, func(), error) {
 	port, err := freePort()
 	if err != nil {
 		return "", nil, err
 	}
-	cmd := exec.CommandContext(ctx, bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir)
+	cmd := exec.CommandContext(ctx, bin[0], append(bin[1:], "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir)...)
 	stop, err := start(cmd)
 	if err != nil {
 		return "", nil, fmt.Errorf("redis-server: %w", err)
@@ -509,7 +546,7 @@ type server struct {
 	pid  int
 }
 
-func startPeer(ctx context.Context, bin string, c configs, redisAddr string, logs io.Writer) (server, error) {
+func startPeer(ctx context.Context, bin []string, c configs, redisAddr string, logs io.Writer) (server, error) {
 	var ports [3]int
 	for i := range ports {
 		p, err := freePort()
@@ -518,7 +555,7 @@ func startPeer(ctx context.Context, bin string, c configs, redisAddr string, log
 		}
 		ports[i] = p
 	}
-	cmd := exec.CommandContext(ctx, bin)
+	cmd := exec.CommandContext(ctx, bin[0], bin[1:]...)
 	cmd.Env = append(os.Environ(),
 		"USE_STATSD=false", "LOG_LEVEL=warn",
 		"RUNTIME_ROOT="+c.runtimeRoot, "RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_WATCH_ROOT=false",
@@ -539,7 +576,7 @@ func startPeer(ctx context.Context, bin string, c configs, redisAddr string, log
 	return server{addr, stop, cmd.Process.Pid}, nil
 }
 
-func startRatekit(ctx context.Context, bin string, c configs, redisAddr string, logs io.Writer) (server, error) {
+func startRatekit(ctx context.Context, bin []string, c configs, redisAddr string, logs io.Writer) (server, error) {
 	port, err := freePort()
 	if err != nil {
 		return server{}, err
@@ -547,7 +584,7 @@ func startRatekit(ctx context.Context, bin string, c configs, redisAddr string, 
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	// The store timeout of envoyproxy/ratelimit's default (REDIS_TIMEOUT):
 	// with ratekit's own 100ms default a loaded machine fails checks open.
-	cmd := exec.CommandContext(ctx, bin, "-available", c.available, "-redis-url", "redis://"+redisAddr, "-listen", addr, "-http", "", "-timeout", "10s")
+	cmd := exec.CommandContext(ctx, bin[0], append(bin[1:], "-available", c.available, "-redis-url", "redis://"+redisAddr, "-listen", addr, "-http", "", "-timeout", "10s")...)
 	cmd.Stdout, cmd.Stderr = logs, logs
 	stop, err := start(cmd)
 	if err != nil {

@@ -142,3 +142,12 @@ func TestExitCodes(t *testing.T) {
 		}
 	}
 }
+
+func TestPinned(t *testing.T) {
+	if got := pinned("", "/bin/redis-server"); !slices.Equal(got, []string{"/bin/redis-server"}) {
+		t.Errorf("unpinned: %q", got)
+	}
+	if got := pinned("1-6", "srv"); !slices.Equal(got, []string{"taskset", "-c", "1-6", "srv"}) {
+		t.Errorf("pinned: %q", got)
+	}
+}
