@@ -31,7 +31,8 @@
 // limiters run on the tiers given to Bind over their documents' published
 // tier (what the documents will hold), never on the file and default tiers
 // an older version of the service seeded. When Redis failed it (down, hung,
-// refusing writes), each Refresh seeds again before reading, and logs once
+// refusing writes), each Refresh seeds again before reading (the seed and
+// the read share one Options.Timeout), and logs once
 // (rate_limit_rule_store_seeded) when the seed lands, so a service started
 // while Redis was down needs no restart and no retry loop of its own. A seed
 // refused for what it would write (ErrInvalidDocument, ErrOverBounds, an

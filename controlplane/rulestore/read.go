@@ -100,11 +100,15 @@ func (s *Store) readStored(ctx context.Context, keys []string) ([]stored, error)
 // what f keeps. It stops at the first error, of a call or of f. A timeout
 // above 0 bounds each call, not the whole read: what f does between calls
 // (a refresh parses and applies up to MaxReadBytes of documents) is not
-// Redis's time.
-func (s *Store) readEach(ctx context.Context, keys []string, timeout time.Duration, f func(i int, st stored) error) error {
+// Redis's time. A first that is not zero bounds the first call instead (a
+// refresh shares its deadline with the owed seed written before it).
+func (s *Store) readEach(ctx context.Context, keys []string, timeout time.Duration, first time.Time, f func(i int, st stored) error) error {
 	for done := 0; done < len(keys); {
 		cctx, cancel := ctx, context.CancelFunc(func() {})
-		if timeout > 0 {
+		switch {
+		case done == 0 && !first.IsZero():
+			cctx, cancel = context.WithDeadline(ctx, first)
+		case timeout > 0:
 			cctx, cancel = context.WithTimeout(ctx, timeout)
 		}
 		sts, err := s.readStored(cctx, keys[done:])

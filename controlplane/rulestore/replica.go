@@ -130,7 +130,8 @@ func (s *Store) RefreshStatus(limiter string) (refreshedAt time.Time, err error)
 
 // Refresh reads the documents of all bound limiters, in one call (more when
 // they hold more than MaxReadBytes), and applies the changed ones. A seed
-// that SeedBound owes for want of Redis is written first. When
+// that SeedBound owes for want of Redis is written first, within the
+// Options.Timeout of that first read call. When
 // Redis fails every limiter keeps the rules it has (the last good copy, or
 // its local tiers when it never loaded one); a document
 // that is invalid, or whose merged list SetRules rejects, is logged and
@@ -150,11 +151,14 @@ func (s *Store) Refresh(ctx context.Context) error {
 		return nil
 	}
 	var errs []error
-	if err := s.seedOwedBound(ctx); err != nil {
+	// An owed seed and the first read share one deadline: a hung Redis holds
+	// the refresh for one Options.Timeout, not one for each.
+	deadline := time.Now().Add(s.timeout)
+	if err := s.seedOwedBound(ctx, deadline); err != nil {
 		errs = append(errs, err)
 	}
 	done := 0 // the limiters whose documents were read
-	err := s.readEach(ctx, keys, s.timeout, func(i int, st stored) error {
+	err := s.readEach(ctx, keys, s.timeout, deadline, func(i int, st stored) error {
 		if err := s.apply(bs[i], keys[i], st, true); err != nil {
 			errs = append(errs, err)
 		}
@@ -177,16 +181,17 @@ func (s *Store) Refresh(ctx context.Context) error {
 }
 
 // seedOwedBound writes the seed a SeedBound that failed for want of Redis
-// owes, bounded by Options.Timeout, before the documents are read: they then
-// hold the service's own tiers, not an older version's.
-func (s *Store) seedOwedBound(ctx context.Context) error {
+// owes, by deadline (the refresh's first read shares it), before the
+// documents are read: they then hold the service's own tiers, not an older
+// version's.
+func (s *Store) seedOwedBound(ctx context.Context, deadline time.Time) error {
 	s.mu.RLock()
 	retry := s.seedRetry
 	s.mu.RUnlock()
 	if !retry {
 		return nil
 	}
-	sctx, cancel := context.WithTimeout(ctx, s.timeout)
+	sctx, cancel := context.WithDeadline(ctx, deadline)
 	res, err := s.SeedBound(sctx)
 	cancel()
 	if err == nil {

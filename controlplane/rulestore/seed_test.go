@@ -1,10 +1,12 @@
 package rulestore
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -199,5 +201,72 @@ func TestSeedRefusedIsNotRetried(t *testing.T) {
 	}
 	if doc, err := s.Document(ctx, "search"); err != nil || doc.GetFileRules().GetRules()[0].GetLimit() != 10 {
 		t.Fatalf("after the seed: document %v, %v", doc, err)
+	}
+}
+
+// deadlines records the context deadline of every command a client sends.
+type deadlines struct {
+	mu  sync.Mutex
+	got []time.Time // zero: a command without a deadline
+}
+
+func (d *deadlines) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (d *deadlines) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		dl, _ := ctx.Deadline()
+		d.mu.Lock()
+		d.got = append(d.got, dl)
+		d.mu.Unlock()
+		return next(ctx, cmd)
+	}
+}
+
+func (d *deadlines) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// take returns the deadlines recorded since the last take.
+func (d *deadlines) take() []time.Time {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	got := d.got
+	d.got = nil
+	return got
+}
+
+// While a seed is owed, a refresh on a hung Redis writes the seed and reads
+// the documents under one deadline, so that it waits one Options.Timeout,
+// not one for the seed and another for the read. Proved by the deadlines the
+// commands carry, not by the time the refresh took.
+func TestSeedOwedRefreshSharesOneDeadline(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: redistest.Blackhole(t), MaxRetries: -1,
+		ReadTimeout: time.Hour, WriteTimeout: time.Hour, ContextTimeoutEnabled: true})
+	defer c.Close()
+	var d deadlines
+	c.AddHook(&d)
+	s := newStore(t, c, Options{Timeout: 200 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	if err := s.Bind(newLimiter(t, "search", ratelimit.NewMemoryStore()), tiers.Set{File: []ratelimit.Rule{rule("by_user", 10)}}); err != nil {
+		t.Fatal(err)
+	}
+	sctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	_, err := s.SeedBound(sctx)
+	cancel()
+	if !errors.Is(err, ErrSeedOwed) {
+		t.Fatalf("seed on a hung Redis: %v, want ErrSeedOwed", err)
+	}
+	d.take()
+
+	if err := s.Refresh(ctx); err == nil || !strings.Contains(err.Error(), "seed owed") {
+		t.Fatalf("refresh on a hung Redis: %v, want the owed seed's error", err)
+	}
+	got := d.take()
+	if len(got) < 2 {
+		t.Fatalf("the refresh sent %d command(s), want the seed's and the read's", len(got))
+	}
+	for i, dl := range got {
+		if dl.IsZero() || !dl.Equal(got[0]) {
+			t.Fatalf("the refresh's commands have deadlines %v: command %d not at the first's: the seed and the read each wait a Timeout", got, i)
+		}
 	}
 }

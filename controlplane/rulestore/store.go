@@ -80,6 +80,8 @@ type Options struct {
 	// once spreads its reads.
 	Interval time.Duration
 	// Timeout bounds each Redis call of a refresh (default DefaultTimeout).
+	// While a seed is owed (ErrSeedOwed), the seed and the refresh's first
+	// read share one: a hung Redis holds a refresh for one Timeout.
 	Timeout time.Duration
 	// GCGrace is how long GC keeps an orphaned document after it first saw it
 	// (default DefaultGCGrace).

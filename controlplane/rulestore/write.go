@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -493,7 +494,7 @@ func (s *Store) readDocs(ctx context.Context, op string, edits []edit) (map[stri
 	var errs []error
 	// Each document is decoded as it arrives: the bytes held at once are
 	// those of one read (MaxReadBytes).
-	err := s.readEach(ctx, keys, 0, func(i int, st stored) error {
+	err := s.readEach(ctx, keys, 0, time.Time{}, func(i int, st stored) error {
 		e := edits[i]
 		doc, err := st.decode(keys[i])
 		if err == nil && doc != nil {
