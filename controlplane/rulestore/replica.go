@@ -48,6 +48,9 @@ type binding struct {
 // highest tier that sets one wins (local.Mode counts as the file tier's), and
 // with none the limiter keeps the mode it had when bound. A SetEnforcement on
 // a bound limiter lasts until its document next changes.
+//
+// When Options.Metrics is a ConfigWatcher, Bind tells it the key of the
+// limiter's document.
 func (s *Store) Bind(l *ratelimit.Limiter, local tiers.Set) error {
 	if l == nil {
 		return errors.New("rulestore: bind: limiter is nil")
@@ -57,6 +60,16 @@ func (s *Store) Bind(l *ratelimit.Limiter, local tiers.Set) error {
 	if err != nil {
 		return fmt.Errorf("rulestore: bind %s: %w", l.Name(), err)
 	}
+	if err := s.bind(l, local, t, merged); err != nil {
+		return err
+	}
+	if w, ok := s.metrics.(ConfigWatcher); ok {
+		w.ConfigWatched(s.Key(l.Name()))
+	}
+	return nil
+}
+
+func (s *Store) bind(l *ratelimit.Limiter, local, t tiers.Set, merged []ratelimit.Rule) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, dup := s.bound[l.Name()]; dup {

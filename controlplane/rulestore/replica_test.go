@@ -379,8 +379,12 @@ func TestDebugPageShowsTiers(t *testing.T) {
 	}
 }
 
+var _ ConfigWatcher = (*observe.Metrics)(nil)
+
 // With observe.Metrics the refreshes, the replica age and the rejections
-// reach Prometheus.
+// reach Prometheus; a bound document's rejection counter is exported at 0
+// from Bind, so that a rejection, even at the first refresh of a restarted
+// process, is an increase (a counter born at 1 is none to increase()).
 func TestPrometheusMetrics(t *testing.T) {
 	c := redistest.Client(t)
 	now := time.Unix(1_800_000_000, 0)
@@ -390,6 +394,16 @@ func TestPrometheusMetrics(t *testing.T) {
 		if err := s.Bind(newLimiter(t, name, ratelimit.NewMemoryStore()), tiers.Set{}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	const rejectionsHead = `
+# HELP ratelimit_config_rejections_total Rate-limit config files rejected whole (the previous rules stay in use).
+# TYPE ratelimit_config_rejections_total counter
+`
+	bound := rejectionsHead + `ratelimit_config_rejections_total{file="` + s.Key("projects") + `"} 0
+ratelimit_config_rejections_total{file="` + s.Key("search") + `"} 0
+`
+	if err := testutil.CollectAndCompare(m, strings.NewReader(bound), "ratelimit_config_rejections_total"); err != nil {
+		t.Fatalf("after Bind: %v", err)
 	}
 	if err := c.Set(ctx, s.Key("projects"), "{", 0).Err(); err != nil {
 		t.Fatal(err)
@@ -410,6 +424,7 @@ ratelimit_rule_store_replica_age_seconds{rate_limiter="search"} 30
 # HELP ratelimit_config_rejections_total Rate-limit config files rejected whole (the previous rules stay in use).
 # TYPE ratelimit_config_rejections_total counter
 ratelimit_config_rejections_total{file="` + s.Key("projects") + `"} 1
+ratelimit_config_rejections_total{file="` + s.Key("search") + `"} 0
 `
 	if err := testutil.CollectAndCompare(m, strings.NewReader(want), "ratelimit_rule_store_refreshes_total",
 		"ratelimit_rule_store_replica_age_seconds", "ratelimit_config_rejections_total"); err != nil {

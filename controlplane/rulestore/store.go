@@ -90,7 +90,8 @@ type Options struct {
 	// (default slog.Default()).
 	Logger *slog.Logger
 	// Metrics, when set, is told about every refresh of every bound limiter
-	// and every rejected document (*observe.Metrics is one).
+	// and every rejected document (*observe.Metrics is one), and, when it
+	// is a ConfigWatcher, about every bound limiter's document key.
 	Metrics Metrics
 	// ClusterMode forces the Redis Cluster checks on a client whose type does
 	// not tell (a wrapper around *redis.ClusterClient). *redis.ClusterClient
@@ -133,6 +134,16 @@ type Metrics interface {
 	RuleStoreRefresh(limiter string, err error)
 	// ConfigRejected records a rejected document, by its key.
 	ConfigRejected(key string)
+}
+
+// ConfigWatcher is an optional interface of a Metrics: Bind calls
+// ConfigWatched with the key of the limiter's document, before any refresh
+// reads it, so that the key's rejection counter is exported at 0 and a
+// rejection is an increase of it (to Prometheus a counter born at 1 by its
+// first rejection has not increased). *observe.Metrics implements it. It is
+// apart from Metrics so that a Metrics written without it still is one.
+type ConfigWatcher interface {
+	ConfigWatched(key string)
 }
 
 // New returns a Store on client. The store does not own client: closing it is

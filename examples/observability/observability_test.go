@@ -538,9 +538,10 @@ func TestProgramRuns(t *testing.T) {
 	})
 }
 
-// The panel of rejected config files shows a file's first rejection: its
-// counter is born at 1 (Metrics learns the file only then), which increase()
-// alone does not count. promtool evaluates the panel's query, its variables
+// The panel of rejected config files shows a file's first rejection where
+// its counter is born at 1 (rejected before a scrape saw it at 0, as a
+// document is by the refresh at start-up), which increase() alone does not
+// count. promtool evaluates the panel's query, its variables
 // given values, on a file rejected once at minute 3 and scraped in vain at
 // minute 8 (a stale marker), which must not show the rejection again a
 // rate interval later.

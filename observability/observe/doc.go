@@ -26,7 +26,8 @@
 // rule names only, never identifier values, and at most MaxRuleSeries rule
 // names per limiter (per-request rules beyond them count as OverflowRule).
 // The rule store reports its health through RuleStoreRefresh and ConfigRejected (*Metrics implements
-// rulestore.Metrics). Init exports a limiter's series at 0 before its first check and,
+// rulestore.Metrics), and exports each bound document's rejection counter at
+// 0 through ConfigWatched (rulestore.ConfigWatcher). Init exports a limiter's series at 0 before its first check and,
 // from then on, the state of its circuit breaker (breaker_state). The
 // repository's observability/ directory holds Prometheus recording and alerting
 // rules and a Grafana dashboard for these metrics.

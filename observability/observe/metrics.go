@@ -83,7 +83,7 @@ type MetricsOptions struct {
 //	ratelimit_check_duration_seconds{rate_limiter}                        histogram of Check latency
 //	ratelimit_rule_store_refreshes_total{rate_limiter, error}             rule store refreshes (RuleStoreRefresh)
 //	ratelimit_rule_store_replica_age_seconds{rate_limiter}                time since the last good refresh
-//	ratelimit_config_rejections_total{file}                               config files rejected whole (ConfigRejected)
+//	ratelimit_config_rejections_total{file}                               config files rejected whole (ConfigRejected; 0 from ConfigWatched)
 //	ratelimit_breaker_state{rate_limiter, state}                          1 for the breaker's state (closed|open|half-open) of each Init limiter
 //
 // error is "true" when the check failed open or left rules out (Result.Err !=
@@ -413,6 +413,16 @@ func (m *Metrics) RuleStoreRefresh(limiter string, err error) {
 // or key. It implements rulestore.Metrics.
 func (m *Metrics) ConfigRejected(file string) {
 	m.rejected.WithLabelValues(labelValue(file)).Inc()
+}
+
+// ConfigWatched exports the rejection counter of a config file or rule
+// document at 0 once its owner knows it, before it is loaded (accepted or
+// not): its first rejection is then an increase from 0, which a counter born
+// at 1 is not to Prometheus. Pass the name ConfigRejected will be given. It
+// implements rulestore.ConfigWatcher: the rule store calls it with each
+// bound limiter's key.
+func (m *Metrics) ConfigWatched(file string) {
+	m.rejected.WithLabelValues(labelValue(file))
 }
 
 // labelValue makes a caller-supplied string a valid label value: client_golang

@@ -215,6 +215,10 @@ func TestMetricsRuleStore(t *testing.T) {
 	rs.RuleStoreRefresh("never", errors.New("connection refused")) // no replica at all
 	rs.RuleStoreRefresh("fresh", nil)
 	now = now.Add(15 * time.Second)
+	var w rulestore.ConfigWatcher = m // known files are exported at 0, rejected or not
+	w.ConfigWatched("config/available_limiters.yaml")
+	w.ConfigWatched("config/rate_limits.yaml")
+	w.ConfigWatched("bad\xffname.yaml")
 	rs.ConfigRejected("config/rate_limits.yaml")
 	rs.ConfigRejected("config/rate_limits.yaml")
 	rs.ConfigRejected("bad\xffname.yaml") // invalid UTF-8 must not panic
@@ -233,6 +237,7 @@ ratelimit_rule_store_replica_age_seconds{rate_limiter="never"} +Inf
 # HELP ratelimit_config_rejections_total Rate-limit config files rejected whole (the previous rules stay in use).
 # TYPE ratelimit_config_rejections_total counter
 ratelimit_config_rejections_total{file="bad�name.yaml"} 1
+ratelimit_config_rejections_total{file="config/available_limiters.yaml"} 0
 ratelimit_config_rejections_total{file="config/rate_limits.yaml"} 2
 `
 	if err := testutil.CollectAndCompare(m, strings.NewReader(want)); err != nil {
