@@ -282,6 +282,37 @@ func TestReplicaRemembersRejectedDocument(t *testing.T) {
 	}
 }
 
+// A rejected document stays remembered across SetLocal (the service
+// reloaded its rate_limits.yaml): the refresh after it judges the document
+// again under the new local tiers, but the same rejection is not logged or
+// counted again, as if it were a new one.
+func TestRejectionRememberedAcrossSetLocal(t *testing.T) {
+	var logs testlog.Buffer
+	metrics := &recordingMetrics{}
+	c := redistest.Client(t)
+	s, lim := publishedSearch(t, c, Options{Metrics: metrics, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err := c.Set(ctx, s.Key("search"), `{"published_rules":`, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if i == 1 {
+			if err := s.SetLocal(ctx, "search", tiers.Set{Defaults: []ratelimit.Rule{rule("by_user", 50)}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Refresh(ctx); !errors.Is(err, ErrInvalidDocument) {
+			t.Fatalf("refresh %d: %v, want ErrInvalidDocument", i, err)
+		}
+	}
+	if got := limitOf(t, lim.Rules(), "by_user"); got != 2 {
+		t.Fatalf("by_user is %d, want the last good document's 2", got)
+	}
+	if n := strings.Count(logs.String(), "msg=rate_limit_rule_document_rejected"); n != 1 || len(metrics.rejected) != 1 {
+		t.Fatalf("one bad document, a SetLocal between refreshes: %d WARN lines, %d rejections counted, want 1 each\n%s",
+			n, len(metrics.rejected), logs.String())
+	}
+}
+
 // A document key of another Redis type is an unreadable document, not "no
 // document": the limiter keeps its last good rules, and the rejection is
 // logged and counted like a bad document's.

@@ -32,6 +32,10 @@ type binding struct {
 	stale       bool      // local tiers changed: apply again even if the document did not
 	owed        bool      // tiers were applied while a seed was owed (local over the document's own)
 	rejectOwed  bool      // rejected was rejected while a seed was owed
+	// localGen counts SetLocal calls; rejectGen is localGen at the last
+	// rejection: one judged under other local tiers is judged again (the
+	// merge takes the tiers a document lacks from them), not logged again.
+	localGen, rejectGen uint64
 }
 
 // Bind makes a limiter follow its document: at every refresh its rules
@@ -103,6 +107,7 @@ func (s *Store) SetLocal(ctx context.Context, limiter string, local tiers.Set) e
 	}
 	old := b.local
 	b.local, b.stale = local, true
+	b.localGen++
 	present, raw := b.present, b.raw
 	s.mu.Unlock()
 	if err := s.apply(b, s.Key(limiter), stored{present: present, raw: raw}, false); err != nil {
@@ -243,7 +248,7 @@ func (s *Store) apply(b *binding, key string, st stored, read bool) error {
 	s.mu.RLock()
 	owed := s.seedOwed
 	same := !b.stale && st.bad == nil && present == b.present && raw == b.raw && owed == b.owed // already enforced
-	again := !same && !b.stale && present && b.rejecting && b.rejected == st.rejection() && owed == b.rejectOwed
+	again := !same && !b.stale && present && b.rejecting && b.rejected == st.rejection() && owed == b.rejectOwed && b.rejectGen == b.localGen
 	s.mu.RUnlock()
 	if again { // only a refresh: SetLocal's binding is stale
 		s.mu.Lock()
@@ -287,9 +292,11 @@ func (s *Store) apply(b *binding, key string, st stored, read bool) error {
 	s.mu.Lock()
 	logRejection := err != nil && (!b.rejecting || st.rejection() != b.rejected)
 	if err != nil {
-		b.rejected, b.rejecting, b.rejectErr, b.rejectOwed = st.rejection(), true, err, owed
+		b.rejected, b.rejecting, b.rejectErr, b.rejectOwed, b.rejectGen = st.rejection(), true, err, owed, b.localGen
 	} else {
-		b.rejected, b.rejecting, b.rejectErr = "", false, nil
+		if read { // SetLocal applied the copy it holds: what Redis holds may still be rejected
+			b.rejected, b.rejecting, b.rejectErr = "", false, nil
+		}
 		if !same {
 			b.present, b.raw, b.tiers = present, raw, t
 		}
