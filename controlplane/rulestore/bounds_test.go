@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -559,4 +560,39 @@ func TestReadersJudgeLikeReplicas(t *testing.T) {
 			t.Fatalf("RemoveIf: %v", err)
 		}
 	})
+}
+
+// A revision counter that does not hold an integer (written by hand, or by
+// another SDK) never fails a write: Redis does not undo a script's writes
+// when it fails, so an INCR failing after them left the documents written
+// and the write reported as failed (or, where the counter was only read,
+// a reply that broke the client). The counter starts again from 0, as in a
+// flushed store.
+func TestBadRevisionCounterNeverFailsAWrite(t *testing.T) {
+	c := redistest.Client(t)
+	for _, tc := range []struct {
+		name string
+		set  func(key string) error
+	}{
+		{"not an integer", func(key string) error { return c.Set(ctx, key, "twelve", 0).Err() }},
+		{"another type", func(key string) error { return c.HSet(ctx, key, "n", "1").Err() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStore(t, c, Options{})
+			if err := tc.set(s.revKey()); err != nil {
+				t.Fatal(err)
+			}
+			req := request(t, map[string][]ratelimit.Rule{"search": {rule("by_user", 2)}})
+			res, err := s.Publish(ctx, req)
+			if err != nil || !slices.Equal(res.Changed, []string{"search"}) || res.Revision != 1 {
+				t.Fatalf("publish over a bad revision counter: %+v, %v; want search changed at revision 1", res, err)
+			}
+			if res, err := s.Publish(ctx, req); err != nil || len(res.Changed) != 0 || res.Revision != 1 {
+				t.Fatalf("the same publish again: %+v, %v; want nothing changed at revision 1", res, err)
+			}
+			if rev, err := s.Revision(ctx); err != nil || rev != 1 {
+				t.Fatalf("Revision = %d, %v; want 1", rev, err)
+			}
+		})
+	}
 }

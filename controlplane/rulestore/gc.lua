@@ -30,6 +30,17 @@ local available = {}
 for i = 4, 3 + n do
   available[ARGV[i]] = true
 end
+-- The revision counter is checked before anything is written, as Redis
+-- keeps what a script wrote before it fails: one that holds no integer
+-- (written by hand) starts again from 0, as in a flushed store.
+local rev_ok = true
+local rev_type = redis.call('TYPE', KEYS[3])
+if type(rev_type) == 'table' then rev_type = rev_type.ok end
+if rev_type == 'string' then
+  rev_ok = redis.call('STRLEN', KEYS[3]) <= 18 and string.match(redis.call('GET', KEYS[3]), '^%d+$') ~= nil
+elseif rev_type ~= 'none' then
+  rev_ok = false
+end
 local marked, pending, deleted, cleared = {}, {}, {}, {}
 for i = 4, #KEYS do
   local name = ARGV[n + i]
@@ -37,15 +48,17 @@ for i = 4, #KEYS do
   -- the next run
   if redis.call('SISMEMBER', KEYS[1], name) == 1 then
     local mark = redis.call('HGET', KEYS[2], name)
+    -- a mark that is no time in ms (written by hand) is made again
+    local since = mark and #mark <= 15 and string.match(mark, '^%d+$') and tonumber(mark)
     if available[name] then
       if mark then
         redis.call('HDEL', KEYS[2], name)
         cleared[#cleared + 1] = name
       end
-    elseif not mark then
+    elseif not since then
       redis.call('HSET', KEYS[2], name, string.format('%d', now))
       marked[#marked + 1] = name
-    elseif now - tonumber(mark) >= grace then
+    elseif now - since >= grace then
       redis.call('DEL', KEYS[i])
       redis.call('SREM', KEYS[1], name)
       redis.call('HDEL', KEYS[2], name)
@@ -76,6 +89,9 @@ if redis.call('SCARD', KEYS[1]) > #KEYS - 3 then
   end
 end
 if #deleted > 0 or longer > 0 then
+  if not rev_ok then
+    redis.call('DEL', KEYS[3])
+  end
   redis.call('INCR', KEYS[3])
 end
 return {string.format('%d', now), marked, pending, deleted, cleared, longer}

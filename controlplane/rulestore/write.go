@@ -71,7 +71,8 @@ func checkLocal(local tiers.Set) error {
 
 // Revision returns the store's write counter: it moves on every write that
 // changes a document (Seed, Publish, Delete, GC) and never otherwise. A
-// flushed store starts again from 0.
+// flushed store starts again from 0, and so does, at the next write that
+// changes something, a counter that holds no integer (written by hand).
 func (s *Store) Revision(ctx context.Context) (int64, error) {
 	vals, err := s.client.MGet(ctx, s.revKey()).Result()
 	if err != nil {

@@ -307,6 +307,19 @@ if added > 0 then
   end
 end
 
+-- The revision counter is checked before anything is written, as Redis
+-- keeps what a script wrote before it fails: one that holds no integer
+-- (written by hand or by another SDK) starts again from 0, as in a flushed
+-- store, rather than failing the write half done.
+local rev_ok = true
+local rev_type = redis.call('TYPE', KEYS[2])
+if type(rev_type) == 'table' then rev_type = rev_type.ok end
+if rev_type == 'string' then
+  rev_ok = redis.call('STRLEN', KEYS[2]) <= 18 and string.match(redis.call('GET', KEYS[2]), '^%d+$') ~= nil
+elseif rev_type ~= 'none' then
+  rev_ok = false
+end
+
 local out = {1, 0}
 for i, w in ipairs(writes) do
   local name, cur, new = w[1], w[2], w[3]
@@ -326,8 +339,11 @@ for i, w in ipairs(writes) do
   end
 end
 if #out > 2 then
+  if not rev_ok then
+    redis.call('DEL', KEYS[2])
+  end
   out[2] = redis.call('INCR', KEYS[2])
-else
+elseif rev_ok then
   out[2] = tonumber(redis.call('GET', KEYS[2]) or '0')
 end
 return out
