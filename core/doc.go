@@ -69,7 +69,10 @@
 //
 // Cost (the Cost option, default 1) may be fractional, for example measured
 // database seconds. Cost 0 reads without writing: it creates no key, and the
-// verdict is whether the count already exceeds the limit.
+// verdict is whether the count already exceeds the limit. Counts are exact
+// up to 2^53 in every store: a limit is at most MaxCount (2^53 - 1), a cost
+// over it counts as 2^53, and a count of 2^53 or more is reported as 2^53
+// (docs/limits.md#counts).
 //
 // Peek returns the verdict Check would return with the same cost, without
 // counting, banning or extending anything: it blocks when the count plus the

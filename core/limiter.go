@@ -230,7 +230,8 @@ type checkOpts struct {
 
 // Cost sets the amount a check adds to each counting rule (default 1). Use the
 // measured resource, for example the request's database seconds. Cost 0 reads
-// without counting. A negative or non-finite cost fails the check open.
+// without counting. A negative or non-finite cost fails the check open; a cost
+// over MaxCount counts as MaxCount + 1, which no rule admits.
 func Cost(c float64) CheckOption { return func(o *checkOpts) { o.cost = c } }
 
 // Check counts the request against every applicable rule and returns the verdict.
@@ -313,6 +314,9 @@ func (l *Limiter) prepare(ctx context.Context, res *Result, p *plan, sc *scratch
 		l.warn(ctx, res.Err, nil, id)
 		return false
 	}
+	// Over MaxCount, a cost is over every limit whatever its size; bounded,
+	// its sums stay where every Store counts alike (MaxCount).
+	o.cost = min(o.cost, maxCost)
 	rules := l.rules.Load().rules
 	if o.extra != nil || l.source != nil {
 		var over bool

@@ -200,6 +200,11 @@ func (s *MemoryStore) evalInto(ctx context.Context, mode Mode, ops []Op, out []O
 	for i := range ops {
 		op := &ops[i]
 		s.shardFrom(op.Key, tagFrom).eval(s, now, mode, op, &out[i])
+		if out[i].Count > maxCost {
+			// Past 2^53 the float64 sum drops units that Redis counts
+			// (MaxCount): reported as 2^53, as every Store reports it.
+			out[i].Count = maxCost
+		}
 		if out[i].Exceeded && op.Terminal {
 			break
 		}

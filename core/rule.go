@@ -59,12 +59,13 @@ type Rule struct {
 	// leaving the rule out.
 	CountMissing bool
 	// Limit is the threshold: a limit of 5 admits 5 and blocks the 6th. Limit
-	// and log rules need a Limit of at least 1 or a LimitFunc.
+	// and log rules need a Limit of at least 1 (at most MaxCount) or a
+	// LimitFunc.
 	Limit int64
 	// LimitFunc, when set instead of Limit, resolves the limit on every check,
 	// for values held by the host application (docs/design.md#dynamic-values).
 	// It may return 0 to deny all; an error or a negative limit fails the
-	// check open.
+	// check open, and a limit over MaxCount counts as MaxCount.
 	LimitFunc func(ctx context.Context) (int64, error)
 	// Period is the length of the fixed window, at least 1ms. Limit and log
 	// rules need a Period or a PeriodFunc.
@@ -109,6 +110,20 @@ const (
 
 // MaxBurst bounds a token bucket's Burst.
 const MaxBurst = 1 << 40
+
+// MaxCount bounds what a rule counts to (docs/limits.md#counts): 2^53 - 1,
+// the last of the whole numbers a float64 holds every one of. A rule's Limit
+// is at most MaxCount (a LimitFunc's larger limit counts as MaxCount), a
+// check's cost over it counts as MaxCount + 1 (it exceeds every limit), and
+// a Store reports a count of MaxCount + 1 or more as MaxCount + 1. So every
+// Store gives the same verdicts and counts: the memory store sums a float64,
+// which rounds past 2^53, and Redis an exact int64, which INCRBY refuses to
+// carry past 2^63.
+const MaxCount = 1<<53 - 1
+
+// maxCost is what a cost over MaxCount counts as, and the largest count a
+// Store reports (MaxCount + 1).
+const maxCost = MaxCount + 1
 
 // valid reports whether a is one of the algorithms ("" is FixedWindow).
 func (a Algorithm) valid() bool {
@@ -250,7 +265,7 @@ func (r *Rule) resolveLimit(ctx context.Context) (int64, error) {
 	if n < 0 {
 		return 0, fmt.Errorf("limit resolved to %d, want >= 0", n)
 	}
-	return n, nil
+	return min(n, MaxCount), nil
 }
 
 // resolvePeriod returns the rule's window length for one check: Period, or
@@ -484,6 +499,9 @@ func (c *compiledRule) compileCounting(r *Rule) []error {
 	}
 	if limStatic && n < 0 {
 		errs = append(errs, fmt.Errorf("limit %d must be at least 1 (a LimitFunc may return 0 to deny all)", n))
+	}
+	if limStatic && n > MaxCount {
+		errs = append(errs, fmt.Errorf("limit %d is over %d (MaxCount, 2^53 - 1)", n, int64(MaxCount)))
 	}
 	if perStatic && (d < 0 || (d > 0 && d < time.Millisecond)) {
 		errs = append(errs, fmt.Errorf("period %v must be at least 1ms", d))

@@ -20,6 +20,7 @@ type Store interface {
 	// An op whose BanKey holds an active ban is exceeded and not charged. An
 	// op that becomes exceeded (count > Limit) and has BanFor > 0 starts a ban.
 	// After an exceeded op with Terminal set, no later op is evaluated.
+	// A count of MaxCount + 1 (2^53) or more is reported as MaxCount + 1.
 	//
 	// In ModePeek nothing is written; an op is exceeded when it is banned or when
 	// the count a check would reach (count + Cost, or the set size with Member
@@ -87,8 +88,8 @@ type Op struct {
 	Key      string        // counter or set key
 	BanKey   string        // ban key, or "" when the rule has no ban
 	Member   string        // OpDistinct: the value to add
-	Cost     float64       // OpCount: amount to add; 0 reads only
-	Limit    int64         // exceeded when count > Limit
+	Cost     float64       // OpCount: amount to add; 0 reads only; at most MaxCount + 1 from a Limiter
+	Limit    int64         // exceeded when count > Limit; at most MaxCount from a Limiter
 	Period   time.Duration // window length, set on the first write
 	BanFor   time.Duration // ban length once exceeded; 0 for none
 	Terminal bool          // an exceeded Terminal op stops the evaluation (ActionLimit)

@@ -95,7 +95,12 @@ func (g *diffLimiterGen) rule(name string) ratelimit.Rule {
 	}
 	r.Limit = []int64{1, 2, 3, 5, 20}[g.pick(5)]
 	if g.pick(6) == 0 && alg != 2 {
-		r.Limit = []int64{1 << 31, 1<<53 - 1, math.MaxInt64}[g.pick(3)]
+		r.Limit = []int64{1 << 31, ratelimit.MaxCount - 1, ratelimit.MaxCount}[g.pick(3)]
+		if g.pick(3) == 0 {
+			// Over MaxCount only a LimitFunc goes: it counts as MaxCount.
+			n := []int64{ratelimit.MaxCount + 1, math.MaxInt64}[g.pick(2)]
+			r.Limit, r.LimitFunc = 0, func(context.Context) (int64, error) { return n, nil }
+		}
 	}
 	if g.pick(8) == 0 {
 		// A limit of 0 denies all: only a LimitFunc gives one.

@@ -105,7 +105,13 @@ while true do
       end
       count, ttl, bits = r, pttl, 0
       local limit = ARGV[a + 1]
-      if r >= 10 ^ (#limit - 1) and r > limit + 0 then bits = 2 end
+      if r >= 10 ^ (#limit - 1) and r > limit + 0 then
+        bits = 2
+        -- Past 2^53 (a limit is at most 2^53 - 1: exceeded) a count goes
+        -- as 2^53, as every store reports it (ratelimit.MaxCount): a reply
+        -- number is converted to an integer, past 2^63 into the negative.
+        if r >= 9007199254740992 then count = 9007199254740992 end
+      end
     else -- a fractional or foreign value: INCRBY wrote nothing
       gkind, gbankey, gban, gpeek, glimit, gperiod, gbanfor, gcost, gmember = 0, key, false, false, ARGV[a + 1], period, '0', cost, ''
     end
@@ -138,6 +144,7 @@ while true do
         local limit = ARGV[a + 1]
         if r >= 10 ^ (#limit - 1) and r > limit + 0 then
           bits = 2
+          if r >= 9007199254740992 then count = 9007199254740992 end -- as in 'n'
           local banfor = ARGV[a + 3]
           if banfor ~= '0' then -- whole milliseconds: "0" is the only zero
             rcall('SET', bankey, '1', 'PX', banfor)
@@ -460,6 +467,7 @@ while true do
             end
             if type(r) == 'number' then
               count, would = r, r
+              if r >= 2^53 then count = 2^53 end -- as in the short form
             else
               r = redis.pcall('INCRBYFLOAT', key, cost)
               if type(r) == 'table' then

@@ -454,9 +454,17 @@ func unpack(v int64, ops []ratelimit.Op, out []ratelimit.OpResult, idx []int) er
 // the longest Duration, as in the memory store (ceilDuration): converted as
 // it is, it would overflow into the past. This is the one place the store
 // converts milliseconds to a TTL.
+// maxCount is the largest count a Store reports (ratelimit.MaxCount + 1).
+const maxCount = ratelimit.MaxCount + 1
+
 func outcome(op *ratelimit.Op, count float64, ttlMillis, bits int64) ratelimit.OpResult {
 	if bits&bitState != 0 {
 		count = stateCount(op, count, ttlMillis)
+	}
+	if count > maxCount {
+		// INCRBY counts past 2^53 exactly, a float64 does not: every Store
+		// reports such a count as 2^53 (ratelimit.MaxCount).
+		count = maxCount
 	}
 	ttl := time.Duration(math.MaxInt64)
 	if ttlMillis <= maxTTLMillis {
