@@ -13,8 +13,9 @@ import (
 // algoEps absorbs floating-point error when a count is compared with its
 // limit or a token bucket with its capacity, so that Burst checks of cost 1
 // fill it exactly, and fractional costs that add up to the limit (0.2 + 2.2
-// + 0.6, which float64 sums to 3.0000000000000004) stay within it, as on
-// Redis, whose INCRBYFLOAT sums them in decimal.
+// + 0.6, which float64 sums to 3.0000000000000004) stay within it. The
+// Redis script sums them in a double too, as a float64 (INCRBYFLOAT's long
+// double kept what a float64 drops, and the stores parted).
 const algoEps = 1e-9
 
 // overLimit reports whether count is over limit, beyond floating-point error.

@@ -126,11 +126,15 @@ func (g *diffLimiterGen) identifier() ratelimit.Identifier {
 	return id
 }
 
-// cost draws a check's cost: whole, fractional, 0, or large (but whose sums
-// stay below 2^53, where the memory store's float64 stops holding whole
-// counts: TestDifferential covers those).
+// cost draws a check's cost: whole, fractional, 0, or large: near
+// MaxCount and over it (counted as MaxCount + 1), so that counters pass
+// 2^53, where the memory store's float64 stops holding whole counts, and
+// fractions come after large costs, where it holds no half.
 func (g *diffLimiterGen) cost() float64 {
-	return []float64{1, 1, 1, 1, 0, 0.5, 0.25, 2, 3, 1 << 31}[g.pick(10)]
+	if g.pick(8) == 0 {
+		return []float64{1 << 31, 1 << 52, ratelimit.MaxCount - 1, ratelimit.MaxCount, ratelimit.MaxCount + 1, 1e19, 1e300}[g.pick(7)]
+	}
+	return []float64{1, 1, 1, 1, 0, 0.5, 0.25, 2, 3}[g.pick(9)]
 }
 
 // differentialLimiters is TestDifferentialLimiters on s, whose keys c reads.

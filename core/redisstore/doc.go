@@ -62,7 +62,7 @@
 // A check is one call of an embedded Lua script (EVALSHA, falling back to
 // EVAL when the server has not cached the script yet) that applies all of the
 // check's rules in order, whatever their number: it reads the ban, charges the
-// counter (INCRBY, or INCRBYFLOAT for fractional costs) or the distinct set
+// counter (INCRBY, or for fractional costs a sum in Lua) or the distinct set
 // (SADD), starts the window on the first write (PEXPIRE), sets the ban, and
 // stops after the first exceeded limit rule. Scripts run atomically, so
 // concurrent checks from any number of processes never admit more than the
@@ -106,11 +106,13 @@
 // an op only when it passes, which only the script can decide.
 //
 // Whole costs count with INCRBY, exactly. A fractional cost (or one added to
-// a counter that holds a fraction) counts with INCRBYFLOAT (long double,
-// printed with 17 digits), so fractional costs such as 0.1+0.2 may differ
-// from the memory store in the last binary digit (Redis reports 0.3). Both
-// stores take a count as over its limit only by more than 1e-9, so that
-// difference in the last digit does not change a verdict.
+// a counter that holds a fraction) is summed by the script in a double and
+// written with the 17 digits that read back as it, so the count is the
+// memory store's float64 to the last binary digit (0.1+0.2 is
+// 0.30000000000000004 in both). INCRBYFLOAT, which sums in a long double,
+// kept what a float64 drops: past 2^52 every half, and the stores' verdicts
+// parted. Both stores take a count as over its limit only by more than
+// 1e-9, so that fractional costs that add up to a limit stay within it.
 //
 // # What a check costs Redis
 //

@@ -444,7 +444,7 @@ while true do
         limit = tonumber(limit)
         local costn = tonumber(cost)
         local charge = not peek and costn > 0
-        local would
+        local would, known -- known: the counter's PTTL, when read already
         if charge then
           if distinct then
             local n = read('SCARD', key, 'set', peek) or 0
@@ -458,9 +458,9 @@ while true do
             end
             count = n
           else
-            -- INCRBY is several times cheaper than INCRBYFLOAT and exact, but it
-            -- takes whole costs and whole counters only: anything else (a
-            -- fractional cost now or before, a foreign value) takes INCRBYFLOAT.
+            -- INCRBY is exact, and cheaper than a sum here, but it takes
+            -- whole costs and whole counters only: anything else (a
+            -- fractional cost now or before, a foreign value) is summed here.
             local r
             if string.find(cost, '^[1-9]%d*$') then
               r = redis.pcall('INCRBY', key, cost)
@@ -469,15 +469,29 @@ while true do
               count, would = r, r
               if r >= 2^53 then count = 2^53 end -- as in the short form
             else
-              r = redis.pcall('INCRBYFLOAT', key, cost)
-              if type(r) == 'table' then
-                foreign(key, 'string', peek) -- of another type, or no number
-                r = redis.call('INCRBYFLOAT', key, cost) -- the error again, unless foreign
+              -- In a double, as the memory store sums its float64, written
+              -- as the 17 digits that read back as that double. INCRBYFLOAT
+              -- sums in a long double, which keeps what a float64 rounds
+              -- away (past 2^52, every half): the stores' counts parted, and
+              -- then their verdicts (at a limit of 2^53 - 1, two more costs
+              -- of 0.25 blocked on Redis alone).
+              local v = read('GET', key, 'string', false)
+              local n = v and number(v)
+              if v and not n then redis.call('DEL', key) end -- no number: foreign
+              n = (n or 0) + costn
+              r = string.format('%.17g', n)
+              known = redis.call('PTTL', key)
+              if known > 0 then
+                redis.call('SET', key, r, 'PX', known)
+              else
+                redis.call('SET', key, r)
+                known = -1 -- no window yet: it starts below
               end
-              count, would = r, tonumber(r)
+              count, would = r, n
+              if n >= 2^53 then count = 2^53 end -- as in the short form
             end
           end
-          local pttl = redis.call('PTTL', key)
+          local pttl = known or redis.call('PTTL', key)
           if pttl >= 0 then
             ttl = pttl
           elseif pttl == -1 then
@@ -587,9 +601,8 @@ while true do
           end
         else
           local cur, prev, rem, fresh = 0, 0, period, true
-          -- A hash whose counts are no numbers (HINCRBYFLOAT takes the current
-          -- one; the previous one is read here only) is foreign too: absent,
-          -- and deleted in a check.
+          -- A hash whose counts are no numbers is foreign too: absent, and
+          -- deleted in a check.
           local c, p
           if pttl > period then
             local v = value(peek, 'HMGET', key, 'c', 'p')
@@ -619,7 +632,9 @@ while true do
                 redis.call('HSET', key, 'c', cur + costn, 'p', prev)
                 redis.call('PEXPIRE', key, rem + period)
               else
-                redis.call('HINCRBYFLOAT', key, 'c', cost)
+                -- Summed in a double, as a counter's (see general): not
+                -- HINCRBYFLOAT, whose long double parts from a float64.
+                redis.call('HSET', key, 'c', string.format('%.17g', cur + costn))
               end
             end
           else
