@@ -29,7 +29,13 @@
 //     Service.Codec, as cmd/ratekit-envoy does; gRPC's proto codec would
 //     refuse the whole request, and Envoy would let it through uncounted.
 //   - hits_addend is the check's cost: the descriptor's when set (0 reads
-//     without counting), else the request's, else 1.
+//     without counting), else the request's, else 1. A cost over
+//     Options.MaxHits (2^20 by default) can never pass: that descriptor is
+//     OVER_LIMIT without a check (nothing is counted, no current_limit;
+//     a shadow mode of the limiter, which no rule reached, does not soften
+//     it), as one whose cost is over its rule's limit, and the others are
+//     checked as usual. It is not an error, which Envoy would let through
+//     uncounted.
 //   - A descriptor's limit override becomes a per-request limit rule above
 //     every tier of the limiter (ratelimit.WithRules), named
 //     OverrideRulePrefix plus its window in seconds ("envoy_override_60s"),
@@ -66,7 +72,7 @@
 //     Options.Headers (IETF RateLimit-Policy and RateLimit by default, the
 //     HTTP adapters' profiles, from middleware/headers), and on OVER_LIMIT
 //     Retry-After (none when a descriptor's hits_addend alone is over its
-//     rule, which it can never pass) and Cache-Control: no-store. Envoy adds them to the 429 it
+//     rule or over MaxHits, which it can never pass) and Cache-Control: no-store. Envoy adds them to the 429 it
 //     sends, and to the upstream's response when the request is allowed.
 //   - Shadow (log) rules count and show in the limiter's metrics
 //     (ratelimit_rule_evaluations_total{result="log"}, observability/observe) and never

@@ -75,10 +75,14 @@ type Options struct {
 	// ratelimitheaders.IETF, the profile the HTTP adapters default to).
 	Headers ratelimitheaders.Profile
 	// Bounds of what a caller controls; zero means the default.
-	MaxDescriptors int    // descriptors per request (DefaultMaxDescriptors)
-	MaxEntries     int    // entries per descriptor (DefaultMaxEntries)
-	MaxValueLen    int    // bytes per entry value (DefaultMaxValueLen)
-	MaxHits        uint64 // hits_addend, request or descriptor (DefaultMaxHits)
+	MaxDescriptors int // descriptors per request (DefaultMaxDescriptors)
+	MaxEntries     int // entries per descriptor (DefaultMaxEntries)
+	MaxValueLen    int // bytes per entry value (DefaultMaxValueLen)
+	// MaxHits bounds the cost of a check (DefaultMaxHits): a descriptor whose
+	// hits_addend (its own, else the request's) is over it can never pass,
+	// and is answered OVER_LIMIT without a check, as a cost over a rule's
+	// limit is (no Retry-After), so no larger cost reaches the store.
+	MaxHits uint64
 	// Concurrent checks a request's descriptors with one Check each, run
 	// concurrently, instead of one ratelimit.CheckBatch (the default), which
 	// sends them all in one store call when the store implements
@@ -230,13 +234,13 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	if len(req.GetDescriptors()) == 1 {
 		one = &oneAnswer{}
 	}
-	reqs, overs, err := s.parse(l, req, one)
+	reqs, overs, never, err := s.parse(l, req, one)
 	if err != nil {
 		s.metrics.request(req.GetDomain(), "invalid")
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	resp, parts, single := one.answer(len(reqs))
-	d := ratelimitheaders.Decision{Results: s.checkAll(ctx, l, reqs, single)}
+	d := ratelimitheaders.Decision{Results: s.checkAll(ctx, l, reqs, single, never)}
 	if err := ctx.Err(); err != nil && anyCanceled(d.Results) {
 		// The caller gave up (Envoy's timeout): no answer reaches it, and
 		// what was not checked is neither OK nor a store failure.
@@ -273,7 +277,12 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	}
 	var buf [8]headerField // the most a profile writes: on the stack
 	fields := buf[:0]
-	s.profile.Each(&d, now, 0, func(name, value string) { fields = append(fields, headerField{name, value}) })
+	s.profile.Each(&d, now, 0, func(name, value string) {
+		if never != nil && name == ratelimitheaders.HeaderRetryAfter {
+			return // a descriptor over MaxHits can never pass: no wait helps
+		}
+		fields = append(fields, headerField{name, value})
+	})
 	resp.ResponseHeadersToAdd = one.headerValues(fields)
 	code := "ok"
 	if resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT {
@@ -292,8 +301,28 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 // result goes to single, which has room for it. The checks are
 // independent, each its own identifier, as Envoy's descriptors are. A panic
 // in a concurrent check is carried back to the caller's goroutine, where
-// ShouldRateLimit recovers it.
-func (s *Service) checkAll(ctx context.Context, l *ratelimit.Limiter, reqs []ratelimit.Request, single []ratelimit.Result) []ratelimit.Result {
+// ShouldRateLimit recovers it. The descriptors that never marks (nil when
+// none) are not checked: their result blocks, with no rule.
+func (s *Service) checkAll(ctx context.Context, l *ratelimit.Limiter, reqs []ratelimit.Request, single []ratelimit.Result, never []bool) []ratelimit.Result {
+	if never != nil {
+		out := make([]ratelimit.Result, len(reqs))
+		var at []int
+		var some []ratelimit.Request
+		for i := range reqs {
+			if never[i] {
+				out[i] = ratelimit.Result{Limiter: l.Name(), Action: ratelimit.ActionBlock, Exceeded: true}
+				continue
+			}
+			at, some = append(at, i), append(some, reqs[i])
+		}
+		if len(some) > 0 {
+			var single [1]ratelimit.Result
+			for j, r := range s.checkAll(ctx, l, some, single[:], nil) {
+				out[at[j]] = r
+			}
+		}
+		return out
+	}
 	if len(reqs) == 1 {
 		single[0] = l.Check(ctx, reqs[0].Identifier, reqs[0].Options...)
 		return single[:1]
@@ -376,44 +405,49 @@ func (s *Service) tooManyEntries(at descAt, n int) error {
 }
 
 // parse validates the whole request and returns one check per descriptor,
-// and which descriptors carry a limit override (nil when none does). The
-// first problem found is returned, naming the descriptor, entry and key. A
-// single descriptor's check is one's when one is not nil.
-func (s *Service) parse(l *ratelimit.Limiter, req *rlsv3.RateLimitRequest, one *oneAnswer) ([]ratelimit.Request, []bool, error) {
+// which descriptors carry a limit override (nil when none does), and which
+// are over MaxHits (nil when none is). The first problem found is returned,
+// naming the descriptor, entry and key. A single descriptor's check is one's
+// when one is not nil.
+func (s *Service) parse(l *ratelimit.Limiter, req *rlsv3.RateLimitRequest, one *oneAnswer) (reqs []ratelimit.Request, overs, never []bool, err error) {
 	descs := req.GetDescriptors()
 	if err := s.checkCount(len(descs)); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	hits := uint64(req.GetHitsAddend())
-	if hits == 0 {
-		hits = 1 // Envoy: an unset hits_addend adds 1
-	}
-	if hits > s.maxHits {
-		return nil, nil, fmt.Errorf("ratekitenvoy: hits_addend %d is over the limit of %d", hits, s.maxHits)
+	reqHits := uint64(req.GetHitsAddend())
+	if reqHits == 0 {
+		reqHits = 1 // Envoy: an unset hits_addend adds 1
 	}
 	allowed := s.props[l.Name()] // nil without Options.Available
-	var reqs []ratelimit.Request
 	if one != nil && len(descs) == 1 {
 		reqs = one.request[:]
 	} else {
 		reqs = make([]ratelimit.Request, len(descs))
 	}
-	var overs []bool
 	var opts []ratelimit.CheckOption // the options of every check, in one block
 	for i, d := range descs {
-		id, cost, over, err := s.parseDescriptor(descAt(i), d, hits, allowed, l.Name())
+		id, hits, over, err := s.parseDescriptor(descAt(i), d, reqHits, allowed, l.Name())
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		reqs[i] = ratelimit.Request{Limiter: l, Identifier: id}
-		if cost == 1 && over == nil {
+		if hits > s.maxHits {
+			// It can never pass, and its cost must not reach the store:
+			// checkAll answers it blocked without a check.
+			if never == nil {
+				never = make([]bool, len(descs))
+			}
+			never[i] = true
+			continue
+		}
+		if hits == 1 && over == nil {
 			continue // the defaults: no options
 		}
 		if opts == nil {
 			opts = make([]ratelimit.CheckOption, 0, 2*(len(descs)-i))
 		}
 		from := len(opts)
-		opts = append(opts, costOption(cost))
+		opts = append(opts, costOption(float64(hits)))
 		if over != nil {
 			opts = append(opts, ratelimit.WithRules(over))
 			if overs == nil {
@@ -423,7 +457,7 @@ func (s *Service) parse(l *ratelimit.Limiter, req *rlsv3.RateLimitRequest, one *
 		}
 		reqs[i].Options = opts[from:len(opts):len(opts)]
 	}
-	return reqs, overs, nil
+	return reqs, overs, never, nil
 }
 
 // costZero is the option of the common hits_addend 0 (a read), built once.
@@ -442,8 +476,9 @@ type descAt int
 func (i descAt) String() string { return "descriptor #" + strconv.Itoa(int(i)) }
 
 // parseDescriptor validates one descriptor and returns its identifier, its
-// cost and its compiled limit override (nil without one).
-func (s *Service) parseDescriptor(at descAt, d *rlcommonv3.RateLimitDescriptor, hits uint64, allowed map[string]bool, limiter string) (ratelimit.Identifier, float64, *ratelimit.RuleSet, error) {
+// hits (its own hits_addend, else reqHits, the request's) and its compiled
+// limit override (nil without one).
+func (s *Service) parseDescriptor(at descAt, d *rlcommonv3.RateLimitDescriptor, reqHits uint64, allowed map[string]bool, limiter string) (ratelimit.Identifier, uint64, *ratelimit.RuleSet, error) {
 	entries := d.GetEntries()
 	switch {
 	case d == nil:
@@ -456,7 +491,6 @@ func (s *Service) parseDescriptor(at descAt, d *rlcommonv3.RateLimitDescriptor, 
 		return nil, 0, nil, fmt.Errorf("ratekitenvoy: %s: is_negative_hits (a refund) is not supported: ratekit counters only grow within a window", at)
 	}
 	id := make(ratelimit.Identifier, len(entries))
-	cost := float64(hits)
 	for j, e := range entries {
 		k, v := e.GetKey(), e.GetValue()
 		switch {
@@ -472,11 +506,9 @@ func (s *Service) parseDescriptor(at descAt, d *rlcommonv3.RateLimitDescriptor, 
 		}
 		id[k] = v
 	}
+	hits := reqHits
 	if h := d.GetHitsAddend(); h != nil {
-		if h.GetValue() > s.maxHits {
-			return nil, 0, nil, fmt.Errorf("ratekitenvoy: %s: hits_addend %d is over the limit of %d", at, h.GetValue(), s.maxHits)
-		}
-		cost = float64(h.GetValue()) // 0 is allowed: it reads without counting
+		hits = h.GetValue() // 0 is allowed: it reads without counting
 	}
 	var over *ratelimit.RuleSet
 	if o := d.GetLimit(); o != nil {
@@ -489,7 +521,7 @@ func (s *Service) parseDescriptor(at descAt, d *rlcommonv3.RateLimitDescriptor, 
 			return nil, 0, nil, fmt.Errorf("ratekitenvoy: %s: limit override: %w", at, err)
 		}
 	}
-	return id, cost, over, nil
+	return id, hits, over, nil
 }
 
 var unitDurations = map[typev3.RateLimitUnit]time.Duration{

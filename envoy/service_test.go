@@ -163,6 +163,66 @@ func TestHitsAddend(t *testing.T) {
 	}
 }
 
+// A hits_addend over MaxHits can never pass: each descriptor it applies to
+// (its own, or the request's when it sets none) is OVER_LIMIT, without
+// Retry-After and without a current_limit, and is not counted; the others
+// are checked as usual. An error instead would let the whole request through
+// uncounted (Envoy fails open on it): a huge hits_addend would lift every
+// limit.
+func TestHitsOverMaxHitsNeverPass(t *testing.T) {
+	l := newLimiter(t, ratelimit.NewMemoryStore(), "", nil)
+	g := startGateway(t, l, nil, ratekitenvoy.Options{MaxHits: 100})
+	withHits := func(ip string, hits uint64) *rlcommonv3.RateLimitDescriptor {
+		d := desc("remote_address", ip)
+		d.HitsAddend = wrapperspb.UInt64(hits)
+		return d
+	}
+	for _, c := range []struct {
+		name    string
+		hits    uint32 // the request's
+		descs   []*rlcommonv3.RateLimitDescriptor
+		codes   []rlsv3.RateLimitResponse_Code
+		counted []float64 // per_ip's count of each descriptor's address after the request
+	}{
+		{"request's", 101, []*rlcommonv3.RateLimitDescriptor{desc("remote_address", "10.2.0.1")},
+			[]rlsv3.RateLimitResponse_Code{over}, []float64{0}},
+		{"descriptor's", 0, []*rlcommonv3.RateLimitDescriptor{withHits("10.2.0.2", 1<<40), desc("remote_address", "10.2.0.3")},
+			[]rlsv3.RateLimitResponse_Code{over, ok}, []float64{0, 1}},
+		{"request's, one descriptor's own within", 1 << 31, []*rlcommonv3.RateLimitDescriptor{withHits("10.2.0.4", 2), desc("remote_address", "10.2.0.5")},
+			[]rlsv3.RateLimitResponse_Code{ok, over}, []float64{2, 0}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			resp := g.ask(t, &rlsv3.RateLimitRequest{Domain: "edge", HitsAddend: c.hits, Descriptors: c.descs})
+			if resp.GetOverallCode() != over || len(resp.GetStatuses()) != len(c.codes) {
+				t.Fatalf("answer %v, want OVER_LIMIT with %d statuses", resp, len(c.codes))
+			}
+			for i, st := range resp.GetStatuses() {
+				if st.GetCode() != c.codes[i] {
+					t.Errorf("descriptor #%d: %v, want %v", i, st, c.codes[i])
+				}
+				if c.codes[i] == over && st.GetCurrentLimit() != nil {
+					t.Errorf("descriptor #%d: current_limit %v: no rule was evaluated", i, st.GetCurrentLimit())
+				}
+				ip := c.descs[i].GetEntries()[0].GetValue()
+				r := l.Peek(context.Background(), ratelimit.Identifier{"remote_address": ip}, ratelimit.Cost(0))
+				if len(r.Evaluations) != 1 || r.Evaluations[0].Info.Count != c.counted[i] {
+					t.Errorf("descriptor #%d: per_ip %+v, want count %v", i, r.Evaluations, c.counted[i])
+				}
+			}
+			h := headers(resp)
+			if v, found := h["Retry-After"]; found {
+				t.Errorf("Retry-After %q: the request can never pass", v)
+			}
+			if h["Cache-Control"] != "no-store" {
+				t.Errorf("Cache-Control %q, want no-store", h["Cache-Control"])
+			}
+		})
+	}
+	if got := counter(t, g.reg, "ratekit_envoy_requests_total", map[string]string{"domain": "edge", "code": "over_limit"}); got != 3 {
+		t.Errorf("over_limit requests counted %v, want 3", got)
+	}
+}
+
 // A descriptor's limit override is a limit rule above every tier: it answers
 // for the descriptor, blocks at its own limit, and (being terminal when it
 // blocks) keeps the rules below from being charged.
@@ -399,7 +459,7 @@ func TestDomains(t *testing.T) {
 // descriptor and entry, and are rejected whole: nothing is counted.
 func TestMalformedRequests(t *testing.T) {
 	l := newLimiter(t, ratelimit.NewMemoryStore(), "", nil)
-	g := startGateway(t, l, nil, ratekitenvoy.Options{MaxDescriptors: 4, MaxEntries: 3, MaxValueLen: 16, MaxHits: 100})
+	g := startGateway(t, l, nil, ratekitenvoy.Options{MaxDescriptors: 4, MaxEntries: 3, MaxValueLen: 16})
 	good := func() *rlcommonv3.RateLimitDescriptor { return desc("remote_address", "10.1.1.1") }
 	many := func(n int) []*rlcommonv3.RateLimitDescriptor {
 		out := make([]*rlcommonv3.RateLimitDescriptor, n)
@@ -423,7 +483,6 @@ func TestMalformedRequests(t *testing.T) {
 		{"huge domain", &rlsv3.RateLimitRequest{Domain: string(make([]byte, 300)), Descriptors: many(1)}, "domain is 300 bytes"},
 		{"no descriptors", &rlsv3.RateLimitRequest{Domain: "edge"}, "no descriptors"},
 		{"too many descriptors", &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: many(5)}, "5 descriptors, over the limit of 4"},
-		{"request hits too big", &rlsv3.RateLimitRequest{Domain: "edge", HitsAddend: 101, Descriptors: many(1)}, "hits_addend 101"},
 		{"null descriptor", &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlcommonv3.RateLimitDescriptor{good(), {}}}, "descriptor #1 has no entries"},
 		{"too many entries", &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlcommonv3.RateLimitDescriptor{good(), desc("remote_address", "a", "path", "b", "user", "c", "generic_key", "d")}}, "descriptor #1 has 4 entries"},
 		{"bad key", &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: withDesc(func(d *rlcommonv3.RateLimitDescriptor) { d.Entries[0].Key = "X-Api-Key" })}, `descriptor #1 entry #0: key "X-Api-Key" must match`},
@@ -431,7 +490,6 @@ func TestMalformedRequests(t *testing.T) {
 		{"undeclared key", &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: withDesc(func(d *rlcommonv3.RateLimitDescriptor) { d.Entries[0].Key = "tenant" })}, `key "tenant" is not an available property of limiter edge`},
 		{"duplicate key", &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlcommonv3.RateLimitDescriptor{good(), desc("path", "a", "path", "b")}}, `descriptor #1 entry #1: key "path" appears twice`},
 		{"long value", &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: withDesc(func(d *rlcommonv3.RateLimitDescriptor) { d.Entries[0].Value = "0123456789abcdefg" })}, "value is 17 bytes, over the limit of 16"},
-		{"descriptor hits too big", &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: withDesc(func(d *rlcommonv3.RateLimitDescriptor) { d.HitsAddend = wrapperspb.UInt64(1 << 40) })}, "descriptor #1: hits_addend"},
 		{"refund", &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: withDesc(func(d *rlcommonv3.RateLimitDescriptor) { d.IsNegativeHits = true })}, "is_negative_hits"},
 		{"override without unit", &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: withDesc(func(d *rlcommonv3.RateLimitDescriptor) {
 			d.Limit = &rlcommonv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 5}
