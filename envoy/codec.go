@@ -8,7 +8,6 @@ import (
 	protocodec "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
@@ -65,17 +64,19 @@ func (c requestCodec) Marshal(v any) (mem.BufferSlice, error) { return c.base.Ma
 func (c requestCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	if req, ok := v.(*rlsv3.RateLimitRequest); ok {
 		buf := data.MaterializeToBuffer(mem.DefaultBufferPool()) // as the proto codec reads it
-		if domain, err := c.svc.checkCounts(buf.ReadOnlyData()); err != nil {
-			c.svc.metrics.request(domainLabel(c.svc, string(domain)), "invalid")
+		b := buf.ReadOnlyData()
+		sc := scanRequest(b, c.svc.maxEnt)
+		if err := c.svc.checkScan(&sc); err != nil {
+			c.svc.metrics.request(domainLabel(c.svc, string(sc.domain)), "invalid")
 			buf.Free()
 			return err
 		}
-		decoded := decodeRequest(buf.ReadOnlyData(), req)
-		buf.Free()
-		if decoded {
+		if sc.decodable {
+			decodeRequest(b, &sc, req)
+			buf.Free()
 			return nil
 		}
-		proto.Reset(req)
+		buf.Free()
 	}
 	return c.base.Unmarshal(data, v)
 }
@@ -100,16 +101,12 @@ const (
 )
 
 // decodeRequest fills req, a zero message, from b, a RateLimitRequest in the
-// wire format, and reports whether b held only the fields it reads, each with
-// its declared wire type. When it reports false, req may be partly filled. A
-// first pass checks b and counts the descriptors and entries, so that the
-// second allocates each kind once; the strings are slices of one copy of b.
-// A message field given twice is merged, as proto.Unmarshal does.
-func decodeRequest(b []byte, req *rlsv3.RateLimitRequest) bool {
-	nd, ne, ok := countRequest(b)
-	if !ok {
-		return false
-	}
+// wire format whose scan, sc, found it decodable. It allocates the
+// descriptors and the entries the scan counted once each; the strings are
+// slices of one copy of b. A message field given twice is merged, as
+// proto.Unmarshal does.
+func decodeRequest(b []byte, sc *scan, req *rlsv3.RateLimitRequest) {
+	nd, ne := sc.descs, sc.entries
 	s := string(b)
 	var descs []rlcommonv3.RateLimitDescriptor
 	var entries []rlcommonv3.RateLimitDescriptor_Entry
@@ -176,11 +173,10 @@ func decodeRequest(b []byte, req *rlsv3.RateLimitRequest) bool {
 			}
 		}
 	}
-	return true
 }
 
 // decodeOverride fills o from the RateLimitOverride at b[p:], which
-// countRequest checked.
+// scanRequest checked.
 func decodeOverride(b []byte, p int, o *rlcommonv3.RateLimitDescriptor_RateLimitOverride) {
 	for p < len(b) {
 		f, next, _ := readField(b, p)
@@ -203,91 +199,94 @@ func decodeOverride(b []byte, p int, o *rlcommonv3.RateLimitDescriptor_RateLimit
 	}
 }
 
-// checkCounts returns the Service's error for a RateLimitRequest in the wire
-// format, b, that holds more descriptors than MaxDescriptors or a descriptor
-// with more entries than MaxEntries, and then its domain; fields of other
-// numbers are skipped, and b is left to the decoders to refuse when it is
-// malformed.
-func (s *Service) checkCounts(b []byte) (domain []byte, err error) {
-	descs := 0
+// scan is what one walk over a RateLimitRequest in the wire format finds.
+type scan struct {
+	domain    []byte // the last domain
+	descs     int    // descriptors
+	entries   int    // entries, of every descriptor
+	overAt    int    // the first descriptor with more entries than the walk's bound, or -1
+	overN     int    // its entries
+	decodable bool   // b holds only the fields decodeRequest reads, each of its declared wire type
+}
+
+// scanRequest walks b, a RateLimitRequest in the wire format, once: it
+// counts the descriptors and their entries, finds the first descriptor with
+// more than maxEnt entries, and checks that decodeRequest can decode b.
+// Fields of other numbers or wire types are counted out and make b not
+// decodable; a b that is malformed is left to the proto codec to refuse: its
+// scan counts nothing.
+func scanRequest(b []byte, maxEnt int) scan {
+	sc := scan{overAt: -1, decodable: true}
 	for p := 0; p < len(b); {
 		f, next, ok := skipField(b, p)
 		if !ok {
-			return nil, nil
-		}
-		p = next
-		if f.num == requestDomain && f.typ == protowire.BytesType {
-			domain = b[f.start:f.end]
-		}
-		if f.num != requestDescriptors || f.typ != protowire.BytesType {
-			continue
-		}
-		descs++
-		entries := 0
-		for q := f.start; q < f.end; {
-			df, next, ok := skipField(b[:f.end], q)
-			if !ok {
-				return nil, nil
-			}
-			q = next
-			if df.num == descriptorEntries && df.typ == protowire.BytesType {
-				entries++
-			}
-		}
-		if entries > s.maxEnt && err == nil {
-			err = s.tooManyEntries(descAt(descs-1), entries)
-		}
-	}
-	if descs > s.maxDesc { // the first problem, as parse finds it
-		err = s.checkCount(descs)
-	}
-	return domain, err
-}
-
-// countRequest checks b as decodeRequest reads it and counts its
-// descriptors and their entries.
-func countRequest(b []byte) (descs, entries int, ok bool) {
-	for p := 0; p < len(b); {
-		f, next, ok := readField(b, p)
-		if !ok {
-			return 0, 0, false
+			return scan{overAt: -1}
 		}
 		p = next
 		switch {
 		case f.num == requestDomain && f.typ == protowire.BytesType:
+			sc.domain = b[f.start:f.end]
 		case f.num == requestHitsAddend && f.typ == protowire.VarintType:
 		case f.num == requestDescriptors && f.typ == protowire.BytesType:
-			descs++
-			for q := f.start; q < f.end; {
-				df, next, ok := readField(b[:f.end], q)
-				if !ok {
-					return 0, 0, false
-				}
-				q = next
-				switch {
-				case df.num == descriptorEntries && df.typ == protowire.BytesType:
-					entries++
-					if !onlyFields(b[:df.end], df.start, entryKey, protowire.BytesType, entryValue, protowire.BytesType) {
-						return 0, 0, false
-					}
-				case df.num == descriptorLimit && df.typ == protowire.BytesType:
-					if !checkOverride(b[:df.end], df.start) {
-						return 0, 0, false
-					}
-				case df.num == descriptorHits && df.typ == protowire.BytesType:
-					if !onlyFields(b[:df.end], df.start, wrapperValue, protowire.VarintType, wrapperValue, protowire.VarintType) {
-						return 0, 0, false
-					}
-				case df.num == descriptorNegative && df.typ == protowire.VarintType:
-				default:
-					return 0, 0, false
-				}
+			n, ok := scanDescriptor(b[:f.end], f.start, &sc.decodable)
+			if !ok {
+				return scan{overAt: -1}
 			}
+			if n > maxEnt && sc.overAt < 0 {
+				sc.overAt, sc.overN = sc.descs, n
+			}
+			sc.descs++
+			sc.entries += n
 		default:
-			return 0, 0, false
+			sc.decodable = false
 		}
 	}
-	return descs, entries, true
+	return sc
+}
+
+// scanDescriptor counts the entries of the RateLimitDescriptor at b[p:] and
+// clears *decodable when it holds a field decodeRequest does not read; ok is
+// false when it is malformed.
+func scanDescriptor(b []byte, p int, decodable *bool) (entries int, ok bool) {
+	for p < len(b) {
+		f, next, ok := skipField(b, p)
+		if !ok {
+			return 0, false
+		}
+		p = next
+		switch {
+		case f.num == descriptorEntries && f.typ == protowire.BytesType:
+			entries++
+			if *decodable && !onlyFields(b[:f.end], f.start, entryKey, protowire.BytesType, entryValue, protowire.BytesType) {
+				*decodable = false
+			}
+		case f.num == descriptorLimit && f.typ == protowire.BytesType:
+			if *decodable && !checkOverride(b[:f.end], f.start) {
+				*decodable = false
+			}
+		case f.num == descriptorHits && f.typ == protowire.BytesType:
+			if *decodable && !onlyFields(b[:f.end], f.start, wrapperValue, protowire.VarintType, wrapperValue, protowire.VarintType) {
+				*decodable = false
+			}
+		case f.num == descriptorNegative && f.typ == protowire.VarintType:
+		default:
+			*decodable = false
+		}
+	}
+	return entries, true
+}
+
+// checkScan returns the Service's error for a request whose scan found more
+// descriptors than MaxDescriptors (the first problem, as parse finds it) or
+// a descriptor with more entries than MaxEntries, or nil.
+func (s *Service) checkScan(sc *scan) error {
+	switch {
+	case sc.descs > s.maxDesc:
+		return s.checkCount(sc.descs)
+	case sc.overAt >= 0:
+		return s.tooManyEntries(descAt(sc.overAt), sc.overN)
+	}
+	return nil
 }
 
 // checkOverride reports whether the RateLimitOverride at b[p:] holds only the
