@@ -9,7 +9,9 @@ import (
 
 	rlcommonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/redisstore"
@@ -87,6 +89,43 @@ func BenchmarkShouldRateLimit(b *testing.B) {
 				})
 			})
 		}
+	}
+}
+
+// BenchmarkShouldRateLimitOptions answers a request of one descriptor that
+// gives its check options (in process, the memory store): a hits_addend
+// (the request's or the descriptor's) and a limit override, beside none.
+func BenchmarkShouldRateLimitOptions(b *testing.B) {
+	l := newLimiter(b, ratelimit.NewMemoryStore(), "", nil)
+	svc, err := ratekitenvoy.NewService([]*ratelimit.Limiter{l}, ratekitenvoy.Options{Available: available(b)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		set  func(*rlsv3.RateLimitRequest, *rlcommonv3.RateLimitDescriptor)
+	}{
+		{"none", func(*rlsv3.RateLimitRequest, *rlcommonv3.RateLimitDescriptor) {}},
+		{"request_hits", func(r *rlsv3.RateLimitRequest, _ *rlcommonv3.RateLimitDescriptor) { r.HitsAddend = 2 }},
+		{"descriptor_hits", func(_ *rlsv3.RateLimitRequest, d *rlcommonv3.RateLimitDescriptor) {
+			d.HitsAddend = wrapperspb.UInt64(0)
+		}},
+		{"override", func(_ *rlsv3.RateLimitRequest, d *rlcommonv3.RateLimitDescriptor) {
+			d.Limit = &rlcommonv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1000, Unit: typev3.RateLimitUnit_MINUTE}
+		}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			d := &rlcommonv3.RateLimitDescriptor{Entries: []*rlcommonv3.RateLimitDescriptor_Entry{{Key: "remote_address", Value: "10.9.1.1"}}}
+			req := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlcommonv3.RateLimitDescriptor{d}}
+			c.set(req, d)
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := svc.ShouldRateLimit(ctx, req); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 
