@@ -2,11 +2,14 @@ package ratekitenvoy_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"testing"
 
 	rlcommonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	ratelimit "github.com/ratekit/ratekit/core"
 	ratekitenvoy "github.com/ratekit/ratekit/envoy"
@@ -20,16 +23,22 @@ import (
 // descriptors went through one batch an answer took 32 and 68, before the
 // headers went straight into the answer 21 and 33; before the answer to one
 // descriptor came in one allocation (its response, status, limit, reset,
-// check request and result, and headers) 15 and 27; now 7 and 25.
+// check request and result, and headers) 15 and 27; now 7 and 25. A
+// descriptor with a hits_addend and a limit override adds its options and
+// the override's per-request tier, and nothing for the override's cache key
+// (16 before the key was built on the stack and the options went into the
+// answer's block, now 11).
 func TestShouldRateLimitAllocations(t *testing.T) {
 	for _, tt := range []struct {
 		descriptors int
+		options     bool // the first descriptor has a hits_addend and a limit override
 		max         float64
 	}{
-		{1, 10},
-		{5, 30},
+		{1, false, 10},
+		{5, false, 30},
+		{1, true, 14},
 	} {
-		t.Run(strconv.Itoa(tt.descriptors), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%d/options=%v", tt.descriptors, tt.options), func(t *testing.T) {
 			l := newLimiter(t, ratelimit.NewMemoryStore(), "", nil)
 			svc, err := ratekitenvoy.NewService([]*ratelimit.Limiter{l}, ratekitenvoy.Options{Available: available(t)})
 			if err != nil {
@@ -38,6 +47,10 @@ func TestShouldRateLimitAllocations(t *testing.T) {
 			req := &rlsv3.RateLimitRequest{Domain: "edge"}
 			for i := range tt.descriptors {
 				req.Descriptors = append(req.Descriptors, &rlcommonv3.RateLimitDescriptor{Entries: []*rlcommonv3.RateLimitDescriptor_Entry{{Key: "remote_address", Value: "10.9.0." + strconv.Itoa(i)}}})
+			}
+			if tt.options {
+				req.Descriptors[0].HitsAddend = wrapperspb.UInt64(2)
+				req.Descriptors[0].Limit = &rlcommonv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1000, Unit: typev3.RateLimitUnit_MINUTE}
 			}
 			ctx := context.Background()
 			got := testing.AllocsPerRun(500, func() {

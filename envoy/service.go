@@ -444,10 +444,16 @@ func (s *Service) parse(l *ratelimit.Limiter, req *rlsv3.RateLimitRequest, one *
 			continue // the defaults: no options
 		}
 		if opts == nil {
-			opts = make([]ratelimit.CheckOption, 0, 2*(len(descs)-i))
+			if one != nil && len(descs) == 1 {
+				opts = one.options[:0]
+			} else {
+				opts = make([]ratelimit.CheckOption, 0, 2*(len(descs)-i))
+			}
 		}
 		from := len(opts)
-		opts = append(opts, costOption(float64(hits)))
+		if hits != 1 {
+			opts = append(opts, costOption(float64(hits)))
+		}
 		if over != nil {
 			opts = append(opts, ratelimit.WithRules(over))
 			if overs == nil {
@@ -512,12 +518,8 @@ func (s *Service) parseDescriptor(at descAt, d *rlcommonv3.RateLimitDescriptor, 
 	}
 	var over *ratelimit.RuleSet
 	if o := d.GetLimit(); o != nil {
-		keys := make([]string, len(entries))
-		for j, e := range entries {
-			keys[j] = e.GetKey()
-		}
 		var err error
-		if over, err = s.override(keys, o); err != nil {
+		if over, err = s.override(entries, o); err != nil {
 			return nil, 0, nil, fmt.Errorf("ratekitenvoy: %s: limit override: %w", at, err)
 		}
 	}
@@ -536,8 +538,9 @@ var unitDurations = map[typev3.RateLimitUnit]time.Duration{
 }
 
 // override returns the compiled per-request rule of a descriptor's limit
-// override: a limit rule over all the descriptor's keys, never shadow.
-func (s *Service) override(keys []string, o *rlcommonv3.RateLimitDescriptor_RateLimitOverride) (*ratelimit.RuleSet, error) {
+// override: a limit rule over all the keys of the descriptor's entries,
+// never shadow. Its cache key is built on the stack: a hit allocates nothing.
+func (s *Service) override(entries []*rlcommonv3.RateLimitDescriptor_Entry, o *rlcommonv3.RateLimitDescriptor_RateLimitOverride) (*ratelimit.RuleSet, error) {
 	unit, ok := unitDurations[o.GetUnit()]
 	if !ok {
 		return nil, fmt.Errorf("unit %s is not supported (want SECOND, MINUTE, HOUR, DAY, MONTH or YEAR)", o.GetUnit())
@@ -550,9 +553,19 @@ func (s *Service) override(keys []string, o *rlcommonv3.RateLimitDescriptor_Rate
 		return nil, fmt.Errorf("unit_multiplier %d: the window must be between one unit and %v", mult, MaxOverridePeriod)
 	}
 	period := unit * time.Duration(mult)
-	key := strings.Join(keys, "\x00") + "\x00" + strconv.FormatUint(uint64(o.GetRequestsPerUnit()), 10) + "\x00" + strconv.FormatInt(int64(period), 10)
+	var buf [256]byte
+	key := buf[:0] // keys (^[a-z0-9_]+$), requests and period, each ended by NUL
+	for _, e := range entries {
+		key = append(append(key, e.GetKey()...), 0)
+	}
+	key = append(strconv.AppendUint(key, uint64(o.GetRequestsPerUnit()), 10), 0)
+	key = strconv.AppendInt(key, int64(period), 10)
 	if set := s.overrides.get(key); set != nil {
 		return set, nil
+	}
+	keys := make([]string, len(entries))
+	for j, e := range entries {
+		keys[j] = e.GetKey()
 	}
 	limit := int64(o.GetRequestsPerUnit())
 	var limitFunc func(context.Context) (int64, error)
@@ -573,7 +586,7 @@ func (s *Service) override(keys []string, o *rlcommonv3.RateLimitDescriptor_Rate
 	if err != nil {
 		return nil, err
 	}
-	s.overrides.put(key, set)
+	s.overrides.put(string(key), set)
 	return set, nil
 }
 
@@ -587,10 +600,10 @@ type overrideCache struct {
 
 const overrideCacheSize = 1024
 
-func (c *overrideCache) get(k string) *ratelimit.RuleSet {
+func (c *overrideCache) get(k []byte) *ratelimit.RuleSet {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	return c.m[k]
+	return c.m[string(k)] // no copy: a map index converts in place
 }
 
 func (c *overrideCache) put(k string, s *ratelimit.RuleSet) {
@@ -681,6 +694,7 @@ type oneAnswer struct {
 	statuses [1]*rlsv3.RateLimitResponse_DescriptorStatus
 	parts    [1]statusParts
 	request  [1]ratelimit.Request
+	options  [2]ratelimit.CheckOption // the check's cost and override
 	result   [1]ratelimit.Result
 	// The headers of an answer in the IETF profile, blocked or not.
 	headers    [4]corev3.HeaderValue
