@@ -98,7 +98,7 @@
 // CANCELED), as Envoy already read it, counted in
 // ratekit_envoy_requests_total{code="canceled"} and not as failed open. A
 // malformed request (no descriptors, a bad or undeclared key,
-// a bound exceeded, a refund via is_negative_hits, an invalid override) is
+// a bound exceeded but MaxHits, a refund via is_negative_hits, an invalid override) is
 // answered INVALID_ARGUMENT naming the descriptor and entry, and nothing of
 // it is counted. A panic below the service is recovered and answered
 // INTERNAL. Every size a caller controls is bounded (Options.MaxDescriptors,
