@@ -27,7 +27,7 @@ import (
 // descriptor with a hits_addend and a limit override adds its options and
 // the override's per-request tier, and nothing for the override's cache key
 // (16 before the key was built on the stack and the options went into the
-// answer's block, now 11).
+// answer's block, 11 after; 10 since a small cost's option is built once).
 func TestShouldRateLimitAllocations(t *testing.T) {
 	for _, tt := range []struct {
 		descriptors int

@@ -452,7 +452,7 @@ func (s *Service) parse(l *ratelimit.Limiter, req *rlsv3.RateLimitRequest, one *
 		}
 		from := len(opts)
 		if hits != 1 {
-			opts = append(opts, costOption(float64(hits)))
+			opts = append(opts, costOption(hits))
 		}
 		if over != nil {
 			opts = append(opts, ratelimit.WithRules(over))
@@ -466,14 +466,20 @@ func (s *Service) parse(l *ratelimit.Limiter, req *rlsv3.RateLimitRequest, one *
 	return reqs, overs, never, nil
 }
 
-// costZero is the option of the common hits_addend 0 (a read), built once.
-var costZero = ratelimit.Cost(0)
-
-func costOption(cost float64) ratelimit.CheckOption {
-	if cost == 0 {
-		return costZero
+// smallCosts are the options of the hits_addend 0 (a read) to 63, built
+// once: a gateway sends a route's constant hits_addend on every request.
+var smallCosts = func() (o [64]ratelimit.CheckOption) {
+	for i := range o {
+		o[i] = ratelimit.Cost(float64(i))
 	}
-	return ratelimit.Cost(cost)
+	return o
+}()
+
+func costOption(hits uint64) ratelimit.CheckOption {
+	if hits < uint64(len(smallCosts)) {
+		return smallCosts[hits]
+	}
+	return ratelimit.Cost(float64(hits))
 }
 
 // descAt names a descriptor in errors; formatted only when one is returned.
