@@ -191,7 +191,7 @@ func checkBuildAndTest(t *testing.T, c renderCase, dst string) {
 		t.Errorf("make validate-rate-limits checked fewer than 2 documents:\n%s", out)
 	}
 	out := run(t, dst, env, "go", "test", "-count=1", "-v", "./...")
-	for _, name := range append([]string{"TestShippedFiles", "TestBuiltInAvailableLimiters", "TestInvalidRateLimitsRejectedWhole", "TestDBUtilizationBudget"}, c.tests...) {
+	for _, name := range append([]string{"TestShippedFiles", "TestBuiltInAvailableLimiters", "TestInvalidRateLimitsRejectedWhole", "TestRateLimitsRejectionsCountFromZero", "TestDBUtilizationBudget"}, c.tests...) {
 		if !strings.Contains(out, "--- PASS: "+name+" ") {
 			t.Errorf("generated test %s did not pass:\n%s", name, out)
 		}
