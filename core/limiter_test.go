@@ -252,7 +252,45 @@ func (c *manualClock) Add(d time.Duration) {
 	c.mu.Unlock()
 }
 
+// TestFailOpenTimeoutAndBreaker: a check on a hung store gives up at the
+// timeout and fails open, and such timeouts open the breaker; failures open
+// it too, after which checks answer at once without the store, a background
+// prober tries the store, and its first success closes the breaker. The
+// checks that must time out run on a Limiter of their own with a 50ms
+// timeout; those that must succeed run on one with an hour's, which no stall
+// of a loaded machine reaches (under the 50ms one a descheduled check would
+// time out).
 func TestFailOpenTimeoutAndBreaker(t *testing.T) {
+	ctx := context.Background()
+	id := ratelimit.Identifier{"user": "u"}
+
+	hung := &flakyStore{inner: ratelimit.NewMemoryStore(), hang: make(chan struct{})}
+	defer close(hung.hang)
+	short, err := ratelimit.New(ratelimit.Config{
+		Name:    "short",
+		Store:   hung,
+		Rules:   []ratelimit.Rule{basic("per_user")},
+		Timeout: 50 * time.Millisecond,
+		Breaker: ratelimit.BreakerConfig{Failures: 2, Cooldown: 200 * time.Millisecond},
+		Logger:  slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hung.mode.Store(2) // hang: each check must give up at the timeout
+	for i := 0; i < 2; i++ {
+		r := short.Check(ctx, id) // returns at all only through the timeout: the store never does
+		if r.Err == nil || !errors.Is(r.Err, context.DeadlineExceeded) || r.Action != ratelimit.ActionAllow || r.Info != nil {
+			t.Fatalf("hung store result: %+v", r)
+		}
+	}
+	if s := short.BreakerState(); s == "closed" {
+		t.Fatalf("breaker after 2 timeouts: %s", s)
+	}
+	// Let its prober succeed and end, rather than probe beside the rest.
+	hung.mode.Store(0)
+	eventually(t, "the short Limiter's breaker closes", func() bool { return short.BreakerState() == "closed" })
+
 	clk := &manualClock{now: time.Unix(1_800_000_000, 0)}
 	store := &flakyStore{inner: ratelimit.MemoryConfig{Now: clk.Now}.New(), hang: make(chan struct{})}
 	defer close(store.hang)
@@ -261,7 +299,7 @@ func TestFailOpenTimeoutAndBreaker(t *testing.T) {
 		Name:    "lim",
 		Store:   store,
 		Rules:   []ratelimit.Rule{basic("per_user")},
-		Timeout: 50 * time.Millisecond,
+		Timeout: time.Hour,
 		Breaker: ratelimit.BreakerConfig{Failures: 3, Cooldown: 200 * time.Millisecond},
 		Logger:  slog.New(slog.NewJSONHandler(&logs, nil)),
 		Now:     clk.Now,
@@ -269,20 +307,20 @@ func TestFailOpenTimeoutAndBreaker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	id := ratelimit.Identifier{"user": "u"}
 
 	if r := l.Check(ctx, id); r.Err != nil || r.Action != ratelimit.ActionAllow {
 		t.Fatalf("healthy check: %+v", r)
 	}
-	store.mode.Store(2) // hang: each check must give up at the timeout
+	store.mode.Store(1)
 	for i := 0; i < 2; i++ {
-		r := l.Check(ctx, id) // returns at all only through the timeout: the store never does
-		if r.Err == nil || !errors.Is(r.Err, context.DeadlineExceeded) || r.Action != ratelimit.ActionAllow || r.Info != nil {
-			t.Fatalf("hung store result: %+v", r)
+		if r := l.Check(ctx, id); r.Err == nil || !strings.Contains(r.Err.Error(), "connection refused") ||
+			r.Action != ratelimit.ActionAllow || r.Info != nil {
+			t.Fatalf("error result: %+v", r)
 		}
 	}
-	store.mode.Store(1)
+	if s := l.BreakerState(); s != "closed" {
+		t.Fatalf("breaker after 2 failures: %s", s)
+	}
 	if r := l.Check(ctx, id); r.Err == nil || !strings.Contains(r.Err.Error(), "connection refused") {
 		t.Fatalf("error result: %+v", r)
 	}
@@ -418,7 +456,10 @@ func TestBreakerUnderConcurrency(t *testing.T) {
 	store := &flakyStore{inner: ratelimit.NewMemoryStore(), hang: make(chan struct{})}
 	defer close(store.hang)
 	var logs testlog.Buffer
-	l, _ := ratelimit.New(ratelimit.Config{Name: "lim", Store: store, Rules: []ratelimit.Rule{basic("r")},
+	// An hour's timeout: under the default 100ms, a loaded machine that
+	// descheduled the healthy checks that long would time them out, three
+	// failures in a row, and open the breaker on a healthy store.
+	l, _ := ratelimit.New(ratelimit.Config{Name: "lim", Store: store, Rules: []ratelimit.Rule{basic("r")}, Timeout: time.Hour,
 		Breaker: ratelimit.BreakerConfig{Failures: 3, Cooldown: time.Hour}, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	run := func() {
 		var wg sync.WaitGroup
