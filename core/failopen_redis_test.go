@@ -26,14 +26,17 @@ import (
 
 const checkTimeout = 100 * time.Millisecond
 
-func failOpenLimiter(t *testing.T, client redis.UniversalClient, failures int, cooldown time.Duration) *ratelimit.Limiter {
+// failOpenLimiter returns a Limiter on client whose checks time out after
+// timeout: checkTimeout where checks must fail, longer where some must
+// succeed (a loaded machine may deschedule a check for 100ms).
+func failOpenLimiter(t *testing.T, client redis.UniversalClient, timeout time.Duration, failures int, cooldown time.Duration) *ratelimit.Limiter {
 	t.Helper()
 	l, err := ratelimit.New(ratelimit.Config{
 		Name:      "failopen",
 		Store:     redisstore.New(client),
 		KeyPrefix: redistest.Prefix(t),
 		Rules:     []ratelimit.Rule{basic("per_user")},
-		Timeout:   checkTimeout,
+		Timeout:   timeout,
 		Breaker:   ratelimit.BreakerConfig{Failures: failures, Cooldown: cooldown},
 		Logger:    slog.New(slog.DiscardHandler),
 	})
@@ -64,7 +67,11 @@ func TestFailOpenRedisStoppedMidTest(t *testing.T) {
 	calls := &redistest.RoundTrips{}
 	client.AddHook(calls)
 	const cooldown = 300 * time.Millisecond
-	l := failOpenLimiter(t, client, 3, cooldown)
+	// A stopped Redis refuses connections at once: no check here needs the
+	// timeout to fail, and those before the outage and after it must succeed,
+	// which a check descheduled for checkTimeout would not (and the one that
+	// timed out after reaching the restarted server would count there).
+	l := failOpenLimiter(t, client, 10*time.Second, 3, cooldown)
 
 	if r, _ := timedCheck(l); r.Err != nil || r.Info == nil || r.Info.Count != 1 {
 		t.Fatalf("before the outage: %+v", r)
@@ -114,7 +121,7 @@ func TestFailOpenUnreachableAddress(t *testing.T) {
 	redistest.URL(t) // real-Redis test family: same skip rule
 	client := redis.NewClient(&redis.Options{Addr: redistest.UnusedAddr(t), MaxRetries: -1})
 	defer client.Close()
-	l := failOpenLimiter(t, client, 2, time.Hour)
+	l := failOpenLimiter(t, client, checkTimeout, 2, time.Hour)
 	for i := 0; i < 2; i++ {
 		r, _ := timedCheck(l)
 		expectFailOpen(t, "connection refused", r)
@@ -145,7 +152,7 @@ func TestFailOpenServerNeverAnswers(t *testing.T) {
 }
 
 func neverAnswers(t *testing.T, client *redis.Client) {
-	l := failOpenLimiter(t, client, 3, time.Hour)
+	l := failOpenLimiter(t, client, checkTimeout, 3, time.Hour)
 	for i := 0; i < 3; i++ {
 		r, took := timedCheck(l)
 		expectFailOpen(t, "hung server", r)
