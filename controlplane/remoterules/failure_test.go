@@ -64,9 +64,11 @@ func TestStaleServesWhileServerDown(t *testing.T) {
 	}}}
 	g := startGRPC(t, srv)
 	clk := newClock()
-	c := newClient(t, dial(t, g.addr), "web", func(cfg *remoterules.Config) {
-		cfg.Now, cfg.Timeout = clk.Now, 200*time.Millisecond
-	})
+	// newClient's timeout (5s), not a short one: the first check must get the
+	// answer, a cold call over a new connection, which a loaded machine
+	// stalling for a short timeout would fail; once the server is down, calls
+	// fail at once (connection refused).
+	c := newClient(t, dial(t, g.addr), "web", func(cfg *remoterules.Config) { cfg.Now = clk.Now })
 	ctx := context.Background()
 	id := ratelimit.Identifier{"root_namespace": "345"}
 	if c.RulesFor(ctx, "rack_request", id).Len() != 1 {
