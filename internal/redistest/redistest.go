@@ -10,13 +10,17 @@
 package redistest
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -141,20 +145,30 @@ func Prefix(t testing.TB) string {
 type Server struct {
 	Addr string
 	cmd  *exec.Cmd
+	out  *os.File // the read end of cmd's stdout and stderr
 	dir  string
 	port int
+	bus  int      // the cluster bus port; 0 for a standalone server
 	args []string // extra redis-server arguments
 }
+
+// startTries bounds the ports a new server tries: a port found free may be
+// taken (by another process or test) before redis-server binds it.
+const startTries = 5
+
+// errPortTaken is the error of a start whose redis-server found its port (or
+// its cluster bus port) taken.
+var errPortTaken = errors.New("port taken")
 
 // StartServer starts a private redis-server on a free loopback port and stops
 // it at cleanup. It needs redis-server on PATH, which the test command ensures;
 // without it (and without EnvURL) the test skips.
 func StartServer(t testing.TB) *Server {
 	t.Helper()
-	return startServer(t)
+	return startServer(t, false)
 }
 
-func startServer(t testing.TB, args ...string) *Server {
+func startServer(t testing.TB, cluster bool, args ...string) *Server {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -163,32 +177,76 @@ func startServer(t testing.TB, args ...string) *Server {
 		}
 		t.Skipf("redis-server not on PATH: "+howTo, EnvURL)
 	}
-	s := &Server{dir: t.TempDir(), port: freePort(t), args: args}
-	s.Addr = fmt.Sprintf("127.0.0.1:%d", s.port)
-	s.start(t, bin)
+	s := &Server{args: args}
 	t.Cleanup(func() { s.Stop() })
-	return s
+	for try := 1; ; try++ {
+		s.dir = t.TempDir() // a failed try's files (a cluster node's nodes.conf) stay behind
+		s.port = freePort(t)
+		if cluster {
+			s.bus = freePort(t)
+		}
+		s.Addr = fmt.Sprintf("127.0.0.1:%d", s.port)
+		err := s.start(bin)
+		if err == nil {
+			return s
+		}
+		if !errors.Is(err, errPortTaken) || try == startTries {
+			t.Fatalf("redis-server, try %d of %d: %v", try, startTries, err)
+		}
+	}
 }
 
-func (s *Server) start(t testing.TB, bin string) {
-	t.Helper()
-	args := append([]string{"--port", fmt.Sprint(s.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", s.dir, "--daemonize", "no"}, s.args...)
-	s.cmd = exec.Command(bin, args...)
-	s.cmd.Stdout, s.cmd.Stderr = nil, nil
-	if err := s.cmd.Start(); err != nil {
-		t.Fatalf("start redis-server: %v", err)
+// start runs redis-server on s.port and waits until it answers. It fails with
+// errPortTaken when redis-server exits because the port is taken; an answer
+// from another process on the port does not count.
+func (s *Server) start(bin string) error {
+	logFile := filepath.Join(s.dir, "redis.log")
+	_ = os.Remove(logFile) // an earlier run's lines would be taken for this one's
+	args := []string{"--port", fmt.Sprint(s.port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", s.dir, "--daemonize", "no", "--logfile", logFile}
+	if s.bus != 0 {
+		args = append(args, "--cluster-enabled", "yes", "--cluster-port", fmt.Sprint(s.bus))
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		c, err := net.DialTimeout("tcp", s.Addr, 100*time.Millisecond)
-		if err == nil {
-			_ = c.Close()
-			return
+	cmd := exec.Command(bin, append(args, s.args...)...)
+	// The read end of its stdout ends (EOF) when redis-server exits: how the
+	// wait below learns it, with no goroutine waiting on the process (tests
+	// check that none outlives them while the server still runs).
+	out, w, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("pipe: %w", err)
+	}
+	cmd.Stdout, cmd.Stderr = w, w
+	err = cmd.Start()
+	_ = w.Close()
+	if err != nil {
+		_ = out.Close()
+		return fmt.Errorf("start redis-server: %w", err)
+	}
+	s.cmd, s.out = cmd, out
+	exited := func() bool {
+		_ = out.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+		var b [512]byte
+		_, err := out.Read(b[:])
+		return errors.Is(err, io.EOF)
+	}
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: time.Second})
+	defer c.Close()
+	pid := fmt.Sprintf("process_id:%d\r\n", cmd.Process.Pid)
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
+		if exited() {
+			s.Stop() // reaps it
+			log, _ := os.ReadFile(logFile)
+			if bytes.Contains(log, []byte("Address already in use")) {
+				return fmt.Errorf("redis-server on %s (cluster bus port %d): %w", s.Addr, s.bus, errPortTaken)
+			}
+			return fmt.Errorf("redis-server on %s exited: %s", s.Addr, log)
 		}
-		time.Sleep(20 * time.Millisecond)
+		if info, err := c.Info(context.Background(), "server").Result(); err == nil && strings.Contains(info, pid) {
+			return nil
+		}
 	}
-	t.Fatalf("redis-server on %s did not start", s.Addr)
+	s.Stop()
+	return fmt.Errorf("redis-server on %s did not answer within 30s", s.Addr)
 }
 
 // StartCluster starts a private Redis Cluster of n masters (no replicas) on
@@ -199,9 +257,8 @@ func StartCluster(t testing.TB, n int) []*Server {
 	nodes := make([]*Server, n)
 	bus := make([]int, n) // each node's cluster bus port
 	for i := range nodes {
-		bus[i] = freePort(t)
-		nodes[i] = startServer(t, "--cluster-enabled", "yes", "--cluster-port", fmt.Sprint(bus[i]),
-			"--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "5000")
+		nodes[i] = startServer(t, true, "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "5000")
+		bus[i] = nodes[i].bus
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -244,6 +301,7 @@ func (s *Server) Stop() {
 	if s.cmd != nil && s.cmd.Process != nil {
 		_ = s.cmd.Process.Kill()
 		_ = s.cmd.Wait()
+		_ = s.out.Close()
 		s.cmd = nil
 	}
 }
@@ -265,6 +323,11 @@ func (s *Server) Resume(t testing.TB) {
 	}
 }
 
+// restartTries bounds the starts Restart tries: the port it must take again
+// may be held for a moment by another process (a client's port of an
+// outgoing connection, a test's port probe).
+const restartTries = 50
+
 // Restart starts the server again on the same port after Stop.
 func (s *Server) Restart(t testing.TB) {
 	t.Helper()
@@ -272,7 +335,16 @@ func (s *Server) Restart(t testing.TB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.start(t, bin)
+	for try := 1; ; try++ {
+		err := s.start(bin)
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, errPortTaken) || try == restartTries {
+			t.Fatalf("restart redis-server, try %d of %d: %v", try, restartTries, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 func freePort(t testing.TB) int {
@@ -315,7 +387,24 @@ func Blackhole(t testing.TB) string {
 	return l.Addr().String()
 }
 
-// UnusedAddr returns a loopback address where nothing listens.
+// UnusedAddr returns a loopback address where nothing listens: a connection
+// to it is refused. A socket bound to its port, never listening, holds the
+// port until cleanup, so no other process or test can listen there meanwhile
+// (a port found free and let go could be taken by then).
 func UnusedAddr(t testing.TB) string {
-	return fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatalf("socket: %v", err)
+	}
+	syscall.CloseOnExec(fd)
+	t.Cleanup(func() { _ = syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatalf("bind a loopback port: %v", err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatalf("getsockname: %v", err)
+	}
+	return fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
 }
