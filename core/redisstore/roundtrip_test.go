@@ -3,10 +3,6 @@ package redisstore
 import (
 	"context"
 	"fmt"
-	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -403,62 +399,18 @@ func TestNoScriptFallback(t *testing.T) {
 }
 
 // startCluster starts a private 3-master Redis Cluster (for tests that flush
-// or break it) and returns its addresses. It runs where the shared test
-// cluster is configured, and needs redis-server on PATH.
+// or break it) and returns its addresses, each master owning a third of the
+// slots in order. It runs where the shared test cluster is configured, and
+// needs redis-server on PATH. redistest.StartCluster holds what a private
+// cluster needs once: its nodes try another port when the one they found
+// free was taken before they bound it.
 func startCluster(t *testing.T) []string {
 	t.Helper()
 	redistest.ClusterAddrs(t)
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Fatalf("redis-server: %v", err)
-	}
 	var addrs []string
-	var nodes []*redis.Client
-	for i := range 3 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		_ = l.Close()
-		dir := filepath.Join(t.TempDir(), fmt.Sprint(i))
-		if err := os.Mkdir(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command(bin, "--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-			"--dir", dir, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000")
-		if err := cmd.Start(); err != nil {
-			t.Fatalf("start redis-server: %v", err)
-		}
-		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-		addr := fmt.Sprintf("127.0.0.1:%d", port)
-		c := redis.NewClient(&redis.Options{Addr: addr})
-		t.Cleanup(func() { _ = c.Close() })
-		waitFor(t, "redis-server "+addr, func() bool { return c.Ping(ctx).Err() == nil })
-		addrs, nodes = append(addrs, addr), append(nodes, c)
+	for _, n := range redistest.StartCluster(t, 3) {
+		addrs = append(addrs, n.Addr)
 	}
-	for i, c := range nodes {
-		lo, hi := i*numSlots/3, (i+1)*numSlots/3-1
-		if err := c.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", lo, hi).Err(); err != nil {
-			t.Fatalf("addslotsrange: %v", err)
-		}
-		if i > 0 {
-			host, port, _ := net.SplitHostPort(addrs[i])
-			if err := nodes[0].ClusterMeet(ctx, host, port).Err(); err != nil {
-				t.Fatalf("cluster meet: %v", err)
-			}
-		}
-	}
-	waitFor(t, "cluster state ok", func() bool {
-		for _, c := range nodes {
-			info, err := c.ClusterInfo(ctx).Result()
-			slots, err2 := c.ClusterSlots(ctx).Result() //nolint:staticcheck // SA1019: three slot ranges is the simplest "every master owns its share" check; Redis 7 and 8 still serve CLUSTER SLOTS
-			if err != nil || err2 != nil || !strings.Contains(info, "cluster_state:ok") || len(slots) != 3 {
-				return false
-			}
-		}
-		return true
-	})
 	return addrs
 }
 
