@@ -91,12 +91,7 @@ func Test(t *testing.T, name string, newHandler NewHandler) {
 // background) and fail open, so a Redis outage never takes the example down
 // at start-up; the admin page is mounted and answers.
 func runRedisDown(t *testing.T, name string, newHandler NewHandler) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	down := "redis://" + lis.Addr().String() + "/0"
-	lis.Close() // nothing listens there any more
+	down := "redis://" + redistest.UnusedAddr(t) + "/0" // held: nothing can listen there meanwhile
 	o := Options{Addr: "127.0.0.1:0", InternalAddr: "127.0.0.1:0", RedisURL: down, KeyPrefix: redistest.Prefix(t)}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
