@@ -21,6 +21,7 @@ import (
 
 	"github.com/ratekit/ratekit/controlplane/rollout"
 	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/redistest"
 	"github.com/ratekit/ratekit/observability/observe"
 )
 
@@ -180,7 +181,7 @@ func TestRolloutGateBadInput(t *testing.T) {
 		{[]string{"--metrics", "limiter.txt"}, exitUsage, `rate_limiter="Bad Name"`},
 		{[]string{"--metrics", "garbage.txt"}, exitUsage, "parse garbage.txt"},
 		{[]string{"--metrics", "missing.txt"}, exitUsage, "missing.txt"},
-		{[]string{"--metrics", "http://" + unusedAddr(t) + "/metrics"}, exitUsage, "fetch http://"},
+		{[]string{"--metrics", "http://" + redistest.UnusedAddr(t) + "/metrics"}, exitUsage, "fetch http://"},
 		{[]string{}, exitUsage, "give either --prometheus or --metrics"},
 		{[]string{"--metrics", "a", "--prometheus", "http://x"}, exitUsage, "give either"},
 		{[]string{"--metrics", "a", "--max-divergence", "0"}, exitUsage, "--max-divergence"},
@@ -200,15 +201,68 @@ func TestRolloutGateBadInput(t *testing.T) {
 	}
 }
 
-func unusedAddr(t *testing.T) string {
+// startPrometheus runs Prometheus with dir/prometheus.yml on a free loopback
+// port and returns its URL once it answers. A port found free may be taken
+// before Prometheus binds it: then Prometheus exits, and another port is
+// tried; an answer from another process on the port does not count.
+func startPrometheus(t *testing.T, bin, dir string) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	const tries = 5
+ports:
+	for try := 1; ; try++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		_ = l.Close()
+		data := filepath.Join(dir, fmt.Sprintf("data%d", try))
+		cmd := exec.Command(bin, "--config.file="+filepath.Join(dir, "prometheus.yml"), "--storage.tsdb.path="+data,
+			"--web.listen-address="+addr)
+		logName := filepath.Join(dir, fmt.Sprintf("prometheus%d.log", try))
+		logf, err := os.Create(logName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stdout, cmd.Stderr = logf, logf
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan struct{})
+		go func() {
+			_ = cmd.Wait()
+			_ = logf.Close()
+			close(exited)
+		}()
+		t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
+		promURL := "http://" + addr
+		ours := func() bool { // the flags it answers with name our data directory
+			resp, err := http.Get(promURL + "/api/v1/status/flags")
+			if err != nil {
+				return false
+			}
+			defer resp.Body.Close()
+			var flags struct {
+				Data map[string]string `json:"data"`
+			}
+			return json.NewDecoder(resp.Body).Decode(&flags) == nil && flags.Data["storage.tsdb.path"] == data
+		}
+		for deadline := time.Now().Add(60 * time.Second); !ours(); time.Sleep(100 * time.Millisecond) {
+			select {
+			case <-exited:
+				log, _ := os.ReadFile(logName)
+				if !strings.Contains(string(log), "address already in use") || try == tries {
+					t.Fatalf("prometheus on %s exited, try %d of %d:\n%s", addr, try, tries, log)
+				}
+				continue ports // the port was taken: try another
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("prometheus on %s did not answer within 60s", addr)
+			}
+		}
+		return promURL
 	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
 }
 
 // EnvPrometheus names the Prometheus server binary (Debian's prometheus
@@ -244,17 +298,7 @@ func TestRolloutGatePrometheus(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	addr := unusedAddr(t)
-	cmd := exec.Command(bin, "--config.file="+filepath.Join(dir, "prometheus.yml"), "--storage.tsdb.path="+filepath.Join(dir, "data"),
-		"--web.listen-address="+addr)
-	logf, _ := os.Create(filepath.Join(dir, "prometheus.log"))
-	defer logf.Close()
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	promURL := "http://" + addr
+	promURL := startPrometheus(t, bin, dir)
 
 	query := func(q string) int {
 		resp, err := http.Get(promURL + "/api/v1/query?query=" + url.QueryEscape(q))
@@ -331,17 +375,7 @@ func TestRolloutGatePrometheusJobs(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	addr := unusedAddr(t)
-	cmd := exec.Command(bin, "--config.file="+filepath.Join(dir, "prometheus.yml"), "--storage.tsdb.path="+filepath.Join(dir, "data"),
-		"--web.listen-address="+addr)
-	logf, _ := os.Create(filepath.Join(dir, "prometheus.log"))
-	defer logf.Close()
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	promURL := "http://" + addr
+	promURL := startPrometheus(t, bin, dir)
 	query := func(q string) int {
 		resp, err := http.Get(promURL + "/api/v1/query?query=" + url.QueryEscape(q))
 		if err != nil {
@@ -448,7 +482,7 @@ func TestRolloutGateHidesPassword(t *testing.T) {
 	}))
 	defer srv.Close()
 	with := strings.Replace(srv.URL, "http://", "http://u:s3cret@", 1)
-	unused := "http://u:s3cret@" + unusedAddr(t)
+	unused := "http://u:s3cret@" + redistest.UnusedAddr(t)
 	for _, tt := range []struct {
 		args []string
 		code int
