@@ -268,8 +268,12 @@ func TestNonNumericValueIsForeign(t *testing.T) {
 	sliding := func(k keyer, name string) ratelimit.Op {
 		return ratelimit.Op{Kind: ratelimit.OpSliding, Key: k.key(name), Limit: 10, Cost: 2, Period: time.Minute, Terminal: true}
 	}
+	// A day's period: the bucket refills between the absent key's check and
+	// the foreign one's, and their counts must agree within 0.01 token,
+	// which at 10 a minute a loaded machine's stall of 60ms exceeded (a
+	// count of 0.944 against 0.999); at 10 a day it takes 86s.
 	bucket := func(k keyer, name string) ratelimit.Op {
-		return ratelimit.Op{Kind: ratelimit.OpTokenBucket, Key: k.key(name), Limit: 10, Burst: 10, Cost: 2, Period: time.Minute, Terminal: true}
+		return ratelimit.Op{Kind: ratelimit.OpTokenBucket, Key: k.key(name), Limit: 10, Burst: 10, Cost: 2, Period: 24 * time.Hour, Terminal: true}
 	}
 	withBan := func(f func(keyer, string) ratelimit.Op) func(keyer, string) ratelimit.Op {
 		return func(k keyer, name string) ratelimit.Op { return banned(f(k, name), time.Hour) }
