@@ -51,20 +51,24 @@ func blackHole(t *testing.T) string {
 // gateway must never read an outage as "0 remaining".
 func TestFailOpenStatusCarriesNoLimit(t *testing.T) {
 	srv := redistest.StartServer(t)
+	// The check timeout: a stopped Redis refuses at once, and the request
+	// before its outage must succeed, which a short timeout would fail on a
+	// loaded machine; against the black hole every check must time out.
 	tests := []struct {
-		name   string
-		addr   string
-		outage func()
+		name    string
+		addr    string
+		outage  func()
+		timeout time.Duration
 	}{
-		{"stopped", srv.Addr, srv.Stop},
-		{"unreachable", blackHole(t), func() {}},
+		{"stopped", srv.Addr, srv.Stop, 10 * time.Second},
+		{"unreachable", blackHole(t), func() {}, 500 * time.Millisecond},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			client := redis.NewClient(&redis.Options{Addr: tt.addr, MaxRetries: -1})
 			t.Cleanup(func() { _ = client.Close() })
 			l := newLimiter(t, redisstore.New(client), redistest.Prefix(t), nil, func(c *ratelimit.Config) {
-				c.Timeout = 500 * time.Millisecond
+				c.Timeout = tt.timeout
 				c.Breaker = ratelimit.BreakerConfig{Failures: -1} // every request reaches the broken store
 			})
 			g := startGateway(t, l, nil, ratekitenvoy.Options{})
