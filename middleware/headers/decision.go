@@ -126,9 +126,22 @@ func never(blocking []*ratelimit.Evaluation) bool {
 // RetryAfter returns how long a blocked caller must wait: until the latest
 // reset among the blocking rules, rounded up to whole seconds, and at least
 // ratelimit.MinRetryAfter. It is 0 when nothing blocks. When Never, no wait
-// helps: it is then when the blocking rules are as good as they get.
+// helps: it is then when the blocking rules are as good as they get. It
+// walks the results as Blocking does, without building its slice: SetHeaders
+// asks on every blocked request.
 func (d *Decision) RetryAfter(now time.Time) time.Duration {
-	return retryAfter(d.Blocking(), now)
+	var longest time.Duration // 0 until a blocking evaluation is seen
+	for i := range d.Results {
+		if r := &d.Results[i]; !r.Blocked() || r.Failed() {
+			continue
+		}
+		for j := range d.Results[i].Evaluations {
+			if e := &d.Results[i].Evaluations[j]; e.Blocked {
+				longest = max(longest, ratelimit.MinRetryAfter, e.Info.RetryAfter(now))
+			}
+		}
+	}
+	return longest
 }
 
 // retryAfter is Decision.RetryAfter of the blocking evaluations.

@@ -67,3 +67,38 @@ func TestDecisionBlockingIgnoresShadowLimiter(t *testing.T) {
 		t.Errorf("problem names %q, want only the enforcing rule", p.ViolatedPolicies)
 	}
 }
+
+// RetryAfter is asked on every blocked answer (Profile.Each, so every adapter
+// and the Envoy service): it walks the blocking evaluations without building
+// Blocking's slice, which cost an allocation per blocked answer.
+func TestRetryAfterDoesNotAllocate(t *testing.T) {
+	now := time.Now()
+	limit := &ratelimit.Rule{Name: "r", Action: ratelimit.ActionLimit}
+	ev := func(reset time.Duration) ratelimit.Evaluation {
+		return ratelimit.Evaluation{Rule: limit, Exceeded: true, Blocked: true,
+			Info: ratelimit.Info{Limit: 1, Period: time.Hour, Count: 2, ResetAt: now.Add(reset)}}
+	}
+	blocked := func(evs ...ratelimit.Evaluation) ratelimit.Result {
+		return ratelimit.Result{Action: ratelimit.ActionBlock, Exceeded: true, Evaluations: evs}
+	}
+	for _, tt := range []struct {
+		name string
+		d    *ratelimitheaders.Decision
+		want time.Duration
+	}{
+		{"one rule", &ratelimitheaders.Decision{Results: []ratelimit.Result{blocked(ev(30 * time.Second))}}, 30 * time.Second},
+		{"latest of two limiters", &ratelimitheaders.Decision{Results: []ratelimit.Result{
+			blocked(ev(30 * time.Second)), blocked(ev(time.Minute), ev(10*time.Second))}}, time.Minute},
+		{"at least MinRetryAfter", &ratelimitheaders.Decision{Results: []ratelimit.Result{blocked(ev(0))}}, ratelimit.MinRetryAfter},
+		{"nothing blocks", &ratelimitheaders.Decision{Results: []ratelimit.Result{{Action: ratelimit.ActionAllow}}}, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.d.RetryAfter(now); got != tt.want {
+				t.Errorf("RetryAfter = %v, want %v", got, tt.want)
+			}
+			if n := testing.AllocsPerRun(100, func() { tt.d.RetryAfter(now) }); n != 0 {
+				t.Errorf("RetryAfter allocates %v times, want 0", n)
+			}
+		})
+	}
+}
