@@ -70,43 +70,52 @@ const (
 // the response is written, on allowed and blocked requests alike.
 func (p Profile) SetHeaders(h http.Header, d *Decision, now time.Time, extra time.Duration) {
 	blocked := d.Blocked()
-	// Each field's value is a one-element slice of one block that holds
-	// them all, its capacity capped so that an append to one field never
-	// writes into the next: one allocation per answer, not one per field.
-	var values []string
+	n := p.rateLimitFields(blocked)
+	if blocked {
+		n += 2 // Retry-After, Cache-Control
+	}
+	var values valueBlock
 	p.each(d, blocked, now, extra, func(name, value string) {
-		if values == nil {
-			values = make([]string, 0, p.fields(blocked))
-		}
-		values = append(values, value)
-		v := values[len(values)-1 : len(values) : len(values)]
 		if k, ok := canonicalNames[name]; ok {
-			h[k] = v
+			h[k] = values.one(n, value)
 			return
 		}
 		h.Set(name, value)
 	})
 }
 
-// fields returns the most fields Each sets in profile p for a decision that
-// blocks or not.
-func (p Profile) fields(blocked bool) int {
-	n := 0
+// rateLimitFields returns the most fields setRateLimit sets in profile p for
+// a decision that blocks or not.
+func (p Profile) rateLimitFields(blocked bool) int {
 	switch p {
 	case IETF:
-		n = 2
+		return 2
 	case Legacy:
-		n = 3
+		return 3
 	case GitLab:
-		n = 5
 		if blocked {
-			n++ // RateLimit-ResetTime
+			return 6 // RateLimit-ResetTime too
 		}
+		return 5
 	}
-	if blocked {
-		n += 2 // Retry-After, Cache-Control
+	return 0
+}
+
+// valueBlock hands out the one-element value slices of a header's fields
+// from one block that holds them all, each slice's capacity capped so that
+// an append to one field never writes into the next: one allocation per
+// answer, not one per field.
+type valueBlock []string
+
+// one returns value as a one-element slice of b, which it makes with room
+// for n values on its first call.
+func (b *valueBlock) one(n int, value string) []string {
+	if *b == nil {
+		*b = make([]string, 0, n)
 	}
-	return n
+	*b = append(*b, value)
+	i := len(*b)
+	return (*b)[i-1 : i : i]
 }
 
 // canonicalNames and lowerNames map each field name that Each writes to its
@@ -154,17 +163,20 @@ func (p Profile) each(d *Decision, blocked bool, now time.Time, extra time.Durat
 // what SetHeaders writes, less Retry-After and Cache-Control, which such a
 // transport states its own way. It is nil when there are none.
 func (p Profile) Fields(d *Decision, now time.Time) map[string][]string {
+	blocked := d.Blocked()
+	n := p.rateLimitFields(blocked)
 	var out map[string][]string
+	var values valueBlock
 	p.setRateLimit(func(name, value string) {
 		if out == nil {
-			out = make(map[string][]string, 4)
+			out = make(map[string][]string, n)
 		}
 		k, ok := lowerNames[name]
 		if !ok {
 			k = strings.ToLower(name)
 		}
-		out[k] = []string{value}
-	}, d, d.Blocked(), now)
+		out[k] = values.one(n, value)
+	}, d, blocked, now)
 	return out
 }
 

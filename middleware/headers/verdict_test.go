@@ -331,7 +331,45 @@ func TestSetHeadersValuesDoNotOverlap(t *testing.T) {
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("after adding to each field:\n got %v\nwant %v", got, want)
 			}
+			fields := p.Fields(d, now)
+			wantFields := map[string][]string(http.Header(p.Fields(d, now)).Clone())
+			for k := range fields {
+				fields[k] = append(fields[k], "added")
+				wantFields[k] = append(wantFields[k], "added")
+			}
+			if !reflect.DeepEqual(fields, wantFields) {
+				t.Errorf("after adding to each of Fields:\n got %v\nwant %v", fields, wantFields)
+			}
 		})
+	}
+}
+
+var fieldsSink map[string][]string
+
+// Fields costs what Each does, the map and one block for the values' slices
+// (one allocation per field before), whatever the profile and verdict: the
+// gRPC interceptors ask it on every call.
+func TestFieldsAllocatesOneBlockOfValues(t *testing.T) {
+	limit := rule("per_ip", ratelimit.ActionLimit)
+	for _, p := range []Profile{IETF, Legacy, GitLab} {
+		for _, v := range []struct {
+			name  string
+			count float64
+		}{{"allowed", 2}, {"blocked", 1001}} {
+			t.Run(p.String()+"/"+v.name, func(t *testing.T) {
+				d := &Decision{Results: []ratelimit.Result{result(eval(limit, 1000, time.Minute, v.count, 42*time.Second))}}
+				n := len(p.Fields(d, now))
+				each := testing.AllocsPerRun(100, func() { p.Each(d, now, 0, func(_, _ string) {}) })
+				empty := testing.AllocsPerRun(100, func() {
+					fieldsSink = make(map[string][]string, n)
+					fieldsSink["k"] = nil
+				})
+				fields := testing.AllocsPerRun(100, func() { fieldsSink = p.Fields(d, now) })
+				if fields > each+empty+1 {
+					t.Errorf("Fields: %v allocations, Each %v and its map %v: want at most one more", fields, each, empty)
+				}
+			})
+		}
 	}
 }
 
@@ -436,5 +474,27 @@ func TestHugeValuesStayInRange(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkFields renders an allowed and a blocked answer's fields in each
+// profile, as the gRPC interceptors do on every call.
+func BenchmarkFields(b *testing.B) {
+	limit := rule("per_ip", ratelimit.ActionLimit)
+	for _, p := range []Profile{IETF, Legacy, GitLab} {
+		for _, v := range []struct {
+			name  string
+			count float64
+		}{{"allowed", 2}, {"blocked", 1001}} {
+			d := &Decision{Results: []ratelimit.Result{result(eval(limit, 1000, time.Minute, v.count, 42*time.Second))}}
+			b.Run(p.String()+"/"+v.name, func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					if p.Fields(d, now) == nil {
+						b.Fatal("no fields")
+					}
+				}
+			})
+		}
 	}
 }
