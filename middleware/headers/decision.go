@@ -71,6 +71,13 @@ func (d *Decision) Enforcing() *ratelimit.Evaluation {
 // Retry-After.
 func (d *Decision) Blocking() []*ratelimit.Evaluation {
 	var out []*ratelimit.Evaluation
+	d.eachBlocking(func(e *ratelimit.Evaluation) { out = append(out, e) })
+	return out
+}
+
+// eachBlocking calls f with each evaluation that Blocking returns, in order,
+// without building its slice.
+func (d *Decision) eachBlocking(f func(e *ratelimit.Evaluation)) {
 	for i := range d.Results {
 		if r := &d.Results[i]; !r.Blocked() || r.Failed() {
 			continue
@@ -78,11 +85,10 @@ func (d *Decision) Blocking() []*ratelimit.Evaluation {
 		evs := d.Results[i].Evaluations
 		for j := range evs {
 			if evs[j].Blocked {
-				out = append(out, &evs[j])
+				f(&evs[j])
 			}
 		}
 	}
-	return out
 }
 
 // ViolatedPolicies returns the names of the rules that block the request.
@@ -113,45 +119,15 @@ func (d *Decision) Never() bool {
 	return false
 }
 
-// never is Decision.Never of the blocking evaluations.
-func never(blocking []*ratelimit.Evaluation) bool {
-	for _, e := range blocking {
-		if e.Info.Never {
-			return true
-		}
-	}
-	return false
-}
-
 // RetryAfter returns how long a blocked caller must wait: until the latest
 // reset among the blocking rules, rounded up to whole seconds, and at least
 // ratelimit.MinRetryAfter. It is 0 when nothing blocks. When Never, no wait
 // helps: it is then when the blocking rules are as good as they get. It
-// walks the results as Blocking does, without building its slice: SetHeaders
-// asks on every blocked request.
+// does not build Blocking's slice: SetHeaders asks on every blocked request.
 func (d *Decision) RetryAfter(now time.Time) time.Duration {
 	var longest time.Duration // 0 until a blocking evaluation is seen
-	for i := range d.Results {
-		if r := &d.Results[i]; !r.Blocked() || r.Failed() {
-			continue
-		}
-		for j := range d.Results[i].Evaluations {
-			if e := &d.Results[i].Evaluations[j]; e.Blocked {
-				longest = max(longest, ratelimit.MinRetryAfter, e.Info.RetryAfter(now))
-			}
-		}
-	}
-	return longest
-}
-
-// retryAfter is Decision.RetryAfter of the blocking evaluations.
-func retryAfter(blocking []*ratelimit.Evaluation, now time.Time) time.Duration {
-	if len(blocking) == 0 {
-		return 0
-	}
-	longest := ratelimit.MinRetryAfter
-	for _, e := range blocking {
-		longest = max(longest, e.Info.RetryAfter(now))
-	}
+	d.eachBlocking(func(e *ratelimit.Evaluation) {
+		longest = max(longest, ratelimit.MinRetryAfter, e.Info.RetryAfter(now))
+	})
 	return longest
 }

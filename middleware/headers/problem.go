@@ -2,9 +2,11 @@ package ratelimitheaders
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
+	"strconv"
 	"time"
+
+	ratelimit "github.com/ratekit/ratekit/core"
 )
 
 // ProblemTypeQuotaExceeded is the problem type of a 429 (draft-ietf-httpapi-ratelimit-headers §5).
@@ -25,21 +27,25 @@ type Problem struct {
 // NewProblem returns the problem details of a blocked decision. Its detail
 // says when to retry, or that the request can never pass (Decision.Never).
 func NewProblem(d *Decision, now time.Time) Problem {
-	blocking := d.Blocking()
+	// It walks the blocking evaluations as Blocking does, without building
+	// its slice: a 429 costs the names and the detail, nothing more.
+	n := 0
+	d.eachBlocking(func(*ratelimit.Evaluation) { n++ })
 	p := Problem{
 		Type:             ProblemTypeQuotaExceeded,
 		Title:            "Request cannot be satisfied as assigned quota has been exceeded",
 		Status:           http.StatusTooManyRequests,
-		ViolatedPolicies: make([]string, 0, len(blocking)),
+		ViolatedPolicies: make([]string, 0, n),
 	}
-	for _, e := range blocking {
-		p.ViolatedPolicies = append(p.ViolatedPolicies, e.Rule.Name)
-	}
-	if never(blocking) {
+	d.eachBlocking(func(e *ratelimit.Evaluation) { p.ViolatedPolicies = append(p.ViolatedPolicies, e.Rule.Name) })
+	if d.Never() {
 		p.Detail = "Rate limit exceeded by the request's cost alone: it can never pass; do not retry it."
 		return p
 	}
-	p.Detail = fmt.Sprintf("Rate limit exceeded; retry after %d seconds.", seconds(retryAfter(blocking, now)))
+	var buf [64]byte
+	b := append(buf[:0], "Rate limit exceeded; retry after "...)
+	b = strconv.AppendInt(b, seconds(d.RetryAfter(now)), 10)
+	p.Detail = string(append(b, " seconds."...))
 	return p
 }
 

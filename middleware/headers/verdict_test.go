@@ -180,6 +180,32 @@ func TestWriteProblem(t *testing.T) {
 	}
 }
 
+// NewProblem is built on every blocked HTTP answer: it costs the names of
+// the violated policies and the detail, nothing more (Blocking's slice and
+// Sprintf's boxed number cost two more).
+func TestNewProblemAllocations(t *testing.T) {
+	d := &Decision{Results: []ratelimit.Result{result(eval(rule("per_ip", ratelimit.ActionLimit), 5, time.Hour, 6, 300*time.Second))}}
+	var p Problem
+	if n := testing.AllocsPerRun(100, func() { p = NewProblem(d, now) }); n > 2 {
+		t.Errorf("NewProblem: %v allocations, want at most 2", n)
+	}
+	if p.Detail != "Rate limit exceeded; retry after 300 seconds." || !slices.Equal(p.ViolatedPolicies, []string{"per_ip"}) {
+		t.Errorf("problem %+v", p)
+	}
+}
+
+// BenchmarkNewProblem builds the problem details of a blocked answer, as
+// every HTTP adapter does on every 429.
+func BenchmarkNewProblem(b *testing.B) {
+	d := &Decision{Results: []ratelimit.Result{result(eval(rule("per_ip", ratelimit.ActionLimit), 5, time.Hour, 6, 300*time.Second))}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if p := NewProblem(d, now); len(p.ViolatedPolicies) != 1 {
+			b.Fatalf("problem %+v", p)
+		}
+	}
+}
+
 func TestParseProfile(t *testing.T) {
 	for _, p := range []Profile{IETF, Legacy, GitLab, None} {
 		got, err := ParseProfile(p.String())
