@@ -210,9 +210,9 @@ func TestHeadCountsAsGet(t *testing.T) {
 // TestMiddlewareAllocations bounds what the middleware allocates for an
 // allowed request on the memory store: the identifier (its map and boxed
 // values), the client IP's string, the check, the decision and its headers.
-// It measured 12, 13 under -race (14 and 15 before the decision and its
-// result came in one allocation and the peer address was parsed without a
-// failed attempt).
+// It measured 11, 12 under -race (12 and 13 before the header values came
+// in one block; 14 and 15 before the decision and its result came in one
+// allocation and the peer address was parsed without a failed attempt).
 func TestMiddlewareAllocations(t *testing.T) {
 	h, r := allowingHandler(t)
 	w := &headerWriter{h: http.Header{}}
@@ -223,7 +223,7 @@ func TestMiddlewareAllocations(t *testing.T) {
 	if w.h.Get(ratelimitheaders.HeaderRateLimit) == "" {
 		t.Fatalf("no %s header: %v", ratelimitheaders.HeaderRateLimit, w.h)
 	}
-	if max := 13.0; got > max {
+	if max := 12.0; got > max {
 		t.Fatalf("%v allocations per request, want at most %v", got, max)
 	}
 }
