@@ -220,13 +220,28 @@ func (p Profile) setRateLimit(set func(name, value string), d *Decision, blocked
 	case GitLab:
 		resetAt := now.Add(time.Duration(reset) * time.Second)
 		perMinute := toInt64(math.Ceil(float64(info.Limit) * float64(time.Minute) / float64(info.Period)))
-		set(HeaderRateLimitName, e.Rule.Name)
-		set(HeaderRateLimitLimit, strconv.FormatInt(perMinute, 10))
-		set(HeaderRateLimitObserved, strconv.FormatInt(toInt64(math.Ceil(info.Count)), 10))
-		set(HeaderRateLimitRemaining, strconv.FormatInt(remaining, 10))
-		set(HeaderRateLimitReset, strconv.FormatInt(resetAt.Unix(), 10))
+		// The values are built in one stack buffer and become one string, as
+		// IETF's: the reset's epoch alone allocated on every answer.
+		var buf [128]byte
+		b := strconv.AppendInt(buf[:0], perMinute, 10)
+		limit := len(b)
+		b = strconv.AppendInt(b, toInt64(math.Ceil(info.Count)), 10)
+		observed := len(b)
+		b = strconv.AppendInt(b, remaining, 10)
+		left := len(b)
+		b = strconv.AppendInt(b, resetAt.Unix(), 10)
+		epoch := len(b)
 		if blocked {
-			set(HeaderRateLimitResetTime, resetAt.UTC().Format(http.TimeFormat))
+			b = resetAt.UTC().AppendFormat(b, http.TimeFormat)
+		}
+		all := string(b)
+		set(HeaderRateLimitName, e.Rule.Name)
+		set(HeaderRateLimitLimit, all[:limit])
+		set(HeaderRateLimitObserved, all[limit:observed])
+		set(HeaderRateLimitRemaining, all[observed:left])
+		set(HeaderRateLimitReset, all[left:epoch])
+		if blocked {
+			set(HeaderRateLimitResetTime, all[epoch:])
 		}
 	}
 }

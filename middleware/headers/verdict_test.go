@@ -399,6 +399,27 @@ func TestFieldsAllocatesOneBlockOfValues(t *testing.T) {
 	}
 }
 
+// Each builds the values of the IETF and GitLab fields in one buffer that
+// becomes one string: an answer costs one allocation, allowed or blocked (a
+// GitLab answer cost one per number of three digits or more, the reset's
+// epoch always, and one for RateLimit-ResetTime).
+func TestEachAllocations(t *testing.T) {
+	limit := rule("per_ip", ratelimit.ActionLimit)
+	for _, p := range []Profile{IETF, GitLab} {
+		for _, v := range []struct {
+			name  string
+			count float64
+		}{{"allowed", 2}, {"blocked", 1001}} {
+			t.Run(p.String()+"/"+v.name, func(t *testing.T) {
+				d := &Decision{Results: []ratelimit.Result{result(eval(limit, 1000, time.Minute, v.count, 42*time.Second))}}
+				if n := testing.AllocsPerRun(100, func() { p.Each(d, now, 0, func(_, _ string) {}) }); n > 1 {
+					t.Errorf("Each: %v allocations, want at most 1", n)
+				}
+			})
+		}
+	}
+}
+
 // BenchmarkSetHeaders renders an allowed and a blocked answer in each
 // profile, as every HTTP adapter does on every request.
 func BenchmarkSetHeaders(b *testing.B) {
