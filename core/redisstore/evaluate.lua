@@ -478,9 +478,13 @@ while true do
               local v = read('GET', key, 'string', false)
               local n = v and number(v)
               if v and not n then redis.call('DEL', key) end -- no number: foreign
+              known = redis.call('PTTL', key)
+              -- A window in its last ms (PTTL 0) ends now, as in the memory
+              -- store: a new one starts (SET PX takes no 0, and SET alone
+              -- would carry its count into a whole new window).
+              if known == 0 then n = nil end
               n = (n or 0) + costn
               r = string.format('%.17g', n)
-              known = redis.call('PTTL', key)
               if known > 0 then
                 redis.call('SET', key, r, 'PX', known)
               else

@@ -508,3 +508,31 @@ func TestWrapperSeesScriptCalls(t *testing.T) {
 		t.Fatalf("wrapper saw %d EvalSha calls for 3 checks", n)
 	}
 }
+
+// A counter charged a fraction in its window's last millisecond, where PTTL
+// is 0, ends that window as the memory store does: the fractional sum, which
+// writes its counter again, carried the ending window's count into a new
+// period, so a key checked in the last millisecond of every window (a busy
+// one) never reset. Each cycle ends a 3ms window under checks; the first
+// outcome of the next window must hold the one cost alone.
+func TestFractionalCountInLastMillisecondEndsWindow(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, s *Store, c redis.UniversalClient) {
+		k := newKeyer(t)
+		op := k.count("frac", 1<<40, 0.25)
+		for cycle := range 20 {
+			if err := c.Set(ctx, op.Key, "0.5", 3*time.Millisecond).Err(); err != nil {
+				t.Fatal(err)
+			}
+			for {
+				out := eval(t, s, check, op)[0]
+				if out.TTL <= time.Second { // the old window, still counting
+					continue
+				}
+				if out.Count != 0.25 {
+					t.Fatalf("cycle %d: the new window's first outcome counts %v, want 0.25 (the old window's count carried)", cycle, out.Count)
+				}
+				break
+			}
+		}
+	})
+}
