@@ -237,7 +237,8 @@ ports:
 		t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
 		promURL := "http://" + addr
 		ours := func() bool { // the flags it answers with name our data directory
-			resp, err := http.Get(promURL + "/api/v1/status/flags")
+			// A bounded wait: another process on the port may accept and never answer.
+			resp, err := (&http.Client{Timeout: 2 * time.Second}).Get(promURL + "/api/v1/status/flags")
 			if err != nil {
 				return false
 			}

@@ -448,15 +448,15 @@ func unpack(v int64, ops []ratelimit.Op, out []ratelimit.OpResult, idx []int) er
 	return nil
 }
 
+// maxCount is the largest count a Store reports (ratelimit.MaxCount + 1).
+const maxCount = ratelimit.MaxCount + 1
+
 // outcome is op's Outcome from its three reply values. A TTL past the
 // longest Duration (about 292 years: a token bucket of an absurd burst
 // refilling, a sliding window of over 146 years exceeded, the longest period) is
 // the longest Duration, as in the memory store (ceilDuration): converted as
 // it is, it would overflow into the past. This is the one place the store
 // converts milliseconds to a TTL.
-// maxCount is the largest count a Store reports (ratelimit.MaxCount + 1).
-const maxCount = ratelimit.MaxCount + 1
-
 func outcome(op *ratelimit.Op, count float64, ttlMillis, bits int64) ratelimit.OpResult {
 	if bits&bitState != 0 {
 		count = stateCount(op, count, ttlMillis)

@@ -386,9 +386,6 @@ func spliceReadme(path, sec string) error {
 	return os.WriteFile(path, []byte(text+sec), 0o644)
 }
 
-// buildPeer builds envoyproxy/ratelimit's server from the module proxy into
-// dir: the module is downloaded into the module cache and built there, in
-// its own module, outside every workspace.
 // buildServers builds into dir the servers that o does not name prebuilt,
 // and returns both servers' paths.
 func buildServers(ctx context.Context, o *options, dir string) (peer, ratekit string, err error) {
@@ -407,6 +404,9 @@ func buildServers(ctx context.Context, o *options, dir string) (peer, ratekit st
 	return peer, ratekit, nil
 }
 
+// buildPeer builds envoyproxy/ratelimit's server from the module proxy into
+// dir: the module is downloaded into the module cache and built there, in
+// its own module, outside every workspace.
 func buildPeer(ctx context.Context, dir string) (string, error) {
 	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", PeerModule)
 	cmd.Dir = dir
