@@ -65,6 +65,9 @@
 // set of at most MaxLimiters), the GC's orphan marks (Prefix+"@orphans", a hash) and a revision
 // counter (Prefix+"@rev") bumped by every write that changes something; '@'
 // never occurs in a limiter name, so they cannot collide with a document.
+// Readers receive none of them unbounded: an orphan mark longer than a
+// time in ms reads as none, and a revision counter longer than an int64 is
+// refused by its length.
 //
 // A publish batch, its index update and the revision must change together,
 // and Redis only runs a script atomically over keys of one cluster slot. The

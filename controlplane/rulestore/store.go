@@ -313,6 +313,35 @@ func (s *Store) readIndex(ctx context.Context) (names []string, longer int64, er
 	return names, longer, nil
 }
 
+//go:embed marks.lua
+var marksLua string
+
+var marksScript = redis.NewScript(marksLua)
+
+// maxMarkLen bounds an orphan mark a read receives: a time in Unix ms has 13
+// digits until the year 2286, and GC (gc.lua) counts a mark longer than 15
+// bytes as none and marks the limiter again.
+const maxMarkLen = 15
+
+// readMarks returns the orphan marks of limiters, one per limiter (nil for
+// none), bounded: a mark longer than maxMarkLen, and every mark of a key of
+// another Redis type than a hash, reads as none and is never received.
+func (s *Store) readMarks(ctx context.Context, limiters []string) ([]any, error) {
+	args := make([]any, 0, 1+len(limiters))
+	args = append(args, maxMarkLen)
+	for _, l := range limiters {
+		args = append(args, l)
+	}
+	marks, err := marksScript.Run(ctx, s.client, []string{s.orphansKey()}, args...).Slice()
+	if err != nil {
+		return nil, err
+	}
+	if len(marks) != len(limiters) {
+		return nil, fmt.Errorf("unexpected reply of %d marks for %d limiters", len(marks), len(limiters))
+	}
+	return marks, nil
+}
+
 // Entry is one limiter of the index, as List reads it.
 type Entry struct {
 	Limiter string
@@ -329,7 +358,8 @@ type Entry struct {
 	// PublishIf, DeleteIf and RemoveIf.
 	Version string
 	// OrphanSince is when GC first found the limiter missing from
-	// available_limiters.yaml (zero: not an orphan).
+	// available_limiters.yaml (zero: not an orphan, or a mark that is no
+	// time in ms, which GC makes again).
 	OrphanSince time.Time
 }
 
@@ -353,7 +383,7 @@ func (s *Store) List(ctx context.Context) ([]Entry, error) {
 	}
 	// The marks of the listed limiters only: the hash may hold more (by
 	// hand), and a list reads no more than its names bound.
-	marks, err := s.client.HMGet(ctx, s.orphansKey(), names...).Result()
+	marks, err := s.readMarks(ctx, names)
 	if err != nil {
 		return nil, fmt.Errorf("rulestore: read orphan marks %s: %w", s.orphansKey(), err)
 	}

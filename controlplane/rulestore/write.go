@@ -69,27 +69,45 @@ func checkLocal(local tiers.Set) error {
 	return local.CheckBounds()
 }
 
+//go:embed rev.lua
+var revLua string
+
+var revScript = redis.NewScript(revLua)
+
+// maxRevLen bounds the revision counter a read receives: the longest int64
+// in decimal ("-9223372036854775808").
+const maxRevLen = 20
+
 // Revision returns the store's write counter: it moves on every write that
 // changes a document (Seed, Publish, Delete, GC) and never otherwise. A
 // flushed store starts again from 0, and so does, at the next write that
-// changes something, a counter that holds no integer (written by hand).
+// changes something, a counter that holds no integer (written by hand). A
+// counter of another Redis type reads as 0; one that is no integer is an
+// error naming the key, and one longer than an int64 (20 bytes) is refused
+// by its length, never received.
 func (s *Store) Revision(ctx context.Context) (int64, error) {
-	vals, err := s.client.MGet(ctx, s.revKey()).Result()
+	key := s.revKey()
+	res, err := revScript.Run(ctx, s.client, []string{key}, maxRevLen).StringSlice()
 	if err != nil {
-		return 0, fmt.Errorf("rulestore: read %s: %w", s.revKey(), err)
+		return 0, fmt.Errorf("rulestore: read %s: %w", key, err)
 	}
-	return parseRev(vals[0])
-}
-
-func parseRev(v any) (int64, error) {
-	if v == nil {
+	if len(res) != 2 {
+		return 0, fmt.Errorf("rulestore: read %s: unexpected reply %q", key, res)
+	}
+	switch res[0] {
+	case "none", "type":
 		return 0, nil
+	case "size":
+		return 0, fmt.Errorf("rulestore: revision counter %s holds %s bytes, at most %d (an int64): the next write that changes a document starts it again from 0",
+			key, res[1], maxRevLen)
+	case "value":
+		n, err := strconv.ParseInt(res[1], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("rulestore: revision counter %s holds %q: %w", key, res[1], err)
+		}
+		return n, nil
 	}
-	n, err := strconv.ParseInt(fmt.Sprint(v), 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("rulestore: revision counter holds %q: %w", v, err)
-	}
-	return n, nil
+	return 0, fmt.Errorf("rulestore: read %s: unexpected reply %q", key, res)
 }
 
 // Seed writes the file and default tiers of each limiter, and its Mode as
