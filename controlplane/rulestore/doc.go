@@ -65,6 +65,14 @@
 // set of at most MaxLimiters), the GC's orphan marks (Prefix+"@orphans", a hash) and a revision
 // counter (Prefix+"@rev") bumped by every write that changes something; '@'
 // never occurs in a limiter name, so they cannot collide with a document.
+// These keys are the store's own bookkeeping, never rules, so one written
+// by hand or by a foreign tool never stops a write: an index of another
+// Redis type is replaced by the next write or GC, orphan marks of another
+// type by the next GC (each with a WARN rate_limit_rule_store_key_replaced;
+// List refuses such an index, naming GC), and a revision counter that holds
+// no integer starts again from 0. Each seed indexes its service's limiters
+// again; a replaced index loses the limiters no service seeds any more,
+// whose documents Remove deletes.
 // Readers receive none of them unbounded: an orphan mark longer than a
 // time in ms reads as none, and a revision counter longer than an int64 is
 // refused by its length.
@@ -76,9 +84,9 @@
 // serves all rule-store traffic, which is small by design: a document per
 // limiter, read once per refresh interval per process (one read script for
 // all of a process's limiters), written at human pace. In exchange every write,
-// however many limiters it spans, is one atomic script, and the index can
-// never disagree with the documents. Counters, the heavy traffic, live
-// elsewhere and spread over the cluster (package redisstore). On a
+// however many limiters it spans, is one atomic script, and no write leaves
+// the index disagreeing with the documents it wrote. Counters, the heavy
+// traffic, live elsewhere and spread over the cluster (package redisstore). On a
 // standalone Redis the prefix "labkit:ratelimit:rules:" gives the design's
 // own layout; New refuses a prefix without a hash tag on a cluster client.
 //

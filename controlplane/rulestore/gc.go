@@ -60,6 +60,11 @@ type GCReport struct {
 //   - a limiter declared again has its mark cleared;
 //   - an index of more than MaxLimiters limiters is refused (ErrOverBounds)
 //     before its members are read: Remove limiters to bring it under.
+//   - an index or orphan marks of another Redis type (written by hand or
+//     by a foreign tool) are replaced, with a WARN
+//     rate_limit_rule_store_key_replaced: the index by the limiters written
+//     from then on (each service's next seed indexes its own), the marks by
+//     this run's (each orphan's grace starts over).
 //
 // Run it at start-up; the whole sweep is one atomic script. Every service
 // sharing a prefix must ship the same list: a service would orphan another's
@@ -69,7 +74,7 @@ func (s *Store) GC(ctx context.Context, available *config.AvailableLimiters) (GC
 		return GCReport{}, ErrNoLimiterList
 	}
 	members, _, err := s.readIndex(ctx)
-	if err != nil {
+	if err != nil && !errors.Is(err, errForeignIndex) { // the script replaces a foreign index
 		return GCReport{}, fmt.Errorf("rulestore: gc: %w", err)
 	}
 	sort.Strings(members)
@@ -107,6 +112,14 @@ func (s *Store) GC(ctx context.Context, available *config.AvailableLimiters) (GC
 	}
 	rep := GCReport{Now: time.UnixMilli(ms), Marked: strs(res[1]), Deleted: strs(res[3]), Cleared: strs(res[4])}
 	rep.Longer, _ = res[5].(int64)
+	if replaced, _ := res[6].([]any); len(replaced) == 2 {
+		if typ, _ := replaced[0].(string); typ != "" {
+			s.replacedKey(s.indexKey(), typ, indexReplaced)
+		}
+		if typ, _ := replaced[1].(string); typ != "" {
+			s.replacedKey(s.orphansKey(), typ, marksReplaced)
+		}
+	}
 	pending := strs(res[2])
 	for i := 0; i+1 < len(pending); i += 2 {
 		v, err := strconv.ParseInt(pending[i+1], 10, 64)

@@ -15,8 +15,14 @@
 -- An index member longer than a limiter name (written by hand; readers never
 -- receive it) is removed, with the document key it would name.
 --
+-- An index or orphan marks of another Redis type (written by hand or by a
+-- foreign tool) are replaced, before anything else is written: the index by
+-- the limiters written from now on, the marks by those of this run (each
+-- orphan's grace starts over).
+--
 -- Returns {now, marked, pending (name, mark pairs), deleted, cleared,
--- the number of members removed for their length}.
+-- the number of members removed for their length, {the Redis type of the
+-- index replaced or '', that of the marks replaced or ''}}.
 local now
 if ARGV[2] == '' then
   local t = redis.call('TIME')
@@ -40,6 +46,15 @@ if rev_type == 'string' then
   rev_ok = redis.call('STRLEN', KEYS[3]) <= 18 and string.match(redis.call('GET', KEYS[3]), '^%d+$') ~= nil
 elseif rev_type ~= 'none' then
   rev_ok = false
+end
+local replaced = {'', ''}
+for k = 1, 2 do
+  local t = redis.call('TYPE', KEYS[k])
+  if type(t) == 'table' then t = t.ok end
+  if t ~= 'none' and t ~= (k == 1 and 'set' or 'hash') then
+    redis.call('DEL', KEYS[k])
+    replaced[k] = t
+  end
 end
 local marked, pending, deleted, cleared = {}, {}, {}, {}
 for i = 4, #KEYS do
@@ -94,4 +109,4 @@ if #deleted > 0 or longer > 0 then
   end
   redis.call('INCR', KEYS[3])
 end
-return {string.format('%d', now), marked, pending, deleted, cleared, longer}
+return {string.format('%d', now), marked, pending, deleted, cleared, longer, replaced}

@@ -9,9 +9,16 @@
 --           a longer one, written by hand, is no limiter's and is counted,
 --           never sent (GC removes it)
 --
--- Returns {size} when the index holds more than ARGV[1] members, otherwise
--- {size, longer, member...}, longer counting the members not sent.
+-- Returns {-1, type} when the key is of another Redis type than a set
+-- (written by hand or by a foreign tool), {size} when the index holds more
+-- than ARGV[1] members, otherwise {size, longer, member...}, longer counting
+-- the members not sent.
 
+local t = redis.call('TYPE', KEYS[1])
+if type(t) == 'table' then t = t.ok end
+if t ~= 'set' and t ~= 'none' then
+  return {-1, t}
+end
 local n = redis.call('SCARD', KEYS[1])
 if n > tonumber(ARGV[1]) then
   return {n}

@@ -1,7 +1,7 @@
 -- Reads the orphan marks of the listed limiters, bounded: a mark longer than
 -- a time in ms (written by hand; GC counts it as no mark and marks the
 -- limiter again) is answered as none, never sent, and so is every mark of a
--- key of another Redis type than a hash.
+-- key of another Redis type than a hash (GC replaces it).
 --
 -- KEYS[1]    orphan marks: hash limiter -> first seen orphaned (Unix ms)
 -- ARGV[1]    the longest mark to send, in bytes

@@ -213,6 +213,19 @@ func (s *Store) indexKey() string   { return s.prefix + indexSuffix }
 func (s *Store) orphansKey() string { return s.prefix + orphansSuffix }
 func (s *Store) revKey() string     { return s.prefix + revSuffix }
 
+// What follows from replacing the index or the orphan marks (replacedKey).
+const (
+	indexReplaced = "the limiters written from now on are indexed (each service's next seed indexes its own); Remove the documents of limiters no service seeds any more"
+	marksReplaced = "orphans are marked again, their grace period starting over"
+)
+
+// replacedKey logs that a write replaced one of the store's own keys, found
+// to be of another Redis type (written by hand or by a foreign tool), and
+// what follows from it.
+func (s *Store) replacedKey(key, typ, then string) {
+	s.logger.Warn("rate_limit_rule_store_key_replaced", slog.String("key", key), slog.String("type", typ), slog.String("then", then))
+}
+
 // ErrNoDocument is returned by Document for a limiter without a document.
 var ErrNoDocument = errors.New("rulestore: no document")
 
@@ -283,10 +296,15 @@ var indexLua string
 
 var indexScript = redis.NewScript(indexLua)
 
+// errForeignIndex is wrapped by readIndex's error for an index key of
+// another Redis type than a set, which GC replaces.
+var errForeignIndex = errors.New("not a set")
+
 // readIndex returns the members of the index, unsorted, and how many
 // members longer than a limiter name (rulecheck.MaxNameLen) it holds, which
 // are not received; an index of more than MaxLimiters members is refused by
-// its size, its members never received.
+// its size, its members never received, and a key of another Redis type by
+// its type (errForeignIndex).
 func (s *Store) readIndex(ctx context.Context) (names []string, longer int64, err error) {
 	key := s.indexKey()
 	res, err := indexScript.Run(ctx, s.client, []string{key}, MaxLimiters, rulecheck.MaxNameLen).Slice()
@@ -294,6 +312,10 @@ func (s *Store) readIndex(ctx context.Context) (names []string, longer int64, er
 		return nil, 0, fmt.Errorf("read index %s: %w", key, err)
 	}
 	n, _ := res[0].(int64)
+	if n < 0 && len(res) == 2 {
+		return nil, 0, fmt.Errorf("the index %s is a Redis %v, %w (written past the store): GC (ratekit rules gc) or the next write replaces it, and each service's next seed indexes its limiters again",
+			key, res[1], errForeignIndex)
+	}
 	if n > MaxLimiters {
 		return nil, 0, fmt.Errorf("%w: the index %s holds %d limiters, at most %d (rulestore.MaxLimiters, docs/limits.md): Remove the documents of limiters no service declares (redis-cli SSCAN %s lists them)",
 			ErrOverBounds, key, n, MaxLimiters, key)
@@ -365,9 +387,10 @@ type Entry struct {
 
 // List reads the index and every indexed document, sorted by limiter. An
 // index of more than MaxLimiters limiters is refused (ErrOverBounds) before
-// its members are read. It receives at most MaxReadBytes of documents: an
-// entry past that bound, and every one after it, is not read (its Err wraps
-// ErrNotRead and says so; Document reads it).
+// its members are read, and an index of another Redis type by its type
+// (GC or the next write replaces it). It receives at most MaxReadBytes of
+// documents: an entry past that bound, and every one after it, is not read
+// (its Err wraps ErrNotRead and says so; Document reads it).
 func (s *Store) List(ctx context.Context) ([]Entry, error) {
 	names, longer, err := s.readIndex(ctx)
 	if err != nil {

@@ -475,7 +475,10 @@ func (s *Store) update(ctx context.Context, op string, edits []edit) (WriteResul
 	switch code, _ := res[0].(int64); code {
 	case 1:
 		out := WriteResult{Revision: res[1].(int64)}
-		for _, v := range res[2:] {
+		if typ, _ := res[2].(string); typ != "" {
+			s.replacedKey(s.indexKey(), typ, indexReplaced)
+		}
+		for _, v := range res[3:] {
 			out.Changed = append(out.Changed, v.(string))
 		}
 		sort.Strings(out.Changed)

@@ -29,11 +29,13 @@
 --   the compare-and-set of PublishIf, DeleteIf and RemoveIf (a remove's ''
 --   also stands for a key of another type or a string over ARGV[3])
 --
--- Returns {1, revision, limiter...} with the limiters whose document changed
--- (an edit that changes nothing writes nothing, and the revision only moves
--- when something was written); {-1, limiter, reason} when a stored document
--- cannot be read; {-2, limiter, name...} when delete names rules that are not
--- published; {-3, limiter, version} when a document is not at its expected
+-- Returns {1, revision, replaced, limiter...} with the limiters whose
+-- document changed (an edit that changes nothing writes nothing, and the
+-- revision only moves when something was written), replaced being the Redis
+-- type of an index of another type that the write replaced ('' when none);
+-- {-1, limiter, reason} when a stored document cannot be read; {-2,
+-- limiter, name...} when delete names rules that are not published; {-3,
+-- limiter, version} when a document is not at its expected
 -- version; {-4, limiter, reason} when a publish or seed would leave a
 -- document over a bound that every reader enforces (a delete only shrinks
 -- one, so it may proceed on a document that is already over), or would add
@@ -290,18 +292,27 @@ for i, edit in ipairs(plan) do
   writes[i] = {edit.limiter, cur, new}
 end
 
+-- The index is checked before anything is written, as Redis keeps what a
+-- script wrote before it fails: one of another Redis type (written by hand
+-- or by a foreign tool) is no index, and is replaced by a set of the
+-- limiters written from now on, rather than failing every write (a delete
+-- or a remove half done, its document gone and its SREM failed).
+local index_type = redis.call('TYPE', KEYS[1])
+if type(index_type) == 'table' then index_type = index_type.ok end
+local index_foreign = index_type ~= 'set' and index_type ~= 'none'
+
 -- the index bound: only a publish or seed adds a limiter to the index (a
 -- delete that keeps a document only repairs an index that misses it)
 local added, first = 0, nil
 for i, w in ipairs(writes) do
   local op = plan[i].op
-  if w[3] ~= nil and (op == 'publish' or op == 'seed') and redis.call('SISMEMBER', KEYS[1], w[1]) == 0 then
+  if w[3] ~= nil and (op == 'publish' or op == 'seed') and (index_foreign or redis.call('SISMEMBER', KEYS[1], w[1]) == 0) then
     added = added + 1
     first = first or w[1]
   end
 end
 if added > 0 then
-  local n = redis.call('SCARD', KEYS[1])
+  local n = index_foreign and 0 or redis.call('SCARD', KEYS[1])
   if n + added > max_limiters then
     return {-4, first, 'the index of limiters would hold ' .. (n + added) .. ' limiters, at most ' .. max_limiters .. '; Remove the documents of limiters no service declares'}
   end
@@ -320,7 +331,11 @@ elseif rev_type ~= 'none' then
   rev_ok = false
 end
 
-local out = {1, 0}
+local out = {1, 0, ''}
+if index_foreign then
+  redis.call('DEL', KEYS[1])
+  out[3] = index_type
+end
 for i, w in ipairs(writes) do
   local name, cur, new = w[1], w[2], w[3]
   if new == nil then
@@ -338,7 +353,7 @@ for i, w in ipairs(writes) do
     redis.call('SADD', KEYS[1], name)
   end
 end
-if #out > 2 then
+if #out > 3 then
   if not rev_ok then
     redis.call('DEL', KEYS[2])
   end
