@@ -13,7 +13,6 @@ import (
 
 	"github.com/ratekit/ratekit/controlplane/config"
 	"github.com/ratekit/ratekit/controlplane/rulestore"
-	ratelimit "github.com/ratekit/ratekit/core"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
 
@@ -62,6 +61,11 @@ func tierNote(doc *configv1.LimiterRules, name string) string {
 }
 
 func (e *rulesEnv) publishDiff(ctx context.Context, req *configv1.PublishRulesRequest) int {
+	// The store judges the publish as it would the real one (every bound
+	// of its write script included), writing nothing: refused alike.
+	if _, err := e.store.CheckPublish(ctx, req); err != nil {
+		return e.fail(err)
+	}
 	w := e.out.stdout
 	changed := 0
 	for _, lim := range sortedNames(req.GetRateLimits()) {
@@ -78,14 +82,12 @@ func (e *rulesEnv) publishDiff(ctx context.Context, req *configv1.PublishRulesRe
 			fmt.Fprintln(w, "  (no document yet: it would be created)")
 		}
 		changed += modeDiff(w, doc, list.GetMode())
-		added := 0
 		for _, r := range list.GetRules() {
 			i := ruleIndex(doc.GetPublishedRules(), r.GetName())
 			note := tierNote(doc, r.GetName())
 			switch {
 			case i < 0:
 				changed++
-				added++
 				fmt.Fprintf(w, "  + %s: %s%s\n", r.GetName(), protoLine(r), note)
 			case sameRule(doc.GetPublishedRules().GetRules()[i], r):
 				fmt.Fprintf(w, "  = %s: unchanged\n", r.GetName())
@@ -93,12 +95,6 @@ func (e *rulesEnv) publishDiff(ctx context.Context, req *configv1.PublishRulesRe
 				changed++
 				fmt.Fprintf(w, "  ~ %s:%s\n      - %s\n      + %s\n", r.GetName(), note, protoLine(doc.GetPublishedRules().GetRules()[i]), protoLine(r))
 			}
-		}
-		// The write script refuses a tier past its bound (ErrOverBounds).
-		if n := len(doc.GetPublishedRules().GetRules()) + added; n > ratelimit.MaxRulesPerTier {
-			fmt.Fprintf(e.out.stderr, "ratekit rules: limiter %s: the publish would leave %d rules in published_rules, at most %d per tier (docs/limits.md): it would be refused, and nothing of the file written\n",
-				lim, n, ratelimit.MaxRulesPerTier)
-			return exitInvalid
 		}
 	}
 	dryRunSummary(w, changed)

@@ -73,7 +73,9 @@ flags:
   --file FILE                 rules to publish (publish)
   --dry-run                   publish, delete, remove, gc: read the store and print what
                               would change, rule by rule (+ added, ~ changed,
-                              - removed, = unchanged), writing nothing
+                              - removed, = unchanged), writing nothing; a publish
+                              is judged by the store as the publish is (exit 1
+                              where the publish would be refused)
   --grace D                   orphans older than this are deleted (gc; default 7d,
                               at most 106751d)
   --json                      machine-readable output (list, show)

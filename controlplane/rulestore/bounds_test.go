@@ -596,3 +596,53 @@ func TestBadRevisionCounterNeverFailsAWrite(t *testing.T) {
 		})
 	}
 }
+
+// CheckPublish judges a publish as Publish does, bounds of the write script
+// included (a document over MaxDocumentBytes, here), and writes nothing;
+// its Changed are the limiters Publish then changes.
+func TestCheckPublishWritesNothing(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, c redis.UniversalClient) {
+		s := newStore(t, c, Options{Available: available(t)})
+		mustPublish(t, s, "search", rule("a", 1))
+		before, _, _ := s.RawDocument(ctx, "search")
+		rev, err := s.Revision(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := request(t, map[string][]ratelimit.Rule{"search": {rule("a", 1), rule("b", 2)}, "projects": {rule("p", 3)}})
+		res, err := s.CheckPublish(ctx, req)
+		if err != nil || !slices.Equal(res.Changed, []string{"projects", "search"}) || res.Revision != rev {
+			t.Fatalf("CheckPublish = %+v, %v; want projects and search changed at revision %d", res, err, rev)
+		}
+		if after, _, _ := s.RawDocument(ctx, "search"); after != before {
+			t.Fatalf("CheckPublish wrote %s", after)
+		}
+		if _, present, _ := s.RawDocument(ctx, "projects"); present {
+			t.Fatal("CheckPublish created a document")
+		}
+		if now, _ := s.Revision(ctx); now != rev {
+			t.Fatalf("revision %d after CheckPublish, want %d", now, rev)
+		}
+		if got, err := s.Publish(ctx, req); err != nil || !slices.Equal(got.Changed, res.Changed) {
+			t.Fatalf("Publish = %+v, %v; want the changes CheckPublish named", got, err)
+		}
+		// Rules whose document would pass MaxDocumentBytes: refused alike.
+		var big []ratelimit.Rule
+		for i := range 3 { // each about 400 KB: two fit, three do not
+			values := make([]any, 100)
+			for j := range values {
+				values[j] = fmt.Sprintf("%04d%s", j, strings.Repeat("x", 4000))
+			}
+			r := rule(fmt.Sprintf("big%d", i), 1)
+			r.Match = map[string]ratelimit.Matcher{"scope": ratelimit.OneOf(values...)}
+			big = append(big, r)
+		}
+		mustPublish(t, s, "search", big[:2]...)
+		bigReq := request(t, map[string][]ratelimit.Rule{"search": big[2:]})
+		_, checkErr := s.CheckPublish(ctx, bigReq)
+		_, pubErr := s.Publish(ctx, bigReq)
+		if !errors.Is(checkErr, ErrOverBounds) || pubErr == nil || checkErr.Error() != pubErr.Error() {
+			t.Fatalf("over MaxDocumentBytes: CheckPublish %v, Publish %v; want the same ErrOverBounds", checkErr, pubErr)
+		}
+	})
+}

@@ -124,7 +124,7 @@ func (s *Store) Seed(ctx context.Context, sets map[string]tiers.Set) (WriteResul
 	if err != nil {
 		return WriteResult{}, err
 	}
-	return s.update(ctx, "seed", edits)
+	return s.update(ctx, "seed", edits, false)
 }
 
 // seedEdits validates sets and returns Seed's edits, without reaching Redis.
@@ -188,7 +188,7 @@ func (s *Store) SeedBound(ctx context.Context) (WriteResult, error) {
 	retry := false
 	var res WriteResult
 	if err == nil {
-		res, err = s.update(ctx, "seed", edits)
+		res, err = s.update(ctx, "seed", edits, false)
 		retry = err != nil && !errors.Is(err, ErrInvalidDocument) && !errors.Is(err, ErrOverBounds)
 	}
 	s.mu.Lock()
@@ -216,7 +216,16 @@ var ErrSeedOwed = errors.New("rulestore: seed owed, written at the first refresh
 // operation. Concurrent publishers lose nothing: the upsert runs inside
 // Redis, one batch after the other.
 func (s *Store) Publish(ctx context.Context, req *configv1.PublishRulesRequest) (WriteResult, error) {
-	return s.publish(ctx, req, nil)
+	return s.publish(ctx, req, nil, false)
+}
+
+// CheckPublish runs all that Publish runs (the request's validation, the
+// checks of the documents it edits and the write script's bounds) and
+// writes nothing: its error is the one Publish would return now, and
+// Changed names the limiters whose documents Publish would change (Revision
+// is the store's current one). A dry run says with it what a publish does.
+func (s *Store) CheckPublish(ctx context.Context, req *configv1.PublishRulesRequest) (WriteResult, error) {
+	return s.publish(ctx, req, nil, true)
 }
 
 // PublishIf is Publish with a compare-and-set per limiter: versions maps a
@@ -232,10 +241,10 @@ func (s *Store) PublishIf(ctx context.Context, req *configv1.PublishRulesRequest
 			return WriteResult{}, fmt.Errorf("rulestore: publish: a version is given for limiter %q, which the request does not hold", name)
 		}
 	}
-	return s.publish(ctx, req, versions)
+	return s.publish(ctx, req, versions, false)
 }
 
-func (s *Store) publish(ctx context.Context, req *configv1.PublishRulesRequest, versions map[string]string) (WriteResult, error) {
+func (s *Store) publish(ctx context.Context, req *configv1.PublishRulesRequest, versions map[string]string, dry bool) (WriteResult, error) {
 	if req == nil {
 		return WriteResult{}, errors.New("rulestore: publish: request is nil")
 	}
@@ -258,7 +267,7 @@ func (s *Store) publish(ctx context.Context, req *configv1.PublishRulesRequest, 
 		}
 		edits = append(edits, e)
 	}
-	return s.update(ctx, "publish", edits)
+	return s.update(ctx, "publish", edits, dry)
 }
 
 // ErrRuleNotFound is returned (wrapped) by Delete for a rule name that the
@@ -293,7 +302,7 @@ func (s *Store) delete(ctx context.Context, limiter string, version *string, rul
 		}
 	}
 	rules = slices.Compact(slices.Sorted(slices.Values(rules)))
-	return s.update(ctx, "delete", []edit{{Limiter: limiter, Op: "delete", Names: rules, Expect: version}})
+	return s.update(ctx, "delete", []edit{{Limiter: limiter, Op: "delete", Names: rules, Expect: version}}, false)
 }
 
 // Remove deletes a limiter's whole document and its index entry, whatever
@@ -321,7 +330,7 @@ func (s *Store) remove(ctx context.Context, limiter string, version *string) (Wr
 	if !rulecheck.ValidName(limiter) {
 		return WriteResult{}, fmt.Errorf("rulestore: remove: %w", rulecheck.NameError("limiter", limiter))
 	}
-	return s.update(ctx, "remove", []edit{{Limiter: limiter, Op: "remove", Expect: version}})
+	return s.update(ctx, "remove", []edit{{Limiter: limiter, Op: "remove", Expect: version}}, false)
 }
 
 // ErrOverBounds is returned (wrapped) by a write that would leave a document
@@ -446,8 +455,9 @@ func modeJSON(m configv1.Mode) string {
 // update applies edits (one per limiter, sorted) in one write.lua call: the
 // read-modify-write runs on the server, atomically, so concurrent writers
 // never conflict. The documents are read first, to refuse (with the
-// validation error) to edit one that a process could not load.
-func (s *Store) update(ctx context.Context, op string, edits []edit) (WriteResult, error) {
+// validation error) to edit one that a process could not load. A dry update
+// runs every check and writes nothing (CheckPublish).
+func (s *Store) update(ctx context.Context, op string, edits []edit, dry bool) (WriteResult, error) {
 	if len(edits) == 0 {
 		rev, err := s.Revision(ctx)
 		return WriteResult{Revision: rev}, err
@@ -465,7 +475,11 @@ func (s *Store) update(ctx context.Context, op string, edits []edit) (WriteResul
 	if err != nil {
 		return WriteResult{}, fmt.Errorf("rulestore: %s: %w", op, err)
 	}
-	res, err := writeScript.Run(ctx, s.client, keys, plan, ratelimit.MaxRulesPerTier, ratelimit.MaxDocumentBytes, MaxLimiters).Slice()
+	dryArg := "0"
+	if dry {
+		dryArg = "1"
+	}
+	res, err := writeScript.Run(ctx, s.client, keys, plan, ratelimit.MaxRulesPerTier, ratelimit.MaxDocumentBytes, MaxLimiters, dryArg).Slice()
 	if err != nil {
 		if unanswered(err) {
 			return WriteResult{}, fmt.Errorf("rulestore: %s: write: %w: %w", op, ErrUnconfirmed, err)

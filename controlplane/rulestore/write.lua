@@ -20,6 +20,7 @@
 -- ARGV[2]   the most rules a tier may hold (ratelimit.MaxRulesPerTier)
 -- ARGV[3]   the most bytes a document may hold (ratelimit.MaxDocumentBytes)
 -- ARGV[4]   the most limiters the index may hold (rulestore.MaxLimiters)
+-- ARGV[5]   "1" for a dry run (CheckPublish): every check, no write
 --   {"limiter":"x","op":"publish","rules":[["name","{rule json}"],...],"mode":"\"shadow\""}
 --   {"limiter":"x","op":"seed","file":["{rule}",...],"defaults":[...],"file_mode":"\"shadow\""}
 -- (mode and file_mode are optional JSON strings, already encoded)
@@ -329,6 +330,16 @@ if rev_type == 'string' then
   rev_ok = redis.call('STRLEN', KEYS[2]) <= 18 and string.match(redis.call('GET', KEYS[2]), '^%d+$') ~= nil
 elseif rev_type ~= 'none' then
   rev_ok = false
+end
+
+-- A dry run stops here, every check passed: it names the documents the
+-- write would change and the current revision, and writes nothing.
+if ARGV[5] == '1' then
+  local out = {1, rev_ok and tonumber(redis.call('GET', KEYS[2]) or '0') or 0, ''}
+  for _, w in ipairs(writes) do
+    if (w[3] == nil and w[2]) or (w[3] ~= nil and w[3] ~= w[2]) then out[#out + 1] = w[1] end
+  end
+  return out
 end
 
 local out = {1, 0, ''}
