@@ -18,7 +18,7 @@ import (
 //go:embed gc.lua
 var gcLua string
 
-var gcScript = redis.NewScript(gcLua)
+var gcScript = redis.NewScript(revcheckLua + gcLua)
 
 // ErrNoLimiterList is returned by GC without a list of available limiters:
 // comparing the index with a missing list would orphan every document.

@@ -36,17 +36,7 @@ local available = {}
 for i = 4, 3 + n do
   available[ARGV[i]] = true
 end
--- The revision counter is checked before anything is written, as Redis
--- keeps what a script wrote before it fails: one that holds no integer
--- (written by hand) starts again from 0, as in a flushed store.
-local rev_ok = true
-local rev_type = redis.call('TYPE', KEYS[3])
-if type(rev_type) == 'table' then rev_type = rev_type.ok end
-if rev_type == 'string' then
-  rev_ok = redis.call('STRLEN', KEYS[3]) <= 18 and string.match(redis.call('GET', KEYS[3]), '^%d+$') ~= nil
-elseif rev_type ~= 'none' then
-  rev_ok = false
-end
+local rev_ok = rev_usable(KEYS[3]) -- before anything is written (revcheck.lua)
 local replaced = {'', ''}
 for k = 1, 2 do
   local t = redis.call('TYPE', KEYS[k])

@@ -28,7 +28,12 @@ import (
 //go:embed write.lua
 var writeLua string
 
-var writeScript = redis.NewScript(writeLua)
+var writeScript = redis.NewScript(revcheckLua + writeLua)
+
+// revcheckLua defines rev_usable for gcLua and writeLua.
+//
+//go:embed revcheck.lua
+var revcheckLua string
 
 // WriteResult tells what a write did.
 type WriteResult struct {

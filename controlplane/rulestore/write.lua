@@ -319,18 +319,7 @@ if added > 0 then
   end
 end
 
--- The revision counter is checked before anything is written, as Redis
--- keeps what a script wrote before it fails: one that holds no integer
--- (written by hand or by another SDK) starts again from 0, as in a flushed
--- store, rather than failing the write half done.
-local rev_ok = true
-local rev_type = redis.call('TYPE', KEYS[2])
-if type(rev_type) == 'table' then rev_type = rev_type.ok end
-if rev_type == 'string' then
-  rev_ok = redis.call('STRLEN', KEYS[2]) <= 18 and string.match(redis.call('GET', KEYS[2]), '^%d+$') ~= nil
-elseif rev_type ~= 'none' then
-  rev_ok = false
-end
+local rev_ok = rev_usable(KEYS[2]) -- before anything is written (revcheck.lua)
 
 -- A dry run stops here, every check passed: it names the documents the
 -- write would change and the current revision, and writes nothing.
