@@ -56,7 +56,10 @@ func TestShadowCountsLikeEnforce(t *testing.T) {
 			store := st.store(t)
 			prefix := "ratekit-test-mode-" + st.name + "-" + time.Now().Format("150405.000000000") + ":"
 			mk := func(name string, e ratelimit.Enforcement) *ratelimit.Limiter {
-				l, err := ratelimit.New(ratelimit.Config{Name: name, Store: store, KeyPrefix: prefix, Rules: modeRules(), Enforcement: e})
+				// Every check must succeed: no default 100ms timeout, which a
+				// loaded machine descheduling a check that long would hit.
+				l, err := ratelimit.New(ratelimit.Config{Name: name, Store: store, KeyPrefix: prefix, Rules: modeRules(), Enforcement: e,
+					Timeout: 10 * time.Second})
 				if err != nil {
 					t.Fatal(err)
 				}
