@@ -120,13 +120,18 @@ func newClient(t testing.TB, rpc rulesv1.RulesServiceClient, service string, mod
 	return c
 }
 
+// newLimiter returns the "rack_request" limiter on store with the default
+// rules, and src's per-request rules. Its checks must succeed: its timeout is
+// 10s, not the default 100ms, which a loaded machine descheduling a check on
+// Redis that long would hit.
 func newLimiter(t testing.TB, store ratelimit.Store, prefix string, src func(context.Context, string, ratelimit.Identifier) *ratelimit.RuleSet) *ratelimit.Limiter {
 	t.Helper()
 	defaults, err := mustAvailable(t).DefaultRules("rack_request")
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := ratelimit.New(ratelimit.Config{Name: "rack_request", Store: store, KeyPrefix: prefix, Rules: defaults, RuleSource: src})
+	l, err := ratelimit.New(ratelimit.Config{Name: "rack_request", Store: store, KeyPrefix: prefix, Rules: defaults, RuleSource: src,
+		Timeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,10 +13,13 @@ import (
 	"github.com/ratekit/ratekit/internal/redistest"
 )
 
+// limiter returns a Limiter on store whose checks must all succeed: its
+// timeout is 10s, not the default 100ms, which a loaded machine descheduling
+// a check on Redis that long would hit.
 func limiter(t *testing.T, store ratelimit.Store, prefix string, mode ratelimit.Enforcement) *ratelimit.Limiter {
 	t.Helper()
 	l, err := ratelimit.New(ratelimit.Config{
-		Name: "checkout", Store: store, KeyPrefix: prefix, Enforcement: mode,
+		Name: "checkout", Store: store, KeyPrefix: prefix, Enforcement: mode, Timeout: 10 * time.Second,
 		Rules: []ratelimit.Rule{{
 			Name: "per_user", Characteristics: []string{"user"}, Action: ratelimit.ActionLimit,
 			Limit: 2, Period: time.Minute,
