@@ -27,7 +27,6 @@ import (
 	"github.com/ratekit/ratekit/controlplane/config"
 	"github.com/ratekit/ratekit/controlplane/rulestore"
 	ratelimit "github.com/ratekit/ratekit/core"
-	"github.com/ratekit/ratekit/core/redisstore"
 	"github.com/ratekit/ratekit/core/tiers"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
@@ -190,11 +189,7 @@ func TestChromium(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	limiter, err := ratelimit.New(ratelimit.Config{Name: "api", Store: redisstore.New(f.client), KeyPrefix: f.keyPrefix,
-		Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	limiter := f.serviceLimiter(t, f.client)
 	if err := service.Bind(limiter, tiers.Set{}); err != nil {
 		t.Fatal(err)
 	}

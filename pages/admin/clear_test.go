@@ -8,7 +8,6 @@ import (
 	"time"
 
 	ratelimit "github.com/ratekit/ratekit/core"
-	"github.com/ratekit/ratekit/core/redisstore"
 )
 
 // A clear that finds no key of the identifier says so and why, as `ratekit
@@ -18,11 +17,7 @@ func TestClearNothing(t *testing.T) {
 	f := newFixture(t, allowAll)
 	b := newBrowser(t, f)
 	// The service's limiter, counting under the page's prefix.
-	limiter, err := ratelimit.New(ratelimit.Config{Name: "api", Store: redisstore.New(f.client), KeyPrefix: f.keyPrefix,
-		Rules: []ratelimit.Rule{{Name: "per_ip", Characteristics: []string{"ip"}, Limit: 100, Period: time.Minute}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	limiter := f.serviceLimiter(t, f.client, ratelimit.Rule{Name: "per_ip", Characteristics: []string{"ip"}, Limit: 100, Period: time.Minute})
 	token := b.csrf()
 	tests := []struct {
 		name    string

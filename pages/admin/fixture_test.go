@@ -11,11 +11,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekit/ratekit/controlplane/config"
 	"github.com/ratekit/ratekit/controlplane/rulestore"
+	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/redisstore"
 	"github.com/ratekit/ratekit/internal/redistest"
 	"github.com/ratekit/ratekit/internal/testlog"
@@ -120,6 +122,20 @@ func newFixtureOn(t *testing.T, client redisClient, authorize admin.Authorizer, 
 	f.srv = httptest.NewServer(mux)
 	t.Cleanup(f.srv.Close)
 	return f
+}
+
+// serviceLimiter is a service's "api" limiter with rules, counting on client
+// under the page's prefix. Its checks must succeed: its timeout is 10s, not
+// the default 100ms, which a loaded machine descheduling a check on Redis
+// that long would hit.
+func (f *fixture) serviceLimiter(t *testing.T, client redis.UniversalClient, rules ...ratelimit.Rule) *ratelimit.Limiter {
+	t.Helper()
+	l, err := ratelimit.New(ratelimit.Config{Name: "api", Store: redisstore.New(client), KeyPrefix: f.keyPrefix, Rules: rules,
+		Timeout: 10 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }
 
 // url is the page's address: under /admin/ratelimit/ on the fixture's mux,

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	ratelimit "github.com/ratekit/ratekit/core"
-	"github.com/ratekit/ratekit/core/redisstore"
 	"github.com/ratekit/ratekit/core/tiers"
 	"github.com/ratekit/ratekit/internal/redistest"
 	"github.com/ratekit/ratekit/pages/admin"
@@ -180,11 +179,7 @@ func TestCSRF(t *testing.T) {
 func TestGetNeverWrites(t *testing.T) {
 	f := newFixture(t, allowAll)
 	b := newBrowser(t, f)
-	limiter, err := ratelimit.New(ratelimit.Config{Name: "api", Store: redisstore.New(f.client), KeyPrefix: f.keyPrefix,
-		Rules: []ratelimit.Rule{{Name: "per_ip", Characteristics: []string{"ip"}, Limit: 100, Period: 60e9}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	limiter := f.serviceLimiter(t, f.client, ratelimit.Rule{Name: "per_ip", Characteristics: []string{"ip"}, Limit: 100, Period: 60e9})
 	limiter.Check(ctx, ratelimit.Identifier{"ip": "1.2.3.4"}) // a counter the GETs must leave alone
 	token := b.csrf()
 	before := f.storeState(t)

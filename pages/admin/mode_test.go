@@ -1,7 +1,6 @@
 package admin_test
 
 import (
-	"log/slog"
 	"net/http"
 	"regexp"
 	"strings"
@@ -9,7 +8,6 @@ import (
 	"time"
 
 	ratelimit "github.com/ratekit/ratekit/core"
-	"github.com/ratekit/ratekit/core/redisstore"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
 
@@ -26,11 +24,7 @@ func TestShadowModeShown(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Two checks of the same rule, counted as a service would count them.
-	l, err := ratelimit.New(ratelimit.Config{Name: "api", Store: redisstore.New(f.client), KeyPrefix: f.keyPrefix, Logger: slog.New(slog.DiscardHandler),
-		Rules: []ratelimit.Rule{{Name: "tight", Characteristics: []string{"ip"}, Limit: 1, Period: time.Minute}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := f.serviceLimiter(t, f.client, ratelimit.Rule{Name: "tight", Characteristics: []string{"ip"}, Limit: 1, Period: time.Minute})
 	id := ratelimit.Identifier{"ip": "192.0.2.9"}
 	for range 2 {
 		if res := l.Check(ctx, id); res.Err != nil {

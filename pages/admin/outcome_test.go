@@ -16,7 +16,6 @@ import (
 
 	"github.com/ratekit/ratekit/controlplane/rulestore"
 	ratelimit "github.com/ratekit/ratekit/core"
-	"github.com/ratekit/ratekit/core/redisstore"
 	"github.com/ratekit/ratekit/internal/redistest"
 	"github.com/ratekit/ratekit/pages/admin"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
@@ -177,11 +176,7 @@ func TestWriteOfUnknownOutcome(t *testing.T) {
 		}, func() bool { return direct.Exists(ctx, store.Key("api")).Val() == 0 }},
 		{"clear", func(string) url.Values {
 			// The default rule per_ip counts bob: a counter key of the page's prefix.
-			l, err := ratelimit.New(ratelimit.Config{Name: "api", Store: redisstore.New(direct), KeyPrefix: f.keyPrefix,
-				Rules: []ratelimit.Rule{{Name: "per_ip", Characteristics: []string{"ip"}, Limit: 100, Period: time.Minute}}, Logger: slog.New(slog.DiscardHandler)})
-			if err != nil {
-				t.Fatal(err)
-			}
+			l := f.serviceLimiter(t, direct, ratelimit.Rule{Name: "per_ip", Characteristics: []string{"ip"}, Limit: 100, Period: time.Minute})
 			if res := l.Check(ctx, bob); res.Err != nil {
 				t.Fatal(res.Err)
 			}

@@ -79,6 +79,11 @@ type fixture struct {
 	prefix  string // key prefix of limiter api
 }
 
+// redisTimeout is the timeout of the limiters on the real Redis, whose checks
+// must succeed: the default 100ms is hit by a loaded machine descheduling a
+// check that long.
+const redisTimeout = 10 * time.Second
+
 // newFixture builds three limiters: "api" on the real Redis with tiered rules
 // and some blocks, "jobs" on an unreachable Redis with its breaker open, and
 // "empty" without rules.
@@ -89,7 +94,7 @@ func newFixture(t *testing.T) fixture {
 	ft := fixtureTiers()
 	prefix := redistest.Prefix(t)
 	api, err := ratelimit.New(ratelimit.Config{Name: "api", Store: redisstore.New(redistest.Client(t)), KeyPrefix: prefix,
-		Rules: ft.Merged(), Observer: blocks.Observe, Logger: slog.New(slog.DiscardHandler)})
+		Rules: ft.Merged(), Observer: blocks.Observe, Logger: slog.New(slog.DiscardHandler), Timeout: redisTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,7 +26,7 @@ func rolloutPage(t *testing.T) *httptest.Server {
 	rm := observe.NewRolloutMetrics(observe.MetricsOptions{})
 	mk := func(name string, mode ratelimit.Enforcement) *ratelimit.Limiter {
 		l, err := ratelimit.New(ratelimit.Config{Name: name, Store: store, KeyPrefix: redistest.Prefix(t), Enforcement: mode,
-			Logger: slog.New(slog.DiscardHandler),
+			Logger: slog.New(slog.DiscardHandler), Timeout: redisTimeout,
 			Rules: []ratelimit.Rule{{Name: "per_user", Characteristics: []string{"user"}, Action: ratelimit.ActionLimit,
 				Limit: 2, Period: time.Minute}}})
 		if err != nil {

@@ -31,7 +31,7 @@ func TestRuleStoreTiers(t *testing.T) {
 	}
 	ft := fixtureTiers()
 	local := tiers.Set{File: ft.File, Defaults: ft.Defaults[:3]} // static rules only: the document holds numbers
-	l, err := ratelimit.New(ratelimit.Config{Name: "api", Store: redisstore.New(client), KeyPrefix: prefix})
+	l, err := ratelimit.New(ratelimit.Config{Name: "api", Store: redisstore.New(client), KeyPrefix: prefix, Timeout: redisTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
