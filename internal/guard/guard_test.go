@@ -44,7 +44,8 @@ var guardStores = []struct {
 
 // limiter returns a limiter named name with one rule of the same name, per
 // user, limit per minute; down puts it on a store that always fails, shadow
-// makes the rule a log rule.
+// makes the rule a log rule. Its timeout is 10s, not the default 100ms, which
+// a loaded machine descheduling a check on Redis that long would hit.
 func (e guardEnv) limiter(name string, limit int64, down, shadow bool) *ratelimit.Limiter {
 	e.t.Helper()
 	store := e.store
@@ -56,7 +57,7 @@ func (e guardEnv) limiter(name string, limit int64, down, shadow bool) *ratelimi
 		action = ratelimit.ActionLog
 	}
 	l, err := ratelimit.New(ratelimit.Config{
-		Name: name, Store: store, KeyPrefix: e.prefix, Logger: quietLogger,
+		Name: name, Store: store, KeyPrefix: e.prefix, Logger: quietLogger, Timeout: 10 * time.Second,
 		Breaker: ratelimit.BreakerConfig{Failures: -1},
 		Rules: []ratelimit.Rule{{Name: name, Characteristics: []string{"user"}, Action: action,
 			Limit: limit, Period: time.Minute}},

@@ -152,9 +152,13 @@ func (h *harness) waitState(t *testing.T, id string, state asynq.TaskState) *asy
 	}
 }
 
+// redisJobsLimiter returns the "jobs" limiter on client, limit per period per
+// task type and queue. Its timeout is 10s, not the default 100ms, which a
+// loaded machine descheduling a check that long would hit: the checks on a
+// working Redis must succeed, and a stopped one refuses at once.
 func redisJobsLimiter(t *testing.T, client redis.UniversalClient, prefix string, obs func(context.Context, ratelimit.Event), limit int64, period time.Duration) *ratelimit.Limiter {
 	t.Helper()
-	l, err := ratelimit.New(ratelimit.Config{Name: "jobs", Store: redisstore.New(client), KeyPrefix: prefix, Observer: obs, Logger: quiet,
+	l, err := ratelimit.New(ratelimit.Config{Name: "jobs", Store: redisstore.New(client), KeyPrefix: prefix, Observer: obs, Logger: quiet, Timeout: 10 * time.Second,
 		Rules: []ratelimit.Rule{rule("per_type", limit, period, ratelimit.ActionLimit, "task_type", "queue")}})
 	if err != nil {
 		t.Fatal(err)

@@ -177,11 +177,17 @@ func observed(o func(context.Context, ratelimit.Event)) limiterOpt {
 	return func(c *ratelimit.Config) { c.Observer = o }
 }
 
+// redisTimeout is the timeout of the limiters on Redis, whose checks must
+// succeed: the default 100ms is hit by a loaded machine descheduling a check
+// that long.
+const redisTimeout = 10 * time.Second
+
 // redisLimiter builds a limiter on the test Redis (redistest.URL), with a key
 // prefix unique to the test.
 func redisLimiter(t *testing.T, name string, rules []ratelimit.Rule, opts ...limiterOpt) *ratelimit.Limiter {
 	t.Helper()
-	return newLimiter(t, ratelimit.Config{Name: name, Store: redisstore.New(redistest.Client(t)), KeyPrefix: redistest.Prefix(t), Rules: rules}, opts...)
+	return newLimiter(t, ratelimit.Config{Name: name, Store: redisstore.New(redistest.Client(t)), KeyPrefix: redistest.Prefix(t), Rules: rules,
+		Timeout: redisTimeout}, opts...)
 }
 
 func memLimiter(t *testing.T, name string, rules []ratelimit.Rule, opts ...limiterOpt) *ratelimit.Limiter {

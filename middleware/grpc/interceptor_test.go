@@ -151,8 +151,9 @@ func TestFailOpen(t *testing.T) {
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	t.Cleanup(func() { _ = client.Close() })
 	onRedis := func(name string, limit int64) *ratelimit.Limiter {
+		// A stopped Redis refuses at once: no check needs the timeout to fail.
 		return newLimiter(t, ratelimit.Config{Name: name, Store: redisstore.New(client), KeyPrefix: redistest.Prefix(t),
-			Rules: []ratelimit.Rule{rule(name, limit, time.Minute, ratelimit.ActionLimit)}})
+			Rules: []ratelimit.Rule{rule(name, limit, time.Minute, ratelimit.ActionLimit)}, Timeout: redisTimeout})
 	}
 	down := onRedis("one", 1)
 	overBudget := onRedis("budget", 1)
