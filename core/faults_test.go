@@ -59,6 +59,9 @@ func TestFaults64Callers(t *testing.T) {
 		panics  atomic.Int64
 		open    atomic.Int64 // checks answered by the open breaker
 		bad     atomic.Value // first result that breaks the rules
+		// Per caller, the checks it began and those that returned: a check
+		// in flight is one begun and not yet returned.
+		begun, ended [64]atomic.Int64
 	)
 	phase.Store("healthy")
 	stop := make(chan struct{})
@@ -89,6 +92,7 @@ func TestFaults64Callers(t *testing.T) {
 					ph = p
 				}
 				start := time.Now()
+				begun[g].Add(1)
 				r := func() (r ratelimit.Result) {
 					defer func() {
 						if p := recover(); p != nil {
@@ -97,6 +101,7 @@ func TestFaults64Callers(t *testing.T) {
 					}()
 					return l.Check(context.Background(), ratelimit.Identifier{"user": fmt.Sprint("u", g, "_", i%50)})
 				}()
+				ended[g].Add(1)
 				mine = append(mine, time.Since(start))
 				if errors.Is(r.Err, ratelimit.ErrCircuitOpen) {
 					open.Add(1)
@@ -147,7 +152,23 @@ func TestFaults64Callers(t *testing.T) {
 				}
 				time.Sleep(time.Millisecond)
 			}
-			time.Sleep(3 * timeout) // let the checks in flight at the opening end
+			// Let the checks in flight when the breaker was seen open end:
+			// each has made its store call by then (the client honours the
+			// context, so a check returns only once its call has). A sleep of
+			// a few timeouts was no bound on a loaded machine.
+			var inFlight [len(begun)]int64
+			for g := range begun {
+				inFlight[g] = begun[g].Load()
+			}
+			deadline = time.Now().Add(30 * time.Second)
+			for g := range ended {
+				for ended[g].Load() < inFlight[g] {
+					if time.Now().After(deadline) {
+						t.Fatalf("%s: caller %d's check in flight when the breaker opened did not return within 30s", name, g)
+					}
+					time.Sleep(time.Millisecond)
+				}
+			}
 			closed, from, answered, at := closes.n.Load(), calls.N.Load(), open.Load(), time.Now()
 			time.Sleep(time.Second)
 			n, budget := calls.N.Load()-from, 2+int64(time.Since(at)/(cooldown/4))
