@@ -16,6 +16,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -48,7 +49,13 @@ func main() {
 	}
 }
 
+// errPrometheusExited is run's error when Prometheus exits before the
+// example stops (its port taken, say): the example stops with it.
+var errPrometheusExited = errors.New("prometheus exited")
+
 func run(ctx context.Context, addr, internal, promAddr string) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	internalc := make(chan net.Addr, 1)
 	o := httpexample.Options{Addr: addr, InternalAddr: internal, RedisURL: os.Getenv("REDIS_URL"),
 		InternalReady: func(a net.Addr) { internalc <- a }}
@@ -82,9 +89,20 @@ func run(ctx context.Context, addr, internal, promAddr string) error {
 		return fmt.Errorf("start prometheus: %w", err)
 	}
 	log.Printf("observability: Prometheus at http://%s/ (alerts: http://%s/alerts), rules from %s", promAddr, promAddr, rulesPath())
-	err = <-done
-	_ = cmd.Wait()
-	return err
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err = <-done: // the example stopped: Prometheus stops with it
+		cancel()
+		<-exited
+		return err
+	case perr := <-exited:
+		if ctx.Err() != nil { // stopped by the caller: Prometheus was killed
+			return <-done
+		}
+		cancel()
+		return errors.Join(fmt.Errorf("%w (listening on %s): %w", errPrometheusExited, promAddr, perr), <-done)
+	}
 }
 
 // rulesPath is the repository's observability/prometheus/ratekit.rules.yml.

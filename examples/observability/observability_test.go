@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -181,7 +182,9 @@ func TestPrometheusEvaluatesRules(t *testing.T) {
 }
 
 // startPrometheus runs prometheus with the shipped rules, scraping target
-// every second, and returns its base URL.
+// every second, and returns its base URL once it is ready. A port found free
+// may be taken before Prometheus binds it: then Prometheus exits, and another
+// port is tried; an answer from another process on the port does not count.
 func startPrometheus(t *testing.T, bin, target string) string {
 	t.Helper()
 	tmp := t.TempDir()
@@ -193,36 +196,67 @@ func startPrometheus(t *testing.T, bin, target string) string {
 	if err := os.WriteFile(filepath.Join(tmp, "prometheus.yml"), []byte(config), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	addr := freeAddr(t)
-	cmd := exec.Command(bin, "--config.file="+filepath.Join(tmp, "prometheus.yml"),
-		"--storage.tsdb.path="+filepath.Join(tmp, "data"), "--web.listen-address="+addr, "--log.level=warn")
-	logFile, err := os.Create(filepath.Join(tmp, "prometheus.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		logFile.Close()
-		if t.Failed() {
-			b, _ := os.ReadFile(logFile.Name())
-			t.Logf("prometheus log:\n%s", b)
-		}
-	})
-	base := "http://" + addr
-	waitFor(t, base, "prometheus ready", func() bool {
-		resp, err := http.Get(base + "/-/ready")
+	const tries = 5
+ports:
+	for try := 1; ; try++ {
+		addr := freeAddr(t)
+		data := filepath.Join(tmp, fmt.Sprintf("data%d", try))
+		cmd := exec.Command(bin, "--config.file="+filepath.Join(tmp, "prometheus.yml"),
+			"--storage.tsdb.path="+data, "--web.listen-address="+addr, "--log.level=warn")
+		logFile, err := os.Create(filepath.Join(tmp, fmt.Sprintf("prometheus%d.log", try)))
 		if err != nil {
-			return false
+			t.Fatal(err)
 		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
-	return base
+		cmd.Stdout, cmd.Stderr = logFile, logFile
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan struct{})
+		go func() {
+			_ = cmd.Wait()
+			_ = logFile.Close()
+			close(exited)
+		}()
+		t.Cleanup(func() {
+			_ = cmd.Process.Kill()
+			<-exited
+			if t.Failed() {
+				b, _ := os.ReadFile(logFile.Name())
+				t.Logf("prometheus log (try %d):\n%s", try, b)
+			}
+		})
+		base := "http://" + addr
+		ours := func() bool { // ready, and its flags name our data directory
+			resp, err := http.Get(base + "/-/ready")
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return false
+			}
+			var flags struct {
+				Data map[string]string `json:"data"`
+			}
+			return json.Unmarshal([]byte(getBody(base+"/api/v1/status/flags")), &flags) == nil && flags.Data["storage.tsdb.path"] == data
+		}
+		for deadline := time.Now().Add(90 * time.Second); !ours(); time.Sleep(100 * time.Millisecond) {
+			select {
+			case <-exited:
+				log, _ := os.ReadFile(logFile.Name())
+				if !strings.Contains(string(log), "address already in use") || try == tries {
+					t.Fatalf("prometheus on %s exited, try %d of %d:\n%s", addr, try, tries, log)
+				}
+				t.Logf("prometheus on %s: address already in use (try %d of %d): trying another port", addr, try, tries)
+				continue ports
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("prometheus on %s not ready after 90s", addr)
+			}
+		}
+		return base
+	}
 }
 
 // waitFor polls cond every 500ms for up to 90s: Prometheus scrapes and
@@ -522,20 +556,44 @@ func TestProgramRuns(t *testing.T) {
 	if p := os.Getenv(EnvPrometheus); p != "" {
 		t.Setenv("PATH", filepath.Dir(p)+string(os.PathListSeparator)+os.Getenv("PATH"))
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	prom := freeAddr(t)
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, "127.0.0.1:0", "127.0.0.1:0", prom) }()
-	defer func() {
+	// A port found free may be taken before run's Prometheus binds it: then
+	// Prometheus exits, run says so and returns, and another port is tried.
+	// Once scraped, run must still be running, so the answers came from its
+	// Prometheus (another one on the port would have made it exit).
+	const tries = 5
+ports:
+	for try := 1; ; try++ {
+		ctx, cancel := context.WithCancel(context.Background())
+		prom := freeAddr(t)
+		done := make(chan error, 1)
+		go func() { done <- run(ctx, "127.0.0.1:0", "127.0.0.1:0", prom) }()
+		ready := func() bool {
+			return strings.Contains(getBody("http://"+prom+"/api/v1/rules"), `"RatekitFailingOpen"`) &&
+				len(query(t, "http://"+prom, `up{job="ratekit_example"} == 1`)) == 1
+		}
+		deadline := time.Now().Add(90 * time.Second)
+		for !ready() {
+			select {
+			case err := <-done:
+				cancel()
+				if errors.Is(err, errPrometheusExited) && try < tries {
+					t.Logf("try %d of %d: %v: trying another port", try, tries, err)
+					continue ports
+				}
+				t.Fatalf("run returned before the example was scraped (try %d of %d): %v", try, tries, err)
+			case <-time.After(500 * time.Millisecond):
+			}
+			if time.Now().After(deadline) {
+				cancel()
+				t.Fatalf("the shipped rules not loaded or the example not scraped after 90s (run: %v); alerts: %s", <-done, getBody("http://"+prom+"/api/v1/alerts"))
+			}
+		}
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("run: %v", err)
 		}
-	}()
-	waitFor(t, "http://"+prom, "the shipped rules loaded and the example scraped", func() bool {
-		return strings.Contains(getBody("http://"+prom+"/api/v1/rules"), `"RatekitFailingOpen"`) &&
-			len(query(t, "http://"+prom, `up{job="ratekit_example"} == 1`)) == 1
-	})
+		return
+	}
 }
 
 // The panel of rejected config files shows a file's first rejection where
