@@ -1,6 +1,8 @@
 package copiertest
 
 import (
+	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -10,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -215,30 +218,32 @@ func checkRuns(t *testing.T, c renderCase, dst string) {
 	bin := filepath.Join(dst, c.service+".bin")
 	run(t, dst, projectEnv(c.redisEnv), "go", "build", "-o", bin, "./cmd/"+c.service)
 	prefix := strings.ToUpper(c.service)
-	internal, grpcAddr := freeAddr(t), freeAddr(t)
 	otlp := startOTLPReceiver(t)
-	// The internal listener answers to one more name than the loopback ones.
-	env := []string{prefix + "_INTERNAL_ADDR=" + internal, prefix + "_GRPC_ADDR=" + grpcAddr,
-		prefix + "_INTERNAL_ALLOWED_HOSTS=ops.example, localhost, 127.0.0.1", "OTEL_EXPORTER_OTLP_ENDPOINT=" + otlp.url}
-	var httpAddrs []string
-	for _, fw := range c.frameworks {
-		if slices.Contains(httpFrameworks, fw) {
-			addr := freeAddr(t)
-			httpAddrs = append(httpAddrs, addr)
-			env = append(env, prefix+"_"+map[string]string{"nethttp": "HTTP", "echo": "ECHO", "gin": "GIN"}[fw]+"_ADDR="+addr)
-		}
-	}
 	remote := c.answers["rules_service"] == "true"
-	if remote {
-		// Nothing listens there: the service starts, and its checks fail open
-		// to the local tiers.
-		env = append(env, prefix+"_RULES_SERVICE_ADDR="+freeAddr(t))
-	}
+	var internal, grpcAddr string
+	var httpAddrs []string
 	// Elsewhere than the project: available_limiters.yaml is built in.
 	cwd := t.TempDir()
-	p := start(t, cwd, bin, c.redisEnv, env)
-
-	metrics := p.waitGet(t, "http://"+internal+"/metrics")
+	p, metrics := startServing(t, cwd, bin, c.redisEnv, func() ([]string, string) {
+		internal, grpcAddr = freeAddr(t), freeAddr(t)
+		// The internal listener answers to one more name than the loopback ones.
+		env := []string{prefix + "_INTERNAL_ADDR=" + internal, prefix + "_GRPC_ADDR=" + grpcAddr,
+			prefix + "_INTERNAL_ALLOWED_HOSTS=ops.example, localhost, 127.0.0.1", "OTEL_EXPORTER_OTLP_ENDPOINT=" + otlp.url}
+		httpAddrs = nil
+		for _, fw := range c.frameworks {
+			if slices.Contains(httpFrameworks, fw) {
+				addr := freeAddr(t)
+				httpAddrs = append(httpAddrs, addr)
+				env = append(env, prefix+"_"+map[string]string{"nethttp": "HTTP", "echo": "ECHO", "gin": "GIN"}[fw]+"_ADDR="+addr)
+			}
+		}
+		if remote {
+			// Nothing listens there: the service starts, and its checks fail
+			// open to the local tiers.
+			env = append(env, prefix+"_RULES_SERVICE_ADDR="+freeAddr(t))
+		}
+		return env, "http://" + internal + "/metrics"
+	})
 	if !strings.Contains(metrics, `rate_limiter="db_utilization"`) {
 		t.Errorf("/metrics has no series of db_utilization:\n%s", metrics)
 	}
@@ -336,15 +341,9 @@ func checkRuns(t *testing.T, c renderCase, dst string) {
 // waits for Redis bounded, and stop on SIGTERM.
 func checkStartsOnHungRedis(t *testing.T, c renderCase, dst string) {
 	redisAddr := hungRedis(t)
-	prefix := strings.ToUpper(c.service)
-	internal := freeAddr(t)
-	env := []string{prefix + "_INTERNAL_ADDR=" + internal, prefix + "_GRPC_ADDR=" + freeAddr(t),
-		c.redisEnv + "=redis://" + redisAddr + "?dial_timeout=1h&write_timeout=1h"}
-	for _, fw := range httpFrameworks {
-		env = append(env, prefix+"_"+map[string]string{"nethttp": "HTTP", "echo": "ECHO", "gin": "GIN"}[fw]+"_ADDR="+freeAddr(t))
-	}
-	p := start(t, t.TempDir(), filepath.Join(dst, c.service+".bin"), c.redisEnv, env)
-	p.waitGet(t, "http://"+internal+"/metrics")
+	p, _ := startServing(t, t.TempDir(), filepath.Join(dst, c.service+".bin"), c.redisEnv, func() ([]string, string) {
+		return listenEnv(t, c, c.redisEnv+"=redis://"+redisAddr+"?dial_timeout=1h&write_timeout=1h")
+	})
 	if err := p.stop(15 * time.Second); err != nil {
 		t.Fatalf("%v:\n%s", err, p.logs())
 	}
@@ -369,15 +368,9 @@ func checkAsynqOnSentinel(t *testing.T, c renderCase, dst string) {
 	if len(addr) != 2 {
 		t.Fatalf("the sentinel names no master %s: %q", master, addr)
 	}
-	prefix := strings.ToUpper(c.service)
-	internal := freeAddr(t)
-	env := []string{prefix + "_INTERNAL_ADDR=" + internal, prefix + "_GRPC_ADDR=" + freeAddr(t),
-		c.redisEnv + "=redis-sentinel://" + hosts + "/" + master}
-	for _, fw := range httpFrameworks {
-		env = append(env, prefix+"_"+map[string]string{"nethttp": "HTTP", "echo": "ECHO", "gin": "GIN"}[fw]+"_ADDR="+freeAddr(t))
-	}
-	p := start(t, t.TempDir(), filepath.Join(dst, c.service+".bin"), c.redisEnv, env)
-	p.waitGet(t, "http://"+internal+"/metrics")
+	p, _ := startServing(t, t.TempDir(), filepath.Join(dst, c.service+".bin"), c.redisEnv, func() ([]string, string) {
+		return listenEnv(t, c, c.redisEnv+"=redis-sentinel://"+hosts+"/"+master)
+	})
 	pattern := fmt.Sprintf("asynq:servers:{*:%d:*}", p.cmd.Process.Pid)
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
 		if run(t, dst, nil, "redis-cli", "-h", addr[0], "-p", addr[1], "--scan", "--pattern", pattern) != "" {
@@ -393,7 +386,9 @@ func checkAsynqOnSentinel(t *testing.T, c renderCase, dst string) {
 }
 
 // hungRedis starts a redis-server on a free loopback port and stops it with
-// SIGSTOP; it is killed when the test ends.
+// SIGSTOP; it is killed when the test ends. A port found free may be taken
+// before redis-server binds it: then it exits, and another port is tried; an
+// answer from another process on the port does not count.
 func hungRedis(t *testing.T) string {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
@@ -403,29 +398,71 @@ func hungRedis(t *testing.T) string {
 		}
 		t.Skip("redis-server not on PATH: run ./scripts/test.sh")
 	}
-	addr := freeAddr(t)
-	_, port, _ := net.SplitHostPort(addr)
-	cmd := exec.Command(bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir())
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if conn, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
-			conn.Close()
-			break
+	const tries = 5
+ports:
+	for try := 1; ; try++ {
+		addr := freeAddr(t)
+		_, port, _ := net.SplitHostPort(addr)
+		logName := filepath.Join(t.TempDir(), "redis.log")
+		cmd := exec.Command(bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir(),
+			"--logfile", logName)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("redis-server on %s did not start", addr)
+		exited := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(exited) }()
+		t.Cleanup(func() {
+			_ = cmd.Process.Kill()
+			<-exited
+		})
+		for deadline := time.Now().Add(10 * time.Second); !redisAnswersAs(addr, cmd.Process.Pid); time.Sleep(20 * time.Millisecond) {
+			select {
+			case <-exited:
+				log, _ := os.ReadFile(logName)
+				if !strings.Contains(strings.ToLower(string(log)), "address already in use") || try == tries {
+					t.Fatalf("redis-server on %s exited, try %d of %d:\n%s", addr, try, tries, log)
+				}
+				t.Logf("redis-server on %s: address already in use (try %d of %d): trying another port", addr, try, tries)
+				continue ports
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("redis-server on %s did not start", addr)
+			}
 		}
+		if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		return addr
 	}
-	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
+}
+
+// redisAnswersAs reports whether the Redis at addr answers INFO with process
+// id pid.
+func redisAnswersAs(addr string, pid int) bool {
+	conn, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return false
 	}
-	return addr
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(time.Second))
+	if _, err := io.WriteString(conn, "INFO server\r\n"); err != nil {
+		return false
+	}
+	r := bufio.NewReader(conn)
+	head, err := r.ReadString('\n') // $<length> of the bulk string
+	if err != nil || !strings.HasPrefix(head, "$") {
+		return false
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(head[1:]))
+	if err != nil || n < 0 {
+		return false
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return false
+	}
+	return strings.Contains(string(body), fmt.Sprintf("process_id:%d\r\n", pid))
 }
 
 // grpcHealthWatch opens grpc.health.v1.Health/Watch on the gRPC server at
@@ -536,9 +573,48 @@ func start(t *testing.T, dir, bin, redisEnv string, env []string) *proc {
 	return p
 }
 
-// waitGet polls url until it answers 200, failing if the process exits.
-func (p *proc) waitGet(t *testing.T, url string) string {
+// listenEnv is the environment of a service of c on free loopback addresses
+// (its internal, gRPC and every HTTP listener) with more, and the URL of its
+// /metrics.
+func listenEnv(t *testing.T, c renderCase, more ...string) ([]string, string) {
 	t.Helper()
+	prefix := strings.ToUpper(c.service)
+	internal := freeAddr(t)
+	env := append([]string{prefix + "_INTERNAL_ADDR=" + internal, prefix + "_GRPC_ADDR=" + freeAddr(t)}, more...)
+	for _, fw := range httpFrameworks {
+		env = append(env, prefix+"_"+map[string]string{"nethttp": "HTTP", "echo": "ECHO", "gin": "GIN"}[fw]+"_ADDR="+freeAddr(t))
+	}
+	return env, "http://" + internal + "/metrics"
+}
+
+// startServing runs bin as start does, with the environment setup returns,
+// and returns once the URL setup returns with it answers 200, with that
+// answer. The addresses setup names are found free and let go, so another
+// process may take one before the service binds it: the service then exits
+// saying so, and it is started again on the addresses of another call.
+func startServing(t *testing.T, dir, bin, redisEnv string, setup func() (env []string, ready string)) (*proc, string) {
+	t.Helper()
+	const tries = 5
+	for try := 1; ; try++ {
+		env, ready := setup()
+		p := start(t, dir, bin, redisEnv, env)
+		body, err := p.waitGet(ready)
+		if err == nil {
+			return p, body
+		}
+		if !errors.Is(err, errExited) || !strings.Contains(p.logs(), "address already in use") || try == tries {
+			t.Fatalf("try %d of %d: %v:\n%s", try, tries, err, p.logs())
+		}
+		t.Logf("try %d of %d: an address was taken: starting again on others", try, tries)
+	}
+}
+
+// errExited is waitGet's error when the process exits first.
+var errExited = errors.New("service exited")
+
+// waitGet polls url until it answers 200 and returns the answer; it fails if
+// the process exits first or after 20s.
+func (p *proc) waitGet(url string) (string, error) {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		resp, err := http.Get(url)
@@ -546,16 +622,16 @@ func (p *proc) waitGet(t *testing.T, url string) string {
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return string(b)
+				return string(b), nil
 			}
 		}
 		select {
 		case <-p.done:
-			t.Fatalf("service exited (%v) before serving %s:\n%s", p.err, url, p.logs())
+			return "", errors.Join(fmt.Errorf("%w before serving %s", errExited, url), p.err)
 		case <-time.After(100 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s did not answer within 20s:\n%s", url, p.logs())
+			return "", fmt.Errorf("%s did not answer within 20s", url)
 		}
 	}
 }
