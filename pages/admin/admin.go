@@ -380,7 +380,7 @@ func (h *Handler) writeFailed(ctx context.Context, w http.ResponseWriter, s sess
 		status = http.StatusConflict
 		d.Conflict = true
 		f.Version = lv.Version
-		f.Errors[""] = append(f.Errors[""], "Someone else changed the rules of this limiter since you opened this page; nothing was saved. "+
+		f.Errors[""] = append(f.Errors[""], "Someone else changed the rules of this limiter since you opened this page; nothing was written. "+
 			"The rules below are the current ones: check them, then save again if your change is still right.")
 	case errors.Is(err, rulestore.ErrRuleNotFound):
 		status = http.StatusNotFound

@@ -147,7 +147,7 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
 <input type="hidden" name="csrf" value="{{.Session.CSRF}}"><input type="hidden" name="op" value="remove"><input type="hidden" name="limiter" value="{{.Limiter.Name}}"><input type="hidden" name="version" value="{{.Limiter.Version}}"><input type="hidden" name="confirm" value="yes"><button type="submit" class="danger" id="confirm-remove">Remove the invalid document</button></form>
 {{- end}}
 {{- with .Message}}<p class="notice {{if $.MessageWarn}}warn{{else}}ok{{end}}" id="message" role="status">{{.}}</p>{{end}}
-{{- if .Conflict}}<p class="notice warn" id="conflict" role="alert">Someone else changed the rules of this limiter since you opened this page; nothing was saved. The rules below are the current ones.</p>{{end}}
+{{- if .Conflict}}<p class="notice warn" id="conflict" role="alert">Someone else changed the rules of this limiter since you opened this page; nothing was written. The rules below are the current ones.</p>{{end}}
 {{- if and .Limiter (not .Limiter.Declared)}}{{with .Form}}{{with .FieldErrors ""}}<div id="form-errors" class="notice bad">{{template "errs" .}}</div>{{end}}{{end}}{{end}}
 {{- with .Limiter}}
 <h2>Effective rules, in evaluation order</h2>
