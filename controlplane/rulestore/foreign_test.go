@@ -1,10 +1,8 @@
 package rulestore
 
 import (
-	"context"
 	"errors"
 	"log/slog"
-	"net"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -31,39 +29,6 @@ var foreignTypes = []struct {
 }{
 	{"string", func(c redis.UniversalClient, key string) error { return c.Set(ctx, key, "hand written", 0).Err() }},
 	{"list", func(c redis.UniversalClient, key string) error { return c.RPush(ctx, key, "search").Err() }},
-}
-
-// countingClient returns a client of the standalone test server that counts
-// the bytes it receives, to prove what a read never receives.
-func countingClient(t *testing.T) (*redis.Client, *atomic.Int64) {
-	t.Helper()
-	opt, err := redis.ParseURL(redistest.URL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	received := new(atomic.Int64)
-	d := &net.Dialer{Timeout: 5 * time.Second}
-	opt.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		conn, err := d.DialContext(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		return countingConn{Conn: conn, n: received}, nil
-	}
-	c := redis.NewClient(opt)
-	t.Cleanup(func() { _ = c.Close() })
-	return c, received
-}
-
-type countingConn struct {
-	net.Conn
-	n *atomic.Int64
-}
-
-func (c countingConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
-	c.n.Add(int64(n))
-	return n, err
 }
 
 // A write over an index of another Redis type neither fails nor stops half
@@ -206,7 +171,8 @@ func TestForeignOrphanMarks(t *testing.T) {
 // received whole and read as 7, where every write counts it as no integer
 // and starts again from 0. It is refused by its size, naming the key.
 func TestRevisionIsReadBounded(t *testing.T) {
-	c, received := countingClient(t)
+	received := new(atomic.Int64)
+	c := redistest.CountingClient(t, received)
 	s := newStore(t, c, Options{})
 	if err := c.Set(ctx, s.revKey(), strings.Repeat("0", 1<<20)+"7", 0).Err(); err != nil {
 		t.Fatal(err)
@@ -232,7 +198,8 @@ func TestRevisionIsReadBounded(t *testing.T) {
 // where GC counts it as no mark and marks the orphan again. List reads it
 // as no mark, as GC does.
 func TestOrphanMarksAreReadBounded(t *testing.T) {
-	c, received := countingClient(t)
+	received := new(atomic.Int64)
+	c := redistest.CountingClient(t, received)
 	s := newStore(t, c, Options{GCGrace: time.Hour})
 	seedAll(t, s, "gone")
 	if err := c.HSet(ctx, s.orphansKey(), "gone", strings.Repeat("0", 1<<20)+"1700000000000").Err(); err != nil {

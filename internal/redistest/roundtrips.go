@@ -2,9 +2,12 @@ package redistest
 
 import (
 	"context"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -63,4 +66,38 @@ func (h *RoundTrips) Take() []string {
 	t := h.trips
 	h.trips = nil
 	return t
+}
+
+// CountingClient returns a client of the standalone test server (URL) that
+// adds to read every byte it receives from Redis: proof of what a bounded
+// read never receives.
+func CountingClient(t testing.TB, read *atomic.Int64) *redis.Client {
+	t.Helper()
+	opt, err := redis.ParseURL(URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &net.Dialer{Timeout: 5 * time.Second}
+	opt.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return countingConn{Conn: c, n: read}, nil
+	}
+	rdb := redis.NewClient(opt)
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
+// countingConn counts the bytes read from its connection.
+type countingConn struct {
+	net.Conn
+	n *atomic.Int64
+}
+
+func (c countingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.n.Add(int64(n))
+	return n, err
 }

@@ -15,7 +15,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -215,43 +214,11 @@ func TestWriteAuthorization(t *testing.T) {
 	}
 }
 
-// countingConn counts the bytes a Redis client reads.
-type countingConn struct {
-	net.Conn
-	n *atomic.Int64
-}
-
-func (c countingConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
-	c.n.Add(int64(n))
-	return n, err
-}
-
-// countingClient is a client of the test Redis that adds to read the bytes
-// it reads from Redis.
-func countingClient(t *testing.T, read *atomic.Int64) *redis.Client {
-	t.Helper()
-	opt, err := redis.ParseURL(redistest.URL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	opt.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		return countingConn{Conn: c, n: read}, nil
-	}
-	rdb := redis.NewClient(opt)
-	t.Cleanup(func() { _ = rdb.Close() })
-	return rdb
-}
-
 // A stored document over MaxDocumentBytes is refused by its size: its body
 // never crosses the wire (it used to be read whole, then refused).
 func TestOversizedStoredDocumentNotRead(t *testing.T) {
 	var read atomic.Int64
-	rdb := countingClient(t, &read)
+	rdb := redistest.CountingClient(t, &read)
 	prefix := redistest.Prefix(t)
 	s, err := rulesserver.New(rulesserver.Config{Redis: rdb, KeyPrefix: prefix, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -286,7 +253,7 @@ func TestOversizedStoredDocumentNotRead(t *testing.T) {
 // a new revision (a PUT, or another bad write) is read again.
 func TestRejectedStoredDocumentRemembered(t *testing.T) {
 	var read atomic.Int64
-	rdb := countingClient(t, &read)
+	rdb := redistest.CountingClient(t, &read)
 	prefix := redistest.Prefix(t)
 	logs := &logBuffer{}
 	s, err := rulesserver.New(rulesserver.Config{Redis: rdb, KeyPrefix: prefix, Logger: slog.New(slog.NewJSONHandler(logs, nil))})
