@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/ratekit/ratekit/controlplane/rollout"
 	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/promtest"
 	"github.com/ratekit/ratekit/internal/redistest"
 	"github.com/ratekit/ratekit/observability/observe"
 )
@@ -201,71 +201,6 @@ func TestRolloutGateBadInput(t *testing.T) {
 	}
 }
 
-// startPrometheus runs Prometheus with dir/prometheus.yml on a free loopback
-// port and returns its URL once it answers. A port found free may be taken
-// before Prometheus binds it: then Prometheus exits, and another port is
-// tried; an answer from another process on the port does not count.
-func startPrometheus(t *testing.T, bin, dir string) string {
-	t.Helper()
-	const tries = 5
-ports:
-	for try := 1; ; try++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := l.Addr().String()
-		_ = l.Close()
-		data := filepath.Join(dir, fmt.Sprintf("data%d", try))
-		cmd := exec.Command(bin, "--config.file="+filepath.Join(dir, "prometheus.yml"), "--storage.tsdb.path="+data,
-			"--web.listen-address="+addr)
-		logName := filepath.Join(dir, fmt.Sprintf("prometheus%d.log", try))
-		logf, err := os.Create(logName)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd.Stdout, cmd.Stderr = logf, logf
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		exited := make(chan struct{})
-		go func() {
-			_ = cmd.Wait()
-			_ = logf.Close()
-			close(exited)
-		}()
-		t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
-		promURL := "http://" + addr
-		ours := func() bool { // the flags it answers with name our data directory
-			// A bounded wait: another process on the port may accept and never answer.
-			resp, err := (&http.Client{Timeout: 2 * time.Second}).Get(promURL + "/api/v1/status/flags")
-			if err != nil {
-				return false
-			}
-			defer resp.Body.Close()
-			var flags struct {
-				Data map[string]string `json:"data"`
-			}
-			return json.NewDecoder(resp.Body).Decode(&flags) == nil && flags.Data["storage.tsdb.path"] == data
-		}
-		for deadline := time.Now().Add(60 * time.Second); !ours(); time.Sleep(100 * time.Millisecond) {
-			select {
-			case <-exited:
-				log, _ := os.ReadFile(logName)
-				if !strings.Contains(string(log), "address already in use") || try == tries {
-					t.Fatalf("prometheus on %s exited, try %d of %d:\n%s", addr, try, tries, log)
-				}
-				continue ports // the port was taken: try another
-			default:
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("prometheus on %s did not answer within 60s", addr)
-			}
-		}
-		return promURL
-	}
-}
-
 // EnvPrometheus names the Prometheus server binary (Debian's prometheus
 // package) for the gate's query test.
 const EnvPrometheus = "RATEKIT_TEST_PROMETHEUS"
@@ -299,7 +234,7 @@ func TestRolloutGatePrometheus(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	promURL := startPrometheus(t, bin, dir)
+	promURL := promtest.Start(t, bin, filepath.Join(dir, "prometheus.yml"))
 
 	query := func(q string) int {
 		resp, err := http.Get(promURL + "/api/v1/query?query=" + url.QueryEscape(q))
@@ -376,7 +311,7 @@ func TestRolloutGatePrometheusJobs(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	promURL := startPrometheus(t, bin, dir)
+	promURL := promtest.Start(t, bin, filepath.Join(dir, "prometheus.yml"))
 	query := func(q string) int {
 		resp, err := http.Get(promURL + "/api/v1/query?query=" + url.QueryEscape(q))
 		if err != nil {

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/ratekit/ratekit/examples/internal/httpexample"
+	"github.com/ratekit/ratekit/internal/promtest"
 	"github.com/ratekit/ratekit/internal/redistest"
 )
 
@@ -182,81 +183,18 @@ func TestPrometheusEvaluatesRules(t *testing.T) {
 }
 
 // startPrometheus runs prometheus with the shipped rules, scraping target
-// every second, and returns its base URL once it is ready. A port found free
-// may be taken before Prometheus binds it: then Prometheus exits, and another
-// port is tried; an answer from another process on the port does not count.
+// every second, and returns its base URL once it is ready (promtest.Start).
 func startPrometheus(t *testing.T, bin, target string) string {
 	t.Helper()
-	tmp := t.TempDir()
 	rules, err := filepath.Abs(rulesFile(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	config := prometheusConfig(rules, target)
-	if err := os.WriteFile(filepath.Join(tmp, "prometheus.yml"), []byte(config), 0o644); err != nil {
+	config := filepath.Join(t.TempDir(), "prometheus.yml")
+	if err := os.WriteFile(config, []byte(prometheusConfig(rules, target)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	const tries = 5
-ports:
-	for try := 1; ; try++ {
-		addr := freeAddr(t)
-		data := filepath.Join(tmp, fmt.Sprintf("data%d", try))
-		cmd := exec.Command(bin, "--config.file="+filepath.Join(tmp, "prometheus.yml"),
-			"--storage.tsdb.path="+data, "--web.listen-address="+addr, "--log.level=warn")
-		logFile, err := os.Create(filepath.Join(tmp, fmt.Sprintf("prometheus%d.log", try)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd.Stdout, cmd.Stderr = logFile, logFile
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		exited := make(chan struct{})
-		go func() {
-			_ = cmd.Wait()
-			_ = logFile.Close()
-			close(exited)
-		}()
-		t.Cleanup(func() {
-			_ = cmd.Process.Kill()
-			<-exited
-			if t.Failed() {
-				b, _ := os.ReadFile(logFile.Name())
-				t.Logf("prometheus log (try %d):\n%s", try, b)
-			}
-		})
-		base := "http://" + addr
-		ours := func() bool { // ready, and its flags name our data directory
-			resp, err := http.Get(base + "/-/ready")
-			if err != nil {
-				return false
-			}
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				return false
-			}
-			var flags struct {
-				Data map[string]string `json:"data"`
-			}
-			return json.Unmarshal([]byte(getBody(base+"/api/v1/status/flags")), &flags) == nil && flags.Data["storage.tsdb.path"] == data
-		}
-		for deadline := time.Now().Add(90 * time.Second); !ours(); time.Sleep(100 * time.Millisecond) {
-			select {
-			case <-exited:
-				log, _ := os.ReadFile(logFile.Name())
-				if !strings.Contains(string(log), "address already in use") || try == tries {
-					t.Fatalf("prometheus on %s exited, try %d of %d:\n%s", addr, try, tries, log)
-				}
-				t.Logf("prometheus on %s: address already in use (try %d of %d): trying another port", addr, try, tries)
-				continue ports
-			default:
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("prometheus on %s not ready after 90s", addr)
-			}
-		}
-		return base
-	}
+	return promtest.Start(t, bin, config)
 }
 
 // waitFor polls cond every 500ms for up to 90s: Prometheus scrapes and

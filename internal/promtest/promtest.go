@@ -1,5 +1,6 @@
 // Package promtest reads the Prometheus series that the tests of several
-// packages and modules check. Only tests import it.
+// packages and modules check, and starts a real Prometheus server for the
+// tests that query one (Start). Only tests import it.
 package promtest
 
 import (
