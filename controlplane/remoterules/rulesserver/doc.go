@@ -42,8 +42,9 @@
 //
 // Security: PUT and DELETE pass Config.Authorize (who may write, named in
 // the audit log) before their body is read; without a hook only clients
-// connecting from loopback may write. Each write logs one INFO record
-// "rate_limit_rules_write" (who, op, service, limiter, outcome, revision),
+// connecting from loopback may write. Each write logs one record
+// "rate_limit_rules_write" (who, op, service, limiter, outcome, revision;
+// INFO, or WARN with the error when it failed),
 // each refusal one WARN record "rate_limit_rules_refused". On a loopback
 // listener every request must name a loopback Host (localhost, 127.0.0.1,
 // [::1]) unless Config.AllowedHosts names others, against DNS rebinding.

@@ -85,10 +85,13 @@ func (s *Server) authorized(op string, next func(http.ResponseWriter, *http.Requ
 		if doc != nil {
 			attrs = append(attrs, slog.String("revision", doc.GetRevision()))
 		}
+		level := slog.LevelInfo
 		if err != nil {
+			// At WARN, as the admin page and the CLI log a failed write.
+			level = slog.LevelWarn
 			attrs = append(attrs, slog.String("error", err.Error()))
 		}
-		s.logger.LogAttrs(r.Context(), slog.LevelInfo, "rate_limit_rules_write", attrs...)
+		s.logger.LogAttrs(r.Context(), level, "rate_limit_rules_write", attrs...)
 	}
 }
 

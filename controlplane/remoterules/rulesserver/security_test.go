@@ -195,9 +195,9 @@ func TestWriteAuthorization(t *testing.T) {
 	}
 	writes := m.log.records(t, "rate_limit_rules_write")
 	want := []map[string]any{
-		{"who": "ci-deployer", "op": "put", "service": "web", "limiter": "rack_request", "outcome": "ok", "revision": rev},
-		{"who": "ci-deployer", "op": "put", "outcome": "error"},
-		{"who": "ci-deployer", "op": "delete", "outcome": "ok", "if_match": rev},
+		{"level": "INFO", "who": "ci-deployer", "op": "put", "service": "web", "limiter": "rack_request", "outcome": "ok", "revision": rev},
+		{"level": "WARN", "who": "ci-deployer", "op": "put", "outcome": "error"},
+		{"level": "INFO", "who": "ci-deployer", "op": "delete", "outcome": "ok", "if_match": rev},
 	}
 	if len(writes) != len(want) || bodies.Load() != 3 {
 		t.Fatalf("%d write records for 3 authorized writes: %v", len(writes), writes)

@@ -67,8 +67,8 @@ type Config struct {
 	CacheFor time.Duration
 	StaleFor time.Duration
 	// Logger receives an ERROR record for each invalid stored document, and
-	// the management API's audit records: one INFO "rate_limit_rules_write"
-	// per PUT or DELETE (who, what, outcome) and one WARN
+	// the management API's audit records: one "rate_limit_rules_write" per
+	// PUT or DELETE (who, what, outcome; WARN when it failed) and one WARN
 	// "rate_limit_rules_refused" per request turned away (default
 	// slog.Default()).
 	Logger *slog.Logger
