@@ -1,8 +1,11 @@
 package main
 
 import (
+	"io"
 	"strings"
 	"testing"
+
+	"github.com/ratekit/ratekit/bench/internal/cliflags"
 )
 
 // A malformed -redis is refused without its password: url.Parse's error,
@@ -18,29 +21,10 @@ func TestParseRedisURLHidesPassword(t *testing.T) {
 	}
 }
 
-// -h prints the help on stdout and exits 0; a flag mistake or an argument
-// is a usage error (exit 2) with the help on stderr, as the project's
-// binaries do (it printed -h on stderr and ignored arguments).
+// The command parses its flags with cliflags.Parse, under its own name.
 func TestParseArgs(t *testing.T) {
-	for _, tt := range []struct {
-		args           []string
-		code           int
-		ok             bool
-		stdout, stderr string // what each holds; "" for nothing
-	}{
-		{nil, 0, true, "", ""},
-		{[]string{"-h"}, 0, false, "usage: ", ""},
-		{[]string{"-bogus"}, 2, false, "", "scriptcpu: flag provided but not defined: -bogus"},
-		{[]string{"extra"}, 2, false, "", "scriptcpu: unexpected arguments [\"extra\"]"},
-	} {
-		var stdout, stderr strings.Builder
-		_, code, ok := parseArgs(tt.args, &stdout, &stderr)
-		if code != tt.code || ok != tt.ok {
-			t.Errorf("%q: exit %d, run %v, want exit %d, run %v", tt.args, code, ok, tt.code, tt.ok)
-		}
-		if (tt.stdout == "") != (stdout.Len() == 0) || !strings.Contains(stdout.String(), tt.stdout) ||
-			(tt.stderr == "") != (stderr.Len() == 0) || !strings.Contains(stderr.String(), tt.stderr) {
-			t.Errorf("%q: stdout %q, stderr %q, want them to hold %q and %q", tt.args, stdout.String(), stderr.String(), tt.stdout, tt.stderr)
-		}
-	}
+	cliflags.CheckCommand(t, "scriptcpu", func(args []string, stdout, stderr io.Writer) (int, bool) {
+		_, code, ok := parseArgs(args, stdout, stderr)
+		return code, ok
+	})
 }
