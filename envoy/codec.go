@@ -67,7 +67,7 @@ func (c requestCodec) Unmarshal(data mem.BufferSlice, v any) error {
 		b := buf.ReadOnlyData()
 		sc := scanRequest(b, c.svc.maxEnt)
 		if err := c.svc.checkScan(&sc); err != nil {
-			c.svc.metrics.request(domainLabel(c.svc, string(sc.domain)), "invalid")
+			c.svc.seriesOf(string(sc.domain)).request(codeInvalid)
 			buf.Free()
 			return err
 		}

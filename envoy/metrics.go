@@ -1,6 +1,8 @@
 package ratekitenvoy
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -23,12 +25,13 @@ const unknownDomainLabel = "<unknown>"
 type Metrics struct {
 	requests *prometheus.CounterVec
 	failOpen *prometheus.CounterVec
+	unknown  *domainSeries // the series of every domain not served
 }
 
 var _ prometheus.Collector = (*Metrics)(nil)
 
 func newMetrics() *Metrics {
-	return &Metrics{
+	m := &Metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ratekit_envoy_requests_total",
 			Help: "ShouldRateLimit calls by domain and answer (ok, over_limit, invalid, unknown_domain, internal, canceled).",
@@ -38,22 +41,58 @@ func newMetrics() *Metrics {
 			Help: "Descriptors answered OK because their check failed open (store error, timeout, breaker open).",
 		}, []string{"domain"}),
 	}
+	m.unknown = m.series(unknownDomainLabel)
+	return m
 }
 
-// initDomain creates a served domain's series at zero, so rates and alerts
-// work before the first request.
-func (m *Metrics) initDomain(domain string) {
-	for _, code := range []string{"ok", "over_limit", "invalid"} {
-		m.requests.WithLabelValues(domain, code)
+// code is the code label of an answer.
+type code uint8
+
+const (
+	codeOK code = iota
+	codeOverLimit
+	codeInvalid
+	codeUnknownDomain
+	codeInternal
+	codeCanceled
+	numCodes
+)
+
+var codeLabels = [numCodes]string{"ok", "over_limit", "invalid", "unknown_domain", "internal", "canceled"}
+
+// domainSeries are the series of one domain label, each resolved from its
+// vector once, at its first use, not at every request (WithLabelValues
+// hashes the labels and takes the vector's lock): a series appears when
+// counted, as with WithLabelValues. There is one per served domain and one
+// for the unknown ones, made before serving: nothing a caller sends adds one.
+type domainSeries struct {
+	requests [numCodes]func() prometheus.Counter
+	failOpen func() prometheus.Counter
+}
+
+// series returns the series of domain, none of them created yet.
+func (m *Metrics) series(domain string) *domainSeries {
+	ds := &domainSeries{failOpen: sync.OnceValue(func() prometheus.Counter { return m.failOpen.WithLabelValues(domain) })}
+	for c, label := range codeLabels {
+		ds.requests[c] = sync.OnceValue(func() prometheus.Counter { return m.requests.WithLabelValues(domain, label) })
 	}
-	m.failOpen.WithLabelValues(domain)
+	return ds
 }
 
-func (m *Metrics) request(domain, code string) { m.requests.WithLabelValues(domain, code).Inc() }
-
-func (m *Metrics) failedOpen(domain string, n int) {
-	m.failOpen.WithLabelValues(domain).Add(float64(n))
+// servedDomain returns the series of a served domain, those of its usual
+// answers created at zero, so rates and alerts work before the first request.
+func (m *Metrics) servedDomain(domain string) *domainSeries {
+	ds := m.series(domain)
+	for _, c := range []code{codeOK, codeOverLimit, codeInvalid} {
+		ds.requests[c]()
+	}
+	ds.failOpen()
+	return ds
 }
+
+func (ds *domainSeries) request(c code) { ds.requests[c]().Inc() }
+
+func (ds *domainSeries) failedOpen(n int) { ds.failOpen().Add(float64(n)) }
 
 // Describe implements prometheus.Collector.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {

@@ -101,8 +101,7 @@ type Options struct {
 type Service struct {
 	rlsv3.UnimplementedRateLimitServiceServer
 
-	limiters  map[string]*ratelimit.Limiter // by domain
-	props     map[string]map[string]bool    // limiter -> allowed descriptor keys; nil: any
+	domains   map[string]*served // by domain; only NewService writes it
 	unknown   UnknownDomain
 	profile   ratelimitheaders.Profile
 	maxDesc   int
@@ -118,13 +117,20 @@ type Service struct {
 
 var _ rlsv3.RateLimitServiceServer = (*Service)(nil)
 
+// served is what a request for a served domain needs, found in one lookup.
+type served struct {
+	limiter *ratelimit.Limiter
+	allowed map[string]bool // the descriptor keys of the limiter; nil: any
+	metrics *domainSeries
+}
+
 // NewService returns a Service over limiters. Each limiter answers the domain
 // of its name, and the domains Options.Domains maps to it. An error names
 // every inconsistency: a duplicate limiter, a mapping to a limiter not given,
 // a limiter missing from Options.Available.
 func NewService(limiters []*ratelimit.Limiter, opts Options) (*Service, error) {
 	s := &Service{
-		limiters: map[string]*ratelimit.Limiter{},
+		domains:  map[string]*served{},
 		unknown:  opts.UnknownDomain,
 		profile:  opts.Headers,
 		maxDesc:  orDefault(opts.MaxDescriptors, DefaultMaxDescriptors),
@@ -150,6 +156,7 @@ func NewService(limiters []*ratelimit.Limiter, opts Options) (*Service, error) {
 		errs = append(errs, errors.New("no limiters to serve"))
 	}
 	byName := map[string]*ratelimit.Limiter{}
+	byDomain := map[string]*ratelimit.Limiter{}
 	for i, l := range limiters {
 		switch {
 		case l == nil:
@@ -158,7 +165,7 @@ func NewService(limiters []*ratelimit.Limiter, opts Options) (*Service, error) {
 			errs = append(errs, fmt.Errorf("limiter %s given twice", l.Name()))
 		default:
 			byName[l.Name()] = l
-			s.limiters[l.Name()] = l
+			byDomain[l.Name()] = l
 		}
 	}
 	for _, domain := range sortedKeys(opts.Domains) {
@@ -168,10 +175,11 @@ func NewService(limiters []*ratelimit.Limiter, opts Options) (*Service, error) {
 			errs = append(errs, fmt.Errorf("domain %q maps to limiter %q, which is not served (have %s)", domain, name, strings.Join(sortedKeys(byName), ", ")))
 			continue
 		}
-		s.limiters[domain] = l
+		byDomain[domain] = l
 	}
+	var props map[string]map[string]bool // limiter -> allowed descriptor keys; nil: any
 	if opts.Available != nil {
-		s.props = map[string]map[string]bool{}
+		props = map[string]map[string]bool{}
 		for _, name := range sortedKeys(byName) {
 			spec := opts.Available.Spec(name)
 			if spec == nil {
@@ -182,14 +190,14 @@ func NewService(limiters []*ratelimit.Limiter, opts Options) (*Service, error) {
 			for _, p := range spec.GetAvailableProperties() {
 				allowed[p] = true
 			}
-			s.props[name] = allowed
+			props[name] = allowed
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("ratekitenvoy: %w", err)
 	}
-	for domain := range s.limiters {
-		s.metrics.initDomain(domain)
+	for domain, l := range byDomain {
+		s.domains[domain] = &served{limiter: l, allowed: props[l.Name()], metrics: s.metrics.servedDomain(domain)}
 	}
 	return s, nil
 }
@@ -208,35 +216,37 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		if p := recover(); p != nil {
 			s.logger.LogAttrs(ctx, slog.LevelError, "ratekit_envoy_panic",
 				slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
-			s.metrics.request(domainLabel(s, req.GetDomain()), "internal")
+			s.seriesOf(req.GetDomain()).request(codeInternal)
 			resp, err = nil, status.Error(codes.Internal, "ratekitenvoy: internal error (logged)")
 		}
 	}()
-	l, ok := s.limiters[req.GetDomain()]
-	if !ok {
+	dom := s.domains[req.GetDomain()]
+	if dom == nil {
+		unknown := s.metrics.unknown
 		if msg := s.checkDomain(req.GetDomain()); msg != "" {
-			s.metrics.request(unknownDomainLabel, "invalid")
+			unknown.request(codeInvalid)
 			return nil, status.Error(codes.InvalidArgument, msg)
 		}
 		if err := s.checkCount(len(req.GetDescriptors())); err != nil {
-			s.metrics.request(unknownDomainLabel, "invalid")
+			unknown.request(codeInvalid)
 			return nil, status.Error(codes.InvalidArgument, err.Error())
 		}
 		if s.unknown == UnknownDomainOK {
-			s.metrics.request(unknownDomainLabel, "ok")
+			unknown.request(codeOK)
 			return okResponse(len(req.GetDescriptors())), nil
 		}
-		s.metrics.request(unknownDomainLabel, "unknown_domain")
+		unknown.request(codeUnknownDomain)
 		return nil, status.Errorf(codes.NotFound, "ratekitenvoy: unknown domain %q (served: %s)",
-			truncate(req.GetDomain()), strings.Join(sortedKeys(s.limiters), ", "))
+			truncate(req.GetDomain()), strings.Join(sortedKeys(s.domains), ", "))
 	}
+	l := dom.limiter
 	var one *oneAnswer // a request of one descriptor, the usual one: its answer in one allocation
 	if len(req.GetDescriptors()) == 1 {
 		one = &oneAnswer{}
 	}
-	reqs, overs, never, err := s.parse(l, req, one)
+	reqs, overs, never, err := s.parse(l, dom.allowed, req, one)
 	if err != nil {
-		s.metrics.request(req.GetDomain(), "invalid")
+		dom.metrics.request(codeInvalid)
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	resp, parts, single := one.answer(len(reqs))
@@ -244,7 +254,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	if err := ctx.Err(); err != nil && anyCanceled(d.Results) {
 		// The caller gave up (Envoy's timeout): no answer reaches it, and
 		// what was not checked is neither OK nor a store failure.
-		s.metrics.request(req.GetDomain(), "canceled")
+		dom.metrics.request(codeCanceled)
 		return nil, status.FromContextError(err).Err()
 	}
 	now := s.now()
@@ -284,13 +294,13 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		fields = append(fields, headerField{name, value})
 	})
 	resp.ResponseHeadersToAdd = one.headerValues(fields)
-	code := "ok"
+	answer := codeOK
 	if resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT {
-		code = "over_limit"
+		answer = codeOverLimit
 	}
-	s.metrics.request(req.GetDomain(), code)
+	dom.metrics.request(answer)
 	if failed > 0 {
-		s.metrics.failedOpen(req.GetDomain(), failed)
+		dom.metrics.failedOpen(failed)
 	}
 	return resp, nil
 }
@@ -404,12 +414,13 @@ func (s *Service) tooManyEntries(at descAt, n int) error {
 	return fmt.Errorf("ratekitenvoy: %s has %d entries, over the limit of %d", at, n, s.maxEnt)
 }
 
-// parse validates the whole request and returns one check per descriptor,
-// which descriptors carry a limit override (nil when none does), and which
-// are over MaxHits (nil when none is). The first problem found is returned,
+// parse validates the whole request for l, whose descriptor keys are those
+// allowed (any when nil), and returns one check per descriptor, which
+// descriptors carry a limit override (nil when none does), and which are
+// over MaxHits (nil when none is). The first problem found is returned,
 // naming the descriptor, entry and key. A single descriptor's check is one's
 // when one is not nil.
-func (s *Service) parse(l *ratelimit.Limiter, req *rlsv3.RateLimitRequest, one *oneAnswer) (reqs []ratelimit.Request, overs, never []bool, err error) {
+func (s *Service) parse(l *ratelimit.Limiter, allowed map[string]bool, req *rlsv3.RateLimitRequest, one *oneAnswer) (reqs []ratelimit.Request, overs, never []bool, err error) {
 	descs := req.GetDescriptors()
 	if err := s.checkCount(len(descs)); err != nil {
 		return nil, nil, nil, err
@@ -418,7 +429,6 @@ func (s *Service) parse(l *ratelimit.Limiter, req *rlsv3.RateLimitRequest, one *
 	if reqHits == 0 {
 		reqHits = 1 // Envoy: an unset hits_addend adds 1
 	}
-	allowed := s.props[l.Name()] // nil without Options.Available
 	if one != nil && len(descs) == 1 {
 		reqs = one.request[:]
 	} else {
@@ -728,11 +738,13 @@ func okResponse(n int) *rlsv3.RateLimitResponse {
 	return resp
 }
 
-func domainLabel(s *Service, domain string) string {
-	if _, ok := s.limiters[domain]; ok {
-		return domain
+// seriesOf returns the series of domain: its own when it is served, else
+// those of the unknown domains.
+func (s *Service) seriesOf(domain string) *domainSeries {
+	if d := s.domains[domain]; d != nil {
+		return d.metrics
 	}
-	return unknownDomainLabel
+	return s.metrics.unknown
 }
 
 // validProperty reports whether k matches ^[a-z0-9_]{1,64}$, like
