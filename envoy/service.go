@@ -249,7 +249,8 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		dom.metrics.request(codeInvalid)
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	resp, parts, single := one.answer(len(reqs))
+	head, parts, single := one.answer(len(reqs))
+	resp = &head.resp
 	d := ratelimitheaders.Decision{Results: s.checkAll(ctx, l, reqs, single, never)}
 	if err := ctx.Err(); err != nil && anyCanceled(d.Results) {
 		// The caller gave up (Envoy's timeout): no answer reaches it, and
@@ -293,7 +294,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		}
 		fields = append(fields, headerField{name, value})
 	})
-	resp.ResponseHeadersToAdd = one.headerValues(fields)
+	resp.ResponseHeadersToAdd = head.headerValues(fields)
 	answer := codeOK
 	if resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT {
 		answer = codeOverLimit
@@ -676,16 +677,16 @@ type headerField struct{ name, value string }
 
 // headerValues returns fields as Envoy's header list, sorted by name so that
 // answers are stable, a name's values in the order they were added. They
-// are a's when a is not nil and has room for them.
-func (a *oneAnswer) headerValues(fields []headerField) []*corev3.HeaderValue {
+// are h's when h has room for them.
+func (h *answerHead) headerValues(fields []headerField) []*corev3.HeaderValue {
 	if len(fields) == 0 {
 		return nil
 	}
 	slices.SortStableFunc(fields, func(x, y headerField) int { return strings.Compare(x.name, y.name) })
 	var block []corev3.HeaderValue
 	var out []*corev3.HeaderValue
-	if a != nil && len(fields) <= len(a.headers) {
-		block, out = a.headers[:len(fields)], a.headerList[:len(fields)]
+	if len(fields) <= len(h.headers) {
+		block, out = h.headers[:len(fields)], h.headerList[:len(fields)]
 	} else {
 		block, out = make([]corev3.HeaderValue, len(fields)), make([]*corev3.HeaderValue, len(fields))
 	}
@@ -703,31 +704,39 @@ type statusParts struct {
 	reset  durationpb.Duration
 }
 
-// oneAnswer is the answer to a request of one descriptor, the usual one, with
-// its check's request and result, in one allocation.
-type oneAnswer struct {
-	resp     rlsv3.RateLimitResponse
-	statuses [1]*rlsv3.RateLimitResponse_DescriptorStatus
-	parts    [1]statusParts
-	request  [1]ratelimit.Request
-	options  [2]ratelimit.CheckOption // the check's cost and override
-	result   [1]ratelimit.Result
+// answerHead is what an answer holds whatever its descriptors: the response
+// and its headers, in one allocation.
+type answerHead struct {
+	resp rlsv3.RateLimitResponse
 	// The headers of an answer in the IETF profile, blocked or not.
 	headers    [4]corev3.HeaderValue
 	headerList [4]*corev3.HeaderValue
 }
 
-// answer returns an OK response with room for n statuses, the messages of
-// each, and room for a single check's result (nil for more, which
-// CheckBatch returns). For one descriptor they are a's (a != nil); for more,
-// three allocations where a message each would be 2 + 3n.
-func (a *oneAnswer) answer(n int) (*rlsv3.RateLimitResponse, []statusParts, []ratelimit.Result) {
+// oneAnswer is the answer to a request of one descriptor, the usual one, with
+// its check's request and result, in one allocation.
+type oneAnswer struct {
+	answerHead
+	statuses [1]*rlsv3.RateLimitResponse_DescriptorStatus
+	parts    [1]statusParts
+	request  [1]ratelimit.Request
+	options  [2]ratelimit.CheckOption // the check's cost and override
+	result   [1]ratelimit.Result
+}
+
+// answer returns an OK response with room for n statuses and the headers,
+// the messages of each status, and room for a single check's result (nil
+// for more, which CheckBatch returns). For one descriptor they are a's
+// (a != nil); for more, three allocations where a message each would be
+// 2 + 3n.
+func (a *oneAnswer) answer(n int) (*answerHead, []statusParts, []ratelimit.Result) {
 	if a != nil && n == 1 {
 		a.resp.OverallCode, a.resp.Statuses = rlsv3.RateLimitResponse_OK, a.statuses[:]
-		return &a.resp, a.parts[:], a.result[:]
+		return &a.answerHead, a.parts[:], a.result[:]
 	}
-	return &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK,
-		Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)}, make([]statusParts, n), nil
+	h := &answerHead{}
+	h.resp.OverallCode, h.resp.Statuses = rlsv3.RateLimitResponse_OK, make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)
+	return h, make([]statusParts, n), nil
 }
 
 func okResponse(n int) *rlsv3.RateLimitResponse {
