@@ -3,6 +3,8 @@ package identifiers
 import (
 	"net/http"
 	"net/netip"
+	"path"
+	"reflect"
 
 	ratelimit "github.com/ratekit/ratekit/core"
 )
@@ -15,7 +17,10 @@ type HTTPOptions struct {
 	// Mux, when set, is the ServeMux the middleware wraps: the endpoint is
 	// its pattern for the request, resolved up front with Mux.Handler(r) (an
 	// outer mux may already have set r.Pattern to its own, coarser pattern).
-	// Set it when the middleware wraps the whole ServeMux.
+	// Set it when the middleware wraps the whole ServeMux. A request the
+	// mux answers with a trailing-slash redirect gets the pattern it is
+	// redirected to, as ServeMux reports it, but a CONNECT request, for which
+	// ServeMux reports the redirect's path instead: it gets Unmatched.
 	Mux *http.ServeMux
 	// IPv6Prefix is the prefix length IPv6 client addresses are aggregated to
 	// in the ip property (default DefaultIPv6Prefix, /64; 128 keeps every
@@ -39,7 +44,7 @@ type HTTPOptions struct {
 func FromHTTP(r *http.Request, o HTTPOptions) ratelimit.Identifier {
 	pattern := r.Pattern
 	if o.Mux != nil {
-		_, pattern = o.Mux.Handler(r)
+		pattern = muxPattern(o.Mux, r)
 	}
 	id := NewHTTP(r, netip.Addr{}, pattern)
 	SetIP(id, HTTPClientIP(r, o.TrustedProxies), o.IPv6Prefix)
@@ -47,6 +52,40 @@ func FromHTTP(r *http.Request, o HTTPOptions) ratelimit.Identifier {
 		o.Properties(r, id)
 	}
 	return id
+}
+
+// muxPattern returns the pattern of mux for r. For a CONNECT request that
+// mux redirects to its path with a slash appended, ServeMux.Handler returns
+// that path (where it returns the pattern redirected to for any other
+// method): a path the client chose, one endpoint per path, so it is "" then.
+// A route's pattern may read the same (a CONNECT to "/static/a/.." matches
+// "/static/"), so the handler must be a redirect too.
+func muxPattern(mux *http.ServeMux, r *http.Request) string {
+	h, pattern := mux.Handler(r)
+	if r.Method == http.MethodConnect && pattern == cleanPath(r.URL.Path)+"/" && reflect.TypeOf(h) == redirectType {
+		return ""
+	}
+	return pattern
+}
+
+// redirectType is the type of the handler ServeMux.Handler returns for a
+// redirect.
+var redirectType = reflect.TypeOf(http.RedirectHandler("/", http.StatusTemporaryRedirect))
+
+// cleanPath is ServeMux's canonical form of a path: rooted, without "." and
+// ".." elements or repeated slashes, a trailing slash kept.
+func cleanPath(p string) string {
+	if p == "" {
+		return "/"
+	}
+	if p[0] != '/' {
+		p = "/" + p
+	}
+	np := path.Clean(p)
+	if p[len(p)-1] == '/' && np != "/" {
+		np += "/"
+	}
+	return np
 }
 
 // HTTPClientIP returns the client IP of r: its socket peer (r.RemoteAddr), or

@@ -15,6 +15,7 @@ func TestFromHTTP(t *testing.T) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /users/{id}", func(http.ResponseWriter, *http.Request) {})
 	mux.HandleFunc("/static/", func(http.ResponseWriter, *http.Request) {})
+	mux.HandleFunc("/files/{name}/", func(http.ResponseWriter, *http.Request) {})
 	lb := MustParseTrustedProxies("10.0.0.0/8")
 
 	tests := []struct {
@@ -55,6 +56,30 @@ func TestFromHTTP(t *testing.T) {
 		{
 			name: "mux: wrong method is unmatched", method: "DELETE", target: "/users/42", remote: "203.0.113.7:5555", opts: HTTPOptions{Mux: mux},
 			want: ratelimit.Identifier{IP: "203.0.113.7", IPFull: "203.0.113.7", Method: "DELETE", Path: "/users/42", Endpoint: Unmatched, User: Anonymous},
+		},
+		{
+			// ServeMux redirects it to "/files/secret-1/" and, for CONNECT
+			// alone, reports that path as the pattern: a client would pick
+			// its own endpoint, one per path.
+			name: "mux: CONNECT redirected to a trailing slash is unmatched", method: "CONNECT", target: "/files/secret-1",
+			remote: "203.0.113.7:5555", opts: HTTPOptions{Mux: mux},
+			want: ratelimit.Identifier{IP: "203.0.113.7", IPFull: "203.0.113.7", Method: "CONNECT", Path: "/files/secret-1", Endpoint: Unmatched, User: Anonymous},
+		},
+		{
+			name: "mux: CONNECT to a route keeps its pattern", method: "CONNECT", target: "/files/x/y",
+			remote: "203.0.113.7:5555", opts: HTTPOptions{Mux: mux},
+			want: ratelimit.Identifier{IP: "203.0.113.7", IPFull: "203.0.113.7", Method: "CONNECT", Path: "/files/x/y", Endpoint: "/files/{name}/", User: Anonymous},
+		},
+		{
+			// Its pattern is its cleaned path with a slash: not a redirect.
+			name: "mux: CONNECT to a prefix pattern through a dot-dot keeps its pattern", method: "CONNECT", target: "/static/a/..",
+			remote: "203.0.113.7:5555", opts: HTTPOptions{Mux: mux},
+			want: ratelimit.Identifier{IP: "203.0.113.7", IPFull: "203.0.113.7", Method: "CONNECT", Path: "/static/a/..", Endpoint: "/static/", User: Anonymous},
+		},
+		{
+			name: "mux: GET redirected to a trailing slash has the route's pattern", method: "GET", target: "/files/secret-3",
+			remote: "203.0.113.7:5555", opts: HTTPOptions{Mux: mux},
+			want: ratelimit.Identifier{IP: "203.0.113.7", IPFull: "203.0.113.7", Method: "GET", Path: "/files/secret-3", Endpoint: "/files/{name}/", User: Anonymous},
 		},
 		{
 			name: "spoofed XFF from an untrusted peer is ignored", method: "GET", target: "/", remote: "203.0.113.7:5555",
