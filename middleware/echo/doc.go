@@ -28,7 +28,9 @@
 // Register it with e.Use, not e.Pre: the endpoint property is the route
 // template, "GET " + c.Path() (e.g. "GET /users/:id"), which the router fills
 // only after routing; e.Pre middleware sees an empty path. Requests that match
-// no route get identifiers.Unmatched.
+// no route get identifiers.Unmatched, those that Echo hands to a 404 route too
+// (e.RouteNotFound's, and the catch-alls "/api" and "/api/*" that a group's
+// Use registers so that its middleware sees its unmatched requests).
 //
 // # Client IP
 //

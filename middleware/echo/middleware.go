@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"reflect"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -40,6 +41,7 @@ type config struct {
 	guard.HTTP[echo.Context]
 	realIP bool
 	deny   DenyHandler
+	routes notFoundRoutes
 }
 
 // Outcome is what a Deferred's Charge reads once the handler has finished:
@@ -234,7 +236,7 @@ func (c *config) defaultIdentifier(_ context.Context, ec echo.Context) ratelimit
 	if c.realIP {
 		ip = identifiers.PeerAddr(ec.RealIP())
 	}
-	id := identifiers.NewHTTP(r, netip.Addr{}, identifiers.RouteEndpoint(r.Method, routePath(ec)))
+	id := identifiers.NewHTTP(r, netip.Addr{}, identifiers.RouteEndpoint(r.Method, c.routes.routePath(ec)))
 	identifiers.SetIP(id, ip, c.IPv6Prefix)
 	return id
 }
@@ -243,15 +245,76 @@ func (c *config) defaultIdentifier(_ context.Context, ec echo.Context) ratelimit
 // For 404 and 405 Echo still reports a path (of the tree node where matching
 // stopped, registered for other methods), so unmatched requests are recognised
 // by their handler instead: Echo's NotFoundHandler or MethodNotAllowedHandler,
-// or the Allow list the router records for 405 and automatic OPTIONS.
-func routePath(ec echo.Context) string {
+// or the Allow list the router records for 405 and automatic OPTIONS. A 404
+// route (e.RouteNotFound, and the catch-alls "/api" and "/api/*" that
+// Group.Use registers so that a group's middleware sees its unmatched
+// requests) reports its path and runs a handler of its own: a request is
+// recognised as one it took when the router has a 404 route at that path and
+// no route for the request's method.
+func (t *notFoundRoutes) routePath(ec echo.Context) string {
 	if ec.Path() == "" || ec.Get(echo.ContextKeyHeaderAllow) != nil {
 		return ""
 	}
 	if h := funcPtr(ec.Handler()); h == notFound || h == methodNotAllowed {
 		return ""
 	}
+	if t.tookBy404(ec) {
+		return ""
+	}
 	return ec.Path()
+}
+
+// notFoundRoutes holds, per router and per route path, the methods routed at
+// the path and whether a 404 route is: read from the router's Routes the
+// first time a request reports the path, since Routes builds a slice of every
+// route. It keeps only the paths of routes: at most one entry per route.
+// Routes added after the first request to their path are not seen (Echo's
+// router must not change while it serves anyway).
+type notFoundRoutes struct {
+	mu      sync.RWMutex
+	routers map[*echo.Router]map[string]pathRoutes
+}
+
+type pathRoutes struct {
+	notFound bool            // a 404 route has the path
+	methods  map[string]bool // the methods with a route at the path
+}
+
+// tookBy404 reports whether the route ec matched is a 404 route.
+func (t *notFoundRoutes) tookBy404(ec echo.Context) bool {
+	e, path, method := ec.Echo(), ec.Path(), ec.Request().Method
+	router := e.Router()
+	if hr, ok := e.Routers()[ec.Request().Host]; ok { // as Echo picks the router
+		router = hr
+	}
+	t.mu.RLock()
+	pr, ok := t.routers[router][path]
+	t.mu.RUnlock()
+	if !ok {
+		pr = pathRoutes{methods: map[string]bool{}}
+		for _, rt := range router.Routes() {
+			switch {
+			case rt.Path != path:
+			case rt.Method == echo.RouteNotFound:
+				pr.notFound = true
+			default:
+				pr.methods[rt.Method] = true
+			}
+		}
+		if !pr.notFound && len(pr.methods) == 0 {
+			return false // no route's path (a handler set it): not kept, so the map stays bounded
+		}
+		t.mu.Lock()
+		if t.routers == nil {
+			t.routers = map[*echo.Router]map[string]pathRoutes{}
+		}
+		if t.routers[router] == nil {
+			t.routers[router] = map[string]pathRoutes{}
+		}
+		t.routers[router][path] = pr
+		t.mu.Unlock()
+	}
+	return pr.notFound && !pr.methods[method]
 }
 
 var (

@@ -189,6 +189,41 @@ func TestUnmatchedRoutes(t *testing.T) {
 	}
 }
 
+// TestUnmatchedRoutesOnAGroup: on a group, Echo routes the requests that
+// match none of its routes to the catch-all 404 routes Group.Use registers
+// ("/api" and "/api/*"), as it does those an e.RouteNotFound route takes:
+// they get the Unmatched endpoint, not that route's path, which a real route
+// may have too.
+func TestUnmatchedRoutesOnAGroup(t *testing.T) {
+	var last ratelimit.Identifier
+	l := newLimiter(t, "http", 100, func(id ratelimit.Identifier) { last = id })
+	e := echo.New()
+	g := e.Group("/api")
+	g.Use(ratelimitecho.Middleware(l))
+	g.GET("/users/:id", func(c echo.Context) error { return c.String(200, "user") })
+	g.GET("/files/*", func(c echo.Context) error { return c.String(200, "file") })
+	g.RouteNotFound("/files/*", func(c echo.Context) error { return c.NoContent(404) })
+	srv := httptest.NewServer(e)
+	defer srv.Close()
+	for _, tc := range []struct {
+		method, path string
+		status       int
+		endpoint     string
+	}{
+		{"GET", "/api/users/7", 200, "GET /api/users/:id"},
+		{"GET", "/api/files/a.txt", 200, "GET /api/files/*"},
+		{"GET", "/api/nothing", 404, identifiers.Unmatched},
+		{"GET", "/api", 404, identifiers.Unmatched},
+		{"DELETE", "/api/users/7", 404, identifiers.Unmatched},
+		{"POST", "/api/files/a.txt", 404, identifiers.Unmatched},
+	} {
+		resp := get(t, srv, tc.method, tc.path)
+		if resp.StatusCode != tc.status || last[identifiers.Endpoint] != tc.endpoint {
+			t.Errorf("%s %s: status %d endpoint %v, want %d %s", tc.method, tc.path, resp.StatusCode, last[identifiers.Endpoint], tc.status, tc.endpoint)
+		}
+	}
+}
+
 // TestEchoIPExtractor: RealIP is used only when asked for, and then follows
 // e.IPExtractor.
 func TestEchoIPExtractor(t *testing.T) {
