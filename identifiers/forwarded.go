@@ -2,29 +2,27 @@ package identifiers
 
 import "strings"
 
-// forwardedHops returns the "for" node of every element of RFC 7239 Forwarded
-// header values, in order. An element without "for", and a value that does not
-// parse, contribute an invalid hop (""), which stops a right-to-left walk: after
-// a syntax error nothing further right can be attributed reliably.
-func forwardedHops(vals []string) []string {
-	var hops []string
+// eachForwardedHop calls hop with the "for" node of every element of RFC
+// 7239 Forwarded header values, in order, keeping none of them (the header
+// is the client's to lengthen). An element without "for", and a value that
+// does not parse, give an invalid hop (""), which stops a right-to-left walk:
+// after a syntax error nothing further right can be attributed reliably.
+func eachForwardedHop(vals []string, hop func(node string)) {
 	for _, v := range vals {
-		var ok bool
-		hops, ok = appendForwarded(hops, v)
-		if !ok {
-			hops = append(hops, "")
+		if !eachForwarded(v, hop) {
+			hop("")
 		}
 	}
-	return hops
 }
 
-// appendForwarded parses one field value:
+// eachForwarded parses one field value, calling hop with each element's node
+// until a syntax error, which it reports:
 //
 //	Forwarded         = 1#forwarded-element
 //	forwarded-element = [ forwarded-pair ] *( ";" [ forwarded-pair ] )
 //	forwarded-pair    = token "=" value
 //	value             = token / quoted-string
-func appendForwarded(hops []string, s string) ([]string, bool) {
+func eachForwarded(s string, hop func(node string)) bool {
 	i := 0
 	for {
 		// One element.
@@ -37,17 +35,17 @@ func appendForwarded(hops []string, s string) ([]string, bool) {
 					j++
 				}
 				if j == i || j >= len(s) || s[j] != '=' {
-					return hops, false
+					return false
 				}
 				name := s[i:j]
 				pairs++
 				val, next, ok := forwardedValue(s, j+1)
 				if !ok {
-					return hops, false
+					return false
 				}
 				if strings.EqualFold(name, "for") {
 					if hasFor {
-						return hops, false // two "for" pairs in one element
+						return false // two "for" pairs in one element
 					}
 					node, hasFor = val, true
 				}
@@ -57,17 +55,17 @@ func appendForwarded(hops []string, s string) ([]string, bool) {
 				break
 			}
 			if s[i] != ';' {
-				return hops, false
+				return false
 			}
 			i++
 		}
 		if hasFor {
-			hops = append(hops, node)
+			hop(node)
 		} else if pairs > 0 { // an element without "for"; empty elements are skipped
-			hops = append(hops, "")
+			hop("")
 		}
 		if i >= len(s) {
-			return hops, true
+			return true
 		}
 		i++ // ','
 	}
@@ -75,6 +73,14 @@ func appendForwarded(hops []string, s string) ([]string, bool) {
 
 func forwardedValue(s string, i int) (val string, next int, ok bool) {
 	if i < len(s) && s[i] == '"' {
+		// Without a quoted-pair the value is the text between the quotes,
+		// read in place; with one, it is built without the backslashes.
+		start := i + 1
+		for j := start; j < len(s) && s[j] != '\\'; j++ {
+			if s[j] == '"' {
+				return s[start:j], j + 1, true
+			}
+		}
 		var b strings.Builder
 		for i++; i < len(s); i++ {
 			switch c := s[i]; c {

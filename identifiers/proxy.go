@@ -120,7 +120,10 @@ func (tp TrustedProxies) Trusts(a netip.Addr) bool {
 // untrusted hop is the client. When every hop is trusted, the leftmost one is.
 // A hop that is not an IP address (garbage, "unknown", an obfuscated RFC 7239
 // node) stops the walk: the nearest trusted hop to its right is returned, since
-// anything further left may have been written by the client.
+// anything further left may have been written by the client. Of Forwarded,
+// whose syntax is read from the left, the last 64 hops are read, and a hop
+// further left counts as one that is not an IP address (no chain of proxies
+// is that long); X-Forwarded-For is walked from the right as far as needed.
 //
 // The result is normalised: IPv4-mapped IPv6 becomes IPv4 and zones are
 // dropped. It is the zero netip.Addr only when peer is invalid (for example a
@@ -143,7 +146,7 @@ func (tp TrustedProxies) ClientIP(peer netip.Addr, header func(name string) []st
 		case strings.EqualFold(name, HeaderXForwardedFor):
 			return tp.walkXFF(peer, vals)
 		case strings.EqualFold(name, HeaderForwarded):
-			return tp.walk(peer, forwardedHops(vals))
+			return tp.walkForwarded(peer, vals)
 		default:
 			if a, ok := parseHop(vals[len(vals)-1]); ok {
 				return a
@@ -181,10 +184,24 @@ func (tp TrustedProxies) walkXFF(last netip.Addr, vals []string) netip.Addr {
 	return last
 }
 
-// walk walks hops from the right; an invalid hop is given as "".
-func (tp TrustedProxies) walk(last netip.Addr, hops []string) netip.Addr {
-	for i := len(hops) - 1; i >= 0; i-- {
-		a, ok := parseHop(hops[i])
+// maxForwardedHops is how many hops of Forwarded, counted from the right,
+// ClientIP reads: a chain of proxies is a few hops long, and the header is
+// the client's to lengthen. A hop further left reads as one that is not an
+// IP address.
+const maxForwardedHops = 64
+
+// walkForwarded walks the "for" nodes of Forwarded values from the right,
+// as walkXFF walks X-Forwarded-For. Their syntax is read from the left, so it
+// keeps the last maxForwardedHops of them, no list of them all.
+func (tp TrustedProxies) walkForwarded(last netip.Addr, vals []string) netip.Addr {
+	var hops [maxForwardedHops]string // a ring: hop i at i % maxForwardedHops
+	n := 0
+	eachForwardedHop(vals, func(node string) {
+		hops[n%maxForwardedHops] = node
+		n++
+	})
+	for i := n - 1; i >= max(n-maxForwardedHops, 0); i-- {
+		a, ok := parseHop(hops[i%maxForwardedHops])
 		if !ok {
 			return last
 		}
@@ -193,7 +210,7 @@ func (tp TrustedProxies) walk(last netip.Addr, hops []string) netip.Addr {
 		}
 		last = a
 	}
-	return last
+	return last // every hop read is trusted: the leftmost, the nearest to a hop not read
 }
 
 // parseHop parses one hop: "192.0.2.1", "192.0.2.1:8080", "2001:db8::1",

@@ -1,6 +1,7 @@
 package identifiers
 
 import (
+	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
@@ -164,6 +165,48 @@ func TestPeerAddrAndAddrFromNet(t *testing.T) {
 		if got := AddrFromNet(tc.a).String(); got != tc.want {
 			t.Errorf("AddrFromNet(%#v) = %s, want %s", tc.a, got, tc.want)
 		}
+	}
+}
+
+// TestClientIPLongHeaders: a client behind a trusted proxy writes as much of
+// X-Forwarded-For and Forwarded as the server's header limit lets it (1 MiB
+// in net/http, 16 MiB of gRPC metadata by default); the walk over either
+// keeps no list of its hops (a quoted node without escapes is read in place),
+// so that a request costs as many allocations with 10,000 hops as with 10,
+// and of Forwarded only the last 64 hops are read.
+func TestClientIPLongHeaders(t *testing.T) {
+	tp := MustParseTrustedProxies("10.0.0.0/8")
+	peer := netip.MustParseAddr("10.0.0.1")
+	for _, tc := range []struct {
+		name, header, hop string
+		want              func(hops int) string
+	}{
+		{"X-Forwarded-For", HeaderXForwardedFor, "203.0.113.%d, ", func(int) string { return "203.0.113.9" }},
+		{"Forwarded", HeaderForwarded, "for=203.0.113.%d, ", func(int) string { return "203.0.113.9" }},
+		{"Forwarded, quoted nodes", HeaderForwarded, `for="203.0.113.%d:80";proto=https, `, func(int) string { return "203.0.113.9" }},
+		// Every hop trusted: the leftmost one read, the 64th from the right.
+		{"Forwarded, trusted hops", HeaderForwarded, "for=10.0.0.%d, ", func(hops int) string {
+			return fmt.Sprintf("10.0.0.%d", max(hops-64, 0)%10)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			allocs := map[int]float64{}
+			for _, hops := range []int{10, 10_000} {
+				var b strings.Builder
+				for i := range hops {
+					fmt.Fprintf(&b, tc.hop, i%10)
+				}
+				h := hdr(tc.header, strings.TrimSuffix(b.String(), ", "))
+				var got netip.Addr
+				allocs[hops] = testing.AllocsPerRun(10, func() { got = tp.ClientIP(peer, h) })
+				if want := tc.want(hops); got.String() != want {
+					t.Errorf("%d hops: ClientIP = %s, want %s", hops, got, want)
+				}
+			}
+			if allocs[10_000] != allocs[10] {
+				t.Errorf("ClientIP allocates %v times on 10,000 hops, %v times on 10", allocs[10_000], allocs[10])
+			}
+		})
 	}
 }
 
