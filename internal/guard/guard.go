@@ -155,7 +155,9 @@ func (g *Guard[O]) Run(ctx context.Context, id ratelimit.Identifier, handler fun
 }
 
 // Settle charges the Deferred limiters once the handler has finished: each
-// whose Charge returns ok and a positive cost. ctx should be the handler's (it
+// whose Charge returns ok and a positive, finite cost (an infinite one is a
+// bad measurement, ignored as Meter.Add ignores it: charged, it would fail
+// the check open, as a store failure). ctx should be the handler's (it
 // carries the Meter that Metered reads). Settle runs without ctx's
 // cancellation, so a caller that hangs up still pays for the work it caused.
 // It returns the results of the checks it made.
@@ -163,7 +165,7 @@ func (g *Guard[O]) Settle(ctx context.Context, id ratelimit.Identifier, o O) []r
 	ctx = context.WithoutCancel(ctx)
 	var out []ratelimit.Result
 	for _, df := range g.Deferred {
-		if cost, ok := df.Charge(ctx, o); ok && cost > 0 {
+		if cost, ok := df.Charge(ctx, o); ok && cost > 0 && cost <= math.MaxFloat64 { // not NaN, not +Inf
 			out = append(out, df.Limiter.Check(ctx, id, ratelimit.Cost(cost)))
 		}
 	}

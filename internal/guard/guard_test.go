@@ -253,6 +253,12 @@ func TestGuardSettle(t *testing.T) {
 		{"declined", func(context.Context, outcome) (float64, bool) { return 5, false }, outcome{}, 0, 0, 0},
 		{"zero cost", func(context.Context, outcome) (float64, bool) { return 0, true }, outcome{}, 0, 0, 0},
 		{"negative cost", func(context.Context, outcome) (float64, bool) { return -1, true }, outcome{}, 0, 0, 0},
+		// Non-finite costs are bad measurements (a division by zero), ignored
+		// as Meter.Add ignores them: charged, they fail the check open, a
+		// store failure in the logs and metrics that is none.
+		{"NaN cost", func(context.Context, outcome) (float64, bool) { return math.NaN(), true }, outcome{}, 0, 0, 0},
+		{"infinite cost", func(context.Context, outcome) (float64, bool) { return math.Inf(1), true }, outcome{}, 0, 0, 0},
+		{"largest finite cost", func(context.Context, outcome) (float64, bool) { return math.MaxFloat64, true }, outcome{}, 0, 1 << 53, 1},
 		{"fractional cost", func(context.Context, outcome) (float64, bool) { return 2.5, true }, outcome{}, 0, 2.5, 1},
 		{"counted outcome", guard.CountWhen(nil, func(o outcome) bool { return o.failed }).Charge, outcome{failed: true}, 0, 1, 1},
 		{"uncounted outcome", guard.CountWhen(nil, func(o outcome) bool { return o.failed }).Charge, outcome{}, 0, 0, 0},

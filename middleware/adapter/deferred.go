@@ -15,7 +15,9 @@ type Deferred[O any] struct {
 	Limiter *ratelimit.Limiter
 	// Charge returns the cost to count once the handler has finished, and
 	// whether to count at all. ctx is the handler's context without its
-	// cancellation; it carries the request's Meter.
+	// cancellation; it carries the request's Meter. A cost that is not
+	// positive and finite (0, negative, NaN, infinite) counts nothing, as
+	// Meter.Add ignores such a value.
 	Charge func(ctx context.Context, o O) (cost float64, ok bool)
 	// PeekCost is the cost the peek before the handler assumes. 0 blocks only
 	// callers already over the limit (right when the cost is unknown until the
