@@ -43,8 +43,9 @@
 // anyone, which lets every client pick its own rate-limit bucket. If your
 // service already configures e.IPExtractor (echo.ExtractIPFromXFFHeader with
 // trust options, or echo.ExtractIPDirect), WithEchoIPExtractor makes the
-// middleware use c.RealIP() instead; every Echo service should set
-// e.IPExtractor anyway, since other middleware and handlers call c.RealIP().
+// middleware use c.RealIP() instead (while e.IPExtractor is nil the option
+// is ignored); every Echo service should set e.IPExtractor anyway, since
+// other middleware and handlers call c.RealIP().
 //
 // # Cost and outcome hooks
 //

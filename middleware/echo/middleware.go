@@ -109,7 +109,8 @@ func WithCost(f func(echo.Context) float64) Option {
 
 // WithEchoIPExtractor takes the ip from c.RealIP(), for services that have
 // set e.IPExtractor. Without an IPExtractor, RealIP trusts forwarding headers
-// from anyone: do not use this option then.
+// from anyone, so the option is then ignored: the ip is the socket peer,
+// resolved through WithTrustedProxies.
 func WithEchoIPExtractor() Option {
 	return optionFunc(func(c *config) { c.realIP = true })
 }
@@ -232,9 +233,11 @@ func denyError(ec echo.Context, d *ratelimitheaders.Decision, p *ratelimitheader
 
 func (c *config) defaultIdentifier(_ context.Context, ec echo.Context) ratelimit.Identifier {
 	r := ec.Request()
-	ip := identifiers.HTTPClientIP(r, c.TrustedProxies)
-	if c.realIP {
+	var ip netip.Addr
+	if c.realIP && ec.Echo().IPExtractor != nil { // without one, RealIP believes anyone's headers
 		ip = identifiers.PeerAddr(ec.RealIP())
+	} else {
+		ip = identifiers.HTTPClientIP(r, c.TrustedProxies)
 	}
 	id := identifiers.NewHTTP(r, netip.Addr{}, identifiers.RouteEndpoint(r.Method, c.routes.routePath(ec)))
 	identifiers.SetIP(id, ip, c.IPv6Prefix)

@@ -239,6 +239,14 @@ func TestEchoIPExtractor(t *testing.T) {
 			echo.ExtractIPFromXFFHeader(echo.TrustLoopback(true)), "198.51.100.1", "e.IPExtractor not used"},
 		{"WithEchoIPExtractor and ExtractIPDirect", []ratelimitecho.Option{ratelimitecho.WithEchoIPExtractor()},
 			echo.ExtractIPDirect(), "127.0.0.1", "e.IPExtractor not used"},
+		// Without e.IPExtractor, RealIP believes anyone's X-Forwarded-For:
+		// the option is then ignored, and the socket peer resolved through
+		// WithTrustedProxies is the ip.
+		{"WithEchoIPExtractor without an extractor", []ratelimitecho.Option{ratelimitecho.WithEchoIPExtractor()},
+			nil, "127.0.0.1", "spoofed XFF believed through RealIP"},
+		{"WithEchoIPExtractor without an extractor, trusted proxies", []ratelimitecho.Option{ratelimitecho.WithEchoIPExtractor(),
+			ratelimitecho.WithTrustedProxies(identifiers.MustParseTrustedProxies("127.0.0.1"))},
+			nil, "198.51.100.1", "WithTrustedProxies not used"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var last ratelimit.Identifier
