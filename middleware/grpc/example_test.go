@@ -92,7 +92,10 @@ func ExampleWithLimiters() {
 
 	interceptor := ratelimitgrpc.UnaryServerInterceptor(general,
 		ratelimitgrpc.WithLimiters(protected),
-		ratelimitgrpc.WithSkip(ratelimitgrpc.SkipMethods("/grpc.health.v1.Health/Check")),
+		// Every method of the health service: Check, List and Watch.
+		ratelimitgrpc.WithSkip(func(_ context.Context, call *ratelimitgrpc.Call) bool {
+			return call.Service == healthpb.Health_ServiceDesc.ServiceName
+		}),
 		ratelimitgrpc.WithTrustedProxies(identifiers.MustParseTrustedProxies("10.0.0.0/8")),
 		ratelimitgrpc.WithProperties(func(ctx context.Context, _ *ratelimitgrpc.Call, id ratelimit.Identifier) {
 			if user, ok := ctx.Value(userKey{}).(string); ok { // set by the auth interceptor

@@ -253,7 +253,9 @@ func DefaultIdentifier(call *Call) ratelimit.Identifier {
 	return id
 }
 
-// SkipMethods exempts full methods ("/grpc.health.v1.Health/Check") from checks.
+// SkipMethods exempts full methods ("/grpc.health.v1.Health/Check") from
+// checks. A service's every method (the health service has Check, List and
+// Watch) is exempt with WithSkip and a test of Call.Service.
 func SkipMethods(fullMethods ...string) func(ctx context.Context, call *Call) bool {
 	fullMethods = slices.Clone(fullMethods)
 	return func(_ context.Context, call *Call) bool { return slices.Contains(fullMethods, call.FullMethod) }
