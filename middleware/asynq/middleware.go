@@ -16,7 +16,8 @@ import (
 // DenyFunc decides what the middleware returns for a blocked task. The default
 // returns err itself; a DenyFunc may log, wrap it (keep it in the chain so that
 // IsFailure and RetryDelay still see it) or return asynq.SkipRetry to drop the
-// task instead.
+// task instead. A nil return means err: asynq would count nil as success and
+// forget the task, which never ran.
 type DenyFunc func(ctx context.Context, t *asynq.Task, res ratelimit.Result, err *RateLimitError) error
 
 // Option configures Middleware.
@@ -174,7 +175,9 @@ func (c *config) blocked(ctx context.Context, t *asynq.Task, res ratelimit.Resul
 	}
 	err.RetryIn = guard.Retry(retryIn(now, reset), c.RetryAfterJitter)
 	if c.deny != nil {
-		return c.deny(ctx, t, res, err)
+		if derr := c.deny(ctx, t, res, err); derr != nil {
+			return derr
+		}
 	}
 	return err
 }

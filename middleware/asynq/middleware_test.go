@@ -325,6 +325,18 @@ func TestMiddleware(t *testing.T) {
 			},
 		},
 		{
+			// nil would tell asynq the task succeeded, and it would be
+			// forgotten without ever running.
+			name: "deny handler returning nil keeps the task",
+			limiters: func(t *testing.T) []*ratelimit.Limiter {
+				return []*ratelimit.Limiter{newLimiter(t, "jobs", nil, rule("one", 1, time.Minute, ratelimit.ActionLimit))}
+			},
+			opts: []Option{WithDenyHandler(func(context.Context, *asynq.Task, ratelimit.Result, *RateLimitError) error {
+				return nil
+			})},
+			task: asynq.NewTask("logged", nil), n: 2, wantRan: 1, wantErr: []bool{false, true}, wantRule: "one",
+		},
+		{
 			name: "jitter adds whole seconds",
 			limiters: func(t *testing.T) []*ratelimit.Limiter {
 				return []*ratelimit.Limiter{newLimiter(t, "jobs", nil, rule("one", 1, 10*time.Second, ratelimit.ActionLimit))}
