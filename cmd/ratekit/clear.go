@@ -40,15 +40,17 @@ nothing. Flags may come before or after the identifier.
 
 When no key of the identifier exists under the counters' prefix, nothing
 is cleared and the exit code is 1; the keys are searched under every other
-prefix (a bounded SCAN) and, when found, the prefix to use is named.
+prefix (a bounded SCAN) and, when found, the prefix to use is named. Keys
+found that expire (or that another client removes) before the delete are
+counted apart: when none was left to delete, the exit code is 1 too.
 
 A clear logs one audit record on stderr (slog JSON, "rate_limit_cli_write":
 who, the limiter, the identifier, the keys deleted, the outcome); who is
 $RATEKIT_WRITER, else the OS user at the host. A dry run logs nothing.
 
-exit codes: 0 cleared; 1 nothing to clear (the keys are missing or under
-another prefix), invalid config, unknown limiter or Redis failure; 2 usage
-error or unreadable file`
+exit codes: 0 cleared; 1 nothing to clear (the keys are missing, under
+another prefix or gone before the delete), invalid config, unknown limiter
+or Redis failure; 2 usage error or unreadable file`
 
 func init() {
 	commands["clear"] = command{
@@ -157,8 +159,20 @@ func runClear(ctx context.Context, out output, args []string) int {
 		fmt.Fprintf(out.stderr, "ratekit clear: %v\n", err)
 		return exitInvalid
 	}
-	list("removed")
-	fmt.Fprintf(w, "cleared %s\n", count(n, "key"))
+	// The keys found may expire, or another client remove them, before the
+	// delete: DEL counts only what it removed, which says nothing of which.
+	const gone = "were gone before the delete (expired, or removed by another client)"
+	switch {
+	case n == 0:
+		fmt.Fprintf(out.stderr, "ratekit clear: nothing cleared: the %s found under %q %s\n", count(len(present), "key"), f.keyPrefix, gone)
+		return exitInvalid
+	case n < len(present):
+		list("found")
+		fmt.Fprintf(w, "cleared %d of the %s found: the others %s\n", n, count(len(present), "key"), gone)
+	default:
+		list("removed")
+		fmt.Fprintf(w, "cleared %s\n", count(n, "key"))
+	}
 	return exitOK
 }
 
