@@ -151,12 +151,18 @@ type RuleView struct {
 	Action          string         `json:"action"`
 	Match           map[string]any `json:"match"`
 	Characteristics []string       `json:"characteristics"`
-	Limit           *int64         `json:"limit"`    // nil: resolved at each check (or a skip rule)
-	Period          *float64       `json:"period_s"` // seconds; nil like Limit
-	Dynamic         bool           `json:"dynamic,omitempty"`
-	BanFor          float64        `json:"ban_for_s,omitempty"`
-	CountDistinct   string         `json:"count_distinct,omitempty"`
-	Blocks          *BlockView     `json:"blocks,omitempty"`
+	// CountMissing: identifiers lacking a characteristic share one counter.
+	CountMissing bool     `json:"count_missing,omitempty"`
+	Limit        *int64   `json:"limit"`    // nil: resolved at each check (or a skip rule)
+	Period       *float64 `json:"period_s"` // seconds; nil like Limit
+	// Algorithm is sliding_window or token_bucket; empty for the fixed
+	// window (the default).
+	Algorithm     string     `json:"algorithm,omitempty"`
+	Burst         int64      `json:"burst,omitempty"` // a token bucket's; 0: its limit
+	Dynamic       bool       `json:"dynamic,omitempty"`
+	BanFor        float64    `json:"ban_for_s,omitempty"`
+	CountDistinct string     `json:"count_distinct,omitempty"`
+	Blocks        *BlockView `json:"blocks,omitempty"`
 }
 
 // BlockView is a rule's block counts (see observe.BlockCount).
@@ -252,7 +258,14 @@ func ruleView(r ratelimit.Rule) RuleView {
 		action = ratelimit.ActionLimit
 	}
 	v := RuleView{Name: r.Name, Description: r.Description, Action: string(action), Match: map[string]any{},
-		Characteristics: append([]string{}, r.Characteristics...), CountDistinct: r.CountDistinct, BanFor: r.BanFor.Seconds()}
+		Characteristics: append([]string{}, r.Characteristics...), CountMissing: r.CountMissing,
+		CountDistinct: r.CountDistinct, BanFor: r.BanFor.Seconds()}
+	if r.Algorithm != ratelimit.FixedWindow {
+		v.Algorithm = string(r.Algorithm)
+	}
+	if r.Algorithm == ratelimit.TokenBucket {
+		v.Burst = r.Burst
+	}
 	for k, m := range r.Match {
 		switch {
 		case m.IsRegex():
