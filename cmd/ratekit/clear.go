@@ -10,6 +10,7 @@ import (
 	"time"
 
 	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/tiers"
 )
 
 const clearUsage = `usage: ratekit clear [--redis URL] --limiter NAME [flags] PROPERTY=VALUE...
@@ -18,7 +19,10 @@ Lifts a ban and resets the counters of one identifier: removes the counter
 and ban keys (shadow bans included) of every counting rule of the limiter
 for that identifier, as the service's Limiter.Clear does. The rules are the
 ones a service enforces, found as ` + "`ratekit explain`" + ` finds them: the limiter's
-document in the rule store and the files given here.
+document in the rule store and the files given here, and with
+--rules-service the rules service's answer for the identifier (the remote
+tier: without it, the counters and bans of rules that only the rules
+service answers are not cleared).
 
 example:
   ratekit clear --service checkout --limiter user_sign_in \
@@ -31,6 +35,11 @@ flags:
                               when the limiter has no document in the rule store,
                               or one without a default_rules tier)
   --rate-limits FILE          an operator's rate_limits.yaml: its rules' counters too
+  --rules-service URL         the HTTP address of the per-request rules service
+                              (ratekit-rules serve -http): the counters of the
+                              rules it answers for this identifier too; it needs
+                              the calling service (--service NAME or
+                              $` + envService + `). When it cannot answer, nothing is cleared
   --dry-run                   list the keys that would be removed, remove nothing
   --timeout D                 bound on each Redis call (default 5s, at most 10m)
 
@@ -68,6 +77,7 @@ func runClear(ctx context.Context, out output, args []string) int {
 	fs.StringVar(&f.limiter, "limiter", "", "")
 	fs.StringVar(&f.available, "available-limiters", "", "")
 	fs.StringVar(&f.rateLimits, "rate-limits", "", "")
+	fs.StringVar(&f.rulesService, "rules-service", "", "")
 	fs.BoolVar(&dryRun, "dry-run", false, "")
 	fs.DurationVar(&f.timeout, "timeout", 5*time.Second, "")
 	pos, ok, code := parseArgs(fs, clearUsage, args, out)
@@ -87,10 +97,15 @@ func runClear(ctx context.Context, out output, args []string) int {
 		return usageError(out, clearUsage, "%v", checkTimeout(f.timeout))
 	case len(pos) == 0:
 		return usageError(out, clearUsage, "clear needs the identifier: PROPERTY=VALUE...")
+	case f.rulesService != "" && f.service == "":
+		return usageError(out, clearUsage, "--rules-service needs the calling service: --service NAME (or $%s)", envService)
 	}
 	id, err := parseIdentifier(pos)
 	if err != nil {
 		return usageError(out, clearUsage, "%v", err)
+	}
+	if f.rulesService != "" {
+		f.remote = &remoteTier{}
 	}
 	b, code := openLimiter(ctx, out, f)
 	if code != exitOK {
@@ -98,6 +113,18 @@ func runClear(ctx context.Context, out output, args []string) int {
 	}
 	defer b.client.Close()
 	limiter, client, local := b.limiter, b.client, b.local
+	if f.remote != nil {
+		// The remote tier's counters, as the services' Limiter.Clear reaches
+		// them through their RuleSource.
+		rules, err := fetchRemoteRules(ctx, f.rulesService, f.service, f.limiter, id, local.available, f.timeout)
+		if err == nil {
+			f.remote.set, err = ratelimit.CompileRules(tiers.Remote, rules)
+		}
+		if err != nil {
+			fmt.Fprintf(out.stderr, "ratekit clear: %v; nothing cleared (without --rules-service, the local tiers' counters only)\n", err)
+			return exitInvalid
+		}
+	}
 	for _, w := range identifierWarnings(id, local.properties, limiter.Rules()) {
 		fmt.Fprintf(out.stderr, "warning: %s\n", w)
 	}

@@ -178,6 +178,17 @@ type explainFlags struct {
 	cost                           float64
 	timeout                        time.Duration
 	rulesService                   string // the per-request rules service's HTTP address
+	// remote, when set, is the RuleSource of the limiter openLimiter builds:
+	// the rules service's answer for the one identifier the command works
+	// on, as a service's client gives it to its limiter.
+	remote *remoteTier
+}
+
+// remoteTier holds the rules service's answer for one identifier.
+type remoteTier struct{ set *ratelimit.RuleSet }
+
+func (r *remoteTier) source(context.Context, string, ratelimit.Identifier) *ratelimit.RuleSet {
+	return r.set
 }
 
 func runExplain(ctx context.Context, out output, args []string) int {
@@ -296,14 +307,18 @@ func openLimiter(ctx context.Context, out output, f explainFlags) (boundLimiter,
 	if err != nil {
 		return boundLimiter{}, usageError(out, f.usage, "--redis: %v", err)
 	}
-	limiter, err := ratelimit.New(ratelimit.Config{
+	cfg := ratelimit.Config{
 		Name:      f.limiter,
 		Store:     redisstore.New(client),
 		KeyPrefix: f.keyPrefix,
 		Timeout:   f.timeout,
 		Breaker:   ratelimit.BreakerConfig{Failures: -1},
 		Logger:    slog.New(slog.DiscardHandler), // errors and degraded rules are reported by the commands
-	})
+	}
+	if f.remote != nil {
+		cfg.RuleSource = f.remote.source
+	}
+	limiter, err := ratelimit.New(cfg)
 	if err != nil {
 		client.Close()
 		return boundLimiter{}, usageError(out, f.usage, "%v", err)

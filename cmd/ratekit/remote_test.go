@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/tiers"
 	"github.com/ratekit/ratekit/internal/redistest"
 )
 
@@ -139,5 +141,67 @@ func TestRemoteAnswerChecked(t *testing.T) {
 				t.Fatalf("answer %s: rules %v, error %v; want an error with %q", c.answer, got, err, c.want)
 			}
 		})
+	}
+}
+
+// TestClearRemoteTier: a ban of a rule that only the rules service answers
+// (the remote tier) is lifted by clear with --rules-service, as the
+// services' Limiter.Clear asks their RuleSource; the local tiers' keys go
+// with it. A rules service that cannot answer clears nothing.
+func TestClearRemoteTier(t *testing.T) {
+	client := redistest.Client(t)
+	e := newExplainEnv(t, client, redistest.URL(t), false)
+	ctx := context.Background()
+	rs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.URL.Path != "/v1/rules" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"rules": {"rules": [{"name": "remote_ban", "action": "ACTION_LIMIT", "characteristics": ["user"], "limit": 1, "period_s": 60, "ban_for_s": 900}]}, "vary": ["user"]}`)
+	}))
+	t.Cleanup(rs.Close)
+	remote, err := ratelimit.CompileRules(tiers.Remote, []ratelimit.Rule{
+		{Name: "remote_ban", Characteristics: []string{"user"}, Limit: 1, Period: time.Minute, BanFor: 15 * time.Minute}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob := ratelimit.Identifier{"user": "bob", "ip": "10.0.0.7", "request_type": "web", "path": "/x"}
+	for range 2 { // the second check passes remote_ban's limit of 1 and bans bob
+		e.limiter.Check(ctx, bob, ratelimit.WithRules(remote))
+	}
+	if r := e.limiter.Peek(ctx, bob, ratelimit.WithRules(remote)); !r.Blocked() || !r.Info.Banned || r.Rule.Name != "remote_ban" {
+		t.Fatalf("setup: bob is not banned by remote_ban: %+v", r)
+	}
+	banKey := ""
+	for _, k := range e.limiter.Keys(bob) {
+		if strings.HasSuffix(k, "{api_request:per_ip:ip=10.0.0.7}") {
+			banKey = strings.Replace(k, "{api_request:per_ip:ip=10.0.0.7}", "{api_request:remote_ban:user=bob}:ban", 1)
+		}
+	}
+	clear := func(extra ...string) (string, string, int) {
+		args := append([]string{"clear"}, e.flags()[1:]...)
+		args = append(args, "user=bob", "ip=10.0.0.7", "request_type=web", "path=/x")
+		return e.run(t, append(args, extra...)...)
+	}
+
+	// An answer the CLI cannot get: nothing cleared, and it says why.
+	_, stderr, code := clear("--rules-service", "http://"+redistest.UnusedAddr(t), "--service", "web")
+	if code != 1 || !strings.Contains(stderr, "ratekit clear: rules service:") {
+		t.Fatalf("rules service down: exit %d\n%s", code, stderr)
+	}
+	if n, err := client.Exists(ctx, banKey).Result(); err != nil || n != 1 {
+		t.Fatalf("the ban %s is gone after a failed clear: %d %v", banKey, n, err)
+	}
+
+	stdout, stderr, code := clear("--rules-service", rs.URL, "--service", "web")
+	if code != 0 || !strings.Contains(stdout, "  removed ban "+banKey+"\n") {
+		t.Fatalf("clear with --rules-service: exit %d\nstdout %s\nstderr %s\nwant removed ban %s", code, stdout, stderr, banKey)
+	}
+	if n, err := client.Exists(ctx, banKey).Result(); err != nil || n != 0 {
+		t.Fatalf("the ban %s is still there: %d %v", banKey, n, err)
+	}
+	if _, stderr, code := clear("--rules-service", rs.URL); code != 2 || !strings.Contains(stderr, "--rules-service needs the calling service") {
+		t.Fatalf("--rules-service without a service: exit %d %s", code, stderr)
 	}
 }
