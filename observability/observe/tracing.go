@@ -31,7 +31,7 @@ const (
 	AttrBanned         = attribute.Key("ratelimit.banned")          // a ban is active on it
 	AttrShadowExceeded = attribute.Key("ratelimit.shadow_exceeded") // exceeded log (shadow) rules
 	AttrSkipped        = attribute.Key("ratelimit.skipped")         // a skip rule ended the evaluation
-	AttrDegraded       = attribute.Key("ratelimit.degraded")        // a count_distinct rule was left out
+	AttrDegraded       = attribute.Key("ratelimit.degraded")        // rules were left out (Result.Degraded)
 	AttrErrorType      = attribute.Key("error.type")                // set only when the check failed open
 )
 
