@@ -135,7 +135,10 @@ type ruleExplanation struct {
 	Reason     string   `json:"reason,omitempty"` // for not_evaluated and degraded
 	Count      *float64 `json:"count,omitempty"`  // current count (distinct values for count_distinct)
 	Limit      *int64   `json:"limit,omitempty"`
-	Remaining  *float64 `json:"remaining,omitempty"`
+	// Burst is a token bucket's capacity (its limit unless the rule sets a
+	// burst): Count and Remaining are tokens of it.
+	Burst     *int64   `json:"burst,omitempty"`
+	Remaining *float64 `json:"remaining,omitempty"`
 	// ResetAt is the window's end, or the ban's when banned; for a sliding
 	// window or token bucket that blocks, when the same check would pass.
 	ResetAt *time.Time `json:"reset_at,omitempty"`
@@ -555,6 +558,10 @@ func explain(l *ratelimit.Limiter, ts tiers.Set, sources []tierSummary, id ratel
 			info := ev.Info
 			re.Count, re.Limit, re.Remaining, re.ResetAt, re.Banned = &info.Count, &info.Limit, &info.Remaining, &info.ResetAt, info.Banned
 			re.Never = info.Never
+			if r.Algorithm == ratelimit.TokenBucket {
+				burst := cmp.Or(r.Burst, info.Limit)
+				re.Burst = &burst
+			}
 			switch observe.EvaluationResult(ev) {
 			case observe.ResultBanned:
 				re.State = stateBanned
@@ -688,7 +695,11 @@ func explainRuleLine(r ruleExplanation, now time.Time) string {
 		counts = "sliding window estimate: " + counts
 		passes, resets = "a check passes again in", "window ends in"
 	case ratelimit.TokenBucket:
-		counts = "token bucket: " + strings.Replace(counts, "count", "tokens in use", 1)
+		capacity := *r.Limit
+		if r.Burst != nil {
+			capacity = *r.Burst // what the tokens are counted against
+		}
+		counts = fmt.Sprintf("token bucket: tokens in use %g of %d, remaining %g", *r.Count, capacity, *r.Remaining)
 		passes, resets = "a check passes again in", "bucket full in"
 	}
 	switch r.State {

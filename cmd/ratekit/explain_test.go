@@ -479,6 +479,28 @@ func TestExplainAlgorithms(t *testing.T) {
 	}
 }
 
+// A token bucket's tokens in use are counted against its burst, its
+// capacity, not its limit (the refill per period): with a burst of 10 and a
+// limit of 2, 4 tokens in use leave 6, and explain says "4 of 10", and the
+// burst in --json.
+func TestExplainTokenBucketBurst(t *testing.T) {
+	t.Parallel()
+	e := newExplainEnvWith(t, redistest.Client(t), redistest.URL(t), false, `rate_limits:
+  api_request:
+    - {name: per_user, action: limit, characteristics: [user], limit: 2, period_s: 3600, algorithm: token_bucket, burst: 10}
+`)
+	e.check(t, 4, ratelimit.Identifier{"user": "gus"})
+	ex := e.explainJSON(t, "user=gus")
+	r := ex.Rules[0]
+	if r.Name != "per_user" || r.State != stateAllow || r.Burst == nil || *r.Burst != 10 || *r.Count < 3.9 || *r.Count > 4 {
+		t.Fatalf("per_user %+v: want a token bucket allowing, burst 10, about 4 tokens in use", r)
+	}
+	stdout, stderr, code := e.run(t, e.flags("user=gus")...)
+	if code != 0 || !regexp.MustCompile(`allow: token bucket: tokens in use [0-9.e+-]+ of 10, remaining [0-9.e+-]+, bucket full in `).MatchString(stdout) {
+		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
+	}
+}
+
 func TestExplainRuleStore(t *testing.T) {
 	client := redistest.Client(t)
 	e := newExplainEnv(t, client, redistest.URL(t), false)
