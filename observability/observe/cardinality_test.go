@@ -147,3 +147,44 @@ func TestRolloutRuleSeriesBounded(t *testing.T) {
 		t.Errorf("%v decisions counted, want %d", decisions, rules)
 	}
 }
+
+// A limiter's own rules always keep their names in the rollout decisions,
+// as in Metrics: a limiter with ratelimit.MaxRules rules exports each under
+// its name after Init, beside rollout.NoRule, and none under OverflowRule.
+func TestRolloutOwnRulesFit(t *testing.T) {
+	rules := make([]ratelimit.Rule, ratelimit.MaxRules)
+	for i := range rules {
+		rules[i] = ratelimit.Rule{Name: "rule_" + strconv.Itoa(i), Characteristics: []string{"user"}, Limit: 10, Period: time.Minute}
+	}
+	l, err := ratelimit.New(ratelimit.Config{Name: "api", Store: ratelimit.NewMemoryStore(), Rules: rules})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := observe.NewRolloutMetrics(observe.MetricsOptions{})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(m)
+	m.Init(l)
+	last := &rollout.Decision{Agreement: rollout.Agree, Rule: rules[len(rules)-1].Name}
+	m.RecordDecision(context.Background(), "api", last)
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	labels := map[string]float64{}
+	for _, f := range families {
+		if f.GetName() != "ratelimit_rollout_decisions_total" {
+			continue
+		}
+		for _, s := range f.GetMetric() {
+			for _, lp := range s.GetLabel() {
+				if lp.GetName() == "rule" {
+					labels[lp.GetValue()] += s.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	if _, ok := labels[observe.OverflowRule]; ok || len(labels) != ratelimit.MaxRules+1 || labels[last.Rule] != 1 {
+		t.Errorf("%d rule label values (%s: %v, %s: %v), want the %d rules and %s", len(labels),
+			observe.OverflowRule, labels[observe.OverflowRule], last.Rule, labels[last.Rule], ratelimit.MaxRules, rollout.NoRule)
+	}
+}
