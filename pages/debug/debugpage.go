@@ -14,6 +14,7 @@ import (
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/tiers"
 	"github.com/ratekit/ratekit/internal/httpguard"
+	"github.com/ratekit/ratekit/internal/rulecheck"
 	"github.com/ratekit/ratekit/observability/observe"
 )
 
@@ -58,7 +59,8 @@ type TierSource interface {
 
 // Handler serves the state of the registered limiters: HTML by default, JSON
 // for ?format=json or a request that accepts application/json and not
-// text/html. ?limiter=NAME narrows the page to one limiter. It shows
+// text/html. ?limiter=NAME narrows the page to one limiter (404 for one
+// not registered, 400 for a value that is no limiter name). It shows
 // configuration and counts only, never identifier values; still, mount it
 // where only operators can reach it (an internal port or behind auth).
 type Handler struct {
@@ -316,6 +318,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	var only []string
 	if name := r.URL.Query().Get("limiter"); name != "" {
+		if !rulecheck.ValidName(name) { // quoted in part: the query is the client's
+			http.Error(w, fmt.Sprintf("%.80q is not a limiter name (a-z, 0-9 and _, at most %d bytes)", name, rulecheck.MaxNameLen),
+				http.StatusBadRequest)
+			return
+		}
 		only = []string{name}
 	}
 	snap := h.Snapshot(only...)

@@ -140,3 +140,27 @@ func TestEmptyHandler(t *testing.T) {
 		t.Fatalf("%+v", got.Limiters)
 	}
 }
+
+// ?limiter= is bounded as the admin page bounds it: a value that is no
+// limiter name (a-z, 0-9 and _, at most 64 bytes) is refused with 400, and
+// the answer quotes at most its first 80 characters, whatever its length.
+func TestLimiterQueryBounded(t *testing.T) {
+	srv := newFixture(t).server(t)
+	for _, tt := range []struct {
+		name, value string
+		code        int
+		want        string
+	}{
+		{"unknown", "nope", http.StatusNotFound, `no limiter "nope" is registered`},
+		{"not a name", "API", http.StatusBadRequest, `"API" is not a limiter name`},
+		{"long", strings.Repeat("a", 100<<10), http.StatusBadRequest, `is not a limiter name`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, body := get(t, srv.URL+"?limiter="+tt.value)
+			if resp.StatusCode != tt.code || !strings.Contains(body, tt.want) || len(body) > 300 {
+				t.Fatalf("?limiter= of %d bytes: %d, %d bytes %.200q; want %d with %q, at most 300 bytes",
+					len(tt.value), resp.StatusCode, len(body), body, tt.code, tt.want)
+			}
+		})
+	}
+}
