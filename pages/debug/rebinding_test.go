@@ -107,3 +107,19 @@ func TestCheckHost(t *testing.T) {
 		srv.Close()
 	}
 }
+
+// A refused Host is quoted in part: the header is the client's, whatever
+// its length.
+func TestRefusedHostQuotedInPart(t *testing.T) {
+	srv := httptest.NewServer(debug.New(debug.Options{}))
+	defer srv.Close()
+	req, err := http.NewRequest(http.MethodGet, srv.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = strings.Repeat("a", 32<<10) + ".example"
+	resp, body := do(t, req)
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "does not answer to the name") || len(body) > 300 {
+		t.Fatalf("Host of %d bytes: %d, %d bytes %.200q; want 403, at most 300 bytes", len(req.Host), resp.StatusCode, len(body), body)
+	}
+}
