@@ -5,9 +5,9 @@
 package httpguard
 
 import (
+	"fmt"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -70,13 +70,18 @@ func HostAllowed(r *http.Request, allowed []string) bool {
 func CheckHost(h http.Handler, allowed []string, setting string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !HostAllowed(r, allowed) {
-			http.Error(w, "this server does not answer to the name "+strconv.Quote(r.Host)+
+			http.Error(w, "this server does not answer to the name "+QuotedHost(r)+
 				"; use localhost or 127.0.0.1, or add the name to "+setting, http.StatusForbidden)
 			return
 		}
 		h.ServeHTTP(w, r)
 	})
 }
+
+// QuotedHost quotes the request's Host for a refusal, at most its first 80
+// characters: the header is the client's, whatever its length, and the
+// refusal (an answer, a log line) should not grow with it.
+func QuotedHost(r *http.Request) string { return fmt.Sprintf("%.80q", r.Host) }
 
 // LoopbackName reports whether a host name (without port or brackets) is
 // localhost or a loopback IP.

@@ -96,6 +96,8 @@ func TestCheckHost(t *testing.T) {
 		{"127.0.0.1:" + port, "secret_metric", http.StatusOK},
 		{"localhost:" + port, "secret_metric", http.StatusOK},
 		{"evil.example:" + port, "add the name to -allowed-hosts", http.StatusForbidden},
+		// A refused name is quoted in part: the header is the client's.
+		{strings.Repeat("a", 32<<10) + ".example", `"` + strings.Repeat("a", 80) + `"; use localhost`, http.StatusForbidden},
 	} {
 		req, err := http.NewRequest(http.MethodGet, srv.URL, nil)
 		if err != nil {
@@ -109,7 +111,7 @@ func TestCheckHost(t *testing.T) {
 		body, _ := io.ReadAll(resp.Body)
 		_ = resp.Body.Close()
 		if resp.StatusCode != tt.code || !strings.Contains(string(body), tt.want) {
-			t.Errorf("Host %q: %d %q, want %d with %q", tt.host, resp.StatusCode, body, tt.code, tt.want)
+			t.Errorf("Host %.100q: %d %.300q, want %d with %q", tt.host, resp.StatusCode, body, tt.code, tt.want)
 		}
 	}
 }

@@ -123,7 +123,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), h.opts.Timeout)
 	defer cancel()
 	if !httpguard.HostAllowed(r, h.opts.AllowedHosts) {
-		msg := "Refused: this page does not answer to the name " + r.Host + "; open it as localhost or 127.0.0.1, or add the name to its allowed hosts."
+		msg := "Refused: this page does not answer to the name " + httpguard.QuotedHost(r) + "; open it as localhost or 127.0.0.1, or add the name to its allowed hosts."
 		if r.Method == http.MethodPost {
 			h.refused(ctx, r, "", msg)
 		}

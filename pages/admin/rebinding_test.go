@@ -55,6 +55,15 @@ func TestDNSRebindingRefused(t *testing.T) {
 	if code, body := readBody(t, resp); code != http.StatusForbidden || strings.Contains(body, "csrf") {
 		t.Fatalf("rebound GET: status %d, want 403 without a form:\n%s", code, body)
 	}
+	// The refused name is quoted in part, in the answer and the audit line:
+	// the header is the client's, whatever its length.
+	long := strings.Repeat("a", 32<<10) + ".example"
+	if code, body := post(long, "rebound_rule"); code != http.StatusForbidden || strings.Contains(body, strings.Repeat("a", 81)) || len(body) > 8<<10 {
+		t.Fatalf("Host of %d bytes: status %d, %d bytes; want 403 quoting at most 80 characters of it", len(long), code, len(body))
+	}
+	if a := f.audit.String(); strings.Contains(a, strings.Repeat("a", 81)) {
+		t.Fatalf("the audit line quotes the whole Host of %d bytes", len(long))
+	}
 
 	for i, host := range []string{"localhost:" + port, "127.0.0.1:" + port} {
 		if code, body := post(host, []string{"via_localhost", "via_loopback"}[i]); code != http.StatusSeeOther {

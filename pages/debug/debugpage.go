@@ -306,7 +306,7 @@ func CheckHost(h http.Handler, allowed []string) http.Handler {
 // (Options.AllowedHosts) gets 403 before anything is read.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !httpguard.HostAllowed(r, h.opts.AllowedHosts) {
-		http.Error(w, fmt.Sprintf("this page does not answer to the name %.80q", r.Host)+ // quoted in part: the header is the client's
+		http.Error(w, "this page does not answer to the name "+httpguard.QuotedHost(r)+
 			"; open it as localhost or 127.0.0.1, or add the name to debug.Options.AllowedHosts", http.StatusForbidden)
 		return
 	}
