@@ -46,12 +46,18 @@ for k = 1, 2 do
     replaced[k] = t
   end
 end
+-- the index's size before this run removes anything: it holds members the
+-- client did not read (longer than a name, or added since) when it holds
+-- more than the read members still in it
+local card = redis.call('SCARD', KEYS[1])
+local present = 0
 local marked, pending, deleted, cleared = {}, {}, {}, {}
 for i = 4, #KEYS do
   local name = ARGV[n + i]
   -- a member the client read may have gone since; one added since waits for
   -- the next run
   if redis.call('SISMEMBER', KEYS[1], name) == 1 then
+    present = present + 1
     local mark = redis.call('HGET', KEYS[2], name)
     -- a mark that is no time in ms (written by hand) is made again
     local since = mark and #mark <= 15 and string.match(mark, '^%d+$') and tonumber(mark)
@@ -82,7 +88,7 @@ for _, name in ipairs(redis.call('HKEYS', KEYS[2])) do
 end
 local longer = 0
 local maxlen = tonumber(ARGV[n + #KEYS + 1])
-if redis.call('SCARD', KEYS[1]) > #KEYS - 3 then
+if card > present then
   local prefix = string.sub(KEYS[1], 1, -7) -- the index is prefix .. '@index'
   for _, name in ipairs(redis.call('SMEMBERS', KEYS[1])) do
     if #name > maxlen then

@@ -243,3 +243,30 @@ func TestGCOverBadMarksAndRevision(t *testing.T) {
 		t.Fatalf("second GC: %+v, %v; want odd pending since the first run", rep, err)
 	}
 }
+
+// A run that deletes orphans removes the index members longer than a name
+// all the same. gc.lua looked for them only when the index, counted after
+// the deletions, held more members than the client had read: with as many
+// orphans deleted as long members, it skipped them.
+func TestLongMemberRemovedBesideDeletedOrphans(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, c redis.UniversalClient) {
+		s := newStore(t, c, Options{GCGrace: time.Hour})
+		now := time.UnixMilli(1_800_000_000_000)
+		s.gcNow = func() time.Time { return now }
+		seedAll(t, s, "search", "gone")
+		long := strings.Repeat("x", 65)
+		if err := c.HSet(ctx, s.orphansKey(), "gone", now.Add(-2*time.Hour).UnixMilli()).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.SAdd(ctx, s.indexKey(), long).Err(); err != nil {
+			t.Fatal(err)
+		}
+		rep, err := s.GC(ctx, available(t))
+		if err != nil || !slices.Equal(rep.Deleted, []string{"gone"}) || rep.Longer != 1 {
+			t.Fatalf("GC: %+v, %v; want gone deleted and the long member removed", rep, err)
+		}
+		if c.SIsMember(ctx, s.indexKey(), long).Val() {
+			t.Fatal("the long member is still in the index")
+		}
+	})
+}
