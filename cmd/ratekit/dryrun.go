@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -214,38 +215,78 @@ func (e *rulesEnv) deleteDiffInvalid(ctx context.Context, limiter string, names 
 	return exitOK
 }
 
+// gcDiff is the dry run of gc: the store runs the collection as GC does,
+// on the Redis server's clock, and writes nothing (CheckGC); what it would
+// do is printed, store-wide changes first, then limiter by limiter.
 func (e *rulesEnv) gcDiff(ctx context.Context) int {
-	entries, err := e.store.List(ctx)
+	rep, err := e.store.CheckGC(ctx, e.avail)
 	if err != nil {
 		return e.fail(err)
 	}
-	now, err := e.redis.Time(ctx).Result() // the clock the real run uses
-	if err != nil {
-		return e.fail(fmt.Errorf("read the Redis server's time: %w", err))
-	}
 	w := e.out.stdout
-	fmt.Fprintf(w, "gc dry run at %s (Redis time), grace %v\n", now.UTC().Format(time.RFC3339), e.grace)
+	fmt.Fprintf(w, "gc dry run at %s (Redis time), grace %v\n", rep.Now.UTC().Format(time.RFC3339), e.grace)
 	n := 0
-	for _, en := range entries {
-		declared := e.avail.Spec(en.Limiter) != nil
-		marked := !en.OrphanSince.IsZero()
-		switch {
-		case declared && marked:
-			n++
-			fmt.Fprintf(w, "  ~ %s: declared again, its orphan mark would be cleared\n", en.Limiter)
-		case declared:
-		case !marked:
-			n++
-			fmt.Fprintf(w, "  ~ %s: not declared, would be marked as an orphan (deleted from %s)\n", en.Limiter, now.Add(e.grace).UTC().Format(time.RFC3339))
-		case now.Sub(en.OrphanSince) >= e.grace:
-			n++
-			fmt.Fprintf(w, "  - %s: orphan since %s, its document %s would be deleted%s\n", en.Limiter, en.OrphanSince.UTC().Format(time.RFC3339), en.Key, publishedNote(en))
-		default:
-			fmt.Fprintf(w, "  = %s: orphan since %s, kept until %s\n", en.Limiter, en.OrphanSince.UTC().Format(time.RFC3339), en.OrphanSince.Add(e.grace).UTC().Format(time.RFC3339))
-		}
+	if rep.IndexReplaced != "" {
+		n++
+		fmt.Fprintf(w, "  ~ the index %s is a Redis %s, not a set: it would be replaced, %s\n", e.store.Key("@index"), rep.IndexReplaced, indexReplacedThen)
+	}
+	if rep.MarksReplaced != "" {
+		n++
+		fmt.Fprintf(w, "  ~ the orphan marks %s are a Redis %s, not a hash: they would be replaced, %s\n", e.store.Key("@orphans"), rep.MarksReplaced, marksReplacedThen)
+	}
+	if rep.Longer > 0 {
+		n += int(rep.Longer)
+		fmt.Fprintf(w, "  - %s longer than any limiter name would be removed, with the documents they name\n", count(int(rep.Longer), "index member"))
+	}
+	if rep.StaleMarks > 0 {
+		n += int(rep.StaleMarks)
+		fmt.Fprintf(w, "  - %s of limiters no longer indexed would be removed\n", count(int(rep.StaleMarks), "orphan mark"))
+	}
+	lines := map[string]string{}
+	for _, name := range rep.Marked {
+		lines[name] = fmt.Sprintf("  ~ %s: not declared, would be marked as an orphan (deleted from %s)", name, rep.Now.Add(e.grace).UTC().Format(time.RFC3339))
+	}
+	for _, name := range rep.Cleared {
+		lines[name] = fmt.Sprintf("  ~ %s: declared again, its orphan mark would be cleared", name)
+	}
+	notes := e.publishedNotes(ctx, rep.Deleted)
+	for _, name := range rep.Deleted {
+		lines[name] = fmt.Sprintf("  - %s: orphan past its grace, its document %s would be deleted%s", name, e.store.Key(name), notes[name])
+	}
+	n += len(lines)
+	for name, since := range rep.Pending {
+		lines[name] = fmt.Sprintf("  = %s: orphan since %s, kept until %s", name, since.UTC().Format(time.RFC3339), since.Add(e.grace).UTC().Format(time.RFC3339))
+	}
+	for _, name := range slices.Sorted(maps.Keys(lines)) {
+		fmt.Fprintln(w, lines[name])
 	}
 	dryRunSummary(w, n)
 	return exitOK
+}
+
+// publishedNotes returns, for each limiter whose document a gc would delete,
+// a note that its document holds published rules, which may exist nowhere
+// else, or that it was not read to tell.
+func (e *rulesEnv) publishedNotes(ctx context.Context, deleted []string) map[string]string {
+	notes := map[string]string{}
+	if len(deleted) == 0 {
+		return notes
+	}
+	entries, err := e.store.List(ctx) // bounded: rulestore.MaxReadBytes
+	listed := map[string]rulestore.Entry{}
+	for _, en := range entries {
+		listed[en.Limiter] = en
+	}
+	for _, name := range deleted {
+		en, ok := listed[name]
+		switch {
+		case err != nil || !ok:
+			notes[name] = fmt.Sprintf(" (not read here: ratekit rules show %s tells whether it holds published rules)", name)
+		default:
+			notes[name] = publishedNote(en)
+		}
+	}
+	return notes
 }
 
 // publishedNote warns that a document to delete holds published rules, which

@@ -16,8 +16,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/ratekit/ratekit/controlplane/config"
 	"github.com/ratekit/ratekit/controlplane/rulestore"
 	ratelimit "github.com/ratekit/ratekit/core"
@@ -75,7 +73,8 @@ flags:
                               would change, rule by rule (+ added, ~ changed,
                               - removed, = unchanged), writing nothing; a publish
                               is judged by the store as the publish is (exit 1
-                              where the publish would be refused)
+                              where the publish would be refused), and a gc is
+                              run by the store as gc runs, writing nothing
   --grace D                   orphans older than this are deleted (gc; default 7d,
                               at most 106751d)
   --json                      machine-readable output (list, show)
@@ -117,7 +116,6 @@ type rulesEnv struct {
 	avail *config.AvailableLimiters // nil without --available-limiters
 	grace time.Duration
 	store *rulestore.Store
-	redis redis.UniversalClient
 	usage string // the help text, naming the subcommand
 }
 
@@ -190,7 +188,6 @@ func runRules(ctx context.Context, out output, args []string) int {
 		return usageError(out, usage, "--redis: %v", err)
 	}
 	defer client.Close()
-	env.redis = client
 	env.store, err = rulestore.New(client, rulestore.Options{Prefix: f.rulesPrefix, Available: env.avail, GCGrace: env.grace})
 	if err != nil {
 		return usageError(out, usage, "%v", err)
@@ -557,12 +554,19 @@ func rulesGC(ctx context.Context, e *rulesEnv, _ []string) int {
 	}
 	rep, err := e.store.GC(ctx, e.avail)
 	e.audit(ctx, "gc", err, slog.String("available_limiters", e.f.available), slog.Any("marked", rep.Marked),
-		slog.Any("deleted", rep.Deleted), slog.Any("cleared", rep.Cleared), slog.Int64("longer_removed", rep.Longer))
+		slog.Any("deleted", rep.Deleted), slog.Any("cleared", rep.Cleared), slog.Int64("longer_removed", rep.Longer),
+		slog.Int64("stale_marks_removed", rep.StaleMarks), slog.String("index_replaced", rep.IndexReplaced), slog.String("marks_replaced", rep.MarksReplaced))
 	if err != nil {
 		return e.fail(err)
 	}
 	w := e.out.stdout
 	fmt.Fprintf(w, "gc at %s (Redis time), grace %v\n", rep.Now.UTC().Format(time.RFC3339), e.grace)
+	if rep.IndexReplaced != "" {
+		fmt.Fprintf(w, "  replaced the index %s, a Redis %s, not a set: %s\n", e.store.Key("@index"), rep.IndexReplaced, indexReplacedThen)
+	}
+	if rep.MarksReplaced != "" {
+		fmt.Fprintf(w, "  replaced the orphan marks %s, a Redis %s, not a hash: %s\n", e.store.Key("@orphans"), rep.MarksReplaced, marksReplacedThen)
+	}
 	line := func(what string, names []string) {
 		if len(names) > 0 {
 			fmt.Fprintf(w, "  %s: %s\n", what, strings.Join(names, ", "))
@@ -578,8 +582,19 @@ func rulesGC(ctx context.Context, e *rulesEnv, _ []string) int {
 	if rep.Longer > 0 {
 		fmt.Fprintf(w, "  removed %d index member(s) longer than any limiter name, with their documents\n", rep.Longer)
 	}
-	if len(rep.Marked)+len(rep.Pending)+len(rep.Deleted)+len(rep.Cleared) == 0 && rep.Longer == 0 {
+	if rep.StaleMarks > 0 {
+		fmt.Fprintf(w, "  removed %s of limiters no longer indexed\n", count(int(rep.StaleMarks), "orphan mark"))
+	}
+	if len(rep.Marked)+len(rep.Pending)+len(rep.Deleted)+len(rep.Cleared) == 0 && rep.Longer+rep.StaleMarks == 0 &&
+		rep.IndexReplaced+rep.MarksReplaced == "" {
 		fmt.Fprintln(w, "  no orphans")
 	}
 	return exitOK
 }
+
+// What follows a gc's replacing the index or the orphan marks, found to be
+// of another Redis type (written by hand or by a foreign tool).
+const (
+	indexReplacedThen = "the limiters written from then on are indexed (each service's next seed indexes its own); the documents of limiters no service seeds any more are no longer indexed, and gc never collects them (docs/limits.md says how to delete them)"
+	marksReplacedThen = "each orphan is marked again, its grace starting over"
+)

@@ -349,3 +349,131 @@ func TestParseDays(t *testing.T) {
 		}
 	}
 }
+
+// gc --dry-run says what gc then does, and writes nothing. It read the
+// store with List, which refuses an index member longer than a name and an
+// index of another Redis type (both of which gc removes or replaces, and
+// whose error names gc), and parsed marks with strconv, which reads "+1" as
+// a time long past where gc reads no time and marks the limiter again.
+func TestGCDryRunIsTheRun(t *testing.T) {
+	ctx := context.Background()
+	long := strings.Repeat("x", 65)
+	for _, tt := range []struct {
+		name    string
+		setup   func(t *testing.T, e *rulesCLI)
+		dry, gc []string // lines each prints
+	}{
+		{"a member longer than a name", func(t *testing.T, e *rulesCLI) {
+			for _, cmd := range [][]any{{"sadd", e.prefix + "@index", long}, {"set", e.prefix + long, "{}"}} {
+				if err := e.client.Do(ctx, cmd...).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}, []string{
+			"  - 1 index member longer than any limiter name would be removed, with the documents they name",
+			"  ~ retired: not declared, would be marked as an orphan (deleted from ",
+			"dry run: 2 changes, nothing written",
+		}, []string{
+			"  marked as orphans: retired",
+			"  removed 1 index member(s) longer than any limiter name, with their documents",
+		}},
+		{"a mark that is no time", func(t *testing.T, e *rulesCLI) {
+			if err := e.client.HSet(ctx, e.prefix+"@orphans", "retired", "+1").Err(); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{
+			"  ~ retired: not declared, would be marked as an orphan (deleted from ",
+			"dry run: 1 change, nothing written",
+		}, []string{
+			"  marked as orphans: retired",
+		}},
+		{"an index of another type", func(t *testing.T, e *rulesCLI) {
+			if err := e.client.Del(ctx, e.prefix+"@index").Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.client.RPush(ctx, e.prefix+"@index", "retired").Err(); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{
+			"  ~ the index " + "PREFIX@index is a Redis list, not a set: it would be replaced, the limiters written from then on are indexed",
+			"dry run: 1 change, nothing written",
+		}, []string{
+			"  replaced the index PREFIX@index, a Redis list, not a set: the limiters written from then on are indexed",
+		}},
+		{"orphan marks of another type", func(t *testing.T, e *rulesCLI) {
+			if err := e.client.Set(ctx, e.prefix+"@orphans", "hand written", 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{
+			"  ~ the orphan marks PREFIX@orphans are a Redis string, not a hash: they would be replaced, each orphan is marked again",
+			"  ~ retired: not declared, would be marked as an orphan",
+			"dry run: 2 changes, nothing written",
+		}, []string{
+			"  replaced the orphan marks PREFIX@orphans, a Redis string, not a hash: each orphan is marked again",
+			"  marked as orphans: retired",
+		}},
+		{"marks of limiters no longer indexed", func(t *testing.T, e *rulesCLI) {
+			if err := e.client.HSet(ctx, e.prefix+"@orphans", "removed", "1", "also_removed", "2").Err(); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{
+			"  - 2 orphan marks of limiters no longer indexed would be removed",
+			"  ~ retired: not declared, would be marked as an orphan",
+			"dry run: 3 changes, nothing written",
+		}, []string{
+			"  removed 2 orphan marks of limiters no longer indexed",
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newRulesCLI(t, false)
+			store, err := rulestore.New(e.client, rulestore.Options{Prefix: e.prefix})
+			if err != nil {
+				t.Fatal(err)
+			}
+			retired := ratelimit.Rule{Name: "r", Action: ratelimit.ActionLimit, Limit: 1, Period: time.Minute}
+			if _, err := store.Seed(ctx, map[string]tiers.Set{"retired": {Defaults: []ratelimit.Rule{retired}}}); err != nil {
+				t.Fatal(err)
+			}
+			tt.setup(t, e)
+			keys := []string{e.prefix + "@index", e.prefix + "@orphans", e.prefix + "@rev", e.prefix + "retired", e.prefix + long}
+			dump := func() string {
+				var b strings.Builder
+				for _, k := range keys {
+					v, _ := e.client.Dump(ctx, k).Result()
+					fmt.Fprintf(&b, "%s=%q\n", k, v)
+				}
+				return b.String()
+			}
+			before := dump()
+			code, stdout, stderr := e.run(t, "gc", "--dry-run", "--available-limiters", "available_limiters.yaml")
+			lines := strings.Split(strings.TrimSuffix(stdout, "\n"), "\n")
+			if code != 0 || !containsLines(stdout, tt.dry, e.prefix) || !strings.HasPrefix(lines[0], "gc dry run at ") {
+				t.Fatalf("gc --dry-run: exit %d\n%s%s\nwant lines starting with %q", code, stdout, stderr, tt.dry)
+			}
+			for _, l := range lines[1 : len(lines)-1] { // a dry run never says it did something
+				if !strings.Contains(l, " would ") && !strings.Contains(l, " kept until ") {
+					t.Errorf("gc --dry-run printed %q, which says no 'would'", l)
+				}
+			}
+			if after := dump(); after != before {
+				t.Fatalf("gc --dry-run wrote:\n%s->\n%s", before, after)
+			}
+			code, stdout, stderr = e.run(t, "gc", "--available-limiters", "available_limiters.yaml")
+			if code != 0 || !containsLines(stdout, tt.gc, e.prefix) || strings.Contains(stdout, "no orphans") {
+				t.Fatalf("gc: exit %d\n%s%s\nwant lines starting with %q", code, stdout, stderr, tt.gc)
+			}
+		})
+	}
+}
+
+// containsLines reports whether out has a line starting with each of want,
+// PREFIX in it standing for prefix.
+func containsLines(out string, want []string, prefix string) bool {
+	for _, w := range want {
+		w = strings.ReplaceAll(w, "PREFIX", prefix)
+		if !strings.HasPrefix(out, w) && !strings.Contains(out, "\n"+w) {
+			return false
+		}
+	}
+	return true
+}

@@ -159,7 +159,9 @@
 // 7 days by default: longer than a deploy plus a rollback); a limiter that
 // is declared again loses its mark. Services sharing a Redis must share
 // their list, or use different prefixes: each would orphan the others'
-// limiters.
+// limiters. CheckGC runs the same collection, its script included, and
+// writes nothing: its report is what GC would do (ratekit rules gc
+// --dry-run prints it).
 //
 // # Publishing application settings
 //

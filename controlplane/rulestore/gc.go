@@ -43,6 +43,13 @@ type GCReport struct {
 	// hand, never read, and refused by List), removed with the documents
 	// they named.
 	Longer int64
+	// StaleMarks counts the orphan marks of limiters no longer in the index
+	// (they left it some other way: Remove, a replaced index), removed.
+	StaleMarks int64
+	// IndexReplaced and MarksReplaced are the Redis types of an index or
+	// orphan marks of another type (written by hand or by a foreign tool)
+	// that the run replaced: "" when it replaced none.
+	IndexReplaced, MarksReplaced string
 }
 
 // GC compares the index of limiters with documents against available (the
@@ -70,6 +77,19 @@ type GCReport struct {
 // sharing a prefix must ship the same list: a service would orphan another's
 // limiters, so give services with different lists different prefixes.
 func (s *Store) GC(ctx context.Context, available *config.AvailableLimiters) (GCReport, error) {
+	return s.gc(ctx, available, false)
+}
+
+// CheckGC runs all that GC runs (its checks and bounds, and its script on
+// the Redis server's clock) and writes nothing: its report and error are
+// those GC would give now, every orphan it would mark, clear or delete,
+// every member and mark it would remove and every key it would replace
+// included. A dry run says with it what a GC does.
+func (s *Store) CheckGC(ctx context.Context, available *config.AvailableLimiters) (GCReport, error) {
+	return s.gc(ctx, available, true)
+}
+
+func (s *Store) gc(ctx context.Context, available *config.AvailableLimiters, dry bool) (GCReport, error) {
 	if available == nil || available.Proto == nil || len(available.Names()) == 0 {
 		return GCReport{}, ErrNoLimiterList
 	}
@@ -94,10 +114,17 @@ func (s *Store) GC(ctx context.Context, available *config.AvailableLimiters) (GC
 		keys = append(keys, s.Key(m))
 		args = append(args, m)
 	}
-	args = append(args, rulecheck.MaxNameLen)
+	dryArg := "0"
+	if dry {
+		dryArg = "1"
+	}
+	args = append(args, rulecheck.MaxNameLen, dryArg)
 	res, err := gcScript.Run(ctx, s.client, keys, args...).Slice()
 	if err != nil {
 		return GCReport{}, fmt.Errorf("rulestore: gc: %w", err)
+	}
+	if len(res) != 8 {
+		return GCReport{}, fmt.Errorf("rulestore: gc: unexpected reply %v", res)
 	}
 	strs := func(v any) []string {
 		var out []string
@@ -113,12 +140,15 @@ func (s *Store) GC(ctx context.Context, available *config.AvailableLimiters) (GC
 	rep := GCReport{Now: time.UnixMilli(ms), Marked: strs(res[1]), Deleted: strs(res[3]), Cleared: strs(res[4])}
 	rep.Longer, _ = res[5].(int64)
 	if replaced, _ := res[6].([]any); len(replaced) == 2 {
-		if typ, _ := replaced[0].(string); typ != "" {
-			s.replacedKey(s.indexKey(), typ, indexReplaced)
-		}
-		if typ, _ := replaced[1].(string); typ != "" {
-			s.replacedKey(s.orphansKey(), typ, marksReplaced)
-		}
+		rep.IndexReplaced, _ = replaced[0].(string)
+		rep.MarksReplaced, _ = replaced[1].(string)
+	}
+	rep.StaleMarks, _ = res[7].(int64)
+	if !dry && rep.IndexReplaced != "" {
+		s.replacedKey(s.indexKey(), rep.IndexReplaced, indexReplaced)
+	}
+	if !dry && rep.MarksReplaced != "" {
+		s.replacedKey(s.orphansKey(), rep.MarksReplaced, marksReplaced)
 	}
 	pending := strs(res[2])
 	for i := 0; i+1 < len(pending); i += 2 {

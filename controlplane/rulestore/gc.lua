@@ -10,7 +10,8 @@
 --           every process of the fleet measures the grace on one clock
 -- ARGV[3]   n, the number of available limiters, then ARGV[4..3+n] their
 --           names, then one limiter name per KEYS[4..] document, then the
---           longest limiter name in bytes (rulecheck.MaxNameLen)
+--           longest limiter name in bytes (rulecheck.MaxNameLen), then "1"
+--           for a dry run (CheckGC): the same run, writing nothing
 --
 -- An index member longer than a limiter name (written by hand; readers never
 -- receive it) is removed, with the document key it would name.
@@ -22,7 +23,9 @@
 --
 -- Returns {now, marked, pending (name, mark pairs), deleted, cleared,
 -- the number of members removed for their length, {the Redis type of the
--- index replaced or '', that of the marks replaced or ''}}.
+-- index replaced or '', that of the marks replaced or ''}, the number of
+-- marks removed for limiters no longer indexed}: what the run did, or for a
+-- dry run what it would do.
 local now
 if ARGV[2] == '' then
   local t = redis.call('TIME')
@@ -36,43 +39,61 @@ local available = {}
 for i = 4, 3 + n do
   available[ARGV[i]] = true
 end
+local dry = ARGV[n + #KEYS + 2] == '1'
+-- write runs a command that changes the store, which a dry run skips: every
+-- read below reads the store as the real run finds it, whether or not the
+-- writes before it were made
+local function write(...)
+  if not dry then
+    return redis.call(...)
+  end
+end
 local rev_ok = rev_usable(KEYS[3]) -- before anything is written (revcheck.lua)
 local replaced = {'', ''}
 for k = 1, 2 do
   local t = redis.call('TYPE', KEYS[k])
   if type(t) == 'table' then t = t.ok end
   if t ~= 'none' and t ~= (k == 1 and 'set' or 'hash') then
-    redis.call('DEL', KEYS[k])
+    write('DEL', KEYS[k])
     replaced[k] = t
   end
+end
+-- a replaced index or marks read as empty, as they are once deleted
+local function is_member(name)
+  if replaced[1] ~= '' then return 0 end
+  return redis.call('SISMEMBER', KEYS[1], name)
+end
+local function mark_of(name)
+  if replaced[2] ~= '' then return false end
+  return redis.call('HGET', KEYS[2], name)
 end
 -- the index's size before this run removes anything: it holds members the
 -- client did not read (longer than a name, or added since) when it holds
 -- more than the read members still in it
-local card = redis.call('SCARD', KEYS[1])
+local card = replaced[1] == '' and redis.call('SCARD', KEYS[1]) or 0
 local present = 0
 local marked, pending, deleted, cleared = {}, {}, {}, {}
 for i = 4, #KEYS do
   local name = ARGV[n + i]
   -- a member the client read may have gone since; one added since waits for
   -- the next run
-  if redis.call('SISMEMBER', KEYS[1], name) == 1 then
+  if is_member(name) == 1 then
     present = present + 1
-    local mark = redis.call('HGET', KEYS[2], name)
+    local mark = mark_of(name)
     -- a mark that is no time in ms (written by hand) is made again
     local since = mark and #mark <= 15 and string.match(mark, '^%d+$') and tonumber(mark)
     if available[name] then
       if mark then
-        redis.call('HDEL', KEYS[2], name)
+        write('HDEL', KEYS[2], name)
         cleared[#cleared + 1] = name
       end
     elseif not since then
-      redis.call('HSET', KEYS[2], name, string.format('%d', now))
+      write('HSET', KEYS[2], name, string.format('%d', now))
       marked[#marked + 1] = name
     elseif now - since >= grace then
-      redis.call('DEL', KEYS[i])
-      redis.call('SREM', KEYS[1], name)
-      redis.call('HDEL', KEYS[2], name)
+      write('DEL', KEYS[i])
+      write('SREM', KEYS[1], name)
+      write('HDEL', KEYS[2], name)
       deleted[#deleted + 1] = name
     else
       pending[#pending + 1] = name
@@ -80,10 +101,17 @@ for i = 4, #KEYS do
     end
   end
 end
--- marks of limiters that left the index some other way
-for _, name in ipairs(redis.call('HKEYS', KEYS[2])) do
-  if redis.call('SISMEMBER', KEYS[1], name) == 0 then
-    redis.call('HDEL', KEYS[2], name)
+-- marks of limiters that left the index some other way (replaced marks
+-- hold only this run's, all of members; a dry run finds the marks of the
+-- members it would delete or clear still there, of members still indexed,
+-- so it counts what the real run removes here)
+local stale = 0
+if replaced[2] == '' then
+  for _, name in ipairs(redis.call('HKEYS', KEYS[2])) do
+    if is_member(name) == 0 then
+      write('HDEL', KEYS[2], name)
+      stale = stale + 1
+    end
   end
 end
 local longer = 0
@@ -92,17 +120,17 @@ if card > present then
   local prefix = string.sub(KEYS[1], 1, -7) -- the index is prefix .. '@index'
   for _, name in ipairs(redis.call('SMEMBERS', KEYS[1])) do
     if #name > maxlen then
-      redis.call('SREM', KEYS[1], name)
-      redis.call('HDEL', KEYS[2], name)
-      redis.call('DEL', prefix .. name)
+      write('SREM', KEYS[1], name)
+      write('HDEL', KEYS[2], name)
+      write('DEL', prefix .. name)
       longer = longer + 1
     end
   end
 end
 if #deleted > 0 or longer > 0 then
   if not rev_ok then
-    redis.call('DEL', KEYS[3])
+    write('DEL', KEYS[3])
   end
-  redis.call('INCR', KEYS[3])
+  write('INCR', KEYS[3])
 end
-return {string.format('%d', now), marked, pending, deleted, cleared, longer, replaced}
+return {string.format('%d', now), marked, pending, deleted, cleared, longer, replaced, stale}

@@ -2,7 +2,11 @@ package rulestore
 
 import (
 	"errors"
+	"log/slog"
+	"maps"
+	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +17,7 @@ import (
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/tiers"
 	"github.com/ratekit/ratekit/internal/redistest"
+	"github.com/ratekit/ratekit/internal/testlog"
 )
 
 // seedAll gives each limiter a document.
@@ -269,4 +274,131 @@ func TestLongMemberRemovedBesideDeletedOrphans(t *testing.T) {
 			t.Fatal("the long member is still in the index")
 		}
 	})
+}
+
+// CheckGC reports what GC then does, to the letter, and writes nothing: each
+// case sets up the store, CheckGC must leave every key byte for byte as it
+// was (DUMP), and GC's report must be CheckGC's.
+func TestCheckGCIsGCWithoutWrites(t *testing.T) {
+	const grace = time.Hour
+	now := time.UnixMilli(1_800_000_000_000)
+	long := strings.Repeat("x", 65)
+	ms := func(d time.Duration) string { return strconv.FormatInt(now.Add(d).UnixMilli(), 10) }
+	for _, tt := range []struct {
+		name  string
+		setup func(t *testing.T, c redis.UniversalClient, s *Store)
+		want  func(rep GCReport) bool // what the run must find, so the case tests something
+	}{
+		{"orphans to mark, keep, delete and clear", func(t *testing.T, c redis.UniversalClient, s *Store) {
+			seedAll(t, s, "search", "new", "kept", "gone")
+			hset(t, c, s.orphansKey(), "kept", ms(-time.Minute), "gone", ms(-2*grace), "search", ms(-time.Minute))
+		}, func(rep GCReport) bool {
+			return slices.Equal(rep.Marked, []string{"new"}) && len(rep.Pending) == 1 && slices.Equal(rep.Deleted, []string{"gone"}) &&
+				slices.Equal(rep.Cleared, []string{"search"})
+		}},
+		{"marks that are no time", func(t *testing.T, c redis.UniversalClient, s *Store) {
+			seedAll(t, s, "search", "plus", "odd", "huge")
+			// strconv.ParseInt reads "+1" as a time long past; gc.lua reads no
+			// time in it and marks the limiter again
+			hset(t, c, s.orphansKey(), "plus", "+1", "odd", "yesterday", "huge", strings.Repeat("9", 16), "search", "x")
+		}, func(rep GCReport) bool {
+			return slices.Equal(rep.Marked, []string{"huge", "odd", "plus"}) && slices.Equal(rep.Cleared, []string{"search"}) && len(rep.Deleted) == 0
+		}},
+		{"members longer than a name beside a deletion", func(t *testing.T, c redis.UniversalClient, s *Store) {
+			seedAll(t, s, "search", "gone")
+			hset(t, c, s.orphansKey(), "gone", ms(-2*grace), long, "1")
+			if err := c.SAdd(ctx, s.indexKey(), long).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Set(ctx, s.Key(long), "{}", 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}, func(rep GCReport) bool { return rep.Longer == 1 && slices.Equal(rep.Deleted, []string{"gone"}) }},
+		{"marks of limiters no longer indexed", func(t *testing.T, c redis.UniversalClient, s *Store) {
+			seedAll(t, s, "search")
+			hset(t, c, s.orphansKey(), "removed", ms(-time.Minute), "also_removed", ms(-2*grace))
+		}, func(rep GCReport) bool { return rep.StaleMarks == 2 && len(rep.Pending)+len(rep.Deleted) == 0 }},
+		{"a foreign index", func(t *testing.T, c redis.UniversalClient, s *Store) {
+			seedAll(t, s, "search", "gone")
+			hset(t, c, s.orphansKey(), "gone", ms(-2*grace))
+			if err := c.Del(ctx, s.indexKey()).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.RPush(ctx, s.indexKey(), "search").Err(); err != nil {
+				t.Fatal(err)
+			}
+		}, func(rep GCReport) bool {
+			return rep.IndexReplaced == "list" && rep.StaleMarks == 1 && len(rep.Deleted) == 0
+		}},
+		{"foreign marks and a revision that is no integer", func(t *testing.T, c redis.UniversalClient, s *Store) {
+			seedAll(t, s, "search", "gone")
+			if err := c.Set(ctx, s.orphansKey(), "hand written", 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Set(ctx, s.revKey(), "twelve", 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}, func(rep GCReport) bool {
+			return rep.MarksReplaced == "string" && slices.Equal(rep.Marked, []string{"gone"})
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			forEachTarget(t, func(t *testing.T, c redis.UniversalClient) {
+				var logs testlog.Buffer
+				s := newStore(t, c, Options{GCGrace: grace, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+				s.gcNow = func() time.Time { return now }
+				tt.setup(t, c, s)
+				keys := []string{s.indexKey(), s.orphansKey(), s.revKey(), s.Key(long)}
+				for _, l := range []string{"search", "new", "kept", "gone", "plus", "odd", "huge"} {
+					keys = append(keys, s.Key(l))
+				}
+				before := dump(t, c, keys)
+				dry, err := s.CheckGC(ctx, available(t))
+				if err != nil {
+					t.Fatalf("CheckGC: %v", err)
+				}
+				if after := dump(t, c, keys); !maps.Equal(before, after) {
+					t.Fatalf("CheckGC wrote: keys before %q, after %q", before, after)
+				}
+				if logs.String() != "" {
+					t.Fatalf("CheckGC logged:\n%s", logs.String())
+				}
+				rep, err := s.GC(ctx, available(t))
+				if err != nil {
+					t.Fatalf("GC: %v", err)
+				}
+				if !reflect.DeepEqual(dry, rep) {
+					t.Fatalf("CheckGC reported\n%+v\nGC did\n%+v", dry, rep)
+				}
+				if !tt.want(rep) {
+					t.Fatalf("GC: %+v, not what the case sets up", rep)
+				}
+			})
+		})
+	}
+}
+
+func hset(t *testing.T, c redis.UniversalClient, key string, pairs ...string) {
+	t.Helper()
+	args := make([]any, len(pairs))
+	for i, p := range pairs {
+		args[i] = p
+	}
+	if err := c.HSet(ctx, key, args...).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// dump returns each key's serialized value ("" for none).
+func dump(t *testing.T, c redis.UniversalClient, keys []string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, k := range keys {
+		v, err := c.Dump(ctx, k).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			t.Fatal(err)
+		}
+		out[k] = v
+	}
+	return out
 }
