@@ -32,7 +32,7 @@ func seedAll(t *testing.T, s *Store, limiters ...string) {
 	}
 }
 
-func exists(t *testing.T, c Client, key string) bool {
+func exists(t *testing.T, c redis.Cmdable, key string) bool {
 	_, ok := raw(t, c, key)
 	return ok
 }

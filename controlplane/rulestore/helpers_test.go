@@ -106,7 +106,7 @@ func request(t testing.TB, batch map[string][]ratelimit.Rule) *configv1.PublishR
 }
 
 // raw returns the stored bytes of key ("" and false when missing).
-func raw(t testing.TB, c Client, key string) (string, bool) {
+func raw(t testing.TB, c redis.Cmdable, key string) (string, bool) {
 	t.Helper()
 	vals, err := c.MGet(ctx, key).Result()
 	if err != nil {

@@ -52,15 +52,21 @@ const (
 	revSuffix     = "@rev"     // counter bumped by every write that changes something
 )
 
-// Client is what the store needs from a go-redis client. *redis.Client (also
-// from NewFailoverClient), *redis.ClusterClient, *redis.Ring and every
-// redis.UniversalClient satisfy it.
+// Client is what the store needs from a go-redis client: its scripts, as
+// redis.Script runs them (EVALSHA, then EVAL when Redis has not the script
+// cached); every read and write of the store is one of its scripts.
+// *redis.Client (also from NewFailoverClient), *redis.ClusterClient,
+// *redis.Ring and every redis.UniversalClient satisfy it.
 type Client interface {
 	redis.Scripter
-	MGet(ctx context.Context, keys ...string) *redis.SliceCmd
-	SMembers(ctx context.Context, key string) *redis.StringSliceCmd
-	HMGet(ctx context.Context, key string, fields ...string) *redis.SliceCmd
 }
+
+var (
+	_ Client = (*redis.Client)(nil)
+	_ Client = (*redis.ClusterClient)(nil)
+	_ Client = (*redis.Ring)(nil)
+	_ Client = redis.UniversalClient(nil)
+)
 
 // Options configures New. The zero value is usable.
 type Options struct {

@@ -455,3 +455,42 @@ func TestInvalidNameQuotedShort(t *testing.T) {
 		}
 	}
 }
+
+// scriptsOnly is a client that offers the store nothing but scripts.
+type scriptsOnly struct{ redis.Scripter }
+
+// The store needs nothing of a client but its scripts: every read and write
+// runs on one that offers only redis.Scripter. Client required MGet,
+// SMembers and HMGet too, which the store no longer called, so a client
+// (or a wrapper) without them could not be given to New.
+func TestClientNeedsOnlyScripts(t *testing.T) {
+	s := newStore(t, scriptsOnly{redistest.Client(t)}, Options{Available: available(t)})
+	lim := newLimiter(t, "search", ratelimit.NewMemoryStore())
+	if err := s.Bind(lim, tiers.Set{Defaults: []ratelimit.Rule{rule("by_user", 100)}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SeedBound(ctx); err != nil {
+		t.Fatalf("SeedBound: %v", err)
+	}
+	if _, err := s.Publish(ctx, request(t, map[string][]ratelimit.Rule{"search": {rule("by_user", 2)}})); err != nil {
+		t.Fatalf("Publish: %v", err)
+	}
+	if err := s.Refresh(ctx); err != nil {
+		t.Fatalf("Refresh: %v", err)
+	}
+	if got := limitOf(t, lim.Rules(), "by_user"); got != 2 {
+		t.Fatalf("the bound limiter runs by_user at %d, want the published 2", got)
+	}
+	if entries, err := s.List(ctx); err != nil || len(entries) != 1 || entries[0].Document == nil {
+		t.Fatalf("List: %+v, %v", entries, err)
+	}
+	if rev, err := s.Revision(ctx); err != nil || rev != 2 {
+		t.Fatalf("Revision = %d, %v; want 2", rev, err)
+	}
+	if _, err := s.GC(ctx, available(t)); err != nil {
+		t.Fatalf("GC: %v", err)
+	}
+	if _, err := s.Delete(ctx, "search", "by_user"); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+}
