@@ -253,6 +253,9 @@ func (e *rulesEnv) gcDiff(ctx context.Context) int {
 	for _, name := range rep.Deleted {
 		lines[name] = fmt.Sprintf("  - %s: orphan past its grace, its document %s would be deleted%s", name, e.store.Key(name), notes[name])
 	}
+	for _, name := range rep.Reindexed {
+		lines[name] = fmt.Sprintf("  ~ %s: its document and orphan mark remain, unindexed: it would be indexed again, and collected after its grace", name)
+	}
 	n += len(lines)
 	for name, since := range rep.Pending {
 		lines[name] = fmt.Sprintf("  = %s: orphan since %s, kept until %s", name, since.UTC().Format(time.RFC3339), since.Add(e.grace).UTC().Format(time.RFC3339))

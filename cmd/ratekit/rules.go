@@ -555,7 +555,7 @@ func rulesGC(ctx context.Context, e *rulesEnv, _ []string) int {
 	rep, err := e.store.GC(ctx, e.avail)
 	e.audit(ctx, "gc", err, slog.String("available_limiters", e.f.available), slog.Any("marked", rep.Marked),
 		slog.Any("deleted", rep.Deleted), slog.Any("cleared", rep.Cleared), slog.Int64("longer_removed", rep.Longer),
-		slog.Int64("stale_marks_removed", rep.StaleMarks), slog.String("index_replaced", rep.IndexReplaced), slog.String("marks_replaced", rep.MarksReplaced))
+		slog.Any("reindexed", rep.Reindexed), slog.Int64("stale_marks_removed", rep.StaleMarks), slog.String("index_replaced", rep.IndexReplaced), slog.String("marks_replaced", rep.MarksReplaced))
 	if err != nil {
 		return e.fail(err)
 	}
@@ -579,13 +579,14 @@ func rulesGC(ctx context.Context, e *rulesEnv, _ []string) int {
 	}
 	line("deleted", rep.Deleted)
 	line("declared again, mark cleared", rep.Cleared)
+	line("indexed again (a document and an orphan mark, unindexed)", rep.Reindexed)
 	if rep.Longer > 0 {
 		fmt.Fprintf(w, "  removed %d index member(s) longer than any limiter name, with their documents\n", rep.Longer)
 	}
 	if rep.StaleMarks > 0 {
 		fmt.Fprintf(w, "  removed %s of limiters no longer indexed\n", count(int(rep.StaleMarks), "orphan mark"))
 	}
-	if len(rep.Marked)+len(rep.Pending)+len(rep.Deleted)+len(rep.Cleared) == 0 && rep.Longer+rep.StaleMarks == 0 &&
+	if len(rep.Marked)+len(rep.Pending)+len(rep.Deleted)+len(rep.Cleared)+len(rep.Reindexed) == 0 && rep.Longer+rep.StaleMarks == 0 &&
 		rep.IndexReplaced+rep.MarksReplaced == "" {
 		fmt.Fprintln(w, "  no orphans")
 	}
@@ -595,6 +596,6 @@ func rulesGC(ctx context.Context, e *rulesEnv, _ []string) int {
 // What follows a gc's replacing the index or the orphan marks, found to be
 // of another Redis type (written by hand or by a foreign tool).
 const (
-	indexReplacedThen = "the limiters written from then on are indexed (each service's next seed indexes its own); the documents of limiters no service seeds any more are no longer indexed, and gc never collects them (docs/limits.md says how to delete them)"
+	indexReplacedThen = "the limiters written from then on are indexed (each service's next seed indexes its own, gc the orphans it had marked); the documents of the other limiters no service seeds any more are no longer indexed, and gc never collects them (docs/limits.md says how to delete them)"
 	marksReplacedThen = "each orphan is marked again, its grace starting over"
 )

@@ -412,6 +412,19 @@ func TestGCDryRunIsTheRun(t *testing.T) {
 			"  replaced the orphan marks PREFIX@orphans, a Redis string, not a hash: each orphan is marked again",
 			"  marked as orphans: retired",
 		}},
+		{"a marked document the index lost", func(t *testing.T, e *rulesCLI) {
+			if err := e.client.HSet(ctx, e.prefix+"@orphans", "retired", "1").Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.client.SRem(ctx, e.prefix+"@index", "retired").Err(); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{
+			"  ~ retired: its document and orphan mark remain, unindexed: it would be indexed again, and collected after its grace",
+			"dry run: 1 change, nothing written",
+		}, []string{
+			"  indexed again (a document and an orphan mark, unindexed): retired",
+		}},
 		{"marks of limiters no longer indexed", func(t *testing.T, e *rulesCLI) {
 			if err := e.client.HSet(ctx, e.prefix+"@orphans", "removed", "1", "also_removed", "2").Err(); err != nil {
 				t.Fatal(err)

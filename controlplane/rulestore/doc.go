@@ -71,8 +71,9 @@
 // type by the next GC (each with a WARN rate_limit_rule_store_key_replaced;
 // List refuses such an index, naming GC), and a revision counter that holds
 // no integer starts again from 0. Each seed indexes its service's limiters
-// again; a replaced index loses the limiters no service seeds any more,
-// whose documents Remove deletes.
+// again, and GC the orphans it had marked whose documents remain; a
+// replaced index loses the other limiters no service seeds any more, whose
+// documents Remove deletes.
 // Readers receive none of them unbounded: an orphan mark longer than a
 // time in ms reads as none, and a revision counter longer than an int64 is
 // refused by its length.

@@ -43,9 +43,16 @@ type GCReport struct {
 	// hand, never read, and refused by List), removed with the documents
 	// they named.
 	Longer int64
-	// StaleMarks counts the orphan marks of limiters no longer in the index
-	// (they left it some other way: Remove, a replaced index), removed.
+	// StaleMarks counts the orphan marks removed of limiters that the index
+	// does not name and that have no document (Remove leaves the mark), or
+	// whose name no limiter has (written by hand).
 	StaleMarks int64
+	// Reindexed are limiters with an orphan mark and a document that the
+	// index did not name (it was replaced, or their member removed by
+	// hand): they are indexed again, so that a later run collects them after
+	// their grace. The index is filled up to MaxLimiters only: a limiter
+	// past it keeps its mark and waits for room.
+	Reindexed []string
 	// IndexReplaced and MarksReplaced are the Redis types of an index or
 	// orphan marks of another type (written by hand or by a foreign tool)
 	// that the run replaced: "" when it replaced none.
@@ -71,7 +78,11 @@ type GCReport struct {
 //     by a foreign tool) are replaced, with a WARN
 //     rate_limit_rule_store_key_replaced: the index by the limiters written
 //     from then on (each service's next seed indexes its own), the marks by
-//     this run's (each orphan's grace starts over).
+//     this run's (each orphan's grace starts over);
+//   - a limiter with an orphan mark and a document that the index does not
+//     name (the index was replaced) is indexed again (GCReport.Reindexed),
+//     up to MaxLimiters, and collected after its grace; the mark of one
+//     without a document is removed.
 //
 // Run it at start-up; the whole sweep is one atomic script. Every service
 // sharing a prefix must ship the same list: a service would orphan another's
@@ -118,12 +129,12 @@ func (s *Store) gc(ctx context.Context, available *config.AvailableLimiters, dry
 	if dry {
 		dryArg = "1"
 	}
-	args = append(args, rulecheck.MaxNameLen, dryArg)
+	args = append(args, rulecheck.MaxNameLen, dryArg, MaxLimiters)
 	res, err := gcScript.Run(ctx, s.client, keys, args...).Slice()
 	if err != nil {
 		return GCReport{}, fmt.Errorf("rulestore: gc: %w", err)
 	}
-	if len(res) != 8 {
+	if len(res) != 9 {
 		return GCReport{}, fmt.Errorf("rulestore: gc: unexpected reply %v", res)
 	}
 	strs := func(v any) []string {
@@ -144,6 +155,7 @@ func (s *Store) gc(ctx context.Context, available *config.AvailableLimiters, dry
 		rep.MarksReplaced, _ = replaced[1].(string)
 	}
 	rep.StaleMarks, _ = res[7].(int64)
+	rep.Reindexed = strs(res[8])
 	if !dry && rep.IndexReplaced != "" {
 		s.replacedKey(s.indexKey(), rep.IndexReplaced, indexReplaced)
 	}

@@ -11,7 +11,8 @@
 -- ARGV[3]   n, the number of available limiters, then ARGV[4..3+n] their
 --           names, then one limiter name per KEYS[4..] document, then the
 --           longest limiter name in bytes (rulecheck.MaxNameLen), then "1"
---           for a dry run (CheckGC): the same run, writing nothing
+--           for a dry run (CheckGC): the same run, writing nothing, then the
+--           most limiters the index may hold (rulestore.MaxLimiters)
 --
 -- An index member longer than a limiter name (written by hand; readers never
 -- receive it) is removed, with the document key it would name.
@@ -21,11 +22,17 @@
 -- the limiters written from now on, the marks by those of this run (each
 -- orphan's grace starts over).
 --
+-- A limiter with an orphan mark and a document that the index does not name
+-- (the index was replaced, or its member removed by hand) is indexed again,
+-- in name order while the index holds fewer than ARGV's most limiters, so
+-- that a later run collects it after its grace: the marks are what the store
+-- knows of the limiters no service declares.
+--
 -- Returns {now, marked, pending (name, mark pairs), deleted, cleared,
 -- the number of members removed for their length, {the Redis type of the
 -- index replaced or '', that of the marks replaced or ''}, the number of
--- marks removed for limiters no longer indexed}: what the run did, or for a
--- dry run what it would do.
+-- marks removed for limiters no longer indexed, the limiters indexed
+-- again}: what the run did, or for a dry run what it would do.
 local now
 if ARGV[2] == '' then
   local t = redis.call('TIME')
@@ -104,20 +111,33 @@ end
 -- marks of limiters that left the index some other way (replaced marks
 -- hold only this run's, all of members; a dry run finds the marks of the
 -- members it would delete or clear still there, of members still indexed,
--- so it counts what the real run removes here)
-local stale = 0
+-- so it counts what the real run does here): a limiter whose document is
+-- gone loses its mark, one whose document is there is indexed again
+local maxlen = tonumber(ARGV[n + #KEYS + 1])
+local prefix = string.sub(KEYS[1], 1, -7) -- the index is prefix .. '@index'
+local stale, unindexed, reindexed = 0, {}, {}
 if replaced[2] == '' then
   for _, name in ipairs(redis.call('HKEYS', KEYS[2])) do
     if is_member(name) == 0 then
-      write('HDEL', KEYS[2], name)
-      stale = stale + 1
+      if #name <= maxlen and string.match(name, '^[a-z0-9_]+$') and redis.call('EXISTS', prefix .. name) == 1 then
+        unindexed[#unindexed + 1] = name
+      else
+        write('HDEL', KEYS[2], name)
+        stale = stale + 1
+      end
     end
   end
 end
+-- in name order, as HKEYS's order differs between a run and its dry run
+table.sort(unindexed)
+local room = tonumber(ARGV[n + #KEYS + 3]) - (card - #deleted)
+for _, name in ipairs(unindexed) do
+  if #reindexed >= room then break end
+  write('SADD', KEYS[1], name)
+  reindexed[#reindexed + 1] = name
+end
 local longer = 0
-local maxlen = tonumber(ARGV[n + #KEYS + 1])
 if card > present then
-  local prefix = string.sub(KEYS[1], 1, -7) -- the index is prefix .. '@index'
   for _, name in ipairs(redis.call('SMEMBERS', KEYS[1])) do
     if #name > maxlen then
       write('SREM', KEYS[1], name)
@@ -133,4 +153,4 @@ if #deleted > 0 or longer > 0 then
   end
   write('INCR', KEYS[3])
 end
-return {string.format('%d', now), marked, pending, deleted, cleared, longer, replaced, stale}
+return {string.format('%d', now), marked, pending, deleted, cleared, longer, replaced, stale, reindexed}

@@ -2,6 +2,7 @@ package rulestore
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
 	"reflect"
@@ -328,7 +329,26 @@ func TestCheckGCIsGCWithoutWrites(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, func(rep GCReport) bool {
-			return rep.IndexReplaced == "list" && rep.StaleMarks == 1 && len(rep.Deleted) == 0
+			return rep.IndexReplaced == "list" && slices.Equal(rep.Reindexed, []string{"gone"}) && len(rep.Deleted) == 0
+		}},
+		{"marked documents unindexed, past the index's room", func(t *testing.T, c redis.UniversalClient, s *Store) {
+			seedAll(t, s, "search")
+			fill := make([]any, 0, MaxLimiters-2)
+			for i := range MaxLimiters - 2 {
+				fill = append(fill, fmt.Sprintf("f%04d", i))
+			}
+			if err := c.SAdd(ctx, s.indexKey(), fill...).Err(); err != nil {
+				t.Fatal(err)
+			}
+			// the index holds MaxLimiters-1: room for one of the two
+			for _, l := range []string{"kept", "new"} {
+				if err := c.Set(ctx, s.Key(l), "{}", 0).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			hset(t, c, s.orphansKey(), "kept", ms(-time.Minute), "new", ms(-2*grace), "gone", ms(-time.Minute))
+		}, func(rep GCReport) bool {
+			return slices.Equal(rep.Reindexed, []string{"kept"}) && rep.StaleMarks == 1 && len(rep.Marked) == MaxLimiters-2
 		}},
 		{"foreign marks and a revision that is no integer", func(t *testing.T, c redis.UniversalClient, s *Store) {
 			seedAll(t, s, "search", "gone")
@@ -401,4 +421,46 @@ func dump(t *testing.T, c redis.UniversalClient, keys []string) map[string]strin
 		out[k] = v
 	}
 	return out
+}
+
+// A document whose limiter GC marked as an orphan, and that the index no
+// longer names (a write replaced an index of another Redis type, and no
+// service seeds it any more), is indexed again by the next GC, its mark
+// kept, and collected after its grace. GC removed its mark as one of a
+// limiter gone from the index, and the document stayed, unindexed, for
+// ever: List never showed it, GC never collected it.
+func TestGCIndexesMarkedDocumentsAgain(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, c redis.UniversalClient) {
+		s := newStore(t, c, Options{GCGrace: time.Hour})
+		now := time.UnixMilli(1_800_000_000_000)
+		s.gcNow = func() time.Time { return now }
+		seedAll(t, s, "search", "retired")
+		if rep, err := s.GC(ctx, available(t)); err != nil || !slices.Equal(rep.Marked, []string{"retired"}) {
+			t.Fatalf("GC: %+v, %v; want retired marked", rep, err)
+		}
+		marked := now
+		if err := c.Del(ctx, s.indexKey()).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Set(ctx, s.indexKey(), "hand written", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		seedAll(t, s, "search") // replaces the index: {search}
+		now = now.Add(time.Minute)
+		rep, err := s.GC(ctx, available(t))
+		if err != nil || !slices.Equal(rep.Reindexed, []string{"retired"}) || rep.StaleMarks != 0 {
+			t.Fatalf("GC: %+v, %v; want retired indexed again", rep, err)
+		}
+		entries, err := s.List(ctx)
+		if err != nil || len(entries) != 2 || entries[0].Limiter != "retired" || !entries[0].OrphanSince.Equal(marked) {
+			t.Fatalf("List: %+v, %v; want retired listed, orphan since %v", entries, err, marked)
+		}
+		now = marked.Add(time.Hour)
+		if rep, err = s.GC(ctx, available(t)); err != nil || !slices.Equal(rep.Deleted, []string{"retired"}) {
+			t.Fatalf("GC after the grace: %+v, %v; want retired deleted", rep, err)
+		}
+		if exists(t, c, s.Key("retired")) {
+			t.Fatal("the document of retired is still there")
+		}
+	})
 }

@@ -221,7 +221,7 @@ func (s *Store) revKey() string     { return s.prefix + revSuffix }
 
 // What follows from replacing the index or the orphan marks (replacedKey).
 const (
-	indexReplaced = "the limiters written from now on are indexed (each service's next seed indexes its own); Remove the documents of limiters no service seeds any more"
+	indexReplaced = "the limiters written from now on are indexed (each service's next seed indexes its own, GC the orphans it had marked); Remove the documents of the other limiters no service seeds any more"
 	marksReplaced = "orphans are marked again, their grace period starting over"
 )
 
