@@ -84,7 +84,8 @@ type GCReport struct {
 //     up to MaxLimiters, and collected after its grace; the mark of one
 //     without a document is removed.
 //
-// Run it at start-up; the whole sweep is one atomic script. Every service
+// Run it at start-up; the whole sweep is one atomic script, and an error
+// wrapping ErrUnconfirmed (its reply lost) means it may have run. Every service
 // sharing a prefix must ship the same list: a service would orphan another's
 // limiters, so give services with different lists different prefixes.
 func (s *Store) GC(ctx context.Context, available *config.AvailableLimiters) (GCReport, error) {
@@ -132,6 +133,9 @@ func (s *Store) gc(ctx context.Context, available *config.AvailableLimiters, dry
 	args = append(args, rulecheck.MaxNameLen, dryArg, MaxLimiters)
 	res, err := gcScript.Run(ctx, s.client, keys, args...).Slice()
 	if err != nil {
+		if !dry && unanswered(err) { // a dry run writes nothing
+			return GCReport{}, fmt.Errorf("rulestore: gc: %w: %w", ErrUnconfirmed, err)
+		}
 		return GCReport{}, fmt.Errorf("rulestore: gc: %w", err)
 	}
 	if len(res) != 9 {
