@@ -232,7 +232,7 @@ func (e *rulesEnv) gcDiff(ctx context.Context) int {
 	}
 	if rep.MarksReplaced != "" {
 		n++
-		fmt.Fprintf(w, "  ~ the orphan marks %s are a Redis %s, not a hash: they would be replaced, %s\n", e.store.Key("@orphans"), rep.MarksReplaced, marksReplacedThen)
+		fmt.Fprintf(w, "  ~ the orphan marks %s %s: they would be replaced, %s\n", e.store.Key("@orphans"), marksWhy(rep), marksReplacedThen)
 	}
 	if rep.Longer > 0 {
 		n += int(rep.Longer)

@@ -555,7 +555,7 @@ func rulesGC(ctx context.Context, e *rulesEnv, _ []string) int {
 	rep, err := e.store.GC(ctx, e.avail)
 	e.audit(ctx, "gc", err, slog.String("available_limiters", e.f.available), slog.Any("marked", rep.Marked),
 		slog.Any("deleted", rep.Deleted), slog.Any("cleared", rep.Cleared), slog.Int64("longer_removed", rep.Longer),
-		slog.Any("reindexed", rep.Reindexed), slog.Int64("stale_marks_removed", rep.StaleMarks), slog.String("index_replaced", rep.IndexReplaced), slog.String("marks_replaced", rep.MarksReplaced))
+		slog.Any("reindexed", rep.Reindexed), slog.Int64("stale_marks_removed", rep.StaleMarks), slog.String("index_replaced", rep.IndexReplaced), slog.String("marks_replaced", rep.MarksReplaced), slog.Int64("marks_over", rep.MarksOver))
 	if err != nil {
 		return e.fail(err)
 	}
@@ -565,7 +565,7 @@ func rulesGC(ctx context.Context, e *rulesEnv, _ []string) int {
 		fmt.Fprintf(w, "  replaced the index %s, a Redis %s, not a set: %s\n", e.store.Key("@index"), rep.IndexReplaced, indexReplacedThen)
 	}
 	if rep.MarksReplaced != "" {
-		fmt.Fprintf(w, "  replaced the orphan marks %s, a Redis %s, not a hash: %s\n", e.store.Key("@orphans"), rep.MarksReplaced, marksReplacedThen)
+		fmt.Fprintf(w, "  replaced the orphan marks %s, which %s: %s\n", e.store.Key("@orphans"), marksWhy(rep), marksReplacedThen)
 	}
 	line := func(what string, names []string) {
 		if len(names) > 0 {
@@ -593,8 +593,17 @@ func rulesGC(ctx context.Context, e *rulesEnv, _ []string) int {
 	return exitOK
 }
 
+// marksWhy says why a gc replaces the orphan marks.
+func marksWhy(rep rulestore.GCReport) string {
+	if rep.MarksOver > 0 {
+		return fmt.Sprintf("hold %d fields, more than gc keeps (docs/limits.md)", rep.MarksOver)
+	}
+	return fmt.Sprintf("are a Redis %s, not a hash", rep.MarksReplaced)
+}
+
 // What follows a gc's replacing the index or the orphan marks, found to be
-// of another Redis type (written by hand or by a foreign tool).
+// of another Redis type (written by hand or by a foreign tool) or over
+// their bound.
 const (
 	indexReplacedThen = "the limiters written from then on are indexed (each service's next seed indexes its own, gc the orphans it had marked); the documents of the other limiters no service seeds any more are no longer indexed, and gc never collects them (docs/limits.md says how to delete them)"
 	marksReplacedThen = "each orphan is marked again, its grace starting over"

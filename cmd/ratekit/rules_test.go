@@ -409,7 +409,23 @@ func TestGCDryRunIsTheRun(t *testing.T) {
 			"  ~ retired: not declared, would be marked as an orphan",
 			"dry run: 2 changes, nothing written",
 		}, []string{
-			"  replaced the orphan marks PREFIX@orphans, a Redis string, not a hash: each orphan is marked again",
+			"  replaced the orphan marks PREFIX@orphans, which are a Redis string, not a hash: each orphan is marked again",
+			"  marked as orphans: retired",
+		}},
+		{"orphan marks over their bound", func(t *testing.T, e *rulesCLI) {
+			fields := make([]any, 0, 2*(2*1024+1))
+			for i := range 2*1024 + 1 {
+				fields = append(fields, fmt.Sprintf("h%04d", i), "1")
+			}
+			if err := e.client.HSet(ctx, e.prefix+"@orphans", fields...).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{
+			"  ~ the orphan marks PREFIX@orphans hold 2049 fields, more than gc keeps (docs/limits.md): they would be replaced, each orphan is marked again",
+			"  ~ retired: not declared, would be marked as an orphan",
+			"dry run: 2 changes, nothing written",
+		}, []string{
+			"  replaced the orphan marks PREFIX@orphans, which hold 2049 fields, more than gc keeps (docs/limits.md): each orphan is marked again",
 			"  marked as orphans: retired",
 		}},
 		{"a marked document the index lost", func(t *testing.T, e *rulesCLI) {

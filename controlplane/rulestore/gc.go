@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strconv"
 	"time"
@@ -19,6 +20,12 @@ import (
 var gcLua string
 
 var gcScript = redis.NewScript(revcheckLua + gcLua)
+
+// maxMarks bounds the orphan marks GC walks (docs/limits.md): it keeps one
+// per indexed limiter, and those of limiters that left the index (a Remove
+// leaves its mark) until its next run. Marks of more fields (written by
+// hand) are replaced, never walked, as marks of another Redis type are.
+const maxMarks = 2 * MaxLimiters
 
 // ErrNoLimiterList is returned by GC without a list of available limiters:
 // comparing the index with a missing list would orphan every document.
@@ -55,8 +62,11 @@ type GCReport struct {
 	Reindexed []string
 	// IndexReplaced and MarksReplaced are the Redis types of an index or
 	// orphan marks of another type (written by hand or by a foreign tool)
-	// that the run replaced: "" when it replaced none.
+	// that the run replaced: "" when it replaced none. MarksReplaced is
+	// "hash" for marks replaced for their number: MarksOver, above
+	// 2*MaxLimiters, more than GC keeps.
 	IndexReplaced, MarksReplaced string
+	MarksOver                    int64
 }
 
 // GC compares the index of limiters with documents against available (the
@@ -78,7 +88,8 @@ type GCReport struct {
 //     by a foreign tool) are replaced, with a WARN
 //     rate_limit_rule_store_key_replaced: the index by the limiters written
 //     from then on (each service's next seed indexes its own), the marks by
-//     this run's (each orphan's grace starts over);
+//     this run's (each orphan's grace starts over); so are marks of more
+//     than 2*MaxLimiters fields, never walked (GCReport.MarksOver);
 //   - a limiter with an orphan mark and a document that the index does not
 //     name (the index was replaced) is indexed again (GCReport.Reindexed),
 //     up to MaxLimiters, and collected after its grace; the mark of one
@@ -130,7 +141,7 @@ func (s *Store) gc(ctx context.Context, available *config.AvailableLimiters, dry
 	if dry {
 		dryArg = "1"
 	}
-	args = append(args, rulecheck.MaxNameLen, dryArg, MaxLimiters)
+	args = append(args, rulecheck.MaxNameLen, dryArg, MaxLimiters, maxMarks)
 	res, err := gcScript.Run(ctx, s.client, keys, args...).Slice()
 	if err != nil {
 		if !dry && unanswered(err) { // a dry run writes nothing
@@ -138,7 +149,7 @@ func (s *Store) gc(ctx context.Context, available *config.AvailableLimiters, dry
 		}
 		return GCReport{}, fmt.Errorf("rulestore: gc: %w", err)
 	}
-	if len(res) != 9 {
+	if len(res) != 10 {
 		return GCReport{}, fmt.Errorf("rulestore: gc: unexpected reply %v", res)
 	}
 	strs := func(v any) []string {
@@ -160,11 +171,16 @@ func (s *Store) gc(ctx context.Context, available *config.AvailableLimiters, dry
 	}
 	rep.StaleMarks, _ = res[7].(int64)
 	rep.Reindexed = strs(res[8])
+	rep.MarksOver, _ = res[9].(int64)
 	if !dry && rep.IndexReplaced != "" {
 		s.replacedKey(s.indexKey(), rep.IndexReplaced, indexReplaced)
 	}
 	if !dry && rep.MarksReplaced != "" {
-		s.replacedKey(s.orphansKey(), rep.MarksReplaced, marksReplaced)
+		var over []slog.Attr
+		if rep.MarksOver > 0 {
+			over = append(over, slog.Int64("fields", rep.MarksOver), slog.Int("max_fields", maxMarks))
+		}
+		s.replacedKey(s.orphansKey(), rep.MarksReplaced, marksReplaced, over...)
 	}
 	pending := strs(res[2])
 	for i := 0; i+1 < len(pending); i += 2 {

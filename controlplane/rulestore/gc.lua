@@ -12,7 +12,8 @@
 --           names, then one limiter name per KEYS[4..] document, then the
 --           longest limiter name in bytes (rulecheck.MaxNameLen), then "1"
 --           for a dry run (CheckGC): the same run, writing nothing, then the
---           most limiters the index may hold (rulestore.MaxLimiters)
+--           most limiters the index may hold (rulestore.MaxLimiters), then
+--           the most orphan marks GC walks (maxMarks)
 --
 -- An index member longer than a limiter name (written by hand; readers never
 -- receive it) is removed, with the document key it would name.
@@ -20,7 +21,9 @@
 -- An index or orphan marks of another Redis type (written by hand or by a
 -- foreign tool) are replaced, before anything else is written: the index by
 -- the limiters written from now on, the marks by those of this run (each
--- orphan's grace starts over).
+-- orphan's grace starts over). So are orphan marks of more fields than GC
+-- walks (written by hand: GC keeps one per indexed limiter, and those of
+-- limiters that left the index until its next run), never walked.
 --
 -- A limiter with an orphan mark and a document that the index does not name
 -- (the index was replaced, or its member removed by hand) is indexed again,
@@ -32,7 +35,8 @@
 -- the number of members removed for their length, {the Redis type of the
 -- index replaced or '', that of the marks replaced or ''}, the number of
 -- marks removed for limiters no longer indexed, the limiters indexed
--- again}: what the run did, or for a dry run what it would do.
+-- again, the number of fields of marks replaced for their number or 0}:
+-- what the run did, or for a dry run what it would do.
 local now
 if ARGV[2] == '' then
   local t = redis.call('TIME')
@@ -56,13 +60,19 @@ local function write(...)
   end
 end
 local rev_ok = rev_usable(KEYS[3]) -- before anything is written (revcheck.lua)
-local replaced = {'', ''}
+local replaced, marks_over = {'', ''}, 0
 for k = 1, 2 do
   local t = redis.call('TYPE', KEYS[k])
   if type(t) == 'table' then t = t.ok end
   if t ~= 'none' and t ~= (k == 1 and 'set' or 'hash') then
     write('DEL', KEYS[k])
     replaced[k] = t
+  elseif k == 2 and t == 'hash' then
+    local fields = redis.call('HLEN', KEYS[2])
+    if fields > tonumber(ARGV[n + #KEYS + 4]) then
+      write('DEL', KEYS[2])
+      replaced[2], marks_over = t, fields
+    end
   end
 end
 -- a replaced index or marks read as empty, as they are once deleted
@@ -153,4 +163,4 @@ if #deleted > 0 or longer > 0 then
   end
   write('INCR', KEYS[3])
 end
-return {string.format('%d', now), marked, pending, deleted, cleared, longer, replaced, stale, reindexed}
+return {string.format('%d', now), marked, pending, deleted, cleared, longer, replaced, stale, reindexed, marks_over}

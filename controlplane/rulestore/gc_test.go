@@ -350,6 +350,18 @@ func TestCheckGCIsGCWithoutWrites(t *testing.T) {
 		}, func(rep GCReport) bool {
 			return slices.Equal(rep.Reindexed, []string{"kept"}) && rep.StaleMarks == 1 && len(rep.Marked) == MaxLimiters-2
 		}},
+		{"orphan marks over their bound", func(t *testing.T, c redis.UniversalClient, s *Store) {
+			seedAll(t, s, "search", "gone")
+			pairs := []string{"gone", ms(-2 * grace)}
+			for i := range maxMarks {
+				pairs = append(pairs, fmt.Sprintf("h%04d", i), "1")
+			}
+			hset(t, c, s.orphansKey(), pairs...)
+		}, func(rep GCReport) bool {
+			// never walked: gone's mark is lost with the rest, its grace starts over
+			return rep.MarksReplaced == "hash" && rep.MarksOver == maxMarks+1 && slices.Equal(rep.Marked, []string{"gone"}) &&
+				len(rep.Deleted)+int(rep.StaleMarks) == 0
+		}},
 		{"foreign marks and a revision that is no integer", func(t *testing.T, c redis.UniversalClient, s *Store) {
 			seedAll(t, s, "search", "gone")
 			if err := c.Set(ctx, s.orphansKey(), "hand written", 0).Err(); err != nil {

@@ -226,10 +226,12 @@ const (
 )
 
 // replacedKey logs that a write replaced one of the store's own keys, found
-// to be of another Redis type (written by hand or by a foreign tool), and
-// what follows from it.
-func (s *Store) replacedKey(key, typ, then string) {
-	s.logger.Warn("rate_limit_rule_store_key_replaced", slog.String("key", key), slog.String("type", typ), slog.String("then", then))
+// to be of another Redis type (written by hand or by a foreign tool) or
+// over a bound (attrs say which), and what follows from it.
+func (s *Store) replacedKey(key, typ, then string, attrs ...slog.Attr) {
+	all := append([]slog.Attr{slog.String("key", key), slog.String("type", typ)}, attrs...)
+	all = append(all, slog.String("then", then))
+	s.logger.LogAttrs(context.Background(), slog.LevelWarn, "rate_limit_rule_store_key_replaced", all...)
 }
 
 // ErrNoDocument is returned by Document for a limiter without a document.
