@@ -4,6 +4,7 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -216,5 +217,48 @@ func TestOrphanMarksAreReadBounded(t *testing.T) {
 	rep, err := s.GC(ctx, available(t))
 	if err != nil || !slices.Equal(rep.Marked, []string{"gone"}) {
 		t.Fatalf("GC: %+v, %v; want gone marked again", rep, err)
+	}
+}
+
+// A foreign key of any size is replaced with UNLINK, which frees its value
+// in the background: DEL freed a hand-written list of millions of members
+// inside the script, blocking Redis for every client meanwhile.
+func TestForeignKeyUnlinked(t *testing.T) {
+	c := redistest.Client(t)
+	unlinks := func() int64 {
+		t.Helper()
+		info, err := c.Info(ctx, "commandstats").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for line := range strings.Lines(info) {
+			if rest, ok := strings.CutPrefix(line, "cmdstat_unlink:calls="); ok {
+				n, _, _ := strings.Cut(rest, ",")
+				calls, err := strconv.ParseInt(n, 10, 64)
+				if err != nil {
+					t.Fatalf("commandstats %q: %v", line, err)
+				}
+				return calls
+			}
+		}
+		return 0 // none yet
+	}
+	s := newStore(t, c, Options{Logger: slog.New(slog.DiscardHandler)})
+	members := make([]any, 1000)
+	for i := range members {
+		members[i] = i
+	}
+	if err := c.RPush(ctx, s.indexKey(), members...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	before := unlinks()
+	if _, err := s.Publish(ctx, request(t, map[string][]ratelimit.Rule{"search": {rule("a", 1)}})); err != nil {
+		t.Fatal(err)
+	}
+	if after := unlinks(); after <= before {
+		t.Fatalf("UNLINK calls %d before the publish over a foreign index, %d after: it was not unlinked", before, after)
+	}
+	if kind, err := c.Type(ctx, s.indexKey()).Result(); err != nil || kind != "set" {
+		t.Fatalf("index is a %q (%v) after the publish, want a set", kind, err)
 	}
 }

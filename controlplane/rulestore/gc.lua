@@ -65,12 +65,12 @@ for k = 1, 2 do
   local t = redis.call('TYPE', KEYS[k])
   if type(t) == 'table' then t = t.ok end
   if t ~= 'none' and t ~= (k == 1 and 'set' or 'hash') then
-    write('DEL', KEYS[k])
+    write('UNLINK', KEYS[k])
     replaced[k] = t
   elseif k == 2 and t == 'hash' then
     local fields = redis.call('HLEN', KEYS[2])
     if fields > tonumber(ARGV[n + #KEYS + 4]) then
-      write('DEL', KEYS[2])
+      write('UNLINK', KEYS[2])
       replaced[2], marks_over = t, fields
     end
   end
@@ -108,7 +108,7 @@ for i = 4, #KEYS do
       write('HSET', KEYS[2], name, string.format('%d', now))
       marked[#marked + 1] = name
     elseif now - since >= grace then
-      write('DEL', KEYS[i])
+      write('UNLINK', KEYS[i])
       write('SREM', KEYS[1], name)
       write('HDEL', KEYS[2], name)
       deleted[#deleted + 1] = name
@@ -152,14 +152,14 @@ if card > present then
     if #name > maxlen then
       write('SREM', KEYS[1], name)
       write('HDEL', KEYS[2], name)
-      write('DEL', prefix .. name)
+      write('UNLINK', prefix .. name)
       longer = longer + 1
     end
   end
 end
 if #deleted > 0 or longer > 0 then
   if not rev_ok then
-    write('DEL', KEYS[3])
+    write('UNLINK', KEYS[3])
   end
   write('INCR', KEYS[3])
 end

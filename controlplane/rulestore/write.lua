@@ -333,14 +333,14 @@ end
 
 local out = {1, 0, ''}
 if index_foreign then
-  redis.call('DEL', KEYS[1])
+  redis.call('UNLINK', KEYS[1])
   out[3] = index_type
 end
 for i, w in ipairs(writes) do
   local name, cur, new = w[1], w[2], w[3]
   if new == nil then
     if cur then
-      redis.call('DEL', KEYS[i + 2])
+      redis.call('UNLINK', KEYS[i + 2])
       out[#out + 1] = name
     end
     redis.call('SREM', KEYS[1], name)
@@ -355,7 +355,7 @@ for i, w in ipairs(writes) do
 end
 if #out > 3 then
   if not rev_ok then
-    redis.call('DEL', KEYS[2])
+    redis.call('UNLINK', KEYS[2])
   end
   out[2] = redis.call('INCR', KEYS[2])
 elseif rev_ok then

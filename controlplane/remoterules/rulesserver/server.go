@@ -448,7 +448,7 @@ var putScript = redis.NewScript(keyTypeLua + `
 local rev = nil
 if kind == 'hash' then rev = redis.call('HGET', KEYS[1], 'rev') end
 if ARGV[1] ~= '' and ARGV[1] ~= (rev or '') then return {'conflict', rev or ''} end
-if kind ~= 'hash' and kind ~= 'none' then redis.call('DEL', KEYS[1]) end
+if kind ~= 'hash' and kind ~= 'none' then redis.call('UNLINK', KEYS[1]) end
 if rev and redis.call('HGET', KEYS[1], 'body') == ARGV[2] then return {'same', rev} end
 local n = 1
 if rev then n = (tonumber(string.match(rev, '^%d+')) or 0) + 1 end
@@ -462,13 +462,13 @@ return {'ok', newrev}
 var deleteScript = redis.NewScript(keyTypeLua + `
 if kind ~= 'hash' and kind ~= 'none' then
   if ARGV[1] ~= '' then return {'conflict', ''} end
-  redis.call('DEL', KEYS[1])
+  redis.call('UNLINK', KEYS[1])
   return {'ok', ''}
 end
 local rev = redis.call('HGET', KEYS[1], 'rev')
 if not rev then return {'missing', ''} end
 if ARGV[1] ~= '' and ARGV[1] ~= rev then return {'conflict', rev} end
-redis.call('DEL', KEYS[1])
+redis.call('UNLINK', KEYS[1])
 return {'ok', rev}
 `)
 
