@@ -1,8 +1,11 @@
 package admin
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
 	"time"
 
@@ -73,8 +76,11 @@ func (h *Handler) explain(ctx context.Context, lv *limiterView, id ratelimit.Ide
 		case ev == nil:
 			er.State, er.Detail = "not evaluated", "a characteristic or the count_distinct property is missing from the identifier"
 		default:
-			er.Count = fmt.Sprintf("%g", ev.Info.Count)
+			er.Count = countText(ev.Info.Count)
 			er.Limit = fmt.Sprint(ev.Info.Limit)
+			if r.Algorithm == ratelimit.TokenBucket { // its tokens in use are of the burst, its capacity
+				er.Limit = fmt.Sprint(cmp.Or(r.Burst, ev.Info.Limit))
+			}
 			er.ResetIn = max(ev.Info.ResetAt.Sub(now), 0).Round(time.Second).String()
 			er.Banned = ev.Info.Banned
 			switch { // banned first: the check that starts a ban blocks too
@@ -113,4 +119,14 @@ func (h *Handler) explain(ctx context.Context, lv *limiterView, id ratelimit.Ide
 		ex.Verdict = fmt.Sprintf("allow (most constraining rule: %s)", res.Rule.Name)
 	}
 	return ex
+}
+
+// countText shows a count: a whole one as it is, a fractional one (a
+// sliding window's estimate, a token bucket's refilling tokens) to two
+// decimals, where all 17 digits told nothing more.
+func countText(c float64) string {
+	if c != math.Trunc(c) {
+		c = math.Round(c*100) / 100
+	}
+	return strconv.FormatFloat(c, 'f', -1, 64)
 }

@@ -44,3 +44,30 @@ func TestShadowModeShown(t *testing.T) {
 		t.Fatalf("explain verdict of a shadow-mode limiter: %q, want an allow that names the shadow mode and the rule", verdict)
 	}
 }
+
+// A token bucket's tokens in use are shown against its burst, the bucket's
+// capacity: with a limit of 1 an hour and a burst of 10, four checks showed
+// "4 / 1".
+func TestExplainTokenBucketBurst(t *testing.T) {
+	f := newFixture(t, allowAll)
+	b := newBrowser(t, f)
+	lim, per, burst := uint32(1), uint32(3600), uint32(10)
+	if _, err := f.store.Publish(ctx, &configv1.PublishRulesRequest{RateLimits: map[string]*configv1.RuleList{"api": {
+		Rules: []*configv1.Rule{{Name: "bucket", Action: configv1.Action_ACTION_LIMIT, Limit: &lim, PeriodS: &per, Burst: &burst,
+			Algorithm: configv1.Algorithm_ALGORITHM_TOKEN_BUCKET, Characteristics: []string{"ip"}}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	l := f.serviceLimiter(t, f.client, ratelimit.Rule{Name: "bucket", Characteristics: []string{"ip"}, Limit: 1, Period: time.Hour,
+		Algorithm: ratelimit.TokenBucket, Burst: 10})
+	id := ratelimit.Identifier{"ip": "192.0.2.9"}
+	for range 4 {
+		if res := l.Check(ctx, id); res.Err != nil || res.Blocked() {
+			t.Fatalf("check: %+v", res)
+		}
+	}
+	code, body := b.get("?limiter=api&explain=1&id.ip=192.0.2.9")
+	row := regexp.MustCompile(`<tr data-rule="bucket" data-state="allow">.*?</tr>`).FindString(body)
+	if code != http.StatusOK || !strings.Contains(row, ">4 / 10<") {
+		t.Fatalf("explain of a token bucket: %d, row %q; want about 4 tokens in use of the burst 10", code, row)
+	}
+}
