@@ -47,6 +47,8 @@ type options struct {
 	timeout   time.Duration
 	keyPrefix string // counter key prefix ("" for the default; tests set their own)
 
+	checkTimeout time.Duration // bounds each check on Redis before it fails open (0 for ratelimit.DefaultTimeout; -check-timeout)
+
 	metricsAddr  string                     // HTTP address of /metrics and /debug/ratelimit during the run ("" for none)
 	metricsReady func(net.Addr)             // told metricsAddr's bound address once it serves (tests)
 	obs          *exampleutil.Observability // nil: run makes its own
@@ -66,6 +68,7 @@ func main() {
 	flag.Int64Var(&o.limit, "limit", 2, "tasks allowed per period")
 	flag.DurationVar(&o.period, "period", 2*time.Second, "rate-limit window")
 	flag.DurationVar(&o.timeout, "timeout", time.Minute, "give up after this long")
+	exampleutil.CheckTimeoutFlag(&o.checkTimeout)
 	flag.StringVar(&o.metricsAddr, "metrics-addr", "", `serve /metrics and /debug/ratelimit here during the run ("" for none)`)
 	flag.Parse()
 	switch {
@@ -106,6 +109,7 @@ func run(ctx context.Context, o options, out io.Writer) (stats, error) {
 		Name:      "jobs",
 		Store:     redisstore.New(rdb),
 		KeyPrefix: cmp.Or(o.keyPrefix, exampleutil.KeyPrefix), // `ratekit --service examples`
+		Timeout:   o.checkTimeout,
 		Observer:  obs.Observer(),
 		Rules: []ratelimit.Rule{{
 			Name:            "per_task_type",

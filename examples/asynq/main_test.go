@@ -26,6 +26,8 @@ func TestRun(t *testing.T) {
 		timeout:   30 * time.Second,
 		keyPrefix: prefix,
 		obs:       exampleutil.NewObservability(),
+		// Every check must be answered for the counts below.
+		checkTimeout: exampleutil.TestCheckTimeout,
 		// The metrics listener bounds headers as every ratekit listener.
 		metricsAddr:  "127.0.0.1:0",
 		metricsReady: func(a net.Addr) { exampleutil.HeadersBounded(t, "http://"+a.String()) },

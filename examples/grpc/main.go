@@ -48,10 +48,12 @@ import (
 func main() {
 	addr := flag.String("addr", "localhost:50051", "listen address")
 	metricsAddr := flag.String("metrics-addr", "localhost:9103", `HTTP address of /metrics and /debug/ratelimit ("" for none)`)
+	var checkTimeout time.Duration
+	exampleutil.CheckTimeoutFlag(&checkTimeout)
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, options{addr: *addr, metricsAddr: *metricsAddr, redisURL: os.Getenv("REDIS_URL")}); err != nil {
+	if err := run(ctx, options{addr: *addr, metricsAddr: *metricsAddr, redisURL: os.Getenv("REDIS_URL"), checkTimeout: checkTimeout}); err != nil {
 		log.Fatal(err)
 	}
 }
@@ -61,6 +63,8 @@ type options struct {
 	redisURL  string         // "" for the embedded store
 	keyPrefix string         // counter key prefix ("" for the default)
 	ready     func(net.Addr) // told the bound address (tests)
+
+	checkTimeout time.Duration // bounds each check on Redis before it fails open (0 for ratelimit.DefaultTimeout; -check-timeout)
 
 	metricsAddr  string         // HTTP address of /metrics and /debug/ratelimit ("" for none)
 	metricsReady func(net.Addr) // told its bound address (tests)
@@ -82,7 +86,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	defer func() { _ = stopOTel(context.Background()) }()
-	srv, limiter, err := newServer(store, o.keyPrefix, obs.Observer())
+	srv, limiter, err := newServer(store, o.keyPrefix, o.checkTimeout, obs.Observer())
 	if err != nil {
 		return err
 	}
@@ -112,12 +116,14 @@ func run(ctx context.Context, o options) error {
 }
 
 // newServer returns a gRPC server with the Greeter, the health service and
-// reflection behind the rate-limit interceptors.
-func newServer(store ratelimit.Store, keyPrefix string, obs func(context.Context, ratelimit.Event)) (*grpc.Server, *ratelimit.Limiter, error) {
+// reflection behind the rate-limit interceptors; checkTimeout bounds each
+// check on Redis (0 for ratelimit.DefaultTimeout).
+func newServer(store ratelimit.Store, keyPrefix string, checkTimeout time.Duration, obs func(context.Context, ratelimit.Event)) (*grpc.Server, *ratelimit.Limiter, error) {
 	limiter, err := ratelimit.New(ratelimit.Config{
 		Name:      "grpc_request",
 		Store:     store,
 		KeyPrefix: cmp.Or(keyPrefix, exampleutil.KeyPrefix), // `ratekit --service examples`
+		Timeout:   checkTimeout,
 		Observer:  obs,
 		Rules: []ratelimit.Rule{{
 			// A load balancer's health checks must always get an answer, and

@@ -37,7 +37,8 @@ func serveWithMetrics(t *testing.T, redisURL, keyPrefix string) (*grpc.ClientCon
 	ctx, cancel := context.WithCancel(context.Background())
 	addrc, metricsc := make(chan net.Addr, 1), make(chan net.Addr, 1)
 	done := make(chan error, 1)
-	o := options{addr: "127.0.0.1:0", redisURL: redisURL, keyPrefix: keyPrefix, ready: func(a net.Addr) { addrc <- a },
+	o := options{addr: "127.0.0.1:0", redisURL: redisURL, keyPrefix: keyPrefix, checkTimeout: exampleutil.TestCheckTimeout,
+		ready:       func(a net.Addr) { addrc <- a },
 		metricsAddr: "127.0.0.1:0", metricsReady: func(a net.Addr) { metricsc <- a }}
 	go func() { done <- run(ctx, o) }()
 	t.Cleanup(func() {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratekit/ratekit/examples/internal/exampleutil"
 	"github.com/ratekit/ratekit/examples/internal/httpexample"
 	"github.com/ratekit/ratekit/internal/redistest"
 )
@@ -71,7 +72,7 @@ func TestIncidentPath(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	addrc, internalc, done := make(chan net.Addr, 1), make(chan net.Addr, 1), make(chan error, 1)
-	o := httpexample.Options{Addr: "127.0.0.1:0", InternalAddr: "127.0.0.1:0", RedisURL: url,
+	o := httpexample.Options{Addr: "127.0.0.1:0", InternalAddr: "127.0.0.1:0", RedisURL: url, CheckTimeout: exampleutil.TestCheckTimeout,
 		TrustedProxies: []string{"127.0.0.1/32"}, // the test plays clients of its own addresses
 		Ready:          func(a net.Addr) { addrc <- a }, InternalReady: func(a net.Addr) { internalc <- a }}
 	go func() { done <- httpexample.Run(ctx, "net/http", o, newHandler) }()

@@ -30,8 +30,10 @@ import (
 	"runtime"
 	"strings"
 	"syscall"
+	"time"
 
 	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/examples/internal/exampleutil"
 	"github.com/ratekit/ratekit/examples/internal/httpexample"
 	"github.com/ratekit/ratekit/identifiers"
 	ratelimithttp "github.com/ratekit/ratekit/middleware/nethttp"
@@ -41,10 +43,12 @@ func main() {
 	addr := flag.String("addr", "localhost:8083", "the example's public listener")
 	internal := flag.String("internal-addr", "localhost:9104", "the example's /metrics and /debug/ratelimit")
 	promAddr := flag.String("prometheus-addr", "localhost:9090", "where Prometheus listens")
+	var checkTimeout time.Duration
+	exampleutil.CheckTimeoutFlag(&checkTimeout)
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *addr, *internal, *promAddr); err != nil {
+	if err := run(ctx, *addr, *internal, *promAddr, checkTimeout); err != nil {
 		log.Fatal(err)
 	}
 }
@@ -53,11 +57,13 @@ func main() {
 // example stops (its port taken, say): the example stops with it.
 var errPrometheusExited = errors.New("prometheus exited")
 
-func run(ctx context.Context, addr, internal, promAddr string) error {
+// run serves the example and its Prometheus until ctx ends; checkTimeout
+// bounds each check on Redis (0 for ratelimit.DefaultTimeout).
+func run(ctx context.Context, addr, internal, promAddr string, checkTimeout time.Duration) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	internalc := make(chan net.Addr, 1)
-	o := httpexample.Options{Addr: addr, InternalAddr: internal, RedisURL: os.Getenv("REDIS_URL"),
+	o := httpexample.Options{Addr: addr, InternalAddr: internal, RedisURL: os.Getenv("REDIS_URL"), CheckTimeout: checkTimeout,
 		InternalReady: func(a net.Addr) { internalc <- a }}
 	done := make(chan error, 1)
 	go func() { done <- httpexample.Run(ctx, "observability", o, newHandler) }()

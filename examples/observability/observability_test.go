@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratekit/ratekit/examples/internal/exampleutil"
 	"github.com/ratekit/ratekit/examples/internal/httpexample"
 	"github.com/ratekit/ratekit/internal/promtest"
 	"github.com/ratekit/ratekit/internal/redistest"
@@ -137,7 +138,7 @@ func TestPrometheusEvaluatesRules(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	publicc, internalc, done := make(chan net.Addr, 1), make(chan net.Addr, 1), make(chan error, 1)
-	o := httpexample.Options{Addr: "127.0.0.1:0", InternalAddr: "127.0.0.1:0", RedisURL: redis.URL(),
+	o := httpexample.Options{Addr: "127.0.0.1:0", InternalAddr: "127.0.0.1:0", RedisURL: redis.URL(), CheckTimeout: exampleutil.TestCheckTimeout,
 		Ready: func(a net.Addr) { publicc <- a }, InternalReady: func(a net.Addr) { internalc <- a }}
 	go func() { done <- httpexample.Run(ctx, "observability", o, newHandler) }()
 	t.Cleanup(func() {
@@ -504,7 +505,7 @@ ports:
 		ctx, cancel := context.WithCancel(context.Background())
 		prom := freeAddr(t)
 		done := make(chan error, 1)
-		go func() { done <- run(ctx, "127.0.0.1:0", "127.0.0.1:0", prom) }()
+		go func() { done <- run(ctx, "127.0.0.1:0", "127.0.0.1:0", prom, 0) }()
 		ready := func() bool {
 			return strings.Contains(getBody("http://"+prom+"/api/v1/rules"), `"RatekitFailingOpen"`) &&
 				len(query(t, "http://"+prom, `up{job="ratekit_example"} == 1`)) == 1

@@ -4,6 +4,9 @@
 //	go run ./examples/quickstart                            # embedded in-memory store
 //	REDIS_URL=redis://127.0.0.1:6379 go run ./examples/quickstart   # Redis
 //
+// -check-timeout (default 100ms, ratelimit.DefaultTimeout) is how long a
+// check waits for Redis before it fails open.
+//
 // With REDIS_URL on a Redis that is down it runs all the same, as a service
 // starts while Redis is down: it says Redis is unreachable, and every check
 // fails open (allows, with the error). Only a malformed REDIS_URL stops it.
@@ -11,6 +14,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"log"
@@ -20,15 +24,21 @@ import (
 
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/redisstore"
+	"github.com/ratekit/ratekit/examples/internal/exampleutil"
 )
 
 func main() {
-	if err := run(context.Background(), os.Stdout, os.Getenv("REDIS_URL")); err != nil {
+	var checkTimeout time.Duration
+	exampleutil.CheckTimeoutFlag(&checkTimeout)
+	flag.Parse()
+	if err := run(context.Background(), os.Stdout, os.Getenv("REDIS_URL"), checkTimeout); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(ctx context.Context, out io.Writer, redisURL string) error {
+// run tells the scenario on out; checkTimeout bounds each check on Redis
+// (0 for ratelimit.DefaultTimeout).
+func run(ctx context.Context, out io.Writer, redisURL string, checkTimeout time.Duration) error {
 	store, closeStore, err := openStore(redisURL)
 	if err != nil {
 		return err
@@ -37,8 +47,9 @@ func run(ctx context.Context, out io.Writer, redisURL string) error {
 	fmt.Fprintf(out, "store: %s\n\n", storeName(redisURL))
 
 	signIn, err := ratelimit.New(ratelimit.Config{
-		Name:  "user_sign_in",
-		Store: store,
+		Name:    "user_sign_in",
+		Store:   store,
+		Timeout: checkTimeout,
 		Rules: []ratelimit.Rule{{
 			Name:            "failed_sign_ins_by_ip",
 			Characteristics: []string{"ip"},
@@ -51,8 +62,9 @@ func run(ctx context.Context, out io.Writer, redisURL string) error {
 		return fmt.Errorf("sign-in limiter: %w", err)
 	}
 	api, err := ratelimit.New(ratelimit.Config{
-		Name:  "api_request",
-		Store: store,
+		Name:    "api_request",
+		Store:   store,
+		Timeout: checkTimeout,
 		Rules: []ratelimit.Rule{
 			{
 				Name:   "trusted_bypass",

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ratekit/ratekit/examples/internal/exampleutil"
 	"github.com/ratekit/ratekit/internal/redistest"
 )
 
@@ -30,7 +31,7 @@ func checkOutput(t *testing.T, out string) {
 
 func TestQuickstartMemory(t *testing.T) {
 	var b strings.Builder
-	if err := run(context.Background(), &b, ""); err != nil {
+	if err := run(context.Background(), &b, "", 0); err != nil {
 		t.Fatal(err)
 	}
 	checkOutput(t, b.String())
@@ -40,7 +41,7 @@ func TestQuickstartRedis(t *testing.T) {
 	url := redistest.URL(t)
 	for i := 0; i < 2; i++ { // a second run against the same Redis gives the same story
 		var b strings.Builder
-		if err := run(context.Background(), &b, url); err != nil {
+		if err := run(context.Background(), &b, url, exampleutil.TestCheckTimeout); err != nil {
 			t.Fatal(err)
 		}
 		checkOutput(t, b.String())
@@ -52,7 +53,7 @@ func TestQuickstartRedis(t *testing.T) {
 // check allowed with its error.
 func TestQuickstartRedisDown(t *testing.T) {
 	var b strings.Builder
-	if err := run(context.Background(), &b, "redis://127.0.0.1:1/0"); err != nil { // nothing listens on port 1
+	if err := run(context.Background(), &b, "redis://127.0.0.1:1/0", 0); err != nil { // nothing listens on port 1
 		t.Fatalf("run with Redis down: %v, want the scenario failing open", err)
 	}
 	out := b.String()
@@ -80,7 +81,7 @@ func TestQuickstartHidesRedisPassword(t *testing.T) {
 		{"redis://:s3cr3t-pw@127.0.0.1:port/0", true}, // malformed
 	} {
 		var b strings.Builder
-		err := run(context.Background(), &b, tt.url)
+		err := run(context.Background(), &b, tt.url, 0)
 		if (err != nil) != tt.wantErr {
 			t.Fatalf("run(%s): %v, want an error: %v", tt.url, err, tt.wantErr)
 		}

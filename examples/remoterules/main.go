@@ -3,6 +3,9 @@
 //
 //	REDIS_URL=redis://127.0.0.1:6379 go run ./examples/remoterules
 //
+// -check-timeout (default 100ms, ratelimit.DefaultTimeout) is how long a
+// check waits for Redis before it fails open.
+//
 // It starts the reference rules server (controlplane/remoterules/rulesserver) on
 // loopback, applies an override document through its management API, and runs
 // one limiter whose remote tier comes from that server: namespace 345 (plan
@@ -12,6 +15,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log"
@@ -30,6 +34,7 @@ import (
 	"github.com/ratekit/ratekit/controlplane/remoterules/rulesv1"
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/redisstore"
+	"github.com/ratekit/ratekit/examples/internal/exampleutil"
 	"github.com/ratekit/ratekit/internal/httpguard"
 )
 
@@ -70,12 +75,17 @@ const overrides = `documents:
 `
 
 func main() {
-	if err := run(context.Background(), os.Stdout, os.Getenv("REDIS_URL")); err != nil {
+	var checkTimeout time.Duration
+	exampleutil.CheckTimeoutFlag(&checkTimeout)
+	flag.Parse()
+	if err := run(context.Background(), os.Stdout, os.Getenv("REDIS_URL"), checkTimeout); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(ctx context.Context, out io.Writer, redisURL string) error {
+// run tells the story on out; checkTimeout bounds each check on Redis (0 for
+// ratelimit.DefaultTimeout).
+func run(ctx context.Context, out io.Writer, redisURL string, checkTimeout time.Duration) error {
 	if redisURL == "" {
 		return errors.New("set REDIS_URL (the reference rules server keeps its documents in Redis)")
 	}
@@ -142,6 +152,7 @@ func run(ctx context.Context, out io.Writer, redisURL string) error {
 	}
 	limiter, err := ratelimit.New(ratelimit.Config{
 		Name: "rack_request", Store: redisstore.New(rdb), KeyPrefix: "ratekit-example:", Rules: rules, RuleSource: remote.RulesFor,
+		Timeout: checkTimeout,
 	})
 	if err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ratekit/ratekit/examples/internal/exampleutil"
 	"github.com/ratekit/ratekit/internal/redistest"
 )
 
@@ -12,7 +13,7 @@ func TestPremiumNamespaceGetsTheRemoteLimit(t *testing.T) {
 	url := redistest.URL(t)
 	for range 2 { // a second run against the same Redis tells the same story
 		var b strings.Builder
-		if err := run(context.Background(), &b, url); err != nil {
+		if err := run(context.Background(), &b, url, exampleutil.TestCheckTimeout); err != nil {
 			t.Fatal(err)
 		}
 		for _, want := range []string{
@@ -28,7 +29,7 @@ func TestPremiumNamespaceGetsTheRemoteLimit(t *testing.T) {
 }
 
 func TestNeedsRedis(t *testing.T) {
-	if err := run(context.Background(), &strings.Builder{}, ""); err == nil || !strings.Contains(err.Error(), "REDIS_URL") {
+	if err := run(context.Background(), &strings.Builder{}, "", 0); err == nil || !strings.Contains(err.Error(), "REDIS_URL") {
 		t.Fatalf("error %v, want it to ask for REDIS_URL", err)
 	}
 }

@@ -5,14 +5,31 @@ package exampleutil
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/redisstore"
 )
+
+// CheckTimeoutFlag defines -check-timeout on the command line, stored in p:
+// the Config.Timeout of the program's limiters, how long a check (or a
+// clear) waits for Redis before it fails open. Its default is the product's,
+// ratelimit.DefaultTimeout; every example program takes it, under this one
+// name.
+func CheckTimeoutFlag(p *time.Duration) {
+	flag.DurationVar(p, "check-timeout", ratelimit.DefaultTimeout,
+		"how long a rate-limit check waits for Redis before it fails open (the limiters' Config.Timeout)")
+}
+
+// TestCheckTimeout is the check timeout the examples' tests give a program on
+// Redis: they need every check answered, and a loaded machine's Redis may
+// take longer than the default 100ms to answer one.
+const TestCheckTimeout = 5 * time.Second
 
 // NewStore returns the embedded store, or Redis when redisURL is set, with a
 // description for the start-up log and a close function. With Redis down the

@@ -50,9 +50,10 @@ const (
 // NewLimiter returns the examples' limiter: GET /hello, 5 requests per minute
 // per client IP; /healthz and /readyz are never limited (skip_health_checks,
 // an exemption that holds against every rule tier). keyPrefix isolates test
-// runs on a shared Redis ("" for KeyPrefix); obs (may be nil) receives every
+// runs on a shared Redis ("" for KeyPrefix); checkTimeout bounds each check
+// on Redis (0 for ratelimit.DefaultTimeout); obs (may be nil) receives every
 // decision for metrics.
-func NewLimiter(store ratelimit.Store, keyPrefix string, obs func(context.Context, ratelimit.Event)) (*ratelimit.Limiter, error) {
+func NewLimiter(store ratelimit.Store, keyPrefix string, checkTimeout time.Duration, obs func(context.Context, ratelimit.Event)) (*ratelimit.Limiter, error) {
 	if keyPrefix == "" {
 		keyPrefix = KeyPrefix
 	}
@@ -60,6 +61,7 @@ func NewLimiter(store ratelimit.Store, keyPrefix string, obs func(context.Contex
 		Name:      "http_request",
 		Store:     store,
 		KeyPrefix: keyPrefix,
+		Timeout:   checkTimeout,
 		Observer:  obs,
 		Rules: []ratelimit.Rule{{
 			Name:        "skip_health_checks",
@@ -91,8 +93,9 @@ type Options struct {
 	// AdminWriter, with Redis, lets the internal listener's admin page
 	// (/admin/ratelimit/) publish rules, in this name; "" keeps it read-only.
 	AdminWriter    string
-	KeyPrefix      string   // counter key prefix ("" for KeyPrefix; tests isolate their runs)
-	TrustedProxies []string // CIDRs of proxies whose X-Forwarded-For is believed
+	KeyPrefix      string        // counter key prefix ("" for KeyPrefix; tests isolate their runs)
+	CheckTimeout   time.Duration // bounds each check on Redis before it fails open (0 for ratelimit.DefaultTimeout; -check-timeout)
+	TrustedProxies []string      // CIDRs of proxies whose X-Forwarded-For is believed
 	Ready          func(net.Addr)
 	InternalReady  func(net.Addr) // told the internal listener's address (tests)
 }
@@ -105,18 +108,21 @@ var Ports = map[string]struct{ Addr, InternalAddr string }{
 	"gin":      {"localhost:8082", "localhost:9102"},
 }
 
-// Main parses -addr and -trusted-proxies, reads REDIS_URL and serves the
-// example until SIGINT or SIGTERM.
+// Main parses -addr, -internal-addr, -trusted-proxies, -admin-writer and
+// -check-timeout, reads REDIS_URL and serves the example until SIGINT or
+// SIGTERM.
 func Main(name string, newHandler NewHandler) {
 	ports := Ports[name]
 	addr := flag.String("addr", ports.Addr, "listen address")
 	internal := flag.String("internal-addr", ports.InternalAddr, `address of /metrics, /debug/ratelimit and (with REDIS_URL) /admin/ratelimit/, never the public one ("" for none)`)
 	proxies := flag.String("trusted-proxies", "", "comma-separated CIDRs of proxies whose X-Forwarded-For is believed")
 	writer := flag.String("admin-writer", "", "with REDIS_URL: let the admin page on the internal listener publish rules, in this name (read-only when empty)")
+	var checkTimeout time.Duration
+	exampleutil.CheckTimeoutFlag(&checkTimeout)
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	o := Options{Addr: *addr, InternalAddr: *internal, RedisURL: os.Getenv("REDIS_URL"), AdminWriter: *writer}
+	o := Options{Addr: *addr, InternalAddr: *internal, RedisURL: os.Getenv("REDIS_URL"), AdminWriter: *writer, CheckTimeout: checkTimeout}
 	if *proxies != "" {
 		o.TrustedProxies = strings.Split(*proxies, ",")
 	}
@@ -143,7 +149,7 @@ func Run(ctx context.Context, name string, o Options, newHandler NewHandler) err
 		return err
 	}
 	defer func() { _ = stopOTel(context.Background()) }()
-	limiter, err := NewLimiter(store, o.KeyPrefix, obs.Observer())
+	limiter, err := NewLimiter(store, o.KeyPrefix, o.CheckTimeout, obs.Observer())
 	if err != nil {
 		return err
 	}

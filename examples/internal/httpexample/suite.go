@@ -32,7 +32,7 @@ func Test(t *testing.T, name string, newHandler NewHandler) {
 	}
 	for _, s := range stores {
 		t.Run("handler_"+s.name, func(t *testing.T) {
-			l, err := NewLimiter(s.store(t), redistest.Prefix(t), nil)
+			l, err := NewLimiter(s.store(t), redistest.Prefix(t), exampleutil.TestCheckTimeout, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -47,7 +47,7 @@ func Test(t *testing.T, name string, newHandler NewHandler) {
 	}
 	for _, mode := range []string{"memory", "redis"} {
 		t.Run("run_"+mode, func(t *testing.T) {
-			o := Options{Addr: "127.0.0.1:0", InternalAddr: "127.0.0.1:0", KeyPrefix: redistest.Prefix(t)}
+			o := Options{Addr: "127.0.0.1:0", InternalAddr: "127.0.0.1:0", KeyPrefix: redistest.Prefix(t), CheckTimeout: exampleutil.TestCheckTimeout}
 			if mode == "redis" {
 				o.RedisURL = redistest.URL(t)
 			}
