@@ -3,14 +3,20 @@ package main
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ratekit/ratekit/examples/internal/exampleutil"
 	"github.com/ratekit/ratekit/internal/redistest"
 )
 
-func checkOutput(t *testing.T, out string) {
+// checkOutput checks the scenario's story in out. A reported reset_in is
+// time.Until(ResetAt) rounded to the second: the window or ban began earlier
+// in the run, so the real time the run took (elapsed, measured around it by
+// the caller) may have moved it down from its length, never up.
+func checkOutput(t *testing.T, out string, elapsed time.Duration) {
 	t.Helper()
 	for _, want := range []string{
 		"failed sign-in 3       allow rule=failed_sign_ins_by_ip count=3 remaining=0",
@@ -23,28 +29,48 @@ func checkOutput(t *testing.T, out string) {
 		"alice call 6           block rule=per_user count=6 remaining=0 reset_in=1m0s",
 		"ops-bot call (skip)    allow rule=trusted_bypass (skipped: not counted)",
 	} {
-		if !strings.Contains(out, want) {
+		head, rest, ok := strings.Cut(want, "reset_in=")
+		if !ok {
+			if !strings.Contains(out, want) {
+				t.Errorf("output lacks %q:\n%s", want, out)
+			}
+			continue
+		}
+		reset, tail, _ := strings.Cut(rest, " ")
+		full, err := time.ParseDuration(reset)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := regexp.MustCompile(`(?m)` + regexp.QuoteMeta(head+"reset_in=") + `(\S+)` + regexp.QuoteMeta(strings.TrimSuffix(" "+tail, " ")) + `$`).FindStringSubmatch(out)
+		if m == nil {
 			t.Errorf("output lacks %q:\n%s", want, out)
+			continue
+		}
+		// Rounded to the second: up to half a second below what elapsed left.
+		if got, err := time.ParseDuration(m[1]); err != nil || got > full || got < full-elapsed-time.Second/2 {
+			t.Errorf("%sreset_in=%s, want %v, less at most the run's %v:\n%s", head, m[1], full, elapsed, out)
 		}
 	}
 }
 
 func TestQuickstartMemory(t *testing.T) {
 	var b strings.Builder
+	start := time.Now()
 	if err := run(context.Background(), &b, "", 0); err != nil {
 		t.Fatal(err)
 	}
-	checkOutput(t, b.String())
+	checkOutput(t, b.String(), time.Since(start))
 }
 
 func TestQuickstartRedis(t *testing.T) {
 	url := redistest.URL(t)
 	for i := 0; i < 2; i++ { // a second run against the same Redis gives the same story
 		var b strings.Builder
+		start := time.Now()
 		if err := run(context.Background(), &b, url, exampleutil.TestCheckTimeout); err != nil {
 			t.Fatal(err)
 		}
-		checkOutput(t, b.String())
+		checkOutput(t, b.String(), time.Since(start))
 	}
 }
 
