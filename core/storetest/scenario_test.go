@@ -6,6 +6,8 @@ import (
 	"time"
 
 	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/redisstore"
+	"github.com/ratekit/ratekit/internal/redistest"
 )
 
 // TestParseScenarioRefusesStepsThatCheckNothing: a step is exactly one
@@ -111,6 +113,83 @@ func TestExpectNoInfoBothWays(t *testing.T) {
 			err := e.verify(&Harness{Now: time.Now}, &tt.result)
 			if (err != nil) != tt.fails {
 				t.Fatalf("verify: %v, want failure %v", err, tt.fails)
+			}
+		})
+	}
+}
+
+// TestScenarioOutlastsAStallOnARealClock: on a store that counts on a real
+// clock (Redis), a loaded machine that stalls between two steps for longer
+// than TTLTolerance ages everything the scenario stored by that much: resets
+// come sooner, a token bucket refills. The comparison allows the real time
+// the scenario took, measured, so a correct scenario passes through a 1.5s
+// stall (with TTLTolerance alone, 1s, its resets and the bucket's count
+// failed), and a wrong expectation still fails.
+func TestScenarioOutlastsAStallOnARealClock(t *testing.T) {
+	const stall = 1500 * time.Millisecond
+	client := redistest.Client(t)
+	// 10 a minute: a token every 6s, so the stall moves the bucket's count
+	// by 0.25, more than TTLTolerance's 1s moves it (0.17).
+	const rules = `rules:
+  - {name: fixed, characteristics: [user], limit: 10, period_s: 60, action: limit}
+  - {name: sliding, characteristics: [user], limit: 10, period_s: 60, action: limit, algorithm: sliding_window}
+  - {name: bucket, characteristics: [user], limit: 10, period_s: 60, action: limit, algorithm: token_bucket}
+steps:
+  - check: {user: a}
+    repeat: 4
+  - advance_s: 0.01 # the harness stalls here
+  - check: {user: a}
+    expect:
+      evaluations:
+`
+	tests := []struct {
+		name        string
+		evaluations string
+		fail        string // "" for a correct scenario
+	}{
+		{"correct", `
+        - {rule: fixed, count: 5, remaining: 5, reset_s: 60}
+        - {rule: sliding, count: 5, remaining: 5, reset_s: 60}
+        - {rule: bucket, count: 5, remaining: 5, reset_s: 30}
+`, ""},
+		{"wrong count", `
+        - {rule: fixed, count: 6}
+        - {rule: sliding}
+        - {rule: bucket}
+`, "evaluation 1: count 5, want 6"},
+		{"wrong bucket count", `
+        - {rule: fixed}
+        - {rule: sliding}
+        - {rule: bucket, count: 8}
+`, "evaluation 3: count"},
+		{"reset later than the window", `
+        - {rule: fixed, reset_s: 50}
+        - {rule: sliding}
+        - {rule: bucket}
+`, "evaluation 1: reset in"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel() // each sleeps through its stall
+			sc, err := parseScenario([]byte(rules + tt.evaluations))
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := &Harness{
+				Store: redisstore.New(client),
+				Now:   time.Now,
+				// Redis counts on its own clock: sleeping advances every
+				// key, and the stall on top is the loaded machine's.
+				Advance:      func(_ testing.TB, d time.Duration) { time.Sleep(d + stall) },
+				Prefix:       redistest.Prefix(t),
+				TTLTolerance: time.Second,
+			}
+			err = sc.runSteps(t, "stall.yaml", h, false)
+			switch {
+			case tt.fail == "" && err != nil:
+				t.Fatalf("a correct scenario through a %v stall: %v", stall, err)
+			case tt.fail != "" && (err == nil || !strings.Contains(err.Error(), tt.fail)):
+				t.Fatalf("a wrong expectation through a %v stall: %v, want an error with %q", stall, err, tt.fail)
 			}
 		})
 	}
