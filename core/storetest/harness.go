@@ -24,13 +24,13 @@ type Harness struct {
 	// Prefix is the counter key prefix the suite uses, unique to the test.
 	Prefix string
 	// TTLTolerance is how far a reported reset time may lag the expected one
-	// (0 for a fake clock; network latency for Redis). The scenarios allow
-	// instead the real time a scenario has taken so far when that is longer
-	// (a loaded machine stalled between two steps): nothing it stored can
-	// have aged more.
+	// (0 for a fake clock; network latency for Redis). The scenarios and
+	// cases allow instead the real time one has taken so far when that is
+	// longer (a loaded machine stalled between two steps): nothing it stored
+	// can have aged more.
 	TTLTolerance time.Duration
 
-	start time.Time // real time the scenario began (see tolerance)
+	start time.Time // real time the scenario or case began (see tolerance)
 }
 
 // NewHarness returns a fresh harness for one (sub)test.

@@ -388,8 +388,8 @@ func (st *scenarioStep) run(t *testing.T, h *Harness, l *ratelimit.Limiter, sc *
 	return fmt.Errorf("empty step")
 }
 
-// tolerance is how far the state a scenario stored may have aged, in real
-// time, past what it expects: 0 on a simulated clock (TTLTolerance 0);
+// tolerance is how far the state a scenario or case stored may have aged, in
+// real time, past what it expects: 0 on a simulated clock (TTLTolerance 0);
 // on a real clock TTLTolerance, or the real time since h.start when that is
 // longer. Nothing it stored is older than that, however long a loaded
 // machine stalled between two steps, so the comparison stays exact about
