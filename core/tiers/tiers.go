@@ -205,9 +205,9 @@ func overlaps(a, b map[string]ratelimit.Matcher) bool {
 		case va == nil && vb == nil:
 			shared = true // two regexes: may match
 		case va == nil:
-			shared = slices.ContainsFunc(vb, ma.Matches)
+			shared = slices.ContainsFunc(vb, func(v string) bool { return accepts(k, ma, v) })
 		case vb == nil:
-			shared = slices.ContainsFunc(va, mb.Matches)
+			shared = slices.ContainsFunc(va, func(v string) bool { return accepts(k, mb, v) })
 		default:
 			shared = slices.ContainsFunc(va, func(v string) bool { return slices.Contains(vb, v) })
 		}
@@ -216,6 +216,13 @@ func overlaps(a, b map[string]ratelimit.Matcher) bool {
 		}
 	}
 	return true
+}
+
+// accepts reports whether a Match entry of key on m lets the value v
+// through, as the limiter evaluates it: on the method, a matcher that
+// accepts GET accepts HEAD too (ratelimit.PropertyMethod).
+func accepts(key string, m ratelimit.Matcher, v string) bool {
+	return m.Matches(v) || (key == ratelimit.PropertyMethod && v == "HEAD" && m.Matches("GET"))
 }
 
 // values returns the values a matcher of key accepts, nil for a regex. A

@@ -274,6 +274,13 @@ func TestShadowedExemptionsPerMatcher(t *testing.T) {
 			map[string]ratelimit.Matcher{ratelimit.PropertyMethod: ratelimit.OneOf("GET")}, true},
 		{"exemption GET, rule POST", map[string]ratelimit.Matcher{ratelimit.PropertyMethod: ratelimit.Equal("GET")},
 			map[string]ratelimit.Matcher{ratelimit.PropertyMethod: ratelimit.Regex("^POST$")}, false},
+		// A regex that accepts GET accepts HEAD too, against values as well.
+		{"exemption regex GET, rule HEAD", map[string]ratelimit.Matcher{ratelimit.PropertyMethod: ratelimit.Regex("^GET$")},
+			map[string]ratelimit.Matcher{ratelimit.PropertyMethod: ratelimit.Equal("HEAD")}, true},
+		{"exemption HEAD, rule regex GET", map[string]ratelimit.Matcher{ratelimit.PropertyMethod: ratelimit.OneOf("HEAD")},
+			map[string]ratelimit.Matcher{ratelimit.PropertyMethod: ratelimit.Regex("^GET$")}, true},
+		{"exemption regex GET, rule POST", map[string]ratelimit.Matcher{ratelimit.PropertyMethod: ratelimit.Regex("^GET$")},
+			map[string]ratelimit.Matcher{ratelimit.PropertyMethod: ratelimit.Equal("POST")}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
