@@ -128,3 +128,34 @@ func TestPerRequestTierOverMaxRulesIsLeftOut(t *testing.T) {
 		t.Fatalf("the local rules must still limit: %+v", r.Rule)
 	}
 }
+
+// A refused rule's error quotes at most MaxPropertyLen bytes of a property
+// name, action or algorithm it holds, as the length checks do: the string is
+// the caller's, of any size, and the error reaches logs and answers whole.
+func TestRuleErrorQuotesPropertiesInPart(t *testing.T) {
+	huge := strings.Repeat("p", 1<<20)
+	one := func(r Rule) []Rule { r.Name, r.Limit, r.Period = "r", 1, time.Minute; return []Rule{r} }
+	tests := []struct {
+		name  string
+		rules []Rule
+		want  string
+	}{
+		{"empty matcher", one(Rule{Match: map[string]Matcher{huge: {}}}), "empty matcher"},
+		{"nil value", one(Rule{Match: map[string]Matcher{huge: Equal(nil)}}), "a nil value"},
+		{"invalid regex", one(Rule{Match: map[string]Matcher{huge: Regex("(")}}), "invalid RE2 regex"},
+		{"characteristic twice", one(Rule{Characteristics: []string{huge, huge}}), "is listed twice"},
+		{"action", one(Rule{Action: Action(huge)}), "is not limit, log or skip"},
+		{"algorithm", one(Rule{Algorithm: Algorithm(huge)}), "is not fixed_window, sliding_window or token_bucket"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := CompileRules("", tt.rules)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %v, want one containing %q", err, tt.want)
+			}
+			if n := len(err.Error()); n > 4<<10 {
+				t.Fatalf("error of %d bytes: it quotes the whole property name", n)
+			}
+		})
+	}
+}

@@ -399,7 +399,7 @@ func compileRule(r *Rule) (*compiledRule, error) {
 		r.Action = ActionLimit
 	}
 	if !r.Action.isRuleAction() {
-		errs = append(errs, fmt.Errorf("action %q is not limit, log or skip", r.Action))
+		errs = append(errs, fmt.Errorf("action %.*q is not limit, log or skip", MaxPropertyLen, r.Action))
 	}
 	errs = append(errs, checkRuleShape(r)...)
 	c := &compiledRule{rule: r, key: newKeyPlan(r)}
@@ -439,10 +439,10 @@ func compileMatch(match map[string]Matcher) ([]matchEntry, []error) {
 				e.set[v] = struct{}{}
 			}
 		default:
-			errs = append(errs, fmt.Errorf("match %q: empty matcher (use Equal, Regex or OneOf)", k))
+			errs = append(errs, fmt.Errorf("match %.*q: empty matcher (use Equal, Regex or OneOf)", MaxPropertyLen, k))
 		}
 		if m.err != nil { // an invalid regex, a nil value
-			errs = append(errs, fmt.Errorf("match %q: %w", k, m.err))
+			errs = append(errs, fmt.Errorf("match %.*q: %w", MaxPropertyLen, k, m.err))
 		}
 		if k == "" {
 			errs = append(errs, errors.New("match has an empty property name"))
@@ -460,7 +460,7 @@ func checkCharacteristics(chars []string) []error {
 			errs = append(errs, errors.New("characteristics contain an empty property name"))
 		}
 		if seen[ch] {
-			errs = append(errs, fmt.Errorf("characteristic %q is listed twice", ch))
+			errs = append(errs, fmt.Errorf("characteristic %.*q is listed twice", MaxPropertyLen, ch))
 		}
 		seen[ch] = true
 	}
@@ -522,7 +522,7 @@ func (c *compiledRule) compileCounting(r *Rule) []error {
 func checkAlgorithm(r *Rule) []error {
 	var errs []error
 	if !r.Algorithm.valid() {
-		errs = append(errs, fmt.Errorf("algorithm %q is not fixed_window, sliding_window or token_bucket", r.Algorithm))
+		errs = append(errs, fmt.Errorf("algorithm %.*q is not fixed_window, sliding_window or token_bucket", MaxPropertyLen, r.Algorithm))
 	}
 	if r.CountDistinct != "" && r.Algorithm != "" && r.Algorithm != FixedWindow {
 		errs = append(errs, fmt.Errorf("count_distinct counts in fixed windows only, not with algorithm %s", r.Algorithm))
