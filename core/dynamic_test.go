@@ -87,6 +87,30 @@ func TestCompileTierNamesEvaluations(t *testing.T) {
 	}
 }
 
+// A check that the blocked cache answers names the tier of the per-request
+// rule it blocks on, as the check that the store answered did: the cached
+// evaluation left Tier empty.
+func TestCachedBlockNamesItsTier(t *testing.T) {
+	ctx := context.Background()
+	set, err := CompileRules("remote", []Rule{{Name: "per_user", Characteristics: []string{"user"}, Limit: 1, Period: time.Minute, BanFor: time.Hour, Action: ActionLimit}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := New(Config{Name: "t", Store: NewMemoryStore(), RuleSource: (&staticSource{set: set}).RulesFor})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := Identifier{"user": "u"}
+	l.Check(ctx, id)
+	if r := l.Check(ctx, id); !r.Banned() || l.BlockedCacheLen() != 1 {
+		t.Fatalf("2nd check: %+v, %d cached: want banned and cached", r, l.BlockedCacheLen())
+	}
+	r := l.Check(ctx, id) // from the cache
+	if len(r.Evaluations) != 1 || !r.Evaluations[0].Blocked || !r.Evaluations[0].PerRequest || r.Evaluations[0].Tier != "remote" {
+		t.Fatalf("cached answer's evaluations %+v: want the remote tier's blocking rule", r.Evaluations)
+	}
+}
+
 // TestExemptionsHoldAgainstPerRequestTiers: the skip rules that open the
 // limiter's rules (health checks) are evaluated before a per-request tier's
 // match-all rule, unless that tier replaces one by name.

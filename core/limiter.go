@@ -441,7 +441,7 @@ func (l *Limiter) plan(ctx context.Context, p *plan, sc *scratch, rules []*compi
 				// Known to block until e.until: the rules before it still
 				// count, this one and the rest are not evaluated.
 				p.cached = true
-				sc.cached = Evaluation{Rule: r, Exceeded: true, Blocked: true, PerRequest: c.perRequest, Info: Info{
+				sc.cached = Evaluation{Rule: r, Exceeded: true, Blocked: true, PerRequest: c.perRequest, Tier: c.tier, Info: Info{
 					Limit: op.Limit, Period: op.Period, Count: e.count,
 					Remaining: op.remaining(e.count, e.banned), ResetAt: e.until, Banned: e.banned, Never: c.never(&op),
 				}}
