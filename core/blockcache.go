@@ -102,7 +102,9 @@ func newBlockCache(cfg BlockedCacheConfig) *blockCache {
 	if size == 0 {
 		size = DefaultBlockedCacheSize
 	}
-	c := &blockCache{seed: maphash.MakeSeed(), perShard: max(1, (size+blockShards-1)/blockShards), overLimit: cfg.OverLimit, maxAge: cfg.MaxAge}
+	// ceil(size/blockShards), without the sum that overflows near the largest int
+	perShard := size/blockShards + btoi(size%blockShards != 0)
+	c := &blockCache{seed: maphash.MakeSeed(), perShard: perShard, overLimit: cfg.OverLimit, maxAge: cfg.MaxAge}
 	if c.maxAge == 0 {
 		c.maxAge = DefaultBlockedCacheMaxAge
 	}

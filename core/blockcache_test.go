@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -362,6 +363,28 @@ func TestBlockedCacheBounded(t *testing.T) {
 	for i := range 500 {
 		if r := l.Check(ctx, ratelimit.Identifier{"user": fmt.Sprint("u", i)}); !r.Blocked() || !r.Banned() {
 			t.Fatalf("client %d: %+v", i, r)
+		}
+	}
+}
+
+// TestBlockedCacheLargeSize: a Size near the largest int caps the cache
+// there: rounding it up to whole shards overflowed, and the cache held 16
+// entries (one per shard) instead.
+func TestBlockedCacheLargeSize(t *testing.T) {
+	clk := &fakeClock{t: time.Now()}
+	store := ratelimit.MemoryConfig{Now: clk.Now}.New()
+	for _, size := range []int{math.MaxInt, math.MaxInt - 15} {
+		l := cacheLimiter(t, store, "", clk, ratelimit.BlockedCacheConfig{Size: size}, bannedRule())
+		ctx := context.Background()
+		const clients = 200
+		for i := range clients {
+			id := ratelimit.Identifier{"user": fmt.Sprint("u", i)}
+			for range 3 {
+				l.Check(ctx, id)
+			}
+		}
+		if n := l.BlockedCacheLen(); n != clients {
+			t.Fatalf("Size %d: the cache holds %d of %d banned clients", size, n, clients)
 		}
 	}
 }
