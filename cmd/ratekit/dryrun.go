@@ -64,12 +64,14 @@ func tierNote(doc *configv1.LimiterRules, name string) string {
 func (e *rulesEnv) publishDiff(ctx context.Context, req *configv1.PublishRulesRequest) int {
 	// The store judges the publish as it would the real one (every bound
 	// of its write script included), writing nothing: refused alike.
-	if _, err := e.store.CheckPublish(ctx, req); err != nil {
+	check, err := e.store.CheckPublish(ctx, req)
+	if err != nil {
 		return e.fail(err)
 	}
 	w := e.out.stdout
 	changed := 0
 	for _, lim := range sortedNames(req.GetRateLimits()) {
+		before := changed
 		list := req.GetRateLimits()[lim]
 		if len(list.GetRules()) == 0 && list.GetMode() == configv1.Mode_MODE_UNSPECIFIED {
 			continue // the publish writes nothing for it
@@ -96,6 +98,14 @@ func (e *rulesEnv) publishDiff(ctx context.Context, req *configv1.PublishRulesRe
 				changed++
 				fmt.Fprintf(w, "  ~ %s:%s\n      - %s\n      + %s\n", r.GetName(), note, protoLine(doc.GetPublishedRules().GetRules()[i]), protoLine(r))
 			}
+		}
+		// The publish rewrites a document whose bytes differ from what it
+		// writes (one written by hand or another tool, in another layout),
+		// even with its rules unchanged: the write says it changed it and
+		// raises the revision, so the dry run says so too.
+		if changed == before && slices.Contains(check.Changed, lim) {
+			changed++
+			fmt.Fprintln(w, "  ~ the stored document's bytes are not those the publish writes: it would be rewritten, its rules as they are")
 		}
 	}
 	dryRunSummary(w, changed)

@@ -570,3 +570,44 @@ func TestValidateReportsTheFirstProblems(t *testing.T) {
 		t.Fatalf("validate --json: exit %d, %v: %d errors, %d omitted", code, err, len(res.Errors), res.ErrorsOmitted)
 	}
 }
+
+// TestPublishDryRunOfADocumentRewritten: a document written by hand in
+// another layout holds the very rules of the file, yet the publish rewrites
+// it (its bytes differ) and raises the revision; the dry run says so rather
+// than "0 changes".
+func TestPublishDryRunOfADocumentRewritten(t *testing.T) {
+	e := newRulesCLI(t, false)
+	writeFile(t, e.dir, "one.yaml", `rate_limits:
+  user_sign_in:
+    - name: per_ip
+      characteristics: [ip]
+      limit: 50
+      period_s: 60
+      action: limit
+`)
+	spaced := `{"published_rules": {"rules": [{"name": "per_ip", "limit": 50, "period_s": 60, "action": "limit", "characteristics": ["ip"], "match": {}}]}}`
+	if err := e.client.Set(context.Background(), e.prefix+"user_sign_in", spaced, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := e.run(t, "publish", "--dry-run", "--file", "one.yaml", "--available-limiters", "available_limiters.yaml")
+	want := `limiter user_sign_in (key ` + e.prefix + `user_sign_in), published_rules:
+  = per_ip: unchanged
+  ~ the stored document's bytes are not those the publish writes: it would be rewritten, its rules as they are
+dry run: 1 change, nothing written
+`
+	if code != 0 || stdout != want {
+		t.Fatalf("publish --dry-run: exit %d\nstdout\n%s\nwant\n%s\nstderr %s", code, stdout, want, stderr)
+	}
+	if got, _ := e.raw(t, "user_sign_in"); got != spaced {
+		t.Fatalf("the dry run wrote %s", got)
+	}
+	code, stdout, stderr = e.run(t, "publish", "--file", "one.yaml", "--available-limiters", "available_limiters.yaml")
+	if code != 0 || !strings.Contains(stdout, "; changed: user_sign_in (revision 1)") {
+		t.Fatalf("publish: exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
+	}
+	// Now stored as the publish writes it, the dry run finds nothing to do.
+	code, stdout, _ = e.run(t, "publish", "--dry-run", "--file", "one.yaml", "--available-limiters", "available_limiters.yaml")
+	if code != 0 || !strings.HasSuffix(stdout, "  = per_ip: unchanged\ndry run: 0 changes, nothing written\n") {
+		t.Fatalf("publish --dry-run after the publish: exit %d\n%s", code, stdout)
+	}
+}
