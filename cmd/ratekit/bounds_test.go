@@ -279,3 +279,30 @@ func TestRulesPublishDryRunOverTierBound(t *testing.T) {
 		t.Fatalf("publish --dry-run of a replacement: exit %d\n%s%s", code, stdout, stderr)
 	}
 }
+
+// TestRulesShowJSONOfAnInvalidDocument: show --json judges the document as
+// show does: one no service would load exits 1 with its problems, its bytes
+// still printed (to repair it), not 0 as if it were valid.
+func TestRulesShowJSONOfAnInvalidDocument(t *testing.T) {
+	e := newRulesCLI(t, false)
+	for _, tc := range []struct {
+		name, doc, want string
+	}{
+		{"schema", `{"published_rules":{"rules":[{"name":"x","limit":0}]}}`, "x: limit must be at least 1, got 0"},
+		{"not JSON", `{"published_rules":`, "is invalid"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := e.client.Set(context.Background(), e.prefix+"user_sign_in", tc.doc, 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+			code, stdout, stderr := e.run(t, "show", "user_sign_in")
+			if code != 1 || !strings.Contains(stderr, tc.want) {
+				t.Fatalf("show: exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
+			}
+			code, stdout, stderr = e.run(t, "show", "--json", "user_sign_in")
+			if code != 1 || stdout != tc.doc+"\n" || !strings.Contains(stderr, tc.want) {
+				t.Fatalf("show --json: exit %d\nstdout %s\nstderr %s\nwant exit 1, the document and %q", code, stdout, stderr, tc.want)
+			}
+		})
+	}
+}

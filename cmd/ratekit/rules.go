@@ -37,7 +37,8 @@ commands:
                         the limiters past that are listed NOT READ (show reads
                         each) and the command exits 1
   show LIMITER          each tier and the effective, merged list (--json: the
-                        stored document, byte for byte)
+                        stored document, byte for byte); a document no
+                        service would load is shown too, and exits 1
   publish --file FILE --available-limiters FILE
                         upsert the rules of FILE (the rate_limits.yaml shape:
                         rate_limits: {limiter: [rules]}) into the published
@@ -350,8 +351,9 @@ func rulesShow(ctx context.Context, e *rulesEnv, args []string) int {
 		return exitInvalid
 	}
 	if e.f.asJSON {
+		// The bytes as stored, also of a document no service loads (to
+		// repair it), judged as the text is: such a one exits 1.
 		fmt.Fprintln(e.out.stdout, raw)
-		return exitOK
 	}
 	doc, err := config.UnmarshalLimiterRules([]byte(raw))
 	if err != nil {
@@ -361,6 +363,9 @@ func rulesShow(ctx context.Context, e *rulesEnv, args []string) int {
 	t, err := rulestore.DocumentTiers(doc)
 	if err != nil {
 		return e.fail(fmt.Errorf("document %s: %w", key, err))
+	}
+	if e.f.asJSON {
+		return exitOK
 	}
 	w := e.out.stdout
 	fmt.Fprintf(w, "limiter %s (key %s)\n", limiter, key)
