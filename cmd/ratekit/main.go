@@ -80,7 +80,7 @@ func run(ctx context.Context, args []string, out output) int {
 }
 
 func help(args []string, out output) int {
-	if len(args) == 0 {
+	if len(args) == 0 || args[0] == "help" { // the overview lists help beside the commands
 		fmt.Fprint(out.stdout, overview())
 		return exitOK
 	}

@@ -258,9 +258,13 @@ func TestUsageAndUnreadable(t *testing.T) {
 }
 
 func TestHelp(t *testing.T) {
-	code, stdout, _ := ratekit(t, t.TempDir(), "help")
-	if code != 0 || !strings.Contains(stdout, "\n  validate    check available_limiters.yaml and rate_limits.yaml (for CI)\n") {
-		t.Fatalf("exit %d, stdout:\n%s", code, stdout)
+	// help lists itself among the commands (and completion offers it after
+	// help): help help is the overview too.
+	for _, args := range [][]string{{"help"}, {"help", "help"}} {
+		code, stdout, stderr := ratekit(t, t.TempDir(), args...)
+		if code != 0 || stderr != "" || !strings.Contains(stdout, "\n  validate    check available_limiters.yaml and rate_limits.yaml (for CI)\n") {
+			t.Fatalf("%v: exit %d, stdout:\n%s\nstderr:\n%s", args, code, stdout, stderr)
+		}
 	}
 	// A command with subcommands takes help as a subcommand, as help takes it.
 	for _, name := range []string{"rules", "rollout"} {
@@ -270,7 +274,7 @@ func TestHelp(t *testing.T) {
 		}
 	}
 	for _, args := range [][]string{{"help", "validate"}, {"validate", "-h"}} {
-		code, stdout, _ = ratekit(t, t.TempDir(), args...)
+		code, stdout, _ := ratekit(t, t.TempDir(), args...)
 		if code != 0 || !strings.HasPrefix(stdout, "usage: ratekit validate --available-limiters FILE [--rate-limits FILE] [--json]\n") {
 			t.Fatalf("%v: exit %d, stdout:\n%s", args, code, stdout)
 		}
