@@ -216,13 +216,13 @@ func runRollout(ctx context.Context, out output, args []string) int {
 	}
 	rep.Pass = len(names) > 0
 	for _, l := range names {
-		var total rollout.Counts
+		total, err := limiterTotal(l, counts[l])
+		if err != nil {
+			fmt.Fprintf(out.stderr, "ratekit: rollout gate: %s: %v\n", rep.Source, err)
+			return exitUsage
+		}
 		var rules []rollout.RuleCounts
 		for rule, c := range counts[l] {
-			total.Agree += c.Agree
-			total.NewOnly += c.NewOnly
-			total.LegacyOnly += c.LegacyOnly
-			total.Failed += c.Failed
 			if c.Divergent() > 0 {
 				rules = append(rules, rollout.RuleCounts{Rule: rule, Counts: *c})
 			}
@@ -331,6 +331,24 @@ func addSample(counts map[string]map[string]*rollout.Counts, limiter, rule, agre
 	}
 	c.Add(a, n)
 	return nil
+}
+
+// limiterTotal sums the counts of a limiter's rules. addSample bounds each
+// rule's decisions to 2^64; their sum is bounded here, where it would wrap
+// around (two rules of 2^63 divergent decisions summed to none, and the gate
+// passed).
+func limiterTotal(limiter string, rules map[string]*rollout.Counts) (rollout.Counts, error) {
+	var total rollout.Counts
+	for _, c := range rules {
+		if c.Compared()+c.Failed > math.MaxUint64-(total.Compared()+total.Failed) {
+			return rollout.Counts{}, fmt.Errorf("limiter %s: its series count more than 2^64 decisions in all", limiter)
+		}
+		total.Agree += c.Agree
+		total.NewOnly += c.NewOnly
+		total.LegacyOnly += c.LegacyOnly
+		total.Failed += c.Failed
+	}
+	return total, nil
 }
 
 // scrapeInto reads one /metrics URL or file and adds its decision counters.

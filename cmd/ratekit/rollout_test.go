@@ -171,6 +171,12 @@ func TestRolloutGateBadInput(t *testing.T) {
 		"agreement.txt": "# TYPE ratelimit_rollout_decisions_total counter\nratelimit_rollout_decisions_total{rate_limiter=\"x\",rule=\"r\",agreement=\"maybe\"} 3\n",
 		"limiter.txt":   "# TYPE ratelimit_rollout_decisions_total counter\nratelimit_rollout_decisions_total{rate_limiter=\"Bad Name\",rule=\"r\",agreement=\"agree\"} 3\n",
 		"garbage.txt":   "this is { not metrics\n",
+		// Each rule within 2^64 decisions, the limiter's two divergent
+		// rules 2^64 together: summed, they wrapped around to none.
+		"wrap.txt": "# TYPE ratelimit_rollout_decisions_total counter\n" +
+			"ratelimit_rollout_decisions_total{rate_limiter=\"x\",rule=\"a\",agreement=\"agree\"} 1e19\n" +
+			"ratelimit_rollout_decisions_total{rate_limiter=\"x\",rule=\"b\",agreement=\"new_only\"} 9223372036854775808\n" +
+			"ratelimit_rollout_decisions_total{rate_limiter=\"x\",rule=\"c\",agreement=\"new_only\"} 9223372036854775808\n",
 	})
 	for _, tc := range []struct {
 		args []string
@@ -180,6 +186,7 @@ func TestRolloutGateBadInput(t *testing.T) {
 		{[]string{"--metrics", "agreement.txt"}, exitUsage, `unknown agreement "maybe"`},
 		{[]string{"--metrics", "limiter.txt"}, exitUsage, `rate_limiter="Bad Name"`},
 		{[]string{"--metrics", "garbage.txt"}, exitUsage, "parse garbage.txt"},
+		{[]string{"--metrics", "wrap.txt"}, exitUsage, "limiter x: its series count more than 2^64 decisions in all"},
 		{[]string{"--metrics", "missing.txt"}, exitUsage, "missing.txt"},
 		{[]string{"--metrics", "http://" + redistest.UnusedAddr(t) + "/metrics"}, exitUsage, "fetch http://"},
 		{[]string{}, exitUsage, "give either --prometheus or --metrics"},
