@@ -224,6 +224,17 @@ func TestRulesRemoveUndeclaredProperty(t *testing.T) {
 	if code != 1 || !strings.Contains(stderr, "remove") {
 		t.Fatalf("publish onto it: exit %d\n%s", code, stderr)
 	}
+	// show judges it as list and remove do (it called it valid, exit 0).
+	for _, asJSON := range []bool{false, true} {
+		args := []string{"user_sign_in", "--available-limiters", "available_limiters.yaml"}
+		if asJSON {
+			args = append(args, "--json")
+		}
+		code, stdout, stderr := e.run(t, "show", args...)
+		if code != 1 || !strings.Contains(stderr, "retired_property") || !strings.Contains(stderr, "ratekit rules remove") {
+			t.Fatalf("show --json=%v: exit %d\nstdout %s\nstderr %s", asJSON, code, stdout, stderr)
+		}
+	}
 	code, stdout, stderr := e.run(t, "remove", "user_sign_in", "--available-limiters", "available_limiters.yaml")
 	if code != 0 || !strings.Contains(stdout, "removed "+e.prefix+"user_sign_in") || !strings.Contains(stdout, "retired_property") {
 		t.Fatalf("remove: exit %d\n%s%s", code, stdout, stderr)

@@ -65,7 +65,7 @@ revision, outcome); who is $RATEKIT_WRITER, else the OS user at the host.
 flags:
 ` + connUsage + `
   --available-limiters FILE   the application's available_limiters.yaml (publish,
-                              gc; list and remove judge stored documents by it)
+                              gc; list, show and remove judge stored documents by it)
   --skip-available-check      publish without --available-limiters: the file is
                               checked against the schema only, so a limiter or
                               property the services do not declare is accepted
@@ -363,6 +363,14 @@ func rulesShow(ctx context.Context, e *rulesEnv, args []string) int {
 	t, err := rulestore.DocumentTiers(doc)
 	if err != nil {
 		return e.fail(fmt.Errorf("document %s: %w", key, err))
+	}
+	// As the limiter's replicas read it (and list and remove judge it): a
+	// rule on a property no longer declared is refused whole.
+	if e.avail != nil && e.avail.Spec(limiter) != nil {
+		if err := rulestore.CheckDocument(e.avail, limiter, doc); err != nil {
+			return e.fail(fmt.Errorf("%w: %s: %w; the services keep their last good rules (ratekit rules remove --available-limiters FILE %s deletes it)",
+				rulestore.ErrInvalidDocument, key, err, limiter))
+		}
 	}
 	if e.f.asJSON {
 		return exitOK
