@@ -473,12 +473,21 @@ func rulesPublish(ctx context.Context, e *rulesEnv, _ []string) int {
 		fmt.Fprintf(e.out.stderr, "warning: %v\n", w)
 	}
 	// A limiter with no rule and no mode is not written (an upsert of
-	// nothing): a file of only those would be reported as published.
-	if !slices.ContainsFunc(slices.Collect(maps.Values(req.GetRateLimits())), func(l *configv1.RuleList) bool {
-		return len(l.GetRules()) > 0 || l.GetMode() != configv1.Mode_MODE_UNSPECIFIED
-	}) {
+	// nothing): a file of only those would be reported as published, and
+	// one among others is named, not counted as published.
+	var empty []string
+	for _, name := range sortedNames(req.GetRateLimits()) {
+		if l := req.GetRateLimits()[name]; len(l.GetRules()) == 0 && l.GetMode() == configv1.Mode_MODE_UNSPECIFIED {
+			empty = append(empty, name)
+		}
+	}
+	if len(empty) == len(req.GetRateLimits()) {
 		fmt.Fprintf(e.out.stderr, "ratekit rules: nothing to publish: %s holds no rule and no mode under rate_limits\n", e.f.file)
 		return exitInvalid
+	}
+	if len(empty) > 0 {
+		fmt.Fprintf(e.out.stderr, "note: %s: no rule and no mode in %s, nothing is published for them (a publish adds and replaces rules; ratekit rules delete removes them)\n",
+			strings.Join(empty, ", "), e.f.file)
 	}
 	if e.f.dryRun {
 		return e.publishDiff(ctx, req)
@@ -493,7 +502,7 @@ func rulesPublish(ctx context.Context, e *rulesEnv, _ []string) int {
 	for _, l := range req.GetRateLimits() {
 		total += len(l.GetRules())
 	}
-	fmt.Fprintf(e.out.stdout, "published %s for %s", count(total, "rule"), count(len(req.GetRateLimits()), "limiter"))
+	fmt.Fprintf(e.out.stdout, "published %s for %s", count(total, "rule"), count(len(req.GetRateLimits())-len(empty), "limiter"))
 	if len(res.Changed) == 0 {
 		fmt.Fprintf(e.out.stdout, ": nothing changed, the store already held them (revision %d)\n", res.Revision)
 	} else {

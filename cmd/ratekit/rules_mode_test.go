@@ -112,9 +112,15 @@ func TestRulesPublishDryRunMode(t *testing.T) {
 		{file: "enforce.yaml", dry: true, want: []string{"  ~ mode:\n      - shadow\n      + enforce\n", "dry run: 1 change, nothing written"}},
 		{file: "rules_only.yaml", dry: true, want: []string{"  + per_ip: ", "dry run: 1 change, nothing written"},
 			notWant: []string{"mode", "pipelines_create"}},
+		// pipelines_create is named as not published, not counted as one
+		// (it said "published 1 rule for 2 limiters").
+		{file: "rules_only.yaml", want: []string{"published 1 rule for 1 limiter; changed: user_sign_in"}},
 	}
 	for _, s := range steps {
 		code, stdout, stderr := publish(s.file, s.dry)
+		if note := "note: pipelines_create: no rule and no mode in rules_only.yaml, nothing is published for them"; s.file == "rules_only.yaml" && !strings.Contains(stderr, note) {
+			t.Fatalf("publish %s (dry run %v): stderr %q, want %q", s.file, s.dry, stderr, note)
+		}
 		for _, w := range s.want {
 			if code != exitOK || !strings.Contains(stdout, w) {
 				t.Fatalf("publish %s (dry run %v): exit %d, want 0 and %q in stdout\nstdout:\n%s\nstderr:\n%s", s.file, s.dry, code, w, stdout, stderr)
