@@ -221,7 +221,7 @@ func runRollout(ctx context.Context, out output, args []string) int {
 			fmt.Fprintf(out.stderr, "ratekit: rollout gate: %s: %v\n", rep.Source, err)
 			return exitUsage
 		}
-		var rules []rollout.RuleCounts
+		rules := []rollout.RuleCounts{} // [] in JSON, never null
 		for rule, c := range counts[l] {
 			if c.Divergent() > 0 {
 				rules = append(rules, rollout.RuleCounts{Rule: rule, Counts: *c})

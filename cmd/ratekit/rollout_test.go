@@ -445,3 +445,15 @@ func TestRolloutGateHidesPassword(t *testing.T) {
 		}
 	}
 }
+
+// TestRolloutGateJSONNoDivergentRule: a limiter without a divergent rule has
+// "rules": [] in --json, as the limiters are never null (it was null, which
+// a script iterating over it fails on).
+func TestRolloutGateJSONNoDivergentRule(t *testing.T) {
+	dir := writeFiles(t, map[string]string{"agree.txt": "# TYPE ratelimit_rollout_decisions_total counter\n" +
+		"ratelimit_rollout_decisions_total{rate_limiter=\"x\",rule=\"a\",agreement=\"agree\"} 5000\n"})
+	code, stdout, stderr := ratekit(t, dir, "rollout", "gate", "--json", "--metrics", "agree.txt")
+	if code != exitOK || !strings.Contains(stdout, `"rules": []`) {
+		t.Fatalf("exit %d, want 0 and \"rules\": []\nstdout %s\nstderr %s", code, stdout, stderr)
+	}
+}
