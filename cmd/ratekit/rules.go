@@ -524,13 +524,21 @@ func rulesDelete(ctx context.Context, e *rulesEnv, args []string) int {
 	if e.f.dryRun {
 		return e.deleteDiff(ctx, args[0], args[1:])
 	}
-	res, err := e.store.Delete(ctx, args[0], args[1:]...)
-	e.audit(ctx, "delete", err, slog.String("limiter", args[0]), slog.Any("rules", args[1:]),
+	// A rule named twice is deleted once, and told once, as its dry run
+	// tells it.
+	var names []string
+	for _, n := range args[1:] {
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	res, err := e.store.Delete(ctx, args[0], names...)
+	e.audit(ctx, "delete", err, slog.String("limiter", args[0]), slog.Any("rules", names),
 		slog.Bool("changed", len(res.Changed) > 0), slog.Int64("revision", res.Revision))
 	if err != nil {
 		return e.fail(err)
 	}
-	fmt.Fprintf(e.out.stdout, "deleted from %s: %s (revision %d)\n", args[0], strings.Join(args[1:], ", "), res.Revision)
+	fmt.Fprintf(e.out.stdout, "deleted from %s: %s (revision %d)\n", args[0], strings.Join(names, ", "), res.Revision)
 	return exitOK
 }
 

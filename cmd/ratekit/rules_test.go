@@ -193,7 +193,8 @@ effective, in evaluation order: 2 rules
 	if got, _ := e.raw(t, "user_sign_in"); got != want {
 		t.Fatal("a failed delete changed the document")
 	}
-	code, stdout, _ = e.run(t, "delete", "user_sign_in", "per_ip", "limit_user_sign_ins_by_username")
+	// A rule named twice is deleted, and told, once (as the dry run tells it).
+	code, stdout, _ = e.run(t, "delete", "user_sign_in", "per_ip", "limit_user_sign_ins_by_username", "per_ip")
 	if code != 0 || stdout != "deleted from user_sign_in: per_ip, limit_user_sign_ins_by_username (revision 3)\n" {
 		t.Fatalf("delete: exit %d, %s", code, stdout)
 	}
