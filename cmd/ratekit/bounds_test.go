@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -315,5 +317,40 @@ func TestRulesShowJSONOfAnInvalidDocument(t *testing.T) {
 				t.Fatalf("show --json: exit %d\nstdout %s\nstderr %s\nwant exit 1, the document and %q", code, stdout, stderr, tc.want)
 			}
 		})
+	}
+}
+
+// TestRulesListIndexedWithoutDocument: a limiter the index names whose
+// document is gone (deleted by hand) is listed as such, not as a document
+// the services cannot read: list said "INVALID: rulestore: no document" and
+// exited 1, though nothing is invalid and the services run on their tiers.
+func TestRulesListIndexedWithoutDocument(t *testing.T) {
+	e := newRulesCLI(t, false)
+	if code, _, stderr := e.run(t, "publish", "--file", "publish.yaml", "--available-limiters", "available_limiters.yaml"); code != 0 {
+		t.Fatalf("publish: exit %d\n%s", code, stderr)
+	}
+	if err := e.client.Del(context.Background(), e.prefix+"user_sign_in").Err(); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := e.run(t, "list")
+	if code != 0 || !regexp.MustCompile(`(?m)^user_sign_in\s+-\s+-\s+-\s+indexed, document missing: the services run on their own tiers$`).MatchString(stdout) ||
+		strings.Contains(stdout, "INVALID") || stderr != "" {
+		t.Fatalf("list: exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
+	}
+	code, stdout, stderr = e.run(t, "list", "--json")
+	var got struct {
+		Limiters []struct {
+			Limiter    string `json:"limiter"`
+			Error      string `json:"error"`
+			NoDocument bool   `json:"no_document"`
+		} `json:"limiters"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &got); err != nil || code != 0 || stderr != "" || len(got.Limiters) != 2 {
+		t.Fatalf("list --json: exit %d, %v\nstdout %s\nstderr %s", code, err, stdout, stderr)
+	}
+	for _, le := range got.Limiters {
+		if (le.Limiter == "user_sign_in") != le.NoDocument || le.Error != "" {
+			t.Fatalf("list --json: %+v, want no_document for user_sign_in alone and no error", le)
+		}
 	}
 }

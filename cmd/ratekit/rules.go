@@ -32,7 +32,8 @@ default_rules (the application's) tiers. Flags may come before or after
 the arguments.
 
 commands:
-  list                  every limiter with a document: rules per tier, orphan marks;
+  list                  every limiter of the index: rules per tier, orphan marks
+                        (one whose document is gone is noted, not invalid);
                         it reads at most 16 MiB of documents (rulestore.MaxReadBytes):
                         the limiters past that are listed NOT READ (show reads
                         each) and the command exits 1
@@ -246,6 +247,10 @@ type listEntry struct {
 	// NotRead is set when the document was left unread: the list had
 	// received rulestore.MaxReadBytes of documents before it.
 	NotRead bool `json:"not_read,omitempty"`
+	// NoDocument is set when the index names the limiter but its document
+	// is gone (deleted past the store): nothing invalid, the services run
+	// on their own tiers.
+	NoDocument bool `json:"no_document,omitempty"`
 }
 
 func rulesList(ctx context.Context, e *rulesEnv, _ []string) int {
@@ -272,6 +277,8 @@ func rulesList(ctx context.Context, e *rulesEnv, _ []string) int {
 		case errors.Is(en.Err, rulestore.ErrNotRead):
 			le.Error, le.NotRead = en.Err.Error(), true
 			notRead++
+		case errors.Is(en.Err, rulestore.ErrNoDocument):
+			le.NoDocument = true
 		case en.Err != nil:
 			le.Error = en.Err.Error()
 			invalid++
@@ -300,6 +307,8 @@ func rulesList(ctx context.Context, e *rulesEnv, _ []string) int {
 			switch {
 			case le.NotRead:
 				note = fmt.Sprintf("NOT READ: the list reached %d bytes of documents before it (ratekit rules show %s reads it)", rulestore.MaxReadBytes, le.Limiter)
+			case le.NoDocument:
+				note = "indexed, document missing: the services run on their own tiers"
 			case le.Error != "":
 				note = "INVALID: " + strings.ReplaceAll(le.Error, "\n", "; ")
 			}
