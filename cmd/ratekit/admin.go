@@ -48,7 +48,8 @@ flags:
                               tier of a limiter whose document lacks one
   --listen ADDR               address to serve on (default 127.0.0.1:8089; port 0
                               picks a free one)
-  --writer NAME               enable writes, audited under NAME (default: read-only)
+  --writer NAME               enable writes, audited under NAME (at most 256 bytes;
+                              default: read-only)
   --allow-remote-writes       allow --writer on a non-loopback --listen address
   --allowed-hosts NAME,...    Host names the page answers to ("name" on any port,
                               "name:port", "*" any); default on a loopback --listen:
@@ -95,6 +96,8 @@ func runAdmin(ctx context.Context, out output, args []string) int {
 		return usageError(out, adminUsage, "unexpected arguments %q", fs.Args())
 	case checkTimeout(timeout) != nil:
 		return usageError(out, adminUsage, "%v", checkTimeout(timeout))
+	case len(writer) > maxWriterBytes: // on every page and in every audit record
+		return usageError(out, adminUsage, "--writer of %d bytes, at most %d", len(writer), maxWriterBytes)
 	}
 	if _, _, err := net.SplitHostPort(listen); err != nil {
 		return usageError(out, adminUsage, "--listen %s: %v", listen, err)

@@ -159,6 +159,9 @@ func TestAdminUsage(t *testing.T) {
 		{[]string{"--redis", "redis://127.0.0.1:1"}, "admin needs --available-limiters FILE"},
 		{[]string{"--redis", "redis://127.0.0.1:1", "--available-limiters", avail, "--writer", "bob", "--listen", "0.0.0.0:0"}, "not a loopback address"},
 		{[]string{"--redis", "redis://127.0.0.1:1", "--available-limiters", avail, "extra"}, "unexpected arguments"},
+		// The name is on every page and in every audit record: bounded as
+		// RATEKIT_WRITER is (the page served a 100 KiB name).
+		{[]string{"--redis", "redis://127.0.0.1:1", "--available-limiters", avail, "--writer", strings.Repeat("w", maxWriterBytes+1)}, "--writer of 257 bytes, at most 256"},
 	} {
 		var stdout, stderr bytes.Buffer
 		if code := run(context.Background(), append([]string{"admin"}, tt.args...), output{&stdout, &stderr}); code != exitUsage || !strings.Contains(stderr.String(), tt.want) {

@@ -16,7 +16,8 @@ import (
 // and logs nothing).
 const auditRecord = "rate_limit_cli_write"
 
-// maxWriterBytes bounds the writer's name taken from RATEKIT_WRITER.
+// maxWriterBytes bounds the writer's name taken from RATEKIT_WRITER, and
+// ratekit admin's --writer.
 const maxWriterBytes = 256
 
 // writer names who writes, for the audit record: $RATEKIT_WRITER (a deploy
