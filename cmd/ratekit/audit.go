@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"os/user"
+	"strings"
 
 	"github.com/ratekit/ratekit/controlplane/rulestore"
 )
@@ -25,7 +26,9 @@ const maxWriterBytes = 256
 func writer() string {
 	if w := os.Getenv("RATEKIT_WRITER"); w != "" {
 		if len(w) > maxWriterBytes {
-			w = w[:maxWriterBytes]
+			// Cut on a character's boundary: half a character would be
+			// logged as U+FFFD.
+			w = strings.ToValidUTF8(w[:maxWriterBytes], "")
 		}
 		return w
 	}

@@ -95,3 +95,13 @@ func TestRulesWritesAudited(t *testing.T) {
 		t.Errorf("audit without RATEKIT_WRITER: %v", recs)
 	}
 }
+
+// A writer's name over maxWriterBytes is cut on a character's boundary: a
+// cut through "é" was logged as U+FFFD.
+func TestWriterCutOnACharacter(t *testing.T) {
+	name := strings.Repeat("a", maxWriterBytes-1) + "é"
+	t.Setenv("RATEKIT_WRITER", name)
+	if got := writer(); got != name[:maxWriterBytes-1] {
+		t.Fatalf("writer() = %q (%d bytes), want the %d bytes before the cut character", got, len(got), maxWriterBytes-1)
+	}
+}

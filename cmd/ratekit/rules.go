@@ -61,7 +61,8 @@ commands:
 
 Each write (publish, delete, remove, gc; not a dry run) logs one audit record
 on stderr, failed writes too (slog JSON, "rate_limit_cli_write": who, what,
-revision, outcome); who is $RATEKIT_WRITER, else the OS user at the host.
+outcome, and the revision a publish, delete or remove wrote); who is
+$RATEKIT_WRITER, else the OS user at the host.
 
 flags:
 ` + connUsage + `
