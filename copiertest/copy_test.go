@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -193,7 +194,18 @@ func checkBuildAndTest(t *testing.T, c renderCase, dst string) {
 	if out := run(t, dst, env, "make", "validate-rate-limits"); strings.Count(out, "\nOK") < 2 {
 		t.Errorf("make validate-rate-limits checked fewer than 2 documents:\n%s", out)
 	}
+	// The generated tests keep to rule store keys of their own: a test that
+	// seeded the service's documents in a shared Redis would rewrite the
+	// rules of its running processes (a test's file tier that counts health
+	// checks, for one).
+	index := "ratekit:rules:{" + c.service + "}:@index"
+	if os.Getenv("RATEKIT_TEST_REDIS_URL") != "" {
+		redisInt(t, "DEL", index)
+	}
 	out := run(t, dst, env, "go", "test", "-count=1", "-v", "./...")
+	if os.Getenv("RATEKIT_TEST_REDIS_URL") != "" && redisInt(t, "EXISTS", index) != 0 {
+		t.Errorf("the generated tests wrote the service's own rule store (%s) in the test Redis", index)
+	}
 	for _, name := range append([]string{"TestShippedFiles", "TestBuiltInAvailableLimiters", "TestInvalidRateLimitsRejectedWhole", "TestRateLimitsRejectionsCountFromZero", "TestDBUtilizationBudget"}, c.tests...) {
 		if !strings.Contains(out, "--- PASS: "+name+" ") {
 			t.Errorf("generated test %s did not pass:\n%s", name, out)
@@ -471,6 +483,50 @@ func redisAnswersAs(addr string, pid int) bool {
 		return false
 	}
 	return strings.Contains(string(body), fmt.Sprintf("process_id:%d\r\n", pid))
+}
+
+// redisInt sends one command to the Redis of RATEKIT_TEST_REDIS_URL and
+// returns its integer reply (this module needs no Redis client).
+func redisInt(t *testing.T, args ...string) int {
+	t.Helper()
+	u, err := url.Parse(os.Getenv("RATEKIT_TEST_REDIS_URL"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.DialTimeout("tcp", u.Host, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	var cmds [][]string
+	if pw, ok := u.User.Password(); ok {
+		cmds = append(cmds, []string{"AUTH", u.User.Username(), pw})
+	}
+	if db := strings.Trim(u.Path, "/"); db != "" {
+		cmds = append(cmds, []string{"SELECT", db})
+	}
+	cmds = append(cmds, args)
+	r := bufio.NewReader(conn)
+	var reply string
+	for _, cmd := range cmds {
+		var b strings.Builder
+		fmt.Fprintf(&b, "*%d\r\n", len(cmd))
+		for _, a := range cmd {
+			fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+		}
+		if _, err := io.WriteString(conn, b.String()); err != nil {
+			t.Fatal(err)
+		}
+		if reply, err = r.ReadString('\n'); err != nil || strings.HasPrefix(reply, "-") {
+			t.Fatalf("redis %s: %q, %v", cmd[0], reply, err)
+		}
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(reply, ":")))
+	if err != nil {
+		t.Fatalf("redis %v: reply %q is not an integer", args, reply)
+	}
+	return n
 }
 
 // grpcHealthWatch opens grpc.health.v1.Health/Watch on the gRPC server at
