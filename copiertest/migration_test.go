@@ -62,10 +62,14 @@ db_duration: top-level key of another document
 		t.Errorf("no warning about the Go literal:\n%s", out)
 	}
 
-	// Idempotent: a second run changes nothing.
+	// Idempotent: a second run changes nothing, and says so (a migration
+	// that touched nothing never reads as one that did its work).
 	out, err = renameLimiter(dir)
-	if err != nil || strings.Contains(out, "renamed") || read(t, filepath.Join(dir, "deploy", "rate_limits.production.yaml")) != want {
+	if err != nil || strings.Contains(out, "renamed to") || read(t, filepath.Join(dir, "deploy", "rate_limits.production.yaml")) != want {
 		t.Errorf("second run: err %v\n%s", err, out)
+	}
+	if !strings.Contains(out, `no rule document declares limiter 'db_duration': nothing renamed`) {
+		t.Errorf("second run does not say it renamed nothing:\n%s", out)
 	}
 
 	// Both names in one document: refused, file untouched.

@@ -11,7 +11,8 @@ the service's edits kept the old key there.
 
 Only the key line changes, so comments and formatting survive. The script is
 idempotent, uses the standard library only (it runs under copier's Python), and
-refuses (exit 1) a document that declares both names. It also lists Go files
+refuses (exit 1) a document that declares both names; a run that renames nothing
+says so. It also lists Go files
 that still spell the old name as a string literal, for a human to fix, and
 reminds that counters and Redis rule documents live under limiter names.
 
@@ -130,6 +131,8 @@ def main(argv: list[str]) -> int:
                         go_refs.append(f"{rel}:{no}")
     for rel in renamed:
         print(f"rename_limiter: {rel}: limiter {args.old!r} renamed to {args.new!r}")
+    if not renamed and not failed:
+        print(f"rename_limiter: no rule document declares limiter {args.old!r}: nothing renamed")
     for ref in go_refs:
         print(f"rename_limiter: warning: {ref}: Go code still names limiter {literal}; use {args.new!r}", file=sys.stderr)
     if renamed or go_refs:
