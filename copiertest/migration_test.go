@@ -91,3 +91,35 @@ db_duration: top-level key of another document
 		t.Errorf("conflict markers: err %v, output:\n%s", err, out)
 	}
 }
+
+// TestMovePackagesMigration checks the import rewrites of the service's own
+// Go files: only an unaliased import of the debug page gains the alias
+// debugpage (its old package name); an aliased one keeps its own.
+func TestMovePackagesMigration(t *testing.T) {
+	dir := filepath.Join(work, "move-packages")
+	const src = `package main
+
+import (
+	"github.com/ratekit/ratekit/core/observe/debugpage"
+	dp "github.com/ratekit/ratekit/core/observe/debugpage"
+	rs "github.com/ratekit/ratekit/core/rulestore"
+)
+
+var _, _, _ = debugpage.New, dp.New, rs.New
+`
+	file := filepath.Join(dir, "cmd", "main.go")
+	write(t, file, src)
+	out, err := command(dir, nil, "python3", filepath.Join(templateDir, "migrations", "move_packages.py"), "--project", dir)
+	if err != nil || !strings.Contains(out, "rewrote the ratekit imports of cmd/main.go") {
+		t.Fatalf("migration: err %v\n%s", err, out)
+	}
+	got := read(t, file)
+	for _, want := range []string{"\tdebugpage \"github.com/ratekit/ratekit/pages/debug\"\n", "\tdp \"github.com/ratekit/ratekit/pages/debug\"\n", "\trs \"github.com/ratekit/ratekit/controlplane/rulestore\"\n"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("after the migration, main.go lacks %q:\n%s", want, got)
+		}
+	}
+	if out, err := command(dir, nil, "gofmt", "-e", "-l", file); err != nil {
+		t.Errorf("main.go is no longer Go: %v\n%s\n%s", err, out, got)
+	}
+}

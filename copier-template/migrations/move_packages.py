@@ -47,8 +47,9 @@ MOVES = [
 
 def rewrite(src: str) -> str:
     # The debug page's package is now named debug: an unaliased import keeps
-    # the name debugpage that the code uses.
-    src = re.sub(r'(^|\s)"' + re.escape(MOD) + r'core/observe/debugpage"',
+    # the name debugpage that the code uses. Only an import spec that starts
+    # with the path is unaliased (an aliased one is rewritten below).
+    src = re.sub(r'^([ \t]*(?:import[ \t]+)?)"' + re.escape(MOD) + r'core/observe/debugpage"',
                  r'\1debugpage "' + MOD + 'pages/debug"', src, flags=re.M)
     for old, new in MOVES:
         src = re.sub('"' + re.escape(MOD + old) + r'(/[^"]*)?"',
