@@ -2,6 +2,7 @@ package copiertest
 
 import (
 	"bufio"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -94,6 +95,7 @@ func TestCopy(t *testing.T) {
 			checkRemoteModule(t, c, dst)
 			checkRuns(t, c, dst)
 			checkStartsOnHungRedis(t, c, dst)
+			checkLogsOnRefusedRedis(t, c, dst)
 			checkAsynqOnSentinel(t, c, dst)
 		})
 	}
@@ -366,6 +368,32 @@ func checkStartsOnHungRedis(t *testing.T, c renderCase, dst string) {
 	})
 	if err := p.stop(15 * time.Second); err != nil {
 		t.Fatalf("%v:\n%s", err, p.logs())
+	}
+}
+
+// checkLogsOnRefusedRedis starts the binary checkRuns built on a Redis
+// address nobody listens on: it serves, and its log stays JSON, one record a
+// line, while every dial is refused (go-redis printed its own plain-text
+// lines among them, which breaks a log pipeline's parsing in the incident
+// hour).
+func checkLogsOnRefusedRedis(t *testing.T, c renderCase, dst string) {
+	p, _ := startServing(t, t.TempDir(), filepath.Join(dst, c.service+".bin"), c.redisEnv, func() ([]string, string) {
+		return listenEnv(t, c, c.redisEnv+"=redis://"+freeAddr(t))
+	})
+	// The rule store's refreshes fail while it serves: wait for the WARN
+	// that says so, so that the log holds what a refused Redis makes.
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(p.logs(), "rule_store"); time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no rule store record 30s after a start on a refused Redis:\n%s", p.logs())
+		}
+	}
+	if err := p.stop(15 * time.Second); err != nil {
+		t.Fatalf("%v:\n%s", err, p.logs())
+	}
+	for line := range strings.Lines(p.logs()) {
+		if strings.TrimSpace(line) != "" && !json.Valid([]byte(line)) {
+			t.Errorf("a log line that is not JSON on a refused Redis: %q", line)
+		}
 	}
 }
 
