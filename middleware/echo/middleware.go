@@ -272,10 +272,15 @@ func (t *notFoundRoutes) routePath(ec echo.Context) string {
 // first time a request reports the path, since Routes builds a slice of every
 // route. It keeps only the paths of routes: at most one entry per route.
 // Routes added after the first request to their path are not seen (Echo's
-// router must not change while it serves anyway).
+// router must not change while it serves anyway). A sync.Map, written once
+// per path and then only read: a lock read by every request was contended.
 type notFoundRoutes struct {
-	mu      sync.RWMutex
-	routers map[*echo.Router]map[string]pathRoutes
+	paths sync.Map // routeKey -> pathRoutes
+}
+
+type routeKey struct {
+	router *echo.Router
+	path   string
 }
 
 type pathRoutes struct {
@@ -290,33 +295,25 @@ func (t *notFoundRoutes) tookBy404(ec echo.Context) bool {
 	if hr, ok := e.Routers()[ec.Request().Host]; ok { // as Echo picks the router
 		router = hr
 	}
-	t.mu.RLock()
-	pr, ok := t.routers[router][path]
-	t.mu.RUnlock()
-	if !ok {
-		pr = pathRoutes{methods: map[string]bool{}}
-		for _, rt := range router.Routes() {
-			switch {
-			case rt.Path != path:
-			case rt.Method == echo.RouteNotFound:
-				pr.notFound = true
-			default:
-				pr.methods[rt.Method] = true
-			}
-		}
-		if !pr.notFound && len(pr.methods) == 0 {
-			return false // no route's path (a handler set it): not kept, so the map stays bounded
-		}
-		t.mu.Lock()
-		if t.routers == nil {
-			t.routers = map[*echo.Router]map[string]pathRoutes{}
-		}
-		if t.routers[router] == nil {
-			t.routers[router] = map[string]pathRoutes{}
-		}
-		t.routers[router][path] = pr
-		t.mu.Unlock()
+	k := routeKey{router, path}
+	if v, ok := t.paths.Load(k); ok {
+		pr := v.(pathRoutes)
+		return pr.notFound && !pr.methods[method]
 	}
+	pr := pathRoutes{methods: map[string]bool{}}
+	for _, rt := range router.Routes() {
+		switch {
+		case rt.Path != path:
+		case rt.Method == echo.RouteNotFound:
+			pr.notFound = true
+		default:
+			pr.methods[rt.Method] = true
+		}
+	}
+	if !pr.notFound && len(pr.methods) == 0 {
+		return false // no route's path (a handler set it): not kept, so the map stays bounded
+	}
+	t.paths.Store(k, pr)
 	return pr.notFound && !pr.methods[method]
 }
 
