@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ratekit/ratekit/bench/internal/cliflags"
+	"github.com/ratekit/ratekit/bench/internal/cliflags/cliflagstest"
 )
 
 const sample = `goos: linux
@@ -105,7 +105,7 @@ func TestParseErrors(t *testing.T) {
 
 // The command parses its flags with cliflags.Parse, under its own name.
 func TestParseArgs(t *testing.T) {
-	cliflags.CheckCommand(t, "benchtable", func(args []string, stdout, stderr io.Writer) (int, bool) {
+	cliflagstest.CheckCommand(t, "benchtable", func(args []string, stdout, stderr io.Writer) (int, bool) {
 		_, code, ok := parseArgs(args, stdout, stderr)
 		return code, ok
 	})

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ratekit/ratekit/bench/internal/cliflags"
+	"github.com/ratekit/ratekit/bench/internal/cliflags/cliflagstest"
 )
 
 // A malformed -redis is refused without its password: url.Parse's error,
@@ -23,7 +23,7 @@ func TestParseRedisURLHidesPassword(t *testing.T) {
 
 // The command parses its flags with cliflags.Parse, under its own name.
 func TestParseArgs(t *testing.T) {
-	cliflags.CheckCommand(t, "scriptcpu", func(args []string, stdout, stderr io.Writer) (int, bool) {
+	cliflagstest.CheckCommand(t, "scriptcpu", func(args []string, stdout, stderr io.Writer) (int, bool) {
 		_, code, ok := parseArgs(args, stdout, stderr)
 		return code, ok
 	})

@@ -1,4 +1,7 @@
-package cliflags
+// Package cliflagstest tests a bench command's flag parsing against what
+// cliflags.Parse promises. It is for tests only: the commands' binaries do
+// not link package testing.
+package cliflagstest
 
 import (
 	"io"
