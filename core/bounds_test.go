@@ -129,8 +129,9 @@ func TestPerRequestTierOverMaxRulesIsLeftOut(t *testing.T) {
 	}
 }
 
-// A refused rule's error quotes at most MaxPropertyLen bytes of a property
-// name, action or algorithm it holds, as the length checks do: the string is
+// A refused rule's error quotes at most MaxPropertyLen characters of a
+// property name, action or algorithm it holds (%.*q cuts by characters, so a
+// few times as many bytes at most), as the length checks do: the string is
 // the caller's, of any size, and the error reaches logs and answers whole.
 func TestRuleErrorQuotesPropertiesInPart(t *testing.T) {
 	huge := strings.Repeat("p", 1<<20)
