@@ -33,3 +33,28 @@ func TestSweepBounded(t *testing.T) {
 		}
 	})
 }
+
+// Close stops the background sweep for good, whatever the scheduler does: a
+// round whose timer fired as Close ran sweeps nothing and schedules nothing,
+// and a check's wake after Close schedules no round. (The external test of
+// Close waits a few intervals, which a loaded machine may not give it.)
+func TestJanitorStaysClosed(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	s := MemoryConfig{Now: func() time.Time { return now }, SweepInterval: time.Hour}.New()
+	s.shards[0].m["k"] = &memEntry{expire: now} // expired at now
+	s.janitor.wake()
+	if s.janitor.idle.Load() || s.janitor.timer == nil {
+		t.Fatal("wake scheduled no round")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s.janitor.round() // as a timer that fired during Close runs it
+	s.janitor.wake()
+	if n := s.Len(); n != 1 {
+		t.Fatalf("Len = %d after a round past Close, want 1: it swept", n)
+	}
+	if s.janitor.timer.Stop() {
+		t.Fatal("a round is scheduled after Close")
+	}
+}
