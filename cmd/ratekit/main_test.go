@@ -2,10 +2,12 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -166,6 +168,16 @@ rate_limits.yaml: not checked: bad_available.yaml is invalid
 `
 	if code != 1 || stderr != want {
 		t.Fatalf("exit %d, stderr:\n%s\nwant exit 1 and:\n%s", code, stderr, want)
+	}
+	// --json says so too: no error of the rate-limits file there does not
+	// make it valid.
+	code, stdout, _ = ratekit(t, dir, "validate", "--json", "--available-limiters", "bad_available.yaml", "--rate-limits", "rate_limits.yaml")
+	var res struct {
+		Valid      bool     `json:"valid"`
+		NotChecked []string `json:"not_checked"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil || code != 1 || res.Valid || !slices.Equal(res.NotChecked, []string{"rate_limits.yaml"}) {
+		t.Fatalf("--json: exit %d, %+v (%v), want exit 1 and not_checked [rate_limits.yaml]:\n%s", code, res, err, stdout)
 	}
 }
 

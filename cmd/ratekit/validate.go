@@ -36,9 +36,11 @@ flags:
   --json                      print the result as one JSON object on stdout:
                               {"valid", "errors": [{file, line, column,
                               limiter, rule, path, message}], "errors_omitted",
-                              "limiters", "skip_rules", "warnings": [as errors]};
-                              errors_omitted counts the problems past the
-                              first 100, left out
+                              "limiters", "skip_rules", "warnings": [as errors],
+                              "not_checked"}; errors_omitted counts the problems
+                              past the first 100, left out; not_checked names
+                              --rate-limits when available_limiters.yaml is
+                              invalid (it is checked against that file)
 
 A file that still holds merge conflict markers (<<<<<<<, =======, >>>>>>>)
 is refused with its file and line.
@@ -91,8 +93,12 @@ func runValidate(_ context.Context, out output, args []string) int {
 
 	available, err := loadAvailable(*availablePath)
 	if err != nil {
-		if !*asJSON && exitCode(err) == exitInvalid && *rateLimitsPath != "" {
-			defer fmt.Fprintf(out.stderr, "%s: not checked: %s is invalid\n", *rateLimitsPath, *availablePath)
+		if exitCode(err) == exitInvalid && *rateLimitsPath != "" {
+			if *asJSON {
+				res.NotChecked = []string{*rateLimitsPath}
+			} else {
+				defer fmt.Fprintf(out.stderr, "%s: not checked: %s is invalid\n", *rateLimitsPath, *availablePath)
+			}
 		}
 		return fail(err)
 	}
@@ -134,6 +140,10 @@ type validateResult struct {
 	// ErrorsOmitted counts the problems left out of Errors, which holds the
 	// first config.MaxReportedErrors of a file.
 	ErrorsOmitted int `json:"errors_omitted,omitempty"`
+	// NotChecked names the files given that were not checked: a
+	// rate_limits.yaml is checked against available_limiters.yaml, so not
+	// when that is invalid (no error of its own does not make it valid).
+	NotChecked []string `json:"not_checked,omitempty"`
 }
 
 type validateError struct {
