@@ -274,16 +274,6 @@ func get(t *testing.T, u string) {
 	resp.Body.Close()
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // The copier template ships the same rules, tests and dashboard.
 func TestTemplateCopies(t *testing.T) {
 	template := filepath.Join(dir(t), "..", "copier-template", "template", "observability")
@@ -503,7 +493,7 @@ func TestProgramRuns(t *testing.T) {
 ports:
 	for try := 1; ; try++ {
 		ctx, cancel := context.WithCancel(context.Background())
-		prom := freeAddr(t)
+		prom := promtest.FreeAddr(t)
 		done := make(chan error, 1)
 		go func() { done <- run(ctx, "127.0.0.1:0", "127.0.0.1:0", prom, 0) }()
 		ready := func() bool {

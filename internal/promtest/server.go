@@ -29,7 +29,7 @@ func Start(t testing.TB, bin, config string) string {
 	client := &http.Client{Timeout: 2 * time.Second}
 ports:
 	for try := 1; ; try++ {
-		addr := freeAddr(t)
+		addr := FreeAddr(t)
 		data := filepath.Join(dir, fmt.Sprintf("data%d", try))
 		cmd := exec.Command(bin, "--config.file="+config, "--storage.tsdb.path="+data,
 			"--web.listen-address="+addr, "--log.level=warn")
@@ -94,8 +94,10 @@ ports:
 	}
 }
 
-// freeAddr is a loopback address whose port was free a moment ago.
-func freeAddr(t testing.TB) string {
+// FreeAddr is a loopback address whose port was free a moment ago, for a
+// Prometheus to listen on: another process may take it first, so a caller
+// retries on another when its Prometheus exits (Start does).
+func FreeAddr(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
