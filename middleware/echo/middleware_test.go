@@ -169,22 +169,32 @@ func TestUnmatchedRoutes(t *testing.T) {
 	e := echo.New()
 	e.Use(ratelimitecho.Middleware(l))
 	e.GET("/users/:id", func(c echo.Context) error { return c.String(200, "user") })
-	srv := httptest.NewServer(e)
-	defer srv.Close()
-	for _, tc := range []struct {
-		method, path string
-		status       int
-		endpoint     string
-	}{
+	checkEndpoints(t, e, &last, []endpointCase{
 		{"GET", "/users/7", 200, "GET /users/:id"},
 		{"DELETE", "/users/7", 405, identifiers.Unmatched},
 		{"OPTIONS", "/users/7", 204, identifiers.Unmatched},
 		{"GET", "/nothing/here", 404, identifiers.Unmatched},
 		{"GET", "/users", 404, identifiers.Unmatched},
-	} {
+	})
+}
+
+// endpointCase is a request and the status and endpoint it must get.
+type endpointCase struct {
+	method, path string
+	status       int
+	endpoint     string
+}
+
+// checkEndpoints sends each case's request to e and checks its status and
+// the endpoint of the identifier the limiter last saw (*last).
+func checkEndpoints(t *testing.T, e *echo.Echo, last *ratelimit.Identifier, cases []endpointCase) {
+	t.Helper()
+	srv := httptest.NewServer(e)
+	defer srv.Close()
+	for _, tc := range cases {
 		resp := get(t, srv, tc.method, tc.path)
-		if resp.StatusCode != tc.status || last[identifiers.Endpoint] != tc.endpoint {
-			t.Errorf("%s %s: status %d endpoint %v, want %d %s", tc.method, tc.path, resp.StatusCode, last[identifiers.Endpoint], tc.status, tc.endpoint)
+		if resp.StatusCode != tc.status || (*last)[identifiers.Endpoint] != tc.endpoint {
+			t.Errorf("%s %s: status %d endpoint %v, want %d %s", tc.method, tc.path, resp.StatusCode, (*last)[identifiers.Endpoint], tc.status, tc.endpoint)
 		}
 	}
 }
@@ -203,25 +213,14 @@ func TestUnmatchedRoutesOnAGroup(t *testing.T) {
 	g.GET("/users/:id", func(c echo.Context) error { return c.String(200, "user") })
 	g.GET("/files/*", func(c echo.Context) error { return c.String(200, "file") })
 	g.RouteNotFound("/files/*", func(c echo.Context) error { return c.NoContent(404) })
-	srv := httptest.NewServer(e)
-	defer srv.Close()
-	for _, tc := range []struct {
-		method, path string
-		status       int
-		endpoint     string
-	}{
+	checkEndpoints(t, e, &last, []endpointCase{
 		{"GET", "/api/users/7", 200, "GET /api/users/:id"},
 		{"GET", "/api/files/a.txt", 200, "GET /api/files/*"},
 		{"GET", "/api/nothing", 404, identifiers.Unmatched},
 		{"GET", "/api", 404, identifiers.Unmatched},
 		{"DELETE", "/api/users/7", 404, identifiers.Unmatched},
 		{"POST", "/api/files/a.txt", 404, identifiers.Unmatched},
-	} {
-		resp := get(t, srv, tc.method, tc.path)
-		if resp.StatusCode != tc.status || last[identifiers.Endpoint] != tc.endpoint {
-			t.Errorf("%s %s: status %d endpoint %v, want %d %s", tc.method, tc.path, resp.StatusCode, last[identifiers.Endpoint], tc.status, tc.endpoint)
-		}
-	}
+	})
 }
 
 // TestEchoIPExtractor: RealIP is used only when asked for, and then follows
