@@ -320,25 +320,19 @@ func TestIETFHeadersAllocations(t *testing.T) {
 // profile and verdict: the fields' one-element value slices, which
 // http.Header needs, come in one block (one allocation per field before).
 func TestSetHeadersAllocatesOneBlockOfValues(t *testing.T) {
-	limit := rule("per_ip", ratelimit.ActionLimit)
-	for _, p := range []Profile{IETF, Legacy, GitLab, None} {
-		for _, v := range []struct {
-			name  string
-			count float64
-		}{{"allowed", 2}, {"blocked", 1001}} {
-			t.Run(p.String()+"/"+v.name, func(t *testing.T) {
-				d := &Decision{Results: []ratelimit.Result{result(eval(limit, 1000, time.Minute, v.count, 42*time.Second))}}
-				each := testing.AllocsPerRun(100, func() { p.Each(d, now, 0, func(_, _ string) {}) })
-				h := http.Header{}
-				set := testing.AllocsPerRun(100, func() {
-					p.SetHeaders(h, d, now, 0)
-					clear(h)
-				})
-				if set > each+1 {
-					t.Errorf("SetHeaders: %v allocations, Each %v: want at most one more", set, each)
-				}
+	for _, a := range answers(IETF, Legacy, GitLab, None) {
+		t.Run(a.name, func(t *testing.T) {
+			p, d := a.p, a.d
+			each := testing.AllocsPerRun(100, func() { p.Each(d, now, 0, func(_, _ string) {}) })
+			h := http.Header{}
+			set := testing.AllocsPerRun(100, func() {
+				p.SetHeaders(h, d, now, 0)
+				clear(h)
 			})
-		}
+			if set > each+1 {
+				t.Errorf("SetHeaders: %v allocations, Each %v: want at most one more", set, each)
+			}
+		})
 	}
 }
 
@@ -376,26 +370,20 @@ var fieldsSink map[string][]string
 // (one allocation per field before), whatever the profile and verdict: the
 // gRPC interceptors ask it on every call.
 func TestFieldsAllocatesOneBlockOfValues(t *testing.T) {
-	limit := rule("per_ip", ratelimit.ActionLimit)
-	for _, p := range []Profile{IETF, Legacy, GitLab} {
-		for _, v := range []struct {
-			name  string
-			count float64
-		}{{"allowed", 2}, {"blocked", 1001}} {
-			t.Run(p.String()+"/"+v.name, func(t *testing.T) {
-				d := &Decision{Results: []ratelimit.Result{result(eval(limit, 1000, time.Minute, v.count, 42*time.Second))}}
-				n := len(p.Fields(d, now))
-				each := testing.AllocsPerRun(100, func() { p.Each(d, now, 0, func(_, _ string) {}) })
-				empty := testing.AllocsPerRun(100, func() {
-					fieldsSink = make(map[string][]string, n)
-					fieldsSink["k"] = nil
-				})
-				fields := testing.AllocsPerRun(100, func() { fieldsSink = p.Fields(d, now) })
-				if fields > each+empty+1 {
-					t.Errorf("Fields: %v allocations, Each %v and its map %v: want at most one more", fields, each, empty)
-				}
+	for _, a := range answers(IETF, Legacy, GitLab) {
+		t.Run(a.name, func(t *testing.T) {
+			p, d := a.p, a.d
+			n := len(p.Fields(d, now))
+			each := testing.AllocsPerRun(100, func() { p.Each(d, now, 0, func(_, _ string) {}) })
+			empty := testing.AllocsPerRun(100, func() {
+				fieldsSink = make(map[string][]string, n)
+				fieldsSink["k"] = nil
 			})
-		}
+			fields := testing.AllocsPerRun(100, func() { fieldsSink = p.Fields(d, now) })
+			if fields > each+empty+1 {
+				t.Errorf("Fields: %v allocations, Each %v and its map %v: want at most one more", fields, each, empty)
+			}
+		})
 	}
 }
 
@@ -404,65 +392,47 @@ func TestFieldsAllocatesOneBlockOfValues(t *testing.T) {
 // GitLab answer cost one per number of three digits or more, the reset's
 // epoch always, and one for RateLimit-ResetTime).
 func TestEachAllocations(t *testing.T) {
-	limit := rule("per_ip", ratelimit.ActionLimit)
-	for _, p := range []Profile{IETF, GitLab} {
-		for _, v := range []struct {
-			name  string
-			count float64
-		}{{"allowed", 2}, {"blocked", 1001}} {
-			t.Run(p.String()+"/"+v.name, func(t *testing.T) {
-				d := &Decision{Results: []ratelimit.Result{result(eval(limit, 1000, time.Minute, v.count, 42*time.Second))}}
-				if n := testing.AllocsPerRun(100, func() { p.Each(d, now, 0, func(_, _ string) {}) }); n > 1 {
-					t.Errorf("Each: %v allocations, want at most 1", n)
-				}
-			})
-		}
+	for _, a := range answers(IETF, GitLab) {
+		t.Run(a.name, func(t *testing.T) {
+			p, d := a.p, a.d
+			if n := testing.AllocsPerRun(100, func() { p.Each(d, now, 0, func(_, _ string) {}) }); n > 1 {
+				t.Errorf("Each: %v allocations, want at most 1", n)
+			}
+		})
 	}
 }
 
 // BenchmarkSetHeaders renders an allowed and a blocked answer in each
 // profile, as every HTTP adapter does on every request.
 func BenchmarkSetHeaders(b *testing.B) {
-	limit := rule("per_ip", ratelimit.ActionLimit)
-	for _, p := range []Profile{IETF, Legacy, GitLab} {
-		for _, v := range []struct {
-			name  string
-			count float64
-		}{{"allowed", 2}, {"blocked", 1001}} {
-			d := &Decision{Results: []ratelimit.Result{result(eval(limit, 1000, time.Minute, v.count, 42*time.Second))}}
-			b.Run(p.String()+"/"+v.name, func(b *testing.B) {
-				b.ReportAllocs()
-				h := http.Header{}
-				for b.Loop() {
-					p.SetHeaders(h, d, now, 0)
-					clear(h)
-				}
-			})
-		}
+	for _, a := range answers(IETF, Legacy, GitLab) {
+		p, d := a.p, a.d
+		b.Run(a.name, func(b *testing.B) {
+			b.ReportAllocs()
+			h := http.Header{}
+			for b.Loop() {
+				p.SetHeaders(h, d, now, 0)
+				clear(h)
+			}
+		})
 	}
 }
 
 // BenchmarkEach renders the same answers as BenchmarkSetHeaders through Each,
 // as the Envoy service does, with no http.Header between.
 func BenchmarkEach(b *testing.B) {
-	limit := rule("per_ip", ratelimit.ActionLimit)
-	for _, p := range []Profile{IETF, Legacy, GitLab} {
-		for _, v := range []struct {
-			name  string
-			count float64
-		}{{"allowed", 2}, {"blocked", 1001}} {
-			d := &Decision{Results: []ratelimit.Result{result(eval(limit, 1000, time.Minute, v.count, 42*time.Second))}}
-			b.Run(p.String()+"/"+v.name, func(b *testing.B) {
-				b.ReportAllocs()
-				n := 0
-				for b.Loop() {
-					p.Each(d, now, 0, func(_, value string) { n += len(value) })
-				}
-				if n == 0 {
-					b.Fatal("Each set no field")
-				}
-			})
-		}
+	for _, a := range answers(IETF, Legacy, GitLab) {
+		p, d := a.p, a.d
+		b.Run(a.name, func(b *testing.B) {
+			b.ReportAllocs()
+			n := 0
+			for b.Loop() {
+				p.Each(d, now, 0, func(_, value string) { n += len(value) })
+			}
+			if n == 0 {
+				b.Fatal("Each set no field")
+			}
+		})
 	}
 }
 
@@ -527,21 +497,40 @@ func TestHugeValuesStayInRange(t *testing.T) {
 // BenchmarkFields renders an allowed and a blocked answer's fields in each
 // profile, as the gRPC interceptors do on every call.
 func BenchmarkFields(b *testing.B) {
+	for _, a := range answers(IETF, Legacy, GitLab) {
+		p, d := a.p, a.d
+		b.Run(a.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if p.Fields(d, now) == nil {
+					b.Fatal("no fields")
+				}
+			}
+		})
+	}
+}
+
+// answer is an allowed or a blocked answer of one limit rule, 1000 a minute,
+// in a profile.
+type answer struct {
+	name string // profile/verdict
+	p    Profile
+	d    *Decision
+}
+
+// answers returns each profile's allowed answer (count 2) and blocked one
+// (count 1001), as every adapter renders them.
+func answers(profiles ...Profile) []answer {
 	limit := rule("per_ip", ratelimit.ActionLimit)
-	for _, p := range []Profile{IETF, Legacy, GitLab} {
+	var out []answer
+	for _, p := range profiles {
 		for _, v := range []struct {
 			name  string
 			count float64
 		}{{"allowed", 2}, {"blocked", 1001}} {
 			d := &Decision{Results: []ratelimit.Result{result(eval(limit, 1000, time.Minute, v.count, 42*time.Second))}}
-			b.Run(p.String()+"/"+v.name, func(b *testing.B) {
-				b.ReportAllocs()
-				for b.Loop() {
-					if p.Fields(d, now) == nil {
-						b.Fatal("no fields")
-					}
-				}
-			})
+			out = append(out, answer{p.String() + "/" + v.name, p, d})
 		}
 	}
+	return out
 }
