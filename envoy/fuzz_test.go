@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"testing"
-	"time"
 
 	rlcommonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -66,16 +65,7 @@ func FuzzShouldRateLimit(f *testing.F) {
 // A panic below the service (here a limit resolver's) is recovered and
 // answered INTERNAL, which Envoy treats as an error (fail-open by default).
 func TestPanicIsRecovered(t *testing.T) {
-	l, err := ratelimit.New(ratelimit.Config{Name: "edge", Store: ratelimit.NewMemoryStore(), Rules: []ratelimit.Rule{{
-		Name:            "per_ip",
-		Characteristics: []string{"remote_address"},
-		LimitFunc:       func(context.Context) (int64, error) { panic("resolver bug") },
-		Period:          time.Minute,
-		Action:          ratelimit.ActionLimit,
-	}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := panickingLimiter(t, "edge")
 	g := startGateway(t, l, nil, ratekitenvoy.Options{Concurrent: true})
 	// One descriptor is checked on the caller's goroutine, several
 	// concurrently: a panic is recovered either way.
@@ -84,7 +74,7 @@ func TestPanicIsRecovered(t *testing.T) {
 		for i := range n {
 			req.Descriptors = append(req.Descriptors, desc("remote_address", fmt.Sprint("1.2.3.", i)))
 		}
-		_, err = g.client.ShouldRateLimit(context.Background(), req)
+		_, err := g.client.ShouldRateLimit(context.Background(), req)
 		if status.Code(err) != codes.Internal {
 			t.Fatalf("%d descriptors: got %v, want INTERNAL", n, err)
 		}
@@ -93,7 +83,7 @@ func TestPanicIsRecovered(t *testing.T) {
 		t.Errorf("internal answers counted %v, want 2", got)
 	}
 	// The server survived: the next call is answered too.
-	_, err = g.client.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "edge"})
+	_, err := g.client.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "edge"})
 	if status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("after the panic: %v", err)
 	}

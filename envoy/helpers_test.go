@@ -71,6 +71,23 @@ type gateway struct {
 // newLimiter builds the "edge" limiter on store with the default rules of
 // availableYAML, reporting to m. Its store timeout is generous (the tests run
 // on a loaded machine, under -race); opts adjust the config.
+// panickingLimiter is a limiter named name whose per_ip rule's limit
+// resolver panics: a bug below the service, on every check.
+func panickingLimiter(t testing.TB, name string) *ratelimit.Limiter {
+	t.Helper()
+	l, err := ratelimit.New(ratelimit.Config{Name: name, Store: ratelimit.NewMemoryStore(), Rules: []ratelimit.Rule{{
+		Name:            "per_ip",
+		Characteristics: []string{"remote_address"},
+		LimitFunc:       func(context.Context) (int64, error) { panic("resolver bug") },
+		Period:          time.Minute,
+		Action:          ratelimit.ActionLimit,
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
 func newLimiter(t testing.TB, store ratelimit.Store, prefix string, m *observe.Metrics, opts ...func(*ratelimit.Config)) *ratelimit.Limiter {
 	t.Helper()
 	rules, err := available(t).DefaultRules("edge")

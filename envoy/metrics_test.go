@@ -30,16 +30,7 @@ import (
 func TestMetricsSeries(t *testing.T) {
 	store := ratelimittest.NewStore(ratelimittest.NewClock(time.Unix(1_700_000_000, 0)))
 	edge := newLimiter(t, store, "", nil, func(c *ratelimit.Config) { c.Logger = slog.New(slog.DiscardHandler) }) // the store fails on purpose
-	boom, err := ratelimit.New(ratelimit.Config{Name: "boom", Store: ratelimit.NewMemoryStore(), Rules: []ratelimit.Rule{{
-		Name:            "per_ip",
-		Characteristics: []string{"remote_address"},
-		LimitFunc:       func(context.Context) (int64, error) { panic("resolver bug") },
-		Period:          time.Minute,
-		Action:          ratelimit.ActionLimit,
-	}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	boom := panickingLimiter(t, "boom")
 	svc, err := ratekitenvoy.NewService([]*ratelimit.Limiter{edge, boom}, ratekitenvoy.Options{
 		Domains: map[string]string{"gw": "edge"},
 		Logger:  slog.New(slog.DiscardHandler), // the panic is expected
