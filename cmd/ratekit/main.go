@@ -22,6 +22,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -88,6 +89,19 @@ func help(args []string, out output) int {
 	if !ok {
 		fmt.Fprintf(out.stderr, "ratekit help: unknown command %q%s\n\n%s", args[0], didYouMean(args[0], commandNames()), overview())
 		return exitUsage
+	}
+	// A command's usage covers its subcommands: help names one only to
+	// reach it, so a word that names none is refused, not ignored.
+	if len(args) > 1 {
+		subs := subcommands[args[0]]
+		if len(args) > 2 || !slices.Contains(subs, args[1]) {
+			if subs == nil {
+				fmt.Fprintf(out.stderr, "ratekit help: %s has no subcommands; run ratekit help %s\n", args[0], args[0])
+			} else {
+				fmt.Fprintf(out.stderr, "ratekit help: %s has no subcommand %q%s; run ratekit help %s\n", args[0], strings.Join(args[1:], " "), didYouMean(args[1], subs), args[0])
+			}
+			return exitUsage
+		}
 	}
 	fmt.Fprintln(out.stdout, strings.TrimRight(c.usage, "\n"))
 	return exitOK

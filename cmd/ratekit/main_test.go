@@ -285,6 +285,24 @@ func TestHelp(t *testing.T) {
 			t.Fatalf("%s help: exit %d, stdout:\n%s\nstderr:\n%s", name, code, stdout, stderr)
 		}
 	}
+	// help takes a subcommand's name to reach it; a word that names none is
+	// refused, not ignored.
+	if code, stdout, stderr := ratekit(t, t.TempDir(), "help", "rules", "publish"); code != 0 || stderr != "" || !strings.HasPrefix(stdout, "usage: ratekit rules") {
+		t.Fatalf("help rules publish: exit %d, stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"help", "rules", "publsh"}, `ratekit help: rules has no subcommand "publsh"; did you mean "publish"?`},
+		{[]string{"help", "rules", "publish", "x"}, `ratekit help: rules has no subcommand "publish x"`},
+		{[]string{"help", "validate", "rules"}, "ratekit help: validate has no subcommands; run ratekit help validate"},
+	} {
+		code, stdout, stderr := ratekit(t, t.TempDir(), c.args...)
+		if code != exitUsage || stdout != "" || !strings.HasPrefix(stderr, c.want) {
+			t.Errorf("%v: exit %d, stdout:\n%s\nstderr:\n%s", c.args, code, stdout, stderr)
+		}
+	}
 	for _, args := range [][]string{{"help", "validate"}, {"validate", "-h"}} {
 		code, stdout, _ := ratekit(t, t.TempDir(), args...)
 		if code != 0 || !strings.HasPrefix(stdout, "usage: ratekit validate --available-limiters FILE [--rate-limits FILE] [--json]\n") {
