@@ -21,6 +21,41 @@
 // host holds a whole /64 and would otherwise be 2^64 clients. IPFull
 // ("ip_full") is the whole address, for matching or counting one address.
 //
+// Some IPv6 addresses are IPv4 clients, whose /64 would put every client of
+// a translator or relay in one bucket:
+//
+//   - An address in the NAT64 well-known prefix 64:ff9b::/96 (RFC 6052) is an
+//     IPv4 client reaching an IPv6 service through a stateless translator
+//     (SIIT-DC, RFC 7755): it is that IPv4 address everywhere, in ip and
+//     ip_full, in TrustedProxies and in forwarding headers, as an
+//     IPv4-mapped address is.
+//   - An address in the local-use prefix 64:ff9b:1::/48 (RFC 8215) holds its
+//     IPv4 client where the prefix length the operator chose puts it, which
+//     the address does not tell: ip is the whole address (one per client).
+//   - A Teredo address (2001::/32, RFC 4380) holds its server's address in
+//     its /64: ip is the client's public IPv4 address, which the address
+//     holds too.
+//
+// A network-specific NAT64 prefix of the operator's own (RFC 6052 §2.2)
+// cannot be told from any other IPv6 network, so its addresses are
+// aggregated like any other's and its IPv4 clients share one /64. A service
+// behind such a translator sets ip itself in a properties hook (every
+// adapter's WithProperties, HTTPOptions.Properties), here for a /96 prefix
+// with net/http (a WithIPv6Prefix of 128 keeps them apart too, but every IPv6
+// client's addresses with them):
+//
+//	nat64 := netip.MustParsePrefix("2001:db8:64::/96")
+//	ipv4Client := func(r *http.Request, id ratelimit.Identifier) {
+//		full, _ := id.Get(identifiers.IPFull)
+//		if a, err := netip.ParseAddr(full); err == nil && nat64.Contains(a) {
+//			id[identifiers.IP] = netip.AddrFrom4([4]byte(a.AsSlice()[12:])).String()
+//		}
+//	}
+//	http.Handle("/", ratelimithttp.Middleware(limiter, ratelimithttp.WithProperties(ipv4Client))(mux))
+//
+// A 6to4 address (2002::/16, RFC 3056) is aggregated as any other: its /64
+// is one network of the one site behind its IPv4 address.
+//
 // # Method
 //
 // The method property is the request's HTTP method as sent. A rule matching

@@ -101,6 +101,10 @@ func TestFromHTTP(t *testing.T) {
 			want: ratelimit.Identifier{IP: "2001:db8:1::/48", IPFull: "2001:db8:1:2::7", Method: "GET", Path: "/", Endpoint: Unmatched, User: Anonymous},
 		},
 		{
+			name: "NAT64 (RFC 6052 well-known prefix) peer is its IPv4 client", method: "GET", target: "/", remote: "[64:ff9b::cb00:7107]:5555",
+			want: ratelimit.Identifier{IP: "203.0.113.7", IPFull: "203.0.113.7", Method: "GET", Path: "/", Endpoint: Unmatched, User: Anonymous},
+		},
+		{
 			name: "IPv4-mapped IPv6 peer is IPv4", method: "GET", target: "/", remote: "[::ffff:203.0.113.7]:5555",
 			want: ratelimit.Identifier{IP: "203.0.113.7", IPFull: "203.0.113.7", Method: "GET", Path: "/", Endpoint: Unmatched, User: Anonymous},
 		},
@@ -192,6 +196,23 @@ func TestIPValue(t *testing.T) {
 		{"2001:db8::1", 128, "2001:db8::1"},
 		{"fe80::1%eth0", 0, "fe80::/64"},
 		{"2001:db8::1", 1, "::/1"},
+		// An IPv4 client through a stateless translator (RFC 6052's
+		// well-known prefix) is that IPv4 client, not the translator's /64.
+		{"64:ff9b::c000:201", 0, "192.0.2.1"},
+		{"64:ff9b::198.51.100.9", 48, "198.51.100.9"},
+		{"64:ff9b::198.51.100.9", 128, "198.51.100.9"},
+		{"64:ff9b::1:c000:201", 0, "64:ff9b::/64"}, // outside the /96: not a translated address
+		// The local-use prefix (RFC 8215) embeds IPv4 where the operator's
+		// prefix length puts it: each address is kept whole.
+		{"64:ff9b:1:c000:2:100::", 0, "64:ff9b:1:c000:2:100::"},
+		{"64:ff9b:1:ffff:ffff::1", 56, "64:ff9b:1:ffff:ffff::1"},
+		// Teredo (RFC 4380): the /64 is the Teredo server's, shared by all
+		// its clients; the client is its public IPv4 address.
+		{"2001:0:4136:e378:8000:63bf:3fff:fdd2", 0, "192.0.2.45"},
+		{"2001:0:4136:e378:8000:63bf:3fff:fdd2", 128, "2001:0:4136:e378:8000:63bf:3fff:fdd2"},
+		// 6to4 (RFC 3056): the /64 is one network of the site behind one
+		// IPv4 address, as for any other IPv6 address.
+		{"2002:c000:201:1::1", 0, "2002:c000:201:1::/64"},
 	}
 	for _, tt := range tests {
 		if got := IPValue(netip.MustParseAddr(tt.addr), tt.bits); got != tt.want {

@@ -52,9 +52,14 @@ func EndpointOrUnmatched(template string) string {
 const DefaultIPv6Prefix = 64
 
 // IPValue returns the IP property of client address a: an IPv4 address (or an
-// IPv4-mapped IPv6 one) as is, "192.0.2.1"; an IPv6 address as its prefix of
+// IPv4-mapped IPv6 one, or one translated into the NAT64 well-known prefix
+// 64:ff9b::/96) as is, "192.0.2.1"; an IPv6 address as its prefix of
 // ipv6Bits bits, "2001:db8::/64", or the address itself when ipv6Bits is 128.
 // ipv6Bits 0 means DefaultIPv6Prefix; CheckIPv6Prefix tells the valid values.
+// Two kinds of IPv6 address whose network is not one client's are not
+// aggregated: a Teredo address (2001::/32) is its client's public IPv4
+// address, and an address in the local-use translation prefix
+// 64:ff9b:1::/48 stays whole (package documentation, Client IP).
 // It returns "" for the zero Addr.
 func IPValue(a netip.Addr, ipv6Bits int) string {
 	a = normalize(a)
@@ -69,12 +74,28 @@ func ipValue(a netip.Addr, full string, ipv6Bits int) string {
 	if ipv6Bits <= 0 {
 		ipv6Bits = DefaultIPv6Prefix
 	}
-	if a.Is4() || ipv6Bits >= 128 {
+	if a.Is4() || ipv6Bits >= 128 || nat64LocalUse.Contains(a) {
 		return full
+	}
+	if teredo.Contains(a) {
+		// RFC 4380 §4: the /64 is the Teredo server's, shared by all its
+		// clients; the last 32 bits are the client's public IPv4 address,
+		// inverted.
+		b := a.As16()
+		return netip.AddrFrom4([4]byte{^b[12], ^b[13], ^b[14], ^b[15]}).String()
 	}
 	p, _ := a.Prefix(ipv6Bits) // cannot fail: a is IPv6 and 0 < ipv6Bits < 128
 	return p.String()
 }
+
+var (
+	// nat64LocalUse is RFC 8215's prefix for translators of one network:
+	// where an IPv4 client's address sits in it depends on the prefix
+	// length the operator chose, so an address is kept whole.
+	nat64LocalUse = netip.MustParsePrefix("64:ff9b:1::/48")
+	// teredo is RFC 4380's Teredo prefix.
+	teredo = netip.MustParsePrefix("2001::/32")
+)
 
 // CheckIPv6Prefix reports an error unless bits is a prefix length the IP
 // property can aggregate IPv6 clients to, 1 to 128 (128 keeps every address

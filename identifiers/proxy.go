@@ -30,12 +30,13 @@ type TrustedProxies struct {
 }
 
 // ParseTrustedProxies parses CIDR prefixes ("10.0.0.0/8", "2001:db8::/32") and
-// single addresses ("192.0.2.1", "::1"). IPv4-mapped IPv6 forms are stored as
-// IPv4 (::ffff:10.0.0.0/104 is 10.0.0.0/8), and a peer is compared as IPv4
-// when it is one, so an IPv6 prefix shorter than /96 that spans the mapped
-// range, such as "::/0", trusts no IPv4 peer: list IPv4 proxies as IPv4
-// ("0.0.0.0/0" for every one). It rejects the whole list if any entry is
-// invalid.
+// single addresses ("192.0.2.1", "::1"). IPv4-mapped IPv6 forms and forms in
+// the NAT64 well-known prefix 64:ff9b::/96 are stored as IPv4
+// (::ffff:10.0.0.0/104 and 64:ff9b::10.0.0.0/104 are 10.0.0.0/8), and a peer
+// is compared as IPv4 when it is one (SetIP tells which), so an IPv6 prefix
+// shorter than /96 that spans either range, such as "::/0", trusts no IPv4
+// peer: list IPv4 proxies as IPv4 ("0.0.0.0/0" for every one). It rejects the
+// whole list if any entry is invalid.
 func ParseTrustedProxies(cidrs ...string) (TrustedProxies, error) {
 	var tp TrustedProxies
 	for _, s := range cidrs {
@@ -65,8 +66,8 @@ func parsePrefix(s string) (netip.Prefix, error) {
 			return netip.Prefix{}, fmt.Errorf("not a CIDR prefix: %w", err)
 		}
 		a, bits := p.Addr(), p.Bits()
-		if a.Is4In6() && bits >= 96 {
-			a, bits = a.Unmap(), bits-96
+		if (a.Is4In6() || nat64WellKnown.Contains(a)) && bits >= 96 {
+			a, bits = embeddedIPv4(a), bits-96
 		}
 		return netip.PrefixFrom(a, bits).Masked(), nil
 	}
@@ -125,8 +126,8 @@ func (tp TrustedProxies) Trusts(a netip.Addr) bool {
 // further left counts as one that is not an IP address (no chain of proxies
 // is that long); X-Forwarded-For is walked from the right as far as needed.
 //
-// The result is normalised: IPv4-mapped IPv6 becomes IPv4 and zones are
-// dropped. It is the zero netip.Addr only when peer is invalid (for example a
+// The result is normalised: IPv4-mapped IPv6 and NAT64 well-known-prefix
+// addresses become IPv4 (see SetIP), and zones are dropped. It is the zero netip.Addr only when peer is invalid (for example a
 // Unix socket).
 func (tp TrustedProxies) ClientIP(peer netip.Addr, header func(name string) []string) netip.Addr {
 	peer = normalize(peer)
@@ -231,7 +232,28 @@ func parseHop(s string) (netip.Addr, bool) {
 	return netip.Addr{}, false
 }
 
-func normalize(a netip.Addr) netip.Addr { return a.WithZone("").Unmap() }
+// normalize drops a's zone and gives the IPv4 address of an IPv4-mapped
+// address or of one in the NAT64 well-known prefix: the client behind a
+// stateless translator (RFC 6052, RFC 7915) is that IPv4 client, the
+// same whether it reached us by IPv4 or through the translator, and the
+// return path of a translated address goes to that IPv4 address.
+func normalize(a netip.Addr) netip.Addr {
+	a = a.WithZone("").Unmap()
+	if nat64WellKnown.Contains(a) {
+		return embeddedIPv4(a)
+	}
+	return a
+}
+
+// nat64WellKnown is RFC 6052's well-known prefix: its last 32 bits are the
+// IPv4 address of a translated client.
+var nat64WellKnown = netip.MustParsePrefix("64:ff9b::/96")
+
+// embeddedIPv4 returns the IPv4 address held in the last 32 bits of a.
+func embeddedIPv4(a netip.Addr) netip.Addr {
+	b := a.As16()
+	return netip.AddrFrom4([4]byte(b[12:]))
+}
 
 // PeerAddr parses a socket address such as http.Request.RemoteAddr
 // ("192.0.2.1:1234", "[2001:db8::1]:1234") or a bare IP. It returns the zero

@@ -49,6 +49,11 @@ func TestClientIP(t *testing.T) {
 		{"IPv6 trusted peer", lb, "2001:db8:ffff::1", hdr("X-Forwarded-For", "198.51.100.9"), "198.51.100.9"},
 		{"IPv4-mapped peer is trusted as IPv4", lb, "::ffff:10.1.2.3", hdr("X-Forwarded-For", "198.51.100.9"), "198.51.100.9"},
 		{"IPv4-mapped untrusted peer unmapped", lb, "::ffff:203.0.113.7", hdr(), "203.0.113.7"},
+		{"NAT64 peer is trusted as IPv4", lb, "64:ff9b::192.0.2.254", hdr("X-Forwarded-For", "198.51.100.9"), "198.51.100.9"},
+		{"NAT64 untrusted peer is its IPv4 client", lb, "64:ff9b::203.0.113.7", hdr("X-Forwarded-For", "1.1.1.1"), "203.0.113.7"},
+		{"NAT64 hop is IPv4", lb, "10.1.2.3", hdr("X-Forwarded-For", "64:ff9b::c633:6409"), "198.51.100.9"},
+		{"NAT64 trusted hop skipped", lb, "10.1.2.3", hdr("X-Forwarded-For", "198.51.100.9, 64:ff9b::192.0.2.254"), "198.51.100.9"},
+		{"Forwarded NAT64 node is IPv4", lb, "10.1.2.3", hdr("Forwarded", `for="[64:ff9b::c633:6409]:4711"`), "198.51.100.9"},
 		{"IPv6 peer with zone", TrustedProxies{}, "fe80::9%eth0", hdr(), "fe80::9"},
 		{"Forwarded", lb, "10.1.2.3", hdr("Forwarded", "for=198.51.100.9;proto=https;by=10.1.2.3"), "198.51.100.9"},
 		{"Forwarded list walked from the right", lb, "10.1.2.3", hdr("Forwarded", `for=1.1.1.1, for=198.51.100.9, for="10.0.0.4:80"`), "198.51.100.9"},
@@ -90,11 +95,12 @@ func TestClientIPNilHeaderFunc(t *testing.T) {
 }
 
 func TestParseTrustedProxies(t *testing.T) {
-	tp, err := ParseTrustedProxies("10.0.0.0/8", " 192.0.2.1 ", "::ffff:172.16.0.0/108", "fe80::1%eth0", "2001:db8::/32")
+	tp, err := ParseTrustedProxies("10.0.0.0/8", " 192.0.2.1 ", "::ffff:172.16.0.0/108", "fe80::1%eth0", "2001:db8::/32",
+		"64:ff9b::203.0.113.0/120", "64:ff9b::198.51.100.1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"10.0.0.0/8", "192.0.2.1/32", "172.16.0.0/12", "fe80::1/128", "2001:db8::/32"}
+	want := []string{"10.0.0.0/8", "192.0.2.1/32", "172.16.0.0/12", "fe80::1/128", "2001:db8::/32", "203.0.113.0/24", "198.51.100.1/32"}
 	got := tp.Prefixes()
 	if len(got) != len(want) {
 		t.Fatalf("prefixes = %v, want %v", got, want)
@@ -104,7 +110,8 @@ func TestParseTrustedProxies(t *testing.T) {
 			t.Errorf("prefix %d = %s, want %s", i, got[i], want[i])
 		}
 	}
-	for _, a := range []string{"10.255.0.1", "::ffff:10.0.0.1", "172.31.1.1", "192.0.2.1", "fe80::1%eth1"} {
+	for _, a := range []string{"10.255.0.1", "::ffff:10.0.0.1", "172.31.1.1", "192.0.2.1", "fe80::1%eth1",
+		"64:ff9b::10.0.0.1", "203.0.113.9", "64:ff9b::203.0.113.9", "198.51.100.1"} {
 		if !tp.Trusts(netip.MustParseAddr(a)) {
 			t.Errorf("Trusts(%s) = false", a)
 		}
@@ -142,6 +149,7 @@ func TestPeerAddrAndAddrFromNet(t *testing.T) {
 		"[2001:db8::1]:443":       "2001:db8::1",
 		"[::ffff:192.0.2.1]:1234": "192.0.2.1",
 		"[fe80::1%eth0]:80":       "fe80::1",
+		"[64:ff9b::c000:201]:80":  "192.0.2.1",
 		"192.0.2.1":               "192.0.2.1",
 		"@":                       "invalid IP",
 		"":                        "invalid IP",

@@ -49,6 +49,8 @@ var imports = map[string]string{
 	"promhttp":       "github.com/prometheus/client_golang/prometheus/promhttp",
 	"fmt":            "fmt",
 	"net":            "net",
+	"netip":          "net/netip",
+	"identifiers":    "github.com/ratekit/ratekit/identifiers",
 	"slog":           "log/slog",
 	"redis":          "github.com/redis/go-redis/v9",
 	"insecure":       "google.golang.org/grpc/credentials/insecure",
@@ -121,6 +123,9 @@ var blocks = map[string]map[string]block{
 	},
 	"proto/ratelimit/config/v1/doc.go": {
 		"available, err := config.LoadAvailableLimiters(\"available_limiters.yaml\")": {},
+	},
+	"identifiers/doc.go": {
+		"nat64 := netip.MustParsePrefix(\"2001:db8:64::/96\")": {params: "limiter *ratelimit.Limiter, mux *http.ServeMux"},
 	},
 	"middleware/adapter/doc.go": {
 		"adapter.AddCost(ctx, \"db_duration_s\", time.Since(start).Seconds())": {params: "ctx context.Context, start time.Time"},
