@@ -37,8 +37,13 @@
 // middleware does not call c.ClientIP() by default, because Gin's default
 // engine trusts every proxy, so any client could pick its own rate-limit
 // bucket with an X-Forwarded-For header. If your service has configured
-// engine.SetTrustedProxies (or TrustedPlatform), WithGinClientIP makes the
-// middleware use c.ClientIP() instead.
+// engine.SetTrustedProxies (or TrustedPlatform), WithGinClientIP(engine)
+// makes the middleware use c.ClientIP() instead. Middleware checks the engine
+// when it is called (configure the engine first): it panics if c.ClientIP()
+// believes a forwarding header (engine.RemoteIPHeaders) from an arbitrary
+// peer, as Gin's default engine does. A TrustedPlatform header is the
+// service's choice and is not checked: set it only when every request comes
+// through that platform.
 //
 // # Cost and outcome hooks
 //

@@ -2,7 +2,12 @@ package ratelimitgin
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -32,8 +37,9 @@ type DenyHandler func(c *gin.Context, d *ratelimitheaders.Decision)
 
 type config struct {
 	guard.HTTP[*gin.Context]
-	clientIP bool
-	deny     DenyHandler
+	clientIP  bool
+	ginEngine *gin.Engine // WithGinClientIP's, checked by Middleware
+	deny      DenyHandler
 }
 
 // Outcome is what a Deferred's Charge reads once the handler has finished:
@@ -97,11 +103,14 @@ func WithCost(f func(*gin.Context) float64) Option {
 	return optionFunc(func(c *config) { c.Cost = guard.Hook(f) })
 }
 
-// WithGinClientIP takes the ip from c.ClientIP(), for services that have
-// called engine.SetTrustedProxies. Gin's default trusts every proxy: do not
-// use this option then.
-func WithGinClientIP() Option {
-	return optionFunc(func(c *config) { c.clientIP = true })
+// WithGinClientIP takes the ip from c.ClientIP(), for services whose engine
+// (the one the middleware is used on) believes forwarding headers only from
+// its proxies: configure it (engine.SetTrustedProxies, TrustedPlatform)
+// before calling Middleware. Gin's default trusts every proxy, so any client
+// would pick its own ip with an X-Forwarded-For header: Middleware panics if
+// the engine believes one from an arbitrary peer, or if engine is nil.
+func WithGinClientIP(engine *gin.Engine) Option {
+	return optionFunc(func(c *config) { c.clientIP, c.ginEngine = true, engine })
 }
 
 // WithSkip exempts requests for which f returns true.
@@ -128,6 +137,11 @@ func Middleware(limiter *ratelimit.Limiter, opts ...Option) gin.HandlerFunc {
 		o.apply(c)
 	}
 	c.Init("ratelimitgin", c.defaultIdentifier)
+	if c.clientIP {
+		if err := checkEngine(c.ginEngine); err != nil {
+			panic("ratelimitgin: WithGinClientIP: " + err.Error())
+		}
+	}
 	return func(gc *gin.Context) {
 		ctx := gc.Request.Context()
 		if c.Skipped(ctx, gc) {
@@ -164,4 +178,31 @@ func (c *config) defaultIdentifier(_ context.Context, gc *gin.Context) ratelimit
 	id := identifiers.NewHTTP(r, netip.Addr{}, identifiers.RouteEndpoint(r.Method, gc.FullPath()))
 	identifiers.SetIP(id, ip, c.IPv6Prefix)
 	return id
+}
+
+// checkEngine reports an error unless engine's c.ClientIP() gives the socket
+// peer of a request from an arbitrary peer (a documentation address, IPv4
+// and IPv6) that sends every header of engine.RemoteIPHeaders. Gin offers no
+// getter for its trusted proxies, so this asks ClientIP itself: it follows
+// Gin's own decision, TrustedPlatform and ForwardedByClientIP included.
+func checkEngine(engine *gin.Engine) error {
+	if engine == nil {
+		return errors.New("the engine is nil")
+	}
+	const client = "198.51.100.1"
+	for _, peer := range []string{"192.0.2.1", "2001:db8::1"} {
+		r := &http.Request{RemoteAddr: net.JoinHostPort(peer, "1234"), Header: http.Header{}}
+		for _, name := range engine.RemoteIPHeaders {
+			r.Header.Set(name, client)
+		}
+		c := gin.CreateTestContextOnly(nil, engine)
+		c.Request = r
+		if ip := c.ClientIP(); ip != peer {
+			return fmt.Errorf("the engine's c.ClientIP() believes a forwarding header from any peer "+
+				"(%s: %s from %s gave %s); Gin trusts every proxy by default: "+
+				"call engine.SetTrustedProxies with yours before Middleware",
+				strings.Join(engine.RemoteIPHeaders, ", "), client, peer, ip)
+		}
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package ratelimitgin_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -150,32 +151,66 @@ func TestMeterFromGinContext(t *testing.T) {
 }
 
 // TestGinClientIP: c.ClientIP() is used only when asked for, and then follows
-// the engine's trusted proxies.
+// the engine's trusted proxies; an engine that believes an arbitrary peer's
+// forwarding headers (Gin's default) is refused at start-up, since any client
+// would pick its own bucket.
 func TestGinClientIP(t *testing.T) {
+	trust := func(cidrs []string) func(*gin.Engine) error {
+		return func(r *gin.Engine) error { return r.SetTrustedProxies(cidrs) }
+	}
 	for _, tc := range []struct {
-		name    string
-		opts    []ratelimitgin.Option
-		trusted []string
-		wantIP  string
+		name      string
+		engine    func(*gin.Engine) error // configures the engine; nil keeps Gin's defaults
+		clientIP  bool                    // WithGinClientIP
+		header    string                  // the forwarding header the client sends
+		wantIP    string
+		wantPanic string
 	}{
-		{"default ignores ClientIP's trust-all default", nil, nil, "127.0.0.1"},
-		{"WithGinClientIP, loopback trusted by the engine", []ratelimitgin.Option{ratelimitgin.WithGinClientIP()}, []string{"127.0.0.1"}, "198.51.100.1"},
-		{"WithGinClientIP, nobody trusted by the engine", []ratelimitgin.Option{ratelimitgin.WithGinClientIP()}, []string{}, "127.0.0.1"},
+		{name: "default ignores ClientIP's trust-all default", header: "X-Forwarded-For", wantIP: "127.0.0.1"},
+		{name: "loopback trusted by the engine", engine: trust([]string{"127.0.0.1"}), clientIP: true, header: "X-Forwarded-For", wantIP: "198.51.100.1"},
+		{name: "nobody trusted by the engine", engine: trust([]string{}), clientIP: true, header: "X-Forwarded-For", wantIP: "127.0.0.1"},
+		{name: "proxies off", engine: trust(nil), clientIP: true, header: "X-Forwarded-For", wantIP: "127.0.0.1"},
+		{name: "forwarding headers off", engine: func(r *gin.Engine) error { r.ForwardedByClientIP = false; return nil },
+			clientIP: true, header: "X-Forwarded-For", wantIP: "127.0.0.1"},
+		{name: "trusted platform, chosen by the service", engine: func(r *gin.Engine) error {
+			r.TrustedPlatform = gin.PlatformCloudflare
+			return r.SetTrustedProxies(nil)
+		}, clientIP: true, header: "CF-Connecting-IP", wantIP: "198.51.100.1"},
+		{name: "Gin's default engine refused", clientIP: true, wantPanic: "SetTrustedProxies"},
+		{name: "every IPv4 peer trusted: refused", engine: trust([]string{"0.0.0.0/0"}), clientIP: true, wantPanic: "from 192.0.2.1"},
+		{name: "every IPv6 peer trusted: refused", engine: trust([]string{"127.0.0.1", "::/0"}), clientIP: true, wantPanic: "from 2001:db8::1"},
+		{name: "a header of the service's own, trusted from anyone: refused", engine: func(r *gin.Engine) error {
+			r.RemoteIPHeaders = []string{"X-Client-IP"}
+			return nil
+		}, clientIP: true, wantPanic: "X-Client-IP"},
+		{name: "a platform header anyone sends as X-Forwarded-For: refused", engine: func(r *gin.Engine) error {
+			r.TrustedPlatform = "X-Forwarded-For"
+			return r.SetTrustedProxies(nil)
+		}, clientIP: true, wantPanic: "X-Forwarded-For"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var last ratelimit.Identifier
 			r := gin.New()
-			if tc.trusted != nil {
-				if err := r.SetTrustedProxies(tc.trusted); err != nil {
+			if tc.engine != nil {
+				if err := tc.engine(r); err != nil {
 					t.Fatal(err)
 				}
 			}
-			r.Use(ratelimitgin.Middleware(newLimiter(t, 100, func(id ratelimit.Identifier) { last = id }), tc.opts...))
+			var opts []ratelimitgin.Option
+			if tc.clientIP {
+				opts = append(opts, ratelimitgin.WithGinClientIP(r))
+			}
+			l := newLimiter(t, 100, func(id ratelimit.Identifier) { last = id })
+			if tc.wantPanic != "" {
+				checkPanics(t, tc.wantPanic, func() { ratelimitgin.Middleware(l, opts...) })
+				return
+			}
+			r.Use(ratelimitgin.Middleware(l, opts...))
 			r.GET("/", func(c *gin.Context) { c.Status(204) })
 			srv := httptest.NewServer(r)
 			defer srv.Close()
 			req, _ := http.NewRequest("GET", srv.URL+"/", nil)
-			req.Header.Set("X-Forwarded-For", "198.51.100.1")
+			req.Header.Set(tc.header, "198.51.100.1")
 			resp, err := srv.Client().Do(req)
 			if err != nil {
 				t.Fatal(err)
@@ -185,5 +220,24 @@ func TestGinClientIP(t *testing.T) {
 				t.Errorf("ip = %v, want %s", last[identifiers.IP], tc.wantIP)
 			}
 		})
+	}
+}
+
+// TestGinClientIPNilEngine: WithGinClientIP needs the engine to check it.
+func TestGinClientIPNilEngine(t *testing.T) {
+	checkPanics(t, "nil", func() { ratelimitgin.Middleware(newLimiter(t, 100, nil), ratelimitgin.WithGinClientIP(nil)) })
+}
+
+// checkPanics fails t unless f panics with a message holding the package's
+// name and want.
+func checkPanics(t *testing.T, want string, f func()) {
+	t.Helper()
+	msg := func() (msg any) {
+		defer func() { msg = recover() }()
+		f()
+		return nil
+	}()
+	if s := fmt.Sprint(msg); !strings.HasPrefix(s, "ratelimitgin: WithGinClientIP: ") || !strings.Contains(s, want) {
+		t.Errorf("panic %q, want one from ratelimitgin's WithGinClientIP naming %q", s, want)
 	}
 }
