@@ -147,8 +147,11 @@
 // address is a client of its own, where the ratekit adapters key an IPv6
 // client by its /64 (identifiers.SetIP). To do the same at the gateway, send
 // Envoy's masked_remote_address action with v6_prefix_mask_len: 64 (descriptor
-// key masked_remote_address, value "2001:db8::/64") and declare that key. A
-// rule matching method GET applies to HEAD as well (ratelimit.PropertyMethod).
+// key masked_remote_address, value "2001:db8::/64") and declare that key.
+// Envoy's mask does not know the addresses identifiers.SetIP reads as IPv4
+// clients (NAT64's 64:ff9b::/96, Teredo): it gives their /64, which every
+// client of one translator or Teredo server shares. A rule matching method
+// GET applies to HEAD as well (ratelimit.PropertyMethod).
 //
 // Run the server beside Envoy:
 //
