@@ -220,12 +220,13 @@ func TestClientIPLongHeaders(t *testing.T) {
 
 // FuzzClientIP checks invariants of header parsing on arbitrary header values:
 // no panic; an untrusted peer is always returned unchanged; the result is
-// normalised; and it is either the peer or an address written in the header.
+// normalised (IPv4-mapped and NAT64 well-known-prefix addresses as IPv4);
+// and it is either the peer or an address written in the header.
 func FuzzClientIP(f *testing.F) {
 	for _, s := range []string{
 		"198.51.100.9", "1.1.1.1, 198.51.100.9, 10.0.0.1", "[2001:db8::1]:80, ::ffff:1.2.3.4",
 		`for=198.51.100.9;proto=https`, `for="[2001:db8::1]:4711", for=unknown`, `for="\"`, `for=1.1.1.1;;for=2`,
-		"fe80::1%eth0", ",,,", "", `for="1.1.1.1`, "for=_x, for=10.0.0.3",
+		"fe80::1%eth0", ",,,", "", `for="1.1.1.1`, "for=_x, for=10.0.0.3", "64:ff9b::c633:6409, 64:ff9b::10.0.0.3",
 	} {
 		f.Add(s, uint8(0))
 		f.Add(s, uint8(1))
@@ -242,7 +243,7 @@ func FuzzClientIP(f *testing.F) {
 			t.Fatalf("untrusted peer: got %s from header %s: %q", got, name, value)
 		}
 		got := tp.ClientIP(trusted, h)
-		if !got.IsValid() || got.Zone() != "" || got.Is4In6() {
+		if !got.IsValid() || got.Zone() != "" || got.Is4In6() || netip.MustParsePrefix("64:ff9b::/96").Contains(got) {
 			t.Fatalf("result %s is not a normalised address", got)
 		}
 		if got != trusted && !mentions(value, got) {
