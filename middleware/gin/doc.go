@@ -41,9 +41,9 @@
 // makes the middleware use c.ClientIP() instead. Middleware checks the engine
 // when it is called (configure the engine first): it panics if c.ClientIP()
 // believes a forwarding header (engine.RemoteIPHeaders) from an arbitrary
-// peer, as Gin's default engine does. A TrustedPlatform header is the
-// service's choice and is not checked: set it only when every request comes
-// through that platform.
+// peer, as Gin's default engine does. A TrustedPlatform header of another
+// name (CF-Connecting-IP) is the service's choice and is not checked: set it
+// only when every request comes through that platform.
 //
 // # Cost and outcome hooks
 //
