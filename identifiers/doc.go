@@ -54,7 +54,10 @@
 //	http.Handle("/", ratelimithttp.Middleware(limiter, ratelimithttp.WithProperties(ipv4Client))(mux))
 //
 // A 6to4 address (2002::/16, RFC 3056) is aggregated as any other: its /64
-// is one network of the one site behind its IPv4 address.
+// is one network of the one site behind its IPv4 address. So is a link-local
+// address: every client reaching the service over a link-local address, on
+// any link, is in fe80::/64 (the zone is dropped), one client; a service
+// reached that way counts by ip_full, or sets a WithIPv6Prefix of 128.
 //
 // # Method
 //
