@@ -108,8 +108,9 @@ func CheckIPv6Prefix(bits int) error {
 }
 
 // SetIP sets the client-address properties of id: IP (IPValue(a, ipv6Bits))
-// and IPFull (the whole address). It sets neither when a is the zero Addr
-// (a Unix socket).
+// and IPFull (the whole address; an IPv4-mapped one, or one in the NAT64
+// well-known prefix 64:ff9b::/96, as its IPv4 address). It sets neither when
+// a is the zero Addr (a Unix socket).
 func SetIP(id ratelimit.Identifier, a netip.Addr, ipv6Bits int) {
 	a = normalize(a)
 	if !a.IsValid() {
