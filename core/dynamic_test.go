@@ -193,3 +193,41 @@ func TestClearPassesItsContextToTheRuleSource(t *testing.T) {
 		t.Fatalf("check after Clear blocked: count %v", r.Info.Count)
 	}
 }
+
+// Result.RulePerRequest says which tier Result.Rule came from, a skip rule's
+// too (it has no Evaluation that could say so): an observer bounds the rule
+// names of per-request tiers apart from the limiter's own.
+func TestResultRuleNamesItsTier(t *testing.T) {
+	base := []Rule{
+		{Name: "local_skip", Action: ActionSkip, Match: map[string]Matcher{"user": Equal("vip")}},
+		{Name: "local", Characteristics: []string{"user"}, Limit: 1, Period: time.Minute},
+	}
+	remote := []Rule{
+		{Name: "remote_skip", Action: ActionSkip, Match: map[string]Matcher{"user": Equal("bot")}},
+		{Name: "remote", Characteristics: []string{"user"}, Limit: 1, Period: time.Minute, Match: map[string]Matcher{"kind": Equal("api")}},
+	}
+	set, err := CompileRules("remote", remote)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := New(Config{Name: "t", Store: NewMemoryStore(), Rules: base, RuleSource: (&staticSource{set: set}).RulesFor})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		id         Identifier
+		rule       string
+		perRequest bool
+	}{
+		{Identifier{"user": "vip"}, "local_skip", false},
+		{Identifier{"user": "bot"}, "remote_skip", true},
+		{Identifier{"user": "u1"}, "local", false},
+		{Identifier{"user": "u2", "kind": "api"}, "remote", true}, // both at their limit: ties to rule order, remote first
+	}
+	for _, tt := range tests {
+		r := l.Check(context.Background(), tt.id)
+		if r.RuleName() != tt.rule || r.RulePerRequest != tt.perRequest {
+			t.Errorf("check %v: rule %q, RulePerRequest %t; want %q, %t", tt.id, r.RuleName(), r.RulePerRequest, tt.rule, tt.perRequest)
+		}
+	}
+}

@@ -348,11 +348,11 @@ func (l *Limiter) finish(res *Result, p *plan, sc *scratch) {
 	}
 	if p.skip != nil {
 		res.Skipped = true
-		res.Rule = p.skip.rule
+		res.Rule, res.RulePerRequest = p.skip.rule, p.skip.perRequest
 		return
 	}
 	if best := mostConstraining(res.Evaluations, false); best != nil {
-		res.Rule = best.Rule
+		res.Rule, res.RulePerRequest = best.Rule, best.PerRequest
 		res.Info = &best.Info // shared with the evaluation: one allocation less per check
 	}
 }

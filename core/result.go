@@ -18,6 +18,10 @@ type Result struct {
 	Matched bool
 	// Skipped reports that a skip rule ended the evaluation.
 	Skipped bool
+	// RulePerRequest reports that Rule came from a per-request tier
+	// (WithRules or Config.RuleSource), as Evaluation.PerRequest does of an
+	// evaluation; a skip rule has no evaluation to say so.
+	RulePerRequest bool
 	// Rule is the most constraining evaluated rule: the blocking rule, else an
 	// exceeded one, else the one with the least remaining, ties to rule order.
 	// For a skip it is the skip rule. Nil when nothing matched or on error.
