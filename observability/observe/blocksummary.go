@@ -47,8 +47,9 @@ type BlockSummaryOptions struct {
 // Nothing is logged on the success path or in an interval without blocks. Run
 // (or call Flush yourself) to emit the lines; Blocks feeds the debug page.
 // It keeps a count per pair since the process started, for at most
-// MaxRuleSeries rules of a limiter; the blocks of its other rules (per-request
-// rules can bring any number of names) are counted under rule OverflowRule.
+// MaxRuleSeries of a limiter's own rules and MaxPerRequestRuleSeries of its
+// per-request rules (which can bring any number of names), as Metrics does;
+// the blocks of its other rules are counted under rule OverflowRule.
 type BlockSummary struct {
 	logger   *slog.Logger
 	interval time.Duration
@@ -57,7 +58,7 @@ type BlockSummary struct {
 
 	mu    sync.Mutex
 	pairs map[blockPair]*BlockCount
-	rules map[string]int // limiter -> its pairs but OverflowRule's, at most MaxRuleSeries
+	rules ruleLabels // the rule names given a pair of their own
 }
 
 type blockPair struct{ limiter, rule string }
@@ -90,7 +91,6 @@ func NewBlockSummary(opts BlockSummaryOptions) *BlockSummary {
 		maxLines: opts.MaxLines,
 		now:      opts.Now,
 		pairs:    map[blockPair]*BlockCount{},
-		rules:    map[string]int{},
 	}
 	if s.logger == nil {
 		s.logger = slog.Default()
@@ -119,15 +119,11 @@ func (s *BlockSummary) Observe(_ context.Context, e ratelimit.Event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := s.pairs[p]
-	if c == nil && s.rules[p.limiter] >= MaxRuleSeries {
-		p.rule = OverflowRule
-		c = s.pairs[p]
-	}
 	if c == nil {
-		c = &BlockCount{Limiter: p.limiter, Rule: p.rule}
-		s.pairs[p] = c
-		if p.rule != OverflowRule {
-			s.rules[p.limiter]++
+		p.rule = s.rules.label(p.limiter, p.rule, r.RulePerRequest)
+		if c = s.pairs[p]; c == nil {
+			c = &BlockCount{Limiter: p.limiter, Rule: p.rule}
+			s.pairs[p] = c
 		}
 	}
 	c.Pending++
@@ -195,7 +191,8 @@ func (s *BlockSummary) Run(ctx context.Context) {
 }
 
 // Blocks implements BlockSource: every pair that has blocked since the process
-// started (a limiter's rules beyond MaxRuleSeries as one OverflowRule pair),
+// started (a limiter's rules beyond MaxRuleSeries or MaxPerRequestRuleSeries
+// as one OverflowRule pair),
 // most recent block first.
 func (s *BlockSummary) Blocks() []BlockCount {
 	s.mu.Lock()

@@ -13,11 +13,12 @@ import (
 	"github.com/ratekit/ratekit/observability/observe"
 )
 
-// Per-request rules (an Envoy override per period, a rules service's
-// answers) can bring any number of rule names to one limiter. Each name
-// beyond observe.MaxRuleSeries is counted under observe.OverflowRule, so the
-// series of a limiter stay bounded; its own rules (Init, or first seen) keep
-// their names, and no count is lost.
+// A limiter's own rules can bring any number of rule names over time (each
+// publish may rename them; per-request rules have a budget of their own, see
+// TestLocalRulesKeepTheirLabelsAfterPerRequestFlood). Each name beyond
+// observe.MaxRuleSeries is counted under observe.OverflowRule, so the series
+// of a limiter stay bounded; its rules at Init keep their names, and no
+// count is lost.
 func TestRuleSeriesBounded(t *testing.T) {
 	m := observe.NewMetrics(observe.MetricsOptions{})
 	reg := prometheus.NewRegistry()
@@ -80,7 +81,7 @@ func TestRuleSeriesBounded(t *testing.T) {
 }
 
 // The block summary keeps a count per (limiter, rule) pair for the debug
-// page, for as long as the process runs: per-request rule names beyond
+// page, for as long as the process runs: rule names beyond
 // observe.MaxRuleSeries of one limiter are counted under observe.OverflowRule
 // instead of a pair each, and no block is lost.
 func TestBlockSummaryPairsBounded(t *testing.T) {
@@ -186,5 +187,101 @@ func TestRolloutOwnRulesFit(t *testing.T) {
 	if _, ok := labels[observe.OverflowRule]; ok || len(labels) != ratelimit.MaxRules+1 || labels[last.Rule] != 1 {
 		t.Errorf("%d rule label values (%s: %v, %s: %v), want the %d rules and %s", len(labels),
 			observe.OverflowRule, labels[observe.OverflowRule], last.Rule, labels[last.Rule], ratelimit.MaxRules, rollout.NoRule)
+	}
+}
+
+// A rules service answers per request, and may name a new rule in every
+// answer; a rule the operator publishes later (rate_limits.yaml, the rule
+// store, the application's defaults) must still be seen under its own name
+// in the metrics, the block summary and the rollout decisions: it is the rule
+// an incident is about. The per-request names fill their own slots, and no
+// more than them.
+func TestLocalRulesKeepTheirLabelsAfterPerRequestFlood(t *testing.T) {
+	ctx := context.Background()
+	var set *ratelimit.RuleSet // the rules service's answer to the next check
+	m := observe.NewMetrics(observe.MetricsOptions{})
+	bs := observe.NewBlockSummary(observe.BlockSummaryOptions{Logger: discard})
+	rm := observe.NewRolloutMetrics(observe.MetricsOptions{})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(m, rm)
+	l, err := ratelimit.New(ratelimit.Config{Name: "api", Store: ratelimit.NewMemoryStore(), Rules: testRules(),
+		RuleSource: func(context.Context, string, ratelimit.Identifier) *ratelimit.RuleSet { return set },
+		Observer:   observe.Multi(m, bs), Logger: discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Init(l)
+	rm.Init(l)
+	ro := rollout.New(l, rm)
+	answer := func(r ratelimit.Rule) {
+		t.Helper()
+		if set, err = ratelimit.CompileRules("remote", []ratelimit.Rule{r}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	user := ratelimit.Identifier{"user": "u1"}
+	for i := range ratelimit.MaxRules + 1 { // more names than a limiter had slots
+		answer(ratelimit.Rule{Name: "remote_" + strconv.Itoa(i), Characteristics: []string{"user"}, Limit: 1, Period: time.Minute})
+		ro.Check(ctx, user, false)
+		ro.Check(ctx, user, false) // blocked
+		answer(ratelimit.Rule{Name: "remote_skip_" + strconv.Itoa(i), Action: ratelimit.ActionSkip})
+		ro.Check(ctx, user, false)
+	}
+	set = nil
+	published := append(testRules(),
+		ratelimit.Rule{Name: "published", Characteristics: []string{"user"}, Limit: 1, Period: time.Minute},
+		ratelimit.Rule{Name: "published_skip", Action: ratelimit.ActionSkip, Match: map[string]ratelimit.Matcher{"user": ratelimit.Equal("vip")}})
+	if err := l.SetRules(published); err != nil {
+		t.Fatal(err)
+	}
+	ro.Check(ctx, ratelimit.Identifier{"user": "vip"}, false) // skipped
+	ro.Check(ctx, user, false)
+	if d := ro.Check(ctx, user, false); d.Rule != "published" || !d.Result.Blocked() {
+		t.Fatalf("the published rule's check: %s, rule %s: want it blocked by published", d.Result.Action, d.Rule)
+	}
+
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	labels := map[string]map[string]bool{} // family -> rule label values
+	for _, f := range families {
+		for _, s := range f.GetMetric() {
+			for _, lp := range s.GetLabel() {
+				if lp.GetName() == "rule" {
+					if labels[f.GetName()] == nil {
+						labels[f.GetName()] = map[string]bool{}
+					}
+					labels[f.GetName()][lp.GetValue()] = true
+				}
+			}
+		}
+	}
+	for _, name := range []string{"ratelimit_rule_evaluations_total", "ratelimit_rollout_decisions_total"} {
+		// the limiter's own rules, the per-request ones' slots, OverflowRule (and rollout.NoRule)
+		if n, most := len(labels[name]), len(published)+observe.MaxPerRequestRuleSeries+2; n > most || !labels[name][observe.OverflowRule] {
+			t.Errorf("%s: %d rule label values (%s among them: %v), want at most %d, %s among them",
+				name, n, observe.OverflowRule, labels[name][observe.OverflowRule], most, observe.OverflowRule)
+		}
+	}
+	for _, c := range []struct{ family, rule string }{
+		{"ratelimit_rule_evaluations_total", "published"},
+		{"ratelimit_rule_evaluations_total", "published_skip"},
+		{"ratelimit_limit", "published"},
+		{"ratelimit_period_seconds", "published"},
+		{"ratelimit_rollout_decisions_total", "published"},
+		{"ratelimit_rollout_decisions_total", "published_skip"},
+	} {
+		if !labels[c.family][c.rule] {
+			t.Errorf("%s: no series of rule %s (%d rule label values, %s among them: %v)", c.family, c.rule,
+				len(labels[c.family]), observe.OverflowRule, labels[c.family][observe.OverflowRule])
+		}
+	}
+	blocked := false
+	for _, b := range bs.Blocks() {
+		blocked = blocked || b.Limiter == "api" && b.Rule == "published"
+	}
+	if !blocked {
+		t.Errorf("block summary: no pair of rule published")
 	}
 }

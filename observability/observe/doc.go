@@ -23,8 +23,9 @@
 // "ratelimit"); with LabkitNamespace the names are labkit's own
 // (gitlab_labkit_rate_limiter_checks_total, ...), so existing dashboards and the
 // checks_total{error="true"} SLO alerts keep working. Labels hold limiter and
-// rule names only, never identifier values, and at most MaxRuleSeries rule
-// names per limiter (per-request rules beyond them count as OverflowRule).
+// rule names only, never identifier values, and at most MaxRuleSeries names
+// of a limiter's own rules and MaxPerRequestRuleSeries of its per-request
+// rules per limiter (rules beyond them count as OverflowRule).
 // The rule store reports its health through RuleStoreRefresh and ConfigRejected (*Metrics implements
 // rulestore.Metrics), and exports each bound document's rejection counter at
 // 0 through ConfigWatched (rulestore.ConfigWatcher). Init exports a limiter's series at 0 before its first check and,

@@ -36,19 +36,30 @@ const (
 	ResultBanned = "banned"
 )
 
-// Bounds of the rule label.
+// Bounds of the rule label (docs/limits.md). Every rule name is a series
+// that Prometheus keeps, and per-request rules (an Envoy override per
+// period, a rules service's answers) can bring new names without end; so
+// the names of a limiter's own rules and those of its per-request tiers
+// (ratelimit.Evaluation.PerRequest, ratelimit.Result.RulePerRequest) have
+// a budget each, first come first served, and per-request names can never
+// take the slot of a rule the operator publishes later.
 const (
-	// MaxRuleSeries bounds the rule label values of one limiter: the rules
-	// it evaluates at once (ratelimit.MaxRules) always fit, but per-request
-	// rules (an Envoy override per period, a rules service's answers) can
-	// bring new names without end, and every name is a series that
-	// Prometheus keeps. The first MaxRuleSeries names a limiter's series are
-	// created for (Init's rules first) keep their own; later ones are
-	// counted under OverflowRule.
+	// MaxRuleSeries bounds the rule label values of one limiter's own rules
+	// (its Config.Rules, SetRules: rate_limits.yaml, the rule store, the
+	// application's defaults): the rules it evaluates at once
+	// (ratelimit.MaxRules) always fit. Names beyond it are counted under
+	// OverflowRule.
 	MaxRuleSeries = ratelimit.MaxRules
+	// MaxPerRequestRuleSeries bounds the rule label values that one
+	// limiter's per-request rules (WithRules, Config.RuleSource) bring, names
+	// without a label yet: one full answer of a rules service
+	// (ratelimit.MaxRulesPerTier) fits. Names beyond it are counted under
+	// OverflowRule. A limiter so has at most MaxRuleSeries +
+	// MaxPerRequestRuleSeries + 1 rule label values.
+	MaxPerRequestRuleSeries = ratelimit.MaxRulesPerTier
 	// OverflowRule is the rule label of the evaluations of a limiter's rules
-	// beyond MaxRuleSeries; no rule name can take it. Their limit and period
-	// gauges are not exported.
+	// beyond MaxRuleSeries or MaxPerRequestRuleSeries; no rule name can take
+	// it. Their limit and period gauges are not exported.
 	OverflowRule = "(other)"
 )
 
@@ -94,7 +105,8 @@ type MetricsOptions struct {
 // hold limiter and rule names, actions and booleans: never an identifier value.
 // Clear is reported by logs only (as in labkit).
 //
-// A limiter has at most MaxRuleSeries rule label values; the evaluations of
+// A limiter has at most MaxRuleSeries rule label values for its own rules
+// and MaxPerRequestRuleSeries for its per-request rules; the evaluations of
 // rules beyond them are counted under OverflowRule.
 //
 // Observe finds each limiter's and rule's series once and keeps them, for at
@@ -242,10 +254,10 @@ func (m *Metrics) Observe(_ context.Context, e ratelimit.Event) {
 			if res == ResultBlock && r.Shadow { // a limiter in shadow mode blocks nothing: reported like a log rule
 				res = ResultLog
 			}
-			m.evaluation(lim, ev.Rule, res)
+			m.evaluation(lim, ev.Rule, ev.PerRequest, res)
 		}
 		if r.Skipped && r.Rule != nil {
-			m.evaluation(lim, r.Rule, ResultSkip)
+			m.evaluation(lim, r.Rule, r.RulePerRequest, ResultSkip)
 		}
 	case ratelimit.EventPeek:
 		ls.peeks[b2i(failed)].get(func() prometheus.Counter {
@@ -259,7 +271,7 @@ func (m *Metrics) Observe(_ context.Context, e ratelimit.Event) {
 		if ev.Rule == nil {
 			continue
 		}
-		rs := m.rule(lim, ev.Rule.Name)
+		rs := m.rule(lim, ev.Rule.Name, ev.PerRequest)
 		if rs.label == OverflowRule {
 			continue
 		}
@@ -268,14 +280,15 @@ func (m *Metrics) Observe(_ context.Context, e ratelimit.Event) {
 	}
 }
 
-// evaluation counts one evaluation of rule with result res. A skip rule's
-// evaluation is counted under action skip, whatever the rule says.
-func (m *Metrics) evaluation(lim string, rule *ratelimit.Rule, res string) {
+// evaluation counts one evaluation of rule, of a per-request tier or not,
+// with result res. A skip rule's evaluation is counted under action skip,
+// whatever the rule says.
+func (m *Metrics) evaluation(lim string, rule *ratelimit.Rule, perRequest bool, res string) {
 	action := rule.Action
 	if res == ResultSkip {
 		action = ratelimit.ActionSkip
 	}
-	rs := m.rule(lim, rule.Name)
+	rs := m.rule(lim, rule.Name, perRequest)
 	a, x := slices.Index(actionSlots[:], action), slices.Index(resultSlots[:], res)
 	if a < 0 || x < 0 {
 		m.evals.WithLabelValues(lim, rs.label, string(action), res).Inc()
@@ -286,39 +299,51 @@ func (m *Metrics) evaluation(lim string, rule *ratelimit.Rule, res string) {
 	}).Inc()
 }
 
-// rule returns the series of rule name of limiter lim, with the rule label
-// they carry.
-func (m *Metrics) rule(lim, name string) *ruleSeries {
-	return m.series.rule(lim, name, func() string { return m.rules.label(lim, name) })
+// rule returns the series of rule name of limiter lim, of a per-request
+// tier or not, with the rule label they carry.
+func (m *Metrics) rule(lim, name string, perRequest bool) *ruleSeries {
+	return m.series.rule(lim, name, perRequest, func() string { return m.rules.label(lim, name, perRequest) })
 }
 
 // ruleLabels gives out the rule label values of each limiter, at most
-// MaxRuleSeries names each. The zero value is ready to use.
+// MaxRuleSeries names of its own rules and MaxPerRequestRuleSeries of its
+// per-request rules. The zero value is ready to use.
 type ruleLabels struct {
-	mu    sync.Mutex
-	names map[string]map[string]struct{} // limiter -> rule names given out
+	mu       sync.Mutex
+	limiters map[string]*limiterLabels
 }
 
-// label returns the rule label of rule name of limiter lim: its name while
-// the limiter has fewer than MaxRuleSeries of them, else OverflowRule.
-func (l *ruleLabels) label(lim, name string) string {
+// limiterLabels are the rule names of one limiter given out.
+type limiterLabels struct {
+	names      map[string]struct{}
+	perRequest int // of names, those given out to per-request rules
+}
+
+// label returns the rule label of rule name of limiter lim, of a
+// per-request tier or not: its name while its tier's budget of the limiter
+// has room (or the name has a label already), else OverflowRule.
+func (l *ruleLabels) label(lim, name string, perRequest bool) string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.names == nil {
-		l.names = map[string]map[string]struct{}{}
+	if l.limiters == nil {
+		l.limiters = map[string]*limiterLabels{}
 	}
-	names := l.names[lim]
-	if names == nil {
-		names = map[string]struct{}{}
-		l.names[lim] = names
+	ll := l.limiters[lim]
+	if ll == nil {
+		ll = &limiterLabels{names: map[string]struct{}{}}
+		l.limiters[lim] = ll
 	}
-	if _, ok := names[name]; ok {
+	if _, ok := ll.names[name]; ok {
 		return name
 	}
-	if len(names) >= MaxRuleSeries {
+	if perRequest && ll.perRequest >= MaxPerRequestRuleSeries ||
+		!perRequest && len(ll.names)-ll.perRequest >= MaxRuleSeries {
 		return OverflowRule
 	}
-	names[name] = struct{}{}
+	ll.names[name] = struct{}{}
+	if perRequest {
+		ll.perRequest++
+	}
 	return name
 }
 
@@ -356,7 +381,7 @@ func (m *Metrics) Init(l *ratelimit.Limiter) {
 	m.peeks.WithLabelValues(lim, "true")
 	m.duration.WithLabelValues(lim)
 	for _, r := range l.Rules() {
-		label := m.rule(lim, r.Name).label
+		label := m.rule(lim, r.Name, false).label
 		m.initEvaluations(lim, label, r)
 		n, okN := r.Limit, r.LimitFunc == nil
 		d, okD := r.Period, r.PeriodFunc == nil

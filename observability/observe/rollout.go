@@ -27,8 +27,9 @@ import (
 // agreement is agree, new_only, legacy_only or failed (the new limiter
 // failed open: counted, never compared). rule is the new result's deciding
 // rule, or "(none)"; as in Metrics, a limiter has at most MaxRuleSeries rule
-// label values besides "(none)" (its own rules always fit), later rules
-// count under OverflowRule. The gate over 24 hours is
+// label values of its own rules (which always fit) and
+// MaxPerRequestRuleSeries of its per-request rules besides "(none)", later
+// rules count under OverflowRule. The gate over 24 hours is
 //
 //	sum by (rate_limiter) (increase(ratelimit_rollout_decisions_total{agreement=~"new_only|legacy_only"}[24h]))
 //	  / sum by (rate_limiter) (increase(ratelimit_rollout_decisions_total{agreement!="failed"}[24h])) < 0.005
@@ -86,24 +87,25 @@ func (m *RolloutMetrics) Init(l *ratelimit.Limiter) {
 	lim := labelValue(l.Name())
 	for _, rule := range rules {
 		for _, a := range []rollout.Agreement{rollout.Agree, rollout.NewOnly, rollout.LegacyOnly, rollout.Failed} {
-			m.decisions.WithLabelValues(lim, m.ruleLabel(lim, rule), string(a))
+			m.decisions.WithLabelValues(lim, m.ruleLabel(lim, rule, false), string(a))
 		}
 	}
 }
 
-// ruleLabel is the rule label of rule's decisions: rollout.NoRule takes
-// none of the limiter's MaxRuleSeries names, so that its own rules all fit.
-func (m *RolloutMetrics) ruleLabel(lim, rule string) string {
+// ruleLabel is the rule label of rule's decisions, a rule of a per-request
+// tier or not: rollout.NoRule takes none of the limiter's MaxRuleSeries
+// names, so that its own rules all fit.
+func (m *RolloutMetrics) ruleLabel(lim, rule string, perRequest bool) string {
 	if rule == rollout.NoRule {
 		return rule
 	}
-	return m.rules.label(lim, labelValue(rule))
+	return m.rules.label(lim, labelValue(rule), perRequest)
 }
 
 // RecordDecision implements rollout.Recorder.
 func (m *RolloutMetrics) RecordDecision(ctx context.Context, limiter string, d *rollout.Decision) {
 	limiter = labelValue(limiter)
-	m.decisions.WithLabelValues(limiter, m.ruleLabel(limiter, d.Rule), string(d.Agreement)).Inc()
+	m.decisions.WithLabelValues(limiter, m.ruleLabel(limiter, d.Rule, d.Result.RulePerRequest), string(d.Agreement)).Inc()
 	m.tally.RecordDecision(ctx, limiter, d)
 	m.mu.Lock()
 	m.shadow[limiter] = d.Result.Shadow

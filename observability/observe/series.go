@@ -22,8 +22,8 @@ import (
 // maxCachedSeries bounds a seriesCache's entries (a limiter or a rule each).
 // Rule names are an operator's, but per-request rules (an Envoy override, a
 // rules service's answer) can bring many: a full cache is emptied and
-// refilled, which costs lookups and never a series (MaxRuleSeries bounds
-// the series).
+// refilled, which costs lookups and never a series (MaxRuleSeries and
+// MaxPerRequestRuleSeries bound the series).
 const maxCachedSeries = 4096
 
 // seriesCache maps a limiter name to its *limiterSeries and a ruleKey to its
@@ -33,8 +33,13 @@ type seriesCache struct {
 	n atomic.Int64 // entries stored since the last emptying
 }
 
-// ruleKey names a rule of a limiter.
-type ruleKey struct{ limiter, rule string }
+// ruleKey names a rule of a limiter, and whether it came from a
+// per-request tier: a name given OverflowRule in one tier's budget may have
+// a label of its own in the other's.
+type ruleKey struct {
+	limiter, rule string
+	perRequest    bool
+}
 
 // limiterSeries holds a limiter's series, each resolved on first use.
 type limiterSeries struct {
@@ -73,10 +78,10 @@ func (c *seriesCache) limiter(lim string) *limiterSeries {
 	return c.store(lim, &limiterSeries{}).(*limiterSeries)
 }
 
-// rule returns the series of rule name of limiter lim; label gives their
-// rule label when they are not cached.
-func (c *seriesCache) rule(lim, name string, label func() string) *ruleSeries {
-	k := ruleKey{lim, name}
+// rule returns the series of rule name of limiter lim, of a per-request
+// tier or not; label gives their rule label when they are not cached.
+func (c *seriesCache) rule(lim, name string, perRequest bool, label func() string) *ruleSeries {
+	k := ruleKey{lim, name, perRequest}
 	if v, ok := c.m.Load(k); ok {
 		return v.(*ruleSeries)
 	}
