@@ -97,6 +97,10 @@ type MetricsOptions struct {
 //	ratelimit_config_rejections_total{file}                               config files rejected whole (ConfigRejected; 0 from ConfigWatched)
 //	ratelimit_breaker_state{rate_limiter, state}                          1 for the breaker's state (closed|open|half-open) of each Init limiter
 //
+// result is EvaluationResult's, but what blocked no client counts as log:
+// the exceeded limit rules (banned or not) of a limiter in shadow mode and
+// a log rule's ban; so result block and banned are what clients saw.
+//
 // error is "true" when the check failed open or left rules out (Result.Err !=
 // nil || Result.Degraded: a rule missing a property, or per-request rules
 // over MaxRules), as in labkit, but for a caller that went away
@@ -251,7 +255,10 @@ func (m *Metrics) Observe(_ context.Context, e ratelimit.Event) {
 				continue
 			}
 			res := EvaluationResult(ev)
-			if res == ResultBlock && r.Shadow { // a limiter in shadow mode blocks nothing: reported like a log rule
+			// What blocked no client is reported like a log rule's excess, never
+			// as a block: a limiter in shadow mode blocks nothing, and a log
+			// rule's ban is a shadow ban (docs/design.md#bans).
+			if (res == ResultBlock || res == ResultBanned) && (r.Shadow || !ev.Blocked) {
 				res = ResultLog
 			}
 			m.evaluation(lim, ev.Rule, ev.PerRequest, res)
@@ -410,7 +417,7 @@ func (m *Metrics) initEvaluations(lim, label string, r ratelimit.Rule) {
 	default:
 		results = []string{ResultAllow, ResultBlock}
 	}
-	if r.BanFor > 0 {
+	if r.BanFor > 0 && action == ratelimit.ActionLimit { // a log rule's ban blocks nothing: it counts as log
 		results = append(results, ResultBanned)
 	}
 	for _, res := range results {

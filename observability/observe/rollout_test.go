@@ -2,6 +2,7 @@ package observe_test
 
 import (
 	"context"
+	"fmt"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -76,29 +77,52 @@ ratelimit_rollout_shadow{rate_limiter="checkout"} 1
 	}
 }
 
-// TestShadowEvaluationsAreNotBlocks: a limiter in shadow mode reports an
-// exceeded limit rule as "log" in rule_evaluations_total, never "block", so
-// dashboards of blocks show only what clients saw.
+// TestShadowEvaluationsAreNotBlocks: what blocks no client is reported as
+// "log" in rule_evaluations_total, never "block" or "banned": an exceeded
+// limit rule of a limiter in shadow mode, banned or not, and a log rule's
+// shadow ban (docs/design.md#bans). ratelimit:blocks:rate5m counts block
+// and banned, so dashboards of blocks show only what clients saw. Init
+// exports a limit rule's block and banned series at 0 (the limiter may
+// enforce later), none for a log rule.
 func TestShadowEvaluationsAreNotBlocks(t *testing.T) {
-	m := observe.NewMetrics(observe.MetricsOptions{})
-	l, err := ratelimit.New(ratelimit.Config{
-		Name: "shadowed", Store: ratelimit.NewMemoryStore(), Enforcement: ratelimit.Shadow, Observer: m.Observe,
-		Rules: []ratelimit.Rule{{Name: "tight", Characteristics: []string{"user"}, Action: ratelimit.ActionLimit,
-			Limit: 1, Period: time.Minute}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for range 3 {
-		l.Check(context.Background(), ratelimit.Identifier{"user": "u"})
-	}
-	want := `
+	tight := ratelimit.Rule{Name: "tight", Characteristics: []string{"user"}, Action: ratelimit.ActionLimit, Limit: 1, Period: time.Minute}
+	banned, logBanned := tight, tight
+	banned.BanFor = time.Hour
+	logBanned.BanFor, logBanned.Action = time.Hour, ratelimit.ActionLog
+	const series = `ratelimit_rule_evaluations_total{action="%s",rate_limiter="shadowed",result="%s",rule="tight"} %d` + "\n"
+	for _, c := range []struct {
+		name string
+		enf  ratelimit.Enforcement
+		rule ratelimit.Rule
+		want string
+	}{
+		{"shadow limiter", ratelimit.Shadow, tight,
+			fmt.Sprintf(series+series+series, "limit", "allow", 1, "limit", "block", 0, "limit", "log", 2)},
+		{"shadow limiter, ban", ratelimit.Shadow, banned,
+			fmt.Sprintf(series+series+series+series, "limit", "allow", 1, "limit", "banned", 0, "limit", "block", 0, "limit", "log", 2)},
+		{"log rule, ban", ratelimit.Enforce, logBanned,
+			fmt.Sprintf(series+series, "log", "allow", 1, "log", "log", 2)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := observe.NewMetrics(observe.MetricsOptions{})
+			l, err := ratelimit.New(ratelimit.Config{Name: "shadowed", Store: ratelimit.NewMemoryStore(), Enforcement: c.enf,
+				Observer: m.Observe, Rules: []ratelimit.Rule{c.rule}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.Init(l)
+			for range 3 {
+				if r := l.Check(context.Background(), ratelimit.Identifier{"user": "u"}); r.Blocked() {
+					t.Fatalf("a check was blocked: %+v", r)
+				}
+			}
+			want := `
 # HELP ratelimit_rule_evaluations_total Rules evaluated by rate-limit checks; action is the rule's configured action, result allow|block|log|skip|banned.
 # TYPE ratelimit_rule_evaluations_total counter
-ratelimit_rule_evaluations_total{action="limit",rate_limiter="shadowed",result="allow",rule="tight"} 1
-ratelimit_rule_evaluations_total{action="limit",rate_limiter="shadowed",result="log",rule="tight"} 2
-`
-	if err := testutil.CollectAndCompare(m, strings.NewReader(want), "ratelimit_rule_evaluations_total"); err != nil {
-		t.Fatal(err)
+` + c.want
+			if err := testutil.CollectAndCompare(m, strings.NewReader(want), "ratelimit_rule_evaluations_total"); err != nil {
+				t.Error(err)
+			}
+		})
 	}
 }
