@@ -178,24 +178,38 @@ func Gate(limiter string, c Counts, maxDivergence float64, minDecisions uint64) 
 	return v
 }
 
-// MaxTallyRules bounds the rules a Tally counts apart per limiter: rule names
-// can come with each request (a rules service's answers, Envoy's limit
-// overrides), and a Tally lives as long as its process. The decisions of a
-// limiter's rules beyond the first MaxTallyRules are counted together under
-// OverflowRule, so totals stay exact.
-const MaxTallyRules = ratelimit.MaxRules
+// MaxTallyRules bounds the names of a limiter's own rules (its Config.Rules
+// and SetRules) that a Tally counts apart, and MaxTallyPerRequestRules the
+// names its per-request rules (a rules service's answers, Envoy's limit
+// overrides: ratelimit.Result.RulePerRequest) bring: those can come with
+// each request, and a Tally lives as long as its process. Each has its own
+// budget, so per-request names never take the place of a rule the operator
+// publishes later (as observe's rule labels). The decisions of rules beyond
+// them are counted together under OverflowRule, so totals stay exact.
+const (
+	MaxTallyRules           = ratelimit.MaxRules
+	MaxTallyPerRequestRules = ratelimit.MaxRulesPerTier
+)
 
-// OverflowRule is the rule name a Tally counts the rules beyond MaxTallyRules
+// OverflowRule is the rule name a Tally counts the rules beyond its budgets
 // under (the name observe's metrics use for theirs). No valid rule name takes
 // it.
 const OverflowRule = "(other)"
 
 // Tally is an in-memory Recorder: decision counts per limiter and rule since
-// it was made, at most MaxTallyRules rules and OverflowRule per limiter. The
-// debug page reads it (DivergenceSource).
+// it was made, within MaxTallyRules and MaxTallyPerRequestRules names per
+// limiter, with NoRule and OverflowRule beside them. The debug page reads it
+// (DivergenceSource).
 type Tally struct {
 	mu     sync.Mutex
-	counts map[string]map[string]*Counts // limiter -> rule -> counts
+	counts map[string]*tallyRules // by limiter
+}
+
+// tallyRules are one limiter's counts by rule name, and how many names each
+// budget has given out.
+type tallyRules struct {
+	rules             map[string]*Counts
+	local, perRequest int
 }
 
 var (
@@ -205,27 +219,35 @@ var (
 
 // NewTally returns an empty Tally.
 func NewTally() *Tally {
-	return &Tally{counts: map[string]map[string]*Counts{}}
+	return &Tally{counts: map[string]*tallyRules{}}
 }
 
 // RecordDecision implements Recorder.
 func (t *Tally) RecordDecision(_ context.Context, limiter string, d *Decision) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	rules := t.counts[limiter]
-	if rules == nil {
-		rules = map[string]*Counts{}
-		t.counts[limiter] = rules
+	tr := t.counts[limiter]
+	if tr == nil {
+		tr = &tallyRules{rules: map[string]*Counts{}}
+		t.counts[limiter] = tr
 	}
 	name := d.Rule
-	c := rules[name]
-	if c == nil && len(rules) >= MaxTallyRules {
-		name = OverflowRule
-		c = rules[name]
+	c := tr.rules[name]
+	if c == nil && name != NoRule {
+		n, budget := &tr.local, MaxTallyRules
+		if d.Result.RulePerRequest {
+			n, budget = &tr.perRequest, MaxTallyPerRequestRules
+		}
+		if *n < budget {
+			*n++
+		} else {
+			name = OverflowRule
+			c = tr.rules[name]
+		}
 	}
 	if c == nil {
 		c = &Counts{}
-		rules[name] = c
+		tr.rules[name] = c
 	}
 	c.Add(d.Agreement, 1)
 }
@@ -234,12 +256,12 @@ func (t *Tally) RecordDecision(_ context.Context, limiter string, d *Decision) {
 func (t *Tally) Divergence(limiter string) (Divergence, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	rules, ok := t.counts[limiter]
+	tr, ok := t.counts[limiter]
 	if !ok {
 		return Divergence{}, false
 	}
 	var d Divergence
-	for name, c := range rules {
+	for name, c := range tr.rules {
 		d.Total.Agree += c.Agree
 		d.Total.NewOnly += c.NewOnly
 		d.Total.LegacyOnly += c.LegacyOnly

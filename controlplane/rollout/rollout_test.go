@@ -146,6 +146,43 @@ func TestRolloutOnRedis(t *testing.T) {
 	}
 }
 
+// Per-request rule names have their own budget in a Tally, and NoRule takes
+// none: a rules service naming a new rule per answer, or decisions that
+// matched no rule, never push a limiter's own rules under OverflowRule.
+func TestTallyBudgetsPerTier(t *testing.T) {
+	const extra = 10
+	tally := rollout.NewTally()
+	ctx := context.Background()
+	tally.RecordDecision(ctx, "edge", &rollout.Decision{Rule: rollout.NoRule, Agreement: rollout.Agree})
+	for i := range rollout.MaxTallyPerRequestRules + extra {
+		d := &rollout.Decision{Rule: fmt.Sprint("answer_", i), Agreement: rollout.NewOnly}
+		d.Result.RulePerRequest = true
+		tally.RecordDecision(ctx, "edge", d)
+	}
+	for i := range rollout.MaxTallyRules {
+		tally.RecordDecision(ctx, "edge", &rollout.Decision{Rule: fmt.Sprint("own_", i), Agreement: rollout.LegacyOnly})
+	}
+	d, ok := tally.Divergence("edge")
+	if !ok {
+		t.Fatal("no divergence for edge")
+	}
+	byName := map[string]rollout.Counts{}
+	for _, r := range d.Rules {
+		byName[r.Rule] = r.Counts
+	}
+	if got, want := len(byName), rollout.MaxTallyRules+rollout.MaxTallyPerRequestRules+2; got != want {
+		t.Errorf("%d rules counted apart, want %d (both budgets, %s and %s)", got, want, rollout.NoRule, rollout.OverflowRule)
+	}
+	for _, name := range []string{"own_0", fmt.Sprint("own_", rollout.MaxTallyRules-1)} {
+		if got := byName[name]; got != (rollout.Counts{LegacyOnly: 1}) {
+			t.Errorf("%s counted %+v, want its own legacy_only decision", name, got)
+		}
+	}
+	if got := byName[rollout.OverflowRule]; got != (rollout.Counts{NewOnly: extra}) {
+		t.Errorf("%s counted %+v, want %d new_only", rollout.OverflowRule, got, extra)
+	}
+}
+
 // A Tally counts at most MaxTallyRules rules of a limiter apart: the rest
 // under OverflowRule, with nothing lost from the totals.
 func TestTallyRulesBounded(t *testing.T) {
