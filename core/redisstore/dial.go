@@ -365,7 +365,9 @@ var quoted = regexp.MustCompile(` ?"(?:[^"\\]|\\.)*"`)
 // address of a cluster), and a plain client otherwise. Its calls end when
 // their context does (ContextTimeoutEnabled): a caller's timeout, such as a
 // rule store's, bounds them on a Redis that hangs, where go-redis would
-// otherwise wait out its own read timeout per call.
+// otherwise wait out its own read timeout per call. The URL's credentials,
+// database, TLS (skip_verify), dial_timeout, client_name and protocol=2
+// carry over; write_timeout is rueidis' alone.
 func GoRedisOptions(o rueidis.ClientOption) *redis.UniversalOptions {
 	u := &redis.UniversalOptions{
 		ContextTimeoutEnabled: true,
@@ -377,6 +379,9 @@ func GoRedisOptions(o rueidis.ClientOption) *redis.UniversalOptions {
 		DialTimeout:           o.Dialer.Timeout,
 		ClientName:            o.ClientName,
 		MasterName:            o.Sentinel.MasterSet,
+	}
+	if o.AlwaysRESP2 { // protocol=2: go-redis' default is RESP3
+		u.Protocol = 2
 	}
 	if o.DialCtxFn != nil { // a Unix socket (see ParseURL), or a custom dialer
 		dial := o.DialCtxFn

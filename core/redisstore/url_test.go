@@ -131,6 +131,34 @@ func TestGoRedisOptions(t *testing.T) {
 	}
 }
 
+// TestGoRedisOptionsProtocol: protocol=2, which Dial's client honours, is
+// the go-redis client's protocol too: one URL names one protocol for both
+// (a proxy or server that serves RESP2 only). Without it go-redis speaks
+// RESP3, its default.
+func TestGoRedisOptionsProtocol(t *testing.T) {
+	for _, c := range []struct {
+		query string
+		want  string
+	}{
+		{"?protocol=2", "resp=2"},
+		{"", "resp=3"},
+	} {
+		o, err := redisstore.ParseURL(redistest.URL(t) + c.query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cl := redis.NewUniversalClient(redisstore.GoRedisOptions(o))
+		info, err := cl.ClientInfo(context.Background()).Result()
+		_ = cl.Close()
+		if err != nil {
+			t.Fatalf("%q: %v", c.query, err)
+		}
+		if got := fmt.Sprintf("resp=%d", info.Resp); got != c.want {
+			t.Errorf("URL query %q: the go-redis client speaks %s, want %s", c.query, got, c.want)
+		}
+	}
+}
+
 // A client from GoRedisOptions ends a call when its context does: on a
 // server that never answers, the caller's deadline is the error, not
 // go-redis' own read timeout.
