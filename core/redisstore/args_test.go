@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
 
 	ratelimit "github.com/ratekit/ratekit/core"
 	ikeys "github.com/ratekit/ratekit/internal/keys"
@@ -298,5 +299,74 @@ func TestUnpackRejectsMalformedReplies(t *testing.T) {
 	}
 	if want := (ratelimit.OpResult{Evaluated: true, Count: 3, TTL: 70 * time.Second, Exceeded: true}); out[0] != want {
 		t.Errorf("unpacked %+v, want %+v", out[0], want)
+	}
+}
+
+// TestShortRepliesRefused: the script stops only after an exceeded terminal
+// op, so a reply that evaluates fewer ops than were sent and ends on any
+// other op is malformed. Read as it came, it left the later ops unevaluated,
+// and the Limiter, which stops at the first one, allowed the check without
+// them: a reply is validated like everything else read from Redis. On the
+// go-redis path (decode, the three values and the packed integer) and on
+// Dial's (decodeResult, a real reply of EVAL in place of the script's).
+func TestShortRepliesRefused(t *testing.T) {
+	op := ratelimit.Op{Kind: ratelimit.OpCount, Key: "{a}", Limit: 5, Period: time.Minute, Cost: 1}
+	blocking := op
+	blocking.Terminal = true
+	packed := func(count, bits int64) int64 { return count<<21 | 60000<<5 | bits } // tier 0: a TTL below 2^16
+	for _, c := range []struct {
+		name  string
+		first ratelimit.Op // the first of two ops, the only one the reply evaluates
+		reply any
+		ok    bool
+	}{
+		{"none of two", op, []any{}, false},
+		{"one of two, passed", op, []any{"1", int64(60000), int64(0)}, false},
+		{"one of two, exceeded but not terminal", op, []any{"6", int64(60000), int64(bitExceeded)}, false},
+		{"one of two, terminal but passed", blocking, []any{"1", int64(60000), int64(0)}, false},
+		{"one of two, blocked", blocking, []any{"6", int64(60000), int64(bitExceeded)}, true},
+		{"one of two, banned", blocking, []any{"6", int64(60000), int64(bitBanned | bitExceeded)}, true},
+		{"packed, passed", op, packed(1, 0), false},
+		{"packed, terminal but passed", blocking, packed(1, 0), false},
+		{"packed, blocked", blocking, packed(6, bitExceeded), true},
+	} {
+		for _, idx := range [][]int{nil, {1, 0}} {
+			ops := []ratelimit.Op{c.first, op}
+			if idx != nil { // the first op evaluated is ops[1]
+				ops[0], ops[1] = op, c.first
+			}
+			err := decode(c.reply, ops, make([]ratelimit.OpResult, 2), idx)
+			if (err == nil) != c.ok {
+				t.Errorf("%s, idx %v: decode error %v, want accepted %v", c.name, idx, err, c.ok)
+			}
+		}
+	}
+
+	k := newKeyer(t)
+	for _, c := range []struct {
+		name   string
+		script string // the reply the server sends in place of evaluate.lua's
+		first  ratelimit.Op
+		ok     bool
+	}{
+		{"one of two, passed", "return {1, 60000, 0}", op, false},
+		{"one of two, blocked", "return {6, 60000, 2}", blocking, true},
+		{"packed, passed", fmt.Sprint("return ", packed(1, 0)), op, false},
+		{"packed, blocked", fmt.Sprint("return ", packed(6, bitExceeded)), blocking, true},
+	} {
+		r := &recordingClient{rewrite: func(cl rueidis.Client, cmd rueidis.Completed) rueidis.Completed {
+			if cmd.Commands()[0] != sentEVALSHA {
+				return cmd
+			}
+			return cl.B().Eval().Script(c.script).Numkeys(0).Build()
+		}}
+		s := recordedStore(t, r)
+		first, second := c.first, op
+		first.Key, second.Key = k.key("first"), k.key("second")
+		first.Cost = 0.5 // a fractional cost: the script, not the plain form
+		_, err := s.Eval(ctx, ratelimit.ModeCheck, []ratelimit.Op{first, second})
+		if (err == nil) != c.ok {
+			t.Errorf("Dial, %s: Eval error %v, want accepted %v", c.name, err, c.ok)
+		}
 	}
 }

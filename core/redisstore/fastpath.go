@@ -251,7 +251,7 @@ func decodeResult(res rueidis.RedisResult, ops []ratelimit.Op, out []ratelimit.O
 		}
 		out[i] = outcome(&ops[i], count, ttl, bits)
 	}
-	return nil
+	return stopped(ops, out, idx, len(vals)/3, n)
 }
 
 // messageCount is a count of evaluate.lua's reply: an integer, or a decimal

@@ -421,16 +421,37 @@ func decode(reply any, ops []ratelimit.Op, out []ratelimit.OpResult, idx []int) 
 		}
 		out[i] = outcome(&ops[i], count, ttl, b)
 	}
-	return nil
+	return stopped(ops, out, idx, len(res)/3, n)
+}
+
+// stopped checks a reply that evaluated got of the n ops sent (ops[idx], all
+// ops when idx is nil), whose outcomes are in out: evaluate.lua evaluates
+// every op but those after an exceeded terminal op, where it stops. A reply
+// that ends early on any other op is malformed: the Limiter, which stops at
+// the first op not evaluated, would pass the check without the rest.
+func stopped(ops []ratelimit.Op, out []ratelimit.OpResult, idx []int, got, n int) error {
+	if got == n {
+		return nil
+	}
+	if got > 0 {
+		i := got - 1
+		if idx != nil {
+			i = idx[i]
+		}
+		if ops[i].Terminal && out[i].Exceeded {
+			return nil
+		}
+	}
+	return fmt.Errorf("redisstore: eval: a reply for %d of %d ops, not ended by a block", got, n)
 }
 
 // ttlBits are the bits a packed reply holds its ttl in, by its tier.
 var ttlBits = [4]uint{16, 22, 27, 32}
 
 // unpack fills the first op's result (out[idx[0]], out[0] when idx is nil)
-// from v, the reply of evaluate.lua that packs its only op's three values in
-// one integer: count * 2^(5 + w) + ttl * 32 + tier * 8 + bits, w being
-// ttlBits[tier].
+// from v, the reply of evaluate.lua that packs its first op's three values in
+// one integer (the only op, or one that blocked the rest): count * 2^(5 + w)
+// + ttl * 32 + tier * 8 + bits, w being ttlBits[tier].
 func unpack(v int64, ops []ratelimit.Op, out []ratelimit.OpResult, idx []int) error {
 	i := 0
 	if idx != nil {
@@ -445,7 +466,11 @@ func unpack(v int64, ops []ratelimit.Op, out []ratelimit.OpResult, idx []int) er
 	w := ttlBits[v>>3&3]
 	ttl := v >> 5 & (1<<w - 1)
 	out[i] = outcome(&ops[i], float64(v>>(5+w)), ttl, v&7)
-	return nil
+	n := len(out)
+	if idx != nil {
+		n = len(idx)
+	}
+	return stopped(ops, out, idx, 1, n)
 }
 
 // maxCount is the largest count a Store reports (ratelimit.MaxCount + 1).
