@@ -51,7 +51,10 @@
 // counted as one server until Redis answers a check CROSSSLOT (a cluster
 // refuses a command whose keys span slots before running any of it): that
 // check and every later one are then grouped by slot. WithClusterMode sets
-// the mode instead. Build a go-redis client with ContextTimeoutEnabled, so
+// the mode instead. A wrapper of a *redis.Ring is never answered CROSSSLOT
+// (a Ring's servers are standalone ones): counted as one server, a check's
+// script would write every key on its first key's server, so give New the
+// Ring itself. Build a go-redis client with ContextTimeoutEnabled, so
 // that the Limiter needs no guard goroutine per check. Both stores send the
 // same script call (but for Dial's plain form, below), and share the
 // counters. GoRedisOptions gives the go-redis options of a Dial URL, for a

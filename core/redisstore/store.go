@@ -84,6 +84,9 @@ type Option func(*Store)
 // which nothing runs on: the check is then sent again grouped by slot, as
 // every later one. Forced cluster mode groups keys by hash slot; a
 // *redis.Ring is always grouped by hash tag unless cluster mode is forced off.
+// A wrapper of a Ring, whose standalone servers never answer CROSSSLOT, is
+// served right by neither mode (two hash tags of one slot may live on two
+// of its servers): give New the *redis.Ring itself.
 func WithClusterMode(on bool) Option {
 	return func(s *Store) {
 		s.learn = false
