@@ -253,7 +253,9 @@ func (s *Store) Close() error {
 //     from any of its nodes (a single address that turns out to be a cluster
 //     node works too);
 //   - redis://sentinel1:port?addr=sentinel2:port&master_set=mymaster: the
-//     master that the sentinels name mymaster, followed across failovers;
+//     master that the sentinels name mymaster, followed across failovers
+//     (the sentinels are dialed as the master: TLS for rediss://, the same
+//     dial_timeout and client_name);
 //
 // with the query options dial_timeout and write_timeout (how long a
 // connection waits for replies before it counts the server as hung, 10s by
@@ -279,6 +281,20 @@ func ParseURL(raw string) (rueidis.ClientOption, error) {
 	}
 	if o.Dialer.Timeout < 0 {
 		return rueidis.ClientOption{}, errors.New("redis URL: invalid dial timeout" + urlHidden)
+	}
+	if o.Sentinel.MasterSet != "" {
+		// rueidis dials the sentinels with Sentinel's own TLS config, dialer
+		// and client name, which its URL form leaves empty: a rediss:// URL
+		// spoke plain text to sentinels that speak TLS (go-redis, through
+		// GoRedisOptions, uses TLS for both), and dial_timeout and
+		// client_name did not reach them. Each sentinel's certificate is
+		// checked against its own address, not the first one's name.
+		if o.TLSConfig != nil {
+			o.Sentinel.TLSConfig = o.TLSConfig.Clone()
+			o.Sentinel.TLSConfig.ServerName = ""
+		}
+		o.Sentinel.Dialer = o.Dialer
+		o.Sentinel.ClientName = o.ClientName
 	}
 	if o.DialCtxFn == nil { // host:port addresses, not a Unix socket
 		for _, a := range o.InitAddress {

@@ -294,3 +294,50 @@ func FuzzParseURLRoundTrip(f *testing.F) {
 		}
 	})
 }
+
+// TestSentinelsDialedLikeTheMaster: with rediss:// the sentinels are dialed
+// with TLS, as the master and as go-redis' client of the same URL
+// (GoRedisOptions) dial them: a listener standing in for a sentinel reads
+// a TLS handshake's first byte, where rueidis' own options sent plain text.
+func TestSentinelsDialedLikeTheMaster(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	first := make(chan byte, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		b := make([]byte, 1)
+		_ = c.SetReadDeadline(time.Now().Add(time.Minute))
+		if _, err := io.ReadFull(c, b); err == nil {
+			first <- b[0]
+		}
+	}()
+	o, err := redisstore.ParseURL("rediss://" + ln.Addr().String() + "?master_set=mymaster&skip_verify=true&dial_timeout=3s&client_name=svc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Sentinel.Dialer.Timeout != 3*time.Second || o.Sentinel.ClientName != "svc" {
+		t.Errorf("sentinel dial timeout %v, client name %q: want the URL's 3s and svc", o.Sentinel.Dialer.Timeout, o.Sentinel.ClientName)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	s, err := redisstore.Open(ctx, redisstore.Options{Client: o}) // connects in the background
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	select {
+	case b := <-first:
+		if b != 0x16 { // a TLS record of type handshake
+			t.Fatalf("the sentinel's first byte %#x (%q), want a TLS handshake (0x16)", b, b)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("no connection to the sentinel within a minute")
+	}
+}
