@@ -22,11 +22,12 @@ import (
 // exists, no ban) takes its shard's lock for reading only and adds
 // atomically, so concurrent checks of one busy key, or of keys sharing a
 // shard, do not queue on the lock; creating, expiring and banning take it
-// for writing. Expired entries are dropped when read, swept from a shard at
-// most once per sweep interval while it is being written, and reclaimed in
-// the background, a bounded number per interval, from shards that nothing
-// writes any more (see Close), so memory stays bounded by the keys live
-// within their windows.
+// for writing. Expired entries are dropped when read, swept from a shard
+// while it is being written (once per sweep interval, and each time it
+// grew by 128 entries), and reclaimed in the background from shards that
+// nothing writes any more (see Close); every sweep examines at most 1,024
+// entries of a shard, 128 at a time under its lock, so memory stays bounded
+// by the keys live within their windows and no sweep stalls a shard.
 //
 // Build it with NewMemoryStore or MemoryConfig.New: the zero value is not
 // usable, and New refuses it.
@@ -47,8 +48,9 @@ var _ Store = (*MemoryStore)(nil)
 type memShard struct {
 	mu        sync.RWMutex // read-held by evalHot, write-held by everything else
 	m         map[string]*memEntry
-	nextSweep time.Time
-	peak      int // the largest len(m) the background sweep saw (see shrink)
+	nextSweep time.Time // when a check next sweeps the shard (see sweepDue)
+	swept     int       // len(m) after the last sweep
+	peak      int       // the largest len(m) a sweep saw (see shrink)
 	// Pad the fields above to 128 bytes (TestMemShardSize): a shard then has
 	// two cache lines of its own, also against adjacent-line prefetch, so
 	// that checks on other shards never contend for its lines. Mutex profiles
@@ -58,7 +60,7 @@ type memShard struct {
 }
 
 // memShardFields is the size of memShard's fields, before its padding.
-const memShardFields = unsafe.Sizeof(sync.RWMutex{}) + unsafe.Sizeof(map[string]*memEntry(nil)) + unsafe.Sizeof(time.Time{}) + unsafe.Sizeof(0)
+const memShardFields = unsafe.Sizeof(sync.RWMutex{}) + unsafe.Sizeof(map[string]*memEntry(nil)) + unsafe.Sizeof(time.Time{}) + 2*unsafe.Sizeof(0)
 
 type memEntry struct {
 	count  float64 // first: 64-bit aligned for evalHot's atomic adds on every platform
@@ -75,9 +77,9 @@ type MemoryConfig struct {
 	// Shards is the number of lock shards, rounded up to a power of two,
 	// at most 65536 (default 64).
 	Shards int
-	// SweepInterval is how often a written shard drops its expired entries,
-	// and how often the background sweep reclaims expired entries of every
-	// shard (default one second).
+	// SweepInterval is how often a written shard sweeps its expired entries
+	// (also each time it grew by 128 entries), and how often the background
+	// sweep reclaims expired entries of every shard (default one second).
 	SweepInterval time.Duration
 }
 
@@ -168,16 +170,17 @@ func (sh *memShard) get(key string, now time.Time) (*memEntry, time.Duration) {
 	return e, ttl
 }
 
-func (sh *memShard) maybeSweep(now time.Time, every time.Duration) {
-	if now.Before(sh.nextSweep) {
-		return
+// sweepDue reports whether a check that wrote sh sweeps it (sweepBounded,
+// once it released the lock): once per sweep interval, and whenever the
+// shard grew by sweepBatch entries since its last sweep, so that expired
+// entries are reclaimed as fast as new callers arrive, however many arrive
+// per interval. Called with sh.mu held for writing.
+func (sh *memShard) sweepDue(now time.Time, every time.Duration) bool {
+	if now.Before(sh.nextSweep) && len(sh.m) < sh.swept+sweepBatch {
+		return false
 	}
-	sh.nextSweep = now.Add(every)
-	for k, e := range sh.m {
-		if !now.Before(e.expire) {
-			delete(sh.m, k)
-		}
-	}
+	sh.nextSweep, sh.swept = now.Add(every), len(sh.m) // the checks beside this one do not sweep too
+	return true
 }
 
 // Eval implements Store. A panic inside it (a bug) is returned as an error, so
@@ -226,12 +229,18 @@ func (sh *memShard) eval(s *MemoryStore, now time.Time, mode Mode, op *Op, o *Op
 	if mode == ModeCheck && op.Kind == OpCount && op.BanKey == "" && op.Cost > 0 && sh.evalHot(now, op, o) {
 		return
 	}
+	if sh.applyLocked(now, mode, op, o, s.sweep) {
+		sh.sweepBounded(now) // bounded, and a batch at a time under the lock
+	}
+}
+
+// applyLocked is apply under the shard's write lock, released even if apply
+// panics, and reports whether a check is due to sweep the shard.
+func (sh *memShard) applyLocked(now time.Time, mode Mode, op *Op, o *OpResult, every time.Duration) bool {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	sh.apply(now, mode, op, o)
-	if mode == ModeCheck {
-		sh.maybeSweep(now, s.sweep)
-	}
+	return mode == ModeCheck && sh.sweepDue(now, every)
 }
 
 // evalHot charges a fixed-window counter that exists and is live, the

@@ -85,7 +85,8 @@ func (j *janitor) round() {
 }
 
 // sweepBounded drops expired entries of sh, examining at most sweepPerShard
-// of them, and returns how many entries it leaves.
+// of them, and returns how many entries it leaves. A round runs it on every
+// shard, and a check on the shard it wrote when one is due (sweepDue).
 func (sh *memShard) sweepBounded(now time.Time) int {
 	for examined := 0; ; {
 		sh.mu.Lock()
@@ -106,6 +107,7 @@ func (sh *memShard) sweepBounded(now time.Time) int {
 		left := len(sh.m)
 		if done {
 			sh.shrink()
+			sh.swept = left
 		}
 		sh.mu.Unlock()
 		if done {

@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"context"
 	"strconv"
 	"testing"
 	"time"
@@ -56,5 +57,30 @@ func TestJanitorStaysClosed(t *testing.T) {
 	}
 	if s.janitor.timer.Stop() {
 		t.Fatal("a round is scheduled after Close")
+	}
+}
+
+// TestWriteSweepBounded: the sweep a check runs on the shard it writes
+// examines at most sweepPerShard entries, however many the shard holds, so
+// that it never holds the shard's lock for a whole scan of a large map. Every
+// entry of the shard has expired, so each one the sweep examines is dropped:
+// the entries dropped are the entries examined.
+func TestWriteSweepBounded(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	const held = 20 * sweepPerShard
+	s := MemoryConfig{Now: func() time.Time { return now }, Shards: 1, SweepInterval: time.Hour}.New()
+	if err := s.Close(); err != nil { // no background sweep: only the check's
+		t.Fatal(err)
+	}
+	for i := range held {
+		s.shards[0].m["{k}"+strconv.Itoa(i)] = &memEntry{expire: now}
+	}
+	op := Op{Kind: OpCount, Key: "{new}", Cost: 1, Limit: 10, Period: time.Minute}
+	if _, err := s.Eval(context.Background(), ModeCheck, []Op{op}); err != nil {
+		t.Fatal(err)
+	}
+	examined := held + 1 - s.Len()
+	if examined == 0 || examined > sweepPerShard {
+		t.Fatalf("the check's sweep examined %d of %d entries, want 1 to %d", examined, held, sweepPerShard)
 	}
 }
