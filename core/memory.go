@@ -348,7 +348,7 @@ func (sh *memShard) apply(now time.Time, mode Mode, op *Op, o *OpResult) {
 			switch {
 			case has:
 			case len(e.set) <= int(min(op.Limit, math.MaxInt32)):
-				e.set[op.Member] = struct{}{}
+				e.set[strings.Clone(op.Member)] = struct{}{} // the caller's may hold a larger string
 				o.Count = float64(len(e.set))
 				would = o.Count
 			default:
