@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 )
 
 const (
@@ -60,21 +61,29 @@ const blockShards = 16
 // blockCache maps counter keys to the time their block ends. It is sharded by
 // a hash of the key so that concurrent checks rarely share a lock.
 type blockCache struct {
+	// First, so that no shard shares a cache line with the fields below,
+	// which every check reads (n).
+	shards    [blockShards]blockShard
 	seed      maphash.Seed
 	perShard  int
 	maxAge    time.Duration // <0: until the reset
 	overLimit bool
 	n         atomic.Int64  // entries in all shards: zero skips the lookup
 	gen       atomic.Uint64 // bumped by every invalidation; see put
-	shards    [blockShards]blockShard
 }
 
 type blockShard struct {
 	mu        sync.RWMutex
 	m         map[string]blockEntry
 	nextSweep time.Time
-	_         [40]byte // keep shards on separate cache lines
+	// Pad the fields above to 128 bytes (TestBlockShardLayout): each shard
+	// has two cache lines of its own, as a memShard, so that the lookups of
+	// one shard (its read lock is a write to its line) never slow another's.
+	_ [128 - blockShardFields%128]byte
 }
+
+// blockShardFields is the size of blockShard's fields, before its padding.
+const blockShardFields = unsafe.Sizeof(sync.RWMutex{}) + unsafe.Sizeof(map[string]blockEntry(nil)) + unsafe.Sizeof(time.Time{})
 
 type blockEntry struct {
 	until time.Time // the reset the store reported (ResetAt)
