@@ -42,7 +42,8 @@ type BlockedCacheConfig struct {
 	// Size caps the entries (default DefaultBlockedCacheSize; -1 disables
 	// the cache), rounded up to a multiple of 16: the cache is 16 shards of
 	// at most ceil(Size/16) entries each, so Size 1 holds up to 16. A full
-	// shard drops its expired entries, then arbitrary ones.
+	// shard drops the expired entries among up to 1,024 it examines (at most
+	// once a second), then arbitrary ones.
 	Size int
 	// MaxAge is how long an entry answers before the store is asked again
 	// (default DefaultBlockedCacheMaxAge; negative: until the ban or window
@@ -227,13 +228,20 @@ func (c *blockCache) put(gen uint64, op *Op, out *OpResult, until time.Time, now
 	sh.m[strings.Clone(op.Key)] = blockEntry{until: until, fresh: fresh, window: now.Add(op.Period), limit: op.Limit, cost: op.Cost, count: out.Count, banned: out.Banned}
 }
 
-// makeRoom frees at least one entry of a full shard: the expired ones (at
-// most once a second, so that a shard full of live entries is not scanned
-// on every insert), else an arbitrary one.
+// makeRoom frees at least one entry of a full shard: the expired ones among
+// at most sweepPerShard it examines (at most once a second, so that a shard
+// full of live entries is not scanned on every insert; a bounded share, as
+// the memory store's sweeps, so that the lookups of a large shard never wait
+// for a scan of all of it), else an arbitrary one.
 func (c *blockCache) makeRoom(sh *blockShard, now time.Time) {
 	if !now.Before(sh.nextSweep) {
 		sh.nextSweep = now.Add(time.Second)
-		for k, e := range sh.m {
+		examined := 0
+		for k, e := range sh.m { // from a random place: each sweep looks somewhere else
+			if examined == sweepPerShard {
+				break
+			}
+			examined++
 			if !now.Before(e.until) {
 				delete(sh.m, k)
 				c.n.Add(-1)
