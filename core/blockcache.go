@@ -36,8 +36,9 @@ const (
 // refreshes an aged-out entry fails open like any other when the store is
 // down; the others keep the cached block until the reset). A cached answer
 // reports the count the store last gave (a banned counter's count drops
-// to 0 a period after the ban was seen, when its window has certainly ended;
-// it may have ended earlier).
+// to 0 once the counter has certainly emptied: a period after the ban was
+// seen, two for a sliding window, the time its burst takes to come back for
+// a token bucket; it may have emptied earlier).
 type BlockedCacheConfig struct {
 	// Size caps the entries (default DefaultBlockedCacheSize; -1 disables
 	// the cache), rounded up to a multiple of 16: the cache is 16 shards of
@@ -92,9 +93,9 @@ type blockEntry struct {
 	// refresh: a check asks the store for the aged-out entry; until then the
 	// others keep answering from it.
 	refresh time.Time
-	// window bounds the end of a banned counter's window: it started before
-	// the ban was seen, so it ends at most a period later. Nothing counts while
-	// banned, so past window the count is certainly 0.
+	// window bounds when a banned counter is certainly empty (see
+	// emptyWithin): nothing counts while banned, so past window its count
+	// is 0.
 	window time.Time
 	limit  int64 // the limit the counter exceeded (over-limit entries)
 	// cost is the blocked check's cost (over-limit entries): a sliding
@@ -225,7 +226,21 @@ func (c *blockCache) put(gen uint64, op *Op, out *OpResult, until time.Time, now
 	if c.maxAge > 0 && now.Add(c.maxAge).Before(fresh) {
 		fresh = now.Add(c.maxAge)
 	}
-	sh.m[strings.Clone(op.Key)] = blockEntry{until: until, fresh: fresh, window: now.Add(op.Period), limit: op.Limit, cost: op.Cost, count: out.Count, banned: out.Banned}
+	sh.m[strings.Clone(op.Key)] = blockEntry{until: until, fresh: fresh, window: now.Add(emptyWithin(op)), limit: op.Limit, cost: op.Cost, count: out.Count, banned: out.Banned}
+}
+
+// emptyWithin bounds the time a counter that nothing charges takes to be
+// empty: a fixed window (or a distinct set) ends within its period; a
+// sliding window's count weighs its previous window for a period more; a
+// token bucket is full again once its burst came back, at limit a period.
+func emptyWithin(op *Op) time.Duration {
+	switch {
+	case op.Kind == OpSliding:
+		return addDurations(op.Period, op.Period)
+	case op.Kind == OpTokenBucket && op.Limit > 0 && op.Burst > 0:
+		return ceilDuration(float64(op.Period) / float64(op.Limit) * float64(op.Burst))
+	}
+	return op.Period
 }
 
 // makeRoom frees at least one entry of a full shard: the expired ones among

@@ -515,3 +515,48 @@ func TestBlockedCacheOverLimitSmallerCost(t *testing.T) {
 		})
 	}
 }
+
+// TestBlockedCacheBannedCountUntilEnded: a cached ban reports the count the
+// store last gave, and 0 only once the counter has certainly emptied, which
+// for a sliding window (its count weighs the previous window) and a token
+// bucket (its burst comes back at limit a period) takes longer than one
+// period: the cache must never report 0 where the store still counts.
+func TestBlockedCacheBannedCountUntilEnded(t *testing.T) {
+	for _, alg := range []ratelimit.Algorithm{ratelimit.FixedWindow, ratelimit.SlidingWindow, ratelimit.TokenBucket} {
+		t.Run(string(alg), func(t *testing.T) {
+			clk := &fakeClock{t: time.Unix(1_800_000_000, 0)}
+			store := ratelimit.MemoryConfig{Now: clk.Now}.New()
+			defer store.Close()
+			r := bannedRule() // 2 a minute, a ban of 10 minutes
+			r.Algorithm, r.Burst = alg, 6
+			if alg != ratelimit.TokenBucket {
+				r.Burst = 0
+			}
+			cs := &countingStore{Store: store}
+			cached := cacheLimiter(t, cs, "", clk, ratelimit.BlockedCacheConfig{MaxAge: -1}, r)
+			plain := cacheLimiter(t, store, "", clk, ratelimit.BlockedCacheConfig{Size: -1}, r)
+			ctx := context.Background()
+			id := ratelimit.Identifier{"user": "u"}
+			for range 7 { // the last one at least is over the limit or the burst: banned
+				cached.Check(ctx, id)
+			}
+			evals := cs.evals.Load()
+			for step := range 20 { // 30s each: past every counter's end, within the ban
+				got, want := cached.Check(ctx, id), plain.Peek(ctx, id)
+				if !got.Banned() || !want.Banned() {
+					t.Fatalf("after %ds: cached %+v, store %+v: want both banned", 30*step, got, want)
+				}
+				if got.Info.Count == 0 && want.Info.Count != 0 {
+					t.Fatalf("after %ds: the cached ban reports count 0, the store %v", 30*step, want.Info.Count)
+				}
+				if step >= 6 && got.Info.Count != 0 { // 3 minutes: every counter here has emptied
+					t.Fatalf("after %ds: the cached ban reports count %v, want 0", 30*step, got.Info.Count)
+				}
+				clk.Add(30 * time.Second)
+			}
+			if n := cs.evals.Load() - evals; n != 0 {
+				t.Fatalf("the banned checks made %d store calls, want none: the cache must answer them", n)
+			}
+		})
+	}
+}
