@@ -57,10 +57,29 @@ ensure_copier() {
   [ -d copier-template ] || return 0
   if command -v copier >/dev/null; then return; fi
   log "installing copier (PyPI)"
-  python3 -m pip install --quiet --disable-pip-version-check 'copier>=9,<10'
-  if command -v pyenv >/dev/null; then pyenv rehash; fi # console scripts of a pyenv Python need shims
-  if ! command -v copier >/dev/null; then
-    PATH="$(python3 -c 'import sysconfig; print(sysconfig.get_path("scripts"))'):$PATH"
+  if python3 -m pip install --quiet --disable-pip-version-check 'copier>=9,<10' 2>/dev/null; then
+    if command -v pyenv >/dev/null; then pyenv rehash; fi # console scripts of a pyenv Python need shims
+    if ! command -v copier >/dev/null; then
+      PATH="$(python3 -c 'import sysconfig; print(sysconfig.get_path("scripts"))'):$PATH"
+      export PATH
+    fi
+  else
+    # A distribution's own Python refuses pip installs (PEP 668, "externally
+    # managed": Debian 12, Ubuntu 23.04 on) or has no pip: copier goes into a
+    # virtual environment of its own, kept between runs.
+    venv=${XDG_CACHE_HOME:-$HOME/.cache}/ratekit/copier-venv
+    if [ ! -x "$venv/bin/pip" ]; then
+      rm -rf "$venv"
+      python3 -m venv "$venv" 2>/dev/null || {
+        log "installing python3-venv (Debian package)"
+        as_root apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq python3-venv >/dev/null
+        rm -rf "$venv"
+        python3 -m venv "$venv"
+      }
+    fi
+    "$venv/bin/pip" install --quiet --disable-pip-version-check 'copier>=9,<10'
+    PATH="$venv/bin:$PATH"
     export PATH
   fi
   command -v copier >/dev/null || { log "copier installed but not on PATH"; exit 1; }
