@@ -72,7 +72,7 @@ type options struct {
 
 // run serves until ctx ends.
 func run(ctx context.Context, o options) error {
-	// The embedded store, or redisstore.New(client) when REDIS_URL is set (the
+	// The embedded store, or redisstore.Dial(ctx, url) when REDIS_URL is set (the
 	// helper every example shares).
 	store, what, closeStore, err := exampleutil.NewStore(ctx, o.redisURL)
 	if err != nil {
