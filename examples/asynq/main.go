@@ -24,6 +24,7 @@ import (
 	"os/signal"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -77,7 +78,7 @@ func main() {
 	case o.redisURL == "":
 		o.redisURL = "redis://localhost:6379"
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if _, err := run(ctx, o, os.Stdout); err != nil {
 		log.Fatal(err)
