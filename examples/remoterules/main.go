@@ -24,7 +24,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -89,11 +88,10 @@ func run(ctx context.Context, out io.Writer, redisURL string, checkTimeout time.
 	if redisURL == "" {
 		return errors.New("set REDIS_URL (the reference rules server keeps its documents in Redis)")
 	}
-	opt, err := redis.ParseURL(redisURL)
+	rdb, err := exampleutil.NewRedisClient(ctx, redisURL) // its errors never show the URL's password
 	if err != nil {
-		return fmt.Errorf("parse REDIS_URL: %w", err)
+		return fmt.Errorf("REDIS_URL: %w", err)
 	}
-	rdb := redis.NewClient(opt)
 	defer rdb.Close()
 
 	// The rules service: gRPC for the limiters, HTTP for the management API.

@@ -33,3 +33,21 @@ func TestNeedsRedis(t *testing.T) {
 		t.Fatalf("error %v, want it to ask for REDIS_URL", err)
 	}
 }
+
+// Neither the output nor the error shows the password of REDIS_URL, whether
+// the URL is malformed or the Redis unreachable, as in every example.
+func TestHidesRedisPassword(t *testing.T) {
+	for _, url := range []string{
+		"redis://:s3cr3t-pw@127.0.0.1:port/0",                  // malformed
+		"redis://:s3cr3t-pw@" + redistest.UnusedAddr(t) + "/0", // nothing listens there
+	} {
+		var b strings.Builder
+		err := run(context.Background(), &b, url, 0)
+		if err == nil {
+			t.Fatalf("run(%s) succeeded, want an error", url)
+		}
+		if strings.Contains(err.Error()+b.String(), "s3cr3t") {
+			t.Errorf("run(%s) shows the password:\n%v\n%s", url, err, b.String())
+		}
+	}
+}
