@@ -250,7 +250,8 @@ func checkRuns(t *testing.T, c renderCase, dst string) {
 		internal, grpcAddr = freeAddr(t), freeAddr(t)
 		// The internal listener answers to one more name than the loopback ones.
 		env := []string{prefix + "_INTERNAL_ADDR=" + internal, prefix + "_GRPC_ADDR=" + grpcAddr,
-			prefix + "_INTERNAL_ALLOWED_HOSTS=ops.example, localhost, 127.0.0.1", "OTEL_EXPORTER_OTLP_ENDPOINT=" + otlp.url}
+			prefix + "_INTERNAL_ALLOWED_HOSTS=ops.example, localhost, 127.0.0.1", "OTEL_EXPORTER_OTLP_ENDPOINT=" + otlp.url,
+			"OTEL_SERVICE_NAME=" + c.service + "_eu"} // the standard variables apply
 		httpAddrs = nil
 		for _, fw := range c.frameworks {
 			if slices.Contains(httpFrameworks, fw) {
@@ -341,15 +342,16 @@ func checkRuns(t *testing.T, c renderCase, dst string) {
 		t.Errorf("service logs lack the start line:\n%s", p.logs())
 	}
 	// OpenTelemetry, flushed at exit: the checks as spans (HTTP frameworks
-	// made some), the metrics over OTLP, both as service.name.
+	// made some), the metrics over OTLP, both as the service.name that
+	// OTEL_SERVICE_NAME gives.
 	traces, metrics := otlp.received("/v1/traces"), otlp.received("/v1/metrics")
-	for _, want := range []string{"ratelimit_checks_total", "ratelimit_breaker_state", c.service} {
+	for _, want := range []string{"ratelimit_checks_total", "ratelimit_breaker_state", c.service + "_eu"} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("OTLP metrics export lacks %q (%d bytes)", want, len(metrics))
 		}
 	}
 	if len(httpAddrs) > 0 {
-		for _, want := range []string{"ratelimit.check", "ratelimit.limiter", "http_request", c.service} {
+		for _, want := range []string{"ratelimit.check", "ratelimit.limiter", "http_request", c.service + "_eu"} {
 			if !strings.Contains(traces, want) {
 				t.Errorf("OTLP trace export lacks %q (%d bytes)", want, len(traces))
 			}

@@ -50,7 +50,10 @@ func (o *Observability) StartOTel(ctx context.Context, service string) (shutdown
 	if !OTelEnabled() {
 		return func(context.Context) error { return nil }, nil
 	}
-	res, err := resource.Merge(resource.Default(), resource.NewSchemaless(attribute.String("service.name", service)))
+	// The service's name unless OTEL_SERVICE_NAME or OTEL_RESOURCE_ATTRIBUTES
+	// say otherwise: a later detector overrides an earlier one.
+	res, err := resource.New(ctx, resource.WithAttributes(attribute.String("service.name", service)),
+		resource.WithFromEnv(), resource.WithTelemetrySDK())
 	if err != nil {
 		return nil, fmt.Errorf("otel resource: %w", err)
 	}

@@ -101,6 +101,22 @@ func serviceName(attrs []*commonpb.KeyValue) string {
 // OTLP/HTTP endpoint as spans carrying the decision, and its metrics as OTLP
 // metrics; without it StartOTel wires nothing.
 func TestStartOTel(t *testing.T) {
+	for _, c := range []struct {
+		name, env, service string // env: OTEL_SERVICE_NAME
+	}{
+		{name: "default", service: "otel_test"},
+		{name: "OTEL_SERVICE_NAME", env: "payments_eu", service: "payments_eu"}, // the standard variables apply
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.env != "" {
+				t.Setenv("OTEL_SERVICE_NAME", c.env)
+			}
+			testStartOTel(t, c.service)
+		})
+	}
+}
+
+func testStartOTel(t *testing.T, service string) {
 	recv := &otlpReceiver{spans: map[string]map[string]string{}}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -144,8 +160,8 @@ func TestStartOTel(t *testing.T) {
 		t.Errorf("exported metrics %v lack ratelimit_checks_total and ratelimit_breaker_state", recv.metrics)
 	}
 
-	if len(recv.service) < 2 || slices.ContainsFunc(recv.service, func(s string) bool { return s != "otel_test" }) {
-		t.Errorf("service.name of the exports: %v, want otel_test", recv.service)
+	if len(recv.service) < 2 || slices.ContainsFunc(recv.service, func(s string) bool { return s != service }) {
+		t.Errorf("service.name of the exports: %v, want %s", recv.service, service)
 	}
 
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")
