@@ -373,3 +373,93 @@ func TestLimitersPerDocumentBounded(t *testing.T) {
 		t.Fatalf("rate_limits.yaml of MaxLimiters+1 limiters: %v", err)
 	}
 }
+
+// An error quotes at most maxQuoted characters of each piece of the document
+// (a name, a key, a value) and lists at most maxListed names: a piece may be
+// as large as the document, and through aliases each of the
+// MaxReportedErrors problems quoted it again (0.5 MiB of YAML made an error
+// of 99 MiB).
+func TestErrorsQuoteTheDocumentInPart(t *testing.T) {
+	const maxErrorBytes = 1024 // one problem, with its file, place, limiter, rule and path
+	big := strings.Repeat("a", 100_000)
+	cut := `"` + big[:maxQuoted] + `"...`
+	available := mustAvailable(t, boundsAvailable)
+	many := mustAvailable(t, "available_limiters:\n  api:\n    description: many\n    available_properties: ["+props(2000, "p%d")+"]\n")
+	aliased := func(rule string) string { // 150 rules, each using the anchor
+		var b strings.Builder
+		b.WriteString("x: &big " + big + "\nrate_limits:\n  api:\n")
+		for i := range 150 {
+			fmt.Fprintf(&b, "    - {"+rule+"}\n", i)
+		}
+		return b.String()
+	}
+	// A long limiter name is repeated by every problem under it.
+	req := &configv1.PublishRulesRequest{RateLimits: map[string]*configv1.RuleList{big: {}}}
+	for i := range 150 {
+		req.RateLimits[big].Rules = append(req.RateLimits[big].Rules, &configv1.Rule{Name: fmt.Sprintf("r%d", i), Action: configv1.Action_ACTION_LIMIT})
+	}
+	// A rule whose keys are explicit: an implicit key is at most 1024
+	// characters.
+	rule := func(keys ...string) string {
+		return "rate_limits:\n  api:\n    - name: r\n" + strings.Join(keys, "")
+	}
+	tests := []struct {
+		name  string
+		parse func() error
+		want  string // in one of the errors
+	}{
+		{"aliased rule name", func() error {
+			_, err := ParseRateLimits("r.yaml", []byte(aliased("name: *big, action: limit, limit: 1, period_s: %d")), available)
+			return err
+		}, "api/" + big[:maxQuoted] + "...: rule name " + cut + " must be 1 to 64 characters, each a-z, 0-9 or _"},
+		{"aliased value of another type", func() error {
+			_, err := ParseRateLimits("r.yaml", []byte(aliased("name: r%d, action: limit, limit: *big, period_s: 1")), available)
+			return err
+		}, "api/r7: limit must be a whole number, got the value " + cut},
+		{"aliased enum", func() error {
+			_, err := ParseRateLimits("r.yaml", []byte(aliased("name: r%d, action: *big")), available)
+			return err
+		}, "api/r7: action must be one of limit, log, skip, got the value " + cut},
+		{"limiter name of a publish request", func() error {
+			return ValidatePublishRulesRequest(req, available)
+		}, big[:maxQuoted] + "...: limiter name " + cut + " must be 1 to 64 characters"},
+		{"rule under a long limiter name", func() error {
+			return ValidatePublishRulesRequest(req, available)
+		}, big[:maxQuoted] + ".../r1: limit and log rules require limit and period_s"},
+		{"unknown field", func() error {
+			_, err := ParseRateLimits("r.yaml", []byte(rule("      ? "+big+"\n      : 1\n")), available)
+			return err
+		}, "api/r: unknown field " + cut},
+		{"repeated key", func() error {
+			_, err := ParseRateLimits("r.yaml", []byte(rule("      ? "+big+"\n      : 1\n", "      ? "+big+"\n      : 1\n")), available)
+			return err
+		}, "api/r: field " + cut + " is given twice"},
+		{"match property", func() error {
+			_, err := ParseRateLimits("r.yaml", []byte(rule("      action: skip\n      match:\n        ? "+big+"\n        : x\n")), available)
+			return err
+		}, "api/r: match property " + cut + " must be 1 to 64 characters"},
+		{"undeclared property of a limiter of many", func() error {
+			_, err := ParseRateLimits("r.yaml", []byte("rate_limits:\n  api:\n    - {name: r, action: log, limit: 1, period_s: 1, characteristics: [zz]}\n"), many)
+			return err
+		}, `characteristic "zz" is not one of the limiter's available_properties (` + props(maxListed, "p%d") + ", ... (2000 in all))"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.parse()
+			var ve *ValidationError
+			if !errors.As(err, &ve) {
+				t.Fatalf("got %v, want a *ValidationError", err)
+			}
+			found := false
+			for _, e := range ve.Errors {
+				if n := len(e.Error()) + len(e.Path); n > maxErrorBytes {
+					t.Fatalf("an error of %d bytes (%.200s...), want at most %d", n, e, maxErrorBytes)
+				}
+				found = found || strings.Contains(e.Error(), tt.want)
+			}
+			if !found {
+				t.Errorf("no error says %.300q; got\n%.2000s", tt.want, err)
+			}
+		})
+	}
+}

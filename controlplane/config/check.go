@@ -43,7 +43,7 @@ func (d *doc) checkRules(spec *configv1.LimiterSpec, at path, rules []*configv1.
 				if line := d.lookup(at.at(prev).field("name"), false).line; line > 0 {
 					where = fmt.Sprintf("line %d", line)
 				}
-				d.check(at.at(i).field("name"), false, "rule name %q is used twice in this limiter (first at %s)", name, where)
+				d.check(at.at(i).field("name"), false, "rule name %s is used twice in this limiter (first at %s)", quote(name), where)
 			} else {
 				first[name] = i
 			}
@@ -55,7 +55,7 @@ func (d *doc) checkRules(spec *configv1.LimiterSpec, at path, rules []*configv1.
 			}
 			if re, ok := r.GetMatch()[k].GetKind().(*configv1.MatchValue_Regex); ok && re.Regex != "" && len(re.Regex) <= rulecheck.MaxRegexLen {
 				if err := checkRegex(re.Regex); err != nil {
-					d.check(mp(), false, "match %q: %v", k, err)
+					d.check(mp(), false, "match %s: %v", quote(k), err)
 				}
 			}
 		}
@@ -72,7 +72,7 @@ func (d *doc) checkRules(spec *configv1.LimiterSpec, at path, rules []*configv1.
 			if len(allow.GetNames()) == 0 {
 				d.check(at.at(i).field("action"), false, "skip rules are not allowed on this limiter: its allowed_skip_rules list is empty (a skip bypasses the limiter for every request it matches)")
 			} else {
-				d.check(at.at(i).field("action"), false, "skip rule %q is not in the limiter's allowed_skip_rules (%s); a skip bypasses the limiter for every request it matches", r.GetName(), quoteList(allow.GetNames()))
+				d.check(at.at(i).field("action"), false, "skip rule %s is not in the limiter's allowed_skip_rules (%s); a skip bypasses the limiter for every request it matches", quote(r.GetName()), quoteList(allow.GetNames()))
 			}
 		}
 	}
@@ -91,11 +91,11 @@ func (d *doc) checkShape(at path, r *configv1.Rule) {
 	}
 	for k, v := range r.GetMatch() {
 		if n := len(v.GetOneOf().GetValues()); n > ratelimit.MaxOneOfValues {
-			d.check(at.field("match").key(k), false, "match %q: one_of has %d values, at most %d (docs/limits.md)", k, n, ratelimit.MaxOneOfValues)
+			d.check(at.field("match").key(k), false, "match %s: one_of has %d values, at most %d (docs/limits.md)", quote(k), n, ratelimit.MaxOneOfValues)
 		}
 		for i, s := range v.GetOneOf().GetValues() {
 			if n := len(s); n > ratelimit.MaxMatchValueLen {
-				d.check(at.field("match").key(k), false, "match %q: one_of value #%d is %d bytes, at most %d (docs/limits.md)", k, i+1, n, ratelimit.MaxMatchValueLen)
+				d.check(at.field("match").key(k), false, "match %s: one_of value #%d is %d bytes, at most %d (docs/limits.md)", quote(k), i+1, n, ratelimit.MaxMatchValueLen)
 				break // one is enough to refuse the rule
 			}
 		}

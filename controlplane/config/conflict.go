@@ -23,7 +23,7 @@ func conflictMarkers(file string, data []byte) error {
 		for _, m := range []string{"<<<<<<<", "|||||||", "=======", ">>>>>>>"} {
 			if rest, ok := strings.CutPrefix(line, m); ok && (rest == "" || rest[0] == ' ') {
 				return &ValidationError{Errors: []*Error{{File: file, Line: n,
-					Message: fmt.Sprintf("unresolved merge conflict (line %q): resolve it and remove the conflict markers", line)}}}
+					Message: fmt.Sprintf("unresolved merge conflict (line %s): resolve it and remove the conflict markers", quote(line))}}}
 			}
 		}
 	}

@@ -305,7 +305,7 @@ func kindName(n *yaml.Node) string {
 	case yaml.SequenceNode:
 		return "a list"
 	case yaml.ScalarNode:
-		return fmt.Sprintf("the value %q", n.Value)
+		return "the value " + quote(n.Value)
 	}
 	return "something else"
 }
@@ -342,7 +342,7 @@ func describe(md protoreflect.MessageDescriptor, p path) string {
 	switch md.FullName() {
 	case ruleListName:
 		if last := p[len(p)-1]; last.key != nil {
-			return fmt.Sprintf("the rules of limiter %s", *last.key)
+			return "the rules of limiter " + clip(*last.key)
 		}
 		return "the rules"
 	case stringSetName:
@@ -397,7 +397,7 @@ func (d *doc) message(n *yaml.Node, m protoreflect.Message) {
 		}
 		d.push(k.Value)
 		d.record(k, v)
-		if !d.duplicate(n, i, firsts, func(name string) string { return fmt.Sprintf("field %q", name) }) {
+		if !d.duplicate(n, i, firsts, func(name string) string { return "field " + quote(name) }) {
 			d.field(v, m, fields.ByName(protoreflect.Name(k.Value)), k.Value)
 		}
 		d.pop()
@@ -523,7 +523,7 @@ func (d *doc) mapping(n *yaml.Node, m protoreflect.Message, fd protoreflect.Fiel
 		out = m.Mutable(fd).Map()
 	}
 	vd := fd.MapValue()
-	what := func(k string) string { return fmt.Sprintf("%s %q", noun(d.at, true), k) }
+	what := func(k string) string { return noun(d.at, true) + " " + quote(k) }
 	firsts := firstKeys(n)
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
@@ -683,11 +683,11 @@ func (d *doc) uint32(n *yaml.Node, name string) (uint32, bool) {
 		v = y
 	}
 	if err != nil || v > math.MaxUint32 {
-		d.fail(false, "%s must be at most %d, got %s", name, uint32(math.MaxUint32), n.Value)
+		d.fail(false, "%s must be at most %d, got %s", name, uint32(math.MaxUint32), clip(n.Value))
 		return 0, false
 	}
 	if v < 0 {
-		d.fail(false, "%s must be at least 1, got %s", name, n.Value)
+		d.fail(false, "%s must be at least 1, got %s", name, clip(n.Value))
 		return 0, false
 	}
 	return uint32(v), true
@@ -777,10 +777,10 @@ func unknownField(name string, md protoreflect.MessageDescriptor, p path) string
 		known = append(known, string(fields.Get(i).Name()))
 	}
 	if best := suggest.Closest(name, known); best != "" {
-		return fmt.Sprintf("unknown field %q (did you mean %q?)", name, best)
+		return fmt.Sprintf("unknown field %s (did you mean %q?)", quote(name), best)
 	}
 	sort.Strings(known)
-	return fmt.Sprintf("unknown field %q; %s takes %s", name, describe(md, p), strings.Join(known, ", "))
+	return fmt.Sprintf("unknown field %s; %s takes %s", quote(name), describe(md, p), strings.Join(known, ", "))
 }
 
 // validate runs protovalidate and records each violation as a problem. The
@@ -867,8 +867,9 @@ func (d *doc) result(msg proto.Message) error {
 			e.Line, e.Column = pos.line, pos.col
 		}
 		if len(pr.at) > 0 {
-			e.Path = pr.at.String()
+			e.Path = pr.at.clipped().String()
 			e.Limiter, e.Rule = locate(msg.ProtoReflect(), pr.at)
+			e.Limiter, e.Rule = clip(e.Limiter), clip(e.Rule)
 		}
 		errs = append(errs, e)
 	}

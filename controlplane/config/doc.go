@@ -106,7 +106,9 @@
 //	rate_limits.yaml:12:14: rack_request/api_by_ip: limit must be a whole number, got the value "ten"
 //
 // The first problems in file order are kept; a last line counts the others
-// (ValidationError.Omitted).
+// (ValidationError.Omitted). A problem quotes at most 80 characters of a
+// name, key or value of the document (a longer one is cut, "..." after it)
+// and lists at most 16 names.
 //
 // A document with any problem is rejected whole.
 //

@@ -178,6 +178,28 @@ func (p path) String() string {
 	return b.String()
 }
 
+// clipped is p with each field name and map key cut as clip cuts it, for an
+// error to show (a field of the document that the schema has not).
+func (p path) clipped() path {
+	var q path
+	for i, e := range p {
+		if len(e.field) > maxQuoted || (e.key != nil && len(*e.key) > maxQuoted) {
+			if q == nil {
+				q = append(path(nil), p...)
+			}
+			q[i].field = clip(e.field)
+			if e.key != nil {
+				k := clip(*e.key)
+				q[i].key = &k
+			}
+		}
+	}
+	if q == nil {
+		return p
+	}
+	return q
+}
+
 // fieldString is String with the subscript of the last element left out:
 // the field that holds p.
 func (p path) fieldString() string {
@@ -206,9 +228,49 @@ func (p path) within(q path) bool {
 	return true
 }
 
+// maxQuoted bounds, in characters, each piece of a document that an error
+// quotes (a name, a key, a value): a piece may be as large as the document,
+// and through YAML aliases every one of the MaxReportedErrors problems may
+// quote it again (a document of 0.5 MiB made an error of 99 MiB). A longer
+// piece is cut, and "..." follows it. A valid name is never cut.
+const maxQuoted = 80
+
+// maxListed bounds the names an error lists (quoteList): the limiters a file
+// declares, a limiter's properties or skip rules, which every error about
+// them repeats.
+const maxListed = 16
+
+// clip returns s cut to maxQuoted characters, "..." marking the cut.
+func clip(s string) string {
+	if len(s) <= maxQuoted { // no character is less than a byte
+		return s
+	}
+	n := 0
+	for i := range s {
+		if n == maxQuoted {
+			return s[:i] + "..."
+		}
+		n++
+	}
+	return s
+}
+
+// quote returns s quoted as %q quotes it, cut to maxQuoted characters: a cut
+// piece is followed by "..." after its closing quote.
+func quote(s string) string {
+	if c := clip(s); c != s {
+		return strconv.Quote(strings.TrimSuffix(c, "...")) + "..."
+	}
+	return strconv.Quote(s)
+}
+
+// quoteList lists names for an error, at most maxListed of them.
 func quoteList(vs []string) string {
 	if len(vs) == 0 {
 		return "none"
+	}
+	if len(vs) > maxListed {
+		return strings.Join(vs[:maxListed], ", ") + fmt.Sprintf(", ... (%d in all)", len(vs))
 	}
 	return strings.Join(vs, ", ")
 }

@@ -30,7 +30,7 @@ func noun(p path, forKey bool) string {
 	if n := len(p); !forKey && n >= 2 {
 		for i := n - 2; i >= 0 && i >= n-3; i-- {
 			if p[i].field == "match" && p[i].key != nil {
-				entry := fmt.Sprintf("match %q", *p[i].key)
+				entry := "match " + quote(*p[i].key)
 				switch last.field {
 				case "equality", "kind":
 					return entry
@@ -67,7 +67,7 @@ func noun(p path, forKey bool) string {
 		return "count_distinct property"
 	case "match":
 		if last.key != nil {
-			return fmt.Sprintf("match %q", *last.key)
+			return "match " + quote(*last.key)
 		}
 	}
 	return last.field
@@ -95,7 +95,7 @@ func violationMessage(v *protovalidate.Violation, p path) string {
 		if s := str(); s == "" {
 			return what + " is missing"
 		} else {
-			return fmt.Sprintf("%s %q must be 1 to 64 characters, each a-z, 0-9 or _", what, s)
+			return fmt.Sprintf("%s %s must be 1 to 64 characters, each a-z, 0-9 or _", what, quote(s))
 		}
 	case "required":
 		if len(p) > 0 && p[len(p)-1].field == "action" {
@@ -130,7 +130,7 @@ func violationMessage(v *protovalidate.Violation, p path) string {
 			for i := 0; i < l.Len(); i++ {
 				s := l.Get(i).String()
 				if seen[s] {
-					return fmt.Sprintf("%s lists %q twice", what, s)
+					return fmt.Sprintf("%s lists %s twice", what, quote(s))
 				}
 				seen[s] = true
 			}
