@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	validate "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
 	"buf.build/go/protovalidate"
+	"google.golang.org/protobuf/proto"
 
 	ratelimit "github.com/ratekit/ratekit/core"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
@@ -461,5 +463,70 @@ func TestErrorsQuoteTheDocumentInPart(t *testing.T) {
 				t.Errorf("no error says %.300q; got\n%.2000s", tt.want, err)
 			}
 		})
+	}
+}
+
+// A map key longer than a name is refused and its value left unread: the
+// path of every node under a key repeats the key, so a stored document of
+// 130 KB, a 100 KB match key over 4,000 one_of values, allocated 1.8 GB to
+// be refused, and a 1 MiB one would take every replica that reads it down.
+func TestLongMapKeyIsNotWalked(t *testing.T) {
+	big := strings.Repeat("a", 100_000)
+	stored := `{"published_rules":{"rules":[{"name":"r","action":"skip","characteristics":[],"match":{"` + big +
+		`":{"one_of":[` + props(4000, `"v%d"`) + `]}}}]}}`
+	var yamlDoc strings.Builder // an explicit key: an implicit one is at most 1024 characters
+	yamlDoc.WriteString("rate_limits:\n  ? " + big + "\n  :\n")
+	for i := range 1000 {
+		fmt.Fprintf(&yamlDoc, "    - {name: r%d, action: skip}\n", i)
+	}
+	available := mustAvailable(t, boundsAvailable)
+	tests := []struct {
+		name  string
+		parse func() error
+		want  string
+	}{
+		{"stored match key", func() error { _, err := UnmarshalLimiterRules([]byte(stored)); return err },
+			`1:88: r: match property "` + big[:maxQuoted] + `"... must be 1 to 64 characters, each a-z, 0-9 or _`},
+		{"limiter name", func() error {
+			_, err := ParseRateLimits("r.yaml", []byte(yamlDoc.String()), available)
+			return err
+		}, `r.yaml:2:5: ` + big[:maxQuoted] + `...: limiter name "` + big[:maxQuoted] + `"... must be 1 to 64 characters, each a-z, 0-9 or _`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			err := tt.parse()
+			runtime.ReadMemStats(&after)
+			if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 64<<20 {
+				t.Errorf("refusing a document of 0.1 MiB allocated %d MiB", alloc>>20)
+			}
+			assertErrors(t, err, []string{tt.want})
+		})
+	}
+}
+
+// Every map of the schema is keyed by names (^[a-z0-9_]{1,64}$), which the
+// walk relies on to refuse a longer key without reading its value.
+func TestMapKeysAreNames(t *testing.T) {
+	msgs := configv1.File_ratelimit_config_v1_config_proto.Messages()
+	maps := 0
+	for i := range msgs.Len() {
+		fields := msgs.Get(i).Fields()
+		for j := range fields.Len() {
+			fd := fields.Get(j)
+			if !fd.IsMap() {
+				continue
+			}
+			maps++
+			rules, _ := proto.GetExtension(fd.Options(), validate.E_Field).(*validate.FieldRules)
+			if p := rules.GetMap().GetKeys().GetString().GetPattern(); p != "^[a-z0-9_]{1,64}$" {
+				t.Errorf("%s: keys are %q, want names", fd.FullName(), p)
+			}
+		}
+	}
+	if maps == 0 {
+		t.Fatal("no map field found in the schema")
 	}
 }

@@ -98,7 +98,8 @@
 // read or parsed. One whose YAML aliases expand it past 200,000 nodes (each
 // mapping key a node), or past one node per byte of a larger document, is
 // refused as too large; no document without aliases has more nodes than
-// bytes.
+// bytes. A map key longer than a name (64 bytes) is refused and its value
+// left unread.
 //
 // Every problem of a file is reported, up to MaxReportedErrors (100) of
 // them, as a *ValidationError whose lines read
