@@ -530,3 +530,38 @@ func TestMapKeysAreNames(t *testing.T) {
 		t.Fatal("no map field found in the schema")
 	}
 }
+
+// A matched value that is not UTF-8 (a rule built in code) is refused
+// before it is written: the stored JSON holds UTF-8 only, so the writer put
+// U+FFFD, three bytes, for each other byte, and every reader then refused
+// the document (2,000 such bytes are 6,000, over MaxMatchValueLen) or
+// matched other requests than the rule published.
+func TestMatchValuesAreUTF8(t *testing.T) {
+	limit, period := uint32(1), uint32(60)
+	rule := func(v *configv1.MatchValue) *configv1.Rule {
+		return &configv1.Rule{Name: "r", Action: configv1.Action_ACTION_LIMIT, Limit: &limit, PeriodS: &period,
+			Match: map[string]*configv1.MatchValue{"p": v}}
+	}
+	tests := []struct {
+		name string
+		v    *configv1.MatchValue
+	}{
+		{"equality", &configv1.MatchValue{Kind: &configv1.MatchValue_Equality{Equality: "a\xffb"}}},
+		{"long equality", &configv1.MatchValue{Kind: &configv1.MatchValue_Equality{Equality: strings.Repeat("\xff", 2000)}}},
+		{"one_of value", &configv1.MatchValue{Kind: &configv1.MatchValue_OneOf{OneOf: &configv1.StringSet{Values: []string{"a", "\xc3"}}}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			const want = `r: match "p": a value is not UTF-8 text`
+			doc := &configv1.LimiterRules{PublishedRules: &configv1.RuleList{Rules: []*configv1.Rule{rule(tt.v)}}}
+			b, err := MarshalLimiterRules(doc)
+			if err == nil {
+				_, readErr := UnmarshalLimiterRules(b)
+				t.Fatalf("MarshalLimiterRules wrote %.200s, read back with error %v; want it refused", b, readErr)
+			}
+			assertErrors(t, err, []string{want})
+			req := &configv1.PublishRulesRequest{RateLimits: map[string]*configv1.RuleList{"api": doc.GetPublishedRules()}}
+			assertErrors(t, ValidatePublishRulesRequest(req, nil), []string{"api/" + want})
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"unicode/utf8"
 
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/internal/rulecheck"
@@ -81,7 +82,8 @@ func (d *doc) checkRules(spec *configv1.LimiterSpec, at path, rules []*configv1.
 // checkShape reports the bounds of the core's rule model that rule r at
 // path at breaks. Protovalidate bounds property names (^[a-z0-9_]{1,64}$:
 // ratelimit.MaxPropertyLen) and an equality value's bytes
-// (ratelimit.MaxMatchValueLen); the one_of values' bytes are checked here.
+// (ratelimit.MaxMatchValueLen); the one_of values' bytes, and that every
+// matched value is UTF-8 text, are checked here.
 func (d *doc) checkShape(at path, r *configv1.Rule) {
 	if n := len(r.GetCharacteristics()); n > ratelimit.MaxCharacteristics {
 		d.check(at.field("characteristics"), false, "%d characteristics, at most %d (docs/limits.md)", n, ratelimit.MaxCharacteristics)
@@ -90,6 +92,14 @@ func (d *doc) checkShape(at path, r *configv1.Rule) {
 		d.check(at.field("match"), false, "%d match entries, at most %d (docs/limits.md)", n, ratelimit.MaxMatchEntries)
 	}
 	for k, v := range r.GetMatch() {
+		// A stored document is JSON, which holds UTF-8 text only: a value
+		// built in code with other bytes would be written as U+FFFD (three
+		// bytes each, over the bound a reader checks) and so match other
+		// requests than the rule that was published. The YAML and JSON
+		// readers give UTF-8 only.
+		if notUTF8(v.GetEquality()) || slices.ContainsFunc(v.GetOneOf().GetValues(), notUTF8) {
+			d.check(at.field("match").key(k), false, "match %s: a value is not UTF-8 text", quote(k))
+		}
 		if n := len(v.GetOneOf().GetValues()); n > ratelimit.MaxOneOfValues {
 			d.check(at.field("match").key(k), false, "match %s: one_of has %d values, at most %d (docs/limits.md)", quote(k), n, ratelimit.MaxOneOfValues)
 		}
@@ -101,6 +111,8 @@ func (d *doc) checkShape(at path, r *configv1.Rule) {
 		}
 	}
 }
+
+func notUTF8(s string) bool { return !utf8.ValidString(s) }
 
 // maxRegexChecks bounds regexChecks.
 const maxRegexChecks = 4096
