@@ -387,9 +387,9 @@ func TestErrorsQuoteTheDocumentInPart(t *testing.T) {
 	cut := `"` + big[:maxQuoted] + `"...`
 	available := mustAvailable(t, boundsAvailable)
 	many := mustAvailable(t, "available_limiters:\n  api:\n    description: many\n    available_properties: ["+props(2000, "p%d")+"]\n")
-	aliased := func(rule string) string { // 150 rules, each using the anchor
+	aliased := func(value, rule string) string { // 150 rules, each using the anchor
 		var b strings.Builder
-		b.WriteString("x: &big " + big + "\nrate_limits:\n  api:\n")
+		b.WriteString("x: &big " + value + "\nrate_limits:\n  api:\n")
 		for i := range 150 {
 			fmt.Fprintf(&b, "    - {"+rule+"}\n", i)
 		}
@@ -411,15 +411,15 @@ func TestErrorsQuoteTheDocumentInPart(t *testing.T) {
 		want  string // in one of the errors
 	}{
 		{"aliased rule name", func() error {
-			_, err := ParseRateLimits("r.yaml", []byte(aliased("name: *big, action: limit, limit: 1, period_s: %d")), available)
+			_, err := ParseRateLimits("r.yaml", []byte(aliased(big[:10_000], "name: *big, action: limit, limit: 1, period_s: %d")), available)
 			return err
 		}, "api/" + big[:maxQuoted] + "...: rule name " + cut + " must be 1 to 64 characters, each a-z, 0-9 or _"},
 		{"aliased value of another type", func() error {
-			_, err := ParseRateLimits("r.yaml", []byte(aliased("name: r%d, action: limit, limit: *big, period_s: 1")), available)
+			_, err := ParseRateLimits("r.yaml", []byte(aliased(big, "name: r%d, action: limit, limit: *big, period_s: 1")), available)
 			return err
 		}, "api/r7: limit must be a whole number, got the value " + cut},
 		{"aliased enum", func() error {
-			_, err := ParseRateLimits("r.yaml", []byte(aliased("name: r%d, action: *big")), available)
+			_, err := ParseRateLimits("r.yaml", []byte(aliased(big, "name: r%d, action: *big")), available)
 			return err
 		}, "api/r7: action must be one of limit, log, skip, got the value " + cut},
 		{"limiter name of a publish request", func() error {
@@ -562,6 +562,63 @@ func TestMatchValuesAreUTF8(t *testing.T) {
 			assertErrors(t, err, []string{want})
 			req := &configv1.PublishRulesRequest{RateLimits: map[string]*configv1.RuleList{"api": doc.GetPublishedRules()}}
 			assertErrors(t, ValidatePublishRulesRequest(req, nil), []string{"api/" + want})
+		})
+	}
+}
+
+// A document expands to at most maxText bytes of text, aliases included: an
+// alias of a long value is one node, so the node budget let a valid
+// rate_limits.yaml of 116 KB give 320 MiB of stored documents (which no
+// store takes, and every seed built again). A document without aliases
+// whose text is over 1 MiB is still read.
+func TestExpandedTextIsBounded(t *testing.T) {
+	var av strings.Builder
+	av.WriteString("available_limiters:\n")
+	for l := range 10 {
+		fmt.Fprintf(&av, "  l%d:\n    description: x\n    available_properties: [%s]\n", l, props(32, "p%d"))
+	}
+	available := mustAvailable(t, av.String())
+	value := strings.Repeat("v", ratelimit.MaxMatchValueLen)
+	aliases := make([]string, 31)
+	for i := range aliases {
+		aliases[i] = fmt.Sprintf("p%d: *v", i+1)
+	}
+	var aliased strings.Builder // 2,560 rules, each matching 32 values of 4096 bytes
+	aliased.WriteString("rate_limits:\n")
+	for l := range 10 {
+		fmt.Fprintf(&aliased, "  l%d:\n", l)
+		for i := range ratelimit.MaxRulesPerTier {
+			if l == 0 && i == 0 {
+				fmt.Fprintf(&aliased, "    - {name: r0, action: skip, match: &m {p0: &v %s, %s}}\n", value, strings.Join(aliases, ", "))
+				continue
+			}
+			fmt.Fprintf(&aliased, "    - {name: r%d, action: skip, match: *m}\n", i)
+		}
+	}
+	// 1.2 MiB of text in a document of 0.8 MiB: "\L" (U+2028) is three
+	// bytes of text.
+	escapes := `"` + strings.Repeat(`\L`, 800) + `"`
+	unaliased := rulesYAML(ratelimit.MaxRulesPerTier, ", description: "+escapes+", match: {p0: "+escapes+"}")
+	available = mustAvailable(t, av.String()+"  api:\n    description: x\n    available_properties: [p0]\n")
+	tests := []struct {
+		name, doc string
+		want      string // "" when valid
+	}{
+		{"aliased values", aliased.String(), "r.yaml:3:47: the document is too large: over 2097152 bytes of text once aliases are expanded"},
+		{"escapes without aliases", unaliased, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if len(tt.doc) > MaxFileSize {
+				t.Fatalf("the document is %d bytes, over MaxFileSize", len(tt.doc))
+			}
+			_, err := ParseRateLimits("r.yaml", []byte(tt.doc), available)
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("a valid document was refused: %.300v", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Fatalf("got %.300v, want %q", err, tt.want)
+			}
 		})
 	}
 }

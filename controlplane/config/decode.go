@@ -31,6 +31,15 @@ import (
 // nodes out is read.
 const maxNodes = 200_000
 
+// maxText bounds the text one document may expand to, aliases included: the
+// bytes of every string and map key the walk stores. Nodes alone did not
+// bound it, as an alias of a value of 4096 bytes is one node: a valid
+// rate_limits.yaml of 116 KB (a match of 32 such values, aliased by 2,560
+// rules) gave 320 MiB of stored documents. Without aliases the text of a
+// document within MaxFileSize is at most 1.5 times its bytes (the escape
+// "\L" is three bytes of text), so every such document is read.
+const maxText = 2 * MaxFileSize
+
 type position struct{ line, col int }
 
 // problem is an error found at a path, resolved to a position and a
@@ -58,6 +67,7 @@ type doc struct {
 	checks     []problem // protovalidate and cross-document errors
 	budget     int
 	nodes      int // the node budget of a walk (maxNodes unless set)
+	text       int // the text budget left (maxText at the start of a walk)
 	overBudget bool
 
 	index     sync.Once // builds keyPos and valPos on the first lookup
@@ -70,7 +80,7 @@ type doc struct {
 }
 
 func newDoc(file string) *doc {
-	return &doc{file: file, budget: maxNodes, nodes: maxNodes}
+	return &doc{file: file, budget: maxNodes, nodes: maxNodes, text: maxText}
 }
 
 // decode fills msg from YAML (or JSON) data. It returns false when nothing
@@ -110,10 +120,10 @@ func (d *doc) positions() {
 		if d.root == nil {
 			return
 		}
-		at, structural, budget, overBudget := d.at, d.structural, d.budget, d.overBudget
-		d.recording, d.budget, d.overBudget, d.at = true, d.nodes, false, make(path, 0, 8)
+		at, structural, budget, text, overBudget := d.at, d.structural, d.budget, d.text, d.overBudget
+		d.recording, d.budget, d.text, d.overBudget, d.at = true, d.nodes, maxText, false, make(path, 0, 8)
 		d.message(d.root, d.rootType.New())
-		d.at, d.structural, d.budget, d.overBudget, d.recording = at, structural, budget, overBudget, false
+		d.at, d.structural, d.budget, d.text, d.overBudget, d.recording = at, structural, budget, text, overBudget, false
 	})
 }
 
@@ -286,6 +296,24 @@ func (d *doc) visit(n *yaml.Node) *yaml.Node {
 		return nil
 	}
 	return n
+}
+
+// spend charges the text budget for n bytes of text the walk stores. When
+// the budget is spent it reports so (once, at n's node) and stops the walk
+// as the node budget does.
+func (d *doc) spend(at *yaml.Node, n int) bool {
+	if d.text -= n; d.text >= 0 {
+		return true
+	}
+	if !d.overBudget {
+		d.overBudget = true
+		if !d.recording {
+			d.structural = append(d.structural, problem{line: at.Line, col: at.Column,
+				msg: fmt.Sprintf("the document is too large: over %d bytes of text once aliases are expanded", maxText)})
+		}
+	}
+	d.budget = -1 // visit reads no further node
+	return false
 }
 
 func hasKey(n *yaml.Node, key string) bool {
@@ -543,6 +571,10 @@ func (d *doc) mapping(n *yaml.Node, m protoreflect.Message, fd protoreflect.Fiel
 			d.subscript(nil, -1)
 			continue
 		}
+		if !d.spend(k, len(k.Value)) {
+			d.subscript(nil, -1)
+			break
+		}
 		if !d.duplicate(n, i, firsts, what) {
 			if match != nil {
 				val := &configv1.MatchValue{}
@@ -670,11 +702,18 @@ func (d *doc) str(n *yaml.Node, name string) (string, bool) {
 	}
 	switch n.ShortTag() {
 	case "!!str", "!!timestamp": // a date stays as written
+		if !d.spend(n, len(n.Value)) {
+			return "", false
+		}
 		return validUTF8(n.Value), true
 	case "!!int", "!!float", "!!bool":
 		var v any
 		if err := n.Decode(&v); err == nil && v != nil {
-			return keys.Canonical(v), true
+			s := keys.Canonical(v) // the text stored
+			if !d.spend(n, len(s)) {
+				return "", false
+			}
+			return s, true
 		}
 	}
 	d.fail(false, "%s must be text, got %s", name, kindName(n))

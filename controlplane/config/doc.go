@@ -96,10 +96,11 @@
 // ratelimit.MaxMatchValueLen bytes). A document over
 // MaxFileSize (ratelimit.MaxDocumentBytes, 1 MiB) is refused before it is
 // read or parsed. One whose YAML aliases expand it past 200,000 nodes (each
-// mapping key a node), or past one node per byte of a larger document, is
-// refused as too large; no document without aliases has more nodes than
-// bytes. A map key longer than a name (64 bytes) is refused and its value
-// left unread.
+// mapping key a node), or past one node per byte of a larger document, or
+// past 2 MiB of text (the bytes of its strings and keys), is refused as too
+// large; no document without aliases has more nodes than bytes, or more
+// than 1.5 bytes of text per byte. A map key longer than a name (64 bytes)
+// is refused and its value left unread.
 //
 // Every problem of a file is reported, up to MaxReportedErrors (100) of
 // them, as a *ValidationError whose lines read
