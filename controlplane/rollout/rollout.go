@@ -163,12 +163,13 @@ type Verdict struct {
 	Reason  string  `json:"reason"`
 }
 
-// Gate judges counts: it passes when at least minDecisions were compared and
-// the divergence ratio is below maxDivergence.
+// Gate judges counts: it passes when at least minDecisions were compared
+// (and at least one: the ratio of none says nothing) and the divergence ratio
+// is below maxDivergence.
 func Gate(limiter string, c Counts, maxDivergence float64, minDecisions uint64) Verdict {
 	v := Verdict{Limiter: limiter, Counts: c, Ratio: c.Ratio()}
 	switch {
-	case c.Compared() < minDecisions:
+	case c.Compared() < max(minDecisions, 1):
 		v.Reason = "too few decisions compared"
 	case v.Ratio >= maxDivergence:
 		v.Reason = "divergence at or above the threshold"

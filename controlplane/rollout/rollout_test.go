@@ -75,18 +75,23 @@ func TestGate(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		c    rollout.Counts
+		min  uint64
 		pass bool
 	}{
-		{"below threshold", rollout.Counts{Agree: 9960, NewOnly: 20, LegacyOnly: 20, Failed: 500}, true}, // 0.40 %
-		{"exactly 0.5 % fails", rollout.Counts{Agree: 9950, NewOnly: 50}, false},                         // "fewer than"
-		{"above", rollout.Counts{Agree: 900, LegacyOnly: 100}, false},                                    // 10 %
-		{"too little traffic", rollout.Counts{Agree: 999}, false},                                        // under MinDecisions
-		{"failed decisions do not count as traffic", rollout.Counts{Agree: 10, Failed: 5000}, false},     //
+		{"below threshold", rollout.Counts{Agree: 9960, NewOnly: 20, LegacyOnly: 20, Failed: 500}, rollout.MinDecisions, true}, // 0.40 %
+		{"exactly 0.5 % fails", rollout.Counts{Agree: 9950, NewOnly: 50}, rollout.MinDecisions, false},                         // "fewer than"
+		{"above", rollout.Counts{Agree: 900, LegacyOnly: 100}, rollout.MinDecisions, false},                                    // 10 %
+		{"too little traffic", rollout.Counts{Agree: 999}, rollout.MinDecisions, false},                                        // under MinDecisions
+		{"failed decisions do not count as traffic", rollout.Counts{Agree: 10, Failed: 5000}, rollout.MinDecisions, false},     //
+		// Without a minimum, one decision is still needed: a ratio of no
+		// decisions (a limiter that only failed open) says nothing.
+		{"no decision compared, no minimum", rollout.Counts{Failed: 5000}, 0, false},
+		{"one decision compared, no minimum", rollout.Counts{Agree: 1, Failed: 5000}, 0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			v := rollout.Gate("x", tc.c, rollout.MaxDivergence, rollout.MinDecisions)
+			v := rollout.Gate("x", tc.c, rollout.MaxDivergence, tc.min)
 			if v.Pass != tc.pass || v.Reason == "" {
-				t.Fatalf("Gate(%+v) = %+v, want pass=%v", tc.c, v, tc.pass)
+				t.Fatalf("Gate(%+v, min %d) = %+v, want pass=%v", tc.c, tc.min, v, tc.pass)
 			}
 		})
 	}
