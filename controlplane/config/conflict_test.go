@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
 
 func TestConflictMarkersLines(t *testing.T) {
@@ -44,6 +46,10 @@ func TestParseRefusesConflictMarkers(t *testing.T) {
 	}
 	if _, err := ParsePublishRulesRequest("r.yaml", []byte(conflicted), available); err == nil || err.Error() != want {
 		t.Errorf("ParsePublishRulesRequest: %v, want %s", err, want)
+	}
+	// A document of another schema (the rules service's override files).
+	if err := ParseMessage("r.yaml", []byte(conflicted), &configv1.RateLimits{}, available); err == nil || err.Error() != want {
+		t.Errorf("ParseMessage: %v, want %s", err, want)
 	}
 	avail := strings.Replace(guardedAvailable, "  guarded:\n", "<<<<<<< ours\n  guarded:\n", 1)
 	if _, err := ParseAvailableLimiters("a.yaml", []byte(avail)); err == nil || !strings.HasPrefix(err.Error(), `a.yaml:5: unresolved merge conflict (line "<<<<<<< ours")`) {

@@ -17,6 +17,9 @@ import (
 // properties and skip allow-list apply. Errors name file, line and rule; an
 // invalid document is rejected whole.
 func ParseMessage(file string, data []byte, msg proto.Message, available *AvailableLimiters) error {
+	if err := conflictMarkers(file, data); err != nil {
+		return err
+	}
 	d := newDoc(file)
 	if d.decode(data, msg, parseYAML) {
 		d.validate(msg)
