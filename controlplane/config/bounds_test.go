@@ -239,11 +239,15 @@ func TestDenseDocumentWithinBounds(t *testing.T) {
 		vals = append(vals, fmt.Sprintf("z%02d", i))
 	}
 	oneOf := "{one_of: [" + strings.Join(vals, ",") + "]}"
-	doc := rulesYAML(70, ", match: {p0: "+oneOf+", p1: "+oneOf+", p2: "+oneOf+"}") // 215,040 values
+	// 215,040 values, in two limiters: the rule store's document of one
+	// limiter is bounded too, and JSON writes more than YAML.
+	rules := rulesYAML(35, ", match: {p0: "+oneOf+", p1: "+oneOf+", p2: "+oneOf+"}")
+	doc := rules + strings.Replace(rules, "rate_limits:\n  api:\n", "  api2:\n", 1)
 	if len(doc) > MaxFileSize {
 		t.Fatalf("the document is %d bytes, over MaxFileSize", len(doc))
 	}
-	if _, err := ParseRateLimits("r.yaml", []byte(doc), mustAvailable(t, boundsAvailable)); err != nil {
+	available := boundsAvailable + "  api2:\n    description: bounds\n    available_properties: [p0, p1, p2]\n"
+	if _, err := ParseRateLimits("r.yaml", []byte(doc), mustAvailable(t, available)); err != nil {
 		t.Fatalf("a valid document was refused: %.300v", err)
 	}
 }
@@ -612,12 +616,75 @@ func TestExpandedTextIsBounded(t *testing.T) {
 			if len(tt.doc) > MaxFileSize {
 				t.Fatalf("the document is %d bytes, over MaxFileSize", len(tt.doc))
 			}
-			_, err := ParseRateLimits("r.yaml", []byte(tt.doc), available)
+			// A publish payload: the file's tiers, over 1 MiB as a stored
+			// document, would be refused for that.
+			_, err := ParsePublishRulesRequest("r.yaml", []byte(tt.doc), available)
 			switch {
 			case tt.want == "" && err != nil:
 				t.Fatalf("a valid document was refused: %.300v", err)
 			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
 				t.Fatalf("got %.300v, want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// The tiers a service seeds from its two files make one rule store document,
+// which must be within MaxFileSize as each file is: JSON writes more than
+// YAML, and a rate_limits.yaml of 0.95 MiB, which ratekit validate and the
+// service accepted, gave a document of 1.1 MiB that no store takes (the seed
+// failed at every start and retry) and no reader reads.
+func TestSeededDocumentWithinBounds(t *testing.T) {
+	rules := func(indent string, values int) string { // MaxRulesPerTier rules, one a line
+		var b strings.Builder
+		for i := range ratelimit.MaxRulesPerTier {
+			fmt.Fprintf(&b, "%s- {name: r%d, action: limit, limit: 1, period_s: 60, match: {p0: {one_of: [%s]}}}\n", indent, i, props(values, "v%d"))
+		}
+		return b.String()
+	}
+	const over, within = 640, 400 // one_of values per rule
+	// The premise: the file is within MaxFileSize, its document is not.
+	req, err := ParsePublishRulesRequest("p.yaml", []byte("rate_limits:\n  api:\n"+rules("    ", over)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := MarshalLimiterRules(&configv1.LimiterRules{FileRules: req.GetRateLimits()["api"]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := UnmarshalLimiterRules(stored); err == nil || len(stored) <= MaxFileSize {
+		t.Fatalf("the document of %d bytes was read: the test needs one over MaxFileSize", len(stored))
+	}
+	tests := []struct {
+		name   string
+		values int
+		want   string // "" when valid
+	}{
+		{"over", over, "the rule store's document of this limiter"},
+		{"within", within, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			file := "rate_limits:\n  api:\n" + rules("    ", tt.values)
+			defaults := "available_limiters:\n  api:\n    description: x\n    available_properties: [p0]\n    default_rules:\n" + rules("      ", tt.values)
+			if len(file) > MaxFileSize || len(defaults) > MaxFileSize {
+				t.Fatalf("the files are %d and %d bytes, over MaxFileSize", len(file), len(defaults))
+			}
+			_, availErr := ParseAvailableLimiters("a.yaml", []byte(defaults))
+			_, fileErr := ParseRateLimits("r.yaml", []byte(file), mustAvailable(t, boundsAvailable))
+			for what, tc := range map[string]struct {
+				err  error
+				want string
+			}{
+				"available_limiters.yaml": {availErr, "a.yaml:2:3: api: " + tt.want + " (its default rules) would be "},
+				"rate_limits.yaml":        {fileErr, "r.yaml:2:3: api: " + tt.want + " (its rules here and its default rules) would be "},
+			} {
+				switch {
+				case tt.want == "" && tc.err != nil:
+					t.Errorf("%s: %.300v", what, tc.err)
+				case tt.want != "" && (tc.err == nil || !strings.HasPrefix(tc.err.Error(), tc.want)):
+					t.Errorf("%s: got %.300v, want %q...", what, tc.err, tc.want)
+				}
 			}
 		})
 	}

@@ -100,7 +100,9 @@
 // past 2 MiB of text (the bytes of its strings and keys), is refused as too
 // large; no document without aliases has more nodes than bytes, or more
 // than 1.5 bytes of text per byte. A map key longer than a name (64 bytes)
-// is refused and its value left unread.
+// is refused and its value left unread. A limiter whose default rules and
+// rules of rate_limits.yaml would make a rule store document (the JSON a
+// service seeds) over MaxFileSize is refused at its line.
 //
 // Every problem of a file is reported, up to MaxReportedErrors (100) of
 // them, as a *ValidationError whose lines read

@@ -39,6 +39,11 @@ func MarshalLimiterRules(doc *configv1.LimiterRules) ([]byte, error) {
 	if err := ValidateLimiterRules(doc); err != nil {
 		return nil, err
 	}
+	return encodeLimiterRules(doc), nil
+}
+
+// encodeLimiterRules writes a valid document (an invalid one may panic).
+func encodeLimiterRules(doc *configv1.LimiterRules) []byte {
 	w := &jsonWriter{}
 	w.WriteByte('{')
 	tiers := []struct {
@@ -75,7 +80,7 @@ func MarshalLimiterRules(doc *configv1.LimiterRules) ([]byte, error) {
 		w.WriteString("]}")
 	}
 	w.WriteByte('}')
-	return w.Bytes(), nil
+	return w.Bytes()
 }
 
 // MarshalRule encodes one rule exactly as MarshalLimiterRules writes it

@@ -63,7 +63,38 @@ func ParseAvailableLimiters(file string, data []byte) (*AvailableLimiters, error
 	if err := d.result(msg); err != nil {
 		return nil, err
 	}
-	return &AvailableLimiters{File: file, Proto: msg, doc: d}, nil
+	a := &AvailableLimiters{File: file, Proto: msg, doc: d}
+	for _, name := range a.Names() {
+		d.checkStored(path{}.field("available_limiters").key(name), nil, a.defaultRules(name))
+	}
+	if err := d.result(msg); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// defaultRules returns a declared limiter's default rules in the Rule shape.
+func (a *AvailableLimiters) defaultRules(limiter string) *configv1.RuleList {
+	l := &configv1.RuleList{}
+	for _, r := range a.Spec(limiter).GetDefaultRules() {
+		l.Rules = append(l.Rules, DefaultRuleToRule(r))
+	}
+	return l
+}
+
+// checkStored refuses, at the limiter at, tiers from the files that a
+// service would seed as a rule store document over MaxFileSize: no store
+// takes it (the seed fails at every start and retry) and no reader reads it,
+// though each file is within its bounds (JSON writes more than YAML: quotes,
+// the fields always written). The tiers must be valid.
+func (d *doc) checkStored(at path, file, defaults *configv1.RuleList) {
+	if n := len(encodeLimiterRules(&configv1.LimiterRules{FileRules: file, DefaultRules: defaults})); n > MaxFileSize {
+		what := "its default rules"
+		if file != nil {
+			what = "its rules here and its default rules"
+		}
+		d.check(at, true, "the rule store's document of this limiter (%s) would be %d bytes, at most %d (docs/limits.md)", what, n, MaxFileSize)
+	}
 }
 
 // LoadAvailableLimiters reads and validates the file at path. The file is
@@ -86,6 +117,12 @@ func ParseRateLimits(file string, data []byte, available *AvailableLimiters) (*R
 	msg := &configv1.RateLimits{}
 	d, err := parseRuleMap(file, data, msg, msg.GetRateLimits, available)
 	if err != nil {
+		return nil, err
+	}
+	for _, name := range sortedKeys(msg.GetRateLimits()) {
+		d.checkStored(path{}.field("rate_limits").key(name), msg.GetRateLimits()[name], available.defaultRules(name))
+	}
+	if err := d.result(msg); err != nil {
 		return nil, err
 	}
 	return &RateLimits{File: file, Proto: msg, doc: d}, nil
@@ -162,11 +199,7 @@ func (a *AvailableLimiters) DefaultRules(limiter string) ([]ratelimit.Rule, erro
 	if spec == nil {
 		return nil, fmt.Errorf("config: no limiter %q in %s", limiter, a.source())
 	}
-	l := &configv1.RuleList{}
-	for _, r := range spec.GetDefaultRules() {
-		l.Rules = append(l.Rules, DefaultRuleToRule(r))
-	}
-	rules, err := RulesFromProto(l)
+	rules, err := RulesFromProto(a.defaultRules(limiter))
 	if err != nil {
 		return nil, fmt.Errorf("config: limiter %s default rules: %w", limiter, err)
 	}
