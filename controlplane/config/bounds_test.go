@@ -380,6 +380,39 @@ func TestLimitersPerDocumentBounded(t *testing.T) {
 	}
 }
 
+// A limiter declares at most MaxAvailableProperties properties and
+// MaxAllowedSkipRules allowed skip rules; the error names the line of the
+// first over the bound.
+func TestSpecListsBounded(t *testing.T) {
+	list := func(prefix string, n int) string {
+		names := make([]string, n)
+		for i := range names {
+			names[i] = fmt.Sprintf("%s%d", prefix, i)
+		}
+		return "[" + strings.Join(names, ", ") + "]"
+	}
+	doc := func(props, skips int) string {
+		return "available_limiters:\n  l:\n    description: x\n    available_properties: " + list("p", props) +
+			"\n    allowed_skip_rules: " + list("s", skips) + "\n"
+	}
+	if _, err := ParseAvailableLimiters("a.yaml", []byte(doc(MaxAvailableProperties, MaxAllowedSkipRules))); err != nil {
+		t.Fatalf("at the bounds: %v", err)
+	}
+	for _, c := range []struct {
+		name         string
+		props, skips int
+		want         string
+	}{
+		{"properties", MaxAvailableProperties + 1, 1, "a.yaml:4:"},
+		{"skip rules", 1, MaxAllowedSkipRules + 1, "a.yaml:5:"},
+	} {
+		_, err := ParseAvailableLimiters("a.yaml", []byte(doc(c.props, c.skips)))
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "at most") || !strings.Contains(err.Error(), "docs/limits.md") {
+			t.Errorf("%s over the bound: %v", c.name, err)
+		}
+	}
+}
+
 // An error quotes at most maxQuoted characters of each piece of the document
 // (a name, a key, a value) and lists at most maxListed names: a piece may be
 // as large as the document, and through aliases each of the
@@ -390,7 +423,7 @@ func TestErrorsQuoteTheDocumentInPart(t *testing.T) {
 	big := strings.Repeat("a", 100_000)
 	cut := `"` + big[:maxQuoted] + `"...`
 	available := mustAvailable(t, boundsAvailable)
-	many := mustAvailable(t, "available_limiters:\n  api:\n    description: many\n    available_properties: ["+props(2000, "p%d")+"]\n")
+	many := mustAvailable(t, "available_limiters:\n  api:\n    description: many\n    available_properties: ["+props(MaxAvailableProperties, "p%d")+"]\n")
 	aliased := func(value, rule string) string { // 150 rules, each using the anchor
 		var b strings.Builder
 		b.WriteString("x: &big " + value + "\nrate_limits:\n  api:\n")
@@ -447,7 +480,7 @@ func TestErrorsQuoteTheDocumentInPart(t *testing.T) {
 		{"undeclared property of a limiter of many", func() error {
 			_, err := ParseRateLimits("r.yaml", []byte("rate_limits:\n  api:\n    - {name: r, action: log, limit: 1, period_s: 1, characteristics: [zz]}\n"), many)
 			return err
-		}, `characteristic "zz" is not one of the limiter's available_properties (` + props(maxListed, "p%d") + ", ... (2000 in all))"},
+		}, `characteristic "zz" is not one of the limiter's available_properties (` + props(maxListed, "p%d") + fmt.Sprintf(", ... (%d in all))", MaxAvailableProperties)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -173,6 +173,17 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 // checkLimiterCount refuses a map of more than MaxLimiters limiters at field.
+// checkSpecLists refuses, at the limiter at, a spec over
+// MaxAvailableProperties or MaxAllowedSkipRules.
+func (d *doc) checkSpecLists(at path, spec *configv1.LimiterSpec) {
+	if n := len(spec.GetAvailableProperties()); n > MaxAvailableProperties {
+		d.check(at.field("available_properties").at(MaxAvailableProperties), false, "%d available properties, at most %d (config.MaxAvailableProperties, docs/limits.md); this is the first over the limit", n, MaxAvailableProperties)
+	}
+	if n := len(spec.GetAllowedSkipRules().GetNames()); n > MaxAllowedSkipRules {
+		d.check(at.field("allowed_skip_rules").field("names").at(MaxAllowedSkipRules), false, "%d allowed skip rules, at most %d (config.MaxAllowedSkipRules, docs/limits.md); this is the first over the limit", n, MaxAllowedSkipRules)
+	}
+}
+
 func (d *doc) checkLimiterCount(field string, n int) {
 	if n > MaxLimiters {
 		d.check(path{}.field(field), false, "%d limiters, at most %d (config.MaxLimiters, docs/limits.md)", n, MaxLimiters)

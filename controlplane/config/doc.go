@@ -93,7 +93,9 @@
 // characteristics, ratelimit.MaxMatchEntries match entries and
 // ratelimit.MaxOneOfValues one_of values per rule, property names of
 // ratelimit.MaxPropertyLen bytes, an equality or one_of value of
-// ratelimit.MaxMatchValueLen bytes). A document over
+// ratelimit.MaxMatchValueLen bytes; at most MaxAvailableProperties
+// available_properties and MaxAllowedSkipRules allowed_skip_rules per
+// limiter). A document over
 // MaxFileSize (ratelimit.MaxDocumentBytes, 1 MiB) is refused before it is
 // read or parsed. One whose YAML aliases expand it past 200,000 nodes (each
 // mapping key a node), or past one node per byte of a larger document, or

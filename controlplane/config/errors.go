@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	ratelimit "github.com/ratekit/ratekit/core"
 )
 
 // Error is one problem in a configuration document. Its text is
@@ -62,6 +64,16 @@ const MaxReportedErrors = 100
 // publish request. The rule store holds at most as many limiters
 // (rulestore.MaxLimiters), so a service declaring more could not seed them.
 const MaxLimiters = 1024
+
+// MaxAvailableProperties bounds the available_properties of one limiter in
+// available_limiters.yaml, and MaxAllowedSkipRules its allowed_skip_rules:
+// each is copied into every service's memory and quoted by its errors, and
+// no limiter needs more (a rule uses at most ratelimit.MaxCharacteristics
+// properties, a tier holds at most ratelimit.MaxRulesPerTier rules).
+const (
+	MaxAvailableProperties = 256
+	MaxAllowedSkipRules    = ratelimit.MaxRulesPerTier
+)
 
 // ValidationError is an invalid document: the problems found, in file order,
 // at most MaxReportedErrors of them. A document with any problem is rejected

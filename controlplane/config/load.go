@@ -52,6 +52,7 @@ func ParseAvailableLimiters(file string, data []byte) (*AvailableLimiters, error
 		d.checkLimiterCount("available_limiters", len(msg.GetAvailableLimiters()))
 		for _, name := range sortedKeys(msg.GetAvailableLimiters()) {
 			spec := msg.GetAvailableLimiters()[name]
+			d.checkSpecLists(path{}.field("available_limiters").key(name), spec)
 			at := path{}.field("available_limiters").key(name).field("default_rules")
 			rules := make([]*configv1.Rule, len(spec.GetDefaultRules()))
 			for i, r := range spec.GetDefaultRules() {
