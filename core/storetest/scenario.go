@@ -60,6 +60,7 @@ type scenarioStep struct {
 	AdvanceS float64         `yaml:"advance_s"`
 	SetRules []scenarioRule  `yaml:"set_rules"`
 	SetTiers *scenarioTiers  `yaml:"set_tiers"`
+	Batch    []scenarioStep  `yaml:"batch"` // checks made as one CheckBatch
 	Cost     *float64        `yaml:"cost"`
 	Repeat   int             `yaml:"repeat"`
 	Expect   *scenarioExpect `yaml:"expect"`
@@ -182,6 +183,11 @@ func parseScenario(data []byte) (*scenario, error) {
 		if st.Expect != nil {
 			expects++
 		}
+		for j := range st.Batch {
+			if st.Batch[j].Expect != nil {
+				expects++
+			}
+		}
 	}
 	if expects == 0 {
 		return nil, fmt.Errorf("no step has an expect: the scenario expects nothing")
@@ -194,14 +200,14 @@ func parseScenario(data []byte) (*scenario, error) {
 // key, it would be dropped, and the step would pass without checking it.
 func (st *scenarioStep) validate() error {
 	ops := 0
-	for _, set := range []bool{st.Check != nil, st.Peek != nil, st.Clear != nil, st.AdvanceS != 0, st.SetRules != nil, st.SetTiers != nil} {
+	for _, set := range []bool{st.Check != nil, st.Peek != nil, st.Clear != nil, st.AdvanceS != 0, st.SetRules != nil, st.SetTiers != nil, st.Batch != nil} {
 		if set {
 			ops++
 		}
 	}
 	switch {
 	case ops != 1:
-		return fmt.Errorf("a step is exactly one of check, peek, clear, advance_s, set_rules and set_tiers, not %d", ops)
+		return fmt.Errorf("a step is exactly one of check, peek, clear, advance_s, set_rules, set_tiers and batch, not %d", ops)
 	case st.AdvanceS < 0:
 		return fmt.Errorf("advance_s %v: time only moves forward", st.AdvanceS)
 	case st.Expect != nil && reflect.DeepEqual(*st.Expect, scenarioExpect{}):
@@ -214,12 +220,36 @@ func (st *scenarioStep) validate() error {
 			return fmt.Errorf("cleared is expected of clear steps only")
 		}
 		return nil
+	case st.Batch != nil:
+		return st.validateBatch()
 	}
 	if st.Cost != nil || st.Repeat != 0 {
 		return fmt.Errorf("cost and repeat are for check and peek steps only")
 	}
 	if e := st.Expect; e != nil && (st.Clear == nil || !reflect.DeepEqual(*e, scenarioExpect{Cleared: e.Cleared})) {
 		return fmt.Errorf("expect: a clear step expects cleared only, an advance or rules step nothing")
+	}
+	return nil
+}
+
+// validateBatch refuses a batch that is not a list of checks, each with at
+// most a cost and an expect: the batch itself takes neither, and a check in
+// it is made once.
+func (st *scenarioStep) validateBatch() error {
+	switch {
+	case len(st.Batch) == 0:
+		return fmt.Errorf("batch: want at least one check")
+	case st.Cost != nil || st.Repeat != 0 || st.Expect != nil:
+		return fmt.Errorf("batch: cost, repeat and expect go on its checks, not on the batch")
+	}
+	for i := range st.Batch {
+		c := &st.Batch[i]
+		if c.Check == nil || c.Repeat != 0 {
+			return fmt.Errorf("batch check %d: want a check, made once (no repeat)", i+1)
+		}
+		if err := c.validate(); err != nil {
+			return fmt.Errorf("batch check %d: %w", i+1, err)
+		}
 	}
 	return nil
 }
@@ -352,6 +382,27 @@ func (st *scenarioStep) run(t *testing.T, h *Harness, l *ratelimit.Limiter, sc *
 			return err
 		}
 		return l.SetRules(rules)
+	case st.Batch != nil:
+		reqs := make([]ratelimit.Request, len(st.Batch))
+		for i := range st.Batch {
+			c := &st.Batch[i]
+			reqs[i] = ratelimit.Request{Limiter: l, Identifier: c.Check}
+			if c.Cost != nil {
+				reqs[i].Options = []ratelimit.CheckOption{ratelimit.Cost(*c.Cost)}
+			}
+		}
+		var errs []error
+		for i, r := range ratelimit.CheckBatch(ctx, reqs) {
+			switch {
+			case r.Err != nil:
+				errs = append(errs, fmt.Errorf("batch check %d: unexpected error: %w", i+1, r.Err))
+			case st.Batch[i].Expect != nil:
+				if err := st.Batch[i].Expect.verify(h, &r); err != nil {
+					errs = append(errs, fmt.Errorf("batch check %d: %w", i+1, err))
+				}
+			}
+		}
+		return errors.Join(errs...)
 	case st.Clear != nil:
 		n, err := l.Clear(ctx, st.Clear)
 		if err != nil {

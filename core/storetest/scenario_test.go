@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -35,6 +36,14 @@ func TestParseScenarioRefusesStepsThatCheckNothing(t *testing.T) {
 		{"expect on an advance", "  - advance_s: 1\n    expect: {action: allow}\n", "expect"},
 		{"cost on a clear", "  - clear: {user: a}\n    cost: 2\n", "cost"},
 		{"repeat on set_rules", "  - set_rules: []\n    repeat: 2\n", "repeat"},
+		{"batch", "  - batch:\n      - check: {user: a}\n        cost: 2\n        expect: {action: allow}\n      - check: {user: b}\n", ""},
+		{"empty batch", "  - batch: []\n  - check: {user: a}\n    expect: {action: allow}\n", "at least one"},
+		{"peek in a batch", "  - batch:\n      - peek: {user: a}\n        expect: {action: allow}\n", "want a check"},
+		{"repeat in a batch", "  - batch:\n      - check: {user: a}\n        repeat: 2\n        expect: {action: allow}\n", "no repeat"},
+		{"expect on a batch", "  - batch:\n      - check: {user: a}\n    expect: {action: allow}\n", "on its checks"},
+		{"cleared in a batch", "  - batch:\n      - check: {user: a}\n        expect: {cleared: 1}\n", "cleared"},
+		{"check beside a batch", "  - check: {user: a}\n    batch:\n      - check: {user: a}\n        expect: {action: allow}\n", "exactly one of"},
+		{"batch in a batch", "  - batch:\n      - batch:\n          - check: {user: a}\n            expect: {action: allow}\n", "want a check"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -86,6 +95,50 @@ func TestParseScenarioRefusesWhatWouldBeDropped(t *testing.T) {
 			}
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("parse: %v, want an error with %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestBatchStepChecksEveryResult: a batch step makes its checks in one
+// CheckBatch and compares each check's result with its own expect, so a
+// wrong expectation of any check of the batch fails the scenario, naming it.
+func TestBatchStepChecksEveryResult(t *testing.T) {
+	const file = `rules:
+  - {name: r, characteristics: [user], limit: 2, period_s: 60, action: limit}
+steps:
+  - batch:
+      - check: {user: a}
+        expect: {action: allow, count: 1}
+      - check: {user: a}
+        expect: {action: allow, count: %v}
+      - check: {user: a}
+        expect: {action: %v, count: 3}
+`
+	tests := []struct {
+		name   string
+		count  int
+		action string
+		fail   string // "" for a correct scenario
+	}{
+		{"correct", 2, "block", ""},
+		{"wrong count", 1, "block", "batch check 2: count 2, want 1"},
+		{"wrong action", 2, "allow", "batch check 3: action block, want allow"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sc, err := parseScenario(fmt.Appendf(nil, file, tt.count, tt.action))
+			if err != nil {
+				t.Fatal(err)
+			}
+			now := func() time.Time { return time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC) }
+			h := &Harness{Store: ratelimit.MemoryConfig{Now: now}.New(), Now: now, Advance: func(testing.TB, time.Duration) {}, Prefix: "test:"}
+			err = sc.runSteps(t, "batch.yaml", h, false)
+			switch {
+			case tt.fail == "" && err != nil:
+				t.Fatalf("a correct scenario: %v", err)
+			case tt.fail != "" && (err == nil || !strings.Contains(err.Error(), tt.fail)):
+				t.Fatalf("a wrong expectation: %v, want an error with %q", err, tt.fail)
 			}
 		})
 	}
