@@ -79,6 +79,7 @@ type scenarioExpect struct {
 	Remaining   *float64             `yaml:"remaining"`
 	Limit       *int64               `yaml:"limit"`
 	Banned      *bool                `yaml:"banned"`
+	Never       *bool                `yaml:"never"`
 	ResetS      *float64             `yaml:"reset_s"`
 	NoInfo      *bool                `yaml:"no_info"`
 	Evaluations []scenarioEvaluation `yaml:"evaluations"`
@@ -496,13 +497,16 @@ func (e *scenarioExpect) verify(h *Harness, r *ratelimit.Result) error {
 		fail("info %+v, want no_info %v", r.Info, *e.NoInfo)
 	}
 	if info := r.Info; info == nil {
-		if e.Count != nil || e.Remaining != nil || e.Limit != nil || e.Banned != nil || e.ResetS != nil {
-			fail("no info, want count/remaining/limit/banned/reset")
+		if e.Count != nil || e.Remaining != nil || e.Limit != nil || e.Banned != nil || e.Never != nil || e.ResetS != nil {
+			fail("no info, want count/remaining/limit/banned/never/reset")
 		}
 	} else {
 		errs = append(errs, checkInfo(now, tol, "", r.Rule, info, e.Count, e.Remaining, e.Banned, e.ResetS)...)
 		if e.Limit != nil && info.Limit != *e.Limit {
 			fail("limit %d, want %d", info.Limit, *e.Limit)
+		}
+		if e.Never != nil && info.Never != *e.Never {
+			fail("never %v, want %v", info.Never, *e.Never)
 		}
 	}
 	if e.Evaluations != nil {

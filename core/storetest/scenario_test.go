@@ -171,6 +171,34 @@ func TestExpectNoInfoBothWays(t *testing.T) {
 	}
 }
 
+// TestExpectNever: never is compared both ways, and asks for info like the
+// other fields of a rule's info.
+func TestExpectNever(t *testing.T) {
+	yes, no := true, false
+	never, may := ratelimit.Result{Info: &ratelimit.Info{Never: true}}, ratelimit.Result{Info: &ratelimit.Info{}}
+	tests := []struct {
+		name   string
+		never  *bool
+		result ratelimit.Result
+		fails  bool
+	}{
+		{"true, never", &yes, never, false},
+		{"true, may pass", &yes, may, true},
+		{"false, may pass", &no, may, false},
+		{"false, never", &no, never, true},
+		{"false, no info", &no, ratelimit.Result{}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := scenarioExpect{Never: tt.never}
+			err := e.verify(&Harness{Now: time.Now}, &tt.result)
+			if (err != nil) != tt.fails {
+				t.Fatalf("verify: %v, want failure %v", err, tt.fails)
+			}
+		})
+	}
+}
+
 // TestScenarioOutlastsAStallOnARealClock: on a store that counts on a real
 // clock (Redis), a loaded machine that stalls between two steps for longer
 // than TTLTolerance ages everything the scenario stored by that much: resets
