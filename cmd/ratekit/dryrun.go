@@ -266,13 +266,24 @@ func (e *rulesEnv) gcDiff(ctx context.Context) int {
 	for _, name := range rep.Reindexed {
 		lines[name] = fmt.Sprintf("  ~ %s: its document and orphan mark remain, unindexed: it would be indexed again, and collected after its grace", name)
 	}
+	for _, name := range rep.Found {
+		what := "it would be indexed, and marked as an orphan (deleted from " + rep.Now.Add(e.grace).UTC().Format(time.RFC3339) + ")"
+		if !slices.Contains(rep.Marked, name) {
+			what = "declared, it would be indexed and kept"
+		}
+		lines[name] = fmt.Sprintf("  ~ %s: the scan found its document %s unindexed: %s", name, e.store.Key(name), what)
+	}
 	n += len(lines)
+	for _, name := range rep.Left {
+		lines[name] = fmt.Sprintf("  = %s: the scan found its document %s unindexed, and would leave it: %s", name, e.store.Key(name), leftWhy)
+	}
 	for name, since := range rep.Pending {
 		lines[name] = fmt.Sprintf("  = %s: orphan since %s, kept until %s", name, since.UTC().Format(time.RFC3339), since.Add(e.grace).UTC().Format(time.RFC3339))
 	}
 	for _, name := range slices.Sorted(maps.Keys(lines)) {
 		fmt.Fprintln(w, lines[name])
 	}
+	fmt.Fprintf(w, "  %s\n", scanDone(rep, true))
 	dryRunSummary(w, n)
 	return exitOK
 }

@@ -595,7 +595,8 @@ func rulesGC(ctx context.Context, e *rulesEnv, _ []string) int {
 	rep, err := e.store.GC(ctx, e.avail)
 	e.audit(ctx, "gc", err, slog.String("available_limiters", e.f.available), slog.Any("marked", rep.Marked),
 		slog.Any("deleted", rep.Deleted), slog.Any("cleared", rep.Cleared), slog.Int64("longer_removed", rep.Longer),
-		slog.Any("reindexed", rep.Reindexed), slog.Int64("stale_marks_removed", rep.StaleMarks), slog.String("index_replaced", rep.IndexReplaced), slog.String("marks_replaced", rep.MarksReplaced), slog.Int64("marks_over", rep.MarksOver))
+		slog.Any("reindexed", rep.Reindexed), slog.Int64("stale_marks_removed", rep.StaleMarks), slog.String("index_replaced", rep.IndexReplaced), slog.String("marks_replaced", rep.MarksReplaced), slog.Int64("marks_over", rep.MarksOver),
+		slog.Any("found", rep.Found), slog.Any("left", rep.Left), slog.Uint64("scan_cursor", rep.ScanCursor))
 	if err != nil {
 		return e.fail(err)
 	}
@@ -620,17 +621,37 @@ func rulesGC(ctx context.Context, e *rulesEnv, _ []string) int {
 	line("deleted", rep.Deleted)
 	line("declared again, mark cleared", rep.Cleared)
 	line("indexed again (a document and an orphan mark, unindexed)", rep.Reindexed)
+	line("found unindexed by the scan, indexed", rep.Found)
+	line(leftWhy, rep.Left)
 	if rep.Longer > 0 {
 		fmt.Fprintf(w, "  removed %d index member(s) longer than any limiter name, with their documents\n", rep.Longer)
 	}
 	if rep.StaleMarks > 0 {
 		fmt.Fprintf(w, "  removed %s of limiters no longer indexed\n", count(int(rep.StaleMarks), "orphan mark"))
 	}
-	if len(rep.Marked)+len(rep.Pending)+len(rep.Deleted)+len(rep.Cleared)+len(rep.Reindexed) == 0 && rep.Longer+rep.StaleMarks == 0 &&
-		rep.IndexReplaced+rep.MarksReplaced == "" {
+	if len(rep.Marked)+len(rep.Pending)+len(rep.Deleted)+len(rep.Cleared)+len(rep.Reindexed)+len(rep.Found)+len(rep.Left) == 0 &&
+		rep.Longer+rep.StaleMarks == 0 && rep.IndexReplaced+rep.MarksReplaced == "" {
 		fmt.Fprintln(w, "  no orphans")
 	}
+	fmt.Fprintf(w, "  %s\n", scanDone(rep, false))
 	return exitOK
+}
+
+// leftWhy says why gc's scan leaves documents unindexed.
+const leftWhy = "found unindexed by the scan, left (the index is full, or another rule store's prefix starts with this one's or this one's with its: docs/limits.md)"
+
+// scanDone says how far gc's scan for unindexed documents went, or for a
+// dry run would go.
+func scanDone(rep rulestore.GCReport, dry bool) string {
+	switch {
+	case rep.ScanCursor == 0 && dry:
+		return "scan for unindexed documents: this gc would end a pass over the keyspace"
+	case rep.ScanCursor == 0:
+		return "scan for unindexed documents: a pass over the keyspace ended"
+	case dry:
+		return fmt.Sprintf("scan for unindexed documents: this gc would scan part of the keyspace, the next going on from cursor %d (docs/limits.md)", rep.ScanCursor)
+	}
+	return fmt.Sprintf("scan for unindexed documents: part of the keyspace scanned, the next gc goes on from cursor %d (docs/limits.md)", rep.ScanCursor)
 }
 
 // marksWhy says why a gc replaces the orphan marks.
@@ -645,6 +666,6 @@ func marksWhy(rep rulestore.GCReport) string {
 // of another Redis type (written by hand or by a foreign tool) or over
 // their bound.
 const (
-	indexReplacedThen = "the limiters written from then on are indexed (each service's next seed indexes its own, gc the orphans it had marked); the documents of the other limiters no service seeds any more are no longer indexed, and gc never collects them (docs/limits.md says how to delete them)"
+	indexReplacedThen = "the limiters written from then on are indexed (each service's next seed indexes its own, gc the orphans it had marked and the documents its scan finds)"
 	marksReplacedThen = "each orphan is marked again, its grace starting over"
 )

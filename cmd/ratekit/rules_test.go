@@ -397,9 +397,25 @@ func TestGCDryRunIsTheRun(t *testing.T) {
 			}
 		}, []string{
 			"  ~ the index " + "PREFIX@index is a Redis list, not a set: it would be replaced, the limiters written from then on are indexed",
-			"dry run: 1 change, nothing written",
+			"  ~ retired: the scan found its document PREFIXretired unindexed: it would be indexed, and marked as an orphan (deleted from ",
+			"dry run: 2 changes, nothing written",
 		}, []string{
 			"  replaced the index PREFIX@index, a Redis list, not a set: the limiters written from then on are indexed",
+			"  found unindexed by the scan, indexed: retired",
+			"  marked as orphans: retired",
+		}},
+		{"a document without its index entry", func(t *testing.T, e *rulesCLI) {
+			if err := e.client.SRem(ctx, e.prefix+"@index", "retired").Err(); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{
+			"  ~ retired: the scan found its document PREFIXretired unindexed: it would be indexed, and marked as an orphan (deleted from ",
+			"  scan for unindexed documents: this gc would end a pass over the keyspace",
+			"dry run: 1 change, nothing written",
+		}, []string{
+			"  found unindexed by the scan, indexed: retired",
+			"  marked as orphans: retired",
+			"  scan for unindexed documents: a pass over the keyspace ended",
 		}},
 		{"orphan marks of another type", func(t *testing.T, e *rulesCLI) {
 			if err := e.client.Set(ctx, e.prefix+"@orphans", "hand written", 0).Err(); err != nil {
@@ -465,7 +481,7 @@ func TestGCDryRunIsTheRun(t *testing.T) {
 				t.Fatal(err)
 			}
 			tt.setup(t, e)
-			keys := []string{e.prefix + "@index", e.prefix + "@orphans", e.prefix + "@rev", e.prefix + "retired", e.prefix + long}
+			keys := []string{e.prefix + "@index", e.prefix + "@orphans", e.prefix + "@rev", e.prefix + "@scan", e.prefix + "retired", e.prefix + long}
 			dump := func() string {
 				var b strings.Builder
 				for _, k := range keys {

@@ -63,20 +63,22 @@
 // A limiter's document is Options.Prefix + limiter name. Beside the
 // documents live the index of limiters with a document (Prefix+"@index", a
 // set of at most MaxLimiters), the GC's orphan marks (Prefix+"@orphans", a hash) and a revision
-// counter (Prefix+"@rev") bumped by every write that changes something; '@'
-// never occurs in a limiter name, so they cannot collide with a document.
+// counter (Prefix+"@rev") bumped by every write that changes something, and
+// the cursor of GC's scan (Prefix+"@scan"); '@' never occurs in a limiter
+// name, so they cannot collide with a document.
 // These keys are the store's own bookkeeping, never rules, so one written
 // by hand or by a foreign tool never stops a write: an index of another
 // Redis type is replaced by the next write or GC, orphan marks of another
 // type by the next GC (each with a WARN rate_limit_rule_store_key_replaced;
 // List refuses such an index, naming GC), and a revision counter that holds
 // no integer starts again from 0. Each seed indexes its service's limiters
-// again, and GC the orphans it had marked whose documents remain; a
-// replaced index loses the other limiters no service seeds any more, whose
-// documents Remove deletes.
+// again, and GC the orphans it had marked whose documents remain, and the
+// documents of the other limiters, which no service seeds any more, that
+// its bounded scan of the prefix finds (see Garbage collection).
 // Readers receive none of them unbounded: an orphan mark longer than a
-// time in ms reads as none, and a revision counter longer than an int64 is
-// refused by its length.
+// time in ms reads as none, a revision counter longer than an int64 is
+// refused by its length, and a scan cursor that is no cursor starts a pass
+// again.
 //
 // A publish batch, its index update and the revision must change together,
 // and Redis only runs a script atomically over keys of one cluster slot. The
@@ -159,10 +161,23 @@
 // the fleet) and deleted only by a run a grace period later (Options.GCGrace,
 // 7 days by default: longer than a deploy plus a rollback); a limiter that
 // is declared again loses its mark. Services sharing a Redis must share
-// their list, or use different prefixes: each would orphan the others'
-// limiters. CheckGC runs the same collection, its script included, and
-// writes nothing: its report is what GC would do (ratekit rules gc
-// --dry-run prints it).
+// their list, or use different prefixes, neither starting with the other:
+// each would orphan the others' limiters.
+//
+// A document the index does not name (written by another SDK or by hand,
+// or left by an index that was replaced) is found by GC's scan of the
+// prefix, indexed, and then collected as any other: List shows it from
+// then on. The scan is bounded (docs/limits.md): each run sends at most 64
+// SCANs of COUNT 1024 to the Redis server that holds the store's keys, and
+// the next run goes on where it stopped, so a large keyspace takes several
+// runs (GCReport.ScanCursor says whether this one ended a pass). It never
+// indexes a document that may be another rule store's, when a store's
+// @index or @rev key shows that its prefix starts with this one's or this
+// one's with its (GCReport.Left).
+//
+// CheckGC runs the same collection, its scan and script included, and
+// writes nothing (not even the scan's cursor): its report is what GC would
+// do (ratekit rules gc --dry-run prints it).
 //
 // # Publishing application settings
 //

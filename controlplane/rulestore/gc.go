@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -20,6 +21,22 @@ import (
 var gcLua string
 
 var gcScript = redis.NewScript(revcheckLua + gcLua)
+
+//go:embed scan.lua
+var scanLua string
+
+var scanScript = redis.NewScript(scanLua)
+
+// The scan for documents the index does not name (docs/limits.md): a GC
+// run sends at most scanSteps SCANs of COUNT scanCount (each a script on
+// the server that holds the store's keys), and the next run goes on where
+// it stopped (the cursor is kept in Prefix+"@scan"), so that a keyspace of
+// any size is covered by as many runs as it needs.
+const (
+	scanSteps  = 64
+	scanCount  = 1024
+	scanSuffix = "@scan"
+)
 
 // maxMarks bounds the orphan marks GC walks (docs/limits.md): it keeps one
 // per indexed limiter, and those of limiters that left the index (a Remove
@@ -67,6 +84,19 @@ type GCReport struct {
 	// 2*MaxLimiters, more than GC keeps.
 	IndexReplaced, MarksReplaced string
 	MarksOver                    int64
+	// Found are limiters whose document the scan found and the index did
+	// not name (written by another SDK or by hand, or left by an index that
+	// was replaced): they are indexed, and appear in Marked (no longer
+	// declared), Pending (an orphan mark they had is kept) or Cleared as
+	// an indexed limiter does, but are never deleted by the run that
+	// finds them. Left are those it found and did not index: the index
+	// holds MaxLimiters, or they may be another rule store's documents (a
+	// store whose prefix starts with this one's, or with which this one's
+	// starts, has its @index or @rev there). Each run scans up to 64 Ki keys
+	// of the Redis server (docs/limits.md); ScanCursor is where the next run
+	// goes on, 0 when this one ended a pass over the whole keyspace.
+	Found, Left []string
+	ScanCursor  uint64
 }
 
 // GC compares the index of limiters with documents against available (the
@@ -93,7 +123,19 @@ type GCReport struct {
 //   - a limiter with an orphan mark and a document that the index does not
 //     name (the index was replaced) is indexed again (GCReport.Reindexed),
 //     up to MaxLimiters, and collected after its grace; the mark of one
-//     without a document is removed.
+//     without a document is removed;
+//   - a document without a mark that the index does not name (written by
+//     another SDK or by hand, or left by a replaced index) is found by a
+//     bounded scan of the store's prefix and indexed (GCReport.Found), up to
+//     MaxLimiters, then marked as an orphan when its limiter is not
+//     declared and collected after its grace, never by the run that found
+//     it. The scan sends at most 64 SCANs of COUNT 1024 per run, on the
+//     Redis server that holds the store's keys (the prefix's hash tag puts
+//     them on one node of a Cluster), and the next run goes on from where it
+//     stopped (GCReport.ScanCursor). A document that may be another rule
+//     store's (one whose prefix starts with this one's, or with which this
+//     one's starts, has its @index or @rev key) is left unindexed
+//     (GCReport.Left).
 //
 // Run it at start-up; the whole sweep is one atomic script, and an error
 // wrapping ErrUnconfirmed (its reply lost) means it may have run. Every service
@@ -121,10 +163,14 @@ func (s *Store) gc(ctx context.Context, available *config.AvailableLimiters, dry
 		return GCReport{}, fmt.Errorf("rulestore: gc: %w", err)
 	}
 	sort.Strings(members)
+	found, cursor, err := s.scanUnindexed(ctx, members)
+	if err != nil {
+		return GCReport{}, fmt.Errorf("rulestore: gc: %w", err)
+	}
 	names := available.Names()
-	keys := make([]string, 0, 3+len(members))
-	keys = append(keys, s.indexKey(), s.orphansKey(), s.revKey())
-	args := make([]any, 0, 4+len(names)+len(members))
+	keys := make([]string, 0, 4+len(members)+len(found))
+	keys = append(keys, s.indexKey(), s.orphansKey(), s.revKey(), s.scanKey())
+	args := make([]any, 0, 9+len(names)+len(members)+len(found))
 	now := ""
 	if s.gcNow != nil {
 		now = strconv.FormatInt(s.gcNow().UnixMilli(), 10)
@@ -133,7 +179,7 @@ func (s *Store) gc(ctx context.Context, available *config.AvailableLimiters, dry
 	for _, n := range names {
 		args = append(args, n)
 	}
-	for _, m := range members {
+	for _, m := range append(members, found...) {
 		keys = append(keys, s.Key(m))
 		args = append(args, m)
 	}
@@ -141,7 +187,7 @@ func (s *Store) gc(ctx context.Context, available *config.AvailableLimiters, dry
 	if dry {
 		dryArg = "1"
 	}
-	args = append(args, rulecheck.MaxNameLen, dryArg, MaxLimiters, maxMarks)
+	args = append(args, rulecheck.MaxNameLen, dryArg, MaxLimiters, maxMarks, len(members), cursor)
 	res, err := gcScript.Run(ctx, s.client, keys, args...).Slice()
 	if err != nil {
 		if !dry && unanswered(err) { // a dry run writes nothing
@@ -149,7 +195,7 @@ func (s *Store) gc(ctx context.Context, available *config.AvailableLimiters, dry
 		}
 		return GCReport{}, fmt.Errorf("rulestore: gc: %w", err)
 	}
-	if len(res) != 10 {
+	if len(res) != 12 {
 		return GCReport{}, fmt.Errorf("rulestore: gc: unexpected reply %v", res)
 	}
 	strs := func(v any) []string {
@@ -172,6 +218,10 @@ func (s *Store) gc(ctx context.Context, available *config.AvailableLimiters, dry
 	rep.StaleMarks, _ = res[7].(int64)
 	rep.Reindexed = strs(res[8])
 	rep.MarksOver, _ = res[9].(int64)
+	rep.Found, rep.Left = strs(res[10]), strs(res[11])
+	if rep.ScanCursor, err = strconv.ParseUint(cursor, 10, 64); err != nil {
+		return GCReport{}, fmt.Errorf("rulestore: gc: bad scan cursor %q: %w", cursor, err)
+	}
 	if !dry && rep.IndexReplaced != "" {
 		s.replacedKey(s.indexKey(), rep.IndexReplaced, indexReplaced)
 	}
@@ -194,4 +244,60 @@ func (s *Store) gc(ctx context.Context, available *config.AvailableLimiters, dry
 		rep.Pending[pending[i]] = time.UnixMilli(v)
 	}
 	return rep, nil
+}
+
+func (s *Store) scanKey() string { return s.prefix + scanSuffix }
+
+// scanUnindexed runs the scan for documents the index does not name, up to
+// scanSteps SCANs from the cursor the last GC kept, and returns the limiters
+// found that are not among members, sorted (at most MaxLimiters: the index
+// holds no more; the others are found again by a later pass), and the
+// cursor the next run goes on from ("0" when this one ended a pass).
+func (s *Store) scanUnindexed(ctx context.Context, members []string) ([]string, string, error) {
+	seen := make(map[string]bool, len(members))
+	for _, m := range members {
+		seen[m] = true
+	}
+	var found []string
+	pattern := globEscape(s.prefix) + "*"
+	steps, count := scanSteps, scanCount
+	if s.scanSteps > 0 {
+		steps, count = s.scanSteps, s.scanCount
+	}
+	cursor := "" // the one kept in the store
+	for range steps {
+		res, err := scanScript.Run(ctx, s.client, []string{s.indexKey(), s.scanKey()},
+			cursor, pattern, count, len(s.prefix), rulecheck.MaxNameLen).StringSlice()
+		if err != nil {
+			return nil, "", fmt.Errorf("scan %s: %w", pattern, err)
+		}
+		if len(res) == 0 {
+			return nil, "", fmt.Errorf("scan %s: empty reply", pattern)
+		}
+		cursor = res[0]
+		for _, name := range res[1:] {
+			if !seen[name] && len(found) < MaxLimiters {
+				seen[name] = true
+				found = append(found, name)
+			}
+		}
+		if cursor == "0" {
+			break
+		}
+	}
+	sort.Strings(found)
+	return found, cursor, nil
+}
+
+// globEscape escapes the characters a Redis MATCH pattern reads as glob.
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch r {
+		case '*', '?', '[', ']', '\\':
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }

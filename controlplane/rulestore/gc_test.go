@@ -362,6 +362,23 @@ func TestCheckGCIsGCWithoutWrites(t *testing.T) {
 			return rep.MarksReplaced == "hash" && rep.MarksOver == maxMarks+1 && slices.Equal(rep.Marked, []string{"gone"}) &&
 				len(rep.Deleted)+int(rep.StaleMarks) == 0
 		}},
+		{"documents without their index entry", func(t *testing.T, c redis.UniversalClient, s *Store) {
+			seedAll(t, s, "search", "new", "kept")
+			if err := c.SRem(ctx, s.indexKey(), "new", "kept").Err(); err != nil {
+				t.Fatal(err)
+			}
+		}, func(rep GCReport) bool {
+			return slices.Equal(rep.Found, []string{"kept", "new"}) && slices.Equal(rep.Marked, []string{"kept", "new"})
+		}},
+		{"a scan cursor of another type", func(t *testing.T, c redis.UniversalClient, s *Store) {
+			seedAll(t, s, "search", "new")
+			if err := c.SRem(ctx, s.indexKey(), "new").Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.RPush(ctx, s.scanKey(), "17").Err(); err != nil {
+				t.Fatal(err)
+			}
+		}, func(rep GCReport) bool { return slices.Equal(rep.Found, []string{"new"}) && rep.ScanCursor == 0 }},
 		{"foreign marks and a revision that is no integer", func(t *testing.T, c redis.UniversalClient, s *Store) {
 			seedAll(t, s, "search", "gone")
 			if err := c.Set(ctx, s.orphansKey(), "hand written", 0).Err(); err != nil {
@@ -379,8 +396,9 @@ func TestCheckGCIsGCWithoutWrites(t *testing.T) {
 				var logs testlog.Buffer
 				s := newStore(t, c, Options{GCGrace: grace, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 				s.gcNow = func() time.Time { return now }
+				s.scanSteps, s.scanCount = 1<<20, 1024 // both runs end a pass, whatever the server holds
 				tt.setup(t, c, s)
-				keys := []string{s.indexKey(), s.orphansKey(), s.revKey(), s.Key(long)}
+				keys := []string{s.indexKey(), s.orphansKey(), s.revKey(), s.scanKey(), s.Key(long)}
 				for _, l := range []string{"search", "new", "kept", "gone", "plus", "odd", "huge"} {
 					keys = append(keys, s.Key(l))
 				}

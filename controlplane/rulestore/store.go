@@ -71,8 +71,8 @@ var (
 // Options configures New. The zero value is usable.
 type Options struct {
 	// Prefix starts every key (default DefaultPrefix). A limiter's document
-	// is Prefix+limiter; the index, orphan marks and revision counter are
-	// Prefix+"@index", "@orphans" and "@rev". On Redis Cluster (and a Ring)
+	// is Prefix+limiter; the index, orphan marks, revision counter and GC's
+	// scan cursor are Prefix+"@index", "@orphans", "@rev" and "@scan". On Redis Cluster (and a Ring)
 	// the prefix must contain a {hash tag}. "labkit:ratelimit:rules:" gives
 	// the key layout of the design ratekit follows (docs/design.md), on a
 	// standalone Redis. At most ratelimit.MaxKeyPrefixLen bytes.
@@ -121,6 +121,9 @@ type Store struct {
 
 	// gcNow, when set, replaces Redis TIME in GC (tests move time with it).
 	gcNow func() time.Time
+	// scanSteps and scanCount, when set, replace GC's scan bounds (tests
+	// make a run end its pass, or stop early).
+	scanSteps, scanCount int
 
 	refreshMu sync.Mutex // one refresh at a time
 	mu        sync.RWMutex
@@ -221,7 +224,7 @@ func (s *Store) revKey() string     { return s.prefix + revSuffix }
 
 // What follows from replacing the index or the orphan marks (replacedKey).
 const (
-	indexReplaced = "the limiters written from now on are indexed (each service's next seed indexes its own, GC the orphans it had marked); Remove the documents of the other limiters no service seeds any more"
+	indexReplaced = "the limiters written from now on are indexed (each service's next seed indexes its own, GC the orphans it had marked and the documents its scan finds)"
 	marksReplaced = "orphans are marked again, their grace period starting over"
 )
 
