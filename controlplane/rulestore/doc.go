@@ -173,7 +173,9 @@
 // runs (GCReport.ScanCursor says whether this one ended a pass). It never
 // indexes a document that may be another rule store's, when a store's
 // @index or @rev key shows that its prefix starts with this one's or this
-// one's with its (GCReport.Left).
+// one's with its (GCReport.Left). Every key of the prefix followed by a
+// limiter name is taken as a document, whatever it holds: give the store a
+// prefix no other tool writes under.
 //
 // CheckGC runs the same collection, its scan and script included, and
 // writes nothing (not even the scan's cursor): its report is what GC would
