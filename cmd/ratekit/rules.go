@@ -80,6 +80,9 @@ flags:
                               run by the store as gc runs, writing nothing
   --grace D                   orphans older than this are deleted (gc; default 7d,
                               at most 106751d)
+  --scan-keys N               keys of the Redis server one gc examines for documents
+                              the index does not name (default 65536, at most 2^40);
+                              the next gc goes on from where it stopped
   --json                      machine-readable output (list, show)
   --timeout D                 bound on the whole command (default 10s, at most 10m)
 
@@ -109,6 +112,7 @@ type rulesFlags struct {
 	available, file               string
 	asJSON, dryRun, skipAvailable bool
 	grace                         string
+	scanKeys                      int
 	timeout                       time.Duration
 }
 
@@ -154,6 +158,7 @@ func runRules(ctx context.Context, out output, args []string) int {
 	fs.BoolVar(&f.dryRun, "dry-run", false, "")
 	fs.StringVar(&f.file, "file", "", "")
 	fs.StringVar(&f.grace, "grace", "7d", "")
+	fs.IntVar(&f.scanKeys, "scan-keys", rulestore.DefaultGCScanKeys, "")
 	fs.BoolVar(&f.asJSON, "json", false, "")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "")
 	pos, ok, code := parseArgs(fs, usage, args, out)
@@ -173,6 +178,8 @@ func runRules(ctx context.Context, out output, args []string) int {
 		return usageError(out, usage, "rules %s: %v", sub, rulecheck.NameError("limiter", pos[0]))
 	case sub == "delete" && invalidName(pos[1:]) >= 0: // no such rule can be published
 		return usageError(out, usage, "rules %s: %v", sub, rulecheck.NameError("rule", pos[1+invalidName(pos[1:])]))
+	case f.scanKeys < 1 || f.scanKeys > rulestore.MaxGCScanKeys:
+		return usageError(out, usage, "--scan-keys %d: want 1 to %d", f.scanKeys, rulestore.MaxGCScanKeys)
 	case checkTimeout(f.timeout) != nil:
 		return usageError(out, usage, "%v", checkTimeout(f.timeout))
 	}
@@ -191,7 +198,7 @@ func runRules(ctx context.Context, out output, args []string) int {
 		return usageError(out, usage, "--redis: %v", err)
 	}
 	defer client.Close()
-	env.store, err = rulestore.New(client, rulestore.Options{Prefix: f.rulesPrefix, Available: env.avail, GCGrace: env.grace})
+	env.store, err = rulestore.New(client, rulestore.Options{Prefix: f.rulesPrefix, Available: env.avail, GCGrace: env.grace, GCScanKeys: f.scanKeys})
 	if err != nil {
 		return usageError(out, usage, "%v", err)
 	}

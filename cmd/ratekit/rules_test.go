@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -39,7 +40,9 @@ func newRulesCLI(t *testing.T, cluster bool) *rulesCLI {
 		e.flags = []string{"--redis", redistest.URL(t)}
 		e.client = redistest.Client(t)
 	}
-	e.flags = append(e.flags, "--rules-prefix", e.prefix)
+	// gc's scan covers the server's whole keyspace in one run, whatever the
+	// tests sharing it hold.
+	e.flags = append(e.flags, "--rules-prefix", e.prefix, "--scan-keys", strconv.Itoa(rulestore.MaxGCScanKeys))
 	e.dir = writeFiles(t, map[string]string{
 		"available_limiters.yaml": readFixture(t, "available_limiters.yaml"),
 		"publish.yaml": `rate_limits:
@@ -251,6 +254,8 @@ func TestRulesCLIUsage(t *testing.T) {
 		{[]string{"rules", "gc", "--redis", unused}, 2, "rules gc needs --available-limiters FILE"},
 		{[]string{"rules", "gc", "--redis", unused, "--available-limiters", "nope.yaml"}, 2, "nope.yaml: no such file"},
 		{[]string{"rules", "gc", "--redis", unused, "--grace", "soon"}, 2, `--grace: "soon" is not a positive duration`},
+		{[]string{"rules", "gc", "--redis", unused, "--available-limiters", "nope.yaml", "--scan-keys", "0"}, 2, "--scan-keys 0: want 1 to 1099511627776"},
+		{[]string{"rules", "gc", "--redis", unused, "--available-limiters", "nope.yaml", "--scan-keys", "1099511627777"}, 2, "--scan-keys 1099511627777: want 1 to"},
 		{[]string{"rules", "list", "--redis", unused, "--cluster", "--prefix", "labkit:ratelimit:rules:"}, 2, "has no {hash tag}"},
 		{[]string{"rules", "list", "--redis", unused}, 1, "connection refused"},
 		// A limiter or rule name no document can have is a usage error,

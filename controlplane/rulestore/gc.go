@@ -28,14 +28,24 @@ var scanLua string
 var scanScript = redis.NewScript(scanLua)
 
 // The scan for documents the index does not name (docs/limits.md): a GC
-// run sends at most scanSteps SCANs of COUNT scanCount (each a script on
-// the server that holds the store's keys), and the next run goes on where
-// it stopped (the cursor is kept in Prefix+"@scan"), so that a keyspace of
-// any size is covered by as many runs as it needs.
+// run examines at most Options.GCScanKeys keys of the server that holds the
+// store's keys, as SCANs of COUNT scanCount, each its own script call so
+// that none holds Redis long, and the next run goes on where it stopped (the
+// cursor is kept in Prefix+"@scan"), so that a keyspace of any size is
+// covered by as many runs as it needs.
 const (
-	scanSteps  = 64
 	scanCount  = 1024
 	scanSuffix = "@scan"
+)
+
+// Bounds of Options.GCScanKeys.
+const (
+	// DefaultGCScanKeys is the keys one GC run's scan examines by default:
+	// 64 SCANs of COUNT 1024.
+	DefaultGCScanKeys = 64 * scanCount
+	// MaxGCScanKeys is the most one run may be given: the scan ends with
+	// the keyspace anyway, this keeps the count of SCANs an int.
+	MaxGCScanKeys = 1 << 40
 )
 
 // maxMarks bounds the orphan marks GC walks (docs/limits.md): it keeps one
@@ -92,8 +102,9 @@ type GCReport struct {
 	// finds them. Left are those it found and did not index: the index
 	// holds MaxLimiters, or they may be another rule store's documents (a
 	// store whose prefix starts with this one's, or with which this one's
-	// starts, has its @index or @rev there). Each run scans up to 64 Ki keys
-	// of the Redis server (docs/limits.md); ScanCursor is where the next run
+	// starts, has its @index or @rev there). Each run scans up to
+	// Options.GCScanKeys keys of the Redis server (docs/limits.md);
+	// ScanCursor is where the next run
 	// goes on, 0 when this one ended a pass over the whole keyspace.
 	Found, Left []string
 	ScanCursor  uint64
@@ -129,7 +140,8 @@ type GCReport struct {
 //     bounded scan of the store's prefix and indexed (GCReport.Found), up to
 //     MaxLimiters, then marked as an orphan when its limiter is not
 //     declared and collected after its grace, never by the run that found
-//     it. The scan sends at most 64 SCANs of COUNT 1024 per run, on the
+//     it. The scan examines at most Options.GCScanKeys keys per run
+//     (64 SCANs of COUNT 1024 by default), on the
 //     Redis server that holds the store's keys (the prefix's hash tag puts
 //     them on one node of a Cluster), and the next run goes on from where it
 //     stopped (GCReport.ScanCursor). A document that may be another rule
@@ -249,7 +261,7 @@ func (s *Store) gc(ctx context.Context, available *config.AvailableLimiters, dry
 func (s *Store) scanKey() string { return s.prefix + scanSuffix }
 
 // scanUnindexed runs the scan for documents the index does not name, up to
-// scanSteps SCANs from the cursor the last GC kept, and returns the limiters
+// Options.GCScanKeys keys from the cursor the last GC kept, and returns the limiters
 // found that are not among members, sorted (at most MaxLimiters: the index
 // holds no more; the others are found again by a later pass), and the
 // cursor the next run goes on from ("0" when this one ended a pass).
@@ -260,7 +272,7 @@ func (s *Store) scanUnindexed(ctx context.Context, members []string) ([]string, 
 	}
 	var found []string
 	pattern := globEscape(s.prefix) + "*"
-	steps, count := scanSteps, scanCount
+	steps, count := (s.scanKeys+scanCount-1)/scanCount, scanCount
 	if s.scanSteps > 0 {
 		steps, count = s.scanSteps, s.scanCount
 	}

@@ -37,6 +37,11 @@ func newStore(t *testing.T, c Client, opts Options) *Store {
 	if opts.Prefix == "" {
 		opts.Prefix = testPrefix(t)
 	}
+	if opts.GCScanKeys == 0 {
+		// GC's scan covers the server's whole keyspace in one run, whatever
+		// the tests sharing it hold (scan_test.go tests the bound).
+		opts.GCScanKeys = MaxGCScanKeys
+	}
 	s, err := New(c, opts)
 	if err != nil {
 		t.Fatal(err)

@@ -183,3 +183,45 @@ func TestGCScanLeavesAnotherStoresDocuments(t *testing.T) {
 		}
 	})
 }
+
+// Options.GCScanKeys sets the scan's bound in keys, as SCANs of COUNT
+// 1024: 0 is the default, and a value outside 1 to MaxGCScanKeys is
+// refused by New.
+func TestGCScanKeysOption(t *testing.T) {
+	c := redistest.Client(t)
+	for _, n := range []int{-1, MaxGCScanKeys + 1} {
+		if _, err := New(c, Options{Prefix: testPrefix(t), GCScanKeys: n}); err == nil {
+			t.Errorf("GCScanKeys %d accepted", n)
+		}
+	}
+	s, err := New(c, Options{Prefix: testPrefix(t)})
+	if err != nil || s.scanKeys != DefaultGCScanKeys {
+		t.Fatalf("default GCScanKeys: %d, %v; want %d", s.scanKeys, err, DefaultGCScanKeys)
+	}
+	var scans scanCounter
+	c.AddHook(&scans)
+	// 3,000 keys more than 2 SCANs of COUNT 1024 return: the run stops at
+	// its bound, 2 of them, before its pass ends.
+	filler := redistest.Prefix(t) + "filler:"
+	pairs := make([]any, 0, 2*3000)
+	for i := range 3000 {
+		pairs = append(pairs, fmt.Sprintf("%s%d", filler, i), "1")
+	}
+	if err := c.MSet(ctx, pairs...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for i := 0; i < len(pairs); i += 2 {
+			c.Del(context.Background(), pairs[i].(string))
+		}
+	})
+	s = newStore(t, c, Options{GCScanKeys: 2 * 1024})
+	seedAll(t, s, "search")
+	scans.n.Store(0)
+	if _, err := s.GC(ctx, available(t)); err != nil {
+		t.Fatal(err)
+	}
+	if n := scans.n.Load(); n != 2 {
+		t.Errorf("GCScanKeys 2048: the run sent %d SCANs, want 2", n)
+	}
+}

@@ -92,6 +92,12 @@ type Options struct {
 	// GCGrace is how long GC keeps an orphaned document after it first saw it
 	// (default DefaultGCGrace).
 	GCGrace time.Duration
+	// GCScanKeys bounds the keys of the Redis server one GC run's scan for
+	// documents the index does not name examines (default
+	// DefaultGCScanKeys, at most MaxGCScanKeys): the next run goes on from
+	// where it stopped. A larger value ends a pass over a big keyspace in
+	// fewer runs, each SCAN of it still its own short script call.
+	GCScanKeys int
 	// Logger receives refresh failures, recoveries and rejected documents
 	// (default slog.Default()).
 	Logger *slog.Logger
@@ -120,7 +126,8 @@ type Store struct {
 	now      func() time.Time
 
 	// gcNow, when set, replaces Redis TIME in GC (tests move time with it).
-	gcNow func() time.Time
+	gcNow    func() time.Time
+	scanKeys int // GC's scan bound, Options.GCScanKeys
 	// scanSteps and scanCount, when set, replace GC's scan bounds (tests
 	// make a run end its pass, or stop early).
 	scanSteps, scanCount int
@@ -171,6 +178,7 @@ func New(client Client, opts Options) (*Store, error) {
 		interval: opts.Interval,
 		timeout:  opts.Timeout,
 		grace:    opts.GCGrace,
+		scanKeys: opts.GCScanKeys,
 		logger:   opts.Logger,
 		metrics:  opts.Metrics,
 		now:      time.Now,
@@ -187,6 +195,12 @@ func New(client Client, opts Options) (*Store, error) {
 	}
 	if s.grace <= 0 {
 		s.grace = DefaultGCGrace
+	}
+	switch {
+	case s.scanKeys < 0 || s.scanKeys > MaxGCScanKeys:
+		return nil, fmt.Errorf("rulestore: GCScanKeys %d, want 1 to %d (0: the default, %d)", s.scanKeys, MaxGCScanKeys, DefaultGCScanKeys)
+	case s.scanKeys == 0:
+		s.scanKeys = DefaultGCScanKeys
 	}
 	if s.logger == nil {
 		s.logger = slog.Default()
