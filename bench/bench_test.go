@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"flag"
 	"fmt"
 	"net"
 	"runtime"
@@ -554,49 +555,65 @@ func BenchmarkCheck(b *testing.B) {
 }
 
 func benchmarkCheck(b *testing.B, ct contender, callers int) {
-	b.Run(fmt.Sprintf("%s/%s/c%d", ct.group, ct.name, callers), func(b *testing.B) {
-		e, rt := newEnv(b, ct.cluster())
-		check := ct.build(b, e, 1<<30)
-		ctx := context.Background()
-		warm(b, check, callers)
-		onRedis := ct.group != groupMemory
-		var cpu0 float64
-		if onRedis {
-			cpu0 = redisCPU(b, e)
+	b.Run(fmt.Sprintf("%s/%s/c%d", ct.group, ct.name, callers), func(b *testing.B) { measure(b, ct, callers) })
+}
+
+// measure is one benchmark of ct. Every answer is checked: a contender whose
+// check denied (or, for a banned row, allowed) would be measured doing other
+// work than its group's, such as a failing peer answering fast, so the
+// benchmark fails instead.
+func measure(b *testing.B, ct contender, callers int) {
+	want := !ct.banned
+	e, rt := newEnv(b, ct.cluster())
+	check := ct.build(b, e, 1<<30)
+	ctx := context.Background()
+	warm(b, check, callers)
+	onRedis := ct.group != groupMemory
+	var cpu0 float64
+	if onRedis {
+		cpu0 = redisCPU(b, e)
+	}
+	start := rt.N.Load()
+	b.ReportAllocs()
+	b.ResetTimer()
+	if callers == 1 {
+		for i := 0; i < b.N; i++ {
+			ok, err := check(ctx, i)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if ok != want {
+				b.Fatalf("%s: check %d allowed %v, want %v", ct.name, i, ok, want)
+			}
 		}
-		start := rt.N.Load()
-		b.ReportAllocs()
-		b.ResetTimer()
-		if callers == 1 {
-			for i := 0; i < b.N; i++ {
-				if _, err := check(ctx, i); err != nil {
-					b.Fatal(err)
+	} else {
+		procs := runtime.GOMAXPROCS(0)
+		b.SetParallelism((callers + procs - 1) / procs)
+		var caller atomic.Int64
+		b.RunParallel(func(pb *testing.PB) {
+			// Each caller walks the keys from its own offset: no
+			// shared counter to contend on.
+			i := int(caller.Add(1)) * 97
+			for pb.Next() {
+				i++
+				ok, err := check(ctx, i)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				if ok != want {
+					b.Errorf("%s: check %d allowed %v, want %v", ct.name, i, ok, want)
+					return
 				}
 			}
-		} else {
-			procs := runtime.GOMAXPROCS(0)
-			b.SetParallelism((callers + procs - 1) / procs)
-			var caller atomic.Int64
-			b.RunParallel(func(pb *testing.PB) {
-				// Each caller walks the keys from its own offset: no
-				// shared counter to contend on.
-				i := int(caller.Add(1)) * 97
-				for pb.Next() {
-					i++
-					if _, err := check(ctx, i); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
-		}
-		b.StopTimer()
-		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "checks/s")
-		b.ReportMetric(float64(rt.N.Load()-start)/float64(b.N), "rt/check")
-		if onRedis {
-			b.ReportMetric((redisCPU(b, e)-cpu0)*1e6/float64(b.N), "redis-us/check")
-		}
-	})
+		})
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "checks/s")
+	b.ReportMetric(float64(rt.N.Load()-start)/float64(b.N), "rt/check")
+	if onRedis {
+		b.ReportMetric((redisCPU(b, e)-cpu0)*1e6/float64(b.N), "redis-us/check")
+	}
 }
 
 // redisCPU returns the CPU seconds that the main threads of e's Redis servers
@@ -626,4 +643,42 @@ func redisCPU(b *testing.B, e env) float64 {
 		b.Fatal(err)
 	}
 	return total
+}
+
+// TestBenchmarkChecksAnswers proves that a benchmark fails rather than
+// measure a contender answering other than its row says: denying where
+// nothing may be denied (a peer that fails fast), or allowing on the banned
+// row. testing.Benchmark returns an empty result for a failed benchmark.
+func TestBenchmarkChecksAnswers(t *testing.T) {
+	redistest.URL(t) // measure opens a client of the test server, as every row does
+	bt := flag.Lookup("test.benchtime")
+	old := bt.Value.String()
+	if err := bt.Value.Set("20x"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = bt.Value.Set(old) })
+	answering := func(allowed bool) func(testing.TB, env, int) checker {
+		return func(testing.TB, env, int) checker {
+			return func(context.Context, int) (bool, error) { return allowed, nil }
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		ct      contender
+		succeed bool
+	}{
+		{"allows", contender{name: "allows", group: groupMemory, build: answering(true)}, true},
+		{"denies", contender{name: "denies", group: groupMemory, build: answering(false)}, false},
+		{"banned denies", contender{name: "banned", group: groupMemory, banned: true, build: answering(false)}, true},
+		{"banned allows", contender{name: "banned", group: groupMemory, banned: true, build: answering(true)}, false},
+	} {
+		for _, callers := range []int{1, 64} {
+			t.Run(fmt.Sprintf("%s/c%d", tc.name, callers), func(t *testing.T) {
+				r := testing.Benchmark(func(b *testing.B) { measure(b, tc.ct, callers) })
+				if ran := r.N > 0; ran != tc.succeed {
+					t.Fatalf("benchmark ran %d checks, want it to succeed: %v", r.N, tc.succeed)
+				}
+			})
+		}
+	}
 }

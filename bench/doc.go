@@ -5,8 +5,9 @@
 // It is a module of its own so that the peers never enter ratekit's go.mod.
 //
 // BenchmarkCheck/<group>/<contender>/<c1|c64> checks one of 1,000 rotating
-// identifiers per operation, with limits high enough that nothing is denied,
-// with one caller and with 64 (b.SetParallelism), and reports checks/s,
+// identifiers per operation, with limits high enough that nothing is denied
+// (a denied check fails the benchmark, as an allowed one does on the banned
+// row), with one caller and with 64 (b.SetParallelism), and reports checks/s,
 // round trips per check (rt/check: counted with a go-redis hook, per node on
 // the cluster, and for redisstore.Dial's rows as the writes that carry a
 // check), the Redis main thread's CPU time per check (redis-us/check, from
