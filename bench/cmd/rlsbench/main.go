@@ -55,6 +55,16 @@ const PeerModule = "github.com/envoyproxy/ratelimit@v1.4.1-0.20260122083618-3fb7
 // be OK, so both servers do the same work on every request.
 const limitPerMinute = 1_000_000_000
 
+// The Redis client settings of envoyproxy/ratelimit: its defaults, set
+// explicitly so that the section says what was measured. ratekit-envoy
+// writes the commands of concurrent requests together (redisstore.Dial's
+// rueidis client); this peer flushes each write at once unless
+// REDIS_PIPELINE_WINDOW is set, which its README suggests for throughput.
+const (
+	peerPoolSize       = 10
+	peerPipelineWindow = "0"
+)
+
 func main() {
 	err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr)
 	if err != nil && !errors.Is(err, flag.ErrHelp) { // -h: the flags are printed
@@ -290,7 +300,11 @@ passes flags such as `+"`-duration 5s`"+`) builds envoyproxy/ratelimit
 `+"`CGO_ENABLED=0`"+`, in a temporary directory: it never enters a go.mod of this repository) and
 `+"`envoy/cmd/ratekit-envoy`"+` from this checkout, and runs each alone on one fresh redis-server with the
 same limit (descriptor key `+"`remote_address`"+`, %d per minute, so that every answer is OK)
-and the same Redis timeout (10 s, envoyproxy/ratelimit's default). The load generator is
+and the same Redis timeout (10 s, envoyproxy/ratelimit's default). Otherwise each runs on its own
+Redis defaults: envoyproxy/ratelimit on a pool of %d connections (`+"`REDIS_POOL_SIZE`"+`) that flushes
+each write at once (`+"`REDIS_PIPELINE_WINDOW`"+` %s; its README suggests 150 to 500 µs for throughput),
+ratekit-envoy on `+"`redisstore.Dial`"+`'s rueidis client, which writes the commands of concurrent
+requests together. The load generator is
 go-control-plane's RLS client over %d gRPC connections; each caller sends its own descriptors on
 every request. Every answer is checked (OK, with a `+"`current_limit`"+` for every descriptor); one
 that is not fails the run. Server CPU µs per request is the server process's user and system
@@ -300,7 +314,7 @@ gRPC client, on the same cores, costs about as much per request as either server
 per request is the `+"`usec`"+` of `+"`INFO commandstats`"+` over the measured time divided by the
 requests.
 
-`, PeerModule, limitPerMinute, o.conns)
+`, PeerModule, limitPerMinute, peerPoolSize, peerPipelineWindow, o.conns)
 	note := o.note
 	if note == "" {
 		note = fmt.Sprintf("%d CPUs (%s/%s)", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH)
@@ -556,13 +570,7 @@ func startPeer(ctx context.Context, bin []string, c configs, redisAddr string, l
 		ports[i] = p
 	}
 	cmd := exec.CommandContext(ctx, bin[0], bin[1:]...)
-	cmd.Env = append(os.Environ(),
-		"USE_STATSD=false", "LOG_LEVEL=warn",
-		"RUNTIME_ROOT="+c.runtimeRoot, "RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_WATCH_ROOT=false",
-		"REDIS_SOCKET_TYPE=tcp", "REDIS_URL="+redisAddr,
-		"HOST=127.0.0.1", "GRPC_HOST=127.0.0.1", "DEBUG_HOST=127.0.0.1",
-		"PORT="+strconv.Itoa(ports[0]), "GRPC_PORT="+strconv.Itoa(ports[1]), "DEBUG_PORT="+strconv.Itoa(ports[2]),
-	)
+	cmd.Env = append(os.Environ(), peerEnv(c, redisAddr, ports)...)
 	cmd.Stdout, cmd.Stderr = logs, logs
 	stop, err := start(cmd)
 	if err != nil {
@@ -574,6 +582,18 @@ func startPeer(ctx context.Context, bin []string, c configs, redisAddr string, l
 		return server{}, err
 	}
 	return server{addr, stop, cmd.Process.Pid}, nil
+}
+
+// peerEnv is envoyproxy/ratelimit's configuration.
+func peerEnv(c configs, redisAddr string, ports [3]int) []string {
+	return []string{
+		"USE_STATSD=false", "LOG_LEVEL=warn",
+		"RUNTIME_ROOT=" + c.runtimeRoot, "RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_WATCH_ROOT=false",
+		"REDIS_SOCKET_TYPE=tcp", "REDIS_URL=" + redisAddr,
+		"REDIS_POOL_SIZE=" + strconv.Itoa(peerPoolSize), "REDIS_PIPELINE_WINDOW=" + peerPipelineWindow,
+		"HOST=127.0.0.1", "GRPC_HOST=127.0.0.1", "DEBUG_HOST=127.0.0.1",
+		"PORT=" + strconv.Itoa(ports[0]), "GRPC_PORT=" + strconv.Itoa(ports[1]), "DEBUG_PORT=" + strconv.Itoa(ports[2]),
+	}
 }
 
 func startRatekit(ctx context.Context, bin []string, c configs, redisAddr string, logs io.Writer) (server, error) {

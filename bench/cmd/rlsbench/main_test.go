@@ -151,3 +151,25 @@ func TestPinned(t *testing.T) {
 		t.Errorf("pinned: %q", got)
 	}
 }
+
+// The section says how envoyproxy/ratelimit's Redis client was set, with
+// the values the peer was started with: a pool of connections and no write
+// buffering, against ratekit-envoy's pipelining client, are part of what
+// the table compares.
+func TestSectionNamesPeerRedisSettings(t *testing.T) {
+	env := map[string]string{}
+	for _, kv := range peerEnv(configs{}, "127.0.0.1:6379", [3]int{1, 2, 3}) {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	var b strings.Builder
+	section(&b, &options{conns: 4, rounds: 1}, nil, "Redis 7")
+	for _, want := range []string{
+		"pool of " + env["REDIS_POOL_SIZE"] + " connections (`REDIS_POOL_SIZE`)",
+		"(`REDIS_PIPELINE_WINDOW` " + env["REDIS_PIPELINE_WINDOW"] + ";",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("section lacks %q (peer env %v):\n%s", want, env, b.String())
+		}
+	}
+}
