@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -89,6 +91,7 @@ func TestCopy(t *testing.T) {
 			}
 			copierCopy(t, templateRepo, dst, answers)
 			checkRendered(t, c, dst)
+			checkEnvDocumented(t, c, dst)
 			checkValidate(t, c, dst)
 			checkBuildAndTest(t, c, dst)
 			checkGoMod(t, c.module, c.frameworks, dst)
@@ -126,6 +129,58 @@ func checkRendered(t *testing.T, c renderCase, dst string) {
 	}
 	if out := run(t, dst, nil, "gofmt", "-l", "."); out != "" {
 		t.Errorf("rendered Go code is not gofmt-clean:\n%s", out)
+	}
+}
+
+// checkEnvDocumented checks the service's environment both ways: every
+// variable its code reads is listed by main.go's package comment and by the
+// README, and each variable they list is read. OTEL_* variables other than
+// the endpoint are covered by "the other standard OTEL_* variables".
+func checkEnvDocumented(t *testing.T, c renderCase, dst string) {
+	t.Helper()
+	reads := map[string]bool{}
+	// os.Getenv("X"), main.go's env("X", default), ratelimits' EnvX = "X",
+	// and otel.go's list of the OTEL_* variables it looks up.
+	literal := regexp.MustCompile(`(?:os\.Getenv\(|\benv\()"([A-Z][A-Z0-9_]*)"|\bEnv\w+ += "([A-Z][A-Z0-9_]*)"|"(OTEL_[A-Z0-9_]+)"`)
+	err := filepath.WalkDir(dst, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+			return err
+		}
+		src := read(t, p)
+		for _, m := range literal.FindAllStringSubmatch(src, -1) {
+			reads[m[1]+m[2]+m[3]] = true
+		}
+		if strings.Contains(src, "os.Getenv(gin.EnvGinMode)") {
+			reads["GIN_MODE"] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reads[c.redisEnv] || !reads[strings.ToUpper(c.service)+"_INTERNAL_ADDR"] {
+		t.Fatalf("found no read of %s or of %s_INTERNAL_ADDR among %v", c.redisEnv, strings.ToUpper(c.service), slices.Sorted(maps.Keys(reads)))
+	}
+	mainGo := read(t, filepath.Join(dst, "cmd", c.service, "main.go"))
+	comment := mainGo[:strings.Index(mainGo, "\npackage main")]
+	readme := read(t, filepath.Join(dst, "README.md"))
+	for name := range reads {
+		if strings.HasPrefix(name, "OTEL_") && name != "OTEL_EXPORTER_OTLP_ENDPOINT" {
+			continue
+		}
+		if !regexp.MustCompile(`(?m)^//   - ` + name + `\b`).MatchString(comment) {
+			t.Errorf("main.go's package comment does not list %s, which the service reads:\n%s", name, comment)
+		}
+		if !strings.Contains(readme, "`"+name+"`") {
+			t.Errorf("README.md does not name %s, which the service reads", name)
+		}
+	}
+	listed := regexp.MustCompile(`(?m)^//   - ([A-Z][A-Z0-9_]*)\b`).FindAllStringSubmatch(comment, -1)
+	listed = append(listed, regexp.MustCompile("(?m)^\\| `([A-Z][A-Z0-9_]*)` \\|").FindAllStringSubmatch(readme, -1)...)
+	for _, m := range listed {
+		if !reads[m[1]] {
+			t.Errorf("%s is documented (main.go or README.md) but the service never reads it", m[1])
+		}
 	}
 }
 
