@@ -7,7 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"strconv"
+	"strings"
 
 	"buf.build/go/protovalidate"
 	"google.golang.org/grpc/codes"
@@ -45,7 +45,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/rules", s.handleRules)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !httpguard.HostAllowed(r, s.hosts) {
-			msg := "Host " + strconv.Quote(r.Host) + " is not a name this server answers to (see rulesserver.Config.AllowedHosts)"
+			msg := "Host " + httpguard.QuotedHost(r) + " is not a name this server answers to (see rulesserver.Config.AllowedHosts)"
 			if r.Method != http.MethodGet && r.Method != http.MethodHead {
 				s.refused(r, "", "", msg)
 			}
@@ -79,8 +79,8 @@ func (s *Server) authorized(op string, next func(http.ResponseWriter, *http.Requ
 		}
 		doc, err := next(w, r)
 		attrs := []slog.Attr{slog.String("who", who), slog.String("op", op),
-			slog.String("service", r.PathValue("service")), slog.String("limiter", r.PathValue("limiter")),
-			slog.String("outcome", outcome(err)), slog.String("if_match", unquote(r.Header.Get("If-Match"))),
+			slog.String("service", clip(r.PathValue("service"))), slog.String("limiter", clip(r.PathValue("limiter"))),
+			slog.String("outcome", outcome(err)), slog.String("if_match", clip(unquote(r.Header.Get("If-Match")))),
 			slog.String("remote_addr", r.RemoteAddr)}
 		if doc != nil {
 			attrs = append(attrs, slog.String("revision", doc.GetRevision()))
@@ -98,8 +98,23 @@ func (s *Server) authorized(op string, next func(http.ResponseWriter, *http.Requ
 // refused logs a management request turned away.
 func (s *Server) refused(r *http.Request, op, who, why string) {
 	s.logger.LogAttrs(r.Context(), slog.LevelWarn, "rate_limit_rules_refused", slog.String("who", who),
-		slog.String("op", op), slog.String("method", r.Method), slog.String("path", r.URL.Path),
-		slog.String("host", r.Host), slog.String("reason", why), slog.String("remote_addr", r.RemoteAddr))
+		slog.String("op", op), slog.String("method", r.Method), slog.String("path", clip(r.URL.Path)),
+		slog.String("host", clip(r.Host)), slog.String("reason", why), slog.String("remote_addr", r.RemoteAddr))
+}
+
+// maxQuoted bounds what a log record or a refusal repeats of a value the
+// client chose (a Host, a path, a name in it): those are the client's, up
+// to the server's 64 KiB of headers, and a record should not grow with them.
+// A valid name (64 bytes at most) is repeated whole.
+const maxQuoted = 80
+
+// clip is s cut to its first maxQuoted bytes, for a log attribute or a
+// message.
+func clip(s string) string {
+	if len(s) <= maxQuoted {
+		return s
+	}
+	return strings.ToValidUTF8(s[:maxQuoted], "") + "..."
 }
 
 var jsonOut = protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: false}
@@ -122,7 +137,7 @@ func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) (*rulesv1.Ove
 		doc.Limiter = limiter
 	}
 	if doc.Service != service || doc.Limiter != limiter {
-		msg := "the document names " + doc.Service + "/" + doc.Limiter + ", the path " + service + "/" + limiter
+		msg := "the document names " + clip(doc.Service) + "/" + clip(doc.Limiter) + ", the path " + clip(service) + "/" + clip(limiter)
 		writeError(w, http.StatusBadRequest, msg)
 		return nil, errors.New(msg)
 	}

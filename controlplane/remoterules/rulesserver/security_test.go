@@ -318,3 +318,50 @@ func TestRejectedStoredDocumentRemembered(t *testing.T) {
 		t.Fatalf("%d ERROR records after a second bad revision, want 2", n)
 	}
 }
+
+// A refusal or an error repeats at most 80 characters of what the client
+// named (its Host, the names in its path), in the answer and in the log, as
+// the admin and debug pages do: the headers are the client's, up to 64 KiB,
+// and no client, authorized or not, grows an answer or a record with them.
+func TestClientNamesRepeatedInPart(t *testing.T) {
+	long := strings.Repeat("a", 32<<10)
+	refuse := func(*http.Request) (string, bool) { return "", false }
+	tests := []struct {
+		name   string
+		cfg    rulesserver.Config
+		method string
+		path   string
+		host   string
+		wrap   func(http.Handler) http.Handler
+		hdr    []string
+	}{
+		{name: "a long Host", method: http.MethodPut, path: "/v1/overrides/web/rack_request", host: long + ".example"},
+		{name: "a long path, refused by the hook", cfg: rulesserver.Config{Authorize: refuse}, method: http.MethodPut, path: "/v1/overrides/web/" + long},
+		{name: "a long path from a remote client", method: http.MethodDelete, path: "/v1/overrides/web/" + long, wrap: fromRemote},
+		{name: "a long path read", method: http.MethodGet, path: "/v1/overrides/web/" + long},
+		{name: "a long path deleted from loopback", method: http.MethodDelete, path: "/v1/overrides/web/" + long},
+		{name: "a long path put from loopback", method: http.MethodPut, path: "/v1/overrides/web/" + long},
+		{name: "a long If-Match", method: http.MethodDelete, path: "/v1/overrides/web/rack_request", hdr: []string{"If-Match", long}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := newManaged(t, tt.cfg, tt.wrap)
+			host := tt.host
+			if host == "" {
+				host = "127.0.0.1:" + m.port
+			}
+			if tt.hdr != nil { // a document for the If-Match to conflict with
+				if resp, body := do(t, http.MethodPut, m.url(), docJSON); resp.StatusCode != http.StatusOK {
+					t.Fatalf("PUT: %s %s", resp.Status, body)
+				}
+			}
+			resp, body := doHost(t, tt.method, m.hs.URL+tt.path, docJSON, host, tt.hdr...)
+			if resp.StatusCode/100 != 4 || strings.Contains(body, strings.Repeat("a", 81)) || len(body) > 8<<10 {
+				t.Fatalf("%s: %s, %d bytes; want a 4xx quoting at most 80 characters of it:\n%.300s", tt.name, resp.Status, len(body), body)
+			}
+			if a := m.log.String(); strings.Contains(a, strings.Repeat("a", 81)) || len(a) > 8<<10 {
+				t.Fatalf("%s: the log quotes it whole (%d bytes):\n%.300s", tt.name, len(a), a)
+			}
+		})
+	}
+}

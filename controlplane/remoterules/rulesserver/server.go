@@ -550,7 +550,8 @@ func (s *Server) delete(ctx context.Context, service, limiter, revision string) 
 	case "missing":
 		return fmt.Errorf("%w for %s/%s", ErrNotFound, service, limiter)
 	case "conflict":
-		return fmt.Errorf("%w: override document %s/%s is at revision %q, not %q", ErrConflict, service, limiter, res[1], revision)
+		// revision is the client's If-Match, of any length.
+		return fmt.Errorf("%w: override document %s/%s is at revision %q, not %.80q", ErrConflict, service, limiter, res[1], revision)
 	}
 	return nil
 }
@@ -559,7 +560,7 @@ func (s *Server) delete(ctx context.Context, service, limiter, revision string) 
 func validPair(service, limiter string) error {
 	req := &rulesv1.GetRulesRequest{Service: service, Limiter: limiter}
 	if err := protovalidate.Validate(req); err != nil {
-		return fmt.Errorf("override document %q/%q: %w", service, limiter, err)
+		return fmt.Errorf("override document %.80q/%.80q: %w", service, limiter, err) // the names are the client's, of any length
 	}
 	return nil
 }
