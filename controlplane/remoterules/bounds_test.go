@@ -14,11 +14,11 @@ import (
 // rejected whole, as the rule store and the config files reject it: the
 // local rules serve alone. At the bound it applies.
 func TestAnswerOverBoundsNeverApplies(t *testing.T) {
-	oneOf := func(n int) *configv1.Rule {
+	oneOf := func(n, size int) *configv1.Rule {
 		r := limitRule("per_namespace", 1)
 		vs := make([]string, n)
 		for i := range vs {
-			vs[i] = fmt.Sprintf("v%d", i)
+			vs[i] = fmt.Sprintf("%0*d", size, i)
 		}
 		r.Match = map[string]*configv1.MatchValue{"root_namespace": {Kind: &configv1.MatchValue_OneOf{OneOf: &configv1.StringSet{Values: append(vs[:n-1], "345")}}}}
 		return r
@@ -35,8 +35,13 @@ func TestAnswerOverBoundsNeverApplies(t *testing.T) {
 		rules []*configv1.Rule
 		apply bool
 	}{
-		{"one_of at the bound", []*configv1.Rule{oneOf(ratelimit.MaxOneOfValues)}, true},
-		{"one_of over the bound", []*configv1.Rule{oneOf(ratelimit.MaxOneOfValues + 1)}, false},
+		{"one_of at the bound", []*configv1.Rule{oneOf(ratelimit.MaxOneOfValues, 4)}, true},
+		{"one_of over the bound", []*configv1.Rule{oneOf(ratelimit.MaxOneOfValues+1, 4)}, false},
+		// Each value within MaxMatchValueLen, the rules within 1 MiB and
+		// over it: an answer is a rules document (ratekit explain refuses
+		// one over 1 MiB too).
+		{"rules of 1 MiB less 1 KiB", []*configv1.Rule{oneOf(ratelimit.MaxOneOfValues, (ratelimit.MaxDocumentBytes-1<<10)/ratelimit.MaxOneOfValues-3)}, true},
+		{"rules over 1 MiB", []*configv1.Rule{oneOf(ratelimit.MaxOneOfValues, ratelimit.MaxDocumentBytes/ratelimit.MaxOneOfValues)}, false},
 		{"rules at the bound", rules(ratelimit.MaxRulesPerTier), true},
 		{"rules over the bound", rules(ratelimit.MaxRulesPerTier + 1), false},
 	}

@@ -384,6 +384,13 @@ func (c *Client) accept(limiter string, id ratelimit.Identifier, resp *rulesv1.G
 	if err != nil {
 		return nil, fmt.Errorf("invalid answer for limiter %s: %w", limiter, err)
 	}
+	if size > ratelimit.MaxDocumentBytes {
+		// A rules document's bound (docs/limits.md): the reference server
+		// never stores one, ratekit explain refuses it, and its compiled set
+		// alone would be estimated past DefaultMaxBytes.
+		return nil, fmt.Errorf("invalid answer for limiter %s: its rules encode to %d bytes, at most %d (ratelimit.MaxDocumentBytes, docs/limits.md)",
+			limiter, size, ratelimit.MaxDocumentBytes)
+	}
 	c.mu.Lock()
 	cs := c.lru.set(sel)
 	c.mu.Unlock()

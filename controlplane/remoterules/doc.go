@@ -17,10 +17,12 @@
 // and Tier "remote" (tiers.Remote).
 //
 // The service's answers are checked as rate_limits.yaml is: protovalidate,
-// unique names, RE2, and against available_limiters.yaml (the limiter and
-// every property must be declared, a skip rule must be in the limiter's
-// allowed_skip_rules). An invalid answer is rejected whole, logged at WARN
-// and counted; nothing of it applies.
+// unique names, RE2, the bounds of docs/limits.md (at most 1 MiB of rules,
+// ratelimit.MaxDocumentBytes, as every rules document), and against
+// available_limiters.yaml (the limiter and every property must be declared,
+// a skip rule must be in the limiter's allowed_skip_rules). An invalid
+// answer is rejected whole, logged at WARN and counted; nothing of it
+// applies.
 //
 // # Cache and failure
 //
