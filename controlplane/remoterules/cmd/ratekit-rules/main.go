@@ -12,8 +12,9 @@
 // management API (/v1/overrides/{service}/{limiter}), /metrics and /healthz
 // on -http. It stops gracefully on SIGINT or SIGTERM. apply checks a file of
 // override documents whole and PUTs each one (a file without documents is
-// an error: nothing applied); -check only checks it. get
-// prints the answer a request with that identifier would get (POST /v1/rules).
+// an error: nothing applied); -check only checks it, and refuses a file
+// without documents too. get prints the answer a request with that
+// identifier would get (POST /v1/rules).
 //
 // serve listens on loopback by default. Management writes (PUT, DELETE) need
 // the bearer token of -write-token-file (Authorization: Bearer TOKEN); without
@@ -305,12 +306,12 @@ func apply(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if len(f.GetDocuments()) == 0 { // applying nothing is not a success, nor is checking it
+		return fmt.Errorf("%s holds no override documents: nothing applied", file)
+	}
 	if *check {
 		fmt.Fprintf(out, "%s: %d documents OK\n", file, len(f.GetDocuments()))
 		return nil
-	}
-	if len(f.GetDocuments()) == 0 { // applying nothing is not a success
-		return fmt.Errorf("%s holds no override documents: nothing applied", file)
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()

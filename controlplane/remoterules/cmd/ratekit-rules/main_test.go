@@ -175,17 +175,20 @@ func TestTokenFileBounded(t *testing.T) {
 }
 
 // apply never reports success for nothing: a file without documents is an
-// error that says so, and no server is called.
+// error that says so, and no server is called. apply -check refuses it
+// too: a check that passes a file apply then refuses checks nothing.
 func TestApplyEmptyFileFails(t *testing.T) {
 	for _, body := range []string{"documents: []\n", "{}\n"} {
 		file := filepath.Join(t.TempDir(), "empty.yaml")
 		if err := os.WriteFile(file, []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		var out strings.Builder
-		err := run(context.Background(), []string{"apply", "-server", "http://" + redistest.UnusedAddr(t), file}, &out, nil)
-		if err == nil || !strings.Contains(err.Error(), "empty.yaml holds no override documents: nothing applied") {
-			t.Fatalf("%q: error %v (output %q), want it to say nothing was applied", body, err, out.String())
+		for _, mode := range [][]string{{"-server", "http://" + redistest.UnusedAddr(t)}, {"-check"}} {
+			var out strings.Builder
+			err := run(context.Background(), append(append([]string{"apply"}, mode...), file), &out, nil)
+			if err == nil || !strings.Contains(err.Error(), "empty.yaml holds no override documents: nothing applied") || out.Len() != 0 {
+				t.Fatalf("%q, apply %s: error %v (output %q), want it to say nothing was applied", body, mode[0], err, out.String())
+			}
 		}
 	}
 }
