@@ -303,10 +303,23 @@ func (c *Client) fetch(ctx context.Context, cl *call, key, limiter string, id ra
 	}()
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	req := &rulesv1.GetRulesRequest{Service: c.service, Limiter: limiter, Identifier: sendable(id), KnownRevision: known}
+	var first []string // the properties the limiter's answers vary by go first
+	if sh := (*c.shapes.Load())[limiter]; sh != nil {
+		first = sh.vary
+	}
+	req := &rulesv1.GetRulesRequest{Service: c.service, Limiter: limiter, Identifier: sendable(id, first), KnownRevision: known}
 	c.stats.calls.Add(1)
 	start := c.now()
 	resp, err := c.rpc.GetRules(ctx, req)
+	if err == nil && unsent(resp.GetVary(), id, req.GetIdentifier()) {
+		// The answer was computed without a property it varies by, which a
+		// large identifier left out: cached under that property's value,
+		// it would serve every identifier of that value. Ask again with
+		// those properties first.
+		req.Identifier = sendable(id, resp.GetVary())
+		c.stats.calls.Add(1)
+		resp, err = c.rpc.GetRules(ctx, req)
+	}
 	latency := c.now().Sub(start)
 	outcome := CallOK
 	var rules *ratelimit.RuleSet
@@ -556,25 +569,48 @@ func bounded(b []byte) []byte {
 
 // sendable is the identifier as the protocol carries it: canonical strings,
 // at most maxSentProperties properties with valid names and values of at
-// most maxSentValueBytes (the rest is left out).
-func sendable(id ratelimit.Identifier) map[string]string {
-	keys := make([]string, 0, len(id))
-	for k := range id {
-		if rulecheck.ValidName(k) {
-			keys = append(keys, k)
-		}
-	}
-	sort.Strings(keys)
-	out := make(map[string]string, min(len(keys), maxSentProperties))
-	for _, k := range keys {
-		if len(out) == maxSentProperties {
-			break
+// most maxSentValueBytes (the rest is left out). The properties of first
+// (the vary list the limiter's answers use) go first, then the others in
+// name order, so an identifier of many properties still sends those the
+// answer depends on.
+func sendable(id ratelimit.Identifier, first []string) map[string]string {
+	out := make(map[string]string, min(len(id), maxSentProperties))
+	add := func(k string) {
+		if len(out) == maxSentProperties || !rulecheck.ValidName(k) {
+			return
 		}
 		if v, ok := id.Get(k); ok && len(v) <= maxSentValueBytes {
 			out[k] = v
 		}
 	}
+	for _, k := range first {
+		add(k)
+	}
+	keys := make([]string, 0, len(id))
+	for k := range id {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if _, done := out[k]; !done {
+			add(k)
+		}
+	}
 	return out
+}
+
+// unsent reports whether a property of vary that id can send was left out
+// of sent.
+func unsent(vary []string, id ratelimit.Identifier, sent map[string]string) bool {
+	for _, k := range vary {
+		if _, ok := sent[k]; ok || !rulecheck.ValidName(k) {
+			continue
+		}
+		if v, ok := id.Get(k); ok && len(v) <= maxSentValueBytes {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *Client) lookup(limiter string, l Lookup) {

@@ -32,7 +32,11 @@
 // is a map lookup under a mutex and allocates nothing (the limiter's merge of
 // the tiers adds one allocation to the check; see BenchmarkCheck). A
 // limiter's first check, before its vary list is known, keys by the whole
-// identifier.
+// identifier. A request carries at most 64 properties, the limiter's vary
+// properties first; an answer computed without a vary property the
+// identifier holds (a first check of a larger identifier) is asked for again
+// with them first, so no answer is cached for values it was not computed
+// with.
 //
 // Compiled rules are cached by what selects them, never per identifier: the
 // limiter, the document revision and the answer's rules (those of the

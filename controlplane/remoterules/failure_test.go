@@ -2,6 +2,7 @@ package remoterules_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -353,5 +354,54 @@ func TestConcurrentShapesAndVaryChange(t *testing.T) {
 	wg.Wait()
 	if st := c.Stats(); st.Entries > 8 || st.Failures != 0 || st.Hits == 0 {
 		t.Fatalf("stats %+v: want at most 8 entries, no failure, some hits", st)
+	}
+}
+
+// The answer cached for a vary value was computed with that value: an
+// identifier of more properties than a request carries (64) still sends
+// the answer's vary properties, so a large identifier never caches, for
+// every identifier of its plan, the answer of an identifier without one.
+func TestVaryPropertiesAlwaysSent(t *testing.T) {
+	srv := &counting{RulesServiceServer: funcServer{f: func(_ context.Context, req *rulesv1.GetRulesRequest) (*rulesv1.GetRulesResponse, error) {
+		a := answer(5)
+		a.Vary = []string{"plan"}
+		if req.GetIdentifier()["plan"] != "premium" {
+			a.Rules = &configv1.RuleList{}
+		}
+		return a, nil
+	}}}
+	large := func(plan string) ratelimit.Identifier {
+		id := ratelimit.Identifier{"plan": plan}
+		for i := range 70 { // sorted before plan
+			id[fmt.Sprintf("a%02d", i)] = i
+		}
+		return id
+	}
+	tests := []struct {
+		name string
+		ids  []ratelimit.Identifier
+	}{
+		{"a large identifier first (no shape known yet)", []ratelimit.Identifier{large("premium"), {"plan": "premium"}}},
+		{"a small identifier first (the shape known)", []ratelimit.Identifier{{"plan": "free"}, large("premium"), {"plan": "premium"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newClient(t, dial(t, startGRPC(t, srv).addr), "web", nil)
+			for i, id := range tt.ids {
+				set := c.RulesFor(context.Background(), "rack_request", id)
+				want := 0
+				if p, _ := id.Get("plan"); p == "premium" {
+					want = 1
+				}
+				if got := set.Len(); got != want {
+					t.Errorf("check %d (%d properties, plan %v): %d rules, want %d (stats %+v)", i, len(id), id["plan"], got, want, c.Stats())
+				}
+			}
+			// Two shapes, two calls: a second call only asks again for an
+			// answer computed without plan, and the last check is a hit.
+			if st := c.Stats(); st.Calls != 2 || st.Hits != 1 {
+				t.Errorf("stats %+v: want 2 calls and 1 hit", st)
+			}
+		})
 	}
 }
