@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sort"
 	"strings"
 	"time"
 
@@ -33,18 +34,48 @@ type remoteState struct {
 // (POST /v1/rules, the JSON form of RulesService/GetRules: this module never
 // speaks gRPC) which rules a request of service with identifier id gets, and
 // checks them as the services' client does: against available when given.
-// An error means the services would run on their local tiers alone.
+// It sends the identifier as that client does (sendable), so the server
+// answers what it answers the services. An error means the services would
+// run on their local tiers alone.
 func fetchRemoteRules(ctx context.Context, base, service, limiter string, id ratelimit.Identifier, available *config.AvailableLimiters, timeout time.Duration) ([]ratelimit.Rule, error) {
-	ident := map[string]string{}
-	for k := range id {
-		ident[k], _ = id.Get(k)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	ident := sendable(id, nil)
+	answer, err := askRemote(ctx, base, service, limiter, ident)
+	if err == nil && unsent(answer.Vary, id, ident) {
+		// As the services' client does: an answer computed without a
+		// property it varies by, which a large identifier left out, is
+		// asked for again with those properties first.
+		answer, err = askRemote(ctx, base, service, limiter, sendable(id, answer.Vary))
 	}
+	if err != nil {
+		return nil, err
+	}
+	list := &configv1.RuleList{}
+	if len(answer.Rules) > 0 {
+		if err := protojson.Unmarshal(answer.Rules, list); err != nil {
+			return nil, fmt.Errorf("rules service: decode answer's rules: %w", err)
+		}
+	}
+	if err := config.ValidateRuleList(limiter, list, available); err != nil {
+		return nil, fmt.Errorf("rules service: invalid answer, rejected whole: %w", err)
+	}
+	rules, err := config.RulesFromProto(list)
+	if err == nil {
+		_, err = ratelimit.CompileRules("", rules)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("rules service: invalid answer, rejected whole: %w", err)
+	}
+	return rules, nil
+}
+
+// askRemote makes one POST /v1/rules and returns its checked answer.
+func askRemote(ctx context.Context, base, service, limiter string, ident map[string]string) (*remoteAnswer, error) {
 	body, err := json.Marshal(map[string]any{"service": service, "limiter": limiter, "identifier": ident})
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(base, "/")+"/v1/rules", bytes.NewReader(body))
 	if err != nil {
 		return nil, fmt.Errorf("rules service %s: not a valid URL", shownURL(base)) // err quotes it
@@ -71,23 +102,58 @@ func fetchRemoteRules(ctx context.Context, base, service, limiter string, id rat
 	if err := answer.check(); err != nil {
 		return nil, fmt.Errorf("rules service: invalid answer, rejected whole: %w", err)
 	}
-	list := &configv1.RuleList{}
-	if len(answer.Rules) > 0 {
-		if err := protojson.Unmarshal(answer.Rules, list); err != nil {
-			return nil, fmt.Errorf("rules service: decode answer's rules: %w", err)
+	return &answer, nil
+}
+
+// Bounds of GetRulesRequest.identifier (proto/ratekit/rules/v1/rules.proto):
+// the services' client (remoterules) sends at most this much of an
+// identifier, and the server refuses a request with more.
+const (
+	maxSentProperties = 64
+	maxSentValueBytes = 4096
+)
+
+// sendable is the identifier as the services' client sends it: properties
+// with valid names and values of at most maxSentValueBytes, at most
+// maxSentProperties of them, those of first, then the others in name order.
+func sendable(id ratelimit.Identifier, first []string) map[string]string {
+	out := make(map[string]string, min(len(id), maxSentProperties))
+	add := func(k string) {
+		if len(out) == maxSentProperties || !rulecheck.ValidName(k) {
+			return
+		}
+		if v, ok := id.Get(k); ok && len(v) <= maxSentValueBytes {
+			out[k] = v
 		}
 	}
-	if err := config.ValidateRuleList(limiter, list, available); err != nil {
-		return nil, fmt.Errorf("rules service: invalid answer, rejected whole: %w", err)
+	for _, k := range first {
+		add(k)
 	}
-	rules, err := config.RulesFromProto(list)
-	if err == nil {
-		_, err = ratelimit.CompileRules("", rules)
+	keys := make([]string, 0, len(id))
+	for k := range id {
+		keys = append(keys, k)
 	}
-	if err != nil {
-		return nil, fmt.Errorf("rules service: invalid answer, rejected whole: %w", err)
+	sort.Strings(keys)
+	for _, k := range keys {
+		if _, done := out[k]; !done {
+			add(k)
+		}
 	}
-	return rules, nil
+	return out
+}
+
+// unsent reports whether a property of vary that id can send was left out
+// of sent.
+func unsent(vary []string, id ratelimit.Identifier, sent map[string]string) bool {
+	for _, k := range vary {
+		if _, ok := sent[k]; ok || !rulecheck.ValidName(k) {
+			continue
+		}
+		if v, ok := id.Get(k); ok && len(v) <= maxSentValueBytes {
+			return true
+		}
+	}
+	return false
 }
 
 // remoteAnswer is the JSON form of GetRulesResponse (proto field names, as

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -203,5 +204,61 @@ func TestClearRemoteTier(t *testing.T) {
 	}
 	if _, stderr, code := clear("--rules-service", rs.URL); code != 2 || !strings.Contains(stderr, "--rules-service needs the calling service") {
 		t.Fatalf("--rules-service without a service: exit %d %s", code, stderr)
+	}
+}
+
+// explain asks the rules service with the identifier the services' client
+// sends (remoterules: at most 64 properties with names of the protocol,
+// values of at most 4096 bytes, the answer's vary properties first), so the
+// server answers it as it answers the services: the whole identifier was
+// sent, and the server refuses a request beyond the protocol (400), which
+// explain showed as an error where the services get rules.
+func TestRemoteIdentifierAsTheServicesSend(t *testing.T) {
+	var mu sync.Mutex
+	var asked []map[string]string
+	rs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct{ Identifier map[string]string }
+		b, _ := io.ReadAll(r.Body)
+		_ = json.Unmarshal(b, &req)
+		mu.Lock()
+		asked = append(asked, req.Identifier)
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		rules := `{"rules": [{"name": "per_user", "action": "ACTION_LIMIT", "characteristics": ["user"], "limit": 10, "period_s": 60}]}`
+		if req.Identifier["plan"] != "premium" {
+			rules = `{}`
+		}
+		_, _ = io.WriteString(w, `{"rules": `+rules+`, "vary": ["plan"]}`)
+	}))
+	t.Cleanup(rs.Close)
+	long := strings.Repeat("x", 4097)
+	many := ratelimit.Identifier{"plan": "premium"}
+	for i := range 70 { // sorted before plan
+		many[fmt.Sprintf("a%02d", i)] = i
+	}
+	tests := []struct {
+		name  string
+		id    ratelimit.Identifier
+		calls int
+		check func(sent map[string]string) bool
+	}{
+		{"names and values beyond the protocol left out", ratelimit.Identifier{"plan": "premium", "User-Agent": "curl", "path": long},
+			1, func(sent map[string]string) bool { return len(sent) == 1 && sent["plan"] == "premium" }},
+		{"at most 64 properties, the vary ones asked again", many,
+			2, func(sent map[string]string) bool { return len(sent) == 64 && sent["plan"] == "premium" }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mu.Lock()
+			asked = nil
+			mu.Unlock()
+			got, err := fetchRemoteRules(t.Context(), rs.URL, "web", "api_request", tt.id, nil, 10*time.Second)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil || len(got) != 1 || len(asked) != tt.calls || !tt.check(asked[len(asked)-1]) {
+				t.Fatalf("rules %v, error %v; asked %d times, last with %d properties (plan %q); want the premium rule after %d",
+					got, err, len(asked), len(asked[len(asked)-1]), asked[len(asked)-1]["plan"], tt.calls)
+			}
+		})
 	}
 }
