@@ -59,6 +59,11 @@ func ParseOverrideFile(file string, data []byte, available map[string]*config.Av
 	return f, nil
 }
 
+// maxApplyAnswer bounds the answer to one PUT that Apply reads: the stored
+// document with its revision, in the server's JSON spacing, so a few bytes
+// to a few KiB more than a body of up to MaxDocumentBytes.
+const maxApplyAnswer = 2 * MaxDocumentBytes
+
 // Apply PUTs every document of f to the management API at base (for example
 // http://rules:8082), in order, and returns the stored documents with their
 // revisions. It stops at the first failure, naming the document.
@@ -82,10 +87,13 @@ func Apply(ctx context.Context, client *http.Client, base string, f *rulesv1.Ove
 		if err != nil {
 			return out, fmt.Errorf("apply %s/%s: %w", d.GetService(), d.GetLimiter(), err)
 		}
-		b, err := io.ReadAll(io.LimitReader(resp.Body, MaxDocumentBytes))
+		b, err := io.ReadAll(io.LimitReader(resp.Body, maxApplyAnswer+1))
 		_ = resp.Body.Close()
 		if err != nil {
 			return out, fmt.Errorf("apply %s/%s: read answer: %w", d.GetService(), d.GetLimiter(), err)
+		}
+		if len(b) > maxApplyAnswer {
+			return out, fmt.Errorf("apply %s/%s: %s: the answer is over %d bytes", d.GetService(), d.GetLimiter(), resp.Status, maxApplyAnswer)
 		}
 		if resp.StatusCode != http.StatusOK {
 			var e struct{ Error string }

@@ -11,6 +11,7 @@ import (
 	"buf.build/go/protovalidate"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/ratekit/ratekit/controlplane/config"
@@ -116,5 +117,44 @@ func TestSelectorPropertiesBounded(t *testing.T) {
 	}
 	if _, err := rulesserver.ParseOverrideFile("o.yaml", []byte(file), nil); err == nil || !strings.Contains(err.Error(), "o.yaml: documents[0]") || !strings.Contains(err.Error(), "17 distinct properties") {
 		t.Fatalf("apply file over the bound: %v", err)
+	}
+}
+
+// Apply reads the whole answer to a PUT the server took: the stored
+// document comes back with its revision, a few bytes more than the body
+// sent, so a body just under MaxDocumentBytes got an answer just over it.
+// Apply read the answer up to MaxDocumentBytes and failed to decode it,
+// reporting a document the server had stored as not applied.
+func TestApplyReadsTheAnswerToABodyAtTheBound(t *testing.T) {
+	m := newManaged(t, rulesserver.Config{}, nil)
+	doc := mustDoc(t, docJSON)
+	for i := range 1010 {
+		doc.Overrides = append(doc.Overrides, &rulesv1.Override{
+			Selector:    map[string]string{"plan": fmt.Sprintf("p%d", i)},
+			Description: strings.Repeat("d", 900),
+		})
+	}
+	// Longer descriptions fill the body Apply sends to 8 bytes under the
+	// bound (protojson's spacing varies by binary: measured, not assumed).
+	marshal := protojson.MarshalOptions{UseProtoNames: true}.Marshal
+	body, err := marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rem := rulesserver.MaxDocumentBytes - 8 - len(body)
+	for _, o := range doc.Overrides[3:] {
+		add := min(rem, 1024-len(o.Description))
+		o.Description += strings.Repeat("d", add)
+		rem -= add
+	}
+	if body, err = marshal(doc); err != nil || len(body) != rulesserver.MaxDocumentBytes-8 {
+		t.Fatalf("body of %d bytes (%v), want %d", len(body), err, rulesserver.MaxDocumentBytes-8)
+	}
+	stored, err := rulesserver.Apply(context.Background(), nil, m.hs.URL, &rulesv1.OverrideFile{Documents: []*rulesv1.OverrideDocument{doc}})
+	if err != nil || len(stored) != 1 || stored[0].GetRevision() == "" {
+		t.Fatalf("Apply: %d stored, error %v; want the document stored with its revision", len(stored), err)
+	}
+	if !m.stored(t) {
+		t.Fatal("not stored")
 	}
 }
