@@ -69,6 +69,7 @@ type doc struct {
 	nodes      int // the node budget of a walk (maxNodes unless set)
 	text       int // the text budget left (maxText at the start of a walk)
 	overBudget bool
+	perRequest bool // rule lists are per-request rules: no mode (ParseMessage)
 
 	index     sync.Once // builds keyPos and valPos on the first lookup
 	recording bool      // the walk of index: record positions, fill a scratch message

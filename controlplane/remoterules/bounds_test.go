@@ -64,3 +64,22 @@ func TestAnswerOverBoundsNeverApplies(t *testing.T) {
 		})
 	}
 }
+
+// Per-request rules have no mode: an answer that sets one is refused whole
+// and counted invalid, as the server refuses a document that sets one;
+// applied without it, a limiter meant to be in shadow would enforce.
+func TestAnswerWithModeNeverApplies(t *testing.T) {
+	resp := &rulesv1.GetRulesResponse{Rules: &configv1.RuleList{Rules: []*configv1.Rule{limitRule("per_namespace", 1)}, Mode: configv1.Mode_MODE_SHADOW}}
+	srv := &counting{RulesServiceServer: funcServer{f: func(context.Context, *rulesv1.GetRulesRequest) (*rulesv1.GetRulesResponse, error) {
+		return resp, nil
+	}}}
+	c := newClient(t, dial(t, startGRPC(t, srv).addr), "web", nil)
+	l := newLimiter(t, ratelimit.NewMemoryStore(), "", c.RulesFor)
+	r := l.Check(context.Background(), ratelimit.Identifier{"root_namespace": "345"})
+	if len(r.Evaluations) > 0 && r.Evaluations[0].PerRequest {
+		t.Fatalf("the answer's rules applied: %+v", r.Evaluations)
+	}
+	if st := c.Stats(); st.Invalid == 0 {
+		t.Fatalf("stats %+v: the answer is not counted invalid", st)
+	}
+}

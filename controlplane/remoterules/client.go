@@ -443,11 +443,11 @@ func (c *Client) compile(limiter string, resp *rulesv1.GetRulesResponse) (*ratel
 	if err := protovalidate.Validate(resp); err != nil {
 		return nil, err
 	}
-	if len(resp.GetRules().GetRules()) == 0 {
-		return nil, nil
-	}
 	if err := config.ValidateRuleList(limiter, resp.GetRules(), c.avail); err != nil {
 		return nil, err
+	}
+	if len(resp.GetRules().GetRules()) == 0 {
+		return nil, nil
 	}
 	rules, err := config.RulesFromProto(resp.GetRules())
 	if err != nil {

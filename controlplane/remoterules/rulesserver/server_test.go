@@ -291,6 +291,20 @@ func TestParseOverrideFile(t *testing.T) {
 	if _, err := rulesserver.ParseOverrideFile("o.yaml", []byte(good+strings.TrimPrefix(good, "documents:\n")), nil); err == nil || !strings.Contains(err.Error(), "web/rack_request is given twice") {
 		t.Fatalf("duplicate document: %v", err)
 	}
+	// Per-request rules have no mode: it is refused at its line, not ignored
+	// (a limiter meant to be in shadow would enforce).
+	withMode := `documents:
+  - service: web
+    limiter: rack_request
+    overrides:
+      - selector: {root_namespace: "345"}
+        rules:
+          mode: shadow
+          rules: [{name: per_ns, action: limit, characteristics: [root_namespace], limit: 5000, period_s: 60}]
+`
+	if _, err := rulesserver.ParseOverrideFile("o.yaml", []byte(withMode), nil); err == nil || !strings.Contains(err.Error(), "o.yaml:7:") || !strings.Contains(err.Error(), config.ErrPerRequestMode.Error()) {
+		t.Fatalf("a mode: %v\n%s", err, withMode)
+	}
 }
 
 func protoMarshal(d *rulesv1.OverrideDocument) (string, error) {
