@@ -20,9 +20,10 @@
 // unique names, RE2, the bounds of docs/limits.md (at most 1 MiB of rules,
 // ratelimit.MaxDocumentBytes, as every rules document), and against
 // available_limiters.yaml (the limiter and every property must be declared,
-// a skip rule must be in the limiter's allowed_skip_rules). An invalid
-// answer is rejected whole, logged at WARN and counted; nothing of it
-// applies.
+// a skip rule must be in the limiter's allowed_skip_rules); per-request
+// rules have no mode, so an answer that sets one is invalid
+// (config.ErrPerRequestMode). An invalid answer is rejected whole, logged at
+// WARN and counted; nothing of it applies.
 //
 // # Cache and failure
 //

@@ -23,7 +23,9 @@
 //
 // Documents are validated on every write and every read alike: protovalidate,
 // the rule checks of rate_limits.yaml and, for services configured with their
-// available_limiters.yaml, the cross-document checks. An invalid stored
+// available_limiters.yaml, the cross-document checks; a rule list that sets
+// a mode is refused (per-request rules have none: config.ErrPerRequestMode).
+// An invalid stored
 // document answers Unavailable, so clients keep their cached answer or their
 // local tiers; it is logged at ERROR once, and not read or parsed again while
 // its revision stays (a PUT or DELETE replaces it).
