@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"sort"
 	"strings"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 
 	"github.com/ratekit/ratekit/controlplane/config"
 	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/remoteid"
 	"github.com/ratekit/ratekit/internal/rulecheck"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
@@ -40,13 +40,13 @@ type remoteState struct {
 func fetchRemoteRules(ctx context.Context, base, service, limiter string, id ratelimit.Identifier, available *config.AvailableLimiters, timeout time.Duration) ([]ratelimit.Rule, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	ident := sendable(id, nil)
+	ident := remoteid.Sendable(id, nil)
 	answer, err := askRemote(ctx, base, service, limiter, ident)
-	if err == nil && unsent(answer.Vary, id, ident) {
+	if err == nil && remoteid.Unsent(answer.Vary, id, ident) {
 		// As the services' client does: an answer computed without a
 		// property it varies by, which a large identifier left out, is
 		// asked for again with those properties first.
-		answer, err = askRemote(ctx, base, service, limiter, sendable(id, answer.Vary))
+		answer, err = askRemote(ctx, base, service, limiter, remoteid.Sendable(id, answer.Vary))
 	}
 	if err != nil {
 		return nil, err
@@ -103,57 +103,6 @@ func askRemote(ctx context.Context, base, service, limiter string, ident map[str
 		return nil, fmt.Errorf("rules service: invalid answer, rejected whole: %w", err)
 	}
 	return &answer, nil
-}
-
-// Bounds of GetRulesRequest.identifier (proto/ratekit/rules/v1/rules.proto):
-// the services' client (remoterules) sends at most this much of an
-// identifier, and the server refuses a request with more.
-const (
-	maxSentProperties = 64
-	maxSentValueBytes = 4096
-)
-
-// sendable is the identifier as the services' client sends it: properties
-// with valid names and values of at most maxSentValueBytes, at most
-// maxSentProperties of them, those of first, then the others in name order.
-func sendable(id ratelimit.Identifier, first []string) map[string]string {
-	out := make(map[string]string, min(len(id), maxSentProperties))
-	add := func(k string) {
-		if len(out) == maxSentProperties || !rulecheck.ValidName(k) {
-			return
-		}
-		if v, ok := id.Get(k); ok && len(v) <= maxSentValueBytes {
-			out[k] = v
-		}
-	}
-	for _, k := range first {
-		add(k)
-	}
-	keys := make([]string, 0, len(id))
-	for k := range id {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		if _, done := out[k]; !done {
-			add(k)
-		}
-	}
-	return out
-}
-
-// unsent reports whether a property of vary that id can send was left out
-// of sent.
-func unsent(vary []string, id ratelimit.Identifier, sent map[string]string) bool {
-	for _, k := range vary {
-		if _, ok := sent[k]; ok || !rulecheck.ValidName(k) {
-			continue
-		}
-		if v, ok := id.Get(k); ok && len(v) <= maxSentValueBytes {
-			return true
-		}
-	}
-	return false
 }
 
 // remoteAnswer is the JSON form of GetRulesResponse (proto field names, as

@@ -19,7 +19,7 @@ import (
 	"github.com/ratekit/ratekit/controlplane/remoterules/rulesv1"
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/tiers"
-	"github.com/ratekit/ratekit/internal/rulecheck"
+	"github.com/ratekit/ratekit/internal/remoteid"
 	"github.com/ratekit/ratekit/observability/observe"
 )
 
@@ -34,11 +34,8 @@ const (
 	DefaultCooldown   = 5 * time.Second
 )
 
-// Bounds of what a client sends: the request's identifier is trimmed to
-// what the protocol admits, so a large identifier never makes a call fail.
+// Bounds of the cache.
 const (
-	maxSentProperties = 64
-	maxSentValueBytes = 4096
 	// maxKeyBytes bounds a cache key; a longer one is stored as its SHA-256.
 	maxKeyBytes = 512
 	// compiledBytesPerByte estimates a compiled rule set's heap from its
@@ -307,16 +304,16 @@ func (c *Client) fetch(ctx context.Context, cl *call, key, limiter string, id ra
 	if sh := (*c.shapes.Load())[limiter]; sh != nil {
 		first = sh.vary
 	}
-	req := &rulesv1.GetRulesRequest{Service: c.service, Limiter: limiter, Identifier: sendable(id, first), KnownRevision: known}
+	req := &rulesv1.GetRulesRequest{Service: c.service, Limiter: limiter, Identifier: remoteid.Sendable(id, first), KnownRevision: known}
 	c.stats.calls.Add(1)
 	start := c.now()
 	resp, err := c.rpc.GetRules(ctx, req)
-	if err == nil && unsent(resp.GetVary(), id, req.GetIdentifier()) {
+	if err == nil && remoteid.Unsent(resp.GetVary(), id, req.GetIdentifier()) {
 		// The answer was computed without a property it varies by, which a
 		// large identifier left out: cached under that property's value,
 		// it would serve every identifier of that value. Ask again with
 		// those properties first.
-		req.Identifier = sendable(id, resp.GetVary())
+		req.Identifier = remoteid.Sendable(id, resp.GetVary())
 		c.stats.calls.Add(1)
 		resp, err = c.rpc.GetRules(ctx, req)
 	}
@@ -565,52 +562,6 @@ func bounded(b []byte) []byte {
 	}
 	sum := sha256.Sum256(b)
 	return append([]byte{'h'}, sum[:]...)
-}
-
-// sendable is the identifier as the protocol carries it: canonical strings,
-// at most maxSentProperties properties with valid names and values of at
-// most maxSentValueBytes (the rest is left out). The properties of first
-// (the vary list the limiter's answers use) go first, then the others in
-// name order, so an identifier of many properties still sends those the
-// answer depends on.
-func sendable(id ratelimit.Identifier, first []string) map[string]string {
-	out := make(map[string]string, min(len(id), maxSentProperties))
-	add := func(k string) {
-		if len(out) == maxSentProperties || !rulecheck.ValidName(k) {
-			return
-		}
-		if v, ok := id.Get(k); ok && len(v) <= maxSentValueBytes {
-			out[k] = v
-		}
-	}
-	for _, k := range first {
-		add(k)
-	}
-	keys := make([]string, 0, len(id))
-	for k := range id {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		if _, done := out[k]; !done {
-			add(k)
-		}
-	}
-	return out
-}
-
-// unsent reports whether a property of vary that id can send was left out
-// of sent.
-func unsent(vary []string, id ratelimit.Identifier, sent map[string]string) bool {
-	for _, k := range vary {
-		if _, ok := sent[k]; ok || !rulecheck.ValidName(k) {
-			continue
-		}
-		if v, ok := id.Get(k); ok && len(v) <= maxSentValueBytes {
-			return true
-		}
-	}
-	return false
 }
 
 func (c *Client) lookup(limiter string, l Lookup) {
