@@ -37,7 +37,9 @@
 // while Redis was down needs no restart and no retry loop of its own. A seed
 // refused for what it would write (ErrInvalidDocument, ErrOverBounds, an
 // invalid rule) is not tried again, as it would be refused again; a refresh
-// that meets such a refusal logs it (rate_limit_rule_store_seed_refused).
+// that meets such a refusal logs it (rate_limit_rule_store_seed_refused). A
+// stored document this version cannot read (a newer version's, in a rolling
+// deploy) holds back only its own limiter's seed: the others are written.
 //
 // A tier may also set the limiter's mode ({"mode":"shadow","rules":[...]}):
 // shadow counts but never blocks (ratelimit.Shadow), for a rollout beside a

@@ -181,7 +181,9 @@ func (s *Store) seedEdits(sets map[string]tiers.Set) ([]edit, error) {
 // seed lands: a service started while Redis was down needs no restart. A
 // seed refused for what it would write (an invalid rule, a stored document
 // no process would load, a bound: ErrInvalidDocument, ErrOverBounds) is not
-// tried again, as it would be refused again.
+// tried again, as it would be refused again. A stored document this version
+// cannot read holds back only its own limiter's seed: the others are
+// written, and the error names it.
 func (s *Store) SeedBound(ctx context.Context) (WriteResult, error) {
 	s.mu.RLock()
 	sets := make(map[string]tiers.Set, len(s.bound))
@@ -194,6 +196,13 @@ func (s *Store) SeedBound(ctx context.Context) (WriteResult, error) {
 	var res WriteResult
 	if err == nil {
 		res, err = s.update(ctx, "seed", edits, false)
+		if errors.Is(err, ErrInvalidDocument) && len(edits) > 1 {
+			// One stored document this version cannot read (a newer
+			// version's in a rolling deploy, one written by hand) refuses the
+			// whole write: the others are seeded one by one, so that it holds
+			// back only its own limiter.
+			res, err = s.seedEach(ctx, edits)
+		}
 		retry = err != nil && !errors.Is(err, ErrInvalidDocument) && !errors.Is(err, ErrOverBounds)
 	}
 	s.mu.Lock()
@@ -203,6 +212,24 @@ func (s *Store) SeedBound(ctx context.Context) (WriteResult, error) {
 		err = fmt.Errorf("%w: %w", ErrSeedOwed, err)
 	}
 	return res, err
+}
+
+// seedEach writes the seed edits one limiter at a time, and returns what
+// the writes changed and the errors of those refused, joined.
+func (s *Store) seedEach(ctx context.Context, edits []edit) (WriteResult, error) {
+	var res WriteResult
+	var errs []error
+	for _, e := range edits {
+		r, err := s.update(ctx, "seed", []edit{e}, false)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		res.Changed = append(res.Changed, r.Changed...)
+		res.Revision = max(res.Revision, r.Revision)
+	}
+	sort.Strings(res.Changed)
+	return res, errors.Join(errs...)
 }
 
 // ErrSeedOwed is wrapped by the error of a SeedBound that failed for want of
