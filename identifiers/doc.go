@@ -8,7 +8,8 @@
 // proxy (TrustedProxies). Only then are X-Forwarded-For, Forwarded (RFC 7239)
 // or X-Real-IP consulted, walking the hop list from the right and skipping
 // trusted hops, so that a client can never choose its own IP by sending a
-// header. The zero TrustedProxies trusts nobody. The resolver is transport
+// header; at most the last 64 hops are read (a list of trusted hops longer
+// than that ends at the 64th). The zero TrustedProxies trusts nobody. The resolver is transport
 // neutral (TrustedProxies.ClientIP takes a header lookup function), so the
 // gRPC adapter resolves IPs from metadata the same way HTTP adapters do from
 // headers.

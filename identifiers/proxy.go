@@ -159,14 +159,19 @@ func (tp TrustedProxies) ClientIP(peer netip.Addr, header func(name string) []st
 }
 
 // walkXFF walks comma-separated X-Forwarded-For values from the right without
-// splitting the whole (client-controlled, possibly long) header.
+// splitting the whole (client-controlled, possibly long) header, at most
+// maxForwardedHops hops of it.
 func (tp TrustedProxies) walkXFF(last netip.Addr, vals []string) netip.Addr {
+	hops := 0
 	for i := len(vals) - 1; i >= 0; i-- {
 		v := vals[i]
 		for {
 			j := strings.LastIndexByte(v, ',')
 			hop := v[j+1:]
 			if strings.TrimSpace(hop) != "" { // empty list elements are allowed by RFC 9110 §5.6.1
+				if hops++; hops > maxForwardedHops {
+					return last // every hop read is trusted: the leftmost read, as walkForwarded
+				}
 				a, ok := parseHop(hop)
 				if !ok {
 					return last
@@ -185,10 +190,11 @@ func (tp TrustedProxies) walkXFF(last netip.Addr, vals []string) netip.Addr {
 	return last
 }
 
-// maxForwardedHops is how many hops of Forwarded, counted from the right,
-// ClientIP reads: a chain of proxies is a few hops long, and the header is
-// the client's to lengthen. A hop further left reads as one that is not an
-// IP address.
+// maxForwardedHops is how many hops of X-Forwarded-For or Forwarded,
+// counted from the right, ClientIP reads: a chain of proxies is a few hops
+// long, and the header is the client's to lengthen (with the addresses of
+// trusted proxies, every hop of it would be read). A hop further left reads
+// as one that is not an IP address.
 const maxForwardedHops = 64
 
 // walkForwarded walks the "for" nodes of Forwarded values from the right,

@@ -181,7 +181,7 @@ func TestPeerAddrAndAddrFromNet(t *testing.T) {
 // in net/http, 16 MiB of gRPC metadata by default); the walk over either
 // keeps no list of its hops (a quoted node without escapes is read in place),
 // so that a request costs as many allocations with 10,000 hops as with 10,
-// and of Forwarded only the last 64 hops are read.
+// and of either only the last 64 hops are read.
 func TestClientIPLongHeaders(t *testing.T) {
 	tp := MustParseTrustedProxies("10.0.0.0/8")
 	peer := netip.MustParseAddr("10.0.0.1")
@@ -193,6 +193,9 @@ func TestClientIPLongHeaders(t *testing.T) {
 		{"Forwarded", HeaderForwarded, "for=203.0.113.%d, ", func(int) string { return "203.0.113.9" }},
 		{"Forwarded, quoted nodes", HeaderForwarded, `for="203.0.113.%d:80";proto=https, `, func(int) string { return "203.0.113.9" }},
 		// Every hop trusted: the leftmost one read, the 64th from the right.
+		{"X-Forwarded-For, trusted hops", HeaderXForwardedFor, "10.0.0.%d, ", func(hops int) string {
+			return fmt.Sprintf("10.0.0.%d", max(hops-64, 0)%10)
+		}},
 		{"Forwarded, trusted hops", HeaderForwarded, "for=10.0.0.%d, ", func(hops int) string {
 			return fmt.Sprintf("10.0.0.%d", max(hops-64, 0)%10)
 		}},
