@@ -341,7 +341,7 @@ func newEnv(t testing.TB, cluster bool) (env, *redistest.RoundTrips) {
 // rows, its peers', hold more than that of its first rows, ratekit's.
 func dropKeys(t testing.TB, e env) {
 	ctx := context.Background()
-	match := "*" + globEscape(e.prefix) + "*"
+	match := "*" + ikeys.GlobEscape(e.prefix) + "*"
 	err := eachServer(ctx, e.client, func(ctx context.Context, c *redis.Client) error {
 		iter := c.Scan(ctx, 0, match, 1000).Iterator()
 		var keys []string
@@ -363,11 +363,6 @@ func dropKeys(t testing.TB, e env) {
 	if err != nil {
 		t.Errorf("deleting the keys of %s: %v", e.prefix, err)
 	}
-}
-
-// globEscape escapes the characters a SCAN MATCH pattern gives a meaning.
-func globEscape(s string) string {
-	return strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`).Replace(s)
 }
 
 // eachServer runs fn on the standalone server of c, or on every master of a
@@ -760,7 +755,7 @@ func countKeys(t *testing.T, c redis.UniversalClient, prefix string) int64 {
 	t.Helper()
 	var n atomic.Int64
 	err := eachServer(context.Background(), c, func(ctx context.Context, m *redis.Client) error {
-		iter := m.Scan(ctx, 0, "*"+globEscape(prefix)+"*", 1000).Iterator()
+		iter := m.Scan(ctx, 0, "*"+ikeys.GlobEscape(prefix)+"*", 1000).Iterator()
 		for iter.Next(ctx) {
 			n.Add(1)
 		}

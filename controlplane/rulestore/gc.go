@@ -8,12 +8,12 @@ import (
 	"log/slog"
 	"sort"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekit/ratekit/controlplane/config"
+	"github.com/ratekit/ratekit/internal/keys"
 	"github.com/ratekit/ratekit/internal/rulecheck"
 )
 
@@ -271,7 +271,7 @@ func (s *Store) scanUnindexed(ctx context.Context, members []string) ([]string, 
 		seen[m] = true
 	}
 	var found []string
-	pattern := globEscape(s.prefix) + "*"
+	pattern := keys.GlobEscape(s.prefix) + "*"
 	steps, count := (s.scanKeys+scanCount-1)/scanCount, scanCount
 	if s.scanSteps > 0 {
 		steps, count = s.scanSteps, s.scanCount
@@ -299,17 +299,4 @@ func (s *Store) scanUnindexed(ctx context.Context, members []string) ([]string, 
 	}
 	sort.Strings(found)
 	return found, cursor, nil
-}
-
-// globEscape escapes the characters a Redis MATCH pattern reads as glob.
-func globEscape(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		switch r {
-		case '*', '?', '[', ']', '\\':
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }

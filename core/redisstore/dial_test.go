@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	ratelimit "github.com/ratekit/ratekit/core"
+	ikeys "github.com/ratekit/ratekit/internal/keys"
 	"github.com/ratekit/ratekit/internal/redistest"
 )
 
@@ -292,7 +293,7 @@ func TestDialStartsWithRedisDown(t *testing.T) {
 		r := l.Check(ctx, id)
 		return r.Err == nil && r.Matched
 	})
-	keys, err := c.Keys(ctx, globEscape(string(k))+"*").Result()
+	keys, err := c.Keys(ctx, ikeys.GlobEscape(string(k))+"*").Result()
 	if err != nil || len(keys) != 1 {
 		t.Fatalf("keys on the server = %v, %v; want the one counter", keys, err)
 	}

@@ -2,13 +2,13 @@ package redisstore
 
 import (
 	"context"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	ikeys "github.com/ratekit/ratekit/internal/keys"
 	"github.com/ratekit/ratekit/internal/redistest"
 )
 
@@ -88,7 +88,7 @@ func keysUnder(t testing.TB, c redis.UniversalClient, prefix string) []string {
 	t.Helper()
 	var keys []string
 	err := masters(c, func(m *redis.Client) error {
-		it := m.Scan(ctx, 0, globEscape(prefix)+"*", 1000).Iterator()
+		it := m.Scan(ctx, 0, ikeys.GlobEscape(prefix)+"*", 1000).Iterator()
 		for it.Next(ctx) {
 			keys = append(keys, it.Val())
 		}
@@ -98,19 +98,6 @@ func keysUnder(t testing.TB, c redis.UniversalClient, prefix string) []string {
 		t.Fatalf("scan %s*: %v", prefix, err)
 	}
 	return keys
-}
-
-// globEscape escapes the glob metacharacters of SCAN MATCH.
-func globEscape(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '*', '?', '[', ']', '\\', '^', '-':
-			b.WriteByte('\\')
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // advance shortens the TTL of every key under prefix by d, deleting the keys

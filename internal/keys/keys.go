@@ -330,3 +330,18 @@ func formatFloat(f float64, bits int) string {
 	}
 	return strconv.FormatFloat(f, 'g', -1, bits)
 }
+
+// GlobEscape escapes the characters a Redis MATCH pattern (SCAN, KEYS) reads
+// as glob, so that s matches only itself: with '[' escaped no character class
+// opens, in which '^' and '-' would mean something too.
+func GlobEscape(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '*', '?', '[', ']', '\\':
+			b.WriteByte('\\')
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}

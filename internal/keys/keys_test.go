@@ -122,3 +122,15 @@ func TestPlanWithHead(t *testing.T) {
 		}
 	}
 }
+
+func TestGlobEscape(t *testing.T) {
+	for in, want := range map[string]string{
+		"ratekit:rules:{rules}:": `ratekit:rules:{rules}:`,
+		`a*b?[c]\d^-`:            `a\*b\?\[c\]\\d^-`,
+		"":                       "",
+	} {
+		if got := GlobEscape(in); got != want {
+			t.Errorf("GlobEscape(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
