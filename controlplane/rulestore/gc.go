@@ -272,14 +272,11 @@ func (s *Store) scanUnindexed(ctx context.Context, members []string) ([]string, 
 	}
 	var found []string
 	pattern := keys.GlobEscape(s.prefix) + "*"
-	steps, count := (s.scanKeys+scanCount-1)/scanCount, scanCount
-	if s.scanSteps > 0 {
-		steps, count = s.scanSteps, s.scanCount
-	}
+	steps := (s.scanKeys + scanCount - 1) / scanCount
 	cursor := "" // the one kept in the store
 	for range steps {
 		res, err := scanScript.Run(ctx, s.client, []string{s.indexKey(), s.scanKey()},
-			cursor, pattern, count, len(s.prefix), rulecheck.MaxNameLen).StringSlice()
+			cursor, pattern, scanCount, len(s.prefix), rulecheck.MaxNameLen).StringSlice()
 		if err != nil {
 			return nil, "", fmt.Errorf("scan %s: %w", pattern, err)
 		}

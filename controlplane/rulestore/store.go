@@ -128,9 +128,6 @@ type Store struct {
 	// gcNow, when set, replaces Redis TIME in GC (tests move time with it).
 	gcNow    func() time.Time
 	scanKeys int // GC's scan bound, Options.GCScanKeys
-	// scanSteps and scanCount, when set, replace GC's scan bounds (tests
-	// make a run end its pass, or stop early).
-	scanSteps, scanCount int
 
 	refreshMu sync.Mutex // one refresh at a time
 	mu        sync.RWMutex
