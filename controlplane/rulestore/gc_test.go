@@ -401,14 +401,7 @@ func TestCheckGCIsGCWithoutWrites(t *testing.T) {
 				for _, l := range []string{"search", "new", "kept", "gone", "plus", "odd", "huge"} {
 					keys = append(keys, s.Key(l))
 				}
-				before := dump(t, c, keys)
-				dry, err := s.CheckGC(ctx, available(t))
-				if err != nil {
-					t.Fatalf("CheckGC: %v", err)
-				}
-				if after := dump(t, c, keys); !maps.Equal(before, after) {
-					t.Fatalf("CheckGC wrote: keys before %q, after %q", before, after)
-				}
+				dry := checkGC(t, c, s, keys)
 				if logs.String() != "" {
 					t.Fatalf("CheckGC logged:\n%s", logs.String())
 				}
@@ -439,6 +432,21 @@ func hset(t *testing.T, c redis.UniversalClient, key string, pairs ...string) {
 }
 
 // dump returns each key's serialized value ("" for none).
+// checkGC returns s.CheckGC's report, after checking that it wrote none of
+// keys (a DUMP of each before and after).
+func checkGC(t *testing.T, c redis.UniversalClient, s *Store, keys []string) GCReport {
+	t.Helper()
+	before := dump(t, c, keys)
+	dry, err := s.CheckGC(ctx, available(t))
+	if err != nil {
+		t.Fatalf("CheckGC: %v", err)
+	}
+	if after := dump(t, c, keys); !maps.Equal(before, after) {
+		t.Fatalf("CheckGC wrote: keys before %q, after %q", before, after)
+	}
+	return dry
+}
+
 func dump(t *testing.T, c redis.UniversalClient, keys []string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
