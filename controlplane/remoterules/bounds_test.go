@@ -3,8 +3,12 @@ package remoterules_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/ratekit/ratekit/controlplane/remoterules"
 	"github.com/ratekit/ratekit/controlplane/remoterules/rulesv1"
 	ratelimit "github.com/ratekit/ratekit/core"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
@@ -60,6 +64,47 @@ func TestAnswerOverBoundsNeverApplies(t *testing.T) {
 			}
 			if st := c.Stats(); !tt.apply && st.Invalid == 0 {
 				t.Fatalf("stats %+v: the answer is not counted invalid", st)
+			}
+		})
+	}
+}
+
+// An answer is bounded as received, not only by its rules: one padded past
+// a rules document's bound with fields this client does not know is refused
+// by gRPC before it is decoded (it would otherwise decode up to its default
+// 4 MiB), and the local rules serve alone. Within the bound it applies.
+func TestAnswerBoundedAsReceived(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		padding int
+		apply   bool
+	}{
+		{"8 KiB of unknown fields", 8 << 10, true},
+		{"2 MiB of unknown fields", 2 << 20, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			resp := &rulesv1.GetRulesResponse{Rules: &configv1.RuleList{Rules: []*configv1.Rule{limitRule("per_namespace", 1)}}}
+			// Field 15, bytes: unknown to GetRulesResponse.
+			pad := protowire.AppendTag(nil, 15, protowire.BytesType)
+			pad = protowire.AppendBytes(pad, make([]byte, tt.padding))
+			resp.ProtoReflect().SetUnknown(pad)
+			srv := funcServer{f: func(context.Context, *rulesv1.GetRulesRequest) (*rulesv1.GetRulesResponse, error) {
+				return resp, nil
+			}}
+			rec := &recorder{}
+			c := newClient(t, dial(t, startGRPC(t, srv).addr), "web", func(cfg *remoterules.Config) { cfg.Metrics = rec })
+			l := newLimiter(t, ratelimit.NewMemoryStore(), "", c.RulesFor)
+			r := l.Check(context.Background(), ratelimit.Identifier{"root_namespace": "345"})
+			applied := len(r.Evaluations) > 0 && r.Evaluations[0].PerRequest
+			if applied != tt.apply {
+				t.Fatalf("applied %v, want %v (stats %+v, outcomes %v)", applied, tt.apply, c.Stats(), rec.outcomes())
+			}
+			want := []remoterules.CallOutcome{remoterules.CallOK}
+			if !tt.apply {
+				want = []remoterules.CallOutcome{remoterules.CallError}
+			}
+			if got := rec.outcomes(); !slices.Equal(got, want) {
+				t.Fatalf("outcomes %v, want %v", got, want)
 			}
 		})
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"buf.build/go/protovalidate"
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/ratekit/ratekit/controlplane/config"
@@ -33,6 +34,13 @@ const (
 	DefaultFailures   = 3
 	DefaultCooldown   = 5 * time.Second
 )
+
+// maxAnswerBytes bounds an answer as received: its rules, a rules document
+// (ratelimit.MaxDocumentBytes, docs/limits.md), and room for the other
+// fields (a revision, the vary list: about 1.2 KiB at their bounds). gRPC
+// would otherwise decode answers up to its default 4 MiB, unknown fields
+// included, before the rules' bound is checked.
+const maxAnswerBytes = ratelimit.MaxDocumentBytes + 16<<10
 
 // Bounds of the cache.
 const (
@@ -307,7 +315,7 @@ func (c *Client) fetch(ctx context.Context, cl *call, key, limiter string, id ra
 	req := &rulesv1.GetRulesRequest{Service: c.service, Limiter: limiter, Identifier: remoteid.Sendable(id, first), KnownRevision: known}
 	c.stats.calls.Add(1)
 	start := c.now()
-	resp, err := c.rpc.GetRules(ctx, req)
+	resp, err := c.rpc.GetRules(ctx, req, grpc.MaxCallRecvMsgSize(maxAnswerBytes))
 	if err == nil && remoteid.Unsent(resp.GetVary(), id, req.GetIdentifier()) {
 		// The answer was computed without a property it varies by, which a
 		// large identifier left out: cached under that property's value,
@@ -315,7 +323,7 @@ func (c *Client) fetch(ctx context.Context, cl *call, key, limiter string, id ra
 		// those properties first.
 		req.Identifier = remoteid.Sendable(id, resp.GetVary())
 		c.stats.calls.Add(1)
-		resp, err = c.rpc.GetRules(ctx, req)
+		resp, err = c.rpc.GetRules(ctx, req, grpc.MaxCallRecvMsgSize(maxAnswerBytes))
 	}
 	latency := c.now().Sub(start)
 	outcome := CallOK
