@@ -4,7 +4,8 @@
 # contender of BenchmarkCheck on a pinned Redis and a pinned 3-master Cluster,
 # the memory store's mutex and block profiles at GOMAXPROCS = all CPUs, the
 # script's Redis CPU per call (scriptcpu) and the RateLimitService table
-# (rlsbench) against envoyproxy/ratelimit. It needs no Go toolchain and no
+# (rlsbench) against envoyproxy/ratelimit, with its Redis defaults and again
+# with the pipeline window its README suggests. It needs no Go toolchain and no
 # network: bench/device/kit.sh builds bench/device/kit.tgz, which it unpacks.
 # Results go to $OUT (a directory); bench.txt becomes README.md's tables here
 # with cmd/benchtable (its flags as bench/run.sh passes them), and the
@@ -13,7 +14,8 @@
 # Pinning: Redis on CPU 0 (the cluster's masters on 1-3) and the benchmark's
 # clients on the rest with GOMAXPROCS 8; for rlsbench, Redis on 0, the server
 # under test on 1-6 and the load generator on the rest. It takes about six
-# minutes; DEVICE_ROUNDS (2) and DEVICE_RLS_DURATION (3s) change that.
+# minutes, seven with the peer's second configuration; DEVICE_ROUNDS (2) and
+# DEVICE_RLS_DURATION (3s) change that.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 out=${OUT:?run.sh writes its results to \$OUT}
@@ -104,4 +106,11 @@ taskset -c "$(cpus "7-$last")" rlsbench -peer-bin "$k/bin/envoy-ratelimit" -rate
 	-redis-server "$k/bin/redis-server" "${rlspin[@]}" \
 	-duration "${DEVICE_RLS_DURATION:-3s}" -rounds 2 -out "$out/rls.md" \
 	-note "$n CPUs, Redis pinned to CPU 0, each server to 1-6, the load generator to 7-$last ($(cat "$k/VERSION"))" 2>&1 | tee "$out/rls.txt"
+# envoyproxy/ratelimit's README suggests a pipeline window of 150 to 500 µs
+# for throughput: the peer again with 150 µs, where it could gain.
+step "RateLimitService: the peer with REDIS_PIPELINE_WINDOW=150us"
+taskset -c "$(cpus "7-$last")" rlsbench -peer-bin "$k/bin/envoy-ratelimit" -ratekit-bin "$k/bin/ratekit-envoy" \
+	-redis-server "$k/bin/redis-server" "${rlspin[@]}" -peer-pipeline-window 150us -callers 64,256 \
+	-duration "${DEVICE_RLS_DURATION:-3s}" -rounds 2 -out "$out/rls-window.md" \
+	-note "$n CPUs, Redis pinned to CPU 0, each server to 1-6, the load generator to 7-$last ($(cat "$k/VERSION"))" 2>&1 | tee "$out/rls-window.txt"
 step "done"

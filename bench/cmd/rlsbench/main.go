@@ -59,11 +59,9 @@ const limitPerMinute = 1_000_000_000
 // explicitly so that the section says what was measured. ratekit-envoy
 // writes the commands of concurrent requests together (redisstore.Dial's
 // rueidis client); this peer flushes each write at once unless
-// REDIS_PIPELINE_WINDOW is set, which its README suggests for throughput.
-const (
-	peerPoolSize       = 10
-	peerPipelineWindow = "0"
-)
+// REDIS_PIPELINE_WINDOW is set (-peer-pipeline-window), which its README
+// suggests for throughput.
+const peerPoolSize = 10
 
 func main() {
 	err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr)
@@ -99,6 +97,8 @@ type options struct {
 	peerBin, ratekitBin   string
 	build                 string
 	redisCPUs, serverCPUs string
+	// The peer's REDIS_PIPELINE_WINDOW, as its environment takes it.
+	peerWindow string
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -121,6 +121,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.build, "build", "", "only build both servers into this directory (as envoy-ratelimit and ratekit-envoy) and exit")
 	fs.StringVar(&o.redisCPUs, "redis-cpus", "", "pin redis-server to these CPUs (a taskset list such as 0)")
 	fs.StringVar(&o.serverCPUs, "server-cpus", "", "pin each server under test to these CPUs (a taskset list such as 1-6)")
+	fs.StringVar(&o.peerWindow, "peer-pipeline-window", "0", "envoyproxy/ratelimit's REDIS_PIPELINE_WINDOW (a Go duration such as 150us; 0: each write flushed at once, its default)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, err
@@ -133,6 +134,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	if o.descs, err = ints(*descs); err != nil {
 		return nil, fmt.Errorf("%w: -descriptors: %w", errUsage, err)
+	}
+	if w, err := time.ParseDuration(o.peerWindow); err != nil || w < 0 {
+		return nil, fmt.Errorf("%w: -peer-pipeline-window %q is not a duration of 0 or more", errUsage, o.peerWindow)
 	}
 	if o.conns < 1 || o.rounds < 1 || o.duration <= 0 || o.warmup < 0 {
 		return nil, fmt.Errorf("%w: -conns, -rounds and -duration must be positive, -warmup 0 or more", errUsage)
@@ -239,7 +243,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		into  func(*row) *[]measure
 	}{
 		{"envoyproxy/ratelimit", func(ctx context.Context, logs io.Writer) (server, error) {
-			return startPeer(ctx, pinned(o.serverCPUs, peerBin), configs, redisAddr, logs)
+			return startPeer(ctx, pinned(o.serverCPUs, peerBin), configs, redisAddr, o.peerWindow, logs)
 		}, func(r *row) *[]measure { return &r.peer }},
 		{"ratekit-envoy", func(ctx context.Context, logs io.Writer) (server, error) {
 			return startRatekit(ctx, pinned(o.serverCPUs, ratekitBin), configs, redisAddr, logs)
@@ -314,7 +318,7 @@ gRPC client, on the same cores, costs about as much per request as either server
 per request is the `+"`usec`"+` of `+"`INFO commandstats`"+` over the measured time divided by the
 requests.
 
-`, PeerModule, limitPerMinute, peerPoolSize, peerPipelineWindow, o.conns)
+`, PeerModule, limitPerMinute, peerPoolSize, o.peerWindow, o.conns)
 	note := o.note
 	if note == "" {
 		note = fmt.Sprintf("%d CPUs (%s/%s)", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH)
@@ -560,7 +564,7 @@ type server struct {
 	pid  int
 }
 
-func startPeer(ctx context.Context, bin []string, c configs, redisAddr string, logs io.Writer) (server, error) {
+func startPeer(ctx context.Context, bin []string, c configs, redisAddr, window string, logs io.Writer) (server, error) {
 	var ports [3]int
 	for i := range ports {
 		p, err := freePort()
@@ -570,7 +574,7 @@ func startPeer(ctx context.Context, bin []string, c configs, redisAddr string, l
 		ports[i] = p
 	}
 	cmd := exec.CommandContext(ctx, bin[0], bin[1:]...)
-	cmd.Env = append(os.Environ(), peerEnv(c, redisAddr, ports)...)
+	cmd.Env = append(os.Environ(), peerEnv(c, redisAddr, window, ports)...)
 	cmd.Stdout, cmd.Stderr = logs, logs
 	stop, err := start(cmd)
 	if err != nil {
@@ -585,12 +589,12 @@ func startPeer(ctx context.Context, bin []string, c configs, redisAddr string, l
 }
 
 // peerEnv is envoyproxy/ratelimit's configuration.
-func peerEnv(c configs, redisAddr string, ports [3]int) []string {
+func peerEnv(c configs, redisAddr, window string, ports [3]int) []string {
 	return []string{
 		"USE_STATSD=false", "LOG_LEVEL=warn",
 		"RUNTIME_ROOT=" + c.runtimeRoot, "RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_WATCH_ROOT=false",
 		"REDIS_SOCKET_TYPE=tcp", "REDIS_URL=" + redisAddr,
-		"REDIS_POOL_SIZE=" + strconv.Itoa(peerPoolSize), "REDIS_PIPELINE_WINDOW=" + peerPipelineWindow,
+		"REDIS_POOL_SIZE=" + strconv.Itoa(peerPoolSize), "REDIS_PIPELINE_WINDOW=" + window,
 		"HOST=127.0.0.1", "GRPC_HOST=127.0.0.1", "DEBUG_HOST=127.0.0.1",
 		"PORT=" + strconv.Itoa(ports[0]), "GRPC_PORT=" + strconv.Itoa(ports[1]), "DEBUG_PORT=" + strconv.Itoa(ports[2]),
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -157,19 +158,31 @@ func TestPinned(t *testing.T) {
 // buffering, against ratekit-envoy's pipelining client, are part of what
 // the table compares.
 func TestSectionNamesPeerRedisSettings(t *testing.T) {
-	env := map[string]string{}
-	for _, kv := range peerEnv(configs{}, "127.0.0.1:6379", [3]int{1, 2, 3}) {
-		k, v, _ := strings.Cut(kv, "=")
-		env[k] = v
-	}
-	var b strings.Builder
-	section(&b, &options{conns: 4, rounds: 1}, nil, "Redis 7")
-	for _, want := range []string{
-		"pool of " + env["REDIS_POOL_SIZE"] + " connections (`REDIS_POOL_SIZE`)",
-		"(`REDIS_PIPELINE_WINDOW` " + env["REDIS_PIPELINE_WINDOW"] + ";",
-	} {
-		if !strings.Contains(b.String(), want) {
-			t.Errorf("section lacks %q (peer env %v):\n%s", want, env, b.String())
+	for _, args := range [][]string{nil, {"-peer-pipeline-window", "150us"}} {
+		o, err := parseFlags(append([]string{"-ratekit-bin", "x"}, args...), io.Discard)
+		if err != nil {
+			t.Fatal(err)
 		}
+		env := map[string]string{}
+		for _, kv := range peerEnv(configs{}, "127.0.0.1:6379", o.peerWindow, [3]int{1, 2, 3}) {
+			k, v, _ := strings.Cut(kv, "=")
+			env[k] = v
+		}
+		if want := map[bool]string{false: "0", true: "150us"}[args != nil]; env["REDIS_PIPELINE_WINDOW"] != want {
+			t.Errorf("flags %q: REDIS_PIPELINE_WINDOW=%q, want %q", args, env["REDIS_PIPELINE_WINDOW"], want)
+		}
+		var b strings.Builder
+		section(&b, o, nil, "Redis 7")
+		for _, want := range []string{
+			"pool of " + env["REDIS_POOL_SIZE"] + " connections (`REDIS_POOL_SIZE`)",
+			"(`REDIS_PIPELINE_WINDOW` " + env["REDIS_PIPELINE_WINDOW"] + ";",
+		} {
+			if !strings.Contains(b.String(), want) {
+				t.Errorf("section lacks %q (peer env %v):\n%s", want, env, b.String())
+			}
+		}
+	}
+	if _, err := parseFlags([]string{"-ratekit-bin", "x", "-peer-pipeline-window", "150"}, io.Discard); !errors.Is(err, errUsage) {
+		t.Errorf("-peer-pipeline-window 150 (no unit): %v, want a usage error", err)
 	}
 }
