@@ -2,14 +2,18 @@ package storetest
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"math"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,16 +22,65 @@ import (
 	"github.com/ratekit/ratekit/conformance"
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/tiers"
+	"github.com/ratekit/ratekit/internal/rulecheck"
 )
 
 // The scenario runner: conformance/README.md documents the format it reads.
 
 // scenario is one file of conformance/scenarios.
 type scenario struct {
-	Description string         `yaml:"description"`
-	Rules       []scenarioRule `yaml:"rules"`
-	Tiers       *scenarioTiers `yaml:"tiers"`
-	Steps       []scenarioStep `yaml:"steps"`
+	Description string            `yaml:"description"`
+	Rules       []scenarioRule    `yaml:"rules"`
+	Tiers       *scenarioTiers    `yaml:"tiers"`
+	Mode        string            `yaml:"mode"`
+	Limiters    []scenarioLimiter `yaml:"limiters"`
+	Steps       []scenarioStep    `yaml:"steps"`
+
+	lims []scenarioLimiter // Limiters, or the one limiter of Rules or Tiers and Mode
+	vals *scenarioValues   // the values limit_from reads, set by set_values steps
+}
+
+// scenarioLimiter is one limiter of a scenario.
+type scenarioLimiter struct {
+	Name  string         `yaml:"name"`
+	Mode  string         `yaml:"mode"`
+	Rules []scenarioRule `yaml:"rules"`
+	Tiers *scenarioTiers `yaml:"tiers"`
+}
+
+// oneLimiter is the name of the limiter of a scenario that gives rules or
+// tiers rather than limiters.
+const oneLimiter = "conformance"
+
+// scenarioValues are the application's values that rules read their limit
+// from (limit_from), as a LimitFunc does: resolved at every check.
+type scenarioValues struct {
+	mu sync.Mutex
+	m  map[string]int64
+}
+
+func (v *scenarioValues) set(m map[string]int64) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for k, n := range m {
+		v.m[k] = n
+	}
+}
+
+func (v *scenarioValues) get(name string) (int64, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	n, ok := v.m[name]
+	if !ok {
+		return 0, fmt.Errorf("value %s is not set", name)
+	}
+	return n, nil
+}
+
+func (v *scenarioValues) reset() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.m = map[string]int64{}
 }
 
 // scenarioTiers are rule tiers merged by name, highest first.
@@ -45,6 +98,7 @@ type scenarioRule struct {
 	Characteristics []string             `yaml:"characteristics"`
 	CountMissing    bool                 `yaml:"count_missing"`
 	Limit           int64                `yaml:"limit"`
+	LimitFrom       string               `yaml:"limit_from"`
 	PeriodS         float64              `yaml:"period_s"`
 	Action          string               `yaml:"action"`
 	BanForS         float64              `yaml:"ban_for_s"`
@@ -54,17 +108,20 @@ type scenarioRule struct {
 }
 
 type scenarioStep struct {
-	Check    map[string]any  `yaml:"check"`
-	Peek     map[string]any  `yaml:"peek"`
-	Clear    map[string]any  `yaml:"clear"`
-	AdvanceS float64         `yaml:"advance_s"`
-	SetRules []scenarioRule  `yaml:"set_rules"`
-	SetTiers *scenarioTiers  `yaml:"set_tiers"`
-	Batch    []scenarioStep  `yaml:"batch"` // checks made as one CheckBatch
-	Cost     *float64        `yaml:"cost"`
-	Repeat   int             `yaml:"repeat"`
-	Expect   *scenarioExpect `yaml:"expect"`
-	line     int
+	Check     map[string]any   `yaml:"check"`
+	Peek      map[string]any   `yaml:"peek"`
+	Clear     map[string]any   `yaml:"clear"`
+	AdvanceS  float64          `yaml:"advance_s"`
+	SetRules  []scenarioRule   `yaml:"set_rules"`
+	SetTiers  *scenarioTiers   `yaml:"set_tiers"`
+	SetMode   string           `yaml:"set_mode"`
+	SetValues map[string]int64 `yaml:"set_values"`
+	Batch     []scenarioStep   `yaml:"batch"` // checks made as one CheckBatch
+	Limiter   string           `yaml:"limiter"`
+	Cost      *float64         `yaml:"cost"`
+	Repeat    int              `yaml:"repeat"`
+	Expect    *scenarioExpect  `yaml:"expect"`
+	line      int
 }
 
 // scenarioExpect is what a step's result must be; an absent field is not checked.
@@ -83,6 +140,9 @@ type scenarioExpect struct {
 	ResetS      *float64             `yaml:"reset_s"`
 	NoInfo      *bool                `yaml:"no_info"`
 	Evaluations []scenarioEvaluation `yaml:"evaluations"`
+	Shadow      *bool                `yaml:"shadow"`
+	WouldBlock  *bool                `yaml:"would_block"`
+	Error       *bool                `yaml:"error"`
 	Cleared     *int                 `yaml:"cleared"`
 }
 
@@ -163,23 +223,34 @@ func parseScenario(data []byte) (*scenario, error) {
 	if len(sc.Steps) == 0 {
 		return nil, fmt.Errorf("no steps")
 	}
-	if (sc.Rules == nil) == (sc.Tiers == nil) {
-		return nil, fmt.Errorf("want exactly one of rules and tiers")
+	if err := sc.validateLimiters(); err != nil {
+		return nil, err
 	}
+	sc.vals = &scenarioValues{}
+	sc.vals.reset()
 	// Rules are converted here, not only when run, so that a match form
 	// the runner does not know is refused like an unknown key.
-	if _, err := sc.rules(sc.Rules, sc.Tiers); err != nil {
-		return nil, fmt.Errorf("rules: %w", err)
+	reads, sets := map[string]bool{}, map[string]bool{} // values limit_from reads, set_values sets
+	for _, l := range sc.lims {
+		if _, err := sc.rules(l.Rules, l.Tiers, reads); err != nil {
+			return nil, fmt.Errorf("limiter %s: rules: %w", l.Name, err)
+		}
 	}
 	expects := 0
 	for i := range sc.Steps {
 		st := &sc.Steps[i]
 		err := st.validate()
+		if err == nil {
+			err = sc.validateLimiterOf(st)
+		}
 		if err == nil && (st.SetRules != nil || st.SetTiers != nil) {
-			_, err = sc.rules(st.SetRules, st.SetTiers)
+			_, err = sc.rules(st.SetRules, st.SetTiers, reads)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("line %d (step %d): %w", st.line, i+1, err)
+		}
+		for k := range st.SetValues {
+			sets[k] = true
 		}
 		if st.Expect != nil {
 			expects++
@@ -193,7 +264,104 @@ func parseScenario(data []byte) (*scenario, error) {
 	if expects == 0 {
 		return nil, fmt.Errorf("no step has an expect: the scenario expects nothing")
 	}
+	// A misspelt value name would leave a limit unset (every check failing
+	// open) or a set_values step setting nothing any rule reads.
+	for _, k := range slices.Sorted(maps.Keys(reads)) {
+		if !sets[k] {
+			return nil, fmt.Errorf("limit_from %s: no set_values step sets it", k)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(sets)) {
+		if !reads[k] {
+			return nil, fmt.Errorf("set_values %s: no rule reads it (limit_from)", k)
+		}
+	}
 	return &sc, nil
+}
+
+// validateLimiters checks the scenario's limiters (limiters, or rules or
+// tiers with mode) and resolves them into sc.lims.
+func (sc *scenario) validateLimiters() error {
+	if sc.Limiters == nil {
+		if (sc.Rules == nil) == (sc.Tiers == nil) {
+			return fmt.Errorf("want exactly one of rules, tiers and limiters")
+		}
+		sc.lims = []scenarioLimiter{{Name: oneLimiter, Mode: sc.Mode, Rules: sc.Rules, Tiers: sc.Tiers}}
+	} else {
+		switch {
+		case sc.Rules != nil || sc.Tiers != nil || sc.Mode != "":
+			return fmt.Errorf("limiters: rules, tiers and mode go on each limiter, not beside limiters")
+		case len(sc.Limiters) == 0:
+			return fmt.Errorf("limiters: want at least one")
+		}
+		sc.lims = sc.Limiters
+	}
+	seen := map[string]bool{}
+	for i, l := range sc.lims {
+		switch {
+		case !rulecheck.ValidName(l.Name):
+			return fmt.Errorf("limiter %d: %w", i+1, rulecheck.NameError("limiter", l.Name))
+		case seen[l.Name]:
+			return fmt.Errorf("limiter %s: named twice", l.Name)
+		case (l.Rules == nil) == (l.Tiers == nil):
+			return fmt.Errorf("limiter %s: want exactly one of rules and tiers", l.Name)
+		}
+		seen[l.Name] = true
+		if _, err := enforcement(l.Mode); err != nil {
+			return fmt.Errorf("limiter %s: %w", l.Name, err)
+		}
+	}
+	return nil
+}
+
+// validateLimiterOf checks the limiter a step names: one of the scenario's,
+// and named on every step that acts on a limiter when there are several
+// (which one would be a guess); steps that act on none name none.
+func (sc *scenario) validateLimiterOf(st *scenarioStep) error {
+	if st.SetMode != "" {
+		if _, err := enforcement(st.SetMode); err != nil {
+			return fmt.Errorf("set_mode: %w", err)
+		}
+	}
+	if st.Batch != nil {
+		for i := range st.Batch {
+			if err := sc.validateLimiterOf(&st.Batch[i]); err != nil {
+				return fmt.Errorf("batch check %d: %w", i+1, err)
+			}
+		}
+	}
+	switch {
+	case st.AdvanceS != 0 || st.SetValues != nil || st.Batch != nil:
+		if st.Limiter != "" {
+			return fmt.Errorf("limiter: advance_s and set_values act on no limiter, a batch on those of its checks")
+		}
+		return nil
+	case st.Limiter == "" && len(sc.lims) > 1:
+		return fmt.Errorf("limiter: the scenario has %d limiters: name the one the step acts on", len(sc.lims))
+	case st.Limiter != "" && sc.limiterIndex(st.Limiter) < 0:
+		return fmt.Errorf("limiter %s: the scenario has no limiter of that name", st.Limiter)
+	}
+	return nil
+}
+
+// limiterIndex is the index in sc.lims of the limiter a step names, the
+// only one when it names none, or -1.
+func (sc *scenario) limiterIndex(name string) int {
+	if name == "" && len(sc.lims) == 1 {
+		return 0
+	}
+	return slices.IndexFunc(sc.lims, func(l scenarioLimiter) bool { return l.Name == name })
+}
+
+// enforcement reads a mode: "enforce" (or none) or "shadow".
+func enforcement(mode string) (ratelimit.Enforcement, error) {
+	switch mode {
+	case "", "enforce":
+		return ratelimit.Enforce, nil
+	case "shadow":
+		return ratelimit.Shadow, nil
+	}
+	return ratelimit.Enforce, fmt.Errorf("mode %q: want enforce or shadow", mode)
 }
 
 // validate refuses a step that is not exactly one operation, or that holds
@@ -201,16 +369,18 @@ func parseScenario(data []byte) (*scenario, error) {
 // key, it would be dropped, and the step would pass without checking it.
 func (st *scenarioStep) validate() error {
 	ops := 0
-	for _, set := range []bool{st.Check != nil, st.Peek != nil, st.Clear != nil, st.AdvanceS != 0, st.SetRules != nil, st.SetTiers != nil, st.Batch != nil} {
+	for _, set := range []bool{st.Check != nil, st.Peek != nil, st.Clear != nil, st.AdvanceS != 0, st.SetRules != nil, st.SetTiers != nil, st.SetMode != "", st.SetValues != nil, st.Batch != nil} {
 		if set {
 			ops++
 		}
 	}
 	switch {
 	case ops != 1:
-		return fmt.Errorf("a step is exactly one of check, peek, clear, advance_s, set_rules, set_tiers and batch, not %d", ops)
+		return fmt.Errorf("a step is exactly one of check, peek, clear, advance_s, set_rules, set_tiers, set_mode, set_values and batch, not %d", ops)
 	case st.AdvanceS < 0:
 		return fmt.Errorf("advance_s %v: time only moves forward", st.AdvanceS)
+	case st.SetValues != nil && len(st.SetValues) == 0:
+		return fmt.Errorf("set_values: want at least one value")
 	case st.Expect != nil && reflect.DeepEqual(*st.Expect, scenarioExpect{}):
 		return fmt.Errorf("expect names no field: it would check nothing")
 	case st.Check != nil || st.Peek != nil:
@@ -228,7 +398,7 @@ func (st *scenarioStep) validate() error {
 		return fmt.Errorf("cost and repeat are for check and peek steps only")
 	}
 	if e := st.Expect; e != nil && (st.Clear == nil || !reflect.DeepEqual(*e, scenarioExpect{Cleared: e.Cleared})) {
-		return fmt.Errorf("expect: a clear step expects cleared only, an advance or rules step nothing")
+		return fmt.Errorf("expect: a clear step expects cleared only, an advance, rules, mode or values step nothing")
 	}
 	return nil
 }
@@ -264,28 +434,42 @@ func (sc *scenario) run(t *testing.T, file string, h *Harness, batched bool) {
 // runSteps runs the scenario's steps on h and returns the first step's
 // failure, naming the file, line and step.
 func (sc *scenario) runSteps(t *testing.T, file string, h *Harness, batched bool) error {
-	rules, err := sc.rules(sc.Rules, sc.Tiers)
-	if err != nil {
-		return fmt.Errorf("%s: rules: %w", file, err)
+	sc.vals.reset() // every run starts with no value set
+	ls := make([]*ratelimit.Limiter, len(sc.lims))
+	for i, sl := range sc.lims {
+		rules, err := sc.rules(sl.Rules, sl.Tiers, nil)
+		if err != nil {
+			return fmt.Errorf("%s: limiter %s: rules: %w", file, sl.Name, err)
+		}
+		mode, err := enforcement(sl.Mode)
+		if err != nil {
+			return fmt.Errorf("%s: limiter %s: %w", file, sl.Name, err)
+		}
+		// One store and one key prefix for all: only their names keep
+		// the limiters' keys apart.
+		if ls[i], err = newLimiter(h, sl.Name, mode, rules); err != nil {
+			return fmt.Errorf("%s: %w", file, err)
+		}
 	}
-	l := limiter(t, h, rules...)
 	h.start = time.Now() // real time, whatever h's clock: see tolerance
 	for i := range sc.Steps {
 		st := &sc.Steps[i]
-		if err := st.run(t, h, l, sc, batched); err != nil {
+		if err := st.run(t, h, ls, sc, batched); err != nil {
 			return fmt.Errorf("%s:%d (step %d): %w", file, st.line, i+1, err)
 		}
 	}
 	return nil
 }
 
-func (sc *scenario) rules(list []scenarioRule, ts *scenarioTiers) ([]ratelimit.Rule, error) {
+// rules converts a rule list, or tiers merged, into the engine's rules; the
+// names of the values their limit_from reads go into reads when it is not nil.
+func (sc *scenario) rules(list []scenarioRule, ts *scenarioTiers, reads map[string]bool) ([]ratelimit.Rule, error) {
 	if ts == nil {
-		return convertRules(list)
+		return convertRules(list, sc.vals, reads)
 	}
 	var set [4][]ratelimit.Rule
 	for i, l := range [][]scenarioRule{ts.Remote, ts.File, ts.Published, ts.Default} {
-		rs, err := convertRules(l)
+		rs, err := convertRules(l, sc.vals, reads)
 		if err != nil {
 			return nil, err
 		}
@@ -294,10 +478,13 @@ func (sc *scenario) rules(list []scenarioRule, ts *scenarioTiers) ([]ratelimit.R
 	return tiers.Merge(set[:]...), nil
 }
 
-func convertRules(list []scenarioRule) ([]ratelimit.Rule, error) {
+func convertRules(list []scenarioRule, vals *scenarioValues, reads map[string]bool) ([]ratelimit.Rule, error) {
 	out := make([]ratelimit.Rule, 0, len(list))
 	for _, r := range list {
-		rr, err := r.rule()
+		if r.LimitFrom != "" && reads != nil {
+			reads[r.LimitFrom] = true
+		}
+		rr, err := r.rule(vals)
 		if err != nil {
 			return nil, fmt.Errorf("rule %s: %w", r.Name, err)
 		}
@@ -306,7 +493,7 @@ func convertRules(list []scenarioRule) ([]ratelimit.Rule, error) {
 	return out, nil
 }
 
-func (r *scenarioRule) rule() (ratelimit.Rule, error) {
+func (r *scenarioRule) rule(vals *scenarioValues) (ratelimit.Rule, error) {
 	out := ratelimit.Rule{
 		Name:            r.Name,
 		Characteristics: r.Characteristics,
@@ -321,6 +508,13 @@ func (r *scenarioRule) rule() (ratelimit.Rule, error) {
 	}
 	if r.Action == "" {
 		return out, fmt.Errorf("action is required")
+	}
+	if name := r.LimitFrom; name != "" {
+		if r.Limit != 0 {
+			return out, fmt.Errorf("limit and limit_from: give one")
+		}
+		// Resolved at every check, as the application's value is.
+		out.LimitFunc = func(context.Context) (int64, error) { return vals.get(name) }
 	}
 	for k, n := range r.Match {
 		m, err := matcher(&n)
@@ -372,13 +566,27 @@ func matcher(n *yaml.Node) (ratelimit.Matcher, error) {
 
 func seconds(s float64) time.Duration { return time.Duration(math.Round(s * float64(time.Second))) }
 
-func (st *scenarioStep) run(t *testing.T, h *Harness, l *ratelimit.Limiter, sc *scenario, batched bool) error {
+// run runs one step on the scenario's limiters ls (sc.lims's, in order).
+func (st *scenarioStep) run(t *testing.T, h *Harness, ls []*ratelimit.Limiter, sc *scenario, batched bool) error {
+	var l *ratelimit.Limiter
+	if i := sc.limiterIndex(st.Limiter); i >= 0 {
+		l = ls[i]
+	}
 	switch {
 	case st.AdvanceS > 0:
 		h.Advance(t, seconds(st.AdvanceS))
 		return nil
+	case st.SetValues != nil:
+		sc.vals.set(st.SetValues)
+		return nil
+	case st.SetMode != "":
+		mode, err := enforcement(st.SetMode)
+		if err != nil {
+			return err
+		}
+		return l.SetEnforcement(mode)
 	case st.SetRules != nil || st.SetTiers != nil:
-		rules, err := sc.rules(st.SetRules, st.SetTiers)
+		rules, err := sc.rules(st.SetRules, st.SetTiers, nil)
 		if err != nil {
 			return err
 		}
@@ -387,7 +595,7 @@ func (st *scenarioStep) run(t *testing.T, h *Harness, l *ratelimit.Limiter, sc *
 		reqs := make([]ratelimit.Request, len(st.Batch))
 		for i := range st.Batch {
 			c := &st.Batch[i]
-			reqs[i] = ratelimit.Request{Limiter: l, Identifier: c.Check}
+			reqs[i] = ratelimit.Request{Limiter: ls[sc.limiterIndex(c.Limiter)], Identifier: c.Check}
 			if c.Cost != nil {
 				reqs[i].Options = []ratelimit.CheckOption{ratelimit.Cost(*c.Cost)}
 			}
@@ -395,7 +603,7 @@ func (st *scenarioStep) run(t *testing.T, h *Harness, l *ratelimit.Limiter, sc *
 		var errs []error
 		for i, r := range ratelimit.CheckBatch(ctx, reqs) {
 			switch {
-			case r.Err != nil:
+			case r.Err != nil && !st.Batch[i].Expect.failsOpen():
 				errs = append(errs, fmt.Errorf("batch check %d: unexpected error: %w", i+1, r.Err))
 			case st.Batch[i].Expect != nil:
 				if err := st.Batch[i].Expect.verify(h, &r); err != nil {
@@ -428,7 +636,7 @@ func (st *scenarioStep) run(t *testing.T, h *Harness, l *ratelimit.Limiter, sc *
 			default:
 				r = l.Peek(ctx, st.Peek, opts...)
 			}
-			if r.Err != nil {
+			if r.Err != nil && !st.Expect.failsOpen() {
 				return fmt.Errorf("unexpected error: %w", r.Err)
 			}
 		}
@@ -470,6 +678,10 @@ func countTol(tol time.Duration, rule *ratelimit.Rule, info *ratelimit.Info) flo
 	return float64(info.Limit)*(tol+10*time.Millisecond).Seconds()/info.Period.Seconds() + 1e-9
 }
 
+// failsOpen reports whether e expects the check to fail open (error: true):
+// any other check that does is a failure.
+func (e *scenarioExpect) failsOpen() bool { return e != nil && e.Error != nil && *e.Error }
+
 func (e *scenarioExpect) verify(h *Harness, r *ratelimit.Result) error {
 	now := h.Now()
 	tol := h.tolerance() // after now: it covers the real time up to it
@@ -495,6 +707,15 @@ func (e *scenarioExpect) verify(h *Harness, r *ratelimit.Result) error {
 	}
 	if e.NoInfo != nil && *e.NoInfo != (r.Info == nil) {
 		fail("info %+v, want no_info %v", r.Info, *e.NoInfo)
+	}
+	if e.Shadow != nil && r.Shadow != *e.Shadow {
+		fail("shadow %v, want %v", r.Shadow, *e.Shadow)
+	}
+	if e.WouldBlock != nil && r.WouldBlock() != *e.WouldBlock {
+		fail("would_block %v, want %v", r.WouldBlock(), *e.WouldBlock)
+	}
+	if e.Error != nil && (r.Err != nil) != *e.Error {
+		fail("error %v, want error %v", r.Err, *e.Error)
 	}
 	if info := r.Info; info == nil {
 		if e.Count != nil || e.Remaining != nil || e.Limit != nil || e.Banned != nil || e.Never != nil || e.ResetS != nil {
@@ -534,7 +755,11 @@ func (e *scenarioExpect) verify(h *Harness, r *ratelimit.Result) error {
 		}
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("%s\n\tresult: action=%s exceeded=%v rule=%q info=%+v", strings.Join(errs, "; "), r.Action, r.Exceeded, r.RuleName(), r.Info)
+		failed := ""
+		if r.Err != nil {
+			failed = " error=" + r.Err.Error()
+		}
+		return fmt.Errorf("%s\n\tresult: action=%s exceeded=%v rule=%q info=%+v%s", strings.Join(errs, "; "), r.Action, r.Exceeded, r.RuleName(), r.Info, failed)
 	}
 	return nil
 }

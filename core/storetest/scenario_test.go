@@ -44,6 +44,15 @@ func TestParseScenarioRefusesStepsThatCheckNothing(t *testing.T) {
 		{"cleared in a batch", "  - batch:\n      - check: {user: a}\n        expect: {cleared: 1}\n", "cleared"},
 		{"check beside a batch", "  - check: {user: a}\n    batch:\n      - check: {user: a}\n        expect: {action: allow}\n", "exactly one of"},
 		{"batch in a batch", "  - batch:\n      - batch:\n          - check: {user: a}\n            expect: {action: allow}\n", "want a check"},
+		{"set_mode", "  - set_mode: shadow\n  - check: {user: a}\n    limiter: conformance\n    expect: {shadow: true, would_block: false}\n", ""},
+		{"set_mode and check", "  - set_mode: shadow\n    check: {user: a}\n", "exactly one of"},
+		{"expect on set_mode", "  - set_mode: shadow\n    expect: {shadow: true}\n", "expect"},
+		{"misspelt mode", "  - set_mode: shadw\n", "shadw"},
+		{"unknown limiter", "  - check: {user: a}\n    limiter: api\n    expect: {action: allow}\n", "no limiter"},
+		{"limiter on an advance", "  - advance_s: 1\n    limiter: conformance\n", "act on no limiter"},
+		{"limiter on a batch", "  - batch:\n      - check: {user: a}\n        expect: {action: allow}\n    limiter: conformance\n", "act on no limiter"},
+		{"unknown limiter in a batch", "  - batch:\n      - check: {user: a}\n        limiter: api\n        expect: {action: allow}\n", "no limiter"},
+		{"error on a clear", "  - clear: {user: a}\n    expect: {error: true}\n", "expect"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -83,6 +92,26 @@ func TestParseScenarioRefusesWhatWouldBeDropped(t *testing.T) {
 		{"no expectation", "rules: []\nsteps:\n  - check: {user: a}\n", "expects nothing"},
 		{"empty expectation", "rules: []\nsteps:\n  - check: {user: a}\n    expect: {}\n", "expect"},
 		{"negative repeat", "rules: []\nsteps:\n  - check: {user: a}\n    repeat: -2\n    expect: {action: allow}\n", "repeat"},
+		{"mode", "mode: shadow\nrules: []\n" + steps, ""},
+		{"misspelt mode", "mode: shadw\nrules: []\n" + steps, "shadw"},
+		{"limiters", "limiters:\n  - {name: a, rules: []}\n  - {name: b, mode: shadow, tiers: {file: []}}\nsteps:\n  - check: {user: a}\n    limiter: b\n    expect: {action: allow}\n", ""},
+		{"limiters and rules", "rules: []\nlimiters:\n  - {name: a, rules: []}\n" + steps, "beside limiters"},
+		{"limiters and mode", "mode: shadow\nlimiters:\n  - {name: a, rules: []}\n" + steps, "beside limiters"},
+		{"no limiter", "limiters: []\n" + steps, "at least one"},
+		{"limiter named twice", "limiters:\n  - {name: a, rules: []}\n  - {name: a, rules: []}\n" + steps, "named twice"},
+		{"invalid limiter name", "limiters:\n  - {name: A-b, rules: []}\n" + steps, "limiter"},
+		{"limiter without rules", "limiters:\n  - {name: a}\n" + steps, "exactly one of rules and tiers"},
+		{"misspelt limiter key", "limiters:\n  - {name: a, rule: []}\n" + steps, "rule"},
+		{"step without its limiter", "limiters:\n  - {name: a, rules: []}\n  - {name: b, rules: []}\n" + steps, "name the one"},
+		{"set_mode without its limiter", "limiters:\n  - {name: a, rules: []}\n  - {name: b, rules: []}\nsteps:\n  - set_mode: shadow\n  - check: {user: a}\n    limiter: a\n    expect: {action: allow}\n", "name the one"},
+		{"batch check without its limiter", "limiters:\n  - {name: a, rules: []}\n  - {name: b, rules: []}\nsteps:\n  - batch:\n      - check: {user: a}\n        expect: {action: allow}\n", "name the one"},
+		{"limit_from", "rules:\n  - {name: r, limit_from: q, period_s: 60, action: limit}\nsteps:\n  - set_values: {q: 2}\n" + strings.TrimPrefix(steps, "steps:\n"), ""},
+		{"limit and limit_from", "rules:\n  - {name: r, limit: 1, limit_from: q, period_s: 60, action: limit}\nsteps:\n  - set_values: {q: 2}\n" + strings.TrimPrefix(steps, "steps:\n"), "give one"},
+		{"limit_from never set", "rules:\n  - {name: r, limit_from: q, period_s: 60, action: limit}\n" + steps, "no set_values step sets it"},
+		{"limit_from in set_rules never set", "rules: []\nsteps:\n  - set_rules:\n      - {name: r, limit_from: q, period_s: 60, action: limit}\n  - check: {user: a}\n    expect: {action: allow}\n", "no set_values step sets it"},
+		{"value no rule reads", "rules:\n  - {name: r, limit_from: q, period_s: 60, action: limit}\nsteps:\n  - set_values: {q: 2, qq: 3}\n" + strings.TrimPrefix(steps, "steps:\n"), "no rule reads it"},
+		{"empty set_values", "rules: []\nsteps:\n  - set_values: {}\n" + strings.TrimPrefix(steps, "steps:\n"), "at least one value"},
+		{"limiter on set_values", "rules:\n  - {name: r, limit_from: q, period_s: 60, action: limit}\nsteps:\n  - set_values: {q: 2}\n    limiter: conformance\n" + strings.TrimPrefix(steps, "steps:\n"), "act on no limiter"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -168,6 +197,88 @@ func TestExpectNoInfoBothWays(t *testing.T) {
 				t.Fatalf("verify: %v, want failure %v", err, tt.fails)
 			}
 		})
+	}
+}
+
+// TestExpectModeAndErrorBothWays: shadow, would_block and error are each
+// compared both ways, and a check that fails open is a failure unless its
+// expect says error: true.
+func TestExpectModeAndErrorBothWays(t *testing.T) {
+	yes, no := true, false
+	blocking := []ratelimit.Evaluation{{Blocked: true}}
+	shadowBlock := ratelimit.Result{Shadow: true, Action: ratelimit.ActionAllow, Evaluations: blocking}
+	shadowAllow := ratelimit.Result{Shadow: true, Action: ratelimit.ActionAllow}
+	enforced := ratelimit.Result{Action: ratelimit.ActionBlock, Evaluations: blocking}
+	failed := ratelimit.Result{Action: ratelimit.ActionAllow, Err: fmt.Errorf("resolve")}
+	tests := []struct {
+		name   string
+		expect scenarioExpect
+		result ratelimit.Result
+		fails  bool
+	}{
+		{"shadow, shadow", scenarioExpect{Shadow: &yes}, shadowAllow, false},
+		{"shadow, enforced", scenarioExpect{Shadow: &yes}, enforced, true},
+		{"not shadow, enforced", scenarioExpect{Shadow: &no}, enforced, false},
+		{"not shadow, shadow", scenarioExpect{Shadow: &no}, shadowBlock, true},
+		{"would block, shadow block", scenarioExpect{WouldBlock: &yes}, shadowBlock, false},
+		{"would block, block", scenarioExpect{WouldBlock: &yes}, enforced, false},
+		{"would block, shadow allow", scenarioExpect{WouldBlock: &yes}, shadowAllow, true},
+		{"would not block, shadow allow", scenarioExpect{WouldBlock: &no}, shadowAllow, false},
+		{"would not block, shadow block", scenarioExpect{WouldBlock: &no}, shadowBlock, true},
+		{"error, failed", scenarioExpect{Error: &yes}, failed, false},
+		{"error, none", scenarioExpect{Error: &yes}, shadowAllow, true},
+		{"no error, none", scenarioExpect{Error: &no}, shadowAllow, false},
+		{"no error, failed", scenarioExpect{Error: &no}, failed, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.expect.verify(&Harness{Now: time.Now}, &tt.result)
+			if (err != nil) != tt.fails {
+				t.Fatalf("verify: %v, want failure %v", err, tt.fails)
+			}
+		})
+	}
+}
+
+// TestCheckFailingOpenIsAFailure: a check that fails open (here a limit
+// value that is not set) fails the step unless it expects error: true; it
+// would otherwise pass for an allow.
+func TestCheckFailingOpenIsAFailure(t *testing.T) {
+	const file = `rules:
+  - {name: r, characteristics: [user], limit_from: q, period_s: 60, action: limit}
+steps:
+  - %s: {user: a}
+    expect: {action: allow%s}
+  - set_values: {q: 1}
+`
+	tests := []struct {
+		name, op, expect string
+		fail             string // "" for a correct scenario
+	}{
+		{"check, error expected", "check", ", error: true", ""},
+		{"check, error not expected", "check", "", "unexpected error"},
+		{"check, no error expected", "check", ", error: false", "unexpected error"},
+		{"peek, error expected", "peek", ", error: true", ""},
+		{"peek, error not expected", "peek", "", "unexpected error"},
+	}
+	for _, tt := range tests {
+		for _, batched := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s, batched %v", tt.name, batched), func(t *testing.T) {
+				sc, err := parseScenario(fmt.Appendf(nil, file, tt.op, tt.expect))
+				if err != nil {
+					t.Fatal(err)
+				}
+				now := func() time.Time { return time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC) }
+				h := &Harness{Store: ratelimit.MemoryConfig{Now: now}.New(), Now: now, Advance: func(testing.TB, time.Duration) {}, Prefix: "test:"}
+				err = sc.runSteps(t, "fails_open.yaml", h, batched)
+				switch {
+				case tt.fail == "" && err != nil:
+					t.Fatalf("a correct scenario: %v", err)
+				case tt.fail != "" && (err == nil || !strings.Contains(err.Error(), tt.fail)):
+					t.Fatalf("a check failing open: %v, want an error with %q", err, tt.fail)
+				}
+			})
+		}
 	}
 }
 

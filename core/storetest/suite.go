@@ -38,19 +38,25 @@ var ctx = context.Background()
 
 func limiter(t *testing.T, h *Harness, rules ...ratelimit.Rule) *ratelimit.Limiter {
 	t.Helper()
-	l, err := ratelimit.New(ratelimit.Config{
-		Name:      "conformance",
-		Store:     h.Store,
-		Rules:     rules,
-		KeyPrefix: h.Prefix,
-		Now:       h.Now,
-		Timeout:   10 * time.Second, // the race detector is slow; fail-open has its own tests
-		Breaker:   ratelimit.BreakerConfig{Failures: -1},
-	})
+	l, err := newLimiter(h, "conformance", ratelimit.Enforce, rules)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return l
+}
+
+// newLimiter returns a limiter named name on h's store, in mode.
+func newLimiter(h *Harness, name string, mode ratelimit.Enforcement, rules []ratelimit.Rule) (*ratelimit.Limiter, error) {
+	return ratelimit.New(ratelimit.Config{
+		Name:        name,
+		Store:       h.Store,
+		Rules:       rules,
+		KeyPrefix:   h.Prefix,
+		Now:         h.Now,
+		Timeout:     10 * time.Second, // the race detector is slow; fail-open has its own tests
+		Breaker:     ratelimit.BreakerConfig{Failures: -1},
+		Enforcement: mode,
+	})
 }
 
 func rule(name string, limit int64, period time.Duration, chars ...string) ratelimit.Rule {
