@@ -315,6 +315,11 @@ func (s *Store) apply(b *binding, key string, st stored, read bool) error {
 			s.metrics.ConfigRejected(key)
 		}
 	}
+	if read && err == nil {
+		if a, ok := s.metrics.(ConfigAcceptor); ok {
+			a.ConfigAccepted(key)
+		}
+	}
 	if read {
 		s.report(name, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -379,7 +380,10 @@ func TestDebugPageShowsTiers(t *testing.T) {
 	}
 }
 
-var _ ConfigWatcher = (*observe.Metrics)(nil)
+var (
+	_ ConfigWatcher  = (*observe.Metrics)(nil)
+	_ ConfigAcceptor = (*observe.Metrics)(nil)
+)
 
 // With observe.Metrics the refreshes, the replica age and the rejections
 // reach Prometheus; a bound document's rejection counter is exported at 0
@@ -429,6 +433,66 @@ ratelimit_config_rejections_total{file="` + s.Key("search") + `"} 0
 	if err := testutil.CollectAndCompare(m, strings.NewReader(want), "ratelimit_rule_store_refreshes_total",
 		"ratelimit_rule_store_replica_age_seconds", "ratelimit_config_rejections_total"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A bound document's config_rejected gauge is 1 from its rejection until a
+// refresh loads an accepted document: the rejection counter cannot say that
+// a process still runs on its last good rules, and RatekitConfigRejected
+// alerts on the gauge, which a restarted process that rejects the document
+// again sets again.
+func TestPrometheusRejectedGauge(t *testing.T) {
+	c := redistest.Client(t)
+	m := observe.NewMetrics(observe.MetricsOptions{})
+	s := newStore(t, c, Options{Metrics: m, Logger: slog.New(slog.DiscardHandler)})
+	if err := s.Bind(newLimiter(t, "search", ratelimit.NewMemoryStore()), tiers.Set{}); err != nil {
+		t.Fatal(err)
+	}
+	gauge := func(want float64) string {
+		return `
+# HELP ratelimit_config_rejected 1 while the last load of a rate-limit config file was rejected (the process runs on the previous rules), 0 once one is accepted.
+# TYPE ratelimit_config_rejected gauge
+ratelimit_config_rejected{file="` + s.Key("search") + `"} ` + strconv.FormatFloat(want, 'g', -1, 64) + "\n"
+	}
+	steps := []struct {
+		name    string
+		do      func(t *testing.T)
+		refresh bool // the refresh succeeds
+		want    float64
+	}{
+		{"bound", func(*testing.T) {}, true, 0},
+		{"rejected", func(t *testing.T) {
+			if err := c.Set(ctx, s.Key("search"), "{", 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}, false, 1},
+		{"still rejected", func(*testing.T) {}, false, 1},
+		{"deleted", func(t *testing.T) {
+			if err := c.Del(ctx, s.Key("search")).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}, true, 0},
+		{"rejected again", func(t *testing.T) {
+			if err := c.Set(ctx, s.Key("search"), "{", 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}, false, 1},
+		{"replaced by a valid document", func(t *testing.T) {
+			if err := c.Del(ctx, s.Key("search")).Err(); err != nil {
+				t.Fatal(err)
+			}
+			mustPublish(t, s, "search", rule("by_user", 5))
+		}, true, 0},
+		{"unchanged", func(*testing.T) {}, true, 0},
+	}
+	for _, st := range steps {
+		st.do(t)
+		if err := s.Refresh(ctx); (err == nil) != st.refresh {
+			t.Fatalf("%s: refresh error %v, want success %v", st.name, err, st.refresh)
+		}
+		if err := testutil.CollectAndCompare(m, strings.NewReader(gauge(st.want)), "ratelimit_config_rejected"); err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
 	}
 }
 

@@ -159,6 +159,17 @@ type ConfigWatcher interface {
 	ConfigWatched(key string)
 }
 
+// ConfigAcceptor is an optional interface of a Metrics: after each refresh
+// that loads a bound limiter's document, or finds it unchanged or missing,
+// the store calls ConfigAccepted with its key, so that what ConfigRejected
+// marked rejected is cleared once the key holds an accepted document (a
+// rejection counter cannot say that a process still runs on its last good
+// rules). *observe.Metrics implements it: RatekitConfigRejected alerts on
+// its config_rejected gauge.
+type ConfigAcceptor interface {
+	ConfigAccepted(key string)
+}
+
 // New returns a Store on client. The store does not own client: closing it is
 // the caller's business.
 func New(client Client, opts Options) (*Store, error) {

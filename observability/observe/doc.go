@@ -27,8 +27,10 @@
 // of a limiter's own rules and MaxPerRequestRuleSeries of its per-request
 // rules per limiter (rules beyond them count as OverflowRule).
 // The rule store reports its health through RuleStoreRefresh and ConfigRejected (*Metrics implements
-// rulestore.Metrics), and exports each bound document's rejection counter at
-// 0 through ConfigWatched (rulestore.ConfigWatcher). Init exports a limiter's series at 0 before its first check and,
+// rulestore.Metrics), exports each bound document's rejection counter at
+// 0 through ConfigWatched (rulestore.ConfigWatcher), and clears its
+// config_rejected gauge through ConfigAccepted (rulestore.ConfigAcceptor)
+// once a refresh loads it. Init exports a limiter's series at 0 before its first check and,
 // from then on, the state of its circuit breaker (breaker_state). The
 // repository's observability/ directory holds Prometheus recording and alerting
 // rules and a Grafana dashboard for these metrics.

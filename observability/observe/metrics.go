@@ -95,6 +95,7 @@ type MetricsOptions struct {
 //	ratelimit_rule_store_refreshes_total{rate_limiter, error}             rule store refreshes (RuleStoreRefresh)
 //	ratelimit_rule_store_replica_age_seconds{rate_limiter}                time since the last good refresh
 //	ratelimit_config_rejections_total{file}                               config files rejected whole (ConfigRejected; 0 from ConfigWatched)
+//	ratelimit_config_rejected{file}                                       1 while a file's last load was rejected (ConfigRejected), 0 once one is accepted (ConfigAccepted; 0 from ConfigWatched)
 //	ratelimit_breaker_state{rate_limiter, state}                          1 for the breaker's state (closed|open|half-open) of each Init limiter
 //
 // result is EvaluationResult's, but what blocked no client counts as log:
@@ -125,6 +126,7 @@ type Metrics struct {
 	duration *prometheus.HistogramVec
 	refresh  *prometheus.CounterVec
 	rejected *prometheus.CounterVec
+	rejState *prometheus.GaugeVec // config_rejected: 1 while a file's last load was rejected
 	ageDesc  *prometheus.Desc
 	breaker  *prometheus.Desc
 	now      func() time.Time
@@ -178,6 +180,8 @@ func NewMetrics(opts MetricsOptions) *Metrics {
 		refresh: counter("rule_store_refreshes_total", "Refreshes of a limiter's published rules from the rule store; error is true when the refresh failed and the last good rules stayed in use.",
 			"rate_limiter", "error"),
 		rejected: counter("config_rejections_total", "Rate-limit config files rejected whole (the previous rules stay in use).", "file"),
+		rejState: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "config_rejected",
+			Help: "1 while the last load of a rate-limit config file was rejected (the process runs on the previous rules), 0 once one is accepted."}, []string{"file"}),
 		ageDesc: prometheus.NewDesc(prometheus.BuildFQName(ns, "", "rule_store_replica_age_seconds"),
 			"Seconds since the limiter's rules were last refreshed from the rule store; +Inf when every refresh so far failed.",
 			[]string{"rate_limiter"}, nil),
@@ -191,7 +195,7 @@ func NewMetrics(opts MetricsOptions) *Metrics {
 }
 
 func (m *Metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.checks, m.evals, m.peeks, m.limit, m.period, m.duration, m.refresh, m.rejected}
+	return []prometheus.Collector{m.checks, m.evals, m.peeks, m.limit, m.period, m.duration, m.refresh, m.rejected, m.rejState}
 }
 
 // Describe implements prometheus.Collector.
@@ -442,19 +446,37 @@ func (m *Metrics) RuleStoreRefresh(limiter string, err error) {
 
 // ConfigRejected records a config file (available_limiters.yaml,
 // rate_limits.yaml) or rule document rejected whole; pass its path, base name
-// or key. It implements rulestore.Metrics.
+// or key. Its config_rejected gauge is 1 from then until ConfigAccepted. It
+// implements rulestore.Metrics.
 func (m *Metrics) ConfigRejected(file string) {
-	m.rejected.WithLabelValues(labelValue(file)).Inc()
+	file = labelValue(file)
+	m.rejected.WithLabelValues(file).Inc()
+	m.rejState.WithLabelValues(file).Set(1)
 }
 
-// ConfigWatched exports the rejection counter of a config file or rule
-// document at 0 once its owner knows it, before it is loaded (accepted or
-// not): its first rejection is then an increase from 0, which a counter born
-// at 1 is not to Prometheus. Pass the name ConfigRejected will be given. It
-// implements rulestore.ConfigWatcher: the rule store calls it with each
-// bound limiter's key.
+// ConfigAccepted records a load of a config file or rule document that was
+// accepted (a missing file or document, which leaves no rules to reject,
+// included): its config_rejected gauge is 0 until the next ConfigRejected.
+// Pass the name ConfigRejected is given. The gauge, unlike the counter, says
+// whether a process runs on rejected input now, a restarted one included:
+// RatekitConfigRejected alerts on it. It implements rulestore.ConfigAcceptor:
+// the rule store calls it with a bound limiter's key after each refresh that
+// applied or kept its document.
+func (m *Metrics) ConfigAccepted(file string) {
+	m.rejState.WithLabelValues(labelValue(file)).Set(0)
+}
+
+// ConfigWatched exports the rejection counter and the config_rejected gauge
+// of a config file or rule document at 0 once its owner knows it, before it
+// is loaded (accepted or not): its first rejection is then an increase from
+// 0, which a counter born at 1 is not to Prometheus. A series that exists
+// keeps its value. Pass the name ConfigRejected will be given. It implements
+// rulestore.ConfigWatcher: the rule store calls it with each bound limiter's
+// key.
 func (m *Metrics) ConfigWatched(file string) {
-	m.rejected.WithLabelValues(labelValue(file))
+	file = labelValue(file)
+	m.rejected.WithLabelValues(file)
+	m.rejState.WithLabelValues(file)
 }
 
 // labelValue makes a caller-supplied string a valid label value: client_golang

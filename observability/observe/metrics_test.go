@@ -222,6 +222,9 @@ func TestMetricsRuleStore(t *testing.T) {
 	rs.ConfigRejected("config/rate_limits.yaml")
 	rs.ConfigRejected("config/rate_limits.yaml")
 	rs.ConfigRejected("bad\xffname.yaml") // invalid UTF-8 must not panic
+	var a rulestore.ConfigAcceptor = m    // a load accepted after a rejection clears the gauge, not the counter
+	a.ConfigAccepted("bad\xffname.yaml")
+	w.ConfigWatched("config/rate_limits.yaml") // a known series keeps its value
 	const want = `
 # HELP ratelimit_rule_store_refreshes_total Refreshes of a limiter's published rules from the rule store; error is true when the refresh failed and the last good rules stayed in use.
 # TYPE ratelimit_rule_store_refreshes_total counter
@@ -239,6 +242,11 @@ ratelimit_rule_store_replica_age_seconds{rate_limiter="never"} +Inf
 ratelimit_config_rejections_total{file="bad�name.yaml"} 1
 ratelimit_config_rejections_total{file="config/available_limiters.yaml"} 0
 ratelimit_config_rejections_total{file="config/rate_limits.yaml"} 2
+# HELP ratelimit_config_rejected 1 while the last load of a rate-limit config file was rejected (the process runs on the previous rules), 0 once one is accepted.
+# TYPE ratelimit_config_rejected gauge
+ratelimit_config_rejected{file="bad�name.yaml"} 0
+ratelimit_config_rejected{file="config/available_limiters.yaml"} 0
+ratelimit_config_rejected{file="config/rate_limits.yaml"} 1
 `
 	if err := testutil.CollectAndCompare(m, strings.NewReader(want)); err != nil {
 		t.Fatal(err)
