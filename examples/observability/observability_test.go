@@ -104,7 +104,7 @@ func TestDashboardQueries(t *testing.T) {
 		recorded[m[1]] = true
 	}
 	exported := []string{"ratelimit_checks_total", "ratelimit_rule_evaluations_total", "ratelimit_breaker_state",
-		"ratelimit_rule_store_replica_age_seconds", "ratelimit_config_rejections_total"}
+		"ratelimit_rule_store_replica_age_seconds", "ratelimit_config_rejected"}
 	if dash.UID == "" || len(dash.Panels) < 8 {
 		t.Fatalf("dashboard: uid %q, %d panels", dash.UID, len(dash.Panels))
 	}
@@ -525,13 +525,13 @@ ports:
 	}
 }
 
-// The panel of rejected config files shows a file's first rejection where
-// its counter is born at 1 (rejected before a scrape saw it at 0, as a
-// document is by the refresh at start-up), which increase() alone does not
-// count. promtool evaluates the panel's query, its variables
-// given values, on a file rejected once at minute 3 and scraped in vain at
-// minute 8 (a stale marker), which must not show the rejection again a
-// rate interval later.
+// The panel of rejected config files shows a file while the service runs
+// on rejected input, as RatekitConfigRejected alerts: from a rejection at
+// start-up (before a scrape saw the file at 0), through a restart that
+// rejects it again (a stale marker, then 1 again: the rejection counter was
+// born where the last process left it, and the panel on it showed nothing),
+// to the first scrape after a fixed file loads. promtool evaluates the
+// panel's query, its variables given values.
 func TestDashboardShowsFirstRejection(t *testing.T) {
 	promtool := binary(t, EnvPromtool, "promtool")
 	expr := panelQuery(t, "Config files rejected")
@@ -540,24 +540,26 @@ func TestDashboardShowsFirstRejection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var cases strings.Builder
+	for _, c := range []struct {
+		at   string
+		want int
+	}{{"4m", 1}, {"14m", 1}, {"20m", 1}, {"23m", 1}, {"30m", 1}, {"31m", 0}} {
+		fmt.Fprintf(&cases, `      - expr: %s
+        eval_time: %s
+        exp_samples:
+          - labels: '{job="checkout",namespace="shop",file="rate_limits.yaml"}'
+            value: %d
+`, q, c.at, c.want)
+	}
 	test := `evaluation_interval: 1m
 tests:
   - interval: 1m
     input_series:
-      - series: 'ratelimit_config_rejections_total{job="checkout",namespace="shop",file="rate_limits.yaml"}'
-        values: '_ _ _ 1x4 stale 1x10'
+      - series: 'ratelimit_config_rejected{job="checkout",namespace="shop",file="rate_limits.yaml"}'
+        values: '_ _ _ 1x16 stale 1x9 0x9'
     promql_expr_test:
-      - expr: ` + string(q) + `
-        eval_time: 4m
-        exp_samples:
-          - labels: '{job="checkout",namespace="shop",file="rate_limits.yaml"}'
-            value: 1
-      - expr: ` + string(q) + `
-        eval_time: 12m
-        exp_samples:
-          - labels: '{job="checkout",namespace="shop",file="rate_limits.yaml"}'
-            value: 0
-`
+` + cases.String()
 	file := filepath.Join(t.TempDir(), "dashboard.test.yml")
 	if err := os.WriteFile(file, []byte(test), 0o644); err != nil {
 		t.Fatal(err)
