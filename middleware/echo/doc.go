@@ -42,10 +42,13 @@
 // e.IPExtractor Echo's RealIP trusts X-Forwarded-For and X-Real-IP from
 // anyone, which lets every client pick its own rate-limit bucket. If your
 // service already configures e.IPExtractor (echo.ExtractIPFromXFFHeader with
-// trust options, or echo.ExtractIPDirect), WithEchoIPExtractor makes the
-// middleware use c.RealIP() instead (while e.IPExtractor is nil the option
-// is ignored); every Echo service should set e.IPExtractor anyway, since
-// other middleware and handlers call c.RealIP().
+// trust options, or echo.ExtractIPDirect), WithEchoIPExtractor(e) makes the
+// middleware use c.RealIP() instead. Middleware checks e when it is called
+// (set e.IPExtractor first): it panics if e or e.IPExtractor is nil, or if
+// the extractor believes X-Forwarded-For or X-Real-IP from an arbitrary peer.
+// A header of another name that a custom extractor reads (a CDN's) is the
+// service's choice and is not checked. Every Echo service should set
+// e.IPExtractor anyway, since other middleware and handlers call c.RealIP().
 //
 // # Cost and outcome hooks
 //

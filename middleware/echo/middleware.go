@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net"
 	"net/http"
 	"net/netip"
 	"reflect"
@@ -40,6 +42,7 @@ type DenyHandler func(c echo.Context, d *ratelimitheaders.Decision) error
 type config struct {
 	guard.HTTP[echo.Context]
 	realIP bool
+	echo   *echo.Echo // WithEchoIPExtractor's, checked by Middleware
 	deny   DenyHandler
 	routes notFoundRoutes
 }
@@ -107,12 +110,16 @@ func WithCost(f func(echo.Context) float64) Option {
 	return optionFunc(func(c *config) { c.Cost = guard.Hook(f) })
 }
 
-// WithEchoIPExtractor takes the ip from c.RealIP(), for services that have
-// set e.IPExtractor. Without an IPExtractor, RealIP trusts forwarding headers
-// from anyone, so the option is then ignored: the ip is the socket peer,
-// resolved through WithTrustedProxies.
-func WithEchoIPExtractor() Option {
-	return optionFunc(func(c *config) { c.realIP = true })
+// WithEchoIPExtractor takes the ip from c.RealIP(), for services whose Echo
+// (the one the middleware is used on) has an e.IPExtractor that believes
+// forwarding headers only from its proxies (echo.ExtractIPFromXFFHeader or
+// echo.ExtractIPFromRealIPHeader with trust options, echo.ExtractIPDirect):
+// set it before calling Middleware. Without one, c.RealIP() believes
+// X-Forwarded-For and X-Real-IP from anyone, so any client would pick its own
+// ip: Middleware panics if e is nil, if e.IPExtractor is nil, or if it
+// believes one of those headers from an arbitrary peer.
+func WithEchoIPExtractor(e *echo.Echo) Option {
+	return optionFunc(func(c *config) { c.realIP, c.echo = true, e })
 }
 
 // WithSkipper exempts requests for which s returns true.
@@ -140,6 +147,11 @@ func Middleware(limiter *ratelimit.Limiter, opts ...Option) echo.MiddlewareFunc 
 		o.apply(c)
 	}
 	c.Init("ratelimitecho", c.defaultIdentifier)
+	if c.realIP {
+		if err := checkExtractor(c.echo); err != nil {
+			panic("ratelimitecho: WithEchoIPExtractor: " + err.Error())
+		}
+	}
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(ec echo.Context) error {
 			ctx := ec.Request().Context()
@@ -234,7 +246,7 @@ func denyError(ec echo.Context, d *ratelimitheaders.Decision, p *ratelimitheader
 func (c *config) defaultIdentifier(_ context.Context, ec echo.Context) ratelimit.Identifier {
 	r := ec.Request()
 	var ip netip.Addr
-	if c.realIP && ec.Echo().IPExtractor != nil { // without one, RealIP believes anyone's headers
+	if c.realIP && ec.Echo().IPExtractor != nil { // without one (removed since Middleware), RealIP believes anyone's headers
 		ip = identifiers.PeerAddr(ec.RealIP())
 	} else {
 		ip = identifiers.HTTPClientIP(r, c.TrustedProxies)
@@ -242,6 +254,37 @@ func (c *config) defaultIdentifier(_ context.Context, ec echo.Context) ratelimit
 	id := identifiers.NewHTTP(r, netip.Addr{}, identifiers.RouteEndpoint(r.Method, c.routes.routePath(ec)))
 	identifiers.SetIP(id, ip, c.IPv6Prefix)
 	return id
+}
+
+// checkExtractor reports an error unless e.IPExtractor gives the socket peer
+// of a request from an arbitrary peer (a documentation address, IPv4 and
+// IPv6) that sends X-Forwarded-For and X-Real-IP, the headers c.RealIP() and
+// Echo's extractors read. Another header a custom extractor reads (a CDN's)
+// is the service's choice and is not checked.
+func checkExtractor(e *echo.Echo) error {
+	if e == nil {
+		return errors.New("the Echo is nil")
+	}
+	if e.IPExtractor == nil {
+		return errors.New("e.IPExtractor is nil, so c.RealIP() believes X-Forwarded-For and X-Real-IP from anyone: " +
+			"set e.IPExtractor (echo.ExtractIPFromXFFHeader with trust options, echo.ExtractIPDirect) before Middleware")
+	}
+	const client = "198.51.100.1"
+	for _, peer := range []string{"192.0.2.1", "2001:db8::1"} {
+		r, err := http.NewRequest(http.MethodGet, "/", nil) // a whole request, for an extractor that reads more
+		if err != nil {
+			return err
+		}
+		r.RemoteAddr = net.JoinHostPort(peer, "1234")
+		r.Header.Set(echo.HeaderXForwardedFor, client)
+		r.Header.Set(echo.HeaderXRealIP, client)
+		if ip := e.IPExtractor(r); identifiers.PeerAddr(ip) != netip.MustParseAddr(peer) {
+			return fmt.Errorf("e.IPExtractor believes a forwarding header from any peer "+
+				"(%s, %s: %s from %s gave %q): trust only your proxies",
+				echo.HeaderXForwardedFor, echo.HeaderXRealIP, client, peer, ip)
+		}
+	}
+	return nil
 }
 
 // routePath returns the matched route template, or "" when no route matched.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -224,42 +225,100 @@ func TestUnmatchedRoutesOnAGroup(t *testing.T) {
 }
 
 // TestEchoIPExtractor: RealIP is used only when asked for, and then follows
-// e.IPExtractor.
+// e.IPExtractor; an Echo without one, or with one that believes an arbitrary
+// peer's forwarding headers, is refused at start-up: the option would be
+// ignored, or any client would pick its own bucket.
 func TestEchoIPExtractor(t *testing.T) {
+	trustAnyone := func(r *http.Request) string { return r.Header.Get(echo.HeaderXRealIP) }
 	for _, tc := range []struct {
-		name     string
-		opts     []ratelimitecho.Option
-		extract  echo.IPExtractor
-		wantIP   string
-		wantNote string
+		name      string
+		extract   echo.IPExtractor
+		realIP    bool // WithEchoIPExtractor
+		nilEcho   bool // WithEchoIPExtractor(nil)
+		wantIP    string
+		wantPanic string
 	}{
-		{"default ignores RealIP's blind XFF trust", nil, nil, "127.0.0.1", "spoofed XFF believed"},
-		{"WithEchoIPExtractor and a trusting extractor", []ratelimitecho.Option{ratelimitecho.WithEchoIPExtractor()},
-			echo.ExtractIPFromXFFHeader(echo.TrustLoopback(true)), "198.51.100.1", "e.IPExtractor not used"},
-		{"WithEchoIPExtractor and ExtractIPDirect", []ratelimitecho.Option{ratelimitecho.WithEchoIPExtractor()},
-			echo.ExtractIPDirect(), "127.0.0.1", "e.IPExtractor not used"},
-		// Without e.IPExtractor, RealIP believes anyone's X-Forwarded-For:
-		// the option is then ignored, and the socket peer resolved through
-		// WithTrustedProxies is the ip.
-		{"WithEchoIPExtractor without an extractor", []ratelimitecho.Option{ratelimitecho.WithEchoIPExtractor()},
-			nil, "127.0.0.1", "spoofed XFF believed through RealIP"},
-		{"WithEchoIPExtractor without an extractor, trusted proxies", []ratelimitecho.Option{ratelimitecho.WithEchoIPExtractor(),
-			ratelimitecho.WithTrustedProxies(identifiers.MustParseTrustedProxies("127.0.0.1"))},
-			nil, "198.51.100.1", "WithTrustedProxies not used"},
+		{name: "default ignores RealIP's blind XFF trust", wantIP: "127.0.0.1"},
+		{name: "default ignores e.IPExtractor", extract: echo.ExtractIPFromXFFHeader(echo.TrustLoopback(true)), wantIP: "127.0.0.1"},
+		{name: "loopback trusted by the extractor", extract: echo.ExtractIPFromXFFHeader(echo.TrustLoopback(true)), realIP: true, wantIP: "198.51.100.1"},
+		{name: "X-Real-IP from loopback", extract: echo.ExtractIPFromRealIPHeader(echo.TrustLoopback(true)), realIP: true, wantIP: "198.51.100.1"},
+		{name: "ExtractIPDirect", extract: echo.ExtractIPDirect(), realIP: true, wantIP: "127.0.0.1"},
+		// Without e.IPExtractor, RealIP believes anyone's X-Forwarded-For.
+		{name: "no extractor: refused", realIP: true, wantPanic: "e.IPExtractor is nil"},
+		{name: "nil Echo: refused", realIP: true, nilEcho: true, wantPanic: "the Echo is nil"},
+		{name: "every IPv4 peer trusted: refused", extract: echo.ExtractIPFromXFFHeader(echo.TrustIPRange(cidr(t, "0.0.0.0/0"))),
+			realIP: true, wantPanic: "from 192.0.2.1"},
+		{name: "every IPv6 peer trusted: refused", extract: echo.ExtractIPFromXFFHeader(echo.TrustIPRange(cidr(t, "::/0"))),
+			realIP: true, wantPanic: "from 2001:db8::1"},
+		{name: "X-Real-IP from anyone: refused", extract: trustAnyone, realIP: true, wantPanic: "X-Real-Ip"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var last ratelimit.Identifier
 			e := echo.New()
 			e.IPExtractor = tc.extract
-			e.Use(ratelimitecho.Middleware(newLimiter(t, "http", 100, func(id ratelimit.Identifier) { last = id }), tc.opts...))
+			var opts []ratelimitecho.Option
+			switch {
+			case tc.nilEcho:
+				opts = append(opts, ratelimitecho.WithEchoIPExtractor(nil))
+			case tc.realIP:
+				opts = append(opts, ratelimitecho.WithEchoIPExtractor(e))
+			}
+			l := newLimiter(t, "http", 100, func(id ratelimit.Identifier) { last = id })
+			if tc.wantPanic != "" {
+				checkPanics(t, tc.wantPanic, func() { ratelimitecho.Middleware(l, opts...) })
+				return
+			}
+			e.Use(ratelimitecho.Middleware(l, opts...))
 			e.GET("/", func(c echo.Context) error { return c.NoContent(204) })
 			srv := httptest.NewServer(e)
 			defer srv.Close()
 			get(t, srv, "GET", "/", "X-Forwarded-For", "198.51.100.1", "X-Real-IP", "198.51.100.1")
 			if last[identifiers.IP] != tc.wantIP {
-				t.Errorf("ip = %v, want %s (%s)", last[identifiers.IP], tc.wantIP, tc.wantNote)
+				t.Errorf("ip = %v, want %s", last[identifiers.IP], tc.wantIP)
 			}
 		})
+	}
+}
+
+// TestEchoIPExtractorRemoved: an IPExtractor removed after Middleware was
+// built is not a licence for RealIP's blind trust: the ip is then the socket
+// peer.
+func TestEchoIPExtractorRemoved(t *testing.T) {
+	var last ratelimit.Identifier
+	e := echo.New()
+	e.IPExtractor = echo.ExtractIPDirect()
+	e.Use(ratelimitecho.Middleware(newLimiter(t, "http", 100, func(id ratelimit.Identifier) { last = id }),
+		ratelimitecho.WithEchoIPExtractor(e)))
+	e.GET("/", func(c echo.Context) error { return c.NoContent(204) })
+	e.IPExtractor = nil
+	srv := httptest.NewServer(e)
+	defer srv.Close()
+	get(t, srv, "GET", "/", "X-Forwarded-For", "198.51.100.1")
+	if last[identifiers.IP] != "127.0.0.1" {
+		t.Errorf("ip = %v, want the socket peer 127.0.0.1", last[identifiers.IP])
+	}
+}
+
+func cidr(t *testing.T, s string) *net.IPNet {
+	t.Helper()
+	_, n, err := net.ParseCIDR(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// checkPanics fails t unless f panics with a message from
+// WithEchoIPExtractor holding want.
+func checkPanics(t *testing.T, want string, f func()) {
+	t.Helper()
+	msg := func() (msg any) {
+		defer func() { msg = recover() }()
+		f()
+		return nil
+	}()
+	if s := fmt.Sprint(msg); !strings.HasPrefix(s, "ratelimitecho: WithEchoIPExtractor: ") || !strings.Contains(s, want) {
+		t.Errorf("panic %q, want one from ratelimitecho's WithEchoIPExtractor naming %q", s, want)
 	}
 }
 
