@@ -129,11 +129,8 @@ func ExampleCountCodes() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	general, err := ratelimit.New(ratelimit.Config{Name: "grpc_request", Store: ratelimit.NewMemoryStore()})
-	if err != nil {
-		log.Fatal(err)
-	}
-	ic := ratelimitgrpc.UnaryServerInterceptor(general,
+	// No request limiter: the limiter may be nil when an option gives one.
+	ic := ratelimitgrpc.UnaryServerInterceptor(nil,
 		ratelimitgrpc.WithDeferred(ratelimitgrpc.CountCodes(failures, codes.Unauthenticated)))
 	login := func(context.Context, any) (any, error) {
 		return nil, status.Error(codes.Unauthenticated, "bad password")

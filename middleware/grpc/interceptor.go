@@ -143,7 +143,10 @@ func WithoutMetadata() Option { return WithHeaderProfile(ratelimitheaders.None) 
 func WithoutPushback() Option { return optionFunc(func(c *config) { c.noPushback = true }) }
 
 // UnaryServerInterceptor checks limiter (and WithLimiters') before each unary
-// call; a blocked call gets DenyStatus's error. A nil limiter panics.
+// call; a blocked call gets DenyStatus's error. limiter may be nil when
+// options give them all (WithLimiters, WithDeferred); no limiter at all, a nil
+// limiter in WithLimiters, or a Deferred without Limiter or Charge, panics
+// here.
 func UnaryServerInterceptor(limiter *ratelimit.Limiter, opts ...Option) grpc.UnaryServerInterceptor {
 	c := newConfig(limiter, opts)
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
@@ -184,7 +187,9 @@ func (s *meteredStream) Context() context.Context { return s.ctx }
 
 func newConfig(limiter *ratelimit.Limiter, opts []Option) *config {
 	c := &config{}
-	c.Limiters = []*ratelimit.Limiter{limiter}
+	if limiter != nil {
+		c.Limiters = []*ratelimit.Limiter{limiter}
+	}
 	for _, o := range opts {
 		o.apply(c)
 	}

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -16,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/prototext"
 
@@ -641,19 +644,52 @@ func TestCountCodes(t *testing.T) {
 }
 
 func TestNilLimiterPanics(t *testing.T) {
-	for name, f := range map[string]func(){
-		"unary":        func() { UnaryServerInterceptor(nil) },
-		"stream":       func() { StreamServerInterceptor(nil) },
-		"with limiter": func() { UnaryServerInterceptor(memLimiter(t, "a", nil), WithLimiters(nil)) },
-		"deferred":     func() { UnaryServerInterceptor(memLimiter(t, "a", nil), WithDeferred(Metered(nil, "x"))) },
+	for name, tc := range map[string]struct {
+		f    func()
+		want string // in the panic
+	}{
+		"unary":        {func() { UnaryServerInterceptor(nil) }, "no limiter"},
+		"stream":       {func() { StreamServerInterceptor(nil) }, "no limiter"},
+		"with limiter": {func() { UnaryServerInterceptor(memLimiter(t, "a", nil), WithLimiters(nil)) }, "limiter 1 is nil"},
+		"deferred":     {func() { UnaryServerInterceptor(memLimiter(t, "a", nil), WithDeferred(Metered(nil, "x"))) }, "deferred limiter 0"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			defer func() {
-				if recover() == nil {
-					t.Fatal("no panic")
+				if msg := fmt.Sprint(recover()); !strings.HasPrefix(msg, "ratelimitgrpc: ") || !strings.Contains(msg, tc.want) {
+					t.Fatalf("panic %q, want one from ratelimitgrpc naming %q", msg, tc.want)
 				}
 			}()
-			f()
+			tc.f()
+		})
+	}
+}
+
+// TestNilLimiterWithOptions: as in the HTTP adapters, the limiter may be nil
+// when the options give every limiter, an outcome limiter alone included
+// (failed logins), with no request limiter of no rules beside it.
+func TestNilLimiterWithOptions(t *testing.T) {
+	login := func(context.Context, any) (any, error) {
+		return nil, status.Error(codes.Unauthenticated, "bad password")
+	}
+	ctx := peer.NewContext(context.Background(), &peer.Peer{Addr: &net.TCPAddr{IP: net.ParseIP("203.0.113.7"), Port: 50000}})
+	info := &grpc.UnaryServerInfo{FullMethod: "/acme.Auth/Login"}
+	for name, opt := range map[string]func(l *ratelimit.Limiter) Option{
+		"WithLimiters": func(l *ratelimit.Limiter) Option { return WithLimiters(l) },
+		"WithDeferred": func(l *ratelimit.Limiter) Option { return WithDeferred(CountCodes(l, codes.Unauthenticated)) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			l := memLimiter(t, "login", []ratelimit.Rule{rule("per_ip", 2, time.Minute, ratelimit.ActionLimit, identifiers.IP)})
+			ic := UnaryServerInterceptor(nil, opt(l))
+			_ = StreamServerInterceptor(nil, opt(l))
+			var got []codes.Code
+			for range 3 {
+				_, err := ic(ctx, nil, info, login)
+				got = append(got, status.Code(err))
+			}
+			want := []codes.Code{codes.Unauthenticated, codes.Unauthenticated, codes.ResourceExhausted}
+			if !slices.Equal(got, want) {
+				t.Fatalf("codes %v, want %v", got, want)
+			}
 		})
 	}
 }
