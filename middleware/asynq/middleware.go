@@ -141,15 +141,19 @@ func DefaultIdentifier(ctx context.Context, t *asynq.Task) ratelimit.Identifier 
 //	mux.Use(ratelimitasynq.Middleware(limiter))
 //
 // A limiter whose store fails (the check fails open) never blocks; the others
-// still do. Log rules (shadow mode) never block. Middleware panics if a
-// limiter is nil: that is a programming error found at start-up.
+// still do. Log rules (shadow mode) never block. limiter may be nil when
+// options give them all (WithLimiters, WithDeferred); no limiter at all, a
+// nil limiter in WithLimiters, or a Deferred without Limiter or Charge,
+// panics here: a programming error found at start-up.
 func Middleware(limiter *ratelimit.Limiter, opts ...Option) asynq.MiddlewareFunc {
 	c := &config{}
-	c.Limiters = []*ratelimit.Limiter{limiter}
+	if limiter != nil {
+		c.Limiters = []*ratelimit.Limiter{limiter}
+	}
 	for _, o := range opts {
 		o.apply(c)
 	}
-	c.Init("ratelimitasynq: Middleware", DefaultIdentifier) // panics on a nil limiter: found at start-up
+	c.Init("ratelimitasynq: Middleware", DefaultIdentifier) // panics on no limiter or a nil one: found at start-up
 	c.Panicked = func(ctx context.Context, t *asynq.Task) Outcome {
 		return Outcome{Task: t, Err: errPanicked, Meter: adapter.MeterFrom(ctx)}
 	}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -398,12 +400,47 @@ func TestMiddlewareHandlerError(t *testing.T) {
 }
 
 func TestMiddlewareNilLimiterPanics(t *testing.T) {
-	defer func() {
-		if r := recover(); r == nil {
-			t.Fatal("Middleware(nil) did not panic")
-		}
-	}()
-	Middleware(nil)
+	for name, tc := range map[string]struct {
+		f    func()
+		want string // in the panic
+	}{
+		"no limiter":   {func() { Middleware(nil) }, "no limiter"},
+		"with limiter": {func() { Middleware(newLimiter(t, "a", nil), WithLimiters(nil)) }, "limiter 1 is nil"},
+		"deferred":     {func() { Middleware(newLimiter(t, "a", nil), WithDeferred(Metered(nil, "x"))) }, "deferred limiter 0"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			defer func() {
+				if msg := fmt.Sprint(recover()); !strings.HasPrefix(msg, "ratelimitasynq: ") || !strings.Contains(msg, tc.want) {
+					t.Fatalf("panic %q, want one from ratelimitasynq naming %q", msg, tc.want)
+				}
+			}()
+			tc.f()
+		})
+	}
+}
+
+// TestMiddlewareNilLimiterWithOptions: as in the HTTP adapters, the limiter
+// may be nil when the options give every limiter, a failure budget alone
+// included, with no request limiter of no rules beside it.
+func TestMiddlewareNilLimiterWithOptions(t *testing.T) {
+	boom := errors.New("partner down")
+	for name, opt := range map[string]func(l *ratelimit.Limiter) Option{
+		"WithLimiters": func(l *ratelimit.Limiter) Option { return WithLimiters(l) },
+		"WithDeferred": func(l *ratelimit.Limiter) Option { return WithDeferred(CountFailures(l)) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			l := newLimiter(t, "sync", nil, rule("per_type", 2, time.Minute, ratelimit.ActionLimit, "task_type"))
+			h := Middleware(nil, opt(l))(asynq.HandlerFunc(func(context.Context, *asynq.Task) error { return boom }))
+			var limited []bool
+			for range 3 {
+				_, ok := AsRateLimitError(h.ProcessTask(context.Background(), asynq.NewTask("sync", nil)))
+				limited = append(limited, ok)
+			}
+			if want := []bool{false, false, true}; !slices.Equal(limited, want) {
+				t.Fatalf("rate limited %v, want %v", limited, want)
+			}
+		})
+	}
 }
 
 func TestDefaultIdentifier(t *testing.T) {
