@@ -1,7 +1,9 @@
 package ratelimithttp
 
 import (
+	"bufio"
 	"context"
+	"net"
 	"net/http"
 	"time"
 
@@ -186,7 +188,10 @@ func (c *config) defaultIdentifier(_ context.Context, r *http.Request) ratelimit
 }
 
 // statusWriter records the response status for outcome hooks. Unwrap lets
-// http.ResponseController reach the underlying writer (Hijack, deadlines).
+// http.ResponseController reach the underlying writer (Hijack, deadlines);
+// Hijack and Flush serve the handlers that assert http.Hijacker and
+// http.Flusher instead (gorilla/websocket's Upgrade does), as Echo's and
+// Gin's writers do.
 type statusWriter struct {
 	http.ResponseWriter
 	status int
@@ -211,6 +216,12 @@ func (w *statusWriter) Flush() {
 		w.status = http.StatusOK
 	}
 	_ = http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+// Hijack hijacks the underlying connection; http.ErrNotSupported where it
+// cannot be (HTTP/2). A hijacked connection has no status the server saw.
+func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	return http.NewResponseController(w.ResponseWriter).Hijack()
 }
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

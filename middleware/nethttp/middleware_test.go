@@ -94,6 +94,25 @@ func TestStatusCapture(t *testing.T) {
 		_, _ = buf.WriteString("HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
 		_ = buf.Flush()
 	})
+	// gorilla/websocket's Upgrade asserts http.Hijacker, as Echo's and Gin's
+	// writers implement it: the wrapper must too, or every WebSocket behind
+	// the middleware fails with a 500.
+	mux.HandleFunc("/hijacker", func(w http.ResponseWriter, r *http.Request) {
+		h, ok := w.(http.Hijacker)
+		if !ok {
+			t.Errorf("the wrapper does not implement http.Hijacker")
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		conn, buf, err := h.Hijack()
+		if err != nil {
+			t.Errorf("hijack through the wrapper: %v", err)
+			return
+		}
+		defer conn.Close()
+		_, _ = buf.WriteString("HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+		_ = buf.Flush()
+	})
 	srv := httptest.NewServer(ratelimithttp.Middleware(nil,
 		ratelimithttp.WithDeferred(ratelimithttp.CountStatus(counted, http.StatusUnauthorized)))(mux))
 	defer srv.Close()
@@ -113,6 +132,7 @@ func TestStatusCapture(t *testing.T) {
 		{"/early-hints", 401, 1}, // the final status counts, not the 103
 		{"/flush", 200, 1},       // the status is fixed by the first flush
 		{"/hijack", 401, 1},      // a hijacked connection has no status the server saw
+		{"/hijacker", 401, 1},    // likewise, hijacked through the interface
 	} {
 		resp, err := srv.Client().Get(srv.URL + tc.path)
 		if err != nil {
