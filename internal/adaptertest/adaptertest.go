@@ -5,8 +5,9 @@
 // checking statuses, every header of each profile, the problem+json body,
 // shadow rules, fail-open, several limiters, skipping, custom identifiers and
 // extra properties, trusted proxies, route templates, request costs, the
-// clock, the cost and outcome hooks, and the panic a nil limiter raises at
-// start-up, and the charge of a handler that panics. Every option the HTTP adapters share (
+// clock, the cost and outcome hooks, the panic a nil limiter raises at
+// start-up, the charge of a handler that panics, and a request whose caller
+// went away during the checks. Every option the HTTP adapters share (
 // WithLimiters, WithDeferred, WithClock, WithTrustedProxies, WithProfile,
 // WithRetryAfterJitter) is a field of Setup, so each adapter's namesake is
 // tested through it.
@@ -161,6 +162,7 @@ var tests = []struct {
 	{"cost_hook_handler_panics", testCostHookPanic},
 	{"deny_handler", testDenyHandler},
 	{"retry_after_jitter", testRetryAfterJitter},
+	{"caller_gone", testCallerGone},
 }
 
 // suite is the state of one test.

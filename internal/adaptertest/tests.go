@@ -515,3 +515,43 @@ func testFailOpen(s *suite) {
 	s.blocked(r, 60, "tight_rule")
 	s.ietf(r, "tight_rule", 1, 60, 0)
 }
+
+// testCallerGone: a request whose caller went away during its checks (its
+// context ended, so the check fails open with ratelimit.ErrCanceled: the
+// memory store and a Redis client both see it before counting) was not
+// counted, and its handler must not run: a client over its limit would
+// otherwise have the handler run, uncounted, by hanging up during the check.
+// It is answered 499 (client closed request). The handler is served
+// directly, since no client can end the context a real server gives it at a
+// chosen moment.
+func testCallerGone(s *suite) {
+	for _, tc := range []struct {
+		name  string
+		setup Setup
+	}{
+		{"limiter", Setup{Limiters: []*ratelimit.Limiter{s.limiter("http", perIP("per_ip", 1, time.Minute))}}},
+		{"deferred limiter", Setup{Deferred: []adapter.Deferred[guard.Outcome]{
+			guard.Metered[guard.Outcome](s.limiter("db_utilization", perIP("db_seconds_per_ip", 1, time.Minute)), "db_duration_s")}}},
+	} {
+		tc.setup.Routes = s.routes()
+		h := s.a.New(s.t, tc.setup)
+		serve := func(ctx context.Context) int {
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, httptest.NewRequest("GET", "/work?cost=2", nil).WithContext(ctx))
+			return w.Code
+		}
+		ran := s.calls["/work"].Load()
+		if st := serve(context.Background()); st != http.StatusOK { // spends the limit, or the budget
+			s.t.Fatalf("%s: first request answered %d, want 200", tc.name, st)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		st := serve(ctx)
+		if n := s.calls["/work"].Load() - ran; n != 1 {
+			s.t.Errorf("%s: the handler ran %d times, want 1: not for the request whose caller went away", tc.name, n)
+		}
+		if st != guard.StatusClientClosedRequest {
+			s.t.Errorf("%s: the request whose caller went away was answered %d, want 499", tc.name, st)
+		}
+	}
+}

@@ -88,6 +88,9 @@ func (g *Guard[O]) Metering() bool { return len(g.Deferred) > 0 }
 // with opts (a ratelimit.Cost, say), stopping at the first that blocks. A peek's result
 // is part of the decision only when it blocks: the headers of an allowed
 // response describe the request limits, not a resource budget in other units.
+// A peek or check its caller canceled (ratelimit.ErrCanceled: ctx ended)
+// ends the decision too, and is its last result (see Canceled): the caller
+// is gone, and the limiters after it would count a request that never runs.
 func (g *Guard[O]) Decide(ctx context.Context, id ratelimit.Identifier, opts ...ratelimit.CheckOption) *ratelimitheaders.Decision {
 	var d *ratelimitheaders.Decision
 	if len(g.Limiters)+len(g.Deferred) == 1 {
@@ -100,7 +103,7 @@ func (g *Guard[O]) Decide(ctx context.Context, id ratelimit.Identifier, opts ...
 		d = &ratelimitheaders.Decision{Results: make([]ratelimit.Result, 0, len(g.Limiters)+1)}
 	}
 	for _, df := range g.Deferred {
-		if res := df.Limiter.Peek(ctx, id, ratelimit.Cost(df.PeekCost)); res.Blocked() && !res.Failed() {
+		if res := df.Limiter.Peek(ctx, id, ratelimit.Cost(df.PeekCost)); res.Blocked() && !res.Failed() || canceled(&res) {
 			d.Results = append(d.Results, res)
 			return d
 		}
@@ -108,11 +111,30 @@ func (g *Guard[O]) Decide(ctx context.Context, id ratelimit.Identifier, opts ...
 	for _, l := range g.Limiters {
 		res := l.Check(ctx, id, opts...)
 		d.Results = append(d.Results, res)
-		if res.Blocked() && !res.Failed() {
+		if res.Blocked() && !res.Failed() || canceled(&res) {
 			break
 		}
 	}
 	return d
+}
+
+// Canceled returns the error of the check of d that its caller canceled (it
+// wraps ratelimit.ErrCanceled and the context's error), or nil. Such a check
+// failed open without counting, and the request was not decided: its caller
+// went away, or its deadline passed, during the checks. An adapter must not
+// run the handler then: a client over its limit would otherwise have it run,
+// uncounted, by hanging up during the check.
+func Canceled(d *ratelimitheaders.Decision) error {
+	for i := range d.Results {
+		if r := &d.Results[i]; canceled(r) {
+			return r.Err
+		}
+	}
+	return nil
+}
+
+func canceled(r *ratelimit.Result) bool {
+	return r.Err != nil && errors.Is(r.Err, ratelimit.ErrCanceled)
 }
 
 // oneDecision is the decision of a guard with one limiter and room for its

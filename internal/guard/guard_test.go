@@ -332,6 +332,36 @@ func TestGuardSettleIgnoresCancellation(t *testing.T) {
 	}
 }
 
+// A check or peek its caller canceled ends the decision, as its last result,
+// and Canceled reports it: the request was not decided, and the limiters
+// after it are not asked about a request that will not run.
+func TestGuardDecideCanceled(t *testing.T) {
+	for _, st := range guardStores {
+		t.Run(st.name, func(t *testing.T) {
+			e := st.env(t)
+			a, b, db := e.limiter("a", 100, false, false), e.limiter("b", 100, false, false), e.limiter("db", 100, false, false)
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			for name, g := range map[string]guard.Guard[outcome]{
+				"limiters": {Limiters: []*ratelimit.Limiter{a, b}},
+				"deferred": {Limiters: []*ratelimit.Limiter{a, b},
+					Deferred: []adapter.Deferred[outcome]{guard.Metered[outcome](db, "db_s")}},
+			} {
+				if d := g.Decide(context.Background(), guardID); guard.Canceled(d) != nil {
+					t.Errorf("%s: Canceled = %v for a decision its caller did not cancel", name, guard.Canceled(d))
+				}
+				d := g.Decide(ctx, guardID)
+				if err := guard.Canceled(d); !errors.Is(err, ratelimit.ErrCanceled) || !errors.Is(err, context.Canceled) {
+					t.Errorf("%s: Canceled = %v, want the caller's cancellation", name, err)
+				}
+				if len(d.Results) != 1 || d.Blocked() {
+					t.Errorf("%s: %d results, blocked %v; want the canceled one alone, not blocking", name, len(d.Results), d.Blocked())
+				}
+			}
+		})
+	}
+}
+
 func TestGuardRun(t *testing.T) {
 	e := guardEnv{t: t, store: ratelimit.NewMemoryStore()}
 	t.Run("without deferred limiters the context is the caller's", func(t *testing.T) {

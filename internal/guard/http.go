@@ -35,8 +35,17 @@ type HTTP[R any] struct {
 	Options[R, Outcome]
 }
 
+// StatusClientClosedRequest is the status an HTTP adapter answers a request
+// whose caller went away during its checks (Checked.Canceled): nginx's 499,
+// which grpc-gateway gives codes.Canceled. The handler did not run; no client
+// reads the answer, but access logs and outer middleware see it.
+const StatusClientClosedRequest = 499
+
 // Handle runs one request through the guard, the same way in every HTTP
-// adapter: Check (one clock read), then the headers on header; when the
+// adapter: Check (one clock read); when the caller went away during the
+// checks (Checked.Canceled), gone answers StatusClientClosedRequest and the
+// handler does not run (no rate-limit headers: nothing was decided).
+// Otherwise the headers go on header; when the
 // decision blocks, deny answers with the decision and its problem details,
 // and the handler does not run. Otherwise next runs the handler with ctx and
 // returns the response status. When the guard meters (it has Deferred
@@ -47,8 +56,13 @@ type HTTP[R any] struct {
 // goes on. Skipping is left to the adapter (see Options.Skipped), which knows
 // how to call its handler.
 func (g *HTTP[R]) Handle(ctx context.Context, r R, header http.Header,
-	deny func(d *ratelimitheaders.Decision, p *ratelimitheaders.Problem), next func(ctx context.Context) (status int)) {
+	deny func(d *ratelimitheaders.Decision, p *ratelimitheaders.Problem), gone func(status int),
+	next func(ctx context.Context) (status int)) {
 	c := g.Check(ctx, r)
+	if c.Canceled != nil {
+		gone(StatusClientClosedRequest)
+		return
+	}
 	if p := g.SetHeaders(header, c.Decision, c.Now); p != nil {
 		deny(c.Decision, p)
 		return

@@ -32,11 +32,12 @@ func TestHandleOutcome(t *testing.T) {
 	denied := 0
 	for i := 0; i < 3; i++ {
 		h := http.Header{}
-		g.Handle(context.Background(), nil, h, func(*ratelimitheaders.Decision, *ratelimitheaders.Problem) { denied++ }, func(ctx context.Context) int {
-			adapter.AddCost(ctx, "miss_s", 0.75)
-			h.Set("X-Cache", "miss")
-			return http.StatusTeapot
-		})
+		g.Handle(context.Background(), nil, h, func(*ratelimitheaders.Decision, *ratelimitheaders.Problem) { denied++ },
+			func(int) { t.Error("a request no caller canceled was answered as gone") }, func(ctx context.Context) int {
+				adapter.AddCost(ctx, "miss_s", 0.75)
+				h.Set("X-Cache", "miss")
+				return http.StatusTeapot
+			})
 	}
 	// 0.75, then 1.5 (over 1): the third request is blocked by the peek.
 	if len(seen) != 2 || denied != 1 {

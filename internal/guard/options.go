@@ -163,6 +163,10 @@ type Checked struct {
 	// Now is the request's one reading of the clock, taken after the checks;
 	// every delay the adapter renders is computed from it.
 	Now time.Time
+	// Canceled is Canceled(Decision): when not nil, the caller went away
+	// during the checks, nothing counted the request, and its handler must
+	// not run.
+	Canceled error
 }
 
 // Check runs the checks every adapter makes before the handler: it builds
@@ -175,21 +179,26 @@ func (o *Options[R, O]) Check(ctx context.Context, r R) Checked {
 	} else {
 		d = o.Decide(ctx, id)
 	}
-	return Checked{ID: id, Decision: d, Now: o.clock()}
+	return Checked{ID: id, Decision: d, Now: o.clock(), Canceled: Canceled(d)}
 }
 
 // Serve runs one call or task through the checks, the same way in every
 // adapter that does not answer with HTTP headers: a skipped one goes straight
-// to next; otherwise Check, then render (when non-nil) sees the verdict of
-// every checked request, a request the decision blocks gets deny's outcome
-// (deny is told the blocking result) and next does not run, and an allowed
-// one runs next through Run (a next that panics is charged as Panicked says).
+// to next; otherwise Check, then a request whose caller went away during the
+// checks (Checked.Canceled) gets gone's outcome (gone is told the error) and
+// next does not run, render (when non-nil) sees the verdict of every other
+// checked request, a request the decision blocks gets deny's outcome (deny is
+// told the blocking result) and next does not run, and an allowed one runs
+// next through Run (a next that panics is charged as Panicked says).
 func (o *Options[R, O]) Serve(ctx context.Context, r R, render func(c Checked),
-	deny func(c Checked, blocking ratelimit.Result) O, next func(ctx context.Context) O) O {
+	deny func(c Checked, blocking ratelimit.Result) O, gone func(err error) O, next func(ctx context.Context) O) O {
 	if o.Skipped(ctx, r) {
 		return next(ctx)
 	}
 	c := o.Check(ctx, r)
+	if c.Canceled != nil {
+		return gone(c.Canceled)
+	}
 	if render != nil {
 		render(c)
 	}

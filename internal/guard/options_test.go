@@ -178,6 +178,7 @@ func TestServe(t *testing.T) {
 	serve := func(r string) string {
 		return o.Serve(context.Background(), r, func(c guard.Checked) { rendered = append(rendered, c.Decision.Blocked()) },
 			func(_ guard.Checked, res ratelimit.Result) string { return "denied by " + res.Limiter },
+			func(err error) string { return "gone: " + err.Error() },
 			func(ctx context.Context) string {
 				if m := adapter.MeterFrom(ctx); m != nil {
 					m.Add("db_s", 2)

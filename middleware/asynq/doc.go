@@ -36,7 +36,10 @@
 //     store is unavailable. The other limiters are still checked, and a healthy
 //     one still blocks. The rule is ratelimitheaders.Decision's, the same in the HTTP
 //     and gRPC adapters (which also send no rate-limit headers or metadata
-//     from a failed limiter).
+//     from a failed limiter). A task whose context ended during the checks (a
+//     shutdown, its deadline: a check failed open with ratelimit.ErrCanceled,
+//     counting nothing) does not run, as it would uncounted: the middleware
+//     returns that error, as asynq fails such a task.
 //   - Never sleep in a handler to wait for a limit: that holds a worker and its
 //     lease. Return the error and let asynq schedule the retry.
 //   - Tasks blocked in one window all come back when it resets; WithJitter

@@ -161,6 +161,8 @@ func Middleware(limiter *ratelimit.Limiter, opts ...Option) asynq.MiddlewareFunc
 		return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
 			return c.Serve(ctx, t, nil, func(ch guard.Checked, res ratelimit.Result) Outcome {
 				return Outcome{Task: t, Err: c.blocked(ctx, t, res, ch.Now)}
+			}, func(err error) Outcome {
+				return Outcome{Task: t, Err: err} // as asynq fails a task whose context ended
 			}, func(ctx context.Context) Outcome {
 				return Outcome{Task: t, Err: next.ProcessTask(ctx, t), Meter: adapter.MeterFrom(ctx)}
 			}).Err

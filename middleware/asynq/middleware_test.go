@@ -419,6 +419,44 @@ func TestMiddlewareNilLimiterPanics(t *testing.T) {
 	}
 }
 
+// TestCallerGone: a task whose context ended during its checks (a shutdown,
+// its deadline: the check fails open with ratelimit.ErrCanceled, counting
+// nothing) does not run, as in the other adapters: a task over its limit
+// would otherwise run, uncounted. It returns the context's error, as asynq
+// fails such a task.
+func TestCallerGone(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opt  func(l *ratelimit.Limiter) Option
+	}{
+		{"limiter", func(l *ratelimit.Limiter) Option { return WithLimiters(l) }},
+		{"deferred limiter", func(l *ratelimit.Limiter) Option { return WithDeferred(Metered(l, "db_s")) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newLimiter(t, "jobs", nil, rule("per_type", 1, time.Minute, ratelimit.ActionLimit, "task_type"))
+			ran := 0
+			h := Middleware(nil, tc.opt(l))(asynq.HandlerFunc(func(ctx context.Context, _ *asynq.Task) error {
+				ran++
+				adapter.AddCost(ctx, "db_s", 2) // over the budget once charged
+				return nil
+			}))
+			task := asynq.NewTask("report", nil)
+			if err := h.ProcessTask(context.Background(), task); err != nil {
+				t.Fatalf("first task: %v", err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			err := h.ProcessTask(ctx, task)
+			if ran != 1 {
+				t.Errorf("the handler ran %d times, want 1: not for the task whose context ended", ran)
+			}
+			if !errors.Is(err, context.Canceled) || !errors.Is(err, ratelimit.ErrCanceled) {
+				t.Errorf("the task whose context ended returned %v, want the context's error", err)
+			}
+		})
+	}
+}
+
 // TestMiddlewareNilLimiterWithOptions: as in the HTTP adapters, the limiter
 // may be nil when the options give every limiter, a failure budget alone
 // included, with no request limiter of no rules beside it.

@@ -167,6 +167,7 @@ func Middleware(limiter *ratelimit.Limiter, opts ...Option) echo.MiddlewareFunc 
 					}
 					err = denyError(ec, d, p)
 				},
+				func(status int) { err = ec.NoContent(status) },
 				func(hctx context.Context) int {
 					if hctx != ctx { // a cost meter was added
 						ec.SetRequest(ec.Request().WithContext(hctx))

@@ -159,6 +159,7 @@ func Middleware(limiter *ratelimit.Limiter, opts ...Option) gin.HandlerFunc {
 				}
 				gc.Abort() // in case a custom deny handler wrote without aborting
 			},
+			gc.AbortWithStatus,
 			func(hctx context.Context) int {
 				if hctx != ctx { // a cost meter was added
 					gc.Request = gc.Request.WithContext(hctx)

@@ -227,6 +227,8 @@ func (c *config) serve(ctx context.Context, fullMethod string, stream bool, setH
 			err = cmp.Or(c.deny(ctx, call, res), err) // nil: the default
 		}
 		return Outcome{Call: call, Err: err}
+	}, func(err error) Outcome {
+		return Outcome{Call: call, Err: status.FromContextError(err).Err()} // Canceled, DeadlineExceeded
 	}, func(ctx context.Context) Outcome {
 		return Outcome{Call: call, Err: handler(ctx), Meter: adapter.MeterFrom(ctx)}
 	}).Err

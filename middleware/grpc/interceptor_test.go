@@ -664,6 +664,48 @@ func TestNilLimiterPanics(t *testing.T) {
 	}
 }
 
+// TestCallerGone: a call whose caller went away during its checks (its
+// context ended: the check fails open with ratelimit.ErrCanceled, counting
+// nothing) does not run the handler, as the HTTP adapters and the Envoy
+// service: a client over its limit would otherwise have it run, uncounted, by
+// canceling during the check. It fails with the context's code.
+func TestCallerGone(t *testing.T) {
+	ran := 0
+	handler := func(context.Context, any) (any, error) { ran++; return "ok", nil }
+	info := &grpc.UnaryServerInfo{FullMethod: workDo}
+	p := &peer.Peer{Addr: &net.TCPAddr{IP: net.ParseIP("203.0.113.7"), Port: 50000}}
+	for _, tc := range []struct {
+		name   string
+		opt    func(l *ratelimit.Limiter) Option
+		charge string // what the first call adds to the meter
+	}{
+		{"limiter", func(l *ratelimit.Limiter) Option { return WithLimiters(l) }, ""},
+		{"deferred limiter", func(l *ratelimit.Limiter) Option { return WithDeferred(Metered(l, "db_s")) }, "db_s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ran = 0
+			l := memLimiter(t, "a", []ratelimit.Rule{rule("per_ip", 1, time.Minute, ratelimit.ActionLimit, identifiers.IP)})
+			ic := UnaryServerInterceptor(nil, tc.opt(l))
+			first := func(ctx context.Context, req any) (any, error) {
+				adapter.AddCost(ctx, "db_s", 2) // over the budget once charged
+				return handler(ctx, req)
+			}
+			if _, err := ic(peer.NewContext(context.Background(), p), nil, info, first); err != nil {
+				t.Fatalf("first call: %v", err)
+			}
+			ctx, cancel := context.WithCancel(peer.NewContext(context.Background(), p))
+			cancel()
+			_, err := ic(ctx, nil, info, handler)
+			if ran != 1 {
+				t.Errorf("the handler ran %d times, want 1: not for the call whose caller went away", ran)
+			}
+			if status.Code(err) != codes.Canceled {
+				t.Errorf("the call whose caller went away got %v, want Canceled", err)
+			}
+		})
+	}
+}
+
 // TestNilLimiterWithOptions: as in the HTTP adapters, the limiter may be nil
 // when the options give every limiter, an outcome limiter alone included
 // (failed logins), with no request limiter of no rules beside it.

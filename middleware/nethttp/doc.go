@@ -62,6 +62,13 @@
 // carries no rate-limit headers, since there is nothing true to say. The rule
 // is ratelimitheaders.Decision's, so every adapter follows it.
 //
+// A request whose caller went away during the checks (its context ended, so
+// a check failed open with ratelimit.ErrCanceled, counting nothing) is not
+// let through: the handler does not run, since a client over its limit would
+// otherwise have it run, uncounted, by hanging up during the check. It is
+// answered 499 (client closed request), which no client reads, without
+// rate-limit headers.
+//
 // # Headers
 //
 // Rate-limit headers come from the most constraining evaluation of an

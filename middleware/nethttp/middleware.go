@@ -167,6 +167,7 @@ func Middleware(limiter *ratelimit.Limiter, opts ...Option) func(http.Handler) h
 					}
 					ratelimitheaders.WriteProblem(w, p)
 				},
+				w.WriteHeader,
 				func(hctx context.Context) int {
 					if !c.Metering() { // nothing reads the status
 						next.ServeHTTP(w, r)
