@@ -379,6 +379,16 @@ func TestCheckGCIsGCWithoutWrites(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, func(rep GCReport) bool { return slices.Equal(rep.Found, []string{"new"}) && rep.ScanCursor == 0 }},
+		{"a scan cursor past SCAN's", func(t *testing.T, c redis.UniversalClient, s *Store) {
+			seedAll(t, s, "search", "new")
+			if err := c.SRem(ctx, s.indexKey(), "new").Err(); err != nil {
+				t.Fatal(err)
+			}
+			// 20 digits, as a cursor may have, over 2^64-1: SCAN refuses it
+			if err := c.Set(ctx, s.scanKey(), "18446744073709551616", 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}, func(rep GCReport) bool { return slices.Equal(rep.Found, []string{"new"}) && rep.ScanCursor == 0 }},
 		{"foreign marks and a revision that is no integer", func(t *testing.T, c redis.UniversalClient, s *Store) {
 			seedAll(t, s, "search", "gone")
 			if err := c.Set(ctx, s.orphansKey(), "hand written", 0).Err(); err != nil {

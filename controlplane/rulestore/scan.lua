@@ -8,7 +8,8 @@
 -- KEYS[1]   index: set of limiters with a document
 -- KEYS[2]   the scan's cursor, kept between GC runs
 -- ARGV[1]   the cursor to continue from, "" for the one kept in KEYS[2]
---           (0 when there is none, or it holds no cursor: written by hand)
+--           (0 when there is none, or it holds no cursor SCAN takes, an
+--           integer of 0 to 2^64-1: written by hand)
 -- ARGV[2]   the MATCH pattern: the prefix, its glob characters escaped, then *
 -- ARGV[3]   the SCAN's COUNT
 -- ARGV[4]   the prefix's length in bytes
@@ -26,7 +27,9 @@ if cursor == '' then
   if type(t) == 'table' then t = t.ok end
   if t == 'string' and redis.call('STRLEN', KEYS[2]) <= 20 then
     local v = redis.call('GET', KEYS[2])
-    if string.match(v, '^%d+$') then
+    -- 20 digits may be past 2^64-1, which SCAN refuses: every run would
+    -- fail on it (digit strings of one length compare as their numbers)
+    if string.match(v, '^%d+$') and (#v < 20 or v <= '18446744073709551615') then
       cursor = v
     end
   end
