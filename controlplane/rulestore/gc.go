@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sort"
 	"strconv"
 	"time"
@@ -44,8 +45,9 @@ const (
 	// 64 SCANs of COUNT 1024.
 	DefaultGCScanKeys = 64 * scanCount
 	// MaxGCScanKeys is the most one run may be given: the scan ends with
-	// the keyspace anyway, this keeps the count of SCANs an int.
-	MaxGCScanKeys = 1 << 40
+	// the keyspace anyway, this keeps the count of SCANs an int. It is
+	// 2^40, and 2^30 where an int has 32 bits.
+	MaxGCScanKeys = min(1<<40, math.MaxInt/2)
 )
 
 // maxMarks bounds the orphan marks GC walks (docs/limits.md): it keeps one
