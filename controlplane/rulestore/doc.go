@@ -169,8 +169,9 @@
 // A document the index does not name (written by another SDK or by hand,
 // or left by an index that was replaced) is found by GC's scan of the
 // prefix, indexed, and then collected as any other: List shows it from
-// then on. The scan is bounded (docs/limits.md): each run sends at most 64
-// SCANs of COUNT 1024 to the Redis server that holds the store's keys, and
+// then on. The scan is bounded (docs/limits.md): each run examines at most
+// Options.GCScanKeys keys (65,536 by default: 64 SCANs of COUNT 1024, each
+// its own script call) of the Redis server that holds the store's keys, and
 // the next run goes on where it stopped, so a large keyspace takes several
 // runs (GCReport.ScanCursor says whether this one ended a pass). It never
 // indexes a document that may be another rule store's, when a store's
