@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -274,5 +275,62 @@ func TestSeedOwedRefreshSharesOneDeadline(t *testing.T) {
 		if dl.IsZero() || !dl.Equal(got[0]) {
 			t.Fatalf("the refresh's commands have deadlines %v: command %d not at the first's: the seed and the read each wait a Timeout", got, i)
 		}
+	}
+}
+
+// failAlone is a go-redis hook that fails, once, the first command naming
+// key and not other: the one-limiter write of key's seed, not the seed of
+// every limiter that also names other.
+type failAlone struct {
+	key, other string
+	done       atomic.Bool
+}
+
+func (h *failAlone) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *failAlone) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		args := cmd.Args()
+		if slices.Contains(args, any(h.key)) && !slices.Contains(args, any(h.other)) && h.done.CompareAndSwap(false, true) {
+			err := errors.New("connection reset by peer")
+			cmd.SetErr(err)
+			return err
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *failAlone) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// A seed written limiter by limiter beside a document this version cannot
+// read is still owed when another limiter's write failed for want of
+// Redis: the refusal of one limiter is no reason to stop trying the other,
+// which a refresh then seeds. The refusal made the whole seed "not tried
+// again", so the other limiter's document kept an older seed until a
+// restart.
+func TestSeedEachOwesWhatRedisMissed(t *testing.T) {
+	c := redistest.Client(t)
+	s := newStore(t, c, Options{Logger: slog.New(slog.DiscardHandler)})
+	if err := c.Set(ctx, s.Key("projects"), `{"published_rules":`, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	c.AddHook(&failAlone{key: s.Key("search"), other: s.Key("projects")})
+	for _, name := range []string{"projects", "search"} {
+		if err := s.Bind(newLimiter(t, name, ratelimit.NewMemoryStore()), tiers.Set{File: []ratelimit.Rule{rule("by_user", 10)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.SeedBound(ctx); !errors.Is(err, ErrInvalidDocument) || !errors.Is(err, ErrSeedOwed) {
+		t.Fatalf("seed over an invalid document, search's write failed: %v, want ErrInvalidDocument and ErrSeedOwed", err)
+	}
+	if n, err := c.Exists(ctx, s.Key("search")).Result(); err != nil || n != 0 {
+		t.Fatalf("search seeded through a failed write: %d, %v", n, err)
+	}
+	// projects is refused again, so the refresh's seed errs; search is written
+	_ = s.Refresh(ctx)
+	if doc, err := s.Document(ctx, "search"); err != nil || doc.GetFileRules().GetRules()[0].GetLimit() != 10 {
+		t.Fatalf("after a refresh: search's document %v, %v; want the seed", doc, err)
 	}
 }

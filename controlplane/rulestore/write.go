@@ -196,14 +196,17 @@ func (s *Store) SeedBound(ctx context.Context) (WriteResult, error) {
 	var res WriteResult
 	if err == nil {
 		res, err = s.update(ctx, "seed", edits, false)
+		retry = owed(err)
 		if errors.Is(err, ErrInvalidDocument) && len(edits) > 1 {
 			// One stored document this version cannot read (a newer
 			// version's in a rolling deploy, one written by hand) refuses the
 			// whole write: the others are seeded one by one, so that it holds
-			// back only its own limiter.
-			res, err = s.seedEach(ctx, edits)
+			// back only its own limiter. The seed is owed while one of them
+			// failed for want of Redis, whatever the others' refusals.
+			var errs []error
+			res, errs = s.seedEach(ctx, edits)
+			err, retry = errors.Join(errs...), slices.ContainsFunc(errs, owed)
 		}
-		retry = err != nil && !errors.Is(err, ErrInvalidDocument) && !errors.Is(err, ErrOverBounds)
 	}
 	s.mu.Lock()
 	s.seedOwed, s.seedRetry = err != nil, retry
@@ -214,9 +217,16 @@ func (s *Store) SeedBound(ctx context.Context) (WriteResult, error) {
 	return res, err
 }
 
+// owed reports whether a seed that failed with err is owed, tried again at
+// the next refresh: it failed for want of Redis, not for what it would
+// write (ErrInvalidDocument, ErrOverBounds), which would be refused again.
+func owed(err error) bool {
+	return err != nil && !errors.Is(err, ErrInvalidDocument) && !errors.Is(err, ErrOverBounds)
+}
+
 // seedEach writes the seed edits one limiter at a time, and returns what
-// the writes changed and the errors of those refused, joined.
-func (s *Store) seedEach(ctx context.Context, edits []edit) (WriteResult, error) {
+// the writes changed and the errors of those that failed.
+func (s *Store) seedEach(ctx context.Context, edits []edit) (WriteResult, []error) {
 	var res WriteResult
 	var errs []error
 	for _, e := range edits {
@@ -229,7 +239,7 @@ func (s *Store) seedEach(ctx context.Context, edits []edit) (WriteResult, error)
 		res.Revision = max(res.Revision, r.Revision)
 	}
 	sort.Strings(res.Changed)
-	return res, errors.Join(errs...)
+	return res, errs
 }
 
 // ErrSeedOwed is wrapped by the error of a SeedBound that failed for want of
