@@ -82,6 +82,10 @@ func run(ctx context.Context, args []string, out output) int {
 
 func help(args []string, out output) int {
 	if len(args) == 0 || args[0] == "help" { // the overview lists help beside the commands
+		if len(args) > 1 {
+			fmt.Fprintf(out.stderr, "ratekit help: help has no subcommands; run ratekit help\n")
+			return exitUsage
+		}
 		fmt.Fprint(out.stdout, overview())
 		return exitOK
 	}

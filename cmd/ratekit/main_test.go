@@ -297,6 +297,7 @@ func TestHelp(t *testing.T) {
 		{[]string{"help", "rules", "publsh"}, `ratekit help: rules has no subcommand "publsh"; did you mean "publish"?`},
 		{[]string{"help", "rules", "publish", "x"}, `ratekit help: rules has no subcommand "publish x"`},
 		{[]string{"help", "validate", "rules"}, "ratekit help: validate has no subcommands; run ratekit help validate"},
+		{[]string{"help", "help", "publsh"}, "ratekit help: help has no subcommands; run ratekit help"},
 	} {
 		code, stdout, stderr := ratekit(t, t.TempDir(), c.args...)
 		if code != exitUsage || stdout != "" || !strings.HasPrefix(stderr, c.want) {
