@@ -1,10 +1,13 @@
 package config
 
 import (
+	"strings"
+
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/tiers"
+	"github.com/ratekit/ratekit/identifiers"
 )
 
 // ExemptionWarnings warns about the rules of a rule map (a publish payload:
@@ -45,7 +48,7 @@ func exemptionWarnings(d *doc, file, field string, available *AvailableLimiters,
 		}
 		for j, rule := range list {
 			i, pr := index[j], m[name].GetRules()[index[j]]
-			for _, msg := range tiers.ShadowedExemptions(rule, defaults, list) {
+			for _, msg := range tiers.ShadowedExemptions(rule, reachable(rule, defaults), list) {
 				e := &Error{File: file, Limiter: name, Rule: pr.GetName(), Message: msg}
 				if d != nil {
 					pos := d.lookup(at.at(i), false)
@@ -56,4 +59,60 @@ func exemptionWarnings(d *doc, file, field string, available *AvailableLimiters,
 		}
 	}
 	return out
+}
+
+// reachable returns the exemptions of defaults that r could match, or that
+// it replaces by name: it leaves out those that r's gRPC methods rule out
+// (grpcDisjoint), which tiers.ShadowedExemptions cannot tell, since it
+// compares only the properties both match on.
+func reachable(r ratelimit.Rule, defaults []ratelimit.Rule) []ratelimit.Rule {
+	var out []ratelimit.Rule
+	for _, ex := range tiers.Exemptions(defaults) {
+		if ex.Name == r.Name || !grpcDisjoint(r.Match, ex.Match) {
+			out = append(out, ex)
+		}
+	}
+	return out
+}
+
+// grpcDisjoint reports whether no request matches both a and b because one
+// matches grpc_method on values whose services the other's grpc_service
+// refuses: a full method "/pkg.Service/Method" comes with grpc_service
+// "pkg.Service" (identifiers.GRPCMethod), so a rule on another service's
+// method never sees the health service's calls.
+func grpcDisjoint(a, b map[string]ratelimit.Matcher) bool {
+	return methodsOutside(a, b) || methodsOutside(b, a)
+}
+
+// methodsOutside reports whether a's grpc_method is an equality or a set
+// whose every method's service b's grpc_service refuses. A regex on the
+// method is not decided (false).
+func methodsOutside(a, b map[string]ratelimit.Matcher) bool {
+	method, ok := a[identifiers.GRPCMethod]
+	service, ok2 := b[identifiers.GRPCService]
+	if !ok || !ok2 {
+		return false
+	}
+	var methods []string
+	switch {
+	case method.IsEqual():
+		methods = []string{method.Value()}
+	case method.IsOneOf():
+		methods = method.Values()
+	default:
+		return false
+	}
+	for _, m := range methods {
+		if service.Matches(serviceOf(m)) {
+			return false
+		}
+	}
+	return true
+}
+
+// serviceOf is the service of full method m, as the gRPC adapter splits it
+// ("/pkg.Service/Method" → "pkg.Service"; "" without a service).
+func serviceOf(m string) string {
+	m = strings.TrimPrefix(m, "/")
+	return m[:max(strings.LastIndexByte(m, '/'), 0)]
 }
