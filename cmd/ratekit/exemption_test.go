@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -95,5 +96,25 @@ func TestExemptionReplacedInTheFile(t *testing.T) {
 	code, stdout, _ = ratekit(t, dir, "validate", "--json", "--available-limiters", "available_limiters.yaml", "--rate-limits", "rate_limits.yaml")
 	if code != 0 || strings.Count(stdout, `"rule": "skip_health_checks"`) != 1 || !strings.Contains(stdout, `"file": "rate_limits.yaml"`) {
 		t.Errorf("validate --json: exit %d, want the file's skip rule only:\n%s", code, stdout)
+	}
+}
+
+// TestExemptionWarningsOmitted: past config.MaxReportedErrors warnings,
+// validate says how many it left out, in text and in --json.
+func TestExemptionWarningsOmitted(t *testing.T) {
+	var rules strings.Builder
+	rules.WriteString("rate_limits:\n  http_request:\n")
+	for i := range 150 {
+		fmt.Fprintf(&rules, "    - {name: r%d, characteristics: [ip], limit: 1, period_s: 1, action: limit}\n", i)
+	}
+	dir := writeFiles(t, map[string]string{"available_limiters.yaml": exemptAvailable, "many.yaml": rules.String()})
+	code, _, stderr := ratekit(t, dir, "validate", "--available-limiters", "available_limiters.yaml", "--rate-limits", "many.yaml")
+	if n := strings.Count(stderr, "\nwarning: many.yaml:"); code != 0 || n != 99 ||
+		!strings.HasSuffix(stderr, "warning: ... and 50 more (only the first 100 warnings are reported)\n") {
+		t.Fatalf("validate: exit %d, %d warnings after the first\n%s", code, n, stderr)
+	}
+	code, stdout, _ := ratekit(t, dir, "validate", "--json", "--available-limiters", "available_limiters.yaml", "--rate-limits", "many.yaml")
+	if code != 0 || strings.Count(stdout, `"rule": "r`) != 100 || !strings.Contains(stdout, `"warnings_omitted": 50`) {
+		t.Fatalf("validate --json: exit %d\n%s", code, stdout)
 	}
 }

@@ -486,9 +486,8 @@ func rulesPublish(ctx context.Context, e *rulesEnv, _ []string) int {
 	if err != nil {
 		return report(e.out.stderr, "rules", err)
 	}
-	for _, w := range config.ExemptionWarnings(e.f.file, e.avail, req.GetRateLimits()) {
-		fmt.Fprintf(e.out.stderr, "warning: %v\n", w)
-	}
+	warnings, omitted := config.ExemptionWarnings(e.f.file, e.avail, req.GetRateLimits())
+	printWarnings(e.out.stderr, warnings, omitted)
 	// A limiter with no rule and no mode is not written (an upsert of
 	// nothing): a file of only those would be reported as published, and
 	// one among others is named, not counted as published.

@@ -28,7 +28,8 @@ evaluate, since each one bypasses its limiter for every request it matches
 (a default skip rule that rate_limits.yaml replaces by name is left out).
 A rule of rate_limits.yaml that matches what a default exemption skips
 (skip_health_checks: it stays exempt), or that replaces one, is valid and
-named in a warning on stderr (in "warnings" with --json).
+named in a warning on stderr (in "warnings" with --json), the first 100 of
+them.
 
 flags:
   --available-limiters FILE   the application's available_limiters.yaml (required)
@@ -37,10 +38,12 @@ flags:
                               {"valid", "errors": [{file, line, column,
                               limiter, rule, path, message}], "errors_omitted",
                               "limiters", "skip_rules", "warnings": [as errors],
-                              "not_checked"}; errors_omitted counts the problems
-                              past the first 100, left out; not_checked names
-                              --rate-limits when available_limiters.yaml is
-                              invalid (it is checked against that file)
+                              "warnings_omitted", "not_checked"}; errors_omitted
+                              and warnings_omitted count the problems and the
+                              warnings past the first 100, left out;
+                              not_checked names --rate-limits when
+                              available_limiters.yaml is invalid (it is
+                              checked against that file)
 
 A file that still holds merge conflict markers (<<<<<<<, =======, >>>>>>>)
 is refused with its file and line.
@@ -111,19 +114,19 @@ func runValidate(_ context.Context, out output, args []string) int {
 		}
 	}
 	var warnings []*config.Error
+	var omitted int
 	if rateLimits != nil {
-		warnings = rateLimits.ExemptionWarnings(available)
+		warnings, omitted = rateLimits.ExemptionWarnings(available)
 	}
 	if *asJSON {
 		res.Valid = true
 		res.Limiters, res.SkipRules = jsonSummary(available, rateLimits)
 		res.Warnings = jsonErrors(&config.ValidationError{Errors: warnings})
+		res.WarningsOmitted = omitted
 		writeJSON(out.stdout, res)
 		return exitOK
 	}
-	for _, w := range warnings {
-		fmt.Fprintf(out.stderr, "warning: %v\n", w)
-	}
+	printWarnings(out.stderr, warnings, omitted)
 	summarize(out.stdout, available, rateLimits)
 	return exitOK
 }
@@ -135,8 +138,11 @@ type validateResult struct {
 	Limiters  []validateLimiter `json:"limiters"`
 	SkipRules []validateSkip    `json:"skip_rules"`
 	// Warnings are rules that a default exemption (skip_health_checks)
-	// still overrules, or that replace one: valid, but worth a look.
-	Warnings []validateError `json:"warnings"`
+	// still overrules, or that replace one: valid, but worth a look. It
+	// holds the first config.MaxReportedErrors; WarningsOmitted counts the
+	// others.
+	Warnings        []validateError `json:"warnings"`
+	WarningsOmitted int             `json:"warnings_omitted,omitempty"`
 	// ErrorsOmitted counts the problems left out of Errors, which holds the
 	// first config.MaxReportedErrors of a file.
 	ErrorsOmitted int `json:"errors_omitted,omitempty"`
@@ -234,6 +240,17 @@ func rateLimitsOf(r *config.RateLimits) map[string]*configv1.RuleList {
 		return nil
 	}
 	return r.Proto.GetRateLimits()
+}
+
+// printWarnings prints exemption warnings, one a line, and the count of
+// those left out.
+func printWarnings(w io.Writer, warnings []*config.Error, omitted int) {
+	for _, x := range warnings {
+		fmt.Fprintf(w, "warning: %v\n", x)
+	}
+	if omitted > 0 {
+		fmt.Fprintf(w, "warning: ... and %d more (only the first %d warnings are reported)\n", omitted, len(warnings))
+	}
 }
 
 // exitCode is the exit code of a load error: 1 for invalid content, 2 when

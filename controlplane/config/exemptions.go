@@ -1,6 +1,7 @@
 package config
 
 import (
+	"slices"
 	"strings"
 
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
@@ -16,19 +17,28 @@ import (
 // skip_health_checks) exempts. The exemption still holds against them unless
 // they replace it by name (docs/design.md#exemptions); the warning tells the
 // operator before the rules apply. file names the payload; there are no lines.
-func ExemptionWarnings(file string, available *AvailableLimiters, rules map[string]*configv1.RuleList) []*Error {
+// Warnings are bounded as a ValidationError's problems are: the first
+// MaxReportedErrors, each of at most maxWarningLen characters, and the count
+// of the others.
+func ExemptionWarnings(file string, available *AvailableLimiters, rules map[string]*configv1.RuleList) (warnings []*Error, omitted int) {
 	return exemptionWarnings(nil, file, "rate_limits", available, rules)
 }
 
 // ExemptionWarnings is config.ExemptionWarnings for rate_limits.yaml, with
-// the line and column of each rule.
-func (r *RateLimits) ExemptionWarnings(available *AvailableLimiters) []*Error {
+// the line and column of each rule, in file order.
+func (r *RateLimits) ExemptionWarnings(available *AvailableLimiters) (warnings []*Error, omitted int) {
 	return exemptionWarnings(r.doc, r.File, "rate_limits", available, r.Proto.GetRateLimits())
 }
 
-func exemptionWarnings(d *doc, file, field string, available *AvailableLimiters, m map[string]*configv1.RuleList) []*Error {
+// maxWarningLen bounds, in characters, the message of one exemption
+// warning: it quotes the exemption's match, which may be as large as
+// available_limiters.yaml, and every rule the exemption concerns repeats it
+// (an exemption of 0.8 MiB and 256 rules made 204 MB of warnings).
+const maxWarningLen = 512
+
+func exemptionWarnings(d *doc, file, field string, available *AvailableLimiters, m map[string]*configv1.RuleList) ([]*Error, int) {
 	if available == nil {
-		return nil
+		return nil, 0
 	}
 	var out []*Error
 	for _, name := range sortedKeys(m) {
@@ -49,7 +59,7 @@ func exemptionWarnings(d *doc, file, field string, available *AvailableLimiters,
 		for j, rule := range list {
 			i, pr := index[j], m[name].GetRules()[index[j]]
 			for _, msg := range tiers.ShadowedExemptions(rule, reachable(rule, defaults), list) {
-				e := &Error{File: file, Limiter: name, Rule: pr.GetName(), Message: msg}
+				e := &Error{File: file, Limiter: name, Rule: pr.GetName(), Message: clipMiddle(msg, maxWarningLen)}
 				if d != nil {
 					pos := d.lookup(at.at(i), false)
 					e.Line, e.Column = pos.line, pos.col
@@ -58,7 +68,27 @@ func exemptionWarnings(d *doc, file, field string, available *AvailableLimiters,
 			}
 		}
 	}
-	return out
+	if d != nil {
+		sortErrors(out)
+	}
+	if len(out) > MaxReportedErrors {
+		return slices.Clip(out[:MaxReportedErrors]), len(out) - MaxReportedErrors
+	}
+	return out, 0
+}
+
+// clipMiddle cuts s to n characters and "..." by leaving out the middle, the
+// exemption's match in a warning: the names come first, and what to do last.
+func clipMiddle(s string, n int) string {
+	if len(s) <= n { // no character is less than a byte
+		return s
+	}
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	tail := n / 4
+	return string(r[:n-tail]) + "..." + string(r[len(r)-tail:])
 }
 
 // reachable returns the exemptions of defaults that r could match, or that

@@ -2,7 +2,11 @@ package config
 
 import (
 	"fmt"
+	"strings"
 	"testing"
+	"unicode/utf8"
+
+	ratelimit "github.com/ratekit/ratekit/core"
 )
 
 // TestExemptionWarningsGRPC: a full method ("/pkg.Service/Method") carries
@@ -59,10 +63,54 @@ func TestExemptionWarningsGRPC(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := rl.ExemptionWarnings(available)
+			got, _ := rl.ExemptionWarnings(available)
 			if warned := len(got) != 0; warned != tt.wantWarned {
 				t.Fatalf("warnings %v, want warned %v", got, tt.wantWarned)
 			}
 		})
+	}
+}
+
+// TestExemptionWarningsBounded: every rule that matches what an exemption
+// skips repeats its match in a warning, so an exemption of 100 KB and 256
+// rules made 25 MB of warnings (an exemption of 0.8 MiB made 204 MB). They
+// are bounded like a ValidationError's problems: the first
+// MaxReportedErrors, and each quotes a cut match.
+func TestExemptionWarningsBounded(t *testing.T) {
+	var values, rules strings.Builder
+	for i := range 1000 {
+		fmt.Fprintf(&values, "%q, ", fmt.Sprintf("/p%04d%s", i, strings.Repeat("x", 95)))
+	}
+	for i := range ratelimit.MaxRulesPerTier {
+		fmt.Fprintf(&rules, "    - {name: r%d, action: log, limit: 1, period_s: 1}\n", i)
+	}
+	available := mustAvailable(t, `available_limiters:
+  api:
+    description: HTTP requests
+    available_properties: [path]
+    default_rules:
+      - name: skip_health_checks
+        action: skip
+        match: {path: {one_of: [`+values.String()+`]}}
+`)
+	rl, err := ParseRateLimits("r.yaml", []byte("rate_limits:\n  api:\n"+rules.String()), available)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, omitted := rl.ExemptionWarnings(available)
+	if len(got) != MaxReportedErrors || omitted != ratelimit.MaxRulesPerTier-MaxReportedErrors {
+		t.Errorf("%d warnings and %d omitted, want %d and %d", len(got), omitted, MaxReportedErrors, ratelimit.MaxRulesPerTier-MaxReportedErrors)
+	}
+	if got[0].Rule != "r0" || got[0].Line != 3 {
+		t.Errorf("first warning %v, want r0's at line 3", got[0])
+	}
+	for _, w := range got {
+		if n := utf8.RuneCountInString(w.Message); n > maxWarningLen+3 {
+			t.Fatalf("a warning of %d characters, want at most %d and \"...\": %.200s", n, maxWarningLen, w.Message)
+		}
+		// The cut leaves out the match: what to do stays.
+		if !strings.HasSuffix(w.Message, "(override it by name to count them)") {
+			t.Fatalf("a cut warning lost its end: %s", w.Message)
+		}
 	}
 }
