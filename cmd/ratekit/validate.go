@@ -26,10 +26,10 @@ rules within allowed_skip_rules).
 On success it prints a summary that lists every skip rule the limiters
 evaluate, since each one bypasses its limiter for every request it matches
 (a default skip rule that rate_limits.yaml replaces by name is left out).
-A rule of rate_limits.yaml that matches what a default exemption skips
-(skip_health_checks: it stays exempt), or that replaces one, is valid and
-named in a warning on stderr (in "warnings" with --json), the first 100 of
-them.
+A limit or log rule of rate_limits.yaml that matches what a default
+exemption skips (skip_health_checks: it stays exempt), or that replaces one,
+is valid and named in a warning on stderr (in "warnings" with --json), the
+first 100 of them; a skip rule that replaces one is not.
 
 flags:
   --available-limiters FILE   the application's available_limiters.yaml (required)
@@ -137,8 +137,9 @@ type validateResult struct {
 	Errors    []validateError   `json:"errors"`
 	Limiters  []validateLimiter `json:"limiters"`
 	SkipRules []validateSkip    `json:"skip_rules"`
-	// Warnings are rules that a default exemption (skip_health_checks)
-	// still overrules, or that replace one: valid, but worth a look. It
+	// Warnings are counting rules that a default exemption
+	// (skip_health_checks) still overrules, or that replace one: valid, but
+	// worth a look. It
 	// holds the first config.MaxReportedErrors; WarningsOmitted counts the
 	// others.
 	Warnings        []validateError `json:"warnings"`

@@ -11,10 +11,11 @@ import (
 	"github.com/ratekit/ratekit/identifiers"
 )
 
-// ExemptionWarnings warns about the rules of a rule map (a publish payload:
-// limiter → rules) that replace or match what a default exemption (a skip
-// rule opening available_limiters.yaml's default_rules, such as
-// skip_health_checks) exempts. The exemption still holds against them unless
+// ExemptionWarnings warns about the counting rules (limit, log) of a rule map
+// (a publish payload: limiter → rules) that replace or match what a default
+// exemption (a skip rule opening available_limiters.yaml's default_rules,
+// such as skip_health_checks) exempts; a skip rule that replaces one is not
+// warned about. The exemption still holds against them unless
 // they replace it by name (docs/design.md#exemptions); the warning tells the
 // operator before the rules apply. file names the payload; there are no lines.
 // Warnings are bounded as a ValidationError's problems are: the first
