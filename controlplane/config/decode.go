@@ -355,6 +355,8 @@ var (
 	limiterSpecName = (&configv1.LimiterSpec{}).ProtoReflect().Descriptor().FullName()
 	ruleListName    = (&configv1.RuleList{}).ProtoReflect().Descriptor().FullName()
 	stringSetName   = (&configv1.StringSet{}).ProtoReflect().Descriptor().FullName()
+
+	allowedSkipRulesName = (&configv1.LimiterSpec{}).ProtoReflect().Descriptor().Fields().ByName("allowed_skip_rules").FullName()
 )
 
 func describe(md protoreflect.MessageDescriptor, p path) string {
@@ -519,9 +521,14 @@ func firstKeys(n *yaml.Node) map[string]*yaml.Node {
 
 func plainKey(k *yaml.Node) bool { return k.Kind == yaml.ScalarNode && k.ShortTag() != "!!merge" }
 
-// value walks the value of field fd of m.
+// value walks the value of field fd of m. A null value is an absent field,
+// but for allowed_skip_rules, whose absence allows any skip rule: a key left
+// without a value (its items commented out) meant to allow fewer.
 func (d *doc) value(n *yaml.Node, m protoreflect.Message, fd protoreflect.FieldDescriptor) {
 	if n = d.visit(n); n == nil || isNull(n) {
+		if n != nil && fd.FullName() == allowedSkipRulesName {
+			d.fail(true, "allowed_skip_rules has no value: write [] to allow no skip rule, or leave the key out to allow any")
+		}
 		return
 	}
 	switch {

@@ -87,7 +87,9 @@
 // be declared in available_limiters.yaml, properties must be in their
 // limiter's available_properties, rule names unique within a limiter, regexes
 // valid RE2 within 1024 bytes and 10000 instructions (the bounds of ratelimit.Regex), and
-// skip rules within a limiter's allowed_skip_rules when it has that list,
+// skip rules within a limiter's allowed_skip_rules when it has that list
+// (`allowed_skip_rules: []` allows none, no key any, and the key without a
+// value, its items commented out, is an error rather than either),
 // and the bounds of the rules model (docs/limits.md: at most
 // ratelimit.MaxRulesPerTier rules per list, ratelimit.MaxCharacteristics
 // characteristics, ratelimit.MaxMatchEntries match entries and

@@ -377,3 +377,43 @@ func TestPublishRulesRequest(t *testing.T) {
 	_, err = ParsePublishRulesRequest("publish.yaml", []byte("rate_limits:\n  nope: []\n"), available)
 	assertErrors(t, err, []string{`publish.yaml:2:3: nope: no limiter "nope" in available_limiters.yaml (it declares guarded, locked, open)`})
 }
+
+// TestAllowedSkipRulesNull: an allowed_skip_rules key without a value (its
+// items commented out, or ~) is refused at its line. A null value read as an
+// absent key, which allows any skip rule: the guardrail was off where the
+// file meant to tighten it. [] allows none; leaving the key out, any.
+func TestAllowedSkipRulesNull(t *testing.T) {
+	const head = "available_limiters:\n  api:\n    description: HTTP requests\n    available_properties: [ip]\n"
+	tests := []struct {
+		name, value string
+		wantErr     string // "" when valid
+		wantAllow   []string
+	}{
+		{"items commented out", "allowed_skip_rules:\n      # - skip_health_checks\n",
+			`available_limiters.yaml:5:5: api: allowed_skip_rules has no value: write [] to allow no skip rule, or leave the key out to allow any`, nil},
+		{"tilde", "allowed_skip_rules: ~\n",
+			`available_limiters.yaml:5:5: api: allowed_skip_rules has no value: write [] to allow no skip rule, or leave the key out to allow any`, nil},
+		{"null", "allowed_skip_rules: null\n",
+			`available_limiters.yaml:5:5: api: allowed_skip_rules has no value: write [] to allow no skip rule, or leave the key out to allow any`, nil},
+		{"empty list", "allowed_skip_rules: []\n", "", []string{}},
+		{"a name", "allowed_skip_rules: [skip_health_checks]\n", "", []string{"skip_health_checks"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a, err := ParseAvailableLimiters("available_limiters.yaml", []byte(head+"    "+tt.value))
+			if tt.wantErr != "" {
+				if err == nil || err.Error() != tt.wantErr {
+					t.Fatalf("error %v, want %s", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			allow := a.Spec("api").GetAllowedSkipRules()
+			if allow == nil || !reflect.DeepEqual(append([]string{}, allow.GetNames()...), tt.wantAllow) {
+				t.Fatalf("allowed_skip_rules %v, want %v", allow, tt.wantAllow)
+			}
+		})
+	}
+}
