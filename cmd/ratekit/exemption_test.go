@@ -44,8 +44,8 @@ const incidentYAML = `rate_limits:
 `
 
 // TestExemptionWarnings: validate and rules publish --dry-run name the rule
-// that matches what the default skip_health_checks exempts (validate with
-// its line), and only that one.
+// that matches what the default skip_health_checks exempts, with its line
+// (publish named the file alone), and only that one.
 func TestExemptionWarnings(t *testing.T) {
 	dir := writeFiles(t, map[string]string{"available_limiters.yaml": exemptAvailable, "incident.yaml": incidentYAML})
 	want := `http_request/incident_per_ip: rule "incident_per_ip" matches requests that the default exemption "skip_health_checks" skips (path: {one_of: ["/healthz" "/readyz"]})`
@@ -60,7 +60,7 @@ func TestExemptionWarnings(t *testing.T) {
 	prefix := redistest.Prefix(t) + "{rules}:"
 	code, stdout, stderr = ratekit(t, dir, "rules", "publish", "--dry-run", "--redis", redistest.URL(t), "--rules-prefix", prefix,
 		"--file", "incident.yaml", "--available-limiters", "available_limiters.yaml")
-	if code != 0 || !strings.Contains(stderr, "warning: incident.yaml: "+want) || strings.Contains(stderr, "api_only") {
+	if code != 0 || !strings.Contains(stderr, "warning: incident.yaml:9:7: "+want) || strings.Contains(stderr, "api_only") {
 		t.Fatalf("publish --dry-run: exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
 	}
 }

@@ -482,11 +482,12 @@ func rulesPublish(ctx context.Context, e *rulesEnv, _ []string) int {
 		fmt.Fprintf(e.out.stderr, "ratekit rules: %v\n", err)
 		return exitUsage
 	}
-	req, err := config.ParsePublishRulesRequest(e.f.file, data, e.avail)
+	pf, err := config.ParsePublishFile(e.f.file, data, e.avail)
 	if err != nil {
 		return report(e.out.stderr, "rules", err)
 	}
-	warnings, omitted := config.ExemptionWarnings(e.f.file, e.avail, req.GetRateLimits())
+	req := pf.Proto
+	warnings, omitted := pf.ExemptionWarnings(e.avail)
 	printWarnings(e.out.stderr, warnings, omitted)
 	// A limiter with no rule and no mode is not written (an upsert of
 	// nothing): a file of only those would be reported as published, and

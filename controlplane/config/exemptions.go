@@ -17,7 +17,8 @@ import (
 // such as skip_health_checks) exempts; a skip rule that replaces one is not
 // warned about. The exemption still holds against them unless
 // they replace it by name (docs/design.md#exemptions); the warning tells the
-// operator before the rules apply. file names the payload; there are no lines.
+// operator before the rules apply. file names the payload; there are no
+// lines (a payload read from a file has them: PublishFile.ExemptionWarnings).
 // Warnings are bounded as a ValidationError's problems are: the first
 // MaxReportedErrors, each of at most maxWarningLen characters, and the count
 // of the others.
@@ -29,6 +30,12 @@ func ExemptionWarnings(file string, available *AvailableLimiters, rules map[stri
 // the line and column of each rule, in file order.
 func (r *RateLimits) ExemptionWarnings(available *AvailableLimiters) (warnings []*Error, omitted int) {
 	return exemptionWarnings(r.doc, r.File, "rate_limits", available, r.Proto.GetRateLimits())
+}
+
+// ExemptionWarnings is config.ExemptionWarnings for a publish payload read
+// from a file, with the line and column of each rule, in file order.
+func (p *PublishFile) ExemptionWarnings(available *AvailableLimiters) (warnings []*Error, omitted int) {
+	return exemptionWarnings(p.doc, p.File, "rate_limits", available, p.Proto.GetRateLimits())
 }
 
 // maxWarningLen bounds, in characters, the message of one exemption

@@ -303,11 +303,30 @@ func (d *doc) skipRule(limiter string, at path, r *configv1.Rule, def bool) Skip
 // rate_limits.yaml (`rate_limits:` limiter → rule list, YAML or JSON) and
 // checks it as ValidatePublishRulesRequest does.
 func ParsePublishRulesRequest(file string, data []byte, available *AvailableLimiters) (*configv1.PublishRulesRequest, error) {
-	msg := &configv1.PublishRulesRequest{}
-	if _, err := parseRuleMap(file, data, msg, msg.GetRateLimits, available); err != nil {
+	p, err := ParsePublishFile(file, data, available)
+	if err != nil {
 		return nil, err
 	}
-	return msg, nil
+	return p.Proto, nil
+}
+
+// PublishFile is a valid publish payload read from a file, which knows where
+// each of its rules is (for its ExemptionWarnings).
+type PublishFile struct {
+	File  string
+	Proto *configv1.PublishRulesRequest
+	doc   *doc
+}
+
+// ParsePublishFile is ParsePublishRulesRequest, keeping the place of each
+// rule in data.
+func ParsePublishFile(file string, data []byte, available *AvailableLimiters) (*PublishFile, error) {
+	msg := &configv1.PublishRulesRequest{}
+	d, err := parseRuleMap(file, data, msg, msg.GetRateLimits, available)
+	if err != nil {
+		return nil, err
+	}
+	return &PublishFile{File: file, Proto: msg, doc: d}, nil
 }
 
 // parseRuleMap reads a document whose one field, rate_limits, maps limiters
