@@ -172,7 +172,6 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-// checkLimiterCount refuses a map of more than MaxLimiters limiters at field.
 // checkSpecLists refuses, at the limiter at, a spec over
 // MaxAvailableProperties or MaxAllowedSkipRules.
 func (d *doc) checkSpecLists(at path, spec *configv1.LimiterSpec) {
@@ -184,6 +183,7 @@ func (d *doc) checkSpecLists(at path, spec *configv1.LimiterSpec) {
 	}
 }
 
+// checkLimiterCount refuses a map of more than MaxLimiters limiters at field.
 func (d *doc) checkLimiterCount(field string, n int) {
 	if n > MaxLimiters {
 		d.check(path{}.field(field), false, "%d limiters, at most %d (config.MaxLimiters, docs/limits.md)", n, MaxLimiters)
