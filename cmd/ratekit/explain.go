@@ -171,6 +171,9 @@ type verdictExplanation struct {
 	// WouldBlock: enforcing, it would block.
 	Shadow     bool `json:"shadow,omitempty"`
 	WouldBlock bool `json:"would_block,omitempty"`
+	// Skipped: Rule is the skip rule that ended the evaluation
+	// (ratelimit.Result.Skipped), not a counting rule.
+	Skipped bool `json:"skipped,omitempty"`
 }
 
 type explainFlags struct {
@@ -578,7 +581,8 @@ func explain(l *ratelimit.Limiter, ts tiers.Set, sources []tierSummary, id ratel
 		}
 		ex.Rules = append(ex.Rules, re)
 	}
-	v := verdictExplanation{Action: string(res.Action), Exceeded: res.Exceeded, Degraded: res.Degraded, Shadow: res.Shadow, WouldBlock: res.Shadow && res.WouldBlock()}
+	v := verdictExplanation{Action: string(res.Action), Exceeded: res.Exceeded, Degraded: res.Degraded, Shadow: res.Shadow,
+		WouldBlock: res.Shadow && res.WouldBlock(), Skipped: res.Skipped}
 	if res.Rule != nil {
 		v.Rule = res.Rule.Name
 	}
@@ -650,6 +654,24 @@ func printExplanation(w io.Writer, ex explanation, now time.Time) {
 		fmt.Fprintln(w, "verdict: allow: no rule counted (the rules that match were left out)")
 	case v.Rule == "":
 		fmt.Fprintln(w, "verdict: allow: no rule matches")
+	case v.Skipped:
+		// The result's rule is the skip; a log rule before it may have
+		// exceeded (the result's Exceeded).
+		fmt.Fprintf(w, "verdict: allow: skip rule %s ends the evaluation (the rules after it are not evaluated)", v.Rule)
+		var exceeded []string
+		for _, r := range ex.Rules {
+			if r.State == stateExceeded {
+				exceeded = append(exceeded, r.Name)
+			}
+		}
+		switch len(exceeded) {
+		case 0:
+		case 1:
+			fmt.Fprintf(w, "; shadow rule %s exceeded before it: logged, not enforced", exceeded[0])
+		default:
+			fmt.Fprintf(w, "; shadow rules %s exceeded before it: logged, not enforced", strings.Join(exceeded, ", "))
+		}
+		fmt.Fprintln(w)
 	case v.Exceeded:
 		fmt.Fprintf(w, "verdict: allow (shadow rule %s exceeded: logged, not enforced)\n", v.Rule)
 	default:

@@ -501,6 +501,38 @@ func TestExplainTokenBucketBurst(t *testing.T) {
 	}
 }
 
+// TestExplainVerdictSkipped: a skip rule that ends the evaluation is the
+// result's Rule (ratelimit.Result.Skipped), so the verdict named it as the
+// most constraining rule, or as the shadow rule exceeded when a log rule
+// before it was: it names the skip as such, and the log rules exceeded.
+func TestExplainVerdictSkipped(t *testing.T) {
+	t.Parallel()
+	e := newExplainEnvWith(t, redistest.Client(t), redistest.URL(t), false, `rate_limits:
+  api_request:
+    - {name: watch_ip, action: log, characteristics: [ip], limit: 1, period_s: 3600}
+    - {name: skip_health, action: skip, match: {path: /-/health}}
+`)
+	tests := []struct {
+		name, cost string
+		want       string
+	}{
+		{"under the log rule", "1", "verdict: allow: skip rule skip_health ends the evaluation (the rules after it are not evaluated)\n"},
+		{"log rule exceeded", "2", "verdict: allow: skip rule skip_health ends the evaluation (the rules after it are not evaluated); shadow rule watch_ip exceeded before it: logged, not enforced\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			stdout, stderr, code := e.run(t, e.flags("--cost", tt.cost, "ip=10.0.0.9", "path=/-/health")...)
+			if code != 0 || !strings.HasSuffix(stdout, tt.want) {
+				t.Fatalf("exit %d, want the verdict %q\n%s%s", code, tt.want, stdout, stderr)
+			}
+			ex := e.explainJSON(t, "--cost", tt.cost, "ip=10.0.0.9", "path=/-/health")
+			if v := ex.Verdict; v.Action != "allow" || v.Rule != "skip_health" || !v.Skipped {
+				t.Fatalf("verdict %+v, want allow, skipped by skip_health", v)
+			}
+		})
+	}
+}
+
 func TestExplainRuleStore(t *testing.T) {
 	client := redistest.Client(t)
 	e := newExplainEnv(t, client, redistest.URL(t), false)
