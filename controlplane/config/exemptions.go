@@ -66,8 +66,8 @@ func exemptionWarnings(d *doc, file, field string, available *AvailableLimiters,
 		}
 		for j, rule := range list {
 			i, pr := index[j], m[name].GetRules()[index[j]]
-			for _, msg := range tiers.ShadowedExemptions(rule, reachable(rule, defaults), list) {
-				e := &Error{File: file, Limiter: name, Rule: pr.GetName(), Message: clipMiddle(msg, maxWarningLen)}
+			for _, msg := range ShadowedExemptions(rule, defaults, list) {
+				e := &Error{File: file, Limiter: name, Rule: pr.GetName(), Message: msg}
 				if d != nil {
 					pos := d.lookup(at.at(i), false)
 					e.Line, e.Column = pos.line, pos.col
@@ -83,6 +83,19 @@ func exemptionWarnings(d *doc, file, field string, available *AvailableLimiters,
 		return slices.Clip(out[:MaxReportedErrors]), len(out) - MaxReportedErrors
 	}
 	return out, 0
+}
+
+// ShadowedExemptions is tiers.ShadowedExemptions for every surface that
+// warns about default exemptions (validate, publish, the admin page): it
+// leaves out the exemptions that r's gRPC methods rule out, which the tiers
+// package cannot tell, and each message is at most 512 characters (the
+// exemption's match cut in the middle).
+func ShadowedExemptions(r ratelimit.Rule, defaults []ratelimit.Rule, higher ...[]ratelimit.Rule) []string {
+	out := tiers.ShadowedExemptions(r, reachable(r, defaults), higher...)
+	for i, msg := range out {
+		out[i] = clipMiddle(msg, maxWarningLen)
+	}
+	return out
 }
 
 // clipMiddle cuts s to n characters and "..." by leaving out the middle, the

@@ -67,6 +67,19 @@ func TestExemptionWarningsGRPC(t *testing.T) {
 			if warned := len(got) != 0; warned != tt.wantWarned {
 				t.Fatalf("warnings %v, want warned %v", got, tt.wantWarned)
 			}
+			// The same of the rules as core rules, as the admin page
+			// shows them for every tier.
+			rules, err := rl.Rules("grpc_request")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defaults, err := available.DefaultRules("grpc_request")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if msgs := ShadowedExemptions(rules[0], defaults, rules); (len(msgs) != 0) != tt.wantWarned {
+				t.Fatalf("ShadowedExemptions %q, want warned %v", msgs, tt.wantWarned)
+			}
 		})
 	}
 }

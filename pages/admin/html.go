@@ -153,8 +153,8 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
 <h2>Effective rules, in evaluation order</h2>
 <p class="hint">The first matching skip rule ends evaluation; a rule of a higher tier replaces the same-named rule of a lower tier and keeps its counter. Tiers, highest first: remote, file, published, default.</p>
 {{template "rules" .Rows}}
-{{- with .ExemptionWarnings}}
-<div class="notice warn" id="exemption-warnings" role="note"><p>Default exemptions hold against every tier (docs/design.md#exemptions):</p><ul>{{range .}}<li>{{.}}</li>{{end}}</ul></div>
+{{- if .ExemptionWarnings}}
+<div class="notice warn" id="exemption-warnings" role="note"><p>Default exemptions hold against every tier (docs/design.md#exemptions):</p><ul>{{range .ExemptionWarnings}}<li>{{.}}</li>{{end}}</ul>{{if .ExemptionWarningsOmitted}}<p id="exemption-warnings-omitted">and {{.ExemptionWarningsOmitted}} more warnings</p>{{end}}</div>
 {{- end}}
 {{- if .Overrides}}
 <h3>Replaced rules</h3>

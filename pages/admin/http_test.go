@@ -2,6 +2,7 @@ package admin_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"maps"
 	"net/http"
 	"net/url"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratekit/ratekit/controlplane/config"
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/tiers"
 	"github.com/ratekit/ratekit/internal/redistest"
@@ -310,6 +312,24 @@ func TestExemptionWarnings(t *testing.T) {
 	_, body := b.get("?limiter=jobs")
 	if !strings.Contains(body, `id="exemption-warnings"`) || !strings.Contains(body, `rule &#34;incident&#34; matches requests that the default exemption &#34;skip_health_checks&#34; skips`) {
 		t.Fatalf("no warning for a match-all rule:\n%s", body)
+	}
+	if strings.Contains(body, `id="exemption-warnings-omitted"`) {
+		t.Fatalf("one warning, and some said omitted:\n%s", body)
+	}
+
+	// The page shows as many warnings as ratekit validate reports, and
+	// counts the others: 20 more rules than it shows, and incident (a
+	// publish upserts).
+	var many []*configv1.Rule
+	for i := range config.MaxReportedErrors + 20 {
+		many = append(many, &configv1.Rule{Name: fmt.Sprintf("incident_%d", i), Action: configv1.Action_ACTION_LIMIT, Limit: &lim, PeriodS: &per})
+	}
+	if _, err := f.store.Publish(ctx, &configv1.PublishRulesRequest{RateLimits: map[string]*configv1.RuleList{"jobs": {Rules: many}}}); err != nil {
+		t.Fatal(err)
+	}
+	_, body = b.get("?limiter=jobs")
+	if n := strings.Count(body, "matches requests that the default exemption"); n != config.MaxReportedErrors || !strings.Contains(body, `<p id="exemption-warnings-omitted">and 21 more warnings</p>`) {
+		t.Fatalf("%d warnings shown, want %d and 21 counted:\n%s", n, config.MaxReportedErrors, body)
 	}
 }
 

@@ -106,8 +106,11 @@ type limiterView struct {
 	// ExemptionWarnings name the rules of higher tiers that replace or match
 	// what a default exemption (skip_health_checks) exempts.
 	ExemptionWarnings []string
-	Published         []ruleRow
-	TierRows          []tierRows // every tier, highest first
+	// ExemptionWarningsOmitted counts the warnings past the first
+	// config.MaxReportedErrors, as ratekit validate bounds them.
+	ExemptionWarningsOmitted int
+	Published                []ruleRow
+	TierRows                 []tierRows // every tier, highest first
 
 	published *configv1.RuleList // for the edit form
 }
@@ -283,7 +286,13 @@ func (lv *limiterView) build() {
 	lv.Published = byTier[tiers.Published]
 	for _, higher := range [][]ratelimit.Rule{lv.Tiers.Remote, lv.Tiers.File, lv.Tiers.Published} {
 		for _, r := range higher {
-			lv.ExemptionWarnings = append(lv.ExemptionWarnings, tiers.ShadowedExemptions(r, lv.Tiers.Defaults, lv.Tiers.Remote, lv.Tiers.File, lv.Tiers.Published)...)
+			for _, w := range config.ShadowedExemptions(r, lv.Tiers.Defaults, lv.Tiers.Remote, lv.Tiers.File, lv.Tiers.Published) {
+				if len(lv.ExemptionWarnings) == config.MaxReportedErrors {
+					lv.ExemptionWarningsOmitted++
+					continue
+				}
+				lv.ExemptionWarnings = append(lv.ExemptionWarnings, w)
+			}
 		}
 	}
 }
