@@ -113,6 +113,19 @@ func (h *Handler) explain(ctx context.Context, lv *limiterView, id ratelimit.Ide
 		ex.Verdict = fmt.Sprintf("block by %s, retry after %s", res.Rule.Name, res.Info.RetryAfter(now))
 	case res.Rule == nil:
 		ex.Verdict = "allow: no rule counts this identifier"
+	case res.Skipped:
+		// The result's rule is the skip; a log rule before it may have
+		// exceeded (the result's Exceeded), which the rules list shows.
+		ex.Verdict = fmt.Sprintf("allow: skip rule %s ends the evaluation (the rules after it are not evaluated)", res.Rule.Name)
+		var exceeded []string
+		for _, r := range ex.Rules {
+			if strings.HasPrefix(r.State, "exceeded") {
+				exceeded = append(exceeded, r.Name)
+			}
+		}
+		if len(exceeded) > 0 {
+			ex.Verdict += fmt.Sprintf("; log rule %s exceeded before it: reported, not enforced", strings.Join(exceeded, ", "))
+		}
 	case res.Exceeded:
 		ex.Verdict = fmt.Sprintf("allow (log rule %s exceeded: reported, not enforced)", res.Rule.Name)
 	default:

@@ -71,3 +71,39 @@ func TestExplainTokenBucketBurst(t *testing.T) {
 		t.Fatalf("explain of a token bucket: %d, row %q; want about 4 tokens in use of the burst 10", code, row)
 	}
 }
+
+// A peek that a skip rule ends names the skip in its verdict, and the log
+// rule exceeded before it: the result's rule is then the skip, which the
+// verdict called the most constraining rule, or an exceeded log rule.
+func TestExplainVerdictSkipped(t *testing.T) {
+	f := newFixture(t, allowAll)
+	b := newBrowser(t, f)
+	verdict := func(ip string) string {
+		t.Helper()
+		code, body := b.get("?limiter=api&explain=1&id.ip=" + ip)
+		v := regexp.MustCompile(`(?s)id="verdict"[^>]*>(.*?)</p>`).FindStringSubmatch(body)
+		if code != http.StatusOK || v == nil {
+			t.Fatalf("explain: %d, no verdict\n%s", code, body)
+		}
+		return strings.TrimPrefix(v[1], "Verdict: ")
+	}
+	const skip = "allow: skip rule trusted_ip ends the evaluation (the rules after it are not evaluated)"
+	if got := verdict("10.0.0.1"); got != skip {
+		t.Fatalf("verdict %q, want %q", got, skip)
+	}
+
+	lim, per := uint32(1), uint32(60)
+	if _, err := f.store.Publish(ctx, &configv1.PublishRulesRequest{RateLimits: map[string]*configv1.RuleList{"api": {
+		Rules: []*configv1.Rule{{Name: "watch", Action: configv1.Action_ACTION_LOG, Limit: &lim, PeriodS: &per, Characteristics: []string{"ip"}}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	l := f.serviceLimiter(t, f.client, ratelimit.Rule{Name: "watch", Action: ratelimit.ActionLog, Characteristics: []string{"ip"}, Limit: 1, Period: time.Minute})
+	for range 2 {
+		if res := l.Check(ctx, ratelimit.Identifier{"ip": "10.0.0.1"}); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+	}
+	if got, want := verdict("10.0.0.1"), skip+"; log rule watch exceeded before it: reported, not enforced"; got != want {
+		t.Fatalf("verdict %q, want %q", got, want)
+	}
+}
