@@ -357,6 +357,8 @@ var (
 	stringSetName   = (&configv1.StringSet{}).ProtoReflect().Descriptor().FullName()
 
 	allowedSkipRulesName = (&configv1.LimiterSpec{}).ProtoReflect().Descriptor().Fields().ByName("allowed_skip_rules").FullName()
+	ruleMatchName        = (&configv1.Rule{}).ProtoReflect().Descriptor().Fields().ByName("match").FullName()
+	defaultRuleMatchName = (&configv1.DefaultRule{}).ProtoReflect().Descriptor().Fields().ByName("match").FullName()
 )
 
 func describe(md protoreflect.MessageDescriptor, p path) string {
@@ -523,11 +525,17 @@ func plainKey(k *yaml.Node) bool { return k.Kind == yaml.ScalarNode && k.ShortTa
 
 // value walks the value of field fd of m. A null value is an absent field,
 // but for allowed_skip_rules, whose absence allows any skip rule: a key left
-// without a value (its items commented out) meant to allow fewer.
+// without a value (its items commented out) meant to allow fewer; and for a
+// rule's match, whose absence matches every request: a match whose entries
+// were commented out would turn a skip rule into a bypass of the limiter.
 func (d *doc) value(n *yaml.Node, m protoreflect.Message, fd protoreflect.FieldDescriptor) {
 	if n = d.visit(n); n == nil || isNull(n) {
-		if n != nil && fd.FullName() == allowedSkipRulesName {
+		switch {
+		case n == nil:
+		case fd.FullName() == allowedSkipRulesName:
 			d.fail(true, "allowed_skip_rules has no value: write [] to allow no skip rule, or leave the key out to allow any")
+		case fd.FullName() == ruleMatchName || fd.FullName() == defaultRuleMatchName:
+			d.fail(true, "match has no value: write {} to match every request, or leave the key out")
 		}
 		return
 	}

@@ -89,7 +89,8 @@
 // valid RE2 within 1024 bytes and 10000 instructions (the bounds of ratelimit.Regex), and
 // skip rules within a limiter's allowed_skip_rules when it has that list
 // (`allowed_skip_rules: []` allows none, no key any, and the key without a
-// value, its items commented out, is an error rather than either),
+// value, its items commented out, is an error rather than either; so is a
+// rule's match key without a value: `match: {}` matches every request),
 // and the bounds of the rules model (docs/limits.md: at most
 // ratelimit.MaxRulesPerTier rules per list, ratelimit.MaxCharacteristics
 // characteristics, ratelimit.MaxMatchEntries match entries and

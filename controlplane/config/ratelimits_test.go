@@ -417,3 +417,42 @@ func TestAllowedSkipRulesNull(t *testing.T) {
 		})
 	}
 }
+
+// TestMatchNull: a rule's match key without a value (its entries commented
+// out, or ~) is refused at its line, in rate_limits.yaml and in a default
+// rule. A null read as an absent match, which matches every request: a skip
+// rule whose match was commented out skipped the whole limiter. {} still
+// matches every request on purpose.
+func TestMatchNull(t *testing.T) {
+	const available = "available_limiters:\n  api:\n    description: HTTP requests\n    available_properties: [ip]\n    default_rules:\n      - name: per_ip\n        characteristics: [ip]\n        limit: 10\n        period_s: 60\n        action: limit\n"
+	const want = "match has no value: write {} to match every request, or leave the key out"
+	tests := []struct {
+		name, match, wantErr string // wantErr: "" when valid
+	}{
+		{"entries commented out", "match:\n        # ip: 10.0.0.1\n", "rate_limits.yaml:7:7: api/trusted: " + want},
+		{"tilde", "match: ~\n", "rate_limits.yaml:7:7: api/trusted: " + want},
+		{"null", "match: null\n", "rate_limits.yaml:7:7: api/trusted: " + want},
+		{"empty mapping", "match: {}\n", ""},
+		{"an entry", "match: {ip: 10.0.0.1}\n", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a, err := ParseAvailableLimiters("available_limiters.yaml", []byte(available))
+			if err != nil {
+				t.Fatal(err)
+			}
+			doc := "rate_limits:\n  api:\n    - name: trusted\n      limit: 5\n      period_s: 60\n      action: limit\n      " + tt.match
+			_, err = ParseRateLimits("rate_limits.yaml", []byte(doc), a)
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("error %v, want none", err)
+			case tt.wantErr != "" && (err == nil || err.Error() != tt.wantErr):
+				t.Fatalf("error %v, want %s", err, tt.wantErr)
+			}
+		})
+	}
+	_, err := ParseAvailableLimiters("available_limiters.yaml", []byte(available+"        match: ~\n"))
+	if err == nil || !strings.Contains(err.Error(), "available_limiters.yaml:11:9:") || !strings.Contains(err.Error(), want) {
+		t.Fatalf("a default rule's null match: error %v, want one at 11:9 saying %q", err, want)
+	}
+}
