@@ -5,7 +5,8 @@
 # setup (one master, one replica, one sentinel) on free loopback ports,
 # exports RATEKIT_TEST_REDIS_URL / RATEKIT_TEST_REDIS_CLUSTER /
 # RATEKIT_TEST_REDIS_SENTINEL, runs
-# gofmt, then in each module the go mod tidy check, go vet, golangci-lint
+# gofmt, then in each module the go mod tidy check, go vet, a 32-bit build
+# (GOARCH=386), golangci-lint
 # (installed from the Go module proxy, configured by .golangci.yml) and
 # go test -race, and stops the servers.
 #
@@ -211,6 +212,9 @@ for m in $mods; do
   (cd "$m" && go mod tidy -diff) || { log "module $m is not tidy: run go mod tidy in $m"; status=1; }
   log "module $m: go vet"
   (cd "$m" && go vet ./...) || status=1
+  # A constant past a 32-bit int builds on amd64 and breaks 386 and arm.
+  log "module $m: go build for GOARCH=386 (a 32-bit int)"
+  (cd "$m" && GOARCH=386 go build ./...) || status=1
   log "module $m: golangci-lint"
   # Serialised around golangci-lint's lock, not refused, when another run
   # (a second checkout's tests on the same machine) holds it.
