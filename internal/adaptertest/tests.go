@@ -449,6 +449,18 @@ func testDenyHandler(s *suite) {
 	s.intHeader(r, "Retry-After", 1, 60) // set before the deny handler runs
 	s.header(r, "Cache-Control", "no-store")
 	s.ietf(r, "per_ip", 1, 60, 0)
+
+	// A deny handler that answers nothing would send an empty 200 for a
+	// blocked request: the default 429 follows it.
+	srv = s.serve(Setup{
+		Limiters: []*ratelimit.Limiter{s.limiter("http", perIP("per_ip", 1, time.Minute))},
+		Deny:     func(w http.ResponseWriter, _ *ratelimitheaders.Decision) { w.Header().Set("X-Denied", "yes") },
+	})
+	s.status(s.do(srv, "GET", "/hello"), http.StatusOK)
+	r = s.do(srv, "GET", "/hello")
+	s.status(r, http.StatusTooManyRequests)
+	s.header(r, "Content-Type", ratelimitheaders.ContentTypeProblem)
+	s.header(r, "X-Denied", "yes")
 }
 
 // testRetryAfterJitter: with jitter, each blocked response's Retry-After lies

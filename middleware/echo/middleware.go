@@ -36,7 +36,9 @@ func (s set) apply(c *config)        { s(&c.Settings) }
 // DenyHandler answers a blocked request. The rate-limit headers, Retry-After
 // (but for a request that can never pass, ratelimitheaders.Decision.Never)
 // and Cache-Control are already set when it runs. Its error goes to Echo's
-// HTTPErrorHandler, as a handler's would.
+// HTTPErrorHandler, as a handler's would. One that returns nil without
+// answering (which Echo would send as an empty 200) is followed by the
+// default deny.
 type DenyHandler func(c echo.Context, d *ratelimitheaders.Decision) error
 
 type config struct {
@@ -162,8 +164,11 @@ func Middleware(limiter *ratelimit.Limiter, opts ...Option) echo.MiddlewareFunc 
 			c.Handle(ctx, ec, ec.Response().Header(),
 				func(d *ratelimitheaders.Decision, p *ratelimitheaders.Problem) {
 					if c.deny != nil {
-						err = c.deny(ec, d)
-						return
+						if err = c.deny(ec, d); err != nil || ec.Response().Committed {
+							return
+						}
+						// It answered nothing, which Echo would send as an
+						// empty 200: a blocked request gets the default.
 					}
 					err = denyError(ec, d, p)
 				},

@@ -31,8 +31,10 @@ func (s set) apply(c *config)        { s(&c.Settings) }
 
 // DenyHandler answers a blocked request. The rate-limit headers, Retry-After
 // (but for a request that can never pass, ratelimitheaders.Decision.Never)
-// and Cache-Control are already set when it runs; it must write the response
-// and abort (c.AbortWithStatusJSON, c.AbortWithStatus).
+// and Cache-Control are already set when it runs; it writes the response
+// (c.AbortWithStatusJSON, c.AbortWithStatus; the middleware aborts the chain).
+// One that sets no status and writes nothing (which Gin would send as an
+// empty 200) is followed by the default response.
 type DenyHandler func(c *gin.Context, d *ratelimitheaders.Decision)
 
 type config struct {
@@ -152,7 +154,10 @@ func Middleware(limiter *ratelimit.Limiter, opts ...Option) gin.HandlerFunc {
 			func(d *ratelimitheaders.Decision, p *ratelimitheaders.Problem) {
 				if c.deny != nil {
 					c.deny(gc, d)
-				} else {
+				}
+				// A deny handler that answered nothing (Gin would send an
+				// empty 200) leaves a blocked request to the default.
+				if c.deny == nil || !gc.Writer.Written() && gc.Writer.Status() == http.StatusOK {
 					gc.Header("Content-Type", ratelimitheaders.ContentTypeProblem) // kept by AbortWithStatusJSON
 					gc.Header("X-Content-Type-Options", "nosniff")
 					gc.AbortWithStatusJSON(p.Status, p)

@@ -26,7 +26,9 @@ func (s set) apply(c *config)        { s(&c.Settings) }
 // DenyHandler answers a blocked request. The rate-limit headers, Retry-After
 // (but for a request that can never pass, ratelimitheaders.Decision.Never)
 // and Cache-Control are already set when it runs; it writes status and body
-// (ratelimitheaders.WriteProblem writes the default one).
+// (ratelimitheaders.WriteProblem writes the default one). One that writes
+// nothing (which the server would send as an empty 200) is followed by the
+// default response.
 type DenyHandler func(w http.ResponseWriter, r *http.Request, d *ratelimitheaders.Decision)
 
 type config struct {
@@ -162,8 +164,13 @@ func Middleware(limiter *ratelimit.Limiter, opts ...Option) func(http.Handler) h
 			c.Handle(ctx, r, w.Header(),
 				func(d *ratelimitheaders.Decision, p *ratelimitheaders.Problem) {
 					if c.deny != nil {
-						c.deny(w, r, d)
-						return
+						dw := &statusWriter{ResponseWriter: w}
+						c.deny(dw, r, d)
+						if dw.status != 0 {
+							return
+						}
+						// It wrote nothing, which the server would send as
+						// an empty 200: a blocked request gets the default.
 					}
 					ratelimitheaders.WriteProblem(w, p)
 				},
