@@ -4,7 +4,9 @@
 //	e.IPExtractor = echo.ExtractIPDirect() // see "Client IP" below
 //	e.Use(ratelimitecho.Middleware(limiter))
 //
-// For each request it builds an identifier (ip, method, path, endpoint, user),
+// For each request it builds an identifier (ip, method, path, endpoint, user;
+// path is the one Echo routes on, echo.GetPath: escaped where the request's
+// escaping differs from the decoded path's, so /%68ealthz is not /healthz),
 // checks it against each limiter, and either calls the next handler or sets
 // the rate-limit headers, Retry-After (none for a request that can never
 // pass, blocked by its cost alone: ratelimit.Info.Never) and

@@ -258,6 +258,11 @@ func (c *config) defaultIdentifier(_ context.Context, ec echo.Context) ratelimit
 		ip = identifiers.HTTPClientIP(r, c.TrustedProxies)
 	}
 	id := identifiers.NewHTTP(r, netip.Addr{}, identifiers.RouteEndpoint(r.Method, c.routes.routePath(ec)))
+	// The path Echo routes on: the escaped one when the request's differs
+	// from its decoded form. Decoded, /%68ealthz read as /healthz, so a rule
+	// on the health path (skip_health_checks) exempted a request that Echo
+	// served from another route (a catch-all).
+	id[identifiers.Path] = echo.GetPath(r)
 	identifiers.SetIP(id, ip, c.IPv6Prefix)
 	return id
 }

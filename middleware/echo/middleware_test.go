@@ -388,6 +388,37 @@ func TestDenyThroughHTTPErrorHandler(t *testing.T) {
 	}
 }
 
+// The path property is the path Echo routes on: a request for /%68ealthz,
+// which Echo serves from a catch-all route, is not the health check that a
+// skip rule on path /healthz exempts (decoded, it read as /healthz and was
+// never counted).
+func TestPathIsTheRoutedPath(t *testing.T) {
+	l, err := ratelimit.New(ratelimit.Config{Name: "api", Store: ratelimit.NewMemoryStore(), Rules: []ratelimit.Rule{
+		{Name: "skip_health_checks", Action: ratelimit.ActionSkip, Match: map[string]ratelimit.Matcher{identifiers.Path: ratelimit.Equal("/healthz")}},
+		{Name: "per_ip", Characteristics: []string{identifiers.IP}, Limit: 1, Period: time.Minute},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := echo.New()
+	e.Use(ratelimitecho.Middleware(l))
+	e.GET("/healthz", func(c echo.Context) error { return c.String(http.StatusOK, "ok") })
+	e.GET("/*", func(c echo.Context) error { return c.String(http.StatusOK, "catch-all "+c.Request().URL.Path) })
+	srv := httptest.NewServer(e)
+	t.Cleanup(srv.Close)
+	for i := range 3 { // the health check is exempt
+		if resp := get(t, srv, http.MethodGet, "/healthz"); resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET /healthz #%d: %d", i+1, resp.StatusCode)
+		}
+	}
+	if resp := get(t, srv, http.MethodGet, "/%68ealthz"); resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /%%68ealthz #1: %d, want 200", resp.StatusCode)
+	}
+	if resp := get(t, srv, http.MethodGet, "/%68ealthz"); resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("GET /%%68ealthz #2: %d, want 429 (per_ip counts it: Echo served it from the catch-all)", resp.StatusCode)
+	}
+}
+
 // TestDenyHEAD: Echo's default error handler answers a blocked HEAD without a body.
 func TestDenyHEAD(t *testing.T) {
 	e := echo.New()
