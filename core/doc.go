@@ -178,7 +178,9 @@
 // # Batches
 //
 // CheckBatch checks several requests at once, of one limiter or several
-// (the descriptors of an Envoy request, the limiters of an HTTP route):
+// (the descriptors of an Envoy request: checks that must all count; a
+// block in one does not stop the others counting, so the adapters, whose
+// first block ends the request, check their limiters one by one):
 // each result is what its Check alone would give, and the checks whose
 // limiters share a store that implements BatchStore reach it in one call,
 // one round trip. A store without BatchStore gets one Eval per check.
