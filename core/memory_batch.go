@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -13,7 +14,10 @@ var _ BatchStore = (*MemoryStore)(nil)
 // their own ops.
 func (s *MemoryStore) EvalBatch(ctx context.Context, mode Mode, batch [][]Op) ([][]OpResult, error) {
 	n := 0
-	for _, ops := range batch {
+	for i, ops := range batch {
+		if err := checkCosts(ops); err != nil {
+			return nil, fmt.Errorf("ratelimit: memory store: check %d: %w", i, err)
+		}
 		n += len(ops)
 	}
 	all := make([]OpResult, n) // one allocation for every check's outcomes

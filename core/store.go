@@ -21,6 +21,8 @@ type Store interface {
 	// op that becomes exceeded (count > Limit) and has BanFor > 0 starts a ban.
 	// After an exceeded op with Terminal set, no later op is evaluated.
 	// A count of MaxCount + 1 (2^53) or more is reported as MaxCount + 1.
+	// An op whose Cost is NaN or infinite fails the call with an error
+	// before anything is written.
 	//
 	// In ModePeek nothing is written; an op is exceeded when it is banned or when
 	// the count a check would reach (count + Cost, or the set size with Member

@@ -617,6 +617,39 @@ var cases = []testCase{
 			}
 		}
 	}},
+	{"NonFiniteCostRefusedWhole", func(t *testing.T, h *Harness) {
+		// A Limiter never sends such a cost (it fails the check open), but a
+		// caller of the Store may: every store refuses the call before it
+		// writes anything. The memory store added +Inf to its counter, which
+		// then read over every limit for the rest of its window, where Redis
+		// refused the call.
+		op := func(key string, kind ratelimit.OpKind, cost float64) ratelimit.Op {
+			return ratelimit.Op{Kind: kind, Key: h.Prefix + "{nonfinite}:" + key, Cost: cost, Limit: 10, Period: time.Minute, Burst: 10}
+		}
+		for _, cost := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
+			for _, mode := range []ratelimit.Mode{ratelimit.ModeCheck, ratelimit.ModePeek} {
+				ops := []ratelimit.Op{op("fixed", ratelimit.OpCount, 1), op("sliding", ratelimit.OpSliding, 1), op("bucket", ratelimit.OpTokenBucket, 1), op("bad", ratelimit.OpCount, cost)}
+				if _, err := h.Store.Eval(ctx, mode, ops); err == nil {
+					t.Errorf("Eval (%s) of a cost of %v: no error", mode, cost)
+				}
+				if b, ok := h.Store.(ratelimit.BatchStore); ok {
+					if _, err := b.EvalBatch(ctx, mode, [][]ratelimit.Op{ops[:1], ops[1:]}); err == nil {
+						t.Errorf("EvalBatch (%s) of a cost of %v: no error", mode, cost)
+					}
+				}
+			}
+		}
+		read := []ratelimit.Op{op("fixed", ratelimit.OpCount, 0), op("sliding", ratelimit.OpSliding, 0), op("bucket", ratelimit.OpTokenBucket, 0), op("bad", ratelimit.OpCount, 0)}
+		outs, err := h.Store.Eval(ctx, ratelimit.ModePeek, read)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, o := range outs {
+			if o.Count != 0 || o.Exceeded {
+				t.Errorf("%s after the refused calls: %+v, want nothing written", read[i].Key, o)
+			}
+		}
+	}},
 	{"ConcurrentAdmissionIsExact", func(t *testing.T, h *Harness) {
 		const limit, workers, each = 100, 64, 4
 		l := limiter(t, h, rule("per_user", limit, time.Minute, "user"), logRule(rule("shadow", 1000, time.Minute, "user")))
