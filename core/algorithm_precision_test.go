@@ -33,3 +33,19 @@ func TestTokenBucketWaitForWholeBurst(t *testing.T) {
 		t.Fatalf("the whole burst resets at %v, %v from when the bucket is full (%v)", got, got.Sub(want), want)
 	}
 }
+
+// TestCeilingKeepsWholeUnitsOver: the allowance for floating-point error
+// grows with the limit (2^-44 of it), so that fractional costs adding up to
+// a large limit stay within it, and stops at 0.25, so that a count a whole
+// unit over the limit is over it at every limit: at 2^53 - 1, where a
+// float64 holds no fraction, l + 0.5 would round to l + 1 and admit it.
+func TestCeilingKeepsWholeUnitsOver(t *testing.T) {
+	for _, l := range []int64{1, 17_592, 1 << 24, 1_000_000_000, 1 << 42, 1<<51 + 1, 1<<52 + 1, MaxCount} {
+		if overLimit(float64(l), l) {
+			t.Errorf("limit %d: a count of the limit is over it", l)
+		}
+		if !overLimit(float64(l+1), l) {
+			t.Errorf("limit %d: a count of the limit + 1 is within it (ceiling %v)", l, ceiling(float64(l)))
+		}
+	}
+}

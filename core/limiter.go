@@ -776,9 +776,9 @@ func (c *compiledRule) never(op *Op) bool {
 	case op.Kind == OpDistinct || c.rule.LimitFunc != nil:
 		return false
 	case op.Kind == OpTokenBucket:
-		return op.Cost > float64(op.Burst)+algoEps
+		return op.Cost > ceiling(float64(op.Burst))
 	default:
-		return op.Cost > float64(op.Limit)+algoEps
+		return op.Cost > ceiling(float64(op.Limit))
 	}
 }
 

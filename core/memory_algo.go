@@ -15,11 +15,22 @@ import (
 // fill it exactly, and fractional costs that add up to the limit (0.2 + 2.2
 // + 0.6, which float64 sums to 3.0000000000000004) stay within it. The
 // Redis script sums them in a double too, as a float64 (INCRBYFLOAT's long
-// double kept what a float64 drops, and the stores parted).
+// double kept what a float64 drops, and the stores parted). Above a limit
+// of 17,592 the allowance is a part of the limit instead (see ceiling).
 const algoEps = 1e-9
 
+// ceiling is the largest count within limit l (a token bucket's burst):
+// l plus an allowance for floating-point error, algoEps or 2^-44 of l,
+// whichever is larger, and at most 0.25. A float64 rounds a sum by a part
+// of its size: from 2^24 on, by more than 1e-9 alone could absorb (at a
+// limit of 10^9, 999999999 + 0.1 + 0.2 + 0.7 is 1000000000.0000001). At
+// most 0.25, a count a whole unit over the limit is over it at any limit
+// (at 2^53 - 1, l + 0.5 would round to l + 1). evaluate.lua computes the
+// same, with the same operations.
+func ceiling(l float64) float64 { return l + min(max(algoEps, l*0x1p-44), 0.25) }
+
 // overLimit reports whether count is over limit, beyond floating-point error.
-func overLimit(count float64, limit int64) bool { return count > float64(limit)+algoEps }
+func overLimit(count float64, limit int64) bool { return count > ceiling(float64(limit)) }
 
 // applyAlgorithm evaluates an OpSliding or OpTokenBucket op into *o (zero).
 //
@@ -116,7 +127,7 @@ func sliding(cur, prev, rem, period float64, limit int64, cost float64) algoVerd
 	l := float64(limit)
 	est := prev*rem/period + cur
 	v := algoVerdict{before: est, count: est, ttl: rem}
-	if est+cost <= l+algoEps {
+	if est+cost <= ceiling(l) {
 		v.count = est + cost
 		return v
 	}
@@ -125,7 +136,7 @@ func sliding(cur, prev, rem, period float64, limit int64, cost float64) algoVerd
 	case prev > 0 && l-cur-cost >= 0:
 		// Within this window, once enough of the previous one slid out.
 		v.ttl = rem - (l-cur-cost)*period/prev
-	case cost > l+algoEps:
+	case cost > ceiling(l):
 		// Never, even on an empty window: report when it is empty, this
 		// window's count slid out (rem + period), else the previous one's
 		// (rem), else now. A client that waits that long gets the same
@@ -153,13 +164,13 @@ func bucket(d, period float64, limit, burst int64, cost float64) algoVerdict {
 	t := period / float64(limit) // one token's refill time
 	used := d / t
 	v := algoVerdict{before: used, count: used, ttl: d, tat: d}
-	if used+cost <= float64(burst)+algoEps {
+	if used+cost <= ceiling(float64(burst)) {
 		v.count, v.tat = used+cost, math.Min(d+cost*t, maxBucketNanos)
 		v.ttl = v.tat
 		return v
 	}
 	v.exceeded = true
-	if cost <= float64(burst)+algoEps {
+	if cost <= ceiling(float64(burst)) {
 		// Until enough tokens came back. (burst - cost) * t, not cost*t -
 		// burst*t: the products of a large burst are rounded by far more
 		// than the wait they differ by (hours, for 2^40 tokens of years).

@@ -115,7 +115,8 @@
 // 0.30000000000000004 in both). INCRBYFLOAT, which sums in a long double,
 // kept what a float64 drops: past 2^52 every half, and the stores' verdicts
 // parted. Both stores take a count as over its limit only by more than
-// 1e-9, so that fractional costs that add up to a limit stay within it.
+// 1e-9, or above a limit of 17,592 by more than 2^-44 of it (at most 0.25),
+// so that fractional costs that add up to a limit stay within it.
 //
 // # What a check costs Redis
 //

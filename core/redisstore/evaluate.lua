@@ -232,7 +232,8 @@ while true do
       local limit = ARGV[a + 1] + 0
       local before = prev * rem / p + cur
       ttl, bits = rem, 0
-      if before + costn <= limit + 1e-9 then
+      if before + costn <= limit + 1e-9
+          or before + costn <= limit + math.min(math.max(1e-9, limit * 2^-44), 0.25) then
         count = before + costn
         if fresh then
           rcall('HSET', key, 'c', cost, 'p', prevs)
@@ -247,7 +248,7 @@ while true do
         if charged then rcall('HINCRBY', key, 'c', '-' .. cost) end
         if prev > 0 and limit - cur - costn >= 0 then
           ttl = rem - (limit - cur - costn) * p / prev
-        elseif costn > limit + 1e-9 then
+        elseif costn > limit + math.min(math.max(1e-9, limit * 2^-44), 0.25) then
           -- Never, even on an empty window: when it is empty (rem when only
           -- the previous window counts, now when neither does).
           if cur > 0 then ttl = rem + p elseif prev == 0 then ttl = 0 end
@@ -313,7 +314,8 @@ while true do
         local burstn, costn = burst + 0, cost + 0
         local t = period / ARGV[a + 1]
         local before = d / t
-        if before + costn <= burstn + 1e-9 then
+        if before + costn <= burstn + 1e-9
+            or before + costn <= burstn + math.min(math.max(1e-9, burstn * 2^-44), 0.25) then
           ttl = d + costn * t
           local ms = math.ceil(ttl)
           if ms < 1 then ms = 1 end
@@ -374,6 +376,15 @@ while true do
       -- infinity, with a space (Lua allows one around it), 5 KiB or longer, or
       -- one Lua reads as 0 that has other digits (Redis refuses a number
       -- that underflows to 0; this also takes 0e5 for foreign, harmlessly).
+      -- ceiling is the largest count within limit l (a token bucket's
+      -- burst): l plus an allowance for floating-point error, 1e-9 or 2^-44
+      -- of l, whichever is larger, and at most 0.25, computed as the memory
+      -- store computes it (core/memory_algo.go). The short forms test 1e-9
+      -- first, which passes wherever this does for a limit up to 17,592.
+      local function ceiling(l)
+        return l + math.min(math.max(1e-9, l * 2^-44), 0.25)
+      end
+
       local function number(v)
         local n = tonumber(v)
         if n and n - n == 0 and #v < 5120 and not string.find(v, '%s')
@@ -526,7 +537,7 @@ while true do
           end
           if pttl >= 0 then ttl = pttl end
         end
-        if would > limit + 1e-9 then -- beyond floating-point error, as the memory store
+        if would > ceiling(limit) then -- beyond floating-point error, as the memory store
           bits = 2
           if charge and hasban then
             banfor = tonumber(banfor)
@@ -587,7 +598,7 @@ while true do
           else
             local t = period / limit
             before = d / t
-            if before + costn <= burst + 1e-9 then
+            if before + costn <= ceiling(burst) then
               -- At most 2^53 ms, as in the short form.
               count, ttl, exceeded = before + costn, math.min(d + costn * t, 9007199254740992), false
               if charge then
@@ -596,7 +607,7 @@ while true do
               elseif bttl == -2 then
                 ttl = d -- not charged: full again when it was going to be
               end
-            elseif costn > burst + 1e-9 then
+            elseif costn > ceiling(burst) then
               -- Never, even on a full bucket: when it is full.
               count, ttl, exceeded = before, d, true
             else
@@ -629,7 +640,7 @@ while true do
           end
           before = prev * rem / period + cur
           count, ttl, exceeded = before, rem, false
-          if before + costn <= limit + 1e-9 then
+          if before + costn <= ceiling(limit) then
             if charge then
               count = before + costn
               if fresh then
@@ -645,7 +656,7 @@ while true do
             exceeded = true
             if prev > 0 and limit - cur - costn >= 0 then
               ttl = rem - (limit - cur - costn) * period / prev
-            elseif costn > limit + 1e-9 then -- never: when the window is empty
+            elseif costn > ceiling(limit) then -- never: when the window is empty
               if cur > 0 then ttl = rem + period elseif prev == 0 then ttl = 0 end
             elseif cur > limit - costn then
               ttl = rem + period * (1 - (limit - costn) / cur)

@@ -417,6 +417,40 @@ var cases = []testCase{
 		expect(t, "default cost 1", l.Check(ctx, ratelimit.Identifier{"namespace": "other"}, ratelimit.Cost(1.125)),
 			want{action: ratelimit.ActionBlock, exceeded: true, rule: "db_seconds", count: 1.125})
 	}},
+	{"FractionalCostsAddUpToALargeLimit", func(t *testing.T, h *Harness) {
+		// Costs that add up to the limit stay within it at any limit, not
+		// only where 1e-9 is more than a float64's rounding: at a limit of
+		// 10^9 (one a config file takes) the sum of 999999999, 0.1, 0.2 and
+		// 0.7 is 1000000000.0000001, and the last cost was blocked in every
+		// store. A whole unit more is still over the limit.
+		const limit = 1_000_000_000
+		for _, tc := range []struct {
+			algorithm ratelimit.Algorithm
+			period    time.Duration
+			costs     []float64
+			over      float64 // then blocked
+		}{
+			{ratelimit.FixedWindow, time.Hour, []float64{limit - 1, 0.1, 0.2, 0.7}, 1},
+			{ratelimit.SlidingWindow, time.Hour, []float64{limit - 1, 0.1, 0.2, 0.7}, 1},
+			// A bucket sums time, not costs: another sum rounds up. Refilled
+			// at 10^9 a century, a token every 3.2 s: 1,000 of them come
+			// back in 53 minutes, longer than a store on Redis takes
+			// between two checks in real time.
+			{ratelimit.TokenBucket, 100 * 365 * 24 * time.Hour, []float64{limit - 1, 0.2, 0.1, 0.7}, 1000},
+		} {
+			r := rule(string(tc.algorithm), limit, tc.period, "user")
+			r.Algorithm = tc.algorithm
+			l := limiter(t, h, r)
+			for i, c := range tc.costs {
+				if res := l.Check(ctx, user1, ratelimit.Cost(c)); res.Err != nil || res.Action != ratelimit.ActionAllow {
+					t.Fatalf("%s: cost #%d (%v) of %v: %+v, want it admitted", tc.algorithm, i+1, c, tc.costs, res)
+				}
+			}
+			if res := l.Check(ctx, user1, ratelimit.Cost(tc.over)); res.Err != nil || res.Action != ratelimit.ActionBlock {
+				t.Fatalf("%s: cost %v at the limit: %+v, want a block", tc.algorithm, tc.over, res)
+			}
+		}
+	}},
 	{"CostZeroCreatesNoKey", func(t *testing.T, h *Harness) {
 		l := limiter(t, h, rule("per_user", 1, time.Minute, "user"))
 		expect(t, "cost 0", l.Check(ctx, user1, ratelimit.Cost(0)), want{action: ratelimit.ActionAllow, rule: "per_user", count: 0, remaining: 1})
