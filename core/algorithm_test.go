@@ -123,3 +123,32 @@ func TestAlgorithmsOverLongSpans(t *testing.T) {
 		})
 	}
 }
+
+// TestSlidingWindowClockStepsBack: an injected clock that steps back (a
+// test's Clock.Set) puts a sliding window's current window partly in the
+// future; the previous window still weighs at most its whole count. It
+// weighed 1.5 times it: 8 hits of the previous window read as 12, over the
+// limit of 10, and the check was blocked with a count no window held.
+func TestSlidingWindowClockStepsBack(t *testing.T) {
+	at := time.Unix(1_000_000_000, 0)
+	clock := func() time.Time { return at }
+	l, err := New(Config{Name: "lim", Store: MemoryConfig{Now: clock}.New(), Now: clock, Rules: []Rule{{
+		Name: "r", Action: ActionLimit, Algorithm: SlidingWindow, Limit: 10, Period: time.Minute,
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if res := l.Check(ctx, Identifier{}, Cost(8)); res.Action != ActionAllow {
+		t.Fatalf("first window: %+v", res)
+	}
+	at = at.Add(time.Minute) // the next window starts with this check
+	if res := l.Check(ctx, Identifier{}, Cost(1)); res.Action != ActionAllow || res.Info == nil || res.Info.Count != 9 {
+		t.Fatalf("next window: %s, info %+v; want admitted at count 8 + 1", res.Action, res.Info)
+	}
+	at = at.Add(-30 * time.Second)
+	res := l.Check(ctx, Identifier{}, Cost(1))
+	if res.Action != ActionAllow || res.Info == nil || res.Info.Count != 10 {
+		t.Fatalf("30s back: %s, info %+v; want admitted at count 8 + 1 + 1", res.Action, res.Info)
+	}
+}

@@ -61,7 +61,10 @@ func (sh *memShard) applyAlgorithm(now time.Time, mode Mode, op *Op, o *OpResult
 		switch {
 		case e == nil:
 		case left > op.Period: // within the current window
-			cur, prev, rem = e.count, e.prev, left-op.Period
+			// At most a Period from now: an injected clock that stepped
+			// back would otherwise weigh the previous window more than
+			// whole (Redis's clock never steps back).
+			cur, prev, rem = e.count, e.prev, min(left-op.Period, op.Period)
 		default: // the window ended: it is now the previous one
 			prev, rem = e.count, left
 		}
