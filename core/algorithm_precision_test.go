@@ -49,3 +49,46 @@ func TestCeilingKeepsWholeUnitsOver(t *testing.T) {
 		}
 	}
 }
+
+// TestTokenBucketPassesAtItsReset: a blocked token bucket check is told a
+// reset at which the same check passes, however finely its tokens refill.
+// At 2^53 - 1 tokens a century (Burst 0 takes the limit) a token refills in
+// 350ns, less than a float64 resolves of the 100 years the full bucket's
+// state holds: the wait for one token was computed as 0 or less, the check
+// was blocked with a reset of now and blocked again at it.
+func TestTokenBucketPassesAtItsReset(t *testing.T) {
+	const century = 100 * 365 * 24 * time.Hour
+	for _, tc := range []struct {
+		limit, burst int64
+		full, cost   float64
+	}{
+		{MaxCount, 0, MaxCount, 1},
+		{MaxCount, 0, MaxCount, 1000},
+		{MaxCount, 0, MaxCount, 1e9},
+		{1 << 40, 0, 1 << 40, 3},
+	} {
+		at := time.Unix(1_000_000_000, 0)
+		clock := func() time.Time { return at }
+		l, err := New(Config{Name: "lim", Store: MemoryConfig{Now: clock}.New(), Now: clock, Rules: []Rule{{
+			Name: "r", Action: ActionLimit, Algorithm: TokenBucket, Limit: tc.limit, Burst: tc.burst, Period: century,
+		}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		if res := l.Check(ctx, Identifier{}, Cost(tc.full)); res.Action != ActionAllow {
+			t.Fatalf("%+v: the whole burst: %+v, want it admitted", tc, res)
+		}
+		res := l.Check(ctx, Identifier{}, Cost(tc.cost))
+		if res.Action != ActionBlock || res.Info == nil {
+			t.Fatalf("%+v: a check of the empty bucket: %+v, want a block", tc, res)
+		}
+		if !res.Info.ResetAt.After(at) {
+			t.Errorf("%+v: blocked, reset at now", tc)
+		}
+		at = res.Info.ResetAt
+		if res := l.Check(ctx, Identifier{}, Cost(tc.cost)); res.Action != ActionAllow {
+			t.Errorf("%+v: blocked at its reset (%s, count %v)", tc, res.Action, res.Info.Count)
+		}
+	}
+}

@@ -177,7 +177,18 @@ func bucket(d, period float64, limit, burst int64, cost float64) algoVerdict {
 		// Until enough tokens came back. (burst - cost) * t, not cost*t -
 		// burst*t: the products of a large burst are rounded by far more
 		// than the wait they differ by (hours, for 2^40 tokens of years).
-		v.ttl = d - (float64(burst)-cost)*t
+		w := d - (float64(burst)-cost)*t
+		if (d-w)/t+cost > ceiling(float64(burst)) {
+			// Its terms are still rounded by an ulp of d or so: a wait
+			// after which the op would not pass is 2^-50 of d (2.8µs for a
+			// century) longer. Where a token refills faster than that (a
+			// burst over 2^52, from Burst 0 and a larger limit), it was 0
+			// or less, a block told to retry now and blocked again then.
+			// (Redis rounds its wait up to a millisecond, and its real
+			// clock moves more than that between two checks.)
+			w = max(w, 0) + d*0x1p-50
+		}
+		v.ttl = w
 	} // else never, even on a full bucket: report when it is full (d)
 	return v
 }
