@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/pages/admin"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
 
@@ -177,6 +178,47 @@ func TestEchoesQuotedShort(t *testing.T) {
 			resp, body := b.post("?limiter=api", tc.form, f.srv.URL)
 			if resp.StatusCode < 400 || !tc.field && strings.Contains(body, strings.Repeat("Z", 81)) || !strings.Contains(body, short) {
 				t.Fatalf("%s of %d bytes: status %d, want a refusal quoting it at most 80 characters long; page of %d bytes", tc.name, len(huge), resp.StatusCode, len(body))
+			}
+		})
+	}
+}
+
+// A cross-site refusal quotes the Origin, Sec-Fetch-Site and Host headers it
+// names at most 80 characters long, in the answer and in the audit line:
+// the headers are the client's, whatever their length.
+func TestCSRFRefusalQuotesHeadersShort(t *testing.T) {
+	f := newFixtureOn(t, newFixture(t, nil).client, allowAll, func(o *admin.Options) { o.AllowedHosts = []string{"*"} })
+	b := newBrowser(t, f)
+	token := b.csrf()
+	huge := strings.Repeat("Z", 32<<10)
+	for _, tc := range []struct {
+		name, host string
+		header     map[string]string
+	}{
+		{"origin", "", map[string]string{"Origin": "https://" + huge + ".example"}},
+		{"fetch metadata", "", map[string]string{"Sec-Fetch-Site": huge}},
+		{"host", huge + ".example", map[string]string{"Origin": "https://evil.example"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f.audit.Reset()
+			req, _ := http.NewRequest(http.MethodPost, f.url()+"?limiter=api", strings.NewReader(saveForm(token, "", "cross_site").Encode()))
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			for k, v := range tc.header {
+				req.Header.Set(k, v)
+			}
+			if tc.host != "" {
+				req.Host = tc.host
+			}
+			resp, err := b.client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			code, body := readBody(t, resp)
+			if code != http.StatusForbidden || !strings.Contains(body, "another site") || strings.Contains(body, strings.Repeat("Z", 81)) {
+				t.Fatalf("status %d, page of %d bytes; want 403 saying another site, quoting at most 80 characters of the header", code, len(body))
+			}
+			if a := f.audit.String(); !strings.Contains(a, "rate_limit_admin_refused") || strings.Contains(a, strings.Repeat("Z", 81)) {
+				t.Fatalf("audit of %d bytes: want one refusal quoting at most 80 characters of the header", len(a))
 			}
 		})
 	}

@@ -5,8 +5,11 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
+
+	"github.com/ratekit/ratekit/internal/httpguard"
 )
 
 // csrfCookie holds the per-browser token that every form carries back
@@ -37,16 +40,19 @@ func validToken(s string) bool {
 // checkCSRF refuses a state-changing request that another site could have
 // made: it must come from this page's origin (Origin, or Sec-Fetch-Site when
 // a browser sends no Origin), and its form must carry the cookie's token.
+// A refusal quotes the headers it names at most 80 characters long: they
+// are the client's, whatever their length, and the refusal is both an
+// answer and an audit line.
 func checkCSRF(r *http.Request) error {
-	switch origin := r.Header.Get("Origin"); {
+	switch origin, site := r.Header.Get("Origin"), r.Header.Get("Sec-Fetch-Site"); {
 	case origin != "":
 		u, err := url.Parse(origin)
 		if err != nil || u.Host != r.Host {
-			return errors.New("Refused: the form was sent from another site (Origin " + origin + " is not " + r.Host + ").")
+			return fmt.Errorf("Refused: the form was sent from another site (Origin %.80q is not %s).", origin, httpguard.QuotedHost(r))
 		}
-	case r.Header.Get("Sec-Fetch-Site") != "":
-		if r.Header.Get("Sec-Fetch-Site") != "same-origin" {
-			return errors.New("Refused: the form was sent from another site (Sec-Fetch-Site: " + r.Header.Get("Sec-Fetch-Site") + ").")
+	case site != "":
+		if site != "same-origin" {
+			return fmt.Errorf("Refused: the form was sent from another site (Sec-Fetch-Site: %.80q).", site)
 		}
 	default:
 		return errors.New("Refused: the request does not say where it comes from (no Origin header); send the form from this page.")
