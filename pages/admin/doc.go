@@ -41,7 +41,9 @@
 // confirmed "remove" (rulestore.Store.RemoveIf), the one way besides deleting
 // rules to write to it: a compare-and-set on the version shown, so a
 // document another writer put there meanwhile is not removed; a document over the byte bound is never sent to
-// the page, only its size. The explain box peeks at the counters for one identifier (nothing is counted), and "lift
+// the page, only its size. The explain box peeks at the counters for one
+// identifier (nothing is counted) and says why each rule that does not
+// apply fails to match, in at most 512 characters a rule; "lift
 // ban / clear" deletes that identifier's counters and bans after a
 // confirmation step.
 //

@@ -67,7 +67,7 @@ func (h *Handler) explain(ctx context.Context, lv *limiterView, id ratelimit.Ide
 		ev := evals[r.Name]
 		switch {
 		case !er.Matched:
-			er.State, er.Detail = "no match", strings.Join(miss, "; ")
+			er.State, er.Detail = "no match", clipMiddle(strings.Join(miss, "; "), maxDetailLen)
 		case stopped != "":
 			er.State, er.Detail = "not evaluated", stopped
 		case r.Action == ratelimit.ActionSkip:
@@ -132,6 +132,28 @@ func (h *Handler) explain(ctx context.Context, lv *limiterView, id ratelimit.Ide
 		ex.Verdict = fmt.Sprintf("allow (most constraining rule: %s)", res.Rule.Name)
 	}
 	return ex
+}
+
+// maxDetailLen bounds, in characters, the mismatches the explain box shows
+// for one rule. Each quotes the identifier's value (up to
+// MaxIdentifierValue bytes) and the rule's match: whole, every rule of a
+// limiter repeated the identifier, and 256 rules explained for three values
+// of 4096 bytes made a page of 18 MB. The rules tables show each match
+// whole, and the form the identifier.
+const maxDetailLen = 512
+
+// clipMiddle cuts s to n characters and "..." by leaving out the middle:
+// the first property's name stays, and the end of the last mismatch.
+func clipMiddle(s string, n int) string {
+	if len(s) <= n { // no character is less than a byte
+		return s
+	}
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	tail := n / 4
+	return string(r[:n-tail]) + "..." + string(r[len(r)-tail:])
 }
 
 // countText shows a count: a whole one as it is, a fractional one (a

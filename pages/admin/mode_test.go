@@ -1,13 +1,16 @@
 package admin_test
 
 import (
+	"fmt"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/pages/admin"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
 
@@ -105,5 +108,37 @@ func TestExplainVerdictSkipped(t *testing.T) {
 	}
 	if got, want := verdict("10.0.0.1"), skip+"; log rule watch exceeded before it: reported, not enforced"; got != want {
 		t.Fatalf("verdict %q, want %q", got, want)
+	}
+}
+
+// The explain box's page does not grow with the identifier times the rules:
+// each rule's mismatches quoted the identifier's value, so a limiter of 256
+// published rules explained for values of 4096 bytes made a page of 18 MB
+// from a query of 37 kB. A rule's detail is cut in the middle, and still
+// names the property that failed.
+func TestExplainDetailBounded(t *testing.T) {
+	f := newFixture(t, allowAll)
+	b := newBrowser(t, f)
+	lim, per := uint32(1), uint32(60)
+	list := &configv1.RuleList{}
+	for i := range ratelimit.MaxRulesPerTier {
+		list.Rules = append(list.Rules, &configv1.Rule{Name: fmt.Sprintf("r%d", i), Action: configv1.Action_ACTION_LIMIT, Limit: &lim, PeriodS: &per,
+			Match: map[string]*configv1.MatchValue{
+				"ip":   {Kind: &configv1.MatchValue_Equality{Equality: "192.0.2.1"}},
+				"user": {Kind: &configv1.MatchValue_Equality{Equality: "alice"}},
+				"path": {Kind: &configv1.MatchValue_Equality{Equality: "/login"}}}})
+	}
+	if _, err := f.store.Publish(ctx, &configv1.PublishRulesRequest{RateLimits: map[string]*configv1.RuleList{"api": list}}); err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat(`"`, admin.MaxIdentifierValue)
+	q := url.Values{"limiter": {"api"}, "explain": {"1"}, "id.ip": {long}, "id.user": {long}, "id.path": {long}}
+	code, body := b.get("?" + q.Encode())
+	if code != http.StatusOK || len(body) > 2<<20 {
+		t.Fatalf("explain of 3 values of %d bytes: status %d, page of %d bytes; want 200 and at most 2 MiB", len(long), code, len(body))
+	}
+	row := regexp.MustCompile(`<tr data-rule="r0" data-state="no match">.*?</tr>`).FindString(body)
+	if !strings.Contains(row, "ip: ") || !strings.Contains(row, "...") {
+		t.Fatalf("explain row of r0: %.300q; want its mismatch, cut in the middle", row)
 	}
 }
