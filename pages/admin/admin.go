@@ -275,6 +275,14 @@ func (h *Handler) post(ctx context.Context, w http.ResponseWriter, r *http.Reque
 		h.fail(w, r, http.StatusForbidden, msg)
 		return
 	}
+	if v := r.PostForm.Get("version"); !validVersion(v) {
+		// No document has it: the write could only conflict, and the
+		// store's conflict would quote it whole in the audit line.
+		msg := fmt.Sprintf("%.80q is not a document version (a SHA-1 in hex, or empty for none): send the form from this page.", v)
+		h.refused(ctx, r, s.Who, msg)
+		h.fail(w, r, http.StatusBadRequest, msg)
+		return
+	}
 	name := r.PostForm.Get("limiter")
 	lv, status, err := h.limiter(ctx, name)
 	if err != nil {
@@ -529,10 +537,11 @@ func (h *Handler) audit(ctx context.Context, r *http.Request, s session, op, lim
 }
 
 // refused logs a state-changing request the page turned away (a forged or
-// unauthorized POST): a security log wants those too.
+// unauthorized POST): a security log wants those too. The operation and the
+// limiter are the client's: at most maxEcho characters of each are logged.
 func (h *Handler) refused(ctx context.Context, r *http.Request, who, why string) {
 	h.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "rate_limit_admin_refused", slog.String("who", who),
-		slog.String("op", r.PostForm.Get("op")), slog.String("limiter", r.PostForm.Get("limiter")),
+		slog.String("op", clipMiddle(r.PostForm.Get("op"), maxEcho)), slog.String("limiter", clipMiddle(r.PostForm.Get("limiter"), maxEcho)),
 		slog.String("reason", why), slog.String("remote_addr", r.RemoteAddr))
 }
 
@@ -573,6 +582,27 @@ func (h *Handler) fail(w http.ResponseWriter, _ *http.Request, status int, msg s
 
 func (h *Handler) failStatus(w http.ResponseWriter, status int, msg string) {
 	h.render(w, status, pageData{Error: msg})
+}
+
+// maxEcho bounds, in characters, what the page repeats of a request in an
+// answer or a log line, as its %.80q quotes do.
+const maxEcho = 80
+
+// validVersion reports whether v can be a document's version
+// (rulestore.Version: a SHA-1 in lowercase hex, "" for no document).
+func validVersion(v string) bool {
+	if v == "" {
+		return true
+	}
+	if len(v) != 40 {
+		return false
+	}
+	for _, c := range []byte(v) {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 func mustMarshalRule(r *configv1.Rule) []byte {

@@ -223,3 +223,37 @@ func TestCSRFRefusalQuotesHeadersShort(t *testing.T) {
 		})
 	}
 }
+
+// The audit lines quote what a client sent at most 80 characters long, as
+// the page's answers do: a refused POST logged its op and limiter whole, up
+// to MaxBodyBytes each, and a save, delete or remove based on a version
+// that is none (no SHA-1 in hex) was sent to the store, whose conflict
+// quoted it whole, twice with based_on_version; it is refused (400) and
+// nothing is written.
+func TestAuditQuotesRequestShort(t *testing.T) {
+	f := newFixture(t, allowAll)
+	b := newBrowser(t, f)
+	token := b.csrf()
+	huge := strings.Repeat("Z", 20_000)
+	for _, tc := range []struct {
+		name string
+		form url.Values
+		msg  string // the audit record
+	}{
+		{"refused operation", url.Values{"csrf": {"forged"}, "op": {huge}, "limiter": {"api"}}, "rate_limit_admin_refused"},
+		{"refused limiter", url.Values{"csrf": {"forged"}, "op": {"save"}, "limiter": {huge}}, "rate_limit_admin_refused"},
+		{"delete version", url.Values{"csrf": {token}, "op": {"delete"}, "limiter": {"api"}, "rule": {"per_ip"}, "version": {huge}}, "rate_limit_admin_refused"},
+		{"save version", saveForm(token, huge, "huge_version"), "rate_limit_admin_refused"},
+		{"remove version", url.Values{"csrf": {token}, "op": {"remove"}, "limiter": {"api"}, "confirm": {"yes"}, "version": {huge}}, "rate_limit_admin_refused"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f.audit.Reset()
+			if resp, _ := b.post("?limiter=api", tc.form, f.srv.URL); resp.StatusCode < 400 {
+				t.Fatalf("status %d, want a refusal", resp.StatusCode)
+			}
+			if a := f.audit.String(); !strings.Contains(a, tc.msg) || strings.Contains(a, strings.Repeat("Z", 81)) {
+				t.Fatalf("audit of %d bytes: want a %s record quoting at most 80 characters of a value of %d bytes", len(a), tc.msg, len(huge))
+			}
+		})
+	}
+}
