@@ -227,6 +227,11 @@ func (h *Handler) get(ctx context.Context, w http.ResponseWriter, r *http.Reques
 	switch {
 	case rulecheck.ValidName(q.Get("saved")):
 		d.Message = fmt.Sprintf("Published rule %s: the services apply it at their next refresh.", q.Get("saved"))
+		if by := lv.replacedBy(tiers.Published, q.Get("saved")); by != "" {
+			// A higher tier's rule of that name is what the services run.
+			d.Message, d.MessageWarn = fmt.Sprintf("Published rule %[1]s, but the %[2]s tier's rule %[1]s replaces it: the services apply that one, not this. "+
+				"Delete it here, or change the %[2]s tier's rule.", q.Get("saved"), by), true
+		}
 	case rulecheck.ValidName(q.Get("unchanged")):
 		d.Message, d.MessageWarn = fmt.Sprintf("Rule %s is unchanged: the form held the rule as it is stored, so nothing was written.", q.Get("unchanged")), true
 	case rulecheck.ValidName(q.Get("deleted")):

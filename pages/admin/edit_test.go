@@ -3,6 +3,7 @@ package admin_test
 import (
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -99,5 +100,29 @@ func TestEditAndDelete(t *testing.T) {
 				t.Fatalf("clear without confirm: %d\n%s", resp.StatusCode, body)
 			}
 		})
+	}
+}
+
+// A published rule named as a rule of rate_limits.yaml is replaced by it
+// (file is the higher tier): the page said the services apply it, and the
+// editor's hint said that a file rule's name replaces that rule. The save
+// is made, and the page warns that the file's rule replaces it.
+func TestSavedRuleReplacedByHigherTier(t *testing.T) {
+	f := newFixture(t, allowAll)
+	b := newBrowser(t, f)
+	token := b.csrf()
+	if _, body := b.get("?limiter=api"); strings.Contains(body, "file rule's name replaces that rule") {
+		t.Error("the editor's hint says a file rule's name replaces that rule")
+	}
+	_, v0, _ := f.store.VersionedDocument(ctx, "api")
+	resp, body := b.post("?limiter=api", saveForm(token, v0, "per_user"), f.srv.URL)
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("save: %d\n%s", resp.StatusCode, body)
+	}
+	code, body := b.get(resp.Header.Get("Location"))
+	msg := regexp.MustCompile(`(?s)<p class="notice (\w+)" id="message"[^>]*>(.*?)</p>`).FindStringSubmatch(body)
+	if code != http.StatusOK || msg == nil || msg[1] != "warn" || strings.Contains(msg[2], "the services apply it") ||
+		!strings.Contains(msg[2], "file") || !strings.Contains(msg[2], "replaces it") {
+		t.Fatalf("page after publishing a rule the file tier replaces: %d, message %q; want a warning that the file's rule replaces it", code, msg)
 	}
 }

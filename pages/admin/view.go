@@ -146,6 +146,17 @@ func (lv *limiterView) publishedProto(name string) *configv1.Rule {
 	return nil
 }
 
+// replacedBy returns the tier whose rule of the same name replaces rule
+// name of tier, or "" when none does.
+func (lv *limiterView) replacedBy(tier, name string) string {
+	for _, o := range lv.Overrides {
+		if o.Tier == tier && o.Name == name {
+			return o.OverriddenBy
+		}
+	}
+	return ""
+}
+
 // limiter reads one limiter's document and builds its view; the status is
 // for the error page.
 func (h *Handler) limiter(ctx context.Context, name string) (*limiterView, int, error) {
