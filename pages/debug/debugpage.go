@@ -109,8 +109,9 @@ type LimiterView struct {
 	Breaker string `json:"breaker"`
 	// Mode is enforce or shadow (counts, never blocks).
 	Mode string `json:"mode"`
-	// Rollout is nil without Options.Rollout or before the first compared
-	// decision.
+	// Rollout is nil without Options.Rollout or before the limiter's first
+	// decision. After decisions that all failed open it holds them, and
+	// Compared is 0: the HTML page then shows no divergence.
 	Rollout *RolloutView `json:"rollout"`
 	// RuleStore is nil when no TierSource manages the limiter.
 	RuleStore *RuleStoreView `json:"rule_store"`

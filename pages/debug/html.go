@@ -71,8 +71,8 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
 <dt>Circuit breaker</dt><dd><span class="state state-{{.Breaker}}" data-breaker="{{.Breaker}}">{{.Breaker}}</span></dd>
 <dt>Mode</dt><dd><span class="state mode-{{.Mode}}" data-mode="{{.Mode}}">{{.Mode}}</span>{{if eq .Mode "shadow"}} <span class="none">counts, never blocks</span>{{end}}</dd>
 <dt>Rollout</dt><dd class="rollout">
-{{- with .Rollout}}<span data-divergence="{{printf "%.6f" .Ratio}}" data-below-gate="{{.BelowGate}}">{{percent .Ratio}} divergent</span> ({{.Divergent}} of {{.Compared}} compared{{if .Failed}}, {{.Failed}} failed open{{end}}) since the process started: {{if .BelowGate}}below{{else}}<span class="error">at or above</span>{{end}} the 0.5 % gate
-{{- range .Rules}}{{if .Counts.Divergent}}<br><code>{{.Rule}}</code>: {{.Counts.NewOnly}} blocked only by the new limiter, {{.Counts.LegacyOnly}} only by the legacy check{{end}}{{end}}
+{{- with .Rollout}}{{if not .Compared}}<span class="none">no decisions compared</span>{{if .Failed}} ({{.Failed}} failed open){{end}}{{else}}<span data-divergence="{{printf "%.6f" .Ratio}}" data-below-gate="{{.BelowGate}}">{{percent .Ratio}} divergent</span> ({{.Divergent}} of {{.Compared}} compared{{if .Failed}}, {{.Failed}} failed open{{end}}) since the process started: {{if .BelowGate}}below{{else}}<span class="error">at or above</span>{{end}} the 0.5 % gate
+{{- range .Rules}}{{if .Counts.Divergent}}<br><code>{{.Rule}}</code>: {{.Counts.NewOnly}} blocked only by the new limiter, {{.Counts.LegacyOnly}} only by the legacy check{{end}}{{end}}{{end}}
 {{- else}}<span class="none">no decisions compared</span>{{end -}}
 </dd>
 <dt>Key prefix</dt><dd><code>{{.KeyPrefix}}</code></dd>

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -88,5 +89,31 @@ func TestRolloutChromium(t *testing.T) {
 	}
 	if !strings.Contains(search, `data-mode="enforce"`) || !strings.Contains(search, "no decisions compared") {
 		t.Errorf("limiter search: %s", search)
+	}
+}
+
+// A limiter whose every decision failed open (the store down since the
+// rollout started) has compared nothing: the page said "0.000% divergent
+// (0 of 0 compared, 2 failed open) ... below the 0.5 % gate", a divergence
+// and a gate passed that no decision measured.
+func TestRolloutNothingCompared(t *testing.T) {
+	rm := observe.NewRolloutMetrics(observe.MetricsOptions{})
+	l, err := ratelimit.New(ratelimit.Config{Name: "outage", Store: ratelimit.NewMemoryStore(), Enforcement: ratelimit.Shadow,
+		Logger: slog.New(slog.DiscardHandler),
+		Rules:  []ratelimit.Rule{{Name: "per_user", Characteristics: []string{"user"}, Limit: 2, Period: time.Minute}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ro := rollout.New(l, rm)
+	for range 2 {
+		ro.Check(context.Background(), ratelimit.Identifier{"user": "bob"}, false, ratelimit.Cost(-1)) // fails open
+	}
+	srv := httptest.NewServer(debug.New(debug.Options{Rollout: rm}, l))
+	t.Cleanup(srv.Close)
+	_, body := get(t, srv.URL)
+	rollout := regexp.MustCompile(`(?s)<dd class="rollout">.*?</dd>`).FindString(section(t, body, "outage"))
+	if strings.Contains(rollout, "divergent") || strings.Contains(rollout, "gate") ||
+		!strings.Contains(rollout, "no decisions compared") || !strings.Contains(rollout, "2 failed open") {
+		t.Fatalf("limiter with 2 decisions failed open and none compared:\n%s", rollout)
 	}
 }
