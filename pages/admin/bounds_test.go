@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ratekit/ratekit/controlplane/config"
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/pages/admin"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
@@ -255,5 +256,48 @@ func TestAuditQuotesRequestShort(t *testing.T) {
 				t.Fatalf("audit of %d bytes: want a %s record quoting at most 80 characters of a value of %d bytes", len(a), tc.msg, len(huge))
 			}
 		})
+	}
+}
+
+// A form's characteristics that are not the limiter's properties are
+// reported once, with at most 16 of its properties named, as the config
+// checks list names: each value was its own error listing every property,
+// so a 40 kB form of "characteristics=zz" on a limiter of 256 properties
+// made a page of 51 MB. The 404 of an unknown limiter lists 16 of those
+// declared so too (it listed them all).
+func TestUnknownCharacteristicsBounded(t *testing.T) {
+	var props []string
+	for i := range 256 {
+		props = append(props, fmt.Sprintf("p%03d_%s", i, strings.Repeat("x", 59)))
+	}
+	yaml := "available_limiters:\n  wide:\n    description: wide\n    available_properties: [" + strings.Join(props, ", ") + "]\n"
+	for i := range 100 {
+		yaml += fmt.Sprintf("  narrow%03d:\n    description: narrow\n    available_properties: [ip]\n", i)
+	}
+	available, err := config.ParseAvailableLimiters("available_limiters.yaml", []byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixtureOn(t, newFixture(t, nil).client, allowAll, func(o *admin.Options) { o.Available, o.RateLimits = available, nil })
+	b := newBrowser(t, f)
+	token := b.csrf()
+	form := url.Values{"csrf": {token}, "op": {"save"}, "limiter": {"wide"}, "mode": {"add"}, "name": {"wide_rule"},
+		"action": {"limit"}, "limit": {"1"}, "period_s": {"60"}}
+	for range 3000 {
+		form.Add("characteristics", "zz")
+	}
+	form.Add("characteristics", "yy")
+	resp, body := b.post("?limiter=wide", form, f.srv.URL)
+	if resp.StatusCode != http.StatusUnprocessableEntity || strings.Count(body, "not one of the limiter") != 1 ||
+		strings.Contains(body, props[16]+", ") || len(body) > 512<<10 {
+		t.Fatalf("save with 3001 unknown characteristics: status %d, %d errors, page of %d bytes; want 422, one error naming 16 properties",
+			resp.StatusCode, strings.Count(body, "not one of the limiter"), len(body))
+	}
+	if !strings.Contains(body, "zz") || !strings.Contains(body, "yy") {
+		t.Fatalf("the error does not name the unknown values:\n%.3000s", body)
+	}
+	// The limiters declared are listed so too.
+	if code, body := b.get("?limiter=nope"); code != http.StatusNotFound || strings.Contains(body, "narrow050") || !strings.Contains(body, "101 in all") {
+		t.Fatalf("?limiter=nope: status %d; want 404 naming 16 of the 101 limiters declared\n%.3000s", code, body)
 	}
 }
