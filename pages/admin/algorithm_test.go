@@ -2,6 +2,7 @@ package admin_test
 
 import (
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -47,5 +48,30 @@ func TestPublishAlgorithm(t *testing.T) {
 	doc, _ = f.store.Document(ctx, "api")
 	if r := doc.GetPublishedRules().GetRules()[0]; r.GetAlgorithm() != configv1.Algorithm_ALGORITHM_UNSPECIFIED || r.Burst != nil {
 		t.Fatalf("after the edit: %v", r)
+	}
+}
+
+// A rule that counts every identifier lacking its characteristic in one
+// counter (count_missing) says so in the rules tables, as the debug page
+// does: it was listed as one counter per value, and only its editor showed
+// the shared bucket.
+func TestCountMissingShown(t *testing.T) {
+	f := newFixture(t, allowAll)
+	b := newBrowser(t, f)
+	lim, per := uint32(10), uint32(60)
+	if _, err := f.store.Publish(ctx, &configv1.PublishRulesRequest{RateLimits: map[string]*configv1.RuleList{"api": {Rules: []*configv1.Rule{
+		{Name: "shared", Action: configv1.Action_ACTION_LIMIT, Limit: &lim, PeriodS: &per, Characteristics: []string{"user"}, CountMissing: true},
+		{Name: "per_user_only", Action: configv1.Action_ACTION_LIMIT, Limit: &lim, PeriodS: &per, Characteristics: []string{"user"}}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	code, body := b.get("?limiter=api")
+	rows := regexp.MustCompile(`(?s)<tr data-rule="(shared|per_user_only)" data-tier="published".*?</tr>`).FindAllStringSubmatch(body, -1)
+	if code != http.StatusOK || len(rows) != 4 { // the effective list and the published tier
+		t.Fatalf("status %d, %d rows of the two rules; want 4\n%s", code, len(rows), body)
+	}
+	for _, row := range rows {
+		if shared := strings.Contains(row[0], "share one counter"); shared != (row[1] == "shared") {
+			t.Errorf("row of %s says a shared counter: %v\n%s", row[1], shared, row[0])
+		}
 	}
 }

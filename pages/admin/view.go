@@ -129,6 +129,7 @@ type ruleRow struct {
 	Action          string
 	Match           []string
 	Characteristics []string
+	CountMissing    bool // identifiers lacking a characteristic share one counter
 	CountDistinct   string
 	Limit, Period   string
 	Ban             string
@@ -314,7 +315,7 @@ func newRow(r ratelimit.Rule) ruleRow {
 		action = ratelimit.ActionLimit
 	}
 	row := ruleRow{Name: r.Name, Description: r.Description, Action: string(action),
-		Characteristics: r.Characteristics, CountDistinct: r.CountDistinct, Limit: "—", Period: "—", Ban: "—"}
+		Characteristics: r.Characteristics, CountMissing: r.CountMissing, CountDistinct: r.CountDistinct, Limit: "—", Period: "—", Ban: "—"}
 	keys := make([]string, 0, len(r.Match))
 	for k := range r.Match {
 		keys = append(keys, k)
