@@ -484,7 +484,11 @@ func (h *Handler) clear(ctx context.Context, w http.ResponseWriter, r *http.Requ
 		return
 	}
 	rev, _ := h.opts.Store.Revision(ctx)
-	h.audit(ctx, r, s, "clear", lv.Name, "", lv.Version, rulestore.WriteResult{Revision: rev}, nil,
+	res := rulestore.WriteResult{Revision: rev}
+	if n > 0 { // no document changed, the limiter's counters did: the record says changed
+		res.Changed = []string{lv.Name}
+	}
+	h.audit(ctx, r, s, "clear", lv.Name, "", lv.Version, res, nil,
 		slog.Any("identifier", map[string]any(id)), slog.Int("keys_deleted", n))
 	back := url.Values{"limiter": {lv.Name}, "cleared": {fmt.Sprint(n)}, "explain": {"1"}}
 	for k, v := range id {

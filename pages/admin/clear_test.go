@@ -1,6 +1,7 @@
 package admin_test
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"strings"
@@ -12,7 +13,8 @@ import (
 
 // A clear that finds no key of the identifier says so and why, as `ratekit
 // clear` does (which exits 1), instead of reporting "Cleared 0" as a
-// success; a clear that removed keys still reports them.
+// success; a clear that removed keys still reports them. Its audit record
+// says whether it changed anything: every clear was "changed": false.
 func TestClearNothing(t *testing.T) {
 	f := newFixture(t, allowAll)
 	b := newBrowser(t, f)
@@ -36,6 +38,7 @@ func TestClearNothing(t *testing.T) {
 					t.Fatal(res.Err)
 				}
 			}
+			f.audit.Reset()
 			resp, body := b.post("?limiter=api", url.Values{"csrf": {token}, "op": {"clear"}, "limiter": {"api"},
 				"confirm": {"yes"}, "id.ip": {tt.ip}}, f.srv.URL)
 			if resp.StatusCode != http.StatusSeeOther {
@@ -44,6 +47,13 @@ func TestClearNothing(t *testing.T) {
 			_, body = b.get(resp.Header.Get("Location"))
 			if want := `<p class="` + tt.class + `" id="message" role="status">` + tt.want; !strings.Contains(body, want) {
 				t.Fatalf("the page after the clear lacks %q:\n%s", want, body)
+			}
+			var line map[string]any
+			if err := json.Unmarshal([]byte(strings.TrimSpace(f.audit.String())), &line); err != nil {
+				t.Fatalf("one audit line expected: %v\n%s", err, f.audit)
+			}
+			if line["op"] != "clear" || line["changed"] != (tt.counted > 0) || line["keys_deleted"] != float64(tt.counted) {
+				t.Fatalf("audit of a clear of %d key(s): %v", tt.counted, line)
 			}
 		})
 	}
