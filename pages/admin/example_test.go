@@ -3,6 +3,7 @@ package admin_test
 import (
 	"log"
 	"net/http"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -39,5 +40,9 @@ func Example() {
 	}
 	internal := http.NewServeMux()
 	internal.Handle("/admin/ratelimit/", http.StripPrefix("/admin/ratelimit", page))
-	log.Fatal(http.ListenAndServe("127.0.0.1:9090", internal))
+	// Loopback, with timeouts: a slow client holds no connection for ever.
+	srv := &http.Server{Addr: "127.0.0.1:9090", Handler: internal,
+		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
+	log.Fatal(srv.ListenAndServe())
 }
