@@ -2,6 +2,7 @@ package rulestore
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/redistest"
 )
 
 // PublishIf and DeleteIf write only when the document is still at the
@@ -173,4 +175,40 @@ func TestRemoveIf(t *testing.T) {
 			t.Fatal("an invalid limiter name was accepted")
 		}
 	})
+}
+
+// A version that Version cannot give (not 40 lowercase hex digits, nor "")
+// is refused before anything is read or written, and the error quotes at
+// most 80 characters of it: a conflict error repeated it whole (an editor
+// that sent 64 KiB got 64 KiB in its error and its audit line).
+func TestMalformedVersionRefused(t *testing.T) {
+	s := newStore(t, redistest.Client(t), Options{Available: available(t)})
+	long := strings.Repeat("z", 64<<10)
+	for _, tt := range []struct {
+		name  string
+		write func() (WriteResult, error)
+	}{
+		{"publish", func() (WriteResult, error) {
+			return s.PublishIf(ctx, request(t, map[string][]ratelimit.Rule{"search": {rule("x", 1)}}), map[string]string{"search": long})
+		}},
+		{"delete", func() (WriteResult, error) { return s.DeleteIf(ctx, "search", long, "x") }},
+		{"remove", func() (WriteResult, error) { return s.RemoveIf(ctx, "search", long) }},
+		{"upper-case hex", func() (WriteResult, error) { return s.RemoveIf(ctx, "search", strings.Repeat("A", 40)) }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rev, _ := s.Revision(ctx)
+			_, err := tt.write()
+			if err == nil || errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "is not a document version") || len(err.Error()) > 300 {
+				t.Fatalf("error %.300q (%d bytes), want a short refusal of the version", err, len(fmt.Sprint(err)))
+			}
+			if after, _ := s.Revision(ctx); after != rev {
+				t.Fatalf("revision %d -> %d: something was written", rev, after)
+			}
+		})
+	}
+	for _, v := range []string{"", Version([]byte("{}"))} {
+		if !ValidVersion(v) {
+			t.Errorf("ValidVersion(%q) = false", v)
+		}
+	}
 }

@@ -435,6 +435,25 @@ func Version(raw []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// ValidVersion reports whether v can be what Version returns: a SHA-1 in
+// lowercase hex, or "" for no document. PublishIf, DeleteIf and RemoveIf
+// refuse any other version before they read or write, so that an error
+// never repeats a caller's text of any length.
+func ValidVersion(v string) bool {
+	if v == "" {
+		return true
+	}
+	if len(v) != 2*sha1.Size {
+		return false
+	}
+	for _, c := range []byte(v) {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
 func versionOf(edits []edit, limiter string) string {
 	for _, e := range edits {
 		if e.Limiter == limiter && e.Expect != nil {
@@ -500,6 +519,11 @@ func modeJSON(m configv1.Mode) string {
 // validation error) to edit one that a process could not load. A dry update
 // runs every check and writes nothing (CheckPublish).
 func (s *Store) update(ctx context.Context, op string, edits []edit, dry bool) (WriteResult, error) {
+	for _, e := range edits {
+		if e.Expect != nil && !ValidVersion(*e.Expect) {
+			return WriteResult{}, fmt.Errorf("rulestore: %s: limiter %s: %.80q is not a document version (a SHA-1 in hex, or empty for none); nothing was written", op, e.Limiter, *e.Expect)
+		}
+	}
 	if len(edits) == 0 {
 		rev, err := s.Revision(ctx)
 		return WriteResult{Revision: rev}, err

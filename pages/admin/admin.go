@@ -280,7 +280,7 @@ func (h *Handler) post(ctx context.Context, w http.ResponseWriter, r *http.Reque
 		h.fail(w, r, http.StatusForbidden, msg)
 		return
 	}
-	if v := r.PostForm.Get("version"); !validVersion(v) {
+	if v := r.PostForm.Get("version"); !rulestore.ValidVersion(v) {
 		// No document has it: the write could only conflict, and the
 		// store's conflict would quote it whole in the audit line.
 		msg := fmt.Sprintf("%.80q is not a document version (a SHA-1 in hex, or empty for none): send the form from this page.", v)
@@ -596,23 +596,6 @@ func (h *Handler) failStatus(w http.ResponseWriter, status int, msg string) {
 // maxEcho bounds, in characters, what the page repeats of a request in an
 // answer or a log line, as its %.80q quotes do.
 const maxEcho = 80
-
-// validVersion reports whether v can be a document's version
-// (rulestore.Version: a SHA-1 in lowercase hex, "" for no document).
-func validVersion(v string) bool {
-	if v == "" {
-		return true
-	}
-	if len(v) != 40 {
-		return false
-	}
-	for _, c := range []byte(v) {
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
-}
 
 func mustMarshalRule(r *configv1.Rule) []byte {
 	b, err := config.MarshalRule(r)
