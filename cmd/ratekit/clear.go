@@ -41,7 +41,7 @@ flags:
                               the calling service (--service NAME or
                               $` + envService + `). When it cannot answer, nothing is cleared
   --dry-run                   list the keys that would be removed, remove nothing
-  --timeout D                 bound on each Redis call (default 5s, at most 10m)
+  --timeout D                 bound on the whole command (default 5s, at most 10m)
 
 PROPERTY=VALUE pairs are the identifier, exactly as the service builds it:
 a key the limiter does not know is named in a warning, since a typo clears
@@ -104,6 +104,11 @@ func runClear(ctx context.Context, out output, args []string) int {
 	if err != nil {
 		return usageError(out, clearUsage, "%v", err)
 	}
+	// One bound for the whole command: its Redis calls (one per key, a
+	// SCAN per 1000 keys of a node) and the rules service each had their
+	// own, which a slow Redis could add up to minutes.
+	ctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
 	if f.rulesService != "" {
 		f.remote = &remoteTier{}
 	}

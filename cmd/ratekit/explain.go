@@ -61,7 +61,7 @@ flags:
                               it needs the calling service (--service NAME or
                               $` + envService + `, as in remoterules.Config.Service)
   --cost N                    the cost of the request to explain (default 1)
-  --timeout D                 bound on each Redis read (default 5s, at most 10m)
+  --timeout D                 bound on the whole command (default 5s, at most 10m)
   --json                      print the explanation as JSON
 
 PROPERTY=VALUE pairs are the identifier, as the service builds it (for
@@ -232,6 +232,9 @@ func runExplain(ctx context.Context, out output, args []string) int {
 	if err != nil {
 		return usageError(out, explainUsage, "%v", err)
 	}
+	// One bound for the whole command, as clear's (see runClear).
+	ctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
 	b, code := openLimiter(ctx, out, f)
 	if code != exitOK {
 		return code

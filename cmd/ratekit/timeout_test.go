@@ -1,9 +1,17 @@
 package main
 
 import (
+	"context"
+	"io"
+	"net"
+	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/redistest"
 )
 
 // Every --timeout is bounded: a typo such as 1000h would hold a command on a
@@ -51,4 +59,106 @@ func TestCheckTimeout(t *testing.T) {
 			t.Errorf("checkTimeout(%s) = %q, want %q", tt.d, got, tt.want)
 		}
 	}
+}
+
+// TestTimeoutBoundsTheWholeCommand: clear's and explain's --timeout bounds
+// the command, not each of its Redis calls. Through a proxy that holds every
+// command 400ms, each call is well within a --timeout of 2s and the calls
+// together (the rule store's reads, one EXISTS per key, the delete) are not:
+// the command stops at the bound, and clear deletes nothing. Each call had
+// its own bound before, so clear went on and cleared the keys.
+func TestTimeoutBoundsTheWholeCommand(t *testing.T) {
+	client := redistest.Client(t)
+	e := newExplainEnv(t, client, slowProxy(t, redistest.URL(t), 400*time.Millisecond), false)
+	bob := ratelimit.Identifier{"user": "bob", "ip": "10.0.0.3", "request_type": "web", "path": "/login"}
+	e.check(t, 3, bob) // login_by_ip bans: a ban and counters to clear
+	keys := e.limiter.Keys(bob)
+	id := []string{"ip=10.0.0.3", "path=/login", "user=bob", "request_type=web", "--timeout", "2s"}
+	for _, cmd := range []string{"clear", "explain"} {
+		t.Run(cmd, func(t *testing.T) {
+			args := append([]string{cmd}, e.flags()[1:]...)
+			stdout, stderr, code := e.run(t, append(args, id...)...)
+			if code != exitInvalid || !strings.Contains(stderr, "context deadline exceeded") {
+				t.Fatalf("exit %d, want 1 and the deadline named\nstdout %s\nstderr %s", code, stdout, stderr)
+			}
+			n, err := client.Exists(context.Background(), keys...).Result()
+			if err != nil || n != 3 {
+				t.Fatalf("after %s stopped at its bound: %d of the 3 keys left (%v)", cmd, n, err)
+			}
+		})
+	}
+}
+
+// slowProxy serves a TCP proxy to the Redis of redisURL that holds every
+// write of a client delay before it forwards it, and returns the URL that
+// reaches Redis through it.
+func slowProxy(t *testing.T, redisURL string, delay time.Duration) string {
+	t.Helper()
+	u, err := url.Parse(redisURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := u.Host
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		open []net.Conn
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			r, err := net.Dial("tcp", target)
+			if err != nil {
+				_ = c.Close()
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			open = append(open, c, r)
+			mu.Unlock()
+			wg.Add(2)
+			go func() {
+				defer wg.Done()
+				_, _ = io.Copy(c, r)
+				_ = c.Close()
+			}()
+			go func() {
+				defer wg.Done()
+				defer r.Close()
+				buf := make([]byte, 64<<10)
+				for {
+					n, err := c.Read(buf)
+					if n > 0 {
+						time.Sleep(delay)
+						if _, werr := r.Write(buf[:n]); werr != nil {
+							return
+						}
+					}
+					if err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		mu.Lock()
+		for _, c := range open {
+			_ = c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	u.Host = ln.Addr().String()
+	return u.String()
 }
