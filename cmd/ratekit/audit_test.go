@@ -58,7 +58,9 @@ func TestRulesWritesAudited(t *testing.T) {
 	}
 	oneAudit(t, stderr, map[string]any{"level": "INFO", "who": "deploy-bot", "op": "publish", "outcome": "ok",
 		"rules_prefix": e.prefix, "limiters": []string{"pipelines_create", "user_sign_in"},
-		"changed": []string{"pipelines_create", "user_sign_in"}, "file": "publish.yaml"})
+		"changed": []string{"pipelines_create", "user_sign_in"}, "file": "publish.yaml",
+		"rules": map[string][]string{"pipelines_create": {"per_user"}, "user_sign_in": {"limit_user_sign_ins_by_username", "per_ip"}},
+		"modes": map[string]string{}})
 
 	code, stdout, stderr = run("delete", "--dry-run", "user_sign_in", "per_ip")
 	if recs, _ := auditRecords(t, stderr); code != 0 || len(recs) != 0 {

@@ -61,7 +61,8 @@ commands:
 
 Each write (publish, delete, remove, gc; not a dry run) logs one audit record
 on stderr, failed writes too (slog JSON, "rate_limit_cli_write": who, what,
-outcome, and the revision a publish, delete or remove wrote); who is
+outcome, and the revision a publish, delete or remove wrote; a publish names
+each limiter's rules and mode); who is
 $RATEKIT_WRITER, else the OS user at the host.
 
 flags:
@@ -510,7 +511,19 @@ func rulesPublish(ctx context.Context, e *rulesEnv, _ []string) int {
 		return e.publishDiff(ctx, req)
 	}
 	res, err := e.store.Publish(ctx, req)
+	// What was published, not only where from: the file may change or go
+	// after the write, as the admin page's record names its rule.
+	rules, modes := map[string][]string{}, map[string]string{}
+	for name, l := range req.GetRateLimits() {
+		for _, r := range l.GetRules() {
+			rules[name] = append(rules[name], r.GetName())
+		}
+		if m := config.ModeWord(l.GetMode()); m != "" {
+			modes[name] = m
+		}
+	}
 	e.audit(ctx, "publish", err, slog.Any("limiters", slices.Sorted(maps.Keys(req.GetRateLimits()))),
+		slog.Any("rules", rules), slog.Any("modes", modes),
 		slog.String("file", e.f.file), slog.Any("changed", res.Changed), slog.Int64("revision", res.Revision))
 	if err != nil {
 		return e.fail(err)

@@ -21,10 +21,13 @@ func TestRulesPublishMode(t *testing.T) {
 				"bad.yaml":                "rate_limits:\n  user_sign_in: {mode: dry, rules: []}\n",
 				"shadow_rule.yaml":        "rate_limits:\n  user_sign_in:\n    mode: shadow\n    rules: [{name: per_ip, characteristics: [ip], limit: 1, period_s: 60, action: limit}]\n",
 			})
-			if code, stdout, stderr := e.run(t, "publish", "--file", "shadow.yaml", "--available-limiters", "available_limiters.yaml"); code != exitOK || !strings.Contains(stdout, "changed: user_sign_in") {
+			code, stdout, stderr := e.run(t, "publish", "--file", "shadow.yaml", "--available-limiters", "available_limiters.yaml")
+			if code != exitOK || !strings.Contains(stdout, "changed: user_sign_in") {
 				t.Fatalf("publish shadow: exit %d\n%s%s", code, stdout, stderr)
 			}
-			code, stdout, _ := e.run(t, "show", "user_sign_in")
+			// The audit record says what was published: the mode.
+			oneAudit(t, stderr, map[string]any{"op": "publish", "modes": map[string]string{"user_sign_in": "shadow"}, "rules": map[string][]string{}})
+			code, stdout, _ = e.run(t, "show", "user_sign_in")
 			if code != exitOK || !strings.Contains(stdout, "mode: shadow (the highest tier that sets one wins)") ||
 				!strings.Contains(stdout, "published_rules (publish API): 0 rules, mode shadow") {
 				t.Fatalf("show after shadow: exit %d\n%s", code, stdout)
@@ -48,7 +51,7 @@ func TestRulesPublishMode(t *testing.T) {
 			}
 			explain := append([]string{"explain", "--limiter", "user_sign_in", "--rules-prefix", e.prefix, "--cost", "2",
 				"--available-limiters", "available_limiters.yaml"}, e.flags[:len(e.flags)-2]...) // the document has no default tier
-			code, stdout, stderr := ratekit(t, e.dir, append(explain, "ip=10.1.2.3")...)
+			code, stdout, stderr = ratekit(t, e.dir, append(explain, "ip=10.1.2.3")...)
 			if code != exitOK || !strings.Contains(stdout, "verdict: allow: the limiter is in shadow mode; enforcing, it would block by per_ip") {
 				t.Fatalf("explain in shadow: exit %d\n%s%s", code, stdout, stderr)
 			}
