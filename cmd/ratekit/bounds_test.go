@@ -354,3 +354,47 @@ func TestRulesListIndexedWithoutDocument(t *testing.T) {
 		}
 	}
 }
+
+// TestRulesListBesideAnUnreadableRevision: a revision counter written by
+// hand (no integer, or longer than an int64) is told beside the list, which
+// still shows every document, and the list exits 1: it refused the whole
+// list for it (stdout empty), though the documents read well and the next
+// write that changes one starts the counter again.
+func TestRulesListBesideAnUnreadableRevision(t *testing.T) {
+	e := newRulesCLI(t, false)
+	if code, _, stderr := e.run(t, "publish", "--file", "publish.yaml", "--available-limiters", "available_limiters.yaml"); code != 0 {
+		t.Fatalf("publish: exit %d\n%s", code, stderr)
+	}
+	for _, tt := range []struct{ name, counter, why string }{
+		{"no integer", "abc", `holds "abc"`},
+		{"too long", strings.Repeat("9", 64), "holds 64 bytes, at most"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := e.client.Set(context.Background(), e.prefix+"@rev", tt.counter, 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+			code, stdout, stderr := e.run(t, "list")
+			if code != exitInvalid || !regexp.MustCompile(`(?m)^user_sign_in\s+-\s+2\s+-\s*$`).MatchString(stdout) ||
+				!strings.HasSuffix(stdout, "2 limiters, revision unreadable\n") || !strings.Contains(stderr, tt.why) {
+				t.Fatalf("list: exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
+			}
+			code, stdout, stderr = e.run(t, "list", "--json")
+			var got struct {
+				Revision *int64 `json:"revision"`
+				Limiters []struct {
+					Limiter string `json:"limiter"`
+				} `json:"limiters"`
+			}
+			if err := json.Unmarshal([]byte(stdout), &got); err != nil || code != exitInvalid || got.Revision != nil || len(got.Limiters) != 2 || !strings.Contains(stderr, tt.why) {
+				t.Fatalf("list --json: exit %d, %v\nstdout %s\nstderr %s", code, err, stdout, stderr)
+			}
+		})
+	}
+	// The next write starts the counter again, and the list exits 0.
+	if code, _, stderr := e.run(t, "delete", "user_sign_in", "per_ip"); code != 0 {
+		t.Fatalf("delete: exit %d\n%s", code, stderr)
+	}
+	if code, stdout, stderr := e.run(t, "list"); code != 0 || !strings.HasSuffix(stdout, "2 limiters, revision 1\n") {
+		t.Fatalf("list after a write: exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
+	}
+}

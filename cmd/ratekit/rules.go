@@ -36,7 +36,8 @@ commands:
                         (one whose document is gone is noted, not invalid);
                         it reads at most 16 MiB of documents (rulestore.MaxReadBytes):
                         the limiters past that are listed NOT READ (show reads
-                        each) and the command exits 1
+                        each) and the command exits 1, as it does beside a
+                        revision counter it cannot read (written by hand)
   show LIMITER          each tier and the effective, merged list (--json: the
                         stored document, byte for byte); a document no
                         service would load is shown too, and exits 1
@@ -267,9 +268,14 @@ func rulesList(ctx context.Context, e *rulesEnv, _ []string) int {
 	if err != nil {
 		return e.fail(err)
 	}
-	rev, err := e.store.Revision(ctx)
-	if err != nil {
-		return e.fail(err)
+	// A revision counter that cannot be read (written by hand: no integer,
+	// over its length) is told beside the list, not instead of it: the
+	// next write that changes a document starts it again, and until then
+	// the documents are what the operator reads the list for.
+	var rev *int64
+	counter, revErr := e.store.Revision(ctx)
+	if revErr == nil {
+		rev = &counter
 	}
 	tierLen := func(l *configv1.RuleList) *int {
 		if l == nil {
@@ -302,7 +308,7 @@ func rulesList(ctx context.Context, e *rulesEnv, _ []string) int {
 	}
 	if e.f.asJSON {
 		writeJSON(e.out.stdout, struct {
-			Revision int64       `json:"revision"`
+			Revision *int64      `json:"revision"` // null: unreadable (stderr says why)
 			Limiters []listEntry `json:"limiters"`
 		}{rev, list})
 	} else {
@@ -324,7 +330,11 @@ func rulesList(ctx context.Context, e *rulesEnv, _ []string) int {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", le.Limiter, countOrDash(le.File), countOrDash(le.Published), countOrDash(le.Default), note)
 		}
 		tw.Flush()
-		fmt.Fprintf(e.out.stdout, "%s, revision %d\n", count(len(list), "limiter"), rev)
+		revision := "unreadable"
+		if rev != nil {
+			revision = strconv.FormatInt(*rev, 10)
+		}
+		fmt.Fprintf(e.out.stdout, "%s, revision %s\n", count(len(list), "limiter"), revision)
 		if len(list) == 0 {
 			fmt.Fprintf(e.out.stderr, "note: no rule documents under the prefix %q; a service made from the copier template keeps them under \"ratekit:rules:{SERVICE}:\" (--service SERVICE)\n", e.f.rulesPrefix)
 		}
@@ -336,7 +346,10 @@ func rulesList(ctx context.Context, e *rulesEnv, _ []string) int {
 		fmt.Fprintf(e.out.stderr, "ratekit rules: the list is partial: %s not read, past the %d bytes of documents one list reads (rulestore.MaxReadBytes, docs/limits.md); ratekit rules show LIMITER reads one\n",
 			count(notRead, "document"), rulestore.MaxReadBytes)
 	}
-	if invalid > 0 || notRead > 0 {
+	if revErr != nil {
+		fmt.Fprintf(e.out.stderr, "ratekit rules: %v\n", revErr)
+	}
+	if invalid > 0 || notRead > 0 || revErr != nil {
 		return exitInvalid
 	}
 	return exitOK
