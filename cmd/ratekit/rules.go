@@ -174,6 +174,8 @@ func runRules(ctx context.Context, out output, args []string) int {
 	switch {
 	case f.dryRun && (sub == "list" || sub == "show"):
 		return usageError(out, usage, "rules %s only reads: --dry-run is for publish, delete, remove and gc", sub)
+	case f.asJSON && sub != "list" && sub != "show": // a script would get text where it asked for JSON
+		return usageError(out, usage, "rules %s prints text: --json is for list and show", sub)
 	case len(pos) < nargs[0] || (nargs[1] >= 0 && len(pos) > nargs[1]):
 		return usageError(out, usage, "rules %s: wrong arguments %q", sub, pos)
 	case nargs[0] > 0 && !rulecheck.ValidName(pos[0]): // show, delete, remove: no such limiter can have a document

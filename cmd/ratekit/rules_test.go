@@ -251,6 +251,11 @@ func TestRulesCLIUsage(t *testing.T) {
 		{[]string{"rules", "publish", "--redis", unused, "--file", "nope.yaml", "--skip-available-check"}, 2, "nope.yaml: no such file"},
 		{[]string{"rules", "publish", "--redis", unused, "--file", "rules.yaml"}, 2, "rules publish needs --available-limiters FILE"},
 		{[]string{"rules", "show", "--redis", unused, "--dry-run", "lim"}, 2, "--dry-run is for publish, delete, remove and gc"},
+		// --json on a write printed text, exit 0, after writing.
+		{[]string{"rules", "publish", "--redis", unused, "--file", "rules.yaml", "--skip-available-check", "--json"}, 2, "rules publish prints text: --json is for list and show"},
+		{[]string{"rules", "delete", "--redis", unused, "lim", "r", "--json"}, 2, "rules delete prints text: --json is for list and show"},
+		{[]string{"rules", "remove", "--redis", unused, "lim", "--json"}, 2, "rules remove prints text: --json is for list and show"},
+		{[]string{"rules", "gc", "--redis", unused, "--available-limiters", "nope.yaml", "--json"}, 2, "rules gc prints text: --json is for list and show"},
 		{[]string{"rules", "gc", "--redis", unused}, 2, "rules gc needs --available-limiters FILE"},
 		{[]string{"rules", "gc", "--redis", unused, "--available-limiters", "nope.yaml"}, 2, "nope.yaml: no such file"},
 		{[]string{"rules", "gc", "--redis", unused, "--grace", "soon"}, 2, `--grace: "soon" is not a positive duration`},
