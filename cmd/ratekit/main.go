@@ -81,6 +81,11 @@ func run(ctx context.Context, args []string, out output) int {
 }
 
 func help(args []string, out output) int {
+	// -h after help's words asks for the help they name, as it does after
+	// a command's: help -h is the overview, help rules -h the rules usage.
+	if n := len(args); n > 0 && slices.Contains([]string{"-h", "-help", "--help"}, args[n-1]) {
+		args = args[:n-1]
+	}
 	if len(args) == 0 || args[0] == "help" { // the overview lists help beside the commands
 		if len(args) > 1 {
 			fmt.Fprintf(out.stderr, "ratekit help: help has no subcommands; run ratekit help\n")

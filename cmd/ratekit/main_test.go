@@ -272,7 +272,8 @@ func TestUsageAndUnreadable(t *testing.T) {
 func TestHelp(t *testing.T) {
 	// help lists itself among the commands (and completion offers it after
 	// help): help help is the overview too.
-	for _, args := range [][]string{{"help"}, {"help", "help"}} {
+	// -h asks for help, there too: it was an unknown command (exit 2).
+	for _, args := range [][]string{{"help"}, {"help", "help"}, {"help", "-h"}, {"help", "--help"}} {
 		code, stdout, stderr := ratekit(t, t.TempDir(), args...)
 		if code != 0 || stderr != "" || !strings.Contains(stdout, "\n  validate    check available_limiters.yaml and rate_limits.yaml (for CI)\n") {
 			t.Fatalf("%v: exit %d, stdout:\n%s\nstderr:\n%s", args, code, stdout, stderr)
@@ -304,7 +305,7 @@ func TestHelp(t *testing.T) {
 			t.Errorf("%v: exit %d, stdout:\n%s\nstderr:\n%s", c.args, code, stdout, stderr)
 		}
 	}
-	for _, args := range [][]string{{"help", "validate"}, {"validate", "-h"}} {
+	for _, args := range [][]string{{"help", "validate"}, {"validate", "-h"}, {"help", "validate", "-h"}} {
 		code, stdout, _ := ratekit(t, t.TempDir(), args...)
 		if code != 0 || !strings.HasPrefix(stdout, "usage: ratekit validate --available-limiters FILE [--rate-limits FILE] [--json]\n") {
 			t.Fatalf("%v: exit %d, stdout:\n%s", args, code, stdout)
