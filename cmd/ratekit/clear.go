@@ -49,7 +49,9 @@ nothing. Flags may come before or after the identifier.
 
 When no key of the identifier exists under the counters' prefix, nothing
 is cleared and the exit code is 1; the keys are searched under every other
-prefix (a bounded SCAN) and, when found, the prefix to use is named. Keys
+prefix (a bounded SCAN: at most 100,000 keys per node, none longer than a
+counter's key under a prefix of 256 bytes received) and, when found, the
+prefix to use is named. Keys
 found that expire (or that another client removes) before the delete are
 counted apart: when none was left to delete, the exit code is 1 too.
 

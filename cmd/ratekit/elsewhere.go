@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	ratelimit "github.com/ratekit/ratekit/core"
 )
 
 // maxScanKeys bounds the keys one search for another prefix examines on each
@@ -41,13 +44,23 @@ func findElsewhere(ctx context.Context, client redis.UniversalClient, prefix, li
 	}
 	// Limiter names are [a-z0-9_]: nothing to escape but the brace.
 	pattern := `*\{` + limiter + `:*`
+	// A key longer than the longest prefix a limiter takes before the
+	// longest suffix is no counter of this identifier: left on the server.
+	maxLen := 0
+	for s := range suffixes {
+		maxLen = max(maxLen, ratelimit.MaxKeyPrefixLen+len(s))
+	}
 	var mu sync.Mutex
 	scan := func(ctx context.Context, node redis.Cmdable) error {
 		var cursor uint64
 		for scanned := 0; ; {
 			sctx, cancel := context.WithTimeout(ctx, timeout)
-			keys, next, err := node.Scan(sctx, cursor, pattern, 1000).Result()
+			res, err := scanScript.Run(sctx, node, nil, cursor, pattern, 1000, maxLen).Slice()
 			cancel()
+			if err != nil {
+				return err
+			}
+			keys, next, err := scanReply(res)
 			if err != nil {
 				return err
 			}
@@ -82,6 +95,38 @@ func findElsewhere(ctx context.Context, client redis.UniversalClient, prefix, li
 		return found, fmt.Errorf("search other prefixes: %w", err)
 	}
 	return found, nil
+}
+
+// scanScript is one SCAN that answers only the keys of at most ARGV[4]
+// bytes: a key written by hand may be as long as Redis allows (512 MB),
+// and a search for counters has no use for one longer than a counter.
+var scanScript = redis.NewScript(`
+local res = redis.call('SCAN', ARGV[1], 'MATCH', ARGV[2], 'COUNT', tonumber(ARGV[3]))
+local keys, maxlen = {}, tonumber(ARGV[4])
+for _, k in ipairs(res[2]) do
+  if #k <= maxlen then keys[#keys + 1] = k end
+end
+return {res[1], keys}
+`)
+
+// scanReply reads scanScript's reply: the next cursor and the keys.
+func scanReply(res []any) ([]string, uint64, error) {
+	if len(res) != 2 {
+		return nil, 0, fmt.Errorf("scan: unexpected reply %v", res)
+	}
+	c, _ := res[0].(string)
+	next, err := strconv.ParseUint(c, 10, 64)
+	if err != nil {
+		return nil, 0, fmt.Errorf("scan: cursor %q: %w", c, err)
+	}
+	items, _ := res[1].([]any)
+	keys := make([]string, 0, len(items))
+	for _, k := range items {
+		if s, ok := k.(string); ok {
+			keys = append(keys, s)
+		}
+	}
+	return keys, next, nil
 }
 
 // describe says where the keys were found and what to run instead.
