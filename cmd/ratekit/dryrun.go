@@ -158,7 +158,11 @@ func (e *rulesEnv) deleteDiff(ctx context.Context, limiter string, names []strin
 	for _, n := range names {
 		r := doc.GetPublishedRules().GetRules()[ruleIndex(doc.GetPublishedRules(), n)]
 		fmt.Fprintf(w, "  - %s: %s\n", n, protoLine(r))
-		if i := ruleIndex(doc.GetDefaultRules(), n); i >= 0 {
+		// file_rules ranks above the published tier: its rule of the name
+		// was in force and stays, whatever default_rules holds.
+		if i := ruleIndex(doc.GetFileRules(), n); i >= 0 {
+			fmt.Fprintf(w, "      the file rule of this name stays in force, as it was: %s\n", protoLine(doc.GetFileRules().GetRules()[i]))
+		} else if i := ruleIndex(doc.GetDefaultRules(), n); i >= 0 {
 			fmt.Fprintf(w, "      the default rule of this name applies again: %s\n", protoLine(doc.GetDefaultRules().GetRules()[i]))
 		}
 	}

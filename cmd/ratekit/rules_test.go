@@ -533,3 +533,33 @@ func containsLines(out string, want []string, prefix string) bool {
 	}
 	return true
 }
+
+// TestRulesDeleteDryRunUnderAFileRule: the delete of a published rule that a
+// file rule of the same name overrides changes nothing in force: the file
+// rule was and stays the one the services evaluate, whatever default_rules
+// holds. The dry run said the default rule of the name applied again.
+func TestRulesDeleteDryRunUnderAFileRule(t *testing.T) {
+	e := newRulesCLI(t, false)
+	ctx := context.Background()
+	store, err := rulestore.New(e.client, rulestore.Options{Prefix: e.prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rule := func(limit int64) ratelimit.Rule {
+		return ratelimit.Rule{Name: "per_ip", Characteristics: []string{"ip"}, Action: ratelimit.ActionLimit, Limit: limit, Period: time.Minute}
+	}
+	if _, err := store.Seed(ctx, map[string]tiers.Set{"user_sign_in": {File: []ratelimit.Rule{rule(1)}, Defaults: []ratelimit.Rule{rule(3)}}}); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := e.run(t, "publish", "--file", "publish.yaml", "--available-limiters", "available_limiters.yaml"); code != 0 {
+		t.Fatalf("publish: exit %d\n%s", code, stderr)
+	}
+	code, stdout, stderr := e.run(t, "delete", "user_sign_in", "per_ip", "--dry-run")
+	want := "limiter user_sign_in (key " + e.prefix + "user_sign_in), published_rules:\n" +
+		"  - per_ip: limit 50 per 1m0s by ip, match {} (every request)\n" +
+		"      the file rule of this name stays in force, as it was: limit 1 per 1m0s by ip, match {} (every request)\n" +
+		"dry run: 1 change, nothing written\n"
+	if code != 0 || stdout != want {
+		t.Fatalf("delete --dry-run: exit %d\nstdout\n%s\nwant\n%s\nstderr %s", code, stdout, want, stderr)
+	}
+}
