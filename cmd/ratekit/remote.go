@@ -93,7 +93,7 @@ func askRemote(ctx context.Context, base, service, limiter string, ident map[str
 	case len(b) > maxRemoteAnswer:
 		return nil, fmt.Errorf("rules service: answer over %d bytes", maxRemoteAnswer)
 	case resp.StatusCode != http.StatusOK:
-		return nil, fmt.Errorf("rules service: %s: %s", resp.Status, bytes.TrimSpace(b))
+		return nil, fmt.Errorf("rules service: %s: %s", resp.Status, errorBody(b))
 	}
 	var answer remoteAnswer
 	if err := json.Unmarshal(b, &answer); err != nil {
@@ -103,6 +103,22 @@ func askRemote(ctx context.Context, base, service, limiter string, ident map[str
 		return nil, fmt.Errorf("rules service: invalid answer, rejected whole: %w", err)
 	}
 	return &answer, nil
+}
+
+// maxErrorBody bounds what an error answer's body adds to the error, which
+// explain prints (in --json too) and clear reports: the body may be as
+// long as maxRemoteAnswer.
+const maxErrorBody = 512
+
+// errorBody is an error answer's body as its error quotes it: trimmed, at
+// most maxErrorBody bytes cut on a character's boundary, the length of a
+// longer one said.
+func errorBody(b []byte) string {
+	b = bytes.TrimSpace(b)
+	if len(b) <= maxErrorBody {
+		return string(b)
+	}
+	return fmt.Sprintf("%s... (%d bytes)", strings.ToValidUTF8(string(b[:maxErrorBody]), ""), len(b))
 }
 
 // remoteAnswer is the JSON form of GetRulesResponse (proto field names, as

@@ -262,3 +262,29 @@ func TestRemoteIdentifierAsTheServicesSend(t *testing.T) {
 		})
 	}
 }
+
+// TestRemoteErrorAnswerBounded: an error answer's body is quoted in the
+// error at most maxErrorBody (512) bytes long, with its length: explain printed
+// (and put in its --json) the whole body, as long as maxRemoteAnswer.
+func TestRemoteErrorAnswerBounded(t *testing.T) {
+	for _, tt := range []struct {
+		name, body, want string
+	}{
+		{"short", " no such service \n", "rules service: 404 Not Found: no such service"},
+		{"long", strings.Repeat("é", 300000), "rules service: 404 Not Found: " + strings.Repeat("é", 256) + "... (600000 bytes)"},
+		{"cut in a character", "x" + strings.Repeat("é", 300), "rules service: 404 Not Found: x" + strings.Repeat("é", 255) + "... (601 bytes)"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				w.WriteHeader(http.StatusNotFound)
+				_, _ = io.WriteString(w, tt.body)
+			}))
+			defer rs.Close()
+			_, err := fetchRemoteRules(t.Context(), rs.URL, "web", "api_request", ratelimit.Identifier{"user": "alice"}, nil, 10*time.Second)
+			if err == nil || err.Error() != tt.want {
+				got := fmt.Sprint(err)
+				t.Fatalf("error of %d bytes: %.200q..., want %.200q...", len(got), got, tt.want)
+			}
+		})
+	}
+}
