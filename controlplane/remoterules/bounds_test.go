@@ -128,3 +128,40 @@ func TestAnswerWithModeNeverApplies(t *testing.T) {
 		t.Fatalf("stats %+v: the answer is not counted invalid", st)
 	}
 }
+
+// A value that is not valid UTF-8 (a raw header or a decoded path can hold
+// any bytes) cannot be carried by a protobuf string: it is left out of the
+// request, as a value over the protocol's bound is, and no selector can
+// equal it. The request still gets the answer of its other properties, and
+// hostile values never count as failures of the service, so they cannot
+// open the breaker for every other caller.
+func TestInvalidUTF8ValueLeftOut(t *testing.T) {
+	srv := &counting{RulesServiceServer: funcServer{f: func(_ context.Context, req *rulesv1.GetRulesRequest) (*rulesv1.GetRulesResponse, error) {
+		a := answer(5)
+		if req.GetIdentifier()["root_namespace"] != "345" {
+			a.Rules = &configv1.RuleList{}
+		}
+		return a, nil
+	}}}
+	tests := []struct {
+		name string
+		id   ratelimit.Identifier
+		want int // rules answered
+	}{
+		{"in a property the answer does not vary by", ratelimit.Identifier{"root_namespace": "345", "path": "/\xff"}, 1},
+		{"in a vary property", ratelimit.Identifier{"root_namespace": "3\xff45", "path": "/"}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newClient(t, dial(t, startGRPC(t, srv).addr), "web", nil)
+			for range remoterules.DefaultFailures + 1 { // as many as open the breaker on failures
+				if got := c.RulesFor(context.Background(), "rack_request", tt.id).Len(); got != tt.want {
+					t.Fatalf("%d rules, want %d (stats %+v)", got, tt.want, c.Stats())
+				}
+			}
+			if st := c.Stats(); st.Failures != 0 || st.Open {
+				t.Fatalf("stats %+v: want no failure and the breaker closed", st)
+			}
+		})
+	}
+}

@@ -37,7 +37,9 @@
 // properties first; an answer computed without a vary property the
 // identifier holds (a first check of a larger identifier) is asked for again
 // with them first, so no answer is cached for values it was not computed
-// with.
+// with. A value the protocol cannot carry (over 4096 bytes, or not valid
+// UTF-8, which a protobuf string cannot hold) is left out: no selector can
+// equal it, and a hostile value never fails the call.
 //
 // Compiled rules are cached by what selects them, never per identifier: the
 // limiter, the document revision and the answer's rules (those of the

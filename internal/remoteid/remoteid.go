@@ -6,6 +6,7 @@ package remoteid
 
 import (
 	"sort"
+	"unicode/utf8"
 
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/internal/rulecheck"
@@ -21,16 +22,17 @@ const (
 
 // Sendable is the identifier as the protocol carries it: canonical strings,
 // at most MaxProperties properties with valid names and values of at most
-// MaxValueBytes. The properties of first (the vary list the limiter's
-// answers use) go first, then the others in name order, so an identifier of
-// many properties still sends those the answer depends on.
+// MaxValueBytes of valid UTF-8 (the others are left out). The properties of
+// first (the vary list the limiter's answers use) go first, then the others
+// in name order, so an identifier of many properties still sends those the
+// answer depends on.
 func Sendable(id ratelimit.Identifier, first []string) map[string]string {
 	out := make(map[string]string, min(len(id), MaxProperties))
 	add := func(k string) {
 		if len(out) == MaxProperties || !rulecheck.ValidName(k) {
 			return
 		}
-		if v, ok := id.Get(k); ok && len(v) <= MaxValueBytes {
+		if v, ok := id.Get(k); ok && sendable(v) {
 			out[k] = v
 		}
 	}
@@ -58,9 +60,15 @@ func Unsent(vary []string, id ratelimit.Identifier, sent map[string]string) bool
 		if _, ok := sent[k]; ok || !rulecheck.ValidName(k) {
 			continue
 		}
-		if v, ok := id.Get(k); ok && len(v) <= MaxValueBytes {
+		if v, ok := id.Get(k); ok && sendable(v) {
 			return true
 		}
 	}
 	return false
 }
+
+// sendable reports whether the protocol can carry v: at most MaxValueBytes
+// of valid UTF-8. A protobuf string holds nothing else (the request would
+// fail to encode), and no selector can equal such a value, so leaving it
+// out answers as sending it would.
+func sendable(v string) bool { return len(v) <= MaxValueBytes && utf8.ValidString(v) }
