@@ -325,19 +325,31 @@ func (c *Client) fetch(ctx context.Context, cl *call, key, limiter string, id ra
 		c.stats.calls.Add(1)
 		resp, err = c.rpc.GetRules(ctx, req, grpc.MaxCallRecvMsgSize(maxAnswerBytes))
 	}
+	var rules *ratelimit.RuleSet
+	answered := err == nil // err is then accept's: the answer is invalid
+	if answered {
+		rules, err = c.accept(limiter, id, resp, key)
+	}
+	if answered && errors.Is(err, errNotHeld) && known != "" {
+		// The answer revalidated was evicted meanwhile (a full cache
+		// churns): no fault of the service. Ask for the rules whole.
+		req.KnownRevision = ""
+		c.stats.calls.Add(1)
+		resp, err = c.rpc.GetRules(ctx, req, grpc.MaxCallRecvMsgSize(maxAnswerBytes))
+		if answered = err == nil; answered {
+			rules, err = c.accept(limiter, id, resp, key)
+		}
+	}
 	latency := c.now().Sub(start)
 	outcome := CallOK
-	var rules *ratelimit.RuleSet
-	if err == nil {
-		rules, err = c.accept(limiter, id, resp, key)
-		if err != nil {
-			outcome = CallInvalid
-			c.stats.invalid.Add(1)
-		} else if resp.GetNotModified() {
-			outcome = CallNotModified
-		}
-	} else {
+	switch {
+	case !answered:
 		outcome = CallError
+	case err != nil:
+		outcome = CallInvalid
+		c.stats.invalid.Add(1)
+	case resp.GetNotModified():
+		outcome = CallNotModified
 	}
 	if c.metrics != nil {
 		c.metrics.Call(limiter, outcome, latency)
@@ -369,6 +381,10 @@ func (c *Client) staleEntry(key string) *ratelimit.RuleSet {
 	return nil
 }
 
+// errNotHeld is a not_modified answer for an answer the client does not
+// hold: invalid, unless the client sent its revision and evicted it since.
+var errNotHeld = errors.New("not_modified, but the client holds no answer")
+
 // accept validates an answer and caches it. An invalid answer is rejected
 // whole: nothing of it is cached or applied. Rules already compiled for
 // another identifier's answer (same limiter, revision and rules: the same
@@ -392,7 +408,7 @@ func (c *Client) accept(limiter string, id ratelimit.Identifier, resp *rulesv1.G
 		defer c.mu.Unlock()
 		e := c.lru.items[reqKey]
 		if e == nil || (resp.GetRevision() != "" && resp.GetRevision() != e.revision) {
-			return nil, fmt.Errorf("invalid answer for limiter %s: not_modified, but the client holds no answer of revision %q", limiter, resp.GetRevision())
+			return nil, fmt.Errorf("invalid answer for limiter %s: %w of revision %q", limiter, errNotHeld, resp.GetRevision())
 		}
 		e.freshUntil, e.staleUntil = now.Add(fresh), now.Add(fresh+stale)
 		c.lru.touch(e)

@@ -405,3 +405,54 @@ func TestVaryPropertiesAlwaysSent(t *testing.T) {
 		})
 	}
 }
+
+// An answer evicted from the cache while a call revalidates it (the cache
+// is full of other shapes) gets a not_modified answer it can no longer use:
+// that is no fault of the service, so it is not counted a failure, which
+// would open the breaker for every caller under cache churn. The client asks
+// again for the rules whole and caches them.
+func TestNotModifiedAfterEviction(t *testing.T) {
+	asked := make(chan struct{}, 1)
+	release := make(chan struct{})
+	srv := funcServer{f: func(ctx context.Context, req *rulesv1.GetRulesRequest) (*rulesv1.GetRulesResponse, error) {
+		if req.GetKnownRevision() == "" {
+			return answer(5), nil
+		}
+		asked <- struct{}{}
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return &rulesv1.GetRulesResponse{NotModified: true, Revision: "1", Vary: []string{"root_namespace"}}, nil
+	}}
+	clk := newClock()
+	rec := &recorder{}
+	c := newClient(t, dial(t, startGRPC(t, srv).addr), "web", func(cfg *remoterules.Config) {
+		cfg.Now, cfg.Metrics, cfg.MaxEntries = clk.Now, rec, 1
+	})
+	ctx := context.Background()
+	a, b := ratelimit.Identifier{"root_namespace": "1"}, ratelimit.Identifier{"root_namespace": "2"}
+	if c.RulesFor(ctx, "rack_request", a).Len() != 1 {
+		t.Fatal("want the answer of a")
+	}
+	clk.Advance(11 * time.Second) // past cache_for (10s): a's next check revalidates it
+	if c.RulesFor(ctx, "rack_request", a).Len() != 1 {
+		t.Fatal("want a's stale answer")
+	}
+	<-asked
+	if c.RulesFor(ctx, "rack_request", b).Len() != 1 { // evicts a (MaxEntries 1)
+		t.Fatal("want the answer of b")
+	}
+	close(release)
+	eventually(t, "the revalidation to finish", func() bool { return len(rec.outcomes()) == 3 })
+	if st := c.Stats(); st.Failures != 0 || st.Invalid != 0 {
+		t.Fatalf("stats %+v, outcomes %v: want no failure", st, rec.outcomes())
+	}
+	if c.RulesFor(ctx, "rack_request", a).Len() != 1 {
+		t.Fatal("want a's answer cached again")
+	}
+	if st := c.Stats(); st.Hits != 1 {
+		t.Fatalf("stats %+v: a's last check is not a hit", st)
+	}
+}
