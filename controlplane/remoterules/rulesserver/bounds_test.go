@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"buf.build/go/protovalidate"
@@ -156,5 +157,58 @@ func TestApplyReadsTheAnswerToABodyAtTheBound(t *testing.T) {
 	}
 	if !m.stored(t) {
 		t.Fatal("not stored")
+	}
+}
+
+// The decoded documents the server keeps (so that an unchanged document
+// costs GetRules no decoding) are bounded by their size, not only by their
+// number: ten thousand documents of up to 1 MiB each, every one many times
+// that once decoded, would hold gigabytes. Past the bound the oldest are
+// read again; the latest stay.
+func TestDecodedDocumentsBoundedInBytes(t *testing.T) {
+	var read atomic.Int64
+	rdb := redistest.CountingClient(t, &read)
+	prefix := redistest.Prefix(t)
+	s, err := rulesserver.New(rulesserver.Config{Redis: rdb, KeyPrefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	const n = 20 // of about 1 MiB each: over the bound together
+	size := 0
+	for i := range n {
+		d := mustDoc(t, docJSON)
+		d.Limiter = fmt.Sprintf("l%02d", i)
+		for j := range 1000 {
+			d.Overrides = append(d.Overrides, &rulesv1.Override{
+				Selector:    map[string]string{"plan": fmt.Sprintf("p%d", j)},
+				Description: strings.Repeat("d", 1000),
+			})
+		}
+		body, err := protoMarshal(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		size = len(body)
+		if err := rdb.HSet(ctx, prefix+"web:"+d.Limiter, "rev", "1-x", "body", body).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	getRules := func(limiter string) int64 {
+		t.Helper()
+		read.Store(0)
+		if _, err := s.GetRules(ctx, &rulesv1.GetRulesRequest{Service: "web", Limiter: limiter}); err != nil {
+			t.Fatalf("GetRules %s: %v", limiter, err)
+		}
+		return read.Load()
+	}
+	for i := range n {
+		getRules(fmt.Sprintf("l%02d", i))
+	}
+	if got := getRules(fmt.Sprintf("l%02d", n-1)); got > 16<<10 {
+		t.Fatalf("the latest document: read %d bytes again, want its revision alone", got)
+	}
+	if got := getRules("l00"); got < int64(size) {
+		t.Fatalf("the first of %d documents of %d bytes: read %d bytes, want it read again (not kept)", n, size, got)
 	}
 }

@@ -28,7 +28,11 @@
 // An invalid stored
 // document answers Unavailable, so clients keep their cached answer or their
 // local tiers; it is logged at ERROR once, and not read or parsed again while
-// its revision stays (a PUT or DELETE replaces it).
+// its revision stays (a PUT or DELETE replaces it). A valid one is kept
+// decoded, so an unchanged document costs GetRules one round trip to Redis
+// and no decoding: at most 10,000 documents and an estimated 256 MiB of heap
+// (16 documents of 1 MiB), past which the kept ones are dropped and read
+// again.
 //
 // The management API (Server.Handler):
 //

@@ -85,6 +85,12 @@ type Config struct {
 	AllowedHosts []string
 }
 
+// cachedDoc is a decoded stored document and its estimated heap.
+type cachedDoc struct {
+	doc  *rulesv1.OverrideDocument
+	cost int64
+}
+
 // rejection is a stored revision that load refused, and why.
 type rejection struct {
 	rev string
@@ -115,9 +121,11 @@ type Server struct {
 	// no decoding; rejected holds the revision of a key's stored document
 	// that was refused and why, so it is read, parsed and logged once, not
 	// on every call. A key is in one map at most; each is cleared whole when
-	// it reaches maxCachedDocs.
+	// it reaches maxCachedDocs, and docs too when its estimated heap
+	// (docBytes) would pass maxCachedDocBytes.
 	mu       sync.Mutex
-	docs     map[string]*rulesv1.OverrideDocument
+	docs     map[string]cachedDoc
+	docBytes int64
 	rejected map[string]rejection
 
 	answers *prometheus.CounterVec
@@ -174,7 +182,7 @@ func New(cfg Config) (*Server, error) {
 	if s.prefix == "" {
 		s.prefix = DefaultKeyPrefix
 	}
-	s.docs = map[string]*rulesv1.OverrideDocument{}
+	s.docs = map[string]cachedDoc{}
 	s.rejected = map[string]rejection{}
 	if s.logger == nil {
 		s.logger = slog.Default()
@@ -328,7 +336,17 @@ func checkSelectors(doc *rulesv1.OverrideDocument) error {
 	return nil
 }
 
-const maxCachedDocs = 10_000
+// Bounds of the documents load keeps: at most maxCachedDocs decoded ones
+// and maxCachedDocs rejections, and decoded ones of at most
+// maxCachedDocBytes of heap, estimated at docBytesPerByte bytes per byte of
+// their encoding (measured at 1.3 for a document of long descriptions, 12
+// for one of short rules), so 16 documents at MaxDocumentBytes or 10,000 of
+// 1.6 KiB. Past a bound the map is cleared whole.
+const (
+	maxCachedDocs     = 10_000
+	maxCachedDocBytes = 256 << 20
+	docBytesPerByte   = 16
+)
 
 // loadScript returns the stored revision, and the body only when the
 // revision differs from the caller's (ARGV[1]) and the body is at most
@@ -348,7 +366,7 @@ return {rev, redis.call('HGET', KEYS[1], 'body') or ''}
 func (s *Server) load(ctx context.Context, service, limiter string) (*rulesv1.OverrideDocument, error) {
 	key := s.key(service, limiter)
 	s.mu.Lock()
-	cached := s.docs[key]
+	cached := s.docs[key].doc
 	rej, refused := s.rejected[key]
 	s.mu.Unlock()
 	known := cached.GetRevision()
@@ -360,9 +378,10 @@ func (s *Server) load(ctx context.Context, service, limiter string) (*rulesv1.Ov
 		return nil, fmt.Errorf("read override document %s/%s: %w", service, limiter, err)
 	}
 	if len(res) == 0 {
-		if refused { // a key written again later may reuse the revision
+		if refused || cached != nil { // a key written again later may reuse the revision
 			s.mu.Lock()
 			delete(s.rejected, key)
+			s.dropDoc(key)
 			s.mu.Unlock()
 		}
 		return nil, ErrNotFound
@@ -383,18 +402,21 @@ func (s *Server) load(ctx context.Context, service, limiter string) (*rulesv1.Ov
 		return nil, fmt.Errorf("read override document %s/%s: unexpected reply %q", service, limiter, res)
 	}
 	s.mu.Lock()
+	s.dropDoc(key)
 	if err == nil {
-		if len(s.docs) >= maxCachedDocs {
+		cost := int64(len(res[1])) * docBytesPerByte
+		if len(s.docs) >= maxCachedDocs || s.docBytes+cost > maxCachedDocBytes {
 			clear(s.docs)
+			s.docBytes = 0
 		}
-		s.docs[key] = doc
+		s.docs[key] = cachedDoc{doc: doc, cost: cost}
+		s.docBytes += cost
 		delete(s.rejected, key)
 	} else {
 		if len(s.rejected) >= maxCachedDocs {
 			clear(s.rejected)
 		}
 		s.rejected[key] = rejection{rev: res[0], err: err}
-		delete(s.docs, key)
 	}
 	s.mu.Unlock()
 	if err != nil {
@@ -403,6 +425,14 @@ func (s *Server) load(ctx context.Context, service, limiter string) (*rulesv1.Ov
 		return nil, err
 	}
 	return doc, nil
+}
+
+// dropDoc forgets the decoded document of key, if any; s.mu is held.
+func (s *Server) dropDoc(key string) {
+	if d, ok := s.docs[key]; ok {
+		s.docBytes -= d.cost
+		delete(s.docs, key)
+	}
 }
 
 // decodeStored validates a document read from Redis exactly as a written one.
