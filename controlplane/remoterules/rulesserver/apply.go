@@ -66,11 +66,18 @@ const maxApplyAnswer = 2 * MaxDocumentBytes
 
 // Apply PUTs every document of f to the management API at base (for example
 // http://rules:8082), in order, and returns the stored documents with their
-// revisions. It stops at the first failure, naming the document.
+// revisions. It stops at the first failure, naming the document. A
+// redirect is a failure, never followed: a client re-sends a PUT answered
+// 301 or 302 as a GET, whose 200 carries the stored document (a change
+// reported applied that was not), and one answered 307 or 308 to wherever
+// the answer points, with the client's credentials.
 func Apply(ctx context.Context, client *http.Client, base string, f *rulesv1.OverrideFile) ([]*rulesv1.OverrideDocument, error) {
 	if client == nil {
 		client = http.DefaultClient
 	}
+	noRedirect := *client
+	noRedirect.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	client = &noRedirect
 	var out []*rulesv1.OverrideDocument
 	for _, d := range f.GetDocuments() {
 		body, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(d)
@@ -94,6 +101,9 @@ func Apply(ctx context.Context, client *http.Client, base string, f *rulesv1.Ove
 		}
 		if len(b) > maxApplyAnswer {
 			return out, fmt.Errorf("apply %s/%s: %s: the answer is over %d bytes", d.GetService(), d.GetLimiter(), resp.Status, maxApplyAnswer)
+		}
+		if loc := resp.Header.Get("Location"); loc != "" && resp.StatusCode/100 == 3 {
+			return out, fmt.Errorf("apply %s/%s: %s to %.200q: not followed (give the base URL of the server it names)", d.GetService(), d.GetLimiter(), resp.Status, loc)
 		}
 		if resp.StatusCode != http.StatusOK {
 			var e struct{ Error string }

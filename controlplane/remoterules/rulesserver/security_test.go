@@ -365,3 +365,44 @@ func TestClientNamesRepeatedInPart(t *testing.T) {
 		})
 	}
 }
+
+// Apply follows no redirect: answered 301 or 302, a client re-sends a PUT
+// as a GET, which answers the stored document with 200, so a file that
+// changed nothing was reported applied, with the old revision; answered 307
+// or 308, it re-sends the PUT, and the caller's credentials, to wherever the
+// answer names. A redirect is an error naming its status, and nothing is
+// sent where it points.
+func TestApplyFollowsNoRedirect(t *testing.T) {
+	for _, code := range []int{http.StatusMovedPermanently, http.StatusFound, http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
+		t.Run(http.StatusText(code), func(t *testing.T) {
+			m := newManaged(t, rulesserver.Config{}, nil)
+			old, err := m.srv.Put(context.Background(), mustDoc(t, docJSON))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var followed atomic.Int64
+			target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				followed.Add(1)
+				m.srv.Handler().ServeHTTP(w, r)
+			}))
+			t.Cleanup(target.Close)
+			front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				http.Redirect(w, r, target.URL+r.URL.Path, code)
+			}))
+			t.Cleanup(front.Close)
+			doc := mustDoc(t, docJSON)
+			doc.CacheForS = 7 // a change
+			stored, err := rulesserver.Apply(context.Background(), nil, front.URL, &rulesv1.OverrideFile{Documents: []*rulesv1.OverrideDocument{doc}})
+			if err == nil || !strings.Contains(err.Error(), fmt.Sprint(code)) || len(stored) != 0 {
+				t.Fatalf("Apply: %d stored, error %v; want an error naming the redirect", len(stored), err)
+			}
+			if n := followed.Load(); n != 0 {
+				t.Fatalf("%d requests followed the redirect, want none", n)
+			}
+			now, err := m.srv.Get(context.Background(), "web", "rack_request")
+			if err != nil || now.GetRevision() != old.GetRevision() {
+				t.Fatalf("stored revision %q (%v), want %q unchanged", now.GetRevision(), err, old.GetRevision())
+			}
+		})
+	}
+}
