@@ -17,6 +17,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/ratekit/ratekit/controlplane/remoterules/rulesserver"
 	"github.com/ratekit/ratekit/controlplane/remoterules/rulesv1"
@@ -402,6 +403,47 @@ func TestApplyFollowsNoRedirect(t *testing.T) {
 			now, err := m.srv.Get(context.Background(), "web", "rack_request")
 			if err != nil || now.GetRevision() != old.GetRevision() {
 				t.Fatalf("stored revision %q (%v), want %q unchanged", now.GetRevision(), err, old.GetRevision())
+			}
+		})
+	}
+}
+
+// A refused GetRules request (over gRPC, or POST /v1/rules) repeats at most
+// 80 characters of each property name it sends, and names at most
+// config.MaxReportedErrors problems: the names are the client's, and every
+// bad one was quoted whole, so a request of 0.6 MB made a refusal of 3.7 MB.
+func TestGetRulesRefusalBounded(t *testing.T) {
+	long := strings.Repeat("a", 32<<10)
+	many := map[string]string{}
+	for i := range 50_000 {
+		many[fmt.Sprintf("A%d", i)] = ""
+	}
+	tests := []struct {
+		name string
+		id   map[string]string
+	}{
+		{"a long property name", map[string]string{long: "x"}},
+		{"many bad property names", many},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := newManaged(t, rulesserver.Config{}, nil)
+			req := &rulesv1.GetRulesRequest{Service: "web", Limiter: "rack_request", Identifier: tt.id}
+			_, err := m.srv.GetRules(context.Background(), req)
+			if status.Code(err) != codes.InvalidArgument {
+				t.Fatalf("GetRules: %v, want InvalidArgument", err)
+			}
+			msg := status.Convert(err).Message()
+			if !strings.Contains(msg, "identifier") || strings.Contains(msg, strings.Repeat("a", 81)) || len(msg) > 16<<10 {
+				t.Fatalf("GetRules refused with %d bytes, want under 16 KiB naming identifier with at most 80 characters of a name:\n%.300s", len(msg), msg)
+			}
+			body, err := protojson.Marshal(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, answer := do(t, http.MethodPost, m.hs.URL+"/v1/rules", string(body))
+			if resp.StatusCode != http.StatusBadRequest || strings.Contains(answer, strings.Repeat("a", 81)) || len(answer) > 16<<10 {
+				t.Fatalf("POST /v1/rules: %s, %d bytes; want 400 under 16 KiB:\n%.300s", resp.Status, len(answer), answer)
 			}
 		})
 	}

@@ -210,13 +210,15 @@ func (s *Server) key(service, limiter string) string { return s.prefix + service
 // GetRules answers the rules of the document of (service, limiter): those of
 // the most specific override whose selector the identifier matches, else the
 // document's default rules. vary lists every selector property, so a client
-// caches one answer per combination of their values.
+// caches one answer per combination of their values. An invalid request is
+// refused (InvalidArgument) naming its first config.MaxReportedErrors
+// problems, with at most 80 bytes of each property name.
 func (s *Server) GetRules(ctx context.Context, req *rulesv1.GetRulesRequest) (*rulesv1.GetRulesResponse, error) {
 	start := time.Now()
 	defer func() { s.latency.Observe(time.Since(start).Seconds()) }()
 	if err := protovalidate.Validate(req); err != nil {
 		s.answers.WithLabelValues("invalid_request").Inc()
-		return nil, status.Errorf(codes.InvalidArgument, "get rules: %v", err)
+		return nil, status.Errorf(codes.InvalidArgument, "get rules: %s", refusal(err))
 	}
 	doc, err := s.load(ctx, req.GetService(), req.GetLimiter())
 	if errors.Is(err, ErrNotFound) {
@@ -244,6 +246,31 @@ func (s *Server) GetRules(ctx context.Context, req *rulesv1.GetRulesRequest) (*r
 	}
 	s.answers.WithLabelValues(outcome).Inc()
 	return resp, nil
+}
+
+// refusal renders the violations of a refused request as protovalidate
+// does, each map key cut as clip cuts it, and the first
+// config.MaxReportedErrors of them, then a count of the others: the keys
+// are the client's, and were quoted whole, so a request of 0.6 MB of bad
+// property names was refused with 3.7 MB.
+func refusal(err error) string {
+	var ve *protovalidate.ValidationError
+	if !errors.As(err, &ve) {
+		return err.Error()
+	}
+	for _, v := range ve.Violations { // the violations are this request's own
+		for _, e := range v.Proto.GetField().GetElements() {
+			if e.HasStringKey() {
+				e.SetStringKey(clip(e.GetStringKey()))
+			}
+		}
+	}
+	n := len(ve.Violations)
+	if n <= config.MaxReportedErrors {
+		return ve.Error()
+	}
+	shown := &protovalidate.ValidationError{Violations: ve.Violations[:config.MaxReportedErrors]}
+	return fmt.Sprintf("%s\n - and %d more", shown.Error(), n-config.MaxReportedErrors)
 }
 
 // Answer computes the answer of doc for identifier: the rules of the most
