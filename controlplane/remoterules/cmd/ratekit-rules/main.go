@@ -50,6 +50,7 @@ import (
 	"syscall"
 	"time"
 
+	"buf.build/go/protovalidate"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
@@ -172,6 +173,14 @@ func (a availableFlag) Set(v string) error {
 	service, file, ok := strings.Cut(v, "=")
 	if !ok {
 		return fmt.Errorf("want SERVICE=FILE, got %q", v)
+	}
+	// A name no document can have, or a service given twice, would leave
+	// its documents unchecked, or checked against one of two files.
+	if err := protovalidate.Validate(&rulesv1.GetRulesRequest{Service: service, Limiter: "l"}); err != nil {
+		return fmt.Errorf("service name %.80q must match ^[a-z0-9][a-z0-9_.-]{0,63}$", service)
+	}
+	if a[service] != nil {
+		return fmt.Errorf("-available %s is given twice", service)
 	}
 	av, err := config.LoadAvailableLimiters(file)
 	if err != nil {

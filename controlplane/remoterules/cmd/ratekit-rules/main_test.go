@@ -210,6 +210,10 @@ func TestCommandLine(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("documents: [{service: web}]\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	available := filepath.Join(dir, "available.yaml")
+	if err := os.WriteFile(available, []byte("available_limiters:\n  rack_request:\n    description: every request\n    available_properties: [plan]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tt := range []struct {
 		args           []string
 		code           int
@@ -229,6 +233,13 @@ func TestCommandLine(t *testing.T) {
 		{[]string{"apply", "-check", filepath.Join(dir, "missing.yaml")}, 2, "", "missing.yaml: no such file or directory"},
 		{[]string{"get", "-server", "http://127.0.0.1:1", "-service", "web", "-limiter", "l", "plan"}, 2, "", `identifier: want PROPERTY=VALUE, got "plan"`},
 		{[]string{"apply", "-check", bad}, 1, "", "bad.yaml"},
+		// -available cross-checks the documents of its service (the rule's
+		// root_namespace is not declared); a name no service can have, or
+		// a service given twice, would leave them unchecked or checked
+		// against one of two files: a usage error.
+		{[]string{"apply", "-check", "-available", "web=" + available, good}, 1, "", `characteristic "root_namespace" is not one of the limiter's available_properties`},
+		{[]string{"apply", "-check", "-available", "Web=" + available, good}, 2, "", `service name "Web" must match`},
+		{[]string{"apply", "-check", "-available", "web=" + available, "-available", "web=" + available, good}, 2, "", "-available web is given twice"},
 		// A -server that does not parse is not quoted: it may hold a password.
 		{[]string{"apply", "-server", "http://u:s3cret@127.0.0.1:9x", good}, 2, "", "-server: not an http(s) URL (the URL is not shown"},
 		{[]string{"get", "-server", "http://u:s3cret@127.0.0.1:9x", "-service", "web", "-limiter", "l"}, 2, "", "-server: not an http(s) URL (the URL is not shown"},
