@@ -51,7 +51,11 @@ func ParseOverrideFile(file string, data []byte, available map[string]*config.Av
 			return nil, fmt.Errorf("%s: documents[%d] (%s): %w", file, i, pair, err)
 		}
 		if a := available[d.GetService()]; a != nil {
-			if err := config.ValidateMessage(d, a); err != nil {
+			err := config.ValidateMessage(d, a)
+			if err == nil {
+				err = checkSelectorProperties(d, a)
+			}
+			if err != nil {
 				return nil, fmt.Errorf("%s: documents[%d] (%s): %w", file, i, pair, err)
 			}
 		}

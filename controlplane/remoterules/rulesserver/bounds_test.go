@@ -212,3 +212,62 @@ func TestDecodedDocumentsBoundedInBytes(t *testing.T) {
 		t.Fatalf("the first of %d documents of %d bytes: read %d bytes, want it read again (not kept)", n, size, got)
 	}
 }
+
+// With the service's available_limiters.yaml, a document names only its
+// limiter's properties (Config.Available): a selector is on identifier
+// properties too, and one on a property the limiter's identifiers do not
+// carry (a typo: paln) selects nothing, so its override would silently
+// never apply. It is refused on write, on read and in an apply file, as a
+// rule's undeclared characteristic is; without the file it is taken.
+func TestSelectorPropertiesDeclared(t *testing.T) {
+	available, err := config.ParseAvailableLimiters("available_limiters.yaml", []byte(`available_limiters:
+  rack_request:
+    description: every request
+    available_properties: [root_namespace, plan]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	s, err := rulesserver.New(rulesserver.Config{Redis: rdb, KeyPrefix: prefix, Logger: slog.New(slog.DiscardHandler),
+		Available: map[string]*config.AvailableLimiters{"web": available}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := s.Put(ctx, mustDoc(t, docJSON)); err != nil {
+		t.Fatalf("declared selectors: %v", err)
+	}
+	typo := mustDoc(t, docJSON)
+	typo.Overrides[0].Selector = map[string]string{"paln": "premium"}
+	const want = `overrides[0].selector: selector property "paln" is not one of the limiter's available_properties (root_namespace, plan)`
+	var ve *config.ValidationError
+	if _, err := s.Put(ctx, typo); !errors.As(err, &ve) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("an undeclared selector property: %v, want a ValidationError with %q", err, want)
+	}
+	// Written past the server (by hand): refused on read, clients fail open.
+	body, err := protoMarshal(typo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.HSet(ctx, prefix+"web:rack_request", "rev", "9-hand", "body", body).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetRules(ctx, &rulesv1.GetRulesRequest{Service: "web", Limiter: "rack_request"}); status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "paln") {
+		t.Fatalf("stored: %v, want Unavailable naming paln", err)
+	}
+	file := `documents:
+  - service: web
+    limiter: rack_request
+    overrides:
+      - selector: {paln: premium}
+`
+	avail := map[string]*config.AvailableLimiters{"web": available}
+	if _, err := rulesserver.ParseOverrideFile("o.yaml", []byte(file), avail); err == nil || !strings.Contains(err.Error(), "o.yaml: documents[0] (web/rack_request)") || !strings.Contains(err.Error(), `selector property "paln"`) {
+		t.Fatalf("apply file: %v", err)
+	}
+	if _, err := rulesserver.ParseOverrideFile("o.yaml", []byte(file), nil); err != nil {
+		t.Fatalf("apply file without available_limiters.yaml: %v", err)
+	}
+}

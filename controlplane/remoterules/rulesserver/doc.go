@@ -23,7 +23,8 @@
 //
 // Documents are validated on every write and every read alike: protovalidate,
 // the rule checks of rate_limits.yaml and, for services configured with their
-// available_limiters.yaml, the cross-document checks; a rule list that sets
+// available_limiters.yaml, the cross-document checks (a selector's
+// properties too must be the limiter's); a rule list that sets
 // a mode is refused (per-request rules have none: config.ErrPerRequestMode).
 // An invalid stored
 // document answers Unavailable, so clients keep their cached answer or their

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -57,7 +58,8 @@ type Config struct {
 	KeyPrefix string
 	// Available optionally maps a service name to its available_limiters.yaml:
 	// a document of that service must then name a declared limiter and only
-	// its properties, and respect its skip allow-list. Documents of other
+	// its properties (in rules and in selectors), and respect its skip
+	// allow-list. Documents of other
 	// services get the checks that need no such file.
 	Available map[string]*config.AvailableLimiters
 	// CacheFor and StaleFor are the lifetimes answered for documents that
@@ -327,9 +329,13 @@ const MaxSelectorProperties = 16
 // rate_limits.yaml, and, when the service's available_limiters.yaml is
 // configured, the cross-document checks.
 func (s *Server) Validate(doc *rulesv1.OverrideDocument) error {
-	err := config.ValidateMessage(doc, s.available[doc.GetService()])
+	available := s.available[doc.GetService()]
+	err := config.ValidateMessage(doc, available)
 	if err == nil {
 		err = checkSelectors(doc)
+	}
+	if err == nil {
+		err = checkSelectorProperties(doc, available)
 	}
 	if err != nil {
 		return fmt.Errorf("override document %s/%s: %w", doc.GetService(), doc.GetLimiter(), err)
@@ -361,6 +367,56 @@ func checkSelectors(doc *rulesv1.OverrideDocument) error {
 		}
 	}
 	return nil
+}
+
+// maxListedProperties bounds the available properties an error lists, as
+// the config package lists them.
+const maxListedProperties = 16
+
+// checkSelectorProperties refuses, when the service's available_limiters.yaml
+// is known, a selector on a property its limiter does not declare, as the
+// config checks refuse a rule's: the limiter's identifiers do not carry it
+// (a typo: paln), so the override would select nothing, silently. It names
+// the first config.MaxReportedErrors, then counts the others.
+func checkSelectorProperties(doc *rulesv1.OverrideDocument, available *config.AvailableLimiters) error {
+	if available == nil {
+		return nil
+	}
+	spec := available.Spec(doc.GetLimiter())
+	if spec == nil { // an undeclared limiter is refused by ValidateMessage
+		return nil
+	}
+	declared := make(map[string]bool, len(spec.GetAvailableProperties()))
+	for _, p := range spec.GetAvailableProperties() {
+		declared[p] = true
+	}
+	list := spec.GetAvailableProperties()
+	listed := strings.Join(list, ", ")
+	if len(list) > maxListedProperties {
+		listed = strings.Join(list[:maxListedProperties], ", ") + fmt.Sprintf(", ... (%d in all)", len(list))
+	}
+	ve := &config.ValidationError{}
+	for i, o := range doc.GetOverrides() {
+		keys := make([]string, 0, len(o.GetSelector()))
+		for k := range o.GetSelector() {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			switch {
+			case declared[k]:
+			case len(ve.Errors) == config.MaxReportedErrors:
+				ve.Omitted++
+			default:
+				ve.Errors = append(ve.Errors, &config.Error{Limiter: doc.GetLimiter(), Path: fmt.Sprintf("overrides[%d].selector", i),
+					Message: fmt.Sprintf("overrides[%d].selector: selector property %q is not one of the limiter's available_properties (%s)", i, k, listed)})
+			}
+		}
+	}
+	if len(ve.Errors) == 0 {
+		return nil
+	}
+	return ve
 }
 
 // Bounds of the documents load keeps: at most maxCachedDocs decoded ones
