@@ -110,11 +110,23 @@ const maxQuoted = 80
 
 // clip is s cut to its first maxQuoted bytes, for a log attribute or a
 // message.
-func clip(s string) string {
-	if len(s) <= maxQuoted {
+func clip(s string) string { return cut(s, maxQuoted) }
+
+// maxDecodeError bounds what an answer or a log record repeats of the JSON
+// decoder's error about a body: it quotes what it could not read (an
+// unknown field's name, a bad value) whole, up to the body's 1 MiB.
+const maxDecodeError = 256
+
+// decodeError is the message of the JSON decoder's err, cut to
+// maxDecodeError bytes.
+func decodeError(err error) string { return cut(err.Error(), maxDecodeError) }
+
+// cut is s cut to its first n bytes, "..." marking the cut.
+func cut(s string, n int) string {
+	if len(s) <= n {
 		return s
 	}
-	return strings.ToValidUTF8(s[:maxQuoted], "") + "..."
+	return strings.ToValidUTF8(s[:n], "") + "..."
 }
 
 var jsonOut = protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: false}
@@ -126,8 +138,9 @@ func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) (*rulesv1.Ove
 	}
 	doc := &rulesv1.OverrideDocument{}
 	if err := protojson.Unmarshal(body, doc); err != nil {
-		writeError(w, http.StatusBadRequest, "decode override document: "+err.Error())
-		return nil, fmt.Errorf("decode override document: %w", err)
+		msg := "decode override document: " + decodeError(err)
+		writeError(w, http.StatusBadRequest, msg)
+		return nil, errors.New(msg)
 	}
 	service, limiter := r.PathValue("service"), r.PathValue("limiter")
 	if doc.Service == "" {
@@ -196,7 +209,7 @@ func (s *Server) handleRules(w http.ResponseWriter, r *http.Request) {
 	}
 	req := &rulesv1.GetRulesRequest{}
 	if err := protojson.Unmarshal(body, req); err != nil {
-		writeError(w, http.StatusBadRequest, "decode GetRulesRequest: "+err.Error())
+		writeError(w, http.StatusBadRequest, "decode GetRulesRequest: "+decodeError(err))
 		return
 	}
 	resp, err := s.GetRules(r.Context(), req)

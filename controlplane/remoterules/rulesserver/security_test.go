@@ -448,3 +448,30 @@ func TestGetRulesRefusalBounded(t *testing.T) {
 		})
 	}
 }
+
+// A body the JSON decoder refuses is answered, and a PUT's audit record
+// logged, with at most a few hundred bytes of the decoder's message: it
+// quotes what it could not read (an unknown field's name, a bad value)
+// whole, so a 1 MiB body made a 1 MiB answer and WARN record.
+func TestUndecodableBodyRepeatedInPart(t *testing.T) {
+	long := strings.Repeat("a", 32<<10)
+	tests := []struct {
+		name, method, path, body string
+	}{
+		{"a PUT with an unknown field", http.MethodPut, "/v1/overrides/web/rack_request", `{"` + long + `": 1}`},
+		{"a PUT with a bad value", http.MethodPut, "/v1/overrides/web/rack_request", `{"cache_for_s": "` + long + `"}`},
+		{"a rules request with an unknown field", http.MethodPost, "/v1/rules", `{"` + long + `": 1}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := newManaged(t, rulesserver.Config{}, nil)
+			resp, body := do(t, tt.method, m.hs.URL+tt.path, tt.body)
+			if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "decode") || len(body) > 1<<10 {
+				t.Fatalf("%s, %d bytes; want 400 of at most 1 KiB naming the decoding:\n%.300s", resp.Status, len(body), body)
+			}
+			if a := m.log.String(); len(a) > 2<<10 {
+				t.Fatalf("the log holds %d bytes:\n%.300s", len(a), a)
+			}
+		})
+	}
+}
