@@ -33,7 +33,9 @@ import (
 //
 // It refuses a request with more descriptors than the Service's
 // MaxDescriptors, or a descriptor with more entries than MaxEntries, before
-// decoding anything, with the error the Service gives it, counted as an
+// decoding anything (also when they are followed by a malformed field, up to
+// which the proto codec would decode them all), with the error the Service
+// gives it, counted as an
 // invalid request in the Service's metrics; gRPC answers an error of a codec
 // as INTERNAL, which Envoy takes as it takes INVALID_ARGUMENT. A descriptor
 // takes 2 bytes on the wire and about 100 in memory, so that a request of
@@ -213,14 +215,17 @@ type scan struct {
 // counts the descriptors and their entries, finds the first descriptor with
 // more than maxEnt entries, and checks that decodeRequest can decode b.
 // Fields of other numbers or wire types are counted out and make b not
-// decodable; a b that is malformed is left to the proto codec to refuse: its
-// scan counts nothing.
+// decodable. A b that is malformed is not decodable, left to the proto codec
+// to refuse, and its scan counts what comes before the malformed field (in
+// the descriptor that holds it too): the proto codec decodes all that before
+// it refuses b, so the bounds hold for it as well.
 func scanRequest(b []byte, maxEnt int) scan {
 	sc := scan{overAt: -1, decodable: true}
 	for p := 0; p < len(b); {
 		f, next, ok := skipField(b, p)
 		if !ok {
-			return scan{overAt: -1}
+			sc.decodable = false
+			return sc
 		}
 		p = next
 		switch {
@@ -229,14 +234,15 @@ func scanRequest(b []byte, maxEnt int) scan {
 		case f.num == requestHitsAddend && f.typ == protowire.VarintType:
 		case f.num == requestDescriptors && f.typ == protowire.BytesType:
 			n, ok := scanDescriptor(b[:f.end], f.start, &sc.decodable)
-			if !ok {
-				return scan{overAt: -1}
-			}
 			if n > maxEnt && sc.overAt < 0 {
 				sc.overAt, sc.overN = sc.descs, n
 			}
 			sc.descs++
 			sc.entries += n
+			if !ok {
+				sc.decodable = false
+				return sc
+			}
 		default:
 			sc.decodable = false
 		}
@@ -246,12 +252,13 @@ func scanRequest(b []byte, maxEnt int) scan {
 
 // scanDescriptor counts the entries of the RateLimitDescriptor at b[p:] and
 // clears *decodable when it holds a field decodeRequest does not read; ok is
-// false when it is malformed.
+// false when it is malformed, and entries then counts those before the
+// malformed field.
 func scanDescriptor(b []byte, p int, decodable *bool) (entries int, ok bool) {
 	for p < len(b) {
 		f, next, ok := skipField(b, p)
 		if !ok {
-			return 0, false
+			return entries, false
 		}
 		p = next
 		switch {

@@ -111,12 +111,22 @@ func TestCodecServesEveryService(t *testing.T) {
 	}
 }
 
+// tail is where a request of TestCodecRefusesTooManyBeforeDecoding is
+// malformed, if it is.
+type tail int
+
+const (
+	none         tail = iota
+	inRequest         // after its last descriptor
+	inDescriptor      // after the entries of each descriptor
+)
+
 // TestCodecRefusesTooManyBeforeDecoding: a request of more descriptors than
 // MaxDescriptors, or of a descriptor with more entries than MaxEntries, is
 // refused with the Service's error before anything is decoded, also when it
-// holds a field the codec leaves to the proto codec: 1 MiB of empty
-// descriptors used to become some 50 MiB of messages first. A request at the
-// bounds is decoded.
+// holds a field the codec leaves to the proto codec or is malformed after
+// them: 1 MiB of empty descriptors used to become some 50 MiB of messages
+// first. A request at the bounds is decoded.
 func TestCodecRefusesTooManyBeforeDecoding(t *testing.T) {
 	l := newLimiter(t, ratelimit.NewMemoryStore(), "", nil)
 	svc, err := ratekitenvoy.NewService([]*ratelimit.Limiter{l}, ratekitenvoy.Options{Available: available(t), MaxDescriptors: 4, MaxEntries: 3})
@@ -132,15 +142,25 @@ func TestCodecRefusesTooManyBeforeDecoding(t *testing.T) {
 		}
 		return d
 	}
-	request := func(descs, entries int, unknown bool) []byte {
+	// A tag of field number 0, which no message may hold: the proto codec
+	// decodes all that comes before it, then refuses the request.
+	malformed := []byte{0}
+	request := func(descs, entries int, unknown bool, tail tail) []byte {
 		var b []byte
 		if unknown { // a field of a later Envoy: the proto codec decodes it
 			b = protowire.AppendTag(b, 99, protowire.Fixed64Type)
 			b = protowire.AppendFixed64(b, 7)
 		}
 		for range descs {
+			d := desc(entries)
+			if tail == inDescriptor {
+				d = append(d, malformed...)
+			}
 			b = protowire.AppendTag(b, 2, protowire.BytesType)
-			b = protowire.AppendBytes(b, desc(entries))
+			b = protowire.AppendBytes(b, d)
+		}
+		if tail == inRequest {
+			b = append(b, malformed...)
 		}
 		return b
 	}
@@ -148,17 +168,22 @@ func TestCodecRefusesTooManyBeforeDecoding(t *testing.T) {
 		name           string
 		descs, entries int
 		unknown        bool
+		tail           tail
 		want           string // "" decoded
 	}{
-		{"at the bounds", 4, 3, false, ""},
-		{"at the bounds, a field for the proto codec", 4, 3, true, ""},
-		{"descriptors", 5, 1, false, "5 descriptors, over the limit of 4"},
-		{"entries", 2, 4, false, "descriptor #0 has 4 entries, over the limit of 3"},
-		{"descriptors, a field for the proto codec", 500000, 0, true, "500000 descriptors, over the limit of 4"},
-		{"entries, a field for the proto codec", 1, 500000, true, "descriptor #0 has 500000 entries, over the limit of 3"},
+		{"at the bounds", 4, 3, false, none, ""},
+		{"at the bounds, a field for the proto codec", 4, 3, true, none, ""},
+		{"descriptors", 5, 1, false, none, "5 descriptors, over the limit of 4"},
+		{"entries", 2, 4, false, none, "descriptor #0 has 4 entries, over the limit of 3"},
+		{"descriptors, a field for the proto codec", 500000, 0, true, none, "500000 descriptors, over the limit of 4"},
+		{"entries, a field for the proto codec", 1, 500000, true, none, "descriptor #0 has 500000 entries, over the limit of 3"},
+		// What comes before a malformed field is counted as the proto codec
+		// would decode it: it decoded them all before refusing the request.
+		{"descriptors, malformed", 500000, 0, false, inRequest, "500000 descriptors, over the limit of 4"},
+		{"entries, malformed descriptor", 1, 500000, false, inDescriptor, "descriptor #0 has 500000 entries, over the limit of 3"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			wire := request(tt.descs, tt.entries, tt.unknown)
+			wire := request(tt.descs, tt.entries, tt.unknown, tt.tail)
 			var req rlsv3.RateLimitRequest
 			var before, after runtime.MemStats
 			runtime.ReadMemStats(&before)
