@@ -26,10 +26,14 @@ import (
 // Envoy, unless failure_mode_deny is set, lets through with none of its
 // descriptors counted: one byte 0xff in a header would lift every limit.
 // Here such a value is a value like any other (keys must still be identifier
-// properties). Every other message, and any request holding another field or
-// a wire type other than the declared one, goes to the proto codec
+// properties). A field of another number, or of a wire type other than the
+// declared one (a field of a later Envoy), is dropped, where proto.Unmarshal
+// keeps it as an unknown field that the Service never reads: such a request
+// is decoded here too, so that its values need not be UTF-8 either. Every
+// other message, and a request that is malformed, goes to the proto codec
 // unchanged; what Codec decodes is the message proto.Unmarshal makes, but
-// for the UTF-8 check (FuzzDecodeRequest compares them).
+// for the UTF-8 check and the unknown fields (FuzzDecodeRequest compares
+// them).
 //
 // It refuses a request with more descriptors than the Service's
 // MaxDescriptors, or a descriptor with more entries than MaxEntries, before
@@ -123,50 +127,47 @@ func decodeRequest(b []byte, sc *scan, req *rlsv3.RateLimitRequest) {
 	}
 	d, e := 0, 0
 	for p := 0; p < len(b); {
-		f, next, _ := readField(b, p)
+		f, next, _ := skipField(b, p)
 		p = next
-		switch f.num {
-		case requestDomain:
+		switch {
+		case f.is(requestDomain, protowire.BytesType):
 			req.Domain = s[f.start:f.end]
-		case requestHitsAddend:
+		case f.is(requestHitsAddend, protowire.VarintType):
 			req.HitsAddend = uint32(f.value) // as proto: a uint32 field keeps the low 32 bits
-		case requestDescriptors:
+		case f.is(requestDescriptors, protowire.BytesType):
 			desc := &descs[d]
 			req.Descriptors[d] = desc
 			d++
 			first := e
 			for q := f.start; q < f.end; {
-				df, next, _ := readField(b, q)
+				df, next, _ := skipField(b, q)
 				q = next
-				switch df.num {
-				case descriptorEntries:
+				switch {
+				case df.is(descriptorEntries, protowire.BytesType):
 					entry := &entries[e]
 					entryPtrs[e] = entry
 					e++
 					for r := df.start; r < df.end; {
-						kf, next, _ := readField(b, r)
+						kf, next, _ := skipField(b, r)
 						r = next
-						if kf.num == entryKey {
+						switch {
+						case kf.is(entryKey, protowire.BytesType):
 							entry.Key = s[kf.start:kf.end]
-						} else {
+						case kf.is(entryValue, protowire.BytesType):
 							entry.Value = s[kf.start:kf.end]
 						}
 					}
-				case descriptorLimit:
+				case df.is(descriptorLimit, protowire.BytesType):
 					if desc.Limit == nil {
 						desc.Limit = &rlcommonv3.RateLimitDescriptor_RateLimitOverride{}
 					}
 					decodeOverride(b[:df.end], df.start, desc.Limit)
-				case descriptorHits:
+				case df.is(descriptorHits, protowire.BytesType):
 					if desc.HitsAddend == nil {
 						desc.HitsAddend = &wrapperspb.UInt64Value{}
 					}
-					for r := df.start; r < df.end; {
-						wf, next, _ := readField(b, r)
-						r = next
-						desc.HitsAddend.Value = wf.value
-					}
-				case descriptorNegative:
+					decodeWrapper(b[:df.end], df.start, &desc.HitsAddend.Value)
+				case df.is(descriptorNegative, protowire.VarintType):
 					desc.IsNegativeHits = df.value != 0
 				}
 			}
@@ -181,24 +182,37 @@ func decodeRequest(b []byte, sc *scan, req *rlsv3.RateLimitRequest) {
 // scanRequest checked.
 func decodeOverride(b []byte, p int, o *rlcommonv3.RateLimitDescriptor_RateLimitOverride) {
 	for p < len(b) {
-		f, next, _ := readField(b, p)
+		f, next, _ := skipField(b, p)
 		p = next
-		switch f.num {
-		case overrideRequests:
+		switch {
+		case f.is(overrideRequests, protowire.VarintType):
 			o.RequestsPerUnit = uint32(f.value)
-		case overrideUnit:
+		case f.is(overrideUnit, protowire.VarintType):
 			o.Unit = typev3.RateLimitUnit(int32(f.value)) // as proto: an enum keeps the low 32 bits
-		case overrideMultiplier:
+		case f.is(overrideMultiplier, protowire.BytesType):
 			if o.UnitMultiplier == nil {
 				o.UnitMultiplier = &wrapperspb.UInt32Value{}
 			}
-			for r := f.start; r < f.end; {
-				wf, next, _ := readField(b, r)
-				r = next
-				o.UnitMultiplier.Value = uint32(wf.value)
+			var v uint64
+			if decodeWrapper(b[:f.end], f.start, &v) {
+				o.UnitMultiplier.Value = uint32(v) // as proto: a uint32 field keeps the low 32 bits
 			}
 		}
 	}
+}
+
+// decodeWrapper sets *v to the value of the UInt64Value or UInt32Value at
+// b[p:], which scanRequest checked, when it holds one, and reports whether
+// it does.
+func decodeWrapper(b []byte, p int, v *uint64) (set bool) {
+	for p < len(b) {
+		f, next, _ := skipField(b, p)
+		p = next
+		if f.is(wrapperValue, protowire.VarintType) {
+			*v, set = f.value, true
+		}
+	}
+	return set
 }
 
 // scan is what one walk over a RateLimitRequest in the wire format finds.
@@ -208,17 +222,19 @@ type scan struct {
 	entries   int    // entries, of every descriptor
 	overAt    int    // the first descriptor with more entries than the walk's bound, or -1
 	overN     int    // its entries
-	decodable bool   // b holds only the fields decodeRequest reads, each of its declared wire type
+	decodable bool   // b is well-formed, as proto.Unmarshal reads it: decodeRequest decodes it
 }
 
 // scanRequest walks b, a RateLimitRequest in the wire format, once: it
 // counts the descriptors and their entries, finds the first descriptor with
-// more than maxEnt entries, and checks that decodeRequest can decode b.
-// Fields of other numbers or wire types are counted out and make b not
-// decodable. A b that is malformed is not decodable, left to the proto codec
-// to refuse, and its scan counts what comes before the malformed field (in
-// the descriptor that holds it too): the proto codec decodes all that before
-// it refuses b, so the bounds hold for it as well.
+// more than maxEnt entries, and checks that decodeRequest can decode b: that
+// b and the messages proto.Unmarshal would decode in it are well-formed.
+// Fields of other numbers or wire types, which proto.Unmarshal keeps as
+// unknown fields, are passed over: the service reads none, and decodeRequest
+// drops them. A b that is malformed is not decodable, left to the proto
+// codec to refuse, and its scan counts what comes before the malformed field
+// (in the descriptor that holds it too): the proto codec decodes all that
+// before it refuses b, so the bounds hold for it as well.
 func scanRequest(b []byte, maxEnt int) scan {
 	sc := scan{overAt: -1, decodable: true}
 	for p := 0; p < len(b); {
@@ -229,11 +245,10 @@ func scanRequest(b []byte, maxEnt int) scan {
 		}
 		p = next
 		switch {
-		case f.num == requestDomain && f.typ == protowire.BytesType:
+		case f.is(requestDomain, protowire.BytesType):
 			sc.domain = b[f.start:f.end]
-		case f.num == requestHitsAddend && f.typ == protowire.VarintType:
-		case f.num == requestDescriptors && f.typ == protowire.BytesType:
-			n, ok := scanDescriptor(b[:f.end], f.start, &sc.decodable)
+		case f.is(requestDescriptors, protowire.BytesType):
+			n, ok := scanDescriptor(b[:f.end], f.start)
 			if n > maxEnt && sc.overAt < 0 {
 				sc.overAt, sc.overN = sc.descs, n
 			}
@@ -243,18 +258,15 @@ func scanRequest(b []byte, maxEnt int) scan {
 				sc.decodable = false
 				return sc
 			}
-		default:
-			sc.decodable = false
 		}
 	}
 	return sc
 }
 
-// scanDescriptor counts the entries of the RateLimitDescriptor at b[p:] and
-// clears *decodable when it holds a field decodeRequest does not read; ok is
-// false when it is malformed, and entries then counts those before the
+// scanDescriptor counts the entries of the RateLimitDescriptor at b[p:]; ok
+// is false when it is malformed, and entries then counts those before the
 // malformed field.
-func scanDescriptor(b []byte, p int, decodable *bool) (entries int, ok bool) {
+func scanDescriptor(b []byte, p int) (entries int, ok bool) {
 	for p < len(b) {
 		f, next, ok := skipField(b, p)
 		if !ok {
@@ -262,22 +274,19 @@ func scanDescriptor(b []byte, p int, decodable *bool) (entries int, ok bool) {
 		}
 		p = next
 		switch {
-		case f.num == descriptorEntries && f.typ == protowire.BytesType:
+		case f.is(descriptorEntries, protowire.BytesType):
 			entries++
-			if *decodable && !onlyFields(b[:f.end], f.start, entryKey, protowire.BytesType, entryValue, protowire.BytesType) {
-				*decodable = false
+			if !wellFormed(b[:f.end], f.start) {
+				return entries, false
 			}
-		case f.num == descriptorLimit && f.typ == protowire.BytesType:
-			if *decodable && !checkOverride(b[:f.end], f.start) {
-				*decodable = false
+		case f.is(descriptorLimit, protowire.BytesType):
+			if !checkOverride(b[:f.end], f.start) {
+				return entries, false
 			}
-		case f.num == descriptorHits && f.typ == protowire.BytesType:
-			if *decodable && !onlyFields(b[:f.end], f.start, wrapperValue, protowire.VarintType, wrapperValue, protowire.VarintType) {
-				*decodable = false
+		case f.is(descriptorHits, protowire.BytesType):
+			if !wellFormed(b[:f.end], f.start) {
+				return entries, false
 			}
-		case f.num == descriptorNegative && f.typ == protowire.VarintType:
-		default:
-			*decodable = false
 		}
 	}
 	return entries, true
@@ -296,21 +305,12 @@ func (s *Service) checkScan(sc *scan) error {
 	return nil
 }
 
-// checkOverride reports whether the RateLimitOverride at b[p:] holds only the
-// fields decodeOverride reads.
+// checkOverride reports whether the RateLimitOverride at b[p:] is
+// well-formed, its unit_multiplier too.
 func checkOverride(b []byte, p int) bool {
 	for p < len(b) {
-		f, next, ok := readField(b, p)
-		if !ok {
-			return false
-		}
-		switch {
-		case (f.num == overrideRequests || f.num == overrideUnit) && f.typ == protowire.VarintType:
-		case f.num == overrideMultiplier && f.typ == protowire.BytesType:
-			if !onlyFields(b[:f.end], f.start, wrapperValue, protowire.VarintType, wrapperValue, protowire.VarintType) {
-				return false
-			}
-		default:
+		f, next, ok := skipField(b, p)
+		if !ok || f.is(overrideMultiplier, protowire.BytesType) && !wellFormed(b[:f.end], f.start) {
 			return false
 		}
 		p = next
@@ -318,12 +318,12 @@ func checkOverride(b []byte, p int) bool {
 	return true
 }
 
-// onlyFields reports whether the message at b[p:] holds only fields numbered
-// n1 of type t1 and n2 of type t2.
-func onlyFields(b []byte, p int, n1 protowire.Number, t1 protowire.Type, n2 protowire.Number, t2 protowire.Type) bool {
+// wellFormed reports whether the message at b[p:] is a sequence of fields,
+// whatever they are.
+func wellFormed(b []byte, p int) bool {
 	for p < len(b) {
-		f, next, ok := readField(b, p)
-		if !ok || !(f.num == n1 && f.typ == t1 || f.num == n2 && f.typ == t2) {
+		_, next, ok := skipField(b, p)
+		if !ok {
 			return false
 		}
 		p = next
@@ -340,11 +340,16 @@ type field struct {
 	start, end int
 }
 
+// is reports whether f is the field numbered num of wire type typ.
+func (f *field) is(num protowire.Number, typ protowire.Type) bool {
+	return f.num == num && f.typ == typ
+}
+
 // readField reads the field at b[p:], a varint or a length-delimited one
 // within b (any other wire type is not ok), with protowire.
 func readField(b []byte, p int) (f field, next int, ok bool) {
 	num, typ, n := protowire.ConsumeTag(b[p:])
-	if n < 0 {
+	if n < 0 || !num.IsValid() { // proto.Unmarshal refuses numbers over MaxValidNumber, which ConsumeTag takes
 		return f, 0, false
 	}
 	p += n
@@ -373,7 +378,7 @@ func skipField(b []byte, p int) (f field, next int, ok bool) {
 		return f, next, true
 	}
 	num, typ, n := protowire.ConsumeTag(b[p:])
-	if n < 0 {
+	if n < 0 || !num.IsValid() {
 		return f, 0, false
 	}
 	m := protowire.ConsumeFieldValue(num, typ, b[p+n:])

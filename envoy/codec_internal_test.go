@@ -87,13 +87,23 @@ func TestDecodeRequest(t *testing.T) {
 			&rlsv3.RateLimitRequest{Descriptors: []*rlcommonv3.RateLimitDescriptor{{Entries: []*rlcommonv3.RateLimitDescriptor_Entry{{Value: "\xff"}}}}}},
 		{"invalid UTF-8 in the domain and a key", bytesField(1, "ed\xe9") + bytesField(2, bytesField(1, bytesField(1, "k\xc3"))+varintField(4, 1)), true,
 			&rlsv3.RateLimitRequest{Domain: "ed\xe9", Descriptors: []*rlcommonv3.RateLimitDescriptor{{Entries: []*rlcommonv3.RateLimitDescriptor_Entry{{Key: "k\xc3"}}, IsNegativeHits: true}}}},
-		{"unknown field", req + varintField(99, 1), false, nil},
-		{"unknown descriptor field", bytesField(2, varintField(5, 1)), false, nil},
-		{"unknown override field", bytesField(2, bytesField(2, varintField(4, 1))), false, nil},
-		{"unknown wrapper field", bytesField(2, bytesField(3, varintField(2, 1))), false, nil},
-		{"domain as a varint", varintField(1, 1), false, nil},
-		{"is_negative_hits as bytes", bytesField(2, bytesField(4, "")), false, nil},
-		{"multiplier as a varint", bytesField(2, bytesField(2, varintField(3, 1))), false, nil},
+		// Fields of other numbers or wire types are dropped (proto.Unmarshal
+		// keeps them as unknown fields), in every message.
+		{"unknown field", req + varintField(99, 1) + "\x1d\x01\x02\x03\x04" + "\x23\x08\x01\x24", true, nil},
+		{"unknown descriptor field", bytesField(2, varintField(5, 1)+bytesField(1, bytesField(2, "v")+bytesField(3, "x"))), true, nil},
+		{"unknown override field", bytesField(2, bytesField(2, varintField(4, 1)+varintField(1, 3))), true, nil},
+		{"unknown wrapper field", bytesField(2, bytesField(3, varintField(2, 1))+bytesField(2, bytesField(3, varintField(2, 1)))), true, nil},
+		{"domain as a varint", varintField(1, 1), true, nil},
+		{"is_negative_hits as bytes", bytesField(2, bytesField(4, "")), true, nil},
+		{"multiplier as a varint", bytesField(2, bytesField(2, varintField(3, 1))), true, nil},
+		{"entries as a varint", bytesField(2, varintField(1, 1)), true, nil},
+		{"invalid UTF-8 and an unknown field", bytesField(2, bytesField(1, bytesField(2, "\xff")+varintField(3, 1))), true,
+			&rlsv3.RateLimitRequest{Descriptors: []*rlcommonv3.RateLimitDescriptor{{Entries: []*rlcommonv3.RateLimitDescriptor_Entry{{Value: "\xff"}}}}}},
+		{"malformed unknown field", req + "\x23\x08\x01", false, nil},
+		{"field number over MaxValidNumber", req + "\x80\x80\x80\x80\x10\x00", false, nil},
+		{"malformed entry", bytesField(2, bytesField(1, "\x0a\x05ab")), false, nil},
+		{"malformed wrapper", bytesField(2, bytesField(3, "\x08")), false, nil},
+		{"malformed multiplier", bytesField(2, bytesField(2, bytesField(3, "\x08"))), false, nil},
 		{"truncated", req[:len(req)-1], false, nil},
 		{"truncated override", bytesField(2, bytesField(2, "\x08")), false, nil},
 		{"length past the end", "\x0a\x05ab", false, nil},
@@ -105,17 +115,20 @@ func TestDecodeRequest(t *testing.T) {
 			if fast := decode([]byte(tt.wire), got); fast != tt.fast {
 				t.Fatalf("decode = %v, want %v", fast, tt.fast)
 			}
-			if !tt.fast {
+			if !tt.fast { // malformed: the proto codec refuses it
+				if err := proto.Unmarshal([]byte(tt.wire), &rlsv3.RateLimitRequest{}); err == nil {
+					t.Fatal("proto.Unmarshal takes it")
+				}
 				return
 			}
 			want := tt.want
 			if want == nil {
 				want = &rlsv3.RateLimitRequest{}
-				if err := proto.Unmarshal([]byte(tt.wire), want); err != nil {
+				if err := (proto.UnmarshalOptions{DiscardUnknown: true}).Unmarshal([]byte(tt.wire), want); err != nil {
 					t.Fatalf("proto.Unmarshal: %v", err)
 				}
-			} else if err := proto.Unmarshal([]byte(tt.wire), &rlsv3.RateLimitRequest{}); err == nil {
-				t.Fatal("proto.Unmarshal takes it: compare with its message instead")
+			} else if err := proto.Unmarshal([]byte(tt.wire), &rlsv3.RateLimitRequest{}); err == nil || !strings.Contains(err.Error(), "invalid UTF-8") {
+				t.Fatalf("proto.Unmarshal: %v, want it to refuse invalid UTF-8 (else compare with its message)", err)
 			}
 			if !proto.Equal(got, want) {
 				t.Fatalf("decoded %v, want %v", got, want)
@@ -125,8 +138,9 @@ func TestDecodeRequest(t *testing.T) {
 }
 
 // FuzzDecodeRequest: whatever decodeRequest decodes, proto.Unmarshal
-// decodes to the same message, or refuses for a string that is not UTF-8;
-// what it refuses goes to proto.Unmarshal.
+// decodes to the same message but for the unknown fields, which
+// decodeRequest drops, or refuses for a string that is not UTF-8; what it
+// refuses, proto.Unmarshal refuses too.
 func FuzzDecodeRequest(f *testing.F) {
 	for _, m := range []*rlsv3.RateLimitRequest{
 		{Domain: "edge", Descriptors: []*rlcommonv3.RateLimitDescriptor{entries("remote_address", "1.2.3.4")}},
@@ -150,14 +164,18 @@ func FuzzDecodeRequest(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		got := &rlsv3.RateLimitRequest{}
 		if !decode(b, got) {
+			if proto.Unmarshal(b, &rlsv3.RateLimitRequest{}) == nil {
+				t.Fatalf("not decoded, but proto.Unmarshal takes it")
+			}
 			return
 		}
+		discard := proto.UnmarshalOptions{DiscardUnknown: true}
 		want := &rlsv3.RateLimitRequest{}
-		if err := proto.Unmarshal(b, want); err != nil {
+		if err := discard.Unmarshal(b, want); err != nil {
 			// Only for a string that is not UTF-8, which decodeRequest takes
 			// as it is: the same schema with bytes for strings decodes b.
 			wantBytes := dynamicpb.NewMessage(requestBytes)
-			if !strings.Contains(err.Error(), "invalid UTF-8") || proto.Unmarshal(b, wantBytes) != nil {
+			if !strings.Contains(err.Error(), "invalid UTF-8") || discard.Unmarshal(b, wantBytes) != nil {
 				t.Fatalf("decoded %v, which proto.Unmarshal refuses: %v", got, err)
 			}
 			if gotBytes := asBytesSchema(t, got); !proto.Equal(gotBytes, wantBytes) {

@@ -124,9 +124,9 @@ const (
 // TestCodecRefusesTooManyBeforeDecoding: a request of more descriptors than
 // MaxDescriptors, or of a descriptor with more entries than MaxEntries, is
 // refused with the Service's error before anything is decoded, also when it
-// holds a field the codec leaves to the proto codec or is malformed after
-// them: 1 MiB of empty descriptors used to become some 50 MiB of messages
-// first. A request at the bounds is decoded.
+// holds a field of a later Envoy or is malformed after them: 1 MiB of empty
+// descriptors used to become some 50 MiB of messages first. A request at the
+// bounds is decoded.
 func TestCodecRefusesTooManyBeforeDecoding(t *testing.T) {
 	l := newLimiter(t, ratelimit.NewMemoryStore(), "", nil)
 	svc, err := ratekitenvoy.NewService([]*ratelimit.Limiter{l}, ratekitenvoy.Options{Available: available(t), MaxDescriptors: 4, MaxEntries: 3})
@@ -147,7 +147,7 @@ func TestCodecRefusesTooManyBeforeDecoding(t *testing.T) {
 	malformed := []byte{0}
 	request := func(descs, entries int, unknown bool, tail tail) []byte {
 		var b []byte
-		if unknown { // a field of a later Envoy: the proto codec decodes it
+		if unknown { // a field of a later Envoy, which the codec drops
 			b = protowire.AppendTag(b, 99, protowire.Fixed64Type)
 			b = protowire.AppendFixed64(b, 7)
 		}
@@ -172,11 +172,11 @@ func TestCodecRefusesTooManyBeforeDecoding(t *testing.T) {
 		want           string // "" decoded
 	}{
 		{"at the bounds", 4, 3, false, none, ""},
-		{"at the bounds, a field for the proto codec", 4, 3, true, none, ""},
+		{"at the bounds, a field of a later Envoy", 4, 3, true, none, ""},
 		{"descriptors", 5, 1, false, none, "5 descriptors, over the limit of 4"},
 		{"entries", 2, 4, false, none, "descriptor #0 has 4 entries, over the limit of 3"},
-		{"descriptors, a field for the proto codec", 500000, 0, true, none, "500000 descriptors, over the limit of 4"},
-		{"entries, a field for the proto codec", 1, 500000, true, none, "descriptor #0 has 500000 entries, over the limit of 3"},
+		{"descriptors, a field of a later Envoy", 500000, 0, true, none, "500000 descriptors, over the limit of 4"},
+		{"entries, a field of a later Envoy", 1, 500000, true, none, "descriptor #0 has 500000 entries, over the limit of 3"},
 		// What comes before a malformed field is counted as the proto codec
 		// would decode it: it decoded them all before refusing the request.
 		{"descriptors, malformed", 500000, 0, false, inRequest, "500000 descriptors, over the limit of 4"},

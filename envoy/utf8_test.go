@@ -2,6 +2,7 @@ package ratekitenvoy_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -62,7 +63,14 @@ func TestInvalidUTF8ValueIsCounted(t *testing.T) {
 	g := redisGateway(t, ratekitenvoy.Options{})
 	hits3 := protowire.AppendBytes(protowire.AppendTag(nil, 3, protowire.BytesType),
 		protowire.AppendVarint(protowire.AppendTag(nil, 1, protowire.VarintType), 3))
-	for _, tt := range []struct {
+	// The entry user=François with a field 3, then a descriptor field 9.
+	var later []byte
+	later = protowire.AppendBytes(protowire.AppendTag(later, 1, protowire.BytesType), []byte("user"))
+	later = protowire.AppendBytes(protowire.AppendTag(later, 2, protowire.BytesType), []byte("Fran\xe7ois"))
+	later = protowire.AppendFixed32(protowire.AppendTag(later, 3, protowire.Fixed32Type), 7)
+	later = protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), later)
+	later = protowire.AppendVarint(protowire.AppendTag(later, 9, protowire.VarintType), 1)
+	for i, tt := range []struct {
 		name  string
 		desc  []byte
 		limit uint32
@@ -71,10 +79,14 @@ func TestInvalidUTF8ValueIsCounted(t *testing.T) {
 	}{
 		{"entries only", wireDescriptor(nil, "generic_key", "api", "user", "Espa\xf1a"), 3, "per_user_api", 4},
 		{"descriptor hits_addend", wireDescriptor(hits3, "remote_address", "10.7.0.\xff"), 5, "per_ip", 2},
+		// A field of a later Envoy, in the descriptor and in an entry, which
+		// the service does not read: the value is still counted.
+		{"fields of a later Envoy", wireDescriptor(later, "generic_key", "api"), 3, "per_user_api", 4},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			// Envoy sends the per_ip descriptor beside it: it must be counted too.
-			wire := wireRateLimitRequest("edge", tt.desc, wireDescriptor(nil, "remote_address", "10.7.1.1"))
+			// Envoy sends the per_ip descriptor beside it: it must be counted
+			// too, one client's per case.
+			wire := wireRateLimitRequest("edge", tt.desc, wireDescriptor(nil, "remote_address", "10.7.1."+strconv.Itoa(i)))
 			for n := 1; n <= tt.until; n++ {
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				resp := &rlsv3.RateLimitResponse{}
