@@ -100,8 +100,10 @@
 // malformed request (no descriptors, a bad or undeclared key,
 // a bound exceeded but MaxHits, a refund via is_negative_hits, an invalid override) is
 // answered INVALID_ARGUMENT naming the descriptor and entry, and nothing of
-// it is counted. A panic below the service is recovered and answered
-// INTERNAL. Every size a caller controls is bounded (Options.MaxDescriptors,
+// it is counted; Service.Codec refuses one over MaxDescriptors or MaxEntries
+// before decoding it, with the same message, which gRPC answers INTERNAL (a
+// codec's error) and Envoy reads as it reads INVALID_ARGUMENT. A panic below
+// the service is recovered and answered INTERNAL. Every size a caller controls is bounded (Options.MaxDescriptors,
 // MaxEntries, MaxValueLen, MaxHits; domains of at most 256 bytes).
 //
 // # Worked Envoy configuration
