@@ -213,6 +213,8 @@ func parseFlags(args []string) (*flags, error) {
 		return nil, fmt.Errorf("%w: -available is required", errUsage)
 	case f.redisURL == "":
 		return nil, fmt.Errorf("%w: -redis-url (or $%s) is required", errUsage, envRedisURL)
+	case f.listen == "": // net.Listen would bind every interface, on a random port
+		return nil, fmt.Errorf("%w: -listen is empty: want host:port (default %s)", errUsage, defaultListen)
 	case f.unknownDomain != "error" && f.unknownDomain != "ok":
 		return nil, fmt.Errorf("%w: -unknown-domain %q: want error or ok", errUsage, f.unknownDomain)
 	// The limiter would take a timeout of 0 for its default (and refuse a

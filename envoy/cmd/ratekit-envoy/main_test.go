@@ -264,6 +264,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"-available", "x.yaml", "-redis-url", "redis://x", "-timeout", "-1s"}, "-timeout -1s: want a positive duration"},
 		{[]string{"-available", "x.yaml", "-redis-url", "redis://x", "-refresh", "0s"}, "-refresh 0s: want a positive duration"},
 		{[]string{"-available", "x.yaml", "-redis-url", "redis://x", "-drain", "-1s"}, "-drain -1s: want 0 or more"},
+		// net.Listen takes "" for every interface and a random port.
+		{[]string{"-available", "x.yaml", "-redis-url", "redis://x", "-listen", ""}, "-listen is empty: want host:port"},
 	} {
 		err := run(context.Background(), c.args, io.Discard, nil)
 		if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), c.want) {
