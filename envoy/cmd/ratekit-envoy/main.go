@@ -109,7 +109,8 @@ func (e *helpError) Is(target error) bool { return target == flag.ErrHelp }
 // helpText is the synopsis and every flag of fs.
 func helpText(fs *flag.FlagSet) string {
 	var b strings.Builder
-	b.WriteString("usage: ratekit-envoy -available FILE -redis-url URL [flags]\n\n" +
+	b.WriteString("usage: ratekit-envoy -available FILE -redis-url URL [flags]\n" +
+		"       ratekit-envoy -version\n\n" +
 		"Serves Envoy's RateLimitService from the limiters of FILE, their counters in\n" +
 		"Redis and their rules from the rule store. Exit codes: 0 stopped by SIGINT or\n" +
 		"SIGTERM; 1 the config or a server failed; 2 usage error.\n\nflags:\n")

@@ -6,8 +6,10 @@ import (
 	"flag"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -325,5 +327,38 @@ func TestBadRedisURL(t *testing.T) {
 	err := run(context.Background(), []string{"-available", "../../example/available_limiters.yaml", "-redis-url", "redis://u:s3cr%zz@h:1"}, io.Discard, nil)
 	if err == nil || !strings.Contains(err.Error(), "-redis-url") || strings.Contains(err.Error(), "s3cr") {
 		t.Fatalf("got %v, want an error about -redis-url without the password", err)
+	}
+}
+
+// Every flag of -h, and -version, is documented in envoy/README.md, which
+// tells operators how to run the binary.
+func TestREADMENamesEveryFlag(t *testing.T) {
+	_, err := parseFlags([]string{"-h"})
+	var help *helpError
+	if !errors.As(err, &help) {
+		t.Fatalf("-h: %v", err)
+	}
+	if !strings.Contains(help.text, "ratekit-envoy -version") {
+		t.Errorf("-h does not name -version:\n%s", help.text)
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	flags := []string{"-version"}
+	for _, line := range strings.Split(help.text, "\n") {
+		if name, ok := strings.CutPrefix(line, "  -"); ok {
+			name, _, _ = strings.Cut(name, " ")
+			flags = append(flags, "-"+name)
+		}
+	}
+	if len(flags) < 10 {
+		t.Fatalf("found %v in the help", flags)
+	}
+	for _, f := range flags {
+		// The flag as a word: -domain does not name -unknown-domain.
+		if !regexp.MustCompile("(^|[\\s\\[`])" + regexp.QuoteMeta(f) + "($|[\\s\\]`])").Match(readme) {
+			t.Errorf("envoy/README.md does not name %s", f)
+		}
 	}
 }
