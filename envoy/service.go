@@ -125,7 +125,8 @@ type served struct {
 }
 
 // NewService returns a Service over limiters. Each limiter answers the domain
-// of its name, and the domains Options.Domains maps to it. An error names
+// of its name, unless Options.Domains maps that domain to another limiter,
+// and the domains Options.Domains maps to it. An error names
 // every inconsistency: a duplicate limiter, a mapping to a limiter not given,
 // a limiter missing from Options.Available.
 func NewService(limiters []*ratelimit.Limiter, opts Options) (*Service, error) {
