@@ -28,6 +28,14 @@
 //     is) is counted like any other when the server decodes with
 //     Service.Codec, as cmd/ratekit-envoy does; gRPC's proto codec would
 //     refuse the whole request, and Envoy would let it through uncounted.
+//     A value over Options.MaxValueLen (1024 bytes by default: a long path
+//     or header a client sent) is not an error either: it is checked as
+//     MaxValueLen bytes standing for it, its first MaxValueLen - 33 bytes
+//     and a digest of the whole, so two long values keep their own
+//     counters, and a rule that matches how a value starts (a regex
+//     anchored with ^, within those bytes) matches it, but not one that
+//     matches its end or the whole of it; a Go service that checks the
+//     whole value counts it apart.
 //   - hits_addend is the check's cost: the descriptor's when set (0 reads
 //     without counting), else the request's, else 1. A cost over
 //     Options.MaxHits (2^20 by default) can never pass: that descriptor is
@@ -98,7 +106,7 @@
 // CANCELED), as Envoy already read it, counted in
 // ratekit_envoy_requests_total{code="canceled"} and not as failed open. A
 // malformed request (no descriptors, a bad or undeclared key,
-// a bound exceeded but MaxHits, a refund via is_negative_hits, an invalid override) is
+// a bound exceeded but MaxHits and MaxValueLen, a refund via is_negative_hits, an invalid override) is
 // answered INVALID_ARGUMENT naming the descriptor and entry, and nothing of
 // it is counted; Service.Codec refuses one over MaxDescriptors or MaxEntries
 // before decoding it, with the same message, which gRPC answers INTERNAL (a

@@ -2,6 +2,8 @@ package ratekitenvoy
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -77,7 +79,11 @@ type Options struct {
 	// Bounds of what a caller controls; zero means the default.
 	MaxDescriptors int // descriptors per request (DefaultMaxDescriptors)
 	MaxEntries     int // entries per descriptor (DefaultMaxEntries)
-	MaxValueLen    int // bytes per entry value (DefaultMaxValueLen)
+	// MaxValueLen bounds an entry's value in bytes (DefaultMaxValueLen): a
+	// longer one (a path or header a client sent) is checked as MaxValueLen
+	// bytes standing for it, its first bytes and a digest of the whole
+	// (boundedValue).
+	MaxValueLen int
 	// MaxHits bounds the cost of a check (DefaultMaxHits): a descriptor whose
 	// hits_addend (its own, else the request's) is over it can never pass,
 	// and is answered OVER_LIMIT without a check, as a cost over a rule's
@@ -522,13 +528,11 @@ func (s *Service) parseDescriptor(at descAt, d *rlcommonv3.RateLimitDescriptor, 
 			return nil, 0, nil, fmt.Errorf("ratekitenvoy: %s entry #%d: key %q must match ^[a-z0-9_]{1,64}$ (descriptor keys are identifier properties)", at, j, truncate(k))
 		case allowed != nil && !allowed[k]:
 			return nil, 0, nil, fmt.Errorf("ratekitenvoy: %s entry #%d: key %q is not an available property of limiter %s (have %s)", at, j, k, limiter, strings.Join(sortedKeys(allowed), ", "))
-		case len(v) > s.maxVal:
-			return nil, 0, nil, fmt.Errorf("ratekitenvoy: %s entry #%d (%s): value is %d bytes, over the limit of %d", at, j, k, len(v), s.maxVal)
 		}
 		if _, dup := id[k]; dup {
 			return nil, 0, nil, fmt.Errorf("ratekitenvoy: %s entry #%d: key %q appears twice", at, j, k)
 		}
-		id[k] = v
+		id[k] = boundedValue(v, s.maxVal)
 	}
 	hits := reqHits
 	if h := d.GetHitsAddend(); h != nil {
@@ -770,6 +774,25 @@ func validProperty(k string) bool {
 		}
 	}
 	return true
+}
+
+// boundedValue returns v when it is at most limit bytes, else limit bytes
+// standing for it: its first bytes, a tilde and 32 hex digits of its
+// SHA-256 (only the start of the digest when limit is under 33). A client
+// controls such a value (a path, a header), and an error would let Envoy
+// pass the whole request uncounted; so two long values stay apart however
+// long their common start, and a rule matching how a value starts still
+// matches it (one matching its end or its whole does not).
+func boundedValue(v string, limit int) string {
+	if len(v) <= limit {
+		return v
+	}
+	sum := sha256.Sum256([]byte(v))
+	var digest [33]byte
+	digest[0] = '~'
+	hex.Encode(digest[1:], sum[:16])
+	keep := max(limit-len(digest), 0)
+	return (v[:keep] + string(digest[:]))[:limit]
 }
 
 // truncate shortens a caller's string for an error message.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -220,6 +221,55 @@ func TestHitsOverMaxHitsNeverPass(t *testing.T) {
 	}
 	if got := counter(t, g.reg, "ratekit_envoy_requests_total", map[string]string{"domain": "edge", "code": "over_limit"}); got != 3 {
 		t.Errorf("over_limit requests counted %v, want 3", got)
+	}
+}
+
+// A value over MaxValueLen (a path or a header a client sends, which Envoy
+// passes on whatever its length) is checked as MaxValueLen bytes standing
+// for it: its first bytes and a digest of the whole. The request is not an
+// error, which would let it through uncounted (Envoy fails open on it): a
+// long URL would lift every limit. Two long values stay apart however long
+// their common start, a rule matching how a value starts matches it, and a
+// shadow rule stays shadow.
+func TestValueOverMaxValueLen(t *testing.T) {
+	l := newLimiter(t, ratelimit.NewMemoryStore(), "", nil)
+	g := startGateway(t, l, nil, ratekitenvoy.Options{MaxValueLen: 48})
+	long := strings.Repeat("u", 100) // two users sharing their first 100 bytes
+	ask := func(descs ...*rlcommonv3.RateLimitDescriptor) *rlsv3.RateLimitResponse {
+		t.Helper()
+		return g.ask(t, &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: descs})
+	}
+	// per_user_api (3 a minute) counts each long user apart.
+	for n := 1; n <= 4; n++ {
+		resp := ask(desc("generic_key", "api", "user", long+"-a"), desc("remote_address", "10.3.0.1"))
+		want := ok
+		if n == 4 {
+			want = over
+		}
+		wantStatus(t, resp.GetStatuses()[0], want, "per_user_api", 3, uint32(max(3-n, 0)))
+		wantStatus(t, resp.GetStatuses()[1], ok, "per_ip", 5, uint32(5-n))
+	}
+	wantStatus(t, ask(desc("generic_key", "api", "user", long+"-b")).GetStatuses()[0], ok, "per_user_api", 3, 2)
+	// A long path only a shadow rule counts (2 a minute) is never blocked.
+	for n := 1; n <= 3; n++ {
+		if resp := ask(desc("path", "/"+long)); resp.GetOverallCode() != ok {
+			t.Fatalf("long path, request %d: %v", n, resp)
+		}
+	}
+	// A rule matching how a value starts matches a long one.
+	m := ratelimit.NewMemoryStore()
+	prefix, err := ratelimit.New(ratelimit.Config{Name: "edge", Store: m, Rules: []ratelimit.Rule{{
+		Name: "search", Match: map[string]ratelimit.Matcher{"path": ratelimit.Regex("^/search")},
+		Characteristics: []string{"remote_address"}, Limit: 1, Period: time.Minute, Action: ratelimit.ActionLimit,
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pg := startGateway(t, prefix, nil, ratekitenvoy.Options{MaxValueLen: 48})
+	for n, want := range []rlsv3.RateLimitResponse_Code{ok, over} {
+		resp := pg.ask(t, &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlcommonv3.RateLimitDescriptor{
+			desc("remote_address", "10.3.0.2", "path", "/search?q="+long+strconv.Itoa(n))}})
+		wantStatus(t, resp.GetStatuses()[0], want, "search", 1, 0)
 	}
 }
 
@@ -489,7 +539,7 @@ func TestMalformedRequests(t *testing.T) {
 		{"empty key", &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: withDesc(func(d *rlcommonv3.RateLimitDescriptor) { d.Entries[0].Key = "" })}, `key "" must match`},
 		{"undeclared key", &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: withDesc(func(d *rlcommonv3.RateLimitDescriptor) { d.Entries[0].Key = "tenant" })}, `key "tenant" is not an available property of limiter edge`},
 		{"duplicate key", &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlcommonv3.RateLimitDescriptor{good(), desc("path", "a", "path", "b")}}, `descriptor #1 entry #1: key "path" appears twice`},
-		{"long value", &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: withDesc(func(d *rlcommonv3.RateLimitDescriptor) { d.Entries[0].Value = "0123456789abcdefg" })}, "value is 17 bytes, over the limit of 16"},
+		{"long value and a bad key", &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlcommonv3.RateLimitDescriptor{good(), desc("path", "0123456789abcdefg", "X", "b")}}, `descriptor #1 entry #1: key "X" must match`},
 		{"refund", &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: withDesc(func(d *rlcommonv3.RateLimitDescriptor) { d.IsNegativeHits = true })}, "is_negative_hits"},
 		{"override without unit", &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: withDesc(func(d *rlcommonv3.RateLimitDescriptor) {
 			d.Limit = &rlcommonv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 5}
