@@ -62,6 +62,18 @@ func TestHostAllowed(t *testing.T) {
 	}
 }
 
+// An empty entry of the allowed names ("a,,b" from a flag) allows no
+// request: it allowed one without a Host (HTTP/1.0), on any listener.
+func TestHostAllowedEmptyEntry(t *testing.T) {
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	r.Host = ""
+	for _, allowed := range [][]string{{"a.internal", "", "b.internal"}, {" "}} {
+		if httpguard.HostAllowed(r, allowed) {
+			t.Errorf("allowed %q: a request without a Host is allowed", allowed)
+		}
+	}
+}
+
 func TestLoopbackAddr(t *testing.T) {
 	for addr, want := range map[string]bool{
 		"127.0.0.1:8080": true, "localhost:1": true, "[::1]:80": true,
