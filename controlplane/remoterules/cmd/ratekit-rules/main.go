@@ -216,6 +216,11 @@ func serve(ctx context.Context, args []string, out io.Writer, ready func(string,
 	if *readTimeout <= 0 || *writeTimeout <= 0 {
 		return usageError{"-read-timeout and -write-timeout must be positive"}
 	}
+	redisSet := false
+	fs.Visit(func(f *flag.Flag) { redisSet = redisSet || f.Name == "redis" })
+	if redisSet && *cluster != "" { // the cluster was used, the -redis given ignored
+		return usageError{"-redis and -redis-cluster name two stores: give one"}
+	}
 	cfg := rulesserver.Config{KeyPrefix: *prefix, Available: available}
 	if *hosts != "" {
 		cfg.AllowedHosts = strings.Split(*hosts, ",")

@@ -229,6 +229,7 @@ func TestCommandLine(t *testing.T) {
 		{[]string{"help", "aply"}, 2, "", `ratekit-rules: unknown command "aply"; did you mean "apply"?`},
 		{[]string{"serve", "-grcp", "127.0.0.1:0"}, 2, "", "ratekit-rules: serve: flag provided but not defined: -grcp; did you mean -grpc?\nrun 'ratekit-rules serve -h' for its flags\n"},
 		{[]string{"serve", "-read-timeout", "0s"}, 2, "", "-read-timeout and -write-timeout must be positive"},
+		{[]string{"serve", "-redis", "redis://127.0.0.1:1", "-redis-cluster", "127.0.0.1:2"}, 2, "", "-redis and -redis-cluster name two stores: give one"},
 		{[]string{"apply", "-check"}, 2, "", "ratekit-rules: usage:\n"},
 		{[]string{"apply", "-check", filepath.Join(dir, "missing.yaml")}, 2, "", "missing.yaml: no such file or directory"},
 		{[]string{"get", "-server", "http://127.0.0.1:1", "-service", "web", "-limiter", "l", "plan"}, 2, "", `identifier: want PROPERTY=VALUE, got "plan"`},
