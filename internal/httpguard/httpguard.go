@@ -50,8 +50,8 @@ func HostAllowed(r *http.Request, allowed []string) bool {
 	if len(allowed) > 0 {
 		for _, a := range allowed {
 			a = strings.ToLower(strings.TrimSpace(a)) // "a, b" from a flag
-			if a == "" { // "a,,b" from a flag names no host, not the empty one
-				continue
+			if a == "" {
+				continue // "a,,b" from a flag names no host, not the empty one
 			}
 			if a == "*" || a == host || strings.TrimSuffix(strings.TrimPrefix(a, "["), "]") == name {
 				return true
