@@ -93,14 +93,15 @@ func exemptionWarnings(d *doc, file, field string, available *AvailableLimiters,
 func ShadowedExemptions(r ratelimit.Rule, defaults []ratelimit.Rule, higher ...[]ratelimit.Rule) []string {
 	out := tiers.ShadowedExemptions(r, reachable(r, defaults), higher...)
 	for i, msg := range out {
-		out[i] = clipMiddle(msg, maxWarningLen)
+		out[i] = ClipMiddle(msg, maxWarningLen)
 	}
 	return out
 }
 
-// clipMiddle cuts s to n characters and "..." by leaving out the middle, the
-// exemption's match in a warning: the names come first, and what to do last.
-func clipMiddle(s string, n int) string {
+// ClipMiddle cuts s to n characters and "..." by leaving out the middle, so
+// that both ends stay readable: in an exemption warning the names come
+// first and what to do last. The admin page cuts what it repeats with it.
+func ClipMiddle(s string, n int) string {
 	if len(s) <= n { // no character is less than a byte
 		return s
 	}

@@ -550,7 +550,7 @@ func (h *Handler) audit(ctx context.Context, r *http.Request, s session, op, lim
 // limiter are the client's: at most maxEcho characters of each are logged.
 func (h *Handler) refused(ctx context.Context, r *http.Request, who, why string) {
 	h.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "rate_limit_admin_refused", slog.String("who", who),
-		slog.String("op", clipMiddle(r.PostForm.Get("op"), maxEcho)), slog.String("limiter", clipMiddle(r.PostForm.Get("limiter"), maxEcho)),
+		slog.String("op", config.ClipMiddle(r.PostForm.Get("op"), maxEcho)), slog.String("limiter", config.ClipMiddle(r.PostForm.Get("limiter"), maxEcho)),
 		slog.String("reason", why), slog.String("remote_addr", r.RemoteAddr))
 }
 

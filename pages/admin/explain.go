@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ratekit/ratekit/controlplane/config"
 	ratelimit "github.com/ratekit/ratekit/core"
 )
 
@@ -67,7 +68,7 @@ func (h *Handler) explain(ctx context.Context, lv *limiterView, id ratelimit.Ide
 		ev := evals[r.Name]
 		switch {
 		case !er.Matched:
-			er.State, er.Detail = "no match", clipMiddle(strings.Join(miss, "; "), maxDetailLen)
+			er.State, er.Detail = "no match", config.ClipMiddle(strings.Join(miss, "; "), maxDetailLen)
 		case stopped != "":
 			er.State, er.Detail = "not evaluated", stopped
 		case r.Action == ratelimit.ActionSkip:
@@ -141,20 +142,6 @@ func (h *Handler) explain(ctx context.Context, lv *limiterView, id ratelimit.Ide
 // of 4096 bytes made a page of 18 MB. The rules tables show each match
 // whole, and the form the identifier.
 const maxDetailLen = 512
-
-// clipMiddle cuts s to n characters and "..." by leaving out the middle:
-// the first property's name stays, and the end of the last mismatch.
-func clipMiddle(s string, n int) string {
-	if len(s) <= n { // no character is less than a byte
-		return s
-	}
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	tail := n / 4
-	return string(r[:n-tail]) + "..." + string(r[len(r)-tail:])
-}
 
 // countText shows a count: a whole one as it is, a fractional one (a
 // sliding window's estimate, a token bucket's refilling tokens) to two
