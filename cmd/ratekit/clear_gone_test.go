@@ -75,6 +75,21 @@ func TestClearKeysGoneBeforeTheDelete(t *testing.T) {
 // calls beforeDel: what a key's expiry or another client does between two
 // commands of the CLI, at a known point.
 func delProxy(t *testing.T, redisURL string, beforeDel func()) string {
+	var once sync.Once
+	// RESP: a command is an array of bulk strings; go-redis writes each in
+	// one write, so a read holds all of it.
+	del := []byte("\r\n$3\r\ndel\r\n")
+	return redisProxy(t, redisURL, func(b []byte) {
+		if bytes.Contains(bytes.ToLower(b), del) {
+			once.Do(beforeDel)
+		}
+	})
+}
+
+// redisProxy serves a TCP proxy to the Redis of redisURL and returns the
+// URL that reaches Redis through it. It calls before with each read of a
+// client before it forwards it to Redis.
+func redisProxy(t *testing.T, redisURL string, before func(b []byte)) string {
 	t.Helper()
 	u, err := url.Parse(redisURL)
 	if err != nil {
@@ -86,7 +101,6 @@ func delProxy(t *testing.T, redisURL string, beforeDel func()) string {
 		t.Fatal(err)
 	}
 	var (
-		once sync.Once
 		wg   sync.WaitGroup
 		mu   sync.Mutex
 		open []net.Conn
@@ -121,16 +135,11 @@ func delProxy(t *testing.T, redisURL string, beforeDel func()) string {
 			go func() {
 				defer wg.Done()
 				defer r.Close()
-				// RESP: a command is an array of bulk strings; go-redis
-				// writes each in one write, so a read holds all of it.
-				del := []byte("\r\n$3\r\ndel\r\n")
 				buf := make([]byte, 64<<10)
 				for {
 					n, err := c.Read(buf)
 					if n > 0 {
-						if bytes.Contains(bytes.ToLower(buf[:n]), del) {
-							once.Do(beforeDel)
-						}
+						before(buf[:n])
 						if _, werr := r.Write(buf[:n]); werr != nil {
 							return
 						}

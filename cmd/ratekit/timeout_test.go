@@ -2,11 +2,7 @@ package main
 
 import (
 	"context"
-	"io"
-	"net"
-	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -93,72 +89,5 @@ func TestTimeoutBoundsTheWholeCommand(t *testing.T) {
 // write of a client delay before it forwards it, and returns the URL that
 // reaches Redis through it.
 func slowProxy(t *testing.T, redisURL string, delay time.Duration) string {
-	t.Helper()
-	u, err := url.Parse(redisURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	target := u.Host
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		open []net.Conn
-	)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			r, err := net.Dial("tcp", target)
-			if err != nil {
-				_ = c.Close()
-				t.Error(err)
-				return
-			}
-			mu.Lock()
-			open = append(open, c, r)
-			mu.Unlock()
-			wg.Add(2)
-			go func() {
-				defer wg.Done()
-				_, _ = io.Copy(c, r)
-				_ = c.Close()
-			}()
-			go func() {
-				defer wg.Done()
-				defer r.Close()
-				buf := make([]byte, 64<<10)
-				for {
-					n, err := c.Read(buf)
-					if n > 0 {
-						time.Sleep(delay)
-						if _, werr := r.Write(buf[:n]); werr != nil {
-							return
-						}
-					}
-					if err != nil {
-						return
-					}
-				}
-			}()
-		}
-	}()
-	t.Cleanup(func() {
-		_ = ln.Close()
-		mu.Lock()
-		for _, c := range open {
-			_ = c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	u.Host = ln.Addr().String()
-	return u.String()
+	return redisProxy(t, redisURL, func([]byte) { time.Sleep(delay) })
 }
