@@ -271,7 +271,7 @@ func checkBuildAndTest(t *testing.T, c renderCase, dst string) {
 	// Only the rule store and admin page tests, and the mode's case with the
 	// rule store, need Redis: with Redis they pass and nothing skips; without
 	// it nothing else may skip.
-	redisTests := []string{"TestPublishedRules", "TestAdminPage", "TestRateLimitsMode/redis"}
+	redisTests := []string{"TestPublishedRules", "TestInvalidRateLimitsAtStartKeepTheStoredFileTier", "TestAdminPage", "TestRateLimitsMode/redis"}
 	if os.Getenv("RATEKIT_TEST_REDIS_URL") != "" {
 		for _, name := range redisTests {
 			if !strings.Contains(out, "--- PASS: "+name+" ") {
