@@ -263,7 +263,7 @@ func checkBuildAndTest(t *testing.T, c renderCase, dst string) {
 	if os.Getenv("RATEKIT_TEST_REDIS_URL") != "" && redisInt(t, "EXISTS", index) != 0 {
 		t.Errorf("the generated tests wrote the service's own rule store (%s) in the test Redis", index)
 	}
-	for _, name := range append([]string{"TestShippedFiles", "TestBuiltInAvailableLimiters", "TestInvalidRateLimitsRejectedWhole", "TestRateLimitsRejectionsCountFromZero", "TestRateLimitsRejectedGauge", "TestDBUtilizationBudget"}, c.tests...) {
+	for _, name := range append([]string{"TestShippedFiles", "TestBuiltInAvailableLimiters", "TestInvalidRateLimitsRejectedWhole", "TestRateLimitsRejectionsCountFromZero", "TestRateLimitsRejectedGauge", "TestSIGHUPBeforeRun", "TestDBUtilizationBudget"}, c.tests...) {
 		if !strings.Contains(out, "--- PASS: "+name+" ") {
 			t.Errorf("generated test %s did not pass:\n%s", name, out)
 		}
