@@ -161,6 +161,7 @@ var tests = []struct {
 	{"outcome_hook", testOutcomeHook},
 	{"cost_hook_handler_panics", testCostHookPanic},
 	{"deny_handler", testDenyHandler},
+	{"forwarded_untrusted", testForwardedUntrusted},
 	{"retry_after_jitter", testRetryAfterJitter},
 	{"caller_gone", testCallerGone},
 }

@@ -2,9 +2,11 @@ package adaptertest
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/ratekit/ratekit/identifiers"
 	"github.com/ratekit/ratekit/internal/guard"
 	"github.com/ratekit/ratekit/internal/redistest"
+	"github.com/ratekit/ratekit/internal/testlog"
 	"github.com/ratekit/ratekit/middleware/adapter"
 	ratelimitheaders "github.com/ratekit/ratekit/middleware/headers"
 	"github.com/redis/go-redis/v9"
@@ -299,6 +302,39 @@ func testTrustedProxies(s *suite) {
 	}
 	s.status(s.do(srv, "GET", "/hello", "X-Forwarded-For", "198.51.100.2"), http.StatusOK)
 	s.blocked(s.do(srv, "GET", "/hello", "X-Forwarded-For", "198.51.100.1"), 60, "per_ip")
+}
+
+// testForwardedUntrusted: the first request that carries a forwarding
+// header from a peer no trusted proxy covers is logged, once (slog's
+// default logger): behind a proxy nobody listed, every client shares the
+// proxy's bucket, which nothing said. A trusted peer's header is no news.
+func testForwardedUntrusted(s *suite) {
+	var buf testlog.Buffer
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
+	s.t.Cleanup(func() { slog.SetDefault(prev) })
+	srv := s.serve(Setup{Limiters: []*ratelimit.Limiter{s.limiter("untrusted", perIP("per_ip", 100, time.Minute))}})
+	s.status(s.do(srv, "GET", "/hello"), http.StatusOK)
+	if got := buf.String(); got != "" {
+		s.t.Errorf("a request without forwarding headers logged %q", got)
+	}
+	for range 3 {
+		s.status(s.do(srv, "GET", "/hello", "X-Forwarded-For", "198.51.100.1"), http.StatusOK)
+	}
+	if got := buf.String(); strings.Count(got, "level=WARN") != 1 || !strings.Contains(got, "header=X-Forwarded-For") ||
+		!strings.Contains(got, "peer=127.0.0.1") || !strings.Contains(got, "WithTrustedProxies") {
+		s.t.Errorf("three forwarded requests from an untrusted peer logged %q, want one warning naming the header, the peer and the option", got)
+	}
+
+	buf.Reset()
+	srv = s.serve(Setup{
+		Limiters:       []*ratelimit.Limiter{s.limiter("trusted", perIP("per_ip", 100, time.Minute))},
+		TrustedProxies: identifiers.MustParseTrustedProxies("127.0.0.0/8", "::1"),
+	})
+	s.status(s.do(srv, "GET", "/hello", "X-Forwarded-For", "198.51.100.1"), http.StatusOK)
+	if got := buf.String(); got != "" {
+		s.t.Errorf("a trusted proxy's forwarded request logged %q", got)
+	}
 }
 
 // testIPv6Prefix: an IPv6 client is keyed by its /64 network, so the

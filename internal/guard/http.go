@@ -2,11 +2,14 @@ package guard
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/identifiers"
 	"github.com/ratekit/ratekit/middleware/adapter"
 	ratelimitheaders "github.com/ratekit/ratekit/middleware/headers"
 )
@@ -33,6 +36,45 @@ func CountStatus(l *ratelimit.Limiter, statuses ...int) adapter.Deferred[Outcome
 // options set its fields directly; the zero value checks nothing.
 type HTTP[R any] struct {
 	Options[R, Outcome]
+	// Logger receives WarnForwarded's line; slog.Default() when nil.
+	Logger *slog.Logger
+
+	forwardWarned atomic.Bool
+}
+
+// forwardingHeaders are the headers a proxy names its client in: those
+// identifiers.TrustedProxies reads by default.
+var forwardingHeaders = [...]string{"X-Forwarded-For", "Forwarded", "X-Real-Ip"}
+
+// WarnForwarded logs, once per adapter, the first request that carries a
+// forwarding header from a socket peer that is no trusted proxy. Its client
+// is counted as that peer, whatever the header says, which is right for a
+// client naming itself; but where the peer is a proxy nobody listed, every
+// client it forwards shares the proxy's one bucket, silently. pkg names the
+// adapter and option the name of its trusted-proxies option. The adapters
+// call it from their default identifier builder, which reads the socket
+// peer; until the line is logged it costs a few header lookups.
+func (g *HTTP[R]) WarnForwarded(pkg, option string, r *http.Request) {
+	if g.forwardWarned.Load() {
+		return
+	}
+	for _, h := range forwardingHeaders {
+		if len(r.Header[h]) == 0 {
+			continue
+		}
+		peer := identifiers.PeerAddr(r.RemoteAddr)
+		if !peer.IsValid() || g.TrustedProxies.Trusts(peer) || !g.forwardWarned.CompareAndSwap(false, true) {
+			return
+		}
+		l := g.Logger
+		if l == nil {
+			l = slog.Default()
+		}
+		l.Warn(pkg+": a request carries "+h+" from "+peer.String()+", which is no trusted proxy, so its client is counted as "+peer.String()+
+			"; if the service runs behind a proxy, every client it forwards shares that proxy's bucket: list the proxy with "+option+" (logged once)",
+			slog.String("header", h), slog.String("peer", peer.String()))
+		return
+	}
 }
 
 // StatusClientClosedRequest is the status an HTTP adapter answers a request

@@ -39,7 +39,10 @@
 // The ip property is the socket peer, resolved through WithTrustedProxies (an
 // IPv6 peer as its /64 network, WithIPv6Prefix sets another length; ip_full
 // holds the whole address, see identifiers.SetIP):
-// forwarding headers are believed only from proxies listed there. The
+// forwarding headers are believed only from proxies listed there, and the
+// first request that carries one from another peer is logged once (slog's
+// default logger), since behind a proxy not listed every client would share
+// the proxy's bucket. The
 // middleware does not call c.RealIP() by default, because without an
 // e.IPExtractor Echo's RealIP trusts X-Forwarded-For and X-Real-IP from
 // anyone, which lets every client pick its own rate-limit bucket. If your

@@ -255,6 +255,7 @@ func (c *config) defaultIdentifier(_ context.Context, ec echo.Context) ratelimit
 	if c.realIP && ec.Echo().IPExtractor != nil { // without one (removed since Middleware), RealIP believes anyone's headers
 		ip = identifiers.PeerAddr(ec.RealIP())
 	} else {
+		c.WarnForwarded("ratelimitecho", "WithTrustedProxies", r)
 		ip = identifiers.HTTPClientIP(r, c.TrustedProxies)
 	}
 	id := identifiers.NewHTTP(r, netip.Addr{}, identifiers.RouteEndpoint(r.Method, c.routes.routePath(ec)))

@@ -33,7 +33,10 @@
 // The ip property is the socket peer, resolved through WithTrustedProxies (an
 // IPv6 peer as its /64 network, WithIPv6Prefix sets another length; ip_full
 // holds the whole address, see identifiers.SetIP):
-// forwarding headers are believed only from proxies listed there. The
+// forwarding headers are believed only from proxies listed there, and the
+// first request that carries one from another peer is logged once (slog's
+// default logger), since behind a proxy not listed every client would share
+// the proxy's bucket. The
 // middleware does not call c.ClientIP() by default, because Gin's default
 // engine trusts every proxy, so any client could pick its own rate-limit
 // bucket with an X-Forwarded-For header. If your service has configured

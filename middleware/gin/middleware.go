@@ -177,9 +177,12 @@ func Middleware(limiter *ratelimit.Limiter, opts ...Option) gin.HandlerFunc {
 
 func (c *config) defaultIdentifier(_ context.Context, gc *gin.Context) ratelimit.Identifier {
 	r := gc.Request
-	ip := identifiers.HTTPClientIP(r, c.TrustedProxies)
+	var ip netip.Addr
 	if c.clientIP {
 		ip = identifiers.PeerAddr(gc.ClientIP())
+	} else {
+		c.WarnForwarded("ratelimitgin", "WithTrustedProxies", r)
+		ip = identifiers.HTTPClientIP(r, c.TrustedProxies)
 	}
 	id := identifiers.NewHTTP(r, netip.Addr{}, identifiers.RouteEndpoint(r.Method, gc.FullPath()))
 	identifiers.SetIP(id, ip, c.IPv6Prefix)

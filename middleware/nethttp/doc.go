@@ -31,7 +31,10 @@
 // # Client IP
 //
 // The ip property is the socket peer. Forwarding headers are believed only
-// from proxies listed with WithTrustedProxies. An IPv6 client is keyed by its
+// from proxies listed with WithTrustedProxies; the first request that
+// carries one from any other peer is logged once (slog's default logger):
+// behind a proxy not listed, every client would share the proxy's bucket.
+// An IPv6 client is keyed by its
 // /64 network ("2001:db8::/64"; WithIPv6Prefix sets another length), and
 // ip_full holds the whole address (see identifiers.SetIP).
 //

@@ -192,6 +192,7 @@ func Middleware(limiter *ratelimit.Limiter, opts ...Option) func(http.Handler) h
 }
 
 func (c *config) defaultIdentifier(_ context.Context, r *http.Request) ratelimit.Identifier {
+	c.WarnForwarded("ratelimithttp", "WithTrustedProxies", r)
 	return identifiers.FromHTTP(r, identifiers.HTTPOptions{TrustedProxies: c.TrustedProxies, Mux: c.mux, IPv6Prefix: c.IPv6Prefix})
 }
 
