@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -36,45 +37,59 @@ func CountStatus(l *ratelimit.Limiter, statuses ...int) adapter.Deferred[Outcome
 // options set its fields directly; the zero value checks nothing.
 type HTTP[R any] struct {
 	Options[R, Outcome]
-	// Logger receives WarnForwarded's line; slog.Default() when nil.
-	Logger *slog.Logger
-
-	forwardWarned atomic.Bool
+	// Forwarded logs the first request that carries a forwarding header
+	// from a peer no trusted proxy covers (see WarnForwarded).
+	Forwarded ForwardWarning
 }
 
 // forwardingHeaders are the headers a proxy names its client in: those
 // identifiers.TrustedProxies reads by default.
 var forwardingHeaders = [...]string{"X-Forwarded-For", "Forwarded", "X-Real-Ip"}
 
-// WarnForwarded logs, once per adapter, the first request that carries a
-// forwarding header from a socket peer that is no trusted proxy. Its client
-// is counted as that peer, whatever the header says, which is right for a
-// client naming itself; but where the peer is a proxy nobody listed, every
-// client it forwards shares the proxy's one bucket, silently. pkg names the
-// adapter and option the name of its trusted-proxies option. The adapters
-// call it from their default identifier builder, which reads the socket
-// peer; until the line is logged it costs a few header lookups.
+// WarnForwarded reports r to g.Forwarded when it carries a forwarding
+// header. The adapters call it from their default identifier builder, which
+// reads the socket peer; until the line is logged it costs a few header
+// lookups. pkg names the adapter and option its trusted-proxies option.
 func (g *HTTP[R]) WarnForwarded(pkg, option string, r *http.Request) {
-	if g.forwardWarned.Load() {
+	if g.Forwarded.Logged() {
 		return
 	}
 	for _, h := range forwardingHeaders {
-		if len(r.Header[h]) == 0 {
-			continue
-		}
-		peer := identifiers.PeerAddr(r.RemoteAddr)
-		if !peer.IsValid() || g.TrustedProxies.Trusts(peer) || !g.forwardWarned.CompareAndSwap(false, true) {
+		if len(r.Header[h]) > 0 {
+			g.Forwarded.Untrusted(pkg, option, h, identifiers.PeerAddr(r.RemoteAddr), g.TrustedProxies)
 			return
 		}
-		l := g.Logger
-		if l == nil {
-			l = slog.Default()
-		}
-		l.Warn(pkg+": a request carries "+h+" from "+peer.String()+", which is no trusted proxy, so its client is counted as "+peer.String()+
-			"; if the service runs behind a proxy, every client it forwards shares that proxy's bucket: list the proxy with "+option+" (logged once)",
-			slog.String("header", h), slog.String("peer", peer.String()))
+	}
+}
+
+// ForwardWarning logs, once, the first request that carries a forwarding
+// header (or metadata) from a socket peer that is no trusted proxy. Its
+// client is counted as that peer, whatever the header says, which is right
+// for a client naming itself; but where the peer is a proxy nobody listed,
+// every client it forwards shares the proxy's one bucket, silently.
+type ForwardWarning struct {
+	// Logger receives the line; slog.Default() when nil.
+	Logger *slog.Logger
+
+	logged atomic.Bool
+}
+
+// Logged reports whether the line was logged: nothing is left to check.
+func (w *ForwardWarning) Logged() bool { return w.logged.Load() }
+
+// Untrusted logs the line, the first time, when peer (which sent header) is
+// valid and tp does not trust it.
+func (w *ForwardWarning) Untrusted(pkg, option, header string, peer netip.Addr, tp identifiers.TrustedProxies) {
+	if !peer.IsValid() || tp.Trusts(peer) || !w.logged.CompareAndSwap(false, true) {
 		return
 	}
+	l := w.Logger
+	if l == nil {
+		l = slog.Default()
+	}
+	l.Warn(pkg+": a request carries "+header+" from "+peer.String()+", which is no trusted proxy, so its client is counted as "+peer.String()+
+		"; if the service runs behind a proxy, every client it forwards shares that proxy's bucket: list the proxy with "+option+" (logged once)",
+		slog.String("header", header), slog.String("peer", peer.String()))
 }
 
 // StatusClientClosedRequest is the status an HTTP adapter answers a request

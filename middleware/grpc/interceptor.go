@@ -53,7 +53,15 @@ type config struct {
 	deny       DenyFunc
 	domain     string
 	noPushback bool
+	forwarded  guard.ForwardWarning
 }
+
+// forwardingMetadata are the keys a proxy names its client in (gRPC
+// metadata keys are lower-case): those identifiers.TrustedProxies reads by
+// default. The first call that carries one from a peer no trusted proxy
+// covers is logged once: behind a proxy nobody listed, every client would
+// share the proxy's bucket.
+var forwardingMetadata = [...]string{"x-forwarded-for", "forwarded", "x-real-ip"}
 
 // DenyFunc builds the error of a call blocked by res; nil means DenyStatus's.
 type DenyFunc func(ctx context.Context, call *Call, res ratelimit.Result) error
@@ -91,6 +99,9 @@ func WithDeferred(d ...Deferred) Option { return set(guard.WithDeferred(d...)) }
 func WithClock(now func() time.Time) Option { return set(guard.WithClock[Outcome](now)) }
 
 // WithTrustedProxies sets whose x-forwarded-for, forwarded or x-real-ip is believed (default nobody's).
+// The first call that carries one from any other peer is logged once (slog's
+// default logger): behind a proxy not listed, every client would share the
+// proxy's bucket.
 func WithTrustedProxies(tp identifiers.TrustedProxies) Option {
 	return set(guard.WithTrustedProxies[Outcome](tp))
 }
@@ -208,6 +219,14 @@ func (c *config) serve(ctx context.Context, fullMethod string, stream bool, setH
 		call.Peer = identifiers.AddrFromNet(p.Addr)
 	}
 	call.Metadata, _ = metadata.FromIncomingContext(ctx)
+	if !c.forwarded.Logged() {
+		for _, h := range forwardingMetadata {
+			if len(call.Metadata[h]) > 0 {
+				c.forwarded.Untrusted("ratelimitgrpc", "WithTrustedProxies", h, call.Peer, c.TrustedProxies)
+				break
+			}
+		}
+	}
 	call.ClientIP = c.TrustedProxies.ClientIP(call.Peer, call.Metadata.Get)
 	return c.Serve(ctx, call, func(ch guard.Checked) {
 		if md := c.Profile.Fields(ch.Decision, ch.Now); md != nil {

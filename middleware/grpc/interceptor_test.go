@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"net"
 	"regexp"
@@ -28,6 +29,7 @@ import (
 	"github.com/ratekit/ratekit/core/redisstore"
 	"github.com/ratekit/ratekit/identifiers"
 	"github.com/ratekit/ratekit/internal/redistest"
+	"github.com/ratekit/ratekit/internal/testlog"
 	"github.com/ratekit/ratekit/middleware/adapter"
 	ratelimitheaders "github.com/ratekit/ratekit/middleware/headers"
 )
@@ -351,6 +353,35 @@ func TestTrustedProxies(t *testing.T) {
 				t.Fatalf("ip = %v, want %s", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestForwardedUntrustedLogged: the first call that carries x-forwarded-for
+// (or forwarded, x-real-ip) from a peer no trusted proxy covers is logged
+// once (slog's default logger): behind a proxy nobody listed, every client
+// shares the proxy's bucket, which nothing said. A trusted peer's is no news.
+func TestForwardedUntrustedLogged(t *testing.T) {
+	var buf testlog.Buffer
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
+	t.Cleanup(func() { slog.SetDefault(prev) })
+	l := memLimiter(t, "api", []ratelimit.Rule{rule("per_ip", 100, time.Minute, ratelimit.ActionLimit, identifiers.IP)})
+	env := start(t, unary(l))
+	wantCode(t, env.check(t), codes.OK)
+	if got := buf.String(); got != "" {
+		t.Fatalf("a call without forwarding metadata logged %q", got)
+	}
+	for range 3 {
+		wantCode(t, env.check(t, "x-real-ip", "203.0.113.9"), codes.OK)
+	}
+	if got := buf.String(); strings.Count(got, "level=WARN") != 1 || !strings.Contains(got, "header=x-real-ip") || !strings.Contains(got, "peer=127.0.0.1") {
+		t.Fatalf("three forwarded calls from an untrusted peer logged %q, want one warning naming the key and the peer", got)
+	}
+	buf.Reset()
+	env = start(t, unary(l, WithTrustedProxies(identifiers.MustParseTrustedProxies("127.0.0.0/8"))))
+	wantCode(t, env.check(t, "x-forwarded-for", "203.0.113.9"), codes.OK)
+	if got := buf.String(); got != "" {
+		t.Fatalf("a trusted proxy's forwarded call logged %q", got)
 	}
 }
 
