@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/ratekit/ratekit/controlplane/config"
@@ -269,5 +270,50 @@ func TestSelectorPropertiesDeclared(t *testing.T) {
 	}
 	if _, err := rulesserver.ParseOverrideFile("o.yaml", []byte(file), nil); err != nil {
 		t.Fatalf("apply file without available_limiters.yaml: %v", err)
+	}
+}
+
+// A stored document with fields this version does not know, at the top or
+// nested in a rule (a later version's, or a hand-write), is refused on read
+// as a PUT of them is: ignored, such a field could carry what the rules mean.
+// The same document without them is served.
+func TestStoredUnknownFieldsRefused(t *testing.T) {
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	s, err := rulesserver.New(rulesserver.Config{Redis: rdb, KeyPrefix: prefix, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	unknown := protowire.AppendVarint(protowire.AppendTag(nil, 99, protowire.VarintType), 1)
+	for _, tt := range []struct {
+		name  string
+		mod   func(d *rulesv1.OverrideDocument)
+		serve bool
+	}{
+		{"known fields only", func(*rulesv1.OverrideDocument) {}, true},
+		{"an unknown field of the document", func(d *rulesv1.OverrideDocument) { d.ProtoReflect().SetUnknown(unknown) }, false},
+		{"an unknown field of a rule", func(d *rulesv1.OverrideDocument) {
+			d.GetDefaultRules().GetRules()[0].ProtoReflect().SetUnknown(unknown)
+		}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			d := mustDoc(t, docJSON)
+			tt.mod(d)
+			body, err := protoMarshal(d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := rdb.HSet(ctx, prefix+"web:rack_request", "rev", "9-"+strings.ReplaceAll(tt.name, " ", "_"), "body", body).Err(); err != nil {
+				t.Fatal(err)
+			}
+			_, err = s.GetRules(ctx, &rulesv1.GetRulesRequest{Service: "web", Limiter: "rack_request"})
+			if served := err == nil; served != tt.serve {
+				t.Fatalf("GetRules: %v, want served %v", err, tt.serve)
+			}
+			if !tt.serve && (status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "does not know")) {
+				t.Fatalf("GetRules: %v, want Unavailable naming the unknown fields", err)
+			}
+		})
 	}
 }

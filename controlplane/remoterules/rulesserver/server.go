@@ -527,6 +527,14 @@ func (s *Server) decodeStored(service, limiter, rev, body string) (*rulesv1.Over
 	if err := proto.Unmarshal([]byte(body), doc); err != nil {
 		return nil, fmt.Errorf("decode stored override document %s/%s: %w", service, limiter, err)
 	}
+	// Fields this version does not know, at any depth (a later version's,
+	// or a hand-write), are refused as a PUT of them is: ignored, one could
+	// carry what the rules mean, as an ignored mode would have enforced a
+	// shadow limiter.
+	known := &rulesv1.OverrideDocument{}
+	if err := (proto.UnmarshalOptions{DiscardUnknown: true}).Unmarshal([]byte(body), known); err != nil || proto.Size(known) != proto.Size(doc) {
+		return nil, fmt.Errorf("stored override document %s/%s holds fields this version does not know (a later version's?): write it again with this version, or upgrade", service, limiter)
+	}
 	if doc.GetService() != service || doc.GetLimiter() != limiter {
 		return nil, fmt.Errorf("stored override document %s/%s names %s/%s", service, limiter, doc.GetService(), doc.GetLimiter())
 	}
