@@ -25,8 +25,9 @@
 // the rule checks of rate_limits.yaml and, for services configured with their
 // available_limiters.yaml, the cross-document checks (a selector's
 // properties too must be the limiter's); a rule list that sets
-// a mode is refused (per-request rules have none: config.ErrPerRequestMode).
-// An invalid stored
+// a mode is refused (per-request rules have none: config.ErrPerRequestMode),
+// and so is a field this version does not know (a PUT's JSON refuses one; a
+// stored document of a later version may hold one). An invalid stored
 // document answers Unavailable, so clients keep their cached answer or their
 // local tiers; it is logged at ERROR once, and not read or parsed again while
 // its revision stays (a PUT or DELETE replaces it). A valid one is kept
