@@ -56,7 +56,8 @@ found that expire (or that another client removes) before the delete are
 counted apart: when none was left to delete, the exit code is 1 too.
 
 A clear logs one audit record on stderr (slog JSON, "rate_limit_cli_write":
-who, the limiter, the identifier, the keys deleted, the outcome); who is
+who, the limiter, the identifier, the keys deleted, the outcome, and with
+--rules-service the calling service); who is
 $RATEKIT_WRITER, else the OS user at the host. A dry run logs nothing.
 
 exit codes: 0 cleared; 1 nothing to clear (the keys are missing, under
@@ -187,8 +188,12 @@ func runClear(ctx context.Context, out output, args []string) int {
 		return exitOK
 	}
 	n, err := limiter.Clear(ctx, id)
-	out.audit(ctx, "clear", err, slog.String("limiter", f.limiter), slog.String("identifier", describeIdentifier(id)),
-		slog.String("key_prefix", f.keyPrefix), slog.Int("keys_deleted", n))
+	attrs := []slog.Attr{slog.String("limiter", f.limiter), slog.String("identifier", describeIdentifier(id)),
+		slog.String("key_prefix", f.keyPrefix), slog.Int("keys_deleted", n)}
+	if f.rulesService != "" { // the per-request rules' counters were cleared too
+		attrs = append(attrs, slog.Bool("remote_rules", true), slog.String("service", f.service))
+	}
+	out.audit(ctx, "clear", err, attrs...)
 	if err != nil {
 		fmt.Fprintf(out.stderr, "ratekit clear: %v\n", err)
 		return exitInvalid

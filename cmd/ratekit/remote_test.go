@@ -199,6 +199,7 @@ func TestClearRemoteTier(t *testing.T) {
 	if code != 0 || !strings.Contains(stdout, "  removed ban "+banKey+"\n") {
 		t.Fatalf("clear with --rules-service: exit %d\nstdout %s\nstderr %s\nwant removed ban %s", code, stdout, stderr, banKey)
 	}
+	oneAudit(t, stderr, map[string]any{"op": "clear", "remote_rules": true, "service": "web", "outcome": "ok"})
 	if n, err := client.Exists(ctx, banKey).Result(); err != nil || n != 0 {
 		t.Fatalf("the ban %s is still there: %d %v", banKey, n, err)
 	}
