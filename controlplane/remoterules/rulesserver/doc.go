@@ -44,7 +44,8 @@
 //	POST   /v1/rules                           GetRules over HTTP: the rules a request would get
 //
 // PUT and DELETE honour If-Match (a PUT body's revision works too): another
-// revision than the stored one answers 409. An invalid document answers 400
+// revision than the stored one answers 409, and so does If-Match: * where
+// nothing is stored (it holds for any stored document). An invalid document answers 400
 // naming its problems and their rules (the first config.MaxReportedErrors,
 // then a count of the others).
 //

@@ -568,7 +568,9 @@ if type(kind) == 'table' then kind = kind.ok end
 var putScript = redis.NewScript(keyTypeLua + `
 local rev = nil
 if kind == 'hash' then rev = redis.call('HGET', KEYS[1], 'rev') end
-if ARGV[1] ~= '' and ARGV[1] ~= (rev or '') then return {'conflict', rev or ''} end
+if ARGV[1] == '*' then
+  if not rev then return {'conflict', ''} end
+elseif ARGV[1] ~= '' and ARGV[1] ~= (rev or '') then return {'conflict', rev or ''} end
 if kind ~= 'hash' and kind ~= 'none' then redis.call('UNLINK', KEYS[1]) end
 if rev and redis.call('HGET', KEYS[1], 'body') == ARGV[2] then return {'same', rev} end
 local n = 1
@@ -588,7 +590,7 @@ if kind ~= 'hash' and kind ~= 'none' then
 end
 local rev = redis.call('HGET', KEYS[1], 'rev')
 if not rev then return {'missing', ''} end
-if ARGV[1] ~= '' and ARGV[1] ~= rev then return {'conflict', rev} end
+if ARGV[1] ~= '' and ARGV[1] ~= '*' and ARGV[1] ~= rev then return {'conflict', rev} end
 redis.call('UNLINK', KEYS[1])
 return {'ok', rev}
 `)
@@ -596,7 +598,8 @@ return {'ok', rev}
 // Put validates doc and stores it whole, replacing the document of its
 // (service, limiter), or whatever its key holds (a key of another Redis type
 // has no revision). When doc.Revision is set it must equal the stored
-// revision (ErrConflict otherwise); storing an identical document changes
+// revision, or be "*" (If-Match: *) and a document be stored (ErrConflict
+// otherwise); storing an identical document changes
 // nothing. It returns the stored document with its revision.
 func (s *Server) Put(ctx context.Context, doc *rulesv1.OverrideDocument) (*rulesv1.OverrideDocument, error) {
 	out, err := s.put(ctx, doc)

@@ -209,6 +209,15 @@ func TestManagementAPI(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || rev2 == rev1 {
 		t.Fatalf("PUT with the current If-Match: %s %s", resp.Status, body)
 	}
+	// If-Match: * holds for any stored document (RFC 9110), and for none
+	// where nothing is stored.
+	if resp, body := do(t, http.MethodPut, url, changed, "If-Match", "*"); resp.StatusCode != http.StatusOK || mustDoc(t, body).GetRevision() != rev2 {
+		t.Fatalf("PUT with If-Match: * over a document: %s %s, want 200 at %s", resp.Status, body, rev2)
+	}
+	other := hs.URL + "/v1/overrides/api/rack_request"
+	if resp, body := do(t, http.MethodPut, other, strings.Replace(docJSON, `"service": "web"`, `"service": "api"`, 1), "If-Match", "*"); resp.StatusCode != http.StatusConflict {
+		t.Fatalf("PUT with If-Match: * where nothing is stored: %s %s, want 409", resp.Status, body)
+	}
 	if resp, body := do(t, http.MethodGet, url, ""); resp.StatusCode != http.StatusOK || mustDoc(t, body).GetCacheForS() != 30 || resp.Header.Get("ETag") != `"`+rev2+`"` {
 		t.Fatalf("GET: %s %s", resp.Status, body)
 	}
@@ -247,8 +256,8 @@ func TestManagementAPI(t *testing.T) {
 	if resp, _ := do(t, http.MethodDelete, url, "", "If-Match", rev1); resp.StatusCode != http.StatusConflict {
 		t.Fatalf("DELETE with a stale If-Match: %s, want 409", resp.Status)
 	}
-	if resp, _ := do(t, http.MethodDelete, url, "", "If-Match", rev2); resp.StatusCode != http.StatusNoContent {
-		t.Fatalf("DELETE: %s, want 204", resp.Status)
+	if resp, _ := do(t, http.MethodDelete, url, "", "If-Match", "*"); resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("DELETE with If-Match: *: %s, want 204", resp.Status)
 	}
 	if resp, _ := do(t, http.MethodDelete, url, ""); resp.StatusCode != http.StatusNotFound {
 		t.Fatalf("second DELETE: %s, want 404", resp.Status)
