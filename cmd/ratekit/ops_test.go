@@ -383,7 +383,15 @@ func TestPublishAvailableCheck(t *testing.T) {
 	if _, ok := e.raw(t, "not_declared"); ok {
 		t.Fatal("a refused publish wrote")
 	}
-	code, stdout, stderr := e.run(t, "publish", "--file", "undeclared.yaml", "--skip-available-check")
+	// The dry run promises what the write does, the note included.
+	code, stdout, stderr := e.run(t, "publish", "--file", "undeclared.yaml", "--skip-available-check", "--dry-run")
+	if code != 0 || !strings.Contains(stderr, "--skip-available-check: checked against the schema only") {
+		t.Fatalf("--skip-available-check --dry-run: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if _, ok := e.raw(t, "not_declared"); ok {
+		t.Fatal("a dry run wrote")
+	}
+	code, stdout, stderr = e.run(t, "publish", "--file", "undeclared.yaml", "--skip-available-check")
 	if code != 0 || !strings.HasPrefix(stdout, "published 1 rule for 1 limiter") || !strings.Contains(stderr, "--skip-available-check: checked against the schema only") {
 		t.Fatalf("--skip-available-check: exit %d\n%s%s", code, stdout, stderr)
 	}

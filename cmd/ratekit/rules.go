@@ -505,6 +505,9 @@ func rulesPublish(ctx context.Context, e *rulesEnv, _ []string) int {
 	req := pf.Proto
 	warnings, omitted := pf.ExemptionWarnings(e.avail)
 	printWarnings(e.out.stderr, warnings, omitted)
+	if e.avail == nil { // a dry run says so too: it promises what the write does
+		fmt.Fprintln(e.out.stderr, "note: --skip-available-check: checked against the schema only, not against available_limiters.yaml")
+	}
 	// A limiter with no rule and no mode is not written (an upsert of
 	// nothing): a file of only those would be reported as published, and
 	// one among others is named, not counted as published.
@@ -552,9 +555,6 @@ func rulesPublish(ctx context.Context, e *rulesEnv, _ []string) int {
 		fmt.Fprintf(e.out.stdout, ": nothing changed, the store already held them (revision %d)\n", res.Revision)
 	} else {
 		fmt.Fprintf(e.out.stdout, "; changed: %s (revision %d)\n", strings.Join(res.Changed, ", "), res.Revision)
-	}
-	if e.avail == nil {
-		fmt.Fprintln(e.out.stderr, "note: --skip-available-check: checked against the schema only, not against available_limiters.yaml")
 	}
 	return exitOK
 }
