@@ -187,23 +187,10 @@ func (sh *memShard) sweepDue(now time.Time, every time.Duration) bool {
 // Eval implements Store. A panic inside it (a bug) is returned as an error, so
 // the limiter fails open; no shard lock is ever left held.
 func (s *MemoryStore) Eval(ctx context.Context, mode Mode, ops []Op) ([]OpResult, error) {
-	if err := checkCosts(ops); err != nil {
+	if err := CheckCosts(ops); err != nil {
 		return nil, fmt.Errorf("ratelimit: memory store: %w", err)
 	}
 	return s.evalInto(ctx, mode, ops, make([]OpResult, len(ops)), time.Time{}, 0)
-}
-
-// checkCosts refuses ops of a NaN or infinite cost, before anything is
-// written, as every Store does (see Store.Eval): added to a counter, +Inf
-// read over every limit until the window ended. A Limiter never sends one
-// (its check fails open first), so its calls skip this.
-func checkCosts(ops []Op) error {
-	for i := range ops {
-		if c := ops[i].Cost; math.IsNaN(c) || math.IsInf(c, 0) {
-			return fmt.Errorf("op %d (%s): invalid cost %v", i, ops[i].Key, c)
-		}
-	}
-	return nil
 }
 
 // evalInto is Eval writing into out (len(out) == len(ops)), so that the

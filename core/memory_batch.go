@@ -15,7 +15,7 @@ var _ BatchStore = (*MemoryStore)(nil)
 func (s *MemoryStore) EvalBatch(ctx context.Context, mode Mode, batch [][]Op) ([][]OpResult, error) {
 	n := 0
 	for i, ops := range batch {
-		if err := checkCosts(ops); err != nil {
+		if err := CheckCosts(ops); err != nil {
 			return nil, fmt.Errorf("ratelimit: memory store: check %d: %w", i, err)
 		}
 		n += len(ops)

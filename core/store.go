@@ -4,8 +4,23 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 )
+
+// CheckCosts returns an error naming the first op of a NaN or infinite
+// cost, which every Store refuses before writing anything (see Store.Eval):
+// added to a counter, +Inf would read over every limit until the window
+// ended. A Limiter never sends one (its check fails open first); a Store
+// calls it on the ops it is given directly.
+func CheckCosts(ops []Op) error {
+	for i := range ops {
+		if c := ops[i].Cost; math.IsNaN(c) || math.IsInf(c, 0) {
+			return fmt.Errorf("op %d (%s): invalid cost %v", i, ops[i].Key, c)
+		}
+	}
+	return nil
+}
 
 // Store keeps counters, distinct-value sets and bans. The Limiter decides which
 // rules apply and builds their keys; a Store only applies a check's operations,

@@ -3,7 +3,6 @@ package redisstore
 import (
 	"context"
 	"fmt"
-	"math"
 
 	"github.com/redis/rueidis"
 
@@ -34,10 +33,8 @@ func (s *Store) EvalBatch(ctx context.Context, mode ratelimit.Mode, batch [][]ra
 	}
 	n := 0
 	for e, ops := range batch {
-		for i := range ops {
-			if c := ops[i].Cost; math.IsNaN(c) || math.IsInf(c, 0) {
-				return nil, fmt.Errorf("redisstore: check %d, op %d (%s): invalid cost %v", e, i, ops[i].Key, c)
-			}
+		if err := ratelimit.CheckCosts(ops); err != nil {
+			return nil, fmt.Errorf("redisstore: check %d: %w", e, err)
 		}
 		n += len(ops)
 	}

@@ -153,10 +153,8 @@ func (s *Store) Eval(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.O
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	for i := range ops {
-		if c := ops[i].Cost; math.IsNaN(c) || math.IsInf(c, 0) {
-			return nil, fmt.Errorf("redisstore: op %d (%s): invalid cost %v", i, ops[i].Key, c)
-		}
+	if err := ratelimit.CheckCosts(ops); err != nil {
+		return nil, fmt.Errorf("redisstore: %w", err)
 	}
 	out := make([]ratelimit.OpResult, len(ops))
 	if len(ops) == 0 {
