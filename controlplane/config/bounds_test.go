@@ -414,7 +414,7 @@ func TestSpecListsBounded(t *testing.T) {
 }
 
 // An error quotes at most maxQuoted characters of each piece of the document
-// (a name, a key, a value) and lists at most maxListed names: a piece may be
+// (a name, a key, a value) and lists at most MaxListed names: a piece may be
 // as large as the document, and through aliases each of the
 // MaxReportedErrors problems quoted it again (0.5 MiB of YAML made an error
 // of 99 MiB).
@@ -480,7 +480,7 @@ func TestErrorsQuoteTheDocumentInPart(t *testing.T) {
 		{"undeclared property of a limiter of many", func() error {
 			_, err := ParseRateLimits("r.yaml", []byte("rate_limits:\n  api:\n    - {name: r, action: log, limit: 1, period_s: 1, characteristics: [zz]}\n"), many)
 			return err
-		}, `characteristic "zz" is not one of the limiter's available_properties (` + props(maxListed, "p%d") + fmt.Sprintf(", ... (%d in all))", MaxAvailableProperties)},
+		}, `characteristic "zz" is not one of the limiter's available_properties (` + props(MaxListed, "p%d") + fmt.Sprintf(", ... (%d in all))", MaxAvailableProperties)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

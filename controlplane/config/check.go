@@ -29,7 +29,7 @@ func (d *doc) checkRules(spec *configv1.LimiterSpec, at path, rules []*configv1.
 		// An invalid name is reported by protovalidate already.
 		return props == nil || props[prop] || !rulecheck.ValidName(prop)
 	}
-	available := func() string { return quoteList(spec.GetAvailableProperties()) }
+	available := func() string { return ListNames(spec.GetAvailableProperties()) }
 	if n := len(rules); n > ratelimit.MaxRulesPerTier {
 		d.check(at.at(ratelimit.MaxRulesPerTier), false, "%d rules in this list, at most %d per tier (docs/limits.md); this is the first rule over the limit", n, ratelimit.MaxRulesPerTier)
 	}
@@ -73,7 +73,7 @@ func (d *doc) checkRules(spec *configv1.LimiterSpec, at path, rules []*configv1.
 			if len(allow.GetNames()) == 0 {
 				d.check(at.at(i).field("action"), false, "skip rules are not allowed on this limiter: its allowed_skip_rules list is empty (a skip bypasses the limiter for every request it matches)")
 			} else {
-				d.check(at.at(i).field("action"), false, "skip rule %s is not in the limiter's allowed_skip_rules (%s); a skip bypasses the limiter for every request it matches", quote(r.GetName()), quoteList(allow.GetNames()))
+				d.check(at.at(i).field("action"), false, "skip rule %s is not in the limiter's allowed_skip_rules (%s); a skip bypasses the limiter for every request it matches", quote(r.GetName()), ListNames(allow.GetNames()))
 			}
 		}
 	}
@@ -156,7 +156,7 @@ func (d *doc) checkRuleMap(field string, m map[string]*configv1.RuleList, availa
 		if available != nil {
 			spec = available.Spec(name)
 			if spec == nil && rulecheck.ValidName(name) {
-				d.check(at, true, "no limiter %q in %s (it declares %s)", name, available.source(), quoteList(available.Names()))
+				d.check(at, true, "no limiter %q in %s (it declares %s)", name, available.source(), ListNames(available.Names()))
 			}
 		}
 		d.checkRules(spec, at.field("rules"), m[name].GetRules())

@@ -247,10 +247,10 @@ func (p path) within(q path) bool {
 // piece is cut, and "..." follows it. A valid name is never cut.
 const maxQuoted = 80
 
-// maxListed bounds the names an error lists (quoteList): the limiters a file
+// MaxListed bounds the names an error lists (ListNames): the limiters a file
 // declares, a limiter's properties or skip rules, which every error about
-// them repeats.
-const maxListed = 16
+// them repeats. The admin page's messages list them so too.
+const MaxListed = 16
 
 // clip returns s cut to maxQuoted characters, "..." marking the cut.
 func clip(s string) string {
@@ -276,13 +276,14 @@ func quote(s string) string {
 	return strconv.Quote(s)
 }
 
-// quoteList lists names for an error, at most maxListed of them.
-func quoteList(vs []string) string {
+// ListNames lists names for an error, at most MaxListed of them, then their
+// count ("none" for no name).
+func ListNames(vs []string) string {
 	if len(vs) == 0 {
 		return "none"
 	}
-	if len(vs) > maxListed {
-		return strings.Join(vs[:maxListed], ", ") + fmt.Sprintf(", ... (%d in all)", len(vs))
+	if len(vs) > MaxListed {
+		return strings.Join(vs[:MaxListed], ", ") + fmt.Sprintf(", ... (%d in all)", len(vs))
 	}
 	return strings.Join(vs, ", ")
 }

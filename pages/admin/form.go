@@ -142,7 +142,7 @@ func parseForm(v url.Values, lv *limiterView) *ruleForm {
 	var unknown []string // each once: a form may repeat a value thousands of times
 	for _, c := range v["characteristics"] {
 		if !slices.Contains(lv.Properties, c) {
-			if !slices.Contains(unknown, c) && len(unknown) <= maxListed {
+			if !slices.Contains(unknown, c) && len(unknown) <= config.MaxListed {
 				unknown = append(unknown, c)
 			}
 			continue
@@ -154,10 +154,10 @@ func parseForm(v url.Values, lv *limiterView) *ruleForm {
 		for i, c := range unknown {
 			quoted[i] = fmt.Sprintf("%.80q", c)
 		}
-		if len(quoted) > maxListed {
-			quoted = append(quoted[:maxListed], "...")
+		if len(quoted) > config.MaxListed {
+			quoted = append(quoted[:config.MaxListed], "...")
 		}
-		f.addError("characteristics", "%s: not one of the limiter's available properties (%s)", strings.Join(quoted, ", "), listNames(lv.Properties))
+		f.addError("characteristics", "%s: not one of the limiter's available properties (%s)", strings.Join(quoted, ", "), config.ListNames(lv.Properties))
 	}
 	for _, p := range lv.Properties {
 		kind, val := v.Get("match_kind."+p), textarea(v, "match_value."+p)
@@ -181,19 +181,6 @@ func parseForm(v url.Values, lv *limiterView) *ruleForm {
 		f.addError("name", "a published rule %.80q already exists: edit it instead, or choose another name", f.Name)
 	}
 	return f
-}
-
-// maxListed bounds the names a message lists, as the config checks' errors
-// list them: a limiter may declare 256 properties of 64 bytes.
-const maxListed = 16
-
-// listNames lists names for a message, at most maxListed of them, then
-// their count.
-func listNames(names []string) string {
-	if len(names) > maxListed {
-		return strings.Join(names[:maxListed], ", ") + fmt.Sprintf(", ... (%d in all)", len(names))
-	}
-	return strings.Join(names, ", ")
 }
 
 // textarea returns the value of a <textarea>, whose line breaks a browser

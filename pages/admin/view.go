@@ -184,7 +184,7 @@ func (h *Handler) limiterFrom(name string, e rulestore.Entry) (*limiterView, int
 		Sources: map[string]string{}}
 	if spec == nil {
 		if e.Document == nil && (e.Err == nil || errors.Is(e.Err, rulestore.ErrNoDocument)) {
-			return nil, http.StatusNotFound, fmt.Errorf("No limiter %q in %s (it declares %s).", name, h.opts.Available.File, listNames(h.opts.Available.Names()))
+			return nil, http.StatusNotFound, fmt.Errorf("No limiter %q in %s (it declares %s).", name, h.opts.Available.File, config.ListNames(h.opts.Available.Names()))
 		}
 		lv.Description = "not declared in " + h.opts.Available.File + ": its published rules can be deleted, not edited, and an invalid document removed (an orphan the rule store's GC collects)"
 	} else {
