@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -369,10 +368,6 @@ func checkSelectors(doc *rulesv1.OverrideDocument) error {
 	return nil
 }
 
-// maxListedProperties bounds the available properties an error lists, as
-// the config package lists them.
-const maxListedProperties = 16
-
 // checkSelectorProperties refuses, when the service's available_limiters.yaml
 // is known, a selector on a property its limiter does not declare, as the
 // config checks refuse a rule's: the limiter's identifiers do not carry it
@@ -390,11 +385,7 @@ func checkSelectorProperties(doc *rulesv1.OverrideDocument, available *config.Av
 	for _, p := range spec.GetAvailableProperties() {
 		declared[p] = true
 	}
-	list := spec.GetAvailableProperties()
-	listed := strings.Join(list, ", ")
-	if len(list) > maxListedProperties {
-		listed = strings.Join(list[:maxListedProperties], ", ") + fmt.Sprintf(", ... (%d in all)", len(list))
-	}
+	listed := config.ListNames(spec.GetAvailableProperties())
 	ve := &config.ValidationError{}
 	for i, o := range doc.GetOverrides() {
 		keys := make([]string, 0, len(o.GetSelector()))
