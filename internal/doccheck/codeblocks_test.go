@@ -231,8 +231,14 @@ func sourceWith(code, params, decls string) string {
 // the go command left each one's export data, dependencies included.
 func exportData(t *testing.T) map[string]string {
 	t.Helper()
+	return exportDataOf(t, imports)
+}
+
+// exportDataOf is exportData for the packages that pkgs maps to.
+func exportDataOf(t *testing.T, pkgs map[string]string) map[string]string {
+	t.Helper()
 	args := []string{"list", "-export", "-deps", "-f", "{{.ImportPath}}\t{{.Export}}"}
-	for _, p := range imports {
+	for _, p := range pkgs {
 		args = append(args, p)
 	}
 	cmd := exec.Command("go", args...)
