@@ -83,7 +83,7 @@ flags:
   --grace D                   orphans older than this are deleted (gc; default 7d,
                               at most 106751d)
   --scan-keys N               keys of the Redis server one gc examines for documents
-                              the index does not name (default 65536, at most 2^40, 2^30 on 32-bit);
+                              the index does not name (default 65536, at most 2^40, 2^30 − 1 on 32-bit);
                               the next gc goes on from where it stopped
   --json                      machine-readable output (list, show)
   --timeout D                 bound on the whole command (default 10s, at most 10m)

@@ -46,7 +46,7 @@ const (
 	DefaultGCScanKeys = 64 * scanCount
 	// MaxGCScanKeys is the most one run may be given: the scan ends with
 	// the keyspace anyway, this keeps the count of SCANs an int. It is
-	// 2^40, and 2^30 where an int has 32 bits.
+	// 2^40, and 2^30 − 1 where an int has 32 bits.
 	MaxGCScanKeys = min(1<<40, math.MaxInt/2)
 )
 
