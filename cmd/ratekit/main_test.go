@@ -362,3 +362,27 @@ func TestUsageErrorIsShort(t *testing.T) {
 		}
 	}
 }
+
+// TestValidateSummaryNamesMode: the summary of a rate_limits.yaml that sets
+// a limiter's mode says so. A file listing a limiter for its mode alone (the
+// README's shadow step, {mode: shadow, rules: []}) printed "0 rules  ()".
+func TestValidateSummaryNamesMode(t *testing.T) {
+	dir := writeFiles(t, map[string]string{
+		"available_limiters.yaml": readFixture(t, "available_limiters.yaml"),
+		"rate_limits.yaml": "rate_limits:\n  user_sign_in: {mode: shadow, rules: []}\n" +
+			"  pipelines_create:\n    mode: enforce\n    rules: [{name: per_user, characteristics: [username], limit: 1, period_s: 60, action: limit}]\n" +
+			"  rack_request: []\n",
+	})
+	code, stdout, stderr := ratekit(t, dir, "validate", "--available-limiters", "available_limiters.yaml", "--rate-limits", "rate_limits.yaml")
+	if code != 0 || stderr != "" {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
+	}
+	want := `rate_limits.yaml: 1 rule for 3 limiters
+  pipelines_create  1 rule  (1 limit; mode enforce)
+  rack_request      0 rules
+  user_sign_in      0 rules  (mode shadow)
+`
+	if !strings.Contains(stdout, want) {
+		t.Fatalf("stdout:\n%s\nwant it to hold:\n%s", stdout, want)
+	}
+}

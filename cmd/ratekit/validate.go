@@ -306,8 +306,18 @@ func summarize(w io.Writer, available *config.AvailableLimiters, rateLimits *con
 		}
 		fmt.Fprintf(tw, "%s: %s for %s\n", rateLimits.File, count(total, "rule"), count(len(limiters), "limiter"))
 		for _, n := range limiters {
-			rules := rateLimits.Proto.GetRateLimits()[n].GetRules()
-			fmt.Fprintf(tw, "  %s\t%s\t(%s)\n", n, count(len(rules), "rule"), actionCounts(rules))
+			list := rateLimits.Proto.GetRateLimits()[n]
+			line := fmt.Sprintf("  %s\t%s", n, count(len(list.GetRules()), "rule"))
+			// A limiter listed for its mode alone (the shadow step of a
+			// rollout) has no rule to count: its mode is what the file sets.
+			desc := actionCounts(list.GetRules())
+			if m := list.GetMode(); m != configv1.Mode_MODE_UNSPECIFIED {
+				desc = strings.TrimPrefix(desc+"; mode "+strings.ToLower(strings.TrimPrefix(m.String(), "MODE_")), "; ")
+			}
+			if desc != "" {
+				line += "\t(" + desc + ")"
+			}
+			fmt.Fprintln(tw, line)
 		}
 	}
 	tw.Flush()
