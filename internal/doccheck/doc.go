@@ -3,6 +3,6 @@
 // Markdown file, and every docs/*.md#anchor that a Go comment or a YAML file
 // names, resolves; every Go block of a Markdown file, and every block of a
 // library's package comment that parses as Go, type-checks against the
-// packages it uses; every constant docs/limits.md names exists and has the
-// value it gives.
+// packages it uses; every Go name a Markdown code span gives exists, and
+// every constant docs/limits.md names has the value it gives.
 package doccheck
