@@ -6,8 +6,13 @@
 //
 //	go run ./examples/observability                    # embedded store
 //	REDIS_URL=redis://127.0.0.1:6379 go run ./examples/observability
+//	# once it logs "Prometheus scrapes the example: send requests now":
 //	for i in $(seq 60); do curl -s -o /dev/null localhost:8083/hello; done
 //	# then http://localhost:9090/alerts: RatekitHighBlockRatio turns pending
+//
+// Requests sent before Prometheus's first scrape of the example are in that
+// first sample, never in a rate, so they raise no alert: the program says
+// when the first scrape has happened.
 //
 // Without prometheus on PATH it writes the configuration and prints the
 // command to run. The package's tests check the rules with promtool and a
@@ -16,6 +21,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -23,6 +29,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -94,9 +101,14 @@ func run(ctx context.Context, addr, internal, promAddr string, checkTimeout time
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start prometheus: %w", err)
 	}
-	log.Printf("observability: Prometheus at http://%s/ (alerts: http://%s/alerts), rules from %s", promAddr, promAddr, rulesPath())
+	log.Printf("observability: Prometheus starting at http://%s/, rules from %s; waiting for its first scrape of the example", promAddr, rulesPath())
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
+	go func() {
+		if waitScraped(ctx, promAddr) {
+			log.Printf("observability: Prometheus scrapes the example: send requests now (alerts: http://%s/alerts)", promAddr)
+		}
+	}()
 	select {
 	case err = <-done: // the example stopped: Prometheus stops with it
 		cancel()
@@ -109,6 +121,44 @@ func run(ctx context.Context, addr, internal, promAddr string, checkTimeout time
 		cancel()
 		return errors.Join(fmt.Errorf("%w (listening on %s): %w", errPrometheusExited, promAddr, perr), <-done)
 	}
+}
+
+// scrapedQuery holds once Prometheus has scraped the example.
+const scrapedQuery = `up{job="ratekit_example"} == 1`
+
+// waitScraped polls Prometheus at promAddr until it has scraped the example
+// once, and reports whether it has (false: ctx ended first). rate() counts
+// from a scrape's sample on: requests sent before the first scrape are in
+// that sample, never in a rate, so they raise no alert.
+func waitScraped(ctx context.Context, promAddr string) bool {
+	u := "http://" + promAddr + "/api/v1/query?query=" + url.QueryEscape(scrapedQuery)
+	for {
+		if scraped(ctx, u) {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// scraped reports whether the query at u has a result.
+func scraped(ctx context.Context, u string) bool {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return false
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false // not listening yet
+	}
+	defer resp.Body.Close()
+	var r struct {
+		Data struct{ Result []json.RawMessage }
+	}
+	return json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&r) == nil && len(r.Data.Result) > 0
 }
 
 // rulesPath is the repository's observability/prometheus/ratekit.rules.yml.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log"
 	"net"
 	"net/http"
 	"net/url"
@@ -25,6 +26,7 @@ import (
 	"github.com/ratekit/ratekit/examples/internal/httpexample"
 	"github.com/ratekit/ratekit/internal/promtest"
 	"github.com/ratekit/ratekit/internal/redistest"
+	"github.com/ratekit/ratekit/internal/testlog"
 )
 
 // The binaries of Debian's prometheus package; the test command sets both.
@@ -489,16 +491,27 @@ func TestProgramRuns(t *testing.T) {
 	// Prometheus exits, run says so and returns, and another port is tried.
 	// Once scraped, run must still be running, so the answers came from its
 	// Prometheus (another one on the port would have made it exit).
+	//
+	// run says when to send requests: only once Prometheus has scraped the
+	// example, since requests before the first scrape never show in a rate.
+	// It said "Prometheus at ..." at start, and the README's 60 requests sent
+	// then raised no alert.
+	var logs testlog.Buffer
+	log.SetOutput(&logs)
+	t.Cleanup(func() { log.SetOutput(os.Stderr) })
+	const sendNow = "Prometheus scrapes the example: send requests now"
 	const tries = 5
 ports:
 	for try := 1; ; try++ {
+		logs.Reset()
 		ctx, cancel := context.WithCancel(context.Background())
 		prom := promtest.FreeAddr(t)
 		done := make(chan error, 1)
 		go func() { done <- run(ctx, "127.0.0.1:0", "127.0.0.1:0", prom, 0) }()
 		ready := func() bool {
 			return strings.Contains(getBody("http://"+prom+"/api/v1/rules"), `"RatekitFailingOpen"`) &&
-				len(query(t, "http://"+prom, `up{job="ratekit_example"} == 1`)) == 1
+				len(query(t, "http://"+prom, `up{job="ratekit_example"} == 1`)) == 1 &&
+				strings.Contains(logs.String(), sendNow)
 		}
 		deadline := time.Now().Add(90 * time.Second)
 		for !ready() {
@@ -514,7 +527,7 @@ ports:
 			}
 			if time.Now().After(deadline) {
 				cancel()
-				t.Fatalf("the shipped rules not loaded or the example not scraped after 90s (run: %v); alerts: %s", <-done, getBody("http://"+prom+"/api/v1/alerts"))
+				t.Fatalf("the shipped rules not loaded, the example not scraped or %q not logged after 90s (run: %v); alerts: %s; log:\n%s", sendNow, <-done, getBody("http://"+prom+"/api/v1/alerts"), logs.String())
 			}
 		}
 		cancel()
