@@ -324,7 +324,11 @@ func apply(ctx context.Context, args []string, out io.Writer) error {
 		return fmt.Errorf("%s holds no override documents: nothing applied", file)
 	}
 	if *check {
-		fmt.Fprintf(out, "%s: %d documents OK\n", file, len(f.GetDocuments()))
+		noun := "documents"
+		if len(f.GetDocuments()) == 1 {
+			noun = "document"
+		}
+		fmt.Fprintf(out, "%s: %d %s OK\n", file, len(f.GetDocuments()), noun)
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)

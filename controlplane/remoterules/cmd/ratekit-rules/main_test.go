@@ -64,7 +64,7 @@ func TestServeApplyAndGracefulStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	if err := run(ctx, []string{"apply", "-check", file}, &out, nil); err != nil || !strings.Contains(out.String(), "1 documents OK") {
+	if err := run(ctx, []string{"apply", "-check", file}, &out, nil); err != nil || !strings.Contains(out.String(), "1 document OK") {
 		t.Fatalf("apply -check: %v %q", err, out.String())
 	}
 	out.Reset()
