@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -384,5 +385,29 @@ func TestValidateSummaryNamesMode(t *testing.T) {
 `
 	if !strings.Contains(stdout, want) {
 		t.Fatalf("stdout:\n%s\nwant it to hold:\n%s", stdout, want)
+	}
+
+	// --json gives the same modes, and none for a limiter whose list sets none.
+	code, stdout, stderr = ratekit(t, dir, "validate", "--json", "--available-limiters", "available_limiters.yaml", "--rate-limits", "rate_limits.yaml")
+	if code != 0 || stderr != "" {
+		t.Fatalf("--json: exit %d, stderr:\n%s", code, stderr)
+	}
+	var res struct {
+		Limiters []struct {
+			Name string  `json:"name"`
+			Mode *string `json:"rate_limits_mode"`
+		} `json:"limiters"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil {
+		t.Fatalf("--json: %v\n%s", err, stdout)
+	}
+	modes := map[string]string{}
+	for _, l := range res.Limiters {
+		if l.Mode != nil {
+			modes[l.Name] = *l.Mode
+		}
+	}
+	if want := map[string]string{"user_sign_in": "shadow", "pipelines_create": "enforce"}; !maps.Equal(modes, want) {
+		t.Fatalf("--json modes %v, want %v:\n%s", modes, want, stdout)
 	}
 }

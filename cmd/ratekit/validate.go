@@ -37,7 +37,9 @@ flags:
   --json                      print the result as one JSON object on stdout:
                               {"valid", "errors": [{file, line, column,
                               limiter, rule, path, message}], "errors_omitted",
-                              "limiters", "skip_rules", "warnings": [as errors],
+                              "limiters" (each with rate_limits_rules and
+                              rate_limits_mode where rate_limits.yaml sets
+                              them), "skip_rules", "warnings": [as errors],
                               "warnings_omitted", "not_checked"}; errors_omitted
                               and warnings_omitted count the problems and the
                               warnings past the first 100, left out;
@@ -168,6 +170,7 @@ type validateLimiter struct {
 	Properties       []string `json:"available_properties"`
 	DefaultRules     int      `json:"default_rules"`
 	RateLimitsRules  *int     `json:"rate_limits_rules,omitempty"` // nil: rate_limits.yaml has none
+	RateLimitsMode   string   `json:"rate_limits_mode,omitempty"`  // "shadow" or "enforce" when rate_limits.yaml sets one
 	AllowedSkipRules []string `json:"allowed_skip_rules,omitempty"`
 }
 
@@ -206,6 +209,7 @@ func jsonSummary(available *config.AvailableLimiters, rateLimits *config.RateLim
 		if rl, ok := rateLimitsOf(rateLimits)[n]; ok {
 			k := len(rl.GetRules())
 			l.RateLimitsRules = &k
+			l.RateLimitsMode = modeName(rl.GetMode())
 		}
 		lims = append(lims, l)
 	}
@@ -215,6 +219,15 @@ func jsonSummary(available *config.AvailableLimiters, rateLimits *config.RateLim
 		out = append(out, validateSkip{File: s.File, Line: s.Line, Column: s.Column, Limiter: s.Limiter, Rule: s.Rule.GetName(), Match: describeMatch(s.Rule)})
 	}
 	return lims, out
+}
+
+// modeName is the mode a rate_limits.yaml sets, as the file writes it
+// ("shadow", "enforce"), or "" when it sets none.
+func modeName(m configv1.Mode) string {
+	if m == configv1.Mode_MODE_UNSPECIFIED {
+		return ""
+	}
+	return strings.ToLower(strings.TrimPrefix(m.String(), "MODE_"))
 }
 
 // skipRules lists the skip rules the limiters evaluate: the default ones of
@@ -311,8 +324,8 @@ func summarize(w io.Writer, available *config.AvailableLimiters, rateLimits *con
 			// A limiter listed for its mode alone (the shadow step of a
 			// rollout) has no rule to count: its mode is what the file sets.
 			desc := actionCounts(list.GetRules())
-			if m := list.GetMode(); m != configv1.Mode_MODE_UNSPECIFIED {
-				desc = strings.TrimPrefix(desc+"; mode "+strings.ToLower(strings.TrimPrefix(m.String(), "MODE_")), "; ")
+			if m := modeName(list.GetMode()); m != "" {
+				desc = strings.TrimPrefix(desc+"; mode "+m, "; ")
 			}
 			if desc != "" {
 				line += "\t(" + desc + ")"
