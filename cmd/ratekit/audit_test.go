@@ -56,7 +56,7 @@ func TestRulesWritesAudited(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("publish: exit %d\n%s%s", code, stdout, stderr)
 	}
-	oneAudit(t, stderr, map[string]any{"level": "INFO", "who": "deploy-bot", "op": "publish", "outcome": "ok",
+	oneAudit(t, cutUnseededNote(t, stderr, e.prefix, "pipelines_create, user_sign_in"), map[string]any{"level": "INFO", "who": "deploy-bot", "op": "publish", "outcome": "ok",
 		"rules_prefix": e.prefix, "limiters": []string{"pipelines_create", "user_sign_in"},
 		"changed": []string{"pipelines_create", "user_sign_in"}, "file": "publish.yaml",
 		"rules": map[string][]string{"pipelines_create": {"per_user"}, "user_sign_in": {"limit_user_sign_ins_by_username", "per_ip"}},

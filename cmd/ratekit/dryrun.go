@@ -289,6 +289,9 @@ func (e *rulesEnv) gcDiff(ctx context.Context) int {
 	}
 	fmt.Fprintf(w, "  %s\n", scanDone(rep, true))
 	dryRunSummary(w, n)
+	if len(lines) == 0 && n == 0 && e.neverWritten(ctx) { // as the gc says
+		fmt.Fprintf(e.out.stderr, "note: %s\n", emptyPrefix(e.f.rulesPrefix))
+	}
 	return exitOK
 }
 

@@ -94,6 +94,9 @@ A command whose target state already holds says so and succeeds: a publish
 of rules the store holds ("nothing changed"), a gc that finds no orphans (a
 deploy pipeline runs both every time). One that finds nothing to act on
 fails: a delete of a rule not published, a remove of a valid document.
+A publish to a limiter no service seeded under the prefix (no document,
+or published rules alone) succeeds with a note naming it: the services
+read it only if their rule store uses that prefix (--service).
 
 exit codes: 0 success; 1 invalid input, rule not found or Redis failure;
 2 usage error or unreadable file`
@@ -338,7 +341,7 @@ func rulesList(ctx context.Context, e *rulesEnv, _ []string) int {
 		}
 		fmt.Fprintf(e.out.stdout, "%s, revision %s\n", count(len(list), "limiter"), revision)
 		if len(list) == 0 {
-			fmt.Fprintf(e.out.stderr, "note: no rule documents under the prefix %q; a service made from the copier template keeps them under \"ratekit:rules:{SERVICE}:\" (--service SERVICE)\n", e.f.rulesPrefix)
+			fmt.Fprintf(e.out.stderr, "note: %s\n", emptyPrefix(e.f.rulesPrefix))
 		}
 	}
 	if invalid > 0 {
@@ -355,6 +358,41 @@ func rulesList(ctx context.Context, e *rulesEnv, _ []string) int {
 		return exitInvalid
 	}
 	return exitOK
+}
+
+// emptyPrefix says that a rule store prefix holds no documents, and where
+// a service's are: a prefix with nothing in it is most often a --service or
+// --rules-prefix that names another prefix than the services'.
+func emptyPrefix(prefix string) string {
+	return fmt.Sprintf("no rule documents under the prefix %q; a service made from the copier template keeps them under \"ratekit:rules:{SERVICE}:\" (--service SERVICE)", prefix)
+}
+
+// neverWritten reports whether nothing was ever written under the rule
+// store's prefix: it has no revision counter, which every seed, publish,
+// delete and remove advances (Redis that lost its data has none either). An
+// error reads as written: the note it decides is advice, and the command's
+// own call to Redis reports the failure.
+func (e *rulesEnv) neverWritten(ctx context.Context) bool {
+	rev, err := e.store.Revision(ctx)
+	return err == nil && rev == 0
+}
+
+// unseeded returns the limiters among names whose document no service
+// seeded: none, or one of published rules alone (a seed writes the file and
+// default tiers, empty or not). A document it cannot read is left out: the
+// publish reports it.
+func (e *rulesEnv) unseeded(ctx context.Context, names []string) []string {
+	var out []string
+	for _, name := range names {
+		doc, err := e.store.Document(ctx, name)
+		switch {
+		case errors.Is(err, rulestore.ErrNoDocument):
+			out = append(out, name)
+		case err == nil && doc.FileRules == nil && doc.DefaultRules == nil:
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 func countOrDash(n *int) string {
@@ -525,6 +563,14 @@ func rulesPublish(ctx context.Context, e *rulesEnv, _ []string) int {
 		fmt.Fprintf(e.out.stderr, "note: %s: no rule and no mode in %s, nothing is published for them (a publish adds and replaces rules; ratekit rules delete removes them)\n",
 			strings.Join(empty, ", "), e.f.file)
 	}
+	published := slices.DeleteFunc(sortedNames(req.GetRateLimits()), func(n string) bool { return slices.Contains(empty, n) })
+	if names := e.unseeded(ctx, published); len(names) > 0 {
+		// A success that no service may read: an incident rule published
+		// under a mistyped or forgotten --service is enforced nowhere.
+		fmt.Fprintf(e.out.stderr, "note: no service has seeded %s under the prefix %q (a service seeds its file and default tiers there at start; or Redis lost them since): "+
+			"the services read this publish only if their rule store uses this prefix; a service made from the copier template keeps its rules under \"ratekit:rules:{SERVICE}:\" (--service SERVICE)\n",
+			strings.Join(names, ", "), e.f.rulesPrefix)
+	}
 	if e.f.dryRun {
 		return e.publishDiff(ctx, req)
 	}
@@ -667,6 +713,9 @@ func rulesGC(ctx context.Context, e *rulesEnv, _ []string) int {
 	if len(rep.Marked)+len(rep.Pending)+len(rep.Deleted)+len(rep.Cleared)+len(rep.Reindexed)+len(rep.Found)+len(rep.Left) == 0 &&
 		rep.Longer+rep.StaleMarks == 0 && rep.IndexReplaced+rep.MarksReplaced == "" {
 		fmt.Fprintln(w, "  no orphans")
+		if e.neverWritten(ctx) { // nothing to collect is not the services' store being clean
+			fmt.Fprintf(e.out.stderr, "note: %s\n", emptyPrefix(e.f.rulesPrefix))
+		}
 	}
 	fmt.Fprintf(w, "  %s\n", scanDone(rep, false))
 	return exitOK

@@ -26,7 +26,7 @@ func TestRulesPublishMode(t *testing.T) {
 				t.Fatalf("publish shadow: exit %d\n%s%s", code, stdout, stderr)
 			}
 			// The audit record says what was published: the mode.
-			oneAudit(t, stderr, map[string]any{"op": "publish", "modes": map[string]string{"user_sign_in": "shadow"}, "rules": map[string][]string{}})
+			oneAudit(t, cutUnseededNote(t, stderr, e.prefix, "user_sign_in"), map[string]any{"op": "publish", "modes": map[string]string{"user_sign_in": "shadow"}, "rules": map[string][]string{}})
 			code, stdout, _ = e.run(t, "show", "user_sign_in")
 			if code != exitOK || !strings.Contains(stdout, "mode: shadow (the highest tier that sets one wins)") ||
 				!strings.Contains(stdout, "published_rules (publish API): 0 rules, mode shadow") {

@@ -136,7 +136,8 @@ func testRulesCLI(t *testing.T, e *rulesCLI) {
 	if code != 0 || stdout != "published 3 rules for 2 limiters; changed: pipelines_create, user_sign_in (revision 2)\n" {
 		t.Fatalf("publish: exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
 	}
-	oneAudit(t, stderr, map[string]any{"op": "publish", "revision": 2, "outcome": "ok"})
+	// Only user_sign_in was seeded: the publish says so of pipelines_create.
+	oneAudit(t, cutUnseededNote(t, stderr, e.prefix, "pipelines_create"), map[string]any{"op": "publish", "revision": 2, "outcome": "ok"})
 	want := `{"default_rules":{"rules":[{"name":"limit_user_sign_ins_by_username","limit":5,"period_s":600,"action":"limit","characteristics":["username"],"ban_for_s":900,"match":{}}]},"file_rules":{"rules":[]},` +
 		`"published_rules":{"rules":[{"name":"limit_user_sign_ins_by_username","limit":3,"period_s":600,"action":"limit","characteristics":["username"],"match":{}},` +
 		`{"name":"per_ip","limit":50,"period_s":60,"action":"limit","characteristics":["ip"],"match":{}}]}}`
@@ -562,4 +563,72 @@ func TestRulesDeleteDryRunUnderAFileRule(t *testing.T) {
 	if code != 0 || stdout != want {
 		t.Fatalf("delete --dry-run: exit %d\nstdout\n%s\nwant\n%s\nstderr %s", code, stdout, want, stderr)
 	}
+}
+
+// TestRulesPublishUnseeded: a publish under a prefix where no service seeded
+// the limiter (a mistyped or forgotten --service: the incident rule lands
+// where no service reads) succeeds, as after Redis lost its data, but says
+// so, naming the limiters and the prefix; a gc that finds nothing under a
+// prefix never written says so too. Under the services' prefix, seeded,
+// neither says anything. Before, both reported plain success.
+func TestRulesPublishUnseeded(t *testing.T) {
+	for _, cluster := range []bool{false, true} {
+		t.Run(map[bool]string{false: "standalone", true: "cluster"}[cluster], func(t *testing.T) {
+			e := newRulesCLI(t, cluster)
+			note := `note: no service has seeded pipelines_create, user_sign_in under the prefix "` + e.prefix + `"`
+			for _, step := range []string{"first publish", "dry run", "second publish"} {
+				args := []string{"--file", "publish.yaml", "--available-limiters", "available_limiters.yaml"}
+				if step == "dry run" {
+					args = append(args, "--dry-run")
+				}
+				// The second publish finds the documents of the first: published
+				// rules alone, which no service seeded either.
+				code, stdout, stderr := e.run(t, "publish", args...)
+				if code != 0 || !strings.Contains(stderr, note) || !strings.Contains(stderr, "(--service SERVICE)") {
+					t.Fatalf("%s: exit %d\nstdout %s\nstderr %s", step, code, stdout, stderr)
+				}
+			}
+			empty := newRulesCLI(t, cluster)
+			code, stdout, stderr := empty.run(t, "gc", "--available-limiters", "available_limiters.yaml")
+			if code != 0 || !strings.Contains(stdout, "no orphans") || !strings.Contains(stderr, `note: no rule documents under the prefix "`+empty.prefix+`"`) {
+				t.Fatalf("gc of an empty prefix: exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
+			}
+			code, stdout, stderr = empty.run(t, "gc", "--available-limiters", "available_limiters.yaml", "--dry-run")
+			if code != 0 || !strings.Contains(stderr, `note: no rule documents under the prefix "`+empty.prefix+`"`) {
+				t.Fatalf("gc --dry-run of an empty prefix: exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
+			}
+
+			// The services seed their tiers: the same publish says nothing more.
+			store, err := rulestore.New(e.client, rulestore.Options{Prefix: e.prefix})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := store.Seed(context.Background(), map[string]tiers.Set{"user_sign_in": {}, "pipelines_create": {}}); err != nil {
+				t.Fatal(err)
+			}
+			code, stdout, stderr = e.run(t, "publish", "--file", "publish.yaml", "--available-limiters", "available_limiters.yaml", "--dry-run")
+			if code != 0 || stderr != "" {
+				t.Fatalf("dry run after the seed: exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
+			}
+			code, stdout, stderr = e.run(t, "gc", "--available-limiters", "available_limiters.yaml")
+			if code != 0 || strings.Contains(stderr, "note:") {
+				t.Fatalf("gc of a seeded prefix: exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
+			}
+		})
+	}
+}
+
+// cutUnseededNote returns stderr without the note a publish prints of the
+// limiters (names, comma-separated) no service seeded under prefix,
+// failing unless it is there.
+func cutUnseededNote(t *testing.T, stderr, prefix, names string) string {
+	t.Helper()
+	note := fmt.Sprintf("note: no service has seeded %s under the prefix %q ", names, prefix)
+	for _, line := range strings.SplitAfter(stderr, "\n") {
+		if strings.HasPrefix(line, note) {
+			return strings.Replace(stderr, line, "", 1)
+		}
+	}
+	t.Fatalf("no note %q in stderr %q", note, stderr)
+	return ""
 }
