@@ -231,6 +231,12 @@ func (h *Handler) get(ctx context.Context, w http.ResponseWriter, r *http.Reques
 			// A higher tier's rule of that name is what the services run.
 			d.Message, d.MessageWarn = fmt.Sprintf("Published rule %[1]s, but the %[2]s tier's rule %[1]s replaces it: the services apply that one, not this. "+
 				"Delete it here, or change the %[2]s tier's rule.", q.Get("saved"), by), true
+		} else if !lv.Seeded {
+			// Not a success to report as one: this page may be pointed at
+			// a prefix no service reads (ratekit admin --service mistyped).
+			d.Message, d.MessageWarn = fmt.Sprintf("Published rule %s under %s, but no service has seeded this limiter's document there "+
+				"(it has no file or default tier, which a service writes at start; or Redis lost them since): "+
+				"the services apply the rule only if their rule store uses this prefix.", q.Get("saved"), lv.Key), true
 		}
 	case rulecheck.ValidName(q.Get("unchanged")):
 		d.Message, d.MessageWarn = fmt.Sprintf("Rule %s is unchanged: the form held the rule as it is stored, so nothing was written.", q.Get("unchanged")), true

@@ -367,3 +367,40 @@ func TestErrorPageNotReadOnly(t *testing.T) {
 		})
 	}
 }
+
+// A save to a limiter whose document no service seeded under the page's
+// prefix (no file or default tier: the page pointed at another service's
+// prefix, or Redis lost the document) is not reported as applied by the
+// services: the message warns, naming the key. Under a seeded document the
+// message is the plain success. Before, both said "the services apply it at
+// their next refresh".
+func TestSaveUnseededWarns(t *testing.T) {
+	f := newFixture(t, allowAll)
+	b := newBrowser(t, f)
+	token := b.csrf()
+	doc, version, err := f.store.VersionedDocument(ctx, "api")
+	if err != nil || doc.GetDefaultRules() == nil {
+		t.Fatalf("the fixture did not seed api: %v %v", doc, err)
+	}
+	resp, body := b.post("?limiter=api", saveForm(token, version, "seeded_rule"), f.srv.URL)
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("save: %d\n%s", resp.StatusCode, body)
+	}
+	if _, body := b.get(resp.Header.Get("Location")); !strings.Contains(body, "Published rule seeded_rule: the services apply it at their next refresh.") ||
+		strings.Contains(body, "no service has seeded") {
+		t.Fatalf("the save to a seeded document is not the plain success:\n%s", body)
+	}
+
+	if err := f.client.Del(ctx, f.store.Key("api")).Err(); err != nil { // as after a flush, or under a prefix no service uses
+		t.Fatal(err)
+	}
+	resp, body = b.post("?limiter=api", saveForm(token, "", "unseeded_rule"), f.srv.URL)
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("save: %d\n%s", resp.StatusCode, body)
+	}
+	_, body = b.get(resp.Header.Get("Location"))
+	want := "Published rule unseeded_rule under " + f.store.Key("api") + ", but no service has seeded this limiter&#39;s document there"
+	if !strings.Contains(body, want) || !strings.Contains(body, `class="notice warn"`) {
+		t.Fatalf("no warning %q:\n%s", want, body)
+	}
+}

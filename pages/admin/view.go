@@ -93,8 +93,12 @@ type limiterView struct {
 	Key               string // the document's Redis key
 	Version           string // the document's version ("" when none)
 	HasDocument       bool
-	DocumentError     string
-	Sources           map[string]string // tier -> where its rules come from
+	// Seeded: the document has a file or default tier, which only a
+	// service's seed writes; rules published to a limiter no service
+	// seeded under this prefix may reach no service.
+	Seeded        bool
+	DocumentError string
+	Sources       map[string]string // tier -> where its rules come from
 	// Mode is the limiter's mode the services apply from its tiers (enforce
 	// or shadow), set by tier ModeFrom; "" when no tier sets one.
 	Mode, ModeFrom string
@@ -225,6 +229,7 @@ func (h *Handler) limiterFrom(name string, e rulestore.Entry) (*limiterView, int
 			if doc.GetDefaultRules() != nil {
 				t.Defaults, lv.Sources[tiers.Default] = tr.Defaults, "rule store"
 			}
+			lv.Seeded = doc.GetFileRules() != nil || doc.GetDefaultRules() != nil
 			t.Published, lv.published = tr.Published, doc.GetPublishedRules()
 			t.Mode, lv.ModeFrom = rulestore.ModeOf(doc, t.Mode) // as the services' replicas resolve it
 		}
