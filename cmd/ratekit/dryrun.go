@@ -193,7 +193,7 @@ func (e *rulesEnv) deleteDiffInvalid(ctx context.Context, limiter string, names 
 		err = json.Unmarshal([]byte(raw), &loose)
 	}
 	if err != nil {
-		return e.fail(fmt.Errorf("%w; the dry run cannot read its published rules (ratekit rules remove %s deletes the document)", invalid, limiter))
+		return e.fail(fmt.Errorf("%w; the dry run cannot read its published rules (%s deletes the document)", invalid, e.removeCommand(limiter, false)))
 	}
 	stored := map[string]json.RawMessage{}
 	for _, r := range loose.Published.Rules {

@@ -395,6 +395,24 @@ func (e *rulesEnv) unseeded(ctx context.Context, names []string) []string {
 	return out
 }
 
+// removeCommand is the command that removes limiter's document under this
+// command's prefix (with --available-limiters when the document is invalid
+// only by that file): a hint copied without the prefix flags would reach
+// another prefix, find no document there and remove nothing.
+func (e *rulesEnv) removeCommand(limiter string, available bool) string {
+	cmd := "ratekit rules remove"
+	switch p := e.f.rulesPrefix; {
+	case e.f.service != "" && p == "ratekit:rules:{"+e.f.service+"}:":
+		cmd += " --service " + e.f.service
+	case p != rulestore.DefaultPrefix:
+		cmd += " --rules-prefix '" + strings.ReplaceAll(p, "'", `'\''`) + "'"
+	}
+	if available {
+		cmd += " --available-limiters FILE"
+	}
+	return cmd + " " + limiter
+}
+
 func countOrDash(n *int) string {
 	if n == nil {
 		return "-"
@@ -414,7 +432,7 @@ func rulesShow(ctx context.Context, e *rulesEnv, args []string) int {
 	raw, present, err := e.store.RawDocument(ctx, limiter)
 	switch {
 	case errors.Is(err, rulestore.ErrInvalidDocument):
-		return e.fail(fmt.Errorf("%w; the services keep their last good rules (ratekit rules remove %s deletes it)", err, limiter))
+		return e.fail(fmt.Errorf("%w; the services keep their last good rules (%s deletes it)", err, e.removeCommand(limiter, false)))
 	case err != nil:
 		return e.fail(err)
 	case !present:
@@ -439,8 +457,8 @@ func rulesShow(ctx context.Context, e *rulesEnv, args []string) int {
 	// rule on a property no longer declared is refused whole.
 	if e.avail != nil && e.avail.Spec(limiter) != nil {
 		if err := rulestore.CheckDocument(e.avail, limiter, doc); err != nil {
-			return e.fail(fmt.Errorf("%w: %s: %w; the services keep their last good rules (ratekit rules remove --available-limiters FILE %s deletes it)",
-				rulestore.ErrInvalidDocument, key, err, limiter))
+			return e.fail(fmt.Errorf("%w: %s: %w; the services keep their last good rules (%s deletes it)",
+				rulestore.ErrInvalidDocument, key, err, e.removeCommand(limiter, true)))
 		}
 	}
 	if e.f.asJSON {

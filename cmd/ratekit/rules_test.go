@@ -632,3 +632,45 @@ func cutUnseededNote(t *testing.T, stderr, prefix, names string) string {
 	t.Fatalf("no note %q in stderr %q", note, stderr)
 	return ""
 }
+
+// TestRulesShowRemoveHint: the remove command that show and a delete's dry
+// run suggest for a document no service loads names the prefix they read,
+// so that running it removes that document. Before, the hint was `ratekit
+// rules remove LIMITER`, which under the default prefix found no document
+// and removed nothing.
+func TestRulesShowRemoveHint(t *testing.T) {
+	ctx := context.Background()
+	url := redistest.URL(t)
+	client := redistest.Client(t)
+	svc := fmt.Sprintf("svc_%d", time.Now().UnixNano()%1e12)
+	for _, tc := range []struct {
+		flags []string // how the operator names the prefix
+		hint  string   // the flags the hint must carry
+	}{
+		{[]string{"--service", svc}, "--service " + svc},
+		{[]string{"--rules-prefix", "ratekit:rules:{" + svc + "}:"}, "--rules-prefix 'ratekit:rules:{" + svc + "}:'"},
+	} {
+		key := "ratekit:rules:{" + svc + "}:api_request"
+		if err := client.HSet(ctx, key, "a", "b").Err(); err != nil { // a key no service loads
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			client.Del(context.Background(), key, "ratekit:rules:{"+svc+"}:@rev", "ratekit:rules:{"+svc+"}:@index")
+		})
+		args := append([]string{"--redis", url}, tc.flags...)
+		want := "ratekit rules remove " + tc.hint + " api_request"
+		for _, sub := range [][]string{{"show", "api_request"}, {"delete", "--dry-run", "api_request", "r"}} {
+			code, _, stderr := ratekit(t, "", append(append([]string{"rules"}, sub...), args...)...)
+			if code != 1 || !strings.Contains(stderr, "("+want+" deletes ") {
+				t.Fatalf("rules %v %v: exit %d, want the hint %q in\n%s", sub, tc.flags, code, want, stderr)
+			}
+		}
+		hinted := append(strings.Fields(strings.TrimPrefix(want, "ratekit ")), "--redis", url)
+		for i, f := range hinted {
+			hinted[i] = strings.Trim(f, "'") // the shell's quotes
+		}
+		if code, stdout, stderr := ratekit(t, "", hinted...); code != 0 || !strings.Contains(stdout, "removed "+key) {
+			t.Fatalf("the hinted %v: exit %d\n%s%s", hinted, code, stdout, stderr)
+		}
+	}
+}
