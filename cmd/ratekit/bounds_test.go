@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/redistest"
 )
 
 // validate reports every breach of the rules model's bounds
@@ -41,6 +42,18 @@ func TestValidateReportsBounds(t *testing.T) {
 	code, _, stderr = ratekit(t, dir, "validate", "--available-limiters", "available_limiters.yaml", "--rate-limits", "huge.yaml")
 	if want := "huge.yaml:1:1: the file is larger than 1048576 bytes, the bound of every rules document (docs/limits.md)\n"; code != 1 || stderr != want {
 		t.Fatalf("exit %d, stderr:\n%s\nwant exit 1 and:\n%s", code, stderr, want)
+	}
+	// A publish reports the file as validate does: it was exit 2 (an
+	// unreadable file) and "ratekit rules: huge.yaml:1:1: ...", before Redis
+	// was reached (the address is never dialled).
+	unused := "redis://" + redistest.UnusedAddr(t)
+	code, _, stderr = ratekit(t, dir, "rules", "publish", "--redis", unused, "--available-limiters", "available_limiters.yaml", "--file", "huge.yaml")
+	if want := "huge.yaml:1:1: the file is larger than 1048576 bytes, the bound of every rules document (docs/limits.md)\n"; code != 1 || stderr != want {
+		t.Fatalf("publish: exit %d, stderr:\n%s\nwant exit 1 and:\n%s", code, stderr, want)
+	}
+	if code, _, stderr = ratekit(t, dir, "rules", "publish", "--redis", unused, "--available-limiters", "available_limiters.yaml", "--file", "missing.yaml"); code != 2 ||
+		!strings.HasPrefix(stderr, "ratekit rules: open missing.yaml: ") {
+		t.Fatalf("publish of a missing file: exit %d, stderr:\n%s", code, stderr)
 	}
 }
 

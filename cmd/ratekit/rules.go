@@ -551,8 +551,10 @@ func rulesPublish(ctx context.Context, e *rulesEnv, _ []string) int {
 	}
 	data, err := readConfig(e.f.file)
 	if err != nil {
-		fmt.Fprintf(e.out.stderr, "ratekit rules: %v\n", err)
-		return exitUsage
+		// A file over the bound is an invalid document (FILE:1:1, exit 1),
+		// as validate and --available-limiters report it; an unreadable
+		// one exits 2.
+		return report(e.out.stderr, "rules", err)
 	}
 	pf, err := config.ParsePublishFile(e.f.file, data, e.avail)
 	if err != nil {
