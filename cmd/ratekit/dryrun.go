@@ -193,7 +193,7 @@ func (e *rulesEnv) deleteDiffInvalid(ctx context.Context, limiter string, names 
 		err = json.Unmarshal([]byte(raw), &loose)
 	}
 	if err != nil {
-		return e.fail(fmt.Errorf("%w; the dry run cannot read its published rules (%s deletes the document)", invalid, e.removeCommand(limiter, false)))
+		return e.fail(fmt.Errorf("%w; the dry run cannot read its published rules (%s deletes the document)", invalid, e.command("remove", limiter, false)))
 	}
 	stored := map[string]json.RawMessage{}
 	for _, r := range loose.Published.Rules {
@@ -312,9 +312,9 @@ func (e *rulesEnv) publishedNotes(ctx context.Context, deleted []string) map[str
 		en, ok := listed[name]
 		switch {
 		case err != nil || !ok:
-			notes[name] = fmt.Sprintf(" (not read here: ratekit rules show %s tells whether it holds published rules)", name)
+			notes[name] = fmt.Sprintf(" (not read here: %s tells whether it holds published rules)", e.command("show", name, false))
 		default:
-			notes[name] = publishedNote(en)
+			notes[name] = e.publishedNote(en)
 		}
 	}
 	return notes
@@ -322,9 +322,9 @@ func (e *rulesEnv) publishedNotes(ctx context.Context, deleted []string) map[str
 
 // publishedNote warns that a document to delete holds published rules, which
 // may exist nowhere else, or that it was not read to tell.
-func publishedNote(en rulestore.Entry) string {
+func (e *rulesEnv) publishedNote(en rulestore.Entry) string {
 	if errors.Is(en.Err, rulestore.ErrNotRead) {
-		return fmt.Sprintf(" (not read here, past rulestore.MaxReadBytes: ratekit rules show %s tells whether it holds published rules)", en.Limiter)
+		return fmt.Sprintf(" (not read here, past rulestore.MaxReadBytes: %s tells whether it holds published rules)", e.command("show", en.Limiter, false))
 	}
 	if k := len(en.Document.GetPublishedRules().GetRules()); k > 0 {
 		return fmt.Sprintf(" with its %s", count(k, "published rule"))

@@ -326,7 +326,7 @@ func rulesList(ctx context.Context, e *rulesEnv, _ []string) int {
 			}
 			switch {
 			case le.NotRead:
-				note = fmt.Sprintf("NOT READ: the list reached %d bytes of documents before it (ratekit rules show %s reads it)", rulestore.MaxReadBytes, le.Limiter)
+				note = fmt.Sprintf("NOT READ: the list reached %d bytes of documents before it (%s reads it)", rulestore.MaxReadBytes, e.command("show", le.Limiter, false))
 			case le.NoDocument:
 				note = "indexed, document missing: the services run on their own tiers"
 			case le.Error != "":
@@ -348,8 +348,8 @@ func rulesList(ctx context.Context, e *rulesEnv, _ []string) int {
 		fmt.Fprintf(e.out.stderr, "ratekit rules: %s cannot be read by the services\n", count(invalid, "document"))
 	}
 	if notRead > 0 {
-		fmt.Fprintf(e.out.stderr, "ratekit rules: the list is partial: %s not read, past the %d bytes of documents one list reads (rulestore.MaxReadBytes, docs/limits.md); ratekit rules show LIMITER reads one\n",
-			count(notRead, "document"), rulestore.MaxReadBytes)
+		fmt.Fprintf(e.out.stderr, "ratekit rules: the list is partial: %s not read, past the %d bytes of documents one list reads (rulestore.MaxReadBytes, docs/limits.md); %s reads one\n",
+			count(notRead, "document"), rulestore.MaxReadBytes, e.command("show", "LIMITER", false))
 	}
 	if revErr != nil {
 		fmt.Fprintf(e.out.stderr, "ratekit rules: %v\n", revErr)
@@ -395,12 +395,12 @@ func (e *rulesEnv) unseeded(ctx context.Context, names []string) []string {
 	return out
 }
 
-// removeCommand is the command that removes limiter's document under this
-// command's prefix (with --available-limiters when the document is invalid
-// only by that file): a hint copied without the prefix flags would reach
-// another prefix, find no document there and remove nothing.
-func (e *rulesEnv) removeCommand(limiter string, available bool) string {
-	cmd := "ratekit rules remove"
+// command is a rules subcommand on limiter under this command's prefix
+// (with --available-limiters when the file is what a remove needs): a hint
+// copied without the prefix flags would read another prefix, find no
+// document there and show or remove nothing.
+func (e *rulesEnv) command(sub, limiter string, available bool) string {
+	cmd := "ratekit rules " + sub
 	switch p := e.f.rulesPrefix; {
 	case e.f.service != "" && p == "ratekit:rules:{"+e.f.service+"}:":
 		cmd += " --service " + e.f.service
@@ -432,7 +432,7 @@ func rulesShow(ctx context.Context, e *rulesEnv, args []string) int {
 	raw, present, err := e.store.RawDocument(ctx, limiter)
 	switch {
 	case errors.Is(err, rulestore.ErrInvalidDocument):
-		return e.fail(fmt.Errorf("%w; the services keep their last good rules (%s deletes it)", err, e.removeCommand(limiter, false)))
+		return e.fail(fmt.Errorf("%w; the services keep their last good rules (%s deletes it)", err, e.command("remove", limiter, false)))
 	case err != nil:
 		return e.fail(err)
 	case !present:
@@ -458,7 +458,7 @@ func rulesShow(ctx context.Context, e *rulesEnv, args []string) int {
 	if e.avail != nil && e.avail.Spec(limiter) != nil {
 		if err := rulestore.CheckDocument(e.avail, limiter, doc); err != nil {
 			return e.fail(fmt.Errorf("%w: %s: %w; the services keep their last good rules (%s deletes it)",
-				rulestore.ErrInvalidDocument, key, err, e.removeCommand(limiter, true)))
+				rulestore.ErrInvalidDocument, key, err, e.command("remove", limiter, true)))
 		}
 	}
 	if e.f.asJSON {

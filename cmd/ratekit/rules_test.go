@@ -308,6 +308,7 @@ func TestRulesListPastMaxReadBytes(t *testing.T) {
 	code, stdout, stderr := e.run(t, "list")
 	lines := strings.Split(stdout, "\n")
 	if code != 1 || !strings.HasPrefix(strings.Join(strings.Fields(lines[n]), " "), last+" - - - NOT READ: ") || strings.Contains(stdout, "INVALID") ||
+		!strings.Contains(lines[n], "(ratekit rules show --rules-prefix '"+e.prefix+"' "+last+" reads it)") ||
 		!strings.Contains(stderr, "the list is partial: 1 document not read") || strings.Contains(stderr, "cannot be read by the services") {
 		t.Fatalf("list: exit %d\n%s%s", code, stdout, stderr)
 	}
@@ -329,7 +330,9 @@ func TestRulesListPastMaxReadBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, stdout, stderr = e.run(t, "gc", "--dry-run", "--available-limiters", "available_limiters.yaml")
-	want := fmt.Sprintf("its document %s%s would be deleted (not read here, past rulestore.MaxReadBytes: ratekit rules show %s tells whether it holds published rules)", e.prefix, last, last)
+	// The show it names reads this prefix (--rules-prefix, as the test's
+	// commands are run), not the default one, where it would find nothing.
+	want := fmt.Sprintf("its document %s%s would be deleted (not read here, past rulestore.MaxReadBytes: ratekit rules show --rules-prefix '%s' %s tells whether it holds published rules)", e.prefix, last, e.prefix, last)
 	if code != 0 || !strings.Contains(stdout, want) {
 		t.Fatalf("gc --dry-run: exit %d\n%s%s\nwant a line containing %s", code, stdout, stderr, want)
 	}
