@@ -247,18 +247,18 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 			truncate(req.GetDomain()), strings.Join(sortedKeys(s.domains), ", "))
 	}
 	l := dom.limiter
-	var one *oneAnswer // a request of one descriptor, the usual one: its answer in one allocation
-	if len(req.GetDescriptors()) == 1 {
-		one = &oneAnswer{}
-	}
-	reqs, overs, never, err := s.parse(l, dom.allowed, req, one)
+	// The checks' requests and a single check's result are on the stack:
+	// Check and CheckBatch keep what a request points to, not the request
+	// (were it otherwise, the compiler would move them to the heap).
+	var room [fewDescriptors]ratelimit.Request
+	var single [1]ratelimit.Result
+	reqs, head, parts, overs, never, err := s.parse(l, dom.allowed, req, room[:])
 	if err != nil {
 		dom.metrics.request(codeInvalid)
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	head, parts, single := one.answer(len(reqs))
 	resp = &head.resp
-	d := ratelimitheaders.Decision{Results: s.checkAll(ctx, l, reqs, single, never)}
+	d := ratelimitheaders.Decision{Results: s.checkAll(ctx, l, reqs, single[:], never)}
 	if err := ctx.Err(); err != nil && anyCanceled(d.Results) {
 		// The caller gave up (Envoy's timeout): no answer reaches it, and
 		// what was not checked is neither OK nor a store failure.
@@ -334,8 +334,7 @@ func (s *Service) checkAll(ctx context.Context, l *ratelimit.Limiter, reqs []rat
 			at, some = append(at, i), append(some, reqs[i])
 		}
 		if len(some) > 0 {
-			var single [1]ratelimit.Result
-			for j, r := range s.checkAll(ctx, l, some, single[:], nil) {
+			for j, r := range s.checkAll(ctx, l, some, single, nil) {
 				out[at[j]] = r
 			}
 		}
@@ -349,18 +348,21 @@ func (s *Service) checkAll(ctx context.Context, l *ratelimit.Limiter, reqs []rat
 		return ratelimit.CheckBatch(ctx, reqs)
 	}
 	out := make([]ratelimit.Result, len(reqs))
-	one := func(i int) { out[i] = l.Check(ctx, reqs[i].Identifier, reqs[i].Options...) }
+	// Each check gets a copy of its request: a goroutine holding reqs would
+	// move the caller's requests to the heap.
+	one := func(i int, r ratelimit.Request) { out[i] = l.Check(ctx, r.Identifier, r.Options...) }
 	var wg sync.WaitGroup
 	panics := make([]any, len(reqs))
 	for i := 1; i < len(reqs); i++ {
+		r := reqs[i]
 		wg.Go(func() {
 			defer func() { panics[i] = recover() }()
-			one(i)
+			one(i, r)
 		})
 	}
 	func() {
 		defer func() { panics[0] = recover() }()
-		one(0)
+		one(0, reqs[0])
 	}()
 	wg.Wait()
 	for _, p := range panics {
@@ -423,30 +425,31 @@ func (s *Service) tooManyEntries(at descAt, n int) error {
 }
 
 // parse validates the whole request for l, whose descriptor keys are those
-// allowed (any when nil), and returns one check per descriptor, which
-// descriptors carry a limit override (nil when none does), and which are
-// over MaxHits (nil when none is). The first problem found is returned,
-// naming the descriptor, entry and key. A single descriptor's check is one's
-// when one is not nil.
-func (s *Service) parse(l *ratelimit.Limiter, allowed map[string]bool, req *rlsv3.RateLimitRequest, one *oneAnswer) (reqs []ratelimit.Request, overs, never []bool, err error) {
+// allowed (any when nil), and returns one check per descriptor (in room when
+// it is long enough), the answer's response and the messages of each status
+// (newAnswer), which descriptors carry a limit override (nil when none
+// does), and which are over MaxHits (nil when none is). The first problem
+// found is returned, naming the descriptor, entry and key.
+func (s *Service) parse(l *ratelimit.Limiter, allowed map[string]bool, req *rlsv3.RateLimitRequest, room []ratelimit.Request) (reqs []ratelimit.Request, head *answerHead, parts []statusParts, overs, never []bool, err error) {
 	descs := req.GetDescriptors()
 	if err := s.checkCount(len(descs)); err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, nil, err
 	}
 	reqHits := uint64(req.GetHitsAddend())
 	if reqHits == 0 {
 		reqHits = 1 // Envoy: an unset hits_addend adds 1
 	}
-	if one != nil && len(descs) == 1 {
-		reqs = one.request[:]
+	if len(descs) <= len(room) {
+		reqs = room[:len(descs)]
 	} else {
 		reqs = make([]ratelimit.Request, len(descs))
 	}
+	head, parts, oneOpts := newAnswer(len(descs))
 	var opts []ratelimit.CheckOption // the options of every check, in one block
 	for i, d := range descs {
 		id, hits, over, err := s.parseDescriptor(descAt(i), d, reqHits, allowed, l.Name())
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, nil, nil, err
 		}
 		reqs[i] = ratelimit.Request{Limiter: l, Identifier: id}
 		if hits > s.maxHits {
@@ -462,8 +465,8 @@ func (s *Service) parse(l *ratelimit.Limiter, allowed map[string]bool, req *rlsv
 			continue // the defaults: no options
 		}
 		if opts == nil {
-			if one != nil && len(descs) == 1 {
-				opts = one.options[:0]
+			if oneOpts != nil {
+				opts = oneOpts
 			} else {
 				opts = make([]ratelimit.CheckOption, 0, 2*(len(descs)-i))
 			}
@@ -481,7 +484,7 @@ func (s *Service) parse(l *ratelimit.Limiter, allowed map[string]bool, req *rlsv
 		}
 		reqs[i].Options = opts[from:len(opts):len(opts)]
 	}
-	return reqs, overs, never, nil
+	return reqs, head, parts, overs, never, nil
 }
 
 // smallCosts are the options of the hits_addend 0 (a read) to 63, built
@@ -520,6 +523,9 @@ func (s *Service) parseDescriptor(at descAt, d *rlcommonv3.RateLimitDescriptor, 
 	case d.GetIsNegativeHits():
 		return nil, 0, nil, fmt.Errorf("ratekitenvoy: %s: is_negative_hits (a refund) is not supported: ratekit counters only grow within a window", at)
 	}
+	// A new identifier per check, never a pooled one: a limiter's Observer
+	// or RuleSource may keep it past the check (remoterules.Client.RulesFor
+	// reads it in a goroutine of its own).
 	id := make(ratelimit.Identifier, len(entries))
 	for j, e := range entries {
 		k, v := e.GetKey(), e.GetValue()
@@ -709,39 +715,51 @@ type statusParts struct {
 	reset  durationpb.Duration
 }
 
-// answerHead is what an answer holds whatever its descriptors: the response
-// and its headers, in one allocation.
+// fewDescriptors is the most descriptors of a request whose checks'
+// requests ShouldRateLimit keeps on its stack and whose statuses are in the
+// response's allocation.
+const fewDescriptors = 8
+
+// answerHead is what an answer holds whatever its descriptors: the response,
+// its headers and the statuses of up to fewDescriptors descriptors, in one
+// allocation.
 type answerHead struct {
 	resp rlsv3.RateLimitResponse
 	// The headers of an answer in the IETF profile, blocked or not.
 	headers    [4]corev3.HeaderValue
 	headerList [4]*corev3.HeaderValue
+	statuses   [fewDescriptors]*rlsv3.RateLimitResponse_DescriptorStatus
 }
 
 // oneAnswer is the answer to a request of one descriptor, the usual one, with
-// its check's request and result, in one allocation.
+// its check's options, in one allocation.
 type oneAnswer struct {
 	answerHead
-	statuses [1]*rlsv3.RateLimitResponse_DescriptorStatus
-	parts    [1]statusParts
-	request  [1]ratelimit.Request
-	options  [2]ratelimit.CheckOption // the check's cost and override
-	result   [1]ratelimit.Result
+	parts   [1]statusParts
+	options [2]ratelimit.CheckOption // the check's cost and override
 }
 
-// answer returns an OK response with room for n statuses and the headers,
-// the messages of each status, and room for a single check's result (nil
-// for more, which CheckBatch returns). For one descriptor they are a's
-// (a != nil); for more, three allocations where a message each would be
-// 2 + 3n.
-func (a *oneAnswer) answer(n int) (*answerHead, []statusParts, []ratelimit.Result) {
-	if a != nil && n == 1 {
-		a.resp.OverallCode, a.resp.Statuses = rlsv3.RateLimitResponse_OK, a.statuses[:]
-		return &a.answerHead, a.parts[:], a.result[:]
+// newAnswer returns an OK response with room for n statuses and the headers,
+// and the messages of each status: one allocation for one descriptor (with
+// room for its check's options, else nil), two for up to 8, three for more,
+// where a message each would be 2 + 3n.
+func newAnswer(n int) (*answerHead, []statusParts, []ratelimit.CheckOption) {
+	var h *answerHead
+	var parts []statusParts
+	var opts []ratelimit.CheckOption
+	if n == 1 {
+		a := &oneAnswer{}
+		h, parts, opts = &a.answerHead, a.parts[:], a.options[:0]
+	} else {
+		h, parts = &answerHead{}, make([]statusParts, n)
 	}
-	h := &answerHead{}
-	h.resp.OverallCode, h.resp.Statuses = rlsv3.RateLimitResponse_OK, make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)
-	return h, make([]statusParts, n), nil
+	h.resp.OverallCode = rlsv3.RateLimitResponse_OK
+	if n <= len(h.statuses) {
+		h.resp.Statuses = h.statuses[:n:n]
+	} else {
+		h.resp.Statuses = make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)
+	}
+	return h, parts, opts
 }
 
 func okResponse(n int) *rlsv3.RateLimitResponse {
