@@ -127,3 +127,34 @@ func TestDescriptorsInOneRequestEqualSingleRequests(t *testing.T) {
 		})
 	}
 }
+
+// With Options.Concurrent each descriptor is answered from its own check:
+// descriptors of distinct counters, each with its own hits_addend, get what
+// each gets alone, round after round.
+func TestConcurrentChecksAnswerTheirDescriptor(t *testing.T) {
+	clock := ratelimittest.NewClock(time.Time{})
+	gw := func(concurrent bool) *gateway {
+		l := newLimiter(t, ratelimit.MemoryConfig{Now: clock.Now}.New(), "", nil, func(c *ratelimit.Config) { c.Now = clock.Now })
+		return startGateway(t, l, nil, ratekitenvoy.Options{Now: clock.Now, Concurrent: concurrent})
+	}
+	concurrent, singles := gw(true), gw(false)
+	var descs []*rlcommonv3.RateLimitDescriptor
+	for i := range 4 {
+		d := desc("remote_address", fmt.Sprint("10.2.0.", i))
+		d.HitsAddend = wrapperspb.UInt64(uint64(i + 1))
+		descs = append(descs, d)
+	}
+	for round := range 3 {
+		resp := concurrent.ask(t, &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: descs})
+		if len(resp.GetStatuses()) != len(descs) {
+			t.Fatalf("round %d: %d statuses for %d descriptors", round, len(resp.GetStatuses()), len(descs))
+		}
+		for i, d := range descs {
+			alone := singles.ask(t, &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlcommonv3.RateLimitDescriptor{d}}).GetStatuses()[0]
+			in := resp.GetStatuses()[i]
+			if got, want := statusText(in), statusText(alone); got != want || !sameReset(in, alone, 0) {
+				t.Fatalf("round %d, descriptor #%d:\nconcurrent: %s\nalone:      %s", round, i, got, want)
+			}
+		}
+	}
+}
