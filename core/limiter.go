@@ -697,7 +697,10 @@ func callStoreWithin[T any](l *Limiter, timeout time.Duration, ctx context.Conte
 // Clear removes the counters and bans (shadow bans included) of every counting
 // rule of the limiter for id, whether or not the rule matches id, and returns
 // how many keys existed: call it after a successful login, so that earlier
-// failed attempts no longer count (docs/design.md#peek-and-clear).
+// failed attempts no longer count (docs/design.md#peek-and-clear). A counter
+// that other clients share is not id's to clear and stays: a rule without
+// characteristics counts every client together, and one whose characteristic
+// id lacks counts id, if at all, in the bucket of every client that lacks it.
 func (l *Limiter) Clear(ctx context.Context, id Identifier) (int, error) {
 	start := l.now()
 	keys := l.keys(ctx, id)
@@ -721,8 +724,9 @@ func (l *Limiter) Clear(ctx context.Context, id Identifier) (int, error) {
 	return n, err
 }
 
-// Keys returns every counter and ban key the limiter's counting rules use for
-// id (what Clear deletes). A RuleSource is asked with context.Background().
+// Keys returns every counter and ban key of id that the limiter's counting
+// rules use (what Clear deletes): not the counters id shares with other
+// clients (see Clear). A RuleSource is asked with context.Background().
 func (l *Limiter) Keys(id Identifier) []string { return l.keys(context.Background(), id) }
 
 // keys is Keys with the context the RuleSource is asked with: Clear's, as
@@ -734,16 +738,16 @@ func (l *Limiter) keys(ctx context.Context, id Identifier) []string {
 			rules, _ = withPerRequest(rules, remote)
 		}
 	}
-	var keys []string
+	var out []string
 	for _, c := range rules {
-		if !c.rule.Action.counts() {
+		if !c.rule.Action.counts() || keys.Shared(c.rule.Characteristics, id) != "" {
 			continue
 		}
 		b, _ := c.key.Append(nil, l.head, id)
 		k := string(b)
-		keys = append(keys, k, k+banSuffix)
+		out = append(out, k, k+banSuffix)
 	}
-	return keys
+	return out
 }
 
 func (l *Limiter) warn(ctx context.Context, err error, r *Rule, id Identifier) {

@@ -31,17 +31,17 @@ func TestStorePanicFailsOpen(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			l, err := New(Config{Name: "panics", Store: store, Rules: []Rule{{
-				Name: "r", Limit: 1, Period: time.Minute, Action: ActionLimit,
+				Name: "r", Characteristics: []string{"user"}, Limit: 1, Period: time.Minute, Action: ActionLimit,
 			}}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, r := range []Result{l.Check(context.Background(), Identifier{}), l.Peek(context.Background(), Identifier{})} {
+			for _, r := range []Result{l.Check(context.Background(), Identifier{"user": "u"}), l.Peek(context.Background(), Identifier{"user": "u"})} {
 				if r.Action != ActionAllow || !errors.Is(r.Err, ErrStorePanic) {
 					t.Fatalf("result %+v, want allow with ErrStorePanic", r)
 				}
 			}
-			if _, err := l.Clear(context.Background(), Identifier{}); !errors.Is(err, ErrStorePanic) {
+			if _, err := l.Clear(context.Background(), Identifier{"user": "u"}); !errors.Is(err, ErrStorePanic) {
 				t.Fatalf("clear: %v, want ErrStorePanic", err)
 			}
 		})
@@ -64,16 +64,16 @@ func TestStorePanicKeepsItsError(t *testing.T) {
 	for name, bounded := range map[string]bool{"context bound": true, "guard goroutine": false} {
 		t.Run(name, func(t *testing.T) {
 			l, err := New(Config{Name: "panics", Store: errPanicStore{panicStore{bounded: bounded}}, Rules: []Rule{{
-				Name: "r", Limit: 1, Period: time.Minute, Action: ActionLimit,
+				Name: "r", Characteristics: []string{"user"}, Limit: 1, Period: time.Minute, Action: ActionLimit,
 			}}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			r := l.Check(context.Background(), Identifier{})
+			r := l.Check(context.Background(), Identifier{"user": "u"})
 			if !errors.Is(r.Err, ErrStorePanic) || !errors.Is(r.Err, errStoreBug) {
 				t.Fatalf("check: Err %v, want it to wrap ErrStorePanic and the store's error", r.Err)
 			}
-			if _, err := l.Clear(context.Background(), Identifier{}); !errors.Is(err, ErrStorePanic) || !errors.Is(err, errStoreBug) {
+			if _, err := l.Clear(context.Background(), Identifier{"user": "u"}); !errors.Is(err, ErrStorePanic) || !errors.Is(err, errStoreBug) {
 				t.Fatalf("clear: %v, want it to wrap ErrStorePanic and the store's error", err)
 			}
 		})

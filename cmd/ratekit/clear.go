@@ -11,6 +11,7 @@ import (
 
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/tiers"
+	"github.com/ratekit/ratekit/internal/keys"
 )
 
 const clearUsage = `usage: ratekit clear [--redis URL] --limiter NAME [flags] PROPERTY=VALUE...
@@ -46,6 +47,13 @@ flags:
 PROPERTY=VALUE pairs are the identifier, exactly as the service builds it:
 a key the limiter does not know is named in a warning, since a typo clears
 nothing. Flags may come before or after the identifier.
+
+A counter the identifier shares with other clients is not its own and is
+left, each such rule named in a note on stderr: a rule without
+characteristics (one counter for every client), and one whose
+characteristic the identifier lacks (the counter of every client without
+it). To lift a block such a rule gives, delete or change the rule
+(ratekit rules delete / publish); its counter ends with its window.
 
 When no key of the identifier exists under the counters' prefix, nothing
 is cleared and the exit code is 1; the keys are searched under every other
@@ -135,6 +143,17 @@ func runClear(ctx context.Context, out output, args []string) int {
 	}
 	for _, w := range identifierWarnings(id, local.properties, limiter.Rules()) {
 		fmt.Fprintf(out.stderr, "warning: %s\n", w)
+	}
+	// Shared counters are not the identifier's to clear (Limiter.Clear
+	// leaves them): an operator lifting a block one of them gives learns why
+	// it stays.
+	for _, r := range limiter.Rules() {
+		if r.Action != ratelimit.ActionLimit && r.Action != ratelimit.ActionLog {
+			continue
+		}
+		if why := keys.Shared(r.Characteristics, id); why != "" {
+			fmt.Fprintf(out.stderr, "note: rule %s left: its counter is shared with other clients (%s); to lift its block, delete or change the rule\n", r.Name, why)
+		}
 	}
 
 	// Which keys exist, one call per key: on a Redis Cluster they live in

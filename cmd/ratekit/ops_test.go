@@ -619,3 +619,47 @@ dry run: 1 change, nothing written
 		t.Fatalf("publish --dry-run after the publish: exit %d\n%s", code, stdout)
 	}
 }
+
+// TestClearLeavesSharedCounters: clearing one client never resets a counter
+// other clients share. An incident rule without characteristics blocked
+// everyone on /hello; `ratekit clear ip=OTHER` (a client with no counter of
+// its own) deleted that shared counter, said "cleared 1 key" and exited 0,
+// and every client passed again. It clears nothing now, names the rule and
+// why, and exits 1; the block stays.
+func TestClearLeavesSharedCounters(t *testing.T) {
+	e := newExplainEnvWith(t, redistest.Client(t), redistest.URL(t), false, `rate_limits:
+  api_request:
+    - name: block_hello_path
+      match: {path: /hello}
+      limit: 1
+      period_s: 600
+      action: limit
+`)
+	ctx := context.Background()
+	abuser := ratelimit.Identifier{"ip": "10.7.7.7", "path": "/hello"}
+	e.check(t, 2, abuser)
+	if r := e.limiter.Peek(ctx, abuser); !r.Blocked() || r.Rule == nil || r.Rule.Name != "block_hello_path" {
+		t.Fatalf("setup: not blocked by block_hello_path: %+v", r)
+	}
+	args := append([]string{"clear"}, e.flags()[1:]...)
+	stdout, stderr, code := e.run(t, append(args, "ip=10.8.8.8")...)
+	note := "note: rule block_hello_path left: its counter is shared with other clients (it has no characteristics: one counter for every client); to lift its block, delete or change the rule"
+	if code != 1 || !strings.Contains(stderr, note) || strings.Contains(stdout, "cleared") {
+		t.Fatalf("clear of another client: exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
+	}
+	// per_user is shared too for an identifier without a user.
+	if !strings.Contains(stderr, `note: rule per_user left: its counter is shared with other clients (the identifier has no "user": the counter of every client without it)`) {
+		t.Fatalf("no note for per_user:\n%s", stderr)
+	}
+	if r := e.limiter.Peek(ctx, ratelimit.Identifier{"ip": "10.9.9.9", "path": "/hello"}); !r.Blocked() {
+		t.Fatalf("the shared block was lifted by clearing another client: %+v", r)
+	}
+	// The abuser's own counters go; the shared one stays.
+	stdout, _, code = e.run(t, append(args, "ip=10.7.7.7", "path=/hello")...)
+	if code != 0 || strings.Contains(stdout, "block_hello_path") || !strings.Contains(stdout, "per_ip") {
+		t.Fatalf("clear of the abuser: exit %d\nstdout %s", code, stdout)
+	}
+	if r := e.limiter.Peek(ctx, abuser); !r.Blocked() {
+		t.Fatalf("the shared block was lifted by clearing the abuser: %+v", r)
+	}
+}

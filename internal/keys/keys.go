@@ -197,6 +197,24 @@ func Counter(prefix, limiter, rule string, characteristics []string, suffix stri
 	return string(b), missing
 }
 
+// Shared says why the counter of a rule with these characteristics is not
+// id's own but shared with other clients, or "" when it is id's own: a rule
+// without characteristics counts every client in one counter, and one whose
+// characteristic id lacks counts id, if at all (a rule that counts missing
+// values), in the bucket of every client that lacks it. Clearing one client
+// (Limiter.Clear) leaves shared counters alone.
+func Shared(characteristics []string, id map[string]any) string {
+	if len(characteristics) == 0 {
+		return "it has no characteristics: one counter for every client"
+	}
+	for _, c := range characteristics {
+		if _, ok := Value(id, c); !ok {
+			return "the identifier has no " + strconv.Quote(c) + ": the counter of every client without it"
+		}
+	}
+	return ""
+}
+
 // BanKey returns the ban key paired with a counter key.
 func BanKey(counterKey string) string { return counterKey + BanSuffix }
 

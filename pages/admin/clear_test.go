@@ -77,3 +77,21 @@ func TestClearNeedsIdentifier(t *testing.T) {
 		t.Fatalf("no confirmation for ip=192.0.2.9\n%s", body)
 	}
 }
+
+// The clear confirmation names the rules whose counter the identifier
+// shares with other clients, which a clear leaves (Limiter.Clear): it said
+// the identifier starts again from zero on every rule, and a clear of one
+// client deleted counters every client shared.
+func TestClearConfirmationNamesSharedRules(t *testing.T) {
+	f := newFixture(t, allowAll)
+	b := newBrowser(t, f)
+	_, body := b.get("?limiter=api&clear=1&id.ip=192.0.2.9")
+	want := "but these, whose counter it shares with other clients (to lift their block, delete or change the rule): per_user (the identifier has no &#34;user&#34;: the counter of every client without it).</p>"
+	if !strings.Contains(body, want) {
+		t.Fatalf("the confirmation lacks %q\n%s", want, body)
+	}
+	// With every property a rule counts by, no rule is shared.
+	if _, body := b.get("?limiter=api&clear=1&id.ip=192.0.2.9&id.user=u"); !strings.Contains(body, "starts again from zero on every rule.</p>") {
+		t.Fatalf("a confirmation for ip and user names shared rules\n%s", body)
+	}
+}

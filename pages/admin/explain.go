@@ -11,6 +11,7 @@ import (
 
 	"github.com/ratekit/ratekit/controlplane/config"
 	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/keys"
 )
 
 // explainView is the explain box's answer: what a check would decide now
@@ -22,6 +23,9 @@ type explainView struct {
 	Error      string
 	Rules      []explainRule
 	Keys       int // counter and ban keys a clear would delete
+	// Shared names the counting rules whose counter the identifier shares
+	// with other clients, and why: a clear leaves them (Limiter.Clear).
+	Shared []string
 }
 
 type explainRule struct {
@@ -47,6 +51,14 @@ func (h *Handler) explain(ctx context.Context, lv *limiterView, id ratelimit.Ide
 		return ex
 	}
 	ex.Keys = len(l.Keys(id))
+	for _, r := range lv.Effective {
+		if r.Action != ratelimit.ActionLimit && r.Action != ratelimit.ActionLog {
+			continue
+		}
+		if why := keys.Shared(r.Characteristics, id); why != "" {
+			ex.Shared = append(ex.Shared, r.Name+" ("+why+")")
+		}
+	}
 	res := l.Peek(ctx, id)
 	now := h.opts.Now()
 	evals := map[string]*ratelimit.Evaluation{}

@@ -256,7 +256,7 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
 {{- end}}
 {{- if and .ConfirmClear .Explain .Session.CanWrite}}
 <form method="post" action="?limiter={{$lv.Name}}" id="clear-form" class="notice warn">
-<p><strong>Lift the ban and clear the counters</strong> of limiter <code>{{$lv.Name}}</code> for {{range .Explain.Identifier}}<code>{{.}}</code> {{end}}? This deletes up to {{.Explain.Keys}} counter and ban keys; the identifier starts again from zero on every rule.</p>
+<p><strong>Lift the ban and clear the counters</strong> of limiter <code>{{$lv.Name}}</code> for {{range .Explain.Identifier}}<code>{{.}}</code> {{end}}? This deletes up to {{.Explain.Keys}} counter and ban keys; the identifier starts again from zero on every rule{{if .Explain.Shared}} but these, whose counter it shares with other clients (to lift their block, delete or change the rule): {{range $i, $s := .Explain.Shared}}{{if $i}}; {{end}}{{$s}}{{end}}{{end}}.</p>
 <input type="hidden" name="csrf" value="{{.Session.CSRF}}"><input type="hidden" name="op" value="clear"><input type="hidden" name="limiter" value="{{$lv.Name}}"><input type="hidden" name="confirm" value="yes">
 {{- range .Identifier}}<input type="hidden" name="id.{{.Property}}" value="{{.Value}}">{{end}}
 <button type="submit" class="danger" id="confirm-clear">Yes, lift the ban and clear</button> <a href="?limiter={{$lv.Name}}">Cancel</a>
