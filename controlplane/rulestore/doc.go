@@ -40,6 +40,10 @@
 // that meets such a refusal logs it (rate_limit_rule_store_seed_refused). A
 // stored document this version cannot read (a newer version's, in a rolling
 // deploy) holds back only its own limiter's seed: the others are written.
+// Once a SeedBound succeeded, a refresh that finds gone a document it had
+// applied (Redis restarted empty, a failover to an empty replica, an
+// invalid document an operator removed) seeds again, logged as
+// rate_limit_rule_store_seeded; a store that never seeded writes nothing.
 //
 // A tier may also set the limiter's mode ({"mode":"shadow","rules":[...]}):
 // shadow counts but never blocks (ratelimit.Shadow), for a rollout beside a

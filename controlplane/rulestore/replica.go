@@ -175,14 +175,26 @@ func (s *Store) Refresh(ctx context.Context) error {
 	if err := s.seedOwedBound(ctx, deadline); err != nil {
 		errs = append(errs, err)
 	}
-	done := 0 // the limiters whose documents were read
+	done := 0         // the limiters whose documents were read
+	var gone []string // limiters whose applied document is no longer stored
 	err := s.readEach(ctx, keys, s.timeout, deadline, func(i int, st stored) error {
+		s.mu.RLock()
+		was := bs[i].present
+		s.mu.RUnlock()
+		if was && !st.present {
+			gone = append(gone, names[i])
+		}
 		if err := s.apply(bs[i], keys[i], st, true); err != nil {
 			errs = append(errs, err)
 		}
 		done = i + 1
 		return nil
 	})
+	if len(gone) > 0 {
+		if err := s.seedGone(ctx, gone); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if err != nil {
 		err = fmt.Errorf("rulestore: refresh: %w", err)
 		s.mu.Lock()
@@ -196,6 +208,31 @@ func (s *Store) Refresh(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// seedGone seeds again, for a service that seeded its documents
+// (SeedBound succeeded), when documents it applied are gone: Redis lost its
+// data (a restart without persistence, a failover to an empty replica) or
+// an operator removed an invalid one. Until then `ratekit explain`, `clear`
+// and the admin page found no document, and the services ran on their local
+// tiers alone until they restarted. A seed that fails for want of Redis is
+// owed, as SeedBound's: the next refresh writes it.
+func (s *Store) seedGone(ctx context.Context, gone []string) error {
+	s.mu.RLock()
+	seeded := s.seeded
+	s.mu.RUnlock()
+	if !seeded {
+		return nil // the service does not seed: its documents are someone else's to write
+	}
+	sctx, cancel := context.WithTimeout(ctx, s.timeout)
+	res, err := s.SeedBound(sctx)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("rulestore: refresh: seed again the documents that went (%s): %w", config.ListNames(gone), err)
+	}
+	s.logger.Info("rate_limit_rule_store_seeded", slog.Any("changed", res.Changed),
+		slog.String("note", "documents this service seeded had gone from Redis ("+config.ListNames(gone)+"): seeded again"))
+	return nil
 }
 
 // seedOwedBound writes the seed a SeedBound that failed for want of Redis

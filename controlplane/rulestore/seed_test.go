@@ -334,3 +334,66 @@ func TestSeedEachOwesWhatRedisMissed(t *testing.T) {
 		t.Fatalf("after a refresh: search's document %v, %v; want the seed", doc, err)
 	}
 }
+
+// A service that seeded its documents seeds them again when they go from
+// Redis (a restart without persistence, a failover to an empty replica, an
+// invalid document an operator removed): until it restarted, `ratekit
+// explain`, `clear` and the admin page found no document for its limiters.
+// A service that never seeded leaves a document that went to whoever writes
+// it.
+func TestSeedAgainWhenDocumentsGo(t *testing.T) {
+	srv := redistest.StartServer(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer c.Close()
+	var logs testlog.Buffer
+	s := newStore(t, c, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	search := newLimiter(t, "search", ratelimit.NewMemoryStore())
+	if err := s.Bind(search, tiers.Set{File: []ratelimit.Rule{rule("by_user", 10)}}); err != nil {
+		t.Fatal(err)
+	}
+	// Another service's limiter, whose document it reads and never seeds.
+	reader := newStore(t, c, Options{Prefix: s.prefix})
+	projects := newLimiter(t, "projects", ratelimit.NewMemoryStore())
+	if err := reader.Bind(projects, tiers.Set{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Seed(ctx, map[string]tiers.Set{"projects": {File: []ratelimit.Rule{rule("by_user", 7)}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SeedBound(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range []*Store{s, reader} {
+		if err := st.Refresh(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	srv.Stop()
+	srv.Restart(t) // Redis comes back empty
+	for _, st := range []*Store{s, reader} {
+		if err := st.Refresh(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := c.Exists(ctx, s.Key("search")).Result(); err != nil || n != 1 {
+		t.Fatalf("the seeded document that went was not seeded again: exists %d, %v\n%s", n, err, logs.String())
+	}
+	if !strings.Contains(logs.String(), "rate_limit_rule_store_seeded") || !strings.Contains(logs.String(), "seeded again") {
+		t.Fatalf("the seed again was not logged:\n%s", logs.String())
+	}
+	if n, err := c.Exists(ctx, s.Key("projects")).Result(); err != nil || n != 0 {
+		t.Fatalf("a store that never seeded wrote a document: exists %d, %v", n, err)
+	}
+	// The next refresh applies the document: nothing went, nothing is seeded.
+	logs.Reset()
+	if err := s.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(logs.String(), "rate_limit_rule_store_seed") {
+		t.Fatalf("a refresh with every document stored seeded:\n%s", logs.String())
+	}
+	if got := limitOf(t, search.Rules(), "by_user"); got != 10 {
+		t.Fatalf("by_user %d after the seed again, want 10", got)
+	}
+}

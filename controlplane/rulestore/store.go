@@ -136,6 +136,9 @@ type Store struct {
 	// documents' file and default tiers; seedRetry: it failed for want of
 	// Redis, and Refresh seeds again (see SeedBound).
 	seedOwed, seedRetry bool
+	// seeded: a SeedBound succeeded, so the service writes its documents and
+	// Refresh seeds again those that go (seedGone).
+	seeded bool
 }
 
 // Metrics is what the store reports about its health. *observe.Metrics

@@ -210,6 +210,7 @@ func (s *Store) SeedBound(ctx context.Context) (WriteResult, error) {
 	}
 	s.mu.Lock()
 	s.seedOwed, s.seedRetry = err != nil, retry
+	s.seeded = s.seeded || err == nil
 	s.mu.Unlock()
 	if retry {
 		err = fmt.Errorf("%w: %w", ErrSeedOwed, err)

@@ -243,7 +243,7 @@ func (h *Handler) get(ctx context.Context, w http.ResponseWriter, r *http.Reques
 	case rulecheck.ValidName(q.Get("deleted")):
 		d.Message = fmt.Sprintf("Deleted published rule %s.", q.Get("deleted"))
 	case q.Has("removed"):
-		d.Message = "Removed the invalid document: the services run on their own files until they seed it again."
+		d.Message = "Removed the invalid document: the services run on their own files until they seed it again (a service that seeds its document does so at its next refresh)."
 	case q.Has("cleared"):
 		n, err := strconv.Atoi(q.Get("cleared"))
 		switch {

@@ -143,7 +143,7 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
 {{- with .DocumentError}}<p class="notice bad" role="alert" id="document-error">The stored document is invalid, the services keep their last good rules: {{.}}</p>{{end}}
 {{- end}}
 {{- if and .Limiter .Limiter.DocumentError .Session.CanWrite}}
-<form method="post" action="?limiter={{.Limiter.Name}}" id="remove-form" class="notice warn"><p>Publishing to it is refused until it is valid again. <strong>Remove the document</strong> <code>{{.Limiter.Key}}</code>? Its published rules are lost; the services run on their own files (rate_limits.yaml and the defaults) until they seed it again.</p>
+<form method="post" action="?limiter={{.Limiter.Name}}" id="remove-form" class="notice warn"><p>Publishing to it is refused until it is valid again. <strong>Remove the document</strong> <code>{{.Limiter.Key}}</code>? Its published rules are lost; the services run on their own files (rate_limits.yaml and the defaults) until they seed it again, at their next refresh when they seed their documents.</p>
 <input type="hidden" name="csrf" value="{{.Session.CSRF}}"><input type="hidden" name="op" value="remove"><input type="hidden" name="limiter" value="{{.Limiter.Name}}"><input type="hidden" name="version" value="{{.Limiter.Version}}"><input type="hidden" name="confirm" value="yes"><button type="submit" class="danger" id="confirm-remove">Remove the invalid document</button></form>
 {{- end}}
 {{- with .Message}}<p class="notice {{if $.MessageWarn}}warn{{else}}ok{{end}}" id="message" role="status">{{.}}</p>{{end}}
