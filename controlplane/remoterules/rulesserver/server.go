@@ -40,10 +40,17 @@ const (
 	MaxStaleFor = 7 * 24 * time.Hour
 )
 
-// Errors of the document operations.
+// Errors of the document operations (Get, Put, Delete), which wrap them with
+// the document's service and limiter: test them with errors.Is. The HTTP API
+// answers them 404, 409 and 413.
 var (
+	// ErrNotFound: Get or Delete found no document stored.
 	ErrNotFound = errors.New("rulesserver: no override document")
+	// ErrConflict: the revision a Put or Delete expects (If-Match) is not
+	// the stored one.
 	ErrConflict = errors.New("rulesserver: revision conflict")
+	// ErrTooLarge: a document Put would store, or one Get reads, is over
+	// MaxDocumentBytes in proto's binary encoding.
 	ErrTooLarge = fmt.Errorf("rulesserver: override document over %d bytes", MaxDocumentBytes)
 )
 
@@ -512,7 +519,7 @@ func (s *Server) dropDoc(key string) {
 // decodeStored validates a document read from Redis exactly as a written one.
 func (s *Server) decodeStored(service, limiter, rev, body string) (*rulesv1.OverrideDocument, error) {
 	if len(body) > MaxDocumentBytes {
-		return nil, ErrTooLarge
+		return nil, fmt.Errorf("%w: stored override document %s/%s holds %d bytes", ErrTooLarge, service, limiter, len(body))
 	}
 	doc := &rulesv1.OverrideDocument{}
 	if err := proto.Unmarshal([]byte(body), doc); err != nil {
@@ -541,7 +548,13 @@ func (s *Server) Get(ctx context.Context, service, limiter string) (*rulesv1.Ove
 	if err := validPair(service, limiter); err != nil {
 		return nil, err
 	}
-	return s.load(ctx, service, limiter)
+	doc, err := s.load(ctx, service, limiter)
+	if errors.Is(err, ErrNotFound) {
+		// load's is bare: GetRules meets it for every limiter without a
+		// document, and drops it.
+		return nil, fmt.Errorf("%w for %s/%s", ErrNotFound, service, limiter)
+	}
+	return doc, err
 }
 
 // keyTypeLua sets kind to the Redis type of KEYS[1]: a key of another type
@@ -591,7 +604,8 @@ return {'ok', rev}
 // has no revision). When doc.Revision is set it must equal the stored
 // revision, or be "*" (If-Match: *) and a document be stored (ErrConflict
 // otherwise); storing an identical document changes
-// nothing. It returns the stored document with its revision.
+// nothing. It returns the stored document with its revision, or ErrTooLarge
+// for a document over MaxDocumentBytes.
 func (s *Server) Put(ctx context.Context, doc *rulesv1.OverrideDocument) (*rulesv1.OverrideDocument, error) {
 	out, err := s.put(ctx, doc)
 	s.ops.WithLabelValues("put", outcome(err)).Inc()
@@ -612,7 +626,7 @@ func (s *Server) put(ctx context.Context, doc *rulesv1.OverrideDocument) (*rules
 		return nil, fmt.Errorf("encode override document: %w", err)
 	}
 	if len(canon) > MaxDocumentBytes {
-		return nil, ErrTooLarge
+		return nil, fmt.Errorf("%w: override document %s/%s encodes to %d bytes", ErrTooLarge, doc.GetService(), doc.GetLimiter(), len(canon))
 	}
 	sum := sha256.Sum256(canon)
 	hash := hex.EncodeToString(sum[:6])
@@ -646,7 +660,8 @@ func outcome(err error) string {
 
 // Delete removes the document of (service, limiter), or a key of another
 // Redis type in its place. A non-empty revision must equal the stored one
-// (such a key has none). It returns ErrNotFound when there is none.
+// ("*": any), ErrConflict otherwise (a key of another type has none). It
+// returns ErrNotFound when nothing is stored, whatever the revision.
 func (s *Server) Delete(ctx context.Context, service, limiter, revision string) error {
 	err := s.delete(ctx, service, limiter, revision)
 	s.ops.WithLabelValues("delete", outcome(err)).Inc()

@@ -373,6 +373,13 @@ func TestWrongTypeKeyReplaceable(t *testing.T) {
 	if err := s.Delete(ctx, "web", "rack_request", ""); !errors.Is(err, rulesserver.ErrNotFound) {
 		t.Fatalf("DELETE of nothing: %v, want ErrNotFound", err)
 	}
+	if err := s.Delete(ctx, "web", "rack_request", "*"); !errors.Is(err, rulesserver.ErrNotFound) {
+		t.Fatalf("DELETE of nothing with If-Match *: %v, want ErrNotFound", err)
+	}
+	// Get's ErrNotFound names the document, as Delete's does.
+	if _, err := s.Get(ctx, "web", "rack_request"); !errors.Is(err, rulesserver.ErrNotFound) || !strings.Contains(err.Error(), "web/rack_request") {
+		t.Fatalf("Get of nothing: %v, want ErrNotFound naming web/rack_request", err)
+	}
 }
 
 // The lifetimes a server answers must be within the protocol's bounds
