@@ -36,7 +36,7 @@ func Example() {
 
 // A ban keeps blocking after the window, and Clear lifts it after a success.
 func ExampleLimiter_Clear() {
-	limiter, _ := ratelimit.New(ratelimit.Config{
+	limiter, err := ratelimit.New(ratelimit.Config{
 		Name:  "user_sign_in",
 		Store: ratelimit.NewMemoryStore(),
 		Rules: []ratelimit.Rule{{
@@ -47,12 +47,18 @@ func ExampleLimiter_Clear() {
 			BanFor:          15 * time.Minute,
 		}},
 	})
+	if err != nil {
+		panic(err)
+	}
 	ctx := context.Background()
 	id := ratelimit.Identifier{"ip": "203.0.113.42"}
 	limiter.Check(ctx, id)
 	r := limiter.Check(ctx, id)
 	fmt.Println(r.Action, r.Info.Banned)
-	n, _ := limiter.Clear(ctx, id) // the login succeeded
+	n, err := limiter.Clear(ctx, id) // the login succeeded
+	if err != nil {
+		panic(err)
+	}
 	fmt.Println("cleared", n)
 	fmt.Println(limiter.Peek(ctx, id).Action)
 	// Output:
@@ -64,7 +70,7 @@ func ExampleLimiter_Clear() {
 // A log rule tests a tighter threshold in shadow mode: it reports Exceeded but
 // never blocks, and the enforcing rule after it keeps counting.
 func ExampleActionLog() {
-	limiter, _ := ratelimit.New(ratelimit.Config{
+	limiter, err := ratelimit.New(ratelimit.Config{
 		Name:  "api",
 		Store: ratelimit.NewMemoryStore(),
 		Rules: []ratelimit.Rule{
@@ -74,6 +80,9 @@ func ExampleActionLog() {
 				Limit: 100, Period: time.Minute},
 		},
 	})
+	if err != nil {
+		panic(err)
+	}
 	ctx := context.Background()
 	limiter.Check(ctx, ratelimit.Identifier{"user": "u"})
 	r := limiter.Check(ctx, ratelimit.Identifier{"user": "u"})
@@ -84,12 +93,15 @@ func ExampleActionLog() {
 // Costs known only after the work: peek first ("already over budget?"), then
 // charge what was used.
 func ExampleCost() {
-	limiter, _ := ratelimit.New(ratelimit.Config{
+	limiter, err := ratelimit.New(ratelimit.Config{
 		Name:  "db_utilization",
 		Store: ratelimit.NewMemoryStore(),
 		Rules: []ratelimit.Rule{{Name: "db_seconds_per_namespace", Characteristics: []string{"root_namespace"},
 			Limit: 300, Period: time.Minute}},
 	})
+	if err != nil {
+		panic(err)
+	}
 	ctx := context.Background()
 	id := ratelimit.Identifier{"root_namespace": 345}
 	if limiter.Peek(ctx, id, ratelimit.Cost(0)).Action == ratelimit.ActionBlock {
@@ -104,7 +116,7 @@ func ExampleCost() {
 // Limits held by the application are resolved on every check.
 func ExampleRule_limitFunc() {
 	settings := struct{ autocompleteLimit int64 }{autocompleteLimit: 1}
-	limiter, _ := ratelimit.New(ratelimit.Config{
+	limiter, err := ratelimit.New(ratelimit.Config{
 		Name:  "autocomplete_users",
 		Store: ratelimit.NewMemoryStore(),
 		Rules: []ratelimit.Rule{{
@@ -114,6 +126,9 @@ func ExampleRule_limitFunc() {
 			Period:          time.Minute,
 		}},
 	})
+	if err != nil {
+		panic(err)
+	}
 	ctx := context.Background()
 	id := ratelimit.Identifier{"user": 42}
 	limiter.Check(ctx, id)

@@ -47,12 +47,15 @@ func Example() {
 // fails open and reports the error.
 func ExampleStore_FailWith() {
 	store := ratelimittest.NewStore(nil)
-	limiter, _ := ratelimit.New(ratelimit.Config{
+	limiter, err := ratelimit.New(ratelimit.Config{
 		Name:  "api",
 		Store: store,
 		Now:   store.Clock().Now,
 		Rules: []ratelimit.Rule{{Name: "per_ip", Characteristics: []string{"ip"}, Limit: 10, Period: time.Second}},
 	})
+	if err != nil {
+		panic(err)
+	}
 	store.FailWith(errors.New("connection refused"))
 	r := limiter.Check(context.Background(), ratelimit.Identifier{"ip": "192.0.2.1"})
 	fmt.Println(r.Action, r.Failed(), r.Remaining(), r.RuleName() == "")
@@ -65,7 +68,10 @@ func ExampleStore_RuleBanned() {
 	store := ratelimittest.NewStore(nil)
 	rule := ratelimit.Rule{Name: "logins", Characteristics: []string{"ip"}, Limit: 1, Period: time.Minute}
 	rule.BanFor = 15 * time.Minute
-	limiter, _ := ratelimit.New(ratelimit.Config{Name: "sign_in", Store: store, Now: store.Clock().Now, Rules: []ratelimit.Rule{rule}})
+	limiter, err := ratelimit.New(ratelimit.Config{Name: "sign_in", Store: store, Now: store.Clock().Now, Rules: []ratelimit.Rule{rule}})
+	if err != nil {
+		panic(err)
+	}
 	ctx := context.Background()
 	ip := ratelimit.Identifier{"ip": "203.0.113.7"}
 	limiter.Check(ctx, ip)

@@ -67,8 +67,11 @@ func Example() {
 }
 
 func ExampleParseRateLimits_errors() {
-	available, _ := config.ParseAvailableLimiters("available_limiters.yaml", []byte(exampleAvailable))
-	_, err := config.ParseRateLimits("rate_limits.yaml", []byte(`rate_limits:
+	available, err := config.ParseAvailableLimiters("available_limiters.yaml", []byte(exampleAvailable))
+	if err != nil {
+		panic(err)
+	}
+	_, err = config.ParseRateLimits("rate_limits.yaml", []byte(`rate_limits:
   user_sign_in:
     - name: per_ip
       limit: ten

@@ -31,25 +31,34 @@ func (premiumService) GetRules(_ context.Context, req *rulesv1.GetRulesRequest) 
 }
 
 func ExampleNew() {
-	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
 	gs := grpc.NewServer()
 	rulesv1.RegisterRulesServiceServer(gs, premiumService{})
 	go func() { _ = gs.Serve(l) }()
 	defer gs.Stop()
 
-	conn, _ := grpc.NewClient(l.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(l.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		panic(err)
+	}
 	defer conn.Close()
 	remote, err := remoterules.New(remoterules.Config{Service: "web", RulesService: rulesv1.NewRulesServiceClient(conn)})
 	if err != nil {
 		panic(err)
 	}
-	limiter, _ := ratelimit.New(ratelimit.Config{
+	limiter, err := ratelimit.New(ratelimit.Config{
 		Name:       "api",
 		Store:      ratelimit.NewMemoryStore(),
 		RuleSource: remote.RulesFor,
 		Rules: []ratelimit.Rule{{Name: "per_user", Characteristics: []string{"user"},
 			Limit: 2, Period: 3600e9, Action: ratelimit.ActionLimit}},
 	})
+	if err != nil {
+		panic(err)
+	}
 	for _, id := range []ratelimit.Identifier{{"user": "ann", "plan": "premium"}, {"user": "bob", "plan": "free"}} {
 		r := limiter.Check(context.Background(), id)
 		fmt.Printf("%s: limit %d (remote tier: %v)\n", id["user"], r.Info.Limit, r.Evaluations[0].PerRequest)

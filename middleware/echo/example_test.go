@@ -51,11 +51,14 @@ func ExampleMiddleware() {
 // A blocked request reaches the application's HTTPErrorHandler as an
 // *echo.HTTPError; Decision tells it apart from other errors.
 func ExampleDecision() {
-	limiter, _ := ratelimit.New(ratelimit.Config{
+	limiter, err := ratelimit.New(ratelimit.Config{
 		Name:  "http_request",
 		Store: ratelimit.NewMemoryStore(),
 		Rules: []ratelimit.Rule{{Name: "per_ip", Characteristics: []string{identifiers.IP}, Limit: 1, Period: time.Minute}},
 	})
+	if err != nil {
+		panic(err)
+	}
 	e := echo.New()
 	e.HTTPErrorHandler = func(err error, c echo.Context) {
 		if d, ok := ratelimitecho.Decision(err); ok { // headers and Retry-After are already set

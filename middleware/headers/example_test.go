@@ -13,7 +13,7 @@ import (
 // An adapter of your own: check the limiter, render the verdict in a
 // profile, and answer a blocked request with the problem details.
 func ExampleProfile_SetHeaders() {
-	limiter, _ := ratelimit.New(ratelimit.Config{
+	limiter, err := ratelimit.New(ratelimit.Config{
 		Name:  "http_request",
 		Store: ratelimit.NewMemoryStore(),
 		Rules: []ratelimit.Rule{{
@@ -21,6 +21,9 @@ func ExampleProfile_SetHeaders() {
 			Limit: 1, Period: time.Minute,
 		}},
 	})
+	if err != nil {
+		panic(err)
+	}
 	handle := func(w http.ResponseWriter, r *http.Request) {
 		id := ratelimit.Identifier{"ip": "192.0.2.1"}
 		d := &ratelimitheaders.Decision{Results: []ratelimit.Result{limiter.Check(r.Context(), id)}}

@@ -50,7 +50,7 @@ func ExampleMiddleware() {
 // Count failed logins only, and reject callers with too many before the
 // handler runs.
 func ExampleWithDeferred() {
-	failed, _ := ratelimit.New(ratelimit.Config{
+	failed, err := ratelimit.New(ratelimit.Config{
 		Name:  "failed_auth",
 		Store: ratelimit.NewMemoryStore(),
 		Rules: []ratelimit.Rule{{
@@ -58,6 +58,9 @@ func ExampleWithDeferred() {
 			Limit: 1, Period: time.Minute, BanFor: time.Hour,
 		}},
 	})
+	if err != nil {
+		panic(err)
+	}
 	login := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusUnauthorized) // wrong password, every time
 	})
@@ -82,7 +85,7 @@ func ExampleWithDeferred() {
 // handler reports its database time with adapter.AddCost, and the request
 // after the budget is spent is rejected without running the handler.
 func ExampleMetered() {
-	db, _ := ratelimit.New(ratelimit.Config{
+	db, err := ratelimit.New(ratelimit.Config{
 		Name:  "db_utilization",
 		Store: ratelimit.NewMemoryStore(),
 		Rules: []ratelimit.Rule{{
@@ -90,6 +93,9 @@ func ExampleMetered() {
 			Limit: 2, Period: time.Minute,
 		}},
 	})
+	if err != nil {
+		panic(err)
+	}
 	handler := ratelimithttp.Middleware(nil,
 		ratelimithttp.WithDeferred(ratelimithttp.Metered(db, "db_duration_s")),
 	)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -45,7 +45,10 @@ func ExampleMetrics() {
 	for range 3 {
 		limiter.Check(context.Background(), ratelimit.Identifier{"user": "alice"})
 	}
-	out, _ := testutil.GatherAndFormat(reg, expfmt.TypeTextPlain, "gitlab_labkit_rate_limiter_rule_evaluations_total")
+	out, err := testutil.GatherAndFormat(reg, expfmt.TypeTextPlain, "gitlab_labkit_rate_limiter_rule_evaluations_total")
+	if err != nil {
+		panic(err)
+	}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		if !strings.HasPrefix(line, "#") {
 			fmt.Println(line)

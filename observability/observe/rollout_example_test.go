@@ -19,11 +19,14 @@ func ExampleRolloutMetrics() {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(rm)
 
-	limiter, _ := ratelimit.New(ratelimit.Config{
+	limiter, err := ratelimit.New(ratelimit.Config{
 		Name: "login", Store: ratelimit.NewMemoryStore(), Enforcement: ratelimit.Shadow,
 		Rules: []ratelimit.Rule{{Name: "per_ip", Characteristics: []string{"ip"}, Action: ratelimit.ActionLimit,
 			Limit: 1, Period: time.Minute}},
 	})
+	if err != nil {
+		panic(err)
+	}
 	rm.Init(limiter)
 	ro := rollout.New(limiter, rm)
 	for _, legacyBlocked := range []bool{false, true, false} {
