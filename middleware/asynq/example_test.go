@@ -49,7 +49,9 @@ func ExampleMiddleware() {
 	// blocked by jobs/per_task_type, retry within a minute: true, failure: false
 }
 
-// The server configuration that makes blocked tasks wait for the reset.
+// The server configuration that makes blocked tasks wait for the reset. (It
+// needs a Redis on localhost:6379, so it is not run as a test;
+// TestServerRetriesAfterReset runs this configuration.)
 func ExampleMiddleware_server() {
 	limiter, err := ratelimit.New(ratelimit.Config{
 		Name:  "jobs",
@@ -70,7 +72,9 @@ func ExampleMiddleware_server() {
 	mux := asynq.NewServeMux()
 	mux.Use(ratelimitasynq.Middleware(limiter, ratelimitasynq.WithJitter(3*time.Second)))
 	mux.HandleFunc("email:send", func(context.Context, *asynq.Task) error { return nil })
-	_ = srv // srv.Run(mux)
+	if err := srv.Run(mux); err != nil { // until SIGTERM or SIGINT
+		log.Fatal(err)
+	}
 }
 
 func ExampleRetryDelay() {

@@ -22,6 +22,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	defer client.Close()
 	store, err := rulestore.New(client, rulestore.Options{Available: available})
 	if err != nil {
 		log.Fatal(err)
