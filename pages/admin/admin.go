@@ -91,7 +91,10 @@ type Handler struct {
 	opts Options
 }
 
-var _ http.Handler = (*Handler)(nil)
+var (
+	_ http.Handler = (*Handler)(nil)
+	_ TierSource   = (*rulestore.Store)(nil)
+)
 
 // New returns the admin page for opts.
 func New(opts Options) (*Handler, error) {
