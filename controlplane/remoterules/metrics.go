@@ -11,6 +11,8 @@ import (
 // Lookup is the outcome of one check's cache lookup.
 type Lookup string
 
+// The lookup outcomes, each its outcome label in
+// ratekit_remoterules_lookups_total.
 const (
 	LookupHit         Lookup = "hit"          // a fresh cached answer
 	LookupStale       Lookup = "stale"        // a stale answer, served while revalidating
@@ -21,6 +23,8 @@ const (
 // CallOutcome is the outcome of one call to the rules service.
 type CallOutcome string
 
+// The call outcomes, each its outcome label in
+// ratekit_remoterules_calls_total.
 const (
 	CallOK          CallOutcome = "ok"           // an answer accepted and cached
 	CallNotModified CallOutcome = "not_modified" // an answer saying the cached rules still hold

@@ -12,14 +12,14 @@ import (
 type Agreement string
 
 const (
-	// Agree: both blocked, or both allowed.
+	// Agree means both blocked, or both allowed.
 	Agree Agreement = "agree"
-	// NewOnly: the new limiter blocked (or would have, in shadow mode) and
+	// NewOnly means the new limiter blocked (or would have, in shadow mode) and
 	// the legacy check allowed.
 	NewOnly Agreement = "new_only"
-	// LegacyOnly: the legacy check blocked and the new limiter allowed.
+	// LegacyOnly means the legacy check blocked and the new limiter allowed.
 	LegacyOnly Agreement = "legacy_only"
-	// Failed: the new limiter failed open (Result.Err), so it gave no
+	// Failed means the new limiter failed open (Result.Err), so it gave no
 	// decision to compare. Failed decisions are counted but left out of the
 	// divergence ratio.
 	Failed Agreement = "failed"
