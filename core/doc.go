@@ -15,6 +15,9 @@
 //			Action:          ratelimit.ActionLimit,
 //		}},
 //	})
+//	if err != nil {
+//		return err // invalid rules are rejected here, each named
+//	}
 //	result := limiter.Check(ctx, ratelimit.Identifier{"user": "user:123", "request_type": "api"})
 //	if result.Action == ratelimit.ActionBlock { /* 429, ResourceExhausted, retry the job later */ }
 //

@@ -8,6 +8,9 @@
 //	clock := ratelimittest.NewClock(time.Time{})
 //	store := ratelimittest.NewStore(clock)
 //	l, err := ratelimit.New(ratelimit.Config{Name: "api", Store: store, Now: clock.Now, Rules: rules})
+//	if err != nil {
+//		t.Fatal(err)
+//	}
 //
 // Then drive traffic through the code under test, Advance the clock past a
 // window or a ban instead of sleeping, and read counts with RuleCount (by

@@ -4,13 +4,23 @@
 // every check, above the file, published and default tiers, so limits can
 // differ per customer, namespace or plan and change without a deploy.
 //
-//	conn, _ := grpc.NewClient("rules:8081", grpc.WithTransportCredentials(insecure.NewCredentials()))
-//	remote, _ := remoterules.New(remoterules.Config{
+//	conn, err := grpc.NewClient("rules:8081", grpc.WithTransportCredentials(insecure.NewCredentials()))
+//	if err != nil {
+//		return err
+//	}
+//	defer conn.Close()
+//	remote, err := remoterules.New(remoterules.Config{
 //		Service:      "web",                                 // rules are scoped by service and limiter
 //		RulesService: rulesv1.NewRulesServiceClient(conn),
 //		Available:    available,                             // available_limiters.yaml: answers are checked against it
 //	})
-//	limiter, _ := ratelimit.New(ratelimit.Config{Name: "rack_request", Store: store, Rules: rules, RuleSource: remote.RulesFor})
+//	if err != nil {
+//		return err
+//	}
+//	limiter, err := ratelimit.New(ratelimit.Config{Name: "rack_request", Store: store, Rules: rules, RuleSource: remote.RulesFor})
+//	if err != nil {
+//		return err
+//	}
 //
 // A rule of the answer named like a local rule replaces it and inherits its
 // counter (the name is part of the key). Its evaluation has PerRequest set

@@ -4,6 +4,9 @@
 // feeds its limiters.
 //
 //	store, err := rulestore.New(client, rulestore.Options{Available: available})
+//	if err != nil {
+//		return err
+//	}
 //	// At start-up: the limiters follow their documents; the service seeds its
 //	// own tiers, collects the documents of removed limiters, and refreshes.
 //	store.Bind(limiter, tiers.Set{File: fileRules, Defaults: defaults}) // or config.Tiers

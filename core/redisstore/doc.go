@@ -12,6 +12,9 @@
 //		Store: store,
 //		Rules: rules,
 //	})
+//	if err != nil {
+//		return err
+//	}
 //
 // # Dial or New
 //

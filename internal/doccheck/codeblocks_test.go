@@ -109,7 +109,7 @@ var blocks = map[string]map[string]block{
 		"opt.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {": {params: "opt *redis.Options"},
 	},
 	"ratelimittest/doc.go": {
-		"clock := ratelimittest.NewClock(time.Time{})": {params: "rules []ratelimit.Rule"},
+		"clock := ratelimittest.NewClock(time.Time{})": {params: "t *testing.T, rules []ratelimit.Rule"},
 	},
 	"controlplane/rulestore/doc.go": {
 		"store, err := rulestore.New(client, rulestore.Options{Available: available})": {
@@ -117,7 +117,7 @@ var blocks = map[string]map[string]block{
 		},
 	},
 	"controlplane/remoterules/doc.go": {
-		"conn, _ := grpc.NewClient(\"rules:8081\", grpc.WithTransportCredentials(insecure.NewCredentials()))": {
+		"conn, err := grpc.NewClient(\"rules:8081\", grpc.WithTransportCredentials(insecure.NewCredentials()))": {
 			params: "available *config.AvailableLimiters, store ratelimit.Store, rules []ratelimit.Rule",
 		},
 	},
@@ -143,7 +143,7 @@ var blocks = map[string]map[string]block{
 		"grpc.NewServer(": {params: "limiter *ratelimit.Limiter, recovery, logging, auth grpc.UnaryServerInterceptor"},
 	},
 	"middleware/nethttp/doc.go": {
-		"limiter, _ := ratelimit.New(ratelimit.Config{Name: \"http_request\", Store: store, Rules: rules})": {
+		"limiter, err := ratelimit.New(ratelimit.Config{Name: \"http_request\", Store: store, Rules: rules})": {
 			params: "store ratelimit.Store, rules []ratelimit.Rule, mux *http.ServeMux",
 		},
 	},

@@ -4,7 +4,10 @@
 // adapters and the Envoy service; the cost meter and Deferred are package
 // adapter's.
 //
-//	limiter, _ := ratelimit.New(ratelimit.Config{Name: "http_request", Store: store, Rules: rules})
+//	limiter, err := ratelimit.New(ratelimit.Config{Name: "http_request", Store: store, Rules: rules})
+//	if err != nil {
+//		return err // an invalid rule, named
+//	}
 //	handler := ratelimithttp.Middleware(limiter, ratelimithttp.WithMux(mux))(mux)
 //
 // For each request it builds an identifier (identifiers.FromHTTP: ip, method,

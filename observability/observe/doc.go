@@ -13,6 +13,9 @@
 //		Rules:    rules,
 //		Observer: observe.Multi(metrics, observe.NewTracing(), blocks),
 //	})
+//	if err != nil {
+//		return err
+//	}
 //
 // The debug page (package github.com/ratekit/ratekit/pages/debug) serves the
 // limiters, their rules per tier and the recent blocks as JSON and HTML.

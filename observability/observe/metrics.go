@@ -82,7 +82,7 @@ type MetricsOptions struct {
 //
 //	m := observe.NewMetrics(observe.MetricsOptions{})
 //	prometheus.MustRegister(m)
-//	limiter, _ := ratelimit.New(ratelimit.Config{..., Observer: m.Observe})
+//	cfg := ratelimit.Config{..., Observer: m.Observe} // each limiter's Config, for ratelimit.New
 //
 // Families (with the default namespace):
 //

@@ -8,6 +8,9 @@
 //		Counters:  redisstore.New(client),
 //		Authorize: func(r *http.Request) (string, bool) { u := currentUser(r); return u.Name, u.IsAdmin },
 //	})
+//	if err != nil {
+//		return err
+//	}
 //	internalMux.Handle("/admin/ratelimit/", page)
 //
 // What it shows, per limiter: its mode (enforce or shadow) and the tier that
