@@ -117,7 +117,9 @@ type Counts struct {
 	Failed     uint64 `json:"failed"`
 }
 
-// Add counts one decision.
+// Add counts n decisions of agreement a (a Tally adds them one at a time;
+// the gate adds the counts it read). An Agreement other than the four
+// constants counts nothing.
 func (c *Counts) Add(a Agreement, n uint64) {
 	switch a {
 	case Agree:
