@@ -41,7 +41,10 @@ type Authorizer func(r *http.Request) (who string, ok bool)
 
 // TierSource gives the tiers a process holds for a limiter; the page takes
 // their remote tier from it. ok is false for a limiter it does not manage.
-// The rule store and the debug page's tier sources implement it.
+// The rule store and the debug page's tier sources implement it, but the
+// rule store holds no remote tier (its tiers are the ones the page reads
+// from Options.Store): give the page a source that holds the per-request
+// tier this process received.
 type TierSource interface {
 	Tiers(limiter string) (t tiers.Set, ok bool)
 }
