@@ -55,7 +55,8 @@ type Config struct {
 	// Logger receives WARN records on fail-open (default slog.Default()).
 	Logger *slog.Logger
 	// Now is the clock used for ResetAt (default the real clock: time.Now's
-	// time, read more cheaply, see clock.go).
+	// time read more cheaply, which follows a step of the wall clock, such as
+	// an NTP correction, within a second).
 	Now func() time.Time
 	// Observer is told about every check, peek and clear (metrics, tracing:
 	// pass the Observe method of an observability/observe observer, or observe.Multi

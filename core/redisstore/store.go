@@ -148,7 +148,8 @@ const (
 )
 
 // Eval implements ratelimit.Store: one script call applies all ops in order,
-// in one round trip. On Redis Cluster ops are grouped by slot (see doc.go).
+// in one round trip. On Redis Cluster ops are grouped by slot (see "Redis
+// Cluster and Ring" in the package documentation).
 func (s *Store) Eval(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.Op) ([]ratelimit.OpResult, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
