@@ -121,14 +121,15 @@ func (tp TrustedProxies) Trusts(a netip.Addr) bool {
 // untrusted hop is the client. When every hop is trusted, the leftmost one is.
 // A hop that is not an IP address (garbage, "unknown", an obfuscated RFC 7239
 // node) stops the walk: the nearest trusted hop to its right is returned, since
-// anything further left may have been written by the client. Of Forwarded,
-// whose syntax is read from the left, the last 64 hops are read, and a hop
-// further left counts as one that is not an IP address (no chain of proxies
-// is that long); X-Forwarded-For is walked from the right as far as needed.
+// anything further left may have been written by the client. Of either
+// list header, X-Forwarded-For or Forwarded, the last 64 hops are read, and a
+// hop further left counts as one that is not an IP address (no chain of
+// proxies is that long): when the 64 hops read are all trusted, the
+// leftmost of them is the client.
 //
 // The result is normalised: IPv4-mapped IPv6 and NAT64 well-known-prefix
-// addresses become IPv4 (see SetIP), and zones are dropped. It is the zero netip.Addr only when peer is invalid (for example a
-// Unix socket).
+// addresses become IPv4 (see SetIP), and zones are dropped. It is the zero
+// netip.Addr only when peer is invalid (for example a Unix socket).
 func (tp TrustedProxies) ClientIP(peer netip.Addr, header func(name string) []string) netip.Addr {
 	peer = normalize(peer)
 	if !tp.Trusts(peer) || header == nil {
