@@ -81,8 +81,9 @@ type Options struct {
 	MaxEntries     int // entries per descriptor (DefaultMaxEntries)
 	// MaxValueLen bounds an entry's value in bytes (DefaultMaxValueLen): a
 	// longer one (a path or header a client sent) is checked as MaxValueLen
-	// bytes standing for it, its first bytes and a digest of the whole
-	// (boundedValue).
+	// bytes standing for it: its first MaxValueLen - 33 bytes, a tilde and 32
+	// hex digits of the SHA-256 of the whole (see "Mapping" in the package
+	// documentation).
 	MaxValueLen int
 	// MaxHits bounds the cost of a check (DefaultMaxHits): a descriptor whose
 	// hits_addend (its own, else the request's) is over it can never pass,

@@ -20,8 +20,8 @@ import (
 // operator before the rules apply. file names the payload; there are no
 // lines (a payload read from a file has them: PublishFile.ExemptionWarnings).
 // Warnings are bounded as a ValidationError's problems are: the first
-// MaxReportedErrors, each of at most maxWarningLen characters, and the count
-// of the others.
+// MaxReportedErrors, each of at most 512 characters (cut in the middle), and
+// the count of the others.
 func ExemptionWarnings(file string, available *AvailableLimiters, rules map[string]*configv1.RuleList) (warnings []*Error, omitted int) {
 	return exemptionWarnings(nil, file, "rate_limits", available, rules)
 }
