@@ -262,7 +262,8 @@ func (s *Store) replacedKey(key, typ, then string, attrs ...slog.Attr) {
 	s.logger.LogAttrs(context.Background(), slog.LevelWarn, "rate_limit_rule_store_key_replaced", all...)
 }
 
-// ErrNoDocument is returned by Document for a limiter without a document.
+// ErrNoDocument is wrapped by the error of Document for a limiter without a
+// document, and is the Err of a List Entry whose indexed limiter has none.
 var ErrNoDocument = errors.New("rulestore: no document")
 
 // Document reads a limiter's stored document. The error wraps ErrNoDocument
