@@ -158,8 +158,9 @@
 //     seed is owed (see Tiers and precedence).
 //
 // Tiers and RefreshStatus report each limiter's tiers (a tiers.Set) and
-// replica age: the debug page (pages/debug) and the admin page
-// take the Store as their tier source. The store itself depends on no
+// replica age: the debug page (pages/debug) takes the Store as its tier
+// source. (The admin page reads the documents themselves, through its
+// Options.Store.) The store itself depends on no
 // telemetry package: Options.Metrics is an interface that *observe.Metrics
 // implements.
 //

@@ -121,7 +121,7 @@ func (s *Store) SetLocal(ctx context.Context, limiter string, local tiers.Set) e
 
 // Tiers returns the tiers a bound limiter enforces now (its file, published
 // and default tiers, and their mode); ok is false for a limiter not bound.
-// The debug page and the admin page show them.
+// The debug page shows them (debug.Options.Tiers).
 func (s *Store) Tiers(limiter string) (t tiers.Set, ok bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
