@@ -646,3 +646,23 @@ func TestCheckPublishWritesNothing(t *testing.T) {
 		}
 	})
 }
+
+// Remove moves the revision, as every write that changes a document does
+// (Revision's doc lists it), and a Remove of nothing leaves it.
+func TestRemoveMovesRevision(t *testing.T) {
+	s := newStore(t, redistest.Client(t), Options{Available: available(t)})
+	mustPublish(t, s, "search", rule("x", 1))
+	rev, err := s.Revision(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := s.Remove(ctx, "search"); err != nil || res.Revision != rev+1 {
+		t.Fatalf("Remove = %+v, %v; want revision %d", res, err, rev+1)
+	}
+	if res, err := s.Remove(ctx, "search"); err != nil || len(res.Changed) != 0 || res.Revision != rev+1 {
+		t.Fatalf("Remove of nothing = %+v, %v; want nothing changed at revision %d", res, err, rev+1)
+	}
+	if now, err := s.Revision(ctx); err != nil || now != rev+1 {
+		t.Fatalf("Revision = %d, %v; want %d", now, err, rev+1)
+	}
+}

@@ -104,10 +104,10 @@
 //
 // # Writes
 //
-// Every write (Seed, Publish, Delete) is one Lua script that reads, edits
-// and writes the documents of its batch on the server, so concurrent writers
-// in any number of processes never conflict and never lose one another's
-// rules. The script never encodes a rule: the client sends each rule as the
+// Every write (Seed, Publish, Delete, Remove) is one Lua script that reads,
+// edits and writes the documents of its batch on the server, so concurrent
+// writers in any number of processes never conflict and never lose one
+// another's rules. The script never encodes a rule: the client sends each rule as the
 // bytes config.MarshalLimiterRules gives, and the script splices whole rules
 // into the document and reassembles its canonical envelope. Before that the
 // client validates the request (protovalidate, and with Options.Available the

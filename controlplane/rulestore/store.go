@@ -112,8 +112,9 @@ type Options struct {
 }
 
 // Store is the Redis rule store of one service: it writes the per-limiter
-// documents (Seed, Publish, Delete, GC) and keeps the bound limiters' rules in
-// step with them (Bind, Refresh, Run). It is safe for concurrent use.
+// documents (Seed, Publish, Delete, Remove, GC) and keeps the bound
+// limiters' rules in step with them (Bind, Refresh, Run). It is safe for
+// concurrent use.
 type Store struct {
 	client   Client
 	prefix   string

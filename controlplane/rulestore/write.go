@@ -84,12 +84,12 @@ var revScript = redis.NewScript(revLua)
 const maxRevLen = 20
 
 // Revision returns the store's write counter: it moves on every write that
-// changes a document (Seed, Publish, Delete, GC) and never otherwise. A
-// flushed store starts again from 0, and so does, at the next write that
-// changes something, a counter that holds no integer (written by hand). A
-// counter of another Redis type reads as 0; one that is no integer is an
-// error naming the key, and one longer than an int64 (20 bytes) is refused
-// by its length, never received.
+// changes a document (Seed, Publish, Delete, Remove, GC) and never
+// otherwise. A flushed store starts again from 0, and so does, at the next
+// write that changes something, a counter that holds no integer (written by
+// hand). A counter of another Redis type reads as 0; one that is no integer
+// is an error naming the key, and one longer than an int64 (20 bytes) is
+// refused by its length, never received.
 func (s *Store) Revision(ctx context.Context) (int64, error) {
 	key := s.revKey()
 	res, err := revScript.Run(ctx, s.client, []string{key}, maxRevLen).StringSlice()
