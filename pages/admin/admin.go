@@ -99,7 +99,8 @@ var (
 	_ TierSource   = (*rulestore.Store)(nil)
 )
 
-// New returns the admin page for opts.
+// New returns the admin page for opts. It refuses opts without a Store or
+// Available, both required.
 func New(opts Options) (*Handler, error) {
 	switch {
 	case opts.Store == nil:

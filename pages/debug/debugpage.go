@@ -82,7 +82,7 @@ func New(opts Options, limiters ...*ratelimit.Limiter) *Handler {
 }
 
 // Register adds limiters to the page; a limiter replaces an earlier one of the
-// same name.
+// same name, and a nil one is ignored.
 func (h *Handler) Register(limiters ...*ratelimit.Limiter) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
