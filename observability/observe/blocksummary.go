@@ -21,8 +21,8 @@ const (
 // SummaryMessage is the message of the block summary log records.
 const SummaryMessage = "rate_limit_block_summary"
 
-// OtherName is the limiter and rule of the summary line that folds the pairs
-// beyond MaxLines.
+// OtherName is the limiter and rule of the summary line that folds, when a
+// summary has more than MaxLines pairs, all of them but the first MaxLines-1.
 const OtherName = "other"
 
 // BlockSummaryOptions configures NewBlockSummary. The zero value is ready to use.
