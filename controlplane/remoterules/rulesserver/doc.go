@@ -44,10 +44,12 @@
 //	POST   /v1/rules                           GetRules over HTTP: the rules a request would get
 //
 // PUT and DELETE honour If-Match (a PUT body's revision works too): another
-// revision than the stored one answers 409, and so does If-Match: * where
-// nothing is stored (it holds for any stored document). An invalid document answers 400
-// naming its problems and their rules (the first config.MaxReportedErrors,
-// then a count of the others).
+// revision than the stored one answers 409, and so does a PUT's If-Match: *
+// where nothing is stored (it holds for any stored document). A DELETE where
+// nothing is stored answers 404 whatever its If-Match, as it would without
+// one (RFC 9110 §13.2.1). An invalid document answers 400 naming its
+// problems and their rules (the first config.MaxReportedErrors, then a count
+// of the others).
 //
 // Security: PUT and DELETE pass Config.Authorize (who may write, named in
 // the audit log) before their body is read; without a hook only clients

@@ -218,6 +218,11 @@ func TestManagementAPI(t *testing.T) {
 	if resp, body := do(t, http.MethodPut, other, strings.Replace(docJSON, `"service": "web"`, `"service": "api"`, 1), "If-Match", "*"); resp.StatusCode != http.StatusConflict {
 		t.Fatalf("PUT with If-Match: * where nothing is stored: %s %s, want 409", resp.Status, body)
 	}
+	// A DELETE of nothing is 404 with or without a precondition (RFC 9110
+	// §13.2.1: a response other than 2xx or 412 ignores it).
+	if resp, body := do(t, http.MethodDelete, other, "", "If-Match", "*"); resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("DELETE with If-Match: * where nothing is stored: %s %s, want 404", resp.Status, body)
+	}
 	if resp, body := do(t, http.MethodGet, url, ""); resp.StatusCode != http.StatusOK || mustDoc(t, body).GetCacheForS() != 30 || resp.Header.Get("ETag") != `"`+rev2+`"` {
 		t.Fatalf("GET: %s %s", resp.Status, body)
 	}
