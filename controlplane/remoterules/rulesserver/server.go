@@ -147,7 +147,8 @@ var (
 	_ prometheus.Collector       = (*Server)(nil)
 )
 
-// New returns a Server.
+// New returns a Server. It refuses a Config without Redis, or with a
+// CacheFor, StaleFor or KeyPrefix over its bound.
 func New(cfg Config) (*Server, error) {
 	if cfg.Redis == nil {
 		return nil, errors.New("rulesserver: Config.Redis is nil")
