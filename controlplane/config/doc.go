@@ -29,8 +29,9 @@
 //	        action: limit
 //
 // rate_limits.yaml is deployed by operators and is optional. Its rules come
-// before the defaults; a rule that reuses a default's name replaces it. A
-// limiter written as a mapping also sets its mode for a rollout
+// before the defaults, but for the skip rules that open the defaults (the
+// application's exemptions, such as skip_health_checks: see Rules); a rule
+// that reuses a default's name replaces it. A limiter written as a mapping also sets its mode for a rollout
 // (`user_sign_in: {mode: shadow, rules: [...]}`: count, never block; see
 // ratelimit.Enforcement):
 //

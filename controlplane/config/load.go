@@ -242,9 +242,11 @@ func Tiers(available *AvailableLimiters, rateLimits *RateLimits, limiter string)
 	return t, nil
 }
 
-// Rules returns the list a limiter evaluates from the two files: its file
-// rules, then its default rules, a file rule replacing the default of the
-// same name (docs/design.md#tiers).
+// Rules returns the list a limiter evaluates from the two files
+// (Tiers(...).Merged()): the exemptions opening its default rules (skip
+// rules, such as skip_health_checks) first, then its file rules, then its
+// other default rules, a file rule replacing the default of the same name,
+// exemption or not (docs/design.md#tiers, docs/design.md#exemptions).
 func Rules(available *AvailableLimiters, rateLimits *RateLimits, limiter string) ([]ratelimit.Rule, error) {
 	t, err := Tiers(available, rateLimits, limiter)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -454,5 +455,52 @@ func TestMatchNull(t *testing.T) {
 	_, err := ParseAvailableLimiters("available_limiters.yaml", []byte(available+"        match: ~\n"))
 	if err == nil || !strings.Contains(err.Error(), "available_limiters.yaml:11:9:") || !strings.Contains(err.Error(), want) {
 		t.Fatalf("a default rule's null match: error %v, want one at 11:9 saying %q", err, want)
+	}
+}
+
+// Rules evaluates the default tier's exemptions (the skip rules opening
+// default_rules) before the file rules, as the limiter does, so that an
+// incident rule of rate_limits.yaml matching every request never counts a
+// health check; the other default rules come after the file's.
+func TestRulesDefaultExemptionsFirst(t *testing.T) {
+	available, err := ParseAvailableLimiters("available_limiters.yaml", []byte(`available_limiters:
+  rack_request:
+    description: "every request"
+    available_properties: [ip, path]
+    default_rules:
+      - name: skip_health_checks
+        action: skip
+        match:
+          path: {one_of: [/-/health]}
+      - name: by_ip
+        action: limit
+        characteristics: [ip]
+        limit: 100
+        period_s: 60
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rateLimits, err := ParseRateLimits("rate_limits.yaml", []byte(`rate_limits:
+  rack_request:
+    - name: incident
+      action: limit
+      characteristics: [ip]
+      limit: 5
+      period_s: 60
+`), available)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules, err := Rules(available, rateLimits, "rack_request")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range rules {
+		got = append(got, r.Name)
+	}
+	if want := []string{"skip_health_checks", "incident", "by_ip"}; !slices.Equal(got, want) {
+		t.Fatalf("Rules = %v, want %v", got, want)
 	}
 }
