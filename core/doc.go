@@ -202,5 +202,7 @@
 // github.com/ratekit/ratekit/core/tiers builds the evaluated list from the
 // tiers (remote ++ file ++ published ++ default, docs/design.md#tiers), where a
 // rule name in a higher tier replaces the lower tier's rule of that name and,
-// because the name is in the key, inherits its counter.
+// because the name is in the key, inherits its counter; the skip rules that
+// open the default tier (health-check exemptions) come before every tier
+// unless one replaces them by name.
 package ratelimit

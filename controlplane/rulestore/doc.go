@@ -25,7 +25,10 @@
 // seeded at start). A rule whose name appears in a higher tier removes the
 // lower tier's rule of that name and, since the name is in the counter key,
 // carries on its counter: publishing a lower limit does not reset a window
-// already counted. Each writer owns one tier: Seed replaces the file and
+// already counted. The skip rules that open default_rules (the application's
+// exemptions, such as skip_health_checks) come first, ahead of every tier,
+// unless a higher tier replaces one by name (package tiers). Each writer owns
+// one tier: Seed replaces the file and
 // default tiers and never touches the published one; Publish upserts rules
 // by name into the published tier and never removes one (removal is the
 // explicit Delete); limiters outside a publish batch are untouched.
