@@ -50,9 +50,11 @@ func (s *RuleSet) Len() int {
 }
 
 // WithRules puts s above the limiter's rules for one check or peek: its rules
-// are evaluated first, and a limiter rule of the same name is replaced by the
-// set's rule, which inherits its counter (the name is part of the key). It
-// stacks on top of Config.RuleSource: WithRules's set comes first.
+// are evaluated first, after only the skip rules that open the limiter's list
+// (its exemptions, such as health checks), and a limiter rule of the same
+// name, exemption or not, is replaced by the set's rule, which inherits its
+// counter (the name is part of the key). It stacks on top of
+// Config.RuleSource: WithRules's set comes first.
 func WithRules(s *RuleSet) CheckOption { return func(o *checkOpts) { o.extra = s } }
 
 // withPerRequest merges the per-request tiers (highest first) over base. The

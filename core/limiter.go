@@ -65,8 +65,10 @@ type Config struct {
 	Observer func(ctx context.Context, e Event)
 	// RuleSource, when set, supplies per-request rules evaluated before the
 	// limiter's own (the highest tier: an external rules service that answers
-	// per request, docs/design.md#phases; remoterules is its client). It must be fast and must not block for long: it runs on every
-	// check. It returns nil when it has no rules for the request (or cannot
+	// per request, docs/design.md#phases; remoterules is its client), but
+	// after the skip rules that open the limiter's list (its exemptions,
+	// such as health checks), unless the set replaces one by name. It must be
+	// fast and must not block for long: it runs on every check. It returns nil when it has no rules for the request (or cannot
 	// reach its backend: the local rules then serve alone). When its set
 	// and the limiter's rules together pass MaxRules, the check leaves the
 	// set out, logs a WARN and reports Degraded.

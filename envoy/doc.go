@@ -45,7 +45,8 @@
 //     checked as usual. It is not an error, which Envoy would let through
 //     uncounted.
 //   - A descriptor's limit override becomes a per-request limit rule above
-//     every tier of the limiter (ratelimit.WithRules), named
+//     every tier of the limiter (ratelimit.WithRules; only the skip rules
+//     opening the limiter's list, its exemptions, come before it), named
 //     OverrideRulePrefix plus its window in seconds ("envoy_override_60s"),
 //     counting by all the descriptor's keys. It is never shadow, as in
 //     envoyproxy/ratelimit: its block stands even where the limiter's

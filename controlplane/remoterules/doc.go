@@ -1,8 +1,10 @@
 // Package remoterules is the client of the per-request rules service (an
 // external service that returns rules for each request's identifier, the last
-// step of docs/design.md#phases): a ratelimit.Config.RuleSource whose rules come first in
-// every check, above the file, published and default tiers, so limits can
-// differ per customer, namespace or plan and change without a deploy.
+// step of docs/design.md#phases): a ratelimit.Config.RuleSource whose rules
+// come first in every check, above the file, published and default tiers
+// (only the limiter's exemptions, the skip rules opening its list, come
+// before them), so limits can differ per customer, namespace or plan and
+// change without a deploy.
 //
 //	conn, err := grpc.NewClient("rules:8081", grpc.WithTransportCredentials(insecure.NewCredentials()))
 //	if err != nil {
