@@ -1,7 +1,8 @@
 // Package ratelimittest helps test code that uses a ratelimit.Limiter: a
 // Clock the test moves by hand, and a Store that counts in memory on that
-// clock and lets the test read what was counted, lift bans and make the store
-// fail (to test the fail-open path).
+// clock and lets the test read what was counted and banned, and make the
+// store fail (to test the fail-open path). Limiter.Clear lifts bans, as on
+// any store.
 //
 // Wire both into the limiter under test:
 //
