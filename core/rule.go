@@ -17,9 +17,9 @@ import (
 // Values are compared and keyed by their canonical string: integers of any
 // width render in decimal, so user_id 42 and "42" are the same caller; floats
 // use the shortest representation that round-trips; booleans are
-// "true"/"false"; times are RFC 3339 in UTC; other values use String,
-// MarshalText, Error or fmt.Sprint. A nil value (typed nil included) is the
-// same as an absent property.
+// "true"/"false"; times are RFC 3339 in UTC; a []byte is its bytes as a
+// string; other values use String, MarshalText, Error or fmt.Sprint. A nil
+// value (typed nil included) is the same as an absent property.
 type Identifier map[string]any
 
 // Well-known identifier properties and values.
