@@ -337,6 +337,22 @@ func TestRolloutGatePrometheusJobs(t *testing.T) {
 	steady.decide(t, "checkout", 10000, 0)
 	diverging.decide(t, "checkout", 1000, 10)
 	staging.decide(t, "checkout", 10000, 0)
+	// Every decision in Prometheus's latest samples before any gate runs:
+	// increase() extrapolates, so a gate could see "every decision" from a
+	// scrape made during decide (diverging's 10 divergent of its first 800
+	// read 0.0125, not 0.01).
+	waitFor(t, 60*time.Second, "Prometheus to scrape every decision", func() bool {
+		for _, q := range []string{
+			`sum(ratelimit_rollout_decisions_total{rate_limiter="checkout",job="steady"}) >= 10000`,
+			`sum(ratelimit_rollout_decisions_total{rate_limiter="checkout",job="diverging",namespace="prod"}) >= 1000`,
+			`sum(ratelimit_rollout_decisions_total{rate_limiter="checkout",job="diverging",namespace="staging"}) >= 10000`,
+		} {
+			if query(q) != 1 {
+				return false
+			}
+		}
+		return true
+	})
 
 	const summed = "warning: limiter checkout: the decisions of %d jobs are summed (%s): judge the one an alert names with --job JOB --job-namespace NS\n"
 	tests := []struct {
