@@ -553,6 +553,13 @@ func (h *Handler) audit(ctx context.Context, r *http.Request, s session, op, lim
 	if rule != "" {
 		attrs = append(attrs, slog.String("rule", rule))
 	}
+	// Where it wrote, as ratekit's records say: a page pointed at another
+	// service's prefix writes somewhere no service reads.
+	if op == "clear" {
+		attrs = append(attrs, slog.String("key_prefix", h.opts.KeyPrefix))
+	} else {
+		attrs = append(attrs, slog.String("key", h.opts.Store.Key(limiter)))
+	}
 	attrs = append(attrs, extra...)
 	// The request's context may be spent: the record is written all the same.
 	h.opts.Logger.LogAttrs(context.WithoutCancel(ctx), level, "rate_limit_admin_write", append(attrs, slog.String("outcome", outcome))...)

@@ -52,7 +52,7 @@ func TestClearNothing(t *testing.T) {
 			if err := json.Unmarshal([]byte(strings.TrimSpace(f.audit.String())), &line); err != nil {
 				t.Fatalf("one audit line expected: %v\n%s", err, f.audit)
 			}
-			if line["op"] != "clear" || line["changed"] != (tt.counted > 0) || line["keys_deleted"] != float64(tt.counted) {
+			if line["op"] != "clear" || line["changed"] != (tt.counted > 0) || line["keys_deleted"] != float64(tt.counted) || line["key_prefix"] != f.keyPrefix {
 				t.Fatalf("audit of a clear of %d key(s): %v", tt.counted, line)
 			}
 		})

@@ -52,7 +52,8 @@
 //
 // Security: the page is read-only unless the host supplies
 // Options.Authorize, which also names who writes for the audit log (one slog
-// record "rate_limit_admin_write" per write, with the store revision and its
+// record "rate_limit_admin_write" per write, with the store revision, where
+// it wrote (the document's key; a clear's counter key_prefix) and its
 // outcome: "ok", or at WARN the error of a write that failed, prefixed
 // "unknown: " when the store did not confirm it: after a timeout or a lost
 // connection it may have been applied, and the page says so rather than that

@@ -137,8 +137,8 @@ func TestConflict(t *testing.T) {
 		l := lines[i]
 		outcome, _ := l["outcome"].(string)
 		if l["msg"] != "rate_limit_admin_write" || l["level"] != w.level || l["who"] != "alice" || l["op"] != w.op ||
-			l["limiter"] != "api" || l["rule"] != w.rule || !strings.Contains(outcome, w.outcome) {
-			t.Errorf("audit line %d: %v, want %s %s of rule %s by alice, outcome %q", i, l, w.level, w.op, w.rule, w.outcome)
+			l["limiter"] != "api" || l["rule"] != w.rule || !strings.Contains(outcome, w.outcome) || l["key"] != f.store.Key("api") {
+			t.Errorf("audit line %d: %v, want %s %s of rule %s by alice, outcome %q, key %s", i, l, w.level, w.op, w.rule, w.outcome, f.store.Key("api"))
 		}
 	}
 }
