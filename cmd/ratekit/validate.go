@@ -29,7 +29,9 @@ evaluate, since each one bypasses its limiter for every request it matches
 A limit or log rule of rate_limits.yaml that matches what a default
 exemption skips (skip_health_checks: it stays exempt), or that replaces one,
 is valid and named in a warning on stderr (in "warnings" with --json), the
-first 100 of them; a skip rule that replaces one is not.
+first 100 of them; a skip rule that replaces one is not. So is a skip rule
+without a match that comes before every counting rule of its list: nothing
+after it counts.
 
 flags:
   --available-limiters FILE   the application's available_limiters.yaml (required)

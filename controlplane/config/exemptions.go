@@ -17,7 +17,9 @@ import (
 // such as skip_health_checks) exempts; a skip rule that replaces one is not
 // warned about. The exemption still holds against them unless
 // they replace it by name (docs/design.md#exemptions); the warning tells the
-// operator before the rules apply. file names the payload; there are no
+// operator before the rules apply. It also warns about a skip rule without
+// a match that comes before every counting rule of its list: nothing after
+// it counts. file names the payload; there are no
 // lines (a payload read from a file has them: PublishFile.ExemptionWarnings).
 // Warnings are bounded as a ValidationError's problems are: the first
 // MaxReportedErrors, each of at most 512 characters (cut in the middle), and
@@ -50,11 +52,37 @@ func exemptionWarnings(d *doc, file, field string, available *AvailableLimiters,
 	}
 	var out []*Error
 	for _, name := range sortedKeys(m) {
+		at := path{}.field(field).key(name).field("rules")
+		place := func(e *Error, i int) *Error {
+			if d != nil {
+				pos := d.lookup(at.at(i), false)
+				e.Line, e.Column = pos.line, pos.col
+			}
+			return e
+		}
 		defaults, err := available.DefaultRules(name)
-		if err != nil || len(tiers.Exemptions(defaults)) == 0 {
+		if err != nil {
 			continue
 		}
-		at := path{}.field(field).key(name).field("rules")
+		exemptions := tiers.Exemptions(defaults)
+		// A skip rule without a match skips every request that reaches it.
+		// After counting rules it ends a list on purpose ("skip the
+		// application's defaults"); before any (a published
+		// skip_health_checks whose match was emptied) it leaves the list
+		// nothing to count: valid, and almost never meant.
+		for i, pr := range m[name].GetRules() {
+			action := actionToCore[pr.GetAction()]
+			if action == ratelimit.ActionLimit || action == ratelimit.ActionLog {
+				break
+			}
+			if len(pr.GetMatch()) == 0 {
+				out = append(out, place(&Error{File: file, Limiter: name, Rule: pr.GetName(), Message: "skip rule " + pr.GetName() +
+					" has no match and comes before every counting rule of its list: every request that reaches it is skipped, so neither the rules after it nor a lower tier's count or block; to stop blocking but keep counting, set the limiter's mode: shadow"}, i))
+			}
+		}
+		if len(exemptions) == 0 {
+			continue
+		}
 		// The rules that compile (the others are reported by validation); one
 		// that replaces an exemption by name lifts it for the others.
 		var list []ratelimit.Rule
@@ -67,12 +95,7 @@ func exemptionWarnings(d *doc, file, field string, available *AvailableLimiters,
 		for j, rule := range list {
 			i, pr := index[j], m[name].GetRules()[index[j]]
 			for _, msg := range ShadowedExemptions(rule, defaults, list) {
-				e := &Error{File: file, Limiter: name, Rule: pr.GetName(), Message: msg}
-				if d != nil {
-					pos := d.lookup(at.at(i), false)
-					e.Line, e.Column = pos.line, pos.col
-				}
-				out = append(out, e)
+				out = append(out, place(&Error{File: file, Limiter: name, Rule: pr.GetName(), Message: msg}, i))
 			}
 		}
 	}

@@ -127,3 +127,60 @@ func TestExemptionWarningsBounded(t *testing.T) {
 		}
 	}
 }
+
+// A skip rule without a match (an exemption whose match an operator emptied,
+// or left out) before every counting rule of its list leaves nothing after
+// it to count: validate and publish warned about nothing. It is warned
+// about, at its line, on every limiter (exemptions or not); a skip rule with
+// a match is not, nor one that ends a list after counting rules (the
+// design's "skip the application's defaults").
+func TestSkipWithoutMatchWarned(t *testing.T) {
+	available := mustAvailable(t, `available_limiters:
+  http_request:
+    description: requests
+    available_properties: [ip, path]
+    allowed_skip_rules: [skip_health_checks, skip_internal, skip_internal_after]
+    default_rules:
+      - name: skip_health_checks
+        action: skip
+        match: {path: /healthz}
+  jobs:
+    description: jobs
+    available_properties: [queue]
+    allowed_skip_rules: [skip_all]
+`)
+	rl, err := ParseRateLimits("r.yaml", []byte(`rate_limits:
+  http_request:
+    - name: skip_internal
+      action: skip
+      match: {ip: 10.0.0.1}
+    - name: skip_health_checks
+      action: skip
+      match: {}
+    - name: per_ip
+      characteristics: [ip]
+      limit: 10
+      period_s: 60
+      action: limit
+    - name: skip_internal_after
+      action: skip
+  jobs:
+    - name: skip_all
+      action: skip
+`), available)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, omitted := rl.ExemptionWarnings(available)
+	var lines []string
+	for _, w := range got {
+		lines = append(lines, w.Error())
+	}
+	want := []string{
+		"r.yaml:6:7: http_request/skip_health_checks: skip rule skip_health_checks has no match and comes before every counting rule of its list: every request that reaches it is skipped, so neither the rules after it nor a lower tier's count or block; to stop blocking but keep counting, set the limiter's mode: shadow",
+		"r.yaml:17:7: jobs/skip_all: skip rule skip_all has no match and comes before every counting rule of its list: every request that reaches it is skipped, so neither the rules after it nor a lower tier's count or block; to stop blocking but keep counting, set the limiter's mode: shadow",
+	}
+	if omitted != 0 || strings.Join(lines, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("warnings (%d omitted):\n%s\nwant:\n%s", omitted, strings.Join(lines, "\n"), strings.Join(want, "\n"))
+	}
+}
