@@ -203,7 +203,7 @@ func TestRulesDeleteDryRunInvalidDocument(t *testing.T) {
 	if code != 0 || stdout != want {
 		t.Fatalf("delete --dry-run: exit %d\nstdout:\n%s\nstderr:\n%s\nwant exit 0 and:\n%s", code, stdout, stderr, want)
 	}
-	if code, _, stderr := e.run(t, "delete", "user_sign_in", "bad", "typo", "--dry-run"); code != 1 || !strings.Contains(stderr, "not published: typo; the delete would remove nothing") {
+	if code, _, stderr := e.run(t, "delete", "user_sign_in", "bad", "typo", "--dry-run"); code != 1 || !strings.Contains(stderr, "rule typo is not published (the limiter's document is invalid); the delete would remove nothing") {
 		t.Fatalf("delete --dry-run with a typo: exit %d, %s", code, stderr)
 	}
 	if raw, _ := e.raw(t, "user_sign_in"); !strings.Contains(raw, "bogus") {

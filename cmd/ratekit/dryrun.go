@@ -143,14 +143,14 @@ func (e *rulesEnv) deleteDiff(ctx context.Context, limiter string, names []strin
 	if err != nil {
 		return e.fail(err)
 	}
-	var missing []string
+	var why []string // as the delete's error says it, a file or default rule named so
 	for _, n := range names {
 		if ruleIndex(doc.GetPublishedRules(), n) < 0 {
-			missing = append(missing, n)
+			why = append(why, rulestore.NotPublished(doc, n))
 		}
 	}
-	if len(missing) > 0 {
-		fmt.Fprintf(e.out.stderr, "ratekit rules: limiter %s: not published: %s; the delete would remove nothing (all or nothing)\n", limiter, strings.Join(missing, ", "))
+	if len(why) > 0 {
+		fmt.Fprintf(e.out.stderr, "ratekit rules: limiter %s: %s; the delete would remove nothing (all or nothing)\n", limiter, strings.Join(why, "; "))
 		return exitInvalid
 	}
 	w := e.out.stdout
@@ -204,14 +204,14 @@ func (e *rulesEnv) deleteDiffInvalid(ctx context.Context, limiter string, names 
 			stored[named.Name] = r
 		}
 	}
-	var missing []string
+	var why []string // as the delete's error says it
 	for _, n := range names {
 		if _, ok := stored[n]; !ok {
-			missing = append(missing, n)
+			why = append(why, fmt.Sprintf("rule %s is not published (the limiter's document is invalid)", n))
 		}
 	}
-	if len(missing) > 0 {
-		fmt.Fprintf(e.out.stderr, "ratekit rules: limiter %s: not published: %s; the delete would remove nothing (all or nothing)\n", limiter, strings.Join(missing, ", "))
+	if len(why) > 0 {
+		fmt.Fprintf(e.out.stderr, "ratekit rules: limiter %s: %s; the delete would remove nothing (all or nothing)\n", limiter, strings.Join(why, "; "))
 		return exitInvalid
 	}
 	w := e.out.stdout

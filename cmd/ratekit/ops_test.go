@@ -240,6 +240,29 @@ func TestRulesDryRun(t *testing.T) {
 	}
 }
 
+// TestRulesDeleteDryRunNamesTier: a delete's dry run names a file or default
+// rule as such, as the delete's error does (it said "not published" alone).
+func TestRulesDeleteDryRunNamesTier(t *testing.T) {
+	e := newRulesCLI(t, false)
+	store, err := rulestore.New(e.client, rulestore.Options{Prefix: e.prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Seed(context.Background(), map[string]tiers.Set{"pipelines_create": {
+		File:     []ratelimit.Rule{{Name: "f", Characteristics: []string{"username"}, Action: ratelimit.ActionLimit, Limit: 5, Period: time.Minute}},
+		Defaults: []ratelimit.Rule{{Name: "d", Characteristics: []string{"username"}, Action: ratelimit.ActionLimit, Limit: 5, Period: time.Minute}},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, dry := range [][]string{{"--dry-run"}, nil} {
+		code, _, stderr := e.run(t, "delete", append([]string{"pipelines_create", "f", "d"}, dry...)...)
+		want := "limiter pipelines_create: rule d is not published: it is in default_rules (the application's own); rule f is not published: it is in file_rules (edit rate_limits.yaml)"
+		if code != 1 || !strings.Contains(stderr, want) {
+			t.Fatalf("delete %v of a default and a file rule: exit %d, %s\nwant %s", dry, code, stderr, want)
+		}
+	}
+}
+
 func testRulesDryRun(t *testing.T, e *rulesCLI) {
 	ctx := context.Background()
 	store, err := rulestore.New(e.client, rulestore.Options{Prefix: e.prefix})
@@ -313,7 +336,7 @@ dry run: 2 changes, nothing written
 		t.Fatalf("delete --dry-run: exit %d\n%s\nwant\n%s", code, stdout, want)
 	}
 	code, _, stderr = e.run(t, "delete", "user_sign_in", "per_ip", "typo", "--dry-run")
-	if code != 1 || !strings.Contains(stderr, "limiter user_sign_in: not published: typo; the delete would remove nothing") {
+	if code != 1 || !strings.Contains(stderr, "limiter user_sign_in: rule typo is not published; the delete would remove nothing") {
 		t.Fatalf("delete --dry-run with a typo: exit %d, %s", code, stderr)
 	}
 	check()

@@ -475,13 +475,20 @@ type readDoc struct {
 
 // notPublished explains why rule is not deletable.
 func notPublished(r readDoc, rule string) string {
-	doc := r.doc
+	if r.doc == nil && r.invalid {
+		return fmt.Sprintf("rule %s is not published (the limiter's document is invalid)", rule)
+	}
+	return NotPublished(r.doc, rule)
+}
+
+// NotPublished explains why rule is not in the published tier of doc (nil:
+// the limiter has no document), as Delete's error does: a rule of the file
+// or default tier is named as such. A dry run of a delete says the same.
+func NotPublished(doc *configv1.LimiterRules, rule string) string {
 	has := func(l *configv1.RuleList) bool {
 		return slices.ContainsFunc(l.GetRules(), func(p *configv1.Rule) bool { return p.GetName() == rule })
 	}
 	switch {
-	case doc == nil && r.invalid:
-		return fmt.Sprintf("rule %s is not published (the limiter's document is invalid)", rule)
 	case doc == nil:
 		return fmt.Sprintf("rule %s is not published (the limiter has no document)", rule)
 	case has(doc.GetFileRules()):
