@@ -153,6 +153,9 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
 <h2>Effective rules, in evaluation order</h2>
 <p class="hint">The first matching skip rule ends evaluation; a rule of a higher tier replaces the same-named rule of a lower tier and keeps its counter. Tiers, highest first: remote, file, published, default.</p>
 {{template "rules" .Rows}}
+{{- if .SkipsAll}}
+<p class="notice warn" id="skips-all" role="note">Rule <code>{{.SkipsAll}}</code> is a skip rule without a match ahead of every counting rule: it skips every request, so this limiter counts and blocks nothing. To stop blocking but keep counting, set the limiter's mode to shadow instead.</p>
+{{- end}}
 {{- if .ExemptionWarnings}}
 <div class="notice warn" id="exemption-warnings" role="note"><p>Default exemptions hold against every tier (docs/design.md#exemptions):</p><ul>{{range .ExemptionWarnings}}<li>{{.}}</li>{{end}}</ul>{{if .ExemptionWarningsOmitted}}<p id="exemption-warnings-omitted">and {{.ExemptionWarningsOmitted}} more warnings</p>{{end}}</div>
 {{- end}}

@@ -404,3 +404,23 @@ func TestSaveUnseededWarns(t *testing.T) {
 		t.Fatalf("no warning %q:\n%s", want, body)
 	}
 }
+
+// A skip rule without a match ahead of every counting rule turns the
+// limiter off (a published skip_health_checks whose match was emptied): the
+// limiter's page says so; with the exemption's own match it does not.
+func TestSkipsAllWarned(t *testing.T) {
+	f := newFixture(t, nil)
+	b := newBrowser(t, f)
+	if _, body := b.get("?limiter=jobs"); strings.Contains(body, `id="skips-all"`) {
+		t.Fatalf("a skips-all warning for the default exemption:\n%s", body)
+	}
+	if _, err := f.store.Publish(ctx, &configv1.PublishRulesRequest{RateLimits: map[string]*configv1.RuleList{"jobs": {Rules: []*configv1.Rule{
+		{Name: "skip_health_checks", Action: configv1.Action_ACTION_SKIP},
+	}}}}); err != nil {
+		t.Fatal(err)
+	}
+	_, body := b.get("?limiter=jobs")
+	if !strings.Contains(body, `<p class="notice warn" id="skips-all" role="note">Rule <code>skip_health_checks</code> is a skip rule without a match ahead of every counting rule`) {
+		t.Fatalf("no warning that the limiter counts nothing:\n%s", body)
+	}
+}

@@ -113,8 +113,12 @@ type limiterView struct {
 	// ExemptionWarningsOmitted counts the warnings past the first
 	// config.MaxReportedErrors, as ratekit validate bounds them.
 	ExemptionWarningsOmitted int
-	Published                []ruleRow
-	TierRows                 []tierRows // every tier, highest first
+	// SkipsAll names the skip rule without a match that comes before every
+	// counting rule of the effective list: the limiter counts and blocks
+	// nothing ("" when none does).
+	SkipsAll  string
+	Published []ruleRow
+	TierRows  []tierRows // every tier, highest first
 
 	published *configv1.RuleList // for the edit form
 }
@@ -301,6 +305,15 @@ func (lv *limiterView) build() {
 		lv.TierRows = append(lv.TierRows, tierRows{Tier: tier, Source: src, Rows: byTier[tier]})
 	}
 	lv.Published = byTier[tiers.Published]
+	for _, r := range lv.Effective {
+		if r.Action != ratelimit.ActionSkip {
+			break // a counting rule: the limiter counts
+		}
+		if len(r.Match) == 0 {
+			lv.SkipsAll = r.Name
+			break
+		}
+	}
 	for _, higher := range [][]ratelimit.Rule{lv.Tiers.Remote, lv.Tiers.File, lv.Tiers.Published} {
 		for _, r := range higher {
 			for _, w := range config.ShadowedExemptions(r, lv.Tiers.Defaults, lv.Tiers.Remote, lv.Tiers.File, lv.Tiers.Published) {
