@@ -70,11 +70,12 @@ const maxApplyAnswer = 2 * MaxDocumentBytes
 
 // Apply PUTs every document of f to the management API at base (for example
 // http://rules:8082), in order, and returns the stored documents with their
-// revisions. It stops at the first failure, naming the document. A
-// redirect is a failure, never followed: a client re-sends a PUT answered
-// 301 or 302 as a GET, whose 200 carries the stored document (a change
-// reported applied that was not), and one answered 307 or 308 to wherever
-// the answer points, with the client's credentials.
+// revisions. It stops at the first failure, naming the document. An answer
+// 200 that is not the document stored (its service and limiter, with a
+// revision) is a failure. So is a redirect, never followed: a client
+// re-sends a PUT answered 301 or 302 as a GET, whose 200 carries the stored
+// document (a change reported applied that was not), and one answered 307
+// or 308 to wherever the answer points, with the client's credentials.
 func Apply(ctx context.Context, client *http.Client, base string, f *rulesv1.OverrideFile) ([]*rulesv1.OverrideDocument, error) {
 	if client == nil {
 		client = http.DefaultClient
@@ -117,6 +118,14 @@ func Apply(ctx context.Context, client *http.Client, base string, f *rulesv1.Ove
 		stored := &rulesv1.OverrideDocument{}
 		if err := protojson.Unmarshal(b, stored); err != nil {
 			return out, fmt.Errorf("apply %s/%s: decode answer: %w", d.GetService(), d.GetLimiter(), err)
+		}
+		// The management API answers a stored PUT with that document and
+		// its revision. A 200 naming another document, or none ({} decodes
+		// as an empty one), is no proof that anything was stored: an
+		// endpoint of something else, or a proxy rewriting the path.
+		if stored.GetService() != d.GetService() || stored.GetLimiter() != d.GetLimiter() || stored.GetRevision() == "" {
+			return out, fmt.Errorf("apply %s/%s: %s, but the answer is not the stored document (it names %.80q/%.80q, revision %.80q): is %.200q the rules service's management API?",
+				d.GetService(), d.GetLimiter(), resp.Status, stored.GetService(), stored.GetLimiter(), stored.GetRevision(), base)
 		}
 		out = append(out, stored)
 	}

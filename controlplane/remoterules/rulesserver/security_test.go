@@ -408,6 +408,43 @@ func TestApplyFollowsNoRedirect(t *testing.T) {
 	}
 }
 
+// Apply reports a document applied only when the answer is that document
+// stored, with its revision: a 200 of something else (an endpoint of another
+// service answering {}, a proxy sending the PUT to another document) made
+// `ratekit-rules apply` print "web/rack_request: revision " and exit 0, with
+// nothing stored.
+func TestApplyNeedsTheStoredDocument(t *testing.T) {
+	for name, answer := range map[string]string{
+		"empty object":     `{}`,
+		"another document": `{"service":"web","limiter":"other","revision":"1-abc"}`,
+		"another service":  `{"service":"api","limiter":"rack_request","revision":"1-abc"}`,
+		"no revision":      `{"service":"web","limiter":"rack_request"}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			var puts atomic.Int64
+			front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				puts.Add(1)
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = io.WriteString(w, answer)
+			}))
+			t.Cleanup(front.Close)
+			stored, err := rulesserver.Apply(context.Background(), nil, front.URL, &rulesv1.OverrideFile{Documents: []*rulesv1.OverrideDocument{mustDoc(t, docJSON)}})
+			if err == nil || len(stored) != 0 || !strings.Contains(err.Error(), "not the stored document") {
+				t.Fatalf("Apply: %d stored, error %v; want an error saying the answer is not the stored document", len(stored), err)
+			}
+			if puts.Load() != 1 {
+				t.Fatalf("%d requests, want the one PUT", puts.Load())
+			}
+		})
+	}
+	// The real management API's answer passes.
+	m := newManaged(t, rulesserver.Config{}, nil)
+	stored, err := rulesserver.Apply(context.Background(), nil, m.hs.URL, &rulesv1.OverrideFile{Documents: []*rulesv1.OverrideDocument{mustDoc(t, docJSON)}})
+	if err != nil || len(stored) != 1 || stored[0].GetRevision() == "" {
+		t.Fatalf("Apply to the management API: %v, %v", stored, err)
+	}
+}
+
 // A refused GetRules request (over gRPC, or POST /v1/rules) repeats at most
 // 80 characters of each property name it sends, and names at most
 // config.MaxReportedErrors problems: the names are the client's, and every
