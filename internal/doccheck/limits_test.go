@@ -19,14 +19,16 @@ import (
 // limitPackages maps the packages whose constants docs/limits.md names to
 // their import paths.
 var limitPackages = map[string]string{
-	"ratelimit":   "github.com/ratekit/ratekit/core",
-	"config":      "github.com/ratekit/ratekit/controlplane/config",
-	"rulestore":   "github.com/ratekit/ratekit/controlplane/rulestore",
-	"rollout":     "github.com/ratekit/ratekit/controlplane/rollout",
-	"observe":     "github.com/ratekit/ratekit/observability/observe",
-	"admin":       "github.com/ratekit/ratekit/pages/admin",
-	"rulesserver": "github.com/ratekit/ratekit/controlplane/remoterules/rulesserver",
-	"rulecheck":   "github.com/ratekit/ratekit/internal/rulecheck",
+	"ratelimit":    "github.com/ratekit/ratekit/core",
+	"config":       "github.com/ratekit/ratekit/controlplane/config",
+	"rulestore":    "github.com/ratekit/ratekit/controlplane/rulestore",
+	"rollout":      "github.com/ratekit/ratekit/controlplane/rollout",
+	"observe":      "github.com/ratekit/ratekit/observability/observe",
+	"admin":        "github.com/ratekit/ratekit/pages/admin",
+	"rulesserver":  "github.com/ratekit/ratekit/controlplane/remoterules/rulesserver",
+	"rulecheck":    "github.com/ratekit/ratekit/internal/rulecheck",
+	"ratekitenvoy": "github.com/ratekit/ratekit/envoy",
+	"remoterules":  "github.com/ratekit/ratekit/controlplane/remoterules",
 }
 
 var (
