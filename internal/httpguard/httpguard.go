@@ -59,7 +59,7 @@ func HostAllowed(r *http.Request, allowed []string) bool {
 		}
 		return false
 	}
-	if !localLoopback(r) {
+	if !LocalLoopback(r) {
 		return true
 	}
 	return LoopbackName(name)
@@ -114,9 +114,10 @@ func RemoteLoopback(r *http.Request) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// localLoopback reports whether the request arrived on a loopback TCP
-// listener (false when the server did not record its address).
-func localLoopback(r *http.Request) bool {
+// LocalLoopback reports whether the request arrived on a loopback address of
+// the server (false when the server did not record it): its connection was
+// made to 127.0.0.1 or [::1], whatever address the listener is bound to.
+func LocalLoopback(r *http.Request) bool {
 	a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
 	if !ok {
 		return false

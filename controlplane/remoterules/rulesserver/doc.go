@@ -53,7 +53,8 @@
 //
 // Security: PUT and DELETE pass Config.Authorize (who may write, named in
 // the audit log) before their body is read; without a hook only clients
-// connecting from loopback may write. Each write logs one record
+// connecting from loopback to loopback may write (not one forwarded from
+// 127.0.0.6 to the host's IP by a mesh sidecar). Each write logs one record
 // "rate_limit_rules_write" (who, op, service, limiter, outcome, revision;
 // INFO, or WARN with the error when it failed),
 // each refusal one WARN record "rate_limit_rules_refused". On a loopback

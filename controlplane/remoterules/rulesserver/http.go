@@ -35,8 +35,9 @@ import (
 //
 // Every request must name an allowed Host (Config.AllowedHosts; on a
 // loopback listener, loopback names only), or it gets 403. PUT and DELETE
-// pass Config.Authorize first (without it, only loopback clients may
-// write), before the body is read, and each one is audited.
+// pass Config.Authorize first (without it, only clients connecting from
+// loopback to loopback may write), before the body is read, and each one is
+// audited.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("PUT /v1/overrides/{service}/{limiter}", s.authorized("put", s.handlePut))
@@ -57,7 +58,7 @@ func (s *Server) Handler() http.Handler {
 }
 
 // authorized runs a write handler for whoever Config.Authorize (or, without
-// it, a loopback connection) lets write, and audits its outcome.
+// it, a connection with both ends on loopback) lets write, and audits its outcome.
 func (s *Server) authorized(op string, next func(http.ResponseWriter, *http.Request) (*rulesv1.OverrideDocument, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var who string
@@ -69,10 +70,13 @@ func (s *Server) authorized(op string, next func(http.ResponseWriter, *http.Requ
 				writeError(w, http.StatusForbidden, "not authorized to change override documents")
 				return
 			}
-		case httpguard.RemoteLoopback(r):
+		case httpguard.RemoteLoopback(r) && httpguard.LocalLoopback(r):
+			// Both ends: a connection from a loopback source to another
+			// address of the host is forwarded, not local (a mesh sidecar
+			// sends every client's request from 127.0.0.6 to the pod's IP).
 			who = "loopback"
 		default:
-			msg := "writes from a non-loopback client need an authorization hook (rulesserver.Config.Authorize; ratekit-rules serve -write-token-file)"
+			msg := "writes need an authorization hook (rulesserver.Config.Authorize; ratekit-rules serve -write-token-file) unless the client connects from loopback to a loopback address"
 			s.refused(r, op, "", msg)
 			writeError(w, http.StatusForbidden, msg)
 			return

@@ -152,6 +152,44 @@ func fromRemote(h http.Handler) http.Handler {
 	})
 }
 
+// A connection from a loopback source to another address of the host is
+// forwarded, not local: a mesh sidecar (Istio's inbound) sends every
+// client's request from 127.0.0.6 to the pod's IP, and a write without an
+// authorization hook was taken as "loopback" from any client of the mesh.
+// Without a hook a write needs both ends on loopback; reads still pass.
+func TestForwardedLoopbackSourceCannotWrite(t *testing.T) {
+	forwarded := func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			r.RemoteAddr = "127.0.0.6:40000" // the sidecar's source
+			r = r.WithContext(context.WithValue(r.Context(), http.LocalAddrContextKey, &net.TCPAddr{IP: net.ParseIP("10.1.2.3"), Port: 8082}))
+			h.ServeHTTP(w, r)
+		})
+	}
+	m := newManaged(t, rulesserver.Config{}, forwarded)
+	for _, method := range []string{http.MethodPut, http.MethodDelete} {
+		if resp, body := do(t, method, m.url(), docJSON); resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "authorization hook") {
+			t.Fatalf("forwarded %s without a hook: %s %s, want 403", method, resp.Status, body)
+		}
+	}
+	if m.stored(t) {
+		t.Fatal("a forwarded PUT without a hook stored the document")
+	}
+	if resp, _ := do(t, http.MethodGet, m.url(), ""); resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("forwarded GET: %s, want 404 (reads need no hook)", resp.Status)
+	}
+	if recs := m.log.records(t, "rate_limit_rules_refused"); len(recs) != 2 || recs[0]["remote_addr"] != "127.0.0.6:40000" {
+		t.Fatalf("refusal records %v, want one per refused write", recs)
+	}
+	// A client on the host connecting to loopback still writes.
+	m = newManaged(t, rulesserver.Config{}, nil)
+	if resp, body := do(t, http.MethodPut, m.url(), docJSON); resp.StatusCode != http.StatusOK {
+		t.Fatalf("loopback PUT without a hook: %s %s", resp.Status, body)
+	}
+	if recs := m.log.records(t, "rate_limit_rules_write"); len(recs) != 1 || recs[0]["who"] != "loopback" {
+		t.Fatalf("write records %v, want one by loopback", recs)
+	}
+}
+
 // Without an authorization hook only loopback clients write; with one, its
 // verdict decides, before the body is read, and every write is audited
 // with who, what and the outcome.

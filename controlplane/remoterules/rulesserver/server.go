@@ -83,7 +83,10 @@ type Config struct {
 	// Authorize is the management API's authorization hook for writes (PUT,
 	// DELETE): it names who writes, for the audit log, or refuses (ok
 	// false: 403). Without it only clients connecting from a loopback
-	// address may write (audited as "loopback"); reads are never refused.
+	// address to a loopback address may write (audited as "loopback"): a
+	// connection from loopback to another address of the host is
+	// forwarded (a mesh sidecar sends every client's request from
+	// 127.0.0.6 to the pod's IP). Reads are never refused.
 	Authorize Authorizer
 	// AllowedHosts are the Host names the management API answers to ("name"
 	// on any port, "name:port", or "*" for any). Empty: on a loopback

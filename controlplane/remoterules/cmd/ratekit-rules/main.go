@@ -18,7 +18,8 @@
 //
 // serve listens on loopback by default. Management writes (PUT, DELETE) need
 // the bearer token of -write-token-file (Authorization: Bearer TOKEN); without
-// one, only loopback clients may write. Every write is logged (slog record
+// one, only clients connecting from loopback to loopback may write (a mesh
+// sidecar forwarding from 127.0.0.6 to the pod's IP is not one). Every write is logged (slog record
 // "rate_limit_rules_write": who, what, outcome) and every refusal too. The
 // management API and /metrics answer only to loopback Host names when on
 // loopback (DNS rebinding; Prometheus scrapes by localhost, 127.0.0.1 or
@@ -204,7 +205,7 @@ func serve(ctx context.Context, args []string, out io.Writer, ready func(string,
 	grpcAddr := fs.String("grpc", defaultGRPCAddr, "gRPC listen address (RulesService, health, reflection)")
 	httpAddr := fs.String("http", defaultHTTPAddr, "HTTP listen address (management API, /metrics, /healthz)")
 	prefix := fs.String("key-prefix", rulesserver.DefaultKeyPrefix, "Redis key prefix")
-	tokenFile := fs.String("write-token-file", "", "file holding the bearer token PUT and DELETE must carry (default: loopback clients only may write)")
+	tokenFile := fs.String("write-token-file", "", "file holding the bearer token PUT and DELETE must carry (default: only clients connecting from loopback to loopback may write)")
 	hosts := fs.String("allowed-hosts", "", "comma-separated Host names the management API and /metrics answer to (default on loopback: localhost, 127.0.0.1, [::1]; elsewhere, any)")
 	readTimeout := fs.Duration("read-timeout", httpguard.ReadTimeout, "bound on reading one HTTP request, body included")
 	writeTimeout := fs.Duration("write-timeout", httpguard.WriteTimeout, "bound on answering one HTTP request")
