@@ -12,6 +12,14 @@ import (
 	"time"
 )
 
+// MaxConcurrentStreams bounds the streams one client connection to a gRPC
+// server of these commands holds open at once (grpc.MaxConcurrentStreams;
+// HTTP/2's SETTINGS_MAX_CONCURRENT_STREAMS). Each stream is a goroutine
+// waiting for its request: without a bound, one connection that opened
+// streams and never sent their messages held 20,000 goroutines and 230 MB.
+// Envoy's connection pool opens another connection when it needs more.
+const MaxConcurrentStreams = 1024
+
 // GRPC is the part of *grpc.Server that Run uses.
 type GRPC interface {
 	Serve(net.Listener) error

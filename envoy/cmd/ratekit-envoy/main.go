@@ -333,7 +333,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(grpcAd
 	// A request within the service's bounds (descriptors × entries × value
 	// length) is far below 1 MiB; a bigger one is refused before decoding.
 	// The codec decodes Envoy's usual request in a few allocations.
-	gs := grpc.NewServer(grpc.MaxRecvMsgSize(1<<20), grpc.ForceServerCodecV2(svc.Codec()))
+	gs := grpc.NewServer(grpc.MaxRecvMsgSize(1<<20), grpc.MaxConcurrentStreams(servers.MaxConcurrentStreams), grpc.ForceServerCodecV2(svc.Codec()))
 	svc.Register(gs)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)

@@ -25,6 +25,8 @@ import (
 	"github.com/ratekit/ratekit/controlplane/config"
 	"github.com/ratekit/ratekit/controlplane/rulestore"
 	"github.com/ratekit/ratekit/internal/redistest"
+	"github.com/ratekit/ratekit/internal/servers"
+	"github.com/ratekit/ratekit/internal/servers/serverstest"
 	"github.com/ratekit/ratekit/internal/testlog"
 )
 
@@ -75,6 +77,11 @@ func testServe(t *testing.T, client redis.UniversalClient, redisFlags ...string)
 		t.Fatalf("run returned before serving: %v\n%s", err, log.String())
 	case <-time.After(30 * time.Second):
 		t.Fatalf("not serving after 30s:\n%s", log.String())
+	}
+	// A client holds at most servers.MaxConcurrentStreams streams open on
+	// one connection (the server had no bound).
+	if n, ok := serverstest.MaxConcurrentStreams(t, a.grpc); !ok || n != servers.MaxConcurrentStreams {
+		t.Fatalf("SETTINGS_MAX_CONCURRENT_STREAMS %d (set: %v), want %d", n, ok, servers.MaxConcurrentStreams)
 	}
 	conn, err := grpc.NewClient(a.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

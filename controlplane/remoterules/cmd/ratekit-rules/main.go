@@ -263,7 +263,7 @@ func serve(ctx context.Context, args []string, out io.Writer, ready func(string,
 	}
 	// A request is bounded as its HTTP form is (the largest valid one is a
 	// few hundred KiB); gRPC's own default is 4 MiB.
-	gs := grpc.NewServer(grpc.MaxRecvMsgSize(rulesserver.MaxDocumentBytes))
+	gs := grpc.NewServer(grpc.MaxRecvMsgSize(rulesserver.MaxDocumentBytes), grpc.MaxConcurrentStreams(servers.MaxConcurrentStreams))
 	rulesv1.RegisterRulesServiceServer(gs, srv)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)

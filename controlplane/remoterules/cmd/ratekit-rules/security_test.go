@@ -22,6 +22,8 @@ import (
 	"github.com/ratekit/ratekit/controlplane/remoterules/rulesv1"
 	"github.com/ratekit/ratekit/internal/httpguard"
 	"github.com/ratekit/ratekit/internal/redistest"
+	"github.com/ratekit/ratekit/internal/servers"
+	"github.com/ratekit/ratekit/internal/servers/serverstest"
 )
 
 // startServe runs serve with extra flags on loopback port 0 against the
@@ -56,6 +58,15 @@ func startServeAddrs(t *testing.T, extra ...string) [2]string {
 		t.Fatal("serve did not listen within 30s")
 	}
 	return [2]string{}
+}
+
+// One client connection holds at most servers.MaxConcurrentStreams streams
+// open: the server set no bound, and streams that never sent their request
+// held a goroutine each.
+func TestGRPCStreamsBounded(t *testing.T) {
+	if n, ok := serverstest.MaxConcurrentStreams(t, startServeAddrs(t)[0]); !ok || n != servers.MaxConcurrentStreams {
+		t.Fatalf("SETTINGS_MAX_CONCURRENT_STREAMS %d (set: %v), want %d", n, ok, servers.MaxConcurrentStreams)
+	}
 }
 
 // A gRPC request is bounded as its HTTP form (POST /v1/rules) is, by
