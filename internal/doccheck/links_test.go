@@ -51,18 +51,7 @@ type link struct {
 func parse(data []byte) markdown {
 	md := markdown{anchors: map[string]bool{}}
 	seen := map[string]int{}
-	inFence := false
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
-	for n := 1; sc.Scan(); n++ {
-		line := sc.Text()
-		if fence.MatchString(line) {
-			inFence = !inFence
-			continue
-		}
-		if inFence {
-			continue
-		}
+	proseLines(data, func(n int, line string) {
 		for _, m := range htmlID.FindAllStringSubmatch(line, -1) {
 			md.anchors[m[1]] = true
 		}
@@ -77,13 +66,31 @@ func parse(data []byte) markdown {
 		}
 		if m := refDef.FindStringSubmatch(line); m != nil {
 			md.links = append(md.links, link{n, m[1]})
-			continue
+			return
 		}
 		for _, m := range inline.FindAllStringSubmatch(codeRun.ReplaceAllString(line, ""), -1) {
 			md.links = append(md.links, link{n, m[1]})
 		}
-	}
+	})
 	return md
+}
+
+// proseLines calls f with each line of a Markdown file outside its fenced
+// code blocks, and the line's number.
+func proseLines(data []byte, f func(n int, line string)) {
+	inFence := false
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
+	for n := 1; sc.Scan(); n++ {
+		line := sc.Text()
+		if fence.MatchString(line) {
+			inFence = !inFence
+			continue
+		}
+		if !inFence {
+			f(n, line)
+		}
+	}
 }
 
 // slug is GitHub's anchor for a heading: lower case, markup and punctuation

@@ -1,8 +1,6 @@
 package doccheck
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
 	"go/importer"
 	"go/token"
@@ -52,18 +50,7 @@ func TestMarkdownNamesExist(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		inFence := false
-		sc := bufio.NewScanner(bytes.NewReader(data))
-		sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
-		for n := 1; sc.Scan(); n++ {
-			line := sc.Text()
-			if fence.MatchString(line) {
-				inFence = !inFence
-				continue
-			}
-			if inFence {
-				continue
-			}
+		proseLines(data, func(n int, line string) {
 			for _, span := range codeRun.FindAllString(line, -1) {
 				for _, m := range typeMember.FindAllStringSubmatch(strings.Trim(span, "`"), -1) {
 					found, typed := false, false
@@ -117,7 +104,7 @@ func TestMarkdownNamesExist(t *testing.T) {
 					}
 				}
 			}
-		}
+		})
 	}
 	if checked < 150 {
 		t.Fatalf("checked %d names in the Markdown files' code spans, want the 185 they held: the patterns no longer find them", checked)
