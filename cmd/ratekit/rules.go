@@ -46,7 +46,10 @@ commands:
                         rate_limits: {limiter: [rules]}) into the published
                         tiers, all limiters in one atomic write; the file is
                         validated first, with its limiters and properties
-                        checked against available_limiters.yaml
+                        checked against available_limiters.yaml; a mode or
+                        rule that the document's file_rules (rate_limits.yaml)
+                        outrank is written but named in a warning: the
+                        file's stays in force
   delete LIMITER RULE...
                         remove published rules (all or nothing); also shrinks
                         a document over its bounds (docs/limits.md)
@@ -622,7 +625,38 @@ func rulesPublish(ctx context.Context, e *rulesEnv, _ []string) int {
 	} else {
 		fmt.Fprintf(e.out.stdout, "; changed: %s (revision %d)\n", strings.Join(res.Changed, ", "), res.Revision)
 	}
+	e.warnFileOutranks(ctx, req)
 	return exitOK
+}
+
+// warnFileOutranks warns, on stderr, of each part of a publish that the
+// limiter's file_rules outrank (file over published, docs/design.md#tiers):
+// a mode while rate_limits.yaml sets another, and a rule whose name
+// rate_limits.yaml holds with other settings. The publish wrote them, but
+// the services go on enforcing the file's: an operator who publishes mode
+// shadow to stop an incident's blocks would otherwise read a success while
+// the limiter keeps blocking. The dry run notes the same (modeDiff,
+// tierNote). A document it cannot read now is left unsaid: the write
+// succeeded.
+func (e *rulesEnv) warnFileOutranks(ctx context.Context, req *configv1.PublishRulesRequest) {
+	for _, lim := range sortedNames(req.GetRateLimits()) {
+		list := req.GetRateLimits()[lim]
+		doc, err := e.document(ctx, lim)
+		if err != nil || doc.GetFileRules() == nil {
+			continue
+		}
+		file := doc.GetFileRules()
+		if m, fm := list.GetMode(), file.GetMode(); m != configv1.Mode_MODE_UNSPECIFIED && fm != configv1.Mode_MODE_UNSPECIFIED && fm != m {
+			fmt.Fprintf(e.out.stderr, "warning: %s: not in force: file_rules (rate_limits.yaml) sets mode %s, which outranks the published mode %s; the limiter stays in %s mode until rate_limits.yaml drops its mode\n",
+				lim, config.ModeWord(fm), config.ModeWord(m), config.ModeWord(fm))
+		}
+		for _, r := range list.GetRules() {
+			if i := ruleIndex(file, r.GetName()); i >= 0 && !sameRule(file.GetRules()[i], r) {
+				fmt.Fprintf(e.out.stderr, "warning: %s/%s: not in force: file_rules (rate_limits.yaml) holds a rule of this name, which outranks the published one and stays in force: %s\n",
+					lim, r.GetName(), protoLine(file.GetRules()[i]))
+			}
+		}
+	}
 }
 
 // invalidName returns the index of the first of names that is not a valid

@@ -1,8 +1,14 @@
 package main
 
 import (
+	"context"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/ratekit/ratekit/controlplane/rulestore"
+	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/tiers"
 )
 
 // TestRulesPublishMode: an operator flips a limiter to shadow mode with
@@ -174,5 +180,55 @@ func TestRulesDeleteDryRunKeepsMode(t *testing.T) {
 				t.Fatalf("after the delete the document is %q (present %v), want present %v", raw, ok, tc.kept)
 			}
 		})
+	}
+}
+
+// TestRulesPublishWarnsFileOutranks: file_rules (rate_limits.yaml) outrank
+// the published tier, so a published mode or rule that the file's overrides
+// is written but not in force. publish warns of each (it printed only
+// "published ...; changed: user_sign_in", while an operator's mode shadow
+// left the limiter enforcing) and of nothing the file does not outrank.
+func TestRulesPublishWarnsFileOutranks(t *testing.T) {
+	e := newRulesCLI(t, false)
+	store, err := rulestore.New(e.client, rulestore.Options{Prefix: e.prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	enforce := ratelimit.Enforce
+	if _, err := store.Seed(context.Background(), map[string]tiers.Set{"user_sign_in": {Mode: &enforce, File: []ratelimit.Rule{
+		{Name: "per_ip", Characteristics: []string{"ip"}, Limit: 5, Period: time.Minute},
+		{Name: "same_in_file", Characteristics: []string{"ip"}, Limit: 9, Period: time.Minute},
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+	e.dir = writeFiles(t, map[string]string{
+		"available_limiters.yaml": readFixture(t, "available_limiters.yaml"),
+		"shadow_rules.yaml": "rate_limits:\n  user_sign_in:\n    mode: shadow\n    rules:\n" +
+			"      - {name: per_ip, characteristics: [ip], limit: 1, period_s: 60, action: limit}\n" +
+			"      - {name: same_in_file, characteristics: [ip], limit: 9, period_s: 60, action: limit}\n" +
+			"      - {name: incident_only, characteristics: [ip], limit: 1, period_s: 60, action: limit}\n",
+		"enforce.yaml": "rate_limits:\n  user_sign_in: {mode: enforce, rules: []}\n",
+	})
+	code, stdout, stderr := e.run(t, "publish", "--file", "shadow_rules.yaml", "--available-limiters", "available_limiters.yaml")
+	if code != exitOK || !strings.Contains(stdout, "changed: user_sign_in") {
+		t.Fatalf("publish: exit %d\n%s%s", code, stdout, stderr)
+	}
+	for _, want := range []string{
+		"warning: user_sign_in: not in force: file_rules (rate_limits.yaml) sets mode enforce, which outranks the published mode shadow; the limiter stays in enforce mode until rate_limits.yaml drops its mode\n",
+		"warning: user_sign_in/per_ip: not in force: file_rules (rate_limits.yaml) holds a rule of this name, which outranks the published one and stays in force: limit 5 per 1m0s by ip",
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("publish stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	// A rule the file holds alike, and one it lacks, are in force as published.
+	for _, quiet := range []string{"same_in_file", "incident_only"} {
+		if strings.Contains(stderr, "user_sign_in/"+quiet+":") {
+			t.Errorf("publish warns of %s, which the file does not outrank:\n%s", quiet, stderr)
+		}
+	}
+	// The file's own mode published: nothing to warn of.
+	if code, _, stderr := e.run(t, "publish", "--file", "enforce.yaml", "--available-limiters", "available_limiters.yaml"); code != exitOK || strings.Contains(stderr, "warning:") {
+		t.Fatalf("publish enforce: exit %d\n%s", code, stderr)
 	}
 }
