@@ -256,12 +256,24 @@ func checkBuildAndTest(t *testing.T, c renderCase, dst string) {
 	// rules of its running processes (a test's file tier that counts health
 	// checks, for one).
 	index := "ratekit:rules:{" + c.service + "}:@index"
+	// Nor do they leave their own rule stores behind: rule documents never
+	// expire, and a team's Redis gathered 60 keys a run.
+	testRuleKeys := func() int {
+		return redisInt(t, "EVAL", "return #redis.call('KEYS', ARGV[1])", "0", "test:rules:{*")
+	}
+	var testRuleKeysBefore int
 	if os.Getenv("RATEKIT_TEST_REDIS_URL") != "" {
 		redisInt(t, "DEL", index)
+		testRuleKeysBefore = testRuleKeys()
 	}
 	out := run(t, dst, env, "go", "test", "-count=1", "-v", "./...")
-	if os.Getenv("RATEKIT_TEST_REDIS_URL") != "" && redisInt(t, "EXISTS", index) != 0 {
-		t.Errorf("the generated tests wrote the service's own rule store (%s) in the test Redis", index)
+	if os.Getenv("RATEKIT_TEST_REDIS_URL") != "" {
+		if redisInt(t, "EXISTS", index) != 0 {
+			t.Errorf("the generated tests wrote the service's own rule store (%s) in the test Redis", index)
+		}
+		if n := testRuleKeys(); n != testRuleKeysBefore {
+			t.Errorf("the generated tests left %d rule store keys (test:rules:{...}) in the test Redis", n-testRuleKeysBefore)
+		}
 	}
 	for _, name := range append([]string{"TestShippedFiles", "TestBuiltInAvailableLimiters", "TestInvalidRateLimitsRejectedWhole", "TestRateLimitsRejectionsCountFromZero", "TestRateLimitsRejectedGauge", "TestSIGHUPBeforeRun", "TestDBUtilizationBudget"}, c.tests...) {
 		if !strings.Contains(out, "--- PASS: "+name+" ") {
