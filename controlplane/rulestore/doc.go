@@ -49,7 +49,9 @@
 // Once a SeedBound succeeded, a refresh that finds gone a document it had
 // applied (Redis restarted empty, a failover to an empty replica, an
 // invalid document an operator removed) seeds again, logged as
-// rate_limit_rule_store_seeded; a store that never seeded writes nothing.
+// rate_limit_rule_store_seeded; a store that never seeded writes nothing
+// and logs, once, that its limiters run on their local tiers
+// (rate_limit_rule_store_documents_gone).
 //
 // A tier may also set the limiter's mode ({"mode":"shadow","rules":[...]}):
 // shadow counts but never blocks (ratelimit.Shadow), for a rollout beside a

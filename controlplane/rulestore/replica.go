@@ -222,7 +222,13 @@ func (s *Store) seedGone(ctx context.Context, gone []string) error {
 	seeded := s.seeded
 	s.mu.RUnlock()
 	if !seeded {
-		return nil // the service does not seed: its documents are someone else's to write
+		// The service does not seed (a template service that rejected its
+		// rate_limits.yaml, a reader): the documents are someone else's to
+		// write. Meanwhile its limiters drop the rules they had from Redis
+		// for their local tiers, which would otherwise go unsaid.
+		s.logger.Warn("rate_limit_rule_store_documents_gone", slog.Any("limiters", gone),
+			slog.String("note", "documents gone from Redis ("+config.ListNames(gone)+"), which this service does not seed: its limiters run on their local tiers until a service seeds them"))
+		return nil
 	}
 	sctx, cancel := context.WithTimeout(ctx, s.timeout)
 	res, err := s.SeedBound(sctx)

@@ -340,7 +340,8 @@ func TestSeedEachOwesWhatRedisMissed(t *testing.T) {
 // invalid document an operator removed): until it restarted, `ratekit
 // explain`, `clear` and the admin page found no document for its limiters.
 // A service that never seeded leaves a document that went to whoever writes
-// it.
+// it, and logs that its limiters fell back to their local tiers (that went
+// unsaid: the limiter's rules changed with no log line).
 func TestSeedAgainWhenDocumentsGo(t *testing.T) {
 	srv := redistest.StartServer(t)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
@@ -352,7 +353,8 @@ func TestSeedAgainWhenDocumentsGo(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Another service's limiter, whose document it reads and never seeds.
-	reader := newStore(t, c, Options{Prefix: s.prefix})
+	var readerLogs testlog.Buffer
+	reader := newStore(t, c, Options{Prefix: s.prefix, Logger: slog.New(slog.NewTextHandler(&readerLogs, nil))})
 	projects := newLimiter(t, "projects", ratelimit.NewMemoryStore())
 	if err := reader.Bind(projects, tiers.Set{}); err != nil {
 		t.Fatal(err)
@@ -384,6 +386,21 @@ func TestSeedAgainWhenDocumentsGo(t *testing.T) {
 	}
 	if n, err := c.Exists(ctx, s.Key("projects")).Result(); err != nil || n != 0 {
 		t.Fatalf("a store that never seeded wrote a document: exists %d, %v", n, err)
+	}
+	if !strings.Contains(readerLogs.String(), "rate_limit_rule_store_documents_gone") || !strings.Contains(readerLogs.String(), "documents gone from Redis (projects)") ||
+		strings.Contains(logs.String(), "rate_limit_rule_store_documents_gone") {
+		t.Fatalf("the reader's fall back to its local tiers was not logged, or the seeder's was:\nreader:\n%s\nseeder:\n%s", readerLogs.String(), logs.String())
+	}
+	if got := len(projects.Rules()); got != 0 {
+		t.Fatalf("projects has %d rules after its document went, want its local tiers' 0", got)
+	}
+	// Once: the next refresh finds nothing new gone.
+	readerLogs.Reset()
+	if err := reader.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(readerLogs.String(), "documents_gone") {
+		t.Fatalf("a refresh with nothing newly gone logged again:\n%s", readerLogs.String())
 	}
 	// The next refresh applies the document: nothing went, nothing is seeded.
 	logs.Reset()
