@@ -205,6 +205,7 @@ func scrape(t *testing.T) map[string]map[string]map[string]bool {
 	store := ratelimittest.NewStore(ratelimittest.NewClock(time.Unix(1_700_000_000, 0)))
 	l, err := ratelimit.New(ratelimit.Config{Name: "http_request", Store: store, Observer: m.Observe, Logger: slog.New(slog.DiscardHandler),
 		Rules: []ratelimit.Rule{
+			{Name: "skip_health_checks", Action: ratelimit.ActionSkip, Match: map[string]ratelimit.Matcher{"path": ratelimit.Equal("/healthz")}},
 			{Name: "per_ip", Characteristics: []string{"ip"}, Limit: 1, Period: time.Minute, BanFor: time.Minute},
 			{Name: "per_ip_shadow", Characteristics: []string{"ip"}, Limit: 1, Period: time.Minute, Action: ratelimit.ActionLog},
 		}})
@@ -217,6 +218,7 @@ func scrape(t *testing.T) map[string]map[string]map[string]bool {
 	for range 3 { // allow, block (the ban starts), banned
 		l.Check(ctx, id)
 	}
+	l.Check(ctx, ratelimit.Identifier{"ip": "192.0.2.1", "path": "/healthz"}) // skip
 	store.FailWith(errors.New("redis down"))
 	if r := l.Check(ctx, ratelimit.Identifier{"ip": "192.0.2.2"}); r.Err == nil {
 		t.Fatal("a check on a failing store did not fail open")
