@@ -58,7 +58,8 @@
 // legacy check. The highest tier that sets one wins, as for rules (file, then
 // published, then the limiter's own Config.Enforcement), so publishing
 // {mode: enforce, rules: []} flips every bound process at its next refresh.
-// A published mode survives the deletion of the published rules.
+// A published mode survives the deletion of the published rules: DeleteMode
+// removes it, and the limiter's mode then comes from the tiers below.
 //
 // # The stored document
 //

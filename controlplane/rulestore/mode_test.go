@@ -1,6 +1,8 @@
 package rulestore
 
 import (
+	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -158,4 +160,85 @@ func TestConfigTiersCarryFileMode(t *testing.T) {
 	if m := sets["search"].Mode; m == nil || *m != ratelimit.Shadow || sets["projects"].Mode != nil {
 		t.Fatalf("file modes: %v, %v", sets["search"].Mode, sets["projects"].Mode)
 	}
+}
+
+// TestDeleteModeLiftsPublished: the drill's stale shadow. A mode published
+// into the published tier was never removable (Delete takes rule names and
+// the mode outlives them), so when rate_limits.yaml dropped its own mode the
+// published shadow took effect. DeleteMode removes it in one write: the
+// limiter goes back to its own mode, the published rules stay, and a
+// DeleteMode with nothing to remove (or with a rule not published) writes
+// nothing and says why. A document of the published mode alone goes with
+// its index entry.
+func TestDeleteModeLiftsPublished(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, c redis.UniversalClient) {
+		s := newStore(t, c, Options{Available: available(t)})
+		lim, err := ratelimit.New(ratelimit.Config{Name: "search", Store: redisstore.New(c), KeyPrefix: redistest.Prefix(t), Timeout: checkTimeout})
+		if err != nil {
+			t.Fatal(err)
+		}
+		local := tiers.Set{Defaults: []ratelimit.Rule{rule("by_user", 2)}}
+		if err := s.Bind(lim, local); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.SeedBound(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Publish(ctx, modeRequest("search", configv1.Mode_MODE_SHADOW, protoRule(t, "extra", 100))); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Refresh(ctx); err != nil || lim.Enforcement() != ratelimit.Shadow {
+			t.Fatalf("published shadow: %v, %v", lim.Enforcement(), err)
+		}
+		before, _ := raw(t, c, s.Key("search"))
+		rev, _ := s.Revision(ctx)
+		// All or nothing: a rule not published keeps the mode too.
+		if _, err := s.DeleteMode(ctx, "search", "missing"); !errors.Is(err, ErrRuleNotFound) {
+			t.Fatalf("DeleteMode with a rule not published: %v", err)
+		}
+		res, err := s.DeleteMode(ctx, "search")
+		if err != nil || !slices.Equal(res.Changed, []string{"search"}) || res.Revision != rev+1 {
+			t.Fatalf("DeleteMode: %+v, %v (revision was %d)", res, err, rev)
+		}
+		after, _ := raw(t, c, s.Key("search"))
+		if want := strings.Replace(before, `"published_rules":{"mode":"shadow","rules":`, `"published_rules":{"rules":`, 1); after != want || after == before {
+			t.Fatalf("after DeleteMode:\n%s\nwant\n%s", after, want)
+		}
+		if err := s.Refresh(ctx); err != nil || lim.Enforcement() != ratelimit.Enforce || len(lim.Rules()) != 2 {
+			t.Fatalf("after DeleteMode: %v, rules %v, %v", lim.Enforcement(), names(lim.Rules()), err)
+		}
+		// Nothing left to remove: refused, nothing written.
+		_, err = s.DeleteMode(ctx, "search")
+		if !errors.Is(err, ErrModeNotPublished) || !strings.Contains(err.Error(), "limiter search: no published mode; nothing was written") {
+			t.Fatalf("DeleteMode again: %v", err)
+		}
+		if again, _ := s.Revision(ctx); again != rev+1 {
+			t.Fatalf("a refused DeleteMode moved the revision to %d", again)
+		}
+		// A mode of rate_limits.yaml is not the published one: the error
+		// says where it is.
+		if _, err := s.Seed(ctx, map[string]tiers.Set{"search": {Defaults: local.Defaults, Mode: new(ratelimit.Shadow)}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.DeleteMode(ctx, "search"); !errors.Is(err, ErrModeNotPublished) || !strings.Contains(err.Error(), "mode shadow is file_rules' (edit rate_limits.yaml)") {
+			t.Fatalf("DeleteMode of a file mode: %v", err)
+		}
+		// A document of a published mode alone is removed whole, with the
+		// mode and the rules named.
+		if _, err := s.Publish(ctx, modeRequest("projects", configv1.Mode_MODE_SHADOW, protoRule(t, "extra", 100))); err != nil {
+			t.Fatal(err)
+		}
+		if res, err := s.DeleteMode(ctx, "projects", "extra"); err != nil || !slices.Equal(res.Changed, []string{"projects"}) {
+			t.Fatalf("DeleteMode projects: %+v, %v", res, err)
+		}
+		if _, ok := raw(t, c, s.Key("projects")); ok {
+			t.Fatal("the emptied document stayed")
+		}
+		if n, err := c.SIsMember(ctx, s.indexKey(), "projects").Result(); err != nil || n {
+			t.Fatalf("index still names projects: %v, %v", n, err)
+		}
+		if _, err := s.DeleteMode(ctx, "projects"); !errors.Is(err, ErrModeNotPublished) || !strings.Contains(err.Error(), "the limiter has no document") {
+			t.Fatalf("DeleteMode without a document: %v", err)
+		}
+	})
 }

@@ -332,12 +332,34 @@ func (s *Store) DeleteIf(ctx context.Context, limiter, version string, rules ...
 	return s.delete(ctx, limiter, &version, rules)
 }
 
+// ErrModeNotPublished is returned (wrapped) by DeleteMode for a limiter
+// whose published tier sets no mode.
+var ErrModeNotPublished = errors.New("rulestore: mode not published")
+
+// DeleteMode removes the mode of a limiter's published tier, and the named
+// rules with it (none: the mode alone), in one atomic write: the limiter's
+// mode then comes from its file tier (rate_limits.yaml), else from the
+// services' own configuration. A published mode is never removed by
+// Publish (which only sets one) nor by Delete (it outlives the published
+// rules), so without DeleteMode a stale one takes effect the day
+// rate_limits.yaml drops its own mode. It is all-or-nothing: when the
+// published tier sets no mode (the error wraps ErrModeNotPublished) or one
+// of the rules is not published (ErrRuleNotFound), nothing is written. A
+// document left with no tier at all is removed with its index entry.
+func (s *Store) DeleteMode(ctx context.Context, limiter string, rules ...string) (WriteResult, error) {
+	return s.deleteOp(ctx, limiter, nil, rules, true)
+}
+
 func (s *Store) delete(ctx context.Context, limiter string, version *string, rules []string) (WriteResult, error) {
-	switch {
-	case !rulecheck.ValidName(limiter):
-		return WriteResult{}, fmt.Errorf("rulestore: delete: %w", rulecheck.NameError("limiter", limiter))
-	case len(rules) == 0:
+	if len(rules) == 0 && rulecheck.ValidName(limiter) {
 		return WriteResult{}, fmt.Errorf("rulestore: delete: no rule names given for limiter %s", limiter)
+	}
+	return s.deleteOp(ctx, limiter, version, rules, false)
+}
+
+func (s *Store) deleteOp(ctx context.Context, limiter string, version *string, rules []string, mode bool) (WriteResult, error) {
+	if !rulecheck.ValidName(limiter) {
+		return WriteResult{}, fmt.Errorf("rulestore: delete: %w", rulecheck.NameError("limiter", limiter))
 	}
 	for _, r := range rules {
 		if !rulecheck.ValidName(r) {
@@ -345,7 +367,7 @@ func (s *Store) delete(ctx context.Context, limiter string, version *string, rul
 		}
 	}
 	rules = slices.Compact(slices.Sorted(slices.Values(rules)))
-	return s.update(ctx, "delete", []edit{{Limiter: limiter, Op: "delete", Names: rules, Expect: version}}, false)
+	return s.update(ctx, "delete", []edit{{Limiter: limiter, Op: "delete", Names: rules, ClearMode: mode, Expect: version}}, false)
 }
 
 // Remove deletes a limiter's whole document and its index entry, whatever
@@ -499,6 +521,19 @@ func NotPublished(doc *configv1.LimiterRules, rule string) string {
 	return fmt.Sprintf("rule %s is not published", rule)
 }
 
+// ModeNotPublished explains why doc (nil: the limiter has no document) has
+// no published mode to delete, as DeleteMode's error does: a mode the file
+// tier sets is named as rate_limits.yaml's. A dry run says the same.
+func ModeNotPublished(doc *configv1.LimiterRules) string {
+	switch {
+	case doc == nil:
+		return "no published mode (the limiter has no document)"
+	case config.ModeWord(doc.GetFileRules().GetMode()) != "":
+		return fmt.Sprintf("no published mode: mode %s is file_rules' (edit rate_limits.yaml)", config.ModeWord(doc.GetFileRules().GetMode()))
+	}
+	return "no published mode"
+}
+
 // edit is one limiter's part of a write.lua plan.
 type edit struct {
 	Limiter  string      `json:"limiter"`
@@ -509,6 +544,8 @@ type edit struct {
 	Names    []string    `json:"names,omitempty"`     // delete
 	Mode     string      `json:"mode,omitempty"`      // publish: the published tier's mode, JSON-encoded
 	FileMode string      `json:"file_mode,omitempty"` // seed: the file tier's mode, JSON-encoded
+	// ClearMode (delete) removes the published tier's mode.
+	ClearMode bool `json:"clear_mode,omitempty"`
 	// Expect, when set, is the Version the document must still have.
 	Expect *string `json:"expect,omitempty"`
 }
@@ -586,6 +623,13 @@ func (s *Store) update(ctx context.Context, op string, edits []edit, dry bool) (
 			why = append(why, notPublished(docs[lim], v.(string)))
 		}
 		return WriteResult{}, fmt.Errorf("%w: limiter %s: %s", ErrRuleNotFound, lim, strings.Join(why, "; "))
+	case -5:
+		lim := res[1].(string)
+		why := "its document is invalid"
+		if !docs[lim].invalid || docs[lim].doc != nil {
+			why = ModeNotPublished(docs[lim].doc)
+		}
+		return WriteResult{}, fmt.Errorf("%w: limiter %s: %s; nothing was written", ErrModeNotPublished, lim, why)
 	}
 	return WriteResult{}, fmt.Errorf("rulestore: %s: unexpected reply %v", op, res)
 }

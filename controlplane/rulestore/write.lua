@@ -24,7 +24,8 @@
 --   {"limiter":"x","op":"publish","rules":[["name","{rule json}"],...],"mode":"\"shadow\""}
 --   {"limiter":"x","op":"seed","file":["{rule}",...],"defaults":[...],"file_mode":"\"shadow\""}
 -- (mode and file_mode are optional JSON strings, already encoded)
---   {"limiter":"x","op":"delete","names":["name",...]}
+--   {"limiter":"x","op":"delete","names":["name",...],"clear_mode":true}
+--   (clear_mode, optional, also removes the published tier's mode)
 --   {"limiter":"x","op":"remove"}: the whole key, whatever it holds
 --   any edit may carry "expect":"<sha1 hex of the document, '' for none>":
 --   the compare-and-set of PublishIf, DeleteIf and RemoveIf (a remove's ''
@@ -35,7 +36,8 @@
 -- revision only moves when something was written), replaced being the Redis
 -- type of an index of another type that the write replaced ('' when none);
 -- {-1, limiter, reason} when a stored document cannot be read; {-2,
--- limiter, name...} when delete names rules that are not published; {-3,
+-- limiter, name...} when delete names rules that are not published; {-5,
+-- limiter} when a delete's clear_mode finds no published mode; {-3,
 -- limiter, version} when a document is not at its expected
 -- version; {-4, limiter, reason} when a publish or seed would leave a
 -- document over a bound that every reader enforces (a delete only shrinks
@@ -270,6 +272,10 @@ for i, edit in ipairs(plan) do
     end
     if #missing > 2 then return missing end
     local kept = {rules = {}, names = {}, mode = t.mode}
+    if edit.clear_mode == true then
+      if not t.mode then return {-5, edit.limiter} end
+      kept.mode = nil
+    end
     for j, n in ipairs(t.names) do
       if not drop[n] then
         kept.rules[#kept.rules + 1] = t.rules[j]
@@ -277,7 +283,7 @@ for i, edit in ipairs(plan) do
       end
     end
     t = kept
-    if #t.rules == 0 and not t.mode then t = nil end -- a published mode outlives its rules
+    if #t.rules == 0 and not t.mode then t = nil end -- a published mode outlives its rules (clear_mode removes it)
     tiers.published_rules = t
   elseif edit.op == 'remove' then
     cur = redis.call('EXISTS', KEYS[i + 2]) == 1 and '' or nil
