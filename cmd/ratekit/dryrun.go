@@ -149,12 +149,21 @@ func (e *rulesEnv) deleteDiff(ctx context.Context, limiter string, names []strin
 			why = append(why, rulestore.NotPublished(doc, n))
 		}
 	}
+	mode := doc.GetPublishedRules().GetMode()
+	if len(why) == 0 && e.f.deleteMode && mode == configv1.Mode_MODE_UNSPECIFIED {
+		why = append(why, rulestore.ModeNotPublished(doc))
+	}
 	if len(why) > 0 {
 		fmt.Fprintf(e.out.stderr, "ratekit rules: limiter %s: %s; the delete would remove nothing (all or nothing)\n", limiter, strings.Join(why, "; "))
 		return exitInvalid
 	}
 	w := e.out.stdout
 	fmt.Fprintf(w, "limiter %s (key %s), published_rules:\n", limiter, e.store.Key(limiter))
+	changes := len(names)
+	if e.f.deleteMode {
+		changes++
+		fmt.Fprintf(w, "  - mode %s: the limiter then runs in %s\n", config.ModeWord(mode), modeWithout(doc))
+	}
 	for _, n := range names {
 		r := doc.GetPublishedRules().GetRules()[ruleIndex(doc.GetPublishedRules(), n)]
 		fmt.Fprintf(w, "  - %s: %s\n", n, protoLine(r))
@@ -168,14 +177,14 @@ func (e *rulesEnv) deleteDiff(ctx context.Context, limiter string, names []strin
 	}
 	if len(doc.GetPublishedRules().GetRules()) == len(names) {
 		// A published mode outlives the published rules.
-		switch m := doc.GetPublishedRules().GetMode(); {
-		case m != configv1.Mode_MODE_UNSPECIFIED:
-			fmt.Fprintf(w, "  the published mode %s stays\n", config.ModeWord(m))
+		switch {
+		case mode != configv1.Mode_MODE_UNSPECIFIED && !e.f.deleteMode:
+			fmt.Fprintf(w, "  the published mode %s stays (--mode deletes it too)\n", config.ModeWord(mode))
 		case doc.GetFileRules() == nil && doc.GetDefaultRules() == nil:
 			fmt.Fprintln(w, "  the document would be left empty and removed")
 		}
 	}
-	dryRunSummary(w, len(names))
+	dryRunSummary(w, changes)
 	return exitOK
 }
 
@@ -186,6 +195,7 @@ func (e *rulesEnv) deleteDiffInvalid(ctx context.Context, limiter string, names 
 	raw, _, err := e.store.RawDocument(ctx, limiter)
 	var loose struct {
 		Published struct {
+			Mode  json.RawMessage   `json:"mode"`
 			Rules []json.RawMessage `json:"rules"`
 		} `json:"published_rules"`
 	}
@@ -210,6 +220,13 @@ func (e *rulesEnv) deleteDiffInvalid(ctx context.Context, limiter string, names 
 			why = append(why, fmt.Sprintf("rule %s is not published (the limiter's document is invalid)", n))
 		}
 	}
+	mode := string(loose.Published.Mode)
+	if word := ""; json.Unmarshal(loose.Published.Mode, &word) == nil {
+		mode = word // as a tier reads it, unquoted
+	}
+	if len(why) == 0 && e.f.deleteMode && (mode == "" || mode == "null") {
+		why = append(why, "no published mode (the limiter's document is invalid)")
+	}
 	if len(why) > 0 {
 		fmt.Fprintf(e.out.stderr, "ratekit rules: limiter %s: %s; the delete would remove nothing (all or nothing)\n", limiter, strings.Join(why, "; "))
 		return exitInvalid
@@ -217,6 +234,11 @@ func (e *rulesEnv) deleteDiffInvalid(ctx context.Context, limiter string, names 
 	w := e.out.stdout
 	fmt.Fprintf(w, "limiter %s (key %s), published_rules:\n", limiter, e.store.Key(limiter))
 	fmt.Fprintf(w, "  (the document is invalid, so no service loads it: %s)\n", strings.ReplaceAll(invalid.Error(), "\n", "; "))
+	changes := len(names)
+	if e.f.deleteMode {
+		changes++
+		fmt.Fprintf(w, "  - mode %s\n", mode)
+	}
 	for _, n := range names {
 		var line bytes.Buffer
 		if json.Compact(&line, stored[n]) != nil {
@@ -225,7 +247,7 @@ func (e *rulesEnv) deleteDiffInvalid(ctx context.Context, limiter string, names 
 		}
 		fmt.Fprintf(w, "  - %s: %s\n", n, line.String())
 	}
-	dryRunSummary(w, len(names))
+	dryRunSummary(w, changes)
 	return exitOK
 }
 

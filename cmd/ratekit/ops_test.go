@@ -206,7 +206,7 @@ func TestServicePrefixes(t *testing.T) {
 		}
 		// A prefix on the command line wins over the environment's service.
 		code, stdout, stderr = ratekitEnv(t, "", env, append([]string{"rules", "list", "--rules-prefix", "other:{x}:"}, cluster...)...)
-		if code != 0 || !strings.HasPrefix(stdout, "LIMITER") || !strings.Contains(stdout, "0 limiters") ||
+		if code != exitInvalid || !strings.HasPrefix(stdout, "LIMITER") || !strings.Contains(stdout, "0 limiters") ||
 			!strings.Contains(stderr, `no rule documents under the prefix "other:{x}:"`) {
 			t.Fatalf("rules list with another prefix: exit %d\n%s%s", code, stdout, stderr)
 		}

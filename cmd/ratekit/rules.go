@@ -38,6 +38,8 @@ commands:
                         the limiters past that are listed NOT READ (show reads
                         each) and the command exits 1, as it does beside a
                         revision counter it cannot read (written by hand)
+                        and beside a prefix that holds no document (a
+                        mistyped --service)
   show LIMITER          each tier and the effective, merged list (--json: the
                         stored document, byte for byte); a document no
                         service would load is shown too, and exits 1
@@ -52,7 +54,12 @@ commands:
                         file's stays in force
   delete LIMITER RULE...
                         remove published rules (all or nothing); also shrinks
-                        a document over its bounds (docs/limits.md)
+                        a document over its bounds (docs/limits.md); with
+                        --mode (RULE then optional) the published mode too, in
+                        the same write: a published mode outlives the
+                        published rules and applies whenever rate_limits.yaml
+                        sets none; the limiter then runs in the file's mode,
+                        else its services' own
   remove LIMITER        delete a document that no service would load (invalid
                         JSON, over its bounds, a key of another Redis type,
                         with --available-limiters a property or skip rule it
@@ -89,6 +96,7 @@ flags:
                               the index does not name (default 65536, at most 2^40, 2^30 − 1 on 32-bit);
                               the next gc goes on from where it stopped
   --json                      machine-readable output (list, show)
+  --mode                      delete: the published mode (see delete)
   --timeout D                 bound on the whole command (default 10s, at most 10m)
 
 --prefix is the former name of --rules-prefix and is still accepted.
@@ -96,7 +104,9 @@ flags:
 A command whose target state already holds says so and succeeds: a publish
 of rules the store holds ("nothing changed"), a gc that finds no orphans (a
 deploy pipeline runs both every time). One that finds nothing to act on
-fails: a delete of a rule not published, a remove of a valid document.
+fails: a delete of a rule not published (or --mode of a limiter with no
+published mode), a remove of a valid document, a list of a prefix that
+holds no document.
 A publish to a limiter no service seeded under the prefix (no document,
 or published rules alone) succeeds with a note naming it: the services
 read it only if their rule store uses that prefix (--service).
@@ -119,6 +129,7 @@ type rulesFlags struct {
 	connFlags
 	available, file               string
 	asJSON, dryRun, skipAvailable bool
+	deleteMode                    bool // delete --mode: the published mode
 	grace                         string
 	scanKeys                      int
 	timeout                       time.Duration
@@ -168,12 +179,16 @@ func runRules(ctx context.Context, out output, args []string) int {
 	fs.StringVar(&f.grace, "grace", "7d", "")
 	fs.IntVar(&f.scanKeys, "scan-keys", rulestore.DefaultGCScanKeys, "")
 	fs.BoolVar(&f.asJSON, "json", false, "")
+	fs.BoolVar(&f.deleteMode, "mode", false, "")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "")
 	pos, ok, code := parseArgs(fs, usage, args, out)
 	if !ok {
 		return code
 	}
 	f.resolve()
+	if f.deleteMode && sub == "delete" {
+		nargs[0] = 1 // the mode alone, or with rules
+	}
 	if err := f.check(); err != nil {
 		return usageError(out, usage, "rules %s: %v", sub, err)
 	}
@@ -182,6 +197,8 @@ func runRules(ctx context.Context, out output, args []string) int {
 		return usageError(out, usage, "rules %s only reads: --dry-run is for publish, delete, remove and gc", sub)
 	case f.asJSON && sub != "list" && sub != "show": // a script would get text where it asked for JSON
 		return usageError(out, usage, "rules %s prints text: --json is for list and show", sub)
+	case f.deleteMode && sub != "delete":
+		return usageError(out, usage, "rules %s: --mode is for delete (the published mode; publish sets one from --file)", sub)
 	case len(pos) < nargs[0] || (nargs[1] >= 0 && len(pos) > nargs[1]):
 		return usageError(out, usage, "rules %s: wrong arguments %q", sub, pos)
 	case nargs[0] > 0 && !rulecheck.ValidName(pos[0]): // show, delete, remove: no such limiter can have a document
@@ -343,9 +360,12 @@ func rulesList(ctx context.Context, e *rulesEnv, _ []string) int {
 			revision = strconv.FormatInt(*rev, 10)
 		}
 		fmt.Fprintf(e.out.stdout, "%s, revision %s\n", count(len(list), "limiter"), revision)
-		if len(list) == 0 {
-			fmt.Fprintf(e.out.stderr, "note: %s\n", emptyPrefix(e.f.rulesPrefix))
-		}
+	}
+	// A prefix that holds nothing is most often a mistyped --service: the
+	// list fails, as a command that finds nothing to act on does, so that
+	// a script or a runbook step never reads "0 limiters" as a success.
+	if len(list) == 0 {
+		fmt.Fprintf(e.out.stderr, "ratekit rules: %s\n", emptyPrefix(e.f.rulesPrefix))
 	}
 	if invalid > 0 {
 		fmt.Fprintf(e.out.stderr, "ratekit rules: %s cannot be read by the services\n", count(invalid, "document"))
@@ -357,7 +377,7 @@ func rulesList(ctx context.Context, e *rulesEnv, _ []string) int {
 	if revErr != nil {
 		fmt.Fprintf(e.out.stderr, "ratekit rules: %v\n", revErr)
 	}
-	if invalid > 0 || notRead > 0 || revErr != nil {
+	if invalid > 0 || notRead > 0 || revErr != nil || len(list) == 0 {
 		return exitInvalid
 	}
 	return exitOK
@@ -677,6 +697,9 @@ func rulesDelete(ctx context.Context, e *rulesEnv, args []string) int {
 			names = append(names, n)
 		}
 	}
+	if e.f.deleteMode {
+		return e.deleteMode(ctx, args[0], names)
+	}
 	res, err := e.store.Delete(ctx, args[0], names...)
 	e.audit(ctx, "delete", err, slog.String("limiter", args[0]), slog.Any("rules", names),
 		slog.Bool("changed", len(res.Changed) > 0), slog.Int64("revision", res.Revision))
@@ -685,6 +708,45 @@ func rulesDelete(ctx context.Context, e *rulesEnv, args []string) int {
 	}
 	fmt.Fprintf(e.out.stdout, "deleted from %s: %s (revision %d)\n", args[0], strings.Join(names, ", "), res.Revision)
 	return exitOK
+}
+
+// deleteMode is `rules delete LIMITER [RULE...] --mode`: it removes the
+// published mode (and the rules named) in one write, and says which mode
+// the limiter then runs in.
+func (e *rulesEnv) deleteMode(ctx context.Context, limiter string, names []string) int {
+	// The mode removed, for the record: read before the write, as the
+	// write's reply does not carry it ("" when unknown).
+	if names == nil {
+		names = []string{} // the record's rules: none, not null
+	}
+	var mode string
+	if doc, err := e.document(ctx, limiter); err == nil {
+		mode = config.ModeWord(doc.GetPublishedRules().GetMode())
+	}
+	res, err := e.store.DeleteMode(ctx, limiter, names...)
+	e.audit(ctx, "delete", err, slog.String("limiter", limiter), slog.Any("rules", names), slog.String("mode", mode),
+		slog.Bool("changed", len(res.Changed) > 0), slog.Int64("revision", res.Revision))
+	if err != nil {
+		return e.fail(err)
+	}
+	what := "the published mode"
+	if mode != "" {
+		what += " " + mode
+	}
+	fmt.Fprintf(e.out.stdout, "deleted from %s: %s (revision %d)\n", limiter, strings.Join(append([]string{what}, names...), ", "), res.Revision)
+	if doc, err := e.document(ctx, limiter); err == nil {
+		fmt.Fprintf(e.out.stdout, "%s now runs in %s\n", limiter, modeWithout(doc))
+	}
+	return exitOK
+}
+
+// modeWithout says which mode a limiter runs in with no published mode:
+// the file tier's, else the services' own. doc may be nil (no document).
+func modeWithout(doc *configv1.LimiterRules) string {
+	if m := config.ModeWord(doc.GetFileRules().GetMode()); m != "" {
+		return "mode " + m + ", set by file_rules (rate_limits.yaml)"
+	}
+	return "the mode its services configure (enforce unless they configure shadow)"
 }
 
 // rulesRemove deletes a document no service would load: the one way, with

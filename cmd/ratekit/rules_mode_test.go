@@ -84,7 +84,7 @@ func TestRulesPublishNothing(t *testing.T) {
 			}
 		}
 	}
-	if code, stdout, _ := e.run(t, "list"); code != exitOK || !strings.Contains(stdout, "0 limiters, revision 0") {
+	if code, stdout, _ := e.run(t, "list"); code != exitInvalid || !strings.Contains(stdout, "0 limiters, revision 0") {
 		t.Fatalf("list after publishing nothing: exit %d\n%s", code, stdout)
 	}
 }
@@ -156,7 +156,7 @@ func TestRulesDeleteDryRunKeepsMode(t *testing.T) {
 		kept             bool
 	}{
 		{"mode", "rate_limits:\n  user_sign_in:\n    mode: shadow\n    rules: [{name: per_ip, characteristics: [ip], limit: 1, period_s: 60, action: limit}]\n",
-			"  the published mode shadow stays\n", true},
+			"  the published mode shadow stays (--mode deletes it too)\n", true},
 		{"no mode", "rate_limits:\n  user_sign_in: [{name: per_ip, characteristics: [ip], limit: 1, period_s: 60, action: limit}]\n",
 			"  the document would be left empty and removed\n", false},
 	} {
@@ -230,5 +230,91 @@ func TestRulesPublishWarnsFileOutranks(t *testing.T) {
 	// The file's own mode published: nothing to warn of.
 	if code, _, stderr := e.run(t, "publish", "--file", "enforce.yaml", "--available-limiters", "available_limiters.yaml"); code != exitOK || strings.Contains(stderr, "warning:") {
 		t.Fatalf("publish enforce: exit %d\n%s", code, stderr)
+	}
+}
+
+// TestRulesDeleteMode: the drill's stale shadow. A published mode outlives
+// the published rules and `rules delete` took rule names only, so an
+// operator could overwrite it but never remove it, and it took effect the
+// day rate_limits.yaml dropped its own mode. `rules delete LIMITER --mode`
+// removes it (the real binary against the real Redis, standalone and
+// cluster): its dry run says which mode the limiter then runs in, the write
+// is audited, and with no published mode left both exit 1, writing
+// nothing.
+func TestRulesDeleteMode(t *testing.T) {
+	for _, cluster := range []bool{false, true} {
+		name := map[bool]string{false: "standalone", true: "cluster"}[cluster]
+		t.Run(name, func(t *testing.T) {
+			e := newRulesCLI(t, cluster)
+			store, err := rulestore.New(e.client, rulestore.Options{Prefix: e.prefix})
+			if err != nil {
+				t.Fatal(err)
+			}
+			perIP := ratelimit.Rule{Name: "per_ip", Characteristics: []string{"ip"}, Limit: 5, Period: time.Minute}
+			// rate_limits.yaml sets no mode (it dropped its own).
+			if _, err := store.Seed(context.Background(), map[string]tiers.Set{"user_sign_in": {File: []ratelimit.Rule{perIP}}}); err != nil {
+				t.Fatal(err)
+			}
+			e.dir = writeFiles(t, map[string]string{
+				"available_limiters.yaml": readFixture(t, "available_limiters.yaml"),
+				"shadow_rule.yaml":        "rate_limits:\n  user_sign_in:\n    mode: shadow\n    rules: [{name: incident, characteristics: [ip], limit: 1, period_s: 60, action: limit}]\n",
+			})
+			if code, _, stderr := e.run(t, "publish", "--file", "shadow_rule.yaml", "--available-limiters", "available_limiters.yaml"); code != exitOK {
+				t.Fatalf("publish: exit %d\n%s", code, stderr)
+			}
+			before, _ := e.raw(t, "user_sign_in")
+			code, stdout, stderr := e.run(t, "delete", "user_sign_in", "--mode", "--dry-run")
+			if code != exitOK || stderr != "" ||
+				!strings.Contains(stdout, "  - mode shadow: the limiter then runs in the mode its services configure (enforce unless they configure shadow)\n") ||
+				!strings.Contains(stdout, "dry run: 1 change, nothing written") || strings.Contains(stdout, "incident") {
+				t.Fatalf("delete --mode --dry-run: exit %d\n%s%s", code, stdout, stderr)
+			}
+			if after, _ := e.raw(t, "user_sign_in"); after != before {
+				t.Fatalf("the dry run wrote %s", after)
+			}
+			code, stdout, stderr = e.run(t, "delete", "user_sign_in", "--mode")
+			if code != exitOK || !strings.HasPrefix(stdout, "deleted from user_sign_in: the published mode shadow (revision ") ||
+				!strings.HasSuffix(stdout, "\nuser_sign_in now runs in the mode its services configure (enforce unless they configure shadow)\n") {
+				t.Fatalf("delete --mode: exit %d\n%s%s", code, stdout, stderr)
+			}
+			oneAudit(t, stderr, map[string]any{"op": "delete", "limiter": "user_sign_in", "mode": "shadow", "rules": []string{}, "changed": true, "outcome": "ok"})
+			// The published rule stays; no tier sets a mode now.
+			code, stdout, _ = e.run(t, "show", "user_sign_in")
+			if code != exitOK || strings.Contains(stdout, "mode") || !strings.Contains(stdout, "published_rules (publish API): 1 rule\n") {
+				t.Fatalf("show after delete --mode: exit %d\n%s", code, stdout)
+			}
+			// Nothing left to delete: the delete and its dry run fail.
+			code, stdout, stderr = e.run(t, "delete", "user_sign_in", "--mode", "--dry-run")
+			if code != exitInvalid || stdout != "" || stderr != "ratekit rules: limiter user_sign_in: no published mode; the delete would remove nothing (all or nothing)\n" {
+				t.Fatalf("delete --mode --dry-run of no mode: exit %d\n%s%s", code, stdout, stderr)
+			}
+			code, stdout, stderr = e.run(t, "delete", "user_sign_in", "--mode")
+			if code != exitInvalid || stdout != "" || !strings.Contains(stderr, "ratekit rules: rulestore: mode not published: limiter user_sign_in: no published mode; nothing was written\n") {
+				t.Fatalf("delete --mode of no mode: exit %d\n%s%s", code, stdout, stderr)
+			}
+			// The mode and the rules in one write, the file's mode named.
+			enforce := ratelimit.Enforce
+			if _, err := store.Seed(context.Background(), map[string]tiers.Set{"user_sign_in": {File: []ratelimit.Rule{perIP}, Mode: &enforce}}); err != nil {
+				t.Fatal(err)
+			}
+			if code, _, stderr := e.run(t, "publish", "--file", "shadow_rule.yaml", "--available-limiters", "available_limiters.yaml"); code != exitOK {
+				t.Fatalf("publish: exit %d\n%s", code, stderr)
+			}
+			code, stdout, stderr = e.run(t, "delete", "user_sign_in", "incident", "--mode")
+			if code != exitOK || !strings.HasPrefix(stdout, "deleted from user_sign_in: the published mode shadow, incident (revision ") ||
+				!strings.HasSuffix(stdout, "\nuser_sign_in now runs in mode enforce, set by file_rules (rate_limits.yaml)\n") {
+				t.Fatalf("delete incident --mode: exit %d\n%s%s", code, stdout, stderr)
+			}
+			if raw, _ := e.raw(t, "user_sign_in"); strings.Contains(raw, "published_rules") {
+				t.Fatalf("the published tier stayed: %s", raw)
+			}
+			// --mode is delete's alone; delete needs a rule or --mode.
+			if code, _, stderr := e.run(t, "publish", "--mode", "--file", "shadow_rule.yaml", "--available-limiters", "available_limiters.yaml"); code != exitUsage || !strings.Contains(stderr, "--mode is for delete") {
+				t.Fatalf("publish --mode: exit %d\n%s", code, stderr)
+			}
+			if code, _, _ := e.run(t, "delete", "user_sign_in"); code != exitUsage {
+				t.Fatalf("delete without a rule or --mode: exit %d", code)
+			}
+		})
 	}
 }

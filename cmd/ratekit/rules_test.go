@@ -338,6 +338,33 @@ func TestRulesListPastMaxReadBytes(t *testing.T) {
 	}
 }
 
+// TestRulesListEmptyPrefixFails: the drill's `rules list --service shopp`
+// (a typo) exited 0 with "0 limiters" and a note, a success for nothing: a
+// list of a prefix that holds no document exits 1, in text and JSON, and
+// names where a service's documents are; the service's own prefix lists.
+func TestRulesListEmptyPrefixFails(t *testing.T) {
+	url := redistest.URL(t)
+	service := "shop" + strings.Split(redistest.Prefix(t), ":")[2] // of this test alone
+	store, err := rulestore.New(redistest.Client(t), rulestore.Options{Prefix: "ratekit:rules:{" + service + "}:"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Seed(context.Background(), map[string]tiers.Set{"user_sign_in": {File: []ratelimit.Rule{{Name: "per_ip", Characteristics: []string{"ip"}, Limit: 5, Period: time.Minute}}}}); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for _, asJSON := range [][]string{nil, {"--json"}} {
+		code, stdout, stderr := ratekit(t, dir, append([]string{"rules", "list", "--redis", url, "--service", service + "p"}, asJSON...)...)
+		want := fmt.Sprintf("ratekit rules: no rule documents under the prefix %q; a service made from the copier template keeps them under \"ratekit:rules:{SERVICE}:\" (--service SERVICE)\n", "ratekit:rules:{"+service+"p}:")
+		if code != exitInvalid || stderr != want {
+			t.Fatalf("list %q of a mistyped service: exit %d, want 1\nstdout:\n%s\nstderr %q\nwant %q", asJSON, code, stdout, stderr, want)
+		}
+		if code, stdout, stderr := ratekit(t, dir, append([]string{"rules", "list", "--redis", url, "--service", service}, asJSON...)...); code != exitOK || !strings.Contains(stdout, "user_sign_in") {
+			t.Fatalf("list %q of the service: exit %d\n%s%s", asJSON, code, stdout, stderr)
+		}
+	}
+}
+
 // A number of days past the longest time.Duration is refused, not wrapped
 // around to a short grace that would delete every orphan at once.
 func TestParseDays(t *testing.T) {

@@ -625,7 +625,7 @@ func (s *Store) update(ctx context.Context, op string, edits []edit, dry bool) (
 		return WriteResult{}, fmt.Errorf("%w: limiter %s: %s", ErrRuleNotFound, lim, strings.Join(why, "; "))
 	case -5:
 		lim := res[1].(string)
-		why := "its document is invalid"
+		why := "no published mode (the limiter's document is invalid)"
 		if !docs[lim].invalid || docs[lim].doc != nil {
 			why = ModeNotPublished(docs[lim].doc)
 		}
