@@ -489,8 +489,12 @@ func rulesShow(ctx context.Context, e *rulesEnv, args []string) int {
 	}
 	w := e.out.stdout
 	fmt.Fprintf(w, "limiter %s (key %s)\n", limiter, key)
-	if t.Mode != nil {
-		fmt.Fprintf(w, "mode: %s (the highest tier that sets one wins)\n", *t.Mode)
+	if mode, from := rulestore.ModeOf(doc, nil); mode != nil {
+		fmt.Fprintf(w, "mode: %s, set by %s_rules (the highest tier that sets one wins)", *mode, from)
+		if from == tiers.Published { // it outlives the published rules: say how it goes
+			fmt.Fprintf(w, "; %s --mode removes it", e.command("delete", limiter, false))
+		}
+		fmt.Fprintln(w)
 	}
 	tiered := t.Rules()
 	for _, tier := range []struct {

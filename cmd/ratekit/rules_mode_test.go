@@ -34,7 +34,7 @@ func TestRulesPublishMode(t *testing.T) {
 			// The audit record says what was published: the mode.
 			oneAudit(t, cutUnseededNote(t, stderr, e.prefix, "user_sign_in"), map[string]any{"op": "publish", "modes": map[string]string{"user_sign_in": "shadow"}, "rules": map[string][]string{}})
 			code, stdout, _ = e.run(t, "show", "user_sign_in")
-			if code != exitOK || !strings.Contains(stdout, "mode: shadow (the highest tier that sets one wins)") ||
+			if code != exitOK || !strings.Contains(stdout, "mode: shadow, set by published_rules (the highest tier that sets one wins); ratekit rules delete --rules-prefix '"+e.prefix+"' user_sign_in --mode removes it\n") ||
 				!strings.Contains(stdout, "published_rules (publish API): 0 rules, mode shadow") {
 				t.Fatalf("show after shadow: exit %d\n%s", code, stdout)
 			}
@@ -47,7 +47,7 @@ func TestRulesPublishMode(t *testing.T) {
 			if code, _, _ := e.run(t, "publish", "--file", "enforce.yaml", "--available-limiters", "available_limiters.yaml"); code != exitOK {
 				t.Fatal("publish enforce failed")
 			}
-			if _, stdout, _ := e.run(t, "show", "user_sign_in"); !strings.Contains(stdout, "mode: enforce") {
+			if _, stdout, _ := e.run(t, "show", "user_sign_in"); !strings.Contains(stdout, "mode: enforce, set by published_rules") {
 				t.Fatalf("show after enforce:\n%s", stdout)
 			}
 			// explain follows the document's mode: in shadow it says what
@@ -263,6 +263,9 @@ func TestRulesDeleteMode(t *testing.T) {
 				t.Fatalf("publish: exit %d\n%s", code, stderr)
 			}
 			before, _ := e.raw(t, "user_sign_in")
+			if code, stdout, _ := e.run(t, "show", "user_sign_in"); code != exitOK || !strings.Contains(stdout, "mode: shadow, set by published_rules (the highest tier that sets one wins); ratekit rules delete --rules-prefix '"+e.prefix+"' user_sign_in --mode removes it\n") {
+				t.Fatalf("show of a published mode: exit %d\n%s", code, stdout)
+			}
 			code, stdout, stderr := e.run(t, "delete", "user_sign_in", "--mode", "--dry-run")
 			if code != exitOK || stderr != "" ||
 				!strings.Contains(stdout, "  - mode shadow: the limiter then runs in the mode its services configure (enforce unless they configure shadow)\n") ||
@@ -307,6 +310,11 @@ func TestRulesDeleteMode(t *testing.T) {
 			}
 			if raw, _ := e.raw(t, "user_sign_in"); strings.Contains(raw, "published_rules") {
 				t.Fatalf("the published tier stayed: %s", raw)
+			}
+			// show names the tier of the mode, and offers no removal of a
+			// mode the file sets.
+			if code, stdout, _ := e.run(t, "show", "user_sign_in"); code != exitOK || !strings.Contains(stdout, "mode: enforce, set by file_rules (the highest tier that sets one wins)\n") {
+				t.Fatalf("show of a file mode: exit %d\n%s", code, stdout)
 			}
 			// --mode is delete's alone; delete needs a rule or --mode.
 			if code, _, stderr := e.run(t, "publish", "--mode", "--file", "shadow_rule.yaml", "--available-limiters", "available_limiters.yaml"); code != exitUsage || !strings.Contains(stderr, "--mode is for delete") {

@@ -350,6 +350,13 @@ func (s *Store) DeleteMode(ctx context.Context, limiter string, rules ...string)
 	return s.deleteOp(ctx, limiter, nil, rules, true)
 }
 
+// DeleteModeIf is DeleteMode with a compare-and-set: when the limiter's
+// document is no longer at version (see Version), nothing is deleted and the
+// error wraps ErrConflict.
+func (s *Store) DeleteModeIf(ctx context.Context, limiter, version string, rules ...string) (WriteResult, error) {
+	return s.deleteOp(ctx, limiter, &version, rules, true)
+}
+
 func (s *Store) delete(ctx context.Context, limiter string, version *string, rules []string) (WriteResult, error) {
 	if len(rules) == 0 && rulecheck.ValidName(limiter) {
 		return WriteResult{}, fmt.Errorf("rulestore: delete: no rule names given for limiter %s", limiter)
@@ -406,7 +413,7 @@ func (s *Store) remove(ctx context.Context, limiter string, version *string) (Wr
 // for an index over MaxLimiters.
 var ErrOverBounds = errors.New("rulestore: over a bound of the rules model")
 
-// ErrConflict is returned (wrapped) by PublishIf, DeleteIf and RemoveIf when
+// ErrConflict is returned (wrapped) by PublishIf, DeleteIf, DeleteModeIf and RemoveIf when
 // a limiter's document is no longer at the version the caller read.
 var ErrConflict = errors.New("rulestore: conflict")
 

@@ -249,6 +249,8 @@ func (h *Handler) get(ctx context.Context, w http.ResponseWriter, r *http.Reques
 		d.Message, d.MessageWarn = fmt.Sprintf("Rule %s is unchanged: the form held the rule as it is stored, so nothing was written.", q.Get("unchanged")), true
 	case rulecheck.ValidName(q.Get("deleted")):
 		d.Message = fmt.Sprintf("Deleted published rule %s.", q.Get("deleted"))
+	case q.Has("mode_deleted"):
+		d.Message = "Deleted the published mode: the services apply the mode of the tiers below at their next refresh (see Mode above)."
 	case q.Has("removed"):
 		d.Message = "Removed the invalid document: the services run on their own files until they seed it again (a service that seeds its document does so at its next refresh)."
 	case q.Has("cleared"):
@@ -316,6 +318,8 @@ func (h *Handler) post(ctx context.Context, w http.ResponseWriter, r *http.Reque
 		h.clear(ctx, w, r, s, lv)
 	case "remove":
 		h.remove(ctx, w, r, s, lv)
+	case "delete_mode":
+		h.deleteMode(ctx, w, r, s, lv)
 	default:
 		h.fail(w, r, http.StatusBadRequest, fmt.Sprintf("Unknown operation %.80q.", op))
 	}
@@ -390,6 +394,22 @@ func (h *Handler) delete(ctx context.Context, w http.ResponseWriter, r *http.Req
 	redirect(w, r, url.Values{"limiter": {lv.Name}, "deleted": {rule}})
 }
 
+// deleteMode deletes the published tier's mode at the version the page was
+// read at: a published mode outlives the published rules, so without it a
+// stale one applies the day rate_limits.yaml drops its own mode.
+func (h *Handler) deleteMode(ctx context.Context, w http.ResponseWriter, r *http.Request, s session, lv *limiterView) {
+	version := r.PostForm.Get("version")
+	res, err := h.opts.Store.DeleteModeIf(ctx, lv.Name, version)
+	h.audit(ctx, r, s, "delete", lv.Name, "", version, res, err, slog.String("mode", lv.PublishedMode))
+	if err != nil {
+		if !h.outcomeUnknown(w, r, "delete", lv.Name, err) {
+			h.writeFailed(ctx, w, s, lv.Name, newForm(version), err)
+		}
+		return
+	}
+	redirect(w, r, url.Values{"limiter": {lv.Name}, "mode_deleted": {"1"}})
+}
+
 // writeFailed shows the page again with why a write failed; on a conflict
 // the page shows the rules as they are now, and the form keeps what was
 // typed, based on the new version.
@@ -408,7 +428,7 @@ func (h *Handler) writeFailed(ctx context.Context, w http.ResponseWriter, s sess
 		f.Version = lv.Version
 		f.Errors[""] = append(f.Errors[""], "Someone else changed the rules of this limiter since you opened this page; nothing was written. "+
 			"The rules below are the current ones: check them, then save again if your change is still right.")
-	case errors.Is(err, rulestore.ErrRuleNotFound):
+	case errors.Is(err, rulestore.ErrRuleNotFound), errors.Is(err, rulestore.ErrModeNotPublished):
 		status = http.StatusNotFound
 		f.Errors[""] = append(f.Errors[""], err.Error())
 	case errors.Is(err, rulestore.ErrOverBounds), errors.Is(err, rulestore.ErrInvalidDocument):

@@ -19,8 +19,9 @@
 // list in evaluation order, which rule replaces which ("published x replaces
 // default x"), and every skip rule, marked as the bypass it is.
 //
-// What it changes: rules of the published tier only (add, edit, delete),
-// with a form whose fields follow the schema. The one_of box takes one value
+// What it changes: rules of the published tier only (add, edit, delete), and
+// its mode, which it deletes (a published mode outlives the published rules;
+// rulestore.Store.DeleteModeIf), with a form whose fields follow the schema. The one_of box takes one value
 // per line; a value a plain line cannot hold (a line break, blanks at either
 // end, the empty string, a leading double quote, another unprintable
 // character) is written as a Go string literal ("a\nb"). A rule whose

@@ -140,6 +140,10 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
  · Skip rules: {{if .SkipsRestricted}}{{if .AllowedSkips}}only {{range .AllowedSkips}}<code>{{.}}</code> {{end}}{{else}}not allowed{{end}}{{else}}any name{{end}}
  · Mode: <span id="mode">{{if .Mode}}{{.Mode}}{{if eq .Mode "shadow"}} (counts, never blocks){{end}}, set by the {{.ModeFrom}} tier{{else}}set by no tier: the services' own (enforce unless they configure shadow){{end}}</span>
  · Document <code>{{.Key}}</code>: {{if .HasDocument}}version <code id="version">{{short .Version}}</code>{{else}}<span id="version">none yet</span>{{end}}</p>
+{{- if and .PublishedMode $.Session.CanWrite}}
+<form method="post" action="?limiter={{.Name}}" id="delete-mode-form"><p class="meta">The published tier sets mode <code>{{.PublishedMode}}</code>{{if ne .ModeFrom "published"}} (outranked by the {{.ModeFrom}} tier's){{end}}: it outlives the published rules and applies whenever no higher tier sets a mode.
+<input type="hidden" name="csrf" value="{{$.Session.CSRF}}"><input type="hidden" name="op" value="delete_mode"><input type="hidden" name="limiter" value="{{.Name}}"><input type="hidden" name="version" value="{{.Version}}"><button type="submit" id="delete-mode">Delete the published mode</button></p></form>
+{{- end}}
 {{- with .DocumentError}}<p class="notice bad" role="alert" id="document-error">The stored document is invalid, the services keep their last good rules: {{.}}</p>{{end}}
 {{- end}}
 {{- if and .Limiter .Limiter.DocumentError .Session.CanWrite}}

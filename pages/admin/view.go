@@ -102,6 +102,10 @@ type limiterView struct {
 	// Mode is the limiter's mode the services apply from its tiers (enforce
 	// or shadow), set by tier ModeFrom; "" when no tier sets one.
 	Mode, ModeFrom string
+	// PublishedMode is the mode the published tier sets ("" for none),
+	// whichever tier's mode is in force: it outlives the published rules,
+	// and the page offers to delete it.
+	PublishedMode string
 
 	Tiers     tiers.Set
 	Effective []ratelimit.Rule
@@ -235,6 +239,7 @@ func (h *Handler) limiterFrom(name string, e rulestore.Entry) (*limiterView, int
 			}
 			lv.Seeded = doc.GetFileRules() != nil || doc.GetDefaultRules() != nil
 			t.Published, lv.published = tr.Published, doc.GetPublishedRules()
+			lv.PublishedMode = config.ModeWord(doc.GetPublishedRules().GetMode())
 			t.Mode, lv.ModeFrom = rulestore.ModeOf(doc, t.Mode) // as the services' replicas resolve it
 		}
 	}
