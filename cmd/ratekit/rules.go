@@ -718,16 +718,25 @@ func rulesDelete(ctx context.Context, e *rulesEnv, args []string) int {
 // published mode (and the rules named) in one write, and says which mode
 // the limiter then runs in.
 func (e *rulesEnv) deleteMode(ctx context.Context, limiter string, names []string) int {
-	// The mode removed, for the record: read before the write, as the
-	// write's reply does not carry it ("" when unknown).
 	if names == nil {
 		names = []string{} // the record's rules: none, not null
 	}
+	// The mode removed, for the record: read before the write, which is
+	// made at that version, so the mode told is the one it removed (""
+	// when the document cannot be read, which the delete shrinks all the
+	// same).
 	var mode string
-	if doc, err := e.document(ctx, limiter); err == nil {
+	var res rulestore.WriteResult
+	doc, version, err := e.store.VersionedDocument(ctx, limiter)
+	switch {
+	case err == nil:
 		mode = config.ModeWord(doc.GetPublishedRules().GetMode())
+		res, err = e.store.DeleteModeIf(ctx, limiter, version, names...)
+	case errors.Is(err, rulestore.ErrInvalidDocument):
+		res, err = e.store.DeleteMode(ctx, limiter, names...)
+	default:
+		return e.fail(err) // nothing was sent to write
 	}
-	res, err := e.store.DeleteMode(ctx, limiter, names...)
 	e.audit(ctx, "delete", err, slog.String("limiter", limiter), slog.Any("rules", names), slog.String("mode", mode),
 		slog.Bool("changed", len(res.Changed) > 0), slog.Int64("revision", res.Revision))
 	if err != nil {

@@ -316,6 +316,23 @@ func TestRulesDeleteMode(t *testing.T) {
 			if code, stdout, _ := e.run(t, "show", "user_sign_in"); code != exitOK || !strings.Contains(stdout, "mode: enforce, set by file_rules (the highest tier that sets one wins)\n") {
 				t.Fatalf("show of a file mode: exit %d\n%s", code, stdout)
 			}
+			// A document no service loads (a rule's action unknown) loses
+			// its published mode too, as a delete shrinks it; the dry run
+			// reads the mode from the stored JSON.
+			bad := `{"published_rules":{"mode":"shadow","rules":[{"name":"r","limit":1,"period_s":60,"action":"bogus"}]}}`
+			if err := e.client.Set(context.Background(), e.prefix+"pipelines_create", bad, 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+			code, stdout, stderr = e.run(t, "delete", "pipelines_create", "--mode", "--dry-run")
+			if code != exitOK || !strings.Contains(stdout, "  - mode shadow\n") || !strings.Contains(stdout, "dry run: 1 change, nothing written") {
+				t.Fatalf("delete --mode --dry-run of an invalid document: exit %d\n%s%s", code, stdout, stderr)
+			}
+			if code, stdout, stderr := e.run(t, "delete", "pipelines_create", "--mode"); code != exitOK || !strings.HasPrefix(stdout, "deleted from pipelines_create: the published mode (revision ") {
+				t.Fatalf("delete --mode of an invalid document: exit %d\n%s%s", code, stdout, stderr)
+			}
+			if raw, _ := e.raw(t, "pipelines_create"); raw != `{"published_rules":{"rules":[{"name":"r","limit":1,"period_s":60,"action":"bogus"}]}}` {
+				t.Fatalf("the invalid document after delete --mode: %s", raw)
+			}
 			// --mode is delete's alone; delete needs a rule or --mode.
 			if code, _, stderr := e.run(t, "publish", "--mode", "--file", "shadow_rule.yaml", "--available-limiters", "available_limiters.yaml"); code != exitUsage || !strings.Contains(stderr, "--mode is for delete") {
 				t.Fatalf("publish --mode: exit %d\n%s", code, stderr)
