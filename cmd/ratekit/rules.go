@@ -73,7 +73,7 @@ commands:
 Each write (publish, delete, remove, gc; not a dry run) logs one audit record
 on stderr, failed writes too (slog JSON, "rate_limit_cli_write": who, what,
 outcome, and the revision a publish, delete or remove wrote; a publish names
-each limiter's rules and mode); who is
+each limiter's rules and mode, a delete --mode the mode it removed); who is
 $RATEKIT_WRITER, else the OS user at the host.
 
 flags:
