@@ -409,6 +409,10 @@ func checkRuns(t *testing.T, c renderCase, dst string) {
 	if !strings.Contains(p.logs(), c.service+" started") {
 		t.Errorf("service logs lack the start line:\n%s", p.logs())
 	}
+	// A clean stop says so, last: without that line it read like a crash.
+	if lines := strings.Split(strings.TrimSpace(p.logs()), "\n"); !strings.Contains(lines[len(lines)-1], `"level":"INFO","msg":"`+c.service+` stopped","cause":"terminated signal received"`) {
+		t.Errorf("the last log line after SIGTERM is not the clean stop's:\n%s", p.logs())
+	}
 	// OpenTelemetry, flushed at exit: the checks as spans (HTTP frameworks
 	// made some), the metrics over OTLP, both as the service.name that
 	// OTEL_SERVICE_NAME gives.
