@@ -275,7 +275,7 @@ func checkBuildAndTest(t *testing.T, c renderCase, dst string) {
 			t.Errorf("the generated tests left %d rule store keys (test:rules:{...}) in the test Redis", n-testRuleKeysBefore)
 		}
 	}
-	for _, name := range append([]string{"TestShippedFiles", "TestBuiltInAvailableLimiters", "TestInvalidRateLimitsRejectedWhole", "TestRateLimitsRejectionsCountFromZero", "TestRateLimitsRejectedGauge", "TestSIGHUPBeforeRun", "TestDBUtilizationBudget", "TestLogDurationsReadable"}, c.tests...) {
+	for _, name := range append([]string{"TestShippedFiles", "TestBuiltInAvailableLimiters", "TestInvalidRateLimitsRejectedWhole", "TestRateLimitsRejectionsCountFromZero", "TestRateLimitsRejectedGauge", "TestSIGHUPBeforeRun", "TestDBUtilizationBudget", "TestLogDurationsReadable", "TestReloadCancelledIsNoRejection", "TestRunReturnsOnceStopped"}, c.tests...) {
 		if !strings.Contains(out, "--- PASS: "+name+" ") {
 			t.Errorf("generated test %s did not pass:\n%s", name, out)
 		}
