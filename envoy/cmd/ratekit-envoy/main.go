@@ -75,11 +75,19 @@ import (
 	"github.com/ratekit/ratekit/pages/debug"
 )
 
+type discardRedisLog struct{}
+
+func (discardRedisLog) Printf(context.Context, string, ...any) {}
+
 func main() {
 	if len(os.Args) == 2 && (os.Args[1] == "-version" || os.Args[1] == "--version") {
 		fmt.Println(buildinfo.Line("ratekit-envoy"))
 		return
 	}
+	// go-redis's own lines (a failed dial, about four a second while Redis
+	// is down) came as plain text among the log's records: the service logs
+	// the store's failures itself (rate_limit_error, the breaker).
+	redis.SetLogger(discardRedisLog{})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stderr, nil)
 	stop()
