@@ -400,18 +400,26 @@ func (e *rulesEnv) neverWritten(ctx context.Context) bool {
 	return err == nil && rev == 0
 }
 
-// unseeded returns the limiters among names whose document no service
-// seeded: none, or one of published rules alone (a seed writes the file and
-// default tiers, empty or not). A document it cannot read is left out: the
-// publish reports it.
-func (e *rulesEnv) unseeded(ctx context.Context, names []string) []string {
+// documents reads the documents of names once, for the notes a publish
+// gives beside its write: a limiter with no document maps to nil, and one
+// whose document cannot be read is left out (the publish reports it).
+func (e *rulesEnv) documents(ctx context.Context, names []string) map[string]*configv1.LimiterRules {
+	out := make(map[string]*configv1.LimiterRules, len(names))
+	for _, name := range names {
+		if doc, err := e.document(ctx, name); err == nil {
+			out[name] = doc
+		}
+	}
+	return out
+}
+
+// unseeded returns the limiters among names whose document (in docs, from
+// documents) no service seeded: none, or one of published rules alone (a
+// seed writes the file and default tiers, empty or not).
+func unseeded(docs map[string]*configv1.LimiterRules, names []string) []string {
 	var out []string
 	for _, name := range names {
-		doc, err := e.store.Document(ctx, name)
-		switch {
-		case errors.Is(err, rulestore.ErrNoDocument):
-			out = append(out, name)
-		case err == nil && doc.FileRules == nil && doc.DefaultRules == nil:
+		if doc, ok := docs[name]; ok && doc.GetFileRules() == nil && doc.GetDefaultRules() == nil {
 			out = append(out, name)
 		}
 	}
@@ -611,7 +619,10 @@ func rulesPublish(ctx context.Context, e *rulesEnv, _ []string) int {
 			strings.Join(empty, ", "), e.f.file)
 	}
 	published := slices.DeleteFunc(sortedNames(req.GetRateLimits()), func(n string) bool { return slices.Contains(empty, n) })
-	if names := e.unseeded(ctx, published); len(names) > 0 {
+	// Read once: a publish writes the published tier alone, so the file and
+	// default tiers read here are those after the write too.
+	docs := e.documents(ctx, published)
+	if names := unseeded(docs, published); len(names) > 0 {
 		// A success that no service may read: an incident rule published
 		// under a mistyped or forgotten --service is enforced nowhere.
 		fmt.Fprintf(e.out.stderr, "note: no service has seeded %s under the prefix %q (a service seeds its file and default tiers there at start; or Redis lost them since): "+
@@ -649,7 +660,7 @@ func rulesPublish(ctx context.Context, e *rulesEnv, _ []string) int {
 	} else {
 		fmt.Fprintf(e.out.stdout, "; changed: %s (revision %d)\n", strings.Join(res.Changed, ", "), res.Revision)
 	}
-	e.warnFileOutranks(ctx, req)
+	e.warnFileOutranks(req, docs)
 	return exitOK
 }
 
@@ -660,16 +671,16 @@ func rulesPublish(ctx context.Context, e *rulesEnv, _ []string) int {
 // the services go on enforcing the file's: an operator who publishes mode
 // shadow to stop an incident's blocks would otherwise read a success while
 // the limiter keeps blocking. The dry run notes the same (modeDiff,
-// tierNote). A document it cannot read now is left unsaid: the write
-// succeeded.
-func (e *rulesEnv) warnFileOutranks(ctx context.Context, req *configv1.PublishRulesRequest) {
+// tierNote). docs are the documents read before the write (documents),
+// whose file tier the publish left as it was; one not read is left unsaid:
+// the write succeeded.
+func (e *rulesEnv) warnFileOutranks(req *configv1.PublishRulesRequest, docs map[string]*configv1.LimiterRules) {
 	for _, lim := range sortedNames(req.GetRateLimits()) {
 		list := req.GetRateLimits()[lim]
-		doc, err := e.document(ctx, lim)
-		if err != nil || doc.GetFileRules() == nil {
+		file := docs[lim].GetFileRules()
+		if file == nil {
 			continue
 		}
-		file := doc.GetFileRules()
 		if m, fm := list.GetMode(), file.GetMode(); m != configv1.Mode_MODE_UNSPECIFIED && fm != configv1.Mode_MODE_UNSPECIFIED && fm != m {
 			fmt.Fprintf(e.out.stderr, "warning: %s: not in force: file_rules (rate_limits.yaml) sets mode %s, which outranks the published mode %s; the limiter stays in %s mode until rate_limits.yaml drops its mode\n",
 				lim, config.ModeWord(fm), config.ModeWord(m), config.ModeWord(fm))
