@@ -64,25 +64,6 @@ func exemptionWarnings(d *doc, file, field string, available *AvailableLimiters,
 		if err != nil {
 			continue
 		}
-		exemptions := tiers.Exemptions(defaults)
-		// A skip rule without a match skips every request that reaches it.
-		// After counting rules it ends a list on purpose ("skip the
-		// application's defaults"); before any (a published
-		// skip_health_checks whose match was emptied) it leaves the list
-		// nothing to count: valid, and almost never meant.
-		for i, pr := range m[name].GetRules() {
-			action := actionToCore[pr.GetAction()]
-			if action == ratelimit.ActionLimit || action == ratelimit.ActionLog {
-				break
-			}
-			if len(pr.GetMatch()) == 0 {
-				out = append(out, place(&Error{File: file, Limiter: name, Rule: pr.GetName(), Message: "skip rule " + pr.GetName() +
-					" has no match and comes before every counting rule of its list: every request that reaches it is skipped, so neither the rules after it nor a lower tier's count or block; to stop blocking but keep counting, set the limiter's mode: shadow"}, i))
-			}
-		}
-		if len(exemptions) == 0 {
-			continue
-		}
 		// The rules that compile (the others are reported by validation); one
 		// that replaces an exemption by name lifts it for the others.
 		var list []ratelimit.Rule
@@ -91,6 +72,20 @@ func exemptionWarnings(d *doc, file, field string, available *AvailableLimiters,
 			if rule, err := RuleFromProto(pr); err == nil {
 				list, index = append(list, rule), append(index, i)
 			}
+		}
+		// A skip rule without a match skips every request that reaches it.
+		// After counting rules it ends a list on purpose ("skip the
+		// application's defaults"); among the skip rules that open the list
+		// (a published skip_health_checks whose match was emptied) it leaves
+		// the list nothing to count: valid, and almost never meant.
+		for j, r := range tiers.Exemptions(list) {
+			if len(r.Match) == 0 {
+				out = append(out, place(&Error{File: file, Limiter: name, Rule: r.Name, Message: "skip rule " + r.Name +
+					" has no match and comes before every counting rule of its list: every request that reaches it is skipped, so neither the rules after it nor a lower tier's count or block; to stop blocking but keep counting, set the limiter's mode: shadow"}, index[j]))
+			}
+		}
+		if len(tiers.Exemptions(defaults)) == 0 {
+			continue
 		}
 		for j, rule := range list {
 			i, pr := index[j], m[name].GetRules()[index[j]]

@@ -310,10 +310,7 @@ func (lv *limiterView) build() {
 		lv.TierRows = append(lv.TierRows, tierRows{Tier: tier, Source: src, Rows: byTier[tier]})
 	}
 	lv.Published = byTier[tiers.Published]
-	for _, r := range lv.Effective {
-		if r.Action != ratelimit.ActionSkip {
-			break // a counting rule: the limiter counts
-		}
+	for _, r := range tiers.Exemptions(lv.Effective) { // the skip rules ahead of every counting rule
 		if len(r.Match) == 0 {
 			lv.SkipsAll = r.Name
 			break
