@@ -6,7 +6,7 @@
 // before them), so limits can differ per customer, namespace or plan and
 // change without a deploy.
 //
-//	conn, err := grpc.NewClient("rules:8081", grpc.WithTransportCredentials(insecure.NewCredentials()))
+//	conn, err := grpc.NewClient("rules:8091", grpc.WithTransportCredentials(insecure.NewCredentials()))
 //	if err != nil {
 //		return err
 //	}

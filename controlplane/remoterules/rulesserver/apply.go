@@ -69,7 +69,7 @@ func ParseOverrideFile(file string, data []byte, available map[string]*config.Av
 const maxApplyAnswer = 2 * MaxDocumentBytes
 
 // Apply PUTs every document of f to the management API at base (for example
-// http://rules:8082), in order, and returns the stored documents with their
+// http://rules:8092), in order, and returns the stored documents with their
 // revisions. It stops at the first failure, naming the document. An answer
 // 200 that is not the document stored (its service and limiter, with a
 // revision) is a failure. So is a redirect, never followed: a client

@@ -2,10 +2,10 @@
 // rules per request, above every other tier; docs/design.md#phases) and its
 // apply tool.
 //
-//	ratekit-rules serve -redis redis://127.0.0.1:6379 [-grpc 127.0.0.1:8081] [-http 127.0.0.1:8082] [-write-token-file FILE] [-available web=available_limiters.yaml]
-//	ratekit-rules apply -server http://127.0.0.1:8082 [-token-file FILE] overrides.yaml
+//	ratekit-rules serve -redis redis://127.0.0.1:6379 [-grpc 127.0.0.1:8091] [-http 127.0.0.1:8092] [-write-token-file FILE] [-available web=available_limiters.yaml]
+//	ratekit-rules apply -server http://127.0.0.1:8092 [-token-file FILE] overrides.yaml
 //	ratekit-rules apply -check overrides.yaml
-//	ratekit-rules get -server http://127.0.0.1:8082 -service web -limiter rack_request root_namespace=345 plan=premium
+//	ratekit-rules get -server http://127.0.0.1:8092 -service web -limiter rack_request root_namespace=345 plan=premium
 //
 // serve answers ratekit.rules.v1.RulesService/GetRules on -grpc (with gRPC
 // health and reflection) from override documents in Redis, and serves the
@@ -194,8 +194,8 @@ func (a availableFlag) Set(v string) error {
 // The listen addresses of serve: loopback, so that nothing is reachable from
 // another host unless an operator says so.
 const (
-	defaultGRPCAddr = "127.0.0.1:8081"
-	defaultHTTPAddr = "127.0.0.1:8082"
+	defaultGRPCAddr = "127.0.0.1:8091"
+	defaultHTTPAddr = "127.0.0.1:8092"
 )
 
 func serve(ctx context.Context, args []string, out io.Writer, ready func(string, string)) error {
@@ -298,7 +298,7 @@ func serve(ctx context.Context, args []string, out io.Writer, ready func(string,
 
 func apply(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("apply", flag.ContinueOnError)
-	server := fs.String("server", "", "management API base URL, e.g. http://127.0.0.1:8082")
+	server := fs.String("server", "", "management API base URL, e.g. http://127.0.0.1:8092")
 	check := fs.Bool("check", false, "only check the file")
 	tokenFile := fs.String("token-file", "", "file holding the bearer token of the server's -write-token-file")
 	available := availableFlag{}
@@ -351,7 +351,7 @@ func apply(ctx context.Context, args []string, out io.Writer) error {
 
 func get(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("get", flag.ContinueOnError)
-	server := fs.String("server", "", "management API base URL, e.g. http://127.0.0.1:8082")
+	server := fs.String("server", "", "management API base URL, e.g. http://127.0.0.1:8092")
 	service := fs.String("service", "", "the calling service")
 	limiter := fs.String("limiter", "", "the limiter")
 	if err := parse(fs, args, out); err != nil {
