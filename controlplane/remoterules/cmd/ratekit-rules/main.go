@@ -341,6 +341,11 @@ func apply(ctx context.Context, args []string, out io.Writer) error {
 			return err
 		}
 		client.Transport = withToken{token: token}
+		// Apply follows no redirect, so the token goes to -server only; in
+		// clear text unless that is https or this machine.
+		if u, _ := url.Parse(*server); u.Scheme == "http" && !httpguard.LoopbackName(u.Hostname()) {
+			fmt.Fprintf(out, "warning: -token-file over plain http to %s: the token crosses the network in clear text (use https, or a mesh that encrypts)\n", u.Hostname())
+		}
 	}
 	stored, err := rulesserver.Apply(ctx, client, *server, f)
 	for _, d := range stored {

@@ -257,3 +257,36 @@ func TestBadRedisURLHidesPassword(t *testing.T) {
 		}
 	}
 }
+
+// apply warns when its token would cross the network in clear text, and only
+// then.
+func TestApplyTokenOverPlainHTTPWarns(t *testing.T) {
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte("0123456789abcdef-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "overrides.yaml")
+	if err := os.WriteFile(file, []byte(overrides), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		server string
+		warn   bool
+	}{
+		{"http://192.0.2.1:1", true}, // TEST-NET-1: nothing answers
+		{"http://rules.internal.invalid:1", true},
+		{"https://192.0.2.1:1", false},
+		{"http://127.0.0.1:1", false},
+		{"http://localhost:1", false},
+		{"http://[::1]:1", false},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		var out bytes.Buffer
+		_ = run(ctx, []string{"apply", "-server", tc.server, "-token-file", tokenFile, file}, &out, nil)
+		cancel()
+		if got := strings.Contains(out.String(), "warning: -token-file over plain http"); got != tc.warn {
+			t.Errorf("%s: warned %v, want %v (%q)", tc.server, got, tc.warn, out.String())
+		}
+	}
+}
