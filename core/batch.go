@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"sync"
@@ -19,8 +20,43 @@ type BatchStore interface {
 	// checks: an exceeded Terminal op stops the later ops of its own
 	// element only. An element's ops see the writes of the elements before
 	// it, exactly as consecutive Eval calls would. An error fails the whole
-	// batch.
+	// batch, unless it is a *BatchError with an error per element: then
+	// only the elements whose error is not nil failed, and the others'
+	// outcomes are in the lists returned with it.
 	EvalBatch(ctx context.Context, mode Mode, batch [][]Op) ([][]OpResult, error)
+}
+
+// BatchError is the error of an EvalBatch call that failed for some of its
+// checks only: a Redis Cluster master that does not answer fails the checks
+// with a key on it, not those of the masters that answered, which
+// CheckBatch then enforces. Errs[i] is the error of the batch's check i, nil
+// when its outcomes are in the call's results.
+type BatchError struct {
+	Errs []error
+}
+
+func (e *BatchError) Error() string {
+	n, first := 0, error(nil)
+	for _, err := range e.Errs {
+		if err != nil {
+			if first == nil {
+				first = err
+			}
+			n++
+		}
+	}
+	return fmt.Sprintf("%d of %d checks failed: %v", n, len(e.Errs), first)
+}
+
+// Unwrap returns the checks' errors, for errors.Is and errors.As.
+func (e *BatchError) Unwrap() []error {
+	var errs []error
+	for _, err := range e.Errs {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
 }
 
 // batchStore returns s as a BatchStore when CheckBatch may group checks on
@@ -53,8 +89,10 @@ type Request struct {
 // What a batch saves is store calls: the checks whose limiters share a store
 // that implements BatchStore go to it in one EvalBatch call, one round trip,
 // under the shortest Timeout of their limiters. A store failure fails open
-// every check of that call; each limiter's circuit breaker counts it, and a
-// check whose breaker is open fails open without joining the call.
+// every check of that call, or only the checks it names (a *BatchError: on
+// a Redis Cluster, those with a key on a master that did not answer); each
+// limiter's circuit breaker counts each check's outcome, and a check whose
+// breaker is open fails open without joining the call.
 //
 // The blocked cache is read for every check before the call, as checks
 // running concurrently read it: a check is not answered from a block that an
@@ -189,20 +227,29 @@ func evalGroup(ctx context.Context, mode Mode, items []batchItem) {
 		return
 	}
 	outs, err := callBatch(ctx, first, timeout, mode, ops)
+	// Some checks failed, each with its own error: the others stand.
+	var errs []error
+	if be := (*BatchError)(nil); errors.As(err, &be) && len(be.Errs) == len(ops) && len(outs) == len(ops) {
+		errs, err = be.Errs, nil
+	}
 	if err == nil && len(outs) != len(ops) {
 		err = fmt.Errorf("store returned %d outcome lists for %d checks", len(outs), len(ops))
 	}
 	for i := 0; err == nil && i < len(outs); i++ {
-		if len(outs[i]) != len(ops[i]) {
+		if len(outs[i]) != len(ops[i]) && (errs == nil || errs[i] == nil) {
 			err = fmt.Errorf("store returned %d outcomes for %d ops of check #%d", len(outs[i]), len(ops[i]), i)
 		}
 	}
 	for i, it := range group {
-		if err != nil || !it.l.breaker.steady() {
-			it.l.record(ctx, err)
+		e := err
+		if e == nil && errs != nil {
+			e = errs[i]
 		}
-		if err != nil {
-			it.err = fmt.Errorf("ratelimit: store %s: %w", mode, err)
+		if e != nil || !it.l.breaker.steady() {
+			it.l.record(ctx, e)
+		}
+		if e != nil {
+			it.err = fmt.Errorf("ratelimit: store %s: %w", mode, e)
 			continue
 		}
 		it.outs = outs[i]

@@ -253,3 +253,58 @@ func (h *closeCounter) Handle(_ context.Context, r slog.Record) error {
 type quietRedis struct{}
 
 func (quietRedis) Printf(context.Context, string, ...any) {}
+
+// On a Redis Cluster, a master that does not answer fails open only the
+// checks of a batch with a key on it: CheckBatch still enforces the checks
+// on the masters that answer, and the limiter's breaker, which sees their
+// successes between the failures, stays closed. A private 2-master cluster,
+// so that the shared one never stops.
+func TestCheckBatchHungMasterFailsOpenItsChecksOnly(t *testing.T) {
+	nodes := redistest.StartCluster(t, 2)
+	ctx := context.Background()
+	store, err := redisstore.Dial(ctx, "redis://"+nodes[0].Addr+"?addr="+nodes[1].Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	l, err := ratelimit.New(ratelimit.Config{Name: "edge", Store: store, KeyPrefix: redistest.Prefix(t), Timeout: 500 * time.Millisecond,
+		Rules: []ratelimit.Rule{{Name: "per_user", Characteristics: []string{"user"}, Limit: 2, Period: time.Hour, Action: ratelimit.ActionLimit}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// users[i]: identifiers whose counter is on nodes[i] (the first holds
+	// slots 0-8191), as the cluster itself says.
+	raw := redis.NewClient(&redis.Options{Addr: nodes[1].Addr})
+	defer raw.Close()
+	var users [2][]ratelimit.Identifier
+	for i := 0; len(users[0]) < 1 || len(users[1]) < 2; i++ {
+		id := ratelimit.Identifier{"user": fmt.Sprint("u", i)}
+		s, err := raw.ClusterKeySlot(ctx, l.Keys(id)[0]).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		users[s*2/16384] = append(users[s*2/16384], id)
+	}
+	reqs := []ratelimit.Request{{Limiter: l, Identifier: users[1][0]}, {Limiter: l, Identifier: users[0][0]}, {Limiter: l, Identifier: users[1][1]}}
+	for _, r := range ratelimit.CheckBatch(ctx, reqs) { // warm: the slot table, both connections
+		if r.Err != nil || r.Blocked() {
+			t.Fatalf("before the pause: %s (%v)", describe(r), r.Err)
+		}
+	}
+	nodes[0].Pause(t)
+	defer nodes[0].Resume(t)
+	for round, wantBlocked := range []bool{false, true, true} { // counts 2, 3, 4 of a limit of 2
+		res := ratelimit.CheckBatch(ctx, reqs)
+		if r := res[1]; r.Err == nil || r.Blocked() {
+			t.Errorf("round %d: the check on the hung master: %s (%v), want failed open", round, describe(r), r.Err)
+		}
+		for _, i := range []int{0, 2} {
+			if r := res[i]; r.Err != nil || r.Blocked() != wantBlocked {
+				t.Errorf("round %d: check %d on the master that answers: %s (%v), want blocked %v", round, i, describe(r), r.Err, wantBlocked)
+			}
+		}
+	}
+	if got := l.BreakerState(); got != "closed" {
+		t.Errorf("breaker %s, want closed: the checks on the master that answers succeed", got)
+	}
+}

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/redis/rueidis"
@@ -22,11 +23,13 @@ var _ ratelimit.BatchStore = (*Store)(nil)
 // takes several stages, as in Eval; the batch sends stage after stage, each
 // round trip carrying the next stage of every check still running, so a
 // batch costs as many round trips as its longest check. A block ends its
-// own check only.
+// own check only, and so does a failure: a master that does not answer by
+// the deadline fails the checks with a key on it, and the error is a
+// *ratelimit.BatchError naming them.
 //
 // On a Store from New the batch is one pipeline of script calls when the
 // client is a single server's; otherwise the checks are evaluated one after
-// another.
+// another, each failing on its own.
 func (s *Store) EvalBatch(ctx context.Context, mode ratelimit.Mode, batch [][]ratelimit.Op) ([][]ratelimit.OpResult, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -50,11 +53,25 @@ func (s *Store) EvalBatch(ctx context.Context, mode ratelimit.Mode, batch [][]ra
 	case s.shardingNow() == single && !s.learn:
 		err = s.batchPipelined(ctx, mode, batch, outs)
 	default: // a cluster or a client of unknown kind through go-redis: check by check
+		var errs []error
 		for e, ops := range batch {
-			if outs[e], err = s.Eval(ctx, mode, ops); err != nil {
-				break
+			eerr := ctx.Err() // once the deadline passed, the rest fail unsent
+			if eerr == nil {
+				outs[e], eerr = s.Eval(ctx, mode, ops)
+			}
+			if eerr != nil {
+				if errs == nil {
+					errs = make([]error, len(batch))
+				}
+				errs[e] = eerr
 			}
 		}
+		if errs != nil {
+			err = &ratelimit.BatchError{Errs: errs}
+		}
+	}
+	if be := (*ratelimit.BatchError)(nil); errors.As(err, &be) {
+		return outs, err // the checks that did not fail stand
 	}
 	if err != nil {
 		return nil, err
@@ -99,6 +116,8 @@ func (s *Store) batchPipelined(ctx context.Context, mode ratelimit.Mode, batch [
 
 // batchCheck is one check of a batch on a Store from Dial or Open.
 type batchCheck struct {
+	elem   int // its index in the batch
+	err    error
 	ops    []ratelimit.Op
 	out    []ratelimit.OpResult
 	plain  bool    // sent in the plain form (one stage)
@@ -122,6 +141,10 @@ type evalCall struct {
 // later stage) waits for a later round trip. Commands on one key go to one
 // server, in order, on one connection, so within a round trip a later
 // check's commands on a key run after an earlier one's.
+//
+// A reply that is an error (a Cluster master that did not answer by the
+// deadline) fails its own check, whose later stages are not sent, and the
+// other checks go on: the error returned is then a *ratelimit.BatchError.
 func (s *Store) batchDialed(ctx context.Context, mode ratelimit.Mode, batch [][]ratelimit.Op, outs [][]ratelimit.OpResult) error {
 	c, err := s.dialed.get()
 	if err != nil {
@@ -130,6 +153,12 @@ func (s *Store) batchDialed(ctx context.Context, mode ratelimit.Mode, batch [][]
 	checks, err := s.planBatch(mode, batch, outs)
 	if err != nil {
 		return err
+	}
+	failed := 0
+	fail := func(ch *batchCheck, err error) {
+		if ch.err == nil {
+			ch.err, failed = err, failed+1
+		}
 	}
 	// Sized at once for the plain form (3 commands an op, and a check's
 	// index and start each): grown by append, they cost an Envoy request of
@@ -178,21 +207,24 @@ func (s *Store) batchDialed(ctx context.Context, mode ratelimit.Mode, batch [][]
 			if res, err = s.combined(ctx, c, cmds); err != nil {
 				return fmt.Errorf("redisstore: eval: %w", err)
 			}
-		} else if res, err = doEvals(ctx, c, mode, cmds, calls); err != nil {
-			return err
+		} else {
+			res = doEvals(ctx, c, mode, cmds, calls)
 		}
 		var refused []evalCall
 		for j, i := range plains {
 			ch := &checks[i]
 			r, err := s.decodePlain(ctx, c, ch.ops, res[at[j]:at[j]+3*len(ch.ops)], ch.out, nil)
 			if err != nil {
-				return err
+				fail(ch, err)
+				continue
 			}
 			refused = s.appendRefused(refused, ch, r)
 		}
 		for _, call := range calls {
-			if err := decodeResult(res[call.at], call.check.ops, call.check.out, call.idx); err != nil {
-				return err
+			if call.check.err == nil {
+				if err := decodeResult(res[call.at], call.check.ops, call.check.out, call.idx); err != nil {
+					fail(call.check, err)
+				}
 			}
 		}
 		if len(refused) > 0 { // evaluated again by the script, in batch order
@@ -201,13 +233,12 @@ func (s *Store) batchDialed(ctx context.Context, mode ratelimit.Mode, batch [][]
 				refused[i].at = len(cmds)
 				cmds = append(cmds, evalCommand(c, false, mode, refused[i].check.ops, refused[i].idx))
 			}
-			res, err := doEvals(ctx, c, mode, cmds, refused)
-			if err != nil {
-				return err
-			}
+			res := doEvals(ctx, c, mode, cmds, refused)
 			for _, call := range refused {
-				if err := decodeResult(res[call.at], call.check.ops, call.check.out, call.idx); err != nil {
-					return err
+				if call.check.err == nil {
+					if err := decodeResult(res[call.at], call.check.ops, call.check.out, call.idx); err != nil {
+						fail(call.check, err)
+					}
 				}
 			}
 		}
@@ -216,7 +247,7 @@ func (s *Store) batchDialed(ctx context.Context, mode ratelimit.Mode, batch [][]
 			if ch.end == 0 || ch.next == len(ch.ops) {
 				continue
 			}
-			if ch.shards != nil && blockedIn(ch.ops, ch.out, ch.next, ch.end) || ch.end == len(ch.ops) {
+			if ch.err != nil || ch.shards != nil && blockedIn(ch.ops, ch.out, ch.next, ch.end) || ch.end == len(ch.ops) {
 				ch.next = len(ch.ops)
 				left--
 			} else {
@@ -225,7 +256,14 @@ func (s *Store) batchDialed(ctx context.Context, mode ratelimit.Mode, batch [][]
 			ch.end = 0
 		}
 	}
-	return nil
+	if failed == 0 {
+		return nil
+	}
+	errs := make([]error, len(batch))
+	for i := range checks {
+		errs[checks[i].elem] = checks[i].err
+	}
+	return &ratelimit.BatchError{Errs: errs}
 }
 
 // planBatch returns the checks of batch that have ops. They take the plain
@@ -239,7 +277,7 @@ func (s *Store) planBatch(mode ratelimit.Mode, batch [][]ratelimit.Op, outs [][]
 	plain := !s.dialed.noPlain.Load()
 	for e, ops := range batch {
 		if len(ops) > 0 {
-			checks = append(checks, batchCheck{ops: ops, out: outs[e]})
+			checks = append(checks, batchCheck{elem: e, ops: ops, out: outs[e]})
 			plain = plain && plainOps(mode, ops)
 		}
 	}
@@ -291,20 +329,17 @@ func (s *Store) appendRefused(calls []evalCall, ch *batchCheck, refused []int) [
 }
 
 // doEvals sends cmds in one round trip, calls being its evaluate.lua calls,
-// and sends again those that retryEvals mends. Any other error fails the
-// batch.
-func doEvals(ctx context.Context, c rueidis.Client, mode ratelimit.Mode, cmds rueidis.Commands, calls []evalCall) ([]rueidis.RedisResult, error) {
+// and sends again those that retryEvals mends. Any other error stays in the
+// call's result.
+func doEvals(ctx context.Context, c rueidis.Client, mode ratelimit.Mode, cmds rueidis.Commands, calls []evalCall) []rueidis.RedisResult {
 	if len(cmds) == 0 {
-		return nil, nil
+		return nil
 	}
 	res := c.DoMulti(ctx, cmds...)
-	err := retryEvals(ctx, c, mode, res, len(calls), func(k int) (int, []ratelimit.Op, []int) {
+	retryEvals(ctx, c, mode, res, len(calls), func(k int) (int, []ratelimit.Op, []int) {
 		return calls[k].at, calls[k].check.ops, calls[k].idx
 	})
-	if err != nil {
-		return nil, err
-	}
-	return res, nil
+	return res
 }
 
 // waits reports whether one of the keys of ops is in keys.

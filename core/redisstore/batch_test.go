@@ -361,3 +361,77 @@ func TestEvalBatchHungServer(t *testing.T) {
 		t.Fatal("EvalBatch on a stopped server still waits 30s after its deadline")
 	}
 }
+
+// On a Cluster a master that does not answer fails only the checks of a
+// batch with a key on it, each with its own error (a *ratelimit.BatchError);
+// the checks on the master that answered are counted and reported, in the
+// plain form, by script and in a check of two stages whose second stage is
+// on the hung master. A private 2-master cluster, so that the shared one
+// never stops.
+func TestEvalBatchHungMasterFailsItsChecksOnly(t *testing.T) {
+	nodes := redistest.StartCluster(t, 2)
+	s := dialStore(t, "redis://"+nodes[0].Addr+"?addr="+nodes[1].Addr)
+	k := newKeyer(t)
+	// names[i]: keys on nodes[i] (the first holds slots 0-8191)
+	var names [2][]string
+	for i := 0; len(names[0]) < 3 || len(names[1]) < 5; i++ {
+		name := fmt.Sprint("n", i)
+		n := slot(k.key(name)) * 2 / numSlots
+		names[n] = append(names[n], name)
+	}
+	hung, up := names[0], names[1]
+	batches := []struct {
+		name  string
+		batch [][]ratelimit.Op
+		fails []bool // per check
+	}{
+		{"plain", [][]ratelimit.Op{
+			{k.count(up[0], 10, 1)}, {k.count(hung[0], 10, 1)}, {k.count(up[1], 10, 1)},
+		}, []bool{false, true, false}},
+		{"script", [][]ratelimit.Op{
+			{banned(terminal(k.count(hung[1], 10, 1)), time.Hour)}, {banned(terminal(k.count(up[2], 10, 1)), time.Hour)},
+		}, []bool{true, false}},
+		{"two stages, the second on the hung master", [][]ratelimit.Op{
+			{terminal(k.count(up[3], 10, 1)), k.count(hung[2], 10, 1)}, {terminal(k.count(up[4], 10, 1))},
+		}, []bool{true, false}},
+	}
+	// Warm: the slot table and both masters' connections.
+	for _, b := range batches {
+		if _, err := s.EvalBatch(ctx, check, b.batch); err != nil {
+			t.Fatalf("%s, before the pause: %v", b.name, err)
+		}
+	}
+	nodes[0].Pause(t)
+	defer nodes[0].Resume(t)
+	for _, b := range batches {
+		dctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		outs, err := s.EvalBatch(dctx, check, b.batch)
+		cancel()
+		var be *ratelimit.BatchError
+		if !errors.As(err, &be) || len(be.Errs) != len(b.batch) {
+			t.Errorf("%s: EvalBatch error %v, want a *ratelimit.BatchError for %d checks", b.name, err, len(b.batch))
+			continue
+		}
+		for i, fails := range b.fails {
+			if got := be.Errs[i] != nil; got != fails {
+				t.Errorf("%s: check %d failed %v (%v), want %v", b.name, i, got, be.Errs[i], fails)
+				continue
+			}
+			if !fails && (outs[i][0].Count != 2 || !outs[i][0].Evaluated) {
+				t.Errorf("%s: check %d on the master that answers: %+v, want counted a second time", b.name, i, outs[i][0])
+			}
+		}
+	}
+
+	// Through go-redis (New on a ClusterClient) the checks go one by one:
+	// those before the hung one stand.
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{nodes[1].Addr}, ContextTimeoutEnabled: true})
+	defer cc.Close()
+	dctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	outs, err := New(cc).EvalBatch(dctx, check, [][]ratelimit.Op{{k.count(up[0], 10, 1)}, {k.count(hung[0], 10, 1)}})
+	var be *ratelimit.BatchError
+	if !errors.As(err, &be) || be.Errs[0] != nil || be.Errs[1] == nil || outs[0][0].Count != 3 {
+		t.Errorf("New on a ClusterClient: %v, %+v; want the first check counted a third time and the second failed", err, outs)
+	}
+}

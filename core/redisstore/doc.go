@@ -201,9 +201,17 @@
 // round trip could then let a later check's call run before an earlier one
 // on that node, as if the two checks were concurrent.
 //
+// A failure is a check's own, as a block is: on a Cluster, a master that
+// does not answer by the deadline fails the checks with a key on it (their
+// later stages are not sent), and the others are evaluated; EvalBatch then
+// returns them with a *ratelimit.BatchError that names the failed checks,
+// which CheckBatch fails open while it enforces the rest
+// (TestCheckBatchHungMasterFailsOpenItsChecksOnly).
+//
 // Through go-redis (New), a single server's batch is one pipeline of script
 // calls; a Cluster, a Ring or a client New cannot classify gets one Eval per
-// check.
+// check, each failing on its own (once the deadline passed, the rest fail
+// unsent).
 //
 // A stored value of the other counting kind (a set where a counter belongs,
 // from an older version of this store or written by hand), or a string that

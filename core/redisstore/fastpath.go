@@ -102,9 +102,7 @@ func (s *Store) evalScripts(ctx context.Context, c rueidis.Client, mode ratelimi
 		cmds[g] = evalCommand(c, false, mode, ops, idx)
 	}
 	res := c.DoMulti(ctx, cmds...)
-	if err := retryEvals(ctx, c, mode, res, len(groups), func(g int) (int, []ratelimit.Op, []int) { return g, ops, groups[g] }); err != nil {
-		return err
-	}
+	retryEvals(ctx, c, mode, res, len(groups), func(g int) (int, []ratelimit.Op, []int) { return g, ops, groups[g] })
 	for g, idx := range groups {
 		if err := decodeResult(res[g], ops, out, idx); err != nil {
 			return err
@@ -118,9 +116,9 @@ func (s *Store) evalScripts(ctx context.Context, c rueidis.Client, mode ratelimi
 // server lost the script: a restart, a failover, SCRIPT FLUSH) as EVAL, and
 // a sliding window's previous count that is no number (isForeignPrevious)
 // once in modeGeneral. call(k), for k below n, gives the k-th call's index
-// in res and its ops[idx]. Any other error fails the calls; a second failure
-// stays in res for the caller's decoding.
-func retryEvals(ctx context.Context, c rueidis.Client, mode ratelimit.Mode, res []rueidis.RedisResult, n int, call func(k int) (at int, ops []ratelimit.Op, idx []int)) error {
+// in res and its ops[idx]. Any other error, and a second failure, stays in
+// res for the caller's decoding: it fails that call's check only.
+func retryEvals(ctx context.Context, c rueidis.Client, mode ratelimit.Mode, res []rueidis.RedisResult, n int, call func(k int) (at int, ops []ratelimit.Op, idx []int)) {
 	var general []bool // the calls sent again in the general form, once only
 	for round := 0; round < 2; round++ {
 		var retry []int
@@ -140,18 +138,17 @@ func retryEvals(ctx context.Context, c rueidis.Client, mode ratelimit.Mode, res 
 				general[k] = true
 				again = append(again, evalCommand(c, false, modeGeneral, ops, idx))
 			default:
-				return fmt.Errorf("redisstore: eval: %w", err)
+				continue
 			}
 			retry = append(retry, at)
 		}
 		if retry == nil {
-			return nil
+			return
 		}
 		for i, r := range c.DoMulti(ctx, again...) {
 			res[retry[i]] = r
 		}
 	}
-	return nil
 }
 
 // evalCommand is the evaluate.lua call for ops[idx] (all ops when idx is
