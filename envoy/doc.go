@@ -96,7 +96,10 @@
 // duration_until_reset on the wire, and no rate-limit headers, so a gateway
 // never reads an outage as "exhausted" (limit_remaining is a proto3 scalar:
 // a dump that prints defaults shows it as 0; a status reports a limit only
-// when current_limit is set). Each check is bounded
+// when current_limit is set). On a Redis Cluster a descriptor fails on its
+// own: a master that does not answer fails open the descriptors whose
+// counters it holds, and the request's other descriptors are enforced
+// (ratelimit.CheckBatch). Each check is bounded
 // by the limiter's Timeout (-timeout, 100ms by default) and, once the breaker
 // opens, does not touch Redis. So Envoy's failure_mode_deny matters only when
 // ratekit-envoy itself cannot be reached, provided the filter's timeout (20ms
