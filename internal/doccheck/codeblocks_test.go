@@ -117,7 +117,7 @@ var blocks = map[string]map[string]block{
 		},
 	},
 	"controlplane/remoterules/doc.go": {
-		"conn, err := grpc.NewClient(\"rules:8081\", grpc.WithTransportCredentials(insecure.NewCredentials()))": {
+		"conn, err := grpc.NewClient(\"rules:8091\", grpc.WithTransportCredentials(insecure.NewCredentials()))": {
 			params: "available *config.AvailableLimiters, store ratelimit.Store, rules []ratelimit.Rule",
 		},
 	},
