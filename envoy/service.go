@@ -2,8 +2,6 @@ package ratekitenvoy
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -27,6 +25,7 @@ import (
 
 	"github.com/ratekit/ratekit/controlplane/config"
 	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/keys"
 	ratelimitheaders "github.com/ratekit/ratekit/middleware/headers"
 )
 
@@ -34,7 +33,7 @@ import (
 const (
 	DefaultMaxDescriptors = 32
 	DefaultMaxEntries     = 16
-	DefaultMaxValueLen    = 1024
+	DefaultMaxValueLen    = keys.GatewayMaxValueLen
 	DefaultMaxDomainLen   = 256
 	DefaultMaxHits        = 1 << 20
 	// MaxOverridePeriod bounds the window of a descriptor's limit override
@@ -45,7 +44,9 @@ const (
 	// "envoy_override_60s", so overrides of different windows never share a
 	// counter while overrides of the same window over the same entries do
 	// (as in envoyproxy/ratelimit, whose keys hold no limit value).
-	OverrideRulePrefix = "envoy_override_"
+	// The tools find these counters by it (internal/keys, where their
+	// shape is kept).
+	OverrideRulePrefix = keys.OverrideRulePrefix
 )
 
 // UnknownDomain says how the service answers a request whose domain names no
@@ -539,7 +540,7 @@ func (s *Service) parseDescriptor(at descAt, d *rlcommonv3.RateLimitDescriptor, 
 		if _, dup := id[k]; dup {
 			return nil, 0, nil, fmt.Errorf("ratekitenvoy: %s entry #%d: key %q appears twice", at, j, k)
 		}
-		id[k] = boundedValue(v, s.maxVal)
+		id[k] = keys.GatewayValue(v, s.maxVal)
 	}
 	hits := reqHits
 	if h := d.GetHitsAddend(); h != nil {
@@ -592,9 +593,9 @@ func (s *Service) override(entries []*rlcommonv3.RateLimitDescriptor_Entry, o *r
 	if set := s.overrides.get(key); set != nil {
 		return set, nil
 	}
-	keys := make([]string, len(entries))
+	props := make([]string, len(entries))
 	for j, e := range entries {
-		keys[j] = e.GetKey()
+		props[j] = e.GetKey()
 	}
 	limit := int64(o.GetRequestsPerUnit())
 	var limitFunc func(context.Context) (int64, error)
@@ -604,9 +605,9 @@ func (s *Service) override(entries []*rlcommonv3.RateLimitDescriptor_Entry, o *r
 		limitFunc = func(context.Context) (int64, error) { return 0, nil }
 	}
 	set, err := ratelimit.CompileRules("", []ratelimit.Rule{{
-		Name:            OverrideRulePrefix + strconv.FormatInt(int64(period/time.Second), 10) + "s",
+		Name:            keys.OverrideRule(period),
 		Description:     "limit override sent by Envoy with the descriptor",
-		Characteristics: keys,
+		Characteristics: props,
 		Limit:           limit,
 		LimitFunc:       limitFunc,
 		Period:          period,
@@ -793,25 +794,6 @@ func validProperty(k string) bool {
 		}
 	}
 	return true
-}
-
-// boundedValue returns v when it is at most limit bytes, else limit bytes
-// standing for it: its first bytes, a tilde and 32 hex digits of its
-// SHA-256 (only the start of the digest when limit is under 33). A client
-// controls such a value (a path, a header), and an error would let Envoy
-// pass the whole request uncounted; so two long values stay apart however
-// long their common start, and a rule matching how a value starts still
-// matches it (one matching its end or its whole does not).
-func boundedValue(v string, limit int) string {
-	if len(v) <= limit {
-		return v
-	}
-	sum := sha256.Sum256([]byte(v))
-	var digest [33]byte
-	digest[0] = '~'
-	hex.Encode(digest[1:], sum[:16])
-	keep := max(limit-len(digest), 0)
-	return (v[:keep] + string(digest[:]))[:limit]
 }
 
 // truncate shortens a caller's string for an error message.

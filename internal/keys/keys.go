@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -362,4 +363,109 @@ func GlobEscape(s string) string {
 		b.WriteByte(s[i])
 	}
 	return b.String()
+}
+
+// The keys of what ratekit-envoy (module envoy) counts. It writes them and
+// the tools (ratekit explain and clear, the admin page) find them through
+// the functions below, so the two always agree.
+
+// GatewayMaxValueLen is the longest descriptor value ratekit-envoy hands a
+// limiter as it is (ratekitenvoy.DefaultMaxValueLen, which the binary
+// uses): a longer one is counted as GatewayValue's stand-in for it, so the
+// counter of a client that sent it is not the one its raw value names.
+const GatewayMaxValueLen = 1024
+
+// GatewayValue returns v when it is at most limit bytes, else limit bytes
+// standing for it: its first bytes, a tilde and 32 hex digits of its
+// SHA-256 (only the start of the digest when limit is under 33). A client
+// controls such a value (a path, a header), and an error would let Envoy
+// pass the whole request uncounted; so two long values stay apart however
+// long their common start, and a rule matching how a value starts still
+// matches it (one matching its end or its whole does not).
+func GatewayValue(v string, limit int) string {
+	if len(v) <= limit {
+		return v
+	}
+	sum := sha256.Sum256([]byte(v))
+	var digest [33]byte
+	digest[0] = '~'
+	hex.Encode(digest[1:], sum[:16])
+	keep := max(limit-len(digest), 0)
+	return (v[:keep] + string(digest[:]))[:limit]
+}
+
+// GatewayIdentifier returns id as ratekit-envoy hands it to a limiter: each
+// value over GatewayMaxValueLen replaced by its GatewayValue (the values a
+// tool reads are canonical strings, as a descriptor's are), and whether one
+// was. When none was, it returns id itself.
+func GatewayIdentifier(id map[string]any) (map[string]any, bool) {
+	var out map[string]any
+	for k := range id {
+		v, ok := Value(id, k)
+		if !ok || len(v) <= GatewayMaxValueLen {
+			continue
+		}
+		if out == nil {
+			out = make(map[string]any, len(id))
+			for k2, v2 := range id {
+				out[k2] = v2
+			}
+		}
+		out[k] = GatewayValue(v, GatewayMaxValueLen)
+	}
+	if out == nil {
+		return id, false
+	}
+	return out, true
+}
+
+// OverrideRulePrefix starts the name of the per-request rule ratekit-envoy
+// makes of a descriptor's limit override (ratekitenvoy.OverrideRulePrefix);
+// the window in whole seconds and "s" follow (OverrideRule). The rule
+// counts by every key of the descriptor, in the descriptor's order, with a
+// fixed window and no ban: its only key is the counter.
+const OverrideRulePrefix = "envoy_override_"
+
+// OverrideRule returns the name of the limit-override rule of a window.
+func OverrideRule(period time.Duration) string {
+	return OverrideRulePrefix + strconv.FormatInt(int64(period/time.Second), 10) + "s"
+}
+
+// Override reports whether key, under the head of a limiter (see Head), is
+// the counter of a descriptor's limit override for id, an identifier as
+// the gateway hands it to the limiter (see GatewayIdentifier), and returns
+// its rule's name, window and characteristics (the descriptor's keys, in
+// its order). The key is built again from those parts with the rule that
+// writes it (Counter) and compared whole, so a key of another shape, or of
+// another identifier, never passes.
+func Override(key, prefix, limiter string, id map[string]any) (rule string, period time.Duration, characteristics []string, ok bool) {
+	rest, ok := strings.CutPrefix(key, Head(prefix, limiter)+":"+OverrideRulePrefix)
+	if !ok {
+		return "", 0, nil, false
+	}
+	end := strings.IndexByte(rest, 's')
+	secs, err := strconv.ParseInt(rest[:max(end, 0)], 10, 64)
+	if end <= 0 || err != nil || secs <= 0 || secs > math.MaxInt64/int64(time.Second) {
+		return "", 0, nil, false
+	}
+	rule = OverrideRulePrefix + rest[:end+1]
+	// Escaping leaves no ':' or '=' in a property or value: the rest is
+	// ":<prop>=<value>" once per characteristic, then "}".
+	props, ok := strings.CutSuffix(rest[end+1:], "}")
+	if !ok || !strings.HasPrefix(props, ":") || strings.Count(props, ":") != len(id) {
+		return "", 0, nil, false
+	}
+	for _, part := range strings.Split(props[1:], ":") {
+		name, _, _ := strings.Cut(part, "=")
+		// Each of id's properties once: the descriptor's keys are the
+		// identifier's, none missing (a missing one would be rebuilt as one).
+		if _, present := Value(id, name); !present || slices.Contains(characteristics, name) {
+			return "", 0, nil, false
+		}
+		characteristics = append(characteristics, name)
+	}
+	if k, _ := Counter(prefix, limiter, rule, characteristics, "", id); k != key {
+		return "", 0, nil, false
+	}
+	return rule, time.Duration(secs) * time.Second, characteristics, true
 }

@@ -4,8 +4,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // prefix is the limiter's default key prefix (ratelimit.DefaultKeyPrefix).
@@ -131,6 +133,86 @@ func TestGlobEscape(t *testing.T) {
 	} {
 		if got := GlobEscape(in); got != want {
 			t.Errorf("GlobEscape(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// GatewayValue keeps a value within the bound as it is, and stands for a
+// longer one by exactly limit bytes that start as it does and differ from
+// those of another long value with the same start.
+func TestGatewayValue(t *testing.T) {
+	long := strings.Repeat("v", 2000)
+	for _, tt := range []struct {
+		v     string
+		limit int
+		keeps int // bytes of v the result starts with; -1: v itself
+	}{
+		{"", 16, -1},
+		{long[:1024], 1024, -1},
+		{long[:1025], 1024, 1024 - 33},
+		{long, 1024, 1024 - 33},
+		{long, 33, 0},
+		{long, 8, 0}, // the start of the digest alone
+	} {
+		got := GatewayValue(tt.v, tt.limit)
+		if tt.keeps < 0 {
+			if got != tt.v {
+				t.Errorf("%d bytes, limit %d: changed to %q", len(tt.v), tt.limit, got)
+			}
+			continue
+		}
+		other := GatewayValue(tt.v+"x", tt.limit)
+		if len(got) != tt.limit || !strings.HasPrefix(got, tt.v[:tt.keeps]) || got[tt.keeps] != '~' || other == got || len(other) != tt.limit {
+			t.Errorf("%d bytes, limit %d: %q (and %q for one more byte), want %d bytes starting with %d of it and a digest",
+				len(tt.v), tt.limit, got, other, tt.limit, tt.keeps)
+		}
+	}
+}
+
+// Override accepts the counter the gateway's override rule writes for an
+// identifier, whatever the order of the descriptor's keys, and nothing
+// else: another identifier's, a key of another shape, limiter or prefix.
+func TestOverride(t *testing.T) {
+	id := map[string]any{"user": "carol", "ip": "10.0.0.7"}
+	key := func(rule string, chars []string, id map[string]any) string {
+		k, _ := Counter(prefix, "edge", rule, chars, "", id)
+		return k
+	}
+	for _, chars := range [][]string{{"user", "ip"}, {"ip", "user"}} {
+		k := key(OverrideRule(90*time.Second), chars, id)
+		rule, period, got, ok := Override(k, prefix, "edge", id)
+		if !ok || rule != "envoy_override_90s" || period != 90*time.Second || !slices.Equal(got, chars) {
+			t.Errorf("%s: %q %v %q %v", k, rule, period, got, ok)
+		}
+	}
+	// A value over GatewayMaxValueLen: the key of its stand-in, hashed.
+	long := map[string]any{"path": "/" + strings.Repeat("a", 2000)}
+	gid, stood := GatewayIdentifier(long)
+	if !stood || len(gid["path"].(string)) != GatewayMaxValueLen || len(long["path"].(string)) != 2001 {
+		t.Fatalf("GatewayIdentifier: %v, %d bytes (the original %d)", stood, len(gid["path"].(string)), len(long["path"].(string)))
+	}
+	if _, _, _, ok := Override(key(OverrideRule(time.Minute), []string{"path"}, gid), prefix, "edge", gid); !ok {
+		t.Error("the stand-in's override counter is not found")
+	}
+	if same, stood := GatewayIdentifier(id); stood || len(same) != 2 || same["user"] != "carol" {
+		t.Errorf("GatewayIdentifier of short values: %v, %v", same, stood)
+	}
+	rule := OverrideRule(time.Minute)
+	for name, k := range map[string]string{
+		"fewer properties":   key(rule, []string{"user"}, id),
+		"another value":      key(rule, []string{"user", "ip"}, map[string]any{"user": "carol", "ip": "10.0.0.8"}),
+		"a property twice":   key(rule, []string{"user", "user"}, id),
+		"a missing property": key(rule, []string{"user", "port"}, id),
+		"a ban suffix":       key(rule, []string{"user", "ip"}, id) + BanSuffix,
+		"a rule of the tier": key("per_user", []string{"user", "ip"}, id),
+		"no window":          key(OverrideRulePrefix+"s", []string{"user", "ip"}, id),
+		"a window of 0":      key(OverrideRulePrefix+"0s", []string{"user", "ip"}, id),
+		"a window not whole": key(OverrideRulePrefix+"1.5s", []string{"user", "ip"}, id),
+		"another limiter":    strings.Replace(key(rule, []string{"user", "ip"}, id), "{edge:", "{edgy:", 1),
+		"another prefix":     "x" + key(rule, []string{"user", "ip"}, id),
+	} {
+		if _, _, _, ok := Override(k, prefix, "edge", id); ok {
+			t.Errorf("%s: %s accepted", name, k)
 		}
 	}
 }
