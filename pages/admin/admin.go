@@ -18,6 +18,7 @@ import (
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/tiers"
 	"github.com/ratekit/ratekit/internal/httpguard"
+	"github.com/ratekit/ratekit/internal/keys"
 	"github.com/ratekit/ratekit/internal/rulecheck"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
@@ -510,6 +511,13 @@ func (h *Handler) clear(ctx context.Context, w http.ResponseWriter, r *http.Requ
 		return
 	}
 	n, err := l.Clear(ctx, id)
+	if gid, long := keys.GatewayIdentifier(id); long && err == nil {
+		// The counters of the stand-in ratekit-envoy counts a value so
+		// long by (the explain box says so).
+		var m int
+		m, err = l.Clear(ctx, gid)
+		n += m
+	}
 	if err != nil {
 		h.audit(ctx, r, s, "clear", lv.Name, "", lv.Version, rulestore.WriteResult{}, err,
 			slog.Any("identifier", map[string]any(id)))

@@ -49,7 +49,11 @@
 // identifier (nothing is counted) and says why each rule that does not
 // apply fails to match, in at most 512 characters a rule; "lift
 // ban / clear" deletes that identifier's counters and bans after a
-// confirmation step.
+// confirmation step. Given a value over 1024 bytes, both reach the
+// counters ratekit-envoy keeps for it (its first 991 bytes and a digest
+// stand for it there), and the box says which it shows; the counters of a
+// descriptor's limit override, which need a SCAN the counters' Store has
+// not, are not seen here: ratekit explain and clear find them.
 //
 // Security: the page is read-only unless the host supplies
 // Options.Authorize, which also names who writes for the audit log (one slog

@@ -26,6 +26,9 @@ type explainView struct {
 	// Shared names the counting rules whose counter the identifier shares
 	// with other clients, and why: a clear leaves them (Limiter.Clear).
 	Shared []string
+	// Gateway says how a value too long for ratekit-envoy to keep is
+	// counted there (keys.GatewayIdentifier), and which counters are shown.
+	Gateway string
 }
 
 type explainRule struct {
@@ -50,7 +53,12 @@ func (h *Handler) explain(ctx context.Context, lv *limiterView, id ratelimit.Ide
 		ex.Error = err.Error()
 		return ex
 	}
+	// A clear removes the counters of the gateway's stand-in too.
+	gid, long := keys.GatewayIdentifier(id)
 	ex.Keys = len(l.Keys(id))
+	if long {
+		ex.Keys += len(l.Keys(gid))
+	}
 	for _, r := range lv.Effective {
 		if r.Action != ratelimit.ActionLimit && r.Action != ratelimit.ActionLog {
 			continue
@@ -60,6 +68,20 @@ func (h *Handler) explain(ctx context.Context, lv *limiterView, id ratelimit.Ide
 		}
 	}
 	res := l.Peek(ctx, id)
+	if long {
+		// The stand-in's counters decide when they are the ones counted.
+		gres := l.Peek(ctx, gid)
+		note := fmt.Sprintf("A value is over %d bytes: ratekit-envoy counts a descriptor value so long as its first %d bytes, a tilde and a digest of the whole, under counters of their own", keys.GatewayMaxValueLen, keys.GatewayMaxValueLen-33)
+		switch {
+		case gres.Err == nil && counted(gres) && !counted(res):
+			id, res = gid, gres
+			ex.Gateway = note + ": shown, the identifier as the gateway counts it."
+		case gres.Err == nil && counted(gres):
+			ex.Gateway = note + ": they count too and are not shown; a clear removes both."
+		default:
+			ex.Gateway = note + ": none counts now."
+		}
+	}
 	now := h.opts.Now()
 	evals := map[string]*ratelimit.Evaluation{}
 	for i := range res.Evaluations {
@@ -145,6 +167,16 @@ func (h *Handler) explain(ctx context.Context, lv *limiterView, id ratelimit.Ide
 		ex.Verdict = fmt.Sprintf("allow (most constraining rule: %s)", res.Rule.Name)
 	}
 	return ex
+}
+
+// counted reports whether a peek found a count or a ban.
+func counted(res ratelimit.Result) bool {
+	for _, e := range res.Evaluations {
+		if e.Info.Count > 0 || e.Info.Banned {
+			return true
+		}
+	}
+	return false
 }
 
 // maxDetailLen bounds, in characters, the mismatches the explain box shows

@@ -252,6 +252,7 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
 <p>Identifier: {{range .Identifier}}<code>{{.}}</code> {{else}}<span class="none">(empty)</span>{{end}}</p>
 <p class="notice {{if .Blocked}}bad{{else}}ok{{end}}" id="verdict" data-blocked="{{.Blocked}}">Verdict: {{.Verdict}}</p>
 {{- with .Error}}<p class="error">{{.}}</p>{{end}}
+{{- with .Gateway}}<p class="hint" id="gateway-note">{{.}}</p>{{end}}
 <div class="scroll"><table class="explain">
 <thead><tr><th>#</th><th>Rule</th><th>Tier</th><th>Action</th><th>Matches</th><th>Result</th><th>Count / limit</th><th>Resets in</th></tr></thead>
 <tbody>
