@@ -35,7 +35,10 @@
 //     counters, and a rule that matches how a value starts (a regex
 //     anchored with ^, within those bytes) matches it, but not one that
 //     matches its end or the whole of it; a Go service that checks the
-//     whole value counts it apart.
+//     whole value counts it apart. ratekit explain and clear, given the
+//     whole value, find the counters of the bytes standing for it when
+//     MaxValueLen is the default, as cmd/ratekit-envoy's is (they cannot
+//     know another); so does the admin page.
 //   - hits_addend is the check's cost: the descriptor's when set (0 reads
 //     without counting), else the request's, else 1. A cost over
 //     Options.MaxHits (2^20 by default) can never pass: that descriptor is
@@ -52,7 +55,11 @@
 //     envoyproxy/ratelimit: its block stands even where the limiter's
 //     result is softened to allow by a shadow mode of the limiter. Its window is unit × unit_multiplier (a month is
 //     30 days, a year 365); 0 requests per unit denies every request. The
-//     limiter's own rules still apply below it.
+//     limiter's own rules still apply below it. No tier holds the rule, so
+//     ratekit explain lists its counter apart (its count and reset; its
+//     limit came with the request and is kept nowhere) and ratekit clear
+//     removes it, each finding it by a bounded SCAN of the limiter's
+//     override keys; the admin page does not see it.
 //   - Every descriptor is checked, even after one is over the limit
 //     (envoyproxy/ratelimit does the same), so each status is true. They
 //     are checked together with ratelimit.CheckBatch: each as if it were

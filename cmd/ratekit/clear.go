@@ -55,6 +55,14 @@ characteristic the identifier lacks (the counter of every client without
 it). To lift a block such a rule gives, delete or change the rule
 (ratekit rules delete / publish); its counter ends with its window.
 
+The counters ratekit-envoy keeps for the identifier are removed too, each
+named: those of a value over 1024 bytes, which the gateway counts as its
+first 991 bytes, a tilde and a digest of the whole (give the value itself),
+and those of a descriptor's limit override (rules envoy_override_<N>s, which
+no tier holds), found by a SCAN of the limiter's override keys (at most
+100,000 keys per node; when a node holds more, a warning says one may be
+left). An override counts by all of the descriptor's keys: give them all.
+
 When no key of the identifier exists under the counters' prefix, nothing
 is cleared and the exit code is 1; the keys are searched under every other
 prefix (a bounded SCAN: at most 100,000 keys per node, none longer than a
@@ -156,10 +164,36 @@ func runClear(ctx context.Context, out output, args []string) int {
 		}
 	}
 
+	// The identifier as ratekit-envoy hands it to the limiter, when a value
+	// is too long for the gateway to keep: its counters are the stand-in's.
+	gid, long := keys.GatewayIdentifier(id)
+	candidates := limiter.Keys(id)
+	if long {
+		candidates = append(candidates, limiter.Keys(gid)...)
+	}
+	// The counters of the gateway's limit overrides: no tier holds their
+	// rules, so neither Keys nor Clear reaches them.
+	overrides, err := findOverrides(ctx, client, f.keyPrefix, f.limiter, gid, f.timeout)
+	if err != nil {
+		fmt.Fprintf(out.stderr, "ratekit clear: %v\n", err)
+		return exitInvalid
+	}
+	if note := gatewayValueNote(long); note != "" {
+		fmt.Fprintf(out.stderr, "note: %s: those are included\n", note)
+	}
+	if note := overrides.truncatedNote(); note != "" {
+		fmt.Fprintf(out.stderr, "warning: %s\n", note)
+	}
+	overrideKeys := overrideKeysOf(overrides)
+	isOverride := map[string]bool{}
+	for _, k := range overrideKeys {
+		isOverride[k] = true
+	}
+
 	// Which keys exist, one call per key: on a Redis Cluster they live in
-	// different slots.
-	var present []string
-	for _, k := range limiter.Keys(id) {
+	// different slots. The override counters were found by the SCAN.
+	present := append([]string{}, overrideKeys...)
+	for _, k := range candidates {
 		rctx, cancel := context.WithTimeout(ctx, f.timeout)
 		n, err := client.Exists(rctx, k).Result()
 		cancel()
@@ -177,7 +211,7 @@ func runClear(ctx context.Context, out output, args []string) int {
 	if len(present) == 0 {
 		// Clearing nothing is never a success: the operator may have the
 		// wrong prefix (another service's, or the library's default).
-		other, err := findElsewhere(ctx, client, f.keyPrefix, f.limiter, limiter.Keys(id), f.timeout)
+		other, err := findElsewhere(ctx, client, f.keyPrefix, f.limiter, candidates, f.timeout)
 		switch {
 		case err != nil:
 			fmt.Fprintf(out.stderr, "ratekit clear: nothing to clear under %q, and %v\n", f.keyPrefix, err)
@@ -195,7 +229,10 @@ func runClear(ctx context.Context, out output, args []string) int {
 	list := func(verb string) {
 		for _, k := range present {
 			kind := "counter"
-			if strings.HasSuffix(k, ":ban") {
+			switch {
+			case isOverride[k]:
+				kind = "gateway limit-override counter"
+			case strings.HasSuffix(k, ":ban"):
 				kind = "ban"
 			}
 			fmt.Fprintf(w, "  %s %s %s\n", verb, kind, k)
@@ -207,6 +244,16 @@ func runClear(ctx context.Context, out output, args []string) int {
 		return exitOK
 	}
 	n, err := limiter.Clear(ctx, id)
+	if err == nil && long {
+		var m int
+		m, err = limiter.Clear(ctx, gid)
+		n += m
+	}
+	if err == nil && len(overrideKeys) > 0 {
+		var m int
+		m, err = b.store.Delete(ctx, overrideKeys)
+		n += m
+	}
 	attrs := []slog.Attr{slog.String("limiter", f.limiter), slog.String("identifier", describeIdentifier(id)),
 		slog.String("key_prefix", f.keyPrefix), slog.Int("keys_deleted", n)}
 	if f.rulesService != "" { // the per-request rules' counters were cleared too

@@ -50,7 +50,29 @@ func findElsewhere(ctx context.Context, client redis.UniversalClient, prefix, li
 	for s := range suffixes {
 		maxLen = max(maxLen, ratelimit.MaxKeyPrefixLen+len(s))
 	}
+	truncated, err := scanNodes(ctx, client, pattern, maxLen, timeout, func(keys []string) {
+		for _, k := range keys {
+			for s := range suffixes {
+				if p, ok := strings.CutSuffix(k, s); ok && p != prefix {
+					found.prefixes[p]++
+				}
+			}
+		}
+	})
+	found.truncated = truncated
+	if err != nil {
+		return found, fmt.Errorf("search other prefixes: %w", err)
+	}
+	return found, nil
+}
+
+// scanNodes runs one SCAN of pattern on each node (every master of a
+// Cluster), at most maxScanKeys keys a node, and hands each batch of keys of
+// at most maxLen bytes to found, one call at a time. It reports whether a
+// node held more keys than the bound let it examine.
+func scanNodes(ctx context.Context, client redis.UniversalClient, pattern string, maxLen int, timeout time.Duration, found func(keys []string)) (bool, error) {
 	var mu sync.Mutex
+	truncated := false
 	scan := func(ctx context.Context, node redis.Cmdable) error {
 		var cursor uint64
 		for scanned := 0; ; {
@@ -66,20 +88,14 @@ func findElsewhere(ctx context.Context, client redis.UniversalClient, prefix, li
 			}
 			scanned += 1000
 			mu.Lock()
-			for _, k := range keys {
-				for s := range suffixes {
-					if p, ok := strings.CutSuffix(k, s); ok && p != prefix {
-						found.prefixes[p]++
-					}
-				}
-			}
+			found(keys)
 			mu.Unlock()
 			if cursor = next; cursor == 0 {
 				return nil
 			}
 			if scanned >= maxScanKeys {
 				mu.Lock()
-				found.truncated = true
+				truncated = true
 				mu.Unlock()
 				return nil
 			}
@@ -91,10 +107,7 @@ func findElsewhere(ctx context.Context, client redis.UniversalClient, prefix, li
 	} else {
 		err = scan(ctx, client)
 	}
-	if err != nil {
-		return found, fmt.Errorf("search other prefixes: %w", err)
-	}
-	return found, nil
+	return truncated, err
 }
 
 // scanScript is one SCAN that answers only the keys of at most ARGV[4]

@@ -23,6 +23,7 @@ import (
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/redisstore"
 	"github.com/ratekit/ratekit/core/tiers"
+	"github.com/ratekit/ratekit/internal/keys"
 	"github.com/ratekit/ratekit/internal/suggest"
 	"github.com/ratekit/ratekit/observability/observe"
 )
@@ -64,6 +65,14 @@ flags:
   --timeout D                 bound on the whole command (default 5s, at most 10m)
   --json                      print the explanation as JSON
 
+The counters ratekit-envoy keeps apart are shown too: a value over 1024
+bytes is counted there as its first 991 bytes, a tilde and a digest of the
+whole, and when only those counters exist they are the ones explained (a
+warning says so); a descriptor's limit override (a rule envoy_override_<N>s
+no tier holds, whose limit comes with each request) is listed with its count
+and reset, found by a SCAN of the limiter's override keys (at most 100,000
+keys per node; a warning says when a node holds more).
+
 PROPERTY=VALUE pairs are the identifier, as the service builds it (for
 example ip=203.0.113.7 user=alice request_type=api). A key outside the
 limiter's available_properties (or, without --available-limiters, one that
@@ -83,17 +92,21 @@ func init() {
 
 // explanation is the JSON form of `ratekit explain --json`.
 type explanation struct {
-	Limiter    string             `json:"limiter"`
-	KeyPrefix  string             `json:"key_prefix"`
-	Identifier map[string]string  `json:"identifier"`
-	Cost       float64            `json:"cost"`
-	Tiers      []tierSummary      `json:"tiers"`
-	Rules      []ruleExplanation  `json:"rules"`      // effective rules, in evaluation order
-	Overridden []overriddenRule   `json:"overridden"` // replaced by a same-named rule of a higher tier
-	RuleStore  *ruleStoreState    `json:"rule_store"`
-	Remote     *remoteState       `json:"rules_service,omitempty"`
-	Warnings   []string           `json:"warnings,omitempty"` // identifier keys no rule can use
-	Verdict    verdictExplanation `json:"verdict"`
+	Limiter    string            `json:"limiter"`
+	KeyPrefix  string            `json:"key_prefix"`
+	Identifier map[string]string `json:"identifier"`
+	Cost       float64           `json:"cost"`
+	Tiers      []tierSummary     `json:"tiers"`
+	Rules      []ruleExplanation `json:"rules"`      // effective rules, in evaluation order
+	Overridden []overriddenRule  `json:"overridden"` // replaced by a same-named rule of a higher tier
+	RuleStore  *ruleStoreState   `json:"rule_store"`
+	Remote     *remoteState      `json:"rules_service,omitempty"`
+	Warnings   []string          `json:"warnings,omitempty"` // identifier keys no rule can use
+	// GatewayOverrides are the counters of the limit overrides ratekit-envoy
+	// was sent with this identifier's descriptor: per-request rules above
+	// every tier, whose limit is kept nowhere (see gateway.go).
+	GatewayOverrides []gatewayOverride  `json:"gateway_overrides,omitempty"`
+	Verdict          verdictExplanation `json:"verdict"`
 }
 
 // ruleStoreState is what the rule store holds for the limiter.
@@ -258,12 +271,51 @@ func runExplain(ctx context.Context, out output, args []string) int {
 			opts = append(opts, ratelimit.WithRules(set))
 		}
 	}
-	res := limiter.Peek(ctx, id, opts...)
-	ex := explain(limiter, ts, sources, id, f.cost, res, time.Now())
+	// A value too long for the gateway to keep is counted there by a
+	// stand-in (keys.GatewayIdentifier): when only the stand-in's counters
+	// exist, they are the ones that decide, and explained.
+	var gatewayWarning string
+	gid, long := keys.GatewayIdentifier(id)
+	shown := id
+	if long {
+		mine, err := anyExists(ctx, b.client, limiter.Keys(id), f.timeout)
+		var theirs bool
+		if err == nil {
+			theirs, err = anyExists(ctx, b.client, limiter.Keys(gid), f.timeout)
+		}
+		switch {
+		case err != nil:
+			gatewayWarning = gatewayValueNote(long) + "; reading them failed: " + err.Error()
+		case theirs && !mine:
+			shown = gid
+			gatewayWarning = gatewayValueNote(long) + "; shown: those counters, the identifier as the gateway counts it"
+		case theirs:
+			gatewayWarning = gatewayValueNote(long) + "; those counters exist too and are not shown here (ratekit clear removes both)"
+		default:
+			gatewayWarning = gatewayValueNote(long) + "; none of those exists"
+		}
+	}
+	res := limiter.Peek(ctx, shown, opts...)
+	ex := explain(limiter, ts, sources, shown, f.cost, res, time.Now())
+	ex.Identifier = identifierStrings(id) // as given, whichever form was peeked
 	ex.RuleStore = state
 	ex.Remote = remote
 	ex.Warnings = identifierWarnings(id, local.properties, limiter.Rules())
-	if w := prefixWarning(ctx, b.client, f, limiter.Keys(id)); w != "" {
+	if gatewayWarning != "" {
+		ex.Warnings = append(ex.Warnings, gatewayWarning)
+	}
+	overrides, err := findOverrides(ctx, b.client, f.keyPrefix, f.limiter, gid, f.timeout)
+	if err == nil {
+		err = overrides.peek(ctx, b.store, f.keyPrefix, f.limiter, gid, f.timeout)
+	}
+	ex.GatewayOverrides = overrides.found
+	switch {
+	case err != nil:
+		ex.Warnings = append(ex.Warnings, err.Error())
+	case overrides.truncated:
+		ex.Warnings = append(ex.Warnings, overrides.truncatedNote())
+	}
+	if w := prefixWarning(ctx, b.client, f, slices.Concat(limiter.Keys(shown), overrideKeysOf(overrides))); w != "" {
 		ex.Warnings = append(ex.Warnings, w)
 	}
 	for _, w := range ex.Warnings {
@@ -298,6 +350,7 @@ type localTiers struct {
 type boundLimiter struct {
 	limiter *ratelimit.Limiter
 	client  redis.UniversalClient // the caller closes it
+	store   ratelimit.Store       // the limiter's, on client
 	local   localTiers
 	tiers   tiers.Set
 	sources []tierSummary
@@ -316,9 +369,10 @@ func openLimiter(ctx context.Context, out output, f explainFlags) (boundLimiter,
 	if err != nil {
 		return boundLimiter{}, usageError(out, f.usage, "--redis: %v", err)
 	}
+	store := redisstore.New(client)
 	cfg := ratelimit.Config{
 		Name:      f.limiter,
-		Store:     redisstore.New(client),
+		Store:     store,
 		KeyPrefix: f.keyPrefix,
 		Timeout:   f.timeout,
 		Breaker:   ratelimit.BreakerConfig{Failures: -1},
@@ -337,7 +391,7 @@ func openLimiter(ctx context.Context, out output, f explainFlags) (boundLimiter,
 		client.Close()
 		return boundLimiter{}, code
 	}
-	return boundLimiter{limiter: limiter, client: client, local: local, tiers: ts, sources: sources, state: state}, exitOK
+	return boundLimiter{limiter: limiter, client: client, store: store, local: local, tiers: ts, sources: sources, state: state}, exitOK
 }
 
 // loadLocalTiers reads the limiter's file and default tiers from the files,
@@ -509,14 +563,20 @@ func parseIdentifier(args []string) (ratelimit.Identifier, error) {
 	return id, nil
 }
 
+// identifierStrings returns id's properties as the strings a check reads.
+func identifierStrings(id ratelimit.Identifier) map[string]string {
+	out := make(map[string]string, len(id))
+	for k := range id {
+		out[k], _ = id.Get(k)
+	}
+	return out
+}
+
 // explain walks the effective rules as the limiter does and sets each one's
 // part from the peek's result.
 func explain(l *ratelimit.Limiter, ts tiers.Set, sources []tierSummary, id ratelimit.Identifier, cost float64, res ratelimit.Result, now time.Time) explanation {
-	ex := explanation{Limiter: l.Name(), KeyPrefix: l.KeyPrefix(), Identifier: map[string]string{}, Cost: cost,
+	ex := explanation{Limiter: l.Name(), KeyPrefix: l.KeyPrefix(), Identifier: identifierStrings(id), Cost: cost,
 		Tiers: sources, Rules: []ruleExplanation{}, Overridden: []overriddenRule{}}
-	for k := range id {
-		ex.Identifier[k], _ = id.Get(k)
-	}
 	tierOf := map[string]string{}
 	for _, tr := range ts.Rules() {
 		if tr.OverriddenBy != "" {
@@ -641,6 +701,19 @@ func printExplanation(w io.Writer, ex explanation, now time.Time) {
 		fmt.Fprintf(tw, "-\t%s\t%s\t\toverridden by the %s tier's rule of the same name\n", o.Tier, o.Name, o.OverriddenBy)
 	}
 	tw.Flush()
+	if len(ex.GatewayOverrides) > 0 {
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "limit overrides the gateway (ratekit-envoy) was sent with this descriptor: rules above every tier, counted apart;")
+		fmt.Fprintln(w, "their limit comes with each request and is kept nowhere, so whether one blocks is not known here (the verdict below leaves them out):")
+		for _, o := range ex.GatewayOverrides {
+			if o.Count == nil {
+				fmt.Fprintf(w, "  %s: key %s\n", o.Rule, o.Key)
+				continue
+			}
+			fmt.Fprintf(w, "  %s: count %g in a window of %s, resets in %s (key %s)\n", o.Rule, *o.Count,
+				time.Duration(o.WindowS)*time.Second, explainUntil(now, *o.ResetAt), o.Key)
+		}
+	}
 
 	v := ex.Verdict
 	fmt.Fprintln(w)
@@ -749,17 +822,29 @@ func explainUntil(now, t time.Time) string {
 	return d.Round(time.Second).String()
 }
 
+// anyExists reports whether one of keys exists, one call per key: on a
+// Redis Cluster they live in different slots.
+func anyExists(ctx context.Context, client redis.UniversalClient, keys []string, timeout time.Duration) (bool, error) {
+	for _, k := range keys {
+		rctx, cancel := context.WithTimeout(ctx, timeout)
+		n, err := client.Exists(rctx, k).Result()
+		cancel()
+		if err != nil {
+			return false, fmt.Errorf("read %s: %w", k, err)
+		}
+		if n > 0 {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // prefixWarning warns when no key of the identifier exists under the
 // counters' prefix but some exist under another: the counts shown (zero)
 // are not the service's.
 func prefixWarning(ctx context.Context, client redis.UniversalClient, f explainFlags, keys []string) string {
-	for _, k := range keys {
-		rctx, cancel := context.WithTimeout(ctx, f.timeout)
-		n, err := client.Exists(rctx, k).Result()
-		cancel()
-		if err != nil || n > 0 {
-			return ""
-		}
+	if found, err := anyExists(ctx, client, keys, f.timeout); err != nil || found {
+		return ""
 	}
 	other, err := findElsewhere(ctx, client, f.keyPrefix, f.limiter, keys, f.timeout)
 	if err != nil || len(other.prefixes) == 0 {
