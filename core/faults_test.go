@@ -258,9 +258,10 @@ func (quietRedis) Printf(context.Context, string, ...any) {}
 // checks of a batch with a key on it: CheckBatch still enforces the checks
 // on the masters that answer, and the limiter's breaker, which sees their
 // successes between the failures, stays closed. A private 2-master cluster,
-// so that the shared one never stops.
+// so that the shared one never stops, whose nodes wait a minute before they
+// call the hung one failed (and the cluster down: one master is no majority).
 func TestCheckBatchHungMasterFailsOpenItsChecksOnly(t *testing.T) {
-	nodes := redistest.StartCluster(t, 2)
+	nodes := redistest.StartCluster(t, 2, "--cluster-node-timeout", "60000")
 	ctx := context.Background()
 	store, err := redisstore.Dial(ctx, "redis://"+nodes[0].Addr+"?addr="+nodes[1].Addr)
 	if err != nil {

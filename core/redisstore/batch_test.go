@@ -367,9 +367,10 @@ func TestEvalBatchHungServer(t *testing.T) {
 // the checks on the master that answered are counted and reported, in the
 // plain form, by script and in a check of two stages whose second stage is
 // on the hung master. A private 2-master cluster, so that the shared one
-// never stops.
+// never stops, whose nodes wait a minute before they call the hung one
+// failed (and the cluster down: the other master alone is no majority).
 func TestEvalBatchHungMasterFailsItsChecksOnly(t *testing.T) {
-	nodes := redistest.StartCluster(t, 2)
+	nodes := redistest.StartCluster(t, 2, "--cluster-node-timeout", "60000")
 	s := dialStore(t, "redis://"+nodes[0].Addr+"?addr="+nodes[1].Addr)
 	k := newKeyer(t)
 	// names[i]: keys on nodes[i] (the first holds slots 0-8191)

@@ -251,13 +251,14 @@ func (s *Server) start(bin string) error {
 
 // StartCluster starts a private Redis Cluster of n masters (no replicas) on
 // free loopback ports, its slots split evenly, and waits until every node
-// reports it ok. Like StartServer, for tests that must stop a node.
-func StartCluster(t testing.TB, n int) []*Server {
+// reports it ok. Like StartServer, for tests that must stop a node. args are
+// more redis-server arguments of every node.
+func StartCluster(t testing.TB, n int, args ...string) []*Server {
 	t.Helper()
 	nodes := make([]*Server, n)
 	bus := make([]int, n) // each node's cluster bus port
 	for i := range nodes {
-		nodes[i] = startServer(t, true, "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "5000")
+		nodes[i] = startServer(t, true, append([]string{"--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "5000"}, args...)...)
 		bus[i] = nodes[i].bus
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
