@@ -228,6 +228,7 @@ type CheckOption func(*checkOpts)
 
 type checkOpts struct {
 	cost  float64
+	spent bool
 	extra *RuleSet
 }
 
@@ -236,6 +237,15 @@ type checkOpts struct {
 // without counting. A negative or non-finite cost fails the check open; a cost
 // over MaxCount counts as MaxCount + 1, which no rule admits.
 func Cost(c float64) CheckOption { return func(o *checkOpts) { o.cost = c } }
+
+// Spent says that the check's cost was already spent: measured after the
+// work it stands for (the database seconds of a request that ran), so every
+// counting rule records it even past its limit, and the checks after it see
+// the debt. A fixed window always counts its cost; a sliding window and a
+// token bucket otherwise refuse a cost that would take them past their limit
+// and record nothing, so that a budget charged after the fact would never
+// block. The verdict is as without it: exceeded past the limit.
+func Spent() CheckOption { return func(o *checkOpts) { o.spent = true } }
 
 // Check counts the request against every applicable rule and returns the verdict.
 // It never returns an error: a store failure gives ActionAllow with Result.Err set
@@ -329,7 +339,7 @@ func (l *Limiter) prepare(ctx context.Context, res *Result, p *plan, sc *scratch
 				slog.String("limiter", l.name), slog.Int("max_rules", MaxRules))
 		}
 	}
-	if r, err := l.plan(ctx, p, sc, rules, id, o.cost, start); err != nil {
+	if r, err := l.plan(ctx, p, sc, rules, id, o.cost, o.spent, start); err != nil {
 		*res = Result{Limiter: l.name, Action: ActionAllow, Err: fmt.Errorf("ratelimit: rule %s: resolve: %w", r.Name, err)}
 		l.warn(ctx, res.Err, r, id)
 		return false
@@ -393,7 +403,7 @@ type plan struct {
 // counting rule to sc.ops (its rule's index to sc.ri), until a skip rule or a rule
 // the blocked cache answers. A limit or period resolver's error is returned
 // with its rule: the check then fails open.
-func (l *Limiter) plan(ctx context.Context, p *plan, sc *scratch, rules []*compiledRule, id Identifier, cost float64, start time.Time) (*Rule, error) {
+func (l *Limiter) plan(ctx context.Context, p *plan, sc *scratch, rules []*compiledRule, id Identifier, cost float64, spent bool, start time.Time) (*Rule, error) {
 	if l.blocked != nil {
 		p.gen = l.blocked.generation()
 	}
@@ -438,7 +448,10 @@ func (l *Limiter) plan(ctx context.Context, p *plan, sc *scratch, rules []*compi
 				op.Burst = op.Limit
 			}
 		}
-		if op.Terminal && l.blocked.any() {
+		// Only the algorithms that refuse a cost past the limit need it; a
+		// spent cost is recorded, never answered by a cached block.
+		op.Spent = spent && op.Kind >= OpSliding
+		if op.Terminal && !op.Spent && l.blocked.any() {
 			if e, ok := l.blocked.get(&op, start); ok {
 				sc.keys = sc.keys[:from]
 				// Known to block until e.until: the rules before it still

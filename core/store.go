@@ -92,10 +92,10 @@ const (
 	// OpDistinct adds a member to a set and counts its size.
 	OpDistinct OpKind = 1
 	// OpSliding adds a cost to a sliding window's estimate, unless that
-	// would exceed the limit.
+	// would exceed the limit (and the op is not Spent).
 	OpSliding OpKind = 2
 	// OpTokenBucket takes a cost's tokens from a bucket (GCRA), unless it
-	// lacks them.
+	// lacks them (and the op is not Spent).
 	OpTokenBucket OpKind = 3
 )
 
@@ -111,6 +111,12 @@ type Op struct {
 	BanFor   time.Duration // ban length once exceeded; 0 for none
 	Terminal bool          // an exceeded Terminal op stops the evaluation (ActionLimit)
 	Burst    int64         // OpTokenBucket: the bucket's capacity (>= 1)
+	// Spent (OpSliding, OpTokenBucket; a check, not a peek): the cost was
+	// already spent, so the op charges it even when that takes the count
+	// past the limit (a debt the later ops see), where it otherwise charges
+	// only an op that passes. Its outcome is reported as without it, but
+	// for the count, which includes the cost.
+	Spent bool
 }
 
 // OpResult is what a Store reports for one Op.

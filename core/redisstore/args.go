@@ -58,7 +58,7 @@ func shortBan(mode ratelimit.Mode, op *ratelimit.Op) bool {
 // check, with a positive limit (and burst, no less than the cost: a full
 // bucket then always takes the cost, which the script need not test).
 func shortAlgorithm(mode ratelimit.Mode, op *ratelimit.Op) bool {
-	if mode != ratelimit.ModeCheck || op.Limit <= 0 {
+	if mode != ratelimit.ModeCheck || op.Limit <= 0 || op.Spent {
 		return false
 	}
 	if op.Kind != ratelimit.OpSliding && (op.Kind != ratelimit.OpTokenBucket || op.Burst <= 0) {
@@ -72,13 +72,16 @@ func shortAlgorithm(mode ratelimit.Mode, op *ratelimit.Op) bool {
 // indexed by kind*8 + flags*2 + peek, then the short forms', each
 // non-terminal, terminal: a counter's "n" and "t" (without a ban) and "b" and
 // "B" (with one), a sliding window's "w" and "W" (and "x", "X"), a token
-// bucket's "k" and "K" (and "y", "Y", which take the general form's fields).
-var opCodes = [44]string{
+// bucket's "k" and "K" (and "y", "Y", which take the general form's fields),
+// then the general form of a spent sliding window's or token bucket's check
+// (flags + 4), indexed 44 + (kind-2)*4 + flags.
+var opCodes = [52]string{
 	"g000", "g001", "g010", "g011", "g020", "g021", "g030", "g031",
 	"g100", "g101", "g110", "g111", "g120", "g121", "g130", "g131",
 	"g200", "g201", "g210", "g211", "g220", "g221", "g230", "g231",
 	"g300", "g301", "g310", "g311", "g320", "g321", "g330", "g331",
 	"n", "t", "b", "B", "w", "W", "k", "K", "x", "X", "y", "Y",
+	"g240", "g250", "g260", "g270", "g340", "g350", "g360", "g370",
 }
 
 // opCodeArgs are opCodes converted to interfaces once: converting a string
@@ -117,13 +120,17 @@ func opCode(mode ratelimit.Mode, op *ratelimit.Op) int {
 		}
 		return i
 	}
-	i := int(op.Kind&3) * 8
+	flags := 0
 	if op.Terminal {
-		i += 2
+		flags++
 	}
 	if op.BanKey != "" {
-		i += 4
+		flags += 2
 	}
+	if op.Spent && mode == ratelimit.ModeCheck && op.Kind >= ratelimit.OpSliding {
+		return 44 + int(op.Kind-ratelimit.OpSliding)*4 + flags
+	}
+	i := int(op.Kind&3)*8 + flags*2
 	if mode == ratelimit.ModePeek {
 		i++
 	}

@@ -23,7 +23,9 @@
 --   The general form, for any op:
 --   'g<kind><flags><peek>': kind is 0 (count), 1 (distinct), 2 (sliding
 --            window) or 3 (token bucket); flags is 1 (terminal) + 2 (has a
---            ban key); peek is 1 in a peek, 0 in a check. Fields: limit,
+--            ban key) + 4 (spent: a sliding window or token bucket charges
+--            the cost even past the limit, a debt); peek is 1 in a peek, 0
+--            in a check. Fields: limit,
 --            period_ms, ban_ms, cost, member (of a distinct op; the burst of
 --            a token bucket; "" otherwise).
 --
@@ -92,7 +94,7 @@ while true do
   local count, ttl, bits, terminal
   -- An op for the general code: its kind (0 count, 1 distinct, 2 sliding
   -- window, 3 token bucket) and fields.
-  local gkind, gbankey, gban, gpeek, glimit, gperiod, gbanfor, gcost, gmember
+  local gkind, gbankey, gban, gpeek, glimit, gperiod, gbanfor, gcost, gmember, gspent
   if code == 'n' or code == 't' then
     terminal = code == 't'
     local period, cost = ARGV[a + 2], ARGV[a + 3]
@@ -359,7 +361,8 @@ while true do
     end
     flags = flags - 48
     terminal = flags % 2 == 1
-    gban = flags >= 2
+    gban = flags % 4 >= 2
+    gspent = flags >= 4
     gbankey = key
     if gban then gbankey = KEYS[k + 1]; k = k + 2 else k = k + 1 end
     gkind, gpeek = kind - 48, peek == 49
@@ -578,7 +581,7 @@ while true do
         return r
       end
 
-      algorithm = function(key, bankey, bucket, hasban, peek, limit, period, banfor, cost, burst)
+      algorithm = function(key, bankey, bucket, hasban, peek, limit, period, banfor, cost, burst, spent)
         limit, period = tonumber(limit), tonumber(period)
         local costn = tonumber(cost)
         local bttl = -2
@@ -613,6 +616,14 @@ while true do
             else
               count, ttl, exceeded = before, d - (burst - costn) * t, true -- as in the short form
             end
+            if exceeded and spent and charge then
+              -- A spent cost is taken all the same: a debt, full again once
+              -- it has refilled too (see the memory store).
+              local tat = math.min(d + costn * t, 9007199254740992)
+              local ms = math.max(math.ceil(tat), 1)
+              redis.call('SET', key, fmt(ms - tat), 'PX', ms)
+              count = before + costn
+            end
           end
         else
           local cur, prev, rem, fresh = 0, 0, period, true
@@ -639,21 +650,20 @@ while true do
             end
           end
           before = prev * rem / period + cur
-          count, ttl, exceeded = before, rem, false
-          if before + costn <= ceiling(limit) then
-            if charge then
-              count = before + costn
-              if fresh then
-                redis.call('HSET', key, 'c', cur + costn, 'p', prev)
-                redis.call('PEXPIRE', key, rem + period)
-              else
-                -- Summed in a double, as a counter's (see general): not
-                -- HINCRBYFLOAT, whose long double parts from a float64.
-                redis.call('HSET', key, 'c', string.format('%.17g', cur + costn))
-              end
+          count, ttl, exceeded = before, rem, before + costn > ceiling(limit)
+          -- A spent cost is charged past the limit too: a debt.
+          if charge and (not exceeded or spent) then
+            count = before + costn
+            if fresh then
+              redis.call('HSET', key, 'c', cur + costn, 'p', prev)
+              redis.call('PEXPIRE', key, rem + period)
+            else
+              -- Summed in a double, as a counter's (see general): not
+              -- HINCRBYFLOAT, whose long double parts from a float64.
+              redis.call('HSET', key, 'c', string.format('%.17g', cur + costn))
             end
-          else
-            exceeded = true
+          end
+          if exceeded then
             if prev > 0 and limit - cur - costn >= 0 then
               ttl = rem - (limit - cur - costn) * period / prev
             elseif costn > ceiling(limit) then -- never: when the window is empty
@@ -682,7 +692,7 @@ while true do
       end
     end
     if gkind >= 2 then
-      count, ttl, bits = algorithm(key, gbankey, gkind == 3, gban, gpeek, glimit, gperiod, gbanfor, gcost, gmember)
+      count, ttl, bits = algorithm(key, gbankey, gkind == 3, gban, gpeek, glimit, gperiod, gbanfor, gcost, gmember, gspent)
     else
       count, ttl, bits = general(key, gbankey, gkind == 1, gban, gpeek, glimit, gperiod, gbanfor, gcost, gmember)
     end

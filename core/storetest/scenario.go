@@ -119,6 +119,7 @@ type scenarioStep struct {
 	Batch     []scenarioStep   `yaml:"batch"` // checks made as one CheckBatch
 	Limiter   string           `yaml:"limiter"`
 	Cost      *float64         `yaml:"cost"`
+	Spent     bool             `yaml:"spent"` // a check's cost already spent (ratelimit.Spent)
 	Repeat    int              `yaml:"repeat"`
 	Expect    *scenarioExpect  `yaml:"expect"`
 	line      int
@@ -390,17 +391,32 @@ func (st *scenarioStep) validate() error {
 		if st.Expect != nil && st.Expect.Cleared != nil {
 			return fmt.Errorf("cleared is expected of clear steps only")
 		}
+		if st.Spent && st.Check == nil {
+			return fmt.Errorf("spent is for check steps only: a peek charges nothing")
+		}
 		return nil
 	case st.Batch != nil:
 		return st.validateBatch()
 	}
-	if st.Cost != nil || st.Repeat != 0 {
-		return fmt.Errorf("cost and repeat are for check and peek steps only")
+	if st.Cost != nil || st.Repeat != 0 || st.Spent {
+		return fmt.Errorf("cost, spent and repeat are for check and peek steps only")
 	}
 	if e := st.Expect; e != nil && (st.Clear == nil || !reflect.DeepEqual(*e, scenarioExpect{Cleared: e.Cleared})) {
 		return fmt.Errorf("expect: a clear step expects cleared only, an advance, rules, mode or values step nothing")
 	}
 	return nil
+}
+
+// options are a check's or peek's options: its cost, and Spent.
+func (st *scenarioStep) options() []ratelimit.CheckOption {
+	var opts []ratelimit.CheckOption
+	if st.Cost != nil {
+		opts = append(opts, ratelimit.Cost(*st.Cost))
+	}
+	if st.Spent {
+		opts = append(opts, ratelimit.Spent())
+	}
+	return opts
 }
 
 // validateBatch refuses a batch that is not a list of checks, each with at
@@ -410,8 +426,8 @@ func (st *scenarioStep) validateBatch() error {
 	switch {
 	case len(st.Batch) == 0:
 		return fmt.Errorf("batch: want at least one check")
-	case st.Cost != nil || st.Repeat != 0 || st.Expect != nil:
-		return fmt.Errorf("batch: cost, repeat and expect go on its checks, not on the batch")
+	case st.Cost != nil || st.Spent || st.Repeat != 0 || st.Expect != nil:
+		return fmt.Errorf("batch: cost, spent, repeat and expect go on its checks, not on the batch")
 	}
 	for i := range st.Batch {
 		c := &st.Batch[i]
@@ -596,9 +612,7 @@ func (st *scenarioStep) run(t *testing.T, h *Harness, ls []*ratelimit.Limiter, s
 		for i := range st.Batch {
 			c := &st.Batch[i]
 			reqs[i] = ratelimit.Request{Limiter: ls[sc.limiterIndex(c.Limiter)], Identifier: c.Check}
-			if c.Cost != nil {
-				reqs[i].Options = []ratelimit.CheckOption{ratelimit.Cost(*c.Cost)}
-			}
+			reqs[i].Options = c.options()
 		}
 		var errs []error
 		for i, r := range ratelimit.CheckBatch(ctx, reqs) {
@@ -622,10 +636,7 @@ func (st *scenarioStep) run(t *testing.T, h *Harness, ls []*ratelimit.Limiter, s
 		}
 		return nil
 	case st.Check != nil || st.Peek != nil:
-		var opts []ratelimit.CheckOption
-		if st.Cost != nil {
-			opts = append(opts, ratelimit.Cost(*st.Cost))
-		}
+		opts := st.options()
 		var r ratelimit.Result
 		for range max(st.Repeat, 1) {
 			switch {

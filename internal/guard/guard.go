@@ -37,7 +37,9 @@ type Guard[O any] struct {
 // AddCost(ctx, name, v) (database seconds, partner API calls), when it is
 // positive. Run gives the handler a context with a Meter. Callers already over
 // budget are rejected before the handler; one call may overshoot (its cost is
-// known only afterwards), and the next is then rejected.
+// known only afterwards), and the next is then rejected. The cost is charged
+// as spent (ratelimit.Spent), so the budget blocks whatever its rule's
+// algorithm: a sliding window or token bucket records the overshoot too.
 func Metered[O any](l *ratelimit.Limiter, name string) adapter.Deferred[O] {
 	return adapter.Deferred[O]{Limiter: l, Charge: func(ctx context.Context, _ O) (float64, bool) {
 		v := adapter.MeterFrom(ctx).Value(name)
@@ -188,7 +190,7 @@ func (g *Guard[O]) Settle(ctx context.Context, id ratelimit.Identifier, o O) []r
 	var out []ratelimit.Result
 	for _, df := range g.Deferred {
 		if cost, ok := df.Charge(ctx, o); ok && cost > 0 && cost <= math.MaxFloat64 { // not NaN, not +Inf
-			out = append(out, df.Limiter.Check(ctx, id, ratelimit.Cost(cost)))
+			out = append(out, df.Limiter.Check(ctx, id, ratelimit.Cost(cost), ratelimit.Spent()))
 		}
 	}
 	return out

@@ -533,3 +533,43 @@ func ExampleGuard() {
 	// call 3: blocked by [failures_per_user], retry in 1m0s
 	// call 4: blocked by [failures_per_user], retry in 1m0s
 }
+
+// A metered budget blocks once spent, whatever its rule's algorithm: the
+// cost is known only after the handler, so Settle charges it even past the
+// limit (ratelimit.Spent). A sliding window or a token bucket used to refuse
+// that charge and record nothing, and the budget never blocked.
+func TestMeteredBudgetBlocksOnEveryAlgorithm(t *testing.T) {
+	for _, st := range guardStores {
+		for _, algo := range []ratelimit.Algorithm{ratelimit.FixedWindow, ratelimit.SlidingWindow, ratelimit.TokenBucket} {
+			t.Run(st.name+"/"+string(algo), func(t *testing.T) {
+				e := st.env(t)
+				l, err := ratelimit.New(ratelimit.Config{
+					Name: "db", Store: e.store, KeyPrefix: e.prefix, Logger: quietLogger, Timeout: 10 * time.Second,
+					Rules: []ratelimit.Rule{{Name: "db_seconds", Characteristics: []string{"user"}, Action: ratelimit.ActionLimit,
+						Limit: 2, Period: time.Hour, Algorithm: algo}},
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				g := guard.Guard[outcome]{Deferred: []adapter.Deferred[outcome]{guard.Metered[outcome](l, "db_s")}}
+				ran := 0
+				for range 6 { // 0.75 s of database time each, against 2 s an hour
+					d := g.Decide(context.Background(), guardID)
+					if d.Blocked() {
+						continue
+					}
+					g.Run(context.Background(), guardID, func(ctx context.Context) outcome {
+						ran++
+						adapter.MeterFrom(ctx).Add("db_s", 0.75)
+						return outcome{}
+					}, nil)
+				}
+				// 0.75, 1.5, 2.25: the third overshoots, and the rest are
+				// blocked. (A bucket refills a little as the test runs.)
+				if c := count(l); ran != 3 || math.Abs(c-2.25) > 0.01 {
+					t.Errorf("%d requests ran, %v db seconds counted; want 3 and 2.25", ran, c)
+				}
+			})
+		}
+	}
+}
