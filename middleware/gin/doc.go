@@ -16,7 +16,14 @@
 // Call r.Use before registering routes: Gin copies the middleware into each
 // route's chain when the route is registered. The endpoint property is
 // "METHOD " + c.FullPath() (e.g. "GET /users/:id"); requests that match no
-// route get identifiers.Unmatched.
+// route get identifiers.Unmatched. The path property is the request's
+// decoded path (URL.Path) or, for a request served by a static route, the
+// route's path: the one Gin routed on, whatever form the request's took (an
+// engine with RemoveExtraSlash serves //api/x from /api/x). An engine with
+// UseRawPath or UseEscapedPath routes on the escaped path, which for a
+// parameter or wildcard route the middleware cannot tell from the decoded
+// one (/%68ealthz served by /:code has the path /healthz): on such an
+// engine, match those routes by endpoint, not path.
 //
 // WithIdentifier replaces the identifier builder; WithProperties adds or
 // replaces properties of the identifier once it is built, by the default

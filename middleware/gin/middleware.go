@@ -185,6 +185,15 @@ func (c *config) defaultIdentifier(_ context.Context, gc *gin.Context) ratelimit
 		ip = identifiers.HTTPClientIP(r, c.TrustedProxies)
 	}
 	id := identifiers.NewHTTP(r, netip.Addr{}, identifiers.RouteEndpoint(r.Method, gc.FullPath()))
+	// A static route's pattern is the path Gin routed on, whatever form the
+	// request's took: an engine with RemoveExtraSlash serves //api/x from
+	// /api/x, and one with UseRawPath or UseEscapedPath routes on the
+	// escaped form, so URL.Path would name another path than the route
+	// served (a rule on /api/x not counting it, a skip rule on /healthz
+	// exempting /%68ealthz served elsewhere).
+	if fp := gc.FullPath(); fp != "" && !strings.ContainsAny(fp, ":*") {
+		id[identifiers.Path] = fp
+	}
 	identifiers.SetIP(id, ip, c.IPv6Prefix)
 	return id
 }

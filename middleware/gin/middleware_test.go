@@ -241,3 +241,57 @@ func checkPanics(t *testing.T, want string, f func()) {
 		t.Errorf("panic %q, want one from ratelimitgin's WithGinClientIP naming %q", s, want)
 	}
 }
+
+// The path property of a request served by a static route is the route's
+// path, the one Gin routed on: an engine with RemoveExtraSlash serves
+// //api/expensive from /api/expensive, which a rule on that path must
+// count. A real server on loopback.
+func TestPathIsTheRoutedPath(t *testing.T) {
+	var seen []string
+	l, err := ratelimit.New(ratelimit.Config{
+		Name: "http", Store: ratelimit.NewMemoryStore(),
+		Rules: []ratelimit.Rule{{Name: "expensive", Characteristics: []string{identifiers.IP}, Limit: 1, Period: time.Minute,
+			Match: map[string]ratelimit.Matcher{identifiers.Path: ratelimit.Equal("/api/expensive")}, Action: ratelimit.ActionLimit}},
+		Observer: func(_ context.Context, e ratelimit.Event) {
+			seen = append(seen, fmt.Sprint(e.Identifier[identifiers.Path]))
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		engine func(*gin.Engine)
+		paths  []string // requested in order; the last must be blocked
+	}{
+		{"default engine", func(*gin.Engine) {}, []string{"/api/expensive", "/api/expensive"}},
+		{"RemoveExtraSlash", func(e *gin.Engine) { e.RemoveExtraSlash = true }, []string{"/api/expensive", "//api/expensive"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := l.Clear(context.Background(), ratelimit.Identifier{identifiers.IP: "127.0.0.1"}); err != nil {
+				t.Fatal(err)
+			}
+			seen = nil
+			r := gin.New()
+			tc.engine(r)
+			r.Use(ratelimitgin.Middleware(l))
+			r.GET("/api/expensive", func(c *gin.Context) { c.String(http.StatusOK, "ok") })
+			srv := httptest.NewServer(r)
+			defer srv.Close()
+			var last int
+			for _, p := range tc.paths {
+				req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
+				req.URL.Path = p // as sent: the client would clean //
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				last = resp.StatusCode
+			}
+			if last != http.StatusTooManyRequests {
+				t.Errorf("the second request of %v: %d, want 429 (paths seen %q)", tc.paths, last, seen)
+			}
+		})
+	}
+}
