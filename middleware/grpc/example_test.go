@@ -82,8 +82,13 @@ func ExampleWithLimiters() {
 		}
 		return l
 	}
-	general := newLimiter("grpc_request", ratelimit.Rule{Name: "per_user", Characteristics: []string{identifiers.User},
-		Limit: 600, Period: time.Minute})
+	// Signed-in callers by user; the others by IP: per user alone, every
+	// anonymous caller would share the bucket of user "<anonymous>".
+	general := newLimiter("grpc_request",
+		ratelimit.Rule{Name: "per_anonymous_ip", Match: map[string]ratelimit.Matcher{identifiers.User: ratelimit.Equal(identifiers.Anonymous)},
+			Characteristics: []string{identifiers.IP}, Limit: 60, Period: time.Minute},
+		ratelimit.Rule{Name: "per_user", Match: map[string]ratelimit.Matcher{identifiers.User: ratelimit.Regex("^user:")},
+			Characteristics: []string{identifiers.User}, Limit: 600, Period: time.Minute})
 	protected := newLimiter("grpc_protected", ratelimit.Rule{Name: "signup_per_ip",
 		Match:           map[string]ratelimit.Matcher{identifiers.GRPCMethod: ratelimit.Equal("/acme.Accounts/SignUp")},
 		Characteristics: []string{identifiers.IP}, Limit: 10, Period: time.Hour})
