@@ -16,10 +16,19 @@ func ExampleMiddleware() {
 	limiter, err := ratelimit.New(ratelimit.Config{
 		Name:  "http_request",
 		Store: ratelimit.NewMemoryStore(), // or redisstore.New(client)
+		// Anonymous callers by IP, signed-in ones by user: per user alone,
+		// every anonymous caller would share the bucket of "<anonymous>".
 		Rules: []ratelimit.Rule{{
-			Name:            "per_user",
-			Characteristics: []string{identifiers.User},
+			Name:            "per_anonymous_ip",
+			Match:           map[string]ratelimit.Matcher{identifiers.User: ratelimit.Equal(identifiers.Anonymous)},
+			Characteristics: []string{identifiers.IP},
 			Limit:           1,
+			Period:          time.Minute,
+		}, {
+			Name:            "per_user",
+			Match:           map[string]ratelimit.Matcher{identifiers.User: ratelimit.Regex("^user:")},
+			Characteristics: []string{identifiers.User},
+			Limit:           100,
 			Period:          time.Minute,
 		}},
 	})
@@ -44,8 +53,8 @@ func ExampleMiddleware() {
 		fmt.Println(rec.Code, rec.Header().Get("RateLimit"), rec.Header().Get("Content-Type"))
 	}
 	// Output:
-	// 200 "per_user";r=0;t=60 text/plain; charset=UTF-8
-	// 429 "per_user";r=0;t=60 application/problem+json
+	// 200 "per_anonymous_ip";r=0;t=60 text/plain; charset=UTF-8
+	// 429 "per_anonymous_ip";r=0;t=60 application/problem+json
 }
 
 // A blocked request reaches the application's HTTPErrorHandler as an
