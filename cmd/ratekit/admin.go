@@ -33,7 +33,9 @@ then logged on stderr (slog JSON, "rate_limit_admin_write") under that name.
 The command has no login of its own: anyone who reaches --listen can use
 the page, so it listens on loopback by default and refuses another address
 with --writer unless --allow-remote-writes is given (put it behind your own
-authenticating proxy then).
+authenticating proxy then) with --allowed-hosts: on such an address the page
+would otherwise answer any Host, so a web page whose DNS name rebinds to it
+could write as NAME from a browser that reaches it.
 
 example:
   ratekit admin --redis redis://10.0.0.5:6379 --service checkout \
@@ -51,10 +53,12 @@ flags:
   --writer NAME               enable writes, audited under NAME (at most 256 bytes;
                               default: read-only)
   --allow-remote-writes       allow --writer on a non-loopback --listen address
+                              (with --allowed-hosts)
   --allowed-hosts NAME,...    Host names the page answers to ("name" on any port,
                               "name:port", "*" any); default on a loopback --listen:
                               localhost, 127.0.0.1, [::1] only, so that a rebound
                               DNS name is refused; set it behind a proxy or a name
+                              (on another --listen any Host; there --writer needs it)
   --timeout D                 bound on the Redis calls of one page (default 5s, at most 10m)
 
 exit codes: 0 stopped by an interrupt or SIGTERM; 1 invalid config or the server
@@ -104,6 +108,12 @@ func runAdmin(ctx context.Context, out output, args []string) int {
 	}
 	if writer != "" && !allowRemote && !httpguard.LoopbackAddr(listen) {
 		return usageError(out, adminUsage, "--listen %s is not a loopback address: anyone reaching it could write as %s; add --allow-remote-writes if an authenticating proxy guards it", listen, writer)
+	}
+	if writer != "" && hosts == "" && !httpguard.LoopbackAddr(listen) {
+		// The page answers any Host there (admin.Options.AllowedHosts), and
+		// its CSRF check compares Origin with that Host: a DNS-rebound page
+		// passed both and published as the writer.
+		return usageError(out, adminUsage, "--listen %s with --writer needs --allowed-hosts: the names the page is reached by (your proxy's, '*' for any); without it a web page whose DNS name rebinds to this address could write as %s", listen, writer)
 	}
 	available, err := config.LoadAvailableLimiters(availablePath)
 	if err != nil {

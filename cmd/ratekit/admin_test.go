@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
@@ -35,7 +36,7 @@ func startAdmin(t *testing.T, args ...string) (string, *testlog.Buffer, func() i
 	go func() {
 		codes <- run(ctx, append([]string{"admin", "--listen", "127.0.0.1:0"}, args...), output{stdout, stderr})
 	}()
-	re := regexp.MustCompile(`serving (http://[0-9.:]+/)`)
+	re := regexp.MustCompile(`serving (http://[0-9.:\[\]]+/)`)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		if m := re.FindStringSubmatch(stdout.String()); m != nil {
@@ -158,13 +159,21 @@ func TestAdminUsage(t *testing.T) {
 		{[]string{"--redis", "redis://127.0.0.1:1", "--available-limiters", avail, "--service", "Bad-Name"}, `--service "Bad-Name" must match`},
 		{[]string{"--redis", "redis://127.0.0.1:1"}, "admin needs --available-limiters FILE"},
 		{[]string{"--redis", "redis://127.0.0.1:1", "--available-limiters", avail, "--writer", "bob", "--listen", "0.0.0.0:0"}, "not a loopback address"},
+		// There the page answers any Host, and a DNS-rebound page (Host and
+		// Origin evil.example) published a skip rule as bob: the names are
+		// needed too.
+		{[]string{"--redis", "redis://127.0.0.1:1", "--available-limiters", avail, "--writer", "bob", "--listen", "0.0.0.0:0", "--allow-remote-writes"}, "needs --allowed-hosts"},
 		{[]string{"--redis", "redis://127.0.0.1:1", "--available-limiters", avail, "extra"}, "unexpected arguments"},
 		// The name is on every page and in every audit record: bounded as
 		// RATEKIT_WRITER is (the page served a 100 KiB name).
 		{[]string{"--redis", "redis://127.0.0.1:1", "--available-limiters", avail, "--writer", strings.Repeat("w", maxWriterBytes+1)}, "--writer of 257 bytes, at most 256"},
 	} {
+		// Stopped already: a command that serves instead of refusing
+		// exits 0 at once rather than holding the test.
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
 		var stdout, stderr bytes.Buffer
-		if code := run(context.Background(), append([]string{"admin"}, tt.args...), output{&stdout, &stderr}); code != exitUsage || !strings.Contains(stderr.String(), tt.want) {
+		if code := run(ctx, append([]string{"admin"}, tt.args...), output{&stdout, &stderr}); code != exitUsage || !strings.Contains(stderr.String(), tt.want) {
 			t.Errorf("%v: exit %d, want %d with %q\n%s", tt.args, code, exitUsage, tt.want, stderr.String())
 		}
 	}
@@ -172,6 +181,73 @@ func TestAdminUsage(t *testing.T) {
 		if got := httpguard.LoopbackAddr(addr); got != want {
 			t.Errorf("loopback(%q) = %v, want %v", addr, got, want)
 		}
+	}
+}
+
+// With writes on a non-loopback address (--allow-remote-writes, which needs
+// --allowed-hosts) a request reaching it by another name, as a DNS-rebound
+// page's does, is refused and writes nothing; the names given are served.
+func TestAdminRemoteWritesCheckHost(t *testing.T) {
+	var ip string
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() {
+			ip = n.IP.String()
+			break
+		}
+	}
+	if ip == "" {
+		t.Skip("this host has no non-loopback IPv4 address")
+	}
+	dir := writeFiles(t, map[string]string{"available_limiters.yaml": readFixture(t, "available_limiters.yaml")})
+	prefix := redistest.Prefix(t) + "{rules}:"
+	base, stderr, _ := startAdmin(t, "--redis", redistest.URL(t), "--available-limiters", filepath.Join(dir, "available_limiters.yaml"),
+		"--rules-prefix", prefix, "--listen", "0.0.0.0:0", "--writer", "bob", "--allow-remote-writes", "--allowed-hosts", "admin.example")
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	remote := "http://" + net.JoinHostPort(ip, u.Port()) + "/?limiter=user_sign_in"
+	do := func(method, host string, body io.Reader) int {
+		req, _ := http.NewRequest(method, remote, body)
+		req.Host = host
+		if body != nil {
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			req.Header.Set("Origin", "http://"+host)
+			req.AddCookie(&http.Cookie{Name: "ratekit_admin_csrf", Value: strings.Repeat("A", 43)})
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := do(http.MethodGet, "admin.example:"+u.Port(), nil); got != http.StatusOK {
+		t.Fatalf("GET as admin.example: %d, want 200", got)
+	}
+	form := url.Values{"csrf": {strings.Repeat("A", 43)}, "op": {"save"}, "limiter": {"user_sign_in"}, "version": {""}, "mode": {"add"},
+		"name": {"rebound"}, "action": {"skip"}}
+	for _, method := range []string{http.MethodGet, http.MethodPost} {
+		var body io.Reader
+		if method == http.MethodPost {
+			body = strings.NewReader(form.Encode())
+		}
+		if got := do(method, "evil.example:"+u.Port(), body); got != http.StatusForbidden {
+			t.Errorf("%s as evil.example: %d, want 403", method, got)
+		}
+	}
+	store, err := rulestore.New(redistest.Client(t), rulestore.Options{Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, _, err := store.VersionedDocument(context.Background(), "user_sign_in")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(doc.GetPublishedRules().GetRules()); n != 0 || !strings.Contains(stderr.String(), "rate_limit_admin_refused") {
+		t.Fatalf("the rebound POST published %d rules, or was not logged as refused:\n%s", n, stderr)
 	}
 }
 
