@@ -348,7 +348,9 @@ func (s *Server) Validate(doc *rulesv1.OverrideDocument) error {
 		err = checkSelectorProperties(doc, available)
 	}
 	if err != nil {
-		return fmt.Errorf("override document %s/%s: %w", doc.GetService(), doc.GetLimiter(), err)
+		// The names are the client's until checked: a PUT whose document
+		// names none takes its path's, of any length.
+		return fmt.Errorf("override document %s/%s: %w", clip(doc.GetService()), clip(doc.GetLimiter()), err)
 	}
 	return nil
 }
