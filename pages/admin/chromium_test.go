@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -701,5 +702,27 @@ func TestChromiumRemoveIsConditional(t *testing.T) {
 				t.Fatalf("no audit record of the refused remove:\n%s", f.audit)
 			}
 		})
+	}
+}
+
+// An identifier value that reads as another (a bidi override, a zero-width
+// space) is shown quoted in the explanation and the clear's confirmation,
+// which a crafted link opens: "\u202eecila" read "user=alice" there. The
+// clear still sends the value itself.
+func TestChromiumIdentifierShownUnambiguously(t *testing.T) {
+	f := newFixture(t, allowAll)
+	c := newChrome(t)
+	const value = "\u202eecila"
+	c.do(t, chromedp.Navigate(f.url()+"?limiter=api&clear=1&id.user="+url.QueryEscape(value)+"&id.ip="+url.QueryEscape("192.0.2.1\u200b")),
+		chromedp.WaitVisible(chromedp.CSS(`#clear-form`)))
+	for _, sel := range []string{`#clear-form`, `#explanation`} {
+		text := c.text(t, sel)
+		if strings.ContainsAny(text, "\u202e\u200b") || !strings.Contains(text, `user="\u202eecila"`) || !strings.Contains(text, `ip="192.0.2.1\u200b"`) {
+			t.Errorf("%s shows the identifier as %q, want each value quoted with its hidden character escaped", sel, text)
+		}
+	}
+	c.do(t, chromedp.Click(chromedp.CSS(`#confirm-clear`)), chromedp.WaitVisible(chromedp.CSS(`#message`)))
+	if a := f.audit.String(); !strings.Contains(a, `"op":"clear"`) || !strings.Contains(a, value) {
+		t.Fatalf("the clear did not send the value itself:\n%s", a)
 	}
 }

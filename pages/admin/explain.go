@@ -45,7 +45,9 @@ func (h *Handler) explain(ctx context.Context, lv *limiterView, id ratelimit.Ide
 	ex := &explainView{}
 	for _, p := range lv.Properties {
 		if v, ok := id[p]; ok {
-			ex.Identifier = append(ex.Identifier, p+"="+fmt.Sprint(v))
+			// Quoted when it holds what a reader cannot see: a crafted link's
+			// "\u202eecila" read "alice" in the clear's confirmation.
+			ex.Identifier = append(ex.Identifier, p+"="+shown(fmt.Sprint(v)))
 		}
 	}
 	l, err := h.counterLimiter(lv)

@@ -257,13 +257,22 @@ func (f *ruleForm) toProto() *configv1.Rule {
 func oneOfText(vals []string) string {
 	lines := make([]string, len(vals))
 	for i, v := range vals {
-		lines[i] = v
-		if v == "" || v[0] == '"' || strings.TrimSpace(v) != v || !utf8.ValidString(v) ||
-			strings.ContainsFunc(v, func(r rune) bool { return !strconv.IsPrint(r) }) {
-			lines[i] = strconv.Quote(v)
-		}
+		lines[i] = shown(v)
 	}
 	return strings.Join(lines, "\n")
+}
+
+// shown is v as the page writes a value in text: v itself, or v as a Go
+// string literal when a reader could not tell it from another value (empty,
+// blanks at either end, a character that is not printable, such as a line
+// break, a bidi override or a zero-width space) or when it starts with a
+// double quote, as a literal does.
+func shown(v string) string {
+	if v == "" || v[0] == '"' || strings.TrimSpace(v) != v || !utf8.ValidString(v) ||
+		strings.ContainsFunc(v, func(r rune) bool { return !strconv.IsPrint(r) }) {
+		return strconv.Quote(v)
+	}
+	return v
 }
 
 // parseOneOf reads the one_of box: one value per line, blanks around it
