@@ -217,6 +217,11 @@ func serve(ctx context.Context, args []string, out io.Writer, ready func(string,
 	if *readTimeout <= 0 || *writeTimeout <= 0 {
 		return usageError{"-read-timeout and -write-timeout must be positive"}
 	}
+	// net.Listen would bind every interface, on a random port: an empty
+	// variable in a unit file served the management API publicly.
+	if *grpcAddr == "" || *httpAddr == "" {
+		return usageError{fmt.Sprintf("-grpc and -http need a host:port (default %s and %s): an empty one would listen on every interface", defaultGRPCAddr, defaultHTTPAddr)}
+	}
 	redisSet := false
 	fs.Visit(func(f *flag.Flag) { redisSet = redisSet || f.Name == "redis" })
 	if redisSet && *cluster != "" { // the cluster was used, the -redis given ignored

@@ -102,6 +102,22 @@ func TestServeListensOnLoopbackByDefault(t *testing.T) {
 	}
 }
 
+// An empty -grpc or -http is refused: net.Listen("tcp", "") listened on
+// every interface, on a random port ([::]:40475), the management API among
+// them, where ratekit-envoy's -http "" means none.
+func TestServeRefusesEmptyAddress(t *testing.T) {
+	for _, flag := range []string{"-grpc", "-http"} {
+		// Stopped already: a serve that listens instead of refusing
+		// returns at once rather than holding the test.
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		err := run(ctx, []string{"serve", "-redis", redistest.URL(t), flag, ""}, io.Discard, nil)
+		if !errors.As(err, new(usageError)) || !strings.Contains(err.Error(), "an empty one would listen on every interface") {
+			t.Errorf("serve %s \"\": %v, want a usage error", flag, err)
+		}
+	}
+}
+
 // A PUT whose body never completes is cut off by the server's read timeout:
 // the server answers and closes the connection instead of holding it.
 func TestSlowBodyPutIsCutOff(t *testing.T) {
