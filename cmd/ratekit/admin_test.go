@@ -208,6 +208,8 @@ func TestAdminRemoteWritesCheckHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	remote := "http://" + net.JoinHostPort(ip, u.Port()) + "/?limiter=user_sign_in"
+	hc := &http.Client{Transport: &http.Transport{}} // never $HTTP_PROXY: the address is this host's
+	defer hc.CloseIdleConnections()
 	do := func(method, host string, body io.Reader) int {
 		req, _ := http.NewRequest(method, remote, body)
 		req.Host = host
@@ -216,7 +218,7 @@ func TestAdminRemoteWritesCheckHost(t *testing.T) {
 			req.Header.Set("Origin", "http://"+host)
 			req.AddCookie(&http.Cookie{Name: "ratekit_admin_csrf", Value: strings.Repeat("A", 43)})
 		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := hc.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
