@@ -1,6 +1,7 @@
 package rulesserver_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -15,6 +16,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -556,5 +558,29 @@ func TestUndecodableBodyRepeatedInPart(t *testing.T) {
 				t.Fatalf("the log holds %d bytes:\n%.300s", len(a), a)
 			}
 		})
+	}
+}
+
+// GetRules, which any client of the gRPC port may call, tells a caller that
+// the rule store is unavailable, not why: the cause named Redis's address.
+// The server logs the cause once per failure streak, not once per call.
+func TestGetRulesHidesTheStoreFailure(t *testing.T) {
+	addr := redistest.UnusedAddr(t)
+	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer rdb.Close()
+	var logged bytes.Buffer
+	s, err := rulesserver.New(rulesserver.Config{Redis: rdb, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(addr)
+	for range 3 {
+		_, err := s.GetRules(context.Background(), &rulesv1.GetRulesRequest{Service: "web", Limiter: "rack_request"})
+		if status.Code(err) != codes.Unavailable || strings.Contains(err.Error(), port) {
+			t.Fatalf("GetRules with Redis down: %v, want Unavailable without Redis's address", err)
+		}
+	}
+	if n := strings.Count(logged.String(), "the rule store failed"); n != 1 || !strings.Contains(logged.String(), port) {
+		t.Errorf("logged the failure %d times, want once with its cause:\n%s", n, logged.String())
 	}
 }

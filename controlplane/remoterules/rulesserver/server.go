@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"buf.build/go/protovalidate"
@@ -53,6 +54,10 @@ var (
 	// MaxDocumentBytes in proto's binary encoding.
 	ErrTooLarge = fmt.Errorf("rulesserver: override document over %d bytes", MaxDocumentBytes)
 )
+
+// errStoreRead wraps a failure to read the store (Redis down, hung), whose
+// cause GetRules logs rather than tells its callers.
+var errStoreRead = errors.New("the rule store is unavailable")
 
 // Config configures a Server.
 type Config struct {
@@ -126,6 +131,9 @@ type Server struct {
 	logger    *slog.Logger
 	authorize Authorizer
 	hosts     []string
+	// storeDown is set while GetRules finds the store failing: logged when
+	// it starts and when it ends, not on every call.
+	storeDown atomic.Bool
 
 	// docs holds the last decoded, validated document per key with its
 	// revision, so an unchanged document costs GetRules one round trip and
@@ -237,9 +245,21 @@ func (s *Server) GetRules(ctx context.Context, req *rulesv1.GetRulesRequest) (*r
 		s.answers.WithLabelValues("empty").Inc()
 		return &rulesv1.GetRulesResponse{Rules: &configv1.RuleList{}, CacheForS: s.cacheFor, StaleForS: s.staleFor}, nil
 	}
-	if err != nil {
+	if errors.Is(err, errStoreRead) {
+		s.answers.WithLabelValues("error").Inc()
+		// The cause is logged here, once a failure streak: told to every
+		// caller it named Redis's address ("dial tcp 10.0.0.5:6379").
+		if !s.storeDown.Swap(true) {
+			s.logger.WarnContext(ctx, "rulesserver: the rule store failed; GetRules answers Unavailable until it recovers", "error", err)
+		}
+		return nil, status.Error(codes.Unavailable, "get rules: the rule store is unavailable")
+	}
+	if err != nil { // an invalid stored document, which the caller may read about
 		s.answers.WithLabelValues("error").Inc()
 		return nil, status.Errorf(codes.Unavailable, "get rules: %v", err)
+	}
+	if s.storeDown.Swap(false) {
+		s.logger.InfoContext(ctx, "rulesserver: the rule store recovered")
 	}
 	resp, matched := Answer(doc, req.GetIdentifier())
 	if resp.CacheForS == 0 {
@@ -462,7 +482,7 @@ func (s *Server) load(ctx context.Context, service, limiter string) (*rulesv1.Ov
 	}
 	res, err := loadScript.Run(ctx, s.rdb, []string{key}, known, MaxDocumentBytes).StringSlice()
 	if err != nil {
-		return nil, fmt.Errorf("read override document %s/%s: %w", service, limiter, err)
+		return nil, fmt.Errorf("%w: read override document %s/%s: %w", errStoreRead, service, limiter, err)
 	}
 	if len(res) == 0 {
 		if refused || cached != nil { // a key written again later may reuse the revision
