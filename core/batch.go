@@ -246,7 +246,7 @@ func evalGroup(ctx context.Context, mode Mode, items []batchItem) {
 			e = errs[i]
 		}
 		if e != nil || !it.l.breaker.steady() {
-			it.l.record(ctx, e)
+			it.l.record(ctx, e, ops[i])
 		}
 		if e != nil {
 			it.err = fmt.Errorf("ratelimit: store %s: %w", mode, e)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -38,6 +39,12 @@ type breaker struct {
 	probing  atomic.Bool  // a prober goroutine runs
 	inProbe  atomic.Bool  // a probe is in flight: "half-open"
 	asks     atomic.Int64 // checks answered while open; a prober stops when idle
+	// probeOps are the ops of the check whose failure opened the breaker,
+	// which the prober peeks: on a Redis Cluster whose node of those keys'
+	// slots is down, a key of another slot answers, and a probe of it would
+	// close the breaker at once, only for the next checks to pay the timeout
+	// and open it again (the breaker flapping through a failover).
+	probeOps atomic.Pointer[[]Op]
 }
 
 type breakerChange uint8
@@ -140,14 +147,32 @@ func (l *Limiter) probeLoop() {
 	}
 }
 
-// probe reads one key of the limiter's own under the check timeout: a peek
-// with cost 0, which writes nothing on any store.
+// probe peeks, under the check timeout, the keys of the check that opened
+// the breaker (or, when none is known, one key of the limiter's own with
+// cost 0): a peek writes nothing on any store.
 func (l *Limiter) probe() bool {
 	l.breaker.inProbe.Store(true)
 	defer l.breaker.inProbe.Store(false)
 	ops := []Op{{Kind: OpCount, Key: l.prefix + "{" + l.name + ":probe}", Limit: 1, Period: time.Second}}
+	if p := l.breaker.probeOps.Load(); p != nil {
+		ops = *p
+	}
 	outs, err := callStore(l, context.Background(), func(ctx context.Context) ([]OpResult, error) {
 		return evalStore(ctx, l.store, ModePeek, ops)
 	})
-	return err == nil && len(outs) == 1
+	return err == nil && len(outs) == len(ops)
+}
+
+// keepProbeOps keeps a copy of ops for the prober: the check's own are
+// pooled, and the memory store's keys borrow a reused buffer.
+func (b *breaker) keepProbeOps(ops []Op) {
+	if len(ops) == 0 {
+		return
+	}
+	kept := make([]Op, len(ops))
+	for i, op := range ops {
+		op.Key, op.BanKey, op.Member = strings.Clone(op.Key), strings.Clone(op.BanKey), strings.Clone(op.Member)
+		kept[i] = op
+	}
+	b.probeOps.Store(&kept)
 }

@@ -175,3 +175,96 @@ func neverAnswers(t *testing.T, client *redis.Client) {
 		t.Fatalf("want ErrCircuitOpen, got %v", r.Err)
 	}
 }
+
+// TestFailOpenClusterNodeDown stops the master of a check's keys in a Redis
+// Cluster whose other masters still answer (as during a failover). The
+// breaker must stay open until that node answers again: its probe reads the
+// keys of the check that opened it, not a key of another slot, which would
+// answer at once, close the breaker and let the next checks pay the timeout
+// and open it again, over and over (the drill saw this: open and closed
+// logged about once a second each, checks taking the whole 100ms timeout).
+func TestFailOpenClusterNodeDown(t *testing.T) {
+	redistest.URL(t)
+	// Without full coverage the other masters keep serving their slots
+	// after the node fails, as they do once a replica takes its place.
+	nodes := redistest.StartCluster(t, 3, "--cluster-require-full-coverage", "no")
+	addrs := make([]string, len(nodes))
+	for i, n := range nodes {
+		addrs[i] = n.Addr
+	}
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+	defer cc.Close()
+	ctx := context.Background()
+	master := func(tag string) string {
+		t.Helper()
+		c, err := cc.MasterForKey(ctx, "{"+tag+"}")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Options().Addr
+	}
+	// A user whose counter lives on another master than the breaker's
+	// default probe key.
+	probeNode, user := master("failopen:probe"), ""
+	for i := 0; user == ""; i++ {
+		if u := fmt.Sprintf("u%d", i); master("failopen:per_user:user="+u) != probeNode {
+			user = u
+		}
+	}
+	var down *redistest.Server
+	for _, n := range nodes {
+		if n.Addr == master("failopen:per_user:user="+user) {
+			down = n
+		}
+	}
+	store, err := redisstore.Dial(ctx, "redis://"+addrs[0]+"?addr="+addrs[1]+"&addr="+addrs[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	l, err := ratelimit.New(ratelimit.Config{
+		Name:      "failopen",
+		Store:     store,
+		KeyPrefix: redistest.Prefix(t),
+		Rules:     []ratelimit.Rule{basic("per_user")},
+		Timeout:   time.Second, // a loaded machine may take long; a failed check takes it whole here
+		Breaker:   ratelimit.BreakerConfig{Failures: 3, Cooldown: 40 * time.Millisecond},
+		Logger:    slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func() ratelimit.Result { return l.Check(ctx, ratelimit.Identifier{"user": user}) }
+	if r := check(); r.Err != nil || r.Count() != 1 {
+		t.Fatalf("before the outage: %+v", r)
+	}
+	down.Stop()
+	for i := 0; i < 3; i++ {
+		expectFailOpen(t, "node down", check())
+	}
+	// The prober runs every 10ms to 40ms: 50 checks 10ms apart see several
+	// probes of the node that is down, and none may close the breaker.
+	for i := 0; i < 50; i++ {
+		r := check()
+		expectFailOpen(t, "breaker open", r)
+		if !errors.Is(r.Err, ratelimit.ErrCircuitOpen) {
+			t.Fatalf("check %d while the node is down reached the store: %v (the breaker closed on a probe of another node)", i, r.Err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	down.Restart(t) // with its nodes.conf: the same slots
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r := check()
+		if r.Err == nil {
+			if r.Count() != 1 { // the restarted node is empty
+				t.Fatalf("after recovery: %+v", r)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("breaker never closed after the node came back: %v (state %s)", r.Err, l.BreakerState())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -49,8 +49,9 @@ type Config struct {
 	Timeout time.Duration
 	// Breaker bounds a store outage: after Failures consecutive store errors
 	// checks fail open at once, without touching the store, while a background
-	// probe tries the store at growing intervals of at most Cooldown; its
-	// first success closes the breaker.
+	// probe (a peek of the keys of the check that opened it) tries the store
+	// at growing intervals of at most Cooldown; its first success closes the
+	// breaker.
 	Breaker BreakerConfig
 	// Logger receives WARN records on fail-open (default slog.Default()).
 	Logger *slog.Logger
@@ -612,7 +613,7 @@ func (l *Limiter) eval(ctx context.Context, mode Mode, ops []Op, sc *scratch, st
 		err = fmt.Errorf("store returned %d outcomes for %d ops", len(outs), len(ops))
 	}
 	if err != nil || !l.breaker.steady() {
-		l.record(ctx, err)
+		l.record(ctx, err, ops)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("ratelimit: store %s: %w", mode, err)
@@ -620,12 +621,14 @@ func (l *Limiter) eval(ctx context.Context, mode Mode, ops []Op, sc *scratch, st
 	return outs, nil
 }
 
-func (l *Limiter) record(ctx context.Context, err error) {
+// record counts the outcome of a store call of ops in the breaker.
+func (l *Limiter) record(ctx context.Context, err error, ops []Op) {
 	if err != nil && ctx.Err() != nil {
 		return // the caller gave up; that says nothing about the store
 	}
 	switch l.breaker.record(err == nil) {
 	case breakerOpened:
+		l.breaker.keepProbeOps(ops)
 		l.logger.LogAttrs(ctx, slog.LevelWarn, "rate_limit_breaker_open",
 			slog.String("limiter", l.name), slog.Duration("cooldown", l.breaker.cooldown), slog.Any("error", err))
 		l.ensureProber()
