@@ -112,6 +112,12 @@ var Ports = map[string]struct{ Addr, InternalAddr string }{
 // -check-timeout, reads REDIS_URL and serves the example until SIGINT or
 // SIGTERM.
 func Main(name string, newHandler NewHandler) {
+	// go-redis's own lines (a failed dial, two a second per server while
+	// Redis is down, more through sentinels) came as plain text among the
+	// log's records: the example logs the store's failures itself
+	// (rate_limit_error, the breaker, the rule store's refresh), as
+	// ratekit-envoy and the ratekit CLI do.
+	redis.SetLogger(quietRedisLog{})
 	ports := Ports[name]
 	addr := flag.String("addr", ports.Addr, "listen address")
 	internal := flag.String("internal-addr", ports.InternalAddr, `address of /metrics, /debug/ratelimit and (with REDIS_URL) /admin/ratelimit/, never the public one ("" for none)`)
@@ -291,6 +297,11 @@ func adminPage(ctx context.Context, o Options, limiter *ratelimit.Limiter, obs *
 	}
 	return page, func() { cancel(); _ = client.Close() }, nil
 }
+
+// quietRedisLog drops go-redis's log lines.
+type quietRedisLog struct{}
+
+func (quietRedisLog) Printf(context.Context, string, ...any) {}
 
 // serving is one server and its listener.
 type serving struct {
