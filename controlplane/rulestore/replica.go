@@ -196,6 +196,7 @@ func (s *Store) Refresh(ctx context.Context) error {
 		}
 	}
 	if err != nil {
+		s.reloadTopology()
 		err = fmt.Errorf("rulestore: refresh: %w", err)
 		s.mu.Lock()
 		for _, b := range bs[done:] {
@@ -406,6 +407,17 @@ func CheckDocument(available *config.AvailableLimiters, limiter string, doc *con
 		}
 	}
 	return nil
+}
+
+// reloadTopology has a cluster client fetch the slots' masters again after a
+// failed read. go-redis reloads them on MOVED, but not when the master it
+// knows refuses connections: after a failover (SIGKILL of a master, a
+// replica promoted) every refresh dialled the dead node until the client's
+// own periodic reload, 60 s after the last one.
+func (s *Store) reloadTopology() {
+	if c, ok := s.client.(interface{ ReloadState(context.Context) }); ok {
+		c.ReloadState(context.Background()) // asynchronous: the next refresh uses it
+	}
 }
 
 func (s *Store) report(limiter string, err error) {

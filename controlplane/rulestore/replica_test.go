@@ -587,3 +587,68 @@ func TestReadDocumentCheckedAgainstAvailable(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterFailoverRefreshRecovers: the master of the documents' slot is
+// killed and its replica promoted. The refresh must follow the new master
+// within a few refreshes; go-redis' cluster client kept dialling the dead
+// node until its periodic state reload, 60 s after the last one.
+func TestClusterFailoverRefreshRecovers(t *testing.T) {
+	redistest.URL(t)
+	args := []string{"--cluster-node-timeout", "1000"} // a prompt failover
+	nodes := redistest.StartCluster(t, 3, args...)
+	addrs := make([]string, len(nodes))
+	for i, n := range nodes {
+		addrs[i] = n.Addr
+	}
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, MaxRetries: -1})
+	defer c.Close()
+	s := newStore(t, c, Options{Timeout: 2 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+	mc, err := c.MasterForKey(ctx, s.Key("search"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var master *redistest.Server
+	for _, n := range nodes {
+		if n.Addr == mc.Options().Addr {
+			master = n
+		}
+	}
+	replica := redistest.AddReplica(t, nodes, master, args...)
+	lim := newLimiter(t, "search", ratelimit.NewMemoryStore())
+	if err := s.Bind(lim, tiers.Set{Defaults: []ratelimit.Rule{rule("by_user", 100)}}); err != nil {
+		t.Fatal(err)
+	}
+	mustPublish(t, s, "search", rule("by_user", 2))
+	if err := s.Refresh(ctx); err != nil || limitOf(t, lim.Rules(), "by_user") != 2 {
+		t.Fatalf("before the failover: %v, rules %v", err, names(lim.Rules()))
+	}
+
+	master.Stop()
+	replica.WaitMaster(t)
+	// A client of the new master (every document is in its one slot)
+	// publishes a change the refresh must pick up.
+	direct := redis.NewClient(&redis.Options{Addr: replica.Addr})
+	defer direct.Close()
+	writer := newStore(t, direct, Options{Prefix: s.prefix})
+	eventually(t, 30*time.Second, "publish after the failover", func() bool {
+		_, err := writer.Publish(ctx, request(t, map[string][]ratelimit.Rule{"search": {rule("by_user", 5)}}))
+		return err == nil
+	})
+	// Counted in refreshes, not time: the first fails on the dead node, the
+	// ones after it reach the new master.
+	var errs []error
+	for range 20 {
+		err := s.Refresh(ctx)
+		if err == nil {
+			break
+		}
+		errs = append(errs, err)
+		time.Sleep(50 * time.Millisecond) // the reload is asynchronous
+	}
+	if len(errs) == 20 {
+		t.Fatalf("20 refreshes after the failover all failed, the last: %v", errs[len(errs)-1])
+	}
+	if got := limitOf(t, lim.Rules(), "by_user"); got != 5 {
+		t.Fatalf("limit after the failover = %d, want the published 5 (failed refreshes: %v)", got, errs)
+	}
+}

@@ -294,6 +294,67 @@ func StartCluster(t testing.TB, n int, args ...string) []*Server {
 	return nodes
 }
 
+// AddReplica starts a cluster node with args (StartCluster's) that
+// replicates master, a node of nodes, and waits until it has synced: a
+// failover drill's replica, which the cluster promotes when master fails.
+func AddReplica(t testing.TB, nodes []*Server, master *Server, args ...string) *Server {
+	t.Helper()
+	r := startServer(t, true, append([]string{"--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "5000"}, args...)...)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	mc := redis.NewClient(&redis.Options{Addr: master.Addr})
+	defer mc.Close()
+	id, err := mc.ClusterMyID(ctx).Result()
+	if err != nil {
+		t.Fatalf("cluster myid on %s: %v", master.Addr, err)
+	}
+	rc := redis.NewClient(&redis.Options{Addr: r.Addr})
+	defer rc.Close()
+	host, port, _ := net.SplitHostPort(nodes[0].Addr)
+	if err := rc.Do(ctx, "CLUSTER", "MEET", host, port, nodes[0].bus).Err(); err != nil {
+		t.Fatalf("cluster meet from %s: %v", r.Addr, err)
+	}
+	for { // REPLICATE needs the master known to the new node
+		err := rc.Do(ctx, "CLUSTER", "REPLICATE", id).Err()
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("cluster replicate %s on %s: %v", master.Addr, r.Addr, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for {
+		info, err := rc.Info(ctx, "replication").Result()
+		if err == nil && strings.Contains(info, "master_link_status:up") {
+			return r
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("replica %s of %s never synced: %v %s", r.Addr, master.Addr, err, info)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// WaitMaster waits until the cluster node s reports itself a master (a
+// replica promoted after its master failed).
+func (s *Server) WaitMaster(t testing.TB) {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: s.Addr})
+	defer c.Close()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		role, err := c.Do(context.Background(), "ROLE").Slice()
+		if err == nil && len(role) > 0 && role[0] == "master" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not promoted to master: %v %v", s.Addr, role, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // URL returns redis://addr.
 func (s *Server) URL() string { return "redis://" + s.Addr }
 
