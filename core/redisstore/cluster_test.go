@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"context"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -261,4 +262,53 @@ func redirected(t *testing.T, c *hookedCluster, from, to string) {
 		t.Errorf("the new owner %s saw nothing (all: %v)", to, per)
 	}
 	t.Logf("nodes: %v", per)
+}
+
+// TestClusterFailoverGoRedis: New on a go-redis ClusterClient, the master of
+// a counter's slot killed and its replica promoted. Checks must reach the new
+// master within a few calls; the client kept sending them to the dead node
+// until its periodic state reload, 60 s after the last one, and the
+// limiter failed open all that while.
+func TestClusterFailoverGoRedis(t *testing.T) {
+	redistest.URL(t)
+	args := []string{"--cluster-node-timeout", "1000"} // a prompt failover
+	nodes := redistest.StartCluster(t, 3, args...)
+	addrs := make([]string, len(nodes))
+	for i, n := range nodes {
+		addrs[i] = n.Addr
+	}
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: true})
+	defer c.Close()
+	s, k := New(c), newKeyer(t)
+	op := k.count("a", 1000, 1)
+	mc, err := c.MasterForKey(ctx, op.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var master *redistest.Server
+	for _, n := range nodes {
+		if n.Addr == mc.Options().Addr {
+			master = n
+		}
+	}
+	replica := redistest.AddReplica(t, nodes, master, args...)
+	eval(t, s, check, op)
+	master.Stop()
+	replica.WaitMaster(t)
+	// Counted in calls, not time: the first fails on the dead node, the ones
+	// after it reach the new master.
+	var errs []error
+	for range 20 {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := s.Eval(cctx, check, []ratelimit.Op{op})
+		cancel()
+		if err == nil {
+			break
+		}
+		errs = append(errs, err)
+		time.Sleep(50 * time.Millisecond) // the reload is asynchronous
+	}
+	if len(errs) == 20 {
+		t.Fatalf("20 checks after the failover all failed, the last: %v", errs[len(errs)-1])
+	}
 }

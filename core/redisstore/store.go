@@ -165,13 +165,29 @@ func (s *Store) Eval(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.O
 		return s.evalDialed(ctx, mode, ops, out)
 	}
 	if s.shardingNow() != single {
-		return s.evalSharded(ctx, mode, ops, out)
+		res, err := s.evalSharded(ctx, mode, ops, out)
+		if err != nil {
+			s.reloadTopology()
+		}
+		return res, err
 	}
 	res, err := s.evalOne(ctx, mode, ops, out)
 	if err != nil && s.learnCluster(err) {
 		return s.evalSharded(ctx, mode, ops, out)
 	}
 	return res, err
+}
+
+// reloadTopology has a go-redis cluster client fetch the slots' masters
+// again after a failed check. go-redis reloads them on MOVED, but not when
+// the master it knows refuses connections or hangs: after a failover every
+// check went to the dead master until the client's periodic reload, 60 s
+// after the last one. go-redis runs one reload at a time, at most one each
+// 200ms.
+func (s *Store) reloadTopology() {
+	if c, ok := s.client.(interface{ ReloadState(context.Context) }); ok {
+		c.ReloadState(context.Background())
+	}
 }
 
 // learnCluster reports whether err is a CROSSSLOT answer to a Store that
