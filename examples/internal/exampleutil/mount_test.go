@@ -62,3 +62,24 @@ func TestMountChecksHost(t *testing.T) {
 		srv.Close()
 	}
 }
+
+// /metrics has the process's own series beside the limiters': an outage
+// drill reads there whether goroutines or open files grow.
+func TestMetricsHaveProcessSeries(t *testing.T) {
+	o := NewObservability()
+	mux := http.NewServeMux()
+	o.Mount(mux)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	resp, err := srv.Client().Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{"\ngo_goroutines ", "\nprocess_open_fds "} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %q", strings.TrimSpace(want))
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	ratelimit "github.com/ratekit/ratekit/core"
@@ -43,7 +44,10 @@ func NewObservability() *Observability {
 		Metrics:  observe.NewMetrics(observe.MetricsOptions{}),
 		Blocks:   observe.NewBlockSummary(observe.BlockSummaryOptions{}),
 	}
-	o.Registry.MustRegister(o.Metrics)
+	// The process's own series too (go_goroutines, process_open_fds): in an
+	// outage drill they show whether the example leaks as Redis comes and
+	// goes, as the template's and ratekit-envoy's do.
+	o.Registry.MustRegister(o.Metrics, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return o
 }
 
