@@ -69,10 +69,11 @@ func (sh *memShard) applyAlgorithm(now time.Time, mode Mode, op *Op, o *OpResult
 			prev, rem = e.count, left
 		}
 		v = sliding(cur, prev, float64(rem), float64(op.Period), op.Limit, op.Cost)
-		if charge && op.Spent && v.exceeded && banLeft == 0 {
-			v.count = v.before + op.Cost // a debt: see Op.Spent
+		debt := charge && op.Spent && v.exceeded && banLeft == 0 // see Op.Spent
+		if debt {
+			v.count = v.before + op.Cost
 		}
-		if charge && (!v.exceeded || op.Spent) && banLeft == 0 {
+		if charge && banLeft == 0 && (!v.exceeded || debt) {
 			if e == nil || left <= op.Period {
 				if e == nil {
 					e = &memEntry{}
@@ -88,13 +89,14 @@ func (sh *memShard) applyAlgorithm(now time.Time, mode Mode, op *Op, o *OpResult
 			d = nanosUntil(e.expire, now)
 		}
 		v = bucket(d, float64(op.Period), op.Limit, op.Burst, op.Cost)
-		if charge && op.Spent && v.exceeded && banLeft == 0 && op.Limit > 0 && op.Burst > 0 {
-			// A debt (see Op.Spent): full again once the cost has refilled
-			// too. A limit of 0 has no refill: nothing to owe.
+		// A debt (see Op.Spent): full again once the cost has refilled too.
+		// A limit of 0 has no refill: nothing to owe.
+		debt := charge && op.Spent && v.exceeded && banLeft == 0 && op.Limit > 0 && op.Burst > 0
+		if debt {
 			t := float64(op.Period) / float64(op.Limit) // as bucket computes it
 			v.count, v.tat = v.before+op.Cost, math.Min(d+op.Cost*t, maxBucketNanos)
 		}
-		if charge && (!v.exceeded || op.Spent && op.Limit > 0 && op.Burst > 0) && banLeft == 0 {
+		if charge && banLeft == 0 && (!v.exceeded || debt) {
 			if e == nil {
 				e = &memEntry{}
 				sh.m[strings.Clone(op.Key)] = e
