@@ -165,6 +165,9 @@ func (g *diffGen) op() ratelimit.Op {
 			op.Burst = op.Limit
 		}
 	}
+	if dk.kind >= ratelimit.OpSliding && g.pick(4) == 0 {
+		op.Spent = true // charged past the limit too (a metered cost)
+	}
 	if dk.ban && g.pick(2) == 0 {
 		op.BanKey = ikeys.BanKey(op.Key)
 		// BanFor 0: a ban key read, never written (a rule whose ban
