@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -149,9 +150,6 @@ func runClear(ctx context.Context, out output, args []string) int {
 			return exitInvalid
 		}
 	}
-	for _, w := range identifierWarnings(id, local.properties, limiter.Rules()) {
-		fmt.Fprintf(out.stderr, "warning: %s\n", w)
-	}
 	// Shared counters are not the identifier's to clear (Limiter.Clear
 	// leaves them): an operator lifting a block one of them gives learns why
 	// it stays.
@@ -177,6 +175,10 @@ func runClear(ctx context.Context, out output, args []string) int {
 	if err != nil {
 		fmt.Fprintf(out.stderr, "ratekit clear: %v\n", err)
 		return exitInvalid
+	}
+	// A key an override counter counts by is used, if by no rule.
+	for _, w := range identifierWarnings(id, local.properties, slices.Concat(limiter.Rules(), overrides.rules())) {
+		fmt.Fprintf(out.stderr, "warning: %s\n", w)
 	}
 	if note := gatewayValueNote(long); note != "" {
 		fmt.Fprintf(out.stderr, "note: %s: those are included\n", note)

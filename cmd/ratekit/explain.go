@@ -300,13 +300,14 @@ func runExplain(ctx context.Context, out output, args []string) int {
 	ex.Identifier = identifierStrings(id) // as given, whichever form was peeked
 	ex.RuleStore = state
 	ex.Remote = remote
-	ex.Warnings = identifierWarnings(id, local.properties, limiter.Rules())
-	if gatewayWarning != "" {
-		ex.Warnings = append(ex.Warnings, gatewayWarning)
-	}
 	overrides, err := findOverrides(ctx, b.client, f.keyPrefix, f.limiter, gid, f.timeout)
 	if err == nil {
 		err = overrides.peek(ctx, b.store, f.keyPrefix, f.limiter, gid, f.timeout)
+	}
+	// A key an override counter counts by is used, if by no rule.
+	ex.Warnings = identifierWarnings(id, local.properties, slices.Concat(limiter.Rules(), overrides.rules()))
+	if gatewayWarning != "" {
+		ex.Warnings = append(ex.Warnings, gatewayWarning)
 	}
 	ex.GatewayOverrides = overrides.found
 	switch {

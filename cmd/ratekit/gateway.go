@@ -121,6 +121,16 @@ func gatewayValueNote(long bool) string {
 	return fmt.Sprintf("a value of the identifier is over %d bytes: ratekit-envoy counts a descriptor value so long as its first %d bytes, a tilde and a digest of the whole, under keys of their own", keys.GatewayMaxValueLen, keys.GatewayMaxValueLen-33)
 }
 
+// rules returns the rules of the override counters found, for what keys
+// they count by.
+func (o gatewayOverrides) rules() []ratelimit.Rule {
+	out := make([]ratelimit.Rule, len(o.found))
+	for i, g := range o.found {
+		out[i] = ratelimit.Rule{Name: g.Rule, Characteristics: g.chars}
+	}
+	return out
+}
+
 // overrideKeysOf returns the keys of the override counters found.
 func overrideKeysOf(o gatewayOverrides) []string {
 	out := make([]string, len(o.found))

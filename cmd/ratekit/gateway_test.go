@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -130,4 +131,19 @@ func ruleByName(ex explanation, name string) *ruleExplanation {
 		}
 	}
 	return nil
+}
+
+// A key only a gateway override counter counts by is no stray key of the
+// identifier: explain and clear warned, without --available-limiters, that
+// no rule used it.
+func TestOverrideKeysAreUsed(t *testing.T) {
+	id := ratelimit.Identifier{"user": "carol", "tenant": "t1"}
+	rules := []ratelimit.Rule{{Name: "per_user", Characteristics: []string{"user"}}}
+	if w := identifierWarnings(id, nil, rules); len(w) != 1 || !strings.Contains(w[0], `"tenant"`) {
+		t.Fatalf("setup: warnings %q, want one about tenant", w)
+	}
+	o := gatewayOverrides{found: []gatewayOverride{{Rule: keys.OverrideRule(time.Minute), chars: []string{"tenant"}}}}
+	if w := identifierWarnings(id, nil, slices.Concat(rules, o.rules())); len(w) != 0 {
+		t.Errorf("warnings %q, want none: the override counts by tenant", w)
+	}
 }
