@@ -29,6 +29,7 @@ var limitPackages = map[string]string{
 	"rulecheck":    "github.com/ratekit/ratekit/internal/rulecheck",
 	"ratekitenvoy": "github.com/ratekit/ratekit/envoy",
 	"remoterules":  "github.com/ratekit/ratekit/controlplane/remoterules",
+	"servers":      "github.com/ratekit/ratekit/internal/servers",
 }
 
 var (

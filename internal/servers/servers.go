@@ -10,6 +10,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"golang.org/x/net/netutil"
 )
 
 // MaxConcurrentStreams bounds the streams one client connection to a gRPC
@@ -19,6 +21,23 @@ import (
 // streams and never sent their messages held 20,000 goroutines and 230 MB.
 // Envoy's connection pool opens another connection when it needs more.
 const MaxConcurrentStreams = 1024
+
+// MaxConnectionIdle bounds how long a client connection to a gRPC server of
+// these commands stays open with no call in flight (keepalive's
+// MaxConnectionIdle): the server then sends GOAWAY and closes it. A
+// connection that completed the HTTP/2 handshake and sent nothing stayed
+// open for good. Idle means no call: pings do not count, and a connection
+// with a call in flight (Envoy's, busy) is never idle; Envoy opens a new
+// one at its next request. The HTTP servers' idle bound is the same.
+const MaxConnectionIdle = 2 * time.Minute
+
+// MaxConnections bounds the connections a gRPC server of these commands
+// serves at once (Config.MaxConnections). Streams are bounded per connection
+// (MaxConcurrentStreams), so without it the number of connections was the
+// only unbounded factor. A connection over it is not refused: it waits in
+// the listen queue until a served one closes (an idle one does within
+// MaxConnectionIdle). Envoy holds one connection per worker thread.
+const MaxConnections = 4096
 
 // GRPC is the part of *grpc.Server that Run uses.
 type GRPC interface {
@@ -31,6 +50,9 @@ type GRPC interface {
 type Config struct {
 	GRPC         GRPC
 	GRPCListener net.Listener
+	// MaxConnections bounds the gRPC connections served at once (0:
+	// MaxConnections); tests set a smaller one.
+	MaxConnections int
 	// HTTP, when set, serves on HTTPListener beside the gRPC server.
 	HTTP         *http.Server
 	HTTPListener net.Listener
@@ -52,7 +74,13 @@ type Config struct {
 // server failed with, or nil when ctx ended.
 func Run(ctx context.Context, c Config) error {
 	errc := make(chan error, 2)
-	go func() { errc <- c.GRPC.Serve(c.GRPCListener) }()
+	maxConns := c.MaxConnections
+	if maxConns <= 0 {
+		maxConns = MaxConnections
+	}
+	// The gRPC server accepts no more until one of its connections closes.
+	glis := netutil.LimitListener(c.GRPCListener, maxConns)
+	go func() { errc <- c.GRPC.Serve(glis) }()
 	httpAddr := ""
 	if c.HTTP != nil {
 		httpAddr = c.HTTPListener.Addr().String()

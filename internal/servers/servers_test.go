@@ -238,3 +238,84 @@ func TestRunDrainsBothAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// holdServer stands in for *grpc.Server as a server of long-lived
+// connections: it hands each connection it accepts to the test, open.
+type holdServer struct {
+	accepted chan net.Conn
+	mu       sync.Mutex
+	lis      net.Listener
+}
+
+func (g *holdServer) Serve(l net.Listener) error {
+	g.mu.Lock()
+	g.lis = l
+	g.mu.Unlock()
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return nil
+		}
+		g.accepted <- c
+	}
+}
+
+func (g *holdServer) GracefulStop() { g.Stop() }
+
+func (g *holdServer) Stop() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.lis != nil {
+		_ = g.lis.Close()
+	}
+}
+
+// A gRPC connection over Config.MaxConnections waits in the listen queue:
+// the server accepts it once a connection it serves closes. Without the cap
+// every connection was accepted at once (servers.MaxConnections for the
+// commands).
+func TestRunCapsConnections(t *testing.T) {
+	g := &holdServer{accepted: make(chan net.Conn, 8)}
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- servers.Run(ctx, servers.Config{GRPC: g, GRPCListener: listen(t), MaxConnections: 2, Drain: time.Minute,
+			Ready: func(grpcAddr, _ string) { ready <- grpcAddr }})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		_ = waitRun(t, done)
+	})
+	addr := <-ready
+	dial := func() {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+	}
+	accepted := func(what string) net.Conn {
+		select {
+		case c := <-g.accepted:
+			t.Cleanup(func() { _ = c.Close() })
+			return c
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s: not accepted within 30s", what)
+			return nil
+		}
+	}
+	dial()
+	dial()
+	first := accepted("the first connection")
+	accepted("the second connection")
+	dial()
+	// Only a server that accepts it fails here; the wait gives one time to.
+	select {
+	case <-g.accepted:
+		t.Fatal("a third connection was accepted while two were served, over MaxConnections 2")
+	case <-time.After(500 * time.Millisecond):
+	}
+	_ = first.Close()
+	accepted("the third connection, once the first closed")
+}

@@ -59,6 +59,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 
 	"github.com/ratekit/ratekit/controlplane/config"
@@ -74,6 +75,9 @@ import (
 	"github.com/ratekit/ratekit/observability/observe"
 	"github.com/ratekit/ratekit/pages/debug"
 )
+
+// maxConnectionIdle is servers.MaxConnectionIdle; tests shorten it.
+var maxConnectionIdle = servers.MaxConnectionIdle
 
 type discardRedisLog struct{}
 
@@ -341,7 +345,8 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(grpcAd
 	// A request within the service's bounds (descriptors × entries × value
 	// length) is far below 1 MiB; a bigger one is refused before decoding.
 	// The codec decodes Envoy's usual request in a few allocations.
-	gs := grpc.NewServer(grpc.MaxRecvMsgSize(1<<20), grpc.MaxConcurrentStreams(servers.MaxConcurrentStreams), grpc.ForceServerCodecV2(svc.Codec()))
+	gs := grpc.NewServer(grpc.MaxRecvMsgSize(1<<20), grpc.MaxConcurrentStreams(servers.MaxConcurrentStreams),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: maxConnectionIdle}), grpc.ForceServerCodecV2(svc.Codec()))
 	svc.Register(gs)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)

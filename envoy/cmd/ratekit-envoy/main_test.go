@@ -369,3 +369,49 @@ func TestREADMENamesEveryFlag(t *testing.T) {
 		}
 	}
 }
+
+// A gRPC connection that completed the HTTP/2 handshake and then sent
+// nothing is closed, with GOAWAY, once idle for maxConnectionIdle
+// (servers.MaxConnectionIdle; shortened here): it stayed open for good.
+// A client that then calls again connects anew and is answered.
+func TestIdleConnectionClosed(t *testing.T) {
+	defer func(d time.Duration) { maxConnectionIdle = d }(maxConnectionIdle)
+	maxConnectionIdle = 100 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	var log testlog.Buffer
+	go func() {
+		done <- run(ctx, []string{
+			"-available", "../../example/available_limiters.yaml", "-rate-limits", "../../example/rate_limits.yaml",
+			"-redis-url", redistest.URL(t), "-key-prefix", redistest.Prefix(t), "-listen", "127.0.0.1:0", "-timeout", "5s",
+		}, &log, func(g, _ string) { ready <- g })
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v\n%s", err, log.String())
+		}
+	})
+	var addr string
+	select {
+	case addr = <-ready:
+	case err := <-done:
+		t.Fatalf("run returned before serving: %v\n%s", err, log.String())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("not serving after 30s:\n%s", log.String())
+	}
+	if !serverstest.IdleClosed(t, addr) {
+		t.Fatal("the idle connection was closed without GOAWAY")
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	cctx, ccancel := context.WithTimeout(ctx, 30*time.Second)
+	defer ccancel()
+	if _, err := healthpb.NewHealthClient(conn).Check(cctx, &healthpb.HealthCheckRequest{}); err != nil {
+		t.Fatalf("a call after the idle close: %v", err)
+	}
+}

@@ -58,6 +58,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/protobuf/encoding/protojson"
 
@@ -70,6 +71,9 @@ import (
 	"github.com/ratekit/ratekit/internal/servers"
 	"github.com/ratekit/ratekit/internal/suggest"
 )
+
+// maxConnectionIdle is servers.MaxConnectionIdle; tests shorten it.
+var maxConnectionIdle = servers.MaxConnectionIdle
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -268,7 +272,8 @@ func serve(ctx context.Context, args []string, out io.Writer, ready func(string,
 	}
 	// A request is bounded as its HTTP form is (the largest valid one is a
 	// few hundred KiB); gRPC's own default is 4 MiB.
-	gs := grpc.NewServer(grpc.MaxRecvMsgSize(rulesserver.MaxDocumentBytes), grpc.MaxConcurrentStreams(servers.MaxConcurrentStreams))
+	gs := grpc.NewServer(grpc.MaxRecvMsgSize(rulesserver.MaxDocumentBytes), grpc.MaxConcurrentStreams(servers.MaxConcurrentStreams),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: maxConnectionIdle}))
 	rulesv1.RegisterRulesServiceServer(gs, srv)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)

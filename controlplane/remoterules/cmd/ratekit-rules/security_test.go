@@ -69,6 +69,29 @@ func TestGRPCStreamsBounded(t *testing.T) {
 	}
 }
 
+// A gRPC connection that completed the HTTP/2 handshake and then sent
+// nothing is closed, with GOAWAY, once idle for maxConnectionIdle
+// (servers.MaxConnectionIdle; shortened here): it stayed open for good.
+// A client that then calls again connects anew and is answered.
+func TestGRPCIdleConnectionClosed(t *testing.T) {
+	defer func(d time.Duration) { maxConnectionIdle = d }(maxConnectionIdle)
+	maxConnectionIdle = 100 * time.Millisecond
+	addr := startServeAddrs(t)[0]
+	if !serverstest.IdleClosed(t, addr) {
+		t.Fatal("the idle connection was closed without GOAWAY")
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := rulesv1.NewRulesServiceClient(conn).GetRules(ctx, &rulesv1.GetRulesRequest{Service: "web", Limiter: "rack_request"}); err != nil {
+		t.Fatalf("a call after the idle close: %v", err)
+	}
+}
+
 // A gRPC request is bounded as its HTTP form (POST /v1/rules) is, by
 // rulesserver.MaxDocumentBytes: a larger one is refused before it is
 // decoded, not decoded whole and then found invalid (the largest valid
