@@ -55,8 +55,9 @@
 // the audit log) before their body is read; without a hook only clients
 // connecting from loopback to loopback may write (not one forwarded from
 // 127.0.0.6 to the host's IP by a mesh sidecar). Each write logs one record
-// "rate_limit_rules_write" (who, op, service, limiter, outcome, revision;
-// INFO, or WARN with the error when it failed),
+// "rate_limit_rules_write" (who, op, service, limiter, the Redis key,
+// outcome; for a document written its revision and how many overrides and
+// rules it holds; INFO, or WARN with the error when it failed),
 // each refusal one WARN record "rate_limit_rules_refused". On a loopback
 // listener every request must name a loopback Host (localhost, 127.0.0.1,
 // [::1]) unless Config.AllowedHosts names others, against DNS rebinding.

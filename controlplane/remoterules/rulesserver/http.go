@@ -82,12 +82,22 @@ func (s *Server) authorized(op string, next func(http.ResponseWriter, *http.Requ
 			return
 		}
 		doc, err := next(w, r)
+		service, limiter := clip(r.PathValue("service")), clip(r.PathValue("limiter"))
+		// Where it wrote, as the CLI's and the admin page's records say: a
+		// server on another -key-prefix writes where no service reads.
 		attrs := []slog.Attr{slog.String("who", who), slog.String("op", op),
-			slog.String("service", clip(r.PathValue("service"))), slog.String("limiter", clip(r.PathValue("limiter"))),
+			slog.String("service", service), slog.String("limiter", limiter), slog.String("key", s.key(service, limiter)),
 			slog.String("outcome", outcome(err)), slog.String("if_match", clip(unquote(r.Header.Get("If-Match")))),
 			slog.String("remote_addr", r.RemoteAddr)}
 		if doc != nil {
-			attrs = append(attrs, slog.String("revision", doc.GetRevision()))
+			// What was written, in a few numbers: the document itself may
+			// be 1 MiB.
+			rules := len(doc.GetDefaultRules().GetRules())
+			for _, o := range doc.GetOverrides() {
+				rules += len(o.GetRules().GetRules())
+			}
+			attrs = append(attrs, slog.String("revision", doc.GetRevision()),
+				slog.Int("overrides", len(doc.GetOverrides())), slog.Int("rules", rules))
 		}
 		level := slog.LevelInfo
 		if err != nil {

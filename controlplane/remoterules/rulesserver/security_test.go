@@ -52,16 +52,17 @@ func (l *logBuffer) records(t *testing.T, msg string) []map[string]any {
 // managed is a Server whose management API runs on a real loopback HTTP
 // server, logging into log.
 type managed struct {
-	srv  *rulesserver.Server
-	hs   *httptest.Server
-	log  *logBuffer
-	port string
+	srv    *rulesserver.Server
+	hs     *httptest.Server
+	log    *logBuffer
+	port   string
+	prefix string // the server's KeyPrefix
 }
 
 func newManaged(t *testing.T, cfg rulesserver.Config, wrap func(http.Handler) http.Handler) *managed {
 	t.Helper()
-	m := &managed{log: &logBuffer{}}
-	cfg.Redis, cfg.KeyPrefix, cfg.Logger = redistest.Client(t), redistest.Prefix(t), slog.New(slog.NewJSONHandler(m.log, nil))
+	m := &managed{log: &logBuffer{}, prefix: redistest.Prefix(t)}
+	cfg.Redis, cfg.KeyPrefix, cfg.Logger = redistest.Client(t), m.prefix, slog.New(slog.NewJSONHandler(m.log, nil))
 	var err error
 	if m.srv, err = rulesserver.New(cfg); err != nil {
 		t.Fatal(err)
@@ -235,10 +236,13 @@ func TestWriteAuthorization(t *testing.T) {
 		t.Fatalf("DELETE with the token: %s %s", resp.Status, body)
 	}
 	writes := m.log.records(t, "rate_limit_rules_write")
+	key := m.prefix + "web:rack_request" // where each write went
 	want := []map[string]any{
-		{"level": "INFO", "who": "ci-deployer", "op": "put", "service": "web", "limiter": "rack_request", "outcome": "ok", "revision": rev},
-		{"level": "WARN", "who": "ci-deployer", "op": "put", "outcome": "error"},
-		{"level": "INFO", "who": "ci-deployer", "op": "delete", "outcome": "ok", "if_match": rev},
+		// docJSON: 3 overrides, 4 rules (the default one and one each).
+		{"level": "INFO", "who": "ci-deployer", "op": "put", "service": "web", "limiter": "rack_request", "outcome": "ok", "revision": rev,
+			"key": key, "overrides": 3.0, "rules": 4.0},
+		{"level": "WARN", "who": "ci-deployer", "op": "put", "outcome": "error", "key": key},
+		{"level": "INFO", "who": "ci-deployer", "op": "delete", "outcome": "ok", "if_match": rev, "key": key},
 	}
 	if len(writes) != len(want) || bodies.Load() != 3 {
 		t.Fatalf("%d write records for 3 authorized writes: %v", len(writes), writes)
