@@ -133,7 +133,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !httpguard.HostAllowed(r, h.opts.AllowedHosts) {
 		msg := "Refused: this page does not answer to the name " + httpguard.QuotedHost(r) + "; open it as localhost or 127.0.0.1, or add the name to its allowed hosts."
 		if r.Method == http.MethodPost {
-			h.refused(ctx, r, "", msg)
+			// Read the (bounded) form first: the line names the operation
+			// and the limiter refused.
+			r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+			_ = r.ParseForm()
+			h.refused(ctx, r, "", http.StatusForbidden, msg)
 		}
 		h.fail(w, r, http.StatusForbidden, msg)
 		return
@@ -145,7 +149,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.post(ctx, w, r)
 	default:
 		w.Header().Set("Allow", "GET, HEAD, POST")
-		h.fail(w, r, http.StatusMethodNotAllowed, "This page accepts GET and POST only.")
+		h.refuse(ctx, w, r, "", http.StatusMethodNotAllowed, "This page accepts GET and POST only.")
 	}
 }
 
@@ -277,13 +281,11 @@ func (h *Handler) post(ctx context.Context, w http.ResponseWriter, r *http.Reque
 		if mb := (*http.MaxBytesError)(nil); errors.As(err, &mb) {
 			status, msg = http.StatusRequestEntityTooLarge, fmt.Sprintf("The form is too large: at most %d bytes are accepted.", MaxBodyBytes)
 		}
-		h.refused(ctx, r, "", msg)
-		h.fail(w, r, status, msg)
+		h.refuse(ctx, w, r, "", status, msg)
 		return
 	}
 	if err := checkCSRF(r); err != nil {
-		h.refused(ctx, r, "", err.Error())
-		h.fail(w, r, http.StatusForbidden, err.Error())
+		h.refuse(ctx, w, r, "", http.StatusForbidden, err.Error())
 		return
 	}
 	s := h.session(w, r)
@@ -292,22 +294,20 @@ func (h *Handler) post(ctx context.Context, w http.ResponseWriter, r *http.Reque
 		if h.opts.Authorize != nil {
 			msg = "You are not authorized to change rate-limit rules."
 		}
-		h.refused(ctx, r, s.Who, msg)
-		h.fail(w, r, http.StatusForbidden, msg)
+		h.refuse(ctx, w, r, s.Who, http.StatusForbidden, msg)
 		return
 	}
 	if v := r.PostForm.Get("version"); !rulestore.ValidVersion(v) {
 		// No document has it: the write could only conflict, and the
 		// store's conflict would quote it whole in the audit line.
 		msg := fmt.Sprintf("%.80q is not a document version (a SHA-1 in hex, or empty for none): send the form from this page.", v)
-		h.refused(ctx, r, s.Who, msg)
-		h.fail(w, r, http.StatusBadRequest, msg)
+		h.refuse(ctx, w, r, s.Who, http.StatusBadRequest, msg)
 		return
 	}
 	name := r.PostForm.Get("limiter")
 	lv, status, err := h.limiter(ctx, name)
 	if err != nil {
-		h.fail(w, r, status, err.Error())
+		h.refuse(ctx, w, r, s.Who, status, err.Error())
 		return
 	}
 	switch op := r.PostForm.Get("op"); op {
@@ -322,7 +322,7 @@ func (h *Handler) post(ctx context.Context, w http.ResponseWriter, r *http.Reque
 	case "delete_mode":
 		h.deleteMode(ctx, w, r, s, lv)
 	default:
-		h.fail(w, r, http.StatusBadRequest, fmt.Sprintf("Unknown operation %.80q.", op))
+		h.refuse(ctx, w, r, s.Who, http.StatusBadRequest, fmt.Sprintf("Unknown operation %.80q.", op))
 	}
 }
 
@@ -330,7 +330,7 @@ func (h *Handler) post(ctx context.Context, w http.ResponseWriter, r *http.Reque
 // checks as a file, at the version the form was read at.
 func (h *Handler) save(ctx context.Context, w http.ResponseWriter, r *http.Request, s session, lv *limiterView) {
 	if !lv.Declared {
-		h.fail(w, r, http.StatusUnprocessableEntity, fmt.Sprintf("Limiter %s is not declared in %s: its published rules can be deleted, not published.", lv.Name, h.opts.Available.File))
+		h.refuse(ctx, w, r, s.Who, http.StatusUnprocessableEntity, fmt.Sprintf("Limiter %s is not declared in %s: its published rules can be deleted, not published.", lv.Name, h.opts.Available.File))
 		return
 	}
 	f := parseForm(r.PostForm, lv)
@@ -348,6 +348,7 @@ func (h *Handler) save(ctx context.Context, w http.ResponseWriter, r *http.Reque
 		f.check(lv, rule, h.opts.Available)
 	}
 	if f.hasErrors() {
+		h.refused(ctx, r, s.Who, http.StatusUnprocessableEntity, "The rule is invalid: "+f.errorSummary())
 		h.render(w, http.StatusUnprocessableEntity, pageData{Session: s, Limiter: lv, Form: f})
 		return
 	}
@@ -381,7 +382,7 @@ func (h *Handler) save(ctx context.Context, w http.ResponseWriter, r *http.Reque
 func (h *Handler) delete(ctx context.Context, w http.ResponseWriter, r *http.Request, s session, lv *limiterView) {
 	rule, version := r.PostForm.Get("rule"), r.PostForm.Get("version")
 	if !rulecheck.ValidName(rule) {
-		h.fail(w, r, http.StatusBadRequest, fmt.Sprintf("%.80q is not a rule name (a-z, 0-9 and _, at most 64).", rule))
+		h.refuse(ctx, w, r, s.Who, http.StatusBadRequest, fmt.Sprintf("%.80q is not a rule name (a-z, 0-9 and _, at most 64).", rule))
 		return
 	}
 	res, err := h.opts.Store.DeleteIf(ctx, lv.Name, version, rule)
@@ -457,11 +458,11 @@ func (h *Handler) remove(ctx context.Context, w http.ResponseWriter, r *http.Req
 		if !lv.HasDocument {
 			msg = fmt.Sprintf("Limiter %s has no document: there is nothing to remove.", lv.Name)
 		}
-		h.fail(w, r, http.StatusConflict, msg)
+		h.refuse(ctx, w, r, s.Who, http.StatusConflict, msg)
 		return
 	}
 	if r.PostForm.Get("confirm") != "yes" {
-		h.fail(w, r, http.StatusBadRequest, "Removing the document needs the confirmation: use the form under the error.")
+		h.refuse(ctx, w, r, s.Who, http.StatusBadRequest, "Removing the document needs the confirmation: use the form under the error.")
 		return
 	}
 	res, err := h.opts.Store.RemoveIf(ctx, lv.Name, version)
@@ -493,21 +494,21 @@ func (h *Handler) removeRefused(ctx context.Context, w http.ResponseWriter, r *h
 
 func (h *Handler) clear(ctx context.Context, w http.ResponseWriter, r *http.Request, s session, lv *limiterView) {
 	if h.opts.Counters == nil {
-		h.fail(w, r, http.StatusNotFound, "Clear needs the counters' store, which this page was not given.")
+		h.refuse(ctx, w, r, s.Who, http.StatusNotFound, "Clear needs the counters' store, which this page was not given.")
 		return
 	}
 	id, errs := identifierFrom(r.PostForm, lv.Properties)
 	if len(errs) > 0 || len(id) == 0 {
-		h.fail(w, r, http.StatusBadRequest, "Give at least one identifier property to clear. "+joinLines(errs))
+		h.refuse(ctx, w, r, s.Who, http.StatusBadRequest, "Give at least one identifier property to clear. "+joinLines(errs))
 		return
 	}
 	if r.PostForm.Get("confirm") != "yes" {
-		h.fail(w, r, http.StatusBadRequest, "Clearing needs the confirmation step: use the confirmation form.")
+		h.refuse(ctx, w, r, s.Who, http.StatusBadRequest, "Clearing needs the confirmation step: use the confirmation form.")
 		return
 	}
 	l, err := h.counterLimiter(lv)
 	if err != nil {
-		h.fail(w, r, http.StatusInternalServerError, err.Error())
+		h.refuse(ctx, w, r, s.Who, http.StatusInternalServerError, err.Error())
 		return
 	}
 	n, err := l.Clear(ctx, id)
@@ -593,13 +594,27 @@ func (h *Handler) audit(ctx context.Context, r *http.Request, s session, op, lim
 	h.opts.Logger.LogAttrs(context.WithoutCancel(ctx), level, "rate_limit_admin_write", append(attrs, slog.String("outcome", outcome))...)
 }
 
-// refused logs a state-changing request the page turned away (a forged or
-// unauthorized POST): a security log wants those too. The operation and the
-// limiter are the client's: at most maxEcho characters of each are logged.
-func (h *Handler) refused(ctx context.Context, r *http.Request, who, why string) {
-	h.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "rate_limit_admin_refused", slog.String("who", who),
-		slog.String("op", config.ClipMiddle(r.PostForm.Get("op"), maxEcho)), slog.String("limiter", config.ClipMiddle(r.PostForm.Get("limiter"), maxEcho)),
-		slog.String("reason", why), slog.String("remote_addr", r.RemoteAddr))
+// refused logs a state-changing request the page turned away before any
+// write (a forged or unauthorized POST, an invalid rule, an unknown limiter
+// or operation): a security log wants every write tried, as the CLI's and
+// the rules service's records have them. It names who, what (op, limiter),
+// where (the limiter's key in the rule store) and the answer (status,
+// reason). The operation and the limiter are the client's: at most maxEcho
+// characters of each are logged, and of the reason at most maxReason.
+func (h *Handler) refused(ctx context.Context, r *http.Request, who string, status int, why string) {
+	limiter := config.ClipMiddle(r.PostForm.Get("limiter"), maxEcho)
+	// The request's context may be spent: the record is written all the same.
+	h.opts.Logger.LogAttrs(context.WithoutCancel(ctx), slog.LevelWarn, "rate_limit_admin_refused", slog.String("who", who),
+		slog.String("op", config.ClipMiddle(r.PostForm.Get("op"), maxEcho)), slog.String("limiter", limiter),
+		slog.String("key", h.opts.Store.Key(limiter)), slog.Int("status", status),
+		slog.String("reason", config.ClipMiddle(why, maxReason)), slog.String("remote_addr", r.RemoteAddr))
+}
+
+// refuse answers a POST turned away with status and msg, and logs it
+// (refused).
+func (h *Handler) refuse(ctx context.Context, w http.ResponseWriter, r *http.Request, who string, status int, msg string) {
+	h.refused(ctx, r, who, status, msg)
+	h.fail(w, r, status, msg)
 }
 
 func (h *Handler) counterLimiter(lv *limiterView) (*ratelimit.Limiter, error) {
@@ -644,6 +659,10 @@ func (h *Handler) failStatus(w http.ResponseWriter, status int, msg string) {
 // maxEcho bounds, in characters, what the page repeats of a request in an
 // answer or a log line, as its %.80q quotes do.
 const maxEcho = 80
+
+// maxReason bounds, in characters, the reason a refusal's log line gives:
+// the page's message, which may list every problem of a form.
+const maxReason = 1024
 
 func mustMarshalRule(r *configv1.Rule) []byte {
 	b, err := config.MarshalRule(r)

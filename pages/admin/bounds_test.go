@@ -246,6 +246,9 @@ func TestAuditQuotesRequestShort(t *testing.T) {
 		{"delete version", url.Values{"csrf": {token}, "op": {"delete"}, "limiter": {"api"}, "rule": {"per_ip"}, "version": {huge}}, "rate_limit_admin_refused"},
 		{"save version", saveForm(token, huge, "huge_version"), "rate_limit_admin_refused"},
 		{"remove version", url.Values{"csrf": {token}, "op": {"remove"}, "limiter": {"api"}, "confirm": {"yes"}, "version": {huge}}, "rate_limit_admin_refused"},
+		{"unknown limiter", url.Values{"csrf": {token}, "op": {"save"}, "limiter": {huge}}, "rate_limit_admin_refused"},
+		{"unknown operation", url.Values{"csrf": {token}, "op": {huge}, "limiter": {"api"}}, "rate_limit_admin_refused"},
+		{"invalid save", func() url.Values { v := saveForm(token, "", "z"); v.Set("limit", huge); return v }(), "rate_limit_admin_refused"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f.audit.Reset()

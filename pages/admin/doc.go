@@ -63,7 +63,8 @@
 // "unknown: " when the store did not confirm it: after a timeout or a lost
 // connection it may have been applied, and the page says so rather than that
 // nothing changed; and a WARN record "rate_limit_admin_refused" per POST
-// turned away). GET
+// turned away before it wrote, forged, unauthorized or invalid alike, with
+// who, op, limiter, key, the answer's status and its reason). GET
 // never changes state; every POST must come from the page's own origin and
 // carry the per-browser CSRF token of a SameSite=Strict cookie. The page has
 // no script at all, and its Content-Security-Policy allows none; every value
@@ -74,7 +75,8 @@
 // 127.0.0.1 makes the attacker's page same-origin with the loopback page),
 // a page served on a loopback listener answers only to localhost, 127.0.0.1
 // and [::1] unless Options.AllowedHosts names others; any other Host gets
-// 403 before anything is read or written.
+// 403 before anything is written (a POST's form is read, within
+// MaxBodyBytes, only for its refusal's record).
 //
 // The audit record of "lift ban / clear" names the identifier (its property
 // values), since that is what the action changed.

@@ -54,6 +54,21 @@ func newForm(version string) *ruleForm {
 
 func (f *ruleForm) hasErrors() bool { return len(f.Errors) > 0 }
 
+// errorSummary is the form's errors on one line, field by field in order
+// (the form's own, field "", first), for the audit line of a refused save.
+func (f *ruleForm) errorSummary() string {
+	var parts []string
+	for _, field := range slices.Sorted(maps.Keys(f.Errors)) {
+		for _, e := range f.Errors[field] {
+			if field != "" {
+				e = field + ": " + e
+			}
+			parts = append(parts, e)
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
 func (f *ruleForm) addError(field, format string, args ...any) {
 	f.Errors[field] = append(f.Errors[field], fmt.Sprintf(format, args...))
 }
