@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	ratelimit "github.com/ratekit/ratekit/core"
 )
@@ -42,11 +43,11 @@ func (e *Error) Error() string {
 	}
 	switch {
 	case e.Limiter != "" && e.Rule != "":
-		b.WriteString(e.Limiter + "/" + e.Rule + ": ")
+		b.WriteString(label(e.Limiter) + "/" + label(e.Rule) + ": ")
 	case e.Limiter != "":
-		b.WriteString(e.Limiter + ": ")
+		b.WriteString(label(e.Limiter) + ": ")
 	case e.Rule != "":
-		b.WriteString(e.Rule + ": ")
+		b.WriteString(label(e.Rule) + ": ")
 	}
 	b.WriteString(e.Message)
 	return b.String()
@@ -263,6 +264,20 @@ func clip(s string) string {
 			return s[:i] + "..."
 		}
 		n++
+	}
+	return s
+}
+
+// label is a limiter's or a rule's name as an error's label writes it: the
+// name itself, or quoted as %q quotes it when a reader could not tell it
+// from another (blanks at either end, a character that is not printable: a
+// bidi override, a zero-width space, a line break). The names of a
+// hand-written document are what is being checked: shown raw, a bidi
+// override turned the rest of the line around on the admin page and in a
+// terminal.
+func label(s string) string {
+	if strings.TrimSpace(s) != s || !utf8.ValidString(s) || strings.ContainsFunc(s, func(r rune) bool { return !strconv.IsPrint(r) }) {
+		return strconv.Quote(s)
 	}
 	return s
 }

@@ -61,3 +61,25 @@ func TestValidateRuleListCrossChecks(t *testing.T) {
 		})
 	}
 }
+
+// A name of a hand-written document is what is being checked: an error's
+// limiter/rule label writes one a reader could not tell from another (a bidi
+// override, a zero-width space, blanks at an end) quoted, with escapes, as
+// the message quotes it; it wrote it raw, and U+202E turned the rest of the
+// line around in a terminal and on the admin page.
+func TestErrorLabelEscapesNames(t *testing.T) {
+	for _, tc := range []struct {
+		e    Error
+		want string
+	}{
+		{Error{Limiter: "api", Rule: "per_ip", Message: "m"}, "api/per_ip: m"},
+		{Error{Limiter: "api", Rule: "#3", Message: "m"}, "api/#3: m"},
+		{Error{Limiter: "api", Rule: "evil\u202epmet", Message: "m"}, `api/"evil\u202epmet": m`},
+		{Error{Limiter: "a\u200bpi", Message: "m"}, `"a\u200bpi": m`},
+		{Error{Rule: " padded", Message: "m"}, `" padded": m`},
+	} {
+		if got := tc.e.Error(); got != tc.want {
+			t.Errorf("%#v: %q, want %q", tc.e, got, tc.want)
+		}
+	}
+}

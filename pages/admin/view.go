@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/ratekit/ratekit/controlplane/config"
 	"github.com/ratekit/ratekit/controlplane/rulestore"
@@ -334,7 +335,14 @@ func newRow(r ratelimit.Rule) ruleRow {
 	if action == "" {
 		action = ratelimit.ActionLimit
 	}
-	row := ruleRow{Name: r.Name, Description: r.Description, Action: string(action),
+	desc := r.Description
+	if strings.ContainsFunc(desc, func(c rune) bool { return !strconv.IsPrint(c) && !unicode.IsSpace(c) }) {
+		// A bidi override or an invisible character (a hand-written
+		// document's) turned the cell around or hid words: written as
+		// escapes. Line breaks alone are a description's own.
+		desc = shown(desc)
+	}
+	row := ruleRow{Name: r.Name, Description: desc, Action: string(action),
 		Characteristics: r.Characteristics, CountMissing: r.CountMissing, CountDistinct: r.CountDistinct, Limit: "—", Period: "—", Ban: "—"}
 	keys := make([]string, 0, len(r.Match))
 	for k := range r.Match {
