@@ -18,6 +18,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
@@ -414,4 +415,22 @@ func TestIdleConnectionClosed(t *testing.T) {
 	if _, err := healthpb.NewHealthClient(conn).Check(cctx, &healthpb.HealthCheckRequest{}); err != nil {
 		t.Fatalf("a call after the idle close: %v", err)
 	}
+	// Idle means no call in flight: a connection holding a stream open
+	// past the bound is not told to go away (GOAWAY would turn the
+	// client's connection from READY to IDLE), and the stream still answers.
+	stream, err := reflectionpb.NewServerReflectionClient(conn).ServerReflectionInfo(cctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * maxConnectionIdle)
+	if st := conn.GetState(); st != connectivity.Ready {
+		t.Fatalf("a connection with a call in flight is %v after 5 idle bounds, want READY", st)
+	}
+	if err := stream.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); err != nil {
+		t.Fatalf("the stream held open: %v", err)
+	}
+	_ = stream.CloseSend()
 }
