@@ -150,6 +150,7 @@ func (s *Store) batchDialed(ctx context.Context, mode ratelimit.Mode, batch [][]
 	if err != nil {
 		return err
 	}
+	s.dialed.tries.admit(ctx)
 	checks, err := s.planBatch(mode, batch, outs)
 	if err != nil {
 		return err

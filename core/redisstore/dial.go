@@ -79,7 +79,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	opt := o.Client
 	opt.InitAddress = append([]string(nil), opt.InitAddress...) // rueidis may shuffle it
 	opt.DisableCache = true
-	opt.DialCtxFn = s.dialed.cancelOnClose(life, opt.DialCtxFn)
+	opt.DialCtxFn = s.dialed.cancelOnClose(life, opt.DialCtxFn, opt.DisableTCPNoDelay)
 	first := make(chan error, 1)
 	go s.dialed.connect(life, s, opt, o.wrap, first)
 	select {
@@ -106,6 +106,7 @@ type dialed struct {
 	combine combiner                      // the plain form's DoMulti calls on a single server
 	nodes   nodeCombiners                 // and on a Cluster
 	closed  atomic.Bool                   // Close was called
+	tries   attempts                      // connection attempts once connected, bounded by the checks' deadlines
 	cancel  context.CancelFunc            // ends the connection attempts
 	done    chan struct{}                 // closed when connect has returned
 	once    sync.Once
@@ -185,12 +186,19 @@ func (d *dialed) get() (*rueidisClient, error) {
 // ends a dial in progress, which would otherwise keep Close waiting for the
 // dial timeout, and, until the store has connected, the handshake on a
 // dialed connection: a hung server accepts the connection and never answers,
-// and rueidis waits for its dial and write timeouts.
-func (d *dialed) cancelOnClose(life context.Context, dial func(context.Context, string, *net.Dialer, *tls.Config) (net.Conn, error)) func(context.Context, string, *net.Dialer, *tls.Config) (net.Conn, error) {
+// and rueidis waits for its dial and write timeouts. Once connected, an
+// attempt is bounded by the deadlines of the checks that wait for it (see
+// attempts). noDelayOff is rueidis' DisableTCPNoDelay, which it cannot
+// apply through the wrapped connection of such an attempt.
+func (d *dialed) cancelOnClose(life context.Context, dial func(context.Context, string, *net.Dialer, *tls.Config) (net.Conn, error), noDelayOff bool) func(context.Context, string, *net.Dialer, *tls.Config) (net.Conn, error) {
 	return func(ctx context.Context, addr string, nd *net.Dialer, cfg *tls.Config) (net.Conn, error) {
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		defer context.AfterFunc(life, cancel)()
+		var at *attempt
+		if d.client.Load() != nil {
+			at = d.tries.start(cancel)
+		}
 		var conn net.Conn
 		var err error
 		switch {
@@ -201,6 +209,21 @@ func (d *dialed) cancelOnClose(life context.Context, dial func(context.Context, 
 		default:
 			conn, err = nd.DialContext(ctx, "tcp", addr)
 		}
+		if at != nil {
+			if err != nil {
+				if d.tries.end(at) {
+					err = errGivenUp // not the caller's cancellation
+				}
+				return nil, err
+			}
+			if tc, ok := conn.(*net.TCPConn); ok && noDelayOff {
+				_ = tc.SetNoDelay(false)
+			}
+			if conn, ok := d.tries.dialed(at, conn); ok {
+				return conn, nil
+			}
+			return nil, errGivenUp
+		}
 		if err == nil && d.client.Load() == nil {
 			d.mu.Lock()
 			d.handshakes = append(d.handshakes, context.AfterFunc(life, func() { _ = conn.Close() }))
@@ -209,6 +232,10 @@ func (d *dialed) cancelOnClose(life context.Context, dial func(context.Context, 
 		return conn, err
 	}
 }
+
+// errGivenUp is the error of a connection attempt that the server did not
+// answer by the deadline of a check waiting for it.
+var errGivenUp = errors.New("redisstore: connection attempt given up: no answer by a waiting check's deadline")
 
 // endHandshakes ends the closing at Close of the connections of a connection
 // attempt that has returned: rueidis closed them, or the connected client

@@ -2,9 +2,11 @@ package redisstore
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -457,4 +459,106 @@ func TestDialHungServer(t *testing.T) {
 		_, err := s.Eval(ctx, check, []ratelimit.Op{op})
 		return err == nil
 	})
+}
+
+// TestDialCheckWhileReconnectingToHungServer: a check returns by its
+// deadline while a connection to a stopped server is being re-established
+// for a call with a later deadline. rueidis dials one connection per server
+// at a time and every other call waits for that attempt, ignoring its own
+// context, until the attempt ends: here at the 5s dial timeout, as the
+// handshake on a connection the stopped server's kernel accepted never gets
+// an answer (a Cluster's or a Sentinel's refresh dials so, with no deadline
+// at all). The store gives the attempt up at the waiting check's deadline.
+//
+// The check's deadline is 100ms and it must return within 3s while the
+// server is still stopped; before, it returned after the 5s dial timeout.
+// Neither figure is a scheduling margin: the 3s leave 2.9s to a loaded
+// machine, and what the old code waited for was a fixed 5s timer.
+func TestDialCheckWhileReconnectingToHungServer(t *testing.T) {
+	srv := redistest.StartServer(t)
+	o, err := ParseURL(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.PipelineMultiplex = -1 // one connection, which the check must use (rueidis picks one of several at random)
+	var armed atomic.Bool    // signal the dials after SIGSTOP
+	dialing := make(chan struct{}, 1)
+	o.DialCtxFn = func(ctx context.Context, addr string, nd *net.Dialer, _ *tls.Config) (net.Conn, error) {
+		if armed.Load() {
+			select {
+			case dialing <- struct{}{}:
+			default:
+			}
+		}
+		return nd.DialContext(ctx, "tcp", addr)
+	}
+	s, err := Open(ctx, Options{Client: o, RequireConnection: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	k := newKeyer(t)
+	op := []ratelimit.Op{k.count("a", 1<<40, 1)}
+	const timeout = 100 * time.Millisecond
+	check := func() error {
+		cctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		_, err := s.Eval(cctx, ratelimit.ModeCheck, op)
+		return err
+	}
+	if err := check(); err != nil {
+		t.Fatal(err)
+	}
+
+	// The server closes the store's connection, then stops: the next call
+	// dials it again, and the handshake gets no answer.
+	kill := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer func() { _ = kill.Close() }()
+	if err := kill.ClientKillByFilter(ctx, "TYPE", "normal").Err(); err != nil {
+		t.Fatal(err)
+	}
+	srv.Pause(t)
+	armed.Store(true)
+	resumed := false
+	defer func() {
+		if !resumed {
+			srv.Resume(t)
+		}
+	}()
+	// Calls with a 30s deadline, until the test ends: one of them dials.
+	stop := make(chan struct{})
+	slow := make(chan struct{})
+	go func() {
+		defer close(slow)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			_, _ = s.Eval(lctx, ratelimit.ModeCheck, op)
+			cancel()
+		}
+	}()
+	defer func() { close(stop); <-slow }()
+	select {
+	case <-dialing:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no connection attempt 30s after SIGSTOP")
+	}
+	done := make(chan error, 1)
+	go func() { done <- check() }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("a check on a stopped server succeeded")
+		}
+		t.Logf("check during the connection attempt: %v", err)
+	case <-time.After(30 * timeout):
+		t.Fatalf("a check with a %v deadline still waits after %v for a connection attempt to a stopped server", timeout, 30*timeout)
+	}
+	srv.Resume(t)
+	resumed = true
+	waitFor(t, "a check succeeds after SIGCONT", func() bool { return check() == nil })
 }

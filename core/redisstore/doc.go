@@ -45,6 +45,21 @@
 // instead. Once connected, rueidis re-dials broken connections itself, while
 // the checks that need them fail. Close the store to stop its goroutines.
 //
+// rueidis dials one connection to a server at a time, and a call to that
+// server waits for the attempt in progress whatever its own context (up to
+// the dial timeout, 5s by default, which also bounds the handshake: a
+// stopped server's kernel still accepts the connection, and nothing answers
+// HELLO); its own refreshes (a Cluster's topology, a Sentinel's master) dial
+// with no deadline. So once connected, the store gives an attempt up (its
+// dial canceled, its connection closed) when the server has answered nothing
+// by the deadline of a check that may wait for it: one that arrives while it
+// runs, or one already on its way, whose time is taken as the shortest check
+// timeout of the last second or two. Checks therefore return by their
+// deadline while a hung server is re-dialed
+// (TestDialCheckWhileReconnectingToHungServer; before, they waited for the
+// dial timeout). A caller whose deadline is shorter than a server's
+// handshake makes the attempts of that second fail; they are tried again.
+//
 // New takes a go-redis v9 client instead, for a service that shares its
 // existing client's pool, hooks (tracing, metrics) and options: a Cluster
 // (*redis.ClusterClient), a Ring, Sentinel (redis.NewFailoverClient). It
@@ -328,5 +343,6 @@
 // Timeouts and circuit breaking belong to the Limiter, which runs every store
 // call under its per-check timeout; the store passes the context to go-redis
 // or rueidis and adds no deadline of its own (the write_timeout of a Dial URL
-// only decides when rueidis gives a connection up).
+// only decides when rueidis gives a connection up), but for the checks'
+// deadlines that bound a Dial store's connection attempts (above).
 package redisstore

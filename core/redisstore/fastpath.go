@@ -64,6 +64,7 @@ func (s *Store) evalDialed(ctx context.Context, mode ratelimit.Mode, ops []ratel
 	if err != nil {
 		return nil, err
 	}
+	s.dialed.tries.admit(ctx)
 	if plainOps(mode, ops) && !s.dialed.noPlain.Load() {
 		return s.evalPlain(ctx, c, ops, out)
 	}
@@ -272,6 +273,7 @@ func (s *Store) deleteDialed(ctx context.Context, keys []string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	s.dialed.tries.admit(ctx)
 	var cmds rueidis.Commands
 	if s.sharding == single {
 		cmds = rueidis.Commands{c.B().Del().Key(keys...).Build()}

@@ -1,0 +1,198 @@
+package redisstore
+
+import (
+	"context"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// attempts bounds rueidis' connection attempts made once the store is
+// connected, so that a check returns by its deadline while a connection to a
+// hung server is re-established. rueidis dials one connection per server at
+// a time, and every other call to that server waits for the attempt in
+// mux._pipe, whatever its context (rueidis v1.0.80, as upstream in
+// redis/rueidis#683). Its own refreshes (a Cluster's topology, a Sentinel's
+// master check) dial with context.Background, so the attempt lasts up to the
+// dial timeout (5s by default), which also bounds the handshake: a stopped
+// server's kernel accepts the connection and nothing ever answers HELLO.
+//
+// So an attempt is given up (its dial canceled, its connection closed) when
+// the server has answered nothing by the earliest deadline of the checks
+// that may wait for it: those that arrive while it runs (admit registers
+// their deadlines) and those already on their way when it starts, whose
+// time is estimated by the shortest check timeout noted in this second or
+// the previous one. admit notes a check's time before it looks for
+// attempts, and an attempt is published before it reads the shortest time:
+// with sequentially consistent atomics, a check either is seen by the
+// attempt or sees it.
+type attempts struct {
+	cur, prev atomic.Int64 // shortest check time (ns) noted this second and the one before; 0: none
+	sec       atomic.Int64 // the second (Unix) of cur
+	running   atomic.Int32 // attempts not yet answered
+
+	mu     sync.Mutex
+	active map[*attempt]struct{}
+}
+
+// attempt is one connection attempt until the server answers.
+type attempt struct {
+	cancel   context.CancelFunc // ends the dial
+	timer    *time.Timer        // gives the attempt up at deadline
+	deadline time.Time
+	conn     net.Conn // once dialed
+	done     bool     // answered, failed or given up
+	givenUp  bool     // by giveUp
+}
+
+// admit notes the time that ctx leaves a check and, while connection
+// attempts run, gives them up by its deadline. A context without deadline,
+// or one already past, bounds nothing.
+func (a *attempts) admit(ctx context.Context) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return
+	}
+	now := time.Now()
+	left := int64(dl.Sub(now))
+	if left <= 0 {
+		return
+	}
+	sec := now.Unix()
+	if s := a.sec.Load(); s != sec && a.sec.CompareAndSwap(s, sec) {
+		// A new second: the previous one's time is kept, so that an idle
+		// second does not forget the checks' timeout.
+		if c := a.cur.Swap(0); c != 0 {
+			a.prev.Store(c)
+		}
+	}
+	for {
+		c := a.cur.Load()
+		if c != 0 && c <= left {
+			break
+		}
+		if a.cur.CompareAndSwap(c, left) {
+			break
+		}
+	}
+	if a.running.Load() == 0 {
+		return
+	}
+	a.mu.Lock()
+	for at := range a.active {
+		at.giveUpBy(dl)
+	}
+	a.mu.Unlock()
+}
+
+// start publishes a connection attempt that ends by cancel and returns it.
+// Until a check with a deadline is noted, only rueidis bounds it.
+func (a *attempts) start(cancel context.CancelFunc) *attempt {
+	at := &attempt{cancel: cancel}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.active == nil {
+		a.active = map[*attempt]struct{}{}
+	}
+	a.active[at] = struct{}{}
+	at.timer = time.AfterFunc(time.Hour, func() { a.giveUp(at) }) // moved up below, or stopped by end
+	a.running.Add(1)
+	left := a.cur.Load()
+	if p := a.prev.Load(); p != 0 && (left == 0 || p < left) {
+		left = p
+	}
+	if left != 0 {
+		at.giveUpBy(time.Now().Add(time.Duration(left)))
+	}
+	return at
+}
+
+// giveUpBy moves the attempt's end to dl if that is earlier. Called with
+// a.mu held.
+func (at *attempt) giveUpBy(dl time.Time) {
+	if at.done || (!at.deadline.IsZero() && !dl.Before(at.deadline)) {
+		return
+	}
+	at.deadline = dl
+	at.timer.Reset(time.Until(dl))
+}
+
+// giveUp ends an attempt that the server has not answered by its deadline:
+// the dial is canceled, the connection closed, and rueidis' handshake fails,
+// releasing the calls that wait for it.
+func (a *attempts) giveUp(at *attempt) {
+	a.mu.Lock()
+	if at.done {
+		a.mu.Unlock()
+		return
+	}
+	a.endLocked(at)
+	at.givenUp = true
+	conn := at.conn
+	a.mu.Unlock()
+	at.cancel()
+	if conn != nil {
+		_ = conn.Close()
+	}
+}
+
+// end ends an attempt that needs no bound any longer: the server answered,
+// the dial failed, or rueidis closed the connection. It reports whether
+// giveUp ended it first.
+func (a *attempts) end(at *attempt) (givenUp bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !at.done {
+		a.endLocked(at)
+		at.timer.Stop()
+	}
+	return at.givenUp
+}
+
+func (a *attempts) endLocked(at *attempt) {
+	at.done = true
+	delete(a.active, at)
+	a.running.Add(-1)
+}
+
+// dialed hands the attempt its connection, and returns the connection that
+// rueidis gets: one that ends the attempt when the server first answers.
+// false: the attempt was given up meanwhile (the connection is closed).
+func (a *attempts) dialed(at *attempt, conn net.Conn) (net.Conn, bool) {
+	a.mu.Lock()
+	given := at.done
+	if !given {
+		at.conn = conn
+	}
+	a.mu.Unlock()
+	if given {
+		_ = conn.Close()
+		return nil, false
+	}
+	return &answerConn{Conn: conn, a: a, at: at}, true
+}
+
+// answerConn is a connection of a bounded attempt: its first read of any
+// byte ends the attempt (the server is alive; the handshake goes on under
+// rueidis' own timeout).
+type answerConn struct {
+	net.Conn
+	a        *attempts
+	at       *attempt
+	answered atomic.Bool
+}
+
+func (c *answerConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 && !c.answered.Load() {
+		c.answered.Store(true)
+		c.a.end(c.at)
+	}
+	return n, err
+}
+
+func (c *answerConn) Close() error {
+	c.a.end(c.at)
+	return c.Conn.Close()
+}
