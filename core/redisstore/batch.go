@@ -145,12 +145,17 @@ type evalCall struct {
 // A reply that is an error (a Cluster master that did not answer by the
 // deadline) fails its own check, whose later stages are not sent, and the
 // other checks go on: the error returned is then a *ratelimit.BatchError.
-func (s *Store) batchDialed(ctx context.Context, mode ratelimit.Mode, batch [][]ratelimit.Op, outs [][]ratelimit.OpResult) error {
+func (s *Store) batchDialed(ctx context.Context, mode ratelimit.Mode, batch [][]ratelimit.Op, outs [][]ratelimit.OpResult) (err error) {
 	c, err := s.dialed.get()
 	if err != nil {
 		return err
 	}
 	s.dialed.tries.admit(ctx)
+	defer func() {
+		if err != nil {
+			s.dialed.failed(c, err)
+		}
+	}()
 	checks, err := s.planBatch(mode, batch, outs)
 	if err != nil {
 		return err

@@ -75,11 +75,13 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		return nil, errors.New("redisstore: no Redis address")
 	}
 	life, cancel := context.WithCancel(context.Background())
-	s := &Store{evaluate: evaluateScript, bounded: true, dialed: &dialed{cancel: cancel, done: make(chan struct{})}}
+	s := &Store{evaluate: evaluateScript, bounded: true, dialed: &dialed{cancel: cancel, done: make(chan struct{}), life: life, wrap: o.wrap}}
 	opt := o.Client
 	opt.InitAddress = append([]string(nil), opt.InitAddress...) // rueidis may shuffle it
 	opt.DisableCache = true
 	opt.DialCtxFn = s.dialed.cancelOnClose(life, opt.DialCtxFn, opt.DisableTCPNoDelay)
+	s.dialed.opt = opt
+	s.dialed.opt.InitAddress = append([]string(nil), opt.InitAddress...) // a re-dial's own copy
 	first := make(chan error, 1)
 	go s.dialed.connect(life, s, opt, o.wrap, first)
 	select {
@@ -111,7 +113,15 @@ type dialed struct {
 	done    chan struct{}                 // closed when connect has returned
 	once    sync.Once
 
-	mu         sync.Mutex
+	// Re-dialing a standalone server that became a replica (replica.go).
+	replica    atomic.Bool                         // the server answered READONLY, and no re-dial found a master since
+	lastRedial atomic.Int64                        // when the last re-dial started (Unix ns)
+	redials    sync.WaitGroup                      // the re-dial running; Close waits for it
+	life       context.Context                     // canceled by Close
+	opt        rueidis.ClientOption                // connect's
+	wrap       func(rueidis.Client) rueidis.Client // Options.wrap
+
+	mu         sync.Mutex    // guards handshakes; orders a re-dial's start with Close
 	handshakes []func() bool // stop the closing at Close of the connections of a connection attempt
 }
 
@@ -172,6 +182,10 @@ func (d *dialed) connect(life context.Context, s *Store, opt rueidis.ClientOptio
 func (d *dialed) get() (*rueidisClient, error) {
 	if d.closed.Load() {
 		return nil, ErrClosed
+	}
+	if d.replica.Load() {
+		d.redial()
+		return nil, ErrReplica
 	}
 	if c := d.client.Load(); c != nil {
 		return c, nil
@@ -259,9 +273,12 @@ func (s *Store) Close() error {
 		return nil
 	}
 	d.once.Do(func() {
+		d.mu.Lock() // no re-dial starts after this (redial)
 		d.closed.Store(true)
+		d.mu.Unlock()
 		d.cancel()
 		<-d.done
+		d.redials.Wait()
 		d.nodes.stop()
 		if c := d.client.Load(); c != nil {
 			c.Close()

@@ -60,6 +60,17 @@
 // dial timeout). A caller whose deadline is shorter than a server's
 // handshake makes the attempts of that second fail; they are tried again.
 //
+// A standalone server that has become a replica (a failover that moved the
+// name the store dialed, such as a managed Redis' primary endpoint) answers
+// writes READONLY, and rueidis keeps the connection. On a READONLY reply the
+// store dials the URL again in the background, at most once a second while
+// calls come, and takes the new client when ROLE says its server is a master.
+// Until then every call fails at once with ErrReplica, peeks too: the
+// Limiter's breaker probe only reads, which a replica answers, so it would
+// close the breaker for the next checks to open it again
+// (TestDialRecoversFromMasterTurnedReplica). A Cluster's and a Sentinel's
+// failovers are followed by rueidis.
+//
 // New takes a go-redis v9 client instead, for a service that shares its
 // existing client's pool, hooks (tracing, metrics) and options: a Cluster
 // (*redis.ClusterClient), a Ring, Sentinel (redis.NewFailoverClient). It

@@ -59,12 +59,17 @@ func putCommands(p *rueidis.Commands, cmds rueidis.Commands, res []rueidis.Redis
 }
 
 // evalDialed is Eval on a Store from Dial or Open.
-func (s *Store) evalDialed(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.Op, out []ratelimit.OpResult) ([]ratelimit.OpResult, error) {
+func (s *Store) evalDialed(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.Op, out []ratelimit.OpResult) (_ []ratelimit.OpResult, err error) {
 	c, err := s.dialed.get()
 	if err != nil {
 		return nil, err
 	}
 	s.dialed.tries.admit(ctx)
+	defer func() {
+		if err != nil {
+			s.dialed.failed(c, err)
+		}
+	}()
 	if plainOps(mode, ops) && !s.dialed.noPlain.Load() {
 		return s.evalPlain(ctx, c, ops, out)
 	}
@@ -268,12 +273,17 @@ func messageCount(m *rueidis.RedisMessage) (float64, error) {
 
 // deleteDialed is Delete on a Store from Dial or Open: one DEL per shard, in
 // one round trip.
-func (s *Store) deleteDialed(ctx context.Context, keys []string) (int, error) {
+func (s *Store) deleteDialed(ctx context.Context, keys []string) (_ int, err error) {
 	c, err := s.dialed.get()
 	if err != nil {
 		return 0, err
 	}
 	s.dialed.tries.admit(ctx)
+	defer func() {
+		if err != nil {
+			s.dialed.failed(c, err)
+		}
+	}()
 	var cmds rueidis.Commands
 	if s.sharding == single {
 		cmds = rueidis.Commands{c.B().Del().Key(keys...).Build()}
