@@ -562,3 +562,60 @@ func TestDialCheckWhileReconnectingToHungServer(t *testing.T) {
 	resumed = true
 	waitFor(t, "a check succeeds after SIGCONT", func() bool { return check() == nil })
 }
+
+// TestDialClusterCheckWhileRefreshDialsHungMaster is the failover drill's
+// case: the key's master of a Cluster stops, and rueidis' topology refresh
+// (mux.Version, with no deadline) dials it again while checks wait for that
+// attempt. Each check, with a 100ms deadline, must return within 3s while
+// the master is still stopped; before, checks waited for the 5s dial
+// timeout. (Why these figures are no timing margin: see
+// TestDialCheckWhileReconnectingToHungServer.)
+func TestDialClusterCheckWhileRefreshDialsHungMaster(t *testing.T) {
+	nodes := redistest.StartCluster(t, 3)
+	url := "redis://" + nodes[0].Addr + "?addr=" + nodes[1].Addr + "&addr=" + nodes[2].Addr
+	s := dialStore(t, url)
+	k := newKeyer(t)
+	op := []ratelimit.Op{k.count("a", 1<<40, 1)}
+	const timeout = 100 * time.Millisecond
+	check := func() error {
+		cctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		_, err := s.Eval(cctx, ratelimit.ModeCheck, op)
+		return err
+	}
+	waitFor(t, "a check succeeds", func() bool { return check() == nil })
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{nodes[0].Addr}})
+	defer func() { _ = cc.Close() }()
+	m, err := cc.MasterForKey(ctx, op[0].Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var master *redistest.Server
+	for _, n := range nodes {
+		if n.Addr == m.Options().Addr {
+			master = n
+		}
+	}
+	if master == nil {
+		t.Fatalf("no node is %s", m.Options().Addr)
+	}
+	// The master closes the store's connections, then stops: rueidis
+	// refreshes the topology and dials it again; nothing answers.
+	if err := m.ClientKillByFilter(ctx, "TYPE", "normal").Err(); err != nil {
+		t.Fatal(err)
+	}
+	master.Pause(t)
+	defer master.Resume(t)
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); {
+		done := make(chan error, 1)
+		go func() { done <- check() }()
+		select {
+		case err := <-done:
+			if err == nil {
+				t.Fatal("a check on a stopped master succeeded")
+			}
+		case <-time.After(30 * timeout):
+			t.Fatalf("a check with a %v deadline still waits after %v on a stopped master", timeout, 30*timeout)
+		}
+	}
+}
