@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/redis/rueidis"
 )
 
 // attempts bounds rueidis' connection attempts made once the store is
@@ -19,14 +21,17 @@ import (
 // server's kernel accepts the connection and nothing ever answers HELLO.
 //
 // So an attempt is given up (its dial canceled, its connection closed) when
-// the server has answered nothing by the earliest deadline of the checks
-// that may wait for it: those that arrive while it runs (admit registers
-// their deadlines) and those already on their way when it starts, whose
-// time is estimated by the shortest check timeout noted in this second or
-// the previous one. admit notes a check's time before it looks for
-// attempts, and an attempt is published before it reads the shortest time:
-// with sequentially consistent atomics, a check either is seen by the
-// attempt or sees it.
+// the server has answered nothing by the earliest deadline of the calls
+// that may wait for it: the rueidis calls made while it runs (boundedClient
+// registers their deadlines; a check queued in a combiner calls nothing and
+// returns by its own deadline) and those of the checks already on their way
+// when it starts, whose time is estimated by the shortest check time noted
+// (note) in this second or the previous one. A check is noted before its
+// calls look for attempts, and an attempt is published before it reads the
+// shortest time: with sequentially consistent atomics, a call either is
+// seen by the attempt or sees it. Giving an attempt up fails every call
+// waiting for it, those with later deadlines too: rueidis hands them all
+// the attempt's outcome.
 type attempts struct {
 	cur, prev atomic.Int64 // shortest check time (ns) noted this second and the one before; 0: none
 	sec       atomic.Int64 // the second (Unix) of cur
@@ -46,10 +51,9 @@ type attempt struct {
 	givenUp  bool     // by giveUp
 }
 
-// admit notes the time that ctx leaves a check and, while connection
-// attempts run, gives them up by its deadline. A context without deadline,
+// note notes the time that ctx leaves a check. A context without deadline,
 // or one already past, bounds nothing.
-func (a *attempts) admit(ctx context.Context) {
+func (a *attempts) note(ctx context.Context) {
 	dl, ok := ctx.Deadline()
 	if !ok {
 		return
@@ -61,10 +65,13 @@ func (a *attempts) admit(ctx context.Context) {
 	}
 	sec := now.Unix()
 	if s := a.sec.Load(); s != sec && a.sec.CompareAndSwap(s, sec) {
-		// A new second: the previous one's time is kept, so that an idle
-		// second does not forget the checks' timeout.
-		if c := a.cur.Swap(0); c != 0 {
+		// A new second. The last time noted is kept, so that an idle second
+		// does not forget the checks' timeout; it is in prev before cur is
+		// cleared, so a start between the two still sees it (and a time
+		// noted meanwhile stays in cur).
+		if c := a.cur.Load(); c != 0 {
 			a.prev.Store(c)
+			a.cur.CompareAndSwap(c, 0)
 		}
 	}
 	for {
@@ -76,7 +83,16 @@ func (a *attempts) admit(ctx context.Context) {
 			break
 		}
 	}
+}
+
+// wait gives the connection attempts running up by ctx's deadline: a call
+// with ctx is about to be made, and may wait for one of them.
+func (a *attempts) wait(ctx context.Context) {
 	if a.running.Load() == 0 {
+		return
+	}
+	dl, ok := ctx.Deadline()
+	if !ok {
 		return
 	}
 	a.mu.Lock()
@@ -84,6 +100,23 @@ func (a *attempts) admit(ctx context.Context) {
 		at.giveUpBy(dl)
 	}
 	a.mu.Unlock()
+}
+
+// boundedClient is the store's rueidis client: each call first gives the
+// connection attempts running up by its deadline.
+type boundedClient struct {
+	rueidis.Client
+	tries *attempts
+}
+
+func (c *boundedClient) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	c.tries.wait(ctx)
+	return c.Client.Do(ctx, cmd)
+}
+
+func (c *boundedClient) DoMulti(ctx context.Context, multi ...rueidis.Completed) []rueidis.RedisResult {
+	c.tries.wait(ctx)
+	return c.Client.DoMulti(ctx, multi...)
 }
 
 // start publishes a connection attempt that ends by cancel and returns it.

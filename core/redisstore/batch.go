@@ -150,7 +150,7 @@ func (s *Store) batchDialed(ctx context.Context, mode ratelimit.Mode, batch [][]
 	if err != nil {
 		return err
 	}
-	s.dialed.tries.admit(ctx)
+	s.dialed.tries.note(ctx)
 	defer func() {
 		if err != nil {
 			s.dialed.failed(c, err)

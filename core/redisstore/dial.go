@@ -154,6 +154,7 @@ func (d *dialed) connect(life context.Context, s *Store, opt rueidis.ClientOptio
 					s.sharding = bySlot    // read only after client is loaded
 					d.nodes.start(life, c) // combine from the first check on
 				}
+				c = &boundedClient{Client: c, tries: &d.tries}
 				if wrap != nil {
 					c = wrap(c)
 				}
@@ -230,8 +231,14 @@ func (d *dialed) cancelOnClose(life context.Context, dial func(context.Context, 
 				}
 				return nil, err
 			}
-			if tc, ok := conn.(*net.TCPConn); ok && noDelayOff {
-				_ = tc.SetNoDelay(false)
+			if noDelayOff {
+				raw := conn
+				if tc, ok := raw.(*tls.Conn); ok {
+					raw = tc.NetConn()
+				}
+				if tc, ok := raw.(*net.TCPConn); ok {
+					_ = tc.SetNoDelay(false)
+				}
 			}
 			if conn, ok := d.tries.dialed(at, conn); ok {
 				return conn, nil

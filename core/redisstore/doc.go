@@ -52,9 +52,11 @@
 // HELLO); its own refreshes (a Cluster's topology, a Sentinel's master) dial
 // with no deadline. So once connected, the store gives an attempt up (its
 // dial canceled, its connection closed) when the server has answered nothing
-// by the deadline of a check that may wait for it: one that arrives while it
-// runs, or one already on its way, whose time is taken as the shortest check
-// timeout of the last second or two. Checks therefore return by their
+// by the deadline of a call that may wait for it: one made while it runs
+// (a check queued in the store's combiner makes none: it returns by its own
+// deadline), or one already on its way, whose time is taken as the shortest
+// check timeout of the last second or two. The calls that wait for an
+// attempt given up fail together, those with a later deadline too. Checks therefore return by their
 // deadline while a hung server is re-dialed
 // (TestDialCheckWhileReconnectingToHungServer; before, they waited for the
 // dial timeout). A caller whose deadline is shorter than a server's

@@ -64,7 +64,7 @@ func (s *Store) evalDialed(ctx context.Context, mode ratelimit.Mode, ops []ratel
 	if err != nil {
 		return nil, err
 	}
-	s.dialed.tries.admit(ctx)
+	s.dialed.tries.note(ctx)
 	defer func() {
 		if err != nil {
 			s.dialed.failed(c, err)
@@ -278,7 +278,7 @@ func (s *Store) deleteDialed(ctx context.Context, keys []string) (_ int, err err
 	if err != nil {
 		return 0, err
 	}
-	s.dialed.tries.admit(ctx)
+	s.dialed.tries.note(ctx)
 	defer func() {
 		if err != nil {
 			s.dialed.failed(c, err)

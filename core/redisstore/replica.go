@@ -89,6 +89,7 @@ func (d *dialed) replace() error {
 		}
 		return fmt.Errorf("redisstore: dial again after READONLY: %w", err)
 	}
+	c = &boundedClient{Client: c, tries: &d.tries}
 	if d.wrap != nil {
 		c = d.wrap(c)
 	}
