@@ -92,8 +92,8 @@ func (a *attempts) wait(ctx context.Context) {
 		return
 	}
 	dl, ok := ctx.Deadline()
-	if !ok {
-		return
+	if !ok || !time.Now().Before(dl) {
+		return // as note: a deadline already past must not end others' attempts
 	}
 	a.mu.Lock()
 	for at := range a.active {
@@ -129,7 +129,7 @@ func (a *attempts) start(cancel context.CancelFunc) *attempt {
 		a.active = map[*attempt]struct{}{}
 	}
 	a.active[at] = struct{}{}
-	at.timer = time.AfterFunc(time.Hour, func() { a.giveUp(at) }) // moved up below, or stopped by end
+	at.timer = time.AfterFunc(time.Hour, func() { a.giveUp(at) }) // moved earlier by giveUpBy, stopped by end
 	a.running.Add(1)
 	left := a.cur.Load()
 	if p := a.prev.Load(); p != 0 && (left == 0 || p < left) {
