@@ -211,12 +211,7 @@ func TestFailOpenClusterNodeDown(t *testing.T) {
 			user = u
 		}
 	}
-	var down *redistest.Server
-	for _, n := range nodes {
-		if n.Addr == master("failopen:per_user:user="+user) {
-			down = n
-		}
-	}
+	down := redistest.MasterOf(t, cc, nodes, "{failopen:per_user:user="+user+"}")
 	store, err := redisstore.Dial(ctx, "redis://"+addrs[0]+"?addr="+addrs[1]+"&addr="+addrs[2])
 	if err != nil {
 		t.Fatal(err)

@@ -603,16 +603,7 @@ func TestClusterFailoverRefreshRecovers(t *testing.T) {
 	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, MaxRetries: -1})
 	defer c.Close()
 	s := newStore(t, c, Options{Timeout: 2 * time.Second, Logger: slog.New(slog.DiscardHandler)})
-	mc, err := c.MasterForKey(ctx, s.Key("search"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var master *redistest.Server
-	for _, n := range nodes {
-		if n.Addr == mc.Options().Addr {
-			master = n
-		}
-	}
+	master := redistest.MasterOf(t, c, nodes, s.Key("search"))
 	replica := redistest.AddReplica(t, nodes, master, args...)
 	lim := newLimiter(t, "search", ratelimit.NewMemoryStore())
 	if err := s.Bind(lim, tiers.Set{Defaults: []ratelimit.Rule{rule("by_user", 100)}}); err != nil {

@@ -281,16 +281,7 @@ func TestClusterFailoverGoRedis(t *testing.T) {
 	defer c.Close()
 	s, k := New(c), newKeyer(t)
 	op := k.count("a", 1000, 1)
-	mc, err := c.MasterForKey(ctx, op.Key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var master *redistest.Server
-	for _, n := range nodes {
-		if n.Addr == mc.Options().Addr {
-			master = n
-		}
-	}
+	master := redistest.MasterOf(t, c, nodes, op.Key)
 	replica := redistest.AddReplica(t, nodes, master, args...)
 	eval(t, s, check, op)
 	master.Stop()

@@ -355,6 +355,23 @@ func (s *Server) WaitMaster(t testing.TB) {
 	}
 }
 
+// MasterOf returns the node of nodes that is the master of key's slot, as
+// c, a client of their cluster, sees it.
+func MasterOf(t testing.TB, c *redis.ClusterClient, nodes []*Server, key string) *Server {
+	t.Helper()
+	m, err := c.MasterForKey(context.Background(), key)
+	if err != nil {
+		t.Fatalf("master of %s: %v", key, err)
+	}
+	for _, n := range nodes {
+		if n.Addr == m.Options().Addr {
+			return n
+		}
+	}
+	t.Fatalf("master of %s: %s is none of the nodes", key, m.Options().Addr)
+	return nil
+}
+
 // URL returns redis://addr.
 func (s *Server) URL() string { return "redis://" + s.Addr }
 
