@@ -2,7 +2,6 @@ package main
 
 import (
 	"cmp"
-	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -10,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekit/ratekit/core/redisstore"
+	"github.com/ratekit/ratekit/internal/goredis"
 )
 
 // redisClient connects to Redis for the CLI's commands. An operator waiting on
@@ -20,7 +20,7 @@ import (
 // one node. The CLI's rule store needs go-redis, and the counters share its
 // client (redisstore.New).
 func redisClient(url string, cluster bool) (redis.UniversalClient, error) {
-	redis.SetLogger(quietRedisLogger{})
+	goredis.Silence()
 	if err := schemeless(url); err != nil {
 		return nil, err
 	}
@@ -33,10 +33,6 @@ func redisClient(url string, cluster bool) (redis.UniversalClient, error) {
 	uo.DialerRetries = cmp.Or(uo.DialerRetries, 1)
 	return redis.NewUniversalClient(uo), nil
 }
-
-type quietRedisLogger struct{}
-
-func (quietRedisLogger) Printf(context.Context, string, ...any) {}
 
 // schemeless explains a Redis address given without its scheme, which Go's
 // URL parser would report as "first path segment in URL cannot contain

@@ -10,6 +10,7 @@ import (
 	"github.com/ratekit/ratekit/controlplane/config"
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/tiers"
+	"github.com/ratekit/ratekit/internal/goredis"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
 
@@ -196,7 +197,7 @@ func (s *Store) Refresh(ctx context.Context) error {
 		}
 	}
 	if err != nil {
-		s.reloadTopology()
+		goredis.ReloadSlots(s.client) // a failover: see ReloadSlots
 		err = fmt.Errorf("rulestore: refresh: %w", err)
 		s.mu.Lock()
 		for _, b := range bs[done:] {
@@ -407,17 +408,6 @@ func CheckDocument(available *config.AvailableLimiters, limiter string, doc *con
 		}
 	}
 	return nil
-}
-
-// reloadTopology has a cluster client fetch the slots' masters again after a
-// failed read. go-redis reloads them on MOVED, but not when the master it
-// knows refuses connections: after a failover (SIGKILL of a master, a
-// replica promoted) every refresh dialled the dead node until the client's
-// own periodic reload, 60 s after the last one.
-func (s *Store) reloadTopology() {
-	if c, ok := s.client.(interface{ ReloadState(context.Context) }); ok {
-		c.ReloadState(context.Background()) // asynchronous: the next refresh uses it
-	}
 }
 
 func (s *Store) report(limiter string, err error) {

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/goredis"
 	ikeys "github.com/ratekit/ratekit/internal/keys"
 )
 
@@ -167,7 +168,7 @@ func (s *Store) Eval(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.O
 	if s.shardingNow() != single {
 		res, err := s.evalSharded(ctx, mode, ops, out)
 		if err != nil {
-			s.reloadTopology()
+			goredis.ReloadSlots(s.client) // a failover: see ReloadSlots
 		}
 		return res, err
 	}
@@ -176,18 +177,6 @@ func (s *Store) Eval(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.O
 		return s.evalSharded(ctx, mode, ops, out)
 	}
 	return res, err
-}
-
-// reloadTopology has a go-redis cluster client fetch the slots' masters
-// again after a failed check. go-redis reloads them on MOVED, but not when
-// the master it knows refuses connections or hangs: after a failover every
-// check went to the dead master until the client's periodic reload, 60 s
-// after the last one. go-redis runs one reload at a time, at most one each
-// 200ms.
-func (s *Store) reloadTopology() {
-	if c, ok := s.client.(interface{ ReloadState(context.Context) }); ok {
-		c.ReloadState(context.Background())
-	}
 }
 
 // learnCluster reports whether err is a CROSSSLOT answer to a Store that

@@ -68,6 +68,7 @@ import (
 	"github.com/ratekit/ratekit/core/redisstore"
 	ratekitenvoy "github.com/ratekit/ratekit/envoy"
 	"github.com/ratekit/ratekit/internal/buildinfo"
+	"github.com/ratekit/ratekit/internal/goredis"
 	"github.com/ratekit/ratekit/internal/httpguard"
 	"github.com/ratekit/ratekit/internal/servers"
 	"github.com/ratekit/ratekit/internal/suggest"
@@ -79,10 +80,6 @@ import (
 // maxConnectionIdle is servers.MaxConnectionIdle; tests shorten it.
 var maxConnectionIdle = servers.MaxConnectionIdle
 
-type discardRedisLog struct{}
-
-func (discardRedisLog) Printf(context.Context, string, ...any) {}
-
 func main() {
 	if len(os.Args) == 2 && (os.Args[1] == "-version" || os.Args[1] == "--version") {
 		fmt.Println(buildinfo.Line("ratekit-envoy"))
@@ -91,7 +88,7 @@ func main() {
 	// go-redis's own lines (a failed dial, about four a second while Redis
 	// is down) came as plain text among the log's records: the service logs
 	// the store's failures itself (rate_limit_error, the breaker).
-	redis.SetLogger(discardRedisLog{})
+	goredis.Silence()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stderr, nil)
 	stop()

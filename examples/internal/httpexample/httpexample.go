@@ -31,6 +31,7 @@ import (
 	"github.com/ratekit/ratekit/core/tiers"
 	"github.com/ratekit/ratekit/examples/internal/exampleutil"
 	"github.com/ratekit/ratekit/identifiers"
+	"github.com/ratekit/ratekit/internal/goredis"
 	"github.com/ratekit/ratekit/internal/httpguard"
 	"github.com/ratekit/ratekit/pages/admin"
 )
@@ -117,7 +118,7 @@ func Main(name string, newHandler NewHandler) {
 	// log's records: the example logs the store's failures itself
 	// (rate_limit_error, the breaker, the rule store's refresh), as
 	// ratekit-envoy and the ratekit CLI do.
-	redis.SetLogger(quietRedisLog{})
+	goredis.Silence()
 	ports := Ports[name]
 	addr := flag.String("addr", ports.Addr, "listen address")
 	internal := flag.String("internal-addr", ports.InternalAddr, `address of /metrics, /debug/ratelimit and (with REDIS_URL) /admin/ratelimit/, never the public one ("" for none)`)
@@ -297,11 +298,6 @@ func adminPage(ctx context.Context, o Options, limiter *ratelimit.Limiter, obs *
 	}
 	return page, func() { cancel(); _ = client.Close() }, nil
 }
-
-// quietRedisLog drops go-redis's log lines.
-type quietRedisLog struct{}
-
-func (quietRedisLog) Printf(context.Context, string, ...any) {}
 
 // serving is one server and its listener.
 type serving struct {
