@@ -465,18 +465,18 @@ func TestDialHungServer(t *testing.T) {
 // deadline while a connection to a stopped server is being re-established
 // for a call with a later deadline. rueidis dials one connection per server
 // at a time and every other call waits for that attempt, ignoring its own
-// context, until the attempt ends: here at the 5s dial timeout, as the
-// handshake on a connection the stopped server's kernel accepted never gets
-// an answer (a Cluster's or a Sentinel's refresh dials so, with no deadline
-// at all). The store gives the attempt up at the waiting check's deadline.
+// context, until the attempt ends: at the dial timeout, as the handshake on
+// a connection the stopped server's kernel accepted never gets an answer (a
+// Cluster's or a Sentinel's refresh dials so, with no deadline at all). The
+// store gives the attempt up at the waiting check's deadline.
 //
-// The check's deadline is 100ms and it must return within 3s while the
-// server is still stopped; before, it returned after the 5s dial timeout.
-// Neither figure is a scheduling margin: the 3s leave 2.9s to a loaded
-// machine, and what the old code waited for was a fixed 5s timer.
+// The check's deadline is 100ms and it must return within a minute while
+// the server is still stopped; the dial timeout here is ten minutes, which
+// the old code waited for (5s by default). A minute is no scheduling
+// margin: it leaves a loaded machine 600 times the deadline.
 func TestDialCheckWhileReconnectingToHungServer(t *testing.T) {
 	srv := redistest.StartServer(t)
-	o, err := ParseURL(srv.URL())
+	o, err := ParseURL(srv.URL() + "?dial_timeout=10m&write_timeout=10m")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -525,23 +525,28 @@ func TestDialCheckWhileReconnectingToHungServer(t *testing.T) {
 			srv.Resume(t)
 		}
 	}()
-	// Calls with a 30s deadline, until the test ends: one of them dials.
-	stop := make(chan struct{})
+	// Calls with a 10-minute deadline, until the test ends: one of them
+	// dials, under its own context.
+	slowCtx, stopSlow := context.WithCancel(ctx)
 	slow := make(chan struct{})
 	go func() {
 		defer close(slow)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		for slowCtx.Err() == nil {
+			lctx, cancel := context.WithTimeout(slowCtx, 10*time.Minute)
 			_, _ = s.Eval(lctx, ratelimit.ModeCheck, op)
 			cancel()
 		}
 	}()
-	defer func() { close(stop); <-slow }()
+	defer func() {
+		// Resumed first: a call that waits for the attempt, ignoring its
+		// context (the old code), returns once the server answers.
+		if !resumed {
+			srv.Resume(t)
+			resumed = true
+		}
+		stopSlow()
+		<-slow
+	}()
 	select {
 	case <-dialing:
 	case <-time.After(30 * time.Second):
@@ -555,8 +560,8 @@ func TestDialCheckWhileReconnectingToHungServer(t *testing.T) {
 			t.Fatal("a check on a stopped server succeeded")
 		}
 		t.Logf("check during the connection attempt: %v", err)
-	case <-time.After(30 * timeout):
-		t.Fatalf("a check with a %v deadline still waits after %v for a connection attempt to a stopped server", timeout, 30*timeout)
+	case <-time.After(time.Minute):
+		t.Fatalf("a check with a %v deadline still waits after a minute for a connection attempt to a stopped server", timeout)
 	}
 	srv.Resume(t)
 	resumed = true
@@ -566,13 +571,13 @@ func TestDialCheckWhileReconnectingToHungServer(t *testing.T) {
 // TestDialClusterCheckWhileRefreshDialsHungMaster is the failover drill's
 // case: the key's master of a Cluster stops, and rueidis' topology refresh
 // (mux.Version, with no deadline) dials it again while checks wait for that
-// attempt. Each check, with a 100ms deadline, must return within 3s while
-// the master is still stopped; before, checks waited for the 5s dial
-// timeout. (Why these figures are no timing margin: see
+// attempt. Each check, with a 100ms deadline, must return within a minute while
+// the master is still stopped; before, checks waited for the dial timeout
+// (ten minutes here, 5s by default). (Why a minute is no timing margin: see
 // TestDialCheckWhileReconnectingToHungServer.)
 func TestDialClusterCheckWhileRefreshDialsHungMaster(t *testing.T) {
 	nodes := redistest.StartCluster(t, 3)
-	url := "redis://" + nodes[0].Addr + "?addr=" + nodes[1].Addr + "&addr=" + nodes[2].Addr
+	url := "redis://" + nodes[0].Addr + "?addr=" + nodes[1].Addr + "&addr=" + nodes[2].Addr + "&dial_timeout=10m&write_timeout=10m"
 	s := dialStore(t, url)
 	k := newKeyer(t)
 	op := []ratelimit.Op{k.count("a", 1<<40, 1)}
@@ -614,8 +619,8 @@ func TestDialClusterCheckWhileRefreshDialsHungMaster(t *testing.T) {
 			if err == nil {
 				t.Fatal("a check on a stopped master succeeded")
 			}
-		case <-time.After(30 * timeout):
-			t.Fatalf("a check with a %v deadline still waits after %v on a stopped master", timeout, 30*timeout)
+		case <-time.After(time.Minute):
+			t.Fatalf("a check with a %v deadline still waits after a minute on a stopped master", timeout)
 		}
 	}
 }
