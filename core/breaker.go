@@ -14,6 +14,9 @@ const (
 	DefaultBreakerFailures = 3
 	// DefaultBreakerCooldown is the default of BreakerConfig.Cooldown.
 	DefaultBreakerCooldown = 500 * time.Millisecond
+	// DefaultBreakerProbeTimeout is the default of BreakerConfig.ProbeTimeout:
+	// the dial timeout of the Redis clients' defaults (rueidis, go-redis).
+	DefaultBreakerProbeTimeout = 5 * time.Second
 )
 
 // ErrCircuitOpen is the error of results answered by an open circuit breaker.
@@ -31,8 +34,9 @@ var ErrCircuitOpen = errors.New("ratelimit: store circuit breaker open")
 //
 // Every state is atomic: no lock, and no clock read on the check's path.
 type breaker struct {
-	threshold int // <0 disables
-	cooldown  time.Duration
+	threshold    int // <0 disables
+	cooldown     time.Duration
+	probeTimeout time.Duration
 
 	open     atomic.Bool
 	failures atomic.Int64
@@ -147,7 +151,7 @@ func (l *Limiter) probeLoop() {
 	}
 }
 
-// probe peeks, under the check timeout, the keys of the check that opened
+// probe peeks, under the probe timeout, the keys of the check that opened
 // the breaker (or, when none is known, one key of the limiter's own with
 // cost 0): a peek writes nothing on any store.
 func (l *Limiter) probe() bool {
@@ -157,7 +161,7 @@ func (l *Limiter) probe() bool {
 	if p := l.breaker.probeOps.Load(); p != nil {
 		ops = *p
 	}
-	outs, err := callStore(l, context.Background(), func(ctx context.Context) ([]OpResult, error) {
+	outs, err := callStoreWithin(l, l.breaker.probeTimeout, context.Background(), func(ctx context.Context) ([]OpResult, error) {
 		return evalStore(ctx, l.store, ModePeek, ops)
 	})
 	return err == nil && len(outs) == len(ops)

@@ -87,6 +87,14 @@ type Config struct {
 type BreakerConfig struct {
 	Failures int           // consecutive failures that open it (default 3; -1 disables the breaker)
 	Cooldown time.Duration // the longest interval between background probes while open (0: 500ms; New refuses a negative one)
+	// ProbeTimeout bounds a probe's call to the store (0:
+	// DefaultBreakerProbeTimeout; never shorter than Timeout; New refuses a
+	// negative one). It is longer than a check's on purpose: while the
+	// breaker is open, nothing waits for the probe, and a store may take
+	// longer than a check may wait to connect again (a handshake of several
+	// round trips to a distant Redis, which the Redis store ends at the
+	// deadline of the calls waiting for it).
+	ProbeTimeout time.Duration
 }
 
 // Limiter evaluates one rate-limit checkpoint's rules. Build it once at start-up
@@ -136,6 +144,9 @@ func New(cfg Config) (*Limiter, error) {
 	if cfg.Breaker.Cooldown < 0 {
 		return nil, fmt.Errorf("ratelimit: limiter %s: Breaker.Cooldown %v is negative (0 means DefaultBreakerCooldown)", cfg.Name, cfg.Breaker.Cooldown)
 	}
+	if cfg.Breaker.ProbeTimeout < 0 {
+		return nil, fmt.Errorf("ratelimit: limiter %s: Breaker.ProbeTimeout %v is negative (0 means DefaultBreakerProbeTimeout)", cfg.Name, cfg.Breaker.ProbeTimeout)
+	}
 	if m, ok := cfg.Store.(*MemoryStore); ok && m.shards == nil {
 		return nil, fmt.Errorf("ratelimit: limiter %s: the MemoryStore is a zero value (build it with NewMemoryStore or MemoryConfig.New)", cfg.Name)
 	}
@@ -183,6 +194,11 @@ func New(cfg Config) (*Limiter, error) {
 	if l.breaker.cooldown <= 0 {
 		l.breaker.cooldown = DefaultBreakerCooldown
 	}
+	l.breaker.probeTimeout = cfg.Breaker.ProbeTimeout
+	if l.breaker.probeTimeout == 0 {
+		l.breaker.probeTimeout = DefaultBreakerProbeTimeout
+	}
+	l.breaker.probeTimeout = max(l.breaker.probeTimeout, l.timeout)
 	if err := l.SetEnforcement(cfg.Enforcement); err != nil {
 		return nil, err
 	}

@@ -97,6 +97,7 @@ func TestNewRejectsNegativeDurations(t *testing.T) {
 	}{
 		{"timeout", ratelimit.Config{Timeout: -time.Second}, "Timeout -1s is negative"},
 		{"cooldown", ratelimit.Config{Breaker: ratelimit.BreakerConfig{Cooldown: -time.Millisecond}}, "Breaker.Cooldown -1ms is negative"},
+		{"probe timeout", ratelimit.Config{Breaker: ratelimit.BreakerConfig{ProbeTimeout: -time.Millisecond}}, "Breaker.ProbeTimeout -1ms is negative"},
 		// Not a duration, but refused here alike: an operator's setting
 		// (ratekit-envoy -key-prefix) that starts every key.
 		{"key prefix", ratelimit.Config{KeyPrefix: strings.Repeat("p", ratelimit.MaxKeyPrefixLen+1)}, "KeyPrefix of 257 bytes, at most 256"},

@@ -31,7 +31,9 @@ import (
 // shortest time: with sequentially consistent atomics, a call either is
 // seen by the attempt or sees it. Giving an attempt up fails every call
 // waiting for it, those with later deadlines too: rueidis hands them all
-// the attempt's outcome.
+// the attempt's outcome. While a limiter's breaker is open its prober is
+// the only caller, with a deadline of its own (BreakerConfig.ProbeTimeout),
+// so a connection whose set-up outlasts the checks' timeout still comes.
 type attempts struct {
 	cur, prev atomic.Int64 // shortest check time (ns) noted this second and the one before; 0: none
 	sec       atomic.Int64 // the second (Unix) of cur
