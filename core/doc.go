@@ -142,7 +142,9 @@
 // consecutive failures (default 3) a circuit breaker opens: checks then fail
 // open at once, without touching the network, with Err wrapping
 // ErrCircuitOpen. A background prober, not a caller, tries the store with a
-// deadline of its own at intervals growing from Cooldown/4 to Cooldown
+// deadline of its own (Breaker.ProbeTimeout, default 5s: nothing waits for
+// it, and a connection may take longer to set up than a check may wait) at
+// intervals growing from Cooldown/4 to Cooldown
 // (default 500ms); its first success closes the breaker, so the first
 // successful check comes within about one Cooldown of the store's return and
 // never waits for a caller's timeout. An outage therefore costs a request at
