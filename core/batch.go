@@ -214,8 +214,7 @@ func evalGroup(ctx context.Context, mode Mode, items []batchItem) {
 			continue
 		}
 		it.done = true
-		if !it.l.breaker.allow() {
-			it.l.ensureProber()
+		if !it.l.allow(it.sc.ops) {
 			it.err = fmt.Errorf("ratelimit: store %s: %w", mode, ErrCircuitOpen)
 			continue
 		}
@@ -245,7 +244,7 @@ func evalGroup(ctx context.Context, mode Mode, items []batchItem) {
 		if e == nil && errs != nil {
 			e = errs[i]
 		}
-		if e != nil || !it.l.breaker.steady() {
+		if e != nil || !it.l.breaker.steady() || it.l.parts != nil && !it.l.partsSteady(ops[i]) {
 			it.l.record(ctx, e, ops[i])
 		}
 		if e != nil {

@@ -49,6 +49,7 @@ type breaker struct {
 	// close the breaker at once, only for the next checks to pay the timeout
 	// and open it again (the breaker flapping through a failover).
 	probeOps atomic.Pointer[[]Op]
+	part     int // on a store with parts, the part it serves (see parts)
 }
 
 type breakerChange uint8
@@ -112,53 +113,272 @@ func (b *breaker) state() string {
 }
 
 // BreakerState reports the state of the limiter's circuit breaker: "closed",
-// "open", or "half-open" while a background probe is in flight.
-func (l *Limiter) BreakerState() string { return l.breaker.state() }
+// "open", or "half-open" while a background probe is in flight. On a store
+// with parts (a Redis Cluster from redisstore.Dial: a breaker per master)
+// it is the worst of the parts' states: "open" when the checks of one
+// master fail open, though those of the others are still enforced.
+func (l *Limiter) BreakerState() string {
+	state := l.breaker.state()
+	if l.parts == nil || state == "open" {
+		return state
+	}
+	bs := l.parts.breakers.Load()
+	if bs == nil {
+		return state
+	}
+	for i := range bs {
+		if b := bs[i].Load(); b != nil {
+			switch b.state() {
+			case "open":
+				return "open"
+			case "half-open":
+				state = "half-open"
+			}
+		}
+	}
+	return state
+}
 
-// ensureProber starts the background prober of an open breaker unless one runs.
-func (l *Limiter) ensureProber() {
-	if l.breaker.open.Load() && l.breaker.probing.CompareAndSwap(false, true) {
-		go l.probeLoop()
+// partitioned is implemented by a Store whose keys live on parts that fail
+// on their own: a Redis Cluster's masters. The Limiter then keeps a breaker
+// per part, so that a master that is down fails open only the checks with a
+// key on it. A store outside this package implements it by its methods.
+type partitioned interface {
+	// Partition returns the part that holds key, in [0, maxParts), or -1
+	// when the store has no parts or does not know key's (the Limiter's
+	// own breaker then serves the key).
+	Partition(key string) int
+	// PartitionName names a part for the logs (a master's address), or "".
+	PartitionName(part int) string
+}
+
+// maxParts bounds the breakers of a Limiter on a partitioned store: a
+// Partition beyond it is served by the Limiter's own breaker.
+const maxParts = 256
+
+// parts are the per-part breakers of a Limiter on a partitioned store. A
+// part's breaker is made at its first failure; nil is a closed breaker with
+// no failure counted, and the array itself is made at the first failure of
+// any part, so that a limiter on a single Redis server (whose store has no
+// parts) pays nothing but a Partition call per key.
+type parts struct {
+	store    partitioned
+	breakers atomic.Pointer[[maxParts]atomic.Pointer[breaker]]
+}
+
+// partSet is a set of parts: the distinct parts of a check's keys.
+type partSet [maxParts / 64]uint64
+
+func (s *partSet) add(p int) bool {
+	w, bit := p/64, uint64(1)<<(p%64)
+	if s[w]&bit != 0 {
+		return false
+	}
+	s[w] |= bit
+	return true
+}
+
+// partOf returns the part of key, or -1 for the Limiter's own breaker.
+func (ps *parts) partOf(key string) int {
+	if p := ps.store.Partition(key); p >= 0 && p < maxParts {
+		return p
+	}
+	return -1
+}
+
+// get returns the breaker of part p, or nil when it has never failed.
+func (ps *parts) get(p int) *breaker {
+	if bs := ps.breakers.Load(); bs != nil {
+		return bs[p].Load()
+	}
+	return nil
+}
+
+// make returns the breaker of part p, making it (a copy of l's settings)
+// when it has none.
+func (ps *parts) make(l *Limiter, p int) *breaker {
+	bs := ps.breakers.Load()
+	if bs == nil {
+		ps.breakers.CompareAndSwap(nil, new([maxParts]atomic.Pointer[breaker]))
+		bs = ps.breakers.Load()
+	}
+	if b := bs[p].Load(); b != nil {
+		return b
+	}
+	bs[p].CompareAndSwap(nil, &breaker{threshold: l.breaker.threshold, cooldown: l.breaker.cooldown, part: p})
+	return bs[p].Load()
+}
+
+// allow reports whether a check of ops may call the store: on a store with
+// parts, when the breaker of each part of its keys is closed. A check with
+// keys on a master that is down fails open whole, as its store call would
+// (it waits for every master it needs), and at once.
+func (l *Limiter) allow(ops []Op) bool {
+	// Inlined: the usual check pays no call.
+	return l.parts == nil && !l.breaker.open.Load() || l.allowParts(ops)
+}
+
+func (l *Limiter) allowParts(ops []Op) bool {
+	if l.parts == nil || l.breaker.threshold < 0 {
+		if l.breaker.allow() {
+			return true
+		}
+		l.ensureProber(&l.breaker)
+		return false
+	}
+	own := false
+	for i := range ops {
+		b := &l.breaker
+		if p := l.parts.partOf(ops[i].Key); p >= 0 {
+			if b = l.parts.get(p); b == nil {
+				continue
+			}
+		} else if own {
+			continue
+		} else {
+			own = true
+		}
+		if !b.allow() {
+			l.ensureProber(b)
+			return false
+		}
+	}
+	return true
+}
+
+// partsSteady reports that the success of a check of ops has nothing to
+// change in the breakers of its parts. A caller asks l.breaker.steady()
+// first, which inlines, and this only when l.parts is set: a check on a
+// store without parts pays no call.
+func (l *Limiter) partsSteady(ops []Op) bool {
+	if l.parts.breakers.Load() == nil {
+		return true // no part ever failed
+	}
+	for i := range ops {
+		if p := l.parts.partOf(ops[i].Key); p >= 0 {
+			if b := l.parts.get(p); b != nil && !b.steady() {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// record counts the outcome of a store call of ops in the breaker, or on a
+// store with parts in the breaker of each part of its keys, once per part:
+// the error of a check whose keys span masters does not say which failed,
+// so each counts it; a part opened so while its master answers closes at its
+// prober's first probe, which peeks that part's keys only.
+func (l *Limiter) record(ctx context.Context, err error, ops []Op) {
+	if err != nil && ctx.Err() != nil {
+		return // the caller gave up; that says nothing about the store
+	}
+	if l.parts == nil || l.breaker.threshold < 0 {
+		l.recordIn(ctx, &l.breaker, err, ops)
+		return
+	}
+	var seen partSet
+	own := false
+	for i := range ops {
+		p := l.parts.partOf(ops[i].Key)
+		switch {
+		case p < 0 && !own:
+			own = true
+			l.recordIn(ctx, &l.breaker, err, ops)
+		case p >= 0 && seen.add(p):
+			b := l.parts.get(p)
+			if b == nil {
+				if err == nil {
+					continue // never failed: nothing to reset
+				}
+				b = l.parts.make(l, p)
+			}
+			l.recordIn(ctx, b, err, ops)
+		}
 	}
 }
 
-// probeLoop probes the store until a probe succeeds (closing the breaker),
-// the breaker closes otherwise, or no check has asked for proberIdle.
-func (l *Limiter) probeLoop() {
-	defer l.breaker.probing.Store(false)
-	interval := max(l.breaker.cooldown/4, 10*time.Millisecond)
+// recordIn counts an outcome in b, logging its opening and closing.
+func (l *Limiter) recordIn(ctx context.Context, b *breaker, err error, ops []Op) {
+	switch b.record(err == nil) {
+	case breakerOpened:
+		b.keepProbeOps(l.partOps(b, ops))
+		l.logger.LogAttrs(ctx, slog.LevelWarn, "rate_limit_breaker_open",
+			l.breakerAttrs(b, slog.Duration("cooldown", b.cooldown), slog.Any("error", err))...)
+		l.ensureProber(b)
+	case breakerClosed:
+		l.logger.LogAttrs(ctx, slog.LevelInfo, "rate_limit_breaker_closed", l.breakerAttrs(b)...)
+	}
+}
+
+// partOps returns the ops of b's part: what its prober peeks.
+func (l *Limiter) partOps(b *breaker, ops []Op) []Op {
+	if l.parts == nil || b == &l.breaker {
+		return ops
+	}
+	var own []Op
+	for _, op := range ops {
+		if l.parts.partOf(op.Key) == b.part {
+			own = append(own, op)
+		}
+	}
+	return own
+}
+
+// breakerAttrs are the attributes of b's log records: the limiter and, for
+// a part's breaker, the part and its name (a master's address).
+func (l *Limiter) breakerAttrs(b *breaker, more ...slog.Attr) []slog.Attr {
+	attrs := []slog.Attr{slog.String("limiter", l.name)}
+	if b != &l.breaker {
+		attrs = append(attrs, slog.Int("part", b.part), slog.String("node", l.parts.store.PartitionName(b.part)))
+	}
+	return append(attrs, more...)
+}
+
+// ensureProber starts the background prober of an open breaker unless one runs.
+func (l *Limiter) ensureProber(b *breaker) {
+	if b.open.Load() && b.probing.CompareAndSwap(false, true) {
+		go l.probeLoop(b)
+	}
+}
+
+// probeLoop probes the store until a probe succeeds (closing b), b closes
+// otherwise, or no check has asked for proberIdle.
+func (l *Limiter) probeLoop(b *breaker) {
+	defer b.probing.Store(false)
+	interval := max(b.cooldown/4, 10*time.Millisecond)
 	timer := time.NewTimer(interval)
 	defer timer.Stop()
-	asks, idle := l.breaker.asks.Load(), time.Duration(0)
+	asks, idle := b.asks.Load(), time.Duration(0)
 	for range timer.C {
-		if !l.breaker.open.Load() {
+		if !b.open.Load() {
 			return
 		}
-		if l.probe() {
-			if l.breaker.open.CompareAndSwap(true, false) {
-				l.breaker.failures.Store(0)
-				l.logger.LogAttrs(context.Background(), slog.LevelInfo, "rate_limit_breaker_closed", slog.String("limiter", l.name))
+		if l.probe(b) {
+			if b.open.CompareAndSwap(true, false) {
+				b.failures.Store(0)
+				l.logger.LogAttrs(context.Background(), slog.LevelInfo, "rate_limit_breaker_closed", l.breakerAttrs(b)...)
 			}
 			return
 		}
-		if n := l.breaker.asks.Load(); n != asks {
+		if n := b.asks.Load(); n != asks {
 			asks, idle = n, 0
 		} else if idle += interval; idle >= proberIdle {
 			return
 		}
-		interval = min(2*interval, max(l.breaker.cooldown, 10*time.Millisecond))
+		interval = min(2*interval, max(b.cooldown, 10*time.Millisecond))
 		timer.Reset(interval)
 	}
 }
 
 // probe peeks, under the probe timeout, the keys of the check that opened
-// the breaker (or, when none is known, one key of the limiter's own with
-// cost 0): a peek writes nothing on any store.
-func (l *Limiter) probe() bool {
-	l.breaker.inProbe.Store(true)
-	defer l.breaker.inProbe.Store(false)
+// b (of b's part only, on a store with parts) or, when none is known, one
+// key of the limiter's own with cost 0: a peek writes nothing on any store.
+func (l *Limiter) probe(b *breaker) bool {
+	b.inProbe.Store(true)
+	defer b.inProbe.Store(false)
 	ops := []Op{{Kind: OpCount, Key: l.prefix + "{" + l.name + ":probe}", Limit: 1, Period: time.Second}}
-	if p := l.breaker.probeOps.Load(); p != nil {
+	if p := b.probeOps.Load(); p != nil {
 		ops = *p
 	}
 	outs, err := callStoreWithin(l, l.breaker.probeTimeout, context.Background(), func(ctx context.Context) ([]OpResult, error) {

@@ -17,6 +17,7 @@ import (
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/redisstore"
 	"github.com/ratekit/ratekit/internal/redistest"
+	"github.com/ratekit/ratekit/internal/testlog"
 )
 
 // TestFaults64Callers is the fault program of the hot path: 64 callers check
@@ -236,6 +237,108 @@ func TestFaults64Callers(t *testing.T) {
 	}
 }
 
+// A Redis Cluster master that hangs fails open the checks with a key on it
+// only: the breaker that its checks' timeouts open is that master's, so the
+// checks on the other master are still counted and blocked, while those of
+// the hung one, and a check with keys on both, fail open at once
+// (ErrCircuitOpen: no store call, no timeout paid), until it answers again.
+// With one breaker per limiter (before), the hung master's three timeouts
+// turned every check of the limiter into a fail-open until it came back. A
+// private 2-master cluster that calls no node failed for a minute.
+func TestClusterHungMasterOpensItsOwnBreaker(t *testing.T) {
+	nodes := redistest.StartCluster(t, 2, "--cluster-node-timeout", "60000")
+	ctx := context.Background()
+	store, err := redisstore.Dial(ctx, "redis://"+nodes[0].Addr+"?addr="+nodes[1].Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	var logs testlog.Buffer
+	l, err := ratelimit.New(ratelimit.Config{Name: "edge", Store: store, KeyPrefix: redistest.Prefix(t), Timeout: 500 * time.Millisecond,
+		Breaker: ratelimit.BreakerConfig{Failures: 3, Cooldown: 40 * time.Millisecond},
+		Logger:  slog.New(slog.NewJSONHandler(&logs, nil)),
+		Rules: []ratelimit.Rule{
+			{Name: "per_user", Characteristics: []string{"user"}, Limit: 2, Period: time.Hour, Action: ratelimit.ActionLimit},
+			{Name: "per_ip", Characteristics: []string{"ip"}, Limit: 100, Period: time.Hour, Action: ratelimit.ActionLimit},
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{nodes[0].Addr, nodes[1].Addr}})
+	defer cc.Close()
+	// on[i]: identifiers whose keys are all on nodes[i]; mixed: one key on each.
+	var on [2][]ratelimit.Identifier
+	var mixed ratelimit.Identifier
+	for i := 0; len(on[0]) < 1 || len(on[1]) < 1 || mixed == nil; i++ {
+		id := ratelimit.Identifier{"user": fmt.Sprint("u", i), "ip": fmt.Sprint("10.0.0.", i)}
+		ks := l.Keys(id) // per_user's counter and ban, then per_ip's
+		m0, m1 := redistest.MasterOf(t, cc, nodes, ks[0]), redistest.MasterOf(t, cc, nodes, ks[2])
+		switch {
+		case m0 != m1:
+			mixed = id
+		case m0 == nodes[0]:
+			on[0] = append(on[0], id)
+		default:
+			on[1] = append(on[1], id)
+		}
+	}
+	hung, healthy := on[0][0], on[1][0]
+	for _, id := range []ratelimit.Identifier{hung, healthy, mixed} { // warm: the slot table, both connections
+		if r := l.Check(ctx, id); r.Err != nil || r.Blocked() {
+			t.Fatalf("before the pause: %s (%v)", describe(r), r.Err)
+		}
+	}
+	nodes[0].Pause(t)
+	resumed := false
+	defer func() {
+		if !resumed {
+			nodes[0].Resume(t)
+		}
+	}()
+	for i := 0; i < 3; i++ { // three timeouts open the hung master's breaker
+		if r := l.Check(ctx, hung); r.Err == nil || r.Blocked() {
+			t.Fatalf("check %d on the hung master: %s (%v), want failed open", i, describe(r), r.Err)
+		}
+	}
+	if got := l.BreakerState(); got != "open" {
+		t.Fatalf("breaker %s after three timeouts on the hung master, want open", got)
+	}
+	for i, wantBlocked := range []bool{false, true, true} { // counts 2, 3, 4 of a limit of 2
+		if r := l.Check(ctx, healthy); r.Err != nil || r.Blocked() != wantBlocked {
+			t.Fatalf("check %d on the master that answers: %s (%v), want blocked %v", i, describe(r), r.Err, wantBlocked)
+		}
+		for what, id := range map[string]ratelimit.Identifier{"the hung master": hung, "both masters": mixed} {
+			if r := l.Check(ctx, id); !errors.Is(r.Err, ratelimit.ErrCircuitOpen) || r.Blocked() {
+				t.Fatalf("check %d with keys on %s: %s (%v), want failed open by the breaker, no store call", i, what, describe(r), r.Err)
+			}
+		}
+	}
+	if out := logs.String(); !strings.Contains(out, `"msg":"rate_limit_breaker_open"`) || !strings.Contains(out, `"node":"`+nodes[0].Addr+`"`) {
+		t.Errorf("no breaker_open record names the hung master %s:\n%s", nodes[0].Addr, out)
+	}
+	nodes[0].Resume(t)
+	resumed = true
+	// The prober closes the breaker once the master answers; then the hung
+	// master's checks count again, up to their limit.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		r := l.Check(ctx, hung)
+		if r.Err == nil && r.Blocked() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the check on the master that came back is not enforced within 60s: %s (%v), breaker %s", describe(r), r.Err, l.BreakerState())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if r := l.Check(ctx, mixed); r.Err != nil {
+		t.Fatalf("the check with keys on both masters after the return: %s (%v)", describe(r), r.Err)
+	}
+	if got := l.BreakerState(); got != "closed" {
+		t.Errorf("breaker %s after the master's return, want closed", got)
+	}
+}
+
 // closeCounter is a slog.Handler that counts the breaker's closings.
 type closeCounter struct{ n atomic.Int64 }
 
@@ -256,8 +359,8 @@ func (quietRedis) Printf(context.Context, string, ...any) {}
 
 // On a Redis Cluster, a master that does not answer fails open only the
 // checks of a batch with a key on it: CheckBatch still enforces the checks
-// on the masters that answer, and the limiter's breaker, which sees their
-// successes between the failures, stays closed. A private 2-master cluster,
+// on the masters that answer, and their breaker stays closed (the
+// limiter's breaker per master opens for the hung one only). A private 2-master cluster,
 // so that the shared one never stops, whose nodes wait a minute before they
 // call the hung one failed (and the cluster down: one master is no majority).
 func TestCheckBatchHungMasterFailsOpenItsChecksOnly(t *testing.T) {
@@ -305,7 +408,10 @@ func TestCheckBatchHungMasterFailsOpenItsChecksOnly(t *testing.T) {
 			}
 		}
 	}
-	if got := l.BreakerState(); got != "closed" {
-		t.Errorf("breaker %s, want closed: the checks on the master that answers succeed", got)
+	// Three failures in a row open the hung master's breaker only (see
+	// TestClusterHungMasterOpensItsOwnBreaker): the checks on the other
+	// master were enforced in every round, the last one included.
+	if got := l.BreakerState(); got != "open" {
+		t.Errorf("breaker %s, want open: the hung master's checks failed three times in a row", got)
 	}
 }

@@ -51,7 +51,8 @@ type Config struct {
 	// checks fail open at once, without touching the store, while a background
 	// probe (a peek of the keys of the check that opened it) tries the store
 	// at growing intervals of at most Cooldown; its first success closes the
-	// breaker.
+	// breaker. On a Redis Cluster from redisstore.Dial there is a breaker
+	// per master, so that one master down fails open only its own checks.
 	Breaker BreakerConfig
 	// Logger receives WARN records on fail-open (default slog.Default()).
 	Logger *slog.Logger
@@ -114,7 +115,8 @@ type Limiter struct {
 	realClock bool         // now is the real clock (Config.Now unset)
 	bounded   bool         // the store returns by the context's deadline on its own
 	batch     BatchStore   // the store when CheckBatch may send it several checks at once, else nil
-	breaker   breaker
+	breaker   breaker      // the store's, or on a store with parts that of the keys of no known part
+	parts     *parts       // nil unless the store is partitioned
 	source    func(ctx context.Context, limiter string, id Identifier) *RuleSet
 	rules     atomic.Pointer[ruleSet]
 	mode      atomic.Int32 // Enforcement; see enforcement.go
@@ -199,6 +201,9 @@ func New(cfg Config) (*Limiter, error) {
 		l.breaker.probeTimeout = DefaultBreakerProbeTimeout
 	}
 	l.breaker.probeTimeout = max(l.breaker.probeTimeout, l.timeout)
+	if ps, ok := cfg.Store.(partitioned); ok {
+		l.parts = &parts{store: ps}
+	}
 	if err := l.SetEnforcement(cfg.Enforcement); err != nil {
 		return nil, err
 	}
@@ -597,8 +602,7 @@ func (c *compiledRule) matches(id Identifier) bool {
 
 // eval calls the store under the timeout and the circuit breaker.
 func (l *Limiter) eval(ctx context.Context, mode Mode, ops []Op, sc *scratch, start time.Time) ([]OpResult, error) {
-	if !l.breaker.allow() {
-		l.ensureProber()
+	if !l.allow(ops) {
 		return nil, ErrCircuitOpen
 	}
 	var outs []OpResult
@@ -628,29 +632,13 @@ func (l *Limiter) eval(ctx context.Context, mode Mode, ops []Op, sc *scratch, st
 	if err == nil && len(outs) != len(ops) {
 		err = fmt.Errorf("store returned %d outcomes for %d ops", len(outs), len(ops))
 	}
-	if err != nil || !l.breaker.steady() {
+	if err != nil || !l.breaker.steady() || l.parts != nil && !l.partsSteady(ops) {
 		l.record(ctx, err, ops)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("ratelimit: store %s: %w", mode, err)
 	}
 	return outs, nil
-}
-
-// record counts the outcome of a store call of ops in the breaker.
-func (l *Limiter) record(ctx context.Context, err error, ops []Op) {
-	if err != nil && ctx.Err() != nil {
-		return // the caller gave up; that says nothing about the store
-	}
-	switch l.breaker.record(err == nil) {
-	case breakerOpened:
-		l.breaker.keepProbeOps(ops)
-		l.logger.LogAttrs(ctx, slog.LevelWarn, "rate_limit_breaker_open",
-			slog.String("limiter", l.name), slog.Duration("cooldown", l.breaker.cooldown), slog.Any("error", err))
-		l.ensureProber()
-	case breakerClosed:
-		l.logger.LogAttrs(ctx, slog.LevelInfo, "rate_limit_breaker_closed", slog.String("limiter", l.name))
-	}
 }
 
 // evalStore calls store.Eval; a panic in the store becomes an error.

@@ -187,6 +187,10 @@ type nodeCombiners struct {
 	table    atomic.Pointer[slotTable]
 	inFlight atomic.Int32 // the combiners' calls in flight (combiner.shared)
 
+	// ids: each master's part id (see Store.Partition), by address. Only
+	// fetch uses it, and fetches run one after another.
+	ids map[string]uint8
+
 	life    context.Context // the store's: canceled when it closes, ending a fetch in flight
 	mu      sync.Mutex
 	next    *time.Timer    // the next refresh
@@ -199,6 +203,7 @@ type slotTable struct {
 	node      [numSlots]uint8 // index in combiners; noNode: no master known
 	combiners []*combiner
 	addrs     []string // of combiners[i]
+	ids       []uint8  // the part id of combiners[i]'s master, or noNode
 }
 
 const (
@@ -217,6 +222,40 @@ func (n *nodeCombiners) doMulti(ctx context.Context, c rueidis.Client, cmds ruei
 		}
 	}
 	return c.DoMulti(ctx, cmds...), nil
+}
+
+// partID returns the part id of the master at addr: the same for as long as
+// the store lives, so that a Limiter's breaker of a master stays that
+// master's across refreshes. Ids are below noNode; once noNode masters have
+// come and gone, the ids of those in neither t nor old are handed out again
+// (a Limiter's breaker of a departed master that is still open then closes
+// at its prober's first probe, which peeks keys that have moved to a master
+// that answers). noNode: no id free.
+func (n *nodeCombiners) partID(addr string, t, old *slotTable) uint8 {
+	if id, ok := n.ids[addr]; ok {
+		return id
+	}
+	if n.ids == nil || len(n.ids) >= noNode {
+		keep := make(map[string]uint8)
+		for _, tt := range []*slotTable{old, t} {
+			for i := 0; tt != nil && i < len(tt.ids); i++ {
+				if tt.ids[i] != noNode {
+					keep[tt.addrs[i]] = tt.ids[i]
+				}
+			}
+		}
+		n.ids = keep
+	}
+	var used [noNode]bool
+	for _, id := range n.ids {
+		used[id] = true
+	}
+	id := slices.Index(used[:], false)
+	if id < 0 {
+		return noNode
+	}
+	n.ids[addr] = uint8(id)
+	return uint8(id)
 }
 
 // nodeOf returns the index of the one master of all of cmds, or noNode.
@@ -307,7 +346,7 @@ func (n *nodeCombiners) fetch(ctx context.Context) error {
 		if err1 != nil || err2 != nil {
 			continue
 		}
-		i := t.index(net.JoinHostPort(host, strconv.FormatInt(port, 10)), old, &n.inFlight)
+		i := t.index(net.JoinHostPort(host, strconv.FormatInt(port, 10)), old, n)
 		for s := start; s <= end; s++ {
 			t.node[s] = i
 		}
@@ -317,15 +356,17 @@ func (n *nodeCombiners) fetch(ctx context.Context) error {
 }
 
 // index returns addr's index in t, adding it (with its combiner in old, if
-// any, else a new one counting its calls in shared) when new.
-func (t *slotTable) index(addr string, old *slotTable, shared *atomic.Int32) uint8 {
+// any, else a new one counting its calls in n.inFlight, and its part id)
+// when new.
+func (t *slotTable) index(addr string, old *slotTable, n *nodeCombiners) uint8 {
 	if i := slices.Index(t.addrs, addr); i >= 0 {
 		return uint8(i)
 	}
 	if len(t.addrs) == noNode {
 		return noNode
 	}
-	m := &combiner{shared: shared}
+	t.ids = append(t.ids, n.partID(addr, t, old))
+	m := &combiner{shared: &n.inFlight}
 	if old != nil {
 		if i := slices.Index(old.addrs, addr); i >= 0 {
 			m = old.combiners[i]

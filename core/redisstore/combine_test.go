@@ -329,3 +329,79 @@ func refreshing(t *testing.T) bool {
 		buf = make([]byte, 2*len(buf))
 	}
 }
+
+// Partition names the master of a key's slot, as the Cluster itself says,
+// by one number per master that a refresh of the slot table keeps; it is
+// -1 on a single server, whose Limiter keeps its one breaker.
+func TestPartitionIsTheKeysMaster(t *testing.T) {
+	s := dialStore(t, redistest.ClusterURL(t))
+	waitFor(t, "a slot table", func() bool { return s.dialed.nodes.table.Load() != nil })
+	c := redistest.ClusterClient(t)
+	parts := map[string]int{} // by master address
+	for i := range 64 {
+		key := fmt.Sprint("{part", i, "}")
+		m, err := c.MasterForKey(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := s.Partition(key)
+		if p < 0 || p >= noNode {
+			t.Fatalf("Partition(%s) = %d", key, p)
+		}
+		if name := s.PartitionName(p); name != m.Options().Addr {
+			t.Fatalf("part %d of %s is named %q, its master is %s", p, key, name, m.Options().Addr)
+		}
+		if q, ok := parts[m.Options().Addr]; ok && q != p {
+			t.Fatalf("master %s is parts %d and %d", m.Options().Addr, q, p)
+		}
+		parts[m.Options().Addr] = p
+	}
+	if len(parts) < 2 {
+		t.Fatalf("64 keys on %d masters", len(parts))
+	}
+	if err := s.dialed.nodes.fetch(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for addr, p := range parts {
+		if name := s.PartitionName(p); name != addr {
+			t.Errorf("after a refresh part %d is %q, was %s", p, name, addr)
+		}
+	}
+	if p := dialStore(t, redistest.URL(t)).Partition("{k}"); p != -1 {
+		t.Errorf("a single server's Partition = %d, want -1", p)
+	}
+}
+
+// A master keeps its part id; once noNode addresses have had one, the ids
+// of masters in neither the old table nor the new are handed out again, and
+// none is when every id is in use.
+func TestPartIDsRecycledWhenSpent(t *testing.T) {
+	n := &nodeCombiners{}
+	addr := func(i int) string { return fmt.Sprint("10.0.", i/250, ".", i%250, ":6379") }
+	for i := range noNode {
+		if id := n.partID(addr(i), &slotTable{}, nil); int(id) != i {
+			t.Fatalf("address %d got id %d", i, id)
+		}
+	}
+	if id := n.partID(addr(7), &slotTable{}, nil); id != 7 {
+		t.Fatalf("address 7 again: id %d", id)
+	}
+	old := &slotTable{addrs: []string{addr(0), addr(1)}, ids: []uint8{0, 1}}
+	if id := n.partID(addr(noNode), &slotTable{}, old); id != 2 {
+		t.Fatalf("a new address once every id was given: id %d, want 2 (the first not in the tables)", id)
+	}
+	if id := n.partID(addr(1), &slotTable{}, old); id != 1 {
+		t.Fatalf("a master of the old table lost its id: %d", id)
+	}
+	full := &slotTable{}
+	for i := range noNode {
+		full.addrs, full.ids = append(full.addrs, addr(1000+i)), append(full.ids, uint8(i))
+	}
+	n.ids = map[string]uint8{}
+	for i := range noNode {
+		n.ids[addr(1000+i)] = uint8(i)
+	}
+	if id := n.partID(addr(2000), &slotTable{}, full); id != noNode {
+		t.Fatalf("every id in use: id %d, want noNode", id)
+	}
+}

@@ -586,6 +586,43 @@ func firstErr(a, b error) error {
 	return b
 }
 
+// Partition returns the part of the Redis Cluster that holds key, for the
+// Limiter's circuit breakers (a breaker per part: a master that is down
+// fails open only the checks with a key on it): a number below 255 that
+// stands for the master serving key's slot in the store's slot table (see
+// "Pipelining"), the same number for that master while the store lives.
+// It is -1 on a single server, for a Store from New, and until the table
+// of a Store from Dial arrives: the Limiter's one breaker serves the key.
+func (s *Store) Partition(key string) int {
+	if s.dialed == nil {
+		return -1
+	}
+	t := s.dialed.nodes.table.Load()
+	if t == nil {
+		return -1
+	}
+	if i := t.node[slot(key)]; i != noNode && t.ids[i] != noNode {
+		return int(t.ids[i])
+	}
+	return -1
+}
+
+// PartitionName returns the address of the master of part, as the slot
+// table last read it, or "" when it has none.
+func (s *Store) PartitionName(part int) string {
+	if s.dialed == nil {
+		return ""
+	}
+	if t := s.dialed.nodes.table.Load(); t != nil {
+		for i, id := range t.ids {
+			if int(id) == part {
+				return t.addrs[i]
+			}
+		}
+	}
+	return ""
+}
+
 // shard identifies where a key lives: its slot on a cluster, its hash tag on
 // a ring. Keys of one shard may share one script or multi-key command.
 type shard struct {
