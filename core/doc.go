@@ -150,7 +150,9 @@
 // never waits for a caller's timeout. An outage therefore costs a request at
 // most the timeout (the checks in flight when it starts), and nothing once the
 // breaker is open. The prober stops when the breaker closes or when no check
-// has asked for a minute. A caller's own cancellation never counts against the
+// has asked for a minute. On a Redis Cluster from redisstore.Dial the limiter
+// keeps a breaker per master: a master that is down fails open only the
+// checks with a key on it (docs/design.md#fail-open). A caller's own cancellation never counts against the
 // store: its result allows with Err wrapping ErrCanceled, logs no warning,
 // leaves the breaker as it was, and is not counted as a store error by
 // observability/observe. A panic inside a store is recovered: the check fails open

@@ -207,6 +207,13 @@
 // common characteristic set; the Limiter's blocked-key cache (see package
 // ratelimit) answers callers already blocked or banned without Redis at all.
 //
+// A Store from Dial on a Cluster tells the Limiter which master holds a key
+// (Store.Partition, from the slot table of "Pipelining"), and the Limiter
+// keeps a circuit breaker per master: a master that hangs or dies fails open
+// only the checks with a key on it, while those on the other masters are
+// still counted and blocked (docs/design.md#fail-open). A Store from New
+// has no such table: its Limiter keeps one breaker.
+//
 // # Batches
 //
 // The Store implements ratelimit.BatchStore: ratelimit.CheckBatch (an RLS
