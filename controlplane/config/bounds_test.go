@@ -722,3 +722,40 @@ func TestSeededDocumentWithinBounds(t *testing.T) {
 		})
 	}
 }
+
+// A stored document nested deeper than the YAML files may be (10,000, as
+// json.Valid too) is refused at that depth. The reader of invalid JSON
+// recursed once per level: 1 MiB of "[" took 270 MB of stack (a fatal stack
+// overflow where a goroutine's stack is limited to 250 MB) and 210 MB of heap.
+func TestStoredDocumentNestingIsBounded(t *testing.T) {
+	tests := []struct {
+		name, doc string
+	}{
+		{"1 MiB of [", strings.Repeat("[", MaxFileSize)},
+		{"well formed, 20,000 deep", `{"published_rules":{"rules":` + strings.Repeat("[", 20000) + strings.Repeat("]", 20000) + "}}"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var before, after runtime.MemStats
+			var err error
+			done := make(chan struct{})
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			go func() { // a fresh stack, measured before it returns
+				defer close(done)
+				_, err = UnmarshalLimiterRules([]byte(tt.doc))
+				runtime.ReadMemStats(&after)
+			}()
+			<-done
+			if err == nil || !strings.Contains(err.Error(), "exceeded max depth of 10000") {
+				t.Errorf("UnmarshalLimiterRules: %v", err)
+			}
+			if stack := int64(after.StackInuse) - int64(before.StackInuse); stack > 32<<20 {
+				t.Errorf("refusing it took %d MiB more stack", stack>>20)
+			}
+			if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 32<<20 {
+				t.Errorf("refusing it allocated %d MiB", alloc>>20)
+			}
+		})
+	}
+}
