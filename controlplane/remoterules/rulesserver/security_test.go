@@ -364,6 +364,57 @@ func TestRejectedStoredDocumentRemembered(t *testing.T) {
 	}
 }
 
+// A stored revision over the schema's 128 bytes (only a hand-write makes
+// one) is refused by its length and never received: it crossed the wire at
+// every read, and every GetRules sent it back to Redis as the revision it
+// knew. A PUT still replaces it, and its conflict quotes it in part.
+func TestLongStoredRevisionNotRead(t *testing.T) {
+	var read atomic.Int64
+	rdb := redistest.CountingClient(t, &read)
+	prefix := redistest.Prefix(t)
+	logs := &logBuffer{}
+	s, err := rulesserver.New(rulesserver.Config{Redis: rdb, KeyPrefix: prefix, Logger: slog.New(slog.NewJSONHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	body, err := protoMarshal(mustDoc(t, docJSON))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const size = 8 << 20
+	if err := rdb.HSet(ctx, prefix+"web:rack_request", "rev", strings.Repeat("7", size), "body", body).Err(); err != nil {
+		t.Fatal(err)
+	}
+	read.Store(0)
+	for range 3 {
+		_, err := s.GetRules(ctx, &rulesv1.GetRulesRequest{Service: "web", Limiter: "rack_request"})
+		if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "revision holds 8388608 bytes, at most 128") {
+			t.Fatalf("GetRules: %v, want Unavailable naming the revision's size", err)
+		}
+	}
+	if _, err := s.Get(ctx, "web", "rack_request"); err == nil || !strings.Contains(err.Error(), "revision holds 8388608 bytes") {
+		t.Fatalf("Get: %v, want the revision's size", err)
+	}
+	if n := read.Load(); n > 64<<10 {
+		t.Fatalf("read %d bytes from Redis for four reads of a document with a %d-byte revision, want under 64 KiB", n, size)
+	}
+	if n := len(logs.records(t, "rulesserver: invalid override document in Redis; answering an error so clients keep their last answer or their local tiers")); n != 1 {
+		t.Fatalf("%d ERROR records for four reads of one rejected document, want 1", n)
+	}
+	stale := mustDoc(t, docJSON)
+	stale.Revision = "1-abc"
+	if _, err := s.Put(ctx, stale); !errors.Is(err, rulesserver.ErrConflict) || len(err.Error()) > 1024 {
+		t.Fatalf("PUT at another revision: %.300v (%d bytes), want a conflict quoting the revision in part", err, len(err.Error()))
+	}
+	if _, err := s.Put(ctx, mustDoc(t, docJSON)); err != nil {
+		t.Fatalf("PUT over it: %v", err)
+	}
+	if _, err := s.GetRules(ctx, &rulesv1.GetRulesRequest{Service: "web", Limiter: "rack_request"}); err != nil {
+		t.Fatalf("GetRules after a PUT: %v", err)
+	}
+}
+
 // A refusal or an error repeats at most 80 characters of what the client
 // named (its Host, the names in its path), in the answer and in the log, as
 // the admin and debug pages do: the headers are the client's, up to 64 KiB,

@@ -107,11 +107,20 @@ type cachedDoc struct {
 	cost int64
 }
 
-// rejection is a stored revision that load refused, and why.
+// rejection is a stored revision that load refused, and why. revLen is set
+// instead of rev for a revision over maxRevisionBytes, never received.
 type rejection struct {
-	rev string
-	err error
+	rev    string
+	revLen string
+	err    error
 }
+
+// maxRevisionBytes is the schema's bound on a revision (string.max_bytes of
+// OverrideDocument.revision and GetRulesResponse.revision): the scripts
+// never send a longer stored one, which only a hand-write makes. Sent, it
+// crossed the wire at every read and every GetRules carried it back to
+// Redis as the revision known, 8 MiB each way.
+const maxRevisionBytes = 128
 
 // Authorizer decides whether a management request may write and names who
 // makes it, for the audit log; ok false refuses it.
@@ -458,10 +467,14 @@ const (
 // loadScript returns the stored revision, and the body only when the
 // revision differs from the caller's (ARGV[1]) and the body is at most
 // ARGV[2] bytes: a larger one is answered by its size alone, never read.
+// A revision over ARGV[3] bytes is answered by its size alone, as the
+// fourth of four elements (the others empty).
 var loadScript = redis.NewScript(`
+local rn = redis.call('HSTRLEN', KEYS[1], 'rev')
+if rn > tonumber(ARGV[3]) then return {'', '', '', tostring(rn)} end
 local rev = redis.call('HGET', KEYS[1], 'rev')
 if not rev then return {} end
-if rev == ARGV[1] then return {rev} end
+if ARGV[1] ~= '' and rev == ARGV[1] then return {rev} end
 local n = redis.call('HSTRLEN', KEYS[1], 'body')
 if n > tonumber(ARGV[2]) then return {rev, '', tostring(n)} end
 return {rev, redis.call('HGET', KEYS[1], 'body') or ''}
@@ -480,7 +493,7 @@ func (s *Server) load(ctx context.Context, service, limiter string) (*rulesv1.Ov
 	if refused {
 		known = rej.rev
 	}
-	res, err := loadScript.Run(ctx, s.rdb, []string{key}, known, MaxDocumentBytes).StringSlice()
+	res, err := loadScript.Run(ctx, s.rdb, []string{key}, known, MaxDocumentBytes, maxRevisionBytes).StringSlice()
 	if err != nil {
 		return nil, fmt.Errorf("%w: read override document %s/%s: %w", errStoreRead, service, limiter, err)
 	}
@@ -494,7 +507,8 @@ func (s *Server) load(ctx context.Context, service, limiter string) (*rulesv1.Ov
 		return nil, ErrNotFound
 	}
 	switch {
-	case len(res) == 1 && refused && res[0] == rej.rev:
+	case len(res) == 1 && refused && rej.revLen == "" && res[0] == rej.rev,
+		len(res) == 4 && refused && res[3] == rej.revLen:
 		return nil, rej.err
 	case len(res) == 1 && cached != nil && res[0] == cached.GetRevision():
 		return cached, nil
@@ -505,6 +519,8 @@ func (s *Server) load(ctx context.Context, service, limiter string) (*rulesv1.Ov
 		doc, err = s.decodeStored(service, limiter, res[0], res[1])
 	case 3:
 		err = fmt.Errorf("%w: stored override document %s/%s holds %s bytes", ErrTooLarge, service, limiter, res[2])
+	case 4:
+		err = fmt.Errorf("stored override document %s/%s: its revision holds %s bytes, at most %d (docs/limits.md)", service, limiter, res[3], maxRevisionBytes)
 	default:
 		return nil, fmt.Errorf("read override document %s/%s: unexpected reply %q", service, limiter, res)
 	}
@@ -523,7 +539,11 @@ func (s *Server) load(ctx context.Context, service, limiter string) (*rulesv1.Ov
 		if len(s.rejected) >= maxCachedDocs {
 			clear(s.rejected)
 		}
-		s.rejected[key] = rejection{rev: res[0], err: err}
+		r := rejection{rev: res[0], err: err}
+		if len(res) == 4 {
+			r.revLen = res[3]
+		}
+		s.rejected[key] = r
 	}
 	s.mu.Unlock()
 	if err != nil {
@@ -594,7 +614,9 @@ if type(kind) == 'table' then kind = kind.ok end
 // putScript stores a document when the expected revision (ARGV[1], "" for
 // any) holds. The revision counts writes of the key, so a reader comparing
 // revisions sees every change; an identical body is a no-op (idempotent PUT).
-// A key of another type is replaced.
+// A key of another type is replaced, and so is a revision over ARGV[4]
+// bytes (a hand-write no reader takes): with it an identical body is
+// written, and the count starts again.
 var putScript = redis.NewScript(keyTypeLua + `
 local rev = nil
 if kind == 'hash' then rev = redis.call('HGET', KEYS[1], 'rev') end
@@ -602,9 +624,10 @@ if ARGV[1] == '*' then
   if not rev then return {'conflict', ''} end
 elseif ARGV[1] ~= '' and ARGV[1] ~= (rev or '') then return {'conflict', rev or ''} end
 if kind ~= 'hash' and kind ~= 'none' then redis.call('UNLINK', KEYS[1]) end
-if rev and redis.call('HGET', KEYS[1], 'body') == ARGV[2] then return {'same', rev} end
+local long = rev and #rev > tonumber(ARGV[4])
+if rev and not long and redis.call('HGET', KEYS[1], 'body') == ARGV[2] then return {'same', rev} end
 local n = 1
-if rev then n = (tonumber(string.match(rev, '^%d+')) or 0) + 1 end
+if rev and not long then n = (tonumber(string.match(rev, '^%d+')) or 0) + 1 end
 local newrev = tostring(n) .. '-' .. ARGV[3]
 redis.call('HSET', KEYS[1], 'rev', newrev, 'body', ARGV[2])
 return {'ok', newrev}
@@ -656,12 +679,12 @@ func (s *Server) put(ctx context.Context, doc *rulesv1.OverrideDocument) (*rules
 	}
 	sum := sha256.Sum256(canon)
 	hash := hex.EncodeToString(sum[:6])
-	res, err := putScript.Run(ctx, s.rdb, []string{s.key(doc.GetService(), doc.GetLimiter())}, expect, string(canon), hash).StringSlice()
+	res, err := putScript.Run(ctx, s.rdb, []string{s.key(doc.GetService(), doc.GetLimiter())}, expect, string(canon), hash, maxRevisionBytes).StringSlice()
 	if err != nil {
 		return nil, fmt.Errorf("store override document %s/%s: %w", doc.GetService(), doc.GetLimiter(), err)
 	}
 	if res[0] == "conflict" {
-		return nil, fmt.Errorf("%w: override document %s/%s is at revision %q, not %q", ErrConflict, doc.GetService(), doc.GetLimiter(), res[1], expect)
+		return nil, fmt.Errorf("%w: override document %s/%s is at revision %q, not %q", ErrConflict, doc.GetService(), doc.GetLimiter(), clip(res[1]), expect)
 	}
 	stored.Revision = res[1]
 	return stored, nil
@@ -707,7 +730,7 @@ func (s *Server) delete(ctx context.Context, service, limiter, revision string) 
 		return fmt.Errorf("%w for %s/%s", ErrNotFound, service, limiter)
 	case "conflict":
 		// revision is the client's If-Match, of any length.
-		return fmt.Errorf("%w: override document %s/%s is at revision %q, not %.80q", ErrConflict, service, limiter, res[1], revision)
+		return fmt.Errorf("%w: override document %s/%s is at revision %q, not %.80q", ErrConflict, service, limiter, clip(res[1]), revision)
 	}
 	return nil
 }
