@@ -238,12 +238,11 @@ func TestReplicaHeapWithHugeDocument(t *testing.T) {
 	}
 }
 
-// A rejected document is parsed once: later refreshes that find it again
-// cost its transfer, not another parse.
-func TestReplicaRemembersRejectedDocument(t *testing.T) {
-	c := redistest.Client(t)
-	s, lim := publishedSearch(t, c, Options{})
-	// Valid JSON of the schema, near the byte bound, rejected for its rule count.
+// costlyRejection is valid JSON of the schema, near the byte bound, that
+// every reader rejects for its rule count (257 rules in a tier): costly to
+// parse.
+func costlyRejection(t *testing.T) string {
+	t.Helper()
 	rules := manyRules(ratelimit.MaxRulesPerTier+1, "r")
 	for i := range rules {
 		vs := make([]any, 400)
@@ -256,6 +255,15 @@ func TestReplicaRemembersRejectedDocument(t *testing.T) {
 	if len(doc) > ratelimit.MaxDocumentBytes {
 		t.Fatalf("test document of %d bytes is over the byte bound", len(doc))
 	}
+	return doc
+}
+
+// A rejected document is parsed once: later refreshes that find it again
+// cost its transfer, not another parse.
+func TestReplicaRemembersRejectedDocument(t *testing.T) {
+	c := redistest.Client(t)
+	s, lim := publishedSearch(t, c, Options{})
+	doc := costlyRejection(t)
 	if err := c.Set(ctx, s.Key("search"), doc, 0).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -280,6 +288,53 @@ func TestReplicaRemembersRejectedDocument(t *testing.T) {
 	}
 	if limitOf(t, lim.Rules(), "by_user") != 2 {
 		t.Fatal("rules changed")
+	}
+}
+
+// A document that flips between a valid and an invalid version (two
+// writers at odds, a deploy loop) costs one parse of the invalid one, not
+// one at every flip back to it; each flip back is still logged and counted,
+// as the valid version was accepted in between, and the valid one stays.
+func TestReplicaRemembersRejectionAcrossFlips(t *testing.T) {
+	c := redistest.Client(t)
+	var logs testlog.Buffer
+	metrics := &recordingMetrics{}
+	s, lim := publishedSearch(t, c, Options{Metrics: metrics, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	good, err := c.Get(ctx, s.Key("search")).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := costlyRejection(t)
+	refresh := func(doc string, valid bool) uint64 {
+		t.Helper()
+		if err := c.Set(ctx, s.Key("search"), doc, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		err := s.Refresh(ctx)
+		runtime.ReadMemStats(&after)
+		if valid != (err == nil) || (err != nil && !strings.Contains(err.Error(), "257 rules in this list")) {
+			t.Fatalf("refresh: %v, want valid %v", err, valid)
+		}
+		if limitOf(t, lim.Rules(), "by_user") != 2 {
+			t.Fatal("rules changed")
+		}
+		return after.TotalAlloc - before.TotalAlloc
+	}
+	first := refresh(bad, false)
+	var flips uint64
+	for range 5 {
+		flips += refresh(good, true)
+		flips += refresh(bad, false)
+	}
+	t.Logf("document of %d bytes: first rejection allocated %d bytes, five flips back and forth %d in all", len(bad), first, flips)
+	if flips > first {
+		t.Fatalf("five flips to a remembered rejection allocated %d bytes, more than its one parse (%d)", flips, first)
+	}
+	if n := strings.Count(logs.String(), "rate_limit_rule_document_rejected"); n != 6 || len(metrics.rejected) != 6 {
+		t.Fatalf("%d rejection logs, %d metrics: want 6 each, one per flip to the invalid version", n, len(metrics.rejected))
 	}
 }
 

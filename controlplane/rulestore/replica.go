@@ -33,6 +33,11 @@ type binding struct {
 	stale       bool      // local tiers changed: apply again even if the document did not
 	owed        bool      // tiers were applied while a seed was owed (local over the document's own)
 	rejectOwed  bool      // rejected was rejected while a seed was owed
+	// accepted: a refresh applied what Redis held since the rejection. The
+	// rejection stays remembered (a document that flips between a valid and
+	// an invalid version is parsed once, not at every flip), and finding it
+	// again is logged and counted again.
+	accepted bool
 	// localGen counts SetLocal calls; rejectGen is localGen at the last
 	// rejection: one judged under other local tiers is judged again (the
 	// merge takes the tiers a document lacks from them), not logged again.
@@ -283,8 +288,9 @@ func (st stored) rejection() string {
 }
 
 // apply makes one limiter follow its document st. A key that holds what was
-// rejected last time is rejected again without being parsed: a bad document
-// costs one parse, not one per refresh. read is true when st was just read
+// rejected last time is rejected again without being parsed, even after
+// other documents were applied: a bad document costs one parse, not one per
+// refresh, nor one per flip back to it. read is true when st was just read
 // from Redis (a refresh): only then does the outcome count as a refresh in
 // RefreshStatus and Metrics (SetLocal applies the copy it holds).
 func (s *Store) apply(b *binding, key string, st stored, read bool) error {
@@ -299,7 +305,12 @@ func (s *Store) apply(b *binding, key string, st stored, read bool) error {
 		s.mu.Lock()
 		err := b.rejectErr
 		b.err = err
+		logRejection := b.accepted
+		b.accepted = false
 		s.mu.Unlock()
+		if logRejection {
+			s.logRejection(name, key, err)
+		}
 		s.report(name, err)
 		return err
 	}
@@ -335,12 +346,13 @@ func (s *Store) apply(b *binding, key string, st stored, read bool) error {
 		return nil
 	}()
 	s.mu.Lock()
-	logRejection := err != nil && (!b.rejecting || st.rejection() != b.rejected)
+	logRejection := err != nil && (!b.rejecting || st.rejection() != b.rejected || b.accepted)
 	if err != nil {
 		b.rejected, b.rejecting, b.rejectErr, b.rejectOwed, b.rejectGen = st.rejection(), true, err, owed, b.localGen
+		b.accepted = false
 	} else {
 		if read { // SetLocal applied the copy it holds: what Redis holds may still be rejected
-			b.rejected, b.rejecting, b.rejectErr = "", false, nil
+			b.accepted = b.rejecting
 		}
 		if !same {
 			b.present, b.raw, b.tiers = present, raw, t
@@ -355,10 +367,7 @@ func (s *Store) apply(b *binding, key string, st stored, read bool) error {
 	}
 	s.mu.Unlock()
 	if logRejection {
-		s.logger.Warn("rate_limit_rule_document_rejected", slog.String("limiter", name), slog.String("key", key), slog.Any("error", err))
-		if s.metrics != nil {
-			s.metrics.ConfigRejected(key)
-		}
+		s.logRejection(name, key, err)
 	}
 	if read && err == nil {
 		if a, ok := s.metrics.(ConfigAcceptor); ok {
@@ -369,6 +378,14 @@ func (s *Store) apply(b *binding, key string, st stored, read bool) error {
 		s.report(name, err)
 	}
 	return err
+}
+
+// logRejection logs and counts the rejection of a limiter's document.
+func (s *Store) logRejection(limiter, key string, err error) {
+	s.logger.Warn("rate_limit_rule_document_rejected", slog.String("limiter", limiter), slog.String("key", key), slog.Any("error", err))
+	if s.metrics != nil {
+		s.metrics.ConfigRejected(key)
+	}
 }
 
 // setMode applies the tiers' mode to the limiter, or the limiter's own mode
