@@ -603,6 +603,29 @@ func TestMatchValuesAreUTF8(t *testing.T) {
 	}
 }
 
+// A stored document that is not UTF-8 (written by hand: the writers write
+// UTF-8 only) is refused at its first bad byte, as a YAML file is. It was
+// read with each bad byte as U+FFFD, so a rule matched other values than
+// the bytes stored, which the write path refuses.
+func TestStoredDocumentIsUTF8(t *testing.T) {
+	tests := []struct {
+		name, doc, want string
+	}{
+		{"match value", "{\"published_rules\":{\"rules\":[{\"name\":\"r\",\"limit\":1,\"period_s\":60,\"action\":\"limit\",\"characteristics\":[],\"match\":{\"p\":\"a\xffb\"}}]}}",
+			"1:119: invalid JSON: invalid UTF-8 (byte 0xff; the document must be UTF-8 text)"},
+		{"one_of value, invalid JSON too", "{\"published_rules\":{\"rules\":[{\"name\":\"r\",\n\"match\":{\"p\":{\"one_of\":[\"\xc3\"]}}",
+			"2:26: invalid JSON: invalid UTF-8 (byte 0xc3; the document must be UTF-8 text)"},
+		{"description", "{\"published_rules\":{\"rules\":[{\"name\":\"r\",\"description\":\"caf\xe9\",\"limit\":1,\"period_s\":60,\"action\":\"limit\",\"characteristics\":[],\"match\":{}}]}}",
+			"1:60: invalid JSON: invalid UTF-8 (byte 0xe9; the document must be UTF-8 text)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := UnmarshalLimiterRules([]byte(tt.doc))
+			assertErrors(t, err, []string{tt.want})
+		})
+	}
+}
+
 // A document expands to at most maxText bytes of text, aliases included: an
 // alias of a long value is one node, so the node budget let a valid
 // rate_limits.yaml of 116 KB give 320 MiB of stored documents (which no

@@ -116,6 +116,9 @@ func unmarshalLimiterRules(data []byte, reflective bool) (*configv1.LimiterRules
 	msg := &configv1.LimiterRules{}
 	var nodes *validJSON
 	parse := func(data []byte) (*yaml.Node, error) {
+		if err := notUTF8Text(data); err != nil {
+			return nil, err
+		}
 		if !json.Valid(data) {
 			return parseJSONTokens(data)
 		}
@@ -250,8 +253,12 @@ func (e *jsonSyntaxError) Error() string { return fmt.Sprintf("%d:%d: %s", e.lin
 // documents go through the same schema walk as the files. A valid document
 // (json.Valid, which allocates nothing) is read by a scanner that can trust
 // the grammar; an invalid one by encoding/json's tokenizer, whose messages
-// the errors quote. Both give the same nodes (FuzzParseJSONPaths).
+// the errors quote. Both give the same nodes (FuzzParseJSONPaths). A
+// document that is not UTF-8 is refused before either reads it.
 func parseJSON(data []byte) (*yaml.Node, error) {
+	if err := notUTF8Text(data); err != nil {
+		return nil, err
+	}
 	if json.Valid(data) {
 		return newValidJSON(data).value(), nil
 	}
@@ -260,6 +267,30 @@ func parseJSON(data []byte) (*yaml.Node, error) {
 
 func newValidJSON(data []byte) *validJSON {
 	return &validJSON{data: data, text: string(data), p: jsonParser{data: data, atLine: 1, atCol: 1}}
+}
+
+// notUTF8Text refuses a document that is not UTF-8, naming its first bad
+// byte, as the YAML reader refuses a file. encoding/json reads each bad
+// byte as U+FFFD, so a stored document the writers never write (they write
+// UTF-8 only, and refuse a match value that is not) was taken: a match
+// value "a\xffb" written by hand matched "a\uFFFDb" instead.
+func notUTF8Text(data []byte) error {
+	if utf8.Valid(data) {
+		return nil
+	}
+	line, start := 1, 0
+	for i := 0; i < len(data); {
+		r, size := utf8.DecodeRune(data[i:])
+		if r == utf8.RuneError && size == 1 {
+			return &jsonSyntaxError{line: line, col: utf8.RuneCount(data[start:i]) + 1,
+				msg: fmt.Sprintf("invalid UTF-8 (byte 0x%02x; the document must be UTF-8 text)", data[i])}
+		}
+		if r == '\n' {
+			line, start = line+1, i+1
+		}
+		i += size
+	}
+	return nil
 }
 
 // parseJSONTokens is parseJSON with encoding/json's tokenizer, for any input.
