@@ -415,6 +415,43 @@ func TestLongStoredRevisionNotRead(t *testing.T) {
 	}
 }
 
+// A key of another Redis type where a document belongs (written by hand)
+// is an invalid document, refused once with an ERROR record, as a bad body
+// is: it failed every read with WRONGTYPE as if Redis were down, so each
+// GetRules of it answered "the rule store is unavailable" and, between
+// GetRules of other limiters, logged Redis failing and recovering again.
+func TestWrongTypeKeyIsAnInvalidDocument(t *testing.T) {
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	logs := &logBuffer{}
+	s, err := rulesserver.New(rulesserver.Config{Redis: rdb, KeyPrefix: prefix, Logger: slog.New(slog.NewJSONHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := s.Put(ctx, mustDoc(t, docJSON)); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.RPush(ctx, prefix+"web:other", "x").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := s.GetRules(ctx, &rulesv1.GetRulesRequest{Service: "web", Limiter: "rack_request"}); err != nil {
+			t.Fatalf("GetRules of a valid document: %v", err)
+		}
+		_, err := s.GetRules(ctx, &rulesv1.GetRulesRequest{Service: "web", Limiter: "other"})
+		if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "web/other: its key is a Redis list, not a hash") {
+			t.Fatalf("GetRules of a list key: %v, want Unavailable naming the key's type", err)
+		}
+	}
+	if n := len(logs.records(t, "rulesserver: invalid override document in Redis; answering an error so clients keep their last answer or their local tiers")); n != 1 {
+		t.Errorf("%d ERROR records for three reads of a list key, want 1", n)
+	}
+	if n := len(logs.records(t, "rulesserver: the rule store failed; GetRules answers Unavailable until it recovers")); n != 0 {
+		t.Errorf("%d records of the rule store failing, want none: Redis answered", n)
+	}
+}
+
 // A refusal or an error repeats at most 80 characters of what the client
 // named (its Host, the names in its path), in the answer and in the log, as
 // the admin and debug pages do: the headers are the client's, up to 64 KiB,

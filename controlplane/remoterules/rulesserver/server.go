@@ -107,12 +107,14 @@ type cachedDoc struct {
 	cost int64
 }
 
-// rejection is a stored revision that load refused, and why. revLen is set
-// instead of rev for a revision over maxRevisionBytes, never received.
+// rejection is a stored revision that load refused, and why. odd is set
+// instead of rev for a key that was never received: one of another Redis
+// type ("type list"), or a revision over maxRevisionBytes ("revision
+// 8388608").
 type rejection struct {
-	rev    string
-	revLen string
-	err    error
+	rev string
+	odd string
+	err error
 }
 
 // maxRevisionBytes is the schema's bound on a revision (string.max_bytes of
@@ -467,11 +469,13 @@ const (
 // loadScript returns the stored revision, and the body only when the
 // revision differs from the caller's (ARGV[1]) and the body is at most
 // ARGV[2] bytes: a larger one is answered by its size alone, never read.
-// A revision over ARGV[3] bytes is answered by its size alone, as the
-// fourth of four elements (the others empty).
-var loadScript = redis.NewScript(`
+// A key of another type than a hash, and a revision over ARGV[3] bytes,
+// are never read: four elements answer them, the last two saying what
+// they are ("type" and the type, "revision" and its size).
+var loadScript = redis.NewScript(keyTypeLua + `
+if kind ~= 'hash' and kind ~= 'none' then return {'', '', 'type', kind} end
 local rn = redis.call('HSTRLEN', KEYS[1], 'rev')
-if rn > tonumber(ARGV[3]) then return {'', '', '', tostring(rn)} end
+if rn > tonumber(ARGV[3]) then return {'', '', 'revision', tostring(rn)} end
 local rev = redis.call('HGET', KEYS[1], 'rev')
 if not rev then return {} end
 if ARGV[1] ~= '' and rev == ARGV[1] then return {rev} end
@@ -507,8 +511,8 @@ func (s *Server) load(ctx context.Context, service, limiter string) (*rulesv1.Ov
 		return nil, ErrNotFound
 	}
 	switch {
-	case len(res) == 1 && refused && rej.revLen == "" && res[0] == rej.rev,
-		len(res) == 4 && refused && res[3] == rej.revLen:
+	case len(res) == 1 && refused && rej.odd == "" && res[0] == rej.rev,
+		len(res) == 4 && refused && res[2]+" "+res[3] == rej.odd:
 		return nil, rej.err
 	case len(res) == 1 && cached != nil && res[0] == cached.GetRevision():
 		return cached, nil
@@ -520,7 +524,11 @@ func (s *Server) load(ctx context.Context, service, limiter string) (*rulesv1.Ov
 	case 3:
 		err = fmt.Errorf("%w: stored override document %s/%s holds %s bytes", ErrTooLarge, service, limiter, res[2])
 	case 4:
-		err = fmt.Errorf("stored override document %s/%s: its revision holds %s bytes, at most %d (docs/limits.md)", service, limiter, res[3], maxRevisionBytes)
+		if res[2] == "type" {
+			err = fmt.Errorf("stored override document %s/%s: its key is a Redis %s, not a hash (a PUT or DELETE replaces it)", service, limiter, res[3])
+		} else {
+			err = fmt.Errorf("stored override document %s/%s: its revision holds %s bytes, at most %d (docs/limits.md)", service, limiter, res[3], maxRevisionBytes)
+		}
 	default:
 		return nil, fmt.Errorf("read override document %s/%s: unexpected reply %q", service, limiter, res)
 	}
@@ -541,7 +549,7 @@ func (s *Server) load(ctx context.Context, service, limiter string) (*rulesv1.Ov
 		}
 		r := rejection{rev: res[0], err: err}
 		if len(res) == 4 {
-			r.revLen = res[3]
+			r.odd = res[2] + " " + res[3]
 		}
 		s.rejected[key] = r
 	}
@@ -604,8 +612,9 @@ func (s *Server) Get(ctx context.Context, service, limiter string) (*rulesv1.Ove
 }
 
 // keyTypeLua sets kind to the Redis type of KEYS[1]: a key of another type
-// than a hash (written by hand) holds no document and no revision, and the
-// writes replace or delete it rather than fail on it.
+// than a hash (written by hand) holds no document and no revision, the
+// writes replace or delete it rather than fail on it, and a read refuses it
+// as an invalid document, not as a failure of Redis.
 const keyTypeLua = `
 local kind = redis.call('TYPE', KEYS[1])
 if type(kind) == 'table' then kind = kind.ok end
