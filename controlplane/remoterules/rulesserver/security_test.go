@@ -49,6 +49,21 @@ func (l *logBuffer) records(t *testing.T, msg string) []map[string]any {
 	return out
 }
 
+// invalidStoredRecord is the message of the ERROR record of a stored
+// document refused.
+const invalidStoredRecord = "rulesserver: invalid override document in Redis; answering an error so clients keep their last answer or their local tiers"
+
+// loggingServer is a Server on rdb under prefix whose records go to logs.
+func loggingServer(t *testing.T, rdb redis.UniversalClient, prefix string) (s *rulesserver.Server, logs *logBuffer) {
+	t.Helper()
+	logs = &logBuffer{}
+	s, err := rulesserver.New(rulesserver.Config{Redis: rdb, KeyPrefix: prefix, Logger: slog.New(slog.NewJSONHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, logs
+}
+
 // managed is a Server whose management API runs on a real loopback HTTP
 // server, logging into log.
 type managed struct {
@@ -300,11 +315,7 @@ func TestRejectedStoredDocumentRemembered(t *testing.T) {
 	var read atomic.Int64
 	rdb := redistest.CountingClient(t, &read)
 	prefix := redistest.Prefix(t)
-	logs := &logBuffer{}
-	s, err := rulesserver.New(rulesserver.Config{Redis: rdb, KeyPrefix: prefix, Logger: slog.New(slog.NewJSONHandler(logs, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, logs := loggingServer(t, rdb, prefix)
 	ctx := context.Background()
 	// Valid protobuf, rejected on validation (a limit of 0), about 400 KiB.
 	bad := mustDoc(t, docJSON)
@@ -345,7 +356,7 @@ func TestRejectedStoredDocumentRemembered(t *testing.T) {
 	if n := read.Load(); n > 16<<10 {
 		t.Fatalf("read %d bytes from Redis for four reads of a rejected %d-byte document, want under 16 KiB", n, len(body))
 	}
-	if n := len(logs.records(t, "rulesserver: invalid override document in Redis; answering an error so clients keep their last answer or their local tiers")); n != 1 {
+	if n := len(logs.records(t, invalidStoredRecord)); n != 1 {
 		t.Fatalf("%d ERROR records for five reads of one rejected revision, want 1", n)
 	}
 	// A valid PUT is read; a new bad revision is rejected and logged again.
@@ -359,7 +370,7 @@ func TestRejectedStoredDocumentRemembered(t *testing.T) {
 	if err := getRules(); status.Code(err) != codes.Unavailable {
 		t.Fatalf("a new bad revision: %v, want Unavailable", err)
 	}
-	if n := len(logs.records(t, "rulesserver: invalid override document in Redis; answering an error so clients keep their last answer or their local tiers")); n != 2 {
+	if n := len(logs.records(t, invalidStoredRecord)); n != 2 {
 		t.Fatalf("%d ERROR records after a second bad revision, want 2", n)
 	}
 }
@@ -372,11 +383,7 @@ func TestLongStoredRevisionNotRead(t *testing.T) {
 	var read atomic.Int64
 	rdb := redistest.CountingClient(t, &read)
 	prefix := redistest.Prefix(t)
-	logs := &logBuffer{}
-	s, err := rulesserver.New(rulesserver.Config{Redis: rdb, KeyPrefix: prefix, Logger: slog.New(slog.NewJSONHandler(logs, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, logs := loggingServer(t, rdb, prefix)
 	ctx := context.Background()
 	body, err := protoMarshal(mustDoc(t, docJSON))
 	if err != nil {
@@ -399,7 +406,7 @@ func TestLongStoredRevisionNotRead(t *testing.T) {
 	if n := read.Load(); n > 64<<10 {
 		t.Fatalf("read %d bytes from Redis for four reads of a document with a %d-byte revision, want under 64 KiB", n, size)
 	}
-	if n := len(logs.records(t, "rulesserver: invalid override document in Redis; answering an error so clients keep their last answer or their local tiers")); n != 1 {
+	if n := len(logs.records(t, invalidStoredRecord)); n != 1 {
 		t.Fatalf("%d ERROR records for four reads of one rejected document, want 1", n)
 	}
 	stale := mustDoc(t, docJSON)
@@ -423,11 +430,7 @@ func TestLongStoredRevisionNotRead(t *testing.T) {
 func TestWrongTypeKeyIsAnInvalidDocument(t *testing.T) {
 	rdb := redistest.Client(t)
 	prefix := redistest.Prefix(t)
-	logs := &logBuffer{}
-	s, err := rulesserver.New(rulesserver.Config{Redis: rdb, KeyPrefix: prefix, Logger: slog.New(slog.NewJSONHandler(logs, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, logs := loggingServer(t, rdb, prefix)
 	ctx := context.Background()
 	if _, err := s.Put(ctx, mustDoc(t, docJSON)); err != nil {
 		t.Fatal(err)
@@ -444,7 +447,7 @@ func TestWrongTypeKeyIsAnInvalidDocument(t *testing.T) {
 			t.Fatalf("GetRules of a list key: %v, want Unavailable naming the key's type", err)
 		}
 	}
-	if n := len(logs.records(t, "rulesserver: invalid override document in Redis; answering an error so clients keep their last answer or their local tiers")); n != 1 {
+	if n := len(logs.records(t, invalidStoredRecord)); n != 1 {
 		t.Errorf("%d ERROR records for three reads of a list key, want 1", n)
 	}
 	if n := len(logs.records(t, "rulesserver: the rule store failed; GetRules answers Unavailable until it recovers")); n != 0 {
