@@ -1,10 +1,14 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/ratekit/ratekit/controlplane/config"
+	"github.com/ratekit/ratekit/controlplane/rulestore"
+	"github.com/ratekit/ratekit/core/tiers"
 	"github.com/ratekit/ratekit/internal/redistest"
 )
 
@@ -116,5 +120,59 @@ func TestExemptionWarningsOmitted(t *testing.T) {
 	code, stdout, _ := ratekit(t, dir, "validate", "--json", "--available-limiters", "available_limiters.yaml", "--rate-limits", "many.yaml")
 	if code != 0 || strings.Count(stdout, `"rule": "r`) != 100 || !strings.Contains(stdout, `"warnings_omitted": 50`) {
 		t.Fatalf("validate --json: exit %d\n%s", code, stdout)
+	}
+}
+
+// TestExemptionWarningsWithoutAvailable: a publish with
+// --skip-available-check (the examples ship no available_limiters.yaml)
+// judges the exemptions by the default tier the services seeded in the
+// store. It said nothing before, and a published skip_health_checks of
+// match {} then answered every health probe 429.
+func TestExemptionWarningsWithoutAvailable(t *testing.T) {
+	const replaceProbes = `rate_limits:
+  http_request:
+    - name: skip_health_checks
+      characteristics: [ip]
+      limit: 1
+      period_s: 3600
+      action: limit
+      match: {}
+`
+	dir := writeFiles(t, map[string]string{"incident.yaml": incidentYAML, "probes.yaml": replaceProbes})
+	available, err := config.ParseAvailableLimiters("available_limiters.yaml", []byte(exemptAvailable))
+	if err != nil {
+		t.Fatal(err)
+	}
+	local, err := config.Tiers(available, nil, "http_request")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := redistest.Prefix(t) + "{rules}:"
+	store, err := rulestore.New(redistest.Client(t), rulestore.Options{Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Seed(context.Background(), map[string]tiers.Set{"http_request": local}); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, file, want string
+	}{
+		{"replaces the exemption", "probes.yaml", `warning: probes.yaml:3:7: http_request/skip_health_checks: rule "skip_health_checks" replaces the exemption "skip_health_checks" of the default tier: requests it exempted (path: {one_of: ["/healthz" "/readyz"]}) are now counted`},
+		{"matches what it exempts", "incident.yaml", `warning: incident.yaml:9:7: http_request/incident_per_ip: rule "incident_per_ip" matches requests that the default exemption "skip_health_checks" skips`},
+	}
+	for _, tt := range tests {
+		for _, dry := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/dry-run=%v", tt.name, dry), func(t *testing.T) {
+				args := []string{"rules", "publish", "--redis", redistest.URL(t), "--rules-prefix", prefix, "--file", tt.file, "--skip-available-check"}
+				if dry {
+					args = append(args, "--dry-run")
+				}
+				code, stdout, stderr := ratekit(t, dir, args...)
+				if code != 0 || !strings.Contains(stderr, tt.want) {
+					t.Fatalf("exit %d, want the warning %s\nstdout %s\nstderr %s", code, tt.want, stdout, stderr)
+				}
+			})
+		}
 	}
 }

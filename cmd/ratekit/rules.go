@@ -413,6 +413,21 @@ func (e *rulesEnv) documents(ctx context.Context, names []string) map[string]*co
 	return out
 }
 
+// storedDefaults returns the default tier of each document in docs (from
+// documents) that holds one its services would load.
+func storedDefaults(docs map[string]*configv1.LimiterRules) map[string][]ratelimit.Rule {
+	out := make(map[string][]ratelimit.Rule, len(docs))
+	for name, doc := range docs {
+		if doc.GetDefaultRules() == nil {
+			continue
+		}
+		if rules, err := config.RulesFromProto(doc.GetDefaultRules()); err == nil {
+			out[name] = rules
+		}
+	}
+	return out
+}
+
 // unseeded returns the limiters among names whose document (in docs, from
 // documents) no service seeded: none, or one of published rules alone (a
 // seed writes the file and default tiers, empty or not).
@@ -622,6 +637,13 @@ func rulesPublish(ctx context.Context, e *rulesEnv, _ []string) int {
 	// Read once: a publish writes the published tier alone, so the file and
 	// default tiers read here are those after the write too.
 	docs := e.documents(ctx, published)
+	if e.avail == nil {
+		// No available_limiters.yaml: judge the exemptions by the default
+		// tiers the services seeded, so that a rule which would rate-limit
+		// health probes is named here too.
+		warnings, omitted := pf.StoredExemptionWarnings(storedDefaults(docs))
+		printWarnings(e.out.stderr, warnings, omitted)
+	}
 	if names := unseeded(docs, published); len(names) > 0 {
 		// A success that no service may read: an incident rule published
 		// under a mistyped or forgotten --service is enforced nowhere.

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"slices"
 	"strings"
 
@@ -25,19 +26,44 @@ import (
 // MaxReportedErrors, each of at most 512 characters (cut in the middle), and
 // the count of the others.
 func ExemptionWarnings(file string, available *AvailableLimiters, rules map[string]*configv1.RuleList) (warnings []*Error, omitted int) {
-	return exemptionWarnings(nil, file, "rate_limits", available, rules)
+	return exemptionWarnings(nil, file, "rate_limits", defaultsOf(available), rules)
 }
 
 // ExemptionWarnings is config.ExemptionWarnings for rate_limits.yaml, with
 // the line and column of each rule, in file order.
 func (r *RateLimits) ExemptionWarnings(available *AvailableLimiters) (warnings []*Error, omitted int) {
-	return exemptionWarnings(r.doc, r.File, "rate_limits", available, r.Proto.GetRateLimits())
+	return exemptionWarnings(r.doc, r.File, "rate_limits", defaultsOf(available), r.Proto.GetRateLimits())
 }
 
 // ExemptionWarnings is config.ExemptionWarnings for a publish payload read
 // from a file, with the line and column of each rule, in file order.
 func (p *PublishFile) ExemptionWarnings(available *AvailableLimiters) (warnings []*Error, omitted int) {
-	return exemptionWarnings(p.doc, p.File, "rate_limits", available, p.Proto.GetRateLimits())
+	return exemptionWarnings(p.doc, p.File, "rate_limits", defaultsOf(available), p.Proto.GetRateLimits())
+}
+
+// StoredExemptionWarnings is PublishFile.ExemptionWarnings where no
+// available_limiters.yaml was given (a publish with --skip-available-check):
+// each limiter's default rules are those its services seeded in the rule
+// store (defaults, by limiter), so that a publish which would rate-limit
+// health probes still says so. A limiter without an entry is not judged.
+func (p *PublishFile) StoredExemptionWarnings(defaults map[string][]ratelimit.Rule) (warnings []*Error, omitted int) {
+	of := func(name string) ([]ratelimit.Rule, error) {
+		d, ok := defaults[name]
+		if !ok {
+			return nil, errors.New("no stored default rules")
+		}
+		return d, nil
+	}
+	return exemptionWarnings(p.doc, p.File, "rate_limits", of, p.Proto.GetRateLimits())
+}
+
+// defaultsOf returns the default rules of available's limiters, or nil
+// (no warnings) for no file.
+func defaultsOf(available *AvailableLimiters) func(string) ([]ratelimit.Rule, error) {
+	if available == nil {
+		return nil
+	}
+	return available.DefaultRules
 }
 
 // maxWarningLen bounds, in characters, the message of one exemption
@@ -46,8 +72,8 @@ func (p *PublishFile) ExemptionWarnings(available *AvailableLimiters) (warnings 
 // (an exemption of 0.8 MiB and 256 rules made 204 MB of warnings).
 const maxWarningLen = 512
 
-func exemptionWarnings(d *doc, file, field string, available *AvailableLimiters, m map[string]*configv1.RuleList) ([]*Error, int) {
-	if available == nil {
+func exemptionWarnings(d *doc, file, field string, defaultRules func(limiter string) ([]ratelimit.Rule, error), m map[string]*configv1.RuleList) ([]*Error, int) {
+	if defaultRules == nil {
 		return nil, 0
 	}
 	var out []*Error
@@ -60,7 +86,7 @@ func exemptionWarnings(d *doc, file, field string, available *AvailableLimiters,
 			}
 			return e
 		}
-		defaults, err := available.DefaultRules(name)
+		defaults, err := defaultRules(name)
 		if err != nil {
 			continue
 		}
