@@ -312,6 +312,8 @@ func TestDelete(t *testing.T) {
 		}{
 			{[]string{"x", "typo"}, "rule typo is not published"},
 			{[]string{"f"}, "it is in file_rules"},
+			// a typo of a published rule names it: the rule meant stays in force
+			{[]string{"yy"}, "rule yy is not published; did you mean y?"},
 		} {
 			_, err := s.Delete(ctx, "search", tc.rules...)
 			if !isNotFound(err) || !strings.Contains(err.Error(), tc.msg) {

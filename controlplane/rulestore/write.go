@@ -22,6 +22,7 @@ import (
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/tiers"
 	"github.com/ratekit/ratekit/internal/rulecheck"
+	"github.com/ratekit/ratekit/internal/suggest"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
 
@@ -524,6 +525,14 @@ func NotPublished(doc *configv1.LimiterRules, rule string) string {
 		return fmt.Sprintf("rule %s is not published: it is in file_rules (edit rate_limits.yaml)", rule)
 	case has(doc.GetDefaultRules()):
 		return fmt.Sprintf("rule %s is not published: it is in default_rules (the application's own)", rule)
+	}
+	names := make([]string, 0, len(doc.GetPublishedRules().GetRules()))
+	for _, p := range doc.GetPublishedRules().GetRules() {
+		names = append(names, p.GetName())
+	}
+	if best := suggest.Closest(rule, names); best != "" {
+		// A typo during an incident: the rule the operator meant stays in force.
+		return fmt.Sprintf("rule %s is not published; did you mean %s?", rule, best)
 	}
 	return fmt.Sprintf("rule %s is not published", rule)
 }
