@@ -21,6 +21,7 @@ import (
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/tiers"
 	"github.com/ratekit/ratekit/internal/rulecheck"
+	"github.com/ratekit/ratekit/internal/suggest"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
 
@@ -109,7 +110,8 @@ published mode), a remove of a valid document, a list of a prefix that
 holds no document.
 A publish to a limiter no service seeded under the prefix (no document,
 or published rules alone) succeeds with a note naming it: the services
-read it only if their rule store uses that prefix (--service).
+read it only if their rule store uses that prefix (--service); a warning
+names the seeded limiter of that prefix whose name it is a typo of.
 
 exit codes: 0 success; 1 invalid input, rule not found or Redis failure;
 2 usage error or unreadable file`
@@ -428,6 +430,29 @@ func storedDefaults(docs map[string]*configv1.LimiterRules) map[string][]ratelim
 	return out
 }
 
+// warnSeededLike warns, on stderr, of each limiter of names (none seeded)
+// whose name is a typo of a limiter a service seeded under this prefix: a
+// publish to http_requst (--skip-available-check lets it through) lands
+// where no service reads, while http_request goes on as before. A store
+// that cannot be listed leaves the note alone.
+func (e *rulesEnv) warnSeededLike(ctx context.Context, names []string) {
+	entries, err := e.store.List(ctx)
+	if err != nil {
+		return
+	}
+	var seeded []string
+	for _, en := range entries {
+		if d := en.Document; d != nil && (d.GetFileRules() != nil || d.GetDefaultRules() != nil) {
+			seeded = append(seeded, en.Limiter)
+		}
+	}
+	for _, name := range names {
+		if best := suggest.Closest(name, seeded); best != "" {
+			fmt.Fprintf(e.out.stderr, "warning: %s: did you mean %s? A service seeded %s under this prefix; none reads %s\n", name, best, best, name)
+		}
+	}
+}
+
 // unseeded returns the limiters among names whose document (in docs, from
 // documents) no service seeded: none, or one of published rules alone (a
 // seed writes the file and default tiers, empty or not).
@@ -650,6 +675,7 @@ func rulesPublish(ctx context.Context, e *rulesEnv, _ []string) int {
 		fmt.Fprintf(e.out.stderr, "note: no service has seeded %s under the prefix %q (a service seeds its file and default tiers there at start; or Redis lost them since): "+
 			"the services read this publish only if their rule store uses this prefix; a service made from the copier template keeps its rules under \"ratekit:rules:{SERVICE}:\" (--service SERVICE)\n",
 			strings.Join(names, ", "), e.f.rulesPrefix)
+		e.warnSeededLike(ctx, names)
 	}
 	if e.f.dryRun {
 		return e.publishDiff(ctx, req)

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -645,6 +647,42 @@ func TestRulesPublishUnseeded(t *testing.T) {
 				t.Fatalf("gc of a seeded prefix: exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
 			}
 		})
+	}
+}
+
+// TestRulesPublishLimiterTypo: a publish with --skip-available-check to a
+// mistyped limiter (http_requst) lands where no service reads; it names the
+// seeded limiter it is a typo of, dry run or not. Before, a note said only
+// that no service seeded http_requst, and the publish reported success.
+func TestRulesPublishLimiterTypo(t *testing.T) {
+	const typo = "rate_limits:\n  http_requst:\n    - {name: incident_block_all, characteristics: [ip], limit: 1, period_s: 3600, action: limit}\n"
+	const want = "warning: http_requst: did you mean http_request? A service seeded http_request under this prefix; none reads http_requst\n"
+	for _, cluster := range []bool{false, true} {
+		e := newRulesCLI(t, cluster)
+		if err := os.WriteFile(filepath.Join(e.dir, "typo.yaml"), []byte(typo), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		store, err := rulestore.New(e.client, rulestore.Options{Prefix: e.prefix})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A limiter seeded with no tier gets no document: give it a default.
+		seed := tiers.Set{Defaults: []ratelimit.Rule{{Name: "per_ip", Characteristics: []string{"ip"}, Limit: 5, Period: time.Minute}}}
+		if _, err := store.Seed(context.Background(), map[string]tiers.Set{"http_request": seed}); err != nil {
+			t.Fatal(err)
+		}
+		for _, dry := range []bool{true, false} {
+			t.Run(fmt.Sprintf("cluster=%v/dry-run=%v", cluster, dry), func(t *testing.T) {
+				args := []string{"--file", "typo.yaml", "--skip-available-check"}
+				if dry {
+					args = append(args, "--dry-run")
+				}
+				code, stdout, stderr := e.run(t, "publish", args...)
+				if code != 0 || !strings.Contains(stderr, want) {
+					t.Fatalf("exit %d, want %q\nstdout %s\nstderr %s", code, want, stdout, stderr)
+				}
+			})
+		}
 	}
 }
 
