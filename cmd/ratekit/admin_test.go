@@ -149,6 +149,9 @@ func TestAdminCommand(t *testing.T) {
 }
 
 func TestAdminUsage(t *testing.T) {
+	// run reads the environment: an operator's RATEKIT_REDIS_URL would
+	// give the first case the Redis it must miss.
+	t.Setenv("RATEKIT_REDIS_URL", "")
 	dir := writeFiles(t, map[string]string{"available_limiters.yaml": readFixture(t, "available_limiters.yaml")})
 	avail := filepath.Join(dir, "available_limiters.yaml")
 	for _, tt := range []struct {
