@@ -142,7 +142,7 @@ func mustPublish(t *testing.T, s *Store, limiter string, rules ...ratelimit.Rule
 func TestInvalidStoredDocumentCanBeShrunkOrRemoved(t *testing.T) {
 	forEachTarget(t, func(t *testing.T, c redis.UniversalClient) {
 		s := newStore(t, c, Options{})
-		huge := manyRules(20_000, "r")
+		huge := manyRules(2_000, "r") // over the rules bound, within the bytes
 		if err := c.Set(ctx, s.Key("search"), publishedDoc(t, huge), 0).Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -150,7 +150,7 @@ func TestInvalidStoredDocumentCanBeShrunkOrRemoved(t *testing.T) {
 			t.Fatal(err)
 		}
 		if _, err := s.Document(ctx, "search"); !errors.Is(err, ErrInvalidDocument) {
-			t.Fatalf("Document of a 20,000-rule document: %v", err)
+			t.Fatalf("Document of a 2,000-rule document: %v", err)
 		}
 		_, err := s.Publish(ctx, request(t, map[string][]ratelimit.Rule{"search": {rule("x", 1)}}))
 		if !errors.Is(err, ErrInvalidDocument) || !strings.Contains(err.Error(), "Remove") {
@@ -166,6 +166,24 @@ func TestInvalidStoredDocumentCanBeShrunkOrRemoved(t *testing.T) {
 		}
 		if d, err := s.Document(ctx, "search"); err != nil || len(d.GetPublishedRules().GetRules()) != ratelimit.MaxRulesPerTier {
 			t.Fatalf("after delete: %v", err)
+		}
+
+		// One over the byte bound is not read by a write either: parsing it
+		// would hold Redis, and every check on it, for as long as that takes
+		// (seconds for a few MB). Delete says to Remove it, and writes nothing.
+		big := publishedDoc(t, manyRules(20_000, "r"))
+		if len(big) <= ratelimit.MaxDocumentBytes {
+			t.Fatalf("the document is %d bytes, within the bound", len(big))
+		}
+		if err := c.Set(ctx, s.Key("search"), big, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		_, err = s.Delete(ctx, "search", "r0")
+		if !errors.Is(err, ErrInvalidDocument) || !strings.Contains(err.Error(), "bytes, at most") || !strings.Contains(err.Error(), "Remove") {
+			t.Fatalf("delete from a document over the byte bound: %v", err)
+		}
+		if v, _ := c.Get(ctx, s.Key("search")).Result(); v != big {
+			t.Fatal("a refused delete changed the document")
 		}
 
 		for what, set := range map[string]func(key string) error{

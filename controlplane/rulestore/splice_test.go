@@ -232,7 +232,7 @@ func TestUnreadableDocumentStopsTheWrite(t *testing.T) {
 			}
 			// The script's own scan refuses it too (Publish checks first).
 			plan, _ := json.Marshal([]edit{{Limiter: "lim", Op: "publish", Rules: [][2]string{{"mine", "{}"}}}})
-			res, err := writeScript.Run(ctx, c, []string{s.indexKey(), s.revKey(), s.Key("lim")}, plan).Slice()
+			res, err := writeScript.Run(ctx, c, []string{s.indexKey(), s.revKey(), s.Key("lim")}, plan, ratelimit.MaxRulesPerTier, ratelimit.MaxDocumentBytes, MaxLimiters, "0").Slice()
 			if err != nil {
 				t.Fatal(err)
 			}

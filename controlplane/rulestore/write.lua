@@ -35,13 +35,14 @@
 -- document changed (an edit that changes nothing writes nothing, and the
 -- revision only moves when something was written), replaced being the Redis
 -- type of an index of another type that the write replaced ('' when none);
--- {-1, limiter, reason} when a stored document cannot be read; {-2,
+-- {-1, limiter, reason} when a stored document cannot be read (one over
+-- ARGV[3] bytes is not read: only a remove takes it); {-2,
 -- limiter, name...} when delete names rules that are not published; {-5,
 -- limiter} when a delete's clear_mode finds no published mode; {-3,
 -- limiter, version} when a document is not at its expected
 -- version; {-4, limiter, reason} when a publish or seed would leave a
 -- document over a bound that every reader enforces (a delete only shrinks
--- one, so it may proceed on a document that is already over), or would add
+-- one, so it may proceed on a document over the rules bound), or would add
 -- a limiter to an index that holds ARGV[4] already (writes to indexed
 -- limiters, deletes and removes proceed on an index over it). On an error
 -- nothing is written.
@@ -221,6 +222,14 @@ for i, edit in ipairs(plan) do
   elseif kind ~= 'none' and kind ~= 'string' then
     return {-1, edit.limiter, 'the key is a Redis ' .. kind .. ', not a string'}
   elseif kind == 'string' then
+    -- Read only within the bound every reader enforces: parsing a value of
+    -- any size here would hold Redis (and every check on it) for as long as
+    -- the parse takes, about a second per MB. A longer one goes by Remove,
+    -- as readers say; none of it was in force.
+    local n = redis.call('STRLEN', KEYS[i + 2])
+    if n > max_bytes then
+      return {-1, edit.limiter, 'the document is ' .. n .. ' bytes, at most ' .. max_bytes .. ' (docs/limits.md)'}
+    end
     cur = redis.call('GET', KEYS[i + 2])
   end
   local tiers = {}
