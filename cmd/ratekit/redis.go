@@ -2,8 +2,10 @@ package main
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -31,7 +33,57 @@ func redisClient(url string, cluster bool) (redis.UniversalClient, error) {
 	uo := redisstore.GoRedisOptions(opt)
 	uo.IsClusterMode = cluster
 	uo.DialerRetries = cmp.Or(uo.DialerRetries, 1)
-	return redis.NewUniversalClient(uo), nil
+	c := redis.NewUniversalClient(uo)
+	where := "Redis at " + strings.Join(uo.Addrs, ",")
+	if uo.MasterName != "" {
+		where = "Redis (master set " + uo.MasterName + ", sentinels " + strings.Join(uo.Addrs, ",") + ")"
+	}
+	c.AddHook(unanswered{where})
+	return c, nil
+}
+
+// unanswered names the server in the error of a command it did not answer:
+// a timeout says nothing of where ("context deadline exceeded"), while a
+// refused connection names the address. During an incident the operator
+// learns which Redis hangs.
+type unanswered struct{ where string }
+
+func (h unanswered) name(err error) error {
+	var ne net.Error
+	if errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() {
+		return fmt.Errorf("%s did not answer: %w", h.where, err)
+	}
+	return err
+}
+
+func (h unanswered) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h unanswered) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if err != nil {
+			if named := h.name(err); named != err {
+				cmd.SetErr(named)
+				return named
+			}
+		}
+		return err
+	}
+}
+
+func (h unanswered) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, cmd := range cmds {
+			if e := cmd.Err(); e != nil {
+				cmd.SetErr(h.name(e))
+			}
+		}
+		if err != nil {
+			return h.name(err)
+		}
+		return err
+	}
 }
 
 // schemeless explains a Redis address given without its scheme, which Go's

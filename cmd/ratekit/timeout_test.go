@@ -91,3 +91,24 @@ func TestTimeoutBoundsTheWholeCommand(t *testing.T) {
 func slowProxy(t *testing.T, redisURL string, delay time.Duration) string {
 	return redisProxy(t, redisURL, func([]byte) { time.Sleep(delay) })
 }
+
+// TestHungRedisNamed: a command stopped by a Redis that does not answer
+// names that Redis. A timeout said only "context deadline exceeded", while
+// a refused connection names the address: during an incident, which Redis
+// hangs is the first thing the operator needs.
+func TestHungRedisNamed(t *testing.T) {
+	dir := t.TempDir()
+	addr := redistest.Blackhole(t)
+	for _, args := range [][]string{
+		{"rules", "list"},
+		{"explain", "--limiter", "api_request", "ip=192.0.2.1"},
+		{"clear", "--limiter", "api_request", "ip=192.0.2.1"},
+	} {
+		t.Run(strings.Join(args[:1], " "), func(t *testing.T) {
+			code, _, stderr := ratekit(t, dir, append(args, "--redis", "redis://"+addr, "--timeout", "1s")...)
+			if code != exitInvalid || !strings.Contains(stderr, "Redis at "+addr+" did not answer") {
+				t.Errorf("exit %d, stderr:\n%s\nwant exit 1 naming Redis at %s", code, stderr, addr)
+			}
+		})
+	}
+}
