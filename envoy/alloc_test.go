@@ -34,20 +34,26 @@ import (
 // override adds its options and the override's per-request tier, and
 // nothing for the override's cache key (16 before the key was built on the
 // stack and the options went into the answer's block, 11 after; 9 since a
-// small cost's option is built once).
+// small cost's option is built once). With Options.ReuseIdentifiers an
+// identifier takes 1, its boxed value: its map comes from an earlier request
+// (3 and 9 where a new one per check took 5 and 19).
 func TestShouldRateLimitAllocations(t *testing.T) {
 	for _, tt := range []struct {
 		descriptors int
 		options     bool // the first descriptor has a hits_addend and a limit override
+		reuse       bool // Options.ReuseIdentifiers
 		max         float64
 	}{
-		{1, false, 6},
-		{5, false, 20},
-		{1, true, 10},
+		{1, false, false, 6},
+		{5, false, false, 20},
+		{1, true, false, 10},
+		{1, false, true, 4},
+		{5, false, true, 10},
+		{1, true, true, 8},
 	} {
-		t.Run(fmt.Sprintf("%d/options=%v", tt.descriptors, tt.options), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%d/options=%v/reuse=%v", tt.descriptors, tt.options, tt.reuse), func(t *testing.T) {
 			l := newLimiter(t, ratelimit.NewMemoryStore(), "", nil)
-			svc, err := ratekitenvoy.NewService([]*ratelimit.Limiter{l}, ratekitenvoy.Options{Available: available(t)})
+			svc, err := ratekitenvoy.NewService([]*ratelimit.Limiter{l}, ratekitenvoy.Options{Available: available(t), ReuseIdentifiers: tt.reuse})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -70,6 +76,7 @@ func TestShouldRateLimitAllocations(t *testing.T) {
 			if raceEnabled {
 				max += 3 * float64(tt.descriptors)
 			}
+			t.Logf("%v allocations", got)
 			if got > max {
 				t.Fatalf("%v allocations per answer of %d descriptors, want at most %v", got, tt.descriptors, max)
 			}

@@ -20,7 +20,8 @@ import (
 )
 
 // BenchmarkShouldRateLimit compares the service (in process, without the
-// gRPC hop; with five descriptors also with Options.Concurrent) with the same
+// gRPC hop; also with Options.ReuseIdentifiers, and with five descriptors
+// with Options.Concurrent) with the same
 // checks made on the limiter directly, one after the other, for one and five
 // descriptors, on the in-memory store and on Redis (when
 // RATEKIT_TEST_REDIS_URL is set). The difference is the mapping's cost:
@@ -53,6 +54,10 @@ func BenchmarkShouldRateLimit(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
+				reuse, err := ratekitenvoy.NewService([]*ratelimit.Limiter{l}, ratekitenvoy.Options{Available: available(b), ReuseIdentifiers: true})
+				if err != nil {
+					b.Fatal(err)
+				}
 				req := &rlsv3.RateLimitRequest{Domain: "edge"}
 				ids := make([]ratelimit.Identifier, n)
 				for i := range n {
@@ -65,6 +70,14 @@ func BenchmarkShouldRateLimit(b *testing.B) {
 					b.ReportAllocs()
 					for b.Loop() {
 						if _, err := svc.ShouldRateLimit(ctx, req); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+				b.Run("service_reuse", func(b *testing.B) {
+					b.ReportAllocs()
+					for b.Loop() {
+						if _, err := reuse.ShouldRateLimit(ctx, req); err != nil {
 							b.Fatal(err)
 						}
 					}

@@ -98,6 +98,15 @@ type Options struct {
 	// for a store without BatchStore over a real network, where one round
 	// trip per descriptor costs more than a goroutine each.
 	Concurrent bool
+	// ReuseIdentifiers lets the service reuse the identifier maps of a
+	// request's checks for later requests once it has answered, which saves
+	// two of the three allocations of each descriptor
+	// (BenchmarkShouldRateLimit's service_reuse). Set it only when no limiter's Config.Observer keeps
+	// Event.Identifier, and no Config.RuleSource keeps its identifier, past
+	// its call (remoterules.Client's does: it reads the identifier in a
+	// goroutine of its own); the limiter itself never keeps it. The observers
+	// of observability/observe (Metrics, BlockSummary, Tracing) do not keep it.
+	ReuseIdentifiers bool
 	// Logger receives ERROR records for recovered panics (default slog.Default()).
 	Logger *slog.Logger
 	// Now is the clock of duration_until_reset and the headers (default time.Now).
@@ -117,6 +126,7 @@ type Service struct {
 	maxVal    int
 	maxHits   uint64
 	parallel  bool
+	reuse     bool
 	logger    *slog.Logger
 	now       func() time.Time
 	metrics   *Metrics
@@ -147,6 +157,7 @@ func NewService(limiters []*ratelimit.Limiter, opts Options) (*Service, error) {
 		maxVal:   orDefault(opts.MaxValueLen, DefaultMaxValueLen),
 		maxHits:  opts.MaxHits,
 		parallel: opts.Concurrent,
+		reuse:    opts.ReuseIdentifiers,
 		logger:   opts.Logger,
 		now:      opts.Now,
 		metrics:  newMetrics(),
@@ -254,13 +265,22 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	// (were it otherwise, the compiler would move them to the heap).
 	var room [fewDescriptors]ratelimit.Request
 	var single [1]ratelimit.Result
-	reqs, head, parts, overs, never, err := s.parse(l, dom.allowed, req, room[:])
+	var ids *idBlock // nil: a new identifier per check, never reused
+	if s.reuse {
+		ids = idBlocks.Get().(*idBlock)
+	}
+	reqs, head, parts, overs, never, err := s.parse(l, dom.allowed, req, room[:], ids)
 	if err != nil {
+		ids.release()
 		dom.metrics.request(codeInvalid)
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	resp = &head.resp
 	d := ratelimitheaders.Decision{Results: s.checkAll(ctx, l, reqs, single[:], never)}
+	// The checks are done (a concurrent one too, and a store call given up
+	// on holds its keys, not the identifier): nothing of ours reads the
+	// identifiers again. On a panic they are not reused.
+	ids.release()
 	if err := ctx.Err(); err != nil && anyCanceled(d.Results) {
 		// The caller gave up (Envoy's timeout): no answer reaches it, and
 		// what was not checked is neither OK nor a store failure.
@@ -430,9 +450,10 @@ func (s *Service) tooManyEntries(at descAt, n int) error {
 // allowed (any when nil), and returns one check per descriptor (in room when
 // it is long enough), the answer's response and the messages of each status
 // (newAnswer), which descriptors carry a limit override (nil when none
-// does), and which are over MaxHits (nil when none is). The first problem
+// does), and which are over MaxHits (nil when none is). The identifiers are
+// ids' (see idBlock.next). The first problem
 // found is returned, naming the descriptor, entry and key.
-func (s *Service) parse(l *ratelimit.Limiter, allowed map[string]bool, req *rlsv3.RateLimitRequest, room []ratelimit.Request) (reqs []ratelimit.Request, head *answerHead, parts []statusParts, overs, never []bool, err error) {
+func (s *Service) parse(l *ratelimit.Limiter, allowed map[string]bool, req *rlsv3.RateLimitRequest, room []ratelimit.Request, ids *idBlock) (reqs []ratelimit.Request, head *answerHead, parts []statusParts, overs, never []bool, err error) {
 	descs := req.GetDescriptors()
 	if err := s.checkCount(len(descs)); err != nil {
 		return nil, nil, nil, nil, nil, err
@@ -449,7 +470,7 @@ func (s *Service) parse(l *ratelimit.Limiter, allowed map[string]bool, req *rlsv
 	head, parts, oneOpts := newAnswer(len(descs))
 	var opts []ratelimit.CheckOption // the options of every check, in one block
 	for i, d := range descs {
-		id, hits, over, err := s.parseDescriptor(descAt(i), d, reqHits, allowed, l.Name())
+		id, hits, over, err := s.parseDescriptor(descAt(i), d, reqHits, allowed, l.Name(), ids)
 		if err != nil {
 			return nil, nil, nil, nil, nil, err
 		}
@@ -512,8 +533,9 @@ func (i descAt) String() string { return "descriptor #" + strconv.Itoa(int(i)) }
 
 // parseDescriptor validates one descriptor and returns its identifier, its
 // hits (its own hits_addend, else reqHits, the request's) and its compiled
-// limit override (nil without one).
-func (s *Service) parseDescriptor(at descAt, d *rlcommonv3.RateLimitDescriptor, reqHits uint64, allowed map[string]bool, limiter string) (ratelimit.Identifier, uint64, *ratelimit.RuleSet, error) {
+// limit override (nil without one). The identifier is ids' (see
+// idBlock.next).
+func (s *Service) parseDescriptor(at descAt, d *rlcommonv3.RateLimitDescriptor, reqHits uint64, allowed map[string]bool, limiter string, ids *idBlock) (ratelimit.Identifier, uint64, *ratelimit.RuleSet, error) {
 	entries := d.GetEntries()
 	switch {
 	case d == nil:
@@ -525,10 +547,7 @@ func (s *Service) parseDescriptor(at descAt, d *rlcommonv3.RateLimitDescriptor, 
 	case d.GetIsNegativeHits():
 		return nil, 0, nil, fmt.Errorf("ratekitenvoy: %s: is_negative_hits (a refund) is not supported: ratekit counters only grow within a window", at)
 	}
-	// A new identifier per check, never a pooled one: a limiter's Observer
-	// or RuleSource may keep it past the check (remoterules.Client.RulesFor
-	// reads it in a goroutine of its own).
-	id := make(ratelimit.Identifier, len(entries))
+	id := ids.next(len(entries))
 	for j, e := range entries {
 		k, v := e.GetKey(), e.GetValue()
 		switch {
@@ -554,6 +573,49 @@ func (s *Service) parseDescriptor(at descAt, d *rlcommonv3.RateLimitDescriptor, 
 		}
 	}
 	return id, hits, over, nil
+}
+
+// idBlock holds the identifiers of a request's checks, emptied, for a later
+// request (Options.ReuseIdentifiers): a map's header and group are two of
+// the three allocations of a descriptor (the third boxes its value).
+type idBlock struct {
+	ids  []ratelimit.Identifier
+	used int
+}
+
+var idBlocks = sync.Pool{New: func() any { return new(idBlock) }}
+
+// next returns an empty identifier for the next descriptor, with room for n
+// properties when it is new. Without a block (nil) it is new and not kept:
+// a limiter's Observer or RuleSource may keep it past the check
+// (remoterules.Client.RulesFor reads it in a goroutine of its own).
+func (b *idBlock) next(n int) ratelimit.Identifier {
+	if b == nil {
+		return make(ratelimit.Identifier, n)
+	}
+	if b.used == len(b.ids) {
+		b.ids = append(b.ids, make(ratelimit.Identifier, n))
+	}
+	b.used++
+	return b.ids[b.used-1]
+}
+
+// release empties the identifiers b handed out, so that a pooled one holds
+// no caller's value, and puts b back. It keeps at most DefaultMaxDescriptors
+// identifiers.
+func (b *idBlock) release() {
+	if b == nil {
+		return
+	}
+	for _, id := range b.ids[:b.used] {
+		clear(id)
+	}
+	b.used = 0
+	if len(b.ids) > DefaultMaxDescriptors {
+		clear(b.ids[DefaultMaxDescriptors:])
+		b.ids = b.ids[:DefaultMaxDescriptors]
+	}
+	idBlocks.Put(b)
 }
 
 var unitDurations = map[typev3.RateLimitUnit]time.Duration{

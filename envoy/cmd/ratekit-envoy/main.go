@@ -333,7 +333,11 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(grpcAd
 		unknown = ratekitenvoy.UnknownDomainOK
 	}
 	svc, err := ratekitenvoy.NewService(limiters, ratekitenvoy.Options{Domains: f.domains, Available: avail,
-		UnknownDomain: unknown, Headers: profile, Logger: logger})
+		UnknownDomain: unknown, Headers: profile, Logger: logger,
+		// The limiters' only observers are observe's Metrics and
+		// BlockSummary, and they have no RuleSource: nothing keeps an
+		// identifier past its check.
+		ReuseIdentifiers: true})
 	if err != nil {
 		return err
 	}
