@@ -24,7 +24,8 @@ import (
 // with Options.Concurrent) with the same
 // checks made on the limiter directly, one after the other, for one and five
 // descriptors, on the in-memory store and on Redis (when
-// RATEKIT_TEST_REDIS_URL is set). The difference is the mapping's cost:
+// RATEKIT_TEST_REDIS_URL is set) through go-redis (redisstore.New) and
+// through redisstore.Dial, ratekit-envoy's store. The difference is the mapping's cost:
 // validation, identifiers, statuses and headers.
 func BenchmarkShouldRateLimit(b *testing.B) {
 	stores := []struct {
@@ -39,6 +40,16 @@ func BenchmarkShouldRateLimit(b *testing.B) {
 			new  func(b *testing.B) (ratelimit.Store, string)
 		}{"redis", func(b *testing.B) (ratelimit.Store, string) {
 			return redisstore.New(redistest.Client(b)), redistest.Prefix(b)
+		}}, struct {
+			name string
+			new  func(b *testing.B) (ratelimit.Store, string)
+		}{"redis_dial", func(b *testing.B) (ratelimit.Store, string) { // ratekit-envoy's store
+			s, err := redisstore.Dial(context.Background(), redistest.URL(b))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = s.Close() })
+			return s, redistest.Prefix(b)
 		}})
 	}
 	for _, st := range stores {
