@@ -99,13 +99,14 @@ type Options struct {
 	// trip per descriptor costs more than a goroutine each.
 	Concurrent bool
 	// ReuseIdentifiers lets the service reuse the identifier maps of a
-	// request's checks for later requests once it has answered, which saves
-	// two of the three allocations of each descriptor
-	// (BenchmarkShouldRateLimit's service_reuse). Set it only when no limiter's Config.Observer keeps
-	// Event.Identifier, and no Config.RuleSource keeps its identifier, past
-	// its call (remoterules.Client's does: it reads the identifier in a
-	// goroutine of its own); the limiter itself never keeps it. The observers
-	// of observability/observe (Metrics, BlockSummary, Tracing) do not keep it.
+	// request's checks for later requests once its checks are done, which
+	// saves two of the three allocations of each descriptor
+	// (BenchmarkShouldRateLimit's service_reuse). Set it only when no
+	// limiter's Config.Observer keeps Event.Identifier, and no
+	// Config.RuleSource keeps its identifier, past its call
+	// (remoterules.Client's does: it reads the identifier in a goroutine of
+	// its own); the limiter itself never keeps it, and the observers of
+	// observability/observe (Metrics, BlockSummary, Tracing) do not.
 	ReuseIdentifiers bool
 	// Logger receives ERROR records for recovered panics (default slog.Default()).
 	Logger *slog.Logger
@@ -451,8 +452,8 @@ func (s *Service) tooManyEntries(at descAt, n int) error {
 // it is long enough), the answer's response and the messages of each status
 // (newAnswer), which descriptors carry a limit override (nil when none
 // does), and which are over MaxHits (nil when none is). The identifiers are
-// ids' (see idBlock.next). The first problem
-// found is returned, naming the descriptor, entry and key.
+// ids' (see idBlock.next). The first problem found is returned, naming the
+// descriptor, entry and key.
 func (s *Service) parse(l *ratelimit.Limiter, allowed map[string]bool, req *rlsv3.RateLimitRequest, room []ratelimit.Request, ids *idBlock) (reqs []ratelimit.Request, head *answerHead, parts []statusParts, overs, never []bool, err error) {
 	descs := req.GetDescriptors()
 	if err := s.checkCount(len(descs)); err != nil {
