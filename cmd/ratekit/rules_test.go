@@ -273,6 +273,7 @@ func TestRulesCLIUsage(t *testing.T) {
 		{[]string{"rules", "delete", "--redis", unused, "lim", strings.Repeat("b", 100000)}, 2, `rule name "` + strings.Repeat("b", 80) + `" must match`},
 		{[]string{"rules", "show", "--redis", unused, "Bad Name"}, 2, `rules show: limiter name "Bad Name" must match ^[a-z0-9_]{1,64}$`},
 		{[]string{"rules", "remove", "--redis", unused, "Bad Name"}, 2, `rules remove: limiter name "Bad Name" must match`},
+		{[]string{"rules", "show", "--redis", unused, "HTTP_request"}, 2, `must match ^[a-z0-9_]{1,64}$; did you mean http_request?`},
 		{[]string{"rules", "delete", "--redis", unused, "Bad Name", "r"}, 2, `rules delete: limiter name "Bad Name" must match`},
 		{[]string{"rules", "show", "--redis", unused, strings.Repeat("a", 100000)}, 2, `limiter name "` + strings.Repeat("a", 80) + `" must match`},
 	} {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"regexp"
 	"regexp/syntax"
+	"strings"
 )
 
 // Limits on regular expressions in rules: RE2 already runs in linear time; these
@@ -28,8 +29,13 @@ func ValidName(s string) bool { return nameRE.MatchString(s) }
 // NameError is the error for s, an invalid name of what ("limiter",
 // "rule"). s may be as long as whatever sent it (a form, a request), so it
 // is quoted at most 80 characters long: the error and the log lines that
-// carry it stay short.
+// carry it stay short. A name that is valid once lowercased, with dashes
+// as underscores (HTTP_request, api-request), is suggested: an operator's
+// usual slip.
 func NameError(what, s string) error {
+	if fix := strings.ToLower(strings.ReplaceAll(s, "-", "_")); fix != s && ValidName(fix) {
+		return fmt.Errorf("%s name %q must match ^[a-z0-9_]{1,64}$; did you mean %s?", what, s, fix)
+	}
 	return fmt.Errorf("%s name %.80q must match ^[a-z0-9_]{1,64}$", what, s)
 }
 
