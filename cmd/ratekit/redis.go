@@ -49,11 +49,15 @@ func redisClient(url string, cluster bool) (redis.UniversalClient, error) {
 type unanswered struct{ where string }
 
 func (h unanswered) name(err error) error {
-	var ne net.Error
-	if errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() {
+	if h.timedOut(err) {
 		return fmt.Errorf("%s did not answer: %w", h.where, err)
 	}
 	return err
+}
+
+func (unanswered) timedOut(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
 }
 
 func (h unanswered) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -61,11 +65,9 @@ func (h unanswered) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (h unanswered) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
-		if err != nil {
-			if named := h.name(err); named != err {
-				cmd.SetErr(named)
-				return named
-			}
+		if err != nil && h.timedOut(err) {
+			err = h.name(err)
+			cmd.SetErr(err)
 		}
 		return err
 	}
