@@ -176,6 +176,7 @@ func TestEvalBatchRoundTripsStandalone(t *testing.T) {
 // nothing is charged past it, and a check that touches a key an earlier
 // check still has to write waits for it.
 func TestEvalBatchClusterStages(t *testing.T) {
+	scriptOnEveryMaster(t)
 	rc := &recordingClient{}
 	s := recordedStoreOn(t, redistest.ClusterURL(t), rc)
 	c := redistest.ClusterClient(t)
