@@ -183,6 +183,7 @@ func (s *Store) batchDialed(ctx context.Context, mode ratelimit.Mode, batch [][]
 	)
 	for left := len(checks); left > 0; {
 		cmds, calls, plains, at = cmds[:0], calls[:0], plains[:0], at[:0]
+		sent := s.dialed.windows.now()
 		clear(pending)
 		for i := range checks {
 			ch := &checks[i]
@@ -197,7 +198,7 @@ func (s *Store) batchDialed(ctx context.Context, mode ratelimit.Mode, batch [][]
 			ch.end = end
 			if ch.plain {
 				plains, at = append(plains, i), append(at, len(cmds))
-				cmds = s.appendPlain(cmds, c, ch.ops)
+				cmds = s.appendPlain(cmds, c, ch.ops, ch.out, sent)
 			} else {
 				for _, idx := range groups {
 					calls = append(calls, evalCall{check: ch, idx: idx, at: len(cmds)})
@@ -219,7 +220,7 @@ func (s *Store) batchDialed(ctx context.Context, mode ratelimit.Mode, batch [][]
 		var refused []evalCall
 		for j, i := range plains {
 			ch := &checks[i]
-			r, err := s.decodePlain(ctx, c, ch.ops, res[at[j]:at[j]+3*len(ch.ops)], ch.out, nil)
+			r, err := s.decodePlain(ctx, c, ch.ops, res[at[j]:], ch.out, sent, nil)
 			if err != nil {
 				fail(ch, err)
 				continue

@@ -75,7 +75,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		return nil, errors.New("redisstore: no Redis address")
 	}
 	life, cancel := context.WithCancel(context.Background())
-	s := &Store{evaluate: evaluateScript, bounded: true, dialed: &dialed{cancel: cancel, done: make(chan struct{}), life: life, wrap: o.wrap}}
+	s := &Store{evaluate: evaluateScript, bounded: true, dialed: &dialed{windows: newWindows(), cancel: cancel, done: make(chan struct{}), life: life, wrap: o.wrap}}
 	opt := o.Client
 	opt.InitAddress = append([]string(nil), opt.InitAddress...) // rueidis may shuffle it
 	opt.DisableCache = true
@@ -105,6 +105,7 @@ type dialed struct {
 	client  atomic.Pointer[rueidisClient] // nil until connected
 	lastErr atomic.Pointer[error]         // the last failed connection attempt
 	noPlain atomic.Bool                   // the server refused PEXPIRE NX (before Redis 7.0): no plain form
+	windows *windows                      // when the windows of the counters charged in the plain form end
 	combine combiner                      // the plain form's DoMulti calls on a single server
 	nodes   nodeCombiners                 // and on a Cluster
 	closed  atomic.Bool                   // Close was called

@@ -111,6 +111,15 @@
 // write. Nothing the script does is needed there (no ban to read, no rule to
 // stop at), INCRBY is atomic on its own, so the outcomes are the script's, and
 // Redis spends well under half the time on them that it spends on EVALSHA.
+// The Store remembers when the windows it read end (16,384 counters, the
+// last charged), and a check of a counter whose window it remembers sends
+// INCRBY alone: a third of the Redis work of the three commands. A counter
+// whose key went away meanwhile (deleted elsewhere, evicted) is made anew by
+// that INCRBY, which then answers no more than the cost, and the Store sets
+// its window in a second round trip. So the TTL of such a check's outcome
+// is the remembered one, up to a round trip earlier than Redis's, and a key
+// that lost its TTL (PERSIST) gets one again at the first check once the
+// remembered window has ended rather than at the next.
 // A counter INCRBY refuses (it holds a fraction, a value of another type or
 // one that is no number) costs a second round trip, through the script; a
 // server before Redis 7.0, which has no PEXPIRE NX, gets the script for every

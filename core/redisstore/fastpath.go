@@ -284,6 +284,9 @@ func (s *Store) deleteDialed(ctx context.Context, keys []string) (_ int, err err
 			s.dialed.failed(c, err)
 		}
 	}()
+	for _, k := range keys { // a check after the delete starts a new window
+		s.dialed.windows.forget(k)
+	}
 	var cmds rueidis.Commands
 	if s.sharding == single {
 		cmds = rueidis.Commands{c.B().Del().Key(keys...).Build()}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/redis/rueidis"
 
@@ -59,13 +60,14 @@ func (s *Store) combined(ctx context.Context, c rueidis.Client, cmds rueidis.Com
 // order, on one connection.
 func (s *Store) evalPlain(ctx context.Context, c rueidis.Client, ops []ratelimit.Op, out []ratelimit.OpResult) ([]ratelimit.OpResult, error) {
 	buf := getCommands()
-	cmds := s.appendPlain((*buf)[:0], c, ops)
+	sent := s.dialed.windows.now()
+	cmds := s.appendPlain((*buf)[:0], c, ops, out, sent)
 	res, err := s.combined(ctx, c, cmds)
 	putCommands(buf, cmds, res, err)
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: eval: %w", err)
 	}
-	refused, err := s.decodePlain(ctx, c, ops, res, out, nil)
+	refused, err := s.decodePlain(ctx, c, ops, res, out, sent, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -75,40 +77,61 @@ func (s *Store) evalPlain(ctx context.Context, c rueidis.Client, ops []ratelimit
 	return out, nil
 }
 
-// appendPlain appends the plain-form commands of ops to cmds: INCRBY,
-// PEXPIRE NX and PTTL per op.
-func (s *Store) appendPlain(cmds rueidis.Commands, c rueidis.Client, ops []ratelimit.Op) rueidis.Commands {
+// appendPlain appends the plain-form commands of ops to cmds: per op INCRBY,
+// then PEXPIRE NX and PTTL unless the Store remembers that the op's window
+// is on (windows) at sent, a time from s.dialed.windows.now(). Until
+// decodePlain reads it, out[i].TTL holds the ms left in op i's remembered
+// window (0: sent in full), which says how many replies are the op's.
+func (s *Store) appendPlain(cmds rueidis.Commands, c rueidis.Client, ops []ratelimit.Op, out []ratelimit.OpResult, sent int64) rueidis.Commands {
 	for i := range ops {
 		op := &ops[i]
 		// Arbitrary takes the numbers as strings, which numStr keeps: the
 		// typed builders format each number afresh.
 		cmds = append(cmds, c.B().Arbitrary("INCRBY").Keys(op.Key).Args(numStr(int64(op.Cost))).Build()) // whole: short
-		if s.sharding == single {
-			// Keys computes the key's Cluster slot (a CRC16 of its hash tag),
-			// which on one server only picks the connection of a DoMulti by its
-			// first command: the key goes as a plain argument after the
-			// INCRBY. With 64 callers (a CPU profile of bench's redis_1limit
-			// ratekit_1rule_conn) that took the slots from 10% of the
-			// client's samples to 2%, and 2-8% more checks/s in 3 runs.
-			cmds = append(cmds,
-				c.B().Arbitrary("PEXPIRE").Args(op.Key, numStr(millis(op.Period)), "NX").Build(),
-				c.B().Arbitrary("PTTL").Args(op.Key).Build())
+		left := s.dialed.windows.left(op.Key, sent)
+		out[i] = ratelimit.OpResult{TTL: time.Duration(left)}
+		if left > 0 {
 			continue
 		}
-		cmds = append(cmds,
-			c.B().Arbitrary("PEXPIRE").Keys(op.Key).Args(numStr(millis(op.Period)), "NX").Build(),
-			c.B().Pttl().Key(op.Key).Build())
+		cmds = appendWindow(cmds, c, s.sharding, op)
 	}
 	return cmds
 }
 
+// appendWindow appends PEXPIRE NX and PTTL of op's counter: its window
+// starts if it has none, and its TTL is read.
+func appendWindow(cmds rueidis.Commands, c rueidis.Client, sh sharding, op *ratelimit.Op) rueidis.Commands {
+	if sh == single {
+		// Keys computes the key's Cluster slot (a CRC16 of its hash tag),
+		// which on one server only picks the connection of a DoMulti by its
+		// first command: the key goes as a plain argument after the
+		// INCRBY. With 64 callers (a CPU profile of bench's redis_1limit
+		// ratekit_1rule_conn) that took the slots from 10% of the
+		// client's samples to 2%, and 2-8% more checks/s in 3 runs.
+		return append(cmds,
+			c.B().Arbitrary("PEXPIRE").Args(op.Key, numStr(millis(op.Period)), "NX").Build(),
+			c.B().Arbitrary("PTTL").Args(op.Key).Build())
+	}
+	return append(cmds,
+		c.B().Arbitrary("PEXPIRE").Keys(op.Key).Args(numStr(millis(op.Period)), "NX").Build(),
+		c.B().Pttl().Key(op.Key).Build())
+}
+
 // decodePlain fills out from res, the replies of appendPlain's commands for
-// ops, and appends to refused the index of every op whose INCRBY was refused
-// (which wrote nothing): the script must evaluate those.
-func (s *Store) decodePlain(ctx context.Context, c rueidis.Client, ops []ratelimit.Op, res []rueidis.RedisResult, out []ratelimit.OpResult, refused []int) ([]int, error) {
+// ops sent at sent (res may go on with other checks' replies), and appends
+// to refused the index of every op whose INCRBY was refused (which wrote
+// nothing): the script must evaluate those.
+func (s *Store) decodePlain(ctx context.Context, c rueidis.Client, ops []ratelimit.Op, res []rueidis.RedisResult, out []ratelimit.OpResult, sent int64, refused []int) ([]int, error) {
+	at := 0
 	for j := range ops {
 		op := &ops[j]
-		count, err := res[3*j].ToInt64()
+		left := int64(out[j].TTL) // appendPlain's
+		r := res[at : at+1]
+		if left == 0 {
+			r = res[at : at+3]
+		}
+		at += len(r)
+		count, err := r[0].ToInt64()
 		if err != nil {
 			if _, ok := rueidis.IsRedisErr(err); !ok {
 				return nil, fmt.Errorf("redisstore: eval: %w", err)
@@ -116,26 +139,22 @@ func (s *Store) decodePlain(ctx context.Context, c rueidis.Client, ops []ratelim
 			refused = append(refused, j) // a fractional or foreign value: nothing was written
 			continue
 		}
-		ttl, err := res[3*j+2].ToInt64()
-		if err != nil {
-			return nil, fmt.Errorf("redisstore: eval: op %d: %w", j, err)
-		}
-		if err := res[3*j+1].Error(); err != nil {
-			if _, ok := rueidis.IsRedisErr(err); !ok {
-				return nil, fmt.Errorf("redisstore: eval: %w", err)
-			}
-			s.dialed.noPlain.Store(true) // no NX before Redis 7.0
-			if ttl == -1 {
-				if err := startWindow(ctx, c, op); err != nil {
-					return nil, err
-				}
-			}
-		}
+		ttl := left
 		switch {
-		case ttl == -1: // the window just started
-			ttl = millis(op.Period)
-		case ttl < 0: // the window ended between the commands
-			ttl = 0
+		case left == 0:
+			if ttl, err = s.windowTTL(ctx, c, op, r[1], r[2], sent); err != nil {
+				return nil, err
+			}
+		case count <= int64(op.Cost):
+			// The key was gone (deleted, evicted) before the window this
+			// Store remembered ended, and INCRBY made it anew, without a
+			// TTL: start its window now, a round trip more.
+			now := s.dialed.windows.now()
+			cmds := appendWindow(make(rueidis.Commands, 0, 2), c, s.sharding, op)
+			res := c.DoMulti(ctx, cmds...)
+			if ttl, err = s.windowTTL(ctx, c, op, res[0], res[1], now); err != nil {
+				return nil, err
+			}
 		}
 		var bits int64
 		if count > op.Limit {
@@ -144,6 +163,34 @@ func (s *Store) decodePlain(ctx context.Context, c rueidis.Client, ops []ratelim
 		out[j] = outcome(&ops[j], float64(count), ttl, bits)
 	}
 	return refused, nil
+}
+
+// windowTTL returns the ms left in op's window from the replies of
+// appendWindow's commands, sent at sent, and remembers when it ends.
+func (s *Store) windowTTL(ctx context.Context, c rueidis.Client, op *ratelimit.Op, expire, pttl rueidis.RedisResult, sent int64) (int64, error) {
+	ttl, err := pttl.ToInt64()
+	if err != nil {
+		return 0, fmt.Errorf("redisstore: eval: %s: %w", op.Key, err)
+	}
+	if err := expire.Error(); err != nil {
+		if _, ok := rueidis.IsRedisErr(err); !ok {
+			return 0, fmt.Errorf("redisstore: eval: %w", err)
+		}
+		s.dialed.noPlain.Store(true) // no NX before Redis 7.0
+		if ttl == -1 {
+			if err := startWindow(ctx, c, op); err != nil {
+				return 0, err
+			}
+		}
+	}
+	switch {
+	case ttl == -1: // the window just started
+		ttl = millis(op.Period)
+	case ttl < 0: // the window ended between the commands
+		ttl = 0
+	}
+	s.dialed.windows.remember(op.Key, sent, ttl)
+	return ttl, nil
 }
 
 // evalRefused evaluates with the script the ops whose INCRBY was refused,

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
 
 	ratelimit "github.com/ratekit/ratekit/core"
@@ -239,5 +240,73 @@ func TestPlainWithoutNX(t *testing.T) {
 	expectOutcomes(t, "second", eval(t, s, check, op), ok(2, time.Minute))
 	if w := d.take(); !strings.Contains(w, sentEVALSHA) || strings.Contains(w, sentINCRBY) {
 		t.Fatalf("after a refused NX the Store still sends plain commands: %q", w)
+	}
+}
+
+// TestPlainRemembersWindow: once the Store has read a counter's window, its
+// next checks send INCRBY alone, with the same outcomes; a key gone before
+// the remembered end (deleted elsewhere) gets its window again, and a key
+// the Store deletes is read afresh.
+func TestPlainRemembersWindow(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		url    func(testing.TB) string
+		client func(testing.TB) redis.UniversalClient
+	}{
+		{"standalone", redistest.URL, func(t testing.TB) redis.UniversalClient { return redistest.Client(t) }},
+		{"cluster", redistest.ClusterURL, func(t testing.TB) redis.UniversalClient { return redistest.ClusterClient(t) }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			d := &recordingClient{}
+			s, k := recordedStoreOn(t, tt.url(t), d), newKeyer(t)
+			c := tt.client(t)
+
+			op := terminal(k.count("a", 3, 1))
+			expectOutcomes(t, "first", eval(t, s, check, op), ok(1, time.Minute))
+			if w := d.take(); w != "INCRBY PEXPIRE PTTL" {
+				t.Fatalf("first check sent %q, want the window read", w)
+			}
+			expectOutcomes(t, "second", eval(t, s, check, op), ok(2, time.Minute))
+			expectOutcomes(t, "third", eval(t, s, check, op), ok(3, time.Minute))
+			expectOutcomes(t, "fourth", eval(t, s, check, op), over(4, time.Minute))
+			if w := d.take(); w != "INCRBY INCRBY INCRBY" {
+				t.Fatalf("checks in a remembered window sent %q, want INCRBY alone", w)
+			}
+
+			// Deleted behind the Store's back: INCRBY makes the key anew
+			// without a TTL, and the Store starts its window.
+			if err := c.Del(ctx, op.Key).Err(); err != nil {
+				t.Fatal(err)
+			}
+			d.takeTrips()
+			expectOutcomes(t, "after a foreign delete", eval(t, s, check, op), ok(1, time.Minute))
+			if w, trips := d.take(), d.takeTrips(); w != "INCRBY PEXPIRE PTTL" || trips != 2 {
+				t.Fatalf("after a foreign delete: sent %q in %d round trips, want INCRBY, then PEXPIRE PTTL", w, trips)
+			}
+			if got := pttl(t, c, op.Key); got <= 0 || got > time.Minute {
+				t.Fatalf("PTTL after a foreign delete = %v, want a window", got)
+			}
+
+			// A negative value written there (INCRBY answers less than the
+			// cost): the window is read, not assumed.
+			if err := c.Set(ctx, op.Key, -5, 20*time.Second).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if got := eval(t, s, check, op)[0].TTL; got <= 0 || got > 20*time.Second {
+				t.Fatalf("TTL over a negative value = %v, want the key's (20s)", got)
+			}
+			d.take()
+
+			// The Store's own delete forgets the window: one round trip.
+			if _, err := s.Delete(ctx, []string{op.Key}); err != nil {
+				t.Fatal(err)
+			}
+			d.take()
+			d.takeTrips()
+			expectOutcomes(t, "after Delete", eval(t, s, check, op), ok(1, time.Minute))
+			if w, trips := d.take(), d.takeTrips(); w != "INCRBY PEXPIRE PTTL" || trips != 1 {
+				t.Fatalf("after Delete: sent %q in %d round trips, want the full form in one", w, trips)
+			}
+		})
 	}
 }

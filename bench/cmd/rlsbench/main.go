@@ -324,8 +324,9 @@ requests.
 		note = fmt.Sprintf("%d CPUs (%s/%s)", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH)
 	}
 	fmt.Fprintf(b, "ratekit-envoy counts on `redisstore.Dial`'s store and checks a request's descriptors with\n")
-	fmt.Fprintf(b, "`ratelimit.CheckBatch`: one round trip per request, here INCRBY, PEXPIRE NX and PTTL per descriptor\n")
-	fmt.Fprintf(b, "(the plain form; a request whose rules need the script sends one script call per descriptor instead).\n\n")
+	fmt.Fprintf(b, "`ratelimit.CheckBatch`: one round trip per request, here INCRBY per descriptor once the store\n")
+	fmt.Fprintf(b, "remembers when the counter's window ends, INCRBY, PEXPIRE NX and PTTL until then (the plain form;\n")
+	fmt.Fprintf(b, "a request whose rules need the script sends one script call per descriptor instead).\n\n")
 	fmt.Fprintf(b, "Run on %s: %s; %s; each row %v after a %v warm-up, %d round(s) alternating the\n", time.Now().UTC().Format("2006-01-02"), note, redisVersion, o.duration, o.warmup, o.rounds)
 	fmt.Fprintf(b, "servers (each figure is from the server's median round); servers, Redis and load generator on one machine.\n\n")
 	fmt.Fprintf(b, "| descriptors per request | callers | envoyproxy/ratelimit | ratekit-envoy | ratio | server CPU µs per request (envoy / ratekit) | envoy's CPU ÷ ratekit's | Redis µs per request (envoy / ratekit) |\n")
