@@ -2,13 +2,44 @@ package redisstore
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
+
+	ratelimit "github.com/ratekit/ratekit/core"
 )
+
+// withDeadline adds ctx's error to err, the failure of a call made with ctx,
+// once ctx's deadline has passed: a call waiting for a connection attempt
+// gets the attempt's outcome whatever its context, here the closed
+// connection of an attempt given up at the call's deadline (often before
+// ctx's own timer has fired: Err is still nil), and a caller tells a timeout
+// by errors.Is(err, context.DeadlineExceeded). Each check of a
+// *ratelimit.BatchError gets it too.
+func withDeadline(ctx context.Context, err error) error {
+	if err == nil {
+		return err
+	}
+	cerr := ctx.Err()
+	if dl, ok := ctx.Deadline(); cerr == nil && ok && !time.Now().Before(dl) {
+		cerr = context.DeadlineExceeded
+	}
+	if cerr == nil || errors.Is(err, cerr) {
+		return err
+	}
+	if be := (*ratelimit.BatchError)(nil); errors.As(err, &be) {
+		for i, e := range be.Errs {
+			be.Errs[i] = withDeadline(ctx, e)
+		}
+		return err
+	}
+	return fmt.Errorf("%w: %w", err, cerr)
+}
 
 // attempts bounds rueidis' connection attempts made once the store is
 // connected, so that a check returns by its deadline while a connection to a

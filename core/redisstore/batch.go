@@ -154,6 +154,7 @@ func (s *Store) batchDialed(ctx context.Context, mode ratelimit.Mode, batch [][]
 	defer func() {
 		if err != nil {
 			s.dialed.failed(c, err)
+			err = withDeadline(ctx, err)
 		}
 	}()
 	checks, err := s.planBatch(mode, batch, outs)

@@ -437,3 +437,45 @@ func TestEvalBatchHungMasterFailsItsChecksOnly(t *testing.T) {
 		t.Errorf("New on a ClusterClient: %v, %+v; want the first check counted a third time and the second failed", err, outs)
 	}
 }
+
+// pastDeadline is a context whose deadline has passed before its timer ran:
+// Err is still nil.
+type pastDeadline struct{ context.Context }
+
+func (pastDeadline) Deadline() (time.Time, bool) { return time.Now().Add(-time.Millisecond), true }
+
+// TestWithDeadline: a call that failed once its deadline passed reports the
+// deadline too, whatever the transport said (a connection attempt given up at
+// that deadline closes the connection the call waits on), in each check of a
+// batch; a call that failed in time keeps its own error.
+func TestWithDeadline(t *testing.T) {
+	closed := errors.New("use of closed network connection")
+	done, cancel := context.WithTimeout(ctx, 0)
+	defer cancel()
+	<-done.Done()
+	tests := []struct {
+		name     string
+		ctx      context.Context
+		err      error
+		deadline bool
+	}{
+		{"no error", done, nil, false},
+		{"in time", ctx, closed, false},
+		{"past the deadline", done, closed, true},
+		{"already the deadline", done, fmt.Errorf("eval: %w", context.DeadlineExceeded), true},
+		{"deadline passed, its timer not run yet", pastDeadline{ctx}, closed, true},
+	}
+	for _, tt := range tests {
+		err := withDeadline(tt.ctx, tt.err)
+		if got := errors.Is(err, context.DeadlineExceeded); got != tt.deadline {
+			t.Errorf("%s: %v: is DeadlineExceeded %v, want %v", tt.name, err, got, tt.deadline)
+		}
+		if tt.err != nil && !errors.Is(err, tt.err) {
+			t.Errorf("%s: %v lost %v", tt.name, err, tt.err)
+		}
+	}
+	be := &ratelimit.BatchError{Errs: []error{nil, closed}}
+	if err := withDeadline(done, be); !errors.Is(be.Errs[1], context.DeadlineExceeded) || be.Errs[0] != nil || err != be {
+		t.Errorf("batch: %v (%v), want the failed check's error with the deadline", err, be.Errs)
+	}
+}

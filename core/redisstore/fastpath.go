@@ -68,6 +68,7 @@ func (s *Store) evalDialed(ctx context.Context, mode ratelimit.Mode, ops []ratel
 	defer func() {
 		if err != nil {
 			s.dialed.failed(c, err)
+			err = withDeadline(ctx, err)
 		}
 	}()
 	if plainOps(mode, ops) && !s.dialed.noPlain.Load() {
