@@ -148,7 +148,9 @@ func (s *Store) decodePlain(ctx context.Context, c rueidis.Client, ops []ratelim
 		case count <= int64(op.Cost):
 			// The key was gone (deleted, evicted) before the window this
 			// Store remembered ended, and INCRBY made it anew, without a
-			// TTL: start its window now, a round trip more.
+			// TTL: start its window now, a round trip more (and should that
+			// fail, the next check sends the full form).
+			s.dialed.windows.forget(op.Key)
 			now := s.dialed.windows.now()
 			cmds := appendWindow(make(rueidis.Commands, 0, 2), c, s.sharding, op)
 			res := c.DoMulti(ctx, cmds...)
