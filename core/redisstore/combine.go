@@ -187,9 +187,7 @@ type nodeCombiners struct {
 	table    atomic.Pointer[slotTable]
 	inFlight atomic.Int32 // the combiners' calls in flight (combiner.shared)
 
-	// ids: each master's part id (see Store.Partition), by address. Only
-	// fetch uses it, and fetches run one after another.
-	ids map[string]uint8
+	ids partIDs // only fetch uses it, and fetches run one after another
 
 	life    context.Context // the store's: canceled when it closes, ending a fetch in flight
 	mu      sync.Mutex
@@ -198,12 +196,23 @@ type nodeCombiners struct {
 	running sync.WaitGroup // the refresh a timer started, while it runs
 }
 
-// slotTable maps each slot to its master's combiner.
+// slotTable maps each slot to its master: its address, part id and, on a
+// Store from Dial, its combiner.
 type slotTable struct {
-	node      [numSlots]uint8 // index in combiners; noNode: no master known
-	combiners []*combiner
-	addrs     []string // of combiners[i]
-	ids       []uint8  // the part id of combiners[i]'s master, or noNode
+	node      [numSlots]uint8 // index in addrs; noNode: no master known
+	combiners []*combiner     // of addrs[i]; nil on a Store from New
+	addrs     []string
+	ids       []uint8 // the part id of addrs[i], or noNode
+}
+
+// partIDs holds each master's part id (see Store.Partition), by address.
+type partIDs struct{ ids map[string]uint8 }
+
+// slotRange is a range of slots and the address of their master, as CLUSTER
+// SLOTS tells them.
+type slotRange struct {
+	start, end int64
+	addr       string
 }
 
 const (
@@ -231,7 +240,7 @@ func (n *nodeCombiners) doMulti(ctx context.Context, c rueidis.Client, cmds ruei
 // (a Limiter's breaker of a departed master that is still open then closes
 // at its prober's first probe, which peeks keys that have moved to a master
 // that answers). noNode: no id free.
-func (n *nodeCombiners) partID(addr string, t, old *slotTable) uint8 {
+func (n *partIDs) partID(addr string, t, old *slotTable) uint8 {
 	if id, ok := n.ids[addr]; ok {
 		return id
 	}
@@ -320,16 +329,12 @@ func (n *nodeCombiners) tick() {
 func (n *nodeCombiners) fetch(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, slotsRetry)
 	defer cancel()
-	ranges, err := n.raw.Do(ctx, n.raw.B().ClusterSlots().Build()).ToArray()
+	reply, err := n.raw.Do(ctx, n.raw.B().ClusterSlots().Build()).ToArray()
 	if err != nil {
 		return err
 	}
-	old := n.table.Load()
-	t := &slotTable{}
-	for i := range t.node {
-		t.node[i] = noNode
-	}
-	for _, r := range ranges {
+	ranges := make([]slotRange, 0, len(reply))
+	for _, r := range reply {
 		// start, end, [host, port, ...] of the master, then its replicas
 		f, err := r.ToArray()
 		if err != nil || len(f) < 3 {
@@ -338,7 +343,7 @@ func (n *nodeCombiners) fetch(ctx context.Context) error {
 		start, err1 := f[0].AsInt64()
 		end, err2 := f[1].AsInt64()
 		master, err3 := f[2].ToArray()
-		if err1 != nil || err2 != nil || err3 != nil || len(master) < 2 || start < 0 || end >= numSlots || start > end {
+		if err1 != nil || err2 != nil || err3 != nil || len(master) < 2 {
 			continue
 		}
 		host, err1 := master[0].ToString()
@@ -346,32 +351,53 @@ func (n *nodeCombiners) fetch(ctx context.Context) error {
 		if err1 != nil || err2 != nil {
 			continue
 		}
-		i := t.index(net.JoinHostPort(host, strconv.FormatInt(port, 10)), old, n)
-		for s := start; s <= end; s++ {
-			t.node[s] = i
-		}
+		ranges = append(ranges, slotRange{start, end, net.JoinHostPort(host, strconv.FormatInt(port, 10))})
 	}
-	n.table.Store(t)
+	n.table.Store(newSlotTable(ranges, n.table.Load(), &n.ids, &n.inFlight))
 	return nil
 }
 
-// index returns addr's index in t, adding it (with its combiner in old, if
-// any, else a new one counting its calls in n.inFlight, and its part id)
-// when new.
-func (t *slotTable) index(addr string, old *slotTable, n *nodeCombiners) uint8 {
+// newSlotTable returns the table of ranges, old being the one it replaces:
+// each master keeps its part id from ids and, when inFlight is set (a Store
+// from Dial), its combiner in old; a new master's combiner counts its calls
+// in inFlight. A range out of bounds is left out.
+func newSlotTable(ranges []slotRange, old *slotTable, ids *partIDs, inFlight *atomic.Int32) *slotTable {
+	t := &slotTable{}
+	for i := range t.node {
+		t.node[i] = noNode
+	}
+	for _, r := range ranges {
+		if r.start < 0 || r.end >= numSlots || r.start > r.end {
+			continue
+		}
+		i := t.index(r.addr, old, ids, inFlight)
+		for s := r.start; s <= r.end; s++ {
+			t.node[s] = i
+		}
+	}
+	return t
+}
+
+// index returns addr's index in t, adding it (with its part id and, when
+// inFlight is set, its combiner in old, if any, else a new one counting its
+// calls in inFlight) when new.
+func (t *slotTable) index(addr string, old *slotTable, ids *partIDs, inFlight *atomic.Int32) uint8 {
 	if i := slices.Index(t.addrs, addr); i >= 0 {
 		return uint8(i)
 	}
 	if len(t.addrs) == noNode {
 		return noNode
 	}
-	t.ids = append(t.ids, n.partID(addr, t, old))
-	m := &combiner{shared: &n.inFlight}
-	if old != nil {
-		if i := slices.Index(old.addrs, addr); i >= 0 {
-			m = old.combiners[i]
+	t.ids = append(t.ids, ids.partID(addr, t, old))
+	t.addrs = append(t.addrs, addr)
+	if inFlight != nil {
+		m := &combiner{shared: inFlight}
+		if old != nil {
+			if i := slices.Index(old.addrs, addr); i >= 0 {
+				m = old.combiners[i]
+			}
 		}
+		t.combiners = append(t.combiners, m)
 	}
-	t.addrs, t.combiners = append(t.addrs, addr), append(t.combiners, m)
 	return uint8(len(t.addrs) - 1)
 }

@@ -376,7 +376,7 @@ func TestPartitionIsTheKeysMaster(t *testing.T) {
 // of masters in neither the old table nor the new are handed out again, and
 // none is when every id is in use.
 func TestPartIDsRecycledWhenSpent(t *testing.T) {
-	n := &nodeCombiners{}
+	n := &partIDs{}
 	addr := func(i int) string { return fmt.Sprint("10.0.", i/250, ".", i%250, ":6379") }
 	for i := range noNode {
 		if id := n.partID(addr(i), &slotTable{}, nil); int(id) != i {
