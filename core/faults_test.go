@@ -244,15 +244,38 @@ func TestFaults64Callers(t *testing.T) {
 // (ErrCircuitOpen: no store call, no timeout paid), until it answers again.
 // With one breaker per limiter (before), the hung master's three timeouts
 // turned every check of the limiter into a fail-open until it came back. A
-// private 2-master cluster that calls no node failed for a minute.
+// private 2-master cluster that calls no node failed for a minute, on each
+// store a Cluster has: Dial's, and New's on a shared *redis.ClusterClient
+// (whose slot table the store reads itself; before, its limiter had one
+// breaker).
 func TestClusterHungMasterOpensItsOwnBreaker(t *testing.T) {
-	nodes := redistest.StartCluster(t, 2, "--cluster-node-timeout", "60000")
-	ctx := context.Background()
-	store, err := redisstore.Dial(ctx, "redis://"+nodes[0].Addr+"?addr="+nodes[1].Addr)
-	if err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		name  string
+		store func(t *testing.T, addrs []string) ratelimit.Store
+	}{
+		{"dial", func(t *testing.T, addrs []string) ratelimit.Store {
+			s, err := redisstore.Dial(context.Background(), "redis://"+addrs[0]+"?addr="+addrs[1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = s.Close() })
+			return s
+		}},
+		{"new_cluster_client", func(t *testing.T, addrs []string) ratelimit.Store {
+			c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: true})
+			t.Cleanup(func() { _ = c.Close() })
+			return redisstore.New(c)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nodes := redistest.StartCluster(t, 2, "--cluster-node-timeout", "60000")
+			testHungMasterOwnBreaker(t, tc.store(t, []string{nodes[0].Addr, nodes[1].Addr}), nodes)
+		})
 	}
-	t.Cleanup(func() { _ = store.Close() })
+}
+
+func testHungMasterOwnBreaker(t *testing.T, store ratelimit.Store, nodes []*redistest.Server) {
+	ctx := context.Background()
 	var logs testlog.Buffer
 	l, err := ratelimit.New(ratelimit.Config{Name: "edge", Store: store, KeyPrefix: redistest.Prefix(t), Timeout: 500 * time.Millisecond,
 		Breaker: ratelimit.BreakerConfig{Failures: 3, Cooldown: 40 * time.Millisecond},
@@ -286,6 +309,18 @@ func TestClusterHungMasterOpensItsOwnBreaker(t *testing.T) {
 	for _, id := range []ratelimit.Identifier{hung, healthy, mixed} { // warm: the slot table, both connections
 		if r := l.Check(ctx, id); r.Err != nil || r.Blocked() {
 			t.Fatalf("before the pause: %s (%v)", describe(r), r.Err)
+		}
+	}
+	// The store reads its slot table in the background; the masters' keys
+	// have their own parts once it has.
+	ps := store.(interface{ Partition(key string) int })
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		p0, p1 := ps.Partition(l.Keys(hung)[0]), ps.Partition(l.Keys(healthy)[0])
+		if p0 >= 0 && p1 >= 0 && p0 != p1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the keys of two masters are parts %d and %d 60s after the first check, want one each", p0, p1)
 		}
 	}
 	nodes[0].Pause(t)

@@ -331,11 +331,49 @@ func refreshing(t *testing.T) bool {
 }
 
 // Partition names the master of a key's slot, as the Cluster itself says,
-// by one number per master that a refresh of the slot table keeps; it is
-// -1 on a single server, whose Limiter keeps its one breaker.
+// by one number per master that a refresh of the slot table keeps, on a
+// Store from Dial and on one from New on a *redis.ClusterClient (which had
+// no parts: its Limiter kept one breaker); it is -1 on a single server and
+// a Ring, whose Limiter keeps its one breaker.
 func TestPartitionIsTheKeysMaster(t *testing.T) {
-	s := dialStore(t, redistest.ClusterURL(t))
-	waitFor(t, "a slot table", func() bool { return s.dialed.nodes.table.Load() != nil })
+	for _, tc := range []struct {
+		name    string
+		store   func(t *testing.T) *Store
+		refresh func(s *Store) error
+	}{
+		{"dial", func(t *testing.T) *Store { return dialStore(t, redistest.ClusterURL(t)) },
+			func(s *Store) error { return s.dialed.nodes.fetch(ctx) }},
+		{"new", func(t *testing.T) *Store { return New(redistest.ClusterClient(t)) },
+			func(s *Store) error {
+				for !s.parts.busy.CompareAndSwap(false, true) { // reads run one at a time
+					time.Sleep(10 * time.Millisecond)
+				}
+				s.parts.read()
+				return nil
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := tc.store(t)
+			waitFor(t, "a slot table", func() bool { return s.Partition("{k}") >= 0 })
+			testPartitionIsTheKeysMaster(t, s, func() error { return tc.refresh(s) })
+		})
+	}
+	t.Run("one_breaker", func(t *testing.T) {
+		for name, s := range map[string]*Store{
+			"dial": dialStore(t, redistest.URL(t)), "new": New(redistest.Client(t)), "ring": New(newRing(t)),
+		} {
+			k := newKeyer(t)
+			if _, err := s.Eval(ctx, ratelimit.ModeCheck, []ratelimit.Op{terminal(k.count("a", 10, 1))}); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if p := s.Partition("{k}"); p != -1 {
+				t.Errorf("%s: a single server's or a Ring's Partition = %d, want -1", name, p)
+			}
+		}
+	})
+}
+
+func testPartitionIsTheKeysMaster(t *testing.T, s *Store, refresh func() error) {
 	c := redistest.ClusterClient(t)
 	parts := map[string]int{} // by master address
 	for i := range 64 {
@@ -359,16 +397,13 @@ func TestPartitionIsTheKeysMaster(t *testing.T) {
 	if len(parts) < 2 {
 		t.Fatalf("64 keys on %d masters", len(parts))
 	}
-	if err := s.dialed.nodes.fetch(ctx); err != nil {
+	if err := refresh(); err != nil {
 		t.Fatal(err)
 	}
 	for addr, p := range parts {
 		if name := s.PartitionName(p); name != addr {
 			t.Errorf("after a refresh part %d is %q, was %s", p, name, addr)
 		}
-	}
-	if p := dialStore(t, redistest.URL(t)).Partition("{k}"); p != -1 {
-		t.Errorf("a single server's Partition = %d, want -1", p)
 	}
 }
 

@@ -216,12 +216,23 @@
 // common characteristic set; the Limiter's blocked-key cache (see package
 // ratelimit) answers callers already blocked or banned without Redis at all.
 //
-// A Store from Dial on a Cluster tells the Limiter which master holds a key
-// (Store.Partition, from the slot table of "Pipelining"), and the Limiter
-// keeps a circuit breaker per master: a master that hangs or dies fails open
-// only the checks with a key on it, while those on the other masters are
-// still counted and blocked (docs/design.md#fail-open). A Store from New
-// has no such table: its Limiter keeps one breaker.
+// A Store on a Cluster tells the Limiter which master holds a key
+// (Store.Partition), and the Limiter keeps a circuit breaker per master, at
+// most 256 (docs/limits.md): a master that hangs or dies fails open only the
+// checks with a key on it, while those on the other masters are still
+// counted and blocked (docs/design.md#fail-open). A Store from Dial maps a
+// key's slot to its master by the slot table of "Pipelining". A Store from
+// New on a *redis.ClusterClient reads a table of its own, as go-redis does
+// not share its: CLUSTER SLOTS (or the client's ClusterOptions.ClusterSlots)
+// in the background when a check asks for a key's master and the table is
+// due, which is at the first check, 10s after the last read and after a
+// failed call (a failover moves slots), a read at most each second. No check
+// waits for a read: until the first ends, keys are the Limiter's one
+// breaker's. A read asks the master that answered the last one first and
+// at most three masters, each for a second (the client's ReadTimeout
+// without ContextTimeoutEnabled), so a hung master delays it only. New on
+// any other client (a single server, Sentinel, a Ring, an autopipeliner or
+// a wrapper) has one breaker per Limiter.
 //
 // # Batches
 //

@@ -58,7 +58,8 @@ type Store struct {
 	learn     bool
 	clustered atomic.Bool
 
-	dialed *dialed // Dial and Open: the rueidis client (client is nil)
+	dialed *dialed       // Dial and Open: the rueidis client (client is nil)
+	parts  *clusterParts // New on a *redis.ClusterClient: the slot table of Partition
 }
 
 var (
@@ -112,6 +113,7 @@ func New(client Client, opts ...Option) *Store {
 		s.proc, s.learn = c, false
 		s.sharding = bySlot
 		s.bounded = c.Options().ContextTimeoutEnabled
+		s.parts = newClusterParts(c)
 	case *redis.Ring:
 		s.proc, s.learn = c, false
 		s.sharding = byTag
@@ -169,6 +171,9 @@ func (s *Store) Eval(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.O
 		res, err := s.evalSharded(ctx, mode, ops, out)
 		if err != nil {
 			goredis.ReloadSlots(s.client) // a failover: see ReloadSlots
+			if s.parts != nil {
+				s.parts.expire() // and Partition's table
+			}
 		}
 		return res, err
 	}
@@ -590,14 +595,13 @@ func firstErr(a, b error) error {
 // Limiter's circuit breakers (a breaker per part: a master that is down
 // fails open only the checks with a key on it): a number below 255 that
 // stands for the master serving key's slot in the store's slot table (see
-// "Pipelining"), the same number for that master while the store lives.
-// It is -1 on a single server, for a Store from New, and until the table
-// of a Store from Dial arrives: the Limiter's one breaker serves the key.
+// "Redis Cluster and Ring"), the same number for that master while the
+// store lives. It is -1 on a single server, a Sentinel or a Ring, for a
+// Store from New on any client but a *redis.ClusterClient, and until the
+// store's first slot table arrives: the Limiter's one breaker serves the
+// key.
 func (s *Store) Partition(key string) int {
-	if s.dialed == nil {
-		return -1
-	}
-	t := s.dialed.nodes.table.Load()
+	t := s.slotTable()
 	if t == nil {
 		return -1
 	}
@@ -610,10 +614,7 @@ func (s *Store) Partition(key string) int {
 // PartitionName returns the address of the master of part, as the slot
 // table last read it, or "" when it has none.
 func (s *Store) PartitionName(part int) string {
-	if s.dialed == nil {
-		return ""
-	}
-	if t := s.dialed.nodes.table.Load(); t != nil {
+	if t := s.slotTable(); t != nil {
 		for i, id := range t.ids {
 			if int(id) == part {
 				return t.addrs[i]
@@ -621,6 +622,18 @@ func (s *Store) PartitionName(part int) string {
 		}
 	}
 	return ""
+}
+
+// slotTable returns the store's slot table for Partition, or nil: none yet,
+// or not a Cluster's store.
+func (s *Store) slotTable() *slotTable {
+	switch {
+	case s.dialed != nil:
+		return s.dialed.nodes.table.Load()
+	case s.parts != nil:
+		return s.parts.load()
+	}
+	return nil
 }
 
 // shard identifies where a key lives: its slot on a cluster, its hash tag on
