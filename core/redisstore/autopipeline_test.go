@@ -69,7 +69,7 @@ func TestConformanceAutoPipeline(t *testing.T) {
 				return &storetest.Harness{
 					Store:        New(ap),
 					Now:          clk.Now,
-					Advance:      func(t testing.TB, d time.Duration) { advance(t, c, prefix, d); clk.Add(d) },
+					Advance:      func(t testing.TB, d time.Duration) { advance(t, nil, c, prefix, d); clk.Add(d) },
 					Prefix:       prefix,
 					TTLTolerance: time.Second,
 				}

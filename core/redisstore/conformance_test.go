@@ -22,7 +22,7 @@ func TestConformance(t *testing.T) {
 			return &storetest.Harness{
 				Store:        s,
 				Now:          clk.Now,
-				Advance:      func(t testing.TB, d time.Duration) { advance(t, c, prefix, d); s.forgetWindows(); clk.Add(d) },
+				Advance:      func(t testing.TB, d time.Duration) { advance(t, s, c, prefix, d); clk.Add(d) },
 				Prefix:       prefix,
 				TTLTolerance: time.Second,
 			}

@@ -202,7 +202,7 @@ func differentialLimiters(t *testing.T, s *Store, c redis.UniversalClient, cache
 				continue
 			}
 			ahead.Add(int64(d))
-			advance(t, c, string(prefix), d)
+			advance(t, s, c, string(prefix), d)
 		case r <= 4:
 			got, err := onRedis[li].Clear(ctx, id)
 			if err != nil {

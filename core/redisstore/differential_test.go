@@ -224,7 +224,7 @@ func differential(t *testing.T, s *Store, c redis.UniversalClient, steps int, se
 		case r == 0: // time passes
 			d := diffAdvances[g.pick(len(diffAdvances))]
 			ahead.Add(int64(d))
-			advance(t, c, string(g.k), d)
+			advance(t, s, c, string(g.k), d)
 		case r <= 2: // a clear
 			var keys []string
 			for _, key := range all {
@@ -417,7 +417,7 @@ func TestAdvanceLongTTL(t *testing.T) {
 	if err := c.Do(ctx, "SET", k.key("b"), "0", "PX", ms).Err(); err != nil {
 		t.Fatal(err)
 	}
-	advance(t, c, string(k), time.Hour)
+	advance(t, nil, c, string(k), time.Hour)
 	got, err := c.Do(ctx, "PTTL", k.key("b")).Int64()
 	if err != nil {
 		t.Fatal(err)

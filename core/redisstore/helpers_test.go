@@ -101,9 +101,14 @@ func keysUnder(t testing.TB, c redis.UniversalClient, prefix string) []string {
 }
 
 // advance shortens the TTL of every key under prefix by d, deleting the keys
-// whose TTL runs out: time passing, as far as the counters can tell.
-func advance(t testing.TB, c redis.UniversalClient, prefix string, d time.Duration) {
+// whose TTL runs out: time passing, as far as the counters can tell. s, when
+// not nil, is the Store under test: it forgets the windows it remembers
+// (whose ends its clock, which did not move, would keep).
+func advance(t testing.TB, s *Store, c redis.UniversalClient, prefix string, d time.Duration) {
 	t.Helper()
+	if s != nil {
+		defer s.forgetWindows()
+	}
 	for _, k := range keysUnder(t, c, prefix) {
 		// In milliseconds, as Redis keeps them: a token bucket's TTL may
 		// pass the longest Duration (292 years), which PTTL's Duration
