@@ -475,7 +475,8 @@ func TestWithDeadline(t *testing.T) {
 		}
 	}
 	be := &ratelimit.BatchError{Errs: []error{nil, closed}}
-	if err := withDeadline(done, be); !errors.Is(be.Errs[1], context.DeadlineExceeded) || be.Errs[0] != nil || err != be {
+	var got *ratelimit.BatchError
+	if err := withDeadline(done, be); !errors.As(err, &got) || got != be || !errors.Is(be.Errs[1], context.DeadlineExceeded) || be.Errs[0] != nil {
 		t.Errorf("batch: %v (%v), want the failed check's error with the deadline", err, be.Errs)
 	}
 }
