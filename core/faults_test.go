@@ -31,8 +31,8 @@ import (
 // Faults), never asserted: they are figures, not a test.
 func TestFaults64Callers(t *testing.T) {
 	srv := redistest.StartServer(t)
-	redis.SetLogger(quietRedis{}) // go-redis logs every failed dial of the outage
-	calls := &redistest.RoundTrips{}
+	redis.SetLogger(quietRedis{})                // go-redis logs every failed dial of the outage
+	calls := &redistest.RoundTrips{Record: true} // what the store sent, named when a window saw too many calls
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, PoolSize: 128})
 	client.AddHook(calls)
 	t.Cleanup(func() { _ = client.Close() })
@@ -170,9 +170,11 @@ func TestFaults64Callers(t *testing.T) {
 					time.Sleep(time.Millisecond)
 				}
 			}
+			calls.Take()
 			closed, from, answered, at := closes.n.Load(), calls.N.Load(), open.Load(), time.Now()
 			time.Sleep(time.Second)
 			n, budget := calls.N.Load()-from, 2+int64(time.Since(at)/(cooldown/4))
+			sent := calls.Take()
 			if closes.n.Load() != closed && try < 5 {
 				t.Logf("%s: the breaker closed during the window (%d store calls): measuring again", name, n)
 				continue
@@ -180,7 +182,8 @@ func TestFaults64Callers(t *testing.T) {
 			t.Logf("%s: %d checks answered by the open breaker and %d store calls in %v (prober budget %d)",
 				name, open.Load()-answered, n, time.Since(at).Round(time.Millisecond), budget)
 			if n > budget {
-				t.Errorf("%s: %d store calls while the breaker was open; only the prober (at most %d) may call", name, n, budget)
+				t.Errorf("%s: %d store calls while the breaker was open; only the prober (at most %d) may call (breaker %s; sent: %s)",
+					name, n, budget, l.BreakerState(), countNames(sent))
 			}
 			return
 		}
@@ -449,4 +452,25 @@ func TestCheckBatchHungMasterFailsOpenItsChecksOnly(t *testing.T) {
 	if got := l.BreakerState(); got != "open" {
 		t.Errorf("breaker %s, want open: the hung master's checks failed three times in a row", got)
 	}
+}
+
+// countNames returns names, each once with how many times it occurs, in the
+// order of their first occurrence: "evalsha x3, eval x1".
+func countNames(names []string) string {
+	var order []string
+	n := map[string]int{}
+	for _, s := range names {
+		if n[s] == 0 {
+			order = append(order, s)
+		}
+		n[s]++
+	}
+	var b strings.Builder
+	for i, s := range order {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s x%d", s, n[s])
+	}
+	return b.String()
 }
