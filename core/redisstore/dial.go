@@ -323,7 +323,7 @@ func ParseURL(raw string) (rueidis.ClientOption, error) {
 	}
 	o, err := rueidis.ParseURL(raw)
 	if err != nil {
-		return rueidis.ClientOption{}, hideURL(err)
+		return rueidis.ClientOption{}, schemeError(raw, err)
 	}
 	// rueidis takes any integer and any duration: no server has a negative
 	// database (SELECT fails) and a negative dial timeout fails every dial,
@@ -395,6 +395,21 @@ func sentinelURL(raw string) (string, error) {
 		query = "&" + query
 	}
 	return "redis://" + auth + addrs[0] + "?" + q.Encode() + query, nil
+}
+
+// schemeError says how to write the scheme when raw has none or one that no
+// store takes: net/url's "first path segment in URL cannot contain colon"
+// for host:port, or rueidis' bare "invalid URL scheme" for http://, told an
+// adopter neither what was wrong nor what to write. Other errors go to
+// hideURL.
+func schemeError(raw string, err error) error {
+	if !strings.Contains(raw, "://") {
+		return errors.New("redis URL: no scheme: write redis://host:port[/db] (rediss:// for TLS, redis-sentinel://host:port/master for Sentinel)" + urlHidden)
+	}
+	if strings.Contains(err.Error(), "invalid URL scheme") {
+		return errors.New("redis URL: invalid URL scheme: use redis://, rediss:// (TLS), redis-sentinel:// or unix://" + urlHidden)
+	}
+	return hideURL(err)
 }
 
 // hideURL rewrites a parse error to its cause alone, without the pieces of

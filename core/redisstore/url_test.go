@@ -41,7 +41,9 @@ func TestParseURLHidesPassword(t *testing.T) {
 		{"digits and a slash in the password", "redis://:1234/s3cr3t@localhost:6379", "invalid database number"},
 		{"digits and slashes in the password", "redis://:1234/s3cr3t@localhost:6379/0", "invalid URL path"},
 		{"slash in the sentinels' password", "redis-sentinel://:s3cr3t/pw@s1:26379,s2:26379/mymaster", "invalid port"},
-		{"scheme left out: the user name read as one", "s3cr3t:pw@localhost:6379", "invalid URL scheme"},
+		{"scheme left out: the user name read as one", "s3cr3t:pw@localhost:6379", "no scheme: write redis://host:port"},
+		{"scheme left out", "localhost:6379", "no scheme: write redis://host:port"},
+		{"bad scheme named", "https://user:s3cr3t-pw@localhost:6379/0", "use redis://, rediss:// (TLS), redis-sentinel:// or unix://"},
 		// Addresses that no server can have: Dial would return a store that
 		// never connects, and the limiter would fail open for good.
 		{"port out of range", "redis://:s3cr3t-pw@localhost:99999/0", "invalid port"},
