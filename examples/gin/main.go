@@ -36,6 +36,8 @@ func newHandler(limiter *ratelimit.Limiter, tp identifiers.TrustedProxies) (http
 	r.Use(gin.Recovery())
 	r.Use(ratelimitgin.Middleware(limiter, ratelimitgin.WithTrustedProxies(tp))) // before the routes
 	r.GET("/hello", func(c *gin.Context) { c.String(http.StatusOK, "hello\n") })
-	r.GET("/healthz", func(c *gin.Context) { c.String(http.StatusOK, "ok\n") }) // skip_health_checks
+	probe := func(c *gin.Context) { c.String(http.StatusOK, "ok\n") } // skip_health_checks; /readyz: see nethttp
+	r.GET("/healthz", probe)
+	r.GET("/readyz", probe)
 	return r, nil
 }

@@ -34,9 +34,13 @@ func newHandler(limiter *ratelimit.Limiter, tp identifiers.TrustedProxies) (http
 	mux.HandleFunc("GET /hello", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "hello")
 	})
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintln(w, "ok") // never limited: the limiter's skip_health_checks
-	})
+	// The probes, never limited: the limiter's skip_health_checks. /readyz
+	// does not ask Redis: checks fail open while it is down, so the service
+	// still serves, and a probe that failed then would take every replica
+	// out of service at once.
+	probe := func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") }
+	mux.HandleFunc("GET /healthz", probe)
+	mux.HandleFunc("GET /readyz", probe)
 	mw := ratelimithttp.Middleware(limiter,
 		ratelimithttp.WithMux(mux), // it wraps the whole mux: resolve the route pattern up front
 		ratelimithttp.WithTrustedProxies(tp),

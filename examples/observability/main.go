@@ -186,6 +186,8 @@ scrape_configs:
 func newHandler(limiter *ratelimit.Limiter, tp identifiers.TrustedProxies) (http.Handler, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /hello", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "hello\n") })
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	probe := func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok\n") }
+	mux.HandleFunc("GET /healthz", probe)
+	mux.HandleFunc("GET /readyz", probe)
 	return ratelimithttp.Middleware(limiter, ratelimithttp.WithMux(mux), ratelimithttp.WithTrustedProxies(tp))(mux), nil
 }

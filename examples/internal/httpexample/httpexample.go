@@ -173,7 +173,7 @@ func Run(ctx context.Context, name string, o Options, newHandler NewHandler) err
 	// Both listeners bound slow clients and header sizes as every ratekit
 	// listener does (httpguard.Server).
 	servers := []serving{{httpguard.Server(limited), lis}}
-	log.Printf("%s: GET http://%s/hello, 5 requests per minute per client IP; http://%s/healthz never limited; store: %s, counters under %q", name, lis.Addr(), lis.Addr(), what, limiter.KeyPrefix())
+	log.Printf("%s: GET http://%s/hello, 5 requests per minute per client IP; /healthz and /readyz never limited; store: %s, counters under %q", name, lis.Addr(), what, limiter.KeyPrefix())
 	if o.InternalAddr != "" {
 		// /metrics and /debug/ratelimit on a listener of their own: the debug
 		// page shows rules and recent blocks, nothing for the public port.

@@ -155,7 +155,7 @@ func adminServed(t *testing.T, internal string) {
 
 // incidentRuleSparesHealthChecks publishes an incident rule matching every
 // request (limit 2 per IP) into the example's rule store: once it is
-// enforced, /hello is blocked but /healthz answers 200 every time (the
+// enforced, /hello is blocked but /healthz and /readyz answer 200 every time (the
 // default skip_health_checks holds against the published tier), and the
 // debug page shows the tiers the limiter enforces.
 func incidentRuleSparesHealthChecks(t *testing.T, public, internal string, o Options) {
@@ -197,15 +197,17 @@ func incidentRuleSparesHealthChecks(t *testing.T, public, internal string, o Opt
 	if strings.Contains(page, "not managed by a rule store") || !strings.Contains(page, "published") {
 		t.Errorf("the debug page does not show the limiter's tiers:\n%s", page)
 	}
-	for i := 1; i <= 6; i++ {
-		resp, err := http.Get(public + "/healthz")
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("GET /healthz #%d under a match-all incident rule: %d %s, want 200", i, resp.StatusCode, b)
+	for _, probe := range []string{"/healthz", "/readyz"} {
+		for i := 1; i <= 6; i++ {
+			resp, err := http.Get(public + probe)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("GET %s #%d under a match-all incident rule: %d %s, want 200", probe, i, resp.StatusCode, b)
+			}
 		}
 	}
 }
