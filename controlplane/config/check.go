@@ -156,7 +156,7 @@ func (d *doc) checkRuleMap(field string, m map[string]*configv1.RuleList, availa
 		if available != nil {
 			spec = available.Spec(name)
 			if spec == nil && rulecheck.ValidName(name) {
-				d.check(at, true, "no limiter %q in %s (it declares %s)", name, available.source(), ListNames(available.Names()))
+				d.check(at, true, "%v", available.NoLimiter(name))
 			}
 		}
 		d.checkRules(spec, at.field("rules"), m[name].GetRules())

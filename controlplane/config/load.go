@@ -12,6 +12,7 @@ import (
 
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/tiers"
+	"github.com/ratekit/ratekit/internal/suggest"
 	configv1 "github.com/ratekit/ratekit/proto/ratelimit/config/v1"
 )
 
@@ -188,6 +189,18 @@ func (a *AvailableLimiters) source() string {
 // Names returns the declared limiter names, sorted.
 func (a *AvailableLimiters) Names() []string { return sortedKeys(a.Proto.GetAvailableLimiters()) }
 
+// NoLimiter is the error for a limiter that a does not declare: it names the
+// file and the limiters it declares, and the one a typo meant ("did you mean
+// "http_request"?"), for the config checks and for a service that looks a
+// limiter up by name.
+func (a *AvailableLimiters) NoLimiter(name string) error {
+	hint := ""
+	if best := suggest.Closest(name, a.Names()); best != "" {
+		hint = fmt.Sprintf("; did you mean %q?", best)
+	}
+	return fmt.Errorf("no limiter %q in %s (it declares %s)%s", name, a.source(), ListNames(a.Names()), hint)
+}
+
 // Spec returns the declaration of a limiter, or nil when it is not declared.
 func (a *AvailableLimiters) Spec(limiter string) *configv1.LimiterSpec {
 	return a.Proto.GetAvailableLimiters()[limiter]
@@ -198,7 +211,7 @@ func (a *AvailableLimiters) Spec(limiter string) *configv1.LimiterSpec {
 func (a *AvailableLimiters) DefaultRules(limiter string) ([]ratelimit.Rule, error) {
 	spec := a.Spec(limiter)
 	if spec == nil {
-		return nil, fmt.Errorf("config: no limiter %q in %s", limiter, a.source())
+		return nil, fmt.Errorf("config: %w", a.NoLimiter(limiter))
 	}
 	rules, err := RulesFromProto(a.defaultRules(limiter))
 	if err != nil {

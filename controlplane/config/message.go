@@ -73,7 +73,7 @@ func (d *doc) checkNested(m protoreflect.Message, at path, limiter string, avail
 	if fd := md.Fields().ByName("limiter"); fd != nil && fd.Kind() == protoreflect.StringKind && !fd.IsList() && !fd.IsMap() {
 		limiter = m.Get(fd).String()
 		if available != nil && available.Spec(limiter) == nil && rulecheck.ValidName(limiter) {
-			d.check(at.field("limiter"), false, "no limiter %q in %s (it declares %s)", limiter, available.source(), ListNames(available.Names()))
+			d.check(at.field("limiter"), false, "%v", available.NoLimiter(limiter))
 		}
 	}
 	if md.FullName() == ruleListName {

@@ -47,8 +47,10 @@ func TestParseRateLimitsErrors(t *testing.T) {
 		want       []string
 	}{
 		{"top-level typo", "rate_limit: {}\n", []string{`r.yaml:1:1: unknown field "rate_limit" (did you mean "rate_limits"?)`}},
-		{"undeclared limiter", "rate_limits:\n  nope:\n    - name: a\n      action: skip\n",
-			[]string{`r.yaml:2:3: nope: no limiter "nope" in available_limiters.yaml (it declares guarded, locked, open)`}},
+		{"undeclared limiter", "rate_limits:\n  missing:\n    - name: a\n      action: skip\n",
+			[]string{`r.yaml:2:3: missing: no limiter "missing" in available_limiters.yaml (it declares guarded, locked, open)`}},
+		{"misspelt limiter", "rate_limits:\n  guardd:\n    - name: a\n      action: skip\n",
+			[]string{`r.yaml:2:3: guardd: no limiter "guardd" in available_limiters.yaml (it declares guarded, locked, open); did you mean "guarded"?`}},
 		{"invalid limiter name", "rate_limits:\n  No-Pe: []\n",
 			[]string{`r.yaml:2:3: No-Pe: limiter name "No-Pe" must be 1 to 64 characters, each a-z, 0-9 or _`}},
 		{"rules not a list", "rate_limits:\n  open:\n    name: a\n",
@@ -81,10 +83,10 @@ func TestParseRateLimitsErrors(t *testing.T) {
 			[]string{`r.yaml:6:18: open/a: algorithm must be one of fixed_window, sliding_window, token_bucket, got the value "leaky_bucket"`}},
 		{"burst of 0", "rate_limits:\n  open:\n    - name: a\n      limit: 1\n      period_s: 1\n      algorithm: token_bucket\n      burst: 0\n      action: limit\n",
 			[]string{`r.yaml:7:14: open/a: burst must be at least 1, got 0`}},
-		{"every error of the file, in file order", "rate_limits:\n  open:\n    - name: a\n      limit: 0\n      period_s: 60\n      colour: red\n      action: limit\n  nope: []\n  guarded:\n    - name: b\n      action: skip\n      ban_for_s: 10\n", []string{
+		{"every error of the file, in file order", "rate_limits:\n  open:\n    - name: a\n      limit: 0\n      period_s: 60\n      colour: red\n      action: limit\n  missing: []\n  guarded:\n    - name: b\n      action: skip\n      ban_for_s: 10\n", []string{
 			`r.yaml:4:14: open/a: limit must be at least 1, got 0`,
 			`r.yaml:6:7: open/a: unknown field "colour"; a rule takes action, algorithm, ban_for_s, burst, characteristics, count_distinct, count_missing, description, limit, match, name, period_s`,
-			`r.yaml:8:3: nope: no limiter "nope" in available_limiters.yaml (it declares guarded, locked, open)`,
+			`r.yaml:8:3: missing: no limiter "missing" in available_limiters.yaml (it declares guarded, locked, open)`,
 			`r.yaml:10:7: guarded/b: ban_for_s is not valid on skip rules`,
 			`r.yaml:11:15: guarded/b: skip rule "b" is not in the limiter's allowed_skip_rules (skip_health); a skip bypasses the limiter for every request it matches`,
 		}},
@@ -375,8 +377,8 @@ func TestPublishRulesRequest(t *testing.T) {
 	if err := ValidatePublishRulesRequest(bad, nil); err == nil {
 		t.Fatal("without available limiters the schema checks still apply")
 	}
-	_, err = ParsePublishRulesRequest("publish.yaml", []byte("rate_limits:\n  nope: []\n"), available)
-	assertErrors(t, err, []string{`publish.yaml:2:3: nope: no limiter "nope" in available_limiters.yaml (it declares guarded, locked, open)`})
+	_, err = ParsePublishRulesRequest("publish.yaml", []byte("rate_limits:\n  missing: []\n"), available)
+	assertErrors(t, err, []string{`publish.yaml:2:3: missing: no limiter "missing" in available_limiters.yaml (it declares guarded, locked, open)`})
 }
 
 // TestAllowedSkipRulesNull: an allowed_skip_rules key without a value (its
