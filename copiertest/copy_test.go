@@ -345,6 +345,7 @@ func checkRuns(t *testing.T, c renderCase, dst string) {
 		}
 	}
 	if len(httpAddrs) > 0 {
+		readmeRoutesAnswer(t, dst, httpAddrs)
 		metrics = httpBody(t, "http://"+internal+"/metrics")
 		if !regexp.MustCompile(`(?m)^ratelimit_checks_total\{[^}]*rate_limiter="http_request"[^}]*\} [1-9]`).MatchString(metrics) {
 			t.Errorf("/metrics counted no http_request check:\n%s", metrics)
@@ -819,6 +820,36 @@ func (p *proc) stop(within time.Duration) error {
 }
 
 // httpGet returns the response to GET url and its body.
+// readmeRoute is a route of the rendered README's table, in a row's first
+// cell: | `GET /x`, `GET /y` | what |
+var readmeRoute = regexp.MustCompile("`GET (/[a-z]+)`")
+
+// readmeRoutesAnswer checks that the routes the rendered README lists, the
+// probes among them, answer 200 on every HTTP listener: an adopter's first
+// curl after make run.
+func readmeRoutesAnswer(t *testing.T, dst string, addrs []string) {
+	t.Helper()
+	var routes []string
+	for line := range strings.Lines(read(t, filepath.Join(dst, "README.md"))) {
+		if first, ok := strings.CutPrefix(line, "| `GET "); ok {
+			first, _, _ = strings.Cut("`GET "+first, " | ")
+			for _, m := range readmeRoute.FindAllStringSubmatch(first, -1) {
+				routes = append(routes, m[1])
+			}
+		}
+	}
+	if !slices.Contains(routes, "/healthz") || !slices.Contains(routes, "/readyz") {
+		t.Errorf("README.md lists routes %v, without the probes /healthz and /readyz", routes)
+	}
+	for _, addr := range addrs {
+		for _, r := range routes {
+			if resp, body := httpGet(t, "http://"+addr+r); resp.StatusCode != http.StatusOK {
+				t.Errorf("GET %s%s, a route README.md lists: %d %.200s", addr, r, resp.StatusCode, body)
+			}
+		}
+	}
+}
+
 func httpGet(t *testing.T, url string) (*http.Response, string) {
 	t.Helper()
 	resp, err := http.Get(url)
