@@ -476,7 +476,7 @@ func bindRuleStore(ctx context.Context, out output, f explainFlags, client redis
 		fmt.Fprintf(out.stderr, "ratekit "+f.name+": limiter %s: its document in the rule store is invalid, the services run on their own files: give them (--available-limiters, --rate-limits): %v\n", l.Name(), invalid)
 		return tiers.Set{}, nil, nil, exitInvalid
 	default:
-		fmt.Fprintf(out.stderr, "ratekit "+f.name+": limiter %s has no document in the rule store (key %s) and no --available-limiters was given: it has no rules here\n", l.Name(), key)
+		fmt.Fprintf(out.stderr, "ratekit "+f.name+": limiter %s has no document in the rule store (key %s) and no --available-limiters was given: it has no rules here%s\n", l.Name(), key, storedLimiters(rctx, store, l.Name(), f.rulesPrefix))
 		return tiers.Set{}, nil, nil, exitInvalid
 	}
 	var sources []tierSummary

@@ -608,10 +608,18 @@ func TestExplainRuleStore(t *testing.T) {
 		t.Fatalf("tiers %+v", ex.Tiers)
 	}
 
-	// No document and no files: nothing to explain.
-	_, stderr, code = e.run(t, "explain", "--redis", e.redisURL, "--limiter", "other", "--rules-prefix", e.rulesPrefix, "x=1")
-	if code != 1 || !strings.Contains(stderr, "limiter other has no document in the rule store") {
-		t.Fatalf("exit %d: %s", code, stderr)
+	// No document and no files: nothing to explain. The message names the
+	// limiters the store holds and the one a typo meant, or says that the
+	// prefix holds none (a mistyped --service).
+	for _, c := range []struct{ limiter, prefix, want string }{
+		{"other", e.rulesPrefix, "limiter other has no document in the rule store (key " + e.rulesPrefix + "other) and no --available-limiters was given: it has no rules here; the rule store holds api_request\n"},
+		{"api_requst", e.rulesPrefix, `the rule store holds api_request; did you mean "api_request"?`},
+		{"api_request", e.rulesPrefix + "typo:", `no rule documents under the prefix "` + e.rulesPrefix + `typo:"`},
+	} {
+		_, stderr, code = e.run(t, "explain", "--redis", e.redisURL, "--limiter", c.limiter, "--rules-prefix", c.prefix, "x=1")
+		if code != 1 || !strings.Contains(stderr, c.want) {
+			t.Errorf("explain --limiter %s --rules-prefix %s: exit %d: %s, want %q", c.limiter, c.prefix, code, stderr, c.want)
+		}
 	}
 }
 

@@ -385,6 +385,25 @@ func rulesList(ctx context.Context, e *rulesEnv, _ []string) int {
 	return exitOK
 }
 
+// storedLimiters follows a "limiter has no document" message: most often the
+// name is misspelt (the limiter the typo meant is named) or --service is
+// (the prefix holds no document at all). "" when the store cannot be listed:
+// the message stands alone.
+func storedLimiters(ctx context.Context, store *rulestore.Store, limiter, prefix string) string {
+	list, err := store.List(ctx)
+	if err != nil {
+		return ""
+	}
+	if len(list) == 0 {
+		return "; " + emptyPrefix(prefix)
+	}
+	names := make([]string, len(list))
+	for i, le := range list {
+		names[i] = le.Limiter
+	}
+	return fmt.Sprintf("; the rule store holds %s%s", config.ListNames(names), didYouMean(limiter, names))
+}
+
 // emptyPrefix says that a rule store prefix holds no documents, and where
 // a service's are: a prefix with nothing in it is most often a --service or
 // --rules-prefix that names another prefix than the services'.
@@ -507,7 +526,7 @@ func rulesShow(ctx context.Context, e *rulesEnv, args []string) int {
 	case err != nil:
 		return e.fail(err)
 	case !present:
-		fmt.Fprintf(e.out.stderr, "ratekit rules: limiter %s has no document (key %s): it runs on the rules compiled into its services\n", limiter, key)
+		fmt.Fprintf(e.out.stderr, "ratekit rules: limiter %s has no document (key %s): it runs on the rules compiled into its services%s\n", limiter, key, storedLimiters(ctx, e.store, limiter, e.f.rulesPrefix))
 		return exitInvalid
 	}
 	if e.f.asJSON {

@@ -190,6 +190,10 @@ effective, in evaluation order: 2 rules
 	if code != 1 || !strings.Contains(stderr, "limiter nothing_here has no document") {
 		t.Fatalf("show of a missing document: exit %d, %s", code, stderr)
 	}
+	code, _, stderr = e.run(t, "show", "user_sign_ni")
+	if code != 1 || !strings.Contains(stderr, `did you mean "user_sign_in"?`) {
+		t.Fatalf("show of a misspelt limiter: exit %d, %s", code, stderr)
+	}
 
 	// Delete is all or nothing.
 	code, _, stderr = e.run(t, "delete", "user_sign_in", "per_ip", "typo")
