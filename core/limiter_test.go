@@ -29,8 +29,9 @@ func TestNewRejectsInvalidRules(t *testing.T) {
 		// Named by its position and quoted short: a name is as long as the
 		// request that sent it (a rules service's answer, a form).
 		{"huge bad name", ratelimit.Rule{Name: strings.Repeat("X", 100_000), Limit: 1, Period: time.Second}, `rule #1: rule name "` + strings.Repeat("X", 80) + `" must match`},
-		{"missing limit", ratelimit.Rule{Name: "r", Period: time.Second}, "rule r: limit and log rules require limit and period"},
-		{"missing period", ratelimit.Rule{Name: "r", Action: ratelimit.ActionLog, Limit: 1}, "rule r: limit and log rules require limit and period"},
+		{"missing limit", ratelimit.Rule{Name: "r", Period: time.Second}, "rule r: limit and log rules require limit and period: Limit (or LimitFunc) not set"},
+		{"missing period", ratelimit.Rule{Name: "r", Action: ratelimit.ActionLog, Limit: 1}, "rule r: limit and log rules require limit and period: Period (or PeriodFunc) not set"},
+		{"missing both", ratelimit.Rule{Name: "r"}, "rule r: limit and log rules require limit and period: Limit (or LimitFunc) and Period (or PeriodFunc) not set"},
 		{"zero static limit", ratelimit.Rule{Name: "r", Limit: -1, Period: time.Second}, "rule r: limit -1 must be at least 1"},
 		{"tiny period", ratelimit.Rule{Name: "r", Limit: 1, Period: time.Microsecond}, "rule r: period 1µs must be at least 1ms"},
 		{"negative period", ratelimit.Rule{Name: "r", Limit: 1, Period: -time.Second}, "rule r: period -1s must be at least 1ms"},

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/ratekit/ratekit/internal/keys"
@@ -488,8 +489,17 @@ func (c *compiledRule) compileCounting(r *Rule) []error {
 	var errs []error
 	n, d := r.Limit, r.Period
 	limStatic, perStatic := r.LimitFunc == nil, r.PeriodFunc == nil
-	if (limStatic && n == 0) || (perStatic && d == 0) {
-		errs = append(errs, errors.New("limit and log rules require limit and period"))
+	// Name the field left out: "require limit and period" sent an adopter
+	// looking for which of the two.
+	var missing []string
+	if limStatic && n == 0 {
+		missing = append(missing, "Limit (or LimitFunc)")
+	}
+	if perStatic && d == 0 {
+		missing = append(missing, "Period (or PeriodFunc)")
+	}
+	if len(missing) > 0 {
+		errs = append(errs, fmt.Errorf("limit and log rules require limit and period: %s not set", strings.Join(missing, " and ")))
 	}
 	if !limStatic && n != 0 {
 		errs = append(errs, errors.New("both a limit and a LimitFunc are set (set one)"))
