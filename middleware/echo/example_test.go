@@ -15,7 +15,7 @@ import (
 func ExampleMiddleware() {
 	limiter, err := ratelimit.New(ratelimit.Config{
 		Name:  "http_request",
-		Store: ratelimit.NewMemoryStore(), // or redisstore.New(client)
+		Store: ratelimit.NewMemoryStore(), // or redisstore.Dial(ctx, redisURL)
 		// Anonymous callers by IP, signed-in ones by user: per user alone,
 		// every anonymous caller would share the bucket of "<anonymous>".
 		Rules: []ratelimit.Rule{{

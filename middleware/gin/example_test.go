@@ -16,7 +16,7 @@ import (
 func ExampleMiddleware() {
 	limiter, err := ratelimit.New(ratelimit.Config{
 		Name:  "http_request",
-		Store: ratelimit.NewMemoryStore(), // or redisstore.New(client)
+		Store: ratelimit.NewMemoryStore(), // or redisstore.Dial(ctx, redisURL)
 		Rules: []ratelimit.Rule{{
 			Name:            "per_endpoint_and_ip",
 			Characteristics: []string{identifiers.Endpoint, identifiers.IP},

@@ -15,7 +15,7 @@ import (
 func ExampleMiddleware() {
 	limiter, err := ratelimit.New(ratelimit.Config{
 		Name:  "http_request",
-		Store: ratelimit.NewMemoryStore(), // or redisstore.New(client)
+		Store: ratelimit.NewMemoryStore(), // or redisstore.Dial(ctx, redisURL)
 		Rules: []ratelimit.Rule{{
 			Name:            "hello_per_ip",
 			Match:           map[string]ratelimit.Matcher{identifiers.Endpoint: ratelimit.Equal("GET /hello")},
