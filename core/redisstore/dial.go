@@ -162,6 +162,7 @@ func (d *dialed) connect(life context.Context, s *Store, opt rueidis.ClientOptio
 				d.client.Store(&rueidisClient{c})
 			}
 		} else {
+			err = connectHint(err)
 			d.lastErr.Store(&err)
 		}
 		if attempt == 0 {
@@ -177,6 +178,21 @@ func (d *dialed) connect(life context.Context, s *Store, opt rueidis.ClientOptio
 		}
 		delay = min(2*delay, maxRetryDelay)
 	}
+}
+
+// connectHint adds what to change in the URL to a connection attempt that the
+// server refused for its credentials or database: the server's own words
+// (WRONGPASS, NOAUTH, "DB index is out of range") do not say that the URL
+// holds them.
+func connectHint(err error) error {
+	msg := err.Error()
+	switch {
+	case strings.HasPrefix(msg, "WRONGPASS") || strings.HasPrefix(msg, "NOAUTH"):
+		return fmt.Errorf("%w (check the user and password of the Redis URL: redis://user:password@host:port)", err)
+	case strings.Contains(msg, "DB index is out of range"):
+		return fmt.Errorf("%w (the database of the Redis URL, redis://host:port/DB, is past the server's: 0 to 15 unless its databases setting says more)", err)
+	}
+	return err
 }
 
 // get returns the connected client, or the error of a call made before the

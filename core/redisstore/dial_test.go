@@ -154,6 +154,43 @@ func TestDialClose(t *testing.T) {
 	}
 }
 
+// TestDialRefusedSaysWhatToFix: a server that refuses the URL's credentials
+// or database fails the checks with the server's words and what to change
+// in the URL.
+func TestDialRefusedSaysWhatToFix(t *testing.T) {
+	srv := redistest.StartServer(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	if err := c.ConfigSet(ctx, "requirepass", "right").Err(); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Close()
+	for _, tc := range []struct{ name, url, want string }{
+		{"wrong password", "redis://:wrong@" + srv.Addr, "WRONGPASS"},
+		{"no password", "redis://" + srv.Addr, "NOAUTH"},
+		{"database out of range", "redis://:right@" + srv.Addr + "/99", "past the server's"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := Dial(ctx, tc.url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			// The first attempt is over when Dial returns, or soon after.
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				_, err := s.Delete(ctx, []string{"k"})
+				if errors.Is(err, ErrNotConnected) && strings.Contains(err.Error(), tc.want) && strings.Contains(err.Error(), "of the Redis URL") {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("Delete: %v, want ErrNotConnected with %q and what to change in the URL", err, tc.want)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		})
+	}
+}
+
 // TestDialCloseWhileHandshaking: a hung server (SIGSTOP) accepts the TCP
 // connection of the first connection attempt and never answers its
 // handshake. Close ends that attempt, as it ends a dial, rather than wait for
