@@ -150,6 +150,7 @@ type Server struct {
 	port int
 	bus  int      // the cluster bus port; 0 for a standalone server
 	args []string // extra redis-server arguments
+	conf string   // a sentinel's configuration, written at its first start; "" for a server
 }
 
 // startTries bounds the ports a new server tries: a port found free may be
@@ -204,6 +205,17 @@ func (s *Server) start(bin string) error {
 	_ = os.Remove(logFile) // an earlier run's lines would be taken for this one's
 	args := []string{"--port", fmt.Sprint(s.port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--dir", s.dir, "--daemonize", "no", "--logfile", logFile}
+	if s.conf != "" {
+		// A sentinel rewrites its configuration file (the master it follows,
+		// the other sentinels): a file of its own, kept across a Restart.
+		file := filepath.Join(s.dir, "sentinel.conf")
+		if _, err := os.Stat(file); err != nil {
+			if err := os.WriteFile(file, []byte(s.conf), 0o600); err != nil {
+				return fmt.Errorf("write sentinel.conf: %w", err)
+			}
+		}
+		args = append([]string{file, "--sentinel"}, args...)
+	}
 	if s.bus != 0 {
 		args = append(args, "--cluster-enabled", "yes", "--cluster-port", fmt.Sprint(s.bus))
 	}
@@ -486,4 +498,166 @@ func UnusedAddr(t testing.TB) string {
 		t.Fatalf("getsockname: %v", err)
 	}
 	return fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
+}
+
+// SentinelSetup is a private Sentinel deployment: a master, a replica and
+// three sentinels (quorum 2) on free loopback ports, for tests that fail
+// the master over.
+type SentinelSetup struct {
+	Name      string // the master name the sentinels monitor
+	Master    *Server
+	Replica   *Server
+	Sentinels []*Server
+}
+
+// Sentinel timings of StartSentinel: short, so that a failover drill takes
+// seconds, and long enough that a loaded machine does not fail a healthy
+// master over.
+const (
+	sentinelDownAfter       = 2 * time.Second
+	sentinelFailoverTimeout = 10 * time.Second
+)
+
+// StartSentinel starts a SentinelSetup and waits until every sentinel
+// knows the replica and the other sentinels, so that a failover can start
+// at once. Everything is stopped at cleanup; on failure the sentinels' logs
+// are part of the test's output.
+func StartSentinel(t testing.TB) *SentinelSetup {
+	t.Helper()
+	st := &SentinelSetup{Name: "drill"}
+	st.Master = startServer(t, false)
+	host, port, _ := net.SplitHostPort(st.Master.Addr)
+	st.Replica = startServer(t, false, "--replicaof", host, port)
+	conf := fmt.Sprintf("sentinel monitor %[1]s %[2]s %[3]s 2\n"+
+		"sentinel down-after-milliseconds %[1]s %[4]d\n"+
+		"sentinel failover-timeout %[1]s %[5]d\n",
+		st.Name, host, port, sentinelDownAfter.Milliseconds(), sentinelFailoverTimeout.Milliseconds())
+	for range 3 {
+		st.Sentinels = append(st.Sentinels, startSentinel(t, conf))
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, s := range st.Sentinels {
+				log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
+				t.Logf("sentinel %s log:\n%s", s.Addr, log)
+			}
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, s := range st.Sentinels {
+		c := redis.NewSentinelClient(&redis.Options{Addr: s.Addr})
+		defer c.Close()
+		for {
+			m, err := c.Master(ctx, st.Name).Result()
+			if err == nil && m["num-slaves"] == "1" && m["num-other-sentinels"] == "2" && m["flags"] == "master" {
+				break
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("sentinel %s does not know the setup: %v %v", s.Addr, m, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	rc := redis.NewClient(&redis.Options{Addr: st.Replica.Addr})
+	defer rc.Close()
+	for {
+		info, err := rc.Info(ctx, "replication").Result()
+		if err == nil && strings.Contains(info, "master_link_status:up") {
+			return st
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("replica %s never synced: %v %s", st.Replica.Addr, err, info)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func startSentinel(t testing.TB, conf string) *Server {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Skipf("redis-server not on PATH: "+howTo, EnvSentinel)
+	}
+	s := &Server{conf: conf}
+	t.Cleanup(func() { s.Stop() })
+	for try := 1; ; try++ {
+		s.dir = t.TempDir()
+		s.port = freePort(t)
+		s.Addr = fmt.Sprintf("127.0.0.1:%d", s.port)
+		err := s.start(bin)
+		if err == nil {
+			return s
+		}
+		if !errors.Is(err, errPortTaken) || try == startTries {
+			t.Fatalf("redis-server --sentinel, try %d of %d: %v", try, startTries, err)
+		}
+	}
+}
+
+// Addrs returns the sentinels' addresses.
+func (st *SentinelSetup) Addrs() []string {
+	addrs := make([]string, len(st.Sentinels))
+	for i, s := range st.Sentinels {
+		addrs[i] = s.Addr
+	}
+	return addrs
+}
+
+// URL returns the setup as a redisstore.Dial URL:
+// redis-sentinel://host:port,host:port,host:port/name.
+func (st *SentinelSetup) URL() string {
+	return "redis-sentinel://" + strings.Join(st.Addrs(), ",") + "/" + st.Name
+}
+
+// WaitFailover waits until a majority of the sentinels name next as the
+// master and next reports itself one.
+func (st *SentinelSetup) WaitFailover(t testing.TB, next *Server) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	nc := redis.NewClient(&redis.Options{Addr: next.Addr})
+	defer nc.Close()
+	for {
+		named := 0
+		for _, s := range st.Sentinels {
+			c := redis.NewSentinelClient(&redis.Options{Addr: s.Addr})
+			addr, err := c.GetMasterAddrByName(ctx, st.Name).Result()
+			_ = c.Close()
+			if err == nil && len(addr) == 2 && net.JoinHostPort(addr[0], addr[1]) == next.Addr {
+				named++
+			}
+		}
+		role, err := nc.Do(ctx, "ROLE").Slice()
+		if named >= 2 && err == nil && len(role) > 0 && role[0] == "master" {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("no failover to %s: %d of %d sentinels name it, its role %v %v", next.Addr, named, len(st.Sentinels), role, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// WaitReplicaOf waits until s is a replica of master with its link up (an
+// old master that came back after a failover, reconfigured by the
+// sentinels).
+func (s *Server) WaitReplicaOf(t testing.TB, master *Server) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	c := redis.NewClient(&redis.Options{Addr: s.Addr})
+	defer c.Close()
+	host, port, _ := net.SplitHostPort(master.Addr)
+	for {
+		info, err := c.Info(ctx, "replication").Result()
+		if err == nil && strings.Contains(info, "role:slave") && strings.Contains(info, "master_host:"+host+"\r\n") &&
+			strings.Contains(info, "master_port:"+port+"\r\n") && strings.Contains(info, "master_link_status:up") {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%s not a replica of %s: %v %s", s.Addr, master.Addr, err, info)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
