@@ -129,7 +129,7 @@ func runAdmin(ctx context.Context, out output, args []string) int {
 			return report(out.stderr, "admin", err)
 		}
 	}
-	client, err := redisClient(c.redisURL, c.cluster)
+	client, err := redisClient(c.redisURL, c.cluster, timeout)
 	if err != nil {
 		return usageError(out, adminUsage, "--redis: %v", err)
 	}

@@ -366,7 +366,7 @@ func openLimiter(ctx context.Context, out output, f explainFlags) (boundLimiter,
 	if code != exitOK {
 		return boundLimiter{}, code
 	}
-	client, err := redisClient(f.redisURL, f.cluster)
+	client, err := redisClient(f.redisURL, f.cluster, f.timeout)
 	if err != nil {
 		return boundLimiter{}, usageError(out, f.usage, "--redis: %v", err)
 	}

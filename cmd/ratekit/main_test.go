@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 var (
@@ -330,7 +331,7 @@ func TestRegistry(t *testing.T) {
 // the URL, which may carry a password.
 func TestRedisURLErrorHidesPassword(t *testing.T) {
 	for _, cluster := range []bool{false, true} {
-		_, err := redisClient("redis://user:s3cret-pw@127.0.0.1:notaport/0", cluster)
+		_, err := redisClient("redis://user:s3cret-pw@127.0.0.1:notaport/0", cluster, time.Second)
 		if err == nil || strings.Contains(err.Error(), "s3cret-pw") {
 			t.Fatalf("cluster=%v: error %v must exist and not show the password", cluster, err)
 		}

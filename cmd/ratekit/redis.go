@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -20,8 +21,9 @@ import (
 // It takes the URLs of redisstore.Dial (one server, a cluster's nodes, or
 // sentinels with master_set); cluster forces the cluster client for a URL of
 // one node. The CLI's rule store needs go-redis, and the counters share its
-// client (redisstore.New).
-func redisClient(url string, cluster bool) (redis.UniversalClient, error) {
+// client (redisstore.New). timeout, the command's --timeout, also bounds each
+// dial (see boundDial).
+func redisClient(url string, cluster bool, timeout time.Duration) (redis.UniversalClient, error) {
 	goredis.Silence()
 	if err := schemeless(url); err != nil {
 		return nil, err
@@ -33,6 +35,7 @@ func redisClient(url string, cluster bool) (redis.UniversalClient, error) {
 	uo := redisstore.GoRedisOptions(opt)
 	uo.IsClusterMode = cluster
 	uo.DialerRetries = cmp.Or(uo.DialerRetries, 1)
+	boundDial(uo, timeout)
 	c := redis.NewUniversalClient(uo)
 	where := "Redis at " + strings.Join(uo.Addrs, ",")
 	if uo.MasterName != "" {
@@ -40,6 +43,21 @@ func redisClient(url string, cluster bool) (redis.UniversalClient, error) {
 	}
 	c.AddHook(unanswered{where})
 	return c, nil
+}
+
+// goRedisDialTimeout is go-redis' dial timeout when its options leave it 0.
+const goRedisDialTimeout = 5 * time.Second
+
+// boundDial makes the dial timeout no longer than timeout. go-redis dials
+// (and asks the sentinels for the master) under its dial timeout, not the
+// command's context, and a FailoverClient's Close waits for the sentinels'
+// answers: with the sentinels hung, a command with --timeout 1s failed after
+// 1s and exited only when the dial timeout (5s by default, the URL's
+// dial_timeout if set) ended.
+func boundDial(uo *redis.UniversalOptions, timeout time.Duration) {
+	if cmp.Or(uo.DialTimeout, goRedisDialTimeout) > timeout {
+		uo.DialTimeout = timeout
+	}
 }
 
 // unanswered names the server in the error of a command it did not answer:

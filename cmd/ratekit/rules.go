@@ -222,7 +222,7 @@ func runRules(ctx context.Context, out output, args []string) int {
 			return report(out.stderr, "rules", err)
 		}
 	}
-	client, err := redisClient(f.redisURL, f.cluster)
+	client, err := redisClient(f.redisURL, f.cluster, f.timeout)
 	if err != nil {
 		return usageError(out, usage, "--redis: %v", err)
 	}

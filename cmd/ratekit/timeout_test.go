@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	ratelimit "github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/internal/redistest"
 )
@@ -110,5 +112,62 @@ func TestHungRedisNamed(t *testing.T) {
 				t.Errorf("exit %d, stderr:\n%s\nwant exit 1 naming Redis at %s", code, stderr, addr)
 			}
 		})
+	}
+}
+
+// TestHungSentinelsNamed: with every sentinel hung (accepting connections,
+// answering nothing), a command fails at its --timeout naming the master
+// set and the sentinels, and exits.
+func TestHungSentinelsNamed(t *testing.T) {
+	dir := t.TempDir()
+	sentinels := []string{redistest.Blackhole(t), redistest.Blackhole(t), redistest.Blackhole(t)}
+	url := "redis-sentinel://" + strings.Join(sentinels, ",") + "/mymaster"
+	type result struct {
+		code   int
+		stderr string
+	}
+	done := make(chan result, 1)
+	go func() {
+		code, _, stderr := ratekit(t, dir, "rules", "list", "--redis", url, "--timeout", "1s")
+		done <- result{code, stderr}
+	}()
+	select {
+	case r := <-done:
+		want := "Redis (master set mymaster, sentinels " + strings.Join(sentinels, ",") + ") did not answer"
+		if r.code != exitInvalid || !strings.Contains(r.stderr, want) {
+			t.Errorf("exit %d, stderr:\n%s\nwant exit 1 and %q", r.code, r.stderr, want)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("rules list --timeout 1s still runs after a minute with the sentinels hung")
+	}
+}
+
+// TestDialBoundedByTimeout: the command's --timeout bounds each dial of its
+// client, the sentinels' too. go-redis asks the sentinels for the master
+// under its dial timeout, not the command's context, and a FailoverClient's
+// Close waits for their answers: with the sentinels SIGSTOPped, rules list
+// --timeout 1s failed after 1s and exited after 5s (go-redis' read timeout
+// bounds a dial whose dial_timeout is longer).
+func TestDialBoundedByTimeout(t *testing.T) {
+	tests := []struct {
+		url     string
+		timeout time.Duration
+		want    time.Duration
+	}{
+		{"redis://127.0.0.1:6379", time.Second, time.Second},
+		{"redis-sentinel://127.0.0.1:26379,127.0.0.1:26380/m", time.Second, time.Second},
+		{"redis-sentinel://127.0.0.1:26379/m?dial_timeout=1m", 2 * time.Second, 2 * time.Second},
+		{"redis-sentinel://127.0.0.1:26379/m?dial_timeout=300ms", 2 * time.Second, 300 * time.Millisecond},
+		{"redis://127.0.0.1:6379", time.Minute, goRedisDialTimeout},
+	}
+	for _, tt := range tests {
+		c, err := redisClient(tt.url, false, tt.timeout)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.url, err)
+		}
+		if got := c.(*redis.Client).Options().DialTimeout; got != tt.want {
+			t.Errorf("%s, --timeout %v: dial timeout %v, want %v", tt.url, tt.timeout, got, tt.want)
+		}
+		_ = c.Close()
 	}
 }
