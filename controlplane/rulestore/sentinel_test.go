@@ -1,0 +1,112 @@
+package rulestore
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	ratelimit "github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/redisstore"
+	"github.com/ratekit/ratekit/core/tiers"
+	"github.com/ratekit/ratekit/internal/redistest"
+)
+
+// sentinelClient is a go-redis client of url as a service builds it
+// (redisstore.GoRedisOptions), closed at cleanup.
+func sentinelClient(t *testing.T, url string) redis.UniversalClient {
+	t.Helper()
+	o, err := redisstore.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewUniversalClient(redisstore.GoRedisOptions(o))
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// TestSentinelFailoverRules drills a Sentinel failover (the master SIGKILLed,
+// or SIGSTOPped and SIGCONTed once the replica is promoted, when it comes
+// back as a replica) under the rule store: a service's replica keeps its last
+// good rules while no master answers, a publish succeeds once the replica is
+// promoted, and the service picks the new rules up.
+func TestSentinelFailoverRules(t *testing.T) {
+	for _, hang := range []bool{false, true} {
+		t.Run(map[bool]string{false: "kill", true: "stop"}[hang], func(t *testing.T) {
+			st := redistest.StartSentinel(t)
+			prefix := testPrefix(t)
+			opts := Options{Prefix: prefix, Interval: 50 * time.Millisecond, Timeout: 500 * time.Millisecond,
+				Logger: slog.New(slog.DiscardHandler)}
+			svc := newStore(t, sentinelClient(t, st.URL()), opts)
+			pub := newStore(t, sentinelClient(t, st.URL()), opts)
+			lim, err := ratelimit.New(ratelimit.Config{Name: "search", Store: ratelimit.NewMemoryStore()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := svc.Bind(lim, tiers.Set{Defaults: []ratelimit.Rule{rule("by_user", 5)}}); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := svc.Start(ctx)
+			defer func() { cancel(); <-done }()
+
+			published := func() []string {
+				ts, _ := svc.Tiers("search")
+				return names(ts.Published)
+			}
+			publish := func(names ...string) {
+				t.Helper()
+				var rules []ratelimit.Rule
+				for _, n := range names {
+					rules = append(rules, rule(n, 7))
+				}
+				var err error
+				waitLong(t, fmt.Sprintf("publishing %v", names), func() bool {
+					pctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+					defer cancel()
+					_, err = pub.Publish(pctx, request(t, map[string][]ratelimit.Rule{"search": rules}))
+					return err == nil
+				}, func() string { return fmt.Sprint(err) })
+				waitLong(t, fmt.Sprintf("the service enforces %v", names), func() bool {
+					return slices.Equal(published(), names)
+				}, func() string { return fmt.Sprint(published()) })
+			}
+
+			publish("first")
+			if hang {
+				st.Master.Pause(t)
+			} else {
+				st.Master.Stop()
+			}
+			waitLong(t, "a refresh fails with the master down", func() bool {
+				_, err := svc.RefreshStatus("search")
+				return err != nil
+			}, func() string { return "" })
+			if got := published(); !slices.Equal(got, []string{"first"}) {
+				t.Fatalf("published rules during the outage: %v, want the last good [first]", got)
+			}
+			st.WaitFailover(t, st.Replica)
+			publish("first", "second")
+			if hang {
+				st.Master.Resume(t)
+				st.Master.WaitReplicaOf(t, st.Replica)
+				publish("first", "second", "third")
+			}
+		})
+	}
+}
+
+// waitLong waits up to two minutes for cond (a failover's phases take
+// seconds, more on a loaded machine), then fails with what and state().
+func waitLong(t *testing.T, what string, cond func() bool, state func() string) {
+	t.Helper()
+	for deadline := time.Now().Add(2 * time.Minute); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s: %s", what, state())
+		}
+	}
+}
