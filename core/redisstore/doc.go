@@ -71,7 +71,10 @@
 // Limiter's breaker probe only reads, which a replica answers, so it would
 // close the breaker for the next checks to open it again
 // (TestDialRecoversFromMasterTurnedReplica). A Cluster's and a Sentinel's
-// failovers are followed by rueidis.
+// failovers are followed by rueidis; a Sentinel's master that answers
+// READONLY is dialed again the same way: rueidis learns of a failover from
+// the one sentinel it watches, and while that sentinel hangs it kept writing
+// to the old master, back as a replica (TestSentinelFailoverWatchedSentinelHung).
 //
 // New takes a go-redis v9 client instead, for a service that shares its
 // existing client's pool, hooks (tracing, metrics) and options: a Cluster
@@ -89,7 +92,10 @@
 // that the Limiter needs no guard goroutine per check. Both stores send the
 // same script call (but for Dial's plain form, below), and share the
 // counters. GoRedisOptions gives the go-redis options of a Dial URL, for a
-// program that needs both clients.
+// program that needs both clients. A go-redis FailoverClient (v9.23) asks
+// the sentinel it last used for the master at every dial and gives up when
+// that sentinel hangs: a failover during such a hang is not followed until
+// the sentinel answers again, where Dial's store asks the other sentinels.
 //
 // # One round trip per check
 //

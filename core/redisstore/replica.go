@@ -11,8 +11,9 @@ import (
 )
 
 // ErrReplica is the error of a call on a Store from Dial or Open whose
-// standalone server answered READONLY: it has become a replica (a failover
-// moved the name the store dialed to another server). The store dials the
+// standalone server or Sentinel master answered READONLY: it has become a
+// replica (a failover moved the name the store dialed to another server, or
+// the store missed a Sentinel's failover). The store dials the
 // name again, at most once per redialInterval while calls come, until the
 // server it reaches is a master; until then calls fail at once, peeks too,
 // so that the Limiter's breaker, whose probe only reads, stays open.
@@ -29,12 +30,16 @@ func readOnly(err error) bool {
 }
 
 // failed looks at the error of a call on c: a READONLY reply of a
-// standalone server marks the store as talking to a replica and starts a
-// re-dial. rueidis keeps a connection that gets READONLY (go-redis drops
-// it), so without this every check failed until a restart. A Cluster's and
-// a Sentinel's failovers are rueidis' to follow.
+// standalone server or of a Sentinel's master marks the store as talking to
+// a replica and starts a re-dial. rueidis keeps a connection that gets
+// READONLY (go-redis drops it), so without this every check failed until a
+// restart. rueidis follows a Sentinel's failover when the sentinel it
+// watches announces it (+switch-master); when that sentinel hangs, it missed
+// it and kept writing to the old master, back as a replica, for as long as
+// the sentinel hung (TestSentinelFailoverWatchedSentinelHung). A re-dial
+// asks the sentinels again. A Cluster's failovers are rueidis' to follow.
 func (d *dialed) failed(c *rueidisClient, err error) {
-	if err == nil || !readOnly(err) || c.Mode() != rueidis.ClientModeStandalone {
+	if err == nil || !readOnly(err) || !redialable(c.Mode()) {
 		return
 	}
 	if d.client.Load() != c {
@@ -42,6 +47,12 @@ func (d *dialed) failed(c *rueidisClient, err error) {
 	}
 	d.replica.Store(true)
 	d.redial()
+}
+
+// redialable reports whether a client of mode follows one master that a
+// re-dial finds again: a standalone server's name, or a Sentinel's master.
+func redialable(mode rueidis.ClientMode) bool {
+	return mode == rueidis.ClientModeStandalone || mode == rueidis.ClientModeSentinel
 }
 
 // redial dials the store's URL again in the background, unless a re-dial
@@ -82,7 +93,7 @@ func (d *dialed) replace() error {
 			err = fmt.Errorf("the server is a %s", r)
 		}
 	}
-	if err != nil || d.life.Err() != nil || c.Mode() != rueidis.ClientModeStandalone {
+	if err != nil || d.life.Err() != nil || !redialable(c.Mode()) {
 		c.Close()
 		if err == nil {
 			err = ErrClosed // or, from a Cluster node, not this store's to follow
