@@ -29,6 +29,10 @@ func sentinelClient(t *testing.T, url string) redis.UniversalClient {
 	return c
 }
 
+// failoverWait bounds a wait for a failover's phase: seconds, more on a
+// loaded machine.
+const failoverWait = 2 * time.Minute
+
 // TestSentinelFailoverRules drills a Sentinel failover (the master SIGKILLed,
 // or SIGSTOPped and SIGCONTed once the replica is promoted, when it comes
 // back as a replica) under the rule store: a service's replica keeps its last
@@ -64,16 +68,15 @@ func TestSentinelFailoverRules(t *testing.T) {
 				for _, n := range names {
 					rules = append(rules, rule(n, 7))
 				}
-				var err error
-				waitLong(t, fmt.Sprintf("publishing %v", names), func() bool {
+				eventually(t, failoverWait, fmt.Sprintf("publishing %v", names), func() bool {
 					pctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 					defer cancel()
-					_, err = pub.Publish(pctx, request(t, map[string][]ratelimit.Rule{"search": rules}))
+					_, err := pub.Publish(pctx, request(t, map[string][]ratelimit.Rule{"search": rules}))
 					return err == nil
-				}, func() string { return fmt.Sprint(err) })
-				waitLong(t, fmt.Sprintf("the service enforces %v", names), func() bool {
+				})
+				eventually(t, failoverWait, fmt.Sprintf("the service enforces %v", names), func() bool {
 					return slices.Equal(published(), names)
-				}, func() string { return fmt.Sprint(published()) })
+				})
 			}
 
 			publish("first")
@@ -82,10 +85,10 @@ func TestSentinelFailoverRules(t *testing.T) {
 			} else {
 				st.Master.Stop()
 			}
-			waitLong(t, "a refresh fails with the master down", func() bool {
+			eventually(t, failoverWait, "a refresh fails with the master down", func() bool {
 				_, err := svc.RefreshStatus("search")
 				return err != nil
-			}, func() string { return "" })
+			})
 			if got := published(); !slices.Equal(got, []string{"first"}) {
 				t.Fatalf("published rules during the outage: %v, want the last good [first]", got)
 			}
@@ -97,16 +100,5 @@ func TestSentinelFailoverRules(t *testing.T) {
 				publish("first", "second", "third")
 			}
 		})
-	}
-}
-
-// waitLong waits up to two minutes for cond (a failover's phases take
-// seconds, more on a loaded machine), then fails with what and state().
-func waitLong(t *testing.T, what string, cond func() bool, state func() string) {
-	t.Helper()
-	for deadline := time.Now().Add(2 * time.Minute); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s: %s", what, state())
-		}
 	}
 }

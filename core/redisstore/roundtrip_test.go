@@ -431,7 +431,13 @@ func startCluster(t *testing.T) []string {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	waitWithin(t, 30*time.Second, what, cond)
+}
+
+// waitWithin polls cond until it holds, failing the test after within.
+func waitWithin(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if cond() {
 			return
 		}

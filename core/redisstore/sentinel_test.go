@@ -114,12 +114,7 @@ func (d *failoverDrill) end() {
 // seconds, more on a loaded machine.
 func waitLong(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("timed out waiting for %s", what)
+	waitWithin(t, 2*time.Minute, what, cond)
 }
 
 // counted returns the sum of the drill's counters on srv.

@@ -171,6 +171,12 @@ func StartServer(t testing.TB) *Server {
 
 func startServer(t testing.TB, cluster bool, args ...string) *Server {
 	t.Helper()
+	return launch(t, &Server{args: args}, cluster)
+}
+
+// launch starts s, a server or a sentinel, on a free port.
+func launch(t testing.TB, s *Server, cluster bool) *Server {
+	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		if os.Getenv(EnvURL) != "" {
@@ -178,7 +184,6 @@ func startServer(t testing.TB, cluster bool, args ...string) *Server {
 		}
 		t.Skipf("redis-server not on PATH: "+howTo, EnvURL)
 	}
-	s := &Server{args: args}
 	t.Cleanup(func() { s.Stop() })
 	for try := 1; ; try++ {
 		s.dir = t.TempDir() // a failed try's files (a cluster node's nodes.conf) stay behind
@@ -575,24 +580,7 @@ func StartSentinel(t testing.TB) *SentinelSetup {
 
 func startSentinel(t testing.TB, conf string) *Server {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Skipf("redis-server not on PATH: "+howTo, EnvSentinel)
-	}
-	s := &Server{conf: conf}
-	t.Cleanup(func() { s.Stop() })
-	for try := 1; ; try++ {
-		s.dir = t.TempDir()
-		s.port = freePort(t)
-		s.Addr = fmt.Sprintf("127.0.0.1:%d", s.port)
-		err := s.start(bin)
-		if err == nil {
-			return s
-		}
-		if !errors.Is(err, errPortTaken) || try == startTries {
-			t.Fatalf("redis-server --sentinel, try %d of %d: %v", try, startTries, err)
-		}
-	}
+	return launch(t, &Server{conf: conf}, false)
 }
 
 // Addrs returns the sentinels' addresses.
@@ -610,8 +598,8 @@ func (st *SentinelSetup) URL() string {
 	return "redis-sentinel://" + strings.Join(st.Addrs(), ",") + "/" + st.Name
 }
 
-// WaitFailover waits until a majority of the sentinels name next as the
-// master and next reports itself one.
+// WaitFailover waits until two of the sentinels (a majority of three) name
+// next as the master and next reports itself one.
 func (st *SentinelSetup) WaitFailover(t testing.TB, next *Server) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
@@ -622,7 +610,9 @@ func (st *SentinelSetup) WaitFailover(t testing.TB, next *Server) {
 		named := 0
 		for _, s := range st.Sentinels {
 			c := redis.NewSentinelClient(&redis.Options{Addr: s.Addr})
-			addr, err := c.GetMasterAddrByName(ctx, st.Name).Result()
+			qctx, cancel := context.WithTimeout(ctx, time.Second) // a sentinel may hang
+			addr, err := c.GetMasterAddrByName(qctx, st.Name).Result()
+			cancel()
 			_ = c.Close()
 			if err == nil && len(addr) == 2 && net.JoinHostPort(addr[0], addr[1]) == next.Addr {
 				named++
