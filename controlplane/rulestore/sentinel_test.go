@@ -102,3 +102,56 @@ func TestSentinelFailoverRules(t *testing.T) {
 		})
 	}
 }
+
+// TestSentinelStartRulesDuringOutage: a service whose rule store starts
+// while the sentinels answer but no master does, or while no sentinel
+// answers, runs on its local rules; once the servers are back it picks up
+// what is published.
+func TestSentinelStartRulesDuringOutage(t *testing.T) {
+	for _, down := range []string{"master", "sentinels"} {
+		t.Run(down, func(t *testing.T) {
+			st := redistest.StartSentinel(t)
+			stopped := st.Sentinels
+			if down == "master" {
+				stopped = []*redistest.Server{st.Master, st.Replica}
+			}
+			for _, s := range stopped {
+				s.Stop()
+			}
+			opts := Options{Prefix: testPrefix(t), Interval: 50 * time.Millisecond, Timeout: 500 * time.Millisecond,
+				Logger: slog.New(slog.DiscardHandler)}
+			svc := newStore(t, sentinelClient(t, st.URL()), opts)
+			lim, err := ratelimit.New(ratelimit.Config{Name: "search", Store: ratelimit.NewMemoryStore()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := svc.Bind(lim, tiers.Set{Defaults: []ratelimit.Rule{rule("by_user", 5)}}); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := svc.Start(ctx)
+			defer func() { cancel(); <-done }()
+			eventually(t, failoverWait, "a refresh fails with the "+down+" down", func() bool {
+				_, err := svc.RefreshStatus("search")
+				return err != nil
+			})
+			if got := names(lim.Rules()); !slices.Equal(got, []string{"by_user"}) {
+				t.Fatalf("rules with the %s down: %v, want the local [by_user]", down, got)
+			}
+			for _, s := range stopped {
+				s.Restart(t)
+			}
+			pub := newStore(t, sentinelClient(t, st.URL()), opts)
+			eventually(t, failoverWait, "publishing once the "+down+" are back", func() bool {
+				pctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				defer cancel()
+				_, err := pub.Publish(pctx, request(t, map[string][]ratelimit.Rule{"search": {rule("published", 7)}}))
+				return err == nil
+			})
+			eventually(t, failoverWait, "the service enforces the published rule", func() bool {
+				ts, _ := svc.Tiers("search")
+				return slices.Equal(names(ts.Published), []string{"published"})
+			})
+		})
+	}
+}
