@@ -29,6 +29,31 @@ func sentinelClient(t *testing.T, url string) redis.UniversalClient {
 	return c
 }
 
+// sentinelOptions are the rule store's options of the Sentinel drills: quick
+// refreshes, a short timeout, no logs.
+func sentinelOptions(prefix string) Options {
+	return Options{Prefix: prefix, Interval: 50 * time.Millisecond, Timeout: 500 * time.Millisecond,
+		Logger: slog.New(slog.DiscardHandler)}
+}
+
+// startSearch is a service's rule store on c, started, with the limiter
+// "search" bound (default rule by_user, 5 a minute); it stops at cleanup.
+func startSearch(t *testing.T, c redis.UniversalClient, opts Options) (*Store, *ratelimit.Limiter) {
+	t.Helper()
+	svc := newStore(t, c, opts)
+	lim, err := ratelimit.New(ratelimit.Config{Name: "search", Store: ratelimit.NewMemoryStore()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Bind(lim, tiers.Set{Defaults: []ratelimit.Rule{rule("by_user", 5)}}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := svc.Start(ctx)
+	t.Cleanup(func() { cancel(); <-done })
+	return svc, lim
+}
+
 // failoverWait bounds a wait for a failover's phase: seconds, more on a
 // loaded machine.
 const failoverWait = 2 * time.Minute
@@ -43,20 +68,9 @@ func TestSentinelFailoverRules(t *testing.T) {
 		t.Run(map[bool]string{false: "kill", true: "stop"}[hang], func(t *testing.T) {
 			st := redistest.StartSentinel(t)
 			prefix := testPrefix(t)
-			opts := Options{Prefix: prefix, Interval: 50 * time.Millisecond, Timeout: 500 * time.Millisecond,
-				Logger: slog.New(slog.DiscardHandler)}
-			svc := newStore(t, sentinelClient(t, st.URL()), opts)
+			opts := sentinelOptions(prefix)
+			svc, _ := startSearch(t, sentinelClient(t, st.URL()), opts)
 			pub := newStore(t, sentinelClient(t, st.URL()), opts)
-			lim, err := ratelimit.New(ratelimit.Config{Name: "search", Store: ratelimit.NewMemoryStore()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := svc.Bind(lim, tiers.Set{Defaults: []ratelimit.Rule{rule("by_user", 5)}}); err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := svc.Start(ctx)
-			defer func() { cancel(); <-done }()
 
 			published := func() []string {
 				ts, _ := svc.Tiers("search")
@@ -118,19 +132,8 @@ func TestSentinelStartRulesDuringOutage(t *testing.T) {
 			for _, s := range stopped {
 				s.Stop()
 			}
-			opts := Options{Prefix: testPrefix(t), Interval: 50 * time.Millisecond, Timeout: 500 * time.Millisecond,
-				Logger: slog.New(slog.DiscardHandler)}
-			svc := newStore(t, sentinelClient(t, st.URL()), opts)
-			lim, err := ratelimit.New(ratelimit.Config{Name: "search", Store: ratelimit.NewMemoryStore()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := svc.Bind(lim, tiers.Set{Defaults: []ratelimit.Rule{rule("by_user", 5)}}); err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := svc.Start(ctx)
-			defer func() { cancel(); <-done }()
+			opts := sentinelOptions(testPrefix(t))
+			svc, lim := startSearch(t, sentinelClient(t, st.URL()), opts)
 			eventually(t, failoverWait, "a refresh fails with the "+down+" down", func() bool {
 				_, err := svc.RefreshStatus("search")
 				return err != nil
