@@ -159,8 +159,7 @@ const maxParts = 256
 // parts are the per-part breakers of a Limiter on a partitioned store. A
 // part's breaker is made at its first failure; nil is a closed breaker with
 // no failure counted, and the array itself is made at the first failure of
-// any part, so that a limiter on a single Redis server (whose store has no
-// parts) pays nothing but a Partition call per key.
+// any part, so that a check pays no Partition call until a part has failed.
 type parts struct {
 	store    partitioned
 	breakers atomic.Pointer[[maxParts]atomic.Pointer[breaker]]
@@ -225,6 +224,9 @@ func (l *Limiter) allowParts(ops []Op) bool {
 		}
 		l.ensureProber(&l.breaker)
 		return false
+	}
+	if l.parts.breakers.Load() == nil && !l.breaker.open.Load() {
+		return true // no part has failed yet, and the limiter's own breaker is closed
 	}
 	own := false
 	for i := range ops {
