@@ -39,19 +39,3 @@ func TestConnFlagsResolve(t *testing.T) {
 		})
 	}
 }
-
-func TestDidYouMean(t *testing.T) {
-	props := []string{"ip", "path", "user", "username"}
-	for _, tt := range []struct{ word, want string }{
-		{"usernme", `; did you mean "username"?`},
-		{"pth", `; did you mean "path"?`},
-		{"usr", `; did you mean "user"?`},
-		{"ipp", `; did you mean "ip"?`},
-		{"request_type", ""},
-		{"", ""},
-	} {
-		if got := didYouMean(tt.word, props); got != tt.want {
-			t.Errorf("didYouMean(%q) = %q, want %q", tt.word, got, tt.want)
-		}
-	}
-}

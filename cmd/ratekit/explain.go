@@ -508,7 +508,7 @@ func identifierWarnings(id ratelimit.Identifier, properties []string, rules []ra
 	if properties != nil {
 		for _, k := range keys {
 			if !slices.Contains(properties, k) {
-				warnings = append(warnings, fmt.Sprintf("identifier key %q is not one of the limiter's available_properties (%s): no rule may use it%s", k, strings.Join(properties, ", "), didYouMean(k, properties)))
+				warnings = append(warnings, fmt.Sprintf("identifier key %q is not one of the limiter's available_properties (%s): no rule may use it%s", k, strings.Join(properties, ", "), suggest.Hint(k, properties)))
 			}
 		}
 		return warnings
@@ -532,20 +532,10 @@ func identifierWarnings(id ratelimit.Identifier, properties []string, rules []ra
 	sort.Strings(names)
 	for _, k := range keys {
 		if !used[k] {
-			warnings = append(warnings, fmt.Sprintf("identifier key %q is used by none of the limiter's rules (pass --available-limiters to check it against available_properties)%s", k, didYouMean(k, names)))
+			warnings = append(warnings, fmt.Sprintf("identifier key %q is used by none of the limiter's rules (pass --available-limiters to check it against available_properties)%s", k, suggest.Hint(k, names)))
 		}
 	}
 	return warnings
-}
-
-// didYouMean suggests the candidate closest to word, within two edits, for a
-// typo such as usernme.
-func didYouMean(word string, candidates []string) string {
-	best := suggest.Closest(word, candidates)
-	if best == "" {
-		return ""
-	}
-	return fmt.Sprintf("; did you mean %q?", best)
 }
 
 // parseIdentifier reads PROPERTY=VALUE arguments.

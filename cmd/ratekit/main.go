@@ -74,7 +74,7 @@ func run(ctx context.Context, args []string, out output) int {
 	}
 	c, ok := commands[name]
 	if !ok {
-		fmt.Fprintf(out.stderr, "ratekit: unknown command %q%s\n\n%s", name, didYouMean(name, commandNames()), overview())
+		fmt.Fprintf(out.stderr, "ratekit: unknown command %q%s\n\n%s", name, suggest.Hint(name, commandNames()), overview())
 		return exitUsage
 	}
 	return c.run(ctx, out, args[1:])
@@ -96,7 +96,7 @@ func help(args []string, out output) int {
 	}
 	c, ok := commands[args[0]]
 	if !ok {
-		fmt.Fprintf(out.stderr, "ratekit help: unknown command %q%s\n\n%s", args[0], didYouMean(args[0], commandNames()), overview())
+		fmt.Fprintf(out.stderr, "ratekit help: unknown command %q%s\n\n%s", args[0], suggest.Hint(args[0], commandNames()), overview())
 		return exitUsage
 	}
 	// A command's usage covers its subcommands: help names one only to
@@ -107,7 +107,7 @@ func help(args []string, out output) int {
 			if subs == nil {
 				fmt.Fprintf(out.stderr, "ratekit help: %s has no subcommands; run ratekit help %s\n", args[0], args[0])
 			} else {
-				fmt.Fprintf(out.stderr, "ratekit help: %s has no subcommand %q%s; run ratekit help %s\n", args[0], strings.Join(args[1:], " "), didYouMean(args[1], subs), args[0])
+				fmt.Fprintf(out.stderr, "ratekit help: %s has no subcommand %q%s; run ratekit help %s\n", args[0], strings.Join(args[1:], " "), suggest.Hint(args[1], subs), args[0])
 			}
 			return exitUsage
 		}

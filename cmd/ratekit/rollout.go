@@ -24,6 +24,7 @@ import (
 
 	"github.com/ratekit/ratekit/controlplane/rollout"
 	"github.com/ratekit/ratekit/internal/rulecheck"
+	"github.com/ratekit/ratekit/internal/suggest"
 	"github.com/ratekit/ratekit/observability/observe"
 )
 
@@ -112,7 +113,7 @@ func runRollout(ctx context.Context, out output, args []string) int {
 			return exitOK
 		}
 		if len(args) > 0 {
-			return usageError(out, rolloutUsage, "unknown rollout command %q%s", args[0], didYouMean(args[0], subcommands["rollout"]))
+			return usageError(out, rolloutUsage, "unknown rollout command %q%s", args[0], suggest.Hint(args[0], subcommands["rollout"]))
 		}
 		return usageError(out, rolloutUsage, "rollout: want the subcommand gate")
 	}

@@ -162,7 +162,7 @@ func runRules(ctx context.Context, out output, args []string) int {
 		"list": {0, 0}, "show": {1, 1}, "publish": {0, 0}, "delete": {2, -1}, "remove": {1, 1}, "gc": {0, 0},
 	}[sub]
 	if run == nil {
-		return usageError(out, rulesUsage, "unknown rules command %q%s", sub, didYouMean(sub, rulesCommands))
+		return usageError(out, rulesUsage, "unknown rules command %q%s", sub, suggest.Hint(sub, rulesCommands))
 	}
 	usage := strings.Replace(rulesUsage, "rules COMMAND", "rules "+sub, 1) // names the subcommand in hints
 	fs := flag.NewFlagSet("rules "+sub, flag.ContinueOnError)
@@ -401,7 +401,7 @@ func storedLimiters(ctx context.Context, store *rulestore.Store, limiter, prefix
 	for i, le := range list {
 		names[i] = le.Limiter
 	}
-	return fmt.Sprintf("; the rule store holds %s%s", config.ListNames(names), didYouMean(limiter, names))
+	return fmt.Sprintf("; the rule store holds %s%s", config.ListNames(names), suggest.Hint(limiter, names))
 }
 
 // emptyPrefix says that a rule store prefix holds no documents, and where

@@ -194,11 +194,7 @@ func (a *AvailableLimiters) Names() []string { return sortedKeys(a.Proto.GetAvai
 // "http_request"?"), for the config checks and for a service that looks a
 // limiter up by name.
 func (a *AvailableLimiters) NoLimiter(name string) error {
-	hint := ""
-	if best := suggest.Closest(name, a.Names()); best != "" {
-		hint = fmt.Sprintf("; did you mean %q?", best)
-	}
-	return fmt.Errorf("no limiter %q in %s (it declares %s)%s", name, a.source(), ListNames(a.Names()), hint)
+	return fmt.Errorf("no limiter %q in %s (it declares %s)%s", name, a.source(), ListNames(a.Names()), suggest.Hint(name, a.Names()))
 }
 
 // Spec returns the declaration of a limiter, or nil when it is not declared.

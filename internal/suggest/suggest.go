@@ -4,6 +4,7 @@ package suggest
 
 import (
 	"flag"
+	"fmt"
 	"math"
 	"strings"
 )
@@ -49,6 +50,15 @@ func Closest(word string, candidates []string) string {
 		}
 	}
 	return best
+}
+
+// Hint is the "did you mean" tail of an error about word: `; did you mean
+// "NAME"?` with the closest of candidates (Closest), or "" when none is.
+func Hint(word string, candidates []string) string {
+	if best := Closest(word, candidates); best != "" {
+		return fmt.Sprintf("; did you mean %q?", best)
+	}
+	return ""
 }
 
 // Flag returns the name of the flag of fs closest to the one err, from

@@ -75,3 +75,21 @@ func TestFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestHint: the "did you mean" tail names the closest property, or is
+// empty.
+func TestHint(t *testing.T) {
+	props := []string{"ip", "path", "user", "username"}
+	for _, tt := range []struct{ word, want string }{
+		{"usernme", `; did you mean "username"?`},
+		{"pth", `; did you mean "path"?`},
+		{"usr", `; did you mean "user"?`},
+		{"ipp", `; did you mean "ip"?`},
+		{"request_type", ""},
+		{"", ""},
+	} {
+		if got := suggest.Hint(tt.word, props); got != tt.want {
+			t.Errorf("suggest.Hint(%q) = %q, want %q", tt.word, got, tt.want)
+		}
+	}
+}

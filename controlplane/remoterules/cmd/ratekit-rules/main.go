@@ -162,11 +162,7 @@ func dispatch(ctx context.Context, args []string, out io.Writer, ready func(grpc
 		_, err := fmt.Fprintln(out, usage)
 		return err
 	}
-	hint := ""
-	if m := suggest.Closest(args[0], commandNames); m != "" {
-		hint = fmt.Sprintf("; did you mean %q?", m)
-	}
-	return usageError{fmt.Sprintf("unknown command %q%s\n%s", args[0], hint, usage)}
+	return usageError{fmt.Sprintf("unknown command %q%s\n%s", args[0], suggest.Hint(args[0], commandNames), usage)}
 }
 
 // availableFlag collects -available SERVICE=FILE.
