@@ -564,18 +564,8 @@ func StartSentinel(t testing.TB) *SentinelSetup {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	rc := redis.NewClient(&redis.Options{Addr: st.Replica.Addr})
-	defer rc.Close()
-	for {
-		info, err := rc.Info(ctx, "replication").Result()
-		if err == nil && strings.Contains(info, "master_link_status:up") {
-			return st
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("replica %s never synced: %v %s", st.Replica.Addr, err, info)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	st.Replica.WaitReplicaOf(t, st.Master)
+	return st
 }
 
 func startSentinel(t testing.TB, conf string) *Server {
