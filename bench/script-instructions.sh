@@ -59,7 +59,9 @@ printf '%-50s %s\n' "one check of" "instructions per EVALSHA"
 row() { printf '%-50s %s\n' "$1" "$(measure "$2" "${@:3}")"; }
 row "1 rule (fixed window)" "" 1 KEY t $L $P 1
 row "1 rule with a ban" "" 2 KEY KEY:ban B $L $P $P 1
+row "1 rule with a ban, window known (Dial)" "" 2 KEY KEY:ban V $L $P 1
 row "5 rules (fixed windows)" "" 5 KEYa KEYb KEYc KEYd KEYe t $L $P 1 t $L $P 1 t $L $P 1 t $L $P 1 t $L $P 1
+row "5 rules, windows known (Dial)" "" 5 KEYa KEYb KEYc KEYd KEYe U $L 1 U $L 1 U $L 1 U $L 1 U $L 1
 row "1 sliding window" "" 1 KEY W $L $P 1
 row "1 sliding window whose previous window counted" "$previous" 1 KEY W $L $P 1
 # The full bucket's TTL and fraction as fullBucket computes them for a limit of

@@ -23,7 +23,8 @@ const maxBucketMillis = 1 << 53
 // once more for a script call that a sliding window's previous count, no
 // number, failed (isForeignPrevious): the general form replaces that hash.
 // It is this package's only, and no other Mode: the short forms take
-// ModeCheck only, and the general form's peek flag is ModePeek's.
+// ModeCheck only (but an op already sent in a known-window form stays in
+// it: evalCommand), and the general form's peek flag is ModePeek's.
 const modeGeneral ratelimit.Mode = 1<<8 - 1
 
 // maxShortCost is the largest cost the short form takes: every whole float64
@@ -74,14 +75,16 @@ func shortAlgorithm(mode ratelimit.Mode, op *ratelimit.Op) bool {
 // "B" (with one), a sliding window's "w" and "W" (and "x", "X"), a token
 // bucket's "k" and "K" (and "y", "Y", which take the general form's fields),
 // then the general form of a spent sliding window's or token bucket's check
-// (flags + 4), indexed 44 + (kind-2)*4 + flags.
-var opCodes = [52]string{
+// (flags + 4), indexed 44 + (kind-2)*4 + flags, then the counter's known-window
+// forms (knownCode): "u" and "U" without a ban, "v" and "V" with one.
+var opCodes = [56]string{
 	"g000", "g001", "g010", "g011", "g020", "g021", "g030", "g031",
 	"g100", "g101", "g110", "g111", "g120", "g121", "g130", "g131",
 	"g200", "g201", "g210", "g211", "g220", "g221", "g230", "g231",
 	"g300", "g301", "g310", "g311", "g320", "g321", "g330", "g331",
 	"n", "t", "b", "B", "w", "W", "k", "K", "x", "X", "y", "Y",
 	"g240", "g250", "g260", "g270", "g340", "g350", "g360", "g370",
+	"u", "U", "v", "V",
 }
 
 // opCodeArgs are opCodes converted to interfaces once: converting a string
@@ -137,6 +140,26 @@ func opCode(mode ratelimit.Mode, op *ratelimit.Op) int {
 	return i
 }
 
+// knownCode is the index in opCodes of the known-window form of op, a counter
+// that takes the short form (short or shortBan) and whose window the Store
+// remembers (windows): INCRBY alone, after the ban's PTTL when it has one,
+// and only the count in the reply; the Store knows the TTL and derives the
+// bits (decodeKnown). The script hands an op back (a nil reply value) that
+// it did not charge: banned, or a value INCRBY refuses.
+func knownCode(op *ratelimit.Op) int {
+	i := 52
+	if op.BanKey != "" {
+		i = 54
+	}
+	if op.Terminal {
+		i++
+	}
+	return i
+}
+
+// isKnown reports whether code (an index in opCodes) is a known-window form.
+func isKnown(code int) bool { return code >= 52 }
+
 // keyCount is the number of KEYS of op: its key, and its ban key if any.
 func keyCount(op *ratelimit.Op) int {
 	if op.BanKey == "" {
@@ -147,10 +170,11 @@ func keyCount(op *ratelimit.Op) int {
 
 // isShort reports whether code (an index in opCodes) has the fields of a
 // short form: all but the general form's and "y", "Y".
-func isShort(code int) bool { return code >= 32 && code < 42 }
+func isShort(code int) bool { return code >= 32 && code < 42 || isKnown(code) }
 
-// fieldsOf returns op's numeric fields as integers: limit, period_ms and,
-// in the general form and the short form with a ban, ban_ms, then the cost,
+// fieldsOf returns op's numeric fields as integers: limit, period_ms (but in
+// a known-window form) and, in the general form and the forms with a ban,
+// ban_ms, then the cost,
 // which the short forms always have whole, and a token bucket's short form
 // ends with the burst. A general form's cost that is not whole is not among
 // them (fracCost): it follows them as a float. The general form's member (or
@@ -158,6 +182,12 @@ func isShort(code int) bool { return code >= 32 && code < 42 }
 func fieldsOf(code int, op *ratelimit.Op) (f [4]int64, n int, fracCost bool) {
 	f[0], f[1] = op.Limit, millis(op.Period)
 	switch {
+	case code >= 54: // a known window with a ban: no period
+		f[1], f[2] = millis(op.BanFor), int64(op.Cost)
+		return f, 3, false
+	case code >= 52: // a known window: no period
+		f[1] = int64(op.Cost)
+		return f, 2, false
 	case code >= 42: // a token bucket with a ban: the general form's fields
 	case code >= 40: // a sliding window with a ban
 		f[2], f[3] = millis(op.BanFor), int64(op.Cost)

@@ -206,7 +206,7 @@ func TestEvalCommandMatchesEvalArgs(t *testing.T) {
 			for _, a := range args {
 				want = append(want, fmt.Sprint(a))
 			}
-			cmd := evalCommand(c, false, mode, ops, idx)
+			cmd := evalCommand(c, false, mode, ops, idx, nil)
 			if got := cmd.Commands(); !slices.Equal(got, want) {
 				t.Errorf("mode %v, ops %v:\nrueidis  %q\ngo-redis %q", mode, idx, got, want)
 			}

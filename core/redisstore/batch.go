@@ -203,7 +203,7 @@ func (s *Store) batchDialed(ctx context.Context, mode ratelimit.Mode, batch [][]
 			} else {
 				for _, idx := range groups {
 					calls = append(calls, evalCall{check: ch, idx: idx, at: len(cmds)})
-					cmds = append(cmds, evalCommand(c, false, mode, ch.ops, idx))
+					cmds = append(cmds, evalCommand(c, false, mode, ch.ops, idx, nil))
 				}
 			}
 			if end < len(ch.ops) {
@@ -230,7 +230,7 @@ func (s *Store) batchDialed(ctx context.Context, mode ratelimit.Mode, batch [][]
 		}
 		for _, call := range calls {
 			if call.check.err == nil {
-				if err := decodeResult(res[call.at], call.check.ops, call.check.out, call.idx); err != nil {
+				if err := s.decodeResult(res[call.at], mode, call.check.ops, call.check.out, call.idx, nil, sent, nil); err != nil {
 					fail(call.check, err)
 				}
 			}
@@ -239,12 +239,12 @@ func (s *Store) batchDialed(ctx context.Context, mode ratelimit.Mode, batch [][]
 			cmds = cmds[:0]
 			for i := range refused {
 				refused[i].at = len(cmds)
-				cmds = append(cmds, evalCommand(c, false, mode, refused[i].check.ops, refused[i].idx))
+				cmds = append(cmds, evalCommand(c, false, mode, refused[i].check.ops, refused[i].idx, nil))
 			}
 			res := doEvals(ctx, c, mode, cmds, refused)
 			for _, call := range refused {
 				if call.check.err == nil {
-					if err := decodeResult(res[call.at], call.check.ops, call.check.out, call.idx); err != nil {
+					if err := s.decodeResult(res[call.at], mode, call.check.ops, call.check.out, call.idx, nil, sent, nil); err != nil {
 						fail(call.check, err)
 					}
 				}
@@ -344,8 +344,8 @@ func doEvals(ctx context.Context, c rueidis.Client, mode ratelimit.Mode, cmds ru
 		return nil
 	}
 	res := c.DoMulti(ctx, cmds...)
-	retryEvals(ctx, c, mode, res, len(calls), func(k int) (int, []ratelimit.Op, []int) {
-		return calls[k].at, calls[k].check.ops, calls[k].idx
+	retryEvals(ctx, c, mode, res, len(calls), func(k int) (int, []ratelimit.Op, []int, []ratelimit.OpResult) {
+		return calls[k].at, calls[k].check.ops, calls[k].idx, nil
 	})
 	return res
 }

@@ -126,6 +126,19 @@
 // is the remembered one, up to a round trip earlier than Redis's, and a key
 // that lost its TTL (PERSIST) gets one again at the first check once the
 // remembered window has ended rather than at the next.
+// A check that takes the script (several limit rules, a ban) sends a
+// counter whose window the Store remembers in the script's known-window form:
+// INCRBY alone (after the ban's PTTL for a rule with a ban), its count the
+// only value in the reply, the TTL the Store's and the verdict derived as the
+// script derives it. Five limit rules cost Redis 60k instructions per EVALSHA
+// so, against 105k in the full form, and a rule with a ban 22k against 33k.
+// The few ops this form cannot finish go on in one more round trip each: a
+// key made anew gets its window as in the plain form, and an op the script
+// hands back (banned, or a value INCRBY refuses) is evaluated again with
+// the ops after it in the full form, the script having charged nothing from
+// it on. A rule whose key another op of the check shares goes in the full
+// form (a script reads such a key's TTL at once; settle would read it after
+// the other op).
 // A counter INCRBY refuses (it holds a fraction, a value of another type or
 // one that is no number) costs a second round trip, through the script; a
 // server before Redis 7.0, which has no PEXPIRE NX, gets the script for every
@@ -178,9 +191,10 @@
 // counts, an active ban on the other algorithms, values of another type).
 // A check of one op gets its values packed in one integer, which Redis
 // converts far more cheaply than a table. Measured with callgrind
-// (bench/script-instructions.sh), one check costs Redis 7.0 about 26k
-// instructions per EVALSHA for one rule, 32k with a ban, 103k for five
-// rules, 35k for a sliding window and 30k for a full token bucket
+// (bench/script-instructions.sh), one check costs Redis 7.0 about 27k
+// instructions per EVALSHA for one rule, 33k with a ban, 105k for five
+// rules, 36k for a sliding window and 30k for a full token bucket; with the
+// windows known (Dial), 22k for a rule with a ban and 60k for five rules
 // (docs/design.md#what-a-check-costs-redis has the breakdown).
 //
 // # Redis Cluster and Ring

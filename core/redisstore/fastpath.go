@@ -3,8 +3,10 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/redis/rueidis"
 
@@ -88,34 +90,150 @@ func (s *Store) evalDialed(ctx context.Context, mode ratelimit.Mode, ops []ratel
 // trip, and decodes each reply into out. A call that got NOSCRIPT (the
 // server lost the script) runs again as EVAL, which caches the script on
 // that server again, and one that a foreign previous count failed runs again
-// in modeGeneral (retryEvals).
+// in modeGeneral (retryEvals). A counter whose window the Store remembers
+// goes in a known-window form (knownCode), which settle completes.
 func (s *Store) evalScripts(ctx context.Context, c rueidis.Client, mode ratelimit.Mode, ops []ratelimit.Op, groups [][]int, out []ratelimit.OpResult) error {
+	return s.runScripts(ctx, c, mode, ops, groups, out, true)
+}
+
+// runScripts is evalScripts, with the known-window forms when known is set.
+func (s *Store) runScripts(ctx context.Context, c rueidis.Client, mode ratelimit.Mode, ops []ratelimit.Op, groups [][]int, out []ratelimit.OpResult, known bool) error {
+	sent := s.dialed.windows.now()
+	var kn []ratelimit.OpResult // out, when it marks the ops sent in a known-window form
+	if known && s.markKnown(mode, ops, groups, out, sent) {
+		kn = out
+	}
+	var f followUps
 	if len(groups) <= 1 { // one script call: Do, no slices
 		var idx []int
 		if len(groups) == 1 {
 			idx = groups[0]
 		}
-		res := c.Do(ctx, evalCommand(c, false, mode, ops, idx))
+		res := c.Do(ctx, evalCommand(c, false, mode, ops, idx, kn))
 		if isNoScript(res.Error()) {
-			res = c.Do(ctx, evalCommand(c, true, mode, ops, idx))
+			res = c.Do(ctx, evalCommand(c, true, mode, ops, idx, kn))
 		}
 		if isForeignPrevious(mode, res.Error()) {
-			res = c.Do(ctx, evalCommand(c, false, modeGeneral, ops, idx))
+			res = c.Do(ctx, evalCommand(c, false, modeGeneral, ops, idx, kn))
 		}
-		return decodeResult(res, ops, out, idx)
+		if err := s.decodeResult(res, mode, ops, out, idx, kn, sent, &f); err != nil {
+			return err
+		}
+		return s.settle(ctx, c, mode, ops, out, &f)
 	}
 	cmds := make(rueidis.Commands, len(groups))
 	for g, idx := range groups {
-		cmds[g] = evalCommand(c, false, mode, ops, idx)
+		cmds[g] = evalCommand(c, false, mode, ops, idx, kn)
 	}
 	res := c.DoMulti(ctx, cmds...)
-	retryEvals(ctx, c, mode, res, len(groups), func(g int) (int, []ratelimit.Op, []int) { return g, ops, groups[g] })
+	retryEvals(ctx, c, mode, res, len(groups), func(g int) (int, []ratelimit.Op, []int, []ratelimit.OpResult) {
+		return g, ops, groups[g], kn
+	})
 	for g, idx := range groups {
-		if err := decodeResult(res[g], ops, out, idx); err != nil {
+		if err := s.decodeResult(res[g], mode, ops, out, idx, kn, sent, &f); err != nil {
 			return err
 		}
 	}
-	return nil
+	return s.settle(ctx, c, mode, ops, out, &f)
+}
+
+// markKnown marks in out the ops of groups (see evalScripts) that go in a
+// known-window form: a counter in the short form whose window the Store
+// remembers with at least windowMargin left at sent. Until decodeResult
+// reads it, such an op's out[i].TTL holds the ms left (the plain form's
+// scratch, appendPlain); every other op of groups gets a zero result. It
+// reports whether it marked any.
+func (s *Store) markKnown(mode ratelimit.Mode, ops []ratelimit.Op, groups [][]int, out []ratelimit.OpResult, sent int64) bool {
+	if mode != ratelimit.ModeCheck {
+		return false
+	}
+	marked := false
+	mark := func(i int) {
+		op := &ops[i]
+		out[i] = ratelimit.OpResult{}
+		if (short(mode, op) || shortBan(mode, op)) && !sharesKey(ops, i) {
+			if left := s.dialed.windows.left(op.Key, sent); left > 0 {
+				out[i].TTL, marked = time.Duration(left), true
+			}
+		}
+	}
+	if len(groups) == 0 {
+		groups = [][]int{nil}
+	}
+	for _, idx := range groups {
+		if idx == nil {
+			for i := range ops {
+				mark(i)
+			}
+			continue
+		}
+		for _, i := range idx {
+			mark(i)
+		}
+	}
+	return marked
+}
+
+// sharesKey reports whether another op of ops than ops[i] has ops[i]'s
+// counter key. Such an op (a random test's; keys name their rule) may
+// change the key after ops[i] made it anew and before settle reads its TTL,
+// so ops[i] goes in the full form, which reads it at once.
+func sharesKey(ops []ratelimit.Op, i int) bool {
+	for j := range ops {
+		if j != i && ops[j].Key == ops[i].Key {
+			return true
+		}
+	}
+	return false
+}
+
+// followUps is what decodeResult leaves for settle: the ops sent in a
+// known-window form whose key INCRBY made anew, without a TTL (deleted or
+// evicted before the window the Store remembered ended), and, per script
+// call that handed an op back, that op and those after it in the call.
+type followUps struct {
+	windows []int
+	again   [][]int
+}
+
+// settle completes a check's script calls with what their known-window ops
+// left (f): it starts the windows of the keys made anew and reads their
+// TTLs, as decodePlain does, and evaluates the ops handed back, and those
+// after them, in the full forms; one round trip each, only when needed.
+func (s *Store) settle(ctx context.Context, c rueidis.Client, mode ratelimit.Mode, ops []ratelimit.Op, out []ratelimit.OpResult, f *followUps) error {
+	if len(f.windows) > 0 {
+		now := s.dialed.windows.now()
+		cmds := make(rueidis.Commands, 0, 2*len(f.windows))
+		for _, i := range f.windows {
+			s.dialed.windows.forget(ops[i].Key)
+			cmds = appendWindow(cmds, c, s.sharding, &ops[i])
+		}
+		res := c.DoMulti(ctx, cmds...)
+		for k, i := range f.windows {
+			ttl := millis(ops[i].Period)
+			// Gone again (PTTL -2): a later op of the check that found the
+			// key holding another kind deleted it, or another client did.
+			// The window the op started was a whole period.
+			if pttl, _ := res[2*k+1].AsInt64(); pttl != -2 {
+				var err error
+				if ttl, err = s.windowTTL(ctx, c, &ops[i], res[2*k], res[2*k+1], now); err != nil {
+					return err
+				}
+			}
+			if !out[i].Banned { // a ban's TTL stays
+				out[i].TTL = ttlOf(ttl)
+			}
+		}
+	}
+	if len(f.again) == 0 {
+		return nil
+	}
+	for _, g := range f.again {
+		// The op handed back is a banned one, or one INCRBY refused (a
+		// fraction, a foreign value): the next check sends it in full.
+		s.dialed.windows.forget(ops[g[0]].Key)
+	}
+	return s.runScripts(ctx, c, mode, ops, f.again, out, false)
 }
 
 // retryEvals sends again the evaluate.lua calls among res that failed in a
@@ -125,25 +243,25 @@ func (s *Store) evalScripts(ctx context.Context, c rueidis.Client, mode ratelimi
 // once in modeGeneral. call(k), for k below n, gives the k-th call's index
 // in res and its ops[idx]. Any other error, and a second failure, stays in
 // res for the caller's decoding: it fails that call's check only.
-func retryEvals(ctx context.Context, c rueidis.Client, mode ratelimit.Mode, res []rueidis.RedisResult, n int, call func(k int) (at int, ops []ratelimit.Op, idx []int)) {
+func retryEvals(ctx context.Context, c rueidis.Client, mode ratelimit.Mode, res []rueidis.RedisResult, n int, call func(k int) (at int, ops []ratelimit.Op, idx []int, known []ratelimit.OpResult)) {
 	var general []bool // the calls sent again in the general form, once only
 	for round := 0; round < 2; round++ {
 		var retry []int
 		var again rueidis.Commands
 		for k := range n {
-			at, ops, idx := call(k)
+			at, ops, idx, kn := call(k)
 			err := res[at].Error()
 			switch {
 			case err == nil:
 				continue
 			case isNoScript(err):
-				again = append(again, evalCommand(c, true, mode, ops, idx))
+				again = append(again, evalCommand(c, true, mode, ops, idx, kn))
 			case (general == nil || !general[k]) && isForeignPrevious(mode, err):
 				if general == nil {
 					general = make([]bool, n)
 				}
 				general[k] = true
-				again = append(again, evalCommand(c, false, modeGeneral, ops, idx))
+				again = append(again, evalCommand(c, false, modeGeneral, ops, idx, kn))
 			default:
 				continue
 			}
@@ -159,12 +277,14 @@ func retryEvals(ctx context.Context, c rueidis.Client, mode ratelimit.Mode, res 
 }
 
 // evalCommand is the evaluate.lua call for ops[idx] (all ops when idx is
-// nil): EVALSHA, or EVAL with the source, with the KEYS and ARGV of evalCmd.
+// nil): EVALSHA, or EVAL with the source, with the KEYS and ARGV of evalCmd,
+// but the ops that known (nil: none) marks (markKnown) in a known-window
+// form.
 // On a Cluster the keys of one call share a slot, by which rueidis routes
 // the call (on one server it picks the connection): Keys computes it from
 // the first key, and the others go as plain arguments, each sparing a CRC16
 // of its hash tag (the wire command is the same).
-func evalCommand(c rueidis.Client, eval bool, mode ratelimit.Mode, ops []ratelimit.Op, idx []int) rueidis.Completed {
+func evalCommand(c rueidis.Client, eval bool, mode ratelimit.Mode, ops []ratelimit.Op, idx []int, known []ratelimit.OpResult) rueidis.Completed {
 	n := len(ops)
 	if idx != nil {
 		n = len(idx)
@@ -192,6 +312,9 @@ func evalCommand(c rueidis.Client, eval bool, mode ratelimit.Mode, ops []ratelim
 	for j := range n {
 		op := opAt(ops, idx, j)
 		code := opCode(mode, op)
+		if known != nil && known[indexAt(idx, j)].TTL > 0 {
+			code = knownCode(op)
+		}
 		cmd = cmd.Args(opCodes[code])
 		f, nf, frac := fieldsOf(code, op)
 		for _, v := range f[:nf] {
@@ -218,44 +341,143 @@ func evalCommand(c rueidis.Client, eval bool, mode ratelimit.Mode, ops []ratelim
 }
 
 // decodeResult fills out[idx[j]] (out[j] when idx is nil) from the reply of
-// one evaluate.lua call for ops[idx[j]].
-func decodeResult(res rueidis.RedisResult, ops []ratelimit.Op, out []ratelimit.OpResult, idx []int) error {
+// one evaluate.lua call for ops[idx[j]], sent at sent, known (nil: none)
+// marking the ops sent in a known-window form (markKnown), whose follow-ups
+// it adds to f. It remembers the windows the reply tells of (rememberWindow).
+func (s *Store) decodeResult(res rueidis.RedisResult, mode ratelimit.Mode, ops []ratelimit.Op, out []ratelimit.OpResult, idx []int, known []ratelimit.OpResult, sent int64, f *followUps) error {
+	n := len(ops)
+	if idx != nil {
+		n = len(idx)
+	}
+	isKnownOp := func(j int) bool { return known != nil && j < n && known[indexAt(idx, j)].TTL > 0 }
 	msg, err := res.ToMessage()
+	if isKnownOp(0) && rueidis.IsRedisNil(err) { // the only value: nil
+		handBack(out, idx, 0, n, f)
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("redisstore: eval: %w", err)
 	}
 	if msg.IsInt64() {
 		v, _ := msg.ToInt64()
-		return unpack(v, ops, out, idx)
+		i := indexAt(idx, 0)
+		if isKnownOp(0) {
+			decodeKnown(&ops[i], &out[i], v, i, f)
+		} else {
+			if err := unpack(v, ops, out, idx); err != nil {
+				return err
+			}
+			s.rememberWindow(mode, &ops[i], &out[i], sent)
+		}
+		return s.decoded(ops, out, idx, 1, n, known)
 	}
 	vals, err := msg.ToArray()
 	if err != nil {
 		return fmt.Errorf("redisstore: eval: %w", err)
 	}
-	n := len(out)
-	if idx != nil {
-		n = len(idx)
-	}
-	if len(vals)%3 != 0 || len(vals)/3 > n {
-		return fmt.Errorf("redisstore: eval: %d reply values for %d ops", len(vals), n)
-	}
-	for j := range len(vals) / 3 {
-		count, err := messageCount(&vals[3*j])
+	j, at := 0, 0
+	for ; j < n && at < len(vals); j++ {
+		i := indexAt(idx, j)
+		if isKnownOp(j) {
+			if vals[at].IsNil() {
+				if at != len(vals)-1 {
+					return fmt.Errorf("redisstore: eval: op %d handed back before the reply's end", j)
+				}
+				handBack(out, idx, j, n, f)
+				return nil
+			}
+			v, err := vals[at].ToInt64()
+			if err != nil {
+				return fmt.Errorf("redisstore: eval: op %d count: %w", j, err)
+			}
+			decodeKnown(&ops[i], &out[i], v, i, f)
+			at++
+			continue
+		}
+		if at+3 > len(vals) {
+			break
+		}
+		count, err := messageCount(&vals[at])
 		if err != nil {
 			return fmt.Errorf("redisstore: eval: op %d count: %w", j, err)
 		}
-		ttl, err1 := vals[3*j+1].ToInt64()
-		bits, err2 := vals[3*j+2].ToInt64()
+		ttl, err1 := vals[at+1].ToInt64()
+		bits, err2 := vals[at+2].ToInt64()
 		if err1 != nil || err2 != nil {
 			return fmt.Errorf("redisstore: eval: op %d: unexpected reply types", j)
 		}
-		i := j
-		if idx != nil {
-			i = idx[j]
-		}
 		out[i] = outcome(&ops[i], count, ttl, bits)
+		s.rememberWindow(mode, &ops[i], &out[i], sent)
+		at += 3
 	}
-	return stopped(ops, out, idx, len(vals)/3, n)
+	if at != len(vals) {
+		return fmt.Errorf("redisstore: eval: %d reply values for %d ops", len(vals), n)
+	}
+	return s.decoded(ops, out, idx, j, n, known)
+}
+
+// decoded ends decodeResult for a reply of got of the n ops sent: it checks
+// that a reply that ended early ended by a block (stopped) and clears the
+// marks (markKnown) of the ops not evaluated.
+func (s *Store) decoded(ops []ratelimit.Op, out []ratelimit.OpResult, idx []int, got, n int, known []ratelimit.OpResult) error {
+	if err := stopped(ops, out, idx, got, n); err != nil {
+		return err
+	}
+	if known != nil {
+		for j := got; j < n; j++ {
+			out[indexAt(idx, j)] = ratelimit.OpResult{}
+		}
+	}
+	return nil
+}
+
+// handBack records that the script handed back the j-th of the n ops sent
+// (ops[idx], all ops when idx is nil), charging nothing for it and
+// evaluating nothing after it: settle evaluates them in the full forms.
+func handBack(out []ratelimit.OpResult, idx []int, j, n int, f *followUps) {
+	again := make([]int, 0, n-j)
+	for ; j < n; j++ {
+		i := indexAt(idx, j)
+		out[i] = ratelimit.OpResult{}
+		again = append(again, i)
+	}
+	f.again = append(f.again, again)
+}
+
+// decodeKnown fills r, op's outcome (ops[i]), from v, its count as a
+// known-window form returns it; r holds the ms left in the window that the
+// Store remembered (markKnown). The bits are the script's: exceeded past the
+// limit, and then banned for ban_ms when op has a ban. A count no more than
+// the cost says the key was made anew: settle starts its window.
+func decodeKnown(op *ratelimit.Op, r *ratelimit.OpResult, v int64, i int, f *followUps) {
+	ttl, bits := int64(r.TTL), int64(0)
+	if v > op.Limit {
+		bits = bitExceeded
+		if banFor := millis(op.BanFor); op.BanKey != "" && banFor != 0 {
+			ttl, bits = banFor, bitExceeded|bitBanned
+		}
+	}
+	*r = outcome(op, float64(v), ttl, bits)
+	if v <= int64(op.Cost) {
+		f.windows = append(f.windows, i)
+	}
+}
+
+// rememberWindow remembers when op's window ends from r, its outcome in a
+// full form sent at sent: that of a counter in the short form of a check,
+// not banned, with a whole count (the next check of a fractional one would
+// only be handed back). A check's other ops on the key make the Store forget
+// its window: the general code may have replaced the key (a value of
+// another kind, a fraction summed), whose window the Store would otherwise
+// report for the old one.
+func (s *Store) rememberWindow(mode ratelimit.Mode, op *ratelimit.Op, r *ratelimit.OpResult, sent int64) {
+	switch {
+	case mode == ratelimit.ModePeek: // wrote nothing
+	case r.Banned || r.Count != math.Trunc(r.Count) || !short(mode, op) && !shortBan(mode, op):
+		s.dialed.windows.forget(op.Key)
+	default:
+		s.dialed.windows.remember(op.Key, sent, r.TTL.Milliseconds())
+	}
 }
 
 // messageCount is a count of evaluate.lua's reply: an integer, or a decimal

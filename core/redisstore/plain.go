@@ -136,7 +136,10 @@ func (s *Store) decodePlain(ctx context.Context, c rueidis.Client, ops []ratelim
 			if _, ok := rueidis.IsRedisErr(err); !ok {
 				return nil, fmt.Errorf("redisstore: eval: %w", err)
 			}
-			refused = append(refused, j) // a fractional or foreign value: nothing was written
+			// A fractional or foreign value: nothing was written. The script
+			// evaluates the op, in full: its next INCRBY would be refused too.
+			s.dialed.windows.forget(op.Key)
+			refused = append(refused, j)
 			continue
 		}
 		ttl := left

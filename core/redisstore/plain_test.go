@@ -2,6 +2,8 @@ package redisstore
 
 import (
 	"context"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -22,11 +24,21 @@ type recordingClient struct {
 	sent    []string
 	trips   int // calls of Do and DoMulti: round trips
 	rewrite func(c rueidis.Client, cmd rueidis.Completed) rueidis.Completed
+	codes   []string // the op codes of the script calls sent
 }
 
 func (r *recordingClient) record(cmd rueidis.Completed) rueidis.Completed {
 	r.mu.Lock()
-	r.sent = append(r.sent, cmd.Commands()[0])
+	args := cmd.Commands()
+	r.sent = append(r.sent, args[0])
+	if args[0] == "EVALSHA" || args[0] == "EVAL" {
+		nkeys, _ := strconv.Atoi(args[2])
+		for _, a := range args[3+nkeys:] {
+			if slices.Contains(opCodes[:], a) {
+				r.codes = append(r.codes, a)
+			}
+		}
+	}
 	r.mu.Unlock()
 	if r.rewrite != nil {
 		return r.rewrite(r.Client, cmd)
@@ -59,6 +71,16 @@ func (r *recordingClient) take() string {
 	defer r.mu.Unlock()
 	s := strings.Join(r.sent, " ")
 	r.sent = nil
+	return s
+}
+
+// takeCodes returns the op codes of the script calls sent since the last
+// takeCodes, space-separated.
+func (r *recordingClient) takeCodes() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := strings.Join(r.codes, " ")
+	r.codes = nil
 	return s
 }
 

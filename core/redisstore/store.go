@@ -378,10 +378,16 @@ func appendArgv(args []any, mode ratelimit.Mode, ops []ratelimit.Op, idx []int) 
 }
 
 func opAt(ops []ratelimit.Op, idx []int, j int) *ratelimit.Op {
+	return &ops[indexAt(idx, j)]
+}
+
+// indexAt is the index in ops of the j-th op of ops[idx] (all ops when idx is
+// nil).
+func indexAt(idx []int, j int) int {
 	if idx == nil {
-		return &ops[j]
+		return j
 	}
-	return &ops[idx[j]]
+	return idx[j]
 }
 
 // millis rounds a positive duration up to whole milliseconds, the precision of
@@ -493,7 +499,7 @@ const maxCount = ratelimit.MaxCount + 1
 // refilling, a sliding window of over 146 years exceeded, the longest period) is
 // the longest Duration, as in the memory store (ceilDuration): converted as
 // it is, it would overflow into the past. This is the one place the store
-// converts milliseconds to a TTL.
+// converts milliseconds to a TTL (ttlOf).
 func outcome(op *ratelimit.Op, count float64, ttlMillis, bits int64) ratelimit.OpResult {
 	if bits&bitState != 0 {
 		count = stateCount(op, count, ttlMillis)
@@ -503,17 +509,21 @@ func outcome(op *ratelimit.Op, count float64, ttlMillis, bits int64) ratelimit.O
 		// reports such a count as 2^53 (ratelimit.MaxCount).
 		count = maxCount
 	}
-	ttl := time.Duration(math.MaxInt64)
-	if ttlMillis <= maxTTLMillis {
-		ttl = time.Duration(ttlMillis) * time.Millisecond
-	}
 	return ratelimit.OpResult{
 		Evaluated: true,
 		Count:     count,
-		TTL:       ttl,
+		TTL:       ttlOf(ttlMillis),
 		Banned:    bits&bitBanned != 0,
 		Exceeded:  bits&bitExceeded != 0,
 	}
+}
+
+// ttlOf is a TTL of ms milliseconds: past the longest Duration, the longest.
+func ttlOf(ms int64) time.Duration {
+	if ms > maxTTLMillis {
+		return time.Duration(math.MaxInt64)
+	}
+	return time.Duration(ms) * time.Millisecond
 }
 
 // stateCount is the count of a passed sliding window or token bucket op

@@ -6,9 +6,10 @@ import (
 	"time"
 )
 
-// windows remembers when the windows of the counters this Store charged in
-// the plain form end, so that the next check of a counter whose window is
-// still on sends INCRBY alone, not INCRBY, PEXPIRE NX and PTTL: on one Redis
+// windows remembers when the windows of the counters this Store charged end,
+// so that the next check of a counter whose window is still on sends INCRBY
+// alone, in the plain form or in the script (its known-window forms), not
+// INCRBY, PEXPIRE NX and PTTL: on one Redis
 // core that is the difference between about 4.3k and 14.5k instructions per
 // check (callgrind over pipelined commands), and the reason a check costs
 // Redis less than the two commands (INCRBY, EXPIRE) of fixed-window peers.
@@ -19,8 +20,8 @@ import (
 // trip). A counter whose key is gone before its remembered end (deleted by
 // `ratekit clear` in another process, evicted, lost in a failover) is
 // created again by INCRBY without a TTL: INCRBY then answers no more than
-// the cost, and decodePlain sets the window and reads its TTL in a second
-// round trip. Were that round trip lost too (the process stopped between
+// the cost, and decodePlain (settle after the script) sets the window and
+// reads its TTL in a second round trip. Were that round trip lost too (the process stopped between
 // the two), the next check sent in the full form, at the latest when the
 // remembered end has passed, sets the TTL: such a window lasts at most one
 // period longer.

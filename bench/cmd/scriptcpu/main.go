@@ -7,6 +7,12 @@
 //
 //	go run ./cmd/scriptcpu -redis redis://127.0.0.1:6379 -n 20000
 //
+// With -store dial the checks go through a Store from redisstore.Dial,
+// which sends a counter whose window it remembers as INCRBY alone inside the
+// script (and a check of one rule without a ban as plain commands, no
+// EVALSHA at all); the default, -store new, through redisstore.New on a
+// go-redis client, which always sends the full forms.
+//
 // The figures are the server's CPU per call; the client and the network are
 // not in them. They vary with the machine: compare shapes and versions of
 // the script on one machine, not across machines.
@@ -35,8 +41,8 @@ import (
 
 // options are scriptcpu's flags.
 type options struct {
-	url, only       string
-	n, keys, rounds int
+	url, only, store string
+	n, keys, rounds  int
 }
 
 // parseArgs reads the flags: it reports whether to run, and otherwise the
@@ -50,11 +56,16 @@ func parseArgs(args []string, stdout, stderr io.Writer) (*options, int, bool) {
 	fs.IntVar(&o.keys, "keys", 1000, "distinct identifiers the checks spread over")
 	fs.StringVar(&o.only, "shapes", "", "measure only the shapes whose name contains this")
 	fs.IntVar(&o.rounds, "rounds", 5, "rounds per shape; the least figure of each is reported (a busy machine only adds)")
+	fs.StringVar(&o.store, "store", "new", "the Store: new (redisstore.New on go-redis) or dial (redisstore.Dial)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: scriptcpu [flags]\n\nMeasures the Redis CPU of ratekit's check script per call, by shape of check.")
 		fs.PrintDefaults()
 	}
 	code, ok := cliflags.Parse(fs, args, stdout, stderr)
+	if ok && o.store != "new" && o.store != "dial" {
+		fmt.Fprintf(stderr, "scriptcpu: -store %q: want new or dial\n", o.store)
+		return o, 2, false
+	}
 	return o, code, ok
 }
 
@@ -71,6 +82,15 @@ func main() {
 	rdb := redis.NewClient(opt)
 	defer rdb.Close()
 	ctx := context.Background()
+	var store ratelimit.Store = redisstore.New(rdb)
+	if o.store == "dial" {
+		d, err := redisstore.Dial(ctx, *url)
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer d.Close()
+		store = d
+	}
 	rule := func(name string, limit int64, f func(*ratelimit.Rule)) ratelimit.Rule {
 		r := ratelimit.Rule{Name: name, Characteristics: []string{"user"}, Limit: limit, Period: time.Hour, Action: ratelimit.ActionLimit}
 		if f != nil {
@@ -103,7 +123,7 @@ func main() {
 		best, bestCPU := -1.0, -1.0
 		var calls, inner int64
 		for range *rounds {
-			c, u, cpu, in := measure(ctx, rdb, sh.rules, *n, *keys)
+			c, u, cpu, in := measure(ctx, rdb, store, sh.rules, *n, *keys)
 			if best < 0 || u < best {
 				best = u
 			}
@@ -122,9 +142,9 @@ func main() {
 // of Redis's main thread per check (the script and the request's I/O, which a
 // busy machine inflates less than it does wall time); it deletes its keys
 // afterwards.
-func measure(ctx context.Context, rdb *redis.Client, rules []ratelimit.Rule, n, keys int) (calls int64, usec, cpu float64, inner int64) {
+func measure(ctx context.Context, rdb *redis.Client, store ratelimit.Store, rules []ratelimit.Rule, n, keys int) (calls int64, usec, cpu float64, inner int64) {
 	prefix := fmt.Sprintf("scriptcpu:%d:", time.Now().UnixNano())
-	l, err := ratelimit.New(ratelimit.Config{Name: "scriptcpu", Store: redisstore.New(rdb), KeyPrefix: prefix, Rules: rules, Timeout: 5 * time.Second})
+	l, err := ratelimit.New(ratelimit.Config{Name: "scriptcpu", Store: store, KeyPrefix: prefix, Rules: rules, Timeout: 5 * time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}

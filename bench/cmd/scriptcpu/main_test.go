@@ -28,3 +28,17 @@ func TestParseArgs(t *testing.T) {
 		return code, ok
 	})
 }
+
+// -store names one of the two Stores; anything else is a usage error.
+func TestParseArgsStore(t *testing.T) {
+	for _, tt := range []struct {
+		store string
+		ok    bool
+	}{{"new", true}, {"dial", true}, {"Dial", false}, {"", false}} {
+		var stderr strings.Builder
+		o, code, ok := parseArgs([]string{"-store", tt.store}, io.Discard, &stderr)
+		if ok != tt.ok || !ok && (code != 2 || !strings.Contains(stderr.String(), "-store")) || ok && o.store != tt.store {
+			t.Errorf("-store %q: ok %v, code %d, stderr %q", tt.store, ok, code, stderr.String())
+		}
+	}
+}
