@@ -3,7 +3,8 @@
 # cannot make (../shared/design/reference/many-core-bench.md): every
 # contender of BenchmarkCheck on a pinned Redis and a pinned 3-master Cluster,
 # the memory store's mutex and block profiles at GOMAXPROCS = all CPUs, the
-# script's Redis CPU per call (scriptcpu) and the RateLimitService table
+# script's Redis CPU per call (scriptcpu, through redisstore.New and Dial)
+# and the RateLimitService table
 # (rlsbench) against envoyproxy/ratelimit, with its Redis defaults and again
 # with the pipeline window its README suggests. It needs no Go toolchain and no
 # network: bench/device/kit.sh builds bench/device/kit.tgz, which it unpacks.
@@ -97,6 +98,9 @@ GOMAXPROCS=$n bench.test -test.run '^$' -test.bench '^BenchmarkCheck$/memory' -t
 step "script Redis CPU per call"
 taskset -c "$(cpus "4-$last")" scriptcpu -redis "$RATEKIT_TEST_REDIS_URL" -n 20000 -rounds 3 2>&1 | tee "$out/scriptcpu.txt"
 redis-cli -p 21500 info commandstats >"$out/commandstats-after-scriptcpu.txt"
+# The same through a Store from Dial, which sends the counters whose windows
+# it remembers as INCRBY alone inside the script.
+taskset -c "$(cpus "4-$last")" scriptcpu -redis "$RATEKIT_TEST_REDIS_URL" -n 20000 -rounds 3 -store dial -shapes rule 2>&1 | tee "$out/scriptcpu-dial.txt"
 
 for p in "${pids[@]}"; do redis-cli -p "$p" shutdown nosave >/dev/null 2>&1 || true; done
 pids=()
