@@ -34,7 +34,7 @@ func (s *Store) evalSharded(ctx context.Context, mode ratelimit.Mode, ops []rate
 		if mode == ratelimit.ModeCheck {
 			end = stageEnd(ops, shards, start)
 		}
-		if err := s.evalStage(ctx, mode, ops, groupShards(shards, start, end), out); err != nil {
+		if err := s.evalStage(ctx, mode, ops, start, end, shards, out); err != nil {
 			return nil, err
 		}
 		if blockedIn(ops, out, start, end) {
@@ -104,17 +104,25 @@ func blockedIn(ops []ratelimit.Op, out []ratelimit.OpResult, start, end int) boo
 	return false
 }
 
-// evalStage evaluates the ops of one stage, given as groups of indexes into
-// ops, one group per shard: one script per group, all in one round trip, each
-// group's reply decoded into out.
-func (s *Store) evalStage(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.Op, groups [][]int, out []ratelimit.OpResult) error {
+// evalStage evaluates the ops of one stage, ops[start:end] of shards
+// shards: one script per shard, all in one round trip, each one's reply
+// decoded into out. On a Store from Dial a stage that the plain form can
+// evaluate (plainOps: as a check of limit rules in different slots is, one
+// stage per rule) goes in it, which costs Redis a fraction of the script
+// (INCRBY alone in a remembered window).
+func (s *Store) evalStage(ctx context.Context, mode ratelimit.Mode, ops []ratelimit.Op, start, end int, shards []shard, out []ratelimit.OpResult) error {
 	if s.dialed != nil {
 		c, err := s.dialed.get()
 		if err != nil {
 			return err
 		}
-		return s.evalScripts(ctx, c, mode, ops, groups, out)
+		if plainOps(mode, ops[start:end]) && !s.dialed.noPlain.Load() {
+			_, err := s.evalPlain(ctx, c, ops[start:end], out[start:end])
+			return err
+		}
+		return s.evalScripts(ctx, c, mode, ops, groupShards(shards, start, end), out)
 	}
+	groups := groupShards(shards, start, end)
 	if len(groups) == 1 { // the usual stage: one script call, no pipeline
 		return s.evalGroup(ctx, mode, ops, groups[0], out)
 	}

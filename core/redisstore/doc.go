@@ -229,7 +229,11 @@
 //     as between two checks; every op is still atomic, and the counts and
 //     verdicts are those of the checks applied op by op in that order;
 //   - a peek writes nothing, so it reads every slot in one round trip and
-//     drops what follows a block.
+//     drops what follows a block;
+//   - on a Store from Dial a stage that needs nothing of the script (its
+//     counters charged a whole cost, without a ban, only the last a limit
+//     rule: each stage of limit rules in different slots) goes in the plain
+//     form, INCRBY alone once the Store knows the window.
 //
 // To keep every check at one round trip on a cluster, order the rules so that
 // shadow rules come first, or give rules that are always checked together a

@@ -18,62 +18,51 @@ import (
 // op handed back (a fraction there, a ban on) is evaluated again in the full
 // form with the ops after it, and the outcomes are the full form's.
 func TestScriptRemembersWindow(t *testing.T) {
-	for _, tt := range []struct {
-		name   string
-		url    func(testing.TB) string
-		client func(testing.TB) redis.UniversalClient
-		// The codes of a check of a, b, c in which b's key holds a
-		// fraction: on one server one call sends all three, the script
-		// stops at b, and b and c go again in full; on a Cluster each op
-		// is a stage, and c's comes after b's is settled. Then, with b
-		// over its limit, the codes of the next check.
-		handedBack, afterFraction string
-	}{
-		{"standalone", redistest.URL, func(t testing.TB) redis.UniversalClient { return redistest.Client(t) }, "U U U t t", "U t U"},
-		{"cluster", redistest.ClusterURL, func(t testing.TB) redis.UniversalClient { return redistest.ClusterClient(t) }, "U U t U", "U t"},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			d := &recordingClient{}
-			s, k := recordedStoreOn(t, tt.url(t), d), newKeyer(t)
-			c := tt.client(t)
-			ops := []ratelimit.Op{terminal(k.count("a", 3, 1)), terminal(k.count("b", 3, 1)), terminal(k.count("c", 3, 1))}
-			check := func(step, codes string, ws ...want) {
-				t.Helper()
-				expectOutcomes(t, step, eval(t, s, check, ops...), ws...)
-				if got := d.takeCodes(); got != codes {
-					t.Fatalf("%s: sent the codes %q, want %q", step, got, codes)
-				}
+	forEachDialTarget(t, func(t *testing.T, url string, c redis.UniversalClient) {
+		d := &recordingClient{}
+		s, k := recordedStoreOn(t, url, d), newKeyer(t)
+		// One hash tag: one script call on a Cluster too (in different
+		// slots each rule would be a stage of its own, in the plain form).
+		op := func(name string) ratelimit.Op {
+			return ratelimit.Op{Key: string(k) + name + "{" + string(k) + "}", Limit: 3, Cost: 1, Period: time.Minute, Terminal: true}
+		}
+		ops := []ratelimit.Op{op("a"), op("b"), op("c")}
+		check := func(step, codes string, ws ...want) {
+			t.Helper()
+			expectOutcomes(t, step, eval(t, s, check, ops...), ws...)
+			if got := d.takeCodes(); got != codes {
+				t.Fatalf("%s: sent the codes %q, want %q", step, got, codes)
 			}
+		}
 
-			check("first", "t t t", ok(1, time.Minute), ok(1, time.Minute), ok(1, time.Minute))
-			check("second", "U U U", ok(2, time.Minute), ok(2, time.Minute), ok(2, time.Minute))
+		check("first", "t t t", ok(1, time.Minute), ok(1, time.Minute), ok(1, time.Minute))
+		check("second", "U U U", ok(2, time.Minute), ok(2, time.Minute), ok(2, time.Minute))
 
-			// Deleted behind the Store's back: INCRBY makes the key anew,
-			// without a TTL, and the Store starts its window.
-			if err := c.Del(ctx, ops[0].Key).Err(); err != nil {
-				t.Fatal(err)
-			}
-			d.take()
-			check("after a foreign delete", "U U U", ok(1, time.Minute), ok(3, time.Minute), ok(3, time.Minute))
-			if w := d.take(); !strings.Contains(w, "PEXPIRE PTTL") {
-				t.Fatalf("after a foreign delete: sent %q, want PEXPIRE and PTTL after the script", w)
-			}
-			if got := pttl(t, c, ops[0].Key); got <= 0 || got > time.Minute {
-				t.Fatalf("PTTL after a foreign delete = %v, want a window", got)
-			}
+		// Deleted behind the Store's back: INCRBY makes the key anew,
+		// without a TTL, and the Store starts its window.
+		if err := c.Del(ctx, ops[0].Key).Err(); err != nil {
+			t.Fatal(err)
+		}
+		d.take()
+		check("after a foreign delete", "U U U", ok(1, time.Minute), ok(3, time.Minute), ok(3, time.Minute))
+		if w := d.take(); !strings.Contains(w, "PEXPIRE PTTL") {
+			t.Fatalf("after a foreign delete: sent %q, want PEXPIRE and PTTL after the script", w)
+		}
+		if got := pttl(t, c, ops[0].Key); got <= 0 || got > time.Minute {
+			t.Fatalf("PTTL after a foreign delete = %v, want a window", got)
+		}
 
-			// A fraction in b (another client's fractional cost): INCRBY
-			// refuses it, so b comes back and goes again in the full
-			// form, which sums it, with c after it; c is then over.
-			if err := c.Set(ctx, ops[1].Key, "1.5", 30*time.Second).Err(); err != nil {
-				t.Fatal(err)
-			}
-			check("a fraction", tt.handedBack, ok(2, time.Minute), ok(2.5, 30*time.Second), over(4, time.Minute))
-			// b's window is forgotten and, its count a fraction, not
-			// remembered again: it goes in the full form directly.
-			check("after a fraction", tt.afterFraction, ok(3, time.Minute), over(3.5, 30*time.Second), skipped)
-		})
-	}
+		// A fraction in b (another client's fractional cost): INCRBY
+		// refuses it, so b comes back and goes again in the full
+		// form, which sums it, with c after it; c is then over.
+		if err := c.Set(ctx, ops[1].Key, "1.5", 30*time.Second).Err(); err != nil {
+			t.Fatal(err)
+		}
+		check("a fraction", "U U U t t", ok(2, time.Minute), ok(2.5, 30*time.Second), over(4, time.Minute))
+		// b's window is forgotten and, its count a fraction, not
+		// remembered again: it goes in the full form directly.
+		check("after a fraction", "U t U", ok(3, time.Minute), over(3.5, 30*time.Second), skipped)
+	})
 }
 
 // TestScriptRemembersWindowBan: a rule with a ban in a remembered window is

@@ -367,6 +367,39 @@ func TestClusterStages(t *testing.T) {
 	}
 }
 
+// TestClusterStagesPlain: on a Store from Dial, a stage the plain form can
+// evaluate goes in it, not as a script: a check of limit rules in different
+// slots, one stage each, is INCRBY per rule (PEXPIRE NX and PTTL too until
+// the Store knows the window), and a block still ends it.
+func TestClusterStagesPlain(t *testing.T) {
+	d := &recordingClient{}
+	s, k := recordedStoreOn(t, redistest.ClusterURL(t), d), newKeyer(t)
+	a := terminal(k.count("a", 2, 1))
+	b := terminal(k.count(nameInOtherSlot(k, "b", a.Key), 100, 1))
+	c := terminal(k.count(nameInOtherSlot(k, "c", a.Key, b.Key), 100, 1))
+	for _, tt := range []struct {
+		name, sent string
+		trips      int
+		want       []want
+	}{
+		{"first", "INCRBY PEXPIRE PTTL INCRBY PEXPIRE PTTL INCRBY PEXPIRE PTTL", 3, []want{ok(1, time.Minute), ok(1, time.Minute), ok(1, time.Minute)}},
+		{"second", "INCRBY INCRBY INCRBY", 3, []want{ok(2, time.Minute), ok(2, time.Minute), ok(2, time.Minute)}},
+		{"a blocks", "INCRBY", 1, []want{over(3, time.Minute), skipped, skipped}},
+	} {
+		d.take()
+		d.takeTrips()
+		expectOutcomes(t, tt.name, eval(t, s, check, a, b, c), tt.want...)
+		if got, trips := d.take(), d.takeTrips(); got != tt.sent || trips != tt.trips {
+			t.Errorf("%s: sent %q in %d round trips, want %q, a stage a trip", tt.name, got, trips, tt.sent)
+		}
+	}
+	for key, want := range map[string]int{a.Key: 3, b.Key: 2, c.Key: 2} {
+		if got, err := redistest.ClusterClient(t).Get(ctx, key).Int(); err != nil || got != want {
+			t.Errorf("%s = %d, %v; want %d (nothing charged past the block)", key, got, err, want)
+		}
+	}
+}
+
 // TestNoScriptFallback: after SCRIPT FLUSH (as after a restart or failover)
 // checks still work, single calls and pipelines alike. Private servers, so that flushing disturbs no other test.
 func TestNoScriptFallback(t *testing.T) {
