@@ -76,7 +76,8 @@ func (s *Store) shardsOf(ops []ratelimit.Op) ([]shard, error) {
 // it stops before the first op whose shard differs from that of a terminal op
 // earlier in the stage, the one op that could be charged past a block.
 func stageEnd(ops []ratelimit.Op, shards []shard, start int) int {
-	var terminal []shard // shards holding a terminal op of this stage
+	var held [4]shard
+	terminal := held[:0] // shards holding a terminal op of this stage
 	for i := start; i < len(ops); i++ {
 		for _, t := range terminal {
 			if t != shards[i] {
