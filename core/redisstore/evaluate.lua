@@ -103,10 +103,10 @@ while true do
   local code = ARGV[a]
   -- Counters whose windows the client knows ('u', 'v'; see the header):
   -- INCRBY alone (after the ban's PTTL), one reply value each. Five rules
-  -- cost Redis 60k instructions so against 105k as 't' ops, whose PTTL,
-  -- period and three reply values weigh about as much as the INCRBY
-  -- (docs/design.md). They come first, so that a check of them pays no
-  -- test of the other codes; one of those pays four tests for it here.
+  -- cost Redis 60k instructions this way against 105k as 't' ops, whose
+  -- PTTL, period and three reply values weigh about as much as the INCRBY
+  -- (docs/design.md). They are tested for first, so that a check of them
+  -- pays no test of the other codes; an op in another form pays four here.
   while true do
     local r, stop
     if code == 'U' or code == 'u' then
