@@ -151,8 +151,8 @@ func (s *Store) markKnown(mode ratelimit.Mode, ops []ratelimit.Op, groups [][]in
 	mark := func(i int) {
 		op := &ops[i]
 		out[i] = ratelimit.OpResult{}
-		if (short(mode, op) || shortBan(mode, op)) && !sharesKey(ops, i) {
-			if left := s.dialed.windows.left(op.Key, sent); left > 0 {
+		if short(mode, op) || shortBan(mode, op) {
+			if left := s.dialed.windows.left(op.Key, sent); left > 0 && !sharesKey(ops, i) {
 				out[i].TTL, marked = time.Duration(left), true
 			}
 		}
@@ -202,27 +202,8 @@ type followUps struct {
 // after them, in the full forms; one round trip each, only when needed.
 func (s *Store) settle(ctx context.Context, c rueidis.Client, mode ratelimit.Mode, ops []ratelimit.Op, out []ratelimit.OpResult, f *followUps) error {
 	if len(f.windows) > 0 {
-		now := s.dialed.windows.now()
-		cmds := make(rueidis.Commands, 0, 2*len(f.windows))
-		for _, i := range f.windows {
-			s.dialed.windows.forget(ops[i].Key)
-			cmds = appendWindow(cmds, c, s.sharding, &ops[i])
-		}
-		res := c.DoMulti(ctx, cmds...)
-		for k, i := range f.windows {
-			ttl := millis(ops[i].Period)
-			// Gone again (PTTL -2): a later op of the check that found the
-			// key holding another kind deleted it, or another client did.
-			// The window the op started was a whole period.
-			if pttl, _ := res[2*k+1].AsInt64(); pttl != -2 {
-				var err error
-				if ttl, err = s.windowTTL(ctx, c, &ops[i], res[2*k], res[2*k+1], now); err != nil {
-					return err
-				}
-			}
-			if !out[i].Banned { // a ban's TTL stays
-				out[i].TTL = ttlOf(ttl)
-			}
+		if err := s.startWindows(ctx, c, ops, f.windows, out); err != nil {
+			return err
 		}
 	}
 	if len(f.again) == 0 {
@@ -446,18 +427,10 @@ func handBack(out []ratelimit.OpResult, idx []int, j, n int, f *followUps) {
 
 // decodeKnown fills r, op's outcome (ops[i]), from v, its count as a
 // known-window form returns it; r holds the ms left in the window that the
-// Store remembered (markKnown). The bits are the script's: exceeded past the
-// limit, and then banned for ban_ms when op has a ban. A count no more than
-// the cost says the key was made anew: settle starts its window.
+// Store remembered (markKnown). A count no more than the cost says the key
+// was made anew: settle starts its window.
 func decodeKnown(op *ratelimit.Op, r *ratelimit.OpResult, v int64, i int, f *followUps) {
-	ttl, bits := int64(r.TTL), int64(0)
-	if v > op.Limit {
-		bits = bitExceeded
-		if banFor := millis(op.BanFor); op.BanKey != "" && banFor != 0 {
-			ttl, bits = banFor, bitExceeded|bitBanned
-		}
-	}
-	*r = outcome(op, float64(v), ttl, bits)
+	*r = counterOutcome(op, v, int64(r.TTL))
 	if v <= int64(op.Cost) {
 		f.windows = append(f.windows, i)
 	}

@@ -123,6 +123,7 @@ func appendWindow(cmds rueidis.Commands, c rueidis.Client, sh sharding, op *rate
 // nothing): the script must evaluate those.
 func (s *Store) decodePlain(ctx context.Context, c rueidis.Client, ops []ratelimit.Op, res []rueidis.RedisResult, out []ratelimit.OpResult, sent int64, refused []int) ([]int, error) {
 	at := 0
+	var made []int // ops whose key INCRBY made anew (startWindows)
 	for j := range ops {
 		op := &ops[j]
 		left := int64(out[j].TTL) // appendPlain's
@@ -151,23 +152,55 @@ func (s *Store) decodePlain(ctx context.Context, c rueidis.Client, ops []ratelim
 		case count <= int64(op.Cost):
 			// The key was gone (deleted, evicted) before the window this
 			// Store remembered ended, and INCRBY made it anew, without a
-			// TTL: start its window now, a round trip more (and should that
-			// fail, the next check sends the full form).
-			s.dialed.windows.forget(op.Key)
-			now := s.dialed.windows.now()
-			cmds := appendWindow(make(rueidis.Commands, 0, 2), c, s.sharding, op)
-			res := c.DoMulti(ctx, cmds...)
-			if ttl, err = s.windowTTL(ctx, c, op, res[0], res[1], now); err != nil {
-				return nil, err
-			}
+			// TTL: startWindows starts it, a round trip more (and should
+			// that fail, the next check sends the full form).
+			made = append(made, j)
 		}
-		var bits int64
-		if count > op.Limit {
-			bits = bitExceeded
+		out[j] = counterOutcome(op, count, ttl)
+	}
+	if made != nil {
+		if err := s.startWindows(ctx, c, ops, made, out); err != nil {
+			return nil, err
 		}
-		out[j] = outcome(&ops[j], float64(count), ttl, bits)
 	}
 	return refused, nil
+}
+
+// counterOutcome is the outcome of op, a counter in the short form, from its
+// count after INCRBY and the ms left in its window: exceeded past the limit,
+// and then banned for ban_ms when op has a ban, as the script decides.
+func counterOutcome(op *ratelimit.Op, count, ttl int64) ratelimit.OpResult {
+	var bits int64
+	if count > op.Limit {
+		bits = bitExceeded
+		if banFor := millis(op.BanFor); op.BanKey != "" && banFor != 0 {
+			ttl, bits = banFor, bitExceeded|bitBanned
+		}
+	}
+	return outcome(op, float64(count), ttl, bits)
+}
+
+// startWindows starts the windows of the ops at made, whose keys INCRBY made
+// anew in a window the Store remembered, and reads their TTLs into out (but
+// a ban's, which stays), in one round trip.
+func (s *Store) startWindows(ctx context.Context, c rueidis.Client, ops []ratelimit.Op, made []int, out []ratelimit.OpResult) error {
+	now := s.dialed.windows.now()
+	cmds := make(rueidis.Commands, 0, 2*len(made))
+	for _, i := range made {
+		s.dialed.windows.forget(ops[i].Key)
+		cmds = appendWindow(cmds, c, s.sharding, &ops[i])
+	}
+	res := c.DoMulti(ctx, cmds...)
+	for k, i := range made {
+		ttl, err := s.windowTTL(ctx, c, &ops[i], res[2*k], res[2*k+1], now)
+		if err != nil {
+			return err
+		}
+		if !out[i].Banned {
+			out[i].TTL = ttlOf(ttl)
+		}
+	}
+	return nil
 }
 
 // windowTTL returns the ms left in op's window from the replies of
