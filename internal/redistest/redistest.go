@@ -359,17 +359,13 @@ func (s *Server) WaitMaster(t testing.TB) {
 	t.Helper()
 	c := redis.NewClient(&redis.Options{Addr: s.Addr})
 	defer c.Close()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		role, err := c.Do(context.Background(), "ROLE").Slice()
+	poll(t, 60*time.Second, 50*time.Millisecond, func(ctx context.Context) string {
+		role, err := c.Do(ctx, "ROLE").Slice()
 		if err == nil && len(role) > 0 && role[0] == "master" {
-			return
+			return ""
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not promoted to master: %v %v", s.Addr, role, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return fmt.Sprintf("%s not promoted to master: %v %v", s.Addr, role, err)
+	})
 }
 
 // MasterOf returns the node of nodes that is the master of key's slot, as
@@ -548,21 +544,16 @@ func StartSentinel(t testing.TB) *SentinelSetup {
 			}
 		}
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
 	for _, s := range st.Sentinels {
 		c := redis.NewSentinelClient(&redis.Options{Addr: s.Addr})
 		defer c.Close()
-		for {
+		poll(t, 60*time.Second, 50*time.Millisecond, func(ctx context.Context) string {
 			m, err := c.Master(ctx, st.Name).Result()
 			if err == nil && m["num-slaves"] == "1" && m["num-other-sentinels"] == "2" && m["flags"] == "master" {
-				break
+				return ""
 			}
-			if ctx.Err() != nil {
-				t.Fatalf("sentinel %s does not know the setup: %v %v", s.Addr, m, err)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return fmt.Sprintf("sentinel %s does not know the setup: %v %v", s.Addr, m, err)
+		})
 	}
 	st.Replica.WaitReplicaOf(t, st.Master)
 	return st
@@ -592,11 +583,9 @@ func (st *SentinelSetup) URL() string {
 // next as the master and next reports itself one.
 func (st *SentinelSetup) WaitFailover(t testing.TB, next *Server) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-	defer cancel()
 	nc := redis.NewClient(&redis.Options{Addr: next.Addr})
 	defer nc.Close()
-	for {
+	poll(t, 120*time.Second, 100*time.Millisecond, func(ctx context.Context) string {
 		named := 0
 		for _, s := range st.Sentinels {
 			c := redis.NewSentinelClient(&redis.Options{Addr: s.Addr})
@@ -610,13 +599,10 @@ func (st *SentinelSetup) WaitFailover(t testing.TB, next *Server) {
 		}
 		role, err := nc.Do(ctx, "ROLE").Slice()
 		if named >= 2 && err == nil && len(role) > 0 && role[0] == "master" {
-			return
+			return ""
 		}
-		if ctx.Err() != nil {
-			t.Fatalf("no failover to %s: %d of %d sentinels name it, its role %v %v", next.Addr, named, len(st.Sentinels), role, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return fmt.Sprintf("no failover to %s: %d of %d sentinels name it, its role %v %v", next.Addr, named, len(st.Sentinels), role, err)
+	})
 }
 
 // WaitReplicaOf waits until s is a replica of master with its link up (an
@@ -624,20 +610,33 @@ func (st *SentinelSetup) WaitFailover(t testing.TB, next *Server) {
 // sentinels).
 func (s *Server) WaitReplicaOf(t testing.TB, master *Server) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-	defer cancel()
 	c := redis.NewClient(&redis.Options{Addr: s.Addr})
 	defer c.Close()
 	host, port, _ := net.SplitHostPort(master.Addr)
-	for {
+	poll(t, 120*time.Second, 100*time.Millisecond, func(ctx context.Context) string {
 		info, err := c.Info(ctx, "replication").Result()
 		if err == nil && strings.Contains(info, "role:slave") && strings.Contains(info, "master_host:"+host+"\r\n") &&
 			strings.Contains(info, "master_port:"+port+"\r\n") && strings.Contains(info, "master_link_status:up") {
+			return ""
+		}
+		return fmt.Sprintf("%s not a replica of %s: %v %s", s.Addr, master.Addr, err, info)
+	})
+}
+
+// poll calls check every interval until it returns "" or within has passed,
+// then fails t with what check last returned. check's ctx ends at within.
+func poll(t testing.TB, within, interval time.Duration, check func(ctx context.Context) string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	for {
+		msg := check(ctx)
+		if msg == "" {
 			return
 		}
 		if ctx.Err() != nil {
-			t.Fatalf("%s not a replica of %s: %v %s", s.Addr, master.Addr, err, info)
+			t.Fatal(msg)
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(interval)
 	}
 }
